@@ -1,0 +1,7 @@
+"""`python -m planner`."""
+
+import sys
+
+from planner.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Command-line edge: parse flags, call the core once, render. No arithmetic here."""

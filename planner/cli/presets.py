@@ -1,0 +1,24 @@
+"""`planner presets`: list the built-in model, GPU and workload presets."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from planner.cli.render import console, emit_json
+
+
+def presets(
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List the model, GPU and workload presets shipped with planner."""
+    from planner.sources.presets import KINDS, preset_names
+
+    listing = {kind: preset_names(kind) for kind in KINDS}
+    if json_out:
+        emit_json(listing)
+        return
+    out = console()
+    for kind, names in listing.items():
+        out.print(f"[bold]{kind}[/] ({len(names)}): " + ", ".join(names), soft_wrap=True)

@@ -1,0 +1,42 @@
+"""Rendering helpers: byte formatting, tables, JSON. Every number gets its unit here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from planner.units import GB_BYTES, GIB_BYTES, KIB_BYTES
+
+
+def console() -> Console:
+    """A stdout console; rich goes plain by itself under NO_COLOR or when not a TTY."""
+    return Console(highlight=False, soft_wrap=False)
+
+
+def gb_gib(n: int) -> str:
+    """Bytes as datasheet GB and engine-log GiB side by side."""
+    return f"{n / GB_BYTES:,.2f} GB / {n / GIB_BYTES:,.2f} GiB"
+
+
+def per_token(n: int) -> str:
+    """Per-token bytes: exact bytes plus KiB."""
+    return f"{n:,} B ({n / KIB_BYTES:,.1f} KiB)"
+
+
+def emit_json(payload: Any) -> None:
+    """Stable JSON on stdout: sorted keys, two-space indent, trailing newline."""
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column key/value table."""
+    table = Table(title=title, show_header=False, title_justify="left", pad_edge=False)
+    table.add_column("item", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

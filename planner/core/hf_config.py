@@ -1,0 +1,671 @@
+"""Turn a Hugging Face `config.json` (already parsed) into a ModelSpec.
+
+Pure: the caller reads the file. Covers dense MHA/GQA/MQA, MoE, MLA, sliding-window and
+chunked-local layers, Mamba2 and Gated-DeltaNet hybrids, per-layer NAS blocks, nested
+`text_config` wrappers and `quantization_config`. A config we cannot size raises InputError
+naming the field; nothing unknown is silently treated as dense.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.core.specs import KvKind, KvLayerGroup, ModelSpec
+from planner.errors import InputError
+from planner.units import DTYPE_BITS, TORCH_DTYPE_ALIASES, ceil_div
+
+Config = Mapping[str, Any]
+
+# Defaults transformers fills in for keys a config may omit (transformers Gemma3TextConfig;
+# the vendored gemma-3-4b-it text_config carries only five keys).
+MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+    "gemma2": {"tie_word_embeddings": True},
+}
+
+# Model types whose MLP is not gated (two matrices, not three).
+NON_GATED_MLP_TYPES = {"nemotron", "nemotron_h", "gpt2", "gpt_bigcode", "starcoder2", "phi", "opt"}
+# Model types whose q/k/v projections carry a bias without saying so in the config.
+QKV_BIAS_TYPES = {"qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_vl"}
+# Layer-type strings seen in `layer_types` lists -> our kinds.
+LAYER_TYPE_KINDS: dict[str, KvKind] = {
+    "full_attention": KvKind.FULL,
+    "attention": KvKind.FULL,
+    "sliding_attention": KvKind.SLIDING,
+    "chunked_attention": KvKind.CHUNKED,
+    "linear_attention": KvKind.LINEAR,
+    "mamba": KvKind.MAMBA,
+    "mamba2": KvKind.MAMBA,
+}
+# Block-scaled FP8 checkpoints store one fp32 scale per 128 x 128 tile (DeepSeek-V3 format).
+FP8_SCALE_BYTES = 4
+# MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
+MXFP4_BLOCK = 32
+# GPTQ/AWQ: per group and output column one fp16 scale (2 B) plus a packed zero point.
+GPTQ_SCALE_BYTES = 2
+# bitsandbytes NF4: one fp32 absmax per 64-value block (without double quantisation).
+BNB_4BIT_BLOCK = 64
+
+
+@dataclass
+class _Layer:
+    """One decoder layer as far as capacity cares: its cache kind and its parameters."""
+
+    kind: KvKind | None  # None: no cache (attention-free / no-op attention)
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    window: int | None = None
+    state_bytes: int = 0
+    state_heads: int = 1
+    latent_dim: int = 0
+    attention_params: int = 0  # the attention matrices inside linear_params
+    linear_params: int = 0  # quantisable matrices (attention, MLP, experts, SSM projections)
+    other_params: int = 0  # norms, biases, routers, SSM scalars
+    active_linear_params: int = 0
+    quantized_linear_params: int = 0  # the part the checkpoint's quantisation covers
+
+
+@dataclass
+class _Parts:
+    layers: list[_Layer] = field(default_factory=list)
+    embed_params: int = 0
+    head_params: int = 0
+    extra_params: int = 0  # vision tower, projector (stored in the native dtype)
+
+
+def _get(cfg: Config, *names: str, default: Any = None) -> Any:
+    for n in names:
+        if n in cfg and cfg[n] is not None:
+            return cfg[n]
+    return default
+
+
+def _require_int(cfg: Config, *names: str) -> int:
+    value = _get(cfg, *names)
+    if value is None:
+        raise InputError(names[0], "missing from config.json")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(names[0], f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _opt_int(cfg: Config, *names: str, default: int | None = None) -> int | None:
+    value = _get(cfg, *names)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InputError(names[0], f"must be a non-negative number, got {value!r}")
+    return int(value)
+
+
+def text_config(cfg: Config) -> dict[str, Any]:
+    """The language model's config: nested `text_config`/`llm_config` merged over defaults."""
+    inner = _get(cfg, "text_config", "llm_config", "language_config")
+    if isinstance(inner, Mapping):
+        merged: dict[str, Any] = dict(MODEL_TYPE_DEFAULTS.get(str(inner.get("model_type")), {}))
+        for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
+            if key in cfg and key not in inner:
+                merged[key] = cfg[key]
+        merged.update(inner)
+        return merged
+    merged = dict(MODEL_TYPE_DEFAULTS.get(str(cfg.get("model_type")), {}))
+    merged.update(cfg)
+    return merged
+
+
+def native_dtype(cfg: Config) -> str:
+    """The dtype an engine loads unquantised weights in (fp32 checkpoints load as fp16)."""
+    raw = _get(cfg, "torch_dtype", "dtype", default="float16")
+    name = TORCH_DTYPE_ALIASES.get(str(raw).lower(), str(raw).lower())
+    if name not in DTYPE_BITS:
+        raise InputError("torch_dtype", f"unknown dtype {raw!r}")
+    # vLLM/SGLang `--dtype auto`: FP16 for FP32/FP16 checkpoints, BF16 for BF16 ones.
+    return "fp16" if name == "fp32" else name
+
+
+def _mlp_params(cfg: Config, hidden: int, inter: int) -> int:
+    act = str(_get(cfg, "mlp_hidden_act", "hidden_act", default="silu"))
+    gated = str(cfg.get("model_type")) not in NON_GATED_MLP_TYPES and act != "relu2"
+    return (3 if gated else 2) * hidden * inter
+
+
+def _attention_params(
+    cfg: Config, hidden: int, heads: int, kv: int, head_dim: int
+) -> tuple[int, int]:
+    """(matrix params, bias/norm params) of one standard attention block."""
+    q_mult = 2 if cfg.get("model_type") == "qwen3_next" else 1  # gated output: q_proj emits 2x
+    mats = (
+        hidden * heads * head_dim * q_mult + 2 * hidden * kv * head_dim + heads * head_dim * hidden
+    )
+    other = 0
+    if cfg.get("attention_bias") or cfg.get("model_type") in QKV_BIAS_TYPES:
+        other += (heads + 2 * kv) * head_dim
+        if cfg.get("attention_bias"):
+            other += hidden
+    if cfg.get("model_type") == "gpt_oss":
+        other += heads  # attention sinks
+    if cfg.get("model_type") in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text"):
+        other += 2 * head_dim  # q_norm, k_norm
+    return mats, other
+
+
+def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int]:
+    """(matrix params, other params, latent dim) of one MLA block (DeepSeek-V2/V3)."""
+    kv_rank = _require_int(cfg, "kv_lora_rank")
+    rope = _require_int(cfg, "qk_rope_head_dim")
+    nope = _require_int(cfg, "qk_nope_head_dim")
+    v_dim = _require_int(cfg, "v_head_dim")
+    q_rank = _opt_int(cfg, "q_lora_rank")
+    if q_rank:
+        q = hidden * q_rank + q_rank * heads * (nope + rope)
+        other = q_rank  # q_a_layernorm
+    else:
+        q = hidden * heads * (nope + rope)
+        other = 0
+    mats = q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim) + heads * v_dim * hidden
+    other += kv_rank  # kv_a_layernorm
+    if cfg.get("model_type") == "deepseek_v32":
+        # Lightning indexer: wq_b, wk, weights_proj and its k_norm (DeepSeek-V3.2 modeling code).
+        ih, idim = _require_int(cfg, "index_n_heads"), _require_int(cfg, "index_head_dim")
+        mats += (q_rank or hidden) * ih * idim + hidden * idim + hidden * ih
+        other += 2 * idim
+    return mats, other, kv_rank + rope
+
+
+def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> _Layer:
+    heads = _require_int(cfg, "mamba_num_heads", "mamba_n_heads")
+    head_dim = _require_int(cfg, "mamba_head_dim", "mamba_d_head")
+    d_state = _require_int(cfg, "ssm_state_size", "mamba_d_state")
+    groups = _opt_int(cfg, "n_groups", "mamba_n_groups", default=1) or 1
+    kernel = _opt_int(cfg, "conv_kernel", "mamba_d_conv", default=4) or 4
+    d_inner = heads * head_dim
+    conv_dim = d_inner + 2 * groups * d_state
+    conv_state = conv_dim * (kernel - 1)
+    ssm_state = heads * head_dim * d_state
+    state = ceil_div(conv_state * conv_bits, 8) + ceil_div(ssm_state * state_bits, 8)
+    mats = hidden * (2 * d_inner + 2 * groups * d_state + heads) + d_inner * hidden
+    other = conv_dim * kernel + conv_dim + 3 * heads + d_inner + hidden
+    return _Layer(
+        kind=KvKind.MAMBA, state_bytes=state, state_heads=heads,
+        linear_params=mats, other_params=other, active_linear_params=mats,
+    )  # fmt: skip
+
+
+def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
+    """Jamba-style Mamba(1) mixer."""
+    d_state = _opt_int(cfg, "mamba_d_state", default=16) or 16
+    kernel = _opt_int(cfg, "mamba_d_conv", default=4) or 4
+    expand = _opt_int(cfg, "mamba_expand", default=2) or 2
+    dt_rank = _opt_int(cfg, "mamba_dt_rank") or ceil_div(hidden, 16)
+    d_inner = expand * hidden
+    state = ceil_div((d_inner * (kernel - 1) + d_inner * d_state) * bits, 8)
+    mats = hidden * 2 * d_inner + d_inner * (dt_rank + 2 * d_state) + dt_rank * d_inner
+    mats += d_inner * hidden
+    other = d_inner * kernel + d_inner + d_inner * d_state + 2 * d_inner + hidden
+    return _Layer(
+        kind=KvKind.MAMBA, state_bytes=state, state_heads=d_inner,
+        linear_params=mats, other_params=other, active_linear_params=mats,
+    )  # fmt: skip
+
+
+def _gated_deltanet_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
+    """Qwen3-Next linear-attention (Gated DeltaNet) mixer."""
+    k_heads = _require_int(cfg, "linear_num_key_heads")
+    v_heads = _require_int(cfg, "linear_num_value_heads")
+    k_dim = _require_int(cfg, "linear_key_head_dim")
+    v_dim = _require_int(cfg, "linear_value_head_dim")
+    kernel = _opt_int(cfg, "linear_conv_kernel_dim", default=4) or 4
+    key_total, value_total = k_heads * k_dim, v_heads * v_dim
+    conv_dim = 2 * key_total + value_total
+    state = ceil_div((conv_dim * (kernel - 1) + v_heads * k_dim * v_dim) * bits, 8)
+    mats = hidden * (2 * key_total + 2 * value_total) + hidden * 2 * v_heads + value_total * hidden
+    other = conv_dim * kernel + 2 * v_heads + v_dim + hidden
+    return _Layer(
+        kind=KvKind.LINEAR, state_bytes=state, state_heads=k_heads,
+        linear_params=mats, other_params=other, active_linear_params=mats,
+    )  # fmt: skip
+
+
+def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
+    """Each layer's cache kind, from whichever per-layer description the config uses."""
+    mtype = str(cfg.get("model_type"))
+    types = cfg.get("layer_types") or cfg.get("layers_block_type")
+    if isinstance(types, list):
+        if len(types) != n:
+            raise InputError("layer_types", f"has {len(types)} entries for {n} layers")
+        kinds: list[KvKind | None] = []
+        for i, t in enumerate(types):
+            if t not in LAYER_TYPE_KINDS:
+                raise InputError(
+                    f"layer_types[{i}]",
+                    f"unknown layer type {t!r}; known: {', '.join(sorted(LAYER_TYPE_KINDS))}",
+                )
+            kinds.append(LAYER_TYPE_KINDS[t])
+        return kinds
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        legend = {"M": KvKind.MAMBA, "*": KvKind.FULL, "-": None, "E": None}
+        out: list[KvKind | None] = []
+        for i, ch in enumerate(pattern):
+            if ch not in legend:
+                raise InputError(
+                    f"hybrid_override_pattern[{i}]", f"unknown block {ch!r}; known: M * - E"
+                )
+            out.append(legend[ch])
+        return out
+    if mtype == "qwen3_next":
+        interval = _require_int(cfg, "full_attention_interval")
+        return [KvKind.FULL if (i + 1) % interval == 0 else KvKind.LINEAR for i in range(n)]
+    if mtype == "jamba" or "attn_layer_period" in cfg:
+        period = _require_int(cfg, "attn_layer_period")
+        offset = _opt_int(cfg, "attn_layer_offset", default=0) or 0
+        return [KvKind.FULL if i % period == offset else KvKind.MAMBA for i in range(n)]
+    if _get(cfg, "attention_chunk_size"):
+        nope = cfg.get("no_rope_layers") or []
+        if nope:
+            if len(nope) != n:
+                raise InputError("no_rope_layers", f"has {len(nope)} entries for {n} layers")
+            # 1 = RoPE layer (chunked-local), 0 = NoPE layer (global attention).
+            return [KvKind.CHUNKED if flag else KvKind.FULL for flag in nope]
+        # Llama 4 default: every 4th layer is a global NoPE layer (transformers Llama4TextConfig).
+        return [KvKind.FULL if (i + 1) % 4 == 0 else KvKind.CHUNKED for i in range(n)]
+    window = _get(cfg, "sliding_window")
+    if "use_sliding_window" in cfg:
+        # Qwen2/Qwen3 style: sliding only when switched on, and only from max_window_layers up.
+        if not cfg.get("use_sliding_window") or not window:
+            return [KvKind.FULL] * n
+        first = _opt_int(cfg, "max_window_layers", default=0) or 0
+        return [KvKind.SLIDING if i >= first else KvKind.FULL for i in range(n)]
+    if not window:
+        return [KvKind.FULL] * n
+    if mtype == "gemma2":
+        return [KvKind.SLIDING if i % 2 == 0 else KvKind.FULL for i in range(n)]
+    pattern_n = _opt_int(cfg, "sliding_window_pattern")
+    if pattern_n:
+        return [KvKind.FULL if (i + 1) % pattern_n == 0 else KvKind.SLIDING for i in range(n)]
+    return [KvKind.SLIDING] * n
+
+
+def _moe_layout(cfg: Config, n: int) -> list[bool]:
+    """Which layers carry routed experts."""
+    experts = _get(cfg, "n_routed_experts", "num_local_experts", "num_experts")
+    if not experts:
+        return [False] * n
+    mtype = str(cfg.get("model_type"))
+    if mtype in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"):
+        first = _opt_int(cfg, "first_k_dense_replace", default=0) or 0
+        freq = _opt_int(cfg, "moe_layer_freq", default=1) or 1
+        return [i >= first and i % freq == 0 for i in range(n)]
+    if mtype == "llama4_text":
+        step = _opt_int(cfg, "interleave_moe_layer_step", default=1) or 1
+        return [(i + 1) % step == 0 for i in range(n)]
+    only_dense = set(cfg.get("mlp_only_layers") or [])
+    step = _opt_int(cfg, "decoder_sparse_step", default=1) or 1
+    return [i not in only_dense and (i + 1) % step == 0 for i in range(n)]
+
+
+def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
+    """(matrix params, active matrix params, other params) of one FFN block."""
+    mtype = str(cfg.get("model_type"))
+    if not moe:
+        inter = _get(cfg, "intermediate_size_mlp") if mtype == "llama4_text" else None
+        inter = inter or _require_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
+        mats = _mlp_params(cfg, hidden, int(inter))
+        return mats, mats, 0
+    experts = int(_get(cfg, "n_routed_experts", "num_local_experts", "num_experts"))
+    top_k = _require_int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+    per_expert = _mlp_params(cfg, hidden, inter)
+    other = hidden * experts  # router
+    if mtype == "gpt_oss":
+        other += experts + experts * (2 * inter + hidden)  # router bias, expert biases
+    shared = 0
+    n_shared = _opt_int(cfg, "n_shared_experts", default=0) or 0
+    if n_shared:
+        shared_inter = _opt_int(cfg, "moe_shared_expert_intermediate_size") or inter * n_shared
+        shared = _mlp_params(cfg, hidden, shared_inter)
+    elif _get(cfg, "shared_expert_intermediate_size"):
+        shared = _mlp_params(cfg, hidden, int(cfg["shared_expert_intermediate_size"]))
+        other += hidden  # shared_expert_gate
+    elif mtype == "llama4_text":
+        shared = per_expert
+    if mtype in ("deepseek_v3", "deepseek_v32", "kimi_k2"):
+        other += experts  # e_score_correction_bias
+    mats = experts * per_expert + shared
+    return mats, top_k * per_expert + shared, other
+
+
+def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_Layer]:
+    """nemotron-nas (DeciLM): per-layer `block_configs` with pruned attention / FFN widths."""
+    blocks = cfg.get("block_configs")
+    if not isinstance(blocks, list) or not blocks:
+        raise InputError("block_configs", "nemotron-nas configs need a per-layer block list")
+    layers = []
+    for i, block in enumerate(blocks):
+        att, ffn = block.get("attention", {}), block.get("ffn", {})
+        layer = _Layer(kind=None)
+        if att.get("replace_with_linear"):
+            layer.linear_params += hidden * hidden
+        elif not att.get("no_op"):
+            group = att.get("n_heads_in_group")
+            if not group:
+                raise InputError(f"block_configs[{i}].attention.n_heads_in_group", "missing")
+            kv = heads // int(group)
+            mats, other = _attention_params(cfg, hidden, heads, kv, head_dim)
+            window = att.get("window_length")
+            layer = _Layer(
+                kind=KvKind.SLIDING if window else KvKind.FULL, num_kv_heads=kv,
+                head_dim=head_dim, window=window, attention_params=mats, linear_params=mats,
+                other_params=other + hidden,
+            )  # fmt: skip
+        if ffn.get("replace_with_linear"):
+            layer.linear_params += hidden * hidden
+        elif not ffn.get("no_op"):
+            mult = ffn.get("ffn_mult")
+            if mult is None:
+                raise InputError(f"block_configs[{i}].ffn.ffn_mult", "missing")
+            # transformers DeciLM _ffn_mult_to_intermediate_size: round 2/3*mult*hidden up to 256.
+            inter = ceil_div(int(2 * float(mult) * hidden / 3), 256) * 256
+            layer.linear_params += 3 * hidden * inter
+            layer.other_params += hidden
+        layer.active_linear_params = layer.linear_params
+        layers.append(layer)
+    return layers
+
+
+def _vision_params(cfg: Config, text_hidden: int) -> int:
+    """Estimated parameters of a ViT tower and projector (weights only; no KV)."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, Mapping):
+        return 0
+    depth = _get(v, "depth", "num_hidden_layers")
+    width = _get(v, "hidden_size", "embed_dim")
+    inter = _get(v, "intermediate_size")
+    if not (depth and width and inter):
+        return 0
+    depth, width, inter = int(depth), int(width), int(inter)
+    gated = str(cfg.get("model_type")) in ("qwen2_5_vl",)
+    mlp = (3 if gated else 2) * width * inter + (2 * inter if gated else inter) + width
+    block = 4 * width * width + 4 * width + mlp + 4 * width  # qkv+o with biases, two norms
+    patch = int(_get(v, "patch_size", "spatial_patch_size", default=14))
+    channels = int(_get(v, "in_chans", "num_channels", default=3))
+    temporal = int(_get(v, "temporal_patch_size", default=1))
+    total = depth * block + channels * temporal * patch * patch * width
+    image = _get(v, "image_size")
+    if image:
+        total += (int(image) // patch) ** 2 * width + width  # position embeddings, post norm
+    merge = _get(v, "spatial_merge_size")
+    out = int(_get(v, "out_hidden_size", "projector_output_dim", "vision_output_dim", default=0))
+    if merge:
+        merged = width * int(merge) ** 2
+        total += (
+            width + merged * merged + merged + merged * (out or text_hidden) + (out or text_hidden)
+        )
+    else:
+        total += width * text_hidden + width  # linear projector and its norm
+    return total
+
+
+def _quantization(
+    cfg: Config, linear_params: int, quantized_params: int, native_bits: int
+) -> tuple[str, int]:
+    """(label, bytes of the quantised linear layers) from quantization_config."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return "", 0
+    method = str(q.get("quant_method", "")).lower()
+    plain = linear_params - quantized_params
+    plain_bytes = ceil_div(plain * native_bits, 8)
+    if method == "fp8":
+        block = q.get("weight_block_size") or [128, 128]
+        tiles = ceil_div(quantized_params, int(block[0]) * int(block[1]))
+        return "fp8", quantized_params + tiles * FP8_SCALE_BYTES + plain_bytes
+    if method in ("awq", "gptq", "gptq_marlin", "awq_marlin"):
+        bits = int(q.get("bits", q.get("w_bit", 4)))
+        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
+        if group <= 0:
+            group = 128
+        groups = ceil_div(quantized_params, group)
+        per_group = GPTQ_SCALE_BYTES + ceil_div(bits, 8)
+        return f"{method}-int{bits}", ceil_div(
+            quantized_params * bits, 8
+        ) + groups * per_group + plain_bytes
+    if method == "mxfp4":
+        scales = ceil_div(quantized_params, MXFP4_BLOCK)
+        return "mxfp4", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            blocks = ceil_div(quantized_params, BNB_4BIT_BLOCK)
+            return "bnb-nf4", ceil_div(quantized_params, 2) + blocks * 4 + plain_bytes
+        if q.get("load_in_8bit"):
+            return "bnb-int8", quantized_params + plain_bytes
+    if method == "compressed-tensors":
+        config_groups: Mapping[str, Any] = q.get("config_groups") or {}
+        for grp in config_groups.values():
+            w = grp.get("weights") or {}
+            wbits = int(w.get("num_bits", 8))
+            kind = str(w.get("type", "int"))
+            label = f"compressed-tensors-{kind}{wbits}"
+            size = w.get("group_size")
+            scale = ceil_div(quantized_params, int(size)) * GPTQ_SCALE_BYTES if size else 0
+            return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
+    raise InputError(
+        "quantization_config.quant_method",
+        f"{method!r} is not sized; known: fp8, awq, gptq, mxfp4, bitsandbytes, "
+        "compressed-tensors (or pass --weight-dtype)",
+    )
+
+
+def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
+    """Mark which linear params the checkpoint's quantisation covers."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return
+    skip = [str(m) for m in (q.get("modules_to_not_convert") or q.get("ignore") or [])]
+    skip_attention = any("self_attn" in m for m in skip)
+    for layer in layers:
+        layer.quantized_linear_params = layer.linear_params
+        if str(q.get("quant_method")) == "mxfp4":
+            # gpt-oss: only the MoE experts are MXFP4; attention and router stay bf16.
+            layer.quantized_linear_params = layer.linear_params - layer.attention_params
+        elif skip_attention:
+            layer.quantized_linear_params = layer.linear_params - layer.attention_params
+
+
+def model_spec_from_config(
+    cfg: Config,
+    *,
+    name: str,
+    source: str,
+    serve_id: str | None = None,
+    revision: str | None = None,
+    config_sha256: str | None = None,
+    exact_weights_bytes: int | None = None,
+    exact_params: int | None = None,
+) -> ModelSpec:
+    """Size a model from its config.json. `exact_*` come from safetensors metadata when known."""
+    if not isinstance(cfg, Mapping):
+        raise InputError("config.json", "top level must be a JSON object")
+    t = text_config(cfg)
+    n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
+    heads = _require_int(t, "num_attention_heads", "n_head")
+    kv = _opt_int(t, "num_key_value_heads", "num_kv_heads")
+    if kv is None:
+        kv = 1 if t.get("multi_query") else heads
+    head_dim = _opt_int(t, "head_dim", "attention_head_dim") or hidden // heads
+    vocab = _opt_int(t, "vocab_size", "padded_vocab_size")
+    if not vocab:
+        raise InputError("vocab_size", "missing from config.json")
+    max_ctx = _opt_int(
+        t, "max_position_embeddings", "max_sequence_length", "n_positions", "seq_length"
+    )
+    if not max_ctx:
+        raise InputError("max_position_embeddings", "missing from config.json")
+    dtype = native_dtype(t)
+    bits = DTYPE_BITS[dtype]
+    mtype = str(t.get("model_type"))
+
+    layers: list[_Layer] = []
+    if mtype == "nemotron-nas":
+        layers = _nas_layers(t, hidden, heads, head_dim)
+        if len(layers) != n:
+            raise InputError("block_configs", f"has {len(layers)} entries for {n} layers")
+        kv_values = [ly.num_kv_heads for ly in layers if ly.kind]
+        kv = min(kv_values) if kv_values else heads
+    else:
+        kinds = _layer_kinds(t, n)
+        n = len(kinds)
+        moe = _moe_layout(t, n)
+        ssm_bits = bits
+        ssm_dtype = t.get("mamba_ssm_cache_dtype")
+        if ssm_dtype:
+            ssm_name = TORCH_DTYPE_ALIASES.get(str(ssm_dtype), str(ssm_dtype))
+            ssm_bits = DTYPE_BITS.get(ssm_name, bits)
+        is_mla = bool(t.get("kv_lora_rank"))
+        pattern = t.get("hybrid_override_pattern")
+        for i, kind in enumerate(kinds):
+            if kind is KvKind.MAMBA:
+                if "mamba_num_heads" in t or "mamba_n_heads" in t:
+                    layer = _mamba2_layer(t, hidden, ssm_bits, bits)
+                else:
+                    layer = _mamba1_layer(t, hidden, bits)
+            elif kind is KvKind.LINEAR:
+                layer = _gated_deltanet_layer(t, hidden, bits)
+            elif kind is None:
+                layer = _Layer(kind=None)
+            elif is_mla:
+                mats, other, latent = _mla_params(t, hidden, heads)
+                layer = _Layer(kind=KvKind.MLA, latent_dim=latent, linear_params=mats,
+                               other_params=other)  # fmt: skip
+            else:
+                mats, other = _attention_params(t, hidden, heads, kv, head_dim)
+                window = None
+                if kind is KvKind.SLIDING:
+                    window = _require_int(t, "sliding_window")
+                elif kind is KvKind.CHUNKED:
+                    window = _require_int(t, "attention_chunk_size")
+                layer = _Layer(kind=kind, num_kv_heads=kv, head_dim=head_dim, window=window,
+                               linear_params=mats, other_params=other)  # fmt: skip
+            if kind is not None and kind.per_token:
+                layer.attention_params = layer.linear_params
+            layer.active_linear_params = layer.linear_params
+            # FFN: Nemotron-H puts MLP/MoE in their own pattern layers; others pair one per layer.
+            if isinstance(pattern, str):
+                ch = pattern[i]
+                if ch in "-E":
+                    mats, active, other = _ffn(t, hidden, moe=ch == "E")
+                    layer.linear_params += mats
+                    layer.active_linear_params += active
+                    layer.other_params += other
+                layer.other_params += hidden  # one norm per pattern block
+            elif kind not in (KvKind.MAMBA,) or mtype == "jamba":
+                mats, active, other = _ffn(t, hidden, moe[i])
+                layer.linear_params += mats
+                layer.active_linear_params += active
+                layer.other_params += other + 2 * hidden
+            else:
+                layer.other_params += hidden
+            layers.append(layer)
+        if mtype == "gemma2" or mtype == "gemma3_text":
+            for layer in layers:
+                layer.other_params += 2 * hidden  # pre/post feed-forward norms
+
+    _quantized_share(t, layers)
+
+    tie = t.get("tie_word_embeddings", True)
+    embed = vocab * hidden
+    head = 0 if tie else vocab * hidden
+    extra = _vision_params(cfg, hidden)
+    linear = sum(ly.linear_params for ly in layers)
+    active_linear = sum(ly.active_linear_params for ly in layers)
+    other = sum(ly.other_params for ly in layers) + hidden  # final norm
+    params_total = linear + other + embed + head + extra
+    params_active = active_linear + other + embed + head + extra
+
+    quant_label, linear_bytes = _quantization(
+        t, linear, sum(ly.quantized_linear_params for ly in layers), bits
+    )
+    if not quant_label:
+        linear_bytes = ceil_div(linear * bits, 8)
+    weights = linear_bytes + ceil_div((other + embed + head + extra) * bits, 8)
+    basis = "estimated from config.json parameter count"
+    if exact_weights_bytes:
+        weights = exact_weights_bytes
+        basis = "exact: safetensors metadata"
+    if exact_params:
+        params_total = exact_params
+
+    groups = _group_layers(layers, mtype)
+    if not groups:
+        raise InputError("num_hidden_layers", "no layer keeps a KV cache or state")
+    experts = _get(t, "n_routed_experts", "num_local_experts", "num_experts")
+    architectures = cfg.get("architectures") or []
+    return ModelSpec(
+        name=name,
+        source=source,
+        serve_id=serve_id,
+        revision=revision,
+        config_sha256=config_sha256,
+        model_type=str(cfg.get("model_type")),
+        architecture=str(architectures[0]) if architectures else None,
+        num_layers=n,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=_opt_int(t, "intermediate_size"),
+        vocab_size=vocab,
+        max_context_tokens=max_ctx,
+        native_dtype=dtype,
+        params_total=params_total,
+        params_active=params_active,
+        weight_dtype=quant_label or dtype,
+        weights_bytes=weights,
+        weights_exact=bool(exact_weights_bytes),
+        weights_basis=basis,
+        quantizable_params=linear,
+        num_experts=int(experts) if experts else None,
+        experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
+        kv_groups=groups,
+    )
+
+
+def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
+    """Collapse layers with identical cache shape into groups, in first-seen order."""
+    keyed: dict[tuple[Any, ...], int] = {}
+    proto: dict[tuple[Any, ...], _Layer] = {}
+    for ly in layers:
+        if ly.kind is None:
+            continue
+        key = (ly.kind, ly.num_kv_heads, ly.head_dim, ly.window, ly.latent_dim, ly.state_bytes)
+        keyed[key] = keyed.get(key, 0) + 1
+        proto.setdefault(key, ly)
+    groups = []
+    for key, count in keyed.items():
+        ly = proto[key]
+        groups.append(
+            KvLayerGroup(
+                kind=ly.kind,
+                num_layers=count,
+                num_kv_heads=ly.num_kv_heads,
+                head_dim_k=ly.head_dim,
+                head_dim_v=ly.head_dim,
+                latent_dim=ly.latent_dim,
+                window_tokens=ly.window,
+                state_bytes_per_layer=ly.state_bytes,
+                state_heads=ly.state_heads,
+            )
+        )
+    return tuple(groups)

@@ -1,0 +1,95 @@
+"""KV-cache and fixed-state bytes per layer group, per GPU, under tensor parallelism."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.core.specs import KvKind, KvLayerGroup, ModelSpec
+from planner.units import ceil_div
+
+
+def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
+    """KV heads each TP rank stores; never below one (heads are replicated past that)."""
+    return max(1, total_kv_heads // tp)
+
+
+def group_bytes_per_token(group: KvLayerGroup, tp: int, kv_dtype_bytes: int) -> int:
+    """Bytes one token adds to this group's cache on one GPU (0 for fixed-state kinds)."""
+    if group.kind is KvKind.MLA:
+        # One latent of kv_lora_rank + qk_rope_head_dim per layer: no K/V factor, not split by TP.
+        return group.num_layers * group.latent_dim * kv_dtype_bytes
+    if group.kind.per_token:
+        heads = kv_heads_per_rank(group.num_kv_heads, tp)
+        return group.num_layers * heads * (group.head_dim_k + group.head_dim_v) * kv_dtype_bytes
+    return 0
+
+
+def group_state_bytes(group: KvLayerGroup, tp: int) -> int:
+    """Fixed per-sequence state (Mamba / linear attention) on one GPU; heads split over TP."""
+    if group.kind.per_token:
+        return 0
+    shards = min(tp, group.state_heads)
+    return group.num_layers * ceil_div(group.state_bytes_per_layer, shards)
+
+
+def group_tokens_held(group: KvLayerGroup, tokens: int) -> int:
+    """Tokens of a `tokens`-long sequence this group keeps (window-capped)."""
+    if group.window_tokens is None:
+        return tokens
+    return min(tokens, group.window_tokens)
+
+
+def kv_bytes_per_token(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> int:
+    """Bytes one more token costs on one GPU while it is inside every window."""
+    return sum(group_bytes_per_token(g, tp, kv_dtype_bytes) for g in model.kv_groups)
+
+
+def kv_bytes_per_sequence(
+    model: ModelSpec, tokens: int, tp: int, kv_dtype_bytes: int, block_tokens: int = 1
+) -> int:
+    """Bytes one sequence of `tokens` tokens holds on one GPU.
+
+    With `block_tokens` > 1 every per-token group allocates whole pages of that many tokens.
+    """
+    total = 0
+    for g in model.kv_groups:
+        held = group_tokens_held(g, tokens)
+        pages = ceil_div(held, block_tokens) * block_tokens if held else 0
+        total += group_bytes_per_token(g, tp, kv_dtype_bytes) * pages
+        total += group_state_bytes(g, tp)
+    return total
+
+
+class KvGroupRow(BaseModel):
+    """One line of the per-group KV breakdown, per GPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    num_layers: int
+    kv_heads_per_gpu: int | None
+    bytes_per_token: int
+    window_tokens: int | None
+    state_bytes_per_sequence: int
+
+
+def group_rows(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> list[KvGroupRow]:
+    """The breakdown shown by --explain and the JSON's `kv_layer_groups`."""
+    rows = []
+    for g in model.kv_groups:
+        heads: int | None = None
+        if g.kind is KvKind.MLA:
+            heads = 1
+        elif g.kind.per_token:
+            heads = kv_heads_per_rank(g.num_kv_heads, tp)
+        rows.append(
+            KvGroupRow(
+                kind=g.kind.value,
+                num_layers=g.num_layers,
+                kv_heads_per_gpu=heads,
+                bytes_per_token=group_bytes_per_token(g, tp, kv_dtype_bytes),
+                window_tokens=g.window_tokens,
+                state_bytes_per_sequence=group_state_bytes(g, tp),
+            )
+        )
+    return rows

@@ -1,0 +1,98 @@
+"""Input specs at the core's boundary: the model, the GPU, and the capacity settings."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class KvKind(str, Enum):
+    """How a layer keeps state for past tokens."""
+
+    FULL = "full"  # MHA / GQA / MQA: K and V for every token
+    SLIDING = "sliding"  # K and V for the last `window_tokens` tokens only
+    CHUNKED = "chunked"  # chunked-local attention (Llama 4): at most one chunk of tokens
+    MLA = "mla"  # one compressed latent per token, not split by TP
+    MAMBA = "mamba"  # Mamba / SSM: fixed state per sequence
+    LINEAR = "linear"  # linear attention (Gated DeltaNet ...): fixed state per sequence
+
+    @property
+    def per_token(self) -> bool:
+        return self in (KvKind.FULL, KvKind.SLIDING, KvKind.CHUNKED, KvKind.MLA)
+
+
+class KvLayerGroup(BaseModel):
+    """Layers that keep the same kind and size of state."""
+
+    model_config = STRICT
+
+    kind: KvKind
+    num_layers: int = Field(gt=0)
+    num_kv_heads: int = Field(default=0, ge=0, description="attention kinds: KV heads (total)")
+    head_dim_k: int = Field(default=0, ge=0)
+    head_dim_v: int = Field(default=0, ge=0)
+    latent_dim: int = Field(default=0, ge=0, description="MLA: kv_lora_rank + qk_rope_head_dim")
+    window_tokens: int | None = Field(default=None, gt=0, description="sliding / chunked cap")
+    state_bytes_per_layer: int = Field(
+        default=0, ge=0, description="mamba / linear: state bytes per sequence per layer at TP 1"
+    )
+    state_heads: int = Field(default=1, ge=1, description="heads the fixed state splits over in TP")
+
+
+class ModelSpec(BaseModel):
+    """A model reduced to what capacity arithmetic needs, with where each figure came from."""
+
+    model_config = STRICT
+
+    name: str
+    source: str = Field(description="preset | local | hub")
+    serve_id: str | None = Field(default=None, description="what an engine loads (Hub id / path)")
+    revision: str | None = None
+    config_sha256: str | None = None
+    model_type: str | None = None
+    architecture: str | None = None
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0, description="KV heads of the attention layers (TP checks)")
+    head_dim: int = Field(gt=0)
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    max_context_tokens: int = Field(gt=0)
+    native_dtype: str = "bf16"
+    params_total: int = Field(gt=0)
+    params_active: int = Field(gt=0)
+    weight_dtype: str = Field(description="dtype (or quantisation) the weights load in")
+    weights_bytes: int = Field(gt=0)
+    weights_exact: bool = False
+    weights_basis: str = Field(description="how weights_bytes was obtained")
+    quantizable_params: int = Field(
+        ge=0, description="parameters a --weight-dtype override applies to (linear layers)"
+    )
+    num_experts: int | None = None
+    experts_per_token: int | None = None
+    kv_groups: tuple[KvLayerGroup, ...]
+
+
+class GpuSpec(BaseModel):
+    """One GPU model: memory as marketed and as reported, bandwidth and dense throughput."""
+
+    model_config = STRICT
+
+    id: str
+    vendor: str
+    name: str
+    device_names: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    memory_bytes_marketed: int = Field(gt=0)
+    memory_bytes_nvml: int | None = None
+    memory_bytes_cuda: int | None = None
+    hbm_bandwidth_bytes_per_s: int | None = None
+    bf16_dense_flops: int | None = None
+    fp8_dense_flops: int | None = None
+    fp4_dense_flops: int | None = None
+    interconnect: str | None = None
+    source: str

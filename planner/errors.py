@@ -1,0 +1,34 @@
+"""Expected errors, each with the exit code DESIGN.md assigns to it.
+
+Bugs keep their traceback; these are the failures a user can cause or fix.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FINDING = 1  # drift found, SLO cannot be met
+EXIT_BAD_INPUT = 2  # usage and validation errors
+EXIT_SOURCE_UNAVAILABLE = 3  # Hub, network, GPU driver
+
+
+class PlannerError(Exception):
+    """Base of every expected error; carries its process exit code."""
+
+    exit_code: int = EXIT_FINDING
+
+
+class InputError(PlannerError):
+    """Bad input: names the field and what is accepted."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class SourceUnavailable(PlannerError):
+    """A source (Hub, network, GPU driver) could not be read; says what to do."""
+
+    exit_code = EXIT_SOURCE_UNAVAILABLE

@@ -1,0 +1,94 @@
+"""Read config.json (and the safetensors index) from the Hugging Face Hub.
+
+huggingface_hub is imported lazily so `planner --help` never pays for it. It honours HF_TOKEN,
+HF_ENDPOINT, HF_HUB_OFFLINE and the shared cache by itself; we only translate its errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.errors import InputError, SourceUnavailable
+from planner.sources.local import SAFETENSORS_INDEX_NAME
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """What the Hub gave us for one repo at one revision."""
+
+    raw: bytes
+    commit: str | None
+    total_size_bytes: int | None
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def _commit_of(path: str) -> str | None:
+    # Cached files live under .../snapshots/<commit>/<filename>.
+    parts = Path(path).parts
+    if "snapshots" in parts:
+        return parts[parts.index("snapshots") + 1]
+    return None
+
+
+def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
+    """Download config.json at `revision` (default main) and, when present, the index total."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    rev = revision or "main"
+    try:
+        path = hf_hub_download(repo_id, "config.json", revision=rev)
+    except HFValidationError as exc:
+        raise InputError(
+            "--model", f"{repo_id!r} is neither a local path nor a Hub repo id"
+        ) from exc
+    except GatedRepoError as exc:
+        raise SourceUnavailable(
+            f"{repo_id} is gated: accept its licence on the Hub and set HF_TOKEN"
+        ) from exc
+    except RepositoryNotFoundError as exc:
+        hint = "" if os.environ.get("HF_TOKEN") else " (if it is private or gated, set HF_TOKEN)"
+        raise SourceUnavailable(f"{repo_id}: no such repo on {_endpoint()}{hint}") from exc
+    except RevisionNotFoundError as exc:
+        raise InputError("--revision", f"{rev!r} not found in {repo_id}") from exc
+    except EntryNotFoundError as exc:
+        raise SourceUnavailable(f"{repo_id}@{rev} has no config.json") from exc
+    except LocalEntryNotFoundError as exc:
+        raise SourceUnavailable(
+            f"{repo_id}@{rev} is not in the local cache and the Hub is unreachable or "
+            "HF_HUB_OFFLINE=1; download it once online or pass a local path"
+        ) from exc
+    except (HfHubHTTPError, OSError) as exc:
+        raise SourceUnavailable(f"cannot read {repo_id} from {_endpoint()}: {exc}") from exc
+    raw = Path(path).read_bytes()
+    return HubConfig(raw=raw, commit=_commit_of(path), total_size_bytes=_index_total(repo_id, rev))
+
+
+def _index_total(repo_id: str, revision: str) -> int | None:
+    """metadata.total_size of the safetensors index: the exact bytes of every tensor."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    try:
+        path = hf_hub_download(repo_id, SAFETENSORS_INDEX_NAME, revision=revision)
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError):
+        return None  # single-file or non-safetensors checkpoints: fall back to the estimate
+    try:
+        total = json.loads(Path(path).read_text(encoding="utf-8"))["metadata"]["total_size"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return int(total) if isinstance(total, (int, float)) and total > 0 else None

@@ -1,0 +1,46 @@
+"""Read a model's config.json from a local file or folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError
+
+
+def read_config_bytes(raw: bytes, origin: str) -> dict[str, Any]:
+    """Parse config.json bytes (Python's json accepts the `Infinity` some configs carry)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = f" line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise InputError("--model", f"{origin}{where}: not valid JSON") from exc
+    if not isinstance(data, dict):
+        raise InputError("--model", f"{origin}: top level must be a JSON object")
+    return data
+
+
+def config_path(ref: str) -> Path | None:
+    """The config.json a local reference points at, or None when `ref` is not a local path."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        candidate = path / "config.json"
+        if not candidate.is_file():
+            raise InputError("--model", f"{path} has no config.json")
+        return candidate
+    if path.is_file():
+        return path
+    if ref.endswith(".json") or ref.startswith((".", "/", "~")):
+        raise InputError("--model", f"{ref}: no such file")
+    return None
+
+
+def sha256_hex(raw: bytes) -> str:
+    """Hex digest used to pin the exact config a plan was computed from."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+# Written next to sharded checkpoints; metadata.total_size is the exact bytes of every tensor.
+SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"

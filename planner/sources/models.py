@@ -1,0 +1,50 @@
+"""Resolve `--preset` / `--model` (local file, folder or Hub id) into a ModelSpec."""
+
+from __future__ import annotations
+
+import json
+
+from planner.core.hf_config import model_spec_from_config
+from planner.core.specs import ModelSpec
+from planner.errors import InputError
+from planner.sources.local import SAFETENSORS_INDEX_NAME, config_path, read_config_bytes, sha256_hex
+from planner.sources.presets import load_model_preset
+
+
+def resolve_model(preset: str | None, model: str | None, revision: str | None = None) -> ModelSpec:
+    """Exactly one of `preset` and `model` names the model."""
+    if (preset is None) == (model is None):
+        raise InputError("--preset/--model", "give exactly one of --preset NAME or --model REF")
+    if preset is not None:
+        return load_model_preset(preset)
+    assert model is not None
+    path = config_path(model)
+    if path is not None:
+        raw = path.read_bytes()
+        total = None
+        index = path.parent / SAFETENSORS_INDEX_NAME
+        if index.is_file():
+            try:
+                total = int(json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"])
+            except (ValueError, KeyError, TypeError):
+                total = None
+        return model_spec_from_config(
+            read_config_bytes(raw, str(path)),
+            name=path.parent.name if path.name == "config.json" else path.stem,
+            source="local",
+            serve_id=str(path.parent if path.name == "config.json" else path),
+            config_sha256=sha256_hex(raw),
+            exact_weights_bytes=total,
+        )
+    from planner.sources.hub import fetch_config
+
+    got = fetch_config(model, revision)
+    return model_spec_from_config(
+        read_config_bytes(got.raw, f"{model}/config.json"),
+        name=model,
+        source="hub",
+        serve_id=model,
+        revision=got.commit or revision or "main",
+        config_sha256=sha256_hex(got.raw),
+        exact_weights_bytes=got.total_size_bytes,
+    )

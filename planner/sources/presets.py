@@ -1,0 +1,132 @@
+"""Built-in presets: YAML under `presets/` (shipped in the wheel as `planner/_presets`)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.core.hf_config import model_spec_from_config
+from planner.core.specs import GpuSpec, ModelSpec
+from planner.errors import InputError
+from planner.units import DTYPE_BITS, ceil_div
+
+KINDS = ("models", "gpus", "workloads")
+
+
+class ModelPreset(BaseModel):
+    """A model preset: a config.json (inline or a file beside it) plus what we know of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str
+    config: str | dict[str, Any]
+    serve_id: str | None = None
+    params: int | None = Field(default=None, gt=0, description="parameter count to plan with")
+    total_size_bytes: int | None = Field(default=None, gt=0, description="safetensors total_size")
+
+
+@cache
+def preset_root() -> Path:
+    """The presets folder: inside the installed package, else the source checkout's."""
+    installed = Path(__file__).resolve().parent.parent / "_presets"
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parent.parent.parent / "presets"
+
+
+def preset_names(kind: str) -> list[str]:
+    """Names of the presets of one kind, sorted."""
+    return sorted(p.stem for p in (preset_root() / kind).glob("*.yaml"))
+
+
+def _unknown(field: str, kind: str, name: str, known: list[str]) -> InputError:
+    close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return InputError(field, f"unknown {kind} {name!r}{hint} (see `planner presets`)")
+
+
+def read_yaml(path: Path, field: str) -> Any:
+    """Parse one YAML file, turning syntax errors into a one-line InputError."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(field, f"{path}{where}: invalid YAML") from exc
+
+
+def _validation_message(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}"
+
+
+def load_model_preset(name: str, field: str = "--preset") -> ModelSpec:
+    """Build the ModelSpec of a named model preset."""
+    names = preset_names("models")
+    if name not in names:
+        raise _unknown(field, "model preset", name, names)
+    path = preset_root() / "models" / f"{name}.yaml"
+    try:
+        preset = ModelPreset.model_validate(read_yaml(path, field))
+    except ValidationError as exc:
+        raise InputError(field, f"{path}: {_validation_message(exc)}") from exc
+    if isinstance(preset.config, str):
+        cfg = json.loads((path.parent / preset.config).read_text(encoding="utf-8"))
+        source = f"preset {name} (config {preset.config})"
+    else:
+        cfg = preset.config
+        source = f"preset {name}"
+    spec = model_spec_from_config(
+        cfg,
+        name=name,
+        source=source,
+        serve_id=preset.serve_id,
+        exact_weights_bytes=preset.total_size_bytes,
+    )
+    if preset.params is not None:
+        bits = DTYPE_BITS[spec.native_dtype]
+        spec = spec.model_copy(
+            update={
+                "params_total": preset.params,
+                "params_active": preset.params,
+                "quantizable_params": preset.params,
+                "weights_bytes": ceil_div(preset.params * bits, 8),
+                "weights_basis": (
+                    f"preset parameter count ({preset.params:,}) x {spec.native_dtype}"
+                ),
+            }
+        )
+    return spec
+
+
+@cache
+def gpu_catalog() -> tuple[GpuSpec, ...]:
+    """Every GPU preset, validated."""
+    specs = []
+    for name in preset_names("gpus"):
+        path = preset_root() / "gpus" / f"{name}.yaml"
+        try:
+            specs.append(GpuSpec.model_validate(read_yaml(path, "--gpu")))
+        except ValidationError as exc:
+            raise InputError("--gpu", f"{path}: {_validation_message(exc)}") from exc
+    return tuple(specs)
+
+
+def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
+    """A GPU by catalog id, alias, or the device name NVML / AMD-SMI / an engine log prints."""
+    key = name.strip().lower()
+    for gpu in gpu_catalog():
+        if key == gpu.id or key in gpu.aliases:
+            return gpu
+    for gpu in gpu_catalog():
+        if any(key == d.lower() for d in gpu.device_names):
+            return gpu
+    known = [g.id for g in gpu_catalog()] + [a for g in gpu_catalog() for a in g.aliases]
+    raise _unknown(field, "GPU", name, known)

@@ -1,0 +1,123 @@
+"""`planner capacity` through the real entry point: output, JSON contract, one-line errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from helpers import Result
+
+import planner
+from planner.core.capacity import capacity_json
+
+Cli = Callable[..., Result]
+
+JSON_KEYS = {
+    "kv_bytes_per_token", "weights_bytes_per_gpu", "weights_fraction_of_hbm", "kv_pool_bytes",
+    "max_seqs_contiguous", "max_seqs_paged", "batch_cap", "operating_concurrency", "binding",
+    "warnings", "flags", "model", "kv_layer_groups", "kv_bytes_per_sequence",
+    "kv_bytes_per_sequence_mean",
+}  # fmt: skip
+
+
+def test_table_shows_ledger_verdict_and_flags(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x")
+    assert r.code == 0, r.err
+    for text in ("192.00 GB / 178.81 GiB", "140.00 GB / 130.39 GiB", "73% of HBM",
+                 "327,680 B (320.0 KiB)", "memory binds", "vllm serve",
+                 "--max-num-seqs 69", "sglang.launch_server",
+                 "--max-running-requests 69"):  # fmt: skip
+        assert text in r.out.replace("\n", " ") or text in r.out, text
+
+
+def test_json_has_documented_keys_and_matches_api(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json")
+    assert r.code == 0
+    data = r.json()
+    assert data.keys() >= JSON_KEYS
+    assert data["kv_bytes_per_token"] == 327_680
+    assert data["max_seqs_contiguous"] == 16
+    assert data["binding"] == "memory"
+    assert set(data["flags"]) == {"vllm", "sglang"}
+    assert "--tensor-parallel-size 1" in data["flags"]["vllm"]
+    assert "--tp-size 1" in data["flags"]["sglang"]
+    api = capacity_json(planner.capacity(preset="gqa-70b", gpu="mi300x"))
+    assert data == api  # CLI and Python API agree to the byte
+
+
+def test_json_output_is_stable(cli: Cli) -> None:
+    a = cli("capacity", "--preset", "gqa-70b", "--gpu", "h100", "--tp", "4", "--json").out
+    b = cli("capacity", "--preset", "gqa-70b", "--gpu", "h100", "--tp", "4", "--json").out
+    assert a == b
+
+
+def test_gpu_found_by_device_name(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-8b", "--gpu", "NVIDIA H100 80GB HBM3", "--json")
+    assert r.code == 0
+    assert r.json()["gpu"]["id"] == "h100-sxm5-80gb"
+
+
+REF = ["--preset", "gqa-70b", "--gpu", "mi300x"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--preset", "gqa-7b", "--gpu", "mi300x"], "--preset: unknown model preset 'gqa-7b'"),
+        (["--preset", "gqa-70b", "--gpu", "mi300"], "--gpu: unknown GPU 'mi300'"),
+        ([*REF, "--tp", "3"], "--tp: 3 does not divide"),
+        ([*REF, "--tp", "0"], "--tp"),
+        ([*REF, "--context", "0"], "--context"),
+        ([*REF, "--context", "200000"], "--context: 200,000 exceeds"),
+        ([*REF, "--mean-len", "-5"], "--mean-len"),
+        ([*REF, "--kv-dtype", "fp6"], "--kv-dtype: unknown dtype 'fp6'"),
+        ([*REF, "--weight-dtype", "q4"], "--weight-dtype"),
+        ([*REF, "--headroom", "1.5"], "--headroom"),
+        ([*REF, "--block-size", "0"], "--block-size"),
+        ([*REF, "--workspace-gib", "-1"], "--workspace-gib"),
+        ([*REF, "--gpu-memory-gib", "0"], "--gpu-memory-gib"),
+        ([*REF, "--tp", "x"], "'--tp'"),
+        (["--gpu", "mi300x"], "--preset/--model"),
+        (["--preset", "gqa-70b"], "--gpu: required"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli: Cli, args: list[str], field: str) -> None:
+    r = cli("capacity", *args)
+    assert r.code == 2
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert lines[0].startswith("Error: ")
+    assert field in lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
+    assert "did you mean gqa-70b" in cli("capacity", "--preset", "gqa-7O", "--gpu", "mi300x").err
+    assert "mi300x" in cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300").err
+
+
+def test_invalid_tp_lists_valid_sizes(cli: Cli) -> None:
+    err = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--tp", "3").err
+    assert "valid: 1, 2, 4, 8, 16, 32, 64" in err
+
+
+def test_model_that_does_not_fit_is_a_finding(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "l4")
+    assert r.code == 1
+    assert "raise --tp" in r.err
+
+
+def test_presets_lists_all_kinds(cli: Cli) -> None:
+    data = cli("presets", "--json").json()
+    assert {"models", "gpus", "workloads"} == data.keys()
+    assert "gqa-70b" in data["models"] and "mi300x" in data["gpus"]
+    for gpu in ("mi300x", "mi325x", "mi355x", "h100-sxm5-80gb", "h200-sxm-141gb",
+                "b200-sxm-180gb", "a100-sxm4-80gb", "l40s", "l4"):  # fmt: skip
+        assert gpu in data["gpus"]
+
+
+def test_help_lists_commands(cli: Cli) -> None:
+    r = cli("--help")
+    assert r.code == 0
+    assert "capacity" in r.out and "presets" in r.out
