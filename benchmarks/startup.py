@@ -1,0 +1,68 @@
+"""Start-up cost of the CLI as whole processes, as ratios to `python -c pass` in one run.
+
+Targets (2-core CI machine): `planner --help` < 0.3 s, `planner capacity --preset gqa-70b
+--gpu mi300x` < 0.5 s, and neither numpy nor huggingface_hub imported on the --help path.
+
+    python benchmarks/startup.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "planner --help": [sys.executable, "-m", "planner", "--help"],
+    "planner capacity (gqa-70b, mi300x)": [
+        sys.executable,
+        "-m",
+        "planner",
+        "capacity",
+        "--preset",
+        "gqa-70b",
+        "--gpu",
+        "mi300x",
+    ],
+}
+HEAVY = ("numpy", "huggingface_hub")
+
+
+def best_of(cmd: list[str], runs: int) -> tuple[float, float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return min(times), statistics.median(times)
+
+
+def heavy_imports_on_help() -> list[str]:
+    probe = (
+        "import sys; from planner.cli.app import main\n"
+        "main(['--help'])\n"
+        f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY:")][-1]
+    return [m for m in line.removeprefix("HEAVY:").split(",") if m]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    runs = parser.parse_args().runs
+    base_best, _ = best_of(COMMANDS["python -c pass"], runs)
+    print(f"{'command':40s} {'best s':>8s} {'median s':>9s} {'x python':>9s}")
+    for name, cmd in COMMANDS.items():
+        best, median = best_of(cmd, runs)
+        print(f"{name:40s} {best:8.3f} {median:9.3f} {best / base_best:9.1f}")
+    heavy = heavy_imports_on_help()
+    print(f"heavy modules imported by --help: {', '.join(heavy) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
