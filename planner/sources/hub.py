@@ -36,19 +36,45 @@ def _commit_of(path: str) -> str | None:
     return None
 
 
-def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
-    """Download config.json at `revision` (default main) and, when present, the index total."""
-    from huggingface_hub import hf_hub_download
+def _translate(exc: BaseException, repo_id: str, rev: str) -> Exception:
+    """Map huggingface_hub's exception (or the HTTP error behind it) to one of ours."""
     from huggingface_hub.errors import (
-        EntryNotFoundError,
         GatedRepoError,
-        HfHubHTTPError,
-        HFValidationError,
         LocalEntryNotFoundError,
+        RemoteEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
+    cause = exc.__cause__ if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ else exc
+    if isinstance(cause, GatedRepoError):
+        return SourceUnavailable(
+            f"{repo_id} is gated: accept its licence on the Hub and set HF_TOKEN"
+        )
+    if isinstance(cause, RepositoryNotFoundError):
+        hint = "" if os.environ.get("HF_TOKEN") else " (if it is private or gated, set HF_TOKEN)"
+        return SourceUnavailable(f"{repo_id}: no such repo on {_endpoint()}{hint}")
+    if isinstance(cause, RevisionNotFoundError):
+        return InputError("--revision", f"{rev!r} not found in {repo_id}")
+    if isinstance(cause, RemoteEntryNotFoundError):
+        return SourceUnavailable(f"{repo_id}@{rev} has no config.json")
+    if isinstance(exc, LocalEntryNotFoundError):
+        return SourceUnavailable(
+            f"{repo_id}@{rev} is not in the local cache and {_endpoint()} cannot be reached "
+            "(or HF_HUB_OFFLINE=1); download it once online or pass a local path"
+        )
+    return SourceUnavailable(f"cannot read {repo_id} from {_endpoint()}: {exc}")
+
+
+def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
+    """Download config.json at `revision` (default main) and, when present, the index total."""
+    import logging
+
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HFValidationError
+
+    # Retry chatter would break the one-line error contract; failures are reported by us.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     rev = revision or "main"
     try:
         path = hf_hub_download(repo_id, "config.json", revision=rev)
@@ -56,24 +82,8 @@ def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
         raise InputError(
             "--model", f"{repo_id!r} is neither a local path nor a Hub repo id"
         ) from exc
-    except GatedRepoError as exc:
-        raise SourceUnavailable(
-            f"{repo_id} is gated: accept its licence on the Hub and set HF_TOKEN"
-        ) from exc
-    except RepositoryNotFoundError as exc:
-        hint = "" if os.environ.get("HF_TOKEN") else " (if it is private or gated, set HF_TOKEN)"
-        raise SourceUnavailable(f"{repo_id}: no such repo on {_endpoint()}{hint}") from exc
-    except RevisionNotFoundError as exc:
-        raise InputError("--revision", f"{rev!r} not found in {repo_id}") from exc
-    except EntryNotFoundError as exc:
-        raise SourceUnavailable(f"{repo_id}@{rev} has no config.json") from exc
-    except LocalEntryNotFoundError as exc:
-        raise SourceUnavailable(
-            f"{repo_id}@{rev} is not in the local cache and the Hub is unreachable or "
-            "HF_HUB_OFFLINE=1; download it once online or pass a local path"
-        ) from exc
-    except (HfHubHTTPError, OSError) as exc:
-        raise SourceUnavailable(f"cannot read {repo_id} from {_endpoint()}: {exc}") from exc
+    except OSError as exc:  # every huggingface_hub download error is an OSError subclass
+        raise _translate(exc, repo_id, rev) from exc
     raw = Path(path).read_bytes()
     return HubConfig(raw=raw, commit=_commit_of(path), total_size_bytes=_index_total(repo_id, rev))
 

@@ -1,0 +1,99 @@
+"""`planner capacity --model` on local files and folders, and `--explain` output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from helpers import MODELS, Result
+
+from planner.units import GIB_BYTES
+
+Cli = Callable[..., Result]
+LLAMA8 = MODELS / "meta-llama--Llama-3.1-8B-Instruct"
+
+
+def test_model_from_config_file(cli: Cli) -> None:
+    r = cli("capacity", "--model", str(LLAMA8 / "config.json"), "--gpu", "h100", "--json")
+    assert r.code == 0, r.err
+    m = r.json()["model"]
+    assert m["source"] == "local" and m["weights_exact"] is False
+    assert m["params_total"] == 8_030_261_248  # = total_size 16,060,522,496 / 2 bytes
+    assert len(m["config_sha256"]) == 64
+
+
+def test_model_folder_with_safetensors_index_is_exact(cli: Cli, tmp_path: Path) -> None:
+    shutil.copy(LLAMA8 / "config.json", tmp_path / "config.json")
+    index = {"metadata": {"total_size": 16060522496}, "weight_map": {}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    data = cli("capacity", "--model", str(tmp_path), "--gpu", "h100", "--json").json()
+    assert data["model"]["weights_exact"] is True
+    assert data["model"]["weights_bytes"] == 16060522496
+
+
+def test_json_has_model_groups_and_sequence_figures(cli: Cli) -> None:
+    data = cli("capacity", "--preset", "gpt-oss-20b", "--gpu", "h100", "--context", "8192",
+               "--mean-len", "2000", "--json").json()  # fmt: skip
+    for key in ("name", "source", "revision", "params_total", "params_active", "weights_bytes",
+                "weights_exact"):  # fmt: skip
+        assert key in data["model"]
+    sliding, full = data["kv_layer_groups"]
+    assert sliding == {"kind": "sliding", "num_layers": 12, "kv_heads_per_gpu": 8,
+                       "bytes_per_token": 2 * 12 * 8 * 64 * 2, "window_tokens": 128,
+                       "state_bytes_per_sequence": 0}  # fmt: skip
+    assert full["kind"] == "full" and full["window_tokens"] is None
+    # Per-sequence, not per-token x length: the sliding half stops growing at 128 tokens.
+    per_layer_token = 8 * 64 * 2 * 2
+    assert data["kv_bytes_per_sequence"] == 12 * per_layer_token * (8192 + 128)
+    assert data["kv_bytes_per_sequence_mean"] == 12 * per_layer_token * (2000 + 128)
+    paged_seq = 12 * per_layer_token * (2000 + 128)  # 2000 is a whole number of 16-token pages
+    assert data["max_seqs_paged"] == data["kv_pool_bytes"] // paged_seq
+
+
+def test_hybrid_state_is_per_sequence(cli: Cli) -> None:
+    data = cli("capacity", "--preset", "nemotron-h-56b", "--gpu", "h200", "--json").json()
+    mamba = data["kv_layer_groups"][0]
+    assert mamba["kind"] == "mamba" and mamba["bytes_per_token"] == 0
+    assert mamba["state_bytes_per_sequence"] > 0
+    attention_per_token = data["kv_bytes_per_token"]
+    assert data["kv_bytes_per_sequence_mean"] == (
+        attention_per_token * 2000 + mamba["state_bytes_per_sequence"]
+    )
+
+
+def test_explain_prints_groups_and_weights_basis(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gemma-3-4b", "--gpu", "l4", "--explain")
+    assert r.code == 0, r.err
+    assert "KV layer groups" in r.out and "sliding" in r.out and "1,024" in r.out
+    assert "weights: estimated from config.json parameter count" in r.out
+
+
+def test_missing_file_and_bad_json_exit_2(cli: Cli, tmp_path: Path) -> None:
+    r = cli("capacity", "--model", str(tmp_path / "nope.json"), "--gpu", "h100")
+    assert r.code == 2 and "no such file" in r.err
+    bad = tmp_path / "config.json"
+    bad.write_text('{"num_hidden_layers": 32,\n  oops}')
+    r = cli("capacity", "--model", str(bad), "--gpu", "h100")
+    assert r.code == 2 and "line 2: not valid JSON" in r.err and r.err.count("\n") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "has no config.json" in cli("capacity", "--model", str(empty), "--gpu", "h100").err
+
+
+def test_unknown_layer_type_in_a_file_exits_2(cli: Cli, tmp_path: Path) -> None:
+    cfg = json.loads((MODELS / "openai--gpt-oss-20b" / "config.json").read_text())
+    cfg["layer_types"][3] = "banded_attention"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    r = cli("capacity", "--model", str(path), "--gpu", "h100")
+    assert r.code == 2 and "layer_types[3]: unknown layer type 'banded_attention'" in r.err
+
+
+def test_weight_dtype_override_is_labelled_estimate(cli: Cli) -> None:
+    data = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "l4", "--weight-dtype", "fp8",
+               "--json").json()  # fmt: skip
+    assert data["model"]["weights_exact"] is False and data["model"]["weight_dtype"] == "fp8"
+    assert data["weights_bytes_per_gpu"] / GIB_BYTES < 8.5
+    assert any("estimated" in w for w in data["warnings"])

@@ -1,0 +1,120 @@
+"""The Hub path for real: huggingface_hub downloads from a loopback server via HF_ENDPOINT.
+
+huggingface_hub reads HF_ENDPOINT / HF_HUB_OFFLINE at import, so each case runs the CLI as a
+subprocess with its own environment and cache; no test touches the internet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import MODELS
+from hub_server import FakeHub, Repo, serve
+
+LLAMA = (MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_bytes()
+QWEN = (MODELS / "Qwen--Qwen2.5-7B-Instruct" / "config.json").read_bytes()
+MAIN = "a" * 40
+OLD = "b" * 40
+INDEX = json.dumps({"metadata": {"total_size": 16060522496}, "weight_map": {}}).encode()
+
+
+@pytest.fixture
+def hub() -> Iterator[FakeHub]:
+    fake = FakeHub(
+        repos={
+            "meta-llama/Llama-3.1-8B-Instruct": Repo(
+                revisions={
+                    MAIN: {"config.json": LLAMA, "model.safetensors.index.json": INDEX},
+                    OLD: {"config.json": QWEN},
+                },
+                refs={"main": MAIN, "v0": OLD},
+            ),
+            "meta-llama/Gated-Model": Repo(
+                revisions={MAIN: {"config.json": LLAMA}}, refs={"main": MAIN}, gated=True
+            ),
+        }
+    )
+    with serve(fake) as running:
+        yield running
+
+
+def run(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    environ |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "NO_COLOR": "1"} | env
+    return subprocess.run(
+        [sys.executable, "-m", "planner", *args],
+        capture_output=True, text=True, env=environ, timeout=60,
+    )  # fmt: skip
+
+
+def capacity(hub: FakeHub, home: Path, repo: str, *extra: str, **env: str):  # type: ignore[no-untyped-def]
+    return run(hub, home, "capacity", "--model", repo, "--gpu", "h100", "--json", *extra, **env)
+
+
+def test_download_reads_config_and_exact_weights(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct")
+    assert r.returncode == 0, r.stderr
+    model = json.loads(r.stdout)["model"]
+    assert model["source"] == "hub" and model["revision"] == MAIN
+    assert model["weights_bytes"] == 16060522496 and model["weights_exact"] is True
+    assert json.loads(r.stdout)["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    assert any("/resolve/main/config.json" in req for req in hub.requests)
+
+
+def test_revision_pinning_reads_that_revision(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", "--revision", "v0")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["model"]["revision"] == OLD
+    assert data["kv_bytes_per_token"] == 2 * 28 * 4 * 128 * 2  # the Qwen config at v0
+    assert data["model"]["weights_exact"] is False  # no index at that revision
+
+
+def test_unknown_repo_exits_3_with_one_line(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "nobody/nothing")
+    assert r.returncode == 3
+    assert r.stderr.count("\n") == 1 and "no such repo" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_gated_repo_exits_3_naming_hf_token(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "meta-llama/Gated-Model")
+    assert r.returncode == 3
+    assert "HF_TOKEN" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_gated_repo_with_token_downloads(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "meta-llama/Gated-Model", HF_TOKEN="hf_test")
+    assert r.returncode == 0, r.stderr
+
+
+def test_unknown_revision_exits_2(hub: FakeHub, tmp_path: Path) -> None:
+    r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", "--revision", "nope")
+    assert r.returncode == 2 and "--revision" in r.stderr
+
+
+def test_offline_uses_the_cache_and_fails_cleanly_without_it(hub: FakeHub, tmp_path: Path) -> None:
+    missing = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", HF_HUB_OFFLINE="1")
+    assert missing.returncode == 3 and "HF_HUB_OFFLINE" in missing.stderr
+    assert capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct").returncode == 0
+    before = len(hub.requests)
+    cached = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", HF_HUB_OFFLINE="1")
+    assert cached.returncode == 0, cached.stderr
+    assert json.loads(cached.stdout)["model"]["revision"] == MAIN
+    assert len(hub.requests) == before  # offline: nothing was asked of the server
+
+
+def test_hub_refusing_requests_exits_3(tmp_path: Path) -> None:
+    # HF_ENDPOINT pointing at a server that is not a Hub: bare 404s without Hub error codes.
+    # (A refused connection ends the same way, after huggingface_hub's ~23 s of retries.)
+    with serve(FakeHub()) as hub:
+        hub.url += "/not/a/hub"
+        r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct")
+    assert r.returncode == 3 and r.stderr.startswith("Error:")
+    assert r.stderr.count("\n") == 1

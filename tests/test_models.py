@@ -1,0 +1,213 @@
+"""Real config.json files (tests/data/models, verbatim from ../shared/models), sized by hand.
+
+Each expected figure is written as the arithmetic it comes from, read off the config:
+per-token bytes of a group = K/V factor x layers x KV heads x head_dim x 2 bytes (bf16/fp16);
+MLA = layers x (kv_lora_rank + qk_rope_head_dim) x 2; fixed states are per sequence.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import MODELS, model_config
+
+from planner.core.hf_config import model_spec_from_config
+from planner.core.kv import group_bytes_per_token, group_state_bytes
+from planner.core.specs import ModelSpec
+from planner.errors import InputError
+
+BF16 = 2
+
+
+def spec(name: str) -> ModelSpec:
+    return model_spec_from_config(model_config(name), name=name, source="local")
+
+
+def groups(m: ModelSpec, tp: int = 1) -> list[tuple[str, int, int, int | None, int]]:
+    return [
+        (g.kind.value, g.num_layers, group_bytes_per_token(g, tp, BF16), g.window_tokens,
+         group_state_bytes(g, tp))
+        for g in m.kv_groups
+    ]  # fmt: skip
+
+
+# name -> [(kind, layers, bytes/token at TP 1, window, state bytes per sequence)]
+EXPECTED = {
+    # Llama 3.1 8B: 32 layers, 8 KV heads (GQA 32/8), head_dim 4096/32 = 128.
+    "meta-llama--Llama-3.1-8B-Instruct": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    # Llama 3.1 70B: 80 layers x 8 KV heads x 128 -> the 320 KiB of REFERENCE section 1.
+    "meta-llama--Llama-3.1-70B-Instruct": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],
+    # Llama 2 7B: full MHA, 32 KV heads, fp16.
+    "meta-llama--Llama-2-7b-hf": [("full", 32, 2 * 32 * 32 * 128 * BF16, None, 0)],
+    # Qwen3-30B-A3B (MoE): 48 layers, 4 KV heads, explicit head_dim 128 (hidden/heads = 64).
+    "Qwen--Qwen3-30B-A3B": [("full", 48, 2 * 48 * 4 * 128 * BF16, None, 0)],
+    # Qwen2.5-7B: sliding_window 131072 is present but use_sliding_window is false -> all full.
+    "Qwen--Qwen2.5-7B-Instruct": [("full", 28, 2 * 28 * 4 * 128 * BF16, None, 0)],
+    # Mixtral 8x7B: 32 layers, 8 KV heads, head_dim 128; sliding_window null.
+    "mistralai--Mixtral-8x7B-v0.1": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    # Mistral 7B v0.1: sliding_window 4096 on every layer.
+    "mistralai--Mistral-7B-v0.1": [("sliding", 32, 2 * 32 * 8 * 128 * BF16, 4096, 0)],
+    # DeepSeek-V3 (MLA): 61 layers x (512 + 64) latent, no factor 2.
+    "deepseek-ai--DeepSeek-V3": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    # DeepSeek-V2-Lite (MLA, q_lora_rank null): 27 layers x 576.
+    "deepseek-ai--DeepSeek-V2-Lite": [("mla", 27, 27 * (512 + 64) * BF16, None, 0)],
+    # Kimi-K2: DeepseekV3 architecture, 61 MLA layers.
+    "moonshotai--Kimi-K2-Instruct": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    # gpt-oss-20b: layer_types alternate sliding(128)/full over 24 layers; 8 KV heads x 64.
+    "openai--gpt-oss-20b": [
+        ("sliding", 12, 2 * 12 * 8 * 64 * BF16, 128, 0),
+        ("full", 12, 2 * 12 * 8 * 64 * BF16, None, 0),
+    ],
+    # Gemma 2 9B: even layers slide (4096), odd layers global; 8 KV heads, head_dim 256.
+    "google--gemma-2-9b-it": [
+        ("sliding", 21, 2 * 21 * 8 * 256 * BF16, 4096, 0),
+        ("full", 21, 2 * 21 * 8 * 256 * BF16, None, 0),
+    ],
+    # Gemma 3 4B (text_config holds 5 keys; transformers defaults: 4 KV heads, head_dim 256,
+    # pattern 6): layers 5, 11, 17, 23, 29 global, the other 29 slide over 1024 tokens.
+    "google--gemma-3-4b-it": [
+        ("sliding", 29, 2 * 29 * 4 * 256 * BF16, 1024, 0),
+        ("full", 5, 2 * 5 * 4 * 256 * BF16, None, 0),
+    ],
+    # Llama 4 Scout (nested text_config): chunked-local 8192 except every 4th (NoPE) layer.
+    "meta-llama--Llama-4-Scout-17B-16E-Instruct": [
+        ("chunked", 36, 2 * 36 * 8 * 128 * BF16, 8192, 0),
+        ("full", 12, 2 * 12 * 8 * 128 * BF16, None, 0),
+    ],
+    # Nemotron-H 56B: pattern has 54 'M' (Mamba2) and 10 '*' (attention) blocks.
+    # Mamba2 state per layer: conv (256*64 + 2*8*256) x (4-1) + ssm 256 heads x 64 x 256, bf16.
+    "nvidia--Nemotron-H-56B-Base-8K": [
+        ("mamba", 54, 0, None, 54 * ((256 * 64 + 2 * 8 * 256) * 3 + 256 * 64 * 256) * BF16),
+        ("full", 10, 2 * 10 * 8 * 128 * BF16, None, 0),
+    ],
+    # Nemotron-3-Nano: 23 Mamba2 layers; ssm state in float32 (mamba_ssm_cache_dtype), conv bf16:
+    # conv (64*64 + 2*8*128) x 3 x 2 B + ssm 64 x 64 x 128 x 4 B; 6 attention layers, 2 KV heads.
+    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": [
+        ("mamba", 23, 0, None, 23 * ((64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4)),
+        ("full", 6, 2 * 6 * 2 * 128 * BF16, None, 0),
+    ],
+    # Qwen3-Next 80B: every 4th layer full attention (2 KV heads x 256), 36 Gated DeltaNet
+    # layers: conv (2*16*128 + 32*128) x (4-1) + recurrent 32 heads x 128 x 128, bf16.
+    "Qwen--Qwen3-Next-80B-A3B-Thinking": [
+        ("linear", 36, 0, None, 36 * ((2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128) * BF16),
+        ("full", 12, 2 * 12 * 2 * 256 * BF16, None, 0),
+    ],
+    # Nemotron-Super 49B (NAS): 49 of 80 layers keep attention, each 64/8 = 8 KV heads.
+    "nvidia--Llama-3_3-Nemotron-Super-49B-v1": [("full", 49, 2 * 49 * 8 * 128 * BF16, None, 0)],
+    # phi-4: sliding_window 16384 (= the max context) on all 40 layers, 10 KV heads.
+    "microsoft--phi-4": [("sliding", 40, 2 * 40 * 10 * 128 * BF16, 16384, 0)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_kv_groups_match_hand_derivation(name: str) -> None:
+    assert groups(spec(name)) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("path", sorted(MODELS.glob("*/config.json")), ids=lambda p: p.parent.name)
+def test_every_shared_config_loads(path: object) -> None:
+    m = spec(path.parent.name)  # type: ignore[attr-defined]
+    assert m.kv_groups and m.weights_bytes > 0 and m.params_active <= m.params_total
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in MODELS.glob("*/total_size.txt")))
+def test_estimated_weights_match_safetensors_total_within_1pct(name: str) -> None:
+    total = int((MODELS / name / "total_size.txt").read_text())
+    assert spec(name).weights_bytes == pytest.approx(total, rel=0.01)
+
+
+def test_phi4_estimate_is_just_under_the_file_bytes() -> None:
+    # weights_file_bytes.txt includes the safetensors JSON headers, so it is a ceiling.
+    files = int((MODELS / "microsoft--phi-4" / "weights_file_bytes.txt").read_text())
+    est = spec("microsoft--phi-4").weights_bytes
+    assert files * 0.99 < est <= files
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        ("mistralai--Mixtral-8x7B-v0.1", 46.7, 12.9),  # Mistral: 46.7B total, 12.9B active
+        ("Qwen--Qwen3-30B-A3B", 30.5, 3.3),  # Qwen3 card: 30.5B total, 3.3B activated
+        ("deepseek-ai--DeepSeek-V3", 671, 37),  # DeepSeek: 671B total, 37B activated (w/o MTP)
+        ("openai--gpt-oss-120b", 116.8, 5.1),  # OpenAI: 117B total, 5.1B active (excl. embed)
+        ("Qwen--Qwen3-Next-80B-A3B-Thinking", 80, 3),  # 80B total, ~3B activated
+    ],
+)
+def test_moe_total_and_active_parameters(name: str, total_b: float, active_b: float) -> None:
+    m = spec(name)
+    assert m.params_total / 1e9 == pytest.approx(total_b, rel=0.02)
+    assert m.params_active / 1e9 == pytest.approx(active_b, rel=0.35)  # embeddings counted
+    assert m.num_experts and m.experts_per_token
+
+
+def test_fp8_checkpoint_weights_are_about_one_byte_per_linear_param() -> None:
+    fp8 = spec("Qwen--Qwen3-235B-A22B-FP8")
+    bf16 = spec("Qwen--Qwen3-235B-A22B")
+    assert fp8.weight_dtype == "fp8" and bf16.weight_dtype == "bf16"
+    assert fp8.params_total == bf16.params_total
+    # 235B params: linear layers in fp8 (+ one fp32 scale per 128x128 tile), embeddings bf16.
+    assert 0.49 < fp8.weights_bytes / bf16.weights_bytes < 0.52
+
+
+def test_gpt_oss_mxfp4_quantises_only_the_experts() -> None:
+    m = spec("openai--gpt-oss-20b")
+    assert m.weight_dtype == "mxfp4"
+    # ~19.1B expert params at 4.25 bits + ~1.8B bf16 params: 13.8 GB (HF checkpoint 13.8 GB).
+    assert m.weights_bytes / 1e9 == pytest.approx(13.8, rel=0.02)
+
+
+def test_awq_checkpoint_uses_group_scales() -> None:
+    cfg = model_config("Qwen--Qwen2.5-7B-Instruct") | {
+        "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}
+    }
+    m = model_spec_from_config(cfg, name="awq", source="local")
+    assert m.weight_dtype == "awq-int4"
+    # 6.53B linear params x (0.5 B + 3 B per 128) + 1.09B embed/head/norm params x 2 B.
+    assert m.weights_bytes / 1e9 == pytest.approx(5.58, rel=0.02)
+
+
+def test_jamba_style_mamba1_hybrid() -> None:
+    # ai21labs/Jamba-v0.1 geometry (no vendored copy): attention every 8th layer from offset 4.
+    cfg = {
+        "model_type": "jamba", "num_hidden_layers": 32, "hidden_size": 4096,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 65536, "max_position_embeddings": 262144, "attn_layer_period": 8,
+        "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+        "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    m = model_spec_from_config(cfg, name="jamba", source="local")
+    assert groups(m) == [
+        ("mamba", 28, 0, None, 28 * (8192 * 3 + 8192 * 16) * BF16),
+        ("full", 4, 2 * 4 * 8 * 128 * BF16, None, 0),
+    ]
+
+
+def test_mla_latent_is_not_divided_by_tp() -> None:
+    m = spec("deepseek-ai--DeepSeek-V3")
+    assert groups(m, tp=8) == groups(m, tp=1)
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"num_hidden_layers": None}, "num_hidden_layers: missing"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers: must be a positive integer"),
+        ({"layer_types": ["full_attention"] * 31 + ["sparse_attention"]}, "layer_types[31]"),
+        ({"layer_types": ["full_attention"] * 3}, "layer_types: has 3 entries for 32 layers"),
+        ({"vocab_size": None}, "vocab_size: missing"),
+        ({"quantization_config": {"quant_method": "hqq"}}, "quantization_config.quant_method"),
+        ({"torch_dtype": "float7"}, "torch_dtype"),
+    ],
+)
+def test_malformed_configs_name_the_field(patch: dict[str, object], field: str) -> None:
+    cfg = model_config("meta-llama--Llama-3.1-8B-Instruct") | patch
+    cfg = {k: v for k, v in cfg.items() if v is not None}
+    with pytest.raises(InputError) as err:
+        model_spec_from_config(cfg, name="x", source="local")
+    assert field in str(err.value)
+
+
+def test_unknown_hybrid_block_is_an_error_not_dense() -> None:
+    cfg = model_config("nvidia--Nemotron-H-56B-Base-8K")
+    cfg["hybrid_override_pattern"] = "X" + cfg["hybrid_override_pattern"][1:]
+    with pytest.raises(InputError, match=r"hybrid_override_pattern\[0\]"):
+        model_spec_from_config(cfg, name="x", source="local")
