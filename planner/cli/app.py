@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from planner.cli import capacity, presets
+from planner.cli import capacity, presets, spec
 
 app = typer.Typer(
     name="planner",
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.command("capacity")(capacity.capacity)
 app.command("presets")(presets.presets)
+app.command("spec")(spec.spec)
 
 
 def main(argv: list[str] | None = None) -> int:

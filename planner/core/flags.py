@@ -68,3 +68,50 @@ def engine_flags(
         "--page-size", str(block_tokens),
     ]  # fmt: skip
     return EngineFlags(vllm=_join(vllm), sglang=_join(sglang))
+
+
+# Placeholder for the draft / EAGLE head path when the user names none.
+DRAFT_PLACEHOLDER = "$DRAFT"
+# --method -> (vLLM speculative-config method, SGLang --speculative-algorithm or None).
+SPEC_METHODS: dict[str, tuple[str, str | None]] = {
+    "ngram": ("ngram", "NGRAM"),
+    "eagle": ("eagle", "EAGLE"),
+    "eagle3": ("eagle3", "EAGLE3"),
+    "medusa": ("medusa", None),  # vLLM <= 0.32 only (removed in 0.33); SGLang has none
+    "mtp": ("mtp", "NEXTN"),
+    "draft": ("draft_model", "STANDALONE"),
+}
+SPEC_NEEDS = {
+    "ngram": "nothing: drafts by prompt lookup; pays on repetitive output (code edits, RAG)",
+    "eagle": "an EAGLE head trained for this target (--draft-model)",
+    "eagle3": "an EAGLE-3 head trained for this target (--draft-model)",
+    "medusa": "Medusa heads for this target; vLLM 0.32 or older, not SGLang",
+    "mtp": "a target with MTP layers (DeepSeek-V3 num_nextn_predict_layers, Qwen3-Next)",
+    "draft": "a small model with the target's tokenizer (--draft-model)",
+}
+
+
+def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
+    """vLLM --speculative-config and SGLang --speculative-* for one method and k."""
+    import json
+
+    vllm_method, sglang_algo = SPEC_METHODS[method]
+    config: dict[str, object] = {"method": vllm_method, "num_speculative_tokens": k}
+    if method in ("eagle", "eagle3", "medusa", "draft"):
+        config["model"] = draft or DRAFT_PLACEHOLDER
+    if method == "ngram":
+        config["prompt_lookup_max"] = 5  # vLLM's default window when neither bound is given
+        config["prompt_lookup_min"] = 5
+    vllm = "--speculative-config " + shlex.quote(json.dumps(config))
+    if sglang_algo is None:
+        return EngineFlags(vllm=vllm, sglang="(not supported by SGLang)")
+    parts = ["--speculative-algorithm", sglang_algo]
+    if method in ("eagle", "eagle3", "draft"):
+        parts += ["--speculative-draft-model-path", draft or DRAFT_PLACEHOLDER]
+    if method == "ngram":
+        parts += ["--speculative-num-draft-tokens", str(k + 1)]
+    else:
+        # A chain (top-k 1) of k drafted tokens verifies k + 1 tokens, root included.
+        parts += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
+                  "--speculative-num-draft-tokens", str(k + 1)]  # fmt: skip
+    return EngineFlags(vllm=vllm, sglang=_join(parts))

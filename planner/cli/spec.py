@@ -1,0 +1,126 @@
+"""`planner spec`: which k to draft, what it buys, and when to switch speculation off."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.render import console, emit_json
+
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def spec(
+    alpha: Annotated[str, typer.Option(help="Acceptance rate(s) in [0, 1]: 0.7 or 0.5,0.7,0.9.")],
+    k: Annotated[str, typer.Option("--k", help="Draft length(s): 4, 1-16 or 1,2,4.")] = "1-16",
+    draft_cost: Annotated[float, typer.Option(help="c: draft cost per target forward.")] = 0.05,
+    verify_cost: Annotated[float, typer.Option(help="v: cost per extra scored position.")] = 0.0,
+    method: Annotated[
+        str, typer.Option(help="ngram, eagle, eagle3, medusa, mtp or draft (flags only).")
+    ] = "eagle3",
+    preset: Annotated[
+        str | None, typer.Option(help="Target model preset (couples to load).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Target config.json / folder / Hub id.")] = None,
+    draft_model: Annotated[
+        str | None, typer.Option(help="Draft model: derive c and its memory cost.")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU for the load coupling.")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
+    context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
+    mean_len: Annotated[int, typer.Option(help="Mean tokens per sequence.")] = 2000,
+    max_batch: Annotated[int, typer.Option(help="Largest concurrency scanned.")] = 4096,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
+    from planner.api import parse_floats, parse_ks, spec_advice
+
+    settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
+    if context is not None:
+        settings["context_tokens"] = context
+    result = spec_advice(
+        alphas=parse_floats(alpha, "--alpha"),
+        ks=parse_ks(k),
+        draft_cost=draft_cost,
+        verify_cost=verify_cost,
+        method=method,
+        max_batch=max_batch,
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        draft_model=draft_model,
+        **settings,
+    )
+    if json_out:
+        emit_json(result)
+        return
+    render(result)
+
+
+def render(r: dict[str, Any]) -> None:
+    """Tables of E, C, S; the best k; break-even; sensitivity; load; a bar chart; flags."""
+    from rich.table import Table
+
+    out = console()
+    alphas = sorted({row["alpha"] for row in r["rows"]})
+    ks = sorted({row["k"] for row in r["rows"]})
+    table = Table(title=f"Speedup S = E / C  (c = {r['draft_cost']}, v = {r['verify_cost']})",
+                  title_justify="left")  # fmt: skip
+    table.add_column("k", justify="right")
+    table.add_column("C", justify="right")
+    for a in alphas:
+        table.add_column(f"E a={a}", justify="right")
+        table.add_column(f"S a={a}", justify="right")
+    by = {(row["alpha"], row["k"]): row for row in r["rows"]}
+    for k in ks:
+        cells = [str(k), f"{by[(alphas[0], k)]['cost']:.2f}"]
+        for a in alphas:
+            cells += [f"{by[(a, k)]['expected_tokens']:.2f}", f"{by[(a, k)]['speedup']:.2f}x"]
+        table.add_row(*cells)
+    out.print(table)
+    top = max(row["speedup"] for row in r["rows"])
+    for a in alphas:
+        bars = "".join(BARS[round(by[(a, k)]["speedup"] / top * (len(BARS) - 1))] for k in ks)
+        out.print(f"S vs k  a={a:<5} |{bars}| k={ks[0]}..{ks[-1]}")
+    for b in r["best"]:
+        out.print(f"[bold]best k at alpha {b['alpha']}:[/] k = {b['k']}, {b['speedup']:.2f}x")
+    even = ", ".join(
+        f"k={e['k']}: {'never' if e['alpha'] is None else format(e['alpha'], '.3f')}"
+        for e in r["break_even_alpha"]
+    )
+    out.print(f"break-even alpha (S >= 1): {even}", soft_wrap=True)
+    sens = ", ".join(
+        f"v={s['v']}: k={s['k']} {s['speedup']:.2f}x"
+        for s in r["v_sensitivity"]
+        if s["alpha"] == alphas[-1]
+    )
+    out.print(f"sensitivity to v at alpha {alphas[-1]}: {sens}", soft_wrap=True)
+    if r["load"]:
+        load = Table(
+            title="Under load (v from the step-time roofline; estimate)", title_justify="left"
+        )
+        for col in ("alpha", "concurrency", "c", "v", "best k", "S"):
+            load.add_column(col, justify="right")
+        for p in r["load"]:
+            cells = [p["alpha"], p["batch"], f"{p['draft_cost']:.3f}"]
+            cells += [f"{p['verify_cost_best_k']:.3f}", p["best_k"], f"{p['speedup']:.2f}x"]
+            load.add_row(*map(str, cells))
+        out.print(load)
+        for d in r["disable_above_concurrency"]:
+            n = d["concurrency"]
+            msg = (
+                f"pays at every concurrency the KV pool allows (<= {r['scan_limit']})"
+                if n is None
+                else ("never pays" if n == 0 else f"disable above {n} concurrent sequences")
+            )
+            out.print(f"[bold]alpha {d['alpha']}:[/] {msg}")
+    if r["draft"]:
+        d = r["draft"]
+        out.print(
+            f"draft {d['name']}: paged concurrency {d['max_seqs_paged_without_draft']} -> "
+            f"{d['max_seqs_paged_with_draft']} with its weights and KV in the pool"
+        )
+    out.print(f"method {r['method']} needs {r['method_needs']}")
+    out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
+    out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)

@@ -1,0 +1,58 @@
+"""Decode step-time model from a roofline: one pass over the weights plus each sequence's KV.
+
+    t_step(B, q) = max(memory_ms(B), compute_ms(B * q)) + overhead_ms
+
+memory_ms reads the weights once and every sequence's KV once; compute_ms is 2 FLOPs per active
+parameter per scored token. q is tokens scored per sequence (1 for plain decode, 1 + k when
+verifying k drafts). Efficiencies are named knobs, not fitted constants.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+# ai-dynamo/aiconfigurator uses mem_bw_empirical_scaling_factor 0.8 for every system
+# (../shared/gpus/NOTES.md section 3): achievable share of peak HBM bandwidth.
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
+# Achievable share of dense peak FLOPs in decode GEMMs: an assumption (no source measures it
+# for every card); exposed as an option so users can set their own.
+DEFAULT_FLOPS_EFFICIENCY = 0.5
+# REFERENCE section 3: 0.3 ms launch overhead per step.
+DEFAULT_STEP_OVERHEAD_MS = 0.3
+FLOPS_PER_PARAM_PER_TOKEN = 2  # one multiply and one add per weight per token
+
+
+class Roofline(BaseModel):
+    """What one GPU moves and computes per decode step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights_bytes_per_gpu: int = Field(gt=0)
+    kv_bytes_per_sequence: int = Field(ge=0, description="KV read per sequence per step")
+    active_params_per_gpu: int = Field(gt=0)
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    flops_per_s: float = Field(gt=0)
+    bandwidth_efficiency: float = Field(default=DEFAULT_BANDWIDTH_EFFICIENCY, gt=0, le=1)
+    flops_efficiency: float = Field(default=DEFAULT_FLOPS_EFFICIENCY, gt=0, le=1)
+    overhead_ms: float = Field(default=DEFAULT_STEP_OVERHEAD_MS, ge=0)
+
+
+def step_ms(
+    r: Roofline, batch: NDArray[np.float64], tokens_per_seq: float = 1.0
+) -> NDArray[np.float64]:
+    """Step time in ms for each batch size (vectorised)."""
+    bw = r.bandwidth_bytes_per_s * r.bandwidth_efficiency
+    flops = r.flops_per_s * r.flops_efficiency
+    memory = (r.weights_bytes_per_gpu + batch * r.kv_bytes_per_sequence) / bw * 1e3
+    compute = (
+        FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu * batch * tokens_per_seq / flops * 1e3
+    )
+    return np.maximum(memory, compute) + r.overhead_ms
+
+
+def verify_cost(r: Roofline, batch: NDArray[np.float64], k: int) -> NDArray[np.float64]:
+    """v: marginal cost of each extra scored position, relative to a plain step, per batch."""
+    plain = step_ms(r, batch, 1.0)
+    return (step_ms(r, batch, 1.0 + k) - plain) / (k * plain)
