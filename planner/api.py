@@ -50,7 +50,14 @@ def capacity_plan(
 ) -> CapacityPlan:
     """Resolve the model and GPU by name, validate the settings, and plan."""
     spec = resolve_model(preset, model, revision)
-    card = find_gpu(gpu)
+    provenance: list[str] = []
+    device_bytes: int | None = None
+    if gpu.strip().lower() == "auto":
+        from planner.sources.devices import detect, planning_gpu
+
+        card, device_bytes, provenance = planning_gpu(detect())
+    else:
+        card = find_gpu(gpu)
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     kv = values.get("kv_dtype") or spec.native_dtype
@@ -61,13 +68,16 @@ def capacity_plan(
         )
     if gpu_memory_bytes is not None:
         values["hbm_bytes"], values["hbm_basis"] = gpu_memory_bytes, "user"
+    elif device_bytes is not None:
+        values["hbm_bytes"], values["hbm_basis"] = device_bytes, "device"
     else:
         values["hbm_bytes"], values["hbm_basis"] = card.memory_bytes_marketed, "marketed"
     try:
         parsed = CapacitySettings(**values)
     except ValidationError as exc:
         raise settings_error(exc) from exc
-    return plan_capacity(spec, card, parsed)
+    plan = plan_capacity(spec, card, parsed)
+    return plan.model_copy(update={"gpu_provenance": provenance}) if provenance else plan
 
 
 def parse_floats(text: str, field: str) -> list[float]:

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from planner.cli import capacity, presets, spec
+from planner.cli import capacity, gpus, presets, spec
 
 app = typer.Typer(
     name="planner",
@@ -19,6 +19,7 @@ app = typer.Typer(
 app.command("capacity")(capacity.capacity)
 app.command("presets")(presets.presets)
 app.command("spec")(spec.spec)
+app.command("gpus")(gpus.gpus)
 
 
 def main(argv: list[str] | None = None) -> int:

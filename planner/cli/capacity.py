@@ -92,6 +92,8 @@ def capacity(
 
 def render_capacity(plan: object, explain: bool) -> None:
     """The ledger, the concurrency verdict, warnings and flags as tables."""
+    from rich.markup import escape
+
     from planner.core.capacity import CapacityPlan
 
     assert isinstance(plan, CapacityPlan)
@@ -158,8 +160,10 @@ def render_capacity(plan: object, explain: bool) -> None:
             )
         out.print(table)
         out.print(f"weights: {m.weights_basis}")
+    for line in plan.gpu_provenance:
+        out.print(f"GPU {line}", markup=False)
     out.print(f"[bold]Binding:[/] {plan.binding_reason}.")
     for w in plan.warnings:
-        out.print(f"[yellow]warning:[/] {w}")
+        out.print(f"[yellow]warning:[/] {escape(w)}")
     out.print("[bold]vLLM:[/]   " + plan.flags.vllm, soft_wrap=True)
     out.print("[bold]SGLang:[/] " + plan.flags.sglang, soft_wrap=True)

@@ -96,6 +96,7 @@ class CapacityPlan(BaseModel):
     mem_fraction_static: float
     warnings: list[str]
     flags: EngineFlags
+    gpu_provenance: list[str] = Field(default_factory=list, description="device vs catalog")
 
 
 def valid_tp_sizes(model: ModelSpec) -> list[int]:
@@ -288,7 +289,7 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
             "weight_dtype": plan.weight_dtype,
             "max_context_tokens": m.max_context_tokens,
         },
-        "gpu": {"id": plan.gpu.id, "name": plan.gpu.name},
+        "gpu": {"id": plan.gpu.id, "name": plan.gpu.name, "provenance": plan.gpu_provenance},
         "settings": {
             "tp": s.tp,
             "context_tokens": s.context_tokens,

@@ -1,0 +1,79 @@
+"""`planner gpus`: the GPU catalog and, with --detect, what this machine has."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.render import console, emit_json
+
+CATALOG_KEYS = (
+    "id", "vendor", "name", "device_names", "aliases", "memory_bytes_marketed",
+    "memory_bytes_nvml", "memory_bytes_cuda", "hbm_bandwidth_bytes_per_s", "bf16_dense_flops",
+    "fp8_dense_flops", "fp4_dense_flops", "interconnect", "source",
+)  # fmt: skip
+
+
+def gpus(
+    detect: Annotated[
+        bool, typer.Option(help="Also list the GPUs NVML / AMD-SMI see here.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List the GPU catalog (memory, bandwidth, dense FLOPs) and detected devices."""
+    from planner.sources.presets import gpu_catalog
+
+    catalog = [{k: getattr(g, k) for k in CATALOG_KEYS} for g in gpu_catalog()]
+    for entry in catalog:
+        entry["device_names"] = list(entry["device_names"])
+        entry["aliases"] = list(entry["aliases"])
+    detected: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if detect:
+        from planner.sources.devices import detect as run_detection
+
+        found = run_detection()
+        detected = [g.as_dict() for g in found.gpus]
+        notes = found.notes
+    if json_out:
+        emit_json({"catalog": catalog, "detected": detected, "notes": notes})
+        return
+    render(catalog, detected, notes, detect)
+
+
+def _num(value: object, scale: float, unit: str) -> str:
+    return "-" if value is None else f"{float(value) / scale:,.0f} {unit}"  # type: ignore[arg-type]
+
+
+def render(
+    catalog: list[dict[str, Any]], detected: list[dict[str, Any]], notes: list[str], asked: bool
+) -> None:
+    from rich.table import Table
+
+    out = console()
+    table = Table(title="GPU catalog (dense throughput)", title_justify="left")
+    for col in ("id", "name", "memory", "NVML total", "bandwidth", "BF16", "FP8"):
+        table.add_column(col, justify="left" if col in ("id", "name") else "right")
+    for g in catalog:
+        table.add_row(
+            g["id"], g["name"], _num(g["memory_bytes_marketed"], 1e9, "GB"),
+            _num(g["memory_bytes_nvml"], 2**30, "GiB"),
+            _num(g["hbm_bandwidth_bytes_per_s"], 1e9, "GB/s"),
+            _num(g["bf16_dense_flops"], 1e12, "TFLOPS"), _num(g["fp8_dense_flops"], 1e12, "TFLOPS"),
+        )  # fmt: skip
+    out.print(table)
+    if not asked:
+        return
+    if detected:
+        found = Table(title="Detected on this machine (driver figures)", title_justify="left")
+        for col in ("index", "name", "total", "free", "catalog"):
+            found.add_column(col)
+        for g in detected:
+            found.add_row(
+                g["index"], g["name"], _num(g["memory_total_bytes"], 2**30, "GiB"),
+                _num(g["memory_free_bytes"], 2**30, "GiB"), g["catalog_id"] or "not in catalog",
+            )  # fmt: skip
+        out.print(found)
+    for note in notes:
+        out.print(f"note: {note}", markup=False)
