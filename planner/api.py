@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from planner.core.capacity import CapacityPlan, CapacitySettings, plan_capacity
-from planner.core.latency import Roofline
 from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
+
+if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    from planner.core.latency import Roofline
 
 # Default max model length when --context is not given (capped at the model's own maximum).
 DEFAULT_CONTEXT_TOKENS = 8192
@@ -101,6 +103,8 @@ def parse_ks(text: str) -> list[int]:
 
 def roofline_for(plan: CapacityPlan) -> Roofline:
     """The step-time roofline of one GPU of a capacity plan."""
+    from planner.core.latency import Roofline
+
     gpu = plan.gpu
     flops = gpu.bf16_dense_flops
     if plan.weight_dtype.startswith("fp8") and gpu.fp8_dense_flops:
