@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from planner.cli import capacity, gpus, presets, spec
+from planner.cli import capacity, gpus, presets, simulate, spec
 
 app = typer.Typer(
     name="planner",
@@ -20,6 +20,7 @@ app.command("capacity")(capacity.capacity)
 app.command("presets")(presets.presets)
 app.command("spec")(spec.spec)
 app.command("gpus")(gpus.gpus)
+app.command("simulate")(simulate.simulate)
 
 
 def main(argv: list[str] | None = None) -> int:

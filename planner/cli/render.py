@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -11,10 +12,15 @@ from rich.table import Table
 
 from planner.units import GB_BYTES, GIB_BYTES, KIB_BYTES
 
+# Width for output that is not a terminal (pipes, files, CI logs) unless COLUMNS says otherwise:
+# wide enough that no table column is truncated.
+PIPE_WIDTH = 120
+
 
 def console() -> Console:
     """A stdout console; rich goes plain by itself under NO_COLOR or when not a TTY."""
-    return Console(highlight=False, soft_wrap=False)
+    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else PIPE_WIDTH
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def gb_gib(n: int) -> str:

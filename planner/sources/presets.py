@@ -45,7 +45,7 @@ def preset_names(kind: str) -> list[str]:
     return sorted(p.stem for p in (preset_root() / kind).glob("*.yaml"))
 
 
-def _unknown(field: str, kind: str, name: str, known: list[str]) -> InputError:
+def unknown_name_error(field: str, kind: str, name: str, known: list[str]) -> InputError:
     close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return InputError(field, f"unknown {kind} {name!r}{hint} (see `planner presets`)")
@@ -61,7 +61,7 @@ def read_yaml(path: Path, field: str) -> Any:
         raise InputError(field, f"{path}{where}: invalid YAML") from exc
 
 
-def _validation_message(exc: ValidationError) -> str:
+def validation_message(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     return f"{loc}: {err['msg']}"
@@ -71,12 +71,12 @@ def load_model_preset(name: str, field: str = "--preset") -> ModelSpec:
     """Build the ModelSpec of a named model preset."""
     names = preset_names("models")
     if name not in names:
-        raise _unknown(field, "model preset", name, names)
+        raise unknown_name_error(field, "model preset", name, names)
     path = preset_root() / "models" / f"{name}.yaml"
     try:
         preset = ModelPreset.model_validate(read_yaml(path, field))
     except ValidationError as exc:
-        raise InputError(field, f"{path}: {_validation_message(exc)}") from exc
+        raise InputError(field, f"{path}: {validation_message(exc)}") from exc
     if isinstance(preset.config, str):
         cfg = json.loads((path.parent / preset.config).read_text(encoding="utf-8"))
         source = f"preset {name} (config {preset.config})"
@@ -115,7 +115,7 @@ def gpu_catalog() -> tuple[GpuSpec, ...]:
         try:
             specs.append(GpuSpec.model_validate(read_yaml(path, "--gpu")))
         except ValidationError as exc:
-            raise InputError("--gpu", f"{path}: {_validation_message(exc)}") from exc
+            raise InputError("--gpu", f"{path}: {validation_message(exc)}") from exc
     return tuple(specs)
 
 
@@ -129,4 +129,4 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
         if any(key == d.lower() for d in gpu.device_names):
             return gpu
     known = [g.id for g in gpu_catalog()] + [a for g in gpu_catalog() for a in g.aliases]
-    raise _unknown(field, "GPU", name, known)
+    raise unknown_name_error(field, "GPU", name, known)

@@ -1,0 +1,1 @@
+"""Step-level serving simulator: traces, scheduling policies, KV block pool, metrics (pure)."""
