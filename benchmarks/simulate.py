@@ -18,14 +18,26 @@ COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "compare static,continuous,chunked": [*PLANNER, "--compare", "static,continuous,chunked"],
     "sweep max_batch x 8 (20 req/s)": [
-        *PLANNER, "--rate", "20", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "12",
-        "--sweep", "max_batch=4,8,16,24,32,48,64,128",
-    ],
-    "sweep x 8 with a 700-block KV pool": [
-        *PLANNER, "--rate", "20", "--kv-blocks", "700", "--sweep",
+        *PLANNER,
+        "--rate",
+        "20",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "12",
+        "--sweep",
         "max_batch=4,8,16,24,32,48,64,128",
     ],
-}  # fmt: skip
+    "sweep x 8 with a 700-block KV pool": [
+        *PLANNER,
+        "--rate",
+        "20",
+        "--kv-blocks",
+        "700",
+        "--sweep",
+        "max_batch=4,8,16,24,32,48,64,128",
+    ],
+}
 
 
 def best(cmd: list[str], runs: int) -> float:

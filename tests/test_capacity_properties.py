@@ -12,8 +12,17 @@ from planner.core.specs import GpuSpec, KvKind, ModelSpec
 from planner.sources.presets import find_gpu, load_model_preset
 from planner.units import GIB_BYTES
 
-MODELS = ["gqa-70b", "gqa-8b", "mqa-7b", "mha-60l", "gemma-3-4b", "gpt-oss-20b",
-          "deepseek-v2-lite", "nemotron-3-nano-30b", "qwen3-30b-a3b"]  # fmt: skip
+MODELS = [
+    "gqa-70b",
+    "gqa-8b",
+    "mqa-7b",
+    "mha-60l",
+    "gemma-3-4b",
+    "gpt-oss-20b",
+    "deepseek-v2-lite",
+    "nemotron-3-nano-30b",
+    "qwen3-30b-a3b",
+]
 
 
 @cache

@@ -13,20 +13,38 @@ from planner.core.capacity import capacity_json
 Cli = Callable[..., Result]
 
 JSON_KEYS = {
-    "kv_bytes_per_token", "weights_bytes_per_gpu", "weights_fraction_of_hbm", "kv_pool_bytes",
-    "max_seqs_contiguous", "max_seqs_paged", "batch_cap", "operating_concurrency", "binding",
-    "warnings", "flags", "model", "kv_layer_groups", "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
+    "weights_bytes_per_gpu",
+    "weights_fraction_of_hbm",
+    "kv_pool_bytes",
+    "max_seqs_contiguous",
+    "max_seqs_paged",
+    "batch_cap",
+    "operating_concurrency",
+    "binding",
+    "warnings",
+    "flags",
+    "model",
+    "kv_layer_groups",
+    "kv_bytes_per_sequence",
     "kv_bytes_per_sequence_mean",
-}  # fmt: skip
+}
 
 
 def test_table_shows_ledger_verdict_and_flags(cli: Cli) -> None:
     r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x")
     assert r.code == 0, r.err
-    for text in ("192.00 GB / 178.81 GiB", "140.00 GB / 130.39 GiB", "73% of HBM",
-                 "327,680 B (320.0 KiB)", "memory binds", "vllm serve",
-                 "--max-num-seqs 69", "sglang.launch_server",
-                 "--max-running-requests 69"):  # fmt: skip
+    for text in (
+        "192.00 GB / 178.81 GiB",
+        "140.00 GB / 130.39 GiB",
+        "73% of HBM",
+        "327,680 B (320.0 KiB)",
+        "memory binds",
+        "vllm serve",
+        "--max-num-seqs 69",
+        "sglang.launch_server",
+        "--max-running-requests 69",
+    ):
         assert text in r.out.replace("\n", " ") or text in r.out, text
 
 
@@ -112,8 +130,17 @@ def test_presets_lists_all_kinds(cli: Cli) -> None:
     data = cli("presets", "--json").json()
     assert {"models", "gpus", "workloads"} == data.keys()
     assert "gqa-70b" in data["models"] and "mi300x" in data["gpus"]
-    for gpu in ("mi300x", "mi325x", "mi355x", "h100-sxm5-80gb", "h200-sxm-141gb",
-                "b200-sxm-180gb", "a100-sxm4-80gb", "l40s", "l4"):  # fmt: skip
+    for gpu in (
+        "mi300x",
+        "mi325x",
+        "mi355x",
+        "h100-sxm5-80gb",
+        "h200-sxm-141gb",
+        "b200-sxm-180gb",
+        "a100-sxm4-80gb",
+        "l40s",
+        "l4",
+    ):
         assert gpu in data["gpus"]
 
 

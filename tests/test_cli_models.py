@@ -34,15 +34,37 @@ def test_model_folder_with_safetensors_index_is_exact(cli: Cli, tmp_path: Path) 
 
 
 def test_json_has_model_groups_and_sequence_figures(cli: Cli) -> None:
-    data = cli("capacity", "--preset", "gpt-oss-20b", "--gpu", "h100", "--context", "8192",
-               "--mean-len", "2000", "--json").json()  # fmt: skip
-    for key in ("name", "source", "revision", "params_total", "params_active", "weights_bytes",
-                "weights_exact"):  # fmt: skip
+    data = cli(
+        "capacity",
+        "--preset",
+        "gpt-oss-20b",
+        "--gpu",
+        "h100",
+        "--context",
+        "8192",
+        "--mean-len",
+        "2000",
+        "--json",
+    ).json()
+    for key in (
+        "name",
+        "source",
+        "revision",
+        "params_total",
+        "params_active",
+        "weights_bytes",
+        "weights_exact",
+    ):
         assert key in data["model"]
     sliding, full = data["kv_layer_groups"]
-    assert sliding == {"kind": "sliding", "num_layers": 12, "kv_heads_per_gpu": 8,
-                       "bytes_per_token": 2 * 12 * 8 * 64 * 2, "window_tokens": 128,
-                       "state_bytes_per_sequence": 0}  # fmt: skip
+    assert sliding == {
+        "kind": "sliding",
+        "num_layers": 12,
+        "kv_heads_per_gpu": 8,
+        "bytes_per_token": 2 * 12 * 8 * 64 * 2,
+        "window_tokens": 128,
+        "state_bytes_per_sequence": 0,
+    }
     assert full["kind"] == "full" and full["window_tokens"] is None
     # Per-sequence, not per-token x length: the sliding half stops growing at 128 tokens.
     per_layer_token = 8 * 64 * 2 * 2
@@ -92,8 +114,9 @@ def test_unknown_layer_type_in_a_file_exits_2(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_weight_dtype_override_is_labelled_estimate(cli: Cli) -> None:
-    data = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "l4", "--weight-dtype", "fp8",
-               "--json").json()  # fmt: skip
+    data = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "l4", "--weight-dtype", "fp8", "--json"
+    ).json()
     assert data["model"]["weights_exact"] is False and data["model"]["weight_dtype"] == "fp8"
     assert data["weights_bytes_per_gpu"] / GIB_BYTES < 8.5
     assert any("estimated" in w for w in data["warnings"])

@@ -16,7 +16,7 @@ from fake_gpu_libs import (
     NVMLError_LibraryNotFound,
     fake_amdsmi,
     fake_pynvml,
-)  # fmt: skip
+)
 from helpers import Result
 
 Cli = Callable[..., Result]
@@ -32,8 +32,9 @@ def use_nvml(monkeypatch: pytest.MonkeyPatch, devices: list[Dev]) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(devices))
 
 
-def test_one_h100_plans_from_the_driver_total(cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                              no_amd: None) -> None:  # fmt: skip
+def test_one_h100_plans_from_the_driver_total(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
+) -> None:
     use_nvml(monkeypatch, [Dev(H100[0], H100[1], 80 * GIB)])
     data = cli("capacity", "--preset", "gqa-8b", "--gpu", "auto", "--json").json()
     assert data["gpu"]["id"] == "h100-sxm5-80gb"
@@ -73,10 +74,13 @@ def test_unknown_card_uses_driver_memory_and_derived_bandwidth(
     assert detected["derived_bandwidth_bytes_per_s"] == 4096 // 8 * 3000 * 10**6 * 2
 
 
-def test_mig_slice_reports_its_own_memory(cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                          no_amd: None) -> None:  # fmt: skip
-    slices = [Dev("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10_200_547_328, 10_000_000_000,
-                  None, None) for _ in range(2)]  # fmt: skip
+def test_mig_slice_reports_its_own_memory(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
+) -> None:
+    slices = [
+        Dev("NVIDIA H100 80GB HBM3 MIG 1g.10gb", 10_200_547_328, 10_000_000_000, None, None)
+        for _ in range(2)
+    ]
     use_nvml(monkeypatch, [Dev(*H100, free=H100[1], migs=slices)])
     detected = cli("gpus", "--detect", "--json").json()["detected"]
     assert [g["index"] for g in detected] == ["0:0", "0:1"]
@@ -85,8 +89,9 @@ def test_mig_slice_reports_its_own_memory(cli: Cli, monkeypatch: pytest.MonkeyPa
     assert detected[0]["derived_bandwidth_bytes_per_s"] is None  # NotSupported on MIG
 
 
-def test_library_missing_is_a_note_and_auto_exits_3(cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                                    no_amd: None) -> None:  # fmt: skip
+def test_library_missing_is_a_note_and_auto_exits_3(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
+) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     data = cli("gpus", "--detect", "--json").json()
     assert data["detected"] == []
@@ -103,10 +108,12 @@ def test_driver_missing_with_the_real_pynvml(cli: Cli, no_amd: None) -> None:
     assert any("NVML unavailable" in n for n in data["notes"])
 
 
-def test_driver_missing_exception_from_fake(cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                            no_amd: None) -> None:  # fmt: skip
-    monkeypatch.setitem(sys.modules, "pynvml",
-                        fake_pynvml([], init_error=NVMLError_LibraryNotFound()))  # fmt: skip
+def test_driver_missing_exception_from_fake(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
+) -> None:
+    monkeypatch.setitem(
+        sys.modules, "pynvml", fake_pynvml([], init_error=NVMLError_LibraryNotFound())
+    )
     notes = cli("gpus", "--detect", "--json").json()["notes"]
     assert any("NVML Shared Library Not Found" in n for n in notes)
 
@@ -156,6 +163,15 @@ def test_catalog_json_entries(cli: Cli) -> None:
     for extra in ("t4", "rtx-4080", "gb10", "v100-sxm2-32gb", "rtx-a6000"):
         assert extra in by_id
     for g in data["catalog"]:
-        assert {"id", "vendor", "device_names", "memory_bytes_marketed", "memory_bytes_nvml",
-                "memory_bytes_cuda", "hbm_bandwidth_bytes_per_s", "bf16_dense_flops",
-                "fp8_dense_flops", "source"} <= g.keys()  # fmt: skip
+        assert {
+            "id",
+            "vendor",
+            "device_names",
+            "memory_bytes_marketed",
+            "memory_bytes_nvml",
+            "memory_bytes_cuda",
+            "hbm_bandwidth_bytes_per_s",
+            "bf16_dense_flops",
+            "fp8_dense_flops",
+            "source",
+        } <= g.keys()

@@ -49,8 +49,11 @@ def run(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.Complete
     environ |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "NO_COLOR": "1"} | env
     return subprocess.run(
         [sys.executable, "-m", "planner", *args],
-        capture_output=True, text=True, env=environ, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
 
 
 def capacity(hub: FakeHub, home: Path, repo: str, *extra: str, **env: str):  # type: ignore[no-untyped-def]

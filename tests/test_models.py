@@ -24,10 +24,15 @@ def spec(name: str) -> ModelSpec:
 
 def groups(m: ModelSpec, tp: int = 1) -> list[tuple[str, int, int, int | None, int]]:
     return [
-        (g.kind.value, g.num_layers, group_bytes_per_token(g, tp, BF16), g.window_tokens,
-         group_state_bytes(g, tp))
+        (
+            g.kind.value,
+            g.num_layers,
+            group_bytes_per_token(g, tp, BF16),
+            g.window_tokens,
+            group_state_bytes(g, tp),
+        )
         for g in m.kv_groups
-    ]  # fmt: skip
+    ]
 
 
 # name -> [(kind, layers, bytes/token at TP 1, window, state bytes per sequence)]
@@ -168,12 +173,21 @@ def test_awq_checkpoint_uses_group_scales() -> None:
 def test_jamba_style_mamba1_hybrid() -> None:
     # ai21labs/Jamba-v0.1 geometry (no vendored copy): attention every 8th layer from offset 4.
     cfg = {
-        "model_type": "jamba", "num_hidden_layers": 32, "hidden_size": 4096,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-        "vocab_size": 65536, "max_position_embeddings": 262144, "attn_layer_period": 8,
-        "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+        "model_type": "jamba",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 65536,
+        "max_position_embeddings": 262144,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
         "torch_dtype": "bfloat16",
-    }  # fmt: skip
+    }
     m = model_spec_from_config(cfg, name="jamba", source="local")
     assert groups(m) == [
         ("mamba", 28, 0, None, 28 * (8192 * 3 + 8192 * 16) * BF16),

@@ -28,14 +28,22 @@ def reference_trace(rate: float = 12.0) -> Trace:
 @cache
 def policies() -> dict[str, PolicyMetrics]:
     cfg = {"max_batch": 32, "slo_ttft_ms": 1000.0, "slo_tpot_ms": 50.0}
-    return {p: simulate(reference_trace(), CostModel(), SimConfig(policy=p, **cfg))  # type: ignore[arg-type]
-            for p in ("static", "continuous", "chunked")}  # fmt: skip
+    return {
+        p: simulate(reference_trace(), CostModel(), SimConfig(policy=p, **cfg))  # type: ignore[arg-type]
+        for p in ("static", "continuous", "chunked")
+    }
 
 
 def sweep(tpot_ms: float) -> list[PolicyMetrics]:
     trace = reference_trace(20.0)
-    return [simulate(trace, CostModel(), SimConfig(policy="chunked", max_batch=mb,
-                     slo_ttft_ms=2000.0, slo_tpot_ms=tpot_ms)) for mb in CAPS]  # fmt: skip
+    return [
+        simulate(
+            trace,
+            CostModel(),
+            SimConfig(policy="chunked", max_batch=mb, slo_ttft_ms=2000.0, slo_tpot_ms=tpot_ms),
+        )
+        for mb in CAPS
+    ]
 
 
 def test_continuous_beats_static_1_5_to_2_5x() -> None:
@@ -100,8 +108,12 @@ def test_tighter_tpot_moves_the_peak_left() -> None:
 
 def one_batch(outputs: list[int]) -> Trace:
     n = len(outputs)
-    return Trace(np.zeros(n), np.full(n, 10, dtype=np.int64), np.asarray(outputs, dtype=np.int64),
-                 np.zeros(n, dtype=np.int64))  # fmt: skip
+    return Trace(
+        np.zeros(n),
+        np.full(n, 10, dtype=np.int64),
+        np.asarray(outputs, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
 
 
 def test_static_waste_examples() -> None:
@@ -130,20 +142,29 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
 
 def test_small_pool_preempts_and_swap_keeps_progress() -> None:
     trace = reference_trace(20.0)
-    recompute = simulate(trace, CostModel(), SimConfig(policy="continuous", max_batch=64,
-                                                       kv_blocks=700))  # fmt: skip
+    recompute = simulate(
+        trace, CostModel(), SimConfig(policy="continuous", max_batch=64, kv_blocks=700)
+    )
     assert recompute.preemptions > 0
-    swap = simulate(trace, CostModel(), SimConfig(policy="continuous", max_batch=64,
-                                                  kv_blocks=700, preemption="swap"))  # fmt: skip
+    swap = simulate(
+        trace,
+        CostModel(),
+        SimConfig(policy="continuous", max_batch=64, kv_blocks=700, preemption="swap"),
+    )
     assert swap.preemptions > 0
 
 
 def test_prefix_caching_and_speculation_move_results() -> None:
     base = load_workload("reference")
-    shared = generate(base.model_copy(update={"shared_prefix_fraction": 0.8,
-                                              "shared_prefix_tokens": 2000}))  # fmt: skip
-    uncached = Trace(shared.arrival_s, shared.prompt_tokens, shared.output_tokens,
-                     np.zeros_like(shared.cached_prefix_tokens))  # fmt: skip
+    shared = generate(
+        base.model_copy(update={"shared_prefix_fraction": 0.8, "shared_prefix_tokens": 2000})
+    )
+    uncached = Trace(
+        shared.arrival_s,
+        shared.prompt_tokens,
+        shared.output_tokens,
+        np.zeros_like(shared.cached_prefix_tokens),
+    )
     cfg = SimConfig(policy="chunked")
     assert simulate(shared, CostModel(), cfg).ttft_ms.mean < (
         simulate(uncached, CostModel(), cfg).ttft_ms.mean
@@ -165,17 +186,39 @@ def test_trace_file_errors_name_the_line(tmp_path: Path) -> None:
 def test_cli_compare_json(cli: Cli) -> None:
     data = cli("simulate", "--compare", "static,continuous,chunked", "--json").json()
     assert [p["policy"] for p in data["policies"]] == ["static", "continuous", "chunked"]
-    keys = {"policy", "tok_s", "req_s", "ttft_ms", "tpot_ms", "itl_ms", "occupancy_mean",
-            "padded_slot_waste_pct", "gpu_idle_pct", "launch_overhead_pct", "preemptions",
-            "goodput_req_s", "goodput_pct"}  # fmt: skip
+    keys = {
+        "policy",
+        "tok_s",
+        "req_s",
+        "ttft_ms",
+        "tpot_ms",
+        "itl_ms",
+        "occupancy_mean",
+        "padded_slot_waste_pct",
+        "gpu_idle_pct",
+        "launch_overhead_pct",
+        "preemptions",
+        "goodput_req_s",
+        "goodput_pct",
+    }
     assert keys <= data["policies"][0].keys()
     assert set(data["policies"][0]["ttft_ms"]) == {"mean", "p50", "p95", "p99"}
     assert data["workload"]["rate_per_s"] == 12.0 and data["cost_model"]["a_ms"] == 5.0
 
 
 def test_cli_sweep_marks_the_peak(cli: Cli) -> None:
-    r = cli("simulate", "--rate", "20", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "12",
-            "--sweep", "max_batch=4,8,16,24,32,48,64,128", "--json")  # fmt: skip
+    r = cli(
+        "simulate",
+        "--rate",
+        "20",
+        "--slo-ttft-ms",
+        "2000",
+        "--slo-tpot-ms",
+        "12",
+        "--sweep",
+        "max_batch=4,8,16,24,32,48,64,128",
+        "--json",
+    )
     data = r.json()
     assert len(data["sweep"]) == 8 and data["goodput_peak"]["max_batch"] in (24, 32)
     csv_out = cli("simulate", "--sweep", "max_batch=8,16", "--csv").out.splitlines()
@@ -184,9 +227,12 @@ def test_cli_sweep_marks_the_peak(cli: Cli) -> None:
 
 def test_cli_trace_file(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "trace.jsonl"
-    path.write_text("\n".join(
-        f'{{"arrival_s": {i * 0.1}, "prompt_tokens": 100, "output_tokens": 20}}' for i in range(20)
-    ))  # fmt: skip
+    path.write_text(
+        "\n".join(
+            f'{{"arrival_s": {i * 0.1}, "prompt_tokens": 100, "output_tokens": 20}}'
+            for i in range(20)
+        )
+    )
     data = cli("simulate", "--trace", str(path), "--json").json()
     assert data["policies"][0]["requests"] == 20 and data["workload"]["trace"] == str(path)
 

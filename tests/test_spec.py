@@ -51,8 +51,11 @@ def test_speedup_is_one_at_alpha_zero_with_free_drafts(k: int) -> None:
     assert sp.speedup(0.0, k, 0.0, 0.0) == 1.0
 
 
-@given(st.floats(min_value=0, max_value=0.999), st.floats(min_value=0, max_value=0.999),
-       st.integers(min_value=1, max_value=40))  # fmt: skip
+@given(
+    st.floats(min_value=0, max_value=0.999),
+    st.floats(min_value=0, max_value=0.999),
+    st.integers(min_value=1, max_value=40),
+)
 def test_expected_tokens_increasing_and_bounded(a: float, b: float, k: int) -> None:
     lo, hi = sorted((a, b))
     assert sp.expected_tokens(lo, k) <= sp.expected_tokens(hi, k) + 1e-12
@@ -74,8 +77,14 @@ def test_cli_table_best_and_flags(cli: Cli) -> None:
 
 def test_cli_json_keys(cli: Cli) -> None:
     data = cli("spec", "--alpha", "0.3,0.7", "--k", "1-8", "--method", "mtp", "--json").json()
-    assert {"rows", "best", "break_even_alpha", "v_sensitivity", "disable_above_concurrency",
-            "flags"} <= data.keys()  # fmt: skip
+    assert {
+        "rows",
+        "best",
+        "break_even_alpha",
+        "v_sensitivity",
+        "disable_above_concurrency",
+        "flags",
+    } <= data.keys()
     assert len(data["rows"]) == 16
     assert data["best"][0] == {"alpha": 0.3, "k": 2, "speedup": pytest.approx(1.39 / 1.1)}
     assert data["disable_above_concurrency"] is None  # no model given
@@ -86,8 +95,20 @@ def test_cli_json_keys(cli: Cli) -> None:
 
 def test_cli_under_load_finds_where_speculation_stops_paying(cli: Cli) -> None:
     # Short sequences make decode compute-bound early: v grows with the batch and S falls < 1.
-    data = cli("spec", "--alpha", "0.6", "--preset", "llama-3.1-8b", "--gpu", "l4",
-               "--context", "512", "--mean-len", "64", "--json").json()  # fmt: skip
+    data = cli(
+        "spec",
+        "--alpha",
+        "0.6",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "l4",
+        "--context",
+        "512",
+        "--mean-len",
+        "64",
+        "--json",
+    ).json()
     n = data["disable_above_concurrency"][0]["concurrency"]
     assert n is not None and 1 <= n < data["scan_limit"]
     by_batch = {p["batch"]: p for p in data["load"]}
@@ -96,9 +117,22 @@ def test_cli_under_load_finds_where_speculation_stops_paying(cli: Cli) -> None:
 
 
 def test_cli_draft_model_costs_concurrency(cli: Cli) -> None:
-    data = cli("spec", "--alpha", "0.7", "--preset", "llama-3.1-70b", "--gpu", "h200",
-               "--tp", "2", "--draft-model", "tests/data/models/meta-llama--Llama-3.2-1B-Instruct",
-               "--method", "draft", "--json").json()  # fmt: skip
+    data = cli(
+        "spec",
+        "--alpha",
+        "0.7",
+        "--preset",
+        "llama-3.1-70b",
+        "--gpu",
+        "h200",
+        "--tp",
+        "2",
+        "--draft-model",
+        "tests/data/models/meta-llama--Llama-3.2-1B-Instruct",
+        "--method",
+        "draft",
+        "--json",
+    ).json()
     d = data["draft"]
     assert d["max_seqs_paged_with_draft"] < d["max_seqs_paged_without_draft"]
     assert 0 < data["load"][0]["draft_cost"] < 0.2  # a 1B draft vs a 70B target at TP 2

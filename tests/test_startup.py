@@ -23,7 +23,8 @@ print("LOADED:" + ",".join(m for m in ("numpy", "huggingface_hub", "pynvml") if 
     ],
 )
 def test_no_heavy_imports(args: list[str], forbidden: set[str]) -> None:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, check=True
+    ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("LOADED:"))
     assert not forbidden & set(filter(None, line.removeprefix("LOADED:").split(",")))

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from planner.cli import capacity, gpus, presets, simulate, spec
+from planner.cli import capacity, gpus, presets, simulate, slo, spec
 
 app = typer.Typer(
     name="planner",
@@ -21,6 +21,7 @@ app.command("presets")(presets.presets)
 app.command("spec")(spec.spec)
 app.command("gpus")(gpus.gpus)
 app.command("simulate")(simulate.simulate)
+app.command("slo")(slo.slo)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,10 +9,21 @@ import typer
 from planner.cli.render import console, emit_json
 
 CATALOG_KEYS = (
-    "id", "vendor", "name", "device_names", "aliases", "memory_bytes_marketed",
-    "memory_bytes_nvml", "memory_bytes_cuda", "hbm_bandwidth_bytes_per_s", "bf16_dense_flops",
-    "fp8_dense_flops", "fp4_dense_flops", "interconnect", "source",
-)  # fmt: skip
+    "id",
+    "vendor",
+    "name",
+    "device_names",
+    "aliases",
+    "memory_bytes_marketed",
+    "memory_bytes_nvml",
+    "memory_bytes_cuda",
+    "hbm_bandwidth_bytes_per_s",
+    "bf16_dense_flops",
+    "fp8_dense_flops",
+    "fp4_dense_flops",
+    "interconnect",
+    "source",
+)
 
 
 def gpus(
@@ -57,11 +68,14 @@ def render(
         table.add_column(col, justify="left" if col in ("id", "name") else "right")
     for g in catalog:
         table.add_row(
-            g["id"], g["name"], _num(g["memory_bytes_marketed"], 1e9, "GB"),
+            g["id"],
+            g["name"],
+            _num(g["memory_bytes_marketed"], 1e9, "GB"),
             _num(g["memory_bytes_nvml"], 2**30, "GiB"),
             _num(g["hbm_bandwidth_bytes_per_s"], 1e9, "GB/s"),
-            _num(g["bf16_dense_flops"], 1e12, "TFLOPS"), _num(g["fp8_dense_flops"], 1e12, "TFLOPS"),
-        )  # fmt: skip
+            _num(g["bf16_dense_flops"], 1e12, "TFLOPS"),
+            _num(g["fp8_dense_flops"], 1e12, "TFLOPS"),
+        )
     out.print(table)
     if not asked:
         return
@@ -71,9 +85,12 @@ def render(
             found.add_column(col)
         for g in detected:
             found.add_row(
-                g["index"], g["name"], _num(g["memory_total_bytes"], 2**30, "GiB"),
-                _num(g["memory_free_bytes"], 2**30, "GiB"), g["catalog_id"] or "not in catalog",
-            )  # fmt: skip
+                g["index"],
+                g["name"],
+                _num(g["memory_total_bytes"], 2**30, "GiB"),
+                _num(g["memory_free_bytes"], 2**30, "GiB"),
+                g["catalog_id"] or "not in catalog",
+            )
         out.print(found)
     for note in notes:
         out.print(f"note: {note}", markup=False)

@@ -13,11 +13,27 @@ from planner.cli.render import console, emit_json
 
 POLICIES = ("static", "continuous", "chunked")
 CSV_COLUMNS = (
-    "policy", "max_batch", "tok_s", "req_s", "ttft_ms.mean", "ttft_ms.p50", "ttft_ms.p95",
-    "ttft_ms.p99", "tpot_ms.mean", "tpot_ms.p95", "tpot_ms.p99", "itl_ms.p99", "itl_ms.max",
-    "occupancy_mean", "padded_slot_waste_pct", "gpu_idle_pct", "launch_overhead_pct",
-    "preemptions", "goodput_req_s", "goodput_pct",
-)  # fmt: skip
+    "policy",
+    "max_batch",
+    "tok_s",
+    "req_s",
+    "ttft_ms.mean",
+    "ttft_ms.p50",
+    "ttft_ms.p95",
+    "ttft_ms.p99",
+    "tpot_ms.mean",
+    "tpot_ms.p95",
+    "tpot_ms.p99",
+    "itl_ms.p99",
+    "itl_ms.max",
+    "occupancy_mean",
+    "padded_slot_waste_pct",
+    "gpu_idle_pct",
+    "launch_overhead_pct",
+    "preemptions",
+    "goodput_req_s",
+    "goodput_pct",
+)
 
 
 def simulate(
@@ -70,8 +86,9 @@ def simulate(
     names = [p.strip() for p in compare.split(",")] if compare else [policy]
     for name in names:
         if name not in POLICIES:
-            raise InputError("--compare" if compare else "--policy",
-                             f"{name!r}; accepted: {', '.join(POLICIES)}")  # fmt: skip
+            raise InputError(
+                "--compare" if compare else "--policy", f"{name!r}; accepted: {', '.join(POLICIES)}"
+            )
     if preemption not in ("recompute", "swap"):
         raise InputError("--preemption", f"{preemption!r}; accepted: recompute, swap")
     caps = None
@@ -83,18 +100,28 @@ def simulate(
             caps = [int(v) for v in values.split(",") if v.strip()]
         except ValueError as exc:
             raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
-    given = {"a_ms": a_ms, "b_ms": b_ms, "prefill_ms_per_token": prefill_ms_per_token,
-             "overhead_ms": overhead_ms}  # fmt: skip
+    given = {
+        "a_ms": a_ms,
+        "b_ms": b_ms,
+        "prefill_ms_per_token": prefill_ms_per_token,
+        "overhead_ms": overhead_ms,
+    }
     cost: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if cost and not (preset or model):
         cost["source"] = "given"
     sim: dict[str, Any] = {
-        "max_batch": max_batch, "chunk_tokens": chunk_tokens,
-        "step_token_budget": step_token_budget, "kv_blocks": kv_blocks,
-        "block_tokens": block_size, "preemption": preemption, "spec_alpha": spec_alpha,
-        "spec_k": spec_k, "spec_draft_cost": draft_cost, "slo_ttft_ms": slo_ttft_ms,
+        "max_batch": max_batch,
+        "chunk_tokens": chunk_tokens,
+        "step_token_budget": step_token_budget,
+        "kv_blocks": kv_blocks,
+        "block_tokens": block_size,
+        "preemption": preemption,
+        "spec_alpha": spec_alpha,
+        "spec_k": spec_k,
+        "spec_draft_cost": draft_cost,
+        "slo_ttft_ms": slo_ttft_ms,
         "slo_tpot_ms": slo_tpot_ms,
-    }  # fmt: skip
+    }
     result = simulation(
         workload=workload,
         trace_path=trace,
@@ -154,22 +181,44 @@ def render(result: dict[str, Any]) -> None:
     )
     rows = result["sweep"] or result["policies"]
     title = "Batch-cap sweep" if result["sweep"] else "Policies"
-    table = Table(title=f"{title} (times in ms)", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, padding=(0, 1))  # fmt: skip
-    cols = ("policy", "cap", "tok/s", "TTFT ms", "p95 TTFT", "p95 TPOT", "max ITL", "waste%",
-            "idle%", "preempt", "goodput%")  # fmt: skip
+    table = Table(
+        title=f"{title} (times in ms)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    cols = (
+        "policy",
+        "cap",
+        "tok/s",
+        "TTFT ms",
+        "p95 TTFT",
+        "p95 TPOT",
+        "max ITL",
+        "waste%",
+        "idle%",
+        "preempt",
+        "goodput%",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     peak = (result["goodput_peak"] or {}).get("max_batch")
     for r in rows:
         mark = " *" if result["sweep"] and r["max_batch"] == peak else ""
         table.add_row(
-            r["policy"], f"{r['max_batch']}{mark}", f"{r['tok_s']:,.0f}",
-            f"{r['ttft_ms']['mean']:,.0f}", f"{r['ttft_ms']['p95']:,.0f}",
-            f"{r['tpot_ms']['p95']:.2f}", f"{r['itl_ms']['max']:,.1f}",
-            f"{r['padded_slot_waste_pct']:.0f}", f"{r['gpu_idle_pct']:.1f}",
-            str(r["preemptions"]), f"{r['goodput_pct']:.1f}",
-        )  # fmt: skip
+            r["policy"],
+            f"{r['max_batch']}{mark}",
+            f"{r['tok_s']:,.0f}",
+            f"{r['ttft_ms']['mean']:,.0f}",
+            f"{r['ttft_ms']['p95']:,.0f}",
+            f"{r['tpot_ms']['p95']:.2f}",
+            f"{r['itl_ms']['max']:,.1f}",
+            f"{r['padded_slot_waste_pct']:.0f}",
+            f"{r['gpu_idle_pct']:.1f}",
+            str(r["preemptions"]),
+            f"{r['goodput_pct']:.1f}",
+        )
     out.print(table)
     if result["sweep"]:
         top_tok = max(r["tok_s"] for r in rows) or 1.0

@@ -65,8 +65,10 @@ def render(r: dict[str, Any]) -> None:
     out = console()
     alphas = sorted({row["alpha"] for row in r["rows"]})
     ks = sorted({row["k"] for row in r["rows"]})
-    table = Table(title=f"Speedup S = E / C  (c = {r['draft_cost']}, v = {r['verify_cost']})",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"Speedup S = E / C  (c = {r['draft_cost']}, v = {r['verify_cost']})",
+        title_justify="left",
+    )
     table.add_column("k", justify="right")
     table.add_column("C", justify="right")
     for a in alphas:

@@ -49,24 +49,41 @@ def engine_flags(
     """The launch lines that realise a plan."""
     ref = model.serve_id or MODEL_PLACEHOLDER
     vllm = [
-        "vllm", "serve", ref,
-        "--tensor-parallel-size", str(tp),
-        "--max-model-len", str(context_tokens),
-        "--max-num-seqs", str(max_seqs),
-        "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}",
-        "--kv-cache-dtype", VLLM_KV_DTYPE[kv_dtype],
-        "--block-size", str(block_tokens),
-    ]  # fmt: skip
+        "vllm",
+        "serve",
+        ref,
+        "--tensor-parallel-size",
+        str(tp),
+        "--max-model-len",
+        str(context_tokens),
+        "--max-num-seqs",
+        str(max_seqs),
+        "--gpu-memory-utilization",
+        f"{gpu_memory_utilization:.2f}",
+        "--kv-cache-dtype",
+        VLLM_KV_DTYPE[kv_dtype],
+        "--block-size",
+        str(block_tokens),
+    ]
     sglang = [
-        "python", "-m", "sglang.launch_server",
-        "--model-path", ref,
-        "--tp-size", str(tp),
-        "--context-length", str(context_tokens),
-        "--max-running-requests", str(max_seqs),
-        "--mem-fraction-static", f"{mem_fraction_static:.2f}",
-        "--kv-cache-dtype", SGLANG_KV_DTYPE[kv_dtype],
-        "--page-size", str(block_tokens),
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        ref,
+        "--tp-size",
+        str(tp),
+        "--context-length",
+        str(context_tokens),
+        "--max-running-requests",
+        str(max_seqs),
+        "--mem-fraction-static",
+        f"{mem_fraction_static:.2f}",
+        "--kv-cache-dtype",
+        SGLANG_KV_DTYPE[kv_dtype],
+        "--page-size",
+        str(block_tokens),
+    ]
     return EngineFlags(vllm=_join(vllm), sglang=_join(sglang))
 
 
@@ -112,6 +129,12 @@ def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
         parts += ["--speculative-num-draft-tokens", str(k + 1)]
     else:
         # A chain (top-k 1) of k drafted tokens verifies k + 1 tokens, root included.
-        parts += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
-                  "--speculative-num-draft-tokens", str(k + 1)]  # fmt: skip
+        parts += [
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+        ]
     return EngineFlags(vllm=vllm, sglang=_join(parts))

@@ -197,9 +197,13 @@ def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> 
     mats = hidden * (2 * d_inner + 2 * groups * d_state + heads) + d_inner * hidden
     other = conv_dim * kernel + conv_dim + 3 * heads + d_inner + hidden
     return _Layer(
-        kind=KvKind.MAMBA, state_bytes=state, state_heads=heads,
-        linear_params=mats, other_params=other, active_linear_params=mats,
-    )  # fmt: skip
+        kind=KvKind.MAMBA,
+        state_bytes=state,
+        state_heads=heads,
+        linear_params=mats,
+        other_params=other,
+        active_linear_params=mats,
+    )
 
 
 def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
@@ -214,9 +218,13 @@ def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
     mats += d_inner * hidden
     other = d_inner * kernel + d_inner + d_inner * d_state + 2 * d_inner + hidden
     return _Layer(
-        kind=KvKind.MAMBA, state_bytes=state, state_heads=d_inner,
-        linear_params=mats, other_params=other, active_linear_params=mats,
-    )  # fmt: skip
+        kind=KvKind.MAMBA,
+        state_bytes=state,
+        state_heads=d_inner,
+        linear_params=mats,
+        other_params=other,
+        active_linear_params=mats,
+    )
 
 
 def _gated_deltanet_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
@@ -232,9 +240,13 @@ def _gated_deltanet_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
     mats = hidden * (2 * key_total + 2 * value_total) + hidden * 2 * v_heads + value_total * hidden
     other = conv_dim * kernel + 2 * v_heads + v_dim + hidden
     return _Layer(
-        kind=KvKind.LINEAR, state_bytes=state, state_heads=k_heads,
-        linear_params=mats, other_params=other, active_linear_params=mats,
-    )  # fmt: skip
+        kind=KvKind.LINEAR,
+        state_bytes=state,
+        state_heads=k_heads,
+        linear_params=mats,
+        other_params=other,
+        active_linear_params=mats,
+    )
 
 
 def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
@@ -365,10 +377,14 @@ def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_La
             mats, other = _attention_params(cfg, hidden, heads, kv, head_dim)
             window = att.get("window_length")
             layer = _Layer(
-                kind=KvKind.SLIDING if window else KvKind.FULL, num_kv_heads=kv,
-                head_dim=head_dim, window=window, attention_params=mats, linear_params=mats,
+                kind=KvKind.SLIDING if window else KvKind.FULL,
+                num_kv_heads=kv,
+                head_dim=head_dim,
+                window=window,
+                attention_params=mats,
+                linear_params=mats,
                 other_params=other + hidden,
-            )  # fmt: skip
+            )
         if ffn.get("replace_with_linear"):
             layer.linear_params += hidden * hidden
         elif not ffn.get("no_op"):
@@ -547,8 +563,9 @@ def model_spec_from_config(
                 layer = _Layer(kind=None)
             elif is_mla:
                 mats, other, latent = _mla_params(t, hidden, heads)
-                layer = _Layer(kind=KvKind.MLA, latent_dim=latent, linear_params=mats,
-                               other_params=other)  # fmt: skip
+                layer = _Layer(
+                    kind=KvKind.MLA, latent_dim=latent, linear_params=mats, other_params=other
+                )
             else:
                 mats, other = _attention_params(t, hidden, heads, kv, head_dim)
                 window = None
@@ -556,8 +573,14 @@ def model_spec_from_config(
                     window = _require_int(t, "sliding_window")
                 elif kind is KvKind.CHUNKED:
                     window = _require_int(t, "attention_chunk_size")
-                layer = _Layer(kind=kind, num_kv_heads=kv, head_dim=head_dim, window=window,
-                               linear_params=mats, other_params=other)  # fmt: skip
+                layer = _Layer(
+                    kind=kind,
+                    num_kv_heads=kv,
+                    head_dim=head_dim,
+                    window=window,
+                    linear_params=mats,
+                    other_params=other,
+                )
             if kind is not None and kind.per_token:
                 layer.attention_params = layer.linear_params
             layer.active_linear_params = layer.linear_params

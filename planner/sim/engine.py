@@ -263,8 +263,14 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
         while waiting and len(running) < cfg.max_batch:
             i = waiting[0]
             if pool is not None:
-                need = int(_blocks(int(run.target[i] if not run.swapped[i] else
-                                       run.prefilled[i] + run.post[i]), block))  # fmt: skip
+                need = int(
+                    _blocks(
+                        int(
+                            run.target[i] if not run.swapped[i] else run.prefilled[i] + run.post[i]
+                        ),
+                        block,
+                    )
+                )
                 if (held(running) if running else 0) + need > pool:
                     break
                 if run.swapped[i]:

@@ -113,5 +113,9 @@ def load_trace(text: str, origin: str) -> Trace:
     rows.sort(key=lambda r: r[0])
     arr = np.array(rows, dtype=np.float64)
     n = len(rows)
-    return Trace(arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64),
-                 np.zeros(n, dtype=np.int64))  # fmt: skip
+    return Trace(
+        arr[:, 0],
+        arr[:, 1].astype(np.int64),
+        arr[:, 2].astype(np.int64),
+        np.zeros(n, dtype=np.int64),
+    )

@@ -116,10 +116,15 @@ def _nvidia_device(nv: object, handle: object, index: str, mig: bool) -> Detecte
         bandwidth = None  # MIG slices and some boards do not report these
     card = match_catalog(name)
     return DetectedGpu(
-        index=index, vendor="nvidia", name=name, memory_total_bytes=int(mem.total),
-        memory_free_bytes=int(mem.free), catalog_id=card.id if card else None, mig=mig,
+        index=index,
+        vendor="nvidia",
+        name=name,
+        memory_total_bytes=int(mem.total),
+        memory_free_bytes=int(mem.free),
+        catalog_id=card.id if card else None,
+        mig=mig,
         derived_bandwidth_bytes_per_s=bandwidth,
-    )  # fmt: skip
+    )
 
 
 def _amd(found: Detection) -> None:
@@ -203,8 +208,13 @@ def planning_gpu(found: Detection) -> tuple[GpuSpec, int, list[str]]:
     )
     provenance.append("FLOPs: unknown (card not in the catalog)")
     spec = GpuSpec(
-        id="detected", vendor=first.vendor, name=first.name, device_names=(first.name,),
-        memory_bytes_marketed=first.memory_total_bytes, memory_bytes_nvml=first.memory_total_bytes,
-        hbm_bandwidth_bytes_per_s=bandwidth, source="detected on this host",
-    )  # fmt: skip
+        id="detected",
+        vendor=first.vendor,
+        name=first.name,
+        device_names=(first.name,),
+        memory_bytes_marketed=first.memory_total_bytes,
+        memory_bytes_nvml=first.memory_total_bytes,
+        hbm_bandwidth_bytes_per_s=bandwidth,
+        source="detected on this host",
+    )
     return spec, first.memory_total_bytes, provenance

@@ -1,0 +1,144 @@
+"""`planner slo`: turn TTFT / TPOT budgets into a batch cap, and check it against goodput."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.render import console, emit_json
+
+
+def slo(
+    tpot: Annotated[float, typer.Option(help="TPOT budget per output token, ms.")],
+    ttft: Annotated[float | None, typer.Option(help="TTFT budget, ms (with --prompt-len).")] = None,
+    prompt_len: Annotated[
+        int | None, typer.Option(help="Prompt tokens for the TTFT check.")
+    ] = None,
+    a_ms: Annotated[float | None, typer.Option(help="Given fixed step cost a, ms.")] = None,
+    b_ms: Annotated[float | None, typer.Option(help="Given per-sequence cost b, ms.")] = None,
+    prefill_ms_per_token: Annotated[
+        float | None, typer.Option(help="Prefill cost per prompt token, ms [default: 0.047].")
+    ] = None,
+    fit: Annotated[str | None, typer.Option(help="CSV of measurements: batch,step_ms.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Derive a and b from a model preset.")] = None,
+    model: Annotated[str | None, typer.Option(help="... or a config / Hub id.")] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
+    context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
+    mean_len: Annotated[int, typer.Option(help="Working context per sequence.")] = 2000,
+    bandwidth_efficiency: Annotated[
+        float, typer.Option(help="Achievable share of peak HBM bandwidth.")
+    ] = 0.8,
+    flops_efficiency: Annotated[float, typer.Option(help="Achievable share of dense FLOPs.")] = 0.5,
+    overhead_ms: Annotated[float, typer.Option(help="Fixed launch/scheduler cost per step.")] = 0.3,
+    validate: Annotated[
+        bool, typer.Option(help="Check the cap against simulated goodput.")
+    ] = False,
+    rate: Annotated[float | None, typer.Option(help="Arrival rate for --validate, req/s.")] = None,
+    workload: Annotated[str, typer.Option(help="Workload for --validate.")] = "reference",
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and flags."""
+    from planner.api import slo_advice
+    from planner.errors import InputError
+
+    if validate and rate is None:
+        raise InputError("--rate", "required with --validate (arrival rate, req/s)")
+    for name, value in (
+        ("--bandwidth-efficiency", bandwidth_efficiency),
+        ("--flops-efficiency", flops_efficiency),
+    ):
+        if not 0 < value <= 1:
+            raise InputError(name, f"must be in (0, 1] (got {value})")
+    if overhead_ms < 0:
+        raise InputError("--overhead-ms", f"must be >= 0 (got {overhead_ms})")
+    settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
+    if context is not None:
+        settings["context_tokens"] = context
+    result = slo_advice(
+        tpot_ms=tpot,
+        ttft_ms=ttft,
+        prompt_tokens=prompt_len,
+        a_ms=a_ms,
+        b_ms=b_ms,
+        prefill_ms_per_token=prefill_ms_per_token,
+        fit_path=fit,
+        efficiencies={
+            "bandwidth_efficiency": bandwidth_efficiency,
+            "flops_efficiency": flops_efficiency,
+            "overhead_ms": overhead_ms,
+        },
+        validate_rate=rate if validate else None,
+        workload=workload,
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        **settings,
+    )
+    if json_out:
+        emit_json(result)
+        return
+    render(result)
+
+
+def render(r: dict[str, Any]) -> None:
+    out = console()
+    out.print(
+        f"step-time model ({r['source']}): t(B) = {r['a_ms']:.3f} + {r['b_ms']:.4f} x B ms",
+        markup=False,
+    )
+    for line in r["arithmetic"]:
+        out.print(f"  {line}", markup=False)
+    if r["compute_bound_above_batch"] is not None:
+        out.print(
+            f"  compute-bound above B = {r['compute_bound_above_batch']:.0f}: the slope "
+            "switches to the FLOPs term there"
+        )
+    cap = r["batch_cap"]
+    out.print(
+        f"[bold]batch cap for TPOT {r['tpot_ms']:g} ms:[/] {cap} "
+        f"(step {r['step_ms_at_cap']:.2f} ms, {r['throughput_tok_s_at_cap']:,.0f} tok/s; "
+        f"x{r['latency_x_vs_batch_1']:.1f} latency for x{r['throughput_x_vs_batch_1']:.1f} "
+        "throughput vs B = 1)"
+    )
+    width = 40
+    top_t = max(p["step_ms"] for p in r["curve"])
+    top_x = max(p["tok_s"] for p in r["curve"])
+    for p in r["curve"]:
+        b, t = p["batch"], p["step_ms"]
+        mark = "  <- cap" if b == cap else ""
+        out.print(
+            f"  B={b:>5}  t {'#' * round(t / top_t * width):<{width}} {t:7.2f} ms  "
+            f"tok/s {'=' * round(p['tok_s'] / top_x * 20):<20}{mark}",
+            markup=False,
+        )
+    out.print(f"largest prefill chunk inside TPOT: {r['max_prefill_chunk_tokens']:,} tokens")
+    if r["prefill_stall_ms"] is not None:
+        out.print(f"a whole prompt in one step stalls decoding for {r['prefill_stall_ms']:.0f} ms")
+    if r["ttft_single_prefill_fits"] is not None:
+        verdict = "fits" if r["ttft_single_prefill_fits"] else "does NOT fit"
+        out.print(f"TTFT budget: a single prefill {verdict}")
+    if r["memory_cap"] is not None:
+        out.print(
+            f"memory cap {r['memory_cap']}, operating concurrency {r['operating_concurrency']}"
+        )
+    out.print(f"[bold]Binding:[/] {r['binding_reason']}.")
+    if r["validation"]:
+        v = r["validation"]
+        out.print(
+            f"validated at {v['rate_per_s']} req/s ({v['workload']}, chunked, TTFT <= "
+            f"{v['slo_ttft_ms']:g} ms):"
+        )
+        for row in v["caps"]:
+            mark = "  <- goodput peak" if row["max_batch"] == r["validated_cap"] else ""
+            out.print(
+                f"  cap {row['max_batch']:>5}: goodput {row['goodput_pct']:5.1f}%  "
+                f"{row['tok_s']:,.0f} tok/s  p95 TPOT {row['tpot_p95_ms']:.2f} ms{mark}"
+            )
+        out.print(
+            f"[bold]goodput cap {r['validated_cap']}[/] vs the curve's {cap}: the curve is "
+            "a necessary condition, not the answer"
+        )
+    out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
+    out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)

@@ -1,0 +1,105 @@
+"""Batch caps from latency budgets (REFERENCE section 3): t_step(B) = a + b x B.
+
+A step-time model has a fixed cost `a` (one pass over the weights plus overhead) and a slope
+`b` per running sequence (its KV read). A derived model may also carry a compute slope: above
+the knee batch, where 2 x active params x B FLOPs outlast the memory pass, the step is
+compute-bound and the slope switches. The cap is a necessary condition, not the answer: it
+ignores queueing, prefill interference, p95 vs mean, and context growth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import InputError
+
+# REFERENCE section 3 "reference" cost model.
+REFERENCE_A_MS = 5.0
+REFERENCE_B_MS = 0.086
+REFERENCE_PREFILL_MS_PER_TOKEN = 0.047
+
+
+class StepModel(BaseModel):
+    """t(B) = a + max(b x B, compute x B - (memory part of a)) with its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    a_ms: float = Field(ge=0)
+    b_ms: float = Field(ge=0)
+    prefill_ms_per_token: float = Field(default=REFERENCE_PREFILL_MS_PER_TOKEN, ge=0)
+    source: str
+    memory_a_ms: float | None = Field(default=None, description="derived: weights pass only")
+    compute_ms_per_seq: float | None = Field(default=None, description="derived: FLOPs slope")
+    arithmetic: tuple[str, ...] = ()
+    r2: float | None = None
+
+    @property
+    def knee_batch(self) -> float | None:
+        """Batch above which a step is compute-bound (None: never, or not modelled)."""
+        c, m = self.compute_ms_per_seq, self.memory_a_ms
+        if c is None or m is None or c <= self.b_ms:
+            return None
+        return m / (c - self.b_ms)
+
+    def step_ms(self, batch: float) -> float:
+        memory = self.a_ms + self.b_ms * batch
+        if self.compute_ms_per_seq is None or self.memory_a_ms is None:
+            return memory
+        fixed = self.a_ms - self.memory_a_ms  # overhead
+        return max(memory, fixed + self.compute_ms_per_seq * batch)
+
+
+def batch_cap(model: StepModel, tpot_ms: float) -> int:
+    """Largest B with t(B) <= TPOT; raises when even one sequence misses it."""
+    if tpot_ms <= 0:
+        raise InputError("--tpot", f"must be > 0 ms (got {tpot_ms})")
+    if tpot_ms <= model.a_ms or model.step_ms(1) > tpot_ms:
+        raise InputError(
+            "--tpot",
+            f"no batch size meets TPOT {tpot_ms:g} ms: the fixed step cost is {model.a_ms:.2f} ms",
+        )
+    if model.b_ms == 0 and model.compute_ms_per_seq is None:
+        raise InputError("--b-ms", "b = 0 gives no cap: every batch size meets the budget")
+    cap = math.floor((tpot_ms - model.a_ms) / model.b_ms + 1e-9) if model.b_ms else 10**9
+    if model.compute_ms_per_seq is not None and model.memory_a_ms is not None:
+        fixed = model.a_ms - model.memory_a_ms
+        cap = min(cap, math.floor((tpot_ms - fixed) / model.compute_ms_per_seq + 1e-9))
+    return max(cap, 1)
+
+
+def max_prefill_chunk(model: StepModel, budget_ms: float) -> int:
+    """Largest prefill chunk whose step stays within the budget: (budget - a) / prefill cost."""
+    if model.prefill_ms_per_token == 0:
+        raise InputError("--prefill-ms-per-token", "0 gives no chunk bound")
+    return max(0, math.floor((budget_ms - model.a_ms) / model.prefill_ms_per_token + 1e-9))
+
+
+def prefill_ms(model: StepModel, prompt_tokens: int) -> float:
+    """One step that prefills a whole prompt (the stall every decoding sequence feels)."""
+    return model.a_ms + model.prefill_ms_per_token * prompt_tokens
+
+
+def fit(batches: list[float], step_ms: list[float], prefill_ms_per_token: float) -> StepModel:
+    """Least-squares a + b x B from measurements; needs two distinct batch sizes."""
+    if len(set(batches)) < 2:
+        raise InputError("--fit", "needs measurements at 2 or more distinct batch sizes")
+    x = np.asarray(batches, dtype=np.float64)
+    y = np.asarray(step_ms, dtype=np.float64)
+    design = np.vstack([np.ones_like(x), x]).T
+    (a, b), *_ = np.linalg.lstsq(design, y, rcond=None)
+    predicted = a + b * x
+    ss_res = float(np.sum((y - predicted) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot else 1.0
+    if b < 0:
+        raise InputError("--fit", f"the fitted slope is negative ({b:.4f} ms per sequence)")
+    return StepModel(
+        a_ms=max(0.0, float(a)),
+        b_ms=float(b),
+        prefill_ms_per_token=prefill_ms_per_token,
+        source=f"fitted: {len(x)} points, R^2 {r2:.4f}",
+        r2=r2,
+    )

@@ -1,0 +1,140 @@
+"""REFERENCE section 3 pinned, the derived model recomputed by hand, --validate, bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import Result
+
+from planner.core import slo
+from planner.errors import InputError
+
+Cli = Callable[..., Result]
+REF = slo.StepModel(a_ms=5.0, b_ms=0.086, prefill_ms_per_token=0.047, source="reference")
+
+
+@pytest.mark.parametrize(("tpot", "cap"), [(12, 81), (50, 523)])
+def test_reference_caps(tpot: float, cap: int) -> None:
+    assert slo.batch_cap(REF, tpot) == cap
+
+
+def test_batch_1_to_128_latency_and_throughput() -> None:
+    t1, t128 = REF.step_ms(1), REF.step_ms(128)
+    assert t128 / t1 == pytest.approx(3.1, abs=0.05)
+    assert (128 / t128) / (1 / t1) == pytest.approx(40.6, abs=0.1)
+
+
+def test_prefill_stalls() -> None:
+    assert slo.prefill_ms(REF, 4000) == pytest.approx(193, abs=0.5)
+    assert slo.prefill_ms(REF, 512) == pytest.approx(29, abs=0.1)  # a + 0.047 x 512
+    assert slo.max_prefill_chunk(REF, 29.064) == 512
+
+
+def test_budget_at_or_below_a_is_refused() -> None:
+    with pytest.raises(
+        InputError, match=r"no batch size meets TPOT 5 ms: the fixed step cost is 5\.00"
+    ):
+        slo.batch_cap(REF, 5.0)
+
+
+def test_fit_recovers_a_line_and_reports_r2() -> None:
+    batches = [1, 8, 32, 64, 128]
+    model = slo.fit(batches, [5.0 + 0.086 * b for b in batches], 0.047)
+    assert model.a_ms == pytest.approx(5.0) and model.b_ms == pytest.approx(0.086)
+    assert model.r2 == pytest.approx(1.0)
+    with pytest.raises(InputError, match="2 or more distinct batch sizes"):
+        slo.fit([8, 8], [6.0, 6.1], 0.047)
+
+
+def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
+    data = cli("slo", "--tpot", "50", "--preset", "gqa-70b", "--gpu", "mi300x", "--json").json()
+    bandwidth = 5.3e12 * 0.8  # MI300X 5.3 TB/s (gpus.yaml) x the 0.8 achievable share
+    assert data["a_ms"] == pytest.approx(140e9 / bandwidth * 1e3 + 0.3)  # weights + overhead
+    assert data["b_ms"] == pytest.approx(327_680 * 2000 / bandwidth * 1e3)  # 2,000-token KV read
+    assert any("140.00 GB weights/GPU" in line for line in data["arithmetic"])
+    assert data["memory_cap"] == 69 and data["binding"] == "memory"
+    assert data["operating_concurrency"] == 69
+    assert "--max-num-seqs 69" in data["flags"]["vllm"]
+    assert "--max-running-requests 69" in data["flags"]["sglang"]
+
+
+def test_compute_bound_knee_switches_the_slope() -> None:
+    model = slo.StepModel(
+        a_ms=10.3, b_ms=0.01, memory_a_ms=10.0, compute_ms_per_seq=0.1, source="derived"
+    )
+    assert model.knee_batch == pytest.approx(10.0 / 0.09)
+    assert model.step_ms(1000) == pytest.approx(0.3 + 0.1 * 1000)  # compute-bound
+    assert slo.batch_cap(model, 50.3) == 500
+
+
+def test_validate_finds_goodput_cap_below_the_curve(cli: Cli) -> None:
+    data = cli("slo", "--tpot", "12", "--validate", "--rate", "20", "--json").json()
+    assert data["batch_cap"] == 81
+    assert 20 <= data["validated_cap"] <= 32 < 81  # REFERENCE section 5: about 24-32
+    assert len(data["validation"]["caps"]) >= 6
+
+
+def test_json_keys_and_chunk_flags(cli: Cli) -> None:
+    data = cli("slo", "--tpot", "50", "--ttft", "300", "--prompt-len", "4000", "--json").json()
+    for key in (
+        "a_ms",
+        "b_ms",
+        "source",
+        "batch_cap",
+        "memory_cap",
+        "operating_concurrency",
+        "binding",
+        "max_prefill_chunk_tokens",
+        "throughput_tok_s_at_cap",
+        "validated_cap",
+        "flags",
+    ):
+        assert key in data
+    assert data["source"] == "reference" and data["batch_cap"] == 523
+    assert data["max_prefill_chunk_tokens"] == 957  # (50 - 5) / 0.047
+    assert data["ttft_single_prefill_fits"] is True  # 193 ms <= 300 ms
+    assert "--chunked-prefill-size 957" in data["flags"]["sglang"]
+    assert "--max-num-batched-tokens 957" in data["flags"]["vllm"]
+
+
+def test_fit_file(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text("batch,step_ms\n1,5.1\n16,6.4\n64,10.5\n128,16.0\n")
+    data = cli("slo", "--tpot", "12", "--fit", str(path), "--json").json()
+    assert data["source"].startswith("fitted: 4 points") and data["r2"] > 0.99
+    assert 75 <= data["batch_cap"] <= 85
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--tpot", "5"], "no batch size meets TPOT 5 ms: the fixed step cost is 5.00 ms"),
+        (["--tpot", "0"], "--tpot: must be > 0"),
+        (["--tpot", "-3"], "--tpot"),
+        (["--tpot", "50", "--ttft", "100"], "--prompt-len"),
+        (["--tpot", "50", "--a-ms", "5"], "give both a and b"),
+        (["--tpot", "50", "--validate"], "--rate"),
+        (["--tpot", "50", "--preset", "gqa-70b"], "--gpu"),
+        (["--tpot", "50", "--bandwidth-efficiency", "1.5"], "--bandwidth-efficiency"),
+    ],
+)
+def test_bad_input_exits_2(cli: Cli, args: list[str], text: str) -> None:
+    r = cli("slo", *args)
+    assert r.code == 2 and text in r.err and r.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        ("batch,step_ms\n8,6.0\n", "2 or more distinct batch sizes"),
+        ("b,t\n1,5\n2,6\n", "needs a header with columns batch,step_ms"),
+        ("batch,step_ms\n1,5\nx,6\n", "line 3"),
+    ],
+)
+def test_bad_fit_files_exit_2(cli: Cli, tmp_path: Path, content: str, text: str) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text(content)
+    r = cli("slo", "--tpot", "12", "--fit", str(path))
+    assert r.code == 2 and text in r.err and r.err.count("\n") == 1
