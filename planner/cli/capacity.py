@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -50,6 +51,33 @@ def capacity(
         float | None, typer.Option(help="Override the GPU's memory per device, GiB.")
     ] = None,
     explain: Annotated[bool, typer.Option(help="Show the per-layer-group KV breakdown.")] = False,
+    engine: Annotated[
+        str | None, typer.Option(help="Predict an engine's own KV figures: vllm or sglang.")
+    ] = None,
+    engine_version: Annotated[
+        str | None, typer.Option(help="Engine version [default: newest documented].")
+    ] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM flag.")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
+    kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine mode).")] = 1,
+    quantization: Annotated[
+        str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4.")
+    ] = None,
+    mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang flag.")] = None,
+    chunked_prefill_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    cuda_graph_max_bs_decode: Annotated[
+        int | None,
+        typer.Option("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs", help="SGLang flag."),
+    ] = None,
+    page_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    context_length: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    from_log: Annotated[
+        str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Does the model fit, how many sequences run at once, and what binds them."""
@@ -58,6 +86,22 @@ def capacity(
     from planner.errors import InputError
     from planner.units import GIB_BYTES
 
+    if from_log is not None:
+        from planner.api import from_log_report
+
+        report = from_log_report(
+            log_path=from_log,
+            gpu=gpu or None,
+            preset=preset,
+            model=model,
+            revision=revision,
+            version=engine_version,
+        )
+        if json_out:
+            emit_json(report)
+        else:
+            render_log_report(report)
+        return
     if not gpu:
         raise InputError("--gpu", "required: a GPU id such as mi300x or h100 (see `planner gpus`)")
     settings: dict[str, object] = {
@@ -84,10 +128,60 @@ def capacity(
         gpu_memory_bytes=round(gpu_memory_gib * GIB_BYTES) if gpu_memory_gib else None,
         **settings,
     )
+    prediction = None
+    if engine is not None:
+        from planner.api import engine_plan
+
+        kv_flag = {"fp8": "fp8"}.get(plan.settings.kv_dtype, "auto")
+        if engine == "vllm":
+            flags: dict[str, Any] = {
+                "gpu_memory_utilization": gpu_memory_utilization,
+                "max_model_len": max_model_len or context,
+                "max_num_batched_tokens": max_num_batched_tokens,
+                "max_num_seqs": max_num_seqs,
+                "block_size": block_size if block_size != 16 else None,
+                "kv_cache_dtype": kv_flag,
+                "enforce_eager": enforce_eager,
+                "kv_cache_memory_bytes": kv_cache_memory_bytes,
+                "tensor_parallel_size": tp,
+                "pipeline_parallel_size": pp,
+            }
+        else:
+            flags = {
+                "mem_fraction_static": mem_fraction_static,
+                "context_length": context_length or context,
+                "chunked_prefill_size": chunked_prefill_size,
+                "cuda_graph_max_bs_decode": cuda_graph_max_bs_decode,
+                "page_size": page_size,
+                "kv_cache_dtype": kv_flag,
+                "tp_size": tp,
+                "pp_size": pp,
+            }
+        if engine_version:
+            flags["version"] = engine_version
+        quant = quantization or ({"fp8": "fp8"}.get(weight_dtype or "") if weight_dtype else None)
+        measured = {}
+        if gpu_memory_gib:
+            measured["total_memory_bytes"] = round(gpu_memory_gib * GIB_BYTES)
+        prediction = engine_plan(
+            engine=engine,
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            quantization=quant,
+            measured=measured,
+            **{k: v for k, v in flags.items() if v is not None},
+        )
     if json_out:
-        emit_json(capacity_json(plan))
+        payload = capacity_json(plan)
+        if prediction is not None:
+            payload["engine"] = prediction.model_dump()
+        emit_json(payload)
         return
     render_capacity(plan, explain)
+    if prediction is not None:
+        render_engine(prediction)
 
 
 def render_capacity(plan: object, explain: bool) -> None:
@@ -167,3 +261,91 @@ def render_capacity(plan: object, explain: bool) -> None:
         out.print(f"[yellow]warning:[/] {escape(w)}")
     out.print("[bold]vLLM:[/]   " + plan.flags.vllm, soft_wrap=True)
     out.print("[bold]SGLang:[/] " + plan.flags.sglang, soft_wrap=True)
+
+
+def render_engine(pred: object) -> None:
+    """The engine's own ledger, its sources, and the lines it should log."""
+    from rich.markup import escape
+
+    from planner.core.engines.common import EnginePrediction
+
+    assert isinstance(pred, EnginePrediction)
+    out = console()
+    src = pred.term_sources
+    rows = [
+        ("total memory (CUDA)", pred.total_memory_bytes, src.get("total_memory_bytes")),
+        ("requested (x utilization)", pred.requested_memory_bytes, None),
+        ("weights as loaded", pred.weights_bytes, src.get("weights_bytes")),
+        ("activation peak", pred.activation_peak_bytes, src.get("activation_peak_bytes")),
+        ("non-torch", pred.non_torch_bytes, src.get("non_torch_bytes")),
+        ("CUDA-graph estimate", pred.cudagraph_bytes, src.get("cudagraph_bytes")),
+        ("available KV", pred.available_kv_bytes, src.get("available_kv_bytes")),
+    ]
+    out.print(
+        kv_table(
+            f"{pred.name} {pred.version}: the engine's own arithmetic (per GPU)",
+            [(escape(f"{k} [{s}]") if s else k, gb_gib(v)) for k, v, s in rows]
+            + [
+                ("bytes per block", f"{pred.bytes_per_block:,} B"),
+                ("blocks (incl. 1 null block)", f"{pred.num_gpu_blocks:,}"),
+                (
+                    "KV groups / blocks per request",
+                    f"{pred.num_kv_groups} / {pred.blocks_per_request:,}",
+                ),
+                ("KV cache tokens", f"{pred.kv_cache_tokens:,}"),
+                ("max concurrency", f"{pred.max_concurrency:.2f}x"),
+            ],
+        )
+    )
+    for note in pred.defaults_used:
+        out.print(f"default: {note}", markup=False)
+    for note in pred.notes:
+        out.print(f"note: {note}", markup=False)
+    out.print("[bold]Expected log lines:[/]")
+    for line in pred.log_lines:
+        out.print(f"  {line}", markup=False)
+
+
+def render_log_report(report: dict[str, object]) -> None:
+    """Logged vs predicted, term by term, then the replay with the logged terms."""
+    from rich.table import Table
+
+    out = console()
+    log = report["log"]
+    predicted = report["predicted"]
+    replayed = report["replayed"]
+    assert isinstance(log, dict) and isinstance(predicted, dict) and isinstance(replayed, dict)
+    out.print(
+        f"{log['engine']} {log['version'] or '(version not in log)'}, model {log['model']}",
+        markup=False,
+    )
+    table = Table(title="Logged vs predicted", title_justify="left")
+    for col in ("term", "logged", "predicted", "difference"):
+        table.add_column(col, justify="right")
+    rows = report["differences"]
+    assert isinstance(rows, list)
+    for row in rows:
+        fmt = _fmt_term(row["term"])
+        rel = "" if row["relative"] is None else f" ({row['relative']:+.2%})"
+        table.add_row(
+            row["term"], fmt(row["logged"]), fmt(row["predicted"]), fmt(row["difference"]) + rel
+        )
+    out.print(table)
+    out.print(
+        f"replayed with the logged terms: {replayed['kv_cache_tokens']:,} tokens "
+        f"(logged {log['kv_cache_tokens']:,})"
+    )
+    notes = report.get("notes") or []
+    assert isinstance(notes, list)
+    for note in notes:
+        out.print(f"note: {note}", markup=False)
+
+
+def _fmt_term(term: str) -> Callable[[float], str]:
+    from planner.units import GIB_BYTES
+
+    if term.endswith("_bytes"):
+        return lambda v: f"{v / GIB_BYTES:,.2f} GiB"
+    if term == "max_concurrency":
+        return lambda v: f"{v:.2f}x"
+    return lambda v: f"{v:,.0f}"

@@ -483,6 +483,15 @@ def _quantization(
     )
 
 
+def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
+    """Weight bytes if the linear layers were stored with `method` (awq, gptq, fp8, mxfp4)."""
+    bits = DTYPE_BITS[model.native_dtype]
+    q = model.quantizable_params
+    _label, linear = _quantization({"quantization_config": {"quant_method": method}}, q, q, bits)
+    other = model.params_total - q
+    return linear + ceil_div(other * bits, 8)
+
+
 def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
     """Mark which linear params the checkpoint's quantisation covers."""
     q = cfg.get("quantization_config")
@@ -661,6 +670,9 @@ def model_spec_from_config(
         quantizable_params=linear,
         num_experts=int(experts) if experts else None,
         experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
+        moe_intermediate_size=(
+            _opt_int(t, "moe_intermediate_size", "intermediate_size") if experts else None
+        ),
         kv_groups=groups,
     )
 

@@ -74,6 +74,7 @@ class ModelSpec(BaseModel):
     )
     num_experts: int | None = None
     experts_per_token: int | None = None
+    moe_intermediate_size: int | None = Field(default=None, description="per-expert FFN width")
     kv_groups: tuple[KvLayerGroup, ...]
 
 

@@ -1,0 +1,117 @@
+"""Predicted vs logged KV-cache tokens for every case in the calibration set.
+
+Each case is predicted from its settings, the model's config.json and the GPU catalog alone
+(no logged memory term is used), then compared with the tokens the engine logged.
+
+    python benchmarks/engine_fidelity.py [--cases tests/data/calibration/cases.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+# Which vendored config each case's model uses (../shared/calibration/README.md).
+CONFIGS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama--Llama-3.1-8B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct-AWQ": "Qwen--Qwen2.5-7B-Instruct",
+    "Qwen/Qwen2.5-1.5B-Instruct": "Qwen--Qwen2.5-1.5B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen--Qwen2.5-7B-Instruct",
+    "Qwen/Qwen3-30B-A3B": "Qwen--Qwen3-30B-A3B",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-ai--DeepSeek-V2-Lite",
+    "google/gemma-3-4b-it": "google--gemma-3-4b-it",
+    "openai/gpt-oss-20b": "openai--gpt-oss-20b",
+    "meta-llama/Llama-2-7b-hf": "meta-llama--Llama-2-7b-hf",
+    "unsloth/Llama-3.2-3B-Instruct": "meta-llama--Llama-3.2-3B-Instruct",
+    "unsloth/Qwen3-8B-FP8": "Qwen--Qwen3-8B",
+}
+# Card names as the logs print them -> the catalog (an unnamed 80 GB card is taken as an H100).
+GPUS = {"A100-80GB": "a100-80gb", "unknown 80GB-class GPU": "h100"}
+
+
+def case_settings(case: dict[str, Any]) -> dict[str, Any]:
+    """The engine flags and versions a case ran with, as engine_plan keywords."""
+    gpu = re.sub(r"\s*\(.*$", "", case["gpu"]).strip()
+    gpu = next((v for k, v in GPUS.items() if gpu.startswith(k)), gpu)
+    version = case["engine_version"] or "0.6.4 (V0)"
+    out: dict[str, Any] = {
+        "gpu": gpu,
+        "model": str(ROOT / "tests/data/models" / CONFIGS[case["model"]] / "config.json"),
+    }
+    quant = (case["quantization"] or "").split(" ")[0] or None
+    if quant in ("awq", "fp8"):
+        out["quantization"] = quant
+    kv = case["kv_cache_dtype"] or "auto"
+    if case["engine"] == "vllm":
+        out |= {
+            "engine": "vllm",
+            "version": version,
+            "gpu_memory_utilization": case["gpu_memory_utilization"],
+            "max_model_len": case["max_model_len"] or 4096,
+            "max_num_seqs": case["max_num_seqs"],
+            "max_num_batched_tokens": case["max_num_batched_tokens"],
+            "block_size": case["block_size"],
+            "kv_cache_dtype": kv,
+            "enforce_eager": bool(case["enforce_eager"]),
+            "tensor_parallel_size": case["tensor_parallel_size"] or 1,
+            "usage_context": "llm" if case["id"].startswith("unsloth") else "serve",
+        }
+        if "V0" in version or version.startswith(("v0.2", "0.6", "0.7")):
+            out["engine_mode"] = "v0"
+    else:
+        out |= {
+            "engine": "sglang",
+            "version": version,
+            "mem_fraction_static": case["mem_fraction_static"],
+            "kv_cache_dtype": kv,
+            "tp_size": case["tensor_parallel_size"] or 1,
+        }
+    return out
+
+
+def predict(case: dict[str, Any]) -> Any:
+    from planner.api import engine_plan
+
+    kw = case_settings(case)
+    mode = kw.pop("engine_mode", None)
+    if mode:
+        kw["engine_mode"] = mode
+    return engine_plan(**{k: v for k, v in kw.items() if v is not None})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", default=str(ROOT / "tests/data/calibration/cases.jsonl"))
+    cases = [
+        json.loads(line)
+        for line in Path(parser.parse_args().cases).read_text().splitlines()
+        if line.strip()
+    ]
+    errors: dict[str, list[float]] = {}
+    print(f"{'case':36s} {'engine':7s} {'logged':>10s} {'predicted':>10s} {'error':>8s}")
+    for case in cases:
+        pred = predict(case)
+        logged = case["kv_cache_tokens"]
+        err = (pred.kv_cache_tokens - logged) / logged
+        errors.setdefault(case["engine"], []).append(abs(err))
+        print(
+            f"{case['id']:36s} {case['engine']:7s} {logged:>10,} {pred.kv_cache_tokens:>10,} "
+            f"{err:+8.2%}"
+        )
+    for engine, errs in errors.items():
+        print(
+            f"{engine}: {len(errs)} cases, median |error| {statistics.median(errs):.2%}, "
+            f"worst {max(errs):.2%}"
+        )
+
+
+if __name__ == "__main__":
+    main()

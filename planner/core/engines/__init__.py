@@ -1,0 +1,1 @@
+"""Each engine's own KV-pool arithmetic (vLLM, SGLang), as pure functions of specs and settings."""

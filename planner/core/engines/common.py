@@ -1,0 +1,85 @@
+"""Shared pieces of the engine models: versions, term provenance, the prediction record."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.specs import GpuSpec, ModelSpec
+from planner.errors import InputError
+from planner.units import GIB_BYTES, ceil_div
+
+TermSource = Literal["exact", "derived", "calibrated", "log", "user", "default"]
+
+# NVML total minus what cudaMemGetInfo reports, for cards whose CUDA total no log printed:
+# the median of the six pairs in ../shared/gpus/NOTES.md ("What the engines see"):
+# H100 0.46, A100-40GB 0.44, L40S 0.57, L4 0.33, RTX 4090 0.36, RTX 3090 0.42 GiB.
+CUDA_RESERVED_BYTES = round(0.43 * GIB_BYTES)
+
+# Rotary-embedding cos/sin cache vLLM and SGLang allocate with the weights:
+# max_position_embeddings x rotary_dim x dtype bytes. Llama-3.1-8B: 131,072 x 128 x 2 B =
+# 32 MiB, which is the gap between its safetensors total (14.957 GiB) and the logged 14.99 GiB.
+ROTARY_CACHE_COPIES = 1
+
+
+def parse_version(text: str, field: str = "--engine-version") -> tuple[int, int, int]:
+    """`0.19.0`, `v0.8.1`, `0.7.2 (V0)`, `~0.4.1` -> (major, minor, patch)."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not m:
+        raise InputError(field, f"{text!r} is not a version like 0.19.0")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def version_text(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
+
+
+class EnginePrediction(BaseModel):
+    """One engine's start-up arithmetic, term by term, and the lines it should log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    version: str
+    total_memory_bytes: int
+    requested_memory_bytes: int
+    weights_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int
+    cudagraph_bytes: int
+    available_kv_bytes: int
+    bytes_per_block: int
+    num_gpu_blocks: int
+    usable_blocks: int = Field(description="num_gpu_blocks minus the reserved null block")
+    kv_cache_tokens: int
+    max_concurrency: float
+    blocks_per_request: int
+    num_kv_groups: int
+    settings: dict[str, object]
+    defaults_used: list[str]
+    term_sources: dict[str, TermSource]
+    log_lines: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+
+def cuda_total_bytes(gpu: GpuSpec) -> tuple[int, TermSource]:
+    """Total memory as cudaMemGetInfo reports it: logged figure, else NVML minus a reserve."""
+    if gpu.memory_bytes_cuda:
+        return gpu.memory_bytes_cuda, "calibrated"
+    if gpu.memory_bytes_nvml:
+        return gpu.memory_bytes_nvml - CUDA_RESERVED_BYTES, "derived"
+    return gpu.memory_bytes_marketed, "derived"
+
+
+def rotary_dim(model: ModelSpec) -> int:
+    return model.head_dim
+
+
+def loaded_weights_bytes(
+    model: ModelSpec, weights_bytes: int, tp: int, pp: int, dtype_bytes: int
+) -> int:
+    """Weights as the engine holds them on one rank: the checkpoint share plus the RoPE cache."""
+    rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
+    return ceil_div(weights_bytes, tp * pp) + rope

@@ -1,0 +1,227 @@
+"""SGLang's KV-pool sizing (../shared/engines/sglang.md sections 2-3).
+
+    rest   = free memory before weights x mem_fraction_static - memory taken since (weights)
+    tokens = rest // cell_size, floored to a multiple of page_size
+
+Activations and CUDA graphs are not measured: they must fit in (1 - mem_fraction_static).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.engines.common import (
+    EnginePrediction,
+    TermSource,
+    cuda_total_bytes,
+    loaded_weights_bytes,
+    parse_version,
+    version_text,
+)
+from planner.core.kv import kv_heads_per_rank
+from planner.core.specs import GpuSpec, KvKind, ModelSpec
+from planner.errors import InputError
+from planner.units import GIB_BYTES, MIB_BYTES, dtype_bytes
+
+NEWEST_VERSION = (0, 5, 23)
+# Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
+# ../shared/calibration printed "Load weight begin. avail mem=78.81 GB" on an 80 GB card whose
+# CUDA total is 79.19 GiB (the H100 figure) -> 0.38 GiB. One log: treat as an estimate.
+PRE_LOAD_USED_BYTES = round(0.38 * GIB_BYTES)
+# Hybrid SWA models: SWA-layer tokens per full-layer token (--swa-full-tokens-ratio default).
+SWA_FULL_TOKENS_RATIO = 0.8
+# Default decode capture list upper bounds and chunked-prefill sizes by GPU memory (MiB),
+# sglang 0.5.21+ (handle_gpu_memory_settings): (upper bound, chunked, max_bs tp<4, tp>=4).
+GPU_TIERS_MIB = (
+    (20_480, 2048, 8, 8),
+    (35_840, 4096, 48, 160),
+    (61_440, 4096, 32, 160),
+    (92_160, 8192, 256, 512),
+    (163_840, 8192, 256, 512),
+    (10**9, 16384, 512, 512),
+)
+RESERVED_FLOOR_MIB = 10_240  # reserved memory floor on cards above 61,440 MiB (0.5.8+)
+RESERVED_BASE_MIB = 512
+MLA_PREFILL_GRAPH_RESERVE_MIB = 1536
+PREFILL_GRAPH_MIB_PER_SIZE = 8
+
+
+class SglangSettings(BaseModel):
+    """SGLang flags that move the KV pool; None = the default for that version and GPU."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str = version_text(NEWEST_VERSION)
+    mem_fraction_static: float | None = Field(default=None, gt=0, lt=1)
+    context_length: int | None = Field(default=None, gt=0)
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs_decode: int | None = Field(default=None, gt=0)
+    page_size: int | None = Field(default=None, gt=0)
+    kv_cache_dtype: str = "auto"
+    tp_size: int = Field(default=1, ge=1)
+    pp_size: int = Field(default=1, ge=1)
+    max_running_requests: int | None = Field(default=None, gt=0)
+
+
+class MeasuredTerms(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total_memory_bytes: int | None = None
+    pre_load_free_bytes: int | None = None
+    weights_bytes: int | None = None
+
+
+def prefill_capture_sizes(top: int) -> int:
+    """Length of the default prefill capture list up to `top` tokens (sglang.md 1.3)."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, top + 1, 512),
+    ]
+    return len([s for s in sizes if s <= top])
+
+
+def default_mem_fraction(
+    gpu_mem_mib: int, tp: int, pp: int, chunked: int, decode_bs: int, mla: bool
+) -> float:
+    """mem_fraction_static heuristic of sglang 0.5.5+ (sglang.md section 2)."""
+    graph = 2 * decode_bs
+    graph += (
+        MLA_PREFILL_GRAPH_RESERVE_MIB
+        if mla
+        else PREFILL_GRAPH_MIB_PER_SIZE * (prefill_capture_sizes(chunked))
+    )
+    reserved = RESERVED_BASE_MIB + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + graph
+    if gpu_mem_mib > 61_440:
+        reserved = max(reserved, RESERVED_FLOOR_MIB)
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+
+
+def predict(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    settings: SglangSettings,
+    measured: MeasuredTerms | None = None,
+    weights_bytes: int | None = None,
+    weights_exact: bool | None = None,
+) -> EnginePrediction:
+    """What SGLang will log at start-up for this model, GPU and flags."""
+    s = settings
+    version = parse_version(s.version)
+    m = measured or MeasuredTerms()
+    sources: dict[str, TermSource] = {}
+    defaults: list[str] = []
+    tp, pp = s.tp_size, s.pp_size
+    total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
+    if m.total_memory_bytes is not None:
+        total, sources["total_memory_bytes"] = m.total_memory_bytes, "log"
+    gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
+    chunked, bs_small, bs_large = next(
+        (c, a, b) for top, c, a, b in GPU_TIERS_MIB if gpu_mem_mib < top
+    )
+    chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
+    decode_bs = s.cuda_graph_max_bs_decode or (bs_small if tp < 4 else bs_large)
+    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    fraction = s.mem_fraction_static
+    if fraction is None:
+        fraction = default_mem_fraction(gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla)
+        defaults.append(f"mem_fraction_static={fraction} (SGLang heuristic for {gpu_mem_mib} MiB)")
+        sources["mem_fraction_static"] = "derived"
+    context = s.context_length or model.max_context_tokens
+    if s.context_length is None:
+        defaults.append(f"context_length={context} (the model's maximum)")
+    page = s.page_size or 1
+    kv_dtype = model.native_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    if kv_dtype.startswith("fp8"):
+        kv_dtype = "fp8"
+    kv_bytes = dtype_bytes(kv_dtype)
+    act_bytes = dtype_bytes(model.native_dtype)
+
+    pre_free = total - PRE_LOAD_USED_BYTES
+    sources["pre_load_free_bytes"] = "calibrated"
+    if m.pre_load_free_bytes is not None:
+        pre_free, sources["pre_load_free_bytes"] = m.pre_load_free_bytes, "log"
+    weights = model.weights_bytes if weights_bytes is None else weights_bytes
+    exact = model.weights_exact if weights_exact is None else weights_exact
+    w = loaded_weights_bytes(model, weights, tp, pp, act_bytes)
+    sources["weights_bytes"] = "exact" if exact else "derived"
+    if m.weights_bytes is not None:
+        w, sources["weights_bytes"] = m.weights_bytes, "log"
+    available = int(pre_free * fraction) - w
+    sources["available_kv_bytes"] = "derived"
+    if available <= 0:
+        raise InputError(
+            "--mem-fraction-static",
+            f"loaded weights leave no KV cache under --mem-fraction-static={fraction}",
+        )
+
+    cell = 0
+    notes: list[str] = []
+    for g in model.kv_groups:
+        layers = -(-g.num_layers // pp)
+        if g.kind is KvKind.MLA:
+            cell += layers * g.latent_dim * kv_bytes
+        elif g.kind.per_token:
+            per = layers * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v)
+            ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
+            cell += int(per * kv_bytes * ratio)
+        else:
+            notes.append("Mamba / linear-attention state pool not subtracted (estimate)")
+    tokens = available // cell
+    tokens -= tokens % page
+    concurrency = tokens / context
+    estimated = min(max(int(tokens / context * 512), 2048), 4096)
+    running = s.max_running_requests or estimated
+    running = min(running, tokens // 2)
+    if version < (0, 5, 0):
+        running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
+    size_gib = (tokens + page) * cell / 2 / GIB_BYTES
+    lines = [
+        f"KV Cache is allocated. #tokens: {tokens}, K size: {size_gib:.2f} GB, "
+        f"V size: {size_gib:.2f} GB"
+        if not mla
+        else f"KV Cache is allocated. #tokens: {tokens}, KV size: {2 * size_gib:.2f} GB",
+        f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, "
+        f"max_running_requests={running}, context_len={context}",
+    ]
+    return EnginePrediction(
+        name="sglang",
+        version=version_text(version),
+        total_memory_bytes=total,
+        requested_memory_bytes=int(pre_free * fraction),
+        weights_bytes=w,
+        activation_peak_bytes=0,
+        non_torch_bytes=total - pre_free,
+        cudagraph_bytes=0,
+        available_kv_bytes=available,
+        bytes_per_block=cell * page,
+        num_gpu_blocks=tokens // page,
+        usable_blocks=tokens // page,
+        kv_cache_tokens=tokens,
+        max_concurrency=concurrency,
+        blocks_per_request=-(-context // page),
+        num_kv_groups=len(model.kv_groups),
+        settings={
+            "mem_fraction_static": fraction,
+            "context_length": context,
+            "chunked_prefill_size": chunk,
+            "cuda_graph_max_bs_decode": decode_bs,
+            "page_size": page,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "tp_size": tp,
+            "pp_size": pp,
+            "max_running_requests": running,
+        },
+        defaults_used=defaults,
+        term_sources=sources
+        | {
+            "activation_peak_bytes": "exact",
+            "cudagraph_bytes": "exact",
+            "non_torch_bytes": sources["pre_load_free_bytes"],
+        },
+        log_lines=lines,
+        notes=notes,
+    )

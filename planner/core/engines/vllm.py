@@ -1,0 +1,423 @@
+"""vLLM's KV-cache sizing, version by version (../shared/engines/vllm.md sections 2-3).
+
+    available = total x gpu_memory_utilization - weights - activation peak - non-torch
+                - CUDA-graph estimate (0.20+, unless --enforce-eager)
+    num_blocks = available // bytes_per_block          (one block is the reserved null block)
+    tokens     = as that version logs them
+
+Behaviour that changed across releases lives in VLLM_RULES (data), not in scattered ifs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.engines.common import (
+    EnginePrediction,
+    TermSource,
+    cuda_total_bytes,
+    loaded_weights_bytes,
+    parse_version,
+    version_text,
+)
+from planner.core.kv import kv_heads_per_rank
+from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
+from planner.errors import InputError
+from planner.units import GIB_BYTES, ceil_div, dtype_bytes
+
+# --- calibrated constants (each with the log lines it was fitted on) -------------------------
+
+# Peak of the dummy sampler run: logits and their fp32 working copies (probs, logprobs, top-k /
+# top-p sort buffers) over max_num_seqs rows. 3.86 copies of max_num_seqs x vocab x 4 B
+# reproduces the torch peak of five vLLM 0.19 H100 logs whose peak is the sampler:
+# Llama-3.1-8B TP1 and TP2 1.89 GiB, Qwen2.5-7B 2.21, gemma-3-4b 3.89, gpt-oss-20b TP2 2.87.
+SAMPLER_FP32_COPIES = 3.86
+# Forward pass of the profiling batch: per token the gate/up output (2 x I), the activation
+# output (I) and ~3 hidden-size buffers, in the activation dtype. Fits the V0 logs where the
+# forward dominates: Llama-3.1-8B on an RTX 3090 at 20,000 / 29,000 tokens (2.07 / 2.99 GiB)
+# and Qwen2.5-1.5B on a T4 at 32,768 tokens (2.02 GiB).
+FORWARD_INTERMEDIATE_BUFFERS = 3
+FORWARD_HIDDEN_BUFFERS = 3
+# Non-torch memory the profile sees grow (cuBLAS/attention workspaces): median of the twelve
+# single-GPU logs in ../shared/calibration (0.01-0.35 GiB; the six H100 0.19 logs 0.24-0.27).
+NON_TORCH_BYTES = round(0.25 * GIB_BYTES)
+# Extra with TP > 1 (NCCL buffers, custom all-reduce): 2.07 - 0.25 GiB, both TP2 logs
+# (Llama-3.1-8B and gpt-oss-20b on H100, vLLM 0.19).
+NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(1.82 * GIB_BYTES)
+# CUDA-graph pool per layer per captured batch size: median of the four estimates logged
+# (Llama-3.1-8B 0.84 GiB / 32 layers / 51 sizes, gemma-3-4b 0.70 / 34 / 51, gpt-oss-20b TP2
+# 1.09 / 24 / 51, Qwen2.5-7B-AWQ on an RTX 4080 0.48 / 28 / 51) = 0.47 MiB.
+CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
+
+# --- engine facts (../shared/engines/vllm.md) -------------------------------------------------
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
+V0_MAX_NUM_SEQS = 256
+V0_MIN_BATCHED_TOKENS = 2048
+V0_CHUNKED_PREFILL_ABOVE = 32_768  # V0 turned chunked prefill on for longer contexts
+CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
+SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
+NEWEST_VERSION = (0, 33, 0)
+
+
+@dataclass(frozen=True)
+class VllmRules:
+    """What a range of vLLM releases does; the newest entry whose `since` <= version applies."""
+
+    since: tuple[int, int, int]
+    engine: Literal["v0", "v1"]
+    default_gpu_memory_utilization: float
+    subtracts_cudagraph: bool
+    tokens: Literal["blocks", "blocks_per_group", "concurrency"]
+    log: Literal["v0", "two_line", "one_line"]
+    batch_defaults: Literal["v0", "two_tier", "no_a100", "with_160gib"]
+    note: str
+
+
+VLLM_RULES: tuple[VllmRules, ...] = (
+    VllmRules((0, 0, 0), "v0", 0.9, False, "blocks", "v0", "v0", "V0 engine"),
+    VllmRules((0, 8, 0), "v1", 0.9, False, "blocks", "two_line", "two_tier", "V1 default"),
+    VllmRules((0, 9, 0), "v1", 0.9, False, "blocks", "two_line", "no_a100", "A100 small tier"),
+    VllmRules(
+        (0, 10, 0), "v1", 0.9, False, "blocks_per_group", "two_line", "no_a100", "hybrid KV groups"
+    ),
+    VllmRules(
+        (0, 20, 0),
+        "v1",
+        0.92,
+        True,
+        "concurrency",
+        "two_line",
+        "no_a100",
+        "util 0.92 (PR #38284); CUDA-graph estimate subtracted",
+    ),
+    VllmRules(
+        (0, 28, 0),
+        "v1",
+        0.92,
+        True,
+        "concurrency",
+        "one_line",
+        "with_160gib",
+        "one-line capacity log; >= 160 GiB tier",
+    ),
+)
+
+
+def rules_for(version: tuple[int, int, int]) -> VllmRules:
+    return [r for r in VLLM_RULES if r.since <= version][-1]
+
+
+class VllmSettings(BaseModel):
+    """vLLM flags that move the KV cache; None = the engine's default for that version and GPU."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str = version_text(NEWEST_VERSION)
+    engine: Literal["v0", "v1"] | None = None
+    usage_context: Literal["serve", "llm"] = "serve"
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_model_len: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0)
+    kv_cache_dtype: str = "auto"
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    pipeline_parallel_size: int = Field(default=1, ge=1)
+
+
+class MeasuredTerms(BaseModel):
+    """Terms read from a start-up log; each replaces the modelled one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total_memory_bytes: int | None = None
+    weights_bytes: int | None = None
+    activation_peak_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cudagraph_bytes: int | None = None
+
+
+def batch_defaults(
+    kind: str, memory_bytes: int, gpu_name: str, usage: str, max_model_len: int
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither."""
+    if kind == "v0":
+        if max_model_len > V0_CHUNKED_PREFILL_ABOVE:
+            return V0_MIN_BATCHED_TOKENS, V0_MAX_NUM_SEQS
+        return max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
+    gib = memory_bytes / GIB_BYTES
+    serve = usage == "serve"
+    is_a100 = "a100" in gpu_name.lower()
+    if kind == "with_160gib" and gib >= 160:
+        return 16384, 1024
+    large = gib >= 70 and not (is_a100 and kind != "two_tier")
+    if large:
+        return (8192 if serve else 16384), 1024
+    return (2048 if serve else 8192), 256
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """Default CUDA-graph capture sizes (vllm.md section 1.4)."""
+    top = min(max_num_seqs * 2, CUDAGRAPH_CAPTURE_CAP, max_num_batched_tokens)
+    sizes = [s for s in (1, 2, 4) if s <= top]
+    sizes += list(range(8, min(248, top) + 1, 8))
+    sizes += list(range(256, top + 1, 16))
+    if max_num_batched_tokens <= top and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
+    return sorted(set(sizes))
+
+
+def activation_peak_bytes(model: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes: int) -> int:
+    """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace."""
+    hidden = model.hidden_size
+    inter = (model.intermediate_size or 4 * hidden) // tp
+    if model.num_experts:
+        inter = 0  # MoE FFNs run through the fused-MoE workspaces below
+    forward = tokens * (FORWARD_INTERMEDIATE_BUFFERS * inter + FORWARD_HIDDEN_BUFFERS * hidden)
+    forward *= act_bytes
+    sampler = SAMPLER_FP32_COPIES * seqs * (model.vocab_size or 0) * 4
+    workspace = 0
+    if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
+        moe = model.moe_intermediate_size // tp
+        # fused_moe keeps workspace13 (max(2I, H)) and workspace2 (I) per routed token.
+        workspace = tokens * model.experts_per_token * (max(2 * moe, hidden) + moe) * act_bytes
+    return int(max(forward, sampler) + workspace)
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    kind: KvKind
+    layers: int
+    page_bytes: int
+    window: int | None
+
+
+def _buckets(model: ModelSpec, tp: int, pp: int, block: int, kv_bytes: int) -> list[_Bucket]:
+    out = []
+    for g in model.kv_groups:
+        layers = ceil_div(g.num_layers, pp)
+        out.append(_Bucket(g.kind, layers, _page_bytes(g, tp, block, kv_bytes), g.window_tokens))
+    return out
+
+
+def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int) -> int:
+    if g.kind is KvKind.MLA:
+        return block * g.latent_dim * kv_bytes
+    if g.kind.per_token:
+        return (
+            block * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v) * kv_bytes
+        )
+    return ceil_div(g.state_bytes_per_layer, min(tp, g.state_heads))
+
+
+def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int:
+    if b.kind in (KvKind.MAMBA, KvKind.LINEAR):
+        return 1
+    if b.kind is KvKind.SLIDING and b.window is not None:
+        return ceil_div(min(b.window - 1 + in_flight, max_len), block) + 1
+    if b.kind is KvKind.CHUNKED and b.window is not None:
+        return ceil_div(min(b.window + in_flight, max_len), block)
+    return ceil_div(max_len, block)
+
+
+def predict(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    settings: VllmSettings,
+    measured: MeasuredTerms | None = None,
+    weights_bytes: int | None = None,
+    weights_exact: bool | None = None,
+) -> EnginePrediction:
+    """What vLLM will log at start-up for this model, GPU and flags."""
+    s = settings
+    version = parse_version(s.version)
+    rules = rules_for(version)
+    engine = s.engine or rules.engine
+    m = measured or MeasuredTerms()
+    sources: dict[str, TermSource] = {}
+    defaults: list[str] = []
+    tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
+    if model.num_attention_heads % tp:
+        raise InputError(
+            "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
+        )
+
+    max_len = s.max_model_len or model.max_context_tokens
+    if s.max_model_len is None:
+        defaults.append(f"max_model_len={max_len} (the model's maximum)")
+    elif max_len > model.max_context_tokens:
+        raise InputError(
+            "--max-model-len",
+            f"{max_len:,} exceeds {model.name}'s {model.max_context_tokens:,} (vLLM refuses it "
+            "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
+        )
+    util = s.gpu_memory_utilization
+    if util is None:
+        util = rules.default_gpu_memory_utilization
+        defaults.append(f"gpu_memory_utilization={util} (vLLM {version_text(version)} default)")
+    block = s.block_size or DEFAULT_BLOCK_SIZE
+    if s.block_size is None:
+        defaults.append(f"block_size={block}")
+    kv_dtype = model.native_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    kv_bytes = dtype_bytes(kv_dtype)
+    act_bytes = dtype_bytes(model.native_dtype if model.native_dtype != "fp32" else "fp16")
+
+    total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
+    if m.total_memory_bytes is not None:
+        total, sources["total_memory_bytes"] = m.total_memory_bytes, "log"
+    kind = "v0" if engine == "v0" else rules.batch_defaults
+    if engine == "v1" and kind == "v0":  # a V1 engine asked of a release that defaulted to V0
+        kind = "two_tier"
+    d_tokens, d_seqs = batch_defaults(kind, total, gpu.name, s.usage_context, max_len)
+    seqs = s.max_num_seqs or d_seqs
+    tokens = s.max_num_batched_tokens or d_tokens
+    if s.max_num_batched_tokens is None:
+        tokens = min(tokens, seqs * max_len)
+        defaults.append(f"max_num_batched_tokens={tokens} (default for this GPU tier)")
+    if s.max_num_seqs is None:
+        seqs = min(seqs, tokens)
+        defaults.append(f"max_num_seqs={seqs} (default for this GPU tier)")
+
+    requested = math.ceil(total * util)
+    weights = weights_bytes if weights_bytes is not None else model.weights_bytes
+    exact = model.weights_exact if weights_exact is None else weights_exact
+    w = loaded_weights_bytes(model, weights, tp, pp, act_bytes)
+    sources["weights_bytes"] = "exact" if exact else "derived"
+    if m.weights_bytes is not None:
+        w, sources["weights_bytes"] = m.weights_bytes, "log"
+    act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes)
+    sources["activation_peak_bytes"] = "calibrated"
+    if m.activation_peak_bytes is not None:
+        act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
+    non_torch = NON_TORCH_BYTES + (NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0)
+    sources["non_torch_bytes"] = "calibrated"
+    if m.non_torch_bytes is not None:
+        non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
+    layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
+    graph = 0
+    graphs_on = engine == "v1" and not s.enforce_eager
+    if graphs_on and rules.subtracts_cudagraph:
+        n_sizes = len(capture_sizes(seqs, tokens))
+        graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
+        sources["cudagraph_bytes"] = "calibrated"
+    else:
+        sources["cudagraph_bytes"] = "exact"  # not reserved by this version / eager mode
+    if m.cudagraph_bytes is not None and rules.subtracts_cudagraph and graphs_on:
+        graph, sources["cudagraph_bytes"] = m.cudagraph_bytes, "log"
+
+    if s.kv_cache_memory_bytes is not None:
+        available = s.kv_cache_memory_bytes
+        sources["available_kv_bytes"] = "user"
+    else:
+        available = requested - w - act - non_torch - graph
+        sources["available_kv_bytes"] = "derived"
+    notes: list[str] = []
+    if available <= 0:
+        raise InputError(
+            "--gpu-memory-utilization",
+            f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
+            f"{(w + act + non_torch + graph) / GIB_BYTES:.2f} GiB taken by weights, "
+            "activations, non-torch memory and CUDA graphs",
+        )
+
+    buckets = _buckets(model, tp, pp, block, kv_bytes)
+    attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
+    state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
+    if attn_pages and state_pages and max(state_pages) > max(attn_pages):
+        # Hybrid models: the attention block grows until its page covers a Mamba state page.
+        per_token = max(attn_pages) // block
+        block = ceil_div(ceil_div(max(state_pages), per_token), DEFAULT_BLOCK_SIZE) * (
+            DEFAULT_BLOCK_SIZE
+        )
+        notes.append(f"attention block size raised to {block} to cover the Mamba state page")
+        buckets = _buckets(model, tp, pp, block, kv_bytes)
+    page = max(b.page_bytes for b in buckets)
+    sizes = [b.layers for b in buckets]
+    if len(buckets) == 1:
+        group_size, groups = sizes[0], [(buckets[0], 1)]
+    else:
+        small, large = min(sizes), max(sizes)
+        group_size = large if large < 1.5 * small else small
+        groups = [(b, ceil_div(b.layers, group_size)) for b in buckets]
+    num_groups = sum(n for _, n in groups)
+    bytes_per_block = group_size * page
+    num_blocks = available // bytes_per_block
+    in_flight = tokens
+    per_request = sum(n * _request_blocks(b, max_len, block, in_flight) for b, n in groups)
+    concurrency = num_blocks / per_request
+    if rules.tokens == "blocks" or engine == "v0":
+        kv_tokens = num_blocks * block
+    elif rules.tokens == "blocks_per_group":
+        kv_tokens = num_blocks // num_groups * block
+    else:
+        kv_tokens = int(concurrency * max_len)
+    if engine == "v0":
+        concurrency = kv_tokens / max_len
+
+    lines = _log_lines(
+        rules, engine, available, num_blocks, bytes_per_block, kv_tokens, concurrency, max_len
+    )
+    return EnginePrediction(
+        name="vllm",
+        version=version_text(version),
+        total_memory_bytes=total,
+        requested_memory_bytes=requested,
+        weights_bytes=w,
+        activation_peak_bytes=act,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=graph,
+        available_kv_bytes=available,
+        bytes_per_block=bytes_per_block,
+        num_gpu_blocks=num_blocks,
+        usable_blocks=num_blocks - 1,
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=concurrency,
+        blocks_per_request=per_request,
+        num_kv_groups=num_groups,
+        settings={
+            "engine": engine,
+            "gpu_memory_utilization": util,
+            "max_model_len": max_len,
+            "max_num_batched_tokens": tokens,
+            "max_num_seqs": seqs,
+            "block_size": block,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "enforce_eager": s.enforce_eager,
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+        },
+        defaults_used=defaults,
+        term_sources=sources,
+        log_lines=lines,
+        notes=notes,
+    )
+
+
+def _log_lines(
+    rules: VllmRules,
+    engine: str,
+    available: int,
+    num_blocks: int,
+    bytes_per_block: int,
+    tokens: int,
+    concurrency: float,
+    max_len: int,
+) -> list[str]:
+    if engine == "v0":
+        cpu_blocks = SWAP_SPACE_BYTES // bytes_per_block
+        return [
+            f"# GPU blocks: {num_blocks}, # CPU blocks: {cpu_blocks}",
+            f"Maximum concurrency for {max_len} tokens per request: {concurrency:.2f}x",
+        ]
+    lines = [f"Available KV cache memory: {available / GIB_BYTES:.2f} GiB"]
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    conc = f"Maximum concurrency for {max_len:,} tokens per request: {concurrency:.2f}x"
+    if rules.log == "one_line":
+        return [*lines, f"{size}, {conc}"]
+    return [*lines, size, conc]

@@ -1,0 +1,290 @@
+"""Parse a vLLM or SGLang start-up log: settings, memory-profiling terms, KV figures.
+
+Recognises the line formats of vLLM V0 (0.6-0.8), V1 (0.8-0.33) and SGLang 0.4-0.5 listed in
+../shared/engines. Memory figures are GiB (old logs print "GB" meaning GiB).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import InputError
+from planner.units import GIB_BYTES
+
+_NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+
+
+def _gib(text: str) -> int:
+    return round(float(text) * GIB_BYTES)
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+@dataclass
+class StartupLog:
+    """What a start-up log says, and where parsing stopped."""
+
+    engine: str | None = None
+    version: str | None = None
+    engine_mode: str | None = None
+    model: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    terms: dict[str, int] = field(default_factory=dict)  # MeasuredTerms fields, bytes
+    kv_cache_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    max_concurrency: float | None = None
+    available_kv_bytes: int | None = None
+    lines_read: int = 0
+
+
+Handler = Callable[["StartupLog", "re.Match[str]"], None]
+
+
+# (pattern, handler) pairs; handlers fill a StartupLog from a match.
+def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
+    try:
+        args = ast.literal_eval(m.group(1))
+    except (ValueError, SyntaxError):
+        # dict reprs with objects (torch.bfloat16 ...): keep the literal-looking pairs
+        args = dict(re.findall(r"'(\w+)': ('[^']*'|[0-9.]+|True|False|None)", m.group(1)))
+        args = {k: ast.literal_eval(v) for k, v in args.items()}
+    log.engine = log.engine or "vllm"
+    for key in ("model", "model_tag"):
+        if isinstance(args.get(key), str):
+            log.model = args[key]
+    for key in (
+        "max_model_len",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "block_size",
+        "enforce_eager",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+    ):
+        if key in args and args[key] is not None:
+            log.settings[key] = args[key]
+
+
+def _engine_config(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "vllm"
+    log.engine_mode = m.group(1).lower()
+    log.version = m.group(2)
+    body = m.group(3)
+    if found := re.search(r"model='([^']+)'", body):
+        log.model = log.model or found.group(1)
+    if found := re.search(r"max_seq_len=(\d+)", body):
+        log.settings.setdefault("max_model_len", int(found.group(1)))
+    if found := re.search(r"tensor_parallel_size=(\d+)", body):
+        log.settings.setdefault("tensor_parallel_size", int(found.group(1)))
+    if found := re.search(r"kv_cache_dtype=(\w+)", body):
+        log.settings.setdefault("kv_cache_dtype", found.group(1))
+    if (found := re.search(r"quantization=(\w+)", body)) and found.group(1) != "None":
+        log.settings.setdefault("quantization", found.group(1))
+
+
+# The single-line "Memory profiling results" format belongs to the V0 engine (~0.6.4).
+V0_PROFILING_VERSION = "0.6.4"
+
+
+def _profiling_v0(log: StartupLog, m: re.Match[str]) -> None:
+    text = m.group(0)
+    log.engine = "vllm"
+    log.engine_mode = log.engine_mode or "v0"
+    log.version = log.version or V0_PROFILING_VERSION
+    if found := re.search(r"total_gpu_memory=" + _NUM, text):
+        log.terms["total_memory_bytes"] = _gib(found.group(1))
+    if found := re.search(r"non_torch_memory=" + _NUM, text):
+        log.terms["non_torch_bytes"] = _gib(found.group(1))
+    if found := re.search(r"kv_cache_size=" + _NUM, text):
+        log.available_kv_bytes = _gib(found.group(1))
+    if found := re.search(r"gpu_memory_utilization=" + _NUM, text):
+        log.settings.setdefault("gpu_memory_utilization", float(found.group(1)))
+    peak = re.search(r"peak_torch_memory=" + _NUM, text)
+    if peak and "weights_bytes" in log.terms:
+        log.terms["activation_peak_bytes"] = _gib(peak.group(1)) - log.terms["weights_bytes"]
+
+
+def _setter(target: str, key: str, kind: str = "gib") -> Handler:
+    """A handler storing group 1 as GiB bytes, an int or a float in terms / settings / the log."""
+    convert: dict[str, Callable[[str], Any]] = {"gib": _gib, "int": _int, "float": float}
+
+    def handle(log: StartupLog, m: re.Match[str]) -> None:
+        value = convert[kind](m.group(1))
+        if target == "terms":
+            log.terms[key] = value
+        elif target == "settings":
+            log.settings[key] = value
+        else:
+            setattr(log, key, value)
+
+    return handle
+
+
+def _v0_budget(log: StartupLog, m: re.Match[str]) -> None:
+    log.terms["total_memory_bytes"] = _gib(m.group(1))
+    log.settings.setdefault("gpu_memory_utilization", float(m.group(2)))
+
+
+def _free_on_start(log: StartupLog, m: re.Match[str]) -> None:
+    log.terms["total_memory_bytes"] = _gib(m.group(2))
+
+
+def _desired_util(log: StartupLog, m: re.Match[str]) -> None:
+    log.settings.setdefault("gpu_memory_utilization", float(m.group(1)))
+
+
+def _concurrency(log: StartupLog, m: re.Match[str]) -> None:
+    log.max_concurrency = float(m.group(2))
+    log.settings.setdefault("max_model_len", _int(m.group(1)))
+
+
+def _sglang_before_load(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "sglang"
+    log.terms["pre_load_free_bytes"] = _gib(m.group(1))
+
+
+def _actual_usage(log: StartupLog, m: re.Match[str]) -> None:
+    """vLLM 0.10+: 'Actual usage is W GiB for weight, A GiB for peak activation, N GiB ...'."""
+    log.terms.setdefault("weights_bytes", _gib(m.group(1)))
+    log.terms.setdefault("activation_peak_bytes", _gib(m.group(2)))
+    log.terms.setdefault("non_torch_bytes", _gib(m.group(3)))
+
+
+def _vllm_version(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "vllm"
+    log.version = log.version or m.group(1)
+
+
+def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "sglang"
+    body = m.group(1)
+    if found := re.search(r"model_path='([^']+)'", body):
+        log.model = found.group(1)
+    for key, kind in (
+        ("mem_fraction_static", float),
+        ("tp_size", int),
+        ("chunked_prefill_size", int),
+        ("context_length", int),
+        ("page_size", int),
+    ):
+        if found := re.search(rf"\b{key}=([0-9.]+)", body):
+            log.settings[key] = kind(found.group(1))
+    if found := re.search(r"kv_cache_dtype='(\w+)'", body):
+        log.settings["kv_cache_dtype"] = found.group(1)
+
+
+def _sglang_after_load(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "sglang"
+    after = _gib(m.group(1))
+    if "pre_load_free_bytes" in log.terms:
+        log.terms["weights_bytes"] = log.terms["pre_load_free_bytes"] - after
+
+
+def _sglang_tokens(log: StartupLog, m: re.Match[str]) -> None:
+    log.engine = "sglang"
+    log.kv_cache_tokens = _int(m.group(1))
+    if found := re.search(r"context_len=(\d+)", m.group(0)):
+        log.settings.setdefault("context_length", int(found.group(1)))
+
+
+PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
+    (re.compile(r"non-default args: (\{.*\})"), _non_default_args),
+    (re.compile(r"Initializing an? (V[01]) LLM engine \(v?([0-9][^)]*)\)(.*)"), _engine_config),
+    (re.compile(r"vLLM API server version v?([0-9][0-9.a-z+]*)"), _vllm_version),
+    (re.compile(r"Memory profiling results: .*"), _profiling_v0),
+    (
+        re.compile(r"(?:Model loading|Loading model weights) took " + _NUM + r" ?Gi?B"),
+        _setter("terms", "weights_bytes"),
+    ),
+    (re.compile(r"model weights take " + _NUM + "GiB"), _setter("terms", "weights_bytes")),
+    (
+        re.compile(r"torch peak memory increase: " + _NUM + "GiB"),
+        _setter("terms", "activation_peak_bytes"),
+    ),
+    (
+        re.compile(r"PyTorch activation peak memory takes " + _NUM + "GiB"),
+        _setter("terms", "activation_peak_bytes"),
+    ),
+    (
+        re.compile(r"non-torch forward increase memory: " + _NUM + "GiB"),
+        _setter("terms", "non_torch_bytes"),
+    ),
+    (re.compile(r"non_torch_memory takes " + _NUM + "GiB"), _setter("terms", "non_torch_bytes")),
+    (
+        re.compile(r"total_gpu_memory \(" + _NUM + r"GiB\) x gpu_memory_utilization \(" + _NUM),
+        _v0_budget,
+    ),
+    (re.compile(r"Free memory on device \(" + _NUM + "/" + _NUM + r" GiB\)"), _free_on_start),
+    (re.compile(r"Desired GPU memory utilization is \(" + _NUM), _desired_util),
+    (
+        re.compile(
+            r"Actual usage is " + _NUM + r" GiB for weight, " + _NUM + r" GiB for peak "
+            r"activation, " + _NUM + r" GiB for non-torch memory"
+        ),
+        _actual_usage,
+    ),
+    (
+        re.compile(r"Estimated CUDA graph memory: " + _NUM + " GiB"),
+        _setter("terms", "cudagraph_bytes"),
+    ),
+    (
+        re.compile(r"Available KV cache memory: " + _NUM + " GiB"),
+        _setter("log", "available_kv_bytes"),
+    ),
+    (
+        re.compile(r"the rest of the memory reserved for KV Cache is " + _NUM + "GiB"),
+        _setter("log", "available_kv_bytes"),
+    ),
+    (re.compile(r"KV cache size: " + _NUM + " tokens"), _setter("log", "kv_cache_tokens", "int")),
+    (
+        re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + "x"),
+        _concurrency,
+    ),
+    (re.compile(r"(?:GPU|CUDA|cuda) blocks: " + _NUM), _setter("log", "num_gpu_blocks", "int")),
+    (re.compile(r"num_gpu_blocks is: " + _NUM), _setter("log", "num_gpu_blocks", "int")),
+    (re.compile(r"server_args=ServerArgs\((.*)\)"), _sglang_args),
+    (re.compile(r"Load weight begin\. avail mem=" + _NUM + " GB"), _sglang_before_load),
+    (re.compile(r"Load weight end\..*avail mem=" + _NUM + " GB"), _sglang_after_load),
+    (re.compile(r"max_total_num_tokens=" + _NUM + ".*"), _sglang_tokens),
+]
+
+
+# Patterns that only SGLang prints; every other recognised line implies vLLM.
+SGLANG_ONLY = {p.pattern for p, _ in PATTERNS[-4:]}
+
+
+def parse_startup_log(text: str, origin: str) -> StartupLog:
+    """Read every recognised line; a log with no engine or no KV figure is an error."""
+    log = StartupLog()
+    last_hit = 0
+    lines = text.splitlines()
+    for no, line in enumerate(lines, start=1):
+        for pattern, handler in PATTERNS:
+            matches = list(pattern.finditer(line))
+            if matches:
+                handler(log, matches[-1])  # a line quoting two figures means the later one
+                last_hit = no
+                if log.engine is None and pattern.pattern not in SGLANG_ONLY:
+                    log.engine = "vllm"
+    log.lines_read = len(lines)
+    if log.engine is None:
+        raise InputError(
+            "--from-log", f"{origin} line {min(len(lines), 1)}: not a vLLM or SGLang start-up log"
+        )
+    if log.kv_cache_tokens is None and log.num_gpu_blocks is not None:
+        log.kv_cache_tokens = log.num_gpu_blocks * int(log.settings.get("block_size", 16))
+    if log.kv_cache_tokens is None:
+        raise InputError(
+            "--from-log",
+            f"{origin} line {last_hit}: parsing stopped there: the log ends before the KV cache "
+            "size line (truncated?)",
+        )
+    return log

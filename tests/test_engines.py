@@ -1,0 +1,308 @@
+"""Engine-faithful KV predictions: vLLM's and SGLang's own arithmetic, versions, --from-log."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import DATA, MODELS, Result
+
+from planner.api import engine_plan, from_log_report
+from planner.core.engines import vllm
+from planner.core.engines.common import EnginePrediction
+from planner.units import GIB_BYTES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import engine_fidelity
+
+Cli = Callable[..., Result]
+CASES = [json.loads(x) for x in (DATA / "calibration" / "cases.jsonl").read_text().splitlines()]
+LLAMA8 = str(MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json")
+GIB = GIB_BYTES
+
+
+def gib(x: float) -> int:
+    return round(x * GIB)
+
+
+def plan(**kw: object) -> EnginePrediction:
+    base: dict[str, object] = {"engine": "vllm", "gpu": "h100", "model": LLAMA8}
+    result = engine_plan(**(base | kw))
+    assert isinstance(result, EnginePrediction)
+    return result
+
+
+def test_older_vllm_llama8b_h100_term_by_term() -> None:
+    # weights 14.99 GiB, activations 4.76, non-torch 0.13, 79.18 GiB seen by the engine
+    p = plan(
+        version="0.10.1",
+        gpu_memory_utilization=0.9,
+        max_model_len=8192,
+        measured={
+            "total_memory_bytes": gib(79.18),
+            "weights_bytes": gib(14.99),
+            "activation_peak_bytes": gib(4.76),
+            "non_torch_bytes": gib(0.13),
+        },
+    )
+    # 0.9 x 79.18 - 14.99 - 4.76 - 0.13 = 51.38 GiB (inputs are the log's 2-decimal GiB)
+    assert p.available_kv_bytes / GIB == pytest.approx(51.38, abs=0.005)
+    assert p.bytes_per_block == 32 * 16 * 8 * 256 * 2  # 2 MiB: 32 layers x 16 tokens x 8 heads
+    assert abs(p.num_gpu_blocks - 26_306) <= 1  # rounding of the four logged terms
+    # From the logged 51.38 GiB on, the arithmetic is exact: blocks, tokens, concurrency, lines.
+    p = plan(
+        version="0.10.1",
+        gpu_memory_utilization=0.9,
+        max_model_len=8192,
+        kv_cache_memory_bytes=gib(51.38),
+    )
+    assert p.num_gpu_blocks == 26_306
+    assert p.kv_cache_tokens == 420_896 == 26_306 * 16
+    assert round(p.max_concurrency, 2) == 51.38
+    assert p.log_lines[1:] == [
+        "GPU KV cache size: 420,896 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 51.38x",
+    ]
+
+
+def test_version_table_utilization_graphs_and_log_format() -> None:
+    old = plan(version="0.19.0", max_model_len=8192)
+    new = plan(version="0.20.2", max_model_len=8192)
+    newest = plan(max_model_len=8192)
+    assert old.settings["gpu_memory_utilization"] == 0.9
+    assert new.settings["gpu_memory_utilization"] == 0.92
+    assert old.cudagraph_bytes == 0 and new.cudagraph_bytes > 0  # estimate subtracted from 0.20
+    assert plan(version="0.20.2", max_model_len=8192, enforce_eager=True).cudagraph_bytes == 0
+    assert len(old.log_lines) == 3 and len(new.log_lines) == 3  # two capacity lines
+    assert len(newest.log_lines) == 2  # one combined line since 0.28
+    assert newest.log_lines[1].startswith("GPU KV cache size: ")
+    assert ", Maximum concurrency for 8,192 tokens per request: " in newest.log_lines[1]
+    assert any("default" in d for d in newest.defaults_used)
+
+
+def test_null_block_is_reserved_but_counted_in_the_log() -> None:
+    p = plan(version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
+    assert p.usable_blocks == p.num_gpu_blocks - 1
+    assert p.kv_cache_tokens == p.num_gpu_blocks * 16
+
+
+def test_v0_log_format() -> None:
+    p = plan(
+        version="0.6.4",
+        engine_mode="v0",
+        gpu="rtx-3090",
+        gpu_memory_utilization=0.9,
+        max_model_len=20000,
+    )
+    assert p.log_lines[0].startswith("# GPU blocks: ")
+    assert p.log_lines[1].startswith("Maximum concurrency for 20000 tokens per request: ")
+    assert p.settings["max_num_batched_tokens"] == 20000  # V0 profiles a max-length prompt
+
+
+def test_tp_beyond_kv_heads_keeps_one_head_per_rank() -> None:
+    tp8 = plan(version="0.19.0", tensor_parallel_size=8, max_model_len=8192)
+    tp16 = plan(version="0.19.0", tensor_parallel_size=16, max_model_len=8192)
+    page_one_head = 16 * 1 * 256 * 2
+    assert tp8.bytes_per_block == tp16.bytes_per_block == 32 * page_one_head
+
+
+def test_mla_latent_not_divided_by_tp() -> None:
+    dsv2 = str(MODELS / "deepseek-ai--DeepSeek-V2-Lite" / "config.json")
+    one = plan(model=dsv2, version="0.19.0", max_model_len=8192)
+    two = plan(model=dsv2, version="0.19.0", max_model_len=8192, tensor_parallel_size=2)
+    assert one.bytes_per_block == two.bytes_per_block == 27 * 16 * (512 + 64) * 2
+
+
+def test_sliding_window_per_request_blocks_gpt_oss() -> None:
+    gpt = str(MODELS / "openai--gpt-oss-20b" / "config.json")
+    p = plan(
+        model=gpt,
+        version="0.19.0",
+        max_model_len=8192,
+        tensor_parallel_size=2,
+        max_num_batched_tokens=8192,
+    )
+    assert p.num_kv_groups == 2  # 12 sliding + 12 full layers: equal buckets, one group each
+    # full: 8192/16 = 512; sliding: cdiv(min(128 - 1 + 8192, 8192), 16) + 1 = 513
+    assert p.blocks_per_request == 512 + 513
+    assert p.bytes_per_block == 12 * 16 * 4 * (64 + 64) * 2
+    assert p.kv_cache_tokens == p.num_gpu_blocks // 2 * 16
+
+
+def test_gemma3_hybrid_groups() -> None:
+    gemma = str(MODELS / "google--gemma-3-4b-it" / "config.json")
+    p = plan(model=gemma, version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
+    assert p.num_kv_groups == 1 + 6  # 5 global layers; 29 sliding layers in groups of 5
+    assert p.blocks_per_request == 512 + 6 * 513
+
+
+def test_calibration_errors_within_bounds() -> None:
+    errors: dict[str, list[float]] = {"vllm": [], "sglang": []}
+    for case in CASES:
+        predicted = engine_fidelity.predict(case).kv_cache_tokens
+        err = abs(predicted - case["kv_cache_tokens"]) / case["kv_cache_tokens"]
+        errors[case["engine"]].append(err)
+        if case["id"].startswith("llmd-"):
+            assert err < 0.01, case["id"]  # H100 vLLM 0.19 sweep: every case within 1%
+    assert statistics.median(errors["vllm"]) <= 0.02
+    assert statistics.median(errors["sglang"]) <= 0.02
+
+
+def test_sglang_docs_case() -> None:
+    p = engine_plan(
+        engine="sglang", gpu="h100", model=LLAMA8, version="0.4.1", mem_fraction_static=0.88
+    )
+    assert p.kv_cache_tokens == pytest.approx(444_500, rel=0.005)
+    assert p.settings["max_running_requests"] == 2049  # 0.4.x logs the pool size (+1)
+    assert "#tokens:" in p.log_lines[0] and "K size:" in p.log_lines[0]
+    replay = engine_plan(
+        engine="sglang",
+        gpu="h100",
+        model=LLAMA8,
+        version="0.4.1",
+        mem_fraction_static=0.88,
+        measured={"pre_load_free_bytes": gib(78.81), "weights_bytes": gib(78.81 - 63.72)},
+    )
+    assert replay.kv_cache_tokens == pytest.approx(444_500, rel=0.0005)
+
+
+def test_sglang_default_mem_fraction_h100() -> None:
+    # sglang.md worked example: 81,559 MiB, TP 1, non-MLA, defaults -> 0.830
+    p = engine_plan(engine="sglang", gpu="h100", model=LLAMA8, context_length=8192)
+    assert p.settings["mem_fraction_static"] == 0.830
+    p8 = engine_plan(engine="sglang", gpu="h100", model=LLAMA8, context_length=8192, tp_size=8)
+    assert p8.settings["mem_fraction_static"] == 0.812
+
+
+LOG_CASES = [
+    c for c in CASES if c["id"] not in ("vllm-4080-qwen25-7b-awq", "vllm-a100-80g-llama2-7b-pr2031")
+]
+
+
+@pytest.mark.parametrize("case", LOG_CASES, ids=lambda c: c["id"])
+def test_from_log_replays_the_logged_tokens(case: dict[str, object], tmp_path: Path) -> None:
+    log = tmp_path / "startup.log"
+    log.write_text(str(case["evidence"]).replace(" | ", "\n"))
+    kw = engine_fidelity.case_settings(case)
+    report = from_log_report(
+        log_path=str(log),
+        gpu=kw["gpu"],
+        model=kw["model"],
+        version=str(case["engine_version"] or "0.6.4"),
+    )
+    logged = report["log"]["kv_cache_tokens"]
+    assert logged == case["kv_cache_tokens"]
+    assert report["replayed"]["kv_cache_tokens"] == pytest.approx(logged, rel=0.005)
+    assert any(r["term"] == "kv_cache_tokens" for r in report["differences"])
+
+
+def test_cli_from_log_and_errors(cli: Cli, tmp_path: Path) -> None:
+    case = next(c for c in CASES if c["id"] == "llmd-h100-llama31-8b-tp1")
+    log = tmp_path / "vllm.log"
+    log.write_text(case["evidence"].replace(" | ", "\n"))
+    r = cli(
+        "capacity",
+        "--from-log",
+        str(log),
+        "--gpu",
+        "h100",
+        "--model",
+        LLAMA8,
+        "--engine-version",
+        "0.19.0",
+    )
+    assert r.code == 0, r.err
+    assert "Logged vs predicted" in r.out and "476,016" in r.out
+    junk = tmp_path / "junk.log"
+    junk.write_text("hello\nworld\n")
+    r = cli("capacity", "--from-log", str(junk), "--gpu", "h100")
+    assert r.code == 2 and "line 1: not a vLLM or SGLang start-up log" in r.err
+    truncated = tmp_path / "cut.log"
+    lines = case["evidence"].split(" | ")
+    truncated.write_text("\n".join(lines[:3]))
+    r = cli("capacity", "--from-log", str(truncated), "--gpu", "h100", "--model", LLAMA8)
+    assert r.code == 2 and "line 3: parsing stopped there" in r.err and r.err.count("\n") == 1
+
+
+def test_cli_engine_json_and_device_name(cli: Cli) -> None:
+    data = cli(
+        "capacity",
+        "--model",
+        LLAMA8,
+        "--gpu",
+        "NVIDIA H100 80GB HBM3",
+        "--engine",
+        "vllm",
+        "--engine-version",
+        "0.19.0",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--context",
+        "8192",
+        "--json",
+    ).json()
+    e = data["engine"]
+    for key in (
+        "name",
+        "version",
+        "total_memory_bytes",
+        "requested_memory_bytes",
+        "weights_bytes",
+        "activation_peak_bytes",
+        "non_torch_bytes",
+        "cudagraph_bytes",
+        "available_kv_bytes",
+        "num_gpu_blocks",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "term_sources",
+    ):
+        assert key in e
+    assert e["kv_cache_tokens"] == pytest.approx(476_016, rel=0.001)
+    assert e["term_sources"]["total_memory_bytes"] == "calibrated"
+
+
+def test_weight_dtype_override_is_online_fp8(cli: Cli) -> None:
+    base = ["capacity", "--model", LLAMA8, "--gpu", "h100", "--engine", "vllm", "--json"]
+    bf16 = cli(*base).json()["engine"]
+    fp8 = cli(*base, "--weight-dtype", "fp8").json()["engine"]
+    assert fp8["weights_bytes"] < 0.6 * bf16["weights_bytes"]
+    assert fp8["kv_cache_tokens"] > bf16["kv_cache_tokens"]
+
+
+def test_engine_bad_input(cli: Cli) -> None:
+    r = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--engine", "trtllm")
+    assert r.code == 2 and "--engine" in r.err
+    r = cli(
+        "capacity",
+        "--model",
+        LLAMA8,
+        "--gpu",
+        "h100",
+        "--engine",
+        "vllm",
+        "--gpu-memory-utilization",
+        "0.1",
+    )
+    assert r.code == 2 and "leaves no KV cache" in r.err
+    r = cli(
+        "capacity",
+        "--model",
+        LLAMA8,
+        "--gpu",
+        "h100",
+        "--engine",
+        "vllm",
+        "--engine-version",
+        "latest",
+    )
+    assert r.code == 2 and "--engine-version" in r.err
+
+
+def test_capture_sizes_example() -> None:
+    # vllm.md: H100 serve defaults -> max 512 -> 3 + 31 + 17 = 51 sizes
+    assert len(vllm.capture_sizes(1024, 8192)) == 51
