@@ -757,3 +757,208 @@ SGLANG_LOG_KEYS = (
     "page_size",
     "kv_cache_dtype",
 )
+
+
+def capacity_report(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    engine: dict[str, Any] | None,
+) -> tuple[CapacityPlan, Any]:
+    """The textbook plan and, when an engine is named, that engine's prediction."""
+    from planner.units import GIB_BYTES
+
+    plan = capacity_plan(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_bytes=round(gpu_memory_gib * GIB_BYTES) if gpu_memory_gib else None,
+        **settings,
+    )
+    if engine is None:
+        return plan, None
+    flags = dict(engine.get("flags") or {})
+    quantization = flags.pop("quantization", None)
+    if engine.get("version"):
+        flags["version"] = engine["version"]
+    measured = {}
+    if gpu_memory_gib:
+        measured["total_memory_bytes"] = round(gpu_memory_gib * GIB_BYTES)
+    prediction = engine_plan(
+        engine=engine["name"],
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        quantization=quantization,
+        measured=measured,
+        **flags,
+    )
+    return plan, prediction
+
+
+def lock_for(
+    plan: CapacityPlan,
+    prediction: Any,
+    *,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu: str,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    engine: dict[str, Any] | None,
+) -> Any:
+    """The plan lock file for a computed plan."""
+    from planner import __version__
+    from planner.core.capacity import capacity_json
+    from planner.plan import SCHEMA_VERSION, EngineInputs, PlanInputs, PlanLock, figures_from
+
+    payload = capacity_json(plan)
+    if prediction is not None:
+        payload["engine"] = prediction.model_dump()
+    return PlanLock(
+        schema_version=SCHEMA_VERSION,
+        planner_version=__version__,
+        inputs=PlanInputs(
+            preset=preset,
+            model=model,
+            requested_revision=revision,
+            revision=plan.model.revision,
+            config_sha256=plan.model.config_sha256,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=dict(settings),
+            engine=EngineInputs(**engine) if engine else None,
+        ),
+        figures=figures_from(payload),
+        flags=plan.flags.model_dump(),
+    )
+
+
+def parse_tolerance(text: str) -> float:
+    """`2%` or `0.02` -> 0.02."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError as exc:
+        raise InputError("--tolerance", f"{text!r}: expected a share like 2% or 0.02") from exc
+    if not 0 <= value < 1:
+        raise InputError("--tolerance", f"{text!r} is outside [0%, 100%)")
+    return value
+
+
+def drift_report(
+    *,
+    plan_path: str,
+    recompute: bool | None,
+    revision_mode: str,
+    tolerance: float,
+    against_args: list[str],
+    against_args_files: list[str],
+    metrics_urls: list[str],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Compare a plan lock with a recomputation, deployed args and /metrics; stable output."""
+    from pathlib import Path
+
+    from planner import drift
+    from planner.errors import SourceUnavailable
+    from planner.plan import figures_from, load
+    from planner.sources.deployed import fetch_metrics, parse_args_text, parse_prometheus
+
+    path = Path(plan_path)
+    if not path.is_file():
+        raise InputError("plan", f"{plan_path}: no such file")
+    lock = load(path.read_text(encoding="utf-8"), plan_path)
+    if revision_mode not in ("current", "pinned"):
+        raise InputError("--revision", f"{revision_mode!r}; accepted: current, pinned")
+    if timeout_s <= 0:
+        raise InputError("--timeout", f"must be > 0 s (got {timeout_s})")
+    rows: list[drift.Difference] = []
+    sources: list[dict[str, str]] = []
+    unreachable = False
+    if recompute is None:
+        recompute = not (against_args or against_args_files or metrics_urls)
+    if recompute:
+        i = lock.inputs
+        revision = i.revision if revision_mode == "pinned" and i.revision else i.requested_revision
+        try:
+            plan, prediction = capacity_report(
+                gpu=i.gpu,
+                preset=i.preset,
+                model=i.model,
+                revision=revision,
+                gpu_memory_gib=i.gpu_memory_gib,
+                settings=i.settings,
+                engine=i.engine.model_dump() if i.engine else None,
+            )
+        except SourceUnavailable as exc:
+            sources.append({"where": "recompute", "status": f"unreachable: {exc}"})
+            unreachable = True
+        else:
+            from planner.core.capacity import capacity_json
+
+            payload = capacity_json(plan)
+            if prediction is not None:
+                payload["engine"] = prediction.model_dump()
+            where = "recompute"
+            if i.config_sha256 and plan.model.config_sha256 != i.config_sha256:
+                rows.append(
+                    drift.Difference(
+                        where=where,
+                        key="model.config_sha256",
+                        planned=i.config_sha256[:12],
+                        actual=(plan.model.config_sha256 or "")[:12],
+                        tolerance="exact",
+                    )
+                )
+            if i.revision and plan.model.revision and plan.model.revision != i.revision:
+                rows.append(
+                    drift.Difference(
+                        where=where,
+                        key="model.revision",
+                        planned=i.revision,
+                        actual=plan.model.revision,
+                        tolerance="exact",
+                    )
+                )
+            rows += drift.compare_figures(lock.figures, figures_from(payload), tolerance, where)
+            for engine, line in sorted(lock.flags.items()):
+                actual = plan.flags.model_dump()[engine]
+                rows += drift.compare_flags(line, drift.line_flags(actual), f"{where} {engine}")
+            sources.append({"where": "recompute", "status": f"ok (revision {revision_mode})"})
+    for index, text in enumerate(against_args):
+        for deployed in parse_args_text(text, f"--against-args[{index}]"):
+            rows += drift.compare_deployed(lock, deployed)
+            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
+    for name in against_args_files:
+        file = Path(name)
+        if not file.is_file():
+            raise InputError("--against-args-file", f"{name}: no such file")
+        for deployed in parse_args_text(file.read_text(encoding="utf-8"), name):
+            rows += drift.compare_deployed(lock, deployed)
+            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
+    for scrape in fetch_metrics(metrics_urls, timeout_s) if metrics_urls else []:
+        if scrape.text is None:
+            unreachable = True
+            sources.append({"where": scrape.url, "status": scrape.error or "unreachable"})
+            continue
+        found, status = drift.compare_metrics(
+            lock, parse_prometheus(scrape.text), scrape.url, tolerance
+        )
+        rows += found
+        sources.append({"where": scrape.url, "status": status})
+    code = 1 if rows else (3 if unreachable else 0)
+    return {
+        "plan": plan_path,
+        "clean": not rows and not unreachable,
+        "exit_code": code,
+        "differences": [r.model_dump() for r in rows],
+        "sources": sources,
+    }

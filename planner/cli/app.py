@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from planner.cli import capacity, gpus, presets, simulate, slo, spec
+from planner.cli import capacity, drift, gpus, presets, simulate, slo, spec
 
 app = typer.Typer(
     name="planner",
@@ -22,6 +22,7 @@ app.command("spec")(spec.spec)
 app.command("gpus")(gpus.gpus)
 app.command("simulate")(simulate.simulate)
 app.command("slo")(slo.slo)
+app.command("drift")(drift.drift)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,10 +78,13 @@ def capacity(
     from_log: Annotated[
         str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
     ] = None,
+    save: Annotated[
+        str | None, typer.Option(help="Write a plan lock file (YAML) for `planner drift`.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Does the model fit, how many sequences run at once, and what binds them."""
-    from planner.api import capacity_plan
+    from planner.api import capacity_report, lock_for
     from planner.core.capacity import capacity_json
     from planner.errors import InputError
     from planner.units import GIB_BYTES
@@ -120,19 +123,9 @@ def capacity(
         raise InputError("--gpu-memory-gib", f"must be > 0 (got {gpu_memory_gib})")
     if workspace_gib < 0:
         raise InputError("--workspace-gib", f"must be >= 0 (got {workspace_gib})")
-    plan = capacity_plan(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        gpu_memory_bytes=round(gpu_memory_gib * GIB_BYTES) if gpu_memory_gib else None,
-        **settings,
-    )
-    prediction = None
+    engine_inputs: dict[str, Any] | None = None
     if engine is not None:
-        from planner.api import engine_plan
-
-        kv_flag = {"fp8": "fp8"}.get(plan.settings.kv_dtype, "auto")
+        kv_flag = "fp8" if kv_dtype == "fp8" else "auto"
         if engine == "vllm":
             flags: dict[str, Any] = {
                 "gpu_memory_utilization": gpu_memory_utilization,
@@ -157,22 +150,39 @@ def capacity(
                 "tp_size": tp,
                 "pp_size": pp,
             }
-        if engine_version:
-            flags["version"] = engine_version
-        quant = quantization or ({"fp8": "fp8"}.get(weight_dtype or "") if weight_dtype else None)
-        measured = {}
-        if gpu_memory_gib:
-            measured["total_memory_bytes"] = round(gpu_memory_gib * GIB_BYTES)
-        prediction = engine_plan(
-            engine=engine,
-            gpu=gpu,
+        quant = quantization or ("fp8" if weight_dtype == "fp8" else None)
+        flags |= {"version": engine_version, "quantization": quant}
+        engine_inputs = {
+            "name": engine,
+            "version": engine_version,
+            "flags": {k: v for k, v in flags.items() if v is not None and k != "version"},
+        }
+    plan, prediction = capacity_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=gpu_memory_gib,
+        settings=settings,
+        engine=engine_inputs,
+    )
+    if save is not None:
+        from pathlib import Path
+
+        from planner.plan import dump
+
+        lock = lock_for(
+            plan,
+            prediction,
             preset=preset,
             model=model,
             revision=revision,
-            quantization=quant,
-            measured=measured,
-            **{k: v for k, v in flags.items() if v is not None},
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=settings,
+            engine=engine_inputs,
         )
+        Path(save).write_text(dump(lock), encoding="utf-8")
     if json_out:
         payload = capacity_json(plan)
         if prediction is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 from functools import cache
 from pathlib import Path
@@ -78,16 +79,19 @@ def load_model_preset(name: str, field: str = "--preset") -> ModelSpec:
     except ValidationError as exc:
         raise InputError(field, f"{path}: {validation_message(exc)}") from exc
     if isinstance(preset.config, str):
-        cfg = json.loads((path.parent / preset.config).read_text(encoding="utf-8"))
+        raw = (path.parent / preset.config).read_bytes()
+        cfg = json.loads(raw)
         source = f"preset {name} (config {preset.config})"
     else:
         cfg = preset.config
+        raw = json.dumps(cfg, sort_keys=True).encode()
         source = f"preset {name}"
     spec = model_spec_from_config(
         cfg,
         name=name,
         source=source,
         serve_id=preset.serve_id,
+        config_sha256=hashlib.sha256(raw).hexdigest(),
         exact_weights_bytes=preset.total_size_bytes,
     )
     if preset.params is not None:

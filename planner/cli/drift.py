@@ -1,0 +1,106 @@
+"""`planner drift`: fail CI when what runs, or the model upstream, no longer matches the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.render import console, emit_json
+
+
+def drift(
+    plan: Annotated[str, typer.Argument(help="Plan lock file written by `capacity --save`.")],
+    recompute: Annotated[
+        bool | None,
+        typer.Option(
+            "--recompute/--no-recompute",
+            help="Re-read inputs and recompute [default: on unless --against-* given].",
+        ),
+    ] = None,
+    revision: Annotated[
+        str, typer.Option(help="Recompute at the 'current' requested ref or the 'pinned' commit.")
+    ] = "current",
+    tolerance: Annotated[str, typer.Option(help="Relative tolerance for figures.")] = "2%",
+    against_args: Annotated[
+        list[str] | None, typer.Option(help="A deployed command line (repeatable).")
+    ] = None,
+    against_args_file: Annotated[
+        list[str] | None,
+        typer.Option(help="Command file, vLLM --config YAML, k8s manifest or compose file."),
+    ] = None,
+    against_metrics: Annotated[
+        list[str] | None, typer.Option(help="A running server's /metrics URL (repeatable).")
+    ] = None,
+    endpoints: Annotated[
+        str | None, typer.Option(help="File with one /metrics URL per line.")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per /metrics fetch.")] = 5.0,
+    output_format: Annotated[
+        str, typer.Option("--format", help="table, json or github (Actions annotations).")
+    ] = "table",
+    json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+) -> None:
+    """Exit 0 clean, 1 drift, 2 bad plan or input, 3 a source unreachable."""
+    from planner.api import drift_report, parse_tolerance
+    from planner.errors import InputError
+
+    fmt = "json" if json_out else output_format
+    if fmt not in ("table", "json", "github"):
+        raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
+    urls = list(against_metrics or [])
+    if endpoints is not None:
+        path = Path(endpoints)
+        if not path.is_file():
+            raise InputError("--endpoints", f"{endpoints}: no such file")
+        urls += [u.strip() for u in path.read_text().splitlines() if u.strip() and u[0] != "#"]
+    report = drift_report(
+        plan_path=plan,
+        recompute=recompute,
+        revision_mode=revision,
+        tolerance=parse_tolerance(tolerance),
+        against_args=list(against_args or []),
+        against_args_files=list(against_args_file or []),
+        metrics_urls=urls,
+        timeout_s=timeout,
+    )
+    if fmt == "json":
+        emit_json(report)
+    elif fmt == "github":
+        render_github(report)
+    else:
+        render_table(report)
+    raise typer.Exit(report["exit_code"])
+
+
+def render_table(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = console()
+    for s in report["sources"]:
+        out.print(f"{s['where']}: {s['status']}", markup=False)
+    if not report["differences"]:
+        out.print("clean" if report["clean"] else "no drift found, but a source was unreachable")
+        return
+    table = Table(title=f"Drift against {report['plan']}", title_justify="left")
+    for col in ("where", "key", "planned", "actual", "tolerance"):
+        table.add_column(col)
+    for d in report["differences"]:
+        table.add_row(d["where"], d["key"], str(d["planned"]), str(d["actual"]), d["tolerance"])
+    out.print(table)
+
+
+def render_github(report: dict[str, Any]) -> None:
+    import sys
+
+    for d in report["differences"]:
+        sys.stdout.write(
+            f"::error file={report['plan']},title=planner drift::{d['where']}: {d['key']} "
+            f"planned {d['planned']}, actual {d['actual']} (tolerance {d['tolerance']})\n"
+        )
+    for s in report["sources"]:
+        if s["status"].startswith("unreachable"):
+            sys.stdout.write(f"::warning title=planner drift::{s['where']}: {s['status']}\n")
+    if report["clean"]:
+        sys.stdout.write(f"::notice title=planner drift::{report['plan']}: clean\n")

@@ -1,0 +1,133 @@
+"""The plan lock file: what a capacity plan was computed from, what it found, what to launch.
+
+`planner capacity ... --save plan.yaml` writes one; `planner drift plan.yaml` checks reality
+against it. The schema is versioned (`schema_version`) and exported to docs/plan.schema.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner.errors import InputError
+
+SCHEMA_VERSION = 1
+
+
+class EngineInputs(BaseModel):
+    """The engine a plan was made for, with the flags given to `planner capacity`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="vllm | sglang")
+    version: str | None = None
+    flags: dict[str, Any] = Field(default_factory=dict)
+
+
+class PlanInputs(BaseModel):
+    """Everything needed to recompute the plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str | None = None
+    model: str | None = Field(default=None, description="config path or Hub repo id")
+    requested_revision: str | None = None
+    revision: str | None = Field(default=None, description="the commit the config was read at")
+    config_sha256: str | None = None
+    gpu: str
+    gpu_memory_gib: float | None = None
+    settings: dict[str, Any]
+    engine: EngineInputs | None = None
+
+
+class PlanLock(BaseModel):
+    """A committed capacity plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = Field(ge=1, description="bumped on incompatible changes")
+    planner_version: str
+    command: str = "capacity"
+    inputs: PlanInputs
+    figures: dict[str, Any] = Field(description="the numbers drift compares, by name")
+    flags: dict[str, str] = Field(description="launch lines: {vllm, sglang}")
+
+
+# Figures compared with --tolerance (numbers) or exactly (strings), as capacity --json names them.
+FIGURE_KEYS = (
+    "kv_bytes_per_token",
+    "weights_bytes_per_gpu",
+    "kv_pool_bytes",
+    "max_seqs_contiguous",
+    "max_seqs_paged",
+    "operating_concurrency",
+    "binding",
+)
+ENGINE_FIGURE_KEYS = ("kv_cache_tokens", "num_gpu_blocks", "available_kv_bytes")
+
+
+def figures_from(capacity: dict[str, Any]) -> dict[str, Any]:
+    """The compared figures out of a capacity --json object (engine ones prefixed)."""
+    out = {k: capacity[k] for k in FIGURE_KEYS}
+    engine = capacity.get("engine")
+    if engine:
+        out |= {f"engine.{k}": engine[k] for k in ENGINE_FIGURE_KEYS}
+    return out
+
+
+def dump(lock: PlanLock) -> str:
+    """YAML text, keys in schema order."""
+    return yaml.safe_dump(lock.model_dump(), sort_keys=False, width=100)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """1-based line of the YAML node at a pydantic error location (deepest one found)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            match = node.value[part] if part < len(node.value) else None
+        else:
+            match = None
+        if match is None:
+            break
+        node = match
+        line = node.start_mark.line + 1
+    return line
+
+
+def load(text: str, origin: str) -> PlanLock:
+    """Parse and validate a plan file; errors name the line and the field."""
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError("plan", f"{origin}{where}: not valid YAML (truncated?)") from exc
+    if not isinstance(data, dict):
+        raise InputError("plan", f"{origin} line 1: expected a plan mapping")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise InputError(
+            "schema_version",
+            f"{origin}: schema_version {version} is newer than this planner's {SCHEMA_VERSION}; "
+            "upgrade planner",
+        )
+    try:
+        return PlanLock.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(node, loc)
+        where = f" line {line}" if line else ""
+        field = ".".join(str(p) for p in loc) or "plan"
+        raise InputError(field, f"{origin}{where}: {err['msg'].lower()}") from exc
+
+
+def json_schema() -> dict[str, Any]:
+    """The lock file's JSON Schema (docs/plan.schema.json is generated from this)."""
+    return PlanLock.model_json_schema()

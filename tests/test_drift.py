@@ -1,0 +1,236 @@
+"""`planner drift` with real files and real loopback servers (Hub-like and /metrics)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from helpers import DATA, MODELS, Result
+from hub_server import FakeHub, Repo, serve
+
+from planner.plan import SCHEMA_VERSION, json_schema, load
+
+Cli = Callable[..., Result]
+DEPLOY = DATA / "deploy"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def plan_file(cli: Cli, tmp_path: Path) -> Path:
+    path = tmp_path / "plan.yaml"
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--save", str(path))
+    assert r.code == 0, r.err
+    return path
+
+
+def test_saved_plan_is_clean(cli: Cli, plan_file: Path) -> None:
+    lock = load(plan_file.read_text(), str(plan_file))
+    assert lock.schema_version == SCHEMA_VERSION and lock.figures["max_seqs_paged"] == 69
+    r = cli("drift", str(plan_file))
+    assert r.code == 0 and "clean" in r.out
+
+
+def test_json_report_is_byte_identical(cli: Cli, plan_file: Path) -> None:
+    args = ("drift", str(plan_file), "--against-args-file", str(DEPLOY / "compose.yaml"), "--json")
+    first, second = cli(*args), cli(*args)
+    assert first.code == second.code == 1
+    assert first.out == second.out
+
+
+@pytest.mark.parametrize(
+    ("fixture", "flag", "actual"),
+    [
+        ("k8s-deployment.yaml", "--max-num-seqs", "96"),
+        ("compose.yaml", "--gpu-memory-utilization", "0.9"),
+        ("vllm-config.yaml", "--block-size", "32"),
+    ],
+)
+def test_deployed_configs_with_one_changed_flag(
+    cli: Cli, plan_file: Path, fixture: str, flag: str, actual: str
+) -> None:
+    r = cli("drift", str(plan_file), "--against-args-file", str(DEPLOY / fixture), "--json")
+    assert r.code == 1
+    diffs = r.json()["differences"]
+    assert [(d["key"], d["actual"]) for d in diffs] == [(flag, actual)]
+
+
+def test_statefulset_with_shell_command_is_clean(cli: Cli, plan_file: Path) -> None:
+    path = DEPLOY / "k8s-statefulset-clean.yaml"
+    r = cli("drift", str(plan_file), "--against-args-file", str(path))
+    assert r.code == 0, r.out
+
+
+def test_command_line_and_github_format(cli: Cli, plan_file: Path) -> None:
+    cmd = (
+        "python -m sglang.launch_server --model-path m --tp-size 1 --context-length 8192 "
+        "--max-running-requests 69 --mem-fraction-static 0.9 --kv-cache-dtype auto "
+        "--page-size 16"
+    )
+    r = cli("drift", str(plan_file), "--against-args", cmd, "--format", "github")
+    assert r.code == 1
+    assert r.out.startswith("::error file=") and "--mem-fraction-static planned 0.96" in r.out
+
+
+def metrics_text(util: str, blocks: int) -> str:
+    return (
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        "# TYPE vllm:cache_config_info gauge\n"
+        f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
+        f'gpu_memory_utilization="{util}",num_gpu_blocks="{blocks}"}} 1.0\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+    )
+
+
+@contextmanager
+def metrics_server(pages: dict[str, str], delay_s: float = 0.0) -> Iterator[str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/slow"):
+                time.sleep(delay_s)
+            body = pages.get(self.path.split("?")[0], "").encode()
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# The gqa-70b / mi300x plan: 42.21 GiB pool / 320 KiB = 138,302 tokens = 8,643 blocks of 16.
+CLEAN = metrics_text("0.98", 8700)
+DRIFTED = metrics_text("0.9", 6000)
+
+
+def test_metrics_endpoints(cli: Cli, plan_file: Path) -> None:
+    with metrics_server({"/a/metrics": CLEAN, "/b/metrics": DRIFTED}) as base:
+        clean = cli("drift", str(plan_file), "--against-metrics", f"{base}/a/metrics", "--json")
+        assert clean.code == 0, clean.out
+        r = cli(
+            "drift",
+            str(plan_file),
+            "--against-metrics",
+            f"{base}/a/metrics",
+            "--against-metrics",
+            f"{base}/b/metrics",
+            "--json",
+        )
+    assert r.code == 1
+    keys = {(d["where"].split("/")[-2], d["key"]) for d in r.json()["differences"]}
+    assert keys == {("b", "gpu_memory_utilization"), ("b", "kv_cache_tokens")}
+    assert len(r.json()["sources"]) == 2
+
+
+def test_unreachable_endpoints_exit_3_while_others_are_checked(
+    cli: Cli, plan_file: Path, tmp_path: Path
+) -> None:
+    with metrics_server({"/a/metrics": CLEAN, "/slow/metrics": CLEAN}, delay_s=2.0) as base:
+        endpoints = tmp_path / "endpoints.txt"
+        endpoints.write_text(
+            f"{base}/a/metrics\n# comment\n{base}/slow/metrics\nhttp://127.0.0.1:9/metrics\n"
+        )
+        r = cli(
+            "drift", str(plan_file), "--endpoints", str(endpoints), "--timeout", "0.5", "--json"
+        )
+    assert r.code == 3
+    status = {
+        s["where"].split("/")[-2]
+        if "/a/" in s["where"] or "/slow/" in s["where"]
+        else "refused": s["status"]
+        for s in r.json()["sources"]
+    }
+    assert status["a"].startswith("ok")
+    assert status["slow"].startswith("unreachable") and status["refused"].startswith("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("edit", "text"),
+    [
+        (lambda t: t[: len(t) // 2] + "\n  figures: [", "not valid YAML"),
+        (
+            lambda t: t.replace("max_seqs_paged: 69", "max_seqs_paged: 69\n  bogus: {"),
+            "not valid YAML",
+        ),
+        (lambda t: t.replace("  gpu: mi300x\n", ""), "inputs.gpu"),
+        (lambda t: t.replace("schema_version: 1", "schema_version: 9"), "newer than"),
+        (lambda t: t.replace("schema_version: 1", "schema_version: one"), "schema_version"),
+    ],
+)
+def test_broken_plans_exit_2_with_line_and_field(
+    cli: Cli, plan_file: Path, edit: Callable[[str], str], text: str
+) -> None:
+    plan_file.write_text(edit(plan_file.read_text()))
+    r = cli("drift", str(plan_file))
+    assert r.code == 2 and text in r.err and r.err.count("\n") == 1
+
+
+def test_field_errors_carry_the_line(cli: Cli, plan_file: Path) -> None:
+    lines = plan_file.read_text().splitlines()
+    number = next(i for i, ln in enumerate(lines, 1) if ln.startswith("schema_version"))
+    plan_file.write_text(plan_file.read_text().replace("schema_version: 1", "schema_version: x"))
+    assert f"line {number}" in cli("drift", str(plan_file)).err
+
+
+def test_upstream_config_change_is_drift(tmp_path: Path) -> None:
+    llama = (MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_bytes()
+    changed = json.loads(llama)
+    changed["num_key_value_heads"] = 4
+    hub = FakeHub(
+        repos={
+            "org/model": Repo(revisions={"a" * 40: {"config.json": llama}}, refs={"main": "a" * 40})
+        }
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    with serve(hub) as running:
+        env |= {"HF_ENDPOINT": running.url, "HF_HOME": str(tmp_path / "hf")}
+        plan = tmp_path / "plan.yaml"
+        run = [sys.executable, "-m", "planner"]
+        saved = subprocess.run(
+            [*run, "capacity", "--model", "org/model", "--gpu", "h100", "--save", str(plan)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert saved.returncode == 0, saved.stderr
+        clean = subprocess.run([*run, "drift", str(plan)], env=env, capture_output=True, text=True)
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        # Upstream moves main to a new commit with a different config.json.
+        hub.repos["org/model"].revisions["b" * 40] = {"config.json": json.dumps(changed).encode()}
+        hub.repos["org/model"].refs["main"] = "b" * 40
+        moved = subprocess.run(
+            [*run, "drift", str(plan), "--json"], env=env, capture_output=True, text=True
+        )
+        pinned = subprocess.run(
+            [*run, "drift", str(plan), "--revision", "pinned"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    assert moved.returncode == 1, moved.stderr
+    keys = {d["key"] for d in json.loads(moved.stdout)["differences"]}
+    assert {"model.config_sha256", "model.revision", "kv_bytes_per_token"} <= keys
+    assert pinned.returncode == 0, pinned.stdout  # the pinned commit still has the old config
+
+
+def test_json_schema_doc_is_current() -> None:
+    doc = json.loads((ROOT / "docs" / "plan.schema.json").read_text())
+    assert doc == json_schema()
