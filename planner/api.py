@@ -502,7 +502,7 @@ def slo_advice(
         "validation": None,
         "curve": [
             {"batch": b, "step_ms": step.step_ms(b), "tok_s": b / step.step_ms(b) * 1000.0}
-            for b in sorted({1, max(1, cap // 4), max(1, cap // 2), cap, cap * 2})
+            for b in sorted({1, cap * 2} | {max(1, round(cap * f / 8)) for f in range(1, 13)})
         ],
     }
     if prompt_tokens is not None:
@@ -601,7 +601,7 @@ def engine_plan(
     model: str | None = None,
     revision: str | None = None,
     quantization: str | None = None,
-    measured: dict[str, int] | None = None,
+    measured: dict[str, Any] | None = None,
     engine_mode: str | None = None,
     **flags: Any,
 ) -> Any:
@@ -610,7 +610,16 @@ def engine_plan(
     from planner.core.hf_config import quantized_weights_bytes
 
     spec = resolve_model(preset, model, revision)
-    card = find_gpu(gpu)
+    measured = dict(measured or {})
+    if gpu.strip().lower() == "auto":
+        from planner.sources.devices import cuda_runtime_total_bytes, detect, planning_gpu
+
+        card, _device_bytes, _provenance = planning_gpu(detect())
+        cuda_total = cuda_runtime_total_bytes()
+        if cuda_total is not None and "total_memory_bytes" not in measured:
+            measured |= {"total_memory_bytes": cuda_total, "total_memory_source": "device"}
+    else:
+        card = find_gpu(gpu)
     weights = exact = None
     if quantization is not None:
         if quantization not in SIZED_QUANTIZATIONS:
@@ -626,7 +635,7 @@ def engine_plan(
                 spec,
                 card,
                 vllm.VllmSettings(**flags),
-                vllm.MeasuredTerms(**(measured or {})),
+                vllm.MeasuredTerms(**measured),
                 weights,
                 exact,
             )
@@ -635,7 +644,7 @@ def engine_plan(
                 spec,
                 card,
                 sglang.SglangSettings(**flags),
-                sglang.MeasuredTerms(**(measured or {})),
+                sglang.MeasuredTerms(**measured),
                 weights,
                 exact,
             )

@@ -175,3 +175,15 @@ def test_catalog_json_entries(cli: Cli) -> None:
             "fp8_dense_flops",
             "source",
         } <= g.keys()
+
+
+def test_engine_mode_on_a_detected_card(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
+) -> None:
+    use_nvml(monkeypatch, [Dev(H100[0], H100[1], 80 * GIB)])
+    monkeypatch.setitem(sys.modules, "torch", None)  # no CUDA runtime: the catalog's CUDA total
+    data = cli(
+        "capacity", "--preset", "gqa-8b", "--gpu", "auto", "--engine", "vllm", "--json"
+    ).json()
+    assert data["engine"]["term_sources"]["total_memory_bytes"] == "calibrated"
+    assert data["hbm_basis"] == "device"

@@ -78,6 +78,9 @@ def simulate(
     tp: Annotated[int, typer.Option(help="Tensor-parallel size (derived cost).")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
+    plot: Annotated[
+        str | None, typer.Option(help="Save the sweep chart as an image (plot extra).")
+    ] = None,
 ) -> None:
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
     from planner.api import simulation
@@ -141,6 +144,29 @@ def simulate(
         model=model,
         capacity_settings={"tp": tp},
     )
+    if plot is not None:
+        if not result["sweep"]:
+            raise InputError("--plot", "charts a --sweep; add --sweep max_batch=...")
+        from planner.cli.plot import Chart, Series, save
+
+        rows = result["sweep"]
+        caps = [r["max_batch"] for r in rows]
+        peak = result["goodput_peak"]["max_batch"]
+        save(
+            Chart(
+                title="Batch-cap sweep",
+                x_label="max_batch",
+                y_label="output tok/s",
+                right_label="goodput %",
+                log_x=True,
+                series=[
+                    Series("tok/s", caps, [r["tok_s"] for r in rows]),
+                    Series("goodput %", caps, [r["goodput_pct"] for r in rows], right_axis=True),
+                ],
+                marks=[(peak, f"goodput peak {peak}")],
+            ),
+            plot,
+        )
     if json_out:
         emit_json(result)
     elif csv_out:

@@ -37,6 +37,9 @@ def slo(
     ] = False,
     rate: Annotated[float | None, typer.Option(help="Arrival rate for --validate, req/s.")] = None,
     workload: Annotated[str, typer.Option(help="Workload for --validate.")] = "reference",
+    plot: Annotated[
+        str | None, typer.Option(help="Also save the chart as an image (plot extra).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and flags."""
@@ -76,6 +79,29 @@ def slo(
         model=model,
         **settings,
     )
+    if plot is not None:
+        from planner.cli.plot import Chart, Series, save
+
+        curve = result["curve"]
+        save(
+            Chart(
+                title=f"Step time and throughput vs batch ({result['source']})",
+                x_label="batch size B",
+                y_label="step time (ms)",
+                right_label="tok/s",
+                series=[
+                    Series("t_step", [p["batch"] for p in curve], [p["step_ms"] for p in curve]),
+                    Series(
+                        "throughput",
+                        [p["batch"] for p in curve],
+                        [p["tok_s"] for p in curve],
+                        right_axis=True,
+                    ),
+                ],
+                marks=[(result["batch_cap"], f"cap {result['batch_cap']} @ TPOT {tpot:g} ms")],
+            ),
+            plot,
+        )
     if json_out:
         emit_json(result)
         return

@@ -31,6 +31,9 @@ def spec(
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
     mean_len: Annotated[int, typer.Option(help="Mean tokens per sequence.")] = 2000,
     max_batch: Annotated[int, typer.Option(help="Largest concurrency scanned.")] = 4096,
+    plot: Annotated[
+        str | None, typer.Option(help="Also save S against k as an image (plot extra).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
@@ -52,6 +55,26 @@ def spec(
         draft_model=draft_model,
         **settings,
     )
+    if plot is not None:
+        from planner.cli.plot import Chart, Series, save
+
+        alphas = sorted({r["alpha"] for r in result["rows"]})
+        save(
+            Chart(
+                title=f"Speculative speedup (c = {draft_cost}, v = {verify_cost})",
+                x_label="draft length k",
+                y_label="speedup S = E / C",
+                series=[
+                    Series(
+                        f"alpha {a}",
+                        [r["k"] for r in result["rows"] if r["alpha"] == a],
+                        [r["speedup"] for r in result["rows"] if r["alpha"] == a],
+                    )
+                    for a in alphas
+                ],
+            ),
+            plot,
+        )
     if json_out:
         emit_json(result)
         return

@@ -218,3 +218,22 @@ def planning_gpu(found: Detection) -> tuple[GpuSpec, int, list[str]]:
         source="detected on this host",
     )
     return spec, first.memory_total_bytes, provenance
+
+
+def cuda_runtime_total_bytes() -> int | None:
+    """cudaMemGetInfo's total (what engines budget from) when torch with CUDA is installed."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return int(torch.cuda.mem_get_info()[1])
+    except Exception:  # a broken CUDA runtime is "not available", like no runtime at all
+        return None

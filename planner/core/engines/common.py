@@ -11,7 +11,7 @@ from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
 
-TermSource = Literal["exact", "derived", "calibrated", "log", "user", "default"]
+TermSource = Literal["exact", "derived", "calibrated", "log", "device", "user", "default"]
 
 # NVML total minus what cudaMemGetInfo reports, for cards whose CUDA total no log printed:
 # the median of the six pairs in ../shared/gpus/NOTES.md ("What the engines see"):

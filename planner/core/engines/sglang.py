@@ -67,6 +67,7 @@ class MeasuredTerms(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     total_memory_bytes: int | None = None
+    total_memory_source: TermSource = "log"
     pre_load_free_bytes: int | None = None
     weights_bytes: int | None = None
 
@@ -117,7 +118,7 @@ def predict(
     tp, pp = s.tp_size, s.pp_size
     total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
     if m.total_memory_bytes is not None:
-        total, sources["total_memory_bytes"] = m.total_memory_bytes, "log"
+        total, sources["total_memory_bytes"] = m.total_memory_bytes, m.total_memory_source
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, bs_small, bs_large = next(
         (c, a, b) for top, c, a, b in GPU_TIERS_MIB if gpu_mem_mib < top

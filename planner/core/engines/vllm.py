@@ -137,6 +137,7 @@ class MeasuredTerms(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     total_memory_bytes: int | None = None
+    total_memory_source: TermSource = "log"
     weights_bytes: int | None = None
     activation_peak_bytes: int | None = None
     non_torch_bytes: int | None = None
@@ -270,7 +271,7 @@ def predict(
 
     total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
     if m.total_memory_bytes is not None:
-        total, sources["total_memory_bytes"] = m.total_memory_bytes, "log"
+        total, sources["total_memory_bytes"] = m.total_memory_bytes, m.total_memory_source
     kind = "v0" if engine == "v0" else rules.batch_defaults
     if engine == "v1" and kind == "v0":  # a V1 engine asked of a release that defaulted to V0
         kind = "two_tier"
