@@ -64,6 +64,33 @@ class EnginePrediction(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+def total_term(
+    gpu: GpuSpec, measured: int | None, measured_source: TermSource
+) -> tuple[int, TermSource]:
+    """The total an engine budgets from: measured (log / device) when given, else modelled."""
+    if measured is not None:
+        return measured, measured_source
+    return cuda_total_bytes(gpu)
+
+
+def weights_term(
+    model: ModelSpec,
+    override_bytes: int | None,
+    override_exact: bool | None,
+    measured: int | None,
+    tp: int,
+    pp: int,
+    dtype_bytes: int,
+) -> tuple[int, TermSource]:
+    """Weights as loaded on one rank, and whether that figure is exact, derived or logged."""
+    if measured is not None:
+        return measured, "log"
+    weights = model.weights_bytes if override_bytes is None else override_bytes
+    exact = model.weights_exact if override_exact is None else override_exact
+    loaded = loaded_weights_bytes(model, weights, tp, pp, dtype_bytes)
+    return loaded, "exact" if exact else "derived"
+
+
 def cuda_total_bytes(gpu: GpuSpec) -> tuple[int, TermSource]:
     """Total memory as cudaMemGetInfo reports it: logged figure, else NVML minus a reserve."""
     if gpu.memory_bytes_cuda:

@@ -13,10 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.common import (
     EnginePrediction,
     TermSource,
-    cuda_total_bytes,
-    loaded_weights_bytes,
     parse_version,
+    total_term,
     version_text,
+    weights_term,
 )
 from planner.core.kv import kv_heads_per_rank
 from planner.core.specs import GpuSpec, KvKind, ModelSpec
@@ -116,9 +116,9 @@ def predict(
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
-    total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
-    if m.total_memory_bytes is not None:
-        total, sources["total_memory_bytes"] = m.total_memory_bytes, m.total_memory_source
+    total, sources["total_memory_bytes"] = total_term(
+        gpu, m.total_memory_bytes, m.total_memory_source
+    )
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, bs_small, bs_large = next(
         (c, a, b) for top, c, a, b in GPU_TIERS_MIB if gpu_mem_mib < top
@@ -145,12 +145,9 @@ def predict(
     sources["pre_load_free_bytes"] = "calibrated"
     if m.pre_load_free_bytes is not None:
         pre_free, sources["pre_load_free_bytes"] = m.pre_load_free_bytes, "log"
-    weights = model.weights_bytes if weights_bytes is None else weights_bytes
-    exact = model.weights_exact if weights_exact is None else weights_exact
-    w = loaded_weights_bytes(model, weights, tp, pp, act_bytes)
-    sources["weights_bytes"] = "exact" if exact else "derived"
-    if m.weights_bytes is not None:
-        w, sources["weights_bytes"] = m.weights_bytes, "log"
+    w, sources["weights_bytes"] = weights_term(
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
+    )
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
     if available <= 0:

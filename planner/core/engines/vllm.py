@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.common import (
     EnginePrediction,
     TermSource,
-    cuda_total_bytes,
-    loaded_weights_bytes,
     parse_version,
+    total_term,
     version_text,
+    weights_term,
 )
 from planner.core.kv import kv_heads_per_rank
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
@@ -269,9 +269,9 @@ def predict(
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(model.native_dtype if model.native_dtype != "fp32" else "fp16")
 
-    total, sources["total_memory_bytes"] = cuda_total_bytes(gpu)
-    if m.total_memory_bytes is not None:
-        total, sources["total_memory_bytes"] = m.total_memory_bytes, m.total_memory_source
+    total, sources["total_memory_bytes"] = total_term(
+        gpu, m.total_memory_bytes, m.total_memory_source
+    )
     kind = "v0" if engine == "v0" else rules.batch_defaults
     if engine == "v1" and kind == "v0":  # a V1 engine asked of a release that defaulted to V0
         kind = "two_tier"
@@ -286,12 +286,9 @@ def predict(
         defaults.append(f"max_num_seqs={seqs} (default for this GPU tier)")
 
     requested = math.ceil(total * util)
-    weights = weights_bytes if weights_bytes is not None else model.weights_bytes
-    exact = model.weights_exact if weights_exact is None else weights_exact
-    w = loaded_weights_bytes(model, weights, tp, pp, act_bytes)
-    sources["weights_bytes"] = "exact" if exact else "derived"
-    if m.weights_bytes is not None:
-        w, sources["weights_bytes"] = m.weights_bytes, "log"
+    w, sources["weights_bytes"] = weights_term(
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
+    )
     act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes)
     sources["activation_peak_bytes"] = "calibrated"
     if m.activation_peak_bytes is not None:

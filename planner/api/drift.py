@@ -1,0 +1,135 @@
+"""`planner drift` by name: a plan lock against recomputation, deployments and /metrics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import InputError
+
+from planner.api.capacity import capacity_report
+
+if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    pass
+
+
+def parse_tolerance(text: str) -> float:
+    """`2%` or `0.02` -> 0.02."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError as exc:
+        raise InputError("--tolerance", f"{text!r}: expected a share like 2% or 0.02") from exc
+    if not 0 <= value < 1:
+        raise InputError("--tolerance", f"{text!r} is outside [0%, 100%)")
+    return value
+
+
+def drift_report(
+    *,
+    plan_path: str,
+    recompute: bool | None,
+    revision_mode: str,
+    tolerance: float,
+    against_args: list[str],
+    against_args_files: list[str],
+    metrics_urls: list[str],
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Compare a plan lock with a recomputation, deployed args and /metrics; stable output."""
+    from pathlib import Path
+
+    from planner import drift
+    from planner.errors import SourceUnavailable
+    from planner.plan import figures_from, load
+    from planner.sources.deployed import fetch_metrics, parse_args_text, parse_prometheus
+
+    path = Path(plan_path)
+    if not path.is_file():
+        raise InputError("plan", f"{plan_path}: no such file")
+    lock = load(path.read_text(encoding="utf-8"), plan_path)
+    if revision_mode not in ("current", "pinned"):
+        raise InputError("--revision", f"{revision_mode!r}; accepted: current, pinned")
+    if timeout_s <= 0:
+        raise InputError("--timeout", f"must be > 0 s (got {timeout_s})")
+    rows: list[drift.Difference] = []
+    sources: list[dict[str, str]] = []
+    unreachable = False
+    if recompute is None:
+        recompute = not (against_args or against_args_files or metrics_urls)
+    if recompute:
+        i = lock.inputs
+        revision = i.revision if revision_mode == "pinned" and i.revision else i.requested_revision
+        try:
+            plan, prediction = capacity_report(
+                gpu=i.gpu,
+                preset=i.preset,
+                model=i.model,
+                revision=revision,
+                gpu_memory_gib=i.gpu_memory_gib,
+                settings=i.settings,
+                engine=i.engine.model_dump() if i.engine else None,
+            )
+        except SourceUnavailable as exc:
+            sources.append({"where": "recompute", "status": f"unreachable: {exc}"})
+            unreachable = True
+        else:
+            from planner.core.capacity import capacity_json
+
+            payload = capacity_json(plan)
+            if prediction is not None:
+                payload["engine"] = prediction.model_dump()
+            where = "recompute"
+            if i.config_sha256 and plan.model.config_sha256 != i.config_sha256:
+                rows.append(
+                    drift.Difference(
+                        where=where,
+                        key="model.config_sha256",
+                        planned=i.config_sha256[:12],
+                        actual=(plan.model.config_sha256 or "")[:12],
+                        tolerance="exact",
+                    )
+                )
+            if i.revision and plan.model.revision and plan.model.revision != i.revision:
+                rows.append(
+                    drift.Difference(
+                        where=where,
+                        key="model.revision",
+                        planned=i.revision,
+                        actual=plan.model.revision,
+                        tolerance="exact",
+                    )
+                )
+            rows += drift.compare_figures(lock.figures, figures_from(payload), tolerance, where)
+            for engine, line in sorted(lock.flags.items()):
+                actual = plan.flags.model_dump()[engine]
+                rows += drift.compare_flags(line, drift.line_flags(actual), f"{where} {engine}")
+            sources.append({"where": "recompute", "status": f"ok (revision {revision_mode})"})
+    for index, text in enumerate(against_args):
+        for deployed in parse_args_text(text, f"--against-args[{index}]"):
+            rows += drift.compare_deployed(lock, deployed)
+            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
+    for name in against_args_files:
+        file = Path(name)
+        if not file.is_file():
+            raise InputError("--against-args-file", f"{name}: no such file")
+        for deployed in parse_args_text(file.read_text(encoding="utf-8"), name):
+            rows += drift.compare_deployed(lock, deployed)
+            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
+    for scrape in fetch_metrics(metrics_urls, timeout_s) if metrics_urls else []:
+        if scrape.text is None:
+            unreachable = True
+            sources.append({"where": scrape.url, "status": scrape.error or "unreachable"})
+            continue
+        found, status = drift.compare_metrics(
+            lock, parse_prometheus(scrape.text), scrape.url, tolerance
+        )
+        rows += found
+        sources.append({"where": scrape.url, "status": status})
+    code = 1 if rows else (3 if unreachable else 0)
+    return {
+        "plan": plan_path,
+        "clean": not rows and not unreachable,
+        "exit_code": code,
+        "differences": [r.model_dump() for r in rows],
+        "sources": sources,
+    }

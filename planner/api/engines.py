@@ -1,0 +1,193 @@
+"""Engine-faithful predictions by name, and re-runs of engine start-up logs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from planner.errors import InputError
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
+
+if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    pass
+
+
+# --quantization values whose weight bytes we can size (online fp8 included).
+SIZED_QUANTIZATIONS = ("awq", "gptq", "fp8", "mxfp4")
+
+
+def engine_plan(
+    *,
+    engine: str,
+    gpu: str,
+    preset: str | None = None,
+    model: str | None = None,
+    revision: str | None = None,
+    quantization: str | None = None,
+    measured: dict[str, Any] | None = None,
+    engine_mode: str | None = None,
+    **flags: Any,
+) -> Any:
+    """Predict an engine's start-up KV figures (vLLM or SGLang) from names and flags."""
+    from planner.core.engines import sglang, vllm
+    from planner.core.hf_config import quantized_weights_bytes
+
+    spec = resolve_model(preset, model, revision)
+    measured = dict(measured or {})
+    if gpu.strip().lower() == "auto":
+        from planner.sources.devices import cuda_runtime_total_bytes, detect, planning_gpu
+
+        card, _device_bytes, _provenance = planning_gpu(detect())
+        cuda_total = cuda_runtime_total_bytes()
+        if cuda_total is not None and "total_memory_bytes" not in measured:
+            measured |= {"total_memory_bytes": cuda_total, "total_memory_source": "device"}
+    else:
+        card = find_gpu(gpu)
+    weights = exact = None
+    if quantization is not None:
+        if quantization not in SIZED_QUANTIZATIONS:
+            raise InputError(
+                "--quantization", f"{quantization!r}; sized: {', '.join(SIZED_QUANTIZATIONS)}"
+            )
+        weights, exact = quantized_weights_bytes(spec, quantization), False
+    try:
+        if engine == "vllm":
+            if engine_mode is not None:
+                flags["engine"] = engine_mode
+            return vllm.predict(
+                spec,
+                card,
+                vllm.VllmSettings(**flags),
+                vllm.MeasuredTerms(**measured),
+                weights,
+                exact,
+            )
+        if engine == "sglang":
+            return sglang.predict(
+                spec,
+                card,
+                sglang.SglangSettings(**flags),
+                sglang.MeasuredTerms(**measured),
+                weights,
+                exact,
+            )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "settings"
+        raise InputError("--" + key.replace("_", "-"), err["msg"].lower()) from exc
+    raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+
+
+def from_log_report(
+    *,
+    log_path: str,
+    gpu: str | None,
+    preset: str | None = None,
+    model: str | None = None,
+    revision: str | None = None,
+    version: str | None = None,
+) -> dict[str, Any]:
+    """Re-run a logged start-up: pure prediction vs log, and a replay with the logged terms."""
+    from pathlib import Path
+
+    from planner.sources.startup_log import parse_startup_log
+
+    path = Path(log_path)
+    if not path.is_file():
+        raise InputError("--from-log", f"{log_path}: no such file")
+    log = parse_startup_log(path.read_text(encoding="utf-8", errors="replace"), log_path)
+    if gpu is None:
+        raise InputError("--gpu", "the log does not name the GPU; pass --gpu (e.g. h100)")
+    if preset is None and model is None:
+        if log.model is None:
+            raise InputError("--model", "the log names no model; pass --model or --preset")
+        model = log.model
+    flags: dict[str, Any] = dict(log.settings)
+    quantization = flags.pop("quantization", None)
+    notes = []
+    if version or log.version:
+        flags["version"] = version or log.version
+    else:
+        notes.append("the log names no engine version; pass --engine-version (newest assumed)")
+    if log.engine == "vllm" and log.engine_mode:
+        flags["engine_mode"] = log.engine_mode
+    if log.engine == "sglang":
+        flags = {k: v for k, v in flags.items() if k in SGLANG_LOG_KEYS}
+    engine = log.engine or "vllm"
+    common = {
+        "engine": engine,
+        "gpu": gpu,
+        "preset": preset,
+        "model": model,
+        "revision": revision,
+        "quantization": quantization,
+    }
+    predicted = engine_plan(**common, **flags)
+    replayed = engine_plan(**common, measured=log.terms, **flags)
+    logged: dict[str, Any] = {
+        "kv_cache_tokens": log.kv_cache_tokens,
+        "num_gpu_blocks": log.num_gpu_blocks,
+        "max_concurrency": log.max_concurrency,
+        "available_kv_bytes": log.available_kv_bytes,
+    } | log.terms
+    rows = []
+    for key in LOG_TERMS:
+        value = logged.get(key)
+        mine = getattr(predicted, key, None)
+        if value is None or mine is None:
+            continue
+        diff = mine - value
+        relative = diff / value if value else None
+        rows.append(
+            {
+                "term": key,
+                "logged": value,
+                "predicted": mine,
+                "difference": diff,
+                "relative": relative,
+            }
+        )
+    head = {
+        "engine": engine,
+        "version": flags.get("version"),
+        "engine_mode": log.engine_mode,
+        "model": log.model,
+        "settings": log.settings,
+        "lines": log.lines_read,
+    }
+    return {
+        "log": head | logged,
+        "predicted": predicted.model_dump(),
+        "replayed": replayed.model_dump(),
+        "differences": rows,
+        "notes": notes,
+    }
+
+
+# Terms a log can print, in ledger order.
+LOG_TERMS = (
+    "total_memory_bytes",
+    "pre_load_free_bytes",
+    "weights_bytes",
+    "activation_peak_bytes",
+    "non_torch_bytes",
+    "cudagraph_bytes",
+    "available_kv_bytes",
+    "num_gpu_blocks",
+    "kv_cache_tokens",
+    "max_concurrency",
+)
+
+
+# Settings an SGLang log carries that SglangSettings takes.
+SGLANG_LOG_KEYS = (
+    "version",
+    "mem_fraction_static",
+    "tp_size",
+    "chunked_prefill_size",
+    "context_length",
+    "page_size",
+    "kv_cache_dtype",
+)

@@ -1,0 +1,218 @@
+"""`planner slo` by name: batch caps from latency budgets, validated by simulation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import InputError
+
+from planner.api.capacity import capacity_plan
+from planner.api.latency import derived_step_model, sim_cost_from
+from planner.api.simulate import load_workload
+
+if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    from planner.core.slo import StepModel
+
+
+def read_fit_csv(path: str) -> tuple[list[float], list[float]]:
+    """`batch,step_ms` rows (header required), for --fit."""
+    import csv
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError("--fit", f"{path}: no such file")
+    rows = list(csv.DictReader(file.read_text(encoding="utf-8").splitlines()))
+    if not rows or not {"batch", "step_ms"} <= set(rows[0]):
+        raise InputError("--fit", f"{path}: needs a header with columns batch,step_ms")
+    batches, times = [], []
+    for no, row in enumerate(rows, start=2):
+        try:
+            b, t = float(row["batch"]), float(row["step_ms"])
+        except (TypeError, ValueError) as exc:
+            raise InputError(
+                "--fit", f"{path} line {no}: batch and step_ms must be numbers"
+            ) from exc
+        if b < 1 or t <= 0:
+            raise InputError("--fit", f"{path} line {no}: batch >= 1 and step_ms > 0 expected")
+        batches.append(b)
+        times.append(t)
+    return batches, times
+
+
+def slo_advice(
+    *,
+    tpot_ms: float,
+    ttft_ms: float | None = None,
+    prompt_tokens: int | None = None,
+    a_ms: float | None = None,
+    b_ms: float | None = None,
+    prefill_ms_per_token: float | None = None,
+    fit_path: str | None = None,
+    efficiencies: dict[str, float] | None = None,
+    validate_rate: float | None = None,
+    workload: str = "reference",
+    gpu: str | None = None,
+    preset: str | None = None,
+    model: str | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Everything `planner slo` reports, as its documented JSON object."""
+    from planner.core import slo
+    from planner.core.flags import MODEL_PLACEHOLDER
+
+    if tpot_ms <= 0:
+        raise InputError("--tpot", f"must be > 0 ms (got {tpot_ms})")
+    if ttft_ms is not None and ttft_ms <= 0:
+        raise InputError("--ttft", f"must be > 0 ms (got {ttft_ms})")
+    if ttft_ms is not None and prompt_tokens is None:
+        raise InputError("--prompt-len", "required with --ttft (the prompt the budget covers)")
+    if prompt_tokens is not None and prompt_tokens < 1:
+        raise InputError("--prompt-len", f"must be >= 1 (got {prompt_tokens})")
+    prefill = (
+        slo.REFERENCE_PREFILL_MS_PER_TOKEN
+        if prefill_ms_per_token is None
+        else (prefill_ms_per_token)
+    )
+    if prefill < 0:
+        raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
+    plan = None
+    if gpu is not None or preset is not None or model is not None:
+        if gpu is None:
+            raise InputError("--gpu", "required with --preset/--model")
+        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+    given = a_ms is not None or b_ms is not None
+    if sum([given, fit_path is not None]) > 1:
+        raise InputError("--fit", "use one cost source: --a-ms/--b-ms or --fit")
+    if given:
+        if a_ms is None or b_ms is None:
+            raise InputError("--a-ms/--b-ms", "give both a and b")
+        if a_ms < 0 or b_ms < 0:
+            raise InputError("--a-ms/--b-ms", "must be >= 0")
+        step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
+    elif fit_path is not None:
+        step = slo.fit(*read_fit_csv(fit_path), prefill_ms_per_token=prefill)
+    elif plan is not None:
+        step = derived_step_model(plan, **(efficiencies or {}))
+        if prefill_ms_per_token is not None:
+            step = step.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
+    else:
+        step = slo.StepModel(
+            a_ms=slo.REFERENCE_A_MS,
+            b_ms=slo.REFERENCE_B_MS,
+            prefill_ms_per_token=prefill,
+            source="reference",
+        )
+    cap = slo.batch_cap(step, tpot_ms)
+    chunk = slo.max_prefill_chunk(step, tpot_ms)
+    t1, tcap = step.step_ms(1), step.step_ms(cap)
+    result: dict[str, Any] = {
+        "a_ms": step.a_ms,
+        "b_ms": step.b_ms,
+        "prefill_ms_per_token": step.prefill_ms_per_token,
+        "source": step.source,
+        "arithmetic": list(step.arithmetic),
+        "r2": step.r2,
+        "compute_bound_above_batch": step.knee_batch,
+        "tpot_ms": tpot_ms,
+        "batch_cap": cap,
+        "step_ms_at_cap": tcap,
+        "throughput_tok_s_at_cap": cap / tcap * 1000.0,
+        "latency_x_vs_batch_1": tcap / t1,
+        "throughput_x_vs_batch_1": (cap / tcap) / (1 / t1),
+        "max_prefill_chunk_tokens": chunk,
+        "prefill_stall_ms": None,
+        "ttft_single_prefill_fits": None,
+        "memory_cap": None,
+        "operating_concurrency": cap,
+        "binding": "latency",
+        "binding_reason": f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences",
+        "validated_cap": None,
+        "validation": None,
+        "curve": [
+            {"batch": b, "step_ms": step.step_ms(b), "tok_s": b / step.step_ms(b) * 1000.0}
+            for b in sorted({1, cap * 2} | {max(1, round(cap * f / 8)) for f in range(1, 13)})
+        ],
+    }
+    if prompt_tokens is not None:
+        stall = slo.prefill_ms(step, prompt_tokens)
+        result["prefill_stall_ms"] = stall
+        if ttft_ms is not None:
+            result["ttft_single_prefill_fits"] = stall <= ttft_ms
+    if plan is not None:
+        memory = plan.max_seqs_paged
+        result["memory_cap"] = memory
+        result["operating_concurrency"] = min(memory, cap)
+        if memory < cap:
+            result["binding"] = "memory"
+            result["binding_reason"] = (
+                f"memory binds: the KV pool holds {memory} sequences, fewer than the "
+                f"{cap} that TPOT {tpot_ms:g} ms allows"
+            )
+        else:
+            result["binding_reason"] = (
+                f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences, fewer than the "
+                f"{memory} the KV pool holds"
+            )
+    seqs = result["operating_concurrency"]
+    ref = plan.model.serve_id if plan and plan.model.serve_id else MODEL_PLACEHOLDER
+    result["flags"] = {
+        "vllm": f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens "
+        f"{max(chunk, seqs)}",
+        "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
+        f"{seqs} --chunked-prefill-size {chunk}",
+    }
+    if validate_rate is not None:
+        result |= _validate_cap(step, cap, tpot_ms, ttft_ms, validate_rate, workload)
+    return result
+
+
+def _validate_cap(
+    step: StepModel, cap: int, tpot_ms: float, ttft_ms: float | None, rate: float, workload: str
+) -> dict[str, Any]:
+    """Simulate chunked serving at caps up to the curve's and keep the goodput-maximising one."""
+    from planner.sim.engine import CostModel, SimConfig, simulate
+    from planner.sim.workload import generate
+
+    if rate <= 0:
+        raise InputError("--rate", f"must be > 0 (got {rate})")
+    cost = CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
+    trace = generate(load_workload(workload).model_copy(update={"rate_per_s": rate}))
+    fractions = (1 / 8, 1 / 6, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0)
+    caps = sorted({max(1, round(cap * f)) for f in fractions})
+    budget = max(caps[-1], 512)
+    ttft_slo = ttft_ms if ttft_ms is not None else VALIDATE_DEFAULT_TTFT_MS
+    rows = []
+    for c in caps:
+        cfg = SimConfig(
+            policy="chunked",
+            max_batch=c,
+            step_token_budget=budget,
+            chunk_tokens=512,
+            slo_ttft_ms=ttft_slo,
+            slo_tpot_ms=tpot_ms,
+        )
+        m = simulate(trace, cost, cfg)
+        rows.append(
+            {
+                "max_batch": c,
+                "goodput_pct": m.goodput_pct,
+                "tok_s": m.tok_s,
+                "tpot_p95_ms": m.tpot_ms.p95,
+                "ttft_p95_ms": m.ttft_ms.p95,
+            }
+        )
+    best = max(rows, key=lambda r: (r["goodput_pct"], -r["max_batch"]))
+    return {
+        "validated_cap": best["max_batch"],
+        "validation": {
+            "rate_per_s": rate,
+            "workload": workload,
+            "slo_ttft_ms": ttft_slo,
+            "caps": rows,
+        },
+    }
+
+
+# REFERENCE section 5 sweep: TTFT <= 2,000 ms when --validate runs without --ttft.
+VALIDATE_DEFAULT_TTFT_MS = 2000.0

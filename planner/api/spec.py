@@ -1,0 +1,121 @@
+"""`planner spec` by name: the speculative-decoding advisor, optionally coupled to load."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import InputError
+
+from planner.api.capacity import capacity_plan
+from planner.api.latency import roofline_for
+
+if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    pass
+
+
+def parse_floats(text: str, field: str) -> list[float]:
+    """`0.7` or `0.5,0.7,0.9`."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError(field, f"{text!r}: expected a number or a comma-separated list") from exc
+
+
+def parse_ks(text: str) -> list[int]:
+    """`4`, `1-16` or `1,2,4`."""
+    try:
+        if "-" in text.strip()[1:]:
+            lo, hi = text.split("-", 1)
+            return list(range(int(lo), int(hi) + 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError("--k", f"{text!r}: expected K, LO-HI or a comma-separated list") from exc
+
+
+def spec_advice(
+    *,
+    alphas: list[float],
+    ks: list[int],
+    draft_cost: float,
+    verify_cost: float,
+    method: str,
+    max_batch: int,
+    gpu: str | None = None,
+    preset: str | None = None,
+    model: str | None = None,
+    draft_model: str | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Everything `planner spec` reports, as its documented JSON object."""
+    from planner.core import speculative as sp
+    from planner.core.flags import SPEC_METHODS, SPEC_NEEDS, spec_flags
+    from planner.core.kv import kv_bytes_per_sequence
+    from planner.core.spec_load import disable_above, load_points
+    from planner.units import dtype_bytes
+
+    if method not in SPEC_METHODS:
+        raise InputError("--method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
+    if max_batch < 1:
+        raise InputError("--max-batch", f"{max_batch} < 1")
+    rows = sp.table(alphas, ks, draft_cost, verify_cost)
+    bests = {a: sp.best(a, ks, draft_cost, verify_cost) for a in alphas}
+    top = max(alphas)
+    result: dict[str, Any] = {
+        "method": method,
+        "method_needs": SPEC_NEEDS[method],
+        "draft_cost": draft_cost,
+        "verify_cost": verify_cost,
+        "rows": [r.model_dump() for r in rows],
+        "best": [{"alpha": a, "k": b.k, "speedup": b.speedup} for a, b in bests.items()],
+        "break_even_alpha": [
+            {"k": k, "alpha": sp.break_even_alpha(k, draft_cost, verify_cost)} for k in ks
+        ],
+        "v_sensitivity": [
+            {"v": v, "alpha": a, "k": b.k, "speedup": b.speedup}
+            for v in sp.V_SENSITIVITY_GRID
+            for a in alphas
+            for b in [sp.best(a, ks, draft_cost, v)]
+        ],
+        "disable_above_concurrency": None,
+        "load": None,
+        "draft": None,
+        "flags": spec_flags(method, bests[top].k, draft_model).model_dump(),
+    }
+    if gpu is None:
+        if preset or model or draft_model:
+            raise InputError("--gpu", "required with --preset/--model/--draft-model")
+        return result
+    plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+    target = roofline_for(plan)
+    draft_line = None
+    if draft_model is not None:
+        draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(settings | {"tp": 1}))
+        draft_line = roofline_for(draft_plan)
+        kvb = dtype_bytes(plan.settings.kv_dtype)
+        draft_seq = kv_bytes_per_sequence(
+            draft_plan.model, plan.settings.mean_tokens, 1, kvb, plan.settings.block_tokens
+        )
+        pool = plan.ledger.kv_pool_bytes - draft_plan.ledger.weights_bytes_per_gpu
+        with_draft = max(0, pool) // (plan.kv_bytes_per_sequence_paged_mean + draft_seq)
+        result["draft"] = {
+            "name": draft_plan.model.name,
+            "weights_bytes_per_gpu": draft_plan.ledger.weights_bytes_per_gpu,
+            "kv_bytes_per_sequence_mean": draft_seq,
+            "max_seqs_paged_without_draft": plan.max_seqs_paged,
+            "max_seqs_paged_with_draft": with_draft,
+        }
+    # No more sequences can run than the KV pool holds: scan only up to that.
+    limit = max(1, min(max_batch, plan.max_seqs_paged))
+    result["scan_limit"] = limit
+    result["disable_above_concurrency"] = [
+        {"alpha": a, "concurrency": disable_above(target, a, ks, limit, draft_cost, draft_line)}
+        for a in alphas
+    ]
+    grid = sorted({b for b in (1, 8, 32, 128, plan.operating_concurrency, limit) if 0 < b <= limit})
+    result["load"] = [
+        {"alpha": a, **p.model_dump()}
+        for a in alphas
+        for p in load_points(target, a, ks, grid, draft_cost, draft_line)
+    ]
+    result["operating_concurrency"] = plan.operating_concurrency
+    return result
