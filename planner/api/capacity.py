@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from planner.api.engines import engine_plan
 from planner.core.capacity import CapacityPlan, CapacitySettings, plan_capacity
 from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
-
-from planner.api.engines import engine_plan
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     pass

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InputError
-
 from planner.api.capacity import capacity_report
+from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     pass

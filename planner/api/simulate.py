@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from planner.errors import InputError
-
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_cost_model
+from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     pass

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InputError
-
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_step_model, sim_cost_from
 from planner.api.simulate import load_workload
+from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.slo import StepModel

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InputError
-
 from planner.api.capacity import capacity_plan
 from planner.api.latency import roofline_for
+from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     pass
