@@ -37,7 +37,7 @@ def drift_report(
     """Compare a plan lock with a recomputation, deployed args and /metrics; stable output."""
     from pathlib import Path
 
-    from planner import drift
+    from planner.core import drift
     from planner.errors import SourceUnavailable
     from planner.plan import figures_from, load
     from planner.sources.deployed import fetch_metrics, parse_args_text, parse_prometheus

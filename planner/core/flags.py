@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
@@ -138,3 +139,68 @@ def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
             str(k + 1),
         ]
     return EngineFlags(vllm=vllm, sglang=_join(parts))
+
+
+# Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.
+BOOLEAN_FLAGS = {
+    "--enforce-eager",
+    "--enable-prefix-caching",
+    "--disable-cuda-graph",
+    "--disable-radix-cache",
+    "--enable-chunked-prefill",
+    "--trust-remote-code",
+}
+
+
+@dataclass
+class Deployed:
+    """One engine invocation found in a source."""
+
+    where: str
+    engine: str  # vllm | sglang
+    flags: dict[str, str] = field(default_factory=dict)
+
+
+def engine_of(argv: list[str]) -> str | None:
+    text = " ".join(argv)
+    if "sglang" in text:
+        return "sglang"
+    if "vllm" in text:
+        return "vllm"
+    return None
+
+
+def parse_argv(argv: list[str], where: str) -> Deployed | None:
+    """Flags of an engine command line; the positional model after `serve` becomes --model."""
+    # `sh -c "vllm serve ..."` carries the whole command line in one token.
+    argv = [t for token in argv for t in (shlex.split(token) if " " in token else [token])]
+    engine = engine_of(argv)
+    if engine is None:
+        return None
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "serve" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            flags["--model"] = argv[i + 1]
+            i += 2
+            continue
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            name = "--" + name[2:].replace("_", "-")
+            if eq:
+                flags[name] = value
+            elif (
+                name in BOOLEAN_FLAGS
+                or name.startswith("--no-")
+                or i + 1 >= len(argv)
+                or (argv[i + 1].startswith("--"))
+            ):
+                flags[name] = "true"
+            else:
+                flags[name] = argv[i + 1]
+                i += 1
+        i += 1
+    if "--model-path" in flags:
+        flags["--model"] = flags.pop("--model-path")
+    return Deployed(where=where, engine=engine, flags=flags)

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.flags import Deployed, parse_argv
 from planner.plan import PlanLock
-from planner.sources.deployed import Deployed, parse_argv
 
 
 class Difference(BaseModel):
