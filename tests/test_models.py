@@ -186,9 +186,16 @@ def test_jamba_style_mamba1_hybrid() -> None:
         "mamba_d_state": 16,
         "mamba_d_conv": 4,
         "mamba_expand": 2,
+        "num_experts": 16,
+        "num_experts_per_tok": 2,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
         "torch_dtype": "bfloat16",
     }
     m = model_spec_from_config(cfg, name="jamba", source="local")
+    # AI21 publishes 52B total / 12B active parameters for Jamba-v0.1.
+    assert m.params_total / 1e9 == pytest.approx(52, rel=0.03)
+    assert m.params_active / 1e9 == pytest.approx(12, rel=0.1)
     assert groups(m) == [
         ("mamba", 28, 0, None, 28 * (8192 * 3 + 8192 * 16) * BF16),
         ("full", 4, 2 * 4 * 8 * 128 * BF16, None, 0),

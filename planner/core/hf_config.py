@@ -38,6 +38,8 @@ MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 NON_GATED_MLP_TYPES = {"nemotron", "nemotron_h", "gpt2", "gpt_bigcode", "starcoder2", "phi", "opt"}
 # Model types whose q/k/v projections carry a bias without saying so in the config.
 QKV_BIAS_TYPES = {"qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_vl"}
+# Hybrids whose Mamba layers also carry an MLP / MoE block (Nemotron-H puts them apart).
+MAMBA_LAYERS_WITH_FFN = {"jamba", "granitemoehybrid"}
 # Layer-type strings seen in `layer_types` lists -> our kinds.
 LAYER_TYPE_KINDS: dict[str, KvKind] = {
     "full_attention": KvKind.FULL,
@@ -322,6 +324,10 @@ def _moe_layout(cfg: Config, n: int) -> list[bool]:
     if mtype == "llama4_text":
         step = _opt_int(cfg, "interleave_moe_layer_step", default=1) or 1
         return [(i + 1) % step == 0 for i in range(n)]
+    if "expert_layer_period" in cfg:  # Jamba: experts every `period` layers from `offset`
+        period = _opt_int(cfg, "expert_layer_period", default=1) or 1
+        offset = _opt_int(cfg, "expert_layer_offset", default=0) or 0
+        return [i % period == offset for i in range(n)]
     only_dense = set(cfg.get("mlp_only_layers") or [])
     step = _opt_int(cfg, "decoder_sparse_step", default=1) or 1
     return [i not in only_dense and (i + 1) % step == 0 for i in range(n)]
@@ -602,7 +608,7 @@ def model_spec_from_config(
                     layer.active_linear_params += active
                     layer.other_params += other
                 layer.other_params += hidden  # one norm per pattern block
-            elif kind not in (KvKind.MAMBA,) or mtype == "jamba":
+            elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
                 mats, active, other = _ffn(t, hidden, moe[i])
                 layer.linear_params += mats
                 layer.active_linear_params += active
