@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.engines.vllm import DEFAULT_BLOCK_SIZE
 from planner.core.flags import Deployed, parse_argv
 from planner.plan import PlanLock
 
@@ -139,7 +140,8 @@ def compare_metrics(
             actual_tokens = int(float(labels["kv_cache_size_tokens"]))
         elif labels.get("num_gpu_blocks", "None") != "None":
             blocks = int(float(labels["num_gpu_blocks"]))  # summed over DP engines
-            actual_tokens = blocks * int(float(labels.get("block_size", 16))) // len(engines)
+            block = int(float(labels.get("block_size", DEFAULT_BLOCK_SIZE)))
+            actual_tokens = blocks * block // len(engines)
         if tokens and actual_tokens is not None and actual_tokens < tokens * (1 - tolerance):
             rows.append(
                 Difference(

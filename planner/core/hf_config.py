@@ -210,6 +210,7 @@ def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> 
 
 def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
     """Jamba-style Mamba(1) mixer."""
+    # Defaults of transformers' JambaConfig; dt_rank "auto" = ceil(hidden / 16) (Mamba paper).
     d_state = _opt_int(cfg, "mamba_d_state", default=16) or 16
     kernel = _opt_int(cfg, "mamba_d_conv", default=4) or 4
     expand = _opt_int(cfg, "mamba_expand", default=2) or 2
@@ -420,7 +421,7 @@ def _vision_params(cfg: Config, text_hidden: int) -> int:
     gated = str(cfg.get("model_type")) in ("qwen2_5_vl",)
     mlp = (3 if gated else 2) * width * inter + (2 * inter if gated else inter) + width
     block = 4 * width * width + 4 * width + mlp + 4 * width  # qkv+o with biases, two norms
-    patch = int(_get(v, "patch_size", "spatial_patch_size", default=14))
+    patch = int(_get(v, "patch_size", "spatial_patch_size", default=14))  # SigLIP / Qwen-VL
     channels = int(_get(v, "in_chans", "num_channels", default=3))
     temporal = int(_get(v, "temporal_patch_size", default=1))
     total = depth * block + channels * temporal * patch * patch * width
@@ -450,11 +451,12 @@ def _quantization(
     plain = linear_params - quantized_params
     plain_bytes = ceil_div(plain * native_bits, 8)
     if method == "fp8":
-        block = q.get("weight_block_size") or [128, 128]
+        block = q.get("weight_block_size") or [128, 128]  # DeepSeek-V3's block-scale tile
         tiles = ceil_div(quantized_params, int(block[0]) * int(block[1]))
         return "fp8", quantized_params + tiles * FP8_SCALE_BYTES + plain_bytes
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin"):
         bits = int(q.get("bits", q.get("w_bit", 4)))
+        # 128 is AutoAWQ's and AutoGPTQ's default group size.
         group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
         if group <= 0:
             group = 128

@@ -171,6 +171,7 @@ def predict(
     tokens = available // cell
     tokens -= tokens % page
     concurrency = tokens / context
+    # resolve_max_num_reqs (sglang.md 3.4): clamp(tokens / context x 512, 2048, 4096).
     estimated = min(max(int(tokens / context * 512), 2048), 4096)
     running = s.max_running_requests or estimated
     running = min(running, tokens // 2)

@@ -147,7 +147,7 @@ class MeasuredTerms(BaseModel):
 def batch_defaults(
     kind: str, memory_bytes: int, gpu_name: str, usage: str, max_model_len: int
 ) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when the user sets neither."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2)."""
     if kind == "v0":
         if max_model_len > V0_CHUNKED_PREFILL_ABOVE:
             return V0_MIN_BATCHED_TOKENS, V0_MAX_NUM_SEQS
