@@ -24,3 +24,21 @@ class Result:
 def model_config(name: str) -> dict[str, Any]:
     """A real config.json from tests/data/models (copied verbatim from ../shared/models)."""
     return json.loads((MODELS / name / "config.json").read_text())
+
+
+def safetensors_file(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
+    """A minimal valid safetensors file: header plus zero-filled data."""
+    import struct
+
+    from planner.core.safetensors import DTYPE_BYTES
+
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        size = DTYPE_BYTES[dtype]
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    body = json.dumps(header).encode()
+    return struct.pack("<Q", len(body)) + body + bytes(offset)

@@ -7,7 +7,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import MODELS, Result
+from helpers import MODELS, Result, safetensors_file
 
 from planner.units import GIB_BYTES
 
@@ -120,3 +120,12 @@ def test_weight_dtype_override_is_labelled_estimate(cli: Cli) -> None:
     assert data["model"]["weights_exact"] is False and data["model"]["weight_dtype"] == "fp8"
     assert data["weights_bytes_per_gpu"] / GIB_BYTES < 8.5
     assert any("estimated" in w for w in data["warnings"])
+
+
+def test_local_folder_counts_parameters_from_safetensors_headers(cli: Cli, tmp_path: Path) -> None:
+    shutil.copy(LLAMA8 / "config.json", tmp_path / "config.json")
+    (tmp_path / "model-1.safetensors").write_bytes(safetensors_file({"w": ("BF16", [100, 40])}))
+    (tmp_path / "model-2.safetensors").write_bytes(safetensors_file({"v": ("F32", [7])}))
+    model = cli("capacity", "--model", str(tmp_path), "--gpu", "h100", "--json").json()["model"]
+    assert model["params_total"] == 4007 and model["params_exact"] is True
+    assert model["weights_bytes"] == 4000 * 2 + 7 * 4 and model["weights_exact"] is True

@@ -14,14 +14,25 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import MODELS
+from helpers import MODELS, safetensors_file
 from hub_server import FakeHub, Repo, serve
 
 LLAMA = (MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_bytes()
 QWEN = (MODELS / "Qwen--Qwen2.5-7B-Instruct" / "config.json").read_bytes()
 MAIN = "a" * 40
 OLD = "b" * 40
-INDEX = json.dumps({"metadata": {"total_size": 16060522496}, "weight_map": {}}).encode()
+SHARD_1 = safetensors_file({"a": ("BF16", [64, 128]), "b": ("F32", [10])})
+SHARD_2 = safetensors_file({"c": ("BF16", [32, 32])})
+INDEX = json.dumps(
+    {
+        "metadata": {"total_size": 16060522496},
+        "weight_map": {
+            "a": "model-00001-of-00002.safetensors",
+            "b": "model-00001-of-00002.safetensors",
+            "c": "model-00002-of-00002.safetensors",
+        },
+    }
+).encode()
 
 
 @pytest.fixture
@@ -30,7 +41,12 @@ def hub() -> Iterator[FakeHub]:
         repos={
             "meta-llama/Llama-3.1-8B-Instruct": Repo(
                 revisions={
-                    MAIN: {"config.json": LLAMA, "model.safetensors.index.json": INDEX},
+                    MAIN: {
+                        "config.json": LLAMA,
+                        "model.safetensors.index.json": INDEX,
+                        "model-00001-of-00002.safetensors": SHARD_1,
+                        "model-00002-of-00002.safetensors": SHARD_2,
+                    },
                     OLD: {"config.json": QWEN},
                 },
                 refs={"main": MAIN, "v0": OLD},
@@ -66,6 +82,8 @@ def test_download_reads_config_and_exact_weights(hub: FakeHub, tmp_path: Path) -
     model = json.loads(r.stdout)["model"]
     assert model["source"] == "hub" and model["revision"] == MAIN
     assert model["weights_bytes"] == 16060522496 and model["weights_exact"] is True
+    # exact parameter count from the shards' safetensors headers: 64 x 128 + 10 + 32 x 32
+    assert model["params_total"] == 64 * 128 + 10 + 32 * 32 and model["params_exact"] is True
     assert json.loads(r.stdout)["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
     assert any("/resolve/main/config.json" in req for req in hub.requests)
 
@@ -77,6 +95,7 @@ def test_revision_pinning_reads_that_revision(hub: FakeHub, tmp_path: Path) -> N
     assert data["model"]["revision"] == OLD
     assert data["kv_bytes_per_token"] == 2 * 28 * 4 * 128 * 2  # the Qwen config at v0
     assert data["model"]["weights_exact"] is False  # no index at that revision
+    assert data["model"]["params_exact"] is False
 
 
 def test_unknown_repo_exits_3_with_one_line(hub: FakeHub, tmp_path: Path) -> None:

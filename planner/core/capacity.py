@@ -282,6 +282,7 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
             "revision": m.revision,
             "config_sha256": m.config_sha256,
             "params_total": m.params_total,
+            "params_exact": m.params_exact,
             "params_active": m.params_active,
             "weights_bytes": led.weights_bytes_total,
             "weights_exact": led.weights_exact,

@@ -646,6 +646,7 @@ def model_spec_from_config(
         basis = "exact: safetensors metadata"
     if exact_params:
         params_total = exact_params
+        params_active = min(params_active, params_total)
 
     groups = _group_layers(layers, mtype)
     if not groups:
@@ -670,6 +671,7 @@ def model_spec_from_config(
         max_context_tokens=max_ctx,
         native_dtype=dtype,
         params_total=params_total,
+        params_exact=bool(exact_params),
         params_active=params_active,
         weight_dtype=quant_label or dtype,
         weights_bytes=weights,

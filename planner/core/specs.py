@@ -64,6 +64,7 @@ class ModelSpec(BaseModel):
     max_context_tokens: int = Field(gt=0)
     native_dtype: str = "bf16"
     params_total: int = Field(gt=0)
+    params_exact: bool = Field(default=False, description="counted from safetensors headers")
     params_active: int = Field(gt=0)
     weight_dtype: str = Field(description="dtype (or quantisation) the weights load in")
     weights_bytes: int = Field(gt=0)

@@ -22,6 +22,7 @@ class HubConfig:
     raw: bytes
     commit: str | None
     total_size_bytes: int | None
+    parameter_counts: dict[str, int] | None = None
 
 
 def _endpoint() -> str:
@@ -85,7 +86,27 @@ def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
     except OSError as exc:  # every huggingface_hub download error is an OSError subclass
         raise _translate(exc, repo_id, rev) from exc
     raw = Path(path).read_bytes()
-    return HubConfig(raw=raw, commit=_commit_of(path), total_size_bytes=_index_total(repo_id, rev))
+    commit = _commit_of(path)
+    counts = _parameter_counts(repo_id, commit or rev)
+    total = _index_total(repo_id, commit or rev)
+    if total is None and counts:
+        from planner.core.safetensors import total_bytes
+
+        total = total_bytes(counts)
+    return HubConfig(raw=raw, commit=commit, total_size_bytes=total, parameter_counts=counts)
+
+
+def _parameter_counts(repo_id: str, revision: str) -> dict[str, int] | None:
+    """Exact elements per dtype from the safetensors headers (range requests per shard)."""
+    from huggingface_hub import get_safetensors_metadata
+    from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
+
+    try:
+        meta = get_safetensors_metadata(repo_id, revision=revision)
+    except (NotASafetensorsRepoError, SafetensorsParsingError, OSError, ValueError):
+        return None  # offline, gated shards or no safetensors: the estimate stands
+    counts = {str(k): int(v) for k, v in meta.parameter_count.items()}
+    return counts or None
 
 
 def _index_total(repo_id: str, revision: str) -> int | None:

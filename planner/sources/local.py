@@ -44,3 +44,21 @@ def sha256_hex(raw: bytes) -> str:
 
 # Written next to sharded checkpoints; metadata.total_size is the exact bytes of every tensor.
 SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
+
+
+def safetensors_counts(folder: Path) -> dict[str, int] | None:
+    """Elements per dtype over every *.safetensors file in a folder (headers only)."""
+    from planner.core.safetensors import HEADER_LENGTH_BYTES, count_parameters, parse_header
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    counts: dict[str, int] = {}
+    for file in files:
+        with file.open("rb") as handle:
+            head = handle.read(HEADER_LENGTH_BYTES)
+            length = int.from_bytes(head, "little") if len(head) == HEADER_LENGTH_BYTES else 0
+            prefix = head + handle.read(length)
+        for dtype, n in count_parameters(parse_header(prefix, str(file))).items():
+            counts[dtype] = counts.get(dtype, 0) + n
+    return counts

@@ -5,9 +5,16 @@ from __future__ import annotations
 import json
 
 from planner.core.hf_config import model_spec_from_config
+from planner.core.safetensors import total_bytes
 from planner.core.specs import ModelSpec
 from planner.errors import InputError
-from planner.sources.local import SAFETENSORS_INDEX_NAME, config_path, read_config_bytes, sha256_hex
+from planner.sources.local import (
+    SAFETENSORS_INDEX_NAME,
+    config_path,
+    read_config_bytes,
+    safetensors_counts,
+    sha256_hex,
+)
 from planner.sources.presets import load_model_preset
 
 
@@ -28,23 +35,35 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
                 total = int(json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"])
             except (ValueError, KeyError, TypeError):
                 total = None
+        cfg = read_config_bytes(raw, str(path))
+        counts = safetensors_counts(path.parent) if path.name == "config.json" else None
+        params = None
+        if counts:
+            total = total or total_bytes(counts)
+            params = None if "quantization_config" in cfg else sum(counts.values())
         return model_spec_from_config(
-            read_config_bytes(raw, str(path)),
+            cfg,
             name=path.parent.name if path.name == "config.json" else path.stem,
             source="local",
             serve_id=str(path.parent if path.name == "config.json" else path),
             config_sha256=sha256_hex(raw),
             exact_weights_bytes=total,
+            exact_params=params,
         )
     from planner.sources.hub import fetch_config
 
     got = fetch_config(model, revision)
+    cfg = read_config_bytes(got.raw, f"{model}/config.json")
+    params = None
+    if got.parameter_counts and "quantization_config" not in cfg:
+        params = sum(got.parameter_counts.values())
     return model_spec_from_config(
-        read_config_bytes(got.raw, f"{model}/config.json"),
+        cfg,
         name=model,
         source="hub",
         serve_id=model,
         revision=got.commit or revision or "main",
         config_sha256=sha256_hex(got.raw),
         exact_weights_bytes=got.total_size_bytes,
+        exact_params=params,
     )
