@@ -161,10 +161,12 @@ def check(trace: Trace, cfg: SimConfig) -> None:
             )
     if cfg.kv_blocks is not None:
         need = int(np.max(_blocks(trace.prompt_tokens + trace.output_tokens, cfg.block_tokens)))
-        if need > cfg.kv_blocks:
+        shared = int(_blocks(int(trace.cached_prefix_tokens.max(initial=0)), cfg.block_tokens))
+        if need + shared > cfg.kv_blocks:
             raise InputError(
                 "--kv-blocks",
-                f"{cfg.kv_blocks} blocks cannot hold one request of the trace ({need} blocks)",
+                f"{cfg.kv_blocks} blocks cannot hold one request of the trace ({need} blocks"
+                + (f" + {shared} for the shared prefix)" if shared else ")"),
             )
 
 
@@ -348,9 +350,11 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
                     run.post[victim] = 0
                 else:
                     run.swapped[victim] = True
-                    t += int(_blocks(int(run.prefilled[victim] + run.post[victim]), block)) * (
+                    out_ms = int(_blocks(int(run.prefilled[victim] + run.post[victim]), block)) * (
                         cfg.swap_ms_per_block
                     )
+                    t += out_ms
+                    run.busy_ms += out_ms
                 waiting.appendleft(victim)
             if running:
                 run.peak_blocks = max(run.peak_blocks, held(running))
