@@ -75,6 +75,7 @@ def drift(
 
 
 def render_table(report: dict[str, Any]) -> None:
+    """Sources, then one row per difference (or "clean")."""
     from rich.table import Table
 
     out = console()
@@ -92,6 +93,7 @@ def render_table(report: dict[str, Any]) -> None:
 
 
 def render_github(report: dict[str, Any]) -> None:
+    """GitHub Actions annotations: an error per difference, a warning per unreachable source."""
     import sys
 
     for d in report["differences"]:

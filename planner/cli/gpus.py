@@ -60,6 +60,7 @@ def _num(value: object, scale: float, unit: str) -> str:
 def render(
     catalog: list[dict[str, Any]], detected: list[dict[str, Any]], notes: list[str], asked: bool
 ) -> None:
+    """The catalog table and, when asked, the detected devices and notes."""
     from rich.table import Table
 
     out = console()

@@ -10,6 +10,8 @@ from planner.errors import InputError
 
 @dataclass
 class Series:
+    """One line of a chart; `right_axis` puts it on the second y axis."""
+
     label: str
     x: Sequence[float]
     y: Sequence[float]
@@ -18,6 +20,8 @@ class Series:
 
 @dataclass
 class Chart:
+    """A line chart: series, axis labels, vertical marks."""
+
     title: str
     x_label: str
     y_label: str

@@ -186,6 +186,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def emit_csv(result: dict[str, Any]) -> None:
+    """Policy or sweep rows as CSV (nested metrics flattened to dotted columns)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
@@ -195,6 +196,7 @@ def emit_csv(result: dict[str, Any]) -> None:
 
 
 def render(result: dict[str, Any]) -> None:
+    """The cost model, the policy or sweep table, and the sweep bar chart."""
     from rich import box
     from rich.table import Table
 

@@ -109,6 +109,7 @@ def slo(
 
 
 def render(r: dict[str, Any]) -> None:
+    """The model and its arithmetic, the cap, the curve chart, prefill limits, flags."""
     out = console()
     out.print(
         f"step-time model ({r['source']}): t(B) = {r['a_ms']:.3f} + {r['b_ms']:.4f} x B ms",

@@ -162,6 +162,7 @@ class Deployed:
 
 
 def engine_of(argv: list[str]) -> str | None:
+    """Which engine a command line runs, if any."""
     text = " ".join(argv)
     if "sglang" in text:
         return "sglang"

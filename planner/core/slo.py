@@ -45,6 +45,7 @@ class StepModel(BaseModel):
         return m / (c - self.b_ms)
 
     def step_ms(self, batch: float) -> float:
+        """t(B) in ms, switching to the compute slope above the knee."""
         memory = self.a_ms + self.b_ms * batch
         if self.compute_ms_per_seq is None or self.memory_a_ms is None:
             return memory

@@ -21,6 +21,7 @@ class KvKind(str, Enum):
 
     @property
     def per_token(self) -> bool:
+        """Whether the layer keeps something per token (vs a fixed state)."""
         return self in (KvKind.FULL, KvKind.SLIDING, KvKind.CHUNKED, KvKind.MLA)
 
 

@@ -52,6 +52,8 @@ def break_even_alpha(k: int, draft_cost: float, verify_cost: float) -> float | N
 
 
 class SpecRow(BaseModel):
+    """E, C and S for one (alpha, k)."""
+
     model_config = ConfigDict(extra="forbid")
 
     alpha: float
@@ -62,6 +64,8 @@ class SpecRow(BaseModel):
 
 
 class SpecBest(BaseModel):
+    """The best k for one alpha and its speedup."""
+
     model_config = ConfigDict(extra="forbid")
 
     k: int

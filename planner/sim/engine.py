@@ -43,6 +43,7 @@ class CostModel(BaseModel):
     source: str = "reference"
 
     def step_ms(self, decode_slots: int, prefill_tokens: int, spec_factor: float = 1.0) -> float:
+        """Cost of one step with `decode_slots` sequences and `prefill_tokens` of prompt."""
         return (
             self.overhead_ms
             + (self.a_ms + self.b_ms * decode_slots) * spec_factor
@@ -73,6 +74,8 @@ class SimConfig(BaseModel):
 
 
 class Percentiles(BaseModel):
+    """Mean and percentiles of a latency, ms."""
+
     model_config = ConfigDict(extra="forbid")
 
     mean: float
@@ -82,6 +85,8 @@ class Percentiles(BaseModel):
 
 
 class TailLatency(BaseModel):
+    """Tail of the inter-token latency, ms."""
+
     model_config = ConfigDict(extra="forbid")
 
     p99: float
@@ -249,6 +254,7 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     running: list[int] = []
 
     def held(ids: list[int], extra: int = 0) -> int:
+        """KV blocks the given sequences hold (plus `extra` tokens each)."""
         arr = np.asarray(ids, dtype=np.int64)
         tokens = run.prefilled[arr] + run.post[arr] + extra
         return int(np.sum(_blocks(tokens, block)))
@@ -367,6 +373,7 @@ def _steps_within_pool(
     base = run.prefilled[dec] + run.post[dec]
 
     def fits(s: int) -> bool:
+        """Whether s more decode steps keep the running set inside the pool."""
         return int(np.sum(-(-(base + s) // block))) <= pool
 
     if fits(steps):

@@ -31,6 +31,7 @@ class LengthDist(BaseModel):
         return self
 
     def draw(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
+        """n lengths from this distribution, clipped to [min, max]."""
         if self.distribution == "fixed":
             raw = np.full(n, self.median)
         elif self.distribution == "uniform":
@@ -68,6 +69,7 @@ class Trace:
 
     @property
     def size(self) -> int:
+        """Number of requests."""
         return int(self.arrival_s.size)
 
 

@@ -87,6 +87,8 @@ def parse_args_text(text: str, origin: str) -> list[Deployed]:
 
 @dataclass
 class Scrape:
+    """One /metrics fetch: its text, or why there is none."""
+
     url: str
     text: str | None
     error: str | None
@@ -96,6 +98,7 @@ def fetch_metrics(urls: list[str], timeout_s: float) -> list[Scrape]:
     """GET every /metrics URL concurrently (bounded), each with a timeout."""
 
     def one(url: str) -> Scrape:
+        """Fetch one URL; errors become an unreachable Scrape."""
         try:
             with urllib.request.urlopen(url, timeout=timeout_s) as response:
                 return Scrape(url, response.read().decode("utf-8", errors="replace"), None)

@@ -33,6 +33,7 @@ class DetectedGpu:
     derived_bandwidth_bytes_per_s: int | None = None
 
     def as_dict(self) -> dict[str, object]:
+        """The `planner gpus --json` form."""
         return {
             "index": self.index,
             "vendor": self.vendor,
@@ -47,6 +48,8 @@ class DetectedGpu:
 
 @dataclass
 class Detection:
+    """What detection found, and notes on what it could not ask."""
+
     gpus: list[DetectedGpu] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

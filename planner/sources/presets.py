@@ -47,6 +47,7 @@ def preset_names(kind: str) -> list[str]:
 
 
 def unknown_name_error(field: str, kind: str, name: str, known: list[str]) -> InputError:
+    """An InputError that suggests the closest known names."""
     close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return InputError(field, f"unknown {kind} {name!r}{hint} (see `planner presets`)")
@@ -63,6 +64,7 @@ def read_yaml(path: Path, field: str) -> Any:
 
 
 def validation_message(exc: ValidationError) -> str:
+    """The first pydantic error as `field.path: message`."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     return f"{loc}: {err['msg']}"

@@ -117,6 +117,7 @@ def _setter(target: str, key: str, kind: str = "gib") -> Handler:
     convert: dict[str, Callable[[str], Any]] = {"gib": _gib, "int": _int, "float": float}
 
     def handle(log: StartupLog, m: re.Match[str]) -> None:
+        """Store the converted first group."""
         value = convert[kind](m.group(1))
         if target == "terms":
             log.terms[key] = value

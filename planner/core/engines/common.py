@@ -33,6 +33,7 @@ def parse_version(text: str, field: str = "--engine-version") -> tuple[int, int,
 
 
 def version_text(v: tuple[int, int, int]) -> str:
+    """(0, 19, 0) -> "0.19.0"."""
     return ".".join(map(str, v))
 
 
@@ -101,6 +102,7 @@ def cuda_total_bytes(gpu: GpuSpec) -> tuple[int, TermSource]:
 
 
 def rotary_dim(model: ModelSpec) -> int:
+    """Width of the RoPE cos/sin cache rows (the head dimension)."""
     return model.head_dim
 
 

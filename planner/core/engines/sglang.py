@@ -64,6 +64,8 @@ class SglangSettings(BaseModel):
 
 
 class MeasuredTerms(BaseModel):
+    """Terms read from an SGLang start-up log; each replaces the modelled one."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     total_memory_bytes: int | None = None

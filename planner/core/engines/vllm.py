@@ -108,6 +108,7 @@ VLLM_RULES: tuple[VllmRules, ...] = (
 
 
 def rules_for(version: tuple[int, int, int]) -> VllmRules:
+    """The VLLM_RULES entry for a version."""
     return [r for r in VLLM_RULES if r.since <= version][-1]
 
 
