@@ -100,7 +100,63 @@ EXPECTED = {
     "nvidia--Llama-3_3-Nemotron-Super-49B-v1": [("full", 49, 2 * 49 * 8 * 128 * BF16, None, 0)],
     # phi-4: sliding_window 16384 (= the max context) on all 40 layers, 10 KV heads.
     "microsoft--phi-4": [("sliding", 40, 2 * 40 * 10 * 128 * BF16, 16384, 0)],
+    # --- the rest of ../shared/models: layers x KV heads x head_dim (hidden / heads unless
+    # head_dim is given), all full attention unless said otherwise.
+    "01-ai--Yi-34B": [("full", 60, 2 * 60 * 8 * (7168 // 56) * BF16, None, 0)],
+    # Qwen2.5: use_sliding_window false, so sliding_window / max_window_layers do not apply.
+    "Qwen--Qwen2.5-1.5B-Instruct": [("full", 28, 2 * 28 * 2 * (1536 // 12) * BF16, None, 0)],
+    "Qwen--Qwen2.5-1.5B": [("full", 28, 2 * 28 * 2 * (1536 // 12) * BF16, None, 0)],
+    "Qwen--Qwen2.5-3B-Instruct": [("full", 36, 2 * 36 * 2 * (2048 // 16) * BF16, None, 0)],
+    "Qwen--Qwen2.5-7B": [("full", 28, 2 * 28 * 4 * (3584 // 28) * BF16, None, 0)],
+    "Qwen--Qwen2.5-32B": [("full", 64, 2 * 64 * 8 * (5120 // 40) * BF16, None, 0)],
+    "Qwen--Qwen2.5-72B": [("full", 80, 2 * 80 * 8 * (8192 // 64) * BF16, None, 0)],
+    "Qwen--Qwen2.5-VL-7B-Instruct": [("full", 28, 2 * 28 * 4 * (3584 // 28) * BF16, None, 0)],
+    "Qwen--Qwen3-8B": [("full", 36, 2 * 36 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-14B": [("full", 40, 2 * 40 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-32B": [("full", 64, 2 * 64 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-235B-A22B": [("full", 94, 2 * 94 * 4 * 128 * BF16, None, 0)],
+    # The FP8 checkpoint quantises weights only; the KV cache stays in the model dtype.
+    "Qwen--Qwen3-235B-A22B-FP8": [("full", 94, 2 * 94 * 4 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-Coder-480B-A35B-Instruct": [("full", 62, 2 * 62 * 8 * 128 * BF16, None, 0)],
+    "codellama--CodeLlama-34b-Instruct-hf": [
+        ("full", 48, 2 * 48 * 8 * (8192 // 64) * BF16, None, 0)
+    ],
+    "deepseek-ai--DeepSeek-R1": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    "deepseek-ai--DeepSeek-V3.2": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    # Gemma 3 27B: pattern 6 over 62 layers -> globals at 5, 11, ..., 59 (10), 52 sliding.
+    "google--gemma-3-27b-it": [
+        ("sliding", 52, 2 * 52 * 16 * 128 * BF16, 1024, 0),
+        ("full", 10, 2 * 10 * 16 * 128 * BF16, None, 0),
+    ],
+    "meta-llama--Llama-2-13b-hf": [("full", 40, 2 * 40 * 40 * (5120 // 40) * BF16, None, 0)],
+    "meta-llama--Llama-2-70b-hf": [("full", 80, 2 * 80 * 8 * (8192 // 64) * BF16, None, 0)],
+    "meta-llama--Llama-3.1-8B": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    "meta-llama--Meta-Llama-3.1-8B": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    "meta-llama--Llama-3.1-70B": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],
+    "meta-llama--Llama-3.1-405B": [("full", 126, 2 * 126 * 8 * (16384 // 128) * BF16, None, 0)],
+    "meta-llama--Llama-3.2-1B-Instruct": [("full", 16, 2 * 16 * 8 * 64 * BF16, None, 0)],
+    "meta-llama--Llama-3.2-3B-Instruct": [("full", 28, 2 * 28 * 8 * 128 * BF16, None, 0)],
+    "meta-llama--Llama-3.3-70B-Instruct": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],
+    "meta-llama--Llama-4-Maverick-17B-128E-Instruct": [
+        ("chunked", 36, 2 * 36 * 8 * 128 * BF16, 8192, 0),
+        ("full", 12, 2 * 12 * 8 * 128 * BF16, None, 0),
+    ],
+    "mistralai--Mistral-7B-Instruct-v0.3": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    "mistralai--Mistral-Nemo-Instruct-2407": [("full", 40, 2 * 40 * 8 * 128 * BF16, None, 0)],
+    "mistralai--Mixtral-8x7B-Instruct-v0.1": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
+    "mistralai--Mixtral-8x22B-v0.1": [("full", 56, 2 * 56 * 8 * (6144 // 48) * BF16, None, 0)],
+    "mistralai--Mixtral-8x22B-Instruct-v0.1": [
+        ("full", 56, 2 * 56 * 8 * (6144 // 48) * BF16, None, 0)
+    ],
+    "openai--gpt-oss-120b": [
+        ("sliding", 18, 2 * 18 * 8 * 64 * BF16, 128, 0),
+        ("full", 18, 2 * 18 * 8 * 64 * BF16, None, 0),
+    ],
 }
+
+
+def test_every_shared_config_is_pinned() -> None:
+    assert {p.parent.name for p in MODELS.glob("*/config.json")} == set(EXPECTED)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
