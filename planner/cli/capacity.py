@@ -297,7 +297,7 @@ def render_engine(pred: object) -> None:
             [(escape(f"{k} [{s}]") if s else k, gb_gib(v)) for k, v, s in rows]
             + [
                 ("bytes per block", f"{pred.bytes_per_block:,} B"),
-                ("blocks (incl. 1 null block)", f"{pred.num_gpu_blocks:,}"),
+                ("blocks (vLLM: incl. the null block; SGLang: pages)", f"{pred.num_gpu_blocks:,}"),
                 (
                     "KV groups / blocks per request",
                     f"{pred.num_kv_groups} / {pred.blocks_per_request:,}",
