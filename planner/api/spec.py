@@ -104,7 +104,10 @@ def spec_advice(
             "max_seqs_paged_with_draft": with_draft,
         }
     # No more sequences can run than the KV pool holds: scan only up to that.
-    limit = max(1, min(max_batch, plan.max_seqs_paged))
+    capacity = plan.max_seqs_paged
+    if result["draft"] is not None:
+        capacity = result["draft"]["max_seqs_paged_with_draft"]
+    limit = max(1, min(max_batch, capacity))
     result["scan_limit"] = limit
     result["disable_above_concurrency"] = [
         {"alpha": a, "concurrency": disable_above(target, a, ks, limit, draft_cost, draft_line)}
