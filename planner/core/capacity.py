@@ -222,8 +222,9 @@ def plan_capacity(model: ModelSpec, gpu: GpuSpec, settings: CapacitySettings) ->
     mem_fraction = _floor_to((weights_per_gpu + pool) / s.hbm_bytes, 2)
     if util > HIGH_UTILIZATION_WARNING:
         warnings.append(
-            f"the plan needs --gpu-memory-utilization {util:.2f}: little slack for the engine's "
-            f"own activations (REFERENCE section 7 suggests ~0.90); raise --tp or lower precision"
+            f"the plan hands the engine {util:.0%} of HBM (--gpu-memory-utilization {util:.2f}); "
+            "REFERENCE section 7 suggests ~0.90: raise --headroom or --workspace-gib for slack "
+            "(fewer sequences), or check the engine's own arithmetic with --engine"
         )
 
     flags = engine_flags(
