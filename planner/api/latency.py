@@ -62,7 +62,10 @@ def derived_step_model(plan: CapacityPlan, **efficiencies: float) -> StepModel:
         memory_a_ms=memory_a,
         compute_ms_per_seq=compute,
         arithmetic=arithmetic,
-        source=f"derived: {plan.model.name} on {plan.gpu.id} x TP {plan.settings.tp} (roofline)",
+        source=(
+            f"derived: {plan.model.name} on {plan.gpu.id} x TP {plan.settings.tp} "
+            "(roofline estimate)"
+        ),
     )
 
 

@@ -85,7 +85,7 @@ def capacity(
 ) -> None:
     """Does the model fit, how many sequences run at once, and what binds them."""
     from planner.api import capacity_report, lock_for
-    from planner.core.capacity import capacity_json
+    from planner.core.capacity import DEFAULT_BLOCK_TOKENS, capacity_json
     from planner.errors import InputError
     from planner.units import GIB_BYTES
 
@@ -132,7 +132,8 @@ def capacity(
                 "max_model_len": max_model_len or context,
                 "max_num_batched_tokens": max_num_batched_tokens,
                 "max_num_seqs": max_num_seqs,
-                "block_size": block_size if block_size != 16 else None,
+                # planner's default page size is the engine's; pass it only when changed
+                "block_size": block_size if block_size != DEFAULT_BLOCK_TOKENS else None,
                 "kv_cache_dtype": kv_flag,
                 "enforce_eager": enforce_eager,
                 "kv_cache_memory_bytes": kv_cache_memory_bytes,

@@ -87,8 +87,9 @@ def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
         raise _translate(exc, repo_id, rev) from exc
     raw = Path(path).read_bytes()
     commit = _commit_of(path)
-    counts = _parameter_counts(repo_id, commit or rev)
-    total = _index_total(repo_id, commit or rev)
+    counts, total = _safetensors_metadata(repo_id, commit or rev)
+    if counts is None:  # offline or gated shards: the cached index still gives exact bytes
+        total = _index_total(repo_id, commit or rev)
     if total is None and counts:
         from planner.core.safetensors import total_bytes
 
@@ -96,17 +97,19 @@ def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
     return HubConfig(raw=raw, commit=commit, total_size_bytes=total, parameter_counts=counts)
 
 
-def _parameter_counts(repo_id: str, revision: str) -> dict[str, int] | None:
-    """Exact elements per dtype from the safetensors headers (range requests per shard)."""
+def _safetensors_metadata(repo_id: str, revision: str) -> tuple[dict[str, int] | None, int | None]:
+    """Exact elements per dtype from the safetensors headers (range requests per shard), and the
+    index's metadata.total_size when the checkpoint is sharded."""
     from huggingface_hub import get_safetensors_metadata
     from huggingface_hub.errors import NotASafetensorsRepoError, SafetensorsParsingError
 
     try:
         meta = get_safetensors_metadata(repo_id, revision=revision)
     except (NotASafetensorsRepoError, SafetensorsParsingError, OSError, ValueError):
-        return None  # offline, gated shards or no safetensors: the estimate stands
+        return None, None  # offline, gated shards or no safetensors: the estimate stands
     counts = {str(k): int(v) for k, v in meta.parameter_count.items()}
-    return counts or None
+    total = (meta.metadata or {}).get("total_size")
+    return counts or None, int(total) if isinstance(total, (int, float)) and total > 0 else None
 
 
 def _index_total(repo_id: str, revision: str) -> int | None:
