@@ -37,6 +37,33 @@ CONFIGS = {
 GPUS = {"A100-80GB": "a100-80gb", "unknown 80GB-class GPU": "h100"}
 
 
+# Cases run from a Python script (vLLM's LLM class) rather than `vllm serve`, by what the source
+# says: the 4080 record is an offline experiment log whose 8192-token profile (1.04 GiB
+# activation peak) is the LLM-class default; `vllm serve` would have profiled 2048 tokens.
+LLM_CLASS_CASES = {"vllm-4080-qwen25-7b-awq"}
+
+
+def launcher_settings(case: dict[str, Any]) -> dict[str, Any]:
+    """Settings the case's launcher chose that the case's fields do not carry.
+
+    Unsloth (and TRL's colocate mode) start vLLM through the LLM class inside the training
+    process, so the CUDA libraries are resident before vLLM's baseline (`colocated`); LoRA and
+    the rank are read from the logged non-default args when present (vLLM's default rank, 16,
+    otherwise).
+    """
+    text = " ".join(str(case.get(k) or "") for k in ("source", "evidence", "notes"))
+    out: dict[str, Any] = {"usage_context": "llm" if case["id"] in LLM_CLASS_CASES else "serve"}
+    if re.search(r"unsloth|colocat", text, re.IGNORECASE):
+        out |= {"colocated": True, "usage_context": "llm"}
+    if re.search(r"'enable_lora': True|enables LoRA|LoRA enabled", text):
+        out["enable_lora"] = True
+        if found := re.search(r"'max_lora_rank': (\d+)", text):
+            out["max_lora_rank"] = int(found.group(1))
+    if found := re.search(r"Num Sequences = (\d+)", text):
+        out.setdefault("max_num_seqs", int(found.group(1)))
+    return out
+
+
 def case_settings(case: dict[str, Any]) -> dict[str, Any]:
     """The engine flags and versions a case ran with, as engine_plan keywords."""
     gpu = re.sub(r"\s*\(.*$", "", case["gpu"]).strip()
@@ -62,8 +89,8 @@ def case_settings(case: dict[str, Any]) -> dict[str, Any]:
             "kv_cache_dtype": kv,
             "enforce_eager": bool(case["enforce_eager"]),
             "tensor_parallel_size": case["tensor_parallel_size"] or 1,
-            "usage_context": "llm" if case["id"].startswith("unsloth") else "serve",
         }
+        out |= launcher_settings(case)
         if "V0" in version or version.startswith(("v0.2", "0.6", "0.7")):
             out["engine_mode"] = "v0"
     else:

@@ -14,6 +14,9 @@ from helpers import DATA, MODELS, Result
 from planner.api import engine_plan, from_log_report
 from planner.core.engines import vllm
 from planner.core.engines.common import EnginePrediction
+from planner.core.specs import ModelSpec
+from planner.sources.models import resolve_model
+from planner.sources.startup_log import parse_startup_log
 from planner.units import GIB_BYTES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -148,8 +151,9 @@ def test_calibration_errors_within_bounds() -> None:
         errors[case["engine"]].append(err)
         if case["id"].startswith("llmd-"):
             assert err < 0.01, case["id"]  # H100 vLLM 0.19 sweep: every case within 1%
-    assert statistics.median(errors["vllm"]) <= 0.02
-    assert statistics.median(errors["sglang"]) <= 0.02
+    for engine in ("vllm", "sglang"):  # the issue's bounds
+        assert statistics.median(errors[engine]) <= 0.02, engine
+        assert max(errors[engine]) <= 0.05, engine
 
 
 def test_sglang_docs_case() -> None:
@@ -306,3 +310,147 @@ def test_engine_bad_input(cli: Cli) -> None:
 def test_capture_sizes_example() -> None:
     # vllm.md: H100 serve defaults -> max 512 -> 3 + 31 + 17 = 51 sizes
     assert len(vllm.capture_sizes(1024, 8192)) == 51
+
+
+QWEN3_8B = str(MODELS / "Qwen--Qwen3-8B" / "config.json")
+LLAMA32_3B = str(MODELS / "meta-llama--Llama-3.2-3B-Instruct" / "config.json")
+QWEN25_7B = str(MODELS / "Qwen--Qwen2.5-7B-Instruct" / "config.json")
+
+
+def test_lora_buffers_by_hand() -> None:
+    """Qwen3-8B (no embedding_modules): per layer r x (7H + q + 2kv + q + 3I), 36 layers."""
+    spec = engine_fidelity_spec(QWEN3_8B)
+    per_layer = 32 * (7 * 4096 + (4096 + 2 * 1024) + 4096 + 3 * 12288)
+    assert per_layer == 32 * 75_776
+    assert vllm.lora_bytes(spec, 32, 1, 1, 1, 2, (0, 10, 2)) == per_layer * 36 * 2
+    # Llama-3.2-3B declares embedding_modules: embedding and lm_head buffers too, with the
+    # 256 extra vocabulary rows before 0.12.
+    llama = engine_fidelity_spec(LLAMA32_3B)
+    layers = 64 * (7 * 3072 + (3072 + 2 * 1024) + 3072 + 3 * 8192) * 28
+    embed_old = 256 * 3072 + (128_256 + 256) * 64 + 3072 * 64
+    head_old = 64 * 3072 + 128_256 * 64 + 256 * 3072  # 128,256 is a multiple of 256
+    assert vllm.lora_bytes(llama, 64, 1, 1, 1, 2, (0, 8, 1)) == (
+        (layers + embed_old + head_old) * 2
+    )
+    embed_new, head_new = 128_256 * 64 + 3072 * 64, 64 * 3072 + 128_256 * 64
+    assert vllm.lora_bytes(llama, 64, 2, 1, 1, 2, (0, 19, 0)) == (
+        (layers + embed_new + head_new) * 2 * 2
+    )
+    # TP shards B of column-parallel and A of row-parallel layers.
+    assert vllm.lora_bytes(spec, 32, 1, 2, 1, 2, (0, 19, 0)) < per_layer * 36 * 2
+
+
+def engine_fidelity_spec(path: str) -> ModelSpec:
+    return resolve_model(None, path, None)
+
+
+def test_unsloth_l4_case_term_by_term() -> None:
+    """Qwen3-8B-FP8 on an L4, vLLM 0.10.2 inside Unsloth with LoRA rank 32 (65,376 tokens)."""
+    p = plan(
+        model=QWEN3_8B,
+        gpu="NVIDIA L4",
+        quantization="fp8",
+        version="0.10.2",
+        gpu_memory_utilization=0.8661508568217998,
+        max_model_len=2048,
+        max_num_seqs=224,
+        max_num_batched_tokens=2048,
+        enable_lora=True,
+        max_lora_rank=32,
+        usage_context="llm",
+        colocated=True,
+    )
+    assert p.settings["profile_sampler"] == "sort" and p.settings["model_runner"] == "v1"
+    assert p.weights_bytes / GIB == pytest.approx(8.9638, abs=0.01)  # logged, LoRA included
+    assert p.activation_peak_bytes == 224 * 151_936 * 38  # the sort dominates the forward
+    assert p.activation_peak_bytes / GIB == pytest.approx(1.23, abs=0.03)
+    assert p.non_torch_bytes == vllm.NON_TORCH_COLOCATED_BYTES
+    assert p.cudagraph_bytes == 0  # not reserved before 0.20
+    assert p.available_kv_bytes == (
+        p.requested_memory_bytes - p.weights_bytes - p.activation_peak_bytes - p.non_torch_bytes
+    )
+    assert p.kv_cache_tokens == pytest.approx(65_376, rel=0.01)
+    assert any("LoRA buffers 0.163 GiB" in n for n in p.notes)
+
+
+def test_sampler_implementation_by_version() -> None:
+    # max_num_seqs large enough, batch small, that the sampler is the peak
+    kw = {"max_model_len": 4096, "max_num_seqs": 512, "max_num_batched_tokens": 1024}
+    sort = plan(version="0.16.0", **kw)
+    triton = plan(version="0.17.0", **kw)
+    assert sort.settings["profile_sampler"] == "sort"
+    assert triton.settings["profile_sampler"] == "triton"
+    assert sort.activation_peak_bytes == 512 * 128_256 * 38
+    assert triton.activation_peak_bytes == int(512 * 128_256 * 3.86 * 4)
+    assert triton.kv_cache_tokens > sort.kv_cache_tokens
+    few = plan(version="0.19.0", max_model_len=4096, max_num_seqs=4, max_num_batched_tokens=1024)
+    assert few.settings["profile_sampler"] == "sort"  # Triton top-k/top-p needs >= 8 rows
+    v0 = plan(version="0.8.1", engine_mode="v0", **kw)
+    assert v0.settings["profile_sampler"] == "sort"
+
+
+def test_model_runner_v2_rules() -> None:
+    """V2 runs dense models from 0.25 (Llama from 0.23); it reserved no graph memory until 0.29."""
+    kw = {"max_model_len": 8192}
+    assert plan(version="0.22.0", **kw).settings["model_runner"] == "v1"
+    llama23 = plan(version="0.23.0", **kw)
+    assert llama23.settings["model_runner"] == "v2"
+    assert llama23.cudagraph_bytes == 0 and llama23.settings["profile_sampler"] == "logits"
+    # forward only: 8192 tokens x (3 x 14336 + 3 x 4096) x 2 B
+    assert llama23.activation_peak_bytes == 8192 * (3 * 14_336 + 3 * 4096) * 2
+    quantized = plan(version="0.23.0", quantization="awq", **kw)
+    assert quantized.settings["model_runner"] == "v1" and quantized.cudagraph_bytes > 0
+    moe = plan(model=str(MODELS / "Qwen--Qwen3-30B-A3B" / "config.json"), version="0.26.0", **kw)
+    assert moe.settings["model_runner"] == "v1" and moe.cudagraph_bytes > 0
+    assert plan(version="0.28.0", **kw).cudagraph_bytes == 0
+    v29 = plan(version="0.29.0", **kw)
+    assert v29.settings["model_runner"] == "v2" and v29.cudagraph_bytes > 0
+    newest = plan(**kw)
+    assert newest.settings["profile_sampler"] == "triton"  # 0.33 warms the full sampler
+
+
+def test_rtx4080_v2_runner_reserves_no_graph_memory() -> None:
+    """vLLM 0.26, Qwen2.5-7B-AWQ, LLM class: 15.99 x 0.9 - 5.29 - 1.04 - 0.06 = 8.0 GiB logged."""
+    p = plan(
+        model=QWEN25_7B,
+        gpu="NVIDIA GeForce RTX 4080",
+        quantization="awq",
+        version="0.26.0",
+        gpu_memory_utilization=0.9,
+        max_model_len=32768,
+        usage_context="llm",
+    )
+    assert p.settings["max_num_batched_tokens"] == 8192  # LLM-class default under 70 GiB
+    assert p.cudagraph_bytes == 0
+    assert p.activation_peak_bytes / GIB == pytest.approx(1.04, abs=0.02)
+    assert p.kv_cache_tokens == pytest.approx(149_712, rel=0.02)
+    serve = plan(
+        model=QWEN25_7B,
+        gpu="NVIDIA GeForce RTX 4080",
+        quantization="awq",
+        version="0.26.0",
+        gpu_memory_utilization=0.9,
+        max_model_len=32768,
+    )
+    assert serve.settings["max_num_batched_tokens"] == 2048
+    assert serve.kv_cache_tokens > p.kv_cache_tokens
+
+
+def test_colocated_non_torch() -> None:
+    alone = plan(version="0.19.0", max_model_len=8192)
+    inside = plan(version="0.19.0", max_model_len=8192, colocated=True)
+    assert alone.non_torch_bytes - inside.non_torch_bytes == (
+        vllm.NON_TORCH_BYTES - vllm.NON_TORCH_COLOCATED_BYTES
+    )
+    assert inside.available_kv_bytes > alone.available_kv_bytes
+
+
+def test_log_parser_reads_lora_and_the_in_process_launcher() -> None:
+    case = next(c for c in CASES if c["id"] == "unsloth-l4-qwen3-8b-fp8")
+    log = parse_startup_log(str(case["evidence"]).replace(" | ", "\n"), "l4.log")
+    assert log.settings["enable_lora"] is True and log.settings["max_lora_rank"] == 32
+    assert log.settings["max_num_seqs"] == 224
+    assert log.settings["colocated"] is True  # Unsloth's banner: "Num GPUs = 1. Max memory"
+    a100 = next(c for c in CASES if c["id"] == "unsloth-a100-40g-llama32-3b-bf16")
+    log = parse_startup_log(str(a100["evidence"]).replace(" | ", "\n"), "a100.log")
+    assert log.settings["colocated"] is True and log.settings["usage_context"] == "llm"

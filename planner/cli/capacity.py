@@ -63,6 +63,20 @@ def capacity(
     max_num_seqs: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    enable_lora: Annotated[
+        bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
+    ] = False,
+    max_lora_rank: Annotated[int, typer.Option(help="vLLM flag (with --enable-lora).")] = 16,
+    max_loras: Annotated[int, typer.Option(help="vLLM flag (with --enable-lora).")] = 1,
+    usage_context: Annotated[
+        str, typer.Option(help="vLLM entry point: serve (`vllm serve`) or llm (the LLM class).")
+    ] = "serve",
+    colocated: Annotated[
+        bool,
+        typer.Option(
+            help="vLLM runs inside a process that already used CUDA (Unsloth, TRL colocate)."
+        ),
+    ] = False,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine mode).")] = 1,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4.")
@@ -139,7 +153,15 @@ def capacity(
                 "kv_cache_memory_bytes": kv_cache_memory_bytes,
                 "tensor_parallel_size": tp,
                 "pipeline_parallel_size": pp,
+                "usage_context": usage_context,
+                "colocated": colocated,
             }
+            if enable_lora:
+                flags |= {
+                    "enable_lora": True,
+                    "max_lora_rank": max_lora_rank,
+                    "max_loras": max_loras,
+                }
         else:
             flags = {
                 "mem_fraction_static": mem_fraction_static,

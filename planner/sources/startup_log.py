@@ -68,6 +68,9 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
         "enforce_eager",
         "tensor_parallel_size",
         "pipeline_parallel_size",
+        "enable_lora",
+        "max_lora_rank",
+        "max_loras",
     ):
         if key in args and args[key] is not None:
             log.settings[key] = args[key]
@@ -159,6 +162,13 @@ def _actual_usage(log: StartupLog, m: re.Match[str]) -> None:
     log.terms.setdefault("non_torch_bytes", _gib(m.group(3)))
 
 
+def _in_process_launcher(log: StartupLog, m: re.Match[str]) -> None:
+    """Unsloth starts vLLM through the LLM class inside its training process."""
+    log.engine = "vllm"
+    log.settings["colocated"] = True
+    log.settings["usage_context"] = "llm"
+
+
 def _vllm_version(log: StartupLog, m: re.Match[str]) -> None:
     log.engine = "vllm"
     log.version = log.version or m.group(1)
@@ -200,6 +210,8 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(r"non-default args: (\{.*\})"), _non_default_args),
     (re.compile(r"Initializing an? (V[01]) LLM engine \(v?([0-9][^)]*)\)(.*)"), _engine_config),
     (re.compile(r"vLLM API server version v?([0-9][0-9.a-z+]*)"), _vllm_version),
+    # Unsloth's banner ("NVIDIA L4. Num GPUs = 1. Max memory: 22.161 GB") and its vLLM line
+    (re.compile(r"Unsloth: vLLM loading |Num GPUs = \d+\. Max memory: "), _in_process_launcher),
     (re.compile(r"Memory profiling results: .*"), _profiling_v0),
     (
         re.compile(r"(?:Model loading|Loading model weights) took " + _NUM + r" ?Gi?B"),

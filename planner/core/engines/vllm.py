@@ -31,11 +31,22 @@ from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 
 # --- calibrated constants (each with the log lines it was fitted on) -------------------------
 
-# Peak of the dummy sampler run: logits and their fp32 working copies (probs, logprobs, top-k /
-# top-p sort buffers) over max_num_seqs rows. 3.86 copies of max_num_seqs x vocab x 4 B
-# reproduces the torch peak of five vLLM 0.19 H100 logs whose peak is the sampler:
-# Llama-3.1-8B TP1 and TP2 1.89 GiB, Qwen2.5-7B 2.21, gemma-3-4b 3.89, gpt-oss-20b TP2 2.87.
-SAMPLER_FP32_COPIES = 3.86
+# Peak of the dummy sampler run, in bytes per logit (max_num_seqs rows x vocab), by the top-k /
+# top-p implementation the profile exercises (it samples with top_k = vocab - 1, top_p = 0.9):
+# - "sort" (V0, and V1 before 0.17): torch's segmented sort is live at the peak. Counted from the
+#   code (vllm/v1/sample/ops/topk_topp_sampler.py, ATen SortStable.cu): bf16 logits 2 + fp32
+#   logits 4 + sorted values 4 + int64 indices 8 + two int2 (index, segment) buffers 16 + the
+#   radix sort's keys-out buffer 4 = 38 B. Checked against two logs it was not fitted on:
+#   Llama-3.2-3B, 320 rows, vLLM 0.8.1 V0 -> 1.45 GiB (logged 1.49); Qwen3-8B, 224 rows, vLLM
+#   0.10.2 V1 -> 1.20 GiB (logged 1.23).
+# - "triton" (V1 runner from 0.17: a Triton top-k/top-p kernel for >= 8 rows, no sort): 3.86
+#   fp32 copies, fitted on five vLLM 0.19 H100 logs whose peak is the sampler: Llama-3.1-8B TP1
+#   and TP2 1.89 GiB, Qwen2.5-7B 2.21, gemma-3-4b 3.89, gpt-oss-20b TP2 2.87 (1024 rows each).
+# - "logits" (model runner V2, default for dense models from 0.25): the dummy sampler applies no
+#   top-k / top-p and samples in one Gumbel kernel, so only the logits themselves (model dtype).
+SORT_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 16 + 4
+TRITON_SAMPLER_BYTES_PER_LOGIT = 3.86 * 4
+TRITON_TOPK_MIN_ROWS = 8  # apply_top_k_top_p falls back to the sort below 8 rows
 # Forward pass of the profiling batch: per token the gate/up output (2 x I), the activation
 # output (I) and ~3 hidden-size buffers, in the activation dtype. Fits the V0 logs where the
 # forward dominates: Llama-3.1-8B on an RTX 3090 at 20,000 / 29,000 tokens (2.07 / 2.99 GiB)
@@ -48,6 +59,11 @@ NON_TORCH_BYTES = round(0.25 * GIB_BYTES)
 # Extra with TP > 1 (NCCL buffers, custom all-reduce): 2.07 - 0.25 GiB, both TP2 logs
 # (Llama-3.1-8B and gpt-oss-20b on H100, vLLM 0.19).
 NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(1.82 * GIB_BYTES)
+# Non-torch growth when vLLM starts inside a process that already ran CUDA work (Unsloth or TRL
+# "colocate" training loops): the libraries and kernels are resident before vLLM's baseline
+# snapshot, so little shows up. Median of the three such logs in ../shared/calibration: Unsloth
+# on a T4 0.01 GiB, an A100-40GB 0.09 GiB and an L4 0.02 GiB.
+NON_TORCH_COLOCATED_BYTES = round(0.02 * GIB_BYTES)
 # CUDA-graph pool per layer per captured batch size: median of the four estimates logged
 # (Llama-3.1-8B 0.84 GiB / 32 layers / 51 sizes, gemma-3-4b 0.70 / 34 / 51, gpt-oss-20b TP2
 # 1.09 / 24 / 51, Qwen2.5-7B-AWQ on an RTX 4080 0.48 / 28 / 51) = 0.47 MiB.
@@ -61,6 +77,37 @@ V0_CHUNKED_PREFILL_ABOVE = 32_768  # V0 turned chunked prefill on for longer con
 CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
 SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
 NEWEST_VERSION = (0, 33, 0)
+DEFAULT_MAX_LORA_RANK = 16  # LoRAConfig.max_lora_rank
+DEFAULT_MAX_LORAS = 1  # LoRAConfig.max_loras
+LORA_EXTRA_VOCAB = 256  # LoRAConfig.lora_extra_vocab_size, removed in 0.12
+LORA_EXTRA_VOCAB_UNTIL = (0, 12, 0)
+LORA_VOCAB_PADDING = 256  # lora_vocab_padding_size on CUDA: the lm_head LoRA B is padded to it
+# Model classes that declare `embedding_modules`, so their embedding and lm_head get LoRA buffers
+# too (vllm/model_executor/models/*.py, 0.10.2), by Hugging Face model_type.
+LORA_EMBEDDING_MODEL_TYPES = frozenset(
+    {
+        "apertus",
+        "bamba",
+        "cohere",
+        "exaone",
+        "exaone4",
+        "falcon_h1",
+        "granite",
+        "granitemoe",
+        "granitemoehybrid",
+        "granitemoeshared",
+        "jamba",
+        "lfm2",
+        "llama",
+        "minicpm",
+        "mistral",
+        "mixtral",
+        "nemotron",
+        "nemotron_h",
+        "phimoe",
+        "solar",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -74,15 +121,37 @@ class VllmRules:
     tokens: Literal["blocks", "blocks_per_group", "concurrency"]
     log: Literal["v0", "two_line", "one_line"]
     batch_defaults: Literal["v0", "two_tier", "no_a100", "with_160gib"]
+    sampler: Literal["sort", "triton"]
     note: str
 
 
 VLLM_RULES: tuple[VllmRules, ...] = (
-    VllmRules((0, 0, 0), "v0", 0.9, False, "blocks", "v0", "v0", "V0 engine"),
-    VllmRules((0, 8, 0), "v1", 0.9, False, "blocks", "two_line", "two_tier", "V1 default"),
-    VllmRules((0, 9, 0), "v1", 0.9, False, "blocks", "two_line", "no_a100", "A100 small tier"),
+    VllmRules((0, 0, 0), "v0", 0.9, False, "blocks", "v0", "v0", "sort", "V0 engine"),
+    VllmRules((0, 8, 0), "v1", 0.9, False, "blocks", "two_line", "two_tier", "sort", "V1 default"),
     VllmRules(
-        (0, 10, 0), "v1", 0.9, False, "blocks_per_group", "two_line", "no_a100", "hybrid KV groups"
+        (0, 9, 0), "v1", 0.9, False, "blocks", "two_line", "no_a100", "sort", "A100 small tier"
+    ),
+    VllmRules(
+        (0, 10, 0),
+        "v1",
+        0.9,
+        False,
+        "blocks_per_group",
+        "two_line",
+        "no_a100",
+        "sort",
+        "hybrid KV groups",
+    ),
+    VllmRules(
+        (0, 17, 0),
+        "v1",
+        0.9,
+        False,
+        "blocks_per_group",
+        "two_line",
+        "no_a100",
+        "triton",
+        "Triton top-k/top-p sampler (no sort in the profile)",
     ),
     VllmRules(
         (0, 20, 0),
@@ -92,6 +161,7 @@ VLLM_RULES: tuple[VllmRules, ...] = (
         "concurrency",
         "two_line",
         "no_a100",
+        "triton",
         "util 0.92 (PR #38284); CUDA-graph estimate subtracted",
     ),
     VllmRules(
@@ -102,6 +172,7 @@ VLLM_RULES: tuple[VllmRules, ...] = (
         "concurrency",
         "one_line",
         "with_160gib",
+        "triton",
         "one-line capacity log; >= 160 GiB tier",
     ),
 )
@@ -110,6 +181,69 @@ VLLM_RULES: tuple[VllmRules, ...] = (
 def rules_for(version: tuple[int, int, int]) -> VllmRules:
     """The VLLM_RULES entry for a version."""
     return [r for r in VLLM_RULES if r.since <= version][-1]
+
+
+@dataclass(frozen=True)
+class V2RunnerRule:
+    """Which models get model runner V2 by default (VllmConfig.use_v2_model_runner)."""
+
+    since: tuple[int, int, int]
+    scope: Literal["none", "listed", "dense", "all"]  # listed archs / + dense non-hybrid / all
+    architectures: frozenset[str] = frozenset()
+    quantized: bool = True  # quantised checkpoints allowed
+
+
+# vllm/config/vllm.py: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES and _is_default_v2_model_runner_model
+# per release; from 0.29 V2 is the default for every model (bar unsupported features).
+V2_RUNNER_RULES: tuple[V2RunnerRule, ...] = (
+    V2RunnerRule((0, 0, 0), "none"),
+    V2RunnerRule((0, 22, 0), "listed", frozenset({"Qwen3ForCausalLM"}), quantized=False),
+    V2RunnerRule(
+        (0, 23, 0),
+        "listed",
+        frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
+        quantized=False,
+    ),
+    V2RunnerRule(
+        (0, 24, 0),
+        "listed",
+        frozenset(
+            {
+                "Qwen3ForCausalLM",
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+                "LlamaForCausalLM",
+                "MistralForCausalLM",
+            }
+        ),
+    ),
+    V2RunnerRule(
+        (0, 25, 0),
+        "dense",
+        frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    ),
+    V2RunnerRule((0, 29, 0), "all"),
+)
+
+
+# Model runner V2 returned 0 from profile_cudagraph_memory() until 0.29, so no CUDA-graph estimate
+# was reserved for it even where VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaulted to 1.
+V2_CUDAGRAPH_ESTIMATE_SINCE = (0, 29, 0)
+# From 0.33 V2's dummy sampler also runs SamplingParams.for_sampler_warmup() (top-k/top-p, min-p,
+# penalties, logprobs: the fp32 pipeline); taken as the V1 Triton figure, not yet checked on a log.
+V2_SAMPLER_WARMUP_SINCE = (0, 33, 0)
+
+
+def uses_v2_runner(model: ModelSpec, version: tuple[int, int, int], quantized: bool) -> bool:
+    """Whether this vLLM version runs this model on model runner V2 by default."""
+    rule = [r for r in V2_RUNNER_RULES if r.since <= version][-1]
+    if rule.scope == "none" or (quantized and not rule.quantized):
+        return False
+    if rule.scope == "all" or model.architecture in rule.architectures:
+        return True
+    hybrid = any(not g.kind.per_token for g in model.kv_groups)
+    return rule.scope == "dense" and not model.num_experts and not hybrid
 
 
 class VllmSettings(BaseModel):
@@ -130,6 +264,13 @@ class VllmSettings(BaseModel):
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
     pipeline_parallel_size: int = Field(default=1, ge=1)
+    enable_lora: bool = False
+    max_lora_rank: int = Field(default=DEFAULT_MAX_LORA_RANK, gt=0)
+    max_loras: int = Field(default=DEFAULT_MAX_LORAS, gt=0)
+    colocated: bool = Field(
+        default=False,
+        description="started inside a process that already ran CUDA work (Unsloth, TRL colocate)",
+    )
 
 
 class MeasuredTerms(BaseModel):
@@ -175,7 +316,23 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
     return sorted(set(sizes))
 
 
-def activation_peak_bytes(model: ModelSpec, tokens: int, seqs: int, tp: int, act_bytes: int) -> int:
+def sampler_bytes_per_logit(kind: str, act_bytes: int) -> float:
+    """Bytes live at the dummy sampler's peak per logit, for one implementation (see above)."""
+    if kind == "logits":
+        return act_bytes
+    if kind == "triton":
+        return TRITON_SAMPLER_BYTES_PER_LOGIT
+    return SORT_SAMPLER_BYTES_PER_LOGIT
+
+
+def activation_peak_bytes(
+    model: ModelSpec,
+    tokens: int,
+    seqs: int,
+    tp: int,
+    act_bytes: int,
+    sampler: str = "triton",
+) -> int:
     """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace."""
     hidden = model.hidden_size
     inter = (model.intermediate_size or 4 * hidden) // tp
@@ -183,13 +340,49 @@ def activation_peak_bytes(model: ModelSpec, tokens: int, seqs: int, tp: int, act
         inter = 0  # MoE FFNs run through the fused-MoE workspaces below
     forward = tokens * (FORWARD_INTERMEDIATE_BUFFERS * inter + FORWARD_HIDDEN_BUFFERS * hidden)
     forward *= act_bytes
-    sampler = SAMPLER_FP32_COPIES * seqs * (model.vocab_size or 0) * 4
+    per_logit = sampler_bytes_per_logit(sampler, act_bytes)
+    sampler_peak = per_logit * seqs * (model.vocab_size or 0)
     workspace = 0
     if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
         moe = model.moe_intermediate_size // tp
         # fused_moe keeps workspace13 (max(2I, H)) and workspace2 (I) per routed token.
         workspace = tokens * model.experts_per_token * (max(2 * moe, hidden) + moe) * act_bytes
-    return int(max(forward, sampler) + workspace)
+    return int(max(forward, sampler_peak) + workspace)
+
+
+def lora_bytes(
+    model: ModelSpec,
+    rank: int,
+    loras: int,
+    tp: int,
+    pp: int,
+    act_bytes: int,
+    version: tuple[int, int, int],
+) -> int:
+    """The LoRA manager's stacked A/B buffers on one rank, allocated with the weights.
+
+    Every linear layer of a decoder layer gets max_loras x (rank x in + out x rank) in the model
+    dtype (vllm/lora/layers: column-parallel layers keep A whole and shard B's outputs, row-
+    parallel ones shard A's inputs and keep B whole); models that declare embedding_modules also
+    get embedding and lm_head buffers. MoE expert weights are not counted.
+    """
+    hidden = model.hidden_size
+    q_out = model.num_attention_heads * model.head_dim // tp
+    kv_out = kv_heads_per_rank(model.num_kv_heads, tp) * model.head_dim
+    inter = 0 if model.num_experts else (model.intermediate_size or 4 * hidden) // tp
+    # qkv: A 3 x (r x H), B (q + 2 kv) x r | o: A r x q, B H x r | gate_up: A 2 x (r x H),
+    # B 2I x r | down: A r x I, B H x r
+    per_layer = rank * (3 * hidden + q_out + 2 * kv_out + q_out + hidden)
+    if inter:
+        per_layer += rank * (2 * hidden + 2 * inter + inter + hidden)
+    elements = per_layer * ceil_div(model.num_layers, pp)
+    if model.model_type in LORA_EMBEDDING_MODEL_TYPES and model.vocab_size:
+        extra = LORA_EXTRA_VOCAB if version < LORA_EXTRA_VOCAB_UNTIL else 0
+        vocab_padded = ceil_div(model.vocab_size, LORA_VOCAB_PADDING) * LORA_VOCAB_PADDING
+        embed = extra * hidden + (model.vocab_size + extra) * rank + hidden * rank
+        head = rank * hidden + vocab_padded * rank + extra * hidden
+        elements += embed + head
+    return elements * loras * act_bytes
 
 
 @dataclass(frozen=True)
@@ -290,24 +483,45 @@ def predict(
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
-    act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes)
+    notes: list[str] = []
+    if s.enable_lora and m.weights_bytes is None:
+        lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
+        w += lora
+        notes.append(
+            f"LoRA buffers {lora / GIB_BYTES:.3f} GiB (max_loras {s.max_loras} x rank "
+            f"{s.max_lora_rank}) are loaded with the weights"
+            + ("; MoE expert LoRA is not counted" if model.num_experts else "")
+        )
+    quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
+    runner = "v0" if engine == "v0" else "v1"
+    sampler: str = "sort" if engine == "v0" else rules.sampler
+    if engine == "v1" and uses_v2_runner(model, version, quantized):
+        runner = "v2"
+        sampler = "triton" if version >= V2_SAMPLER_WARMUP_SINCE else "logits"
+    if sampler == "triton" and min(seqs, tokens) < TRITON_TOPK_MIN_ROWS:
+        sampler = "sort"
+    act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes, sampler)
     sources["activation_peak_bytes"] = "calibrated"
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
-    non_torch = NON_TORCH_BYTES + (NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0)
+    non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
+    non_torch += NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0
     sources["non_torch_bytes"] = "calibrated"
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
     graph = 0
     graphs_on = engine == "v1" and not s.enforce_eager
-    if graphs_on and rules.subtracts_cudagraph:
+    estimates_graphs = rules.subtracts_cudagraph and (
+        runner != "v2" or version >= V2_CUDAGRAPH_ESTIMATE_SINCE
+    )
+    if graphs_on and estimates_graphs:
         n_sizes = len(capture_sizes(seqs, tokens))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
     else:
         sources["cudagraph_bytes"] = "exact"  # not reserved by this version / eager mode
-    if m.cudagraph_bytes is not None and rules.subtracts_cudagraph and graphs_on:
+    if m.cudagraph_bytes is not None and estimates_graphs and graphs_on:
         graph, sources["cudagraph_bytes"] = m.cudagraph_bytes, "log"
 
     if s.kv_cache_memory_bytes is not None:
@@ -316,7 +530,6 @@ def predict(
     else:
         available = requested - w - act - non_torch - graph
         sources["available_kv_bytes"] = "derived"
-    notes: list[str] = []
     if available <= 0:
         raise InputError(
             "--gpu-memory-utilization",
@@ -390,6 +603,12 @@ def predict(
             "enforce_eager": s.enforce_eager,
             "tensor_parallel_size": tp,
             "pipeline_parallel_size": pp,
+            "enable_lora": s.enable_lora,
+            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
+            "max_loras": s.max_loras if s.enable_lora else None,
+            "colocated": s.colocated,
+            "model_runner": runner,
+            "profile_sampler": sampler,
         },
         defaults_used=defaults,
         term_sources=sources,
