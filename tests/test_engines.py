@@ -12,7 +12,7 @@ import pytest
 from helpers import DATA, MODELS, Result
 
 from planner.api import engine_plan, from_log_report
-from planner.core.engines import vllm
+from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction
 from planner.core.specs import ModelSpec
 from planner.sources.models import resolve_model
@@ -454,3 +454,56 @@ def test_log_parser_reads_lora_and_the_in_process_launcher() -> None:
     a100 = next(c for c in CASES if c["id"] == "unsloth-a100-40g-llama32-3b-bf16")
     log = parse_startup_log(str(a100["evidence"]).replace(" | ", "\n"), "a100.log")
     assert log.settings["colocated"] is True and log.settings["usage_context"] == "llm"
+
+
+def sglang_plan(**kw: object) -> EnginePrediction:
+    result = engine_plan(**({"engine": "sglang", "gpu": "h100", "model": LLAMA8} | kw))
+    assert isinstance(result, EnginePrediction)
+    return result
+
+
+def test_sglang_hybrid_state_pool_before_kv() -> None:
+    """Qwen3-Next: state : full KV = 0.9 (mamba_full_memory_ratio), K + 1 slots, running <= K/3."""
+    nxt = str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json")
+    spec = resolve_model(None, nxt, None)
+    per_request = sglang.mamba_state_bytes_per_request(spec, 2, 1)
+    linear = next(g for g in spec.kv_groups if not g.kind.per_token)
+    assert per_request == linear.num_layers * -(-linear.state_bytes_per_layer // 2)
+    p = sglang_plan(model=nxt, gpu="h200", tp_size=2, context_length=32768)
+    rest = p.requested_memory_bytes - p.weights_bytes
+    slots = p.settings["max_mamba_cache_size"]
+    assert slots == (int(rest * 0.9 / 1.9) - per_request) // per_request
+    kv_bytes = rest - (slots + 1) * per_request
+    assert p.available_kv_bytes == kv_bytes  # what is left for the KV pool
+    full = next(g for g in spec.kv_groups if g.kind.per_token)
+    cell = full.num_layers * 1 * (full.head_dim_k + full.head_dim_v) * 2  # 2 KV heads / TP2
+    assert p.kv_cache_tokens == kv_bytes // cell
+    assert p.settings["max_running_requests"] <= slots // 3
+    assert any("state pool" in n for n in p.notes)
+    fixed = sglang_plan(
+        model=nxt, gpu="h200", tp_size=2, context_length=32768, max_mamba_cache_size=64
+    )
+    assert fixed.settings["max_mamba_cache_size"] == 64
+    assert fixed.kv_cache_tokens == (rest - 65 * per_request) // cell
+    assert fixed.settings["max_running_requests"] == 64 // 3
+
+
+def test_sglang_vision_models_lower_the_default_fraction() -> None:
+    vl = str(MODELS / "Qwen--Qwen2.5-VL-7B-Instruct" / "config.json")
+    text = sglang_plan(model=QWEN25_7B, context_length=8192)
+    image = sglang_plan(model=vl, context_length=8192)
+    # Qwen2.5-VL's vision_config has depth, not num_hidden_layers: SGLang's getattr default 24
+    factor = 0.95 * (1 - 0.1 * (24 * 1280**2 / (24 * 1024**2) - 1))
+    assert sglang.vlm_fraction_factor(resolve_model(None, vl, None)) == pytest.approx(factor)
+    assert image.settings["mem_fraction_static"] == pytest.approx(
+        text.settings["mem_fraction_static"] * factor
+    )
+    assert any("100 MiB" in n for n in image.notes)  # 0.5.20+ multimodal reservation
+    old = sglang_plan(model=vl, context_length=8192, version="0.5.10")
+    assert not any("100 MiB" in n for n in old.notes)
+    older = sglang_plan(model=vl, context_length=8192, version="0.4.6")
+    assert older.settings["mem_fraction_static"] > image.settings["mem_fraction_static"]
+    gemma = resolve_model(None, str(MODELS / "google--gemma-3-4b-it" / "config.json"), None)
+    assert sglang.vlm_fraction_factor(gemma) == pytest.approx(
+        0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
+    )

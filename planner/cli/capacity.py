@@ -88,6 +88,11 @@ def capacity(
         typer.Option("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs", help="SGLang flag."),
     ] = None,
     page_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    max_running_requests: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    mamba_full_memory_ratio: Annotated[
+        float | None, typer.Option(help="SGLang flag (hybrid Mamba / linear models) [0.9].")
+    ] = None,
+    max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     context_length: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     from_log: Annotated[
         str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
@@ -172,6 +177,9 @@ def capacity(
                 "kv_cache_dtype": kv_flag,
                 "tp_size": tp,
                 "pp_size": pp,
+                "max_running_requests": max_running_requests,
+                "mamba_full_memory_ratio": mamba_full_memory_ratio,
+                "max_mamba_cache_size": max_mamba_cache_size,
             }
         quant = quantization or ("fp8" if weight_dtype == "fp8" else None)
         flags |= {"version": engine_version, "quantization": quant}

@@ -684,7 +684,21 @@ def model_spec_from_config(
             _opt_int(t, "moe_intermediate_size", "intermediate_size") if experts else None
         ),
         kv_groups=groups,
+        **_vision_shape(cfg),
     )
+
+
+def _vision_shape(cfg: Config) -> dict[str, Any]:
+    """The vision tower keys engines read to size their headroom, as written (None if absent)."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, Mapping):
+        return {}
+    layers, width = v.get("num_hidden_layers"), v.get("hidden_size")
+    return {
+        "has_vision": True,
+        "vision_num_hidden_layers": int(layers) if layers else None,
+        "vision_hidden_size": int(width) if width else None,
+    }
 
 
 def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:

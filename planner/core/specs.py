@@ -77,6 +77,11 @@ class ModelSpec(BaseModel):
     num_experts: int | None = None
     experts_per_token: int | None = None
     moe_intermediate_size: int | None = Field(default=None, description="per-expert FFN width")
+    has_vision: bool = Field(default=False, description="config.json has a vision_config")
+    vision_num_hidden_layers: int | None = Field(
+        default=None, description="vision_config.num_hidden_layers as written (engines read it)"
+    )
+    vision_hidden_size: int | None = Field(default=None, description="vision_config.hidden_size")
     kv_groups: tuple[KvLayerGroup, ...]
 
 

@@ -44,6 +44,24 @@ RESERVED_FLOOR_MIB = 10_240  # reserved memory floor on cards above 61,440 MiB (
 RESERVED_BASE_MIB = 512
 MLA_PREFILL_GRAPH_RESERVE_MIB = 1536
 PREFILL_GRAPH_MIB_PER_SIZE = 8
+# Vision models (adjust_mem_fraction_for_vlm, 0.5.5+): the default fraction x 0.95 x a factor
+# that falls 10% per 100% of ViT "complexity" (layers x hidden^2) above ViT-L/14 (24 x 1024^2),
+# clamped to [0.8, 1.05]; getattr defaults 24 / 1024 when vision_config lacks the keys.
+VLM_FRACTION_BASE = 0.95
+VLM_BASELINE_LAYERS = 24
+VLM_BASELINE_HIDDEN = 1024
+VLM_SENSITIVITY = 0.1
+VLM_FACTOR_RANGE = (0.8, 1.05)
+VLM_ADJUST_SINCE = (0, 5, 5)
+# Multimodal models reserve SGLANG_VLM_CACHE_SIZE_MB (100) of the KV budget for the embedding
+# cache allocated after the pool is sized (mm_runtime_reservation_gb; present by 0.5.20).
+VLM_CACHE_RESERVE_BYTES = 100 * MIB_BYTES
+VLM_CACHE_RESERVE_SINCE = (0, 5, 20)
+# Hybrid Mamba / linear-attention models: the rest is split so that state : full KV =
+# --mamba-full-memory-ratio (default 0.9, 0.5.5+); the state pool holds (K + 1) request slots and
+# max_running_requests is capped at K // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO).
+MAMBA_FULL_MEMORY_RATIO = 0.9
+MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 
 
 class SglangSettings(BaseModel):
@@ -61,6 +79,8 @@ class SglangSettings(BaseModel):
     tp_size: int = Field(default=1, ge=1)
     pp_size: int = Field(default=1, ge=1)
     max_running_requests: int | None = Field(default=None, gt=0)
+    mamba_full_memory_ratio: float = Field(default=MAMBA_FULL_MEMORY_RATIO, gt=0)
+    max_mamba_cache_size: int | None = Field(default=None, gt=0)
 
 
 class MeasuredTerms(BaseModel):
@@ -103,6 +123,25 @@ def default_mem_fraction(
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
+def vlm_fraction_factor(model: ModelSpec) -> float:
+    """adjust_mem_fraction_for_vlm: how much a vision tower lowers the default fraction."""
+    layers = model.vision_num_hidden_layers or VLM_BASELINE_LAYERS
+    hidden = model.vision_hidden_size or VLM_BASELINE_HIDDEN
+    ratio = layers * hidden**2 / (VLM_BASELINE_LAYERS * VLM_BASELINE_HIDDEN**2)
+    low, high = VLM_FACTOR_RANGE
+    return VLM_FRACTION_BASE * max(low, min(high, 1.0 - VLM_SENSITIVITY * (ratio - 1.0)))
+
+
+def mamba_state_bytes_per_request(model: ModelSpec, tp: int, pp: int) -> int:
+    """Conv + SSM (or linear-attention) state of one request across this rank's layers."""
+    total = 0
+    for g in model.kv_groups:
+        if not g.kind.per_token:
+            per_layer = -(-g.state_bytes_per_layer // min(tp, g.state_heads))
+            total += -(-g.num_layers // pp) * per_layer
+    return total
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -131,7 +170,12 @@ def predict(
     fraction = s.mem_fraction_static
     if fraction is None:
         fraction = default_mem_fraction(gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla)
-        defaults.append(f"mem_fraction_static={fraction} (SGLang heuristic for {gpu_mem_mib} MiB)")
+        if model.has_vision and version >= VLM_ADJUST_SINCE:
+            fraction *= vlm_fraction_factor(model)
+        defaults.append(
+            f"mem_fraction_static={fraction:.4f} (SGLang heuristic for {gpu_mem_mib} MiB"
+            + (", lowered for the vision tower)" if model.has_vision else ")")
+        )
         sources["mem_fraction_static"] = "derived"
     context = s.context_length or model.max_context_tokens
     if s.context_length is None:
@@ -152,14 +196,38 @@ def predict(
     )
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
+    notes: list[str] = []
+    if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
+        available -= VLM_CACHE_RESERVE_BYTES
+        notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
     if available <= 0:
         raise InputError(
             "--mem-fraction-static",
             f"loaded weights leave no KV cache under --mem-fraction-static={fraction}",
         )
+    state_per_request = mamba_state_bytes_per_request(model, tp, pp)
+    mamba_slots = 0
+    if state_per_request:
+        if s.max_mamba_cache_size is not None:
+            mamba_slots = s.max_mamba_cache_size
+        else:
+            ratio = s.mamba_full_memory_ratio
+            budget = int(available * ratio / (1 + ratio))
+            mamba_slots = (budget - state_per_request) // state_per_request
+        mamba_bytes = (mamba_slots + 1) * state_per_request
+        available -= mamba_bytes
+        notes.append(
+            f"Mamba / linear-attention state pool: {mamba_slots:,} slots x "
+            f"{state_per_request / MIB_BYTES:.2f} MiB = {mamba_bytes / GIB_BYTES:.2f} GiB "
+            "taken before the KV pool"
+        )
+        if mamba_slots <= 0 or available <= 0:
+            raise InputError(
+                "--mem-fraction-static",
+                f"the hybrid state pool leaves no KV cache under --mem-fraction-static={fraction}",
+            )
 
     cell = 0
-    notes: list[str] = []
     for g in model.kv_groups:
         layers = -(-g.num_layers // pp)
         if g.kind is KvKind.MLA:
@@ -168,15 +236,19 @@ def predict(
             per = layers * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v)
             ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
             cell += int(per * kv_bytes * ratio)
-        else:
-            notes.append("Mamba / linear-attention state pool not subtracted (estimate)")
-    tokens = available // cell
+    if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
+        tokens = context
+        notes.append("no attention KV: the token pool is nominal (context length)")
+    else:
+        tokens = available // cell
     tokens -= tokens % page
     concurrency = tokens / context
     # resolve_max_num_reqs (sglang.md 3.4): clamp(tokens / context x 512, 2048, 4096).
     estimated = min(max(int(tokens / context * 512), 2048), 4096)
     running = s.max_running_requests or estimated
     running = min(running, tokens // 2)
+    if mamba_slots:
+        running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
     if version < (0, 5, 0):
         running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
     size_gib = (tokens + page) * cell / 2 / GIB_BYTES
@@ -215,6 +287,7 @@ def predict(
             "tp_size": tp,
             "pp_size": pp,
             "max_running_requests": running,
+            "max_mamba_cache_size": mamba_slots or None,
         },
         defaults_used=defaults,
         term_sources=sources
