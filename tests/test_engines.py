@@ -507,3 +507,32 @@ def test_sglang_vision_models_lower_the_default_fraction() -> None:
     assert sglang.vlm_fraction_factor(gemma) == pytest.approx(
         0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
     )
+
+
+def test_log_parser_reads_unsloths_batch_line() -> None:
+    text = (
+        "Unsloth: vLLM loading unsloth/Llama-3.2-3B-Instruct with actual GPU utilization = 79.08%\n"
+        "Unsloth: Using conservativeness = 1.0. "
+        "Chunked prefill tokens = 2048. Num Sequences = 320.\n"
+        "# cuda blocks: 13724, # CPU blocks: 3510\n"
+    )
+    log = parse_startup_log(text, "unsloth.log")
+    assert log.settings["max_num_batched_tokens"] == 2048 and log.settings["max_num_seqs"] == 320
+    assert log.settings["colocated"] is True and log.kv_cache_tokens == 13724 * 16
+
+
+def test_fidelity_benchmark_skips_cases_it_has_no_data_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = dict(CASES[0], id="unknown-model", model="acme/NoSuchModel", base_model=None)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(case) + "\n" + json.dumps(CASES[4]) + "\n")
+    argv = sys.argv
+    sys.argv = ["engine_fidelity.py", "--cases", str(cases)]
+    try:
+        engine_fidelity.main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    assert "unknown-model" in out and "skipped: no vendored config.json" in out
+    assert "vllm: 1 cases" in out

@@ -169,6 +169,13 @@ def _in_process_launcher(log: StartupLog, m: re.Match[str]) -> None:
     log.settings["usage_context"] = "llm"
 
 
+def _unsloth_batch(log: StartupLog, m: re.Match[str]) -> None:
+    """Unsloth's 'Chunked prefill tokens = T. Num Sequences = S.' (what it passes to vLLM)."""
+    _in_process_launcher(log, m)
+    log.settings.setdefault("max_num_batched_tokens", int(m.group(1)))
+    log.settings.setdefault("max_num_seqs", int(m.group(2)))
+
+
 def _vllm_version(log: StartupLog, m: re.Match[str]) -> None:
     log.engine = "vllm"
     log.version = log.version or m.group(1)
@@ -212,6 +219,7 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(r"vLLM API server version v?([0-9][0-9.a-z+]*)"), _vllm_version),
     # Unsloth's banner ("NVIDIA L4. Num GPUs = 1. Max memory: 22.161 GB") and its vLLM line
     (re.compile(r"Unsloth: vLLM loading |Num GPUs = \d+\. Max memory: "), _in_process_launcher),
+    (re.compile(r"Chunked prefill tokens = (\d+)\. Num Sequences = (\d+)"), _unsloth_batch),
     (re.compile(r"Memory profiling results: .*"), _profiling_v0),
     (
         re.compile(r"(?:Model loading|Loading model weights) took " + _NUM + r" ?Gi?B"),
