@@ -536,3 +536,14 @@ def test_fidelity_benchmark_skips_cases_it_has_no_data_for(
     out = capsys.readouterr().out
     assert "unknown-model" in out and "skipped: no vendored config.json" in out
     assert "vllm: 1 cases" in out
+
+
+def test_vllm_064_counts_the_cuda_context_as_non_torch() -> None:
+    kw = {"engine_mode": "v0", "gpu": "rtx-3090", "gpu_memory_utilization": 0.9}
+    v064 = plan(version="0.6.4", max_model_len=20000, **kw)
+    v065 = plan(version="0.6.5", max_model_len=20000, **kw)
+    assert v064.non_torch_bytes == vllm.NON_TORCH_WITH_CONTEXT_BYTES
+    assert v065.non_torch_bytes == vllm.NON_TORCH_BYTES
+    # issue #10517: 1,952 blocks logged; the forward at 20,000 tokens is the activation peak
+    assert v064.activation_peak_bytes == 20_000 * (3 * 14_336 + 3 * 4096) * 2
+    assert abs(v064.num_gpu_blocks - 1952) <= 10

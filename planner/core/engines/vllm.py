@@ -64,6 +64,9 @@ NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(1.82 * GIB_BYTES)
 # snapshot, so little shows up. Median of the three such logs in ../shared/calibration: Unsloth
 # on a T4 0.01 GiB, an A100-40GB 0.09 GiB and an L4 0.02 GiB.
 NON_TORCH_COLOCATED_BYTES = round(0.02 * GIB_BYTES)
+# vLLM 0.6.4 alone counted all non-torch memory on the device, the CUDA context included
+# (worker.py: mem_get_info used - torch allocated): both 0.6.4 RTX 3090 logs print 0.35 GiB.
+NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
 # CUDA-graph pool per layer per captured batch size: median of the four estimates logged
 # (Llama-3.1-8B 0.84 GiB / 32 layers / 51 sizes, gemma-3-4b 0.70 / 34 / 51, gpt-oss-20b TP2
 # 1.09 / 24 / 51, Qwen2.5-7B-AWQ on an RTX 4080 0.48 / 28 / 51) = 0.47 MiB.
@@ -123,10 +126,34 @@ class VllmRules:
     batch_defaults: Literal["v0", "two_tier", "no_a100", "with_160gib"]
     sampler: Literal["sort", "triton"]
     note: str
+    non_torch_counts_context: bool = False
 
 
 VLLM_RULES: tuple[VllmRules, ...] = (
     VllmRules((0, 0, 0), "v0", 0.9, False, "blocks", "v0", "v0", "sort", "V0 engine"),
+    VllmRules(
+        (0, 6, 4),
+        "v0",
+        0.9,
+        False,
+        "blocks",
+        "v0",
+        "v0",
+        "sort",
+        "non-torch = device memory in use - torch allocated (CUDA context included)",
+        non_torch_counts_context=True,
+    ),
+    VllmRules(
+        (0, 6, 5),
+        "v0",
+        0.9,
+        False,
+        "blocks",
+        "v0",
+        "v0",
+        "sort",
+        "memory_profiling: non-torch growth since the baseline snapshot",
+    ),
     VllmRules((0, 8, 0), "v1", 0.9, False, "blocks", "two_line", "two_tier", "sort", "V1 default"),
     VllmRules(
         (0, 9, 0), "v1", 0.9, False, "blocks", "two_line", "no_a100", "sort", "A100 small tier"
@@ -505,6 +532,8 @@ def predict(
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
     non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
+    if rules.non_torch_counts_context:
+        non_torch = NON_TORCH_WITH_CONTEXT_BYTES
     non_torch += NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0
     sources["non_torch_bytes"] = "calibrated"
     if m.non_torch_bytes is not None:
