@@ -547,3 +547,22 @@ def test_vllm_064_counts_the_cuda_context_as_non_torch() -> None:
     # issue #10517: 1,952 blocks logged; the forward at 20,000 tokens is the activation peak
     assert v064.activation_peak_bytes == 20_000 * (3 * 14_336 + 3 * 4096) * 2
     assert abs(v064.num_gpu_blocks - 1952) <= 10
+
+
+def test_log_parser_reads_the_consumed_memory_line() -> None:
+    """vLLM 0.29+ folds weights and non-torch into 'consumed' and the graph estimate into the
+    peak activation; the parser splits them back with the earlier lines."""
+    text = (
+        "Model loading took 14.99 GiB memory and 5.1 seconds\n"
+        "Estimated CUDA graph memory: 0.91 GiB total\n"
+        "Free memory on device (78.69/79.19 GiB) on startup. Desired GPU memory utilization is "
+        "(0.92, 72.85 GiB). Actual usage is 15.24 GiB for consumed memory (weights + non-torch), "
+        "2.80 GiB for peak activation, and 0.91 GiB for CUDAGraph memory.\n"
+        "GPU KV cache size: 420,896 tokens\n"
+    )
+    log = parse_startup_log(text, "v33.log")
+    assert log.terms["weights_bytes"] == gib(14.99)
+    assert log.terms["non_torch_bytes"] == gib(15.24) - gib(14.99)
+    assert log.terms["activation_peak_bytes"] == gib(2.80) - gib(0.91)
+    assert log.terms["cudagraph_bytes"] == gib(0.91)
+    assert log.terms["total_memory_bytes"] == gib(79.19)

@@ -176,6 +176,16 @@ def _unsloth_batch(log: StartupLog, m: re.Match[str]) -> None:
     log.settings.setdefault("max_num_seqs", int(m.group(2)))
 
 
+def _consumed_usage(log: StartupLog, m: re.Match[str]) -> None:
+    """vLLM 0.29+: 'Actual usage is C GiB for consumed memory (weights + non-torch), A GiB for
+    peak activation' where A includes the CUDA-graph estimate; split with the earlier lines."""
+    consumed, peak = _gib(m.group(1)), _gib(m.group(2))
+    if "weights_bytes" in log.terms:
+        log.terms.setdefault("non_torch_bytes", max(consumed - log.terms["weights_bytes"], 0))
+    graphs = log.terms.get("cudagraph_bytes", 0)
+    log.terms.setdefault("activation_peak_bytes", max(peak - graphs, 0))
+
+
 def _vllm_version(log: StartupLog, m: re.Match[str]) -> None:
     log.engine = "vllm"
     log.version = log.version or m.group(1)
@@ -251,6 +261,16 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
             r"activation, " + _NUM + r" GiB for non-torch memory"
         ),
         _actual_usage,
+    ),
+    (
+        re.compile(
+            r"Actual usage is "
+            + _NUM
+            + r" GiB for consumed memory \(weights \+ non-torch\), "
+            + _NUM
+            + r" GiB for peak activation"
+        ),
+        _consumed_usage,
     ),
     (
         re.compile(r"Estimated CUDA graph memory: " + _NUM + " GiB"),

@@ -525,6 +525,11 @@ def predict(
     if engine == "v1" and uses_v2_runner(model, version, quantized):
         runner = "v2"
         sampler = "triton" if version >= V2_SAMPLER_WARMUP_SINCE else "logits"
+        if sampler == "triton":
+            notes.append(
+                "model runner V2's sampler warm-up is taken at the V1 Triton sampler's "
+                "15.44 B per logit (estimate: no V2 log checked yet)"
+            )
     if sampler == "triton" and min(seqs, tokens) < TRITON_TOPK_MIN_ROWS:
         sampler = "sort"
     act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes, sampler)
