@@ -1,7 +1,7 @@
 """vLLM's KV-cache sizing, version by version (../shared/engines/vllm.md sections 2-3).
 
     available = total x gpu_memory_utilization - weights - activation peak - non-torch
-                - CUDA-graph estimate (0.20+, unless --enforce-eager)
+                - CUDA-graph estimate (0.20+; on model runner V2 0.29+; not with --enforce-eager)
     num_blocks = available // bytes_per_block          (one block is the reserved null block)
     tokens     = as that version logs them
 
@@ -42,8 +42,9 @@ from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 # - "triton" (V1 runner from 0.17: a Triton top-k/top-p kernel for >= 8 rows, no sort): 3.86
 #   fp32 copies, fitted on five vLLM 0.19 H100 logs whose peak is the sampler: Llama-3.1-8B TP1
 #   and TP2 1.89 GiB, Qwen2.5-7B 2.21, gemma-3-4b 3.89, gpt-oss-20b TP2 2.87 (1024 rows each).
-# - "logits" (model runner V2, default for dense models from 0.25): the dummy sampler applies no
-#   top-k / top-p and samples in one Gumbel kernel, so only the logits themselves (model dtype).
+# - "logits" (model runner V2 before 0.33; see V2_RUNNER_RULES for which models run on it): the
+#   dummy sampler applies no top-k / top-p and samples in one Gumbel kernel, so only the logits
+#   themselves (model dtype).
 SORT_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 16 + 4
 TRITON_SAMPLER_BYTES_PER_LOGIT = 3.86 * 4
 TRITON_TOPK_MIN_ROWS = 8  # apply_top_k_top_p falls back to the sort below 8 rows
