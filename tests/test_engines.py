@@ -566,3 +566,28 @@ def test_log_parser_reads_the_consumed_memory_line() -> None:
     assert log.terms["activation_peak_bytes"] == gib(2.80) - gib(0.91)
     assert log.terms["cudagraph_bytes"] == gib(0.91)
     assert log.terms["total_memory_bytes"] == gib(79.19)
+
+
+def test_sglang_default_fraction_by_release() -> None:
+    from planner.sources.presets import find_gpu
+
+    h100_mib = find_gpu("h100").memory_bytes_nvml // 2**20
+    h200_mib = find_gpu("h200").memory_bytes_nvml // 2**20
+    frac = lambda **kw: sglang_plan(context_length=8192, **kw).settings["mem_fraction_static"]  # noqa: E731
+    # 0.4.x: a table by TP size up to 80 GiB (the docs case ran 0.4.1 at its default 0.88) ...
+    assert frac(version="0.4.1") == 0.88
+    assert frac(version="0.4.1", tp_size=8) == 0.81
+    # ... and memory - 13 GiB above it
+    assert frac(version="0.4.6", gpu="h200") == pytest.approx((h200_mib - 13 * 1024) / h200_mib)
+    # 0.4.8 - 0.5.2: a fixed reserve per tier, 9.5 GiB + TP x PP / 2 GiB on an H100
+    assert frac(version="0.5.1") == round((h100_mib - (9.5 + 0.5) * 1024) / h100_mib, 3)
+    # 0.5.3+: activations + graphs, floored at 10 GiB; the prefill-graph reserve from 0.5.15
+    # H100 at 0.5.10: 512 + 1.5 x 8192 + 1/8 x 1024 + 2 x 256 = 13,440 MiB (above the floor)
+    assert frac(version="0.5.10") == round((h100_mib - 13_440) / h100_mib, 3)
+    assert frac(version="0.5.10", tp_size=8) > frac(tp_size=8)  # 0.5.23 adds the prefill graphs
+    assert (
+        sglang_plan(version="0.4.6", gpu="rtx-4090", context_length=8192).settings[
+            "chunked_prefill_size"
+        ]
+        == 2048
+    )

@@ -30,8 +30,9 @@ NEWEST_VERSION = (0, 5, 23)
 PRE_LOAD_USED_BYTES = round(0.38 * GIB_BYTES)
 # Hybrid SWA models: SWA-layer tokens per full-layer token (--swa-full-tokens-ratio default).
 SWA_FULL_TOKENS_RATIO = 0.8
-# Default decode capture list upper bounds and chunked-prefill sizes by GPU memory (MiB),
-# sglang 0.5.21+ (handle_gpu_memory_settings): (upper bound, chunked, max_bs tp<4, tp>=4).
+# Default chunked-prefill size and decode capture max batch by GPU memory (MiB):
+# (upper bound, chunked, max_bs tp<4, max_bs tp>=4), per release (server_args.py /
+# arg_groups/memory_hook.py, read at 0.5.10 and 0.5.20-0.5.23).
 GPU_TIERS_MIB = (
     (20_480, 2048, 8, 8),
     (35_840, 4096, 48, 160),
@@ -40,6 +41,33 @@ GPU_TIERS_MIB = (
     (163_840, 8192, 256, 512),
     (10**9, 16384, 512, 512),
 )
+GPU_TIERS_MIB_0_5_3 = (
+    (20_480, 2048, 8, 8),
+    (35_840, 2048, 24, 80),
+    (61_440, 4096, 32, 160),
+    (92_160, 8192, 256, 512),
+    (163_840, 8192, 256, 512),
+    (10**9, 16384, 512, 512),
+)
+TIERS_0_5_20_SINCE = (0, 5, 20)
+# The activation + graph heuristic for mem_fraction_static arrived in 0.5.3; the prefill CUDA-graph
+# reserve (8 MiB per captured size; 1.5 GiB with MLA) in 0.5.15 (absent at 0.5.10).
+ACTIVATION_HEURISTIC_SINCE = (0, 5, 3)
+PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 15)
+# 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
+# (upper bound MiB, reserve MiB = base + per_rank x p).
+TIER_RESERVE_SINCE = (0, 4, 8)
+TIER_RESERVES_MIB = (
+    (35 * 1024, 2.8 * 1024, 1024 / 10),
+    (90 * 1024, 9.5 * 1024, 1024 / 2),
+    (160 * 1024, 12 * 1024, 1024 / 2),
+    (10**9, 32 * 1024, 0.0),
+)
+# Before 0.4.8: a table by TP size on cards up to 80 GiB, else (memory - 13 GiB) / memory; chunked
+# prefill 2048 under 25,000 MiB, else 8192 (0.4.6 server_args.py).
+TP_TABLE_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+TP_TABLE_MAX_MIB = 81_920
+LARGE_CARD_RESERVE_MIB = 13 * 1024
 RESERVED_FLOOR_MIB = 10_240  # reserved memory floor on cards above 61,440 MiB (0.5.8+)
 RESERVED_BASE_MIB = 512
 MLA_PREFILL_GRAPH_RESERVE_MIB = 1536
@@ -107,16 +135,46 @@ def prefill_capture_sizes(top: int) -> int:
     return len([s for s in sizes if s <= top])
 
 
+def default_chunk_and_bs(
+    version: tuple[int, int, int], gpu_mem_mib: int, tp: int
+) -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda_graph_max_bs) SGLang picks for this card and version."""
+    if version < ACTIVATION_HEURISTIC_SINCE:
+        if version < TIER_RESERVE_SINCE:
+            chunk = 2048 if gpu_mem_mib < 25_000 else 8192
+        else:
+            chunk = 2048 if gpu_mem_mib < 35 * 1024 else 8192 if gpu_mem_mib < 160 * 1024 else 16384
+        small_card_bs = 8 if tp < 4 else 80  # under 25,000 MiB (0.4.x)
+        return chunk, small_card_bs if gpu_mem_mib < 25_000 else 160
+    tiers = GPU_TIERS_MIB if version >= TIERS_0_5_20_SINCE else GPU_TIERS_MIB_0_5_3
+    chunked, bs_small, bs_large = next((c, a, b) for top, c, a, b in tiers if gpu_mem_mib < top)
+    return chunked, (bs_small if tp < 4 else bs_large)
+
+
 def default_mem_fraction(
-    gpu_mem_mib: int, tp: int, pp: int, chunked: int, decode_bs: int, mla: bool
+    gpu_mem_mib: int,
+    tp: int,
+    pp: int,
+    chunked: int,
+    decode_bs: int,
+    mla: bool,
+    version: tuple[int, int, int] = NEWEST_VERSION,
 ) -> float:
-    """mem_fraction_static heuristic of sglang 0.5.5+ (sglang.md section 2)."""
+    """mem_fraction_static SGLang derives when unset, by release (sglang.md section 2)."""
+    if version < TIER_RESERVE_SINCE:
+        if gpu_mem_mib > TP_TABLE_MAX_MIB:
+            return (gpu_mem_mib - LARGE_CARD_RESERVE_MIB) / gpu_mem_mib
+        return next(f for size, f in TP_TABLE_FRACTIONS if tp >= size)
+    if version < ACTIVATION_HEURISTIC_SINCE:
+        base, per_rank = next((b, r) for top, b, r in TIER_RESERVES_MIB if gpu_mem_mib < top)
+        return round((gpu_mem_mib - (base + per_rank * tp * pp)) / gpu_mem_mib, 3)
     graph = 2 * decode_bs
-    graph += (
-        MLA_PREFILL_GRAPH_RESERVE_MIB
-        if mla
-        else PREFILL_GRAPH_MIB_PER_SIZE * (prefill_capture_sizes(chunked))
-    )
+    if version >= PREFILL_GRAPH_RESERVE_SINCE:
+        graph += (
+            MLA_PREFILL_GRAPH_RESERVE_MIB
+            if mla
+            else PREFILL_GRAPH_MIB_PER_SIZE * (prefill_capture_sizes(chunked))
+        )
     reserved = RESERVED_BASE_MIB + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + graph
     if gpu_mem_mib > 61_440:
         reserved = max(reserved, RESERVED_FLOOR_MIB)
@@ -161,15 +219,13 @@ def predict(
         gpu, m.total_memory_bytes, m.total_memory_source
     )
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
-    chunked, bs_small, bs_large = next(
-        (c, a, b) for top, c, a, b in GPU_TIERS_MIB if gpu_mem_mib < top
-    )
+    chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
-    decode_bs = s.cuda_graph_max_bs_decode or (bs_small if tp < 4 else bs_large)
+    decode_bs = s.cuda_graph_max_bs_decode or default_bs
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
     fraction = s.mem_fraction_static
     if fraction is None:
-        fraction = default_mem_fraction(gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla)
+        fraction = default_mem_fraction(gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla, version)
         if model.has_vision and version >= VLM_ADJUST_SINCE:
             fraction *= vlm_fraction_factor(model)
         defaults.append(
