@@ -162,7 +162,21 @@ def test_sglang_docs_case() -> None:
     )
     assert p.kv_cache_tokens == pytest.approx(444_500, rel=0.005)
     assert p.settings["max_running_requests"] == 2049  # 0.4.x logs the pool size (+1)
-    assert "#tokens:" in p.log_lines[0] and "K size:" in p.log_lines[0]
+    # 0.4.1 wording, as the log has it: no #tokens in the KV line, no chunked_prefill_size
+    assert p.log_lines[0].startswith("KV Cache is allocated. K size: ")
+    assert p.log_lines[0].endswith(" GB.")
+    assert p.log_lines[1] == (
+        f"max_total_num_tokens={p.kv_cache_tokens}, max_prefill_tokens=16384, "
+        "max_running_requests=2049, context_len=131072"
+    )
+    new = engine_plan(engine="sglang", gpu="h100", model=LLAMA8, mem_fraction_static=0.88)
+    assert new.log_lines[0].startswith(
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {new.kv_cache_tokens}, K size: "
+    )
+    assert new.log_lines[1].startswith(
+        f"max_total_num_tokens={new.kv_cache_tokens}, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, "
+    )
     replay = engine_plan(
         engine="sglang",
         gpu="h100",
@@ -172,6 +186,7 @@ def test_sglang_docs_case() -> None:
         measured={"pre_load_free_bytes": gib(78.81), "weights_bytes": gib(78.81 - 63.72)},
     )
     assert replay.kv_cache_tokens == pytest.approx(444_500, rel=0.0005)
+    assert replay.log_lines[0] == "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB."
 
 
 def test_sglang_default_mem_fraction_h100() -> None:

@@ -307,15 +307,16 @@ def predict(
         running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
     if version < (0, 5, 0):
         running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
-    size_gib = (tokens + page) * cell / 2 / GIB_BYTES
-    lines = [
-        f"KV Cache is allocated. #tokens: {tokens}, K size: {size_gib:.2f} GB, "
-        f"V size: {size_gib:.2f} GB"
-        if not mla
-        else f"KV Cache is allocated. #tokens: {tokens}, KV size: {2 * size_gib:.2f} GB",
-        f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, "
-        f"max_running_requests={running}, context_len={context}",
-    ]
+    lines = _log_lines(
+        version,
+        tokens=tokens,
+        size_gib=(tokens + page) * cell / 2 / GIB_BYTES,
+        mla=mla,
+        kv_dtype=s.kv_cache_dtype if kv_dtype == "fp8" else kv_dtype,
+        chunk=chunk,
+        running=running,
+        context=context,
+    )
     return EnginePrediction(
         name="sglang",
         version=version_text(version),
@@ -355,3 +356,57 @@ def predict(
         log_lines=lines,
         notes=notes,
     )
+
+
+# Log formats by release (memory_pool.py / scheduler.py): "#tokens" in the KV line from 0.4.6,
+# "dtype" from 0.5.15; chunked_prefill_size in the summary from 0.4.3, available_gpu_mem from 0.4.8.
+KV_LINE_TOKENS_SINCE = (0, 4, 6)
+KV_LINE_DTYPE_SINCE = (0, 5, 15)
+SUMMARY_CHUNK_SINCE = (0, 4, 3)
+SUMMARY_AVAILABLE_SINCE = (0, 4, 8)
+DEFAULT_MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens
+TORCH_DTYPES = {
+    "bf16": "torch.bfloat16",
+    "fp16": "torch.float16",
+    "fp32": "torch.float32",
+    "fp8": "torch.float8_e4m3fn",
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "fp8_e5m2": "torch.float8_e5m2",
+}
+
+
+def _log_lines(
+    version: tuple[int, int, int],
+    *,
+    tokens: int,
+    size_gib: float,
+    mla: bool,
+    kv_dtype: str,
+    chunk: int,
+    running: int,
+    context: int,
+) -> list[str]:
+    """The KV-pool and scheduler lines, in that release's wording (GB there means GiB)."""
+    kv = "KV Cache is allocated. "
+    if version >= KV_LINE_DTYPE_SINCE:
+        kv += f"dtype: {TORCH_DTYPES.get(kv_dtype, kv_dtype)}, "
+    if version >= KV_LINE_TOKENS_SINCE:
+        kv += f"#tokens: {tokens}, "
+    kv += (
+        f"KV size: {2 * size_gib:.2f} GB"
+        if mla
+        else f"K size: {size_gib:.2f} GB, V size: {size_gib:.2f} GB"
+    )
+    if version < KV_LINE_TOKENS_SINCE:
+        kv += "."
+    summary = [f"max_total_num_tokens={tokens}"]
+    if version >= SUMMARY_CHUNK_SINCE:
+        summary.append(f"chunked_prefill_size={chunk}")
+    summary += [
+        f"max_prefill_tokens={DEFAULT_MAX_PREFILL_TOKENS}",
+        f"max_running_requests={running}",
+        f"context_len={context}",
+    ]
+    if version >= SUMMARY_AVAILABLE_SINCE:
+        summary.append("available_gpu_mem=(not predicted) GB")
+    return [kv, ", ".join(summary)]
