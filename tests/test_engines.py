@@ -606,3 +606,12 @@ def test_sglang_default_fraction_by_release() -> None:
         ]
         == 2048
     )
+
+
+def test_v1_before_010_logs_concurrency_as_tokens_over_length() -> None:
+    # vLLM 0.8-0.9 kv_cache_utils: max_concurrency = num_tokens / max_model_len; 0.10+ counts the
+    # blocks one request needs (the same here: one full-attention group, 8192 a multiple of 16)
+    p = plan(version="0.9.0", max_model_len=8000)
+    assert p.max_concurrency == p.kv_cache_tokens / 8000
+    q = plan(version="0.10.2", max_model_len=8000)
+    assert q.max_concurrency == q.num_gpu_blocks / 500

@@ -604,8 +604,8 @@ def predict(
         kv_tokens = num_blocks // num_groups * block
     else:
         kv_tokens = int(concurrency * max_len)
-    if engine == "v0":
-        concurrency = kv_tokens / max_len
+    if engine == "v0" or rules.tokens == "blocks":
+        concurrency = kv_tokens / max_len  # V0 and V1 0.8-0.9: tokens / max_model_len
 
     lines = _log_lines(
         rules, engine, available, num_blocks, bytes_per_block, kv_tokens, concurrency, max_len
