@@ -332,15 +332,19 @@ LLAMA32_3B = str(MODELS / "meta-llama--Llama-3.2-3B-Instruct" / "config.json")
 QWEN25_7B = str(MODELS / "Qwen--Qwen2.5-7B-Instruct" / "config.json")
 
 
+def spec_of(path: str) -> ModelSpec:
+    return resolve_model(None, path, None)
+
+
 def test_lora_buffers_by_hand() -> None:
     """Qwen3-8B (no embedding_modules): per layer r x (7H + q + 2kv + q + 3I), 36 layers."""
-    spec = engine_fidelity_spec(QWEN3_8B)
+    spec = spec_of(QWEN3_8B)
     per_layer = 32 * (7 * 4096 + (4096 + 2 * 1024) + 4096 + 3 * 12288)
     assert per_layer == 32 * 75_776
     assert vllm.lora_bytes(spec, 32, 1, 1, 1, 2, (0, 10, 2)) == per_layer * 36 * 2
     # Llama-3.2-3B declares embedding_modules: embedding and lm_head buffers too, with the
     # 256 extra vocabulary rows before 0.12.
-    llama = engine_fidelity_spec(LLAMA32_3B)
+    llama = spec_of(LLAMA32_3B)
     layers = 64 * (7 * 3072 + (3072 + 2 * 1024) + 3072 + 3 * 8192) * 28
     embed_old = 256 * 3072 + (128_256 + 256) * 64 + 3072 * 64
     head_old = 64 * 3072 + 128_256 * 64 + 256 * 3072  # 128,256 is a multiple of 256
@@ -353,10 +357,6 @@ def test_lora_buffers_by_hand() -> None:
     )
     # TP shards B of column-parallel and A of row-parallel layers.
     assert vllm.lora_bytes(spec, 32, 1, 2, 1, 2, (0, 19, 0)) < per_layer * 36 * 2
-
-
-def engine_fidelity_spec(path: str) -> ModelSpec:
-    return resolve_model(None, path, None)
 
 
 def test_unsloth_l4_case_term_by_term() -> None:
@@ -426,27 +426,20 @@ def test_model_runner_v2_rules() -> None:
 
 def test_rtx4080_v2_runner_reserves_no_graph_memory() -> None:
     """vLLM 0.26, Qwen2.5-7B-AWQ, LLM class: 15.99 x 0.9 - 5.29 - 1.04 - 0.06 = 8.0 GiB logged."""
-    p = plan(
-        model=QWEN25_7B,
-        gpu="NVIDIA GeForce RTX 4080",
-        quantization="awq",
-        version="0.26.0",
-        gpu_memory_utilization=0.9,
-        max_model_len=32768,
-        usage_context="llm",
-    )
+    run: dict[str, object] = {
+        "model": QWEN25_7B,
+        "gpu": "NVIDIA GeForce RTX 4080",
+        "quantization": "awq",
+        "version": "0.26.0",
+        "gpu_memory_utilization": 0.9,
+        "max_model_len": 32768,
+    }
+    p = plan(usage_context="llm", **run)
     assert p.settings["max_num_batched_tokens"] == 8192  # LLM-class default under 70 GiB
     assert p.cudagraph_bytes == 0
     assert p.activation_peak_bytes / GIB == pytest.approx(1.04, abs=0.02)
     assert p.kv_cache_tokens == pytest.approx(149_712, rel=0.02)
-    serve = plan(
-        model=QWEN25_7B,
-        gpu="NVIDIA GeForce RTX 4080",
-        quantization="awq",
-        version="0.26.0",
-        gpu_memory_utilization=0.9,
-        max_model_len=32768,
-    )
+    serve = plan(**run)
     assert serve.settings["max_num_batched_tokens"] == 2048
     assert serve.kv_cache_tokens > p.kv_cache_tokens
 
@@ -480,7 +473,7 @@ def sglang_plan(**kw: object) -> EnginePrediction:
 def test_sglang_hybrid_state_pool_before_kv() -> None:
     """Qwen3-Next: state : full KV = 0.9 (mamba_full_memory_ratio), K + 1 slots, running <= K/3."""
     nxt = str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json")
-    spec = resolve_model(None, nxt, None)
+    spec = spec_of(nxt)
     per_request = sglang.mamba_state_bytes_per_request(spec, 2, 1)
     linear = next(g for g in spec.kv_groups if not g.kind.per_token)
     assert per_request == linear.num_layers * -(-linear.state_bytes_per_layer // 2)
@@ -509,7 +502,7 @@ def test_sglang_vision_models_lower_the_default_fraction() -> None:
     image = sglang_plan(model=vl, context_length=8192)
     # Qwen2.5-VL's vision_config has depth, not num_hidden_layers: SGLang's getattr default 24
     factor = 0.95 * (1 - 0.1 * (24 * 1280**2 / (24 * 1024**2) - 1))
-    assert sglang.vlm_fraction_factor(resolve_model(None, vl, None)) == pytest.approx(factor)
+    assert sglang.vlm_fraction_factor(spec_of(vl)) == pytest.approx(factor)
     assert image.settings["mem_fraction_static"] == pytest.approx(
         text.settings["mem_fraction_static"] * factor
     )
@@ -518,7 +511,7 @@ def test_sglang_vision_models_lower_the_default_fraction() -> None:
     assert not any("100 MiB" in n for n in old.notes)
     older = sglang_plan(model=vl, context_length=8192, version="0.4.6")
     assert older.settings["mem_fraction_static"] > image.settings["mem_fraction_static"]
-    gemma = resolve_model(None, str(MODELS / "google--gemma-3-4b-it" / "config.json"), None)
+    gemma = spec_of(str(MODELS / "google--gemma-3-4b-it" / "config.json"))
     assert sglang.vlm_fraction_factor(gemma) == pytest.approx(
         0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
     )
