@@ -608,3 +608,13 @@ def test_v1_before_010_logs_concurrency_as_tokens_over_length() -> None:
     assert p.max_concurrency == p.kv_cache_tokens / 8000
     q = plan(version="0.10.2", max_model_len=8000)
     assert q.max_concurrency == q.num_gpu_blocks / 500
+
+
+def test_cli_lora_flags(cli: Cli) -> None:
+    base = ("capacity", "--model", LLAMA8, "--gpu", "h100", "--engine", "vllm", "--json")
+    plain = json.loads(cli(*base).out)["engine"]
+    lora = json.loads(cli(*base, "--enable-lora", "--max-lora-rank", "64").out)["engine"]
+    assert lora["settings"]["max_lora_rank"] == 64
+    assert lora["weights_bytes"] > plain["weights_bytes"]
+    r = cli(*base, "--max-lora-rank", "64")
+    assert r.code == 2 and "--max-lora-rank" in r.err and "--enable-lora" in r.err

@@ -66,8 +66,12 @@ def capacity(
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
     ] = False,
-    max_lora_rank: Annotated[int, typer.Option(help="vLLM flag (with --enable-lora).")] = 16,
-    max_loras: Annotated[int, typer.Option(help="vLLM flag (with --enable-lora).")] = 1,
+    max_lora_rank: Annotated[
+        int | None, typer.Option(help="vLLM flag (with --enable-lora) [default: 16].")
+    ] = None,
+    max_loras: Annotated[
+        int | None, typer.Option(help="vLLM flag (with --enable-lora) [default: 1].")
+    ] = None,
     usage_context: Annotated[
         str, typer.Option(help="vLLM entry point: serve (`vllm serve`) or llm (the LLM class).")
     ] = "serve",
@@ -161,6 +165,10 @@ def capacity(
                 "usage_context": usage_context,
                 "colocated": colocated,
             }
+            if not enable_lora and (max_lora_rank is not None or max_loras is not None):
+                raise InputError(
+                    "--max-lora-rank", "--max-lora-rank / --max-loras need --enable-lora"
+                )
             if enable_lora:
                 flags |= {
                     "enable_lora": True,

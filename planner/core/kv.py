@@ -24,12 +24,16 @@ def group_bytes_per_token(group: KvLayerGroup, tp: int, kv_dtype_bytes: int) -> 
     return 0
 
 
-def group_state_bytes(group: KvLayerGroup, tp: int) -> int:
-    """Fixed per-sequence state (Mamba / linear attention) on one GPU; heads split over TP."""
+def layer_state_bytes(group: KvLayerGroup, tp: int) -> int:
+    """Fixed per-sequence state of one Mamba / linear-attention layer on one GPU (heads over TP)."""
     if group.kind.per_token:
         return 0
-    shards = min(tp, group.state_heads)
-    return group.num_layers * ceil_div(group.state_bytes_per_layer, shards)
+    return ceil_div(group.state_bytes_per_layer, min(tp, group.state_heads))
+
+
+def group_state_bytes(group: KvLayerGroup, tp: int) -> int:
+    """Fixed per-sequence state (Mamba / linear attention) on one GPU; heads split over TP."""
+    return group.num_layers * layer_state_bytes(group, tp)
 
 
 def group_tokens_held(group: KvLayerGroup, tokens: int) -> int:

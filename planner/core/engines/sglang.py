@@ -18,10 +18,10 @@ from planner.core.engines.common import (
     version_text,
     weights_term,
 )
-from planner.core.kv import kv_heads_per_rank
+from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.specs import GpuSpec, KvKind, ModelSpec
 from planner.errors import InputError
-from planner.units import GIB_BYTES, MIB_BYTES, dtype_bytes
+from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
 NEWEST_VERSION = (0, 5, 23)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
@@ -192,12 +192,7 @@ def vlm_fraction_factor(model: ModelSpec) -> float:
 
 def mamba_state_bytes_per_request(model: ModelSpec, tp: int, pp: int) -> int:
     """Conv + SSM (or linear-attention) state of one request across this rank's layers."""
-    total = 0
-    for g in model.kv_groups:
-        if not g.kind.per_token:
-            per_layer = -(-g.state_bytes_per_layer // min(tp, g.state_heads))
-            total += -(-g.num_layers // pp) * per_layer
-    return total
+    return sum(ceil_div(g.num_layers, pp) * layer_state_bytes(g, tp) for g in model.kv_groups)
 
 
 def predict(
@@ -285,7 +280,7 @@ def predict(
 
     cell = 0
     for g in model.kv_groups:
-        layers = -(-g.num_layers // pp)
+        layers = ceil_div(g.num_layers, pp)
         if g.kind is KvKind.MLA:
             cell += layers * g.latent_dim * kv_bytes
         elif g.kind.per_token:
@@ -332,7 +327,7 @@ def predict(
         usable_blocks=tokens // page,
         kv_cache_tokens=tokens,
         max_concurrency=concurrency,
-        blocks_per_request=-(-context // page),
+        blocks_per_request=ceil_div(context, page),
         num_kv_groups=len(model.kv_groups),
         settings={
             "mem_fraction_static": fraction,

@@ -24,7 +24,7 @@ from planner.core.engines.common import (
     version_text,
     weights_term,
 )
-from planner.core.kv import kv_heads_per_rank
+from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div, dtype_bytes
@@ -436,7 +436,7 @@ def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int) -> int:
         return (
             block * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v) * kv_bytes
         )
-    return ceil_div(g.state_bytes_per_layer, min(tp, g.state_heads))
+    return layer_state_bytes(g, tp)
 
 
 def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int:
