@@ -6,6 +6,7 @@ against it. The schema is versioned (`schema_version`) and exported to docs/plan
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
@@ -66,6 +67,18 @@ FIGURE_KEYS = (
     "binding",
 )
 ENGINE_FIGURE_KEYS = ("kv_cache_tokens", "num_gpu_blocks", "available_kv_bytes")
+# Keys `inputs.settings` may hold: the capacity settings a plan is recomputed with.
+SETTING_KEYS = (
+    "tp",
+    "context_tokens",
+    "mean_tokens",
+    "block_tokens",
+    "kv_dtype",
+    "weight_dtype",
+    "headroom_fraction",
+    "workspace_bytes",
+    "compute_batch_cap",
+)
 
 
 def figures_from(capacity: dict[str, Any]) -> dict[str, Any]:
@@ -101,15 +114,12 @@ def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
 
 def load(text: str, origin: str) -> PlanLock:
     """Parse and validate a plan file; errors name the line and the field."""
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError("plan", f"{origin}{where}: not valid YAML (truncated?)") from exc
-    if not isinstance(data, dict):
-        raise InputError("plan", f"{origin} line 1: expected a plan mapping")
+    from planner.sources.files import load_yaml_documents
+
+    docs = load_yaml_documents(text, "plan", origin)
+    if len(docs) != 1 or not isinstance(docs[0][1], dict):
+        raise InputError("plan", f"{origin} line 1: expected one plan mapping")
+    node, data = docs[0]
     version = data.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise InputError(
@@ -118,7 +128,7 @@ def load(text: str, origin: str) -> PlanLock:
             "upgrade planner",
         )
     try:
-        return PlanLock.model_validate(data)
+        lock = PlanLock.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
@@ -126,6 +136,55 @@ def load(text: str, origin: str) -> PlanLock:
         where = f" line {line}" if line else ""
         field = ".".join(str(p) for p in loc) or "plan"
         raise InputError(field, f"{origin}{where}: {err['msg'].lower()}") from exc
+    _check_figures(lock, node, origin)
+    return lock
+
+
+def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
+    """Figures are finite numbers (or the binding's word); settings never name call arguments."""
+    for key, value in lock.figures.items():
+        ok = isinstance(value, str) if key == "binding" else _finite_number(value)
+        if not ok:
+            line = _line_of(node, ("figures", key))
+            where = f" line {line}" if line else ""
+            raise InputError(f"figures.{key}", f"{origin}{where}: {value!r} is not a finite number")
+    for key, value in lock.inputs.settings.items():
+        if key not in SETTING_KEYS:
+            line = _line_of(node, ("inputs", "settings", key))
+            where = f" line {line}" if line else ""
+            raise InputError(
+                f"inputs.settings.{key}",
+                f"{origin}{where}: unknown setting; accepted: {', '.join(SETTING_KEYS)}",
+            )
+        if not (value is None or isinstance(value, str) or _finite_number(value)):
+            line = _line_of(node, ("inputs", "settings", key))
+            where = f" line {line}" if line else ""
+            raise InputError(
+                f"inputs.settings.{key}", f"{origin}{where}: {value!r} is not a finite number"
+            )
+    for engine, command in lock.flags.items():
+        line_no = _line_of(node, ("flags", engine))
+        where = f" line {line_no}" if line_no else ""
+        if engine not in ("vllm", "sglang"):
+            raise InputError(f"flags.{engine}", f"{origin}{where}: accepted engines: vllm, sglang")
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise InputError(f"flags.{engine}", f"{origin}{where}: {str(exc).lower()}") from exc
+    if lock.inputs.gpu_memory_gib is not None and not (
+        _finite_number(lock.inputs.gpu_memory_gib) and lock.inputs.gpu_memory_gib > 0
+    ):
+        raise InputError("inputs.gpu_memory_gib", f"{origin}: must be a finite number > 0")
+
+
+def _finite_number(value: Any) -> bool:
+    import math
+
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= 2**63
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def json_schema() -> dict[str, Any]:

@@ -109,6 +109,7 @@ def capacity_report(
         return plan, None
     flags = dict(engine.get("flags") or {})
     quantization = flags.pop("quantization", None)
+    _check_engine_flags(engine.get("name"), flags)
     if engine.get("version"):
         flags["version"] = engine["version"]
     measured = {}
@@ -125,6 +126,22 @@ def capacity_report(
         **flags,
     )
     return plan, prediction
+
+
+def _check_engine_flags(name: Any, flags: dict[str, Any]) -> None:
+    """Engine flags name fields of that engine's settings, nothing else."""
+    from planner.core.engines.sglang import SglangSettings
+    from planner.core.engines.vllm import VllmSettings
+
+    fields = {"vllm": VllmSettings.model_fields, "sglang": SglangSettings.model_fields}
+    if name not in fields:
+        raise InputError("--engine", f"{name!r}; accepted: vllm, sglang")
+    known = set(fields[name])
+    for key in flags:
+        if key not in known:
+            raise InputError(
+                f"engine.flags.{key}", f"not a {name} setting; accepted: {', '.join(sorted(known))}"
+            )
 
 
 def lock_for(

@@ -23,6 +23,16 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+def model_relative_to(model: str | None, plan_path: str) -> str | None:
+    """A plan's relative model path is relative to the plan's folder (as `--save` writes it)."""
+    from pathlib import Path
+
+    if model is None or Path(model).is_absolute():
+        return model
+    beside = Path(plan_path).parent / model
+    return str(beside) if beside.exists() else model
+
+
 def drift_report(
     *,
     plan_path: str,
@@ -35,21 +45,29 @@ def drift_report(
     timeout_s: float,
 ) -> dict[str, Any]:
     """Compare a plan lock with a recomputation, deployed args and /metrics; stable output."""
-    from pathlib import Path
-
     from planner.core import drift
     from planner.errors import SourceUnavailable
     from planner.plan import figures_from, load
-    from planner.sources.deployed import fetch_metrics, parse_args_text, parse_prometheus
+    from planner.sources.deployed import (
+        check_metrics_url,
+        check_timeout,
+        fetch_metrics,
+        parse_args_text,
+        parse_prometheus,
+    )
+    from planner.sources.files import ARGS_LIMIT_BYTES, PLAN_LIMIT_BYTES, read_text
 
-    path = Path(plan_path)
-    if not path.is_file():
-        raise InputError("plan", f"{plan_path}: no such file")
-    lock = load(path.read_text(encoding="utf-8"), plan_path)
+    lock = load(read_text(plan_path, "plan", PLAN_LIMIT_BYTES), plan_path)
     if revision_mode not in ("current", "pinned"):
         raise InputError("--revision", f"{revision_mode!r}; accepted: current, pinned")
-    if timeout_s <= 0:
-        raise InputError("--timeout", f"must be > 0 s (got {timeout_s})")
+    check_timeout(timeout_s)
+    for url in metrics_urls:
+        check_metrics_url(url)
+    args_texts = [(text, f"--against-args[{i}]") for i, text in enumerate(against_args)]
+    args_texts += [
+        (read_text(name, "--against-args-file", ARGS_LIMIT_BYTES), name)
+        for name in against_args_files
+    ]
     rows: list[drift.Difference] = []
     sources: list[dict[str, str]] = []
     unreachable = False
@@ -62,7 +80,7 @@ def drift_report(
             plan, prediction = capacity_report(
                 gpu=i.gpu,
                 preset=i.preset,
-                model=i.model,
+                model=model_relative_to(i.model, plan_path),
                 revision=revision,
                 gpu_memory_gib=i.gpu_memory_gib,
                 settings=i.settings,
@@ -78,6 +96,7 @@ def drift_report(
             if prediction is not None:
                 payload["engine"] = prediction.model_dump()
             where = "recompute"
+            before = len(rows)
             if i.config_sha256 and plan.model.config_sha256 != i.config_sha256:
                 rows.append(
                     drift.Difference(
@@ -102,16 +121,11 @@ def drift_report(
             for engine, line in sorted(lock.flags.items()):
                 actual = plan.flags.model_dump()[engine]
                 rows += drift.compare_flags(line, drift.line_flags(actual), f"{where} {engine}")
-            sources.append({"where": "recompute", "status": f"ok (revision {revision_mode})"})
-    for index, text in enumerate(against_args):
-        for deployed in parse_args_text(text, f"--against-args[{index}]"):
-            rows += drift.compare_deployed(lock, deployed)
-            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
-    for name in against_args_files:
-        file = Path(name)
-        if not file.is_file():
-            raise InputError("--against-args-file", f"{name}: no such file")
-        for deployed in parse_args_text(file.read_text(encoding="utf-8"), name):
+            changed = len(rows) - before
+            status = f"{changed} difference{'s' if changed != 1 else ''}" if changed else "ok"
+            sources.append({"where": "recompute", "status": f"{status} (revision {revision_mode})"})
+    for text, origin in args_texts:
+        for deployed in parse_args_text(text, origin):
             rows += drift.compare_deployed(lock, deployed)
             sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
     for scrape in fetch_metrics(metrics_urls, timeout_s) if metrics_urls else []:

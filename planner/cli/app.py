@@ -2,27 +2,50 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from typing import Annotated
 
 import typer
 
 from planner.cli import capacity, drift, gpus, presets, simulate, slo, spec
+from planner.cli.numbers import checked
 
 app = typer.Typer(
     name="planner",
     help="Capacity planner and tuning advisor for LLM serving (vLLM, SGLang).",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command("capacity")(capacity.capacity)
-app.command("presets")(presets.presets)
-app.command("spec")(spec.spec)
-app.command("gpus")(gpus.gpus)
-app.command("simulate")(simulate.simulate)
-app.command("slo")(slo.slo)
-app.command("drift")(drift.drift)
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print the planner version and exit.")
+    ] = False,
+) -> None:
+    """Capacity planner and tuning advisor for LLM serving (vLLM, SGLang)."""
+    if version:
+        from planner import __version__
+
+        sys.stdout.write(f"planner {__version__}\n")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        sys.stdout.write(ctx.get_help() + "\n")
+        raise typer.Exit(0)
+
+
+app.command("capacity")(checked(capacity.capacity))
+app.command("presets")(checked(presets.presets))
+app.command("spec")(checked(spec.spec))
+app.command("gpus")(checked(gpus.gpus))
+app.command("simulate")(checked(simulate.simulate))
+app.command("slo")(checked(slo.slo))
+app.command("drift")(checked(drift.drift))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from planner.errors import PlannerError
 
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        # `planner ... | head`: end quietly when the reader goes away, as cat and grep do.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     command = typer.main.get_command(app)
     try:
         result = command.main(
@@ -43,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"Error: {exc}\n")
         return exc.exit_code
     except ClickException as exc:
-        sys.stderr.write(f"Error: {exc.format_message()}\n")
+        sys.stderr.write(f"Error: {' '.join(exc.format_message().split())}\n")
         return exc.exit_code
     except typer.Abort:
         sys.stderr.write("Aborted.\n")

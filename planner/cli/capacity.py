@@ -110,6 +110,7 @@ def capacity(
     from planner.api import capacity_report, lock_for
     from planner.core.capacity import DEFAULT_BLOCK_TOKENS, capacity_json
     from planner.errors import InputError
+    from planner.sources.files import check_writable, saved_model_ref, write_file
     from planner.units import GIB_BYTES
 
     if from_log is not None:
@@ -130,6 +131,8 @@ def capacity(
         return
     if not gpu:
         raise InputError("--gpu", "required: a GPU id such as mi300x or h100 (see `planner gpus`)")
+    if save is not None:
+        check_writable(save, "--save")
     settings: dict[str, object] = {
         "tp": tp,
         "mean_tokens": mean_len,
@@ -206,22 +209,20 @@ def capacity(
         engine=engine_inputs,
     )
     if save is not None:
-        from pathlib import Path
-
         from planner.plan import dump
 
         lock = lock_for(
             plan,
             prediction,
             preset=preset,
-            model=model,
+            model=None if model is None else saved_model_ref(model, save),
             revision=revision,
             gpu=gpu,
             gpu_memory_gib=gpu_memory_gib,
             settings=settings,
             engine=engine_inputs,
         )
-        Path(save).write_text(dump(lock), encoding="utf-8")
+        write_file(save, "--save", dump(lock))
     if json_out:
         payload = capacity_json(plan)
         if prediction is not None:

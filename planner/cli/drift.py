@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -51,10 +50,10 @@ def drift(
         raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
     urls = list(against_metrics or [])
     if endpoints is not None:
-        path = Path(endpoints)
-        if not path.is_file():
-            raise InputError("--endpoints", f"{endpoints}: no such file")
-        urls += [u.strip() for u in path.read_text().splitlines() if u.strip() and u[0] != "#"]
+        from planner.sources.files import ARGS_LIMIT_BYTES, read_text
+
+        lines = read_text(endpoints, "--endpoints", ARGS_LIMIT_BYTES).splitlines()
+        urls += [u.strip() for u in lines if u.strip() and not u.strip().startswith("#")]
     report = drift_report(
         plan_path=plan,
         recompute=recompute,

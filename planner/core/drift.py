@@ -7,13 +7,14 @@ capacity against a running server's /metrics.
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from planner.core.engines.vllm import DEFAULT_BLOCK_SIZE
-from planner.core.flags import Deployed, parse_argv
+from planner.core.flags import ENGINE_FLAG_DEFAULTS, Deployed, parse_argv
 from planner.plan import PlanLock
 
 
@@ -30,14 +31,20 @@ class Difference(BaseModel):
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None (text, NaN and infinities compare as text)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
     try:
-        return float(str(value))
-    except ValueError:
+        number = float(value) if isinstance(value, (int, float)) else float(str(value))
+    except (ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int | None:
+    """A finite, non-negative count read from a metric (labels are text), or None."""
+    number = _number(value)
+    return int(number) if number is not None and number >= 0 else None
 
 
 def _differs(planned: Any, actual: Any, tolerance: float) -> bool:
@@ -75,15 +82,24 @@ def line_flags(line: str) -> dict[str, str]:
 
 
 def compare_flags(
-    planned_line: str, actual: dict[str, str], where: str, skip: tuple[str, ...] = ()
+    planned_line: str,
+    actual: dict[str, str],
+    where: str,
+    defaults: dict[str, str] | None = None,
 ) -> list[Difference]:
-    """Every flag the plan sets must be set to the same value (numbers compared as numbers)."""
+    """Every flag the plan sets must be set to the same value (numbers compared as numbers).
+
+    A flag left out counts as the engine's default where `defaults` knows it.
+    """
     rows = []
     for flag, value in sorted(line_flags(planned_line).items()):
-        if flag in skip or (flag == "--model" and value.startswith("$")):
+        if flag == "--model" and value.startswith("$"):
             continue
-        got = actual.get(flag, "(unset: engine default)")
+        default = (defaults or {}).get(flag)
+        got = actual.get(flag, default if default is not None else "(unset: engine default)")
         if _differs(value, got, 0.0):
+            if flag not in actual and default is not None:
+                got = f"(unset: default {default})"
             rows.append(
                 Difference(where=where, key=flag, planned=value, actual=got, tolerance="exact")
             )
@@ -92,17 +108,25 @@ def compare_flags(
 
 def compare_deployed(lock: PlanLock, deployed: Deployed) -> list[Difference]:
     """A deployed command / manifest against the plan's line for that engine."""
-    return compare_flags(lock.flags[deployed.engine], deployed.flags, deployed.where)
+    return compare_flags(
+        lock.flags[deployed.engine],
+        deployed.flags,
+        deployed.where,
+        ENGINE_FLAG_DEFAULTS.get(deployed.engine),
+    )
 
 
 def planned_kv_tokens(lock: PlanLock) -> int | None:
     """KV tokens per GPU the plan promises: the engine's figure, else the textbook pool."""
     figures = lock.figures
     if "engine.kv_cache_tokens" in figures:
-        return int(figures["engine.kv_cache_tokens"])
-    pool, per_token = figures.get("kv_pool_bytes"), figures.get("kv_bytes_per_token")
+        return _count(figures["engine.kv_cache_tokens"])
+    pool, per_token = (
+        _count(figures.get("kv_pool_bytes")),
+        _count(figures.get("kv_bytes_per_token")),
+    )
     if pool and per_token:
-        return int(pool) // int(per_token)
+        return pool // per_token
     return None
 
 
@@ -134,34 +158,41 @@ def compare_metrics(
                         tolerance="exact",
                     )
                 )
-        actual_tokens = None
         engines = samples["vllm:cache_config_info"]
-        if labels.get("kv_cache_size_tokens", "None") != "None":
-            actual_tokens = int(float(labels["kv_cache_size_tokens"]))
-        elif labels.get("num_gpu_blocks", "None") != "None":
-            blocks = int(float(labels["num_gpu_blocks"]))  # summed over DP engines
-            block = int(float(labels.get("block_size", DEFAULT_BLOCK_SIZE)))
-            actual_tokens = blocks * block // len(engines)
-        if tokens and actual_tokens is not None and actual_tokens < tokens * (1 - tolerance):
+        raw: Any = labels.get("kv_cache_size_tokens", "None")
+        actual_tokens = _count(raw)
+        if raw == "None":
+            raw = labels.get("num_gpu_blocks", "None")
+            blocks = _count(raw)  # summed over DP engines
+            block = _count(labels.get("block_size", DEFAULT_BLOCK_SIZE))
+            actual_tokens = blocks * block // len(engines) if blocks is not None and block else None
+            if blocks is not None and not block:
+                raw = labels.get("block_size")
+        if (
+            tokens
+            and raw != "None"
+            and (actual_tokens is None or actual_tokens < tokens * (1 - tolerance))
+        ):
             rows.append(
                 Difference(
                     where=where,
                     key="kv_cache_tokens",
                     planned=tokens,
-                    actual=actual_tokens,
+                    actual=raw if actual_tokens is None else actual_tokens,
                     tolerance=f"{tolerance:.1%}",
                 )
             )
         return rows, "ok (vllm:cache_config_info)"
     if "sglang:max_total_num_tokens" in samples:
-        actual = int(samples["sglang:max_total_num_tokens"][0][1])
-        if tokens and actual < tokens * (1 - tolerance):
+        value = samples["sglang:max_total_num_tokens"][0][1]
+        actual = _count(value)
+        if tokens and (actual is None or actual < tokens * (1 - tolerance)):
             rows.append(
                 Difference(
                     where=where,
                     key="max_total_num_tokens",
                     planned=tokens,
-                    actual=actual,
+                    actual=value if actual is None else actual,
                     tolerance=f"{tolerance:.1%}",
                 )
             )
@@ -171,14 +202,15 @@ def compare_metrics(
             ("--context-length", "sglang:context_len"),
         ):
             if flag in planned and metric in samples:
-                value = samples[metric][0][1]
-                if _differs(planned[flag], value, 0):
+                gauge = samples[metric][0][1]
+                if _differs(planned[flag], gauge, 0):
+                    shown = _count(gauge)
                     rows.append(
                         Difference(
                             where=where,
                             key=metric,
                             planned=planned[flag],
-                            actual=int(value),
+                            actual=str(gauge) if shown is None else shown,
                             tolerance="exact",
                         )
                     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict
 
 from planner.core.specs import ModelSpec
+from planner.errors import InputError
 
 # Placeholder for shape presets that name no checkpoint; shell-friendly so the line still pastes.
 MODEL_PLACEHOLDER = "$MODEL"
@@ -152,6 +153,26 @@ BOOLEAN_FLAGS = {
 }
 
 
+# Values each engine takes when a flag is left out, for flags whose default does not depend on the
+# version, model or GPU (vLLM engine/arg_utils.py EngineArgs and config/cache.py; SGLang
+# srt/server_args.py ServerArgs, both as of vLLM 0.11-0.33 and SGLang 0.4-0.5). A deployment that
+# omits one of these runs the same as one that spells it out, so drift does not flag it.
+ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
+    "vllm": {
+        "--tensor-parallel-size": "1",
+        "--pipeline-parallel-size": "1",
+        "--kv-cache-dtype": "auto",
+        "--block-size": "16",
+    },
+    "sglang": {
+        "--tp-size": "1",
+        "--pp-size": "1",
+        "--kv-cache-dtype": "auto",
+        "--page-size": "1",
+    },
+}
+
+
 @dataclass
 class Deployed:
     """One engine invocation found in a source."""
@@ -174,7 +195,10 @@ def engine_of(argv: list[str]) -> str | None:
 def parse_argv(argv: list[str], where: str) -> Deployed | None:
     """Flags of an engine command line; the positional model after `serve` becomes --model."""
     # `sh -c "vllm serve ..."` carries the whole command line in one token.
-    argv = [t for token in argv for t in (shlex.split(token) if " " in token else [token])]
+    try:
+        argv = [t for token in argv for t in (shlex.split(token) if " " in token else [token])]
+    except ValueError as exc:  # an unclosed quote or a trailing backslash
+        raise InputError("--against-args", f"{where}: {str(exc).lower()}") from exc
     engine = engine_of(argv)
     if engine is None:
         return None

@@ -8,63 +8,115 @@ endpoints concurrently, each with a timeout.
 
 from __future__ import annotations
 
+import http.client
 import re
 import shlex
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from planner.core.flags import Deployed, engine_of, parse_argv
 from planner.errors import InputError
 
+# Images whose entrypoint starts the vLLM server (Docker Hub vllm/vllm-openai, and its ROCm build).
+VLLM_IMAGES = ("vllm/vllm-openai", "rocm/vllm")
 # How many /metrics fetches run at once.
 MAX_CONCURRENT_FETCHES = 8
+# A /metrics page larger than this is not one: a busy vLLM server's page is ~100 KiB.
+MAX_METRICS_BYTES = 32 * 1024 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+# The longest --timeout accepted: a fetch that needs more than an hour is not a health check.
+MAX_TIMEOUT_S = 3600.0
 
 
-def _as_argv(command: Any) -> list[str]:
+def _as_argv(command: Any, where: str) -> list[str]:
+    """A container `command`/`args` or compose `command` as argv: a string or a list of scalars."""
     if command is None:
         return []
     if isinstance(command, str):
-        return shlex.split(command)
-    return [str(c) for c in command]
+        return split_command(command, where)
+    if isinstance(command, list) and all(
+        isinstance(c, (str, int, float)) and not isinstance(c, bool) for c in command
+    ):
+        return [str(c) for c in command]
+    raise InputError("--against-args", f"{where}: expected a string or a list of strings")
 
 
-def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = doc.get("spec") or {}
-    if doc.get("kind") == "Pod":
-        return list(spec.get("containers") or [])
+def split_command(text: str, where: str) -> list[str]:
+    """shlex.split with its errors (unclosed quote, trailing backslash) named."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InputError("--against-args", f"{where}: {str(exc).lower()}") from exc
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    """A YAML node that must be a mapping (or absent)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError("--against-args", f"{where}: expected a mapping")
+    return value
+
+
+def _containers(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    spec = _mapping(doc.get("spec"), f"{where}: spec")
     if doc.get("kind") == "CronJob":
-        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
-    template = (spec.get("template") or {}).get("spec") or {}
-    return list(template.get("containers") or [])
+        job = _mapping(spec.get("jobTemplate"), f"{where}: spec.jobTemplate")
+        spec = _mapping(job.get("spec"), f"{where}: spec.jobTemplate.spec")
+    if doc.get("kind") != "Pod":
+        template = _mapping(spec.get("template"), f"{where}: spec.template")
+        spec = _mapping(template.get("spec"), f"{where}: spec.template.spec")
+    containers = spec.get("containers") or []
+    if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+        raise InputError("--against-args", f"{where}: containers must be a list of mappings")
+    return containers
+
+
+def _with_image_entrypoint(argv: list[str], image: Any) -> list[str]:
+    """`args:` alone run the image's entrypoint: vllm/vllm-openai's is `vllm serve`."""
+    if argv and engine_of(argv) is None and any(i in str(image) for i in VLLM_IMAGES):
+        return ["vllm", "serve", *argv]
+    return argv
 
 
 def parse_args_text(text: str, origin: str) -> list[Deployed]:
     """Every engine invocation in a command line, vLLM config YAML, k8s manifest or compose file."""
+    from planner.sources.files import YamlSyntaxError, load_yaml_documents
+
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError:
-        docs = []
+        docs = [d for _node, d in load_yaml_documents(text, "--against-args", origin)]
+    except YamlSyntaxError:
+        docs = []  # not YAML: a plain command line
+    docs = [d for d in docs if d is not None]
     found: list[Deployed] = []
     mappings = [d for d in docs if isinstance(d, dict)]
     if mappings and any("kind" in d or "apiVersion" in d for d in mappings):
         for d in mappings:
-            for c in _containers(d):
-                argv = _as_argv(c.get("command")) + _as_argv(c.get("args"))
-                name = f"{origin}: {d.get('kind')}/{(d.get('metadata') or {}).get('name')}"
-                got = parse_argv(argv, f"{name} container {c.get('name')}")
+            meta = d.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            where = f"{origin}: {d.get('kind')}/{name}"
+            for c in _containers(d, where):
+                argv = _as_argv(c.get("command"), f"{where} command") + _as_argv(
+                    c.get("args"), f"{where} args"
+                )
+                argv = _with_image_entrypoint(argv, c.get("image"))
+                got = parse_argv(argv, f"{where} container {c.get('name')}")
                 if got:
                     found.append(got)
     elif mappings and "services" in mappings[0]:
-        for svc, body in (mappings[0]["services"] or {}).items():
-            argv = _as_argv(body.get("entrypoint")) + _as_argv(body.get("command"))
-            if engine_of(argv) is None and "vllm" in str(body.get("image", "")):
+        services = _mapping(mappings[0]["services"], f"{origin}: services")
+        for svc, body in services.items():
+            body = _mapping(body, f"{origin}: service {svc}")
+            where = f"{origin}: service {svc}"
+            argv = _as_argv(body.get("entrypoint"), where) + _as_argv(body.get("command"), where)
+            if engine_of(argv) is None and any(i in str(body.get("image")) for i in VLLM_IMAGES):
                 argv = ["vllm", *argv]  # the vllm/vllm-openai image's entrypoint is the server
-            got = parse_argv(argv, f"{origin}: service {svc}")
+            got = parse_argv(argv, where)
             if got:
                 found.append(got)
     elif mappings and len(mappings) == 1 and not any(" " in str(k) for k in mappings[0]):
@@ -73,11 +125,13 @@ def parse_args_text(text: str, origin: str) -> list[Deployed]:
             name = "--" + str(key).replace("_", "-")
             if isinstance(value, bool):
                 flags[name if value else "--no-" + name[2:]] = "true"
-            else:
+            elif isinstance(value, (str, int, float)) or value is None:
                 flags[name] = str(value)
+            else:
+                raise InputError("--against-args", f"{origin}: {key} must be a scalar")
         found.append(Deployed(where=f"{origin}: vLLM --config", engine="vllm", flags=flags))
     else:
-        got = parse_argv(shlex.split(text.replace("\\\n", " ")), origin)
+        got = parse_argv(split_command(text.replace("\\\n", " "), origin), origin)
         if got:
             found.append(got)
     if not found:
@@ -94,20 +148,52 @@ class Scrape:
     error: str | None
 
 
+def check_metrics_url(url: str) -> None:
+    """Only http(s) URLs are /metrics endpoints; anything else is a typo or a local path."""
+    if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise InputError("--against-metrics", f"{url!r}: expected an http:// or https:// URL")
+
+
+def check_timeout(timeout_s: float) -> None:
+    """A fetch deadline the socket layer can honour."""
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise InputError("--timeout", f"must be in (0, {MAX_TIMEOUT_S:g}] s (got {timeout_s})")
+
+
+def _read_bounded(url: str, timeout_s: float) -> Scrape:
+    """GET one URL; the whole exchange (headers and body) within `timeout_s`, the body capped."""
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            while True:
+                if time.monotonic() > deadline:
+                    return Scrape(
+                        url, None, f"unreachable: no complete body within {timeout_s:g} s"
+                    )
+                chunk = response.read1(READ_CHUNK_BYTES)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_METRICS_BYTES:
+                    return Scrape(
+                        url, None, f"unreachable: body larger than {MAX_METRICS_BYTES:,} bytes"
+                    )
+                chunks.append(chunk)
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        reason = getattr(exc, "reason", None) or exc.__class__.__name__
+        return Scrape(url, None, f"unreachable: {reason}")
+    return Scrape(url, b"".join(chunks).decode("utf-8", errors="replace"), None)
+
+
 def fetch_metrics(urls: list[str], timeout_s: float) -> list[Scrape]:
-    """GET every /metrics URL concurrently (bounded), each with a timeout."""
-
-    def one(url: str) -> Scrape:
-        """Fetch one URL; errors become an unreachable Scrape."""
-        try:
-            with urllib.request.urlopen(url, timeout=timeout_s) as response:
-                return Scrape(url, response.read().decode("utf-8", errors="replace"), None)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return Scrape(url, None, f"unreachable: {reason}")
-
+    """GET every /metrics URL concurrently (bounded in count, time and bytes)."""
+    check_timeout(timeout_s)
+    for url in urls:
+        check_metrics_url(url)
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_CONCURRENT_FETCHES, len(urls)))) as pool:
-        return list(pool.map(one, urls))
+        return list(pool.map(lambda u: _read_bounded(u, timeout_s), urls))
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +11,9 @@ from planner.errors import InputError
 
 def read_config_bytes(raw: bytes, origin: str) -> dict[str, Any]:
     """Parse config.json bytes (Python's json accepts the `Infinity` some configs carry)."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise InputError("--model", f"{origin}{where}: not valid JSON") from exc
+    from planner.sources.files import parse_json
+
+    data = parse_json(raw, "--model", origin)
     if not isinstance(data, dict):
         raise InputError("--model", f"{origin}: top level must be a JSON object")
     return data

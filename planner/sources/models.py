@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from planner.core.hf_config import model_spec_from_config
 from planner.core.safetensors import total_bytes
 from planner.core.specs import ModelSpec
 from planner.errors import InputError
+from planner.sources.files import CONFIG_LIMIT_BYTES, parse_json, read_bytes
 from planner.sources.local import (
     SAFETENSORS_INDEX_NAME,
     config_path,
@@ -16,6 +15,9 @@ from planner.sources.local import (
     sha256_hex,
 )
 from planner.sources.presets import load_model_preset
+
+# An index claiming more than a petabyte of weights is corrupt, not a model.
+MAX_WEIGHTS_BYTES = 10**15
 
 
 def resolve_model(preset: str | None, model: str | None, revision: str | None = None) -> ModelSpec:
@@ -27,13 +29,16 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
     assert model is not None
     path = config_path(model)
     if path is not None:
-        raw = path.read_bytes()
+        raw = read_bytes(str(path), "--model", CONFIG_LIMIT_BYTES)
         total = None
         index = path.parent / SAFETENSORS_INDEX_NAME
         if index.is_file():
             try:
-                total = int(json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"])
-            except (ValueError, KeyError, TypeError):
+                meta = parse_json(read_bytes(str(index), "--model", CONFIG_LIMIT_BYTES), "", "")
+                total = int(meta["metadata"]["total_size"])
+            except (InputError, ValueError, KeyError, TypeError, OverflowError):
+                total = None  # an unreadable index: weights are estimated instead
+            if total is not None and not 0 < total < MAX_WEIGHTS_BYTES:
                 total = None
         cfg = read_config_bytes(raw, str(path))
         counts = safetensors_counts(path.parent) if path.name == "config.json" else None

@@ -1,0 +1,61 @@
+"""The command line's number edge: every float option is finite, every int option is bounded.
+
+Each command is registered through `checked`, which validates the parsed arguments before the
+command body runs. Range rules that belong to one option (> 0, a share in [0, 1]) stay with
+that option's validator; this layer refuses what no option can honour.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any, TypeVar, get_args, get_origin
+
+from planner.errors import InputError
+
+# The largest int the planner accepts on the command line: every int it takes (tokens, bytes,
+# counts) must convert to a float exactly, so numpy and JSON consumers see the same value.
+MAX_CLI_INT = 2**53
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _flag_names(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter name -> the flag a user typed for it (the first declared, or the default)."""
+    names: dict[str, str] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        flag = "--" + name.replace("_", "-")
+        annotation = param.annotation
+        if get_origin(annotation) is not None:
+            for meta in get_args(annotation)[1:]:
+                decls = getattr(meta, "param_decls", None) or ()
+                long = [d for d in decls if isinstance(d, str) and d.startswith("--")]
+                if long:
+                    flag = long[0]
+        names[name] = flag
+    return names
+
+
+def check_number(flag: str, value: Any) -> None:
+    """Refuse a non-finite float or an int beyond MAX_CLI_INT, naming the flag."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(flag, f"must be a finite number (got {value})")
+    if isinstance(value, int) and abs(value) > MAX_CLI_INT:
+        raise InputError(flag, f"{value} is beyond the largest accepted value, {MAX_CLI_INT:,}")
+
+
+def checked(fn: F) -> F:
+    """Wrap a Typer command so its numeric arguments pass `check_number` first."""
+    flags = _flag_names(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for name, value in kwargs.items():
+            check_number(flags.get(name, name), value)
+        return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
