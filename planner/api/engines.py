@@ -90,14 +90,12 @@ def from_log_report(
     version: str | None = None,
 ) -> dict[str, Any]:
     """Re-run a logged start-up: pure prediction vs log, and a replay with the logged terms."""
-    from pathlib import Path
-
+    from planner.sources.files import LOG_LIMIT_BYTES, read_bytes
     from planner.sources.startup_log import parse_startup_log
 
-    path = Path(log_path)
-    if not path.is_file():
-        raise InputError("--from-log", f"{log_path}: no such file")
-    log = parse_startup_log(path.read_text(encoding="utf-8", errors="replace"), log_path)
+    # Logs are decoded leniently: a stray byte in a server log is not a reason to refuse it.
+    raw = read_bytes(log_path, "--from-log", LOG_LIMIT_BYTES)
+    log = parse_startup_log(raw.decode("utf-8", errors="replace"), log_path)
     if gpu is None:
         raise InputError("--gpu", "the log does not name the GPU; pass --gpu (e.g. h100)")
     if preset is None and model is None:

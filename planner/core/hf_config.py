@@ -8,9 +8,12 @@ naming the field; nothing unknown is silently treated as dense.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ValidationError
 
 from planner.core.specs import KvKind, KvLayerGroup, ModelSpec
 from planner.errors import InputError
@@ -50,6 +53,16 @@ LAYER_TYPE_KINDS: dict[str, KvKind] = {
     "mamba": KvKind.MAMBA,
     "mamba2": KvKind.MAMBA,
 }
+# Bounds on what a config.json may say, each far above any real model, low enough that a typo
+# (1e9 layers) is refused instead of exhausting memory: the deepest real decoders have ~128
+# layers; the widest figure in the configs we ship is a 10,485,760-token context (Llama 4 Scout).
+MAX_CONFIG_LAYERS = 4096
+MAX_CONFIG_HEADS = 65_536
+MAX_CONFIG_SIZE = 2**31
+# Bit widths a quantised checkpoint can store weights in (GPTQ/AWQ 2-8, compressed-tensors to 16).
+QUANT_BITS = range(1, 17)
+# nemotron-nas `ffn_mult`: real blocks use 0.5-5.25; anything above 64 is not an FFN width.
+MAX_FFN_MULT = 64
 # Block-scaled FP8 checkpoints store one fp32 scale per 128 x 128 tile (DeepSeek-V3 format).
 FP8_SCALE_BYTES = 4
 # MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
@@ -93,27 +106,69 @@ def _get(cfg: Config, *names: str, default: Any = None) -> Any:
     return default
 
 
-def _require_int(cfg: Config, *names: str) -> int:
+def _shown(value: Any) -> str:
+    """A config value for an error line: short, whatever its size."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _size(value: Any, field: str, limit: int = MAX_CONFIG_SIZE, positive: bool = False) -> int:
+    """A config size or count: a whole, finite number in [0 or 1, limit]."""
+    kind = "a positive integer" if positive else "a non-negative integer"
+    whole = isinstance(value, int) or (
+        isinstance(value, float) and math.isfinite(value) and value == int(value)
+    )
+    if isinstance(value, bool) or not whole:
+        raise InputError(field, f"must be {kind}, got {_shown(value)}")
+    number = int(value)
+    if number < (1 if positive else 0) or number > limit:
+        raise InputError(field, f"must be {kind} up to {limit:,}, got {_shown(value)}")
+    return number
+
+
+def _require_int(cfg: Config, *names: str, limit: int = MAX_CONFIG_SIZE) -> int:
     value = _get(cfg, *names)
     if value is None:
         raise InputError(names[0], "missing from config.json")
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(names[0], f"must be a positive integer, got {value!r}")
-    return value
+    return _size(value, names[0], limit, positive=True)
 
 
 def _opt_int(cfg: Config, *names: str, default: int | None = None) -> int | None:
     value = _get(cfg, *names)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InputError(names[0], f"must be a non-negative number, got {value!r}")
-    return int(value)
+    return _size(value, names[0])
+
+
+def _opt_positive(cfg: Config, *names: str, default: int) -> int:
+    """A size that may be left out (then `default`) but is never 0 when given."""
+    value = _get(cfg, *names)
+    return default if value is None else _size(value, names[0], positive=True)
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    """A config list (absent = empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(field, f"must be a list, got {_shown(value)}")
+    return value
+
+
+def _mapping(value: Any, field: str) -> Mapping[str, Any]:
+    """A config object (absent = empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(field, f"must be an object, got {_shown(value)}")
+    return value
 
 
 def text_config(cfg: Config) -> dict[str, Any]:
     """The language model's config: nested `text_config`/`llm_config` merged over defaults."""
     inner = _get(cfg, "text_config", "llm_config", "language_config")
+    if inner is not None and not isinstance(inner, Mapping):
+        raise InputError("text_config", f"must be an object, got {_shown(inner)}")
     if isinstance(inner, Mapping):
         merged: dict[str, Any] = dict(MODEL_TYPE_DEFAULTS.get(str(inner.get("model_type")), {}))
         for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
@@ -189,8 +244,8 @@ def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> 
     heads = _require_int(cfg, "mamba_num_heads", "mamba_n_heads")
     head_dim = _require_int(cfg, "mamba_head_dim", "mamba_d_head")
     d_state = _require_int(cfg, "ssm_state_size", "mamba_d_state")
-    groups = _opt_int(cfg, "n_groups", "mamba_n_groups", default=1) or 1
-    kernel = _opt_int(cfg, "conv_kernel", "mamba_d_conv", default=4) or 4
+    groups = _opt_positive(cfg, "n_groups", "mamba_n_groups", default=1)
+    kernel = _opt_positive(cfg, "conv_kernel", "mamba_d_conv", default=4)
     d_inner = heads * head_dim
     conv_dim = d_inner + 2 * groups * d_state
     conv_state = conv_dim * (kernel - 1)
@@ -211,9 +266,9 @@ def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> 
 def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
     """Jamba-style Mamba(1) mixer."""
     # Defaults of transformers' JambaConfig; dt_rank "auto" = ceil(hidden / 16) (Mamba paper).
-    d_state = _opt_int(cfg, "mamba_d_state", default=16) or 16
-    kernel = _opt_int(cfg, "mamba_d_conv", default=4) or 4
-    expand = _opt_int(cfg, "mamba_expand", default=2) or 2
+    d_state = _opt_positive(cfg, "mamba_d_state", default=16)
+    kernel = _opt_positive(cfg, "mamba_d_conv", default=4)
+    expand = _opt_positive(cfg, "mamba_expand", default=2)
     dt_rank = _opt_int(cfg, "mamba_dt_rank") or ceil_div(hidden, 16)
     d_inner = expand * hidden
     state = ceil_div((d_inner * (kernel - 1) + d_inner * d_state) * bits, 8)
@@ -236,7 +291,7 @@ def _gated_deltanet_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
     v_heads = _require_int(cfg, "linear_num_value_heads")
     k_dim = _require_int(cfg, "linear_key_head_dim")
     v_dim = _require_int(cfg, "linear_value_head_dim")
-    kernel = _opt_int(cfg, "linear_conv_kernel_dim", default=4) or 4
+    kernel = _opt_positive(cfg, "linear_conv_kernel_dim", default=4)
     key_total, value_total = k_heads * k_dim, v_heads * v_dim
     conv_dim = 2 * key_total + value_total
     state = ceil_div((conv_dim * (kernel - 1) + v_heads * k_dim * v_dim) * bits, 8)
@@ -261,15 +316,17 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
             raise InputError("layer_types", f"has {len(types)} entries for {n} layers")
         kinds: list[KvKind | None] = []
         for i, t in enumerate(types):
-            if t not in LAYER_TYPE_KINDS:
+            if not isinstance(t, str) or t not in LAYER_TYPE_KINDS:
                 raise InputError(
                     f"layer_types[{i}]",
-                    f"unknown layer type {t!r}; known: {', '.join(sorted(LAYER_TYPE_KINDS))}",
+                    f"unknown layer type {_shown(t)}; known: {', '.join(sorted(LAYER_TYPE_KINDS))}",
                 )
             kinds.append(LAYER_TYPE_KINDS[t])
         return kinds
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str):
+        if len(pattern) > MAX_CONFIG_LAYERS:
+            raise InputError("hybrid_override_pattern", f"longer than {MAX_CONFIG_LAYERS} blocks")
         legend = {"M": KvKind.MAMBA, "*": KvKind.FULL, "-": None, "E": None}
         out: list[KvKind | None] = []
         for i, ch in enumerate(pattern):
@@ -287,7 +344,7 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
         offset = _opt_int(cfg, "attn_layer_offset", default=0) or 0
         return [KvKind.FULL if i % period == offset else KvKind.MAMBA for i in range(n)]
     if _get(cfg, "attention_chunk_size"):
-        nope = cfg.get("no_rope_layers") or []
+        nope = _list(cfg.get("no_rope_layers"), "no_rope_layers")
         if nope:
             if len(nope) != n:
                 raise InputError("no_rope_layers", f"has {len(nope)} entries for {n} layers")
@@ -320,17 +377,19 @@ def _moe_layout(cfg: Config, n: int) -> list[bool]:
     mtype = str(cfg.get("model_type"))
     if mtype in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"):
         first = _opt_int(cfg, "first_k_dense_replace", default=0) or 0
-        freq = _opt_int(cfg, "moe_layer_freq", default=1) or 1
+        freq = _opt_positive(cfg, "moe_layer_freq", default=1)
         return [i >= first and i % freq == 0 for i in range(n)]
     if mtype == "llama4_text":
-        step = _opt_int(cfg, "interleave_moe_layer_step", default=1) or 1
+        step = _opt_positive(cfg, "interleave_moe_layer_step", default=1)
         return [(i + 1) % step == 0 for i in range(n)]
     if "expert_layer_period" in cfg:  # Jamba: experts every `period` layers from `offset`
-        period = _opt_int(cfg, "expert_layer_period", default=1) or 1
+        period = _opt_positive(cfg, "expert_layer_period", default=1)
         offset = _opt_int(cfg, "expert_layer_offset", default=0) or 0
         return [i % period == offset for i in range(n)]
-    only_dense = set(cfg.get("mlp_only_layers") or [])
-    step = _opt_int(cfg, "decoder_sparse_step", default=1) or 1
+    only_dense = {
+        _size(i, "mlp_only_layers") for i in _list(cfg.get("mlp_only_layers"), "mlp_only_layers")
+    }
+    step = _opt_positive(cfg, "decoder_sparse_step", default=1)
     return [i not in only_dense and (i + 1) % step == 0 for i in range(n)]
 
 
@@ -338,13 +397,15 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
     """(matrix params, active matrix params, other params) of one FFN block."""
     mtype = str(cfg.get("model_type"))
     if not moe:
-        inter = _get(cfg, "intermediate_size_mlp") if mtype == "llama4_text" else None
+        inter = _opt_int(cfg, "intermediate_size_mlp") if mtype == "llama4_text" else None
         inter = inter or _require_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
-        mats = _mlp_params(cfg, hidden, int(inter))
+        mats = _mlp_params(cfg, hidden, inter)
         return mats, mats, 0
-    experts = int(_get(cfg, "n_routed_experts", "num_local_experts", "num_experts"))
+    experts = _require_int(cfg, "n_routed_experts", "num_local_experts", "num_experts")
     top_k = _require_int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
-    inter = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))
+    if top_k > experts:
+        raise InputError("num_experts_per_tok", f"{top_k} is more than the {experts} experts")
+    inter = _require_int(cfg, "moe_intermediate_size", "intermediate_size")
     per_expert = _mlp_params(cfg, hidden, inter)
     other = hidden * experts  # router
     if mtype == "gpt_oss":
@@ -354,8 +415,8 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
     if n_shared:
         shared_inter = _opt_int(cfg, "moe_shared_expert_intermediate_size") or inter * n_shared
         shared = _mlp_params(cfg, hidden, shared_inter)
-    elif _get(cfg, "shared_expert_intermediate_size"):
-        shared = _mlp_params(cfg, hidden, int(cfg["shared_expert_intermediate_size"]))
+    elif _opt_int(cfg, "shared_expert_intermediate_size"):
+        shared = _mlp_params(cfg, hidden, _require_int(cfg, "shared_expert_intermediate_size"))
         other += hidden  # shared_expert_gate
     elif mtype == "llama4_text":
         shared = per_expert
@@ -370,19 +431,26 @@ def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_La
     blocks = cfg.get("block_configs")
     if not isinstance(blocks, list) or not blocks:
         raise InputError("block_configs", "nemotron-nas configs need a per-layer block list")
+    if len(blocks) > MAX_CONFIG_LAYERS:
+        raise InputError("block_configs", f"more than {MAX_CONFIG_LAYERS} layers")
     layers = []
     for i, block in enumerate(blocks):
-        att, ffn = block.get("attention", {}), block.get("ffn", {})
+        block = _mapping(block, f"block_configs[{i}]")
+        att = _mapping(block.get("attention"), f"block_configs[{i}].attention")
+        ffn = _mapping(block.get("ffn"), f"block_configs[{i}].ffn")
         layer = _Layer(kind=None)
         if att.get("replace_with_linear"):
             layer.linear_params += hidden * hidden
         elif not att.get("no_op"):
-            group = att.get("n_heads_in_group")
+            field = f"block_configs[{i}].attention.n_heads_in_group"
+            group = _require_int(att, "n_heads_in_group") if att.get("n_heads_in_group") else 0
             if not group:
-                raise InputError(f"block_configs[{i}].attention.n_heads_in_group", "missing")
-            kv = heads // int(group)
+                raise InputError(field, "missing")
+            if heads % group:
+                raise InputError(field, f"{group} does not divide the {heads} attention heads")
+            kv = heads // group
             mats, other = _attention_params(cfg, hidden, heads, kv, head_dim)
-            window = att.get("window_length")
+            window = _opt_int(att, "window_length") or None
             layer = _Layer(
                 kind=KvKind.SLIDING if window else KvKind.FULL,
                 num_kv_heads=kv,
@@ -398,6 +466,14 @@ def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_La
             mult = ffn.get("ffn_mult")
             if mult is None:
                 raise InputError(f"block_configs[{i}].ffn.ffn_mult", "missing")
+            if (
+                isinstance(mult, bool)
+                or not isinstance(mult, (int, float))
+                or not 0 < mult <= MAX_FFN_MULT
+            ):
+                raise InputError(
+                    f"block_configs[{i}].ffn.ffn_mult", f"must be in (0, {MAX_FFN_MULT}]"
+                )
             # transformers DeciLM _ffn_mult_to_intermediate_size: round 2/3*mult*hidden up to 256.
             inter = ceil_div(int(2 * float(mult) * hidden / 3), 256) * 256
             layer.linear_params += 3 * hidden * inter
@@ -412,26 +488,28 @@ def _vision_params(cfg: Config, text_hidden: int) -> int:
     v = cfg.get("vision_config")
     if not isinstance(v, Mapping):
         return 0
-    depth = _get(v, "depth", "num_hidden_layers")
-    width = _get(v, "hidden_size", "embed_dim")
-    inter = _get(v, "intermediate_size")
+    depth = _opt_int(v, "depth", "num_hidden_layers")
+    width = _opt_int(v, "hidden_size", "embed_dim")
+    inter = _opt_int(v, "intermediate_size")
     if not (depth and width and inter):
         return 0
-    depth, width, inter = int(depth), int(width), int(inter)
+    if depth > MAX_CONFIG_LAYERS:
+        raise InputError("vision_config.depth", f"more than {MAX_CONFIG_LAYERS} layers")
     gated = str(cfg.get("model_type")) in ("qwen2_5_vl",)
     mlp = (3 if gated else 2) * width * inter + (2 * inter if gated else inter) + width
     block = 4 * width * width + 4 * width + mlp + 4 * width  # qkv+o with biases, two norms
-    patch = int(_get(v, "patch_size", "spatial_patch_size", default=14))  # SigLIP / Qwen-VL
-    channels = int(_get(v, "in_chans", "num_channels", default=3))
-    temporal = int(_get(v, "temporal_patch_size", default=1))
+    # Defaults: SigLIP / Qwen-VL patch 14, RGB input, one frame per patch.
+    patch = _opt_positive(v, "patch_size", "spatial_patch_size", default=14)
+    channels = _opt_positive(v, "in_chans", "num_channels", default=3)
+    temporal = _opt_positive(v, "temporal_patch_size", default=1)
     total = depth * block + channels * temporal * patch * patch * width
-    image = _get(v, "image_size")
+    image = _opt_int(v, "image_size")
     if image:
-        total += (int(image) // patch) ** 2 * width + width  # position embeddings, post norm
-    merge = _get(v, "spatial_merge_size")
-    out = int(_get(v, "out_hidden_size", "projector_output_dim", "vision_output_dim", default=0))
+        total += (image // patch) ** 2 * width + width  # position embeddings, post norm
+    merge = _opt_int(v, "spatial_merge_size")
+    out = _opt_int(v, "out_hidden_size", "projector_output_dim", "vision_output_dim", default=0)
     if merge:
-        merged = width * int(merge) ** 2
+        merged = width * merge**2
         total += (
             width + merged * merged + merged + merged * (out or text_hidden) + (out or text_hidden)
         )
@@ -448,18 +526,26 @@ def _quantization(
     if not isinstance(q, Mapping):
         return "", 0
     method = str(q.get("quant_method", "")).lower()
+    where = "quantization_config"
     plain = linear_params - quantized_params
     plain_bytes = ceil_div(plain * native_bits, 8)
     if method == "fp8":
-        block = q.get("weight_block_size") or [128, 128]  # DeepSeek-V3's block-scale tile
-        tiles = ceil_div(quantized_params, int(block[0]) * int(block[1]))
+        block = _list(q.get("weight_block_size"), f"{where}.weight_block_size") or [128, 128]
+        if len(block) != 2:  # DeepSeek-V3's block-scale tile is [128, 128]
+            raise InputError(
+                f"{where}.weight_block_size", "must be two tile sizes, e.g. [128, 128]"
+            )
+        rows = _require_int({"weight_block_size": block[0]}, "weight_block_size")
+        cols = _require_int({"weight_block_size": block[1]}, "weight_block_size")
+        tiles = ceil_div(quantized_params, rows * cols)
         return "fp8", quantized_params + tiles * FP8_SCALE_BYTES + plain_bytes
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin"):
-        bits = int(q.get("bits", q.get("w_bit", 4)))
-        # 128 is AutoAWQ's and AutoGPTQ's default group size.
-        group = int(q.get("group_size", q.get("q_group_size", 128)) or 128)
-        if group <= 0:
-            group = 128
+        bits = _quant_bits(q.get("bits", q.get("w_bit", 4)), f"{where}.bits")
+        # 128 is AutoAWQ's and AutoGPTQ's default group size; GPTQ's -1 means one group per
+        # column, sized here at the default (an estimate).
+        raw_group = q.get("group_size", q.get("q_group_size", 128))
+        group = 128 if raw_group in (None, -1, 0) else _size(raw_group, f"{where}.group_size")
+        group = group or 128
         groups = ceil_div(quantized_params, group)
         per_group = GPTQ_SCALE_BYTES + ceil_div(bits, 8)
         return f"{method}-int{bits}", ceil_div(
@@ -475,20 +561,29 @@ def _quantization(
         if q.get("load_in_8bit"):
             return "bnb-int8", quantized_params + plain_bytes
     if method == "compressed-tensors":
-        config_groups: Mapping[str, Any] = q.get("config_groups") or {}
-        for grp in config_groups.values():
-            w = grp.get("weights") or {}
-            wbits = int(w.get("num_bits", 8))
+        config_groups = _mapping(q.get("config_groups"), f"{where}.config_groups")
+        for key, grp in config_groups.items():
+            field = f"{where}.config_groups.{key}"
+            w = _mapping(_mapping(grp, field).get("weights"), f"{field}.weights")
+            wbits = _quant_bits(w.get("num_bits", 8), f"{field}.weights.num_bits")
             kind = str(w.get("type", "int"))
             label = f"compressed-tensors-{kind}{wbits}"
-            size = w.get("group_size")
-            scale = ceil_div(quantized_params, int(size)) * GPTQ_SCALE_BYTES if size else 0
+            size = _opt_int(w, "group_size") if w.get("group_size") != -1 else None
+            scale = ceil_div(quantized_params, size) * GPTQ_SCALE_BYTES if size else 0
             return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
     raise InputError(
         "quantization_config.quant_method",
         f"{method!r} is not sized; known: fp8, awq, gptq, mxfp4, bitsandbytes, "
         "compressed-tensors (or pass --weight-dtype)",
     )
+
+
+def _quant_bits(value: Any, field: str) -> int:
+    """A quantised weight width in bits."""
+    bits = _size(value, field)
+    if bits not in QUANT_BITS:
+        raise InputError(field, f"{bits} bits; accepted: {QUANT_BITS.start}-{QUANT_BITS.stop - 1}")
+    return bits
 
 
 def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
@@ -505,7 +600,8 @@ def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
     q = cfg.get("quantization_config")
     if not isinstance(q, Mapping):
         return
-    skip = [str(m) for m in (q.get("modules_to_not_convert") or q.get("ignore") or [])]
+    field = "quantization_config.modules_to_not_convert"
+    skip = [str(m) for m in _list(q.get("modules_to_not_convert") or q.get("ignore"), field)]
     skip_attention = any("self_attn" in m for m in skip)
     for layer in layers:
         layer.quantized_linear_params = layer.linear_params
@@ -531,12 +627,16 @@ def model_spec_from_config(
     if not isinstance(cfg, Mapping):
         raise InputError("config.json", "top level must be a JSON object")
     t = text_config(cfg)
-    n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers")
+    n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers", limit=MAX_CONFIG_LAYERS)
     hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
-    heads = _require_int(t, "num_attention_heads", "n_head")
+    heads = _require_int(t, "num_attention_heads", "n_head", limit=MAX_CONFIG_HEADS)
     kv = _opt_int(t, "num_key_value_heads", "num_kv_heads")
     if kv is None:
         kv = 1 if t.get("multi_query") else heads
+    if kv == 0 or heads % kv:
+        raise InputError(
+            "num_key_value_heads", f"{kv} must be positive and divide the {heads} attention heads"
+        )
     head_dim = _opt_int(t, "head_dim", "attention_head_dim") or hidden // heads
     vocab = _opt_int(t, "vocab_size", "padded_vocab_size")
     if not vocab:
@@ -651,9 +751,11 @@ def model_spec_from_config(
     groups = _group_layers(layers, mtype)
     if not groups:
         raise InputError("num_hidden_layers", "no layer keeps a KV cache or state")
-    experts = _get(t, "n_routed_experts", "num_local_experts", "num_experts")
-    architectures = cfg.get("architectures") or []
-    return ModelSpec(
+    experts = _opt_int(t, "n_routed_experts", "num_local_experts", "num_experts")
+    architectures = _list(cfg.get("architectures"), "architectures")
+    if architectures and not isinstance(architectures[0], str):
+        raise InputError("architectures", f"must be a list of names, got {_shown(architectures)}")
+    spec = dict(
         name=name,
         source=source,
         serve_id=serve_id,
@@ -678,7 +780,7 @@ def model_spec_from_config(
         weights_exact=bool(exact_weights_bytes),
         weights_basis=basis,
         quantizable_params=linear,
-        num_experts=int(experts) if experts else None,
+        num_experts=experts or None,
         experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
         moe_intermediate_size=(
             _opt_int(t, "moe_intermediate_size", "intermediate_size") if experts else None
@@ -686,6 +788,12 @@ def model_spec_from_config(
         kv_groups=groups,
         **_vision_shape(cfg),
     )
+    try:
+        return ModelSpec(**spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "config.json"
+        raise InputError(key, f"{err['msg'].lower()} (from config.json)") from exc
 
 
 def _vision_shape(cfg: Config) -> dict[str, Any]:
@@ -693,11 +801,10 @@ def _vision_shape(cfg: Config) -> dict[str, Any]:
     v = cfg.get("vision_config")
     if not isinstance(v, Mapping):
         return {}
-    layers, width = v.get("num_hidden_layers"), v.get("hidden_size")
     return {
         "has_vision": True,
-        "vision_num_hidden_layers": int(layers) if layers else None,
-        "vision_hidden_size": int(width) if width else None,
+        "vision_num_hidden_layers": _opt_int(v, "num_hidden_layers") or None,
+        "vision_hidden_size": _opt_int(v, "hidden_size") or None,
     }
 
 

@@ -150,7 +150,11 @@ class Scrape:
 
 def check_metrics_url(url: str) -> None:
     """Only http(s) URLs are /metrics endpoints; anything else is a typo or a local path."""
-    if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise InputError("--against-metrics", f"{url!r}: not a URL ({exc})") from exc
+    if scheme not in ("http", "https"):
         raise InputError("--against-metrics", f"{url!r}: expected an http:// or https:// URL")
 
 
@@ -174,6 +178,8 @@ def _read_bounded(url: str, timeout_s: float) -> Scrape:
                     )
                 chunk = response.read1(READ_CHUNK_BYTES)
                 if not chunk:
+                    if getattr(response, "length", None):  # Content-Length not reached
+                        return Scrape(url, None, "unreachable: the body ended early")
                     break
                 size += len(chunk)
                 if size > MAX_METRICS_BYTES:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,14 +16,40 @@ from planner.errors import InputError
 from planner.units import GIB_BYTES
 
 _NUM = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+# Figures a real log can print, each far above any GPU: a memory figure above a pebibyte or a
+# count beyond 2^53 is corrupt, and is refused with its line rather than carried into the plan.
+MAX_LOG_GIB = 2.0**20
+MAX_LOG_INT = 2**53
+# A non-default-args / ServerArgs dict longer than this is not a real one: it is skipped.
+MAX_ARGS_CHARS = 64 * 1024
+
+
+class BadFigure(ValueError):
+    """A recognised line whose figure cannot be a real one (caught with its line number)."""
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError as exc:
+        raise BadFigure(f"{text[:40]!r} is not a number") from exc
+    if not 0 <= value <= MAX_LOG_INT:
+        raise BadFigure(f"{text[:40]} is out of range")
+    return value
 
 
 def _gib(text: str) -> int:
-    return round(float(text) * GIB_BYTES)
+    value = _float(text)
+    if value > MAX_LOG_GIB:
+        raise BadFigure(f"{text[:40]} GiB is more memory than any GPU has")
+    return round(value * GIB_BYTES)
 
 
 def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+    digits = text.replace(",", "")
+    if not digits.isdigit() or len(digits) > len(str(MAX_LOG_INT)):
+        raise BadFigure(f"{text[:40]!r} is not a count")
+    return int(digits)
 
 
 @dataclass
@@ -47,13 +73,53 @@ Handler = Callable[["StartupLog", "re.Match[str]"], None]
 
 
 # (pattern, handler) pairs; handlers fill a StartupLog from a match.
-def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
+def _literal(text: str) -> Any:
+    """ast.literal_eval with every failure (syntax, depth, giant numbers) as None."""
     try:
-        args = ast.literal_eval(m.group(1))
-    except (ValueError, SyntaxError):
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return None
+
+
+# Types of the logged settings the engine models take (anything else in a log is refused).
+SETTING_TYPES: dict[str, type] = {
+    "max_model_len": int,
+    "gpu_memory_utilization": float,
+    "kv_cache_dtype": str,
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "block_size": int,
+    "enforce_eager": bool,
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "enable_lora": bool,
+    "max_lora_rank": int,
+    "max_loras": int,
+}
+
+
+def _setting(key: str, value: Any) -> Any:
+    """A logged setting of the type the engine model takes, or BadFigure."""
+    kind = SETTING_TYPES[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if ok and kind is int:
+        ok = 0 < value <= MAX_LOG_INT
+    if ok and kind is float:
+        ok = 0 < value <= 1
+    if not ok:
+        raise BadFigure(f"{key}={str(value)[:40]!r} is not a valid {kind.__name__}")
+    return value
+
+
+def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
+    text = m.group(1)
+    args = _literal(text) if len(text) <= MAX_ARGS_CHARS else None
+    if not isinstance(args, dict):
         # dict reprs with objects (torch.bfloat16 ...): keep the literal-looking pairs
-        args = dict(re.findall(r"'(\w+)': ('[^']*'|[0-9.]+|True|False|None)", m.group(1)))
-        args = {k: ast.literal_eval(v) for k, v in args.items()}
+        pairs = re.findall(r"'(\w+)': ('[^']*'|[0-9.]+|True|False|None)", text[:MAX_ARGS_CHARS])
+        args = {k: _literal(v) for k, v in pairs}
     log.engine = log.engine or "vllm"
     for key in ("model", "model_tag"):
         if isinstance(args.get(key), str):
@@ -73,7 +139,7 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
         "max_loras",
     ):
         if key in args and args[key] is not None:
-            log.settings[key] = args[key]
+            log.settings[key] = _setting(key, args[key])
 
 
 def _engine_config(log: StartupLog, m: re.Match[str]) -> None:
@@ -84,9 +150,10 @@ def _engine_config(log: StartupLog, m: re.Match[str]) -> None:
     if found := re.search(r"model='([^']+)'", body):
         log.model = log.model or found.group(1)
     if found := re.search(r"max_seq_len=(\d+)", body):
-        log.settings.setdefault("max_model_len", int(found.group(1)))
+        log.settings.setdefault("max_model_len", _setting("max_model_len", _int(found.group(1))))
     if found := re.search(r"tensor_parallel_size=(\d+)", body):
-        log.settings.setdefault("tensor_parallel_size", int(found.group(1)))
+        tp = _setting("tensor_parallel_size", _int(found.group(1)))
+        log.settings.setdefault("tensor_parallel_size", tp)
     if found := re.search(r"kv_cache_dtype=(\w+)", body):
         log.settings.setdefault("kv_cache_dtype", found.group(1))
     if (found := re.search(r"quantization=(\w+)", body)) and found.group(1) != "None":
@@ -109,7 +176,8 @@ def _profiling_v0(log: StartupLog, m: re.Match[str]) -> None:
     if found := re.search(r"kv_cache_size=" + _NUM, text):
         log.available_kv_bytes = _gib(found.group(1))
     if found := re.search(r"gpu_memory_utilization=" + _NUM, text):
-        log.settings.setdefault("gpu_memory_utilization", float(found.group(1)))
+        util = _setting("gpu_memory_utilization", _float(found.group(1)))
+        log.settings.setdefault("gpu_memory_utilization", util)
     peak = re.search(r"peak_torch_memory=" + _NUM, text)
     if peak and "weights_bytes" in log.terms:
         log.terms["activation_peak_bytes"] = _gib(peak.group(1)) - log.terms["weights_bytes"]
@@ -117,7 +185,7 @@ def _profiling_v0(log: StartupLog, m: re.Match[str]) -> None:
 
 def _setter(target: str, key: str, kind: str = "gib") -> Handler:
     """A handler storing group 1 as GiB bytes, an int or a float in terms / settings / the log."""
-    convert: dict[str, Callable[[str], Any]] = {"gib": _gib, "int": _int, "float": float}
+    convert: dict[str, Callable[[str], Any]] = {"gib": _gib, "int": _int, "float": _float}
 
     def handle(log: StartupLog, m: re.Match[str]) -> None:
         """Store the converted first group."""
@@ -134,7 +202,8 @@ def _setter(target: str, key: str, kind: str = "gib") -> Handler:
 
 def _v0_budget(log: StartupLog, m: re.Match[str]) -> None:
     log.terms["total_memory_bytes"] = _gib(m.group(1))
-    log.settings.setdefault("gpu_memory_utilization", float(m.group(2)))
+    util = _setting("gpu_memory_utilization", _float(m.group(2)))
+    log.settings.setdefault("gpu_memory_utilization", util)
 
 
 def _free_on_start(log: StartupLog, m: re.Match[str]) -> None:
@@ -142,12 +211,13 @@ def _free_on_start(log: StartupLog, m: re.Match[str]) -> None:
 
 
 def _desired_util(log: StartupLog, m: re.Match[str]) -> None:
-    log.settings.setdefault("gpu_memory_utilization", float(m.group(1)))
+    util = _setting("gpu_memory_utilization", _float(m.group(1)))
+    log.settings.setdefault("gpu_memory_utilization", util)
 
 
 def _concurrency(log: StartupLog, m: re.Match[str]) -> None:
-    log.max_concurrency = float(m.group(2))
-    log.settings.setdefault("max_model_len", _int(m.group(1)))
+    log.max_concurrency = _float(m.group(2))
+    log.settings.setdefault("max_model_len", _setting("max_model_len", _int(m.group(1))))
 
 
 def _sglang_before_load(log: StartupLog, m: re.Match[str]) -> None:
@@ -172,8 +242,9 @@ def _in_process_launcher(log: StartupLog, m: re.Match[str]) -> None:
 def _unsloth_batch(log: StartupLog, m: re.Match[str]) -> None:
     """Unsloth's 'Chunked prefill tokens = T. Num Sequences = S.' (what it passes to vLLM)."""
     _in_process_launcher(log, m)
-    log.settings.setdefault("max_num_batched_tokens", int(m.group(1)))
-    log.settings.setdefault("max_num_seqs", int(m.group(2)))
+    tokens = _setting("max_num_batched_tokens", _int(m.group(1)))
+    log.settings.setdefault("max_num_batched_tokens", tokens)
+    log.settings.setdefault("max_num_seqs", _setting("max_num_seqs", _int(m.group(2))))
 
 
 def _consumed_usage(log: StartupLog, m: re.Match[str]) -> None:
@@ -196,15 +267,18 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
     body = m.group(1)
     if found := re.search(r"model_path='([^']+)'", body):
         log.model = found.group(1)
-    for key, kind in (
-        ("mem_fraction_static", float),
-        ("tp_size", int),
-        ("chunked_prefill_size", int),
-        ("context_length", int),
-        ("page_size", int),
+    for key, convert in (
+        ("mem_fraction_static", _float),
+        ("tp_size", _int),
+        ("chunked_prefill_size", _int),
+        ("context_length", _int),
+        ("page_size", _int),
     ):
         if found := re.search(rf"\b{key}=([0-9.]+)", body):
-            log.settings[key] = kind(found.group(1))
+            value = convert(found.group(1))
+            if not 0 < value <= (1 if key == "mem_fraction_static" else MAX_LOG_INT):
+                raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
+            log.settings[key] = value
     if found := re.search(r"kv_cache_dtype='(\w+)'", body):
         log.settings["kv_cache_dtype"] = found.group(1)
 
@@ -220,7 +294,7 @@ def _sglang_tokens(log: StartupLog, m: re.Match[str]) -> None:
     log.engine = "sglang"
     log.kv_cache_tokens = _int(m.group(1))
     if found := re.search(r"context_len=(\d+)", m.group(0)):
-        log.settings.setdefault("context_length", int(found.group(1)))
+        log.settings.setdefault("context_length", _int(found.group(1)))
 
 
 PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
@@ -302,23 +376,52 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
 SGLANG_ONLY = {p.pattern for p, _ in PATTERNS[-4:]}
 
 
+# A literal every recognised line contains: lines without one are skipped unread, so a 100 MB
+# server log is scanned once in C, not matched against every pattern line by line.
+LINE_KEYWORDS = re.compile(
+    r"non-default args|LLM engine \(|vLLM API server version|Unsloth: vLLM loading|Num GPUs = "
+    r"|Chunked prefill tokens|Memory profiling results|Model loading|Loading model weights"
+    r"|model weights take|torch peak memory increase|activation peak memory takes"
+    r"|non-torch forward increase|non_torch_memory takes|total_gpu_memory \(|Free memory on device"
+    r"|Desired GPU memory utilization|Actual usage is|Estimated CUDA graph memory"
+    r"|Available KV cache memory|reserved for KV Cache|KV cache size: |Maximum concurrency for"
+    r"|blocks: |num_gpu_blocks is: |server_args=ServerArgs|Load weight begin|Load weight end"
+    r"|max_total_num_tokens="
+)
+
+
+def _candidate_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line holding a keyword, in order, each once."""
+    line_no, counted_to, last_start = 1, 0, -1
+    for hit in LINE_KEYWORDS.finditer(text):
+        start = text.rfind("\n", 0, hit.start()) + 1
+        if start == last_start:
+            continue
+        end = text.find("\n", hit.end())
+        line_no += text.count("\n", counted_to, start)
+        counted_to, last_start = start, start
+        yield line_no, text[start : len(text) if end < 0 else end].rstrip("\r")
+
+
 def parse_startup_log(text: str, origin: str) -> StartupLog:
     """Read every recognised line; a log with no engine or no KV figure is an error."""
     log = StartupLog()
     last_hit = 0
-    lines = text.splitlines()
-    for no, line in enumerate(lines, start=1):
+    for no, line in _candidate_lines(text):
         for pattern, handler in PATTERNS:
             matches = list(pattern.finditer(line))
             if matches:
-                handler(log, matches[-1])  # a line quoting two figures means the later one
+                try:
+                    handler(log, matches[-1])  # a line quoting two figures means the later one
+                except BadFigure as exc:
+                    raise InputError("--from-log", f"{origin} line {no}: {exc}") from exc
                 last_hit = no
                 if log.engine is None and pattern.pattern not in SGLANG_ONLY:
                     log.engine = "vllm"
-    log.lines_read = len(lines)
+    log.lines_read = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
     if log.engine is None:
         raise InputError(
-            "--from-log", f"{origin} line {min(len(lines), 1)}: not a vLLM or SGLang start-up log"
+            "--from-log", f"{origin} line 1: not a vLLM or SGLang start-up log (no line recognised)"
         )
     if log.kv_cache_tokens is None and log.num_gpu_blocks is not None:
         log.kv_cache_tokens = log.num_gpu_blocks * int(log.settings.get("block_size", 16))
