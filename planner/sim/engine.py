@@ -9,6 +9,7 @@ work is per event, not per token; static batches are solved in closed form.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from typing import Literal
@@ -238,143 +239,210 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
 
 
 def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trace) -> None:
-    """Continuous batching (whole prompts per step) and chunked prefill (token budget)."""
+    """Continuous batching (whole prompts per step) and chunked prefill (token budget).
+
+    Per-step work does not grow with the running set: decoding sequences advance together on
+    one decode clock (each keeps its offset from it), and a heap keyed by the clock value at
+    which each finishes gives both the next finish and the length of a decode-only jump. The
+    per-request state lives in Python lists during the loop and is written back to `run`.
+    """
     n = run.arrival_ms.size
     block = cfg.block_tokens
     pool = cfg.kv_blocks
     if pool is not None and trace.cached_prefix_tokens.any():
         pool -= int(_blocks(int(trace.cached_prefix_tokens.max()), block))  # the shared prefix
     rng = np.random.default_rng(cfg.seed)
+    spec = cfg.spec_alpha
     spec_factor = 1.0
-    if cfg.spec_alpha is not None:
+    if spec is not None:
         spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
+    arrival: list[float] = run.arrival_ms.tolist()
+    output: list[int] = run.output.tolist()
+    target: list[int] = run.target.tolist()
+    prefilled: list[int] = run.prefilled.tolist()
+    post: list[int] = run.post.tolist()
+    generated: list[int] = run.generated.tolist()
+    swapped: list[bool] = run.swapped.tolist()
+    first: list[float] = run.first_ms.tolist()
+    finish: list[float] = run.finish_ms.tolist()
+    max_batch, chunked = cfg.max_batch, cfg.policy == "chunked"
+    budget_tokens, chunk_tokens = cfg.step_token_budget, cfg.chunk_tokens
+    # CostModel.step_ms, inlined term for term (same floating-point result) for the hot loop.
+    overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
+    prefill_ms = cost.prefill_ms_per_token
+    busy_ms = overhead_total_ms = slot_ms = 0.0
+    steps_total = 0
     t = 0.0
     nxt = 0
     waiting: deque[int] = deque()
-    running: list[int] = []
+    running: list[int] = []  # admission order (preemption takes the last)
+    pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
+    decoding_now = [False] * n
+    NEVER = 2**62
+    clock = 0  # decode steps run so far; a decoding sequence's counters are offset + clock
+    gen_off = [0] * n
+    post_off = [0] * n
+    version = [0] * n  # heap entries of older versions are stale
+    heap: list[tuple[int, int, int]] = []  # (clock value at which it finishes, id, version)
 
-    def held(ids: list[int], extra: int = 0) -> int:
-        """KV blocks the given sequences hold (plus `extra` tokens each)."""
-        arr = np.asarray(ids, dtype=np.int64)
-        tokens = run.prefilled[arr] + run.post[arr] + extra
-        return int(np.sum(_blocks(tokens, block)))
+    def start_decoding(i: int) -> None:
+        gen_off[i] = generated[i] - clock
+        post_off[i] = post[i] - clock
+        decoding_now[i] = True
+        version[i] += 1
+        heapq.heappush(heap, (output[i] - gen_off[i], i, version[i]))
+
+    def stop_decoding(i: int) -> None:
+        generated[i] = gen_off[i] + clock
+        post[i] = post_off[i] + clock
+        decoding_now[i] = False
+        version[i] += 1
+
+    def holding(i: int) -> int:
+        return prefilled[i] + (post_off[i] + clock if decoding_now[i] else post[i])
+
+    def held(ids: list[int]) -> int:
+        """KV blocks the given sequences hold."""
+        return sum(-(-holding(i) // block) for i in ids)
+
+    def next_finish() -> int:
+        """Clock value of the next finish (stale entries dropped); past any clock if none."""
+        while heap and (heap[0][2] != version[heap[0][1]] or not decoding_now[heap[0][1]]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else NEVER
 
     while nxt < n or waiting or running:
-        while nxt < n and run.arrival_ms[nxt] <= t:
+        while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
             nxt += 1
         if not running and not waiting:
-            run.idle_ms += run.arrival_ms[nxt] - t
-            t = float(run.arrival_ms[nxt])
+            run.idle_ms += arrival[nxt] - t
+            t = arrival[nxt]
             continue
         swap_ms = 0.0
-        while waiting and len(running) < cfg.max_batch:
-            i = waiting[0]
-            if pool is not None:
-                need = int(
-                    _blocks(
-                        int(
-                            run.target[i] if not run.swapped[i] else run.prefilled[i] + run.post[i]
-                        ),
-                        block,
-                    )
-                )
-                if (held(running) if running else 0) + need > pool:
-                    break
-                if run.swapped[i]:
-                    swap_ms += need * cfg.swap_ms_per_block
-                    run.swapped[i] = False
-            running.append(waiting.popleft())
+        if waiting and len(running) < max_batch:
+            in_use = held(running) if pool is not None and running else 0
+            while waiting and len(running) < max_batch:
+                i = waiting[0]
+                if pool is not None:
+                    tokens = prefilled[i] + post[i] if swapped[i] else target[i]
+                    need = -(-tokens // block)
+                    if in_use + need > pool:
+                        break
+                    if swapped[i]:
+                        swap_ms += need * cfg.swap_ms_per_block
+                        swapped[i] = False
+                    in_use += -(-(prefilled[i] + post[i]) // block)
+                running.append(waiting.popleft())
+                if prefilled[i] >= target[i]:
+                    start_decoding(i)
+                else:
+                    pending.append(i)
         if not running:  # the head of the queue waits for blocks nothing holds: cannot happen
             raise AssertionError("KV pool admits nothing although it is empty")
 
-        decoding = [i for i in running if run.prefilled[i] >= run.target[i]]
-        pending = [i for i in running if run.prefilled[i] < run.target[i]]
+        n_decoding = len(running) - len(pending)
         take: dict[int, int] = {}
-        if cfg.policy == "continuous":
-            take = {i: int(run.target[i] - run.prefilled[i]) for i in pending}
+        if not chunked:
+            take = {i: target[i] - prefilled[i] for i in pending}
         else:
-            budget = cfg.step_token_budget - len(decoding)
+            budget = budget_tokens - n_decoding
             for i in pending:
                 if budget <= 0:
                     break
-                got = min(int(run.target[i] - run.prefilled[i]), cfg.chunk_tokens, budget)
+                got = min(target[i] - prefilled[i], chunk_tokens, budget)
                 take[i] = got
                 budget -= got
         prefill_tokens = sum(take.values())
-        factor = spec_factor if decoding else 1.0
-        dt = cost.step_ms(len(decoding), prefill_tokens, factor) + swap_ms
+        factor = spec_factor if n_decoding else 1.0
+        dt = overhead_ms + (a_ms + b_ms * n_decoding) * factor + prefill_ms * prefill_tokens
+        dt += swap_ms
 
         steps = 1
-        dec = np.asarray(decoding, dtype=np.int64)
-        if not take and cfg.spec_alpha is None and decoding:
+        if not take and spec is None and n_decoding:
             # Identical decode-only steps until the next event: jump there in one move.
-            steps = int((run.output[dec] - run.generated[dec]).min())
-            if nxt < n and len(running) < cfg.max_batch:
-                steps = min(steps, max(1, math.ceil((run.arrival_ms[nxt] - t) / dt)))
+            steps = next_finish() - clock
+            if nxt < n and len(running) < max_batch:
+                steps = min(steps, max(1, math.ceil((arrival[nxt] - t) / dt)))
             if pool is not None:
-                steps = _steps_within_pool(run, dec, steps, pool, block)
+                held_tokens = [holding(i) for i in running if decoding_now[i]]
+                steps = _steps_within_pool(held_tokens, steps, pool, block)
         t += dt * steps
-        run.busy_ms += dt * steps
-        run.overhead_ms += cost.overhead_ms * steps
-        run.slot_ms += len(running) * dt * steps
-        run.steps += steps
+        busy_ms += dt * steps
+        overhead_total_ms += overhead_ms * steps
+        slot_ms += len(running) * dt * steps
+        steps_total += steps
 
-        if decoding:
-            remaining = run.output[dec] - run.generated[dec]
-            if cfg.spec_alpha is not None:
-                emitted = np.minimum(
-                    _accepted(rng, cfg.spec_alpha, cfg.spec_k, dec.size), remaining
-                )
-            else:
-                emitted = np.full(dec.size, steps, dtype=np.int64)
-            run.generated[dec] += emitted
-            run.post[dec] += emitted
+        if n_decoding:
+            if spec is not None:
+                decoding = [i for i in running if decoding_now[i]]
+                remaining = np.asarray([output[i] - gen_off[i] - clock for i in decoding])
+                drawn = _accepted(rng, spec, cfg.spec_k, len(decoding))
+                emitted: list[int] = np.minimum(drawn, remaining).tolist()
+                for i, got in zip(decoding, emitted, strict=True):
+                    gen_off[i] += got - steps  # the clock adds `steps` to everyone below
+                    post_off[i] += got - steps
+                    version[i] += 1
+                    heapq.heappush(heap, (output[i] - gen_off[i], i, version[i]))
+            clock += steps
             run.itl_dt.append(dt)
-            run.itl_count.append(int(dec.size) * steps)
-        for i, got in take.items():
-            run.prefilled[i] += got
-            if run.prefilled[i] >= run.target[i]:
-                run.generated[i] += 1
-                run.post[i] = 1
-                if np.isnan(run.first_ms[i]):
-                    run.first_ms[i] = t
-        still = []
-        for i in running:
-            if run.generated[i] >= run.output[i]:
-                run.finish_ms[i] = t
-            else:
-                still.append(i)
-        running = still
+            run.itl_count.append(n_decoding * steps)
+        if take:
+            for i, got in take.items():
+                prefilled[i] += got
+                if prefilled[i] >= target[i]:
+                    generated[i] += 1
+                    post[i] = 1
+                    if math.isnan(first[i]):
+                        first[i] = t
+                    start_decoding(i)
+            pending = [i for i in pending if not decoding_now[i]]
+        if next_finish() <= clock:
+            while next_finish() <= clock:
+                i = heapq.heappop(heap)[1]
+                stop_decoding(i)
+                finish[i] = t
+            running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
         if pool is not None:
             while running and held(running) > pool:
                 victim = running.pop()  # the most recently admitted gives way
                 run.preemptions += 1
-                if cfg.preemption == "recompute":
-                    run.target[victim] = run.target[victim] + run.post[victim]
-                    run.prefilled[victim] = 0
-                    run.post[victim] = 0
+                if decoding_now[victim]:
+                    stop_decoding(victim)
                 else:
-                    run.swapped[victim] = True
-                    out_ms = int(_blocks(int(run.prefilled[victim] + run.post[victim]), block)) * (
-                        cfg.swap_ms_per_block
-                    )
+                    pending.remove(victim)
+                if cfg.preemption == "recompute":
+                    target[victim] = target[victim] + post[victim]
+                    prefilled[victim] = 0
+                    post[victim] = 0
+                else:
+                    swapped[victim] = True
+                    blocks_out = -(-(prefilled[victim] + post[victim]) // block)
+                    out_ms = blocks_out * cfg.swap_ms_per_block
                     t += out_ms
-                    run.busy_ms += out_ms
+                    busy_ms += out_ms
                 waiting.appendleft(victim)
             if running:
                 run.peak_blocks = max(run.peak_blocks, held(running))
+    run.busy_ms += busy_ms
+    run.overhead_ms += overhead_total_ms
+    run.slot_ms += slot_ms
+    run.steps += steps_total
+    run.target[:] = target
+    run.prefilled[:] = prefilled
+    run.post[:] = post
+    run.generated[:] = generated
+    run.swapped[:] = swapped
+    run.first_ms[:] = first
+    run.finish_ms[:] = finish
 
 
-def _steps_within_pool(
-    run: RunState, dec: NDArray[np.int64], steps: int, pool: int, block: int
-) -> int:
+def _steps_within_pool(held_tokens: list[int], steps: int, pool: int, block: int) -> int:
     """Largest number of decode steps (<= steps) after which the running set still fits."""
-    base = run.prefilled[dec] + run.post[dec]
 
     def fits(s: int) -> bool:
         """Whether s more decode steps keep the running set inside the pool."""
-        return int(np.sum(-(-(base + s) // block))) <= pool
+        return sum(-(-(b + s) // block) for b in held_tokens) <= pool
 
     if fits(steps):
         return steps
@@ -404,6 +472,28 @@ def _pct(values: NDArray[np.float64]) -> Percentiles:
     return Percentiles(mean=float(values.mean()), p50=float(p50), p95=float(p95), p99=float(p99))
 
 
+def _weighted_tail(dt_ms: list[float], counts: list[int]) -> TailLatency:
+    """p99 and max of inter-token latencies given as (value, how many tokens saw it).
+
+    Equal to np.percentile (linear interpolation) over the expanded array, without expanding
+    it: a trace with billions of output tokens needs no per-token array.
+    """
+    values = np.asarray(dt_ms, dtype=np.float64)
+    weights = np.asarray(counts, dtype=np.int64)
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    if values.size == 0:
+        return TailLatency(p99=0.0, max=0.0)
+    order = np.argsort(values, kind="stable")
+    values, ends = values[order], np.cumsum(weights[order])
+    position = 0.99 * (int(ends[-1]) - 1)
+    low = math.floor(position)
+    at_low = values[np.searchsorted(ends, low, side="right")]
+    at_high = values[np.searchsorted(ends, min(low + 1, int(ends[-1]) - 1), side="right")]
+    p99 = float(at_low + (position - low) * (at_high - at_low))
+    return TailLatency(p99=p99, max=float(values[-1]))
+
+
 def _metrics(run: RunState, cfg: SimConfig, trace: Trace) -> PolicyMetrics:
     start = float(run.arrival_ms.min())
     makespan_ms = float(np.nanmax(run.finish_ms)) - start
@@ -412,7 +502,6 @@ def _metrics(run: RunState, cfg: SimConfig, trace: Trace) -> PolicyMetrics:
     multi = run.output > 1
     tpot = np.zeros_like(ttft)
     tpot[multi] = (run.finish_ms[multi] - run.first_ms[multi]) / (run.output[multi] - 1)
-    itl = np.repeat(np.asarray(run.itl_dt), np.asarray(run.itl_count, dtype=np.int64))
     ok = (ttft <= cfg.slo_ttft_ms) & (tpot <= cfg.slo_tpot_ms)
     waste = 0.0
     if run.occupied_slots:
@@ -424,10 +513,7 @@ def _metrics(run: RunState, cfg: SimConfig, trace: Trace) -> PolicyMetrics:
         req_s=trace.size / makespan_s,
         ttft_ms=_pct(ttft),
         tpot_ms=_pct(tpot[multi]),
-        itl_ms=TailLatency(
-            p99=float(np.percentile(itl, 99)) if itl.size else 0.0,
-            max=float(itl.max()) if itl.size else 0.0,
-        ),
+        itl_ms=_weighted_tail(run.itl_dt, run.itl_count),
         occupancy_mean=run.slot_ms / run.busy_ms if run.busy_ms else 0.0,
         padded_slot_waste_pct=waste,
         gpu_idle_pct=100.0 * run.idle_ms / makespan_ms if makespan_ms else 0.0,
