@@ -51,25 +51,35 @@ def simulation(
     capacity_settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything `planner simulate` reports, as its documented JSON object."""
-    from pathlib import Path
+    import numpy as np
 
     from planner.sim.engine import CostModel, SimConfig, simulate
-    from planner.sim.workload import generate, load_trace
+    from planner.sim.workload import Workload, generate, load_trace, with_shared_prefix
 
     w = load_workload(workload)
-    for key, flag in (("rate_per_s", "--rate"), ("requests", "--requests")):
-        if key in overrides and overrides[key] is not None and overrides[key] <= 0:
-            raise InputError(flag, f"must be > 0 (got {overrides[key]})")
-    w = w.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        w = Workload.model_validate(w.model_dump() | given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "workload"
+        raise InputError(WORKLOAD_FLAGS.get(key, key), err["msg"].lower()) from exc
     if trace_path is not None:
-        path = Path(trace_path)
-        if not path.is_file():
-            raise InputError("--trace", f"{trace_path}: no such file")
-        trace = load_trace(path.read_text(encoding="utf-8"), trace_path)
+        from planner.sources.files import TRACE_LIMIT_BYTES, read_text
+
+        trace = load_trace(read_text(trace_path, "--trace", TRACE_LIMIT_BYTES), trace_path)
+        rng = np.random.default_rng(w.seed)
+        trace = with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
         workload_echo: dict[str, Any] = {"trace": trace_path, "requests": trace.size}
+        if w.shared_prefix_fraction and w.shared_prefix_tokens:
+            workload_echo |= {
+                "shared_prefix_fraction": w.shared_prefix_fraction,
+                "shared_prefix_tokens": w.shared_prefix_tokens,
+                "seed": w.seed,
+            }
     else:
         trace = generate(w)
-        workload_echo = w.model_dump() | {"name": workload}
+        workload_echo = w.model_dump() | {"name": workload, "description": w.summary()}
     cost_values = dict(cost or {})
     plan_echo = None
     if gpu is not None or preset is not None or model is not None:
@@ -114,6 +124,16 @@ def simulation(
             "goodput_pct": peak["goodput_pct"],
         }
     return result
+
+
+# Workload field -> flag.
+WORKLOAD_FLAGS = {
+    "rate_per_s": "--rate",
+    "requests": "--requests",
+    "seed": "--seed",
+    "shared_prefix_fraction": "--shared-prefix-fraction",
+    "shared_prefix_tokens": "--shared-prefix-tokens",
+}
 
 
 # SimConfig / CostModel field -> flag, so validation errors name what the user typed.

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import InputError
+
+# Bounds on a trace, far above real traffic, low enough that a typo cannot exhaust the machine:
+# a request longer than 2^24 tokens (16.8 M; the longest contexts served are 10 M) and a trace
+# of more than 2 M requests (a day at 23 req/s) are refused.
+MAX_TRACE_REQUEST_TOKENS = 2**24
+MAX_TRACE_REQUESTS = 2_000_000
+# Arrival times beyond ~31.7 years of seconds are not a trace.
+MAX_TRACE_ARRIVAL_S = 1e9
 
 
 class LengthDist(BaseModel):
@@ -19,10 +28,14 @@ class LengthDist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     distribution: Literal["lognormal", "fixed", "uniform"] = "lognormal"
-    median: float = Field(default=100, gt=0, description="lognormal median / fixed value")
-    sigma: float = Field(default=1.0, ge=0, description="lognormal sigma (of the log)")
-    min: int = Field(default=1, ge=1)
-    max: int = Field(default=8192, ge=1)
+    median: float = Field(
+        default=100, gt=0, allow_inf_nan=False, description="lognormal median / fixed value"
+    )
+    sigma: float = Field(
+        default=1.0, ge=0, le=10, allow_inf_nan=False, description="lognormal sigma (of the log)"
+    )
+    min: int = Field(default=1, ge=1, le=MAX_TRACE_REQUEST_TOKENS)
+    max: int = Field(default=8192, ge=1, le=MAX_TRACE_REQUEST_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self) -> LengthDist:
@@ -49,13 +62,34 @@ class Workload(BaseModel):
 
     description: str = ""
     arrival: Literal["poisson", "uniform"] = "poisson"
-    rate_per_s: float = Field(gt=0)
-    requests: int = Field(gt=0)
-    seed: int = 0
+    rate_per_s: float = Field(gt=0, allow_inf_nan=False)
+    requests: int = Field(gt=0, le=MAX_TRACE_REQUESTS)
+    seed: int = Field(default=0, ge=0, description="numpy seeds are non-negative")
     prompt_tokens: LengthDist
     output_tokens: LengthDist
-    shared_prefix_fraction: float = Field(default=0.0, ge=0, le=1)
-    shared_prefix_tokens: int = Field(default=0, ge=0)
+    shared_prefix_fraction: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
+    shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_TRACE_REQUEST_TOKENS)
+
+    def summary(self) -> str:
+        """One line describing these exact settings (echoed in reports)."""
+
+        def dist(d: LengthDist) -> str:
+            if d.distribution == "fixed":
+                return f"fixed {d.median:g}"
+            if d.distribution == "uniform":
+                return f"uniform {d.min}-{d.max}"
+            return f"lognormal (median {d.median:g}, sigma {d.sigma:g})"
+
+        text = (
+            f"{self.requests:,} requests, {self.arrival.capitalize()} {self.rate_per_s:g} req/s, "
+            f"prompt {dist(self.prompt_tokens)}, output {dist(self.output_tokens)}"
+        )
+        if self.shared_prefix_fraction and self.shared_prefix_tokens:
+            text += (
+                f", {self.shared_prefix_fraction:.0%} share a {self.shared_prefix_tokens:,}-token "
+                "prefix"
+            )
+        return text
 
 
 @dataclass(frozen=True)
@@ -84,40 +118,77 @@ def generate(w: Workload) -> Trace:
     arrival = np.cumsum(gaps) - gaps[0]
     prompt = w.prompt_tokens.draw(rng, n)
     output = w.output_tokens.draw(rng, n)
-    cached = np.zeros(n, dtype=np.int64)
-    if w.shared_prefix_fraction > 0 and w.shared_prefix_tokens > 0:
-        share = rng.random(n) < w.shared_prefix_fraction
-        prompt = np.where(share, prompt + w.shared_prefix_tokens, prompt)
-        cached = np.where(share, w.shared_prefix_tokens, 0).astype(np.int64)
-        cached[np.argmax(share)] = 0  # the first sharer computes the prefix and fills the cache
-    return Trace(arrival, prompt, output, cached)
+    trace = Trace(arrival, prompt, output, np.zeros(n, dtype=np.int64))
+    return with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
+
+
+def with_shared_prefix(
+    trace: Trace, fraction: float, tokens: int, rng: np.random.Generator
+) -> Trace:
+    """A seeded `fraction` of requests gain a common `tokens`-long prefix that the prefix cache
+    serves after the first of them has computed it."""
+    if fraction <= 0 or tokens <= 0:
+        return trace
+    n = trace.size
+    share = rng.random(n) < fraction
+    prompt = np.where(share, trace.prompt_tokens + tokens, trace.prompt_tokens)
+    cached = np.where(share, tokens, 0).astype(np.int64)
+    cached[np.argmax(share)] = 0  # the first sharer computes the prefix and fills the cache
+    return Trace(trace.arrival_s, prompt, trace.output_tokens, cached)
+
+
+def _trace_number(obj: dict[str, Any], key: str, where: str, integer: bool) -> float:
+    """One field of a trace row: a finite number in range (tokens whole and >= 1)."""
+    if key not in obj:
+        raise InputError("--trace", f"{where}: missing {key}")
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError("--trace", f"{where}: {key} must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError("--trace", f"{where}: {key} must be finite")
+    if integer:
+        if value != int(value) or not 1 <= value <= MAX_TRACE_REQUEST_TOKENS:
+            raise InputError(
+                "--trace",
+                f"{where}: {key} must be a whole number in [1, {MAX_TRACE_REQUEST_TOKENS:,}]",
+            )
+    elif not 0 <= value <= MAX_TRACE_ARRIVAL_S:
+        raise InputError("--trace", f"{where}: {key} must be in [0, {MAX_TRACE_ARRIVAL_S:g}] s")
+    return float(value)
 
 
 def load_trace(text: str, origin: str) -> Trace:
     """A JSONL trace: one `{"arrival_s", "prompt_tokens", "output_tokens"}` object per line."""
-    rows: list[tuple[float, int, int]] = []
+    arrival: list[float] = []
+    prompt: list[float] = []
+    output: list[float] = []
     for no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{origin} line {no}"
         try:
             obj = json.loads(line)
-            row = (float(obj["arrival_s"]), int(obj["prompt_tokens"]), int(obj["output_tokens"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except RecursionError as exc:
+            raise InputError("--trace", f"{where}: nested too deeply") from exc
+        except ValueError as exc:
             raise InputError(
-                "--trace",
-                f"{origin} line {no}: expected {{arrival_s, prompt_tokens, output_tokens}}",
+                "--trace", f"{where}: expected {{arrival_s, prompt_tokens, output_tokens}}"
             ) from exc
-        if row[0] < 0 or row[1] < 1 or row[2] < 1:
-            raise InputError("--trace", f"{origin} line {no}: negative time or zero tokens")
-        rows.append(row)
-    if not rows:
+        if not isinstance(obj, dict):
+            raise InputError(
+                "--trace", f"{where}: expected {{arrival_s, prompt_tokens, output_tokens}}"
+            )
+        if len(arrival) >= MAX_TRACE_REQUESTS:
+            raise InputError("--trace", f"{origin}: more than {MAX_TRACE_REQUESTS:,} requests")
+        arrival.append(_trace_number(obj, "arrival_s", where, integer=False))
+        prompt.append(_trace_number(obj, "prompt_tokens", where, integer=True))
+        output.append(_trace_number(obj, "output_tokens", where, integer=True))
+    if not arrival:
         raise InputError("--trace", f"{origin}: no requests")
-    rows.sort(key=lambda r: r[0])
-    arr = np.array(rows, dtype=np.float64)
-    n = len(rows)
+    order = np.argsort(np.asarray(arrival), kind="stable")
     return Trace(
-        arr[:, 0],
-        arr[:, 1].astype(np.int64),
-        arr[:, 2].astype(np.int64),
-        np.zeros(n, dtype=np.int64),
+        np.asarray(arrival, dtype=np.float64)[order],
+        np.asarray(prompt, dtype=np.int64)[order],
+        np.asarray(output, dtype=np.int64)[order],
+        np.zeros(len(arrival), dtype=np.int64),
     )
