@@ -20,15 +20,29 @@ def parse_floats(text: str, field: str) -> list[float]:
         raise InputError(field, f"{text!r}: expected a number or a comma-separated list") from exc
 
 
+# The most draft tokens per step `--k` may ask for: engines cap num_speculative_tokens far lower.
+MAX_SPEC_K = 64
+
+
 def parse_ks(text: str) -> list[int]:
-    """`4`, `1-16` or `1,2,4`."""
+    """`4`, `1-16` or `1,2,4`, each k in [1, MAX_SPEC_K]."""
     try:
         if "-" in text.strip()[1:]:
-            lo, hi = text.split("-", 1)
-            return list(range(int(lo), int(hi) + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
+            lo_text, hi_text = text.split("-", 1)
+            lo, hi = int(lo_text), int(hi_text)
+            if lo > hi:
+                raise InputError("--k", f"{text!r}: the range runs backwards")
+            ks = [lo, hi] if lo < 1 or hi > MAX_SPEC_K else list(range(lo, hi + 1))
+        else:
+            ks = [int(x) for x in text.split(",") if x.strip()]
     except ValueError as exc:
         raise InputError("--k", f"{text!r}: expected K, LO-HI or a comma-separated list") from exc
+    if not ks:
+        raise InputError("--k", f"{text!r}: no k given")
+    bad = [k for k in ks if not 1 <= k <= MAX_SPEC_K]
+    if bad:
+        raise InputError("--k", f"{bad[0]} is outside [1, {MAX_SPEC_K}]")
+    return ks
 
 
 def spec_advice(

@@ -34,8 +34,19 @@ def per_token(n: int) -> str:
 
 
 def emit_json(payload: Any) -> None:
-    """Stable JSON on stdout: sorted keys, two-space indent, trailing newline."""
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    """Stable, strict JSON on stdout: sorted keys, two-space indent, trailing newline.
+
+    NaN and infinities are not JSON: a figure that overflowed is refused, not printed.
+    """
+    from planner.errors import InputError
+
+    try:
+        text = json.dumps(payload, indent=2, sort_keys=True, allow_nan=False)
+    except ValueError as exc:
+        raise InputError(
+            "--json", "a figure is not finite: an input is too large to compute with"
+        ) from exc
+    sys.stdout.write(text + "\n")
 
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:

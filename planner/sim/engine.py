@@ -30,6 +30,13 @@ REFERENCE_OVERHEAD_MS = 0.3
 # Swapping one 16-token block of a 70B-class model (5 MiB) over PCIe Gen5 x16 at ~50 GB/s
 # effective takes ~0.1 ms each way: a named assumption for --preemption swap.
 DEFAULT_SWAP_MS_PER_BLOCK = 0.1
+# Upper bounds on cost terms and scheduler sizes, each far beyond any GPU or engine, so every
+# simulated time stays a finite float: an hour per step or per token is not a serving system,
+# and no engine schedules more than 2^31 sequences, tokens or blocks in one step.
+MAX_COST_MS = 3.6e6
+MAX_SIM_COUNT = 2**31
+# Speculative k beyond 64 drafted tokens is not a configuration any engine accepts.
+MAX_SPEC_K = 64
 
 
 class CostModel(BaseModel):
@@ -37,10 +44,12 @@ class CostModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    a_ms: float = Field(default=REFERENCE_A_MS, ge=0)
-    b_ms: float = Field(default=REFERENCE_B_MS, ge=0)
-    prefill_ms_per_token: float = Field(default=REFERENCE_PREFILL_MS_PER_TOKEN, ge=0)
-    overhead_ms: float = Field(default=REFERENCE_OVERHEAD_MS, ge=0)
+    a_ms: float = Field(default=REFERENCE_A_MS, ge=0, le=MAX_COST_MS)
+    b_ms: float = Field(default=REFERENCE_B_MS, ge=0, le=MAX_COST_MS)
+    prefill_ms_per_token: float = Field(
+        default=REFERENCE_PREFILL_MS_PER_TOKEN, ge=0, le=MAX_COST_MS
+    )
+    overhead_ms: float = Field(default=REFERENCE_OVERHEAD_MS, ge=0, le=MAX_COST_MS)
     source: str = "reference"
 
     def step_ms(self, decode_slots: int, prefill_tokens: int, spec_factor: float = 1.0) -> float:
@@ -58,19 +67,19 @@ class SimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     policy: Literal["static", "continuous", "chunked"]
-    max_batch: int = Field(default=32, gt=0)
-    step_token_budget: int = Field(default=512, gt=0)
-    chunk_tokens: int = Field(default=512, gt=0)
-    kv_blocks: int | None = Field(default=None, gt=0)
-    block_tokens: int = Field(default=16, gt=0)
+    max_batch: int = Field(default=32, gt=0, le=MAX_SIM_COUNT)
+    step_token_budget: int = Field(default=512, gt=0, le=MAX_SIM_COUNT)
+    chunk_tokens: int = Field(default=512, gt=0, le=MAX_SIM_COUNT)
+    kv_blocks: int | None = Field(default=None, gt=0, le=MAX_SIM_COUNT)
+    block_tokens: int = Field(default=16, gt=0, le=MAX_SIM_COUNT)
     preemption: Literal["recompute", "swap"] = "recompute"
-    swap_ms_per_block: float = Field(default=DEFAULT_SWAP_MS_PER_BLOCK, ge=0)
+    swap_ms_per_block: float = Field(default=DEFAULT_SWAP_MS_PER_BLOCK, ge=0, le=MAX_COST_MS)
     spec_alpha: float | None = Field(default=None, ge=0, le=1)
-    spec_k: int = Field(default=4, ge=1)
-    spec_draft_cost: float = Field(default=0.05, ge=0)
-    spec_verify_cost: float = Field(default=0.0, ge=0)
-    slo_ttft_ms: float = Field(default=1000.0, gt=0)
-    slo_tpot_ms: float = Field(default=50.0, gt=0)
+    spec_k: int = Field(default=4, ge=1, le=MAX_SPEC_K)
+    spec_draft_cost: float = Field(default=0.05, ge=0, le=MAX_COST_MS)
+    spec_verify_cost: float = Field(default=0.0, ge=0, le=MAX_COST_MS)
+    slo_ttft_ms: float = Field(default=1000.0, gt=0, allow_inf_nan=False)
+    slo_tpot_ms: float = Field(default=50.0, gt=0, allow_inf_nan=False)
     seed: int = 0
 
 

@@ -13,13 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import InputError
 
-# Bounds on a trace, far above real traffic, low enough that a typo cannot exhaust the machine:
-# a request longer than 2^24 tokens (16.8 M; the longest contexts served are 10 M) and a trace
-# of more than 2 M requests (a day at 23 req/s) are refused.
+# Bounds on traffic, far above what one simulation needs, low enough that a typo cannot exhaust
+# the machine: a request longer than 2^24 tokens (16.8 M; the longest contexts served are 10 M),
+# a generated workload of more than a million requests, or a trace file of more than half a
+# million (a file is parsed as well as simulated; sample or split a longer one) is refused.
 MAX_TRACE_REQUEST_TOKENS = 2**24
-MAX_TRACE_REQUESTS = 2_000_000
-# Arrival times beyond ~31.7 years of seconds are not a trace.
-MAX_TRACE_ARRIVAL_S = 1e9
+MAX_GENERATED_REQUESTS = 1_000_000
+MAX_TRACE_REQUESTS = 500_000
+# Arrival times beyond 10^12 s (~31,700 years) are not a trace.
+MAX_TRACE_ARRIVAL_S = 1e12
 
 
 class LengthDist(BaseModel):
@@ -63,7 +65,7 @@ class Workload(BaseModel):
     description: str = ""
     arrival: Literal["poisson", "uniform"] = "poisson"
     rate_per_s: float = Field(gt=0, allow_inf_nan=False)
-    requests: int = Field(gt=0, le=MAX_TRACE_REQUESTS)
+    requests: int = Field(gt=0, le=MAX_GENERATED_REQUESTS)
     seed: int = Field(default=0, ge=0, description="numpy seeds are non-negative")
     prompt_tokens: LengthDist
     output_tokens: LengthDist
@@ -157,12 +159,62 @@ def _trace_number(obj: dict[str, Any], key: str, where: str, integer: bool) -> f
     return float(value)
 
 
+TRACE_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
+
+
+def _fast_trace(lines: list[str]) -> Trace | None:
+    """The whole trace parsed in one JSON call and checked with numpy, or None when anything
+    is off (then the line-by-line reader finds and names the line)."""
+    body = [ln for ln in lines if ln.strip()]
+    if not body or len(body) > MAX_TRACE_REQUESTS:
+        return None
+    try:
+        rows = json.loads("[" + ",".join(body) + "]")
+    except (ValueError, RecursionError):
+        return None
+    if len(rows) != len(body) or not all(type(r) is dict for r in rows):
+        return None
+    columns = []
+    for key in TRACE_FIELDS:
+        values = [r.get(key) for r in rows]
+        if not all(type(v) is int or type(v) is float for v in values):
+            return None
+        columns.append(np.asarray(values, dtype=np.float64))
+    arrival, prompt, output = columns
+    if not (np.isfinite(arrival).all() and arrival.min() >= 0):
+        return None
+    if arrival.max() > MAX_TRACE_ARRIVAL_S:
+        return None
+    for tokens in (prompt, output):
+        whole = np.isfinite(tokens).all() and (tokens == np.rint(tokens)).all()
+        if not whole or tokens.min() < 1 or tokens.max() > MAX_TRACE_REQUEST_TOKENS:
+            return None
+    order = np.argsort(arrival, kind="stable")
+    return Trace(
+        arrival[order],
+        prompt.astype(np.int64)[order],
+        output.astype(np.int64)[order],
+        np.zeros(arrival.size, dtype=np.int64),
+    )
+
+
 def load_trace(text: str, origin: str) -> Trace:
     """A JSONL trace: one `{"arrival_s", "prompt_tokens", "output_tokens"}` object per line."""
+    lines = text.splitlines()
+    if len(lines) > MAX_TRACE_REQUESTS and sum(1 for ln in lines if ln.strip()) > (
+        MAX_TRACE_REQUESTS
+    ):
+        raise InputError(
+            "--trace",
+            f"{origin}: more than {MAX_TRACE_REQUESTS:,} requests; sample or split the trace",
+        )
+    fast = _fast_trace(lines)
+    if fast is not None:
+        return fast
     arrival: list[float] = []
     prompt: list[float] = []
     output: list[float] = []
-    for no, line in enumerate(text.splitlines(), start=1):
+    for no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{origin} line {no}"
