@@ -7,9 +7,19 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json, gb_gib, kv_table, per_token
+from planner.cli.render import (
+    console,
+    emit_json,
+    fit_columns,
+    gb_gib,
+    kv_table,
+    per_token,
+    print_table,
+)
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
+# No accelerator has a mebibyte of GiB (1 PiB) of memory; larger figures are typos.
+MAX_GPU_MEMORY_GIB = 2**20
 
 
 def capacity(
@@ -145,10 +155,14 @@ def capacity(
     }
     if context is not None:
         settings["context_tokens"] = context
-    if gpu_memory_gib is not None and gpu_memory_gib <= 0:
-        raise InputError("--gpu-memory-gib", f"must be > 0 (got {gpu_memory_gib})")
-    if workspace_gib < 0:
-        raise InputError("--workspace-gib", f"must be >= 0 (got {workspace_gib})")
+    if gpu_memory_gib is not None and not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
+        raise InputError(
+            "--gpu-memory-gib", f"must be in (0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gpu_memory_gib})"
+        )
+    if not 0 <= workspace_gib <= MAX_GPU_MEMORY_GIB:
+        raise InputError(
+            "--workspace-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {workspace_gib})"
+        )
     engine_inputs: dict[str, Any] | None = None
     if engine is not None:
         kv_flag = "fp8" if kv_dtype == "fp8" else "auto"
@@ -302,7 +316,7 @@ def render_capacity(plan: object, explain: bool) -> None:
                 "-" if row.window_tokens is None else f"{row.window_tokens:,}",
                 f"{row.state_bytes_per_sequence:,} B",
             )
-        out.print(table)
+        print_table(out, fit_columns(table))
         out.print(f"weights: {m.weights_basis}")
     for line in plan.gpu_provenance:
         out.print(f"GPU {line}", markup=False)
@@ -380,7 +394,7 @@ def render_log_report(report: dict[str, object]) -> None:
         table.add_row(
             row["term"], fmt(row["logged"]), fmt(row["predicted"]), fmt(row["difference"]) + rel
         )
-    out.print(table)
+    print_table(out, fit_columns(table))
     out.print(
         f"replayed with the logged terms: {replayed['kv_cache_tokens']:,} tokens "
         f"(logged {log['kv_cache_tokens']:,})"

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json
+from planner.cli.render import console, emit_json, fit_columns, print_table
 
 
 def drift(
@@ -88,7 +88,7 @@ def render_table(report: dict[str, Any]) -> None:
         table.add_column(col)
     for d in report["differences"]:
         table.add_row(d["where"], d["key"], str(d["planned"]), str(d["actual"]), d["tolerance"])
-    out.print(table)
+    print_table(out, fit_columns(table, wrap=("where", "key", "planned", "actual")))
 
 
 def render_github(report: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json
+from planner.cli.render import console, emit_json, fit_columns, print_table
 
 CATALOG_KEYS = (
     "id",
@@ -53,31 +53,40 @@ def gpus(
     render(catalog, detected, notes, detect)
 
 
-def _num(value: object, scale: float, unit: str) -> str:
-    return "-" if value is None else f"{float(value) / scale:,.0f} {unit}"  # type: ignore[arg-type]
+def _num(value: object, scale: float, unit: str = "") -> str:
+    text = "-" if value is None else f"{float(value) / scale:,.0f}"  # type: ignore[arg-type]
+    return f"{text} {unit}" if unit and value is not None else text
 
 
 def render(
     catalog: list[dict[str, Any]], detected: list[dict[str, Any]], notes: list[str], asked: bool
 ) -> None:
     """The catalog table and, when asked, the detected devices and notes."""
+    from rich import box
     from rich.table import Table
 
     out = console()
-    table = Table(title="GPU catalog (dense throughput)", title_justify="left")
-    for col in ("id", "name", "memory", "NVML total", "bandwidth", "BF16", "FP8"):
+    table = Table(
+        title="GPU catalog (dense throughput)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    columns = ("id", "name", "GB", "NVML GiB", "GB/s", "BF16 TFLOPS", "FP8 TFLOPS")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("id", "name") else "right")
     for g in catalog:
         table.add_row(
             g["id"],
             g["name"],
-            _num(g["memory_bytes_marketed"], 1e9, "GB"),
-            _num(g["memory_bytes_nvml"], 2**30, "GiB"),
-            _num(g["hbm_bandwidth_bytes_per_s"], 1e9, "GB/s"),
-            _num(g["bf16_dense_flops"], 1e12, "TFLOPS"),
-            _num(g["fp8_dense_flops"], 1e12, "TFLOPS"),
+            _num(g["memory_bytes_marketed"], 1e9),
+            _num(g["memory_bytes_nvml"], 2**30),
+            _num(g["hbm_bandwidth_bytes_per_s"], 1e9),
+            _num(g["bf16_dense_flops"], 1e12),
+            _num(g["fp8_dense_flops"], 1e12),
         )
-    out.print(table)
+    fit_columns(table, wrap=("name",))
+    print_table(out, table)
     if not asked:
         return
     if detected:
@@ -92,6 +101,6 @@ def render(
                 _num(g["memory_free_bytes"], 2**30, "GiB"),
                 g["catalog_id"] or "not in catalog",
             )
-        out.print(found)
+        print_table(out, fit_columns(found, wrap=("name",)))
     for note in notes:
         out.print(f"note: {note}", markup=False)

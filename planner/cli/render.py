@@ -15,6 +15,8 @@ from planner.units import GB_BYTES, GIB_BYTES, KIB_BYTES
 # Width for output that is not a terminal (pipes, files, CI logs) unless COLUMNS says otherwise:
 # wide enough that no table column is truncated.
 PIPE_WIDTH = 120
+# Upper bound when measuring a table's narrowest whole layout.
+WIDEST_TABLE = 10_000
 
 
 def console() -> Console:
@@ -49,6 +51,33 @@ def emit_json(payload: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
+def fit_columns(table: Table, wrap: tuple[str, ...] = ()) -> Table:
+    """Never cut a number or an id: each column is exactly as wide as its widest cell.
+
+    Headers fold onto more lines instead of ending in an ellipsis; the columns named in `wrap`
+    (free text, such as a device name) take the width left and wrap between words.
+    """
+    for column in table.columns:
+        header_words = str(column.header).split() or [""]
+        longest_header_word = max(len(w) for w in header_words)
+        column.overflow = "fold"
+        if str(column.header) in wrap:
+            words = [w for cell in column.cells for w in str(cell).split()]
+            column.min_width = max([len(w) for w in words] + [longest_header_word])
+            continue
+        widest = max((len(str(cell)) for cell in column.cells), default=1)
+        column.width = max(widest, longest_header_word)
+    return table
+
+
+def print_table(out: Console, table: Table) -> None:
+    """Print a table whole: wider than the console only when its columns need it."""
+    need = Console(width=WIDEST_TABLE).measure(table).minimum
+    if need > out.width:
+        out = Console(highlight=False, soft_wrap=False, width=need)
+    out.print(table)
+
+
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column key/value table."""
     table = Table(title=title, show_header=False, title_justify="left", pad_edge=False)
@@ -56,4 +85,4 @@ def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     table.add_column("value", justify="right")
     for key, value in rows:
         table.add_row(key, value)
-    return table
+    return fit_columns(table, wrap=("item",))

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json
+from planner.cli.render import console, emit_json, fit_columns, print_table
 
 POLICIES = ("static", "continuous", "chunked")
 CSV_COLUMNS = (
@@ -204,7 +204,7 @@ def render(result: dict[str, Any]) -> None:
     c = result["cost_model"]
     out.print(
         f"cost model ({c['source']}): a {c['a_ms']:.3f} ms + b {c['b_ms']:.4f} ms/seq, prefill "
-        f"{c['prefill_ms_per_token'] * 1000:.1f} us/token, overhead {c['overhead_ms']} ms/step",
+        f"{c['prefill_ms_per_token'] * 1000:.1f} us/token, overhead {c['overhead_ms']:.3g} ms/step",
         markup=False,
     )
     rows = result["sweep"] or result["policies"]
@@ -213,8 +213,9 @@ def render(result: dict[str, Any]) -> None:
         title=f"{title} (times in ms)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         pad_edge=False,
-        padding=(0, 1),
+        padding=(0, 0),  # the blank column rules separate the columns
     )
     cols = (
         "policy",
@@ -224,10 +225,10 @@ def render(result: dict[str, Any]) -> None:
         "p95 TTFT",
         "p95 TPOT",
         "max ITL",
-        "waste%",
-        "idle%",
+        "waste %",
+        "idle %",
         "preempt",
-        "goodput%",
+        "goodput %",
     )
     for col in cols:
         table.add_column(col, justify="right")
@@ -247,7 +248,7 @@ def render(result: dict[str, Any]) -> None:
             str(r["preemptions"]),
             f"{r['goodput_pct']:.1f}",
         )
-    out.print(table)
+    print_table(out, fit_columns(table))
     if result["sweep"]:
         top_tok = max(r["tok_s"] for r in rows) or 1.0
         width = 20

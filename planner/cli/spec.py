@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json
+from planner.cli.render import console, emit_json, fit_columns, print_table
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -103,7 +103,7 @@ def render(r: dict[str, Any]) -> None:
         for a in alphas:
             cells += [f"{by[(a, k)]['expected_tokens']:.2f}", f"{by[(a, k)]['speedup']:.2f}x"]
         table.add_row(*cells)
-    out.print(table)
+    print_table(out, fit_columns(table))
     top = max(row["speedup"] for row in r["rows"])
     for a in alphas:
         bars = "".join(BARS[round(by[(a, k)]["speedup"] / top * (len(BARS) - 1))] for k in ks)
@@ -131,7 +131,7 @@ def render(r: dict[str, Any]) -> None:
             cells = [p["alpha"], p["batch"], f"{p['draft_cost']:.3f}"]
             cells += [f"{p['verify_cost_best_k']:.3f}", p["best_k"], f"{p['speedup']:.2f}x"]
             load.add_row(*map(str, cells))
-        out.print(load)
+        print_table(out, fit_columns(load))
         for d in r["disable_above_concurrency"]:
             n = d["concurrency"]
             msg = (

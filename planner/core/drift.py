@@ -192,7 +192,7 @@ def compare_metrics(
                     where=where,
                     key="max_total_num_tokens",
                     planned=tokens,
-                    actual=value if actual is None else actual,
+                    actual=str(value) if actual is None else actual,
                     tolerance=f"{tolerance:.1%}",
                 )
             )

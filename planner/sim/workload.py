@@ -148,6 +148,8 @@ def _trace_number(obj: dict[str, Any], key: str, where: str, integer: bool) -> f
         raise InputError("--trace", f"{where}: {key} must be a number")
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError("--trace", f"{where}: {key} must be finite")
+    if isinstance(value, int) and abs(value) > 2**53:
+        raise InputError("--trace", f"{where}: {key} is out of range")
     if integer:
         if value != int(value) or not 1 <= value <= MAX_TRACE_REQUEST_TOKENS:
             raise InputError(
@@ -179,7 +181,10 @@ def _fast_trace(lines: list[str]) -> Trace | None:
         values = [r.get(key) for r in rows]
         if not all(type(v) is int or type(v) is float for v in values):
             return None
-        columns.append(np.asarray(values, dtype=np.float64))
+        try:
+            columns.append(np.asarray(values, dtype=np.float64))
+        except OverflowError:  # an integer beyond any float: the line reader names it
+            return None
     arrival, prompt, output = columns
     if not (np.isfinite(arrival).all() and arrival.min() >= 0):
         return None
