@@ -122,7 +122,8 @@ EXPECTED = {
         ("full", 48, 2 * 48 * 8 * (8192 // 64) * BF16, None, 0)
     ],
     "deepseek-ai--DeepSeek-R1": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
-    "deepseek-ai--DeepSeek-V3.2": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    # V3.2 adds the lightning indexer's key: index_head_dim 128 in fp8 + one fp32 scale per 128.
+    "deepseek-ai--DeepSeek-V3.2": [("mla", 61, 61 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
     # Gemma 3 27B: pattern 6 over 62 layers -> globals at 5, 11, ..., 59 (10), 52 sliding.
     "google--gemma-3-27b-it": [
         ("sliding", 52, 2 * 52 * 16 * 128 * BF16, 1024, 0),

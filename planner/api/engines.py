@@ -90,8 +90,15 @@ def from_log_report(
     version: str | None = None,
 ) -> dict[str, Any]:
     """Re-run a logged start-up: pure prediction vs log, and a replay with the logged terms."""
+    from planner.core.engines.sglang import MeasuredTerms as SglangMeasured
+    from planner.core.engines.vllm import MeasuredTerms as VllmMeasured
     from planner.sources.files import LOG_LIMIT_BYTES, read_bytes
     from planner.sources.startup_log import parse_startup_log
+
+    def memory_terms(model: Any) -> list[str]:
+        return [f for f in model.model_fields if f.endswith("_bytes")]
+
+    vllm_measured, sglang_measured = memory_terms(VllmMeasured), memory_terms(SglangMeasured)
 
     # Logs are decoded leniently: a stray byte in a server log is not a reason to refuse it.
     raw = read_bytes(log_path, "--from-log", LOG_LIMIT_BYTES)
@@ -124,6 +131,16 @@ def from_log_report(
     }
     predicted = engine_plan(**common, **flags)
     replayed = engine_plan(**common, measured=log.terms, **flags)
+    measured_fields = sglang_measured if engine == "sglang" else vllm_measured
+    missing = [t for t in measured_fields if t not in log.terms]
+    if missing:
+        notes.append(
+            "the log prints no "
+            + ", ".join(t.removesuffix("_bytes").replace("_", " ") for t in missing)
+            + ": the replay uses the modelled "
+            + ("value" if len(missing) == 1 else "values")
+            + ", so it can differ from the log by those terms"
+        )
     logged: dict[str, Any] = {
         "kv_cache_tokens": log.kv_cache_tokens,
         "num_gpu_blocks": log.num_gpu_blocks,

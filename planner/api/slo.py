@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_step_model, sim_cost_from
 from planner.api.simulate import load_workload
+from planner.core.slo import check_budget
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
@@ -60,10 +61,9 @@ def slo_advice(
     from planner.core import slo
     from planner.core.flags import MODEL_PLACEHOLDER
 
-    if tpot_ms <= 0:
-        raise InputError("--tpot", f"must be > 0 ms (got {tpot_ms})")
-    if ttft_ms is not None and ttft_ms <= 0:
-        raise InputError("--ttft", f"must be > 0 ms (got {ttft_ms})")
+    check_budget("--tpot", tpot_ms)
+    if ttft_ms is not None:
+        check_budget("--ttft", ttft_ms)
     if ttft_ms is not None and prompt_tokens is None:
         raise InputError("--prompt-len", "required with --ttft (the prompt the budget covers)")
     if prompt_tokens is not None and prompt_tokens < 1:

@@ -18,7 +18,7 @@ from planner.cli.render import (
 )
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
-# No accelerator has a mebibyte of GiB (1 PiB) of memory; larger figures are typos.
+# No accelerator has a pebibyte (2^20 GiB) of memory: a larger figure is a typo.
 MAX_GPU_MEMORY_GIB = 2**20
 
 

@@ -192,8 +192,18 @@ def plan_capacity(model: ModelSpec, gpu: GpuSpec, settings: CapacitySettings) ->
     binding, reason = _binding(paged, cap, s.mean_tokens)
     operating = min(paged, cap)
 
-    replication = max(1, s.tp // model.num_kv_heads)
     attention_kinds = {g.kind for g in model.kv_groups if g.kind.per_token}
+    if KvKind.MLA in attention_kinds:
+        # MLA's compressed latent has no head axis to split: every TP rank holds all of it.
+        replication = s.tp
+        if s.tp > 1:
+            warnings.append(
+                f"MLA keeps one latent per token that every one of the {s.tp} TP ranks holds "
+                "whole: KV per GPU does not shrink with TP; use data parallelism (replicas) "
+                "for more capacity"
+            )
+    else:
+        replication = max(1, s.tp // model.num_kv_heads)
     if replication > 1 and attention_kinds - {KvKind.MLA}:
         warnings.append(
             f"--tp {s.tp} exceeds the {model.num_kv_heads} KV heads: each head is replicated on "

@@ -63,6 +63,9 @@ MAX_CONFIG_SIZE = 2**31
 QUANT_BITS = range(1, 17)
 # nemotron-nas `ffn_mult`: real blocks use 0.5-5.25; anything above 64 is not an FFN width.
 MAX_FFN_MULT = 64
+# DeepSeek-V3.2 indexer keys: fp8 (1 byte) with an fp32 scale per 128-value block.
+INDEXER_KEY_BYTES = 1
+INDEXER_SCALE_BLOCK = 128
 # Block-scaled FP8 checkpoints store one fp32 scale per 128 x 128 tile (DeepSeek-V3 format).
 FP8_SCALE_BYTES = 4
 # MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
@@ -84,6 +87,7 @@ class _Layer:
     state_bytes: int = 0
     state_heads: int = 1
     latent_dim: int = 0
+    indexer_bytes: int = 0  # DeepSeek-V3.2 indexer key cache per token
     attention_params: int = 0  # the attention matrices inside linear_params
     linear_params: int = 0  # quantisable matrices (attention, MLP, experts, SSM projections)
     other_params: int = 0  # norms, biases, routers, SSM scalars
@@ -238,6 +242,16 @@ def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int]:
         mats += (q_rank or hidden) * ih * idim + hidden * idim + hidden * ih
         other += 2 * idim
     return mats, other, kv_rank + rope
+
+
+def _indexer_bytes(cfg: Config) -> int:
+    """DeepSeek-V3.2's lightning indexer keeps one key of index_head_dim per token per layer, in
+    fp8 with one fp32 scale per 128 values (DeepSeek-V3.2-Exp inference/model.py: k_cache
+    float8_e4m3fn, k_scale_cache float32 over head_dim // block_size, block_size 128)."""
+    if cfg.get("model_type") != "deepseek_v32":
+        return 0
+    dim = _require_int(cfg, "index_head_dim")
+    return dim * INDEXER_KEY_BYTES + ceil_div(dim, INDEXER_SCALE_BLOCK) * FP8_SCALE_BYTES
 
 
 def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> _Layer:
@@ -626,6 +640,9 @@ def model_spec_from_config(
     """Size a model from its config.json. `exact_*` come from safetensors metadata when known."""
     if not isinstance(cfg, Mapping):
         raise InputError("config.json", "top level must be a JSON object")
+    for where, doc in (("model_type", cfg), ("text_config.model_type", text_config(cfg))):
+        if "model_type" in doc and not isinstance(doc["model_type"], str | None):
+            raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
     t = text_config(cfg)
     n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers", limit=MAX_CONFIG_LAYERS)
     hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
@@ -681,7 +698,11 @@ def model_spec_from_config(
             elif is_mla:
                 mats, other, latent = _mla_params(t, hidden, heads)
                 layer = _Layer(
-                    kind=KvKind.MLA, latent_dim=latent, linear_params=mats, other_params=other
+                    kind=KvKind.MLA,
+                    latent_dim=latent,
+                    indexer_bytes=_indexer_bytes(t),
+                    linear_params=mats,
+                    other_params=other,
                 )
             else:
                 mats, other = _attention_params(t, hidden, heads, kv, head_dim)
@@ -815,7 +836,15 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
     for ly in layers:
         if ly.kind is None:
             continue
-        key = (ly.kind, ly.num_kv_heads, ly.head_dim, ly.window, ly.latent_dim, ly.state_bytes)
+        key = (
+            ly.kind,
+            ly.num_kv_heads,
+            ly.head_dim,
+            ly.window,
+            ly.latent_dim,
+            ly.indexer_bytes,
+            ly.state_bytes,
+        )
         keyed[key] = keyed.get(key, 0) + 1
         proto.setdefault(key, ly)
     groups = []
@@ -829,6 +858,7 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
                 head_dim_k=ly.head_dim,
                 head_dim_v=ly.head_dim,
                 latent_dim=ly.latent_dim,
+                indexer_bytes_per_token=ly.indexer_bytes,
                 window_tokens=ly.window,
                 state_bytes_per_layer=ly.state_bytes,
                 state_heads=ly.state_heads,

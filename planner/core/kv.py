@@ -16,8 +16,10 @@ def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
 def group_bytes_per_token(group: KvLayerGroup, tp: int, kv_dtype_bytes: int) -> int:
     """Bytes one token adds to this group's cache on one GPU (0 for fixed-state kinds)."""
     if group.kind is KvKind.MLA:
-        # One latent of kv_lora_rank + qk_rope_head_dim per layer: no K/V factor, not split by TP.
-        return group.num_layers * group.latent_dim * kv_dtype_bytes
+        # One latent of kv_lora_rank + qk_rope_head_dim per layer: no K/V factor, not split by TP;
+        # DeepSeek-V3.2 adds its indexer's key cache, stored in fp8 whatever the KV dtype.
+        per_layer = group.latent_dim * kv_dtype_bytes + group.indexer_bytes_per_token
+        return group.num_layers * per_layer
     if group.kind.per_token:
         heads = kv_heads_per_rank(group.num_kv_heads, tp)
         return group.num_layers * heads * (group.head_dim_k + group.head_dim_v) * kv_dtype_bytes

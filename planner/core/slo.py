@@ -53,10 +53,15 @@ class StepModel(BaseModel):
         return max(memory, fixed + self.compute_ms_per_seq * batch)
 
 
+def check_budget(flag: str, budget_ms: float) -> None:
+    """A latency budget is a positive, finite number of ms no longer than MAX_BUDGET_MS."""
+    if not 0 < budget_ms <= MAX_BUDGET_MS:
+        raise InputError(flag, f"must be in (0, {MAX_BUDGET_MS:,.0f}] ms (got {budget_ms:g})")
+
+
 def batch_cap(model: StepModel, tpot_ms: float) -> int:
     """Largest B with t(B) <= TPOT; raises when even one sequence misses it."""
-    if tpot_ms <= 0:
-        raise InputError("--tpot", f"must be > 0 ms (got {tpot_ms})")
+    check_budget("--tpot", tpot_ms)
     if tpot_ms <= model.a_ms or model.step_ms(1) > tpot_ms:
         raise InputError(
             "--tpot",
@@ -69,6 +74,10 @@ def batch_cap(model: StepModel, tpot_ms: float) -> int:
         fixed = model.a_ms - model.memory_a_ms
         cap = min(cap, math.floor((tpot_ms - fixed) / model.compute_ms_per_seq + 1e-9))
     return max(cap, 1)
+
+
+# The longest latency budget accepted: an hour per token or to first token is no serving SLO.
+MAX_BUDGET_MS = 3_600_000.0
 
 
 def max_prefill_chunk(model: StepModel, budget_ms: float) -> int:

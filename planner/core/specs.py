@@ -36,6 +36,11 @@ class KvLayerGroup(BaseModel):
     head_dim_k: int = Field(default=0, ge=0)
     head_dim_v: int = Field(default=0, ge=0)
     latent_dim: int = Field(default=0, ge=0, description="MLA: kv_lora_rank + qk_rope_head_dim")
+    indexer_bytes_per_token: int = Field(
+        default=0,
+        ge=0,
+        description="DeepSeek-V3.2 lightning-indexer key cache per token per layer (its own fp8)",
+    )
     window_tokens: int | None = Field(default=None, gt=0, description="sliding / chunked cap")
     state_bytes_per_layer: int = Field(
         default=0, ge=0, description="mamba / linear: state bytes per sequence per layer at TP 1"

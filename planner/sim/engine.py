@@ -143,8 +143,8 @@ class RunState:
         self.swapped = np.zeros(n, dtype=bool)
         self.first_ms = np.full(n, np.nan)
         self.finish_ms = np.full(n, np.nan)
-        self.itl_dt: list[float] = []
-        self.itl_count: list[int] = []
+        # inter-token latency (ms) -> how many tokens were emitted after a gap that long
+        self.itl_tokens: dict[float, int] = {}
         self.busy_ms = 0.0
         self.idle_ms = 0.0
         self.overhead_ms = 0.0
@@ -237,8 +237,7 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
         run.finish_ms[ids] = t + (run.output[ids] - 1) * decode
         t += steps * decode
         run.generated[ids] = run.output[ids]
-        run.itl_dt.append(decode)
-        run.itl_count.append(int((run.output[ids] - 1).sum()))
+        run.itl_tokens[decode] = run.itl_tokens.get(decode, 0) + int((run.output[ids] - 1).sum())
         run.busy_ms += prefill + steps * decode
         run.overhead_ms += cost.overhead_ms * (steps + 1)
         run.slot_ms += size * (prefill + steps * decode)
@@ -281,6 +280,8 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     prefill_ms = cost.prefill_ms_per_token
     busy_ms = overhead_total_ms = slot_ms = 0.0
     steps_total = 0
+    heappush, heappop, ceil, isnan = heapq.heappush, heapq.heappop, math.ceil, math.isnan
+    itl = run.itl_tokens
     t = 0.0
     nxt = 0
     waiting: deque[int] = deque()
@@ -299,7 +300,7 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
         post_off[i] = post[i] - clock
         decoding_now[i] = True
         version[i] += 1
-        heapq.heappush(heap, (output[i] - gen_off[i], i, version[i]))
+        heappush(heap, (output[i] - gen_off[i], i, version[i]))
 
     def stop_decoding(i: int) -> None:
         generated[i] = gen_off[i] + clock
@@ -317,7 +318,7 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     def next_finish() -> int:
         """Clock value of the next finish (stale entries dropped); past any clock if none."""
         while heap and (heap[0][2] != version[heap[0][1]] or not decoding_now[heap[0][1]]):
-            heapq.heappop(heap)
+            heappop(heap)
         return heap[0][0] if heap else NEVER
 
     while nxt < n or waiting or running:
@@ -372,7 +373,7 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
             # Identical decode-only steps until the next event: jump there in one move.
             steps = next_finish() - clock
             if nxt < n and len(running) < max_batch:
-                steps = min(steps, max(1, math.ceil((arrival[nxt] - t) / dt)))
+                steps = min(steps, max(1, ceil((arrival[nxt] - t) / dt)))
             if pool is not None:
                 held_tokens = [holding(i) for i in running if decoding_now[i]]
                 steps = _steps_within_pool(held_tokens, steps, pool, block)
@@ -392,25 +393,35 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
                     gen_off[i] += got - steps  # the clock adds `steps` to everyone below
                     post_off[i] += got - steps
                     version[i] += 1
-                    heapq.heappush(heap, (output[i] - gen_off[i], i, version[i]))
+                    heappush(heap, (output[i] - gen_off[i], i, version[i]))
             clock += steps
-            run.itl_dt.append(dt)
-            run.itl_count.append(n_decoding * steps)
+            itl[dt] = itl.get(dt, 0) + n_decoding * steps
         if take:
+            done_prefill = False
             for i, got in take.items():
                 prefilled[i] += got
                 if prefilled[i] >= target[i]:
                     generated[i] += 1
                     post[i] = 1
-                    if math.isnan(first[i]):
+                    if isnan(first[i]):
                         first[i] = t
                     start_decoding(i)
-            pending = [i for i in pending if not decoding_now[i]]
-        if next_finish() <= clock:
-            while next_finish() <= clock:
-                i = heapq.heappop(heap)[1]
-                stop_decoding(i)
-                finish[i] = t
+                    done_prefill = True
+            if done_prefill:
+                pending = [i for i in pending if not decoding_now[i]]
+        finished = False
+        while heap:
+            due, i, ver = heap[0]
+            if ver != version[i] or not decoding_now[i]:
+                heappop(heap)  # stale
+                continue
+            if due > clock:
+                break
+            heappop(heap)
+            stop_decoding(i)
+            finish[i] = t
+            finished = True
+        if finished:
             running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
         if pool is not None:
             while running and held(running) > pool:
@@ -522,7 +533,7 @@ def _metrics(run: RunState, cfg: SimConfig, trace: Trace) -> PolicyMetrics:
         req_s=trace.size / makespan_s,
         ttft_ms=_pct(ttft),
         tpot_ms=_pct(tpot[multi]),
-        itl_ms=_weighted_tail(run.itl_dt, run.itl_count),
+        itl_ms=_weighted_tail(list(run.itl_tokens), list(run.itl_tokens.values())),
         occupancy_mean=run.slot_ms / run.busy_ms if run.busy_ms else 0.0,
         padded_slot_waste_pct=waste,
         gpu_idle_pct=100.0 * run.idle_ms / makespan_ms if makespan_ms else 0.0,

@@ -32,6 +32,18 @@ def parse_version(text: str, field: str = "--engine-version") -> tuple[int, int,
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+def beyond_newest(
+    engine: str, version: tuple[int, int, int], newest: tuple[int, int, int]
+) -> list[str]:
+    """A note when the asked version is newer than the newest release this planner models."""
+    if version <= newest:
+        return []
+    return [
+        f"{engine} {version_text(version)} is newer than the newest release modelled "
+        f"({version_text(newest)}): that release's rules are used"
+    ]
+
+
 def version_text(v: tuple[int, int, int]) -> str:
     """(0, 19, 0) -> "0.19.0"."""
     return ".".join(map(str, v))

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.common import (
     EnginePrediction,
     TermSource,
+    beyond_newest,
     parse_version,
     total_term,
     version_text,
@@ -247,7 +248,7 @@ def predict(
     )
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
-    notes: list[str] = []
+    notes: list[str] = beyond_newest("SGLang", version, NEWEST_VERSION)
     if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
@@ -282,7 +283,7 @@ def predict(
     for g in model.kv_groups:
         layers = ceil_div(g.num_layers, pp)
         if g.kind is KvKind.MLA:
-            cell += layers * g.latent_dim * kv_bytes
+            cell += layers * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
         elif g.kind.per_token:
             per = layers * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v)
             ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.common import (
     EnginePrediction,
     TermSource,
+    beyond_newest,
     parse_version,
     total_term,
     version_text,
@@ -431,7 +432,7 @@ def _buckets(model: ModelSpec, tp: int, pp: int, block: int, kv_bytes: int) -> l
 
 def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int) -> int:
     if g.kind is KvKind.MLA:
-        return block * g.latent_dim * kv_bytes
+        return block * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
     if g.kind.per_token:
         return (
             block * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v) * kv_bytes
@@ -511,7 +512,7 @@ def predict(
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
-    notes: list[str] = []
+    notes: list[str] = beyond_newest("vLLM", version, NEWEST_VERSION)
     if s.enable_lora and m.weights_bytes is None:
         lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
         w += lora
