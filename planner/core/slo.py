@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InputError
@@ -94,6 +93,8 @@ def prefill_ms(model: StepModel, prompt_tokens: int) -> float:
 
 def fit(batches: list[float], step_ms: list[float], prefill_ms_per_token: float) -> StepModel:
     """Least-squares a + b x B from measurements; needs two distinct batch sizes."""
+    import numpy as np  # only the fit needs it; capacity stays numpy-free
+
     if len(set(batches)) < 2:
         raise InputError("--fit", "needs measurements at 2 or more distinct batch sizes")
     x = np.asarray(batches, dtype=np.float64)
