@@ -111,7 +111,9 @@ def test_fit_file(cli: Cli, tmp_path: Path) -> None:
     ("args", "text"),
     [
         (["--tpot", "5"], "no batch size meets TPOT 5 ms: the fixed step cost is 5.00 ms"),
-        (["--tpot", "0"], "--tpot: must be > 0"),
+        (["--tpot", "0"], "--tpot: must be in (0, 3,600,000] ms (got 0)"),
+        (["--tpot", "1e308"], "--tpot: must be in (0, 3,600,000] ms"),
+        (["--tpot", "nan"], "--tpot: must be a finite number"),
         (["--tpot", "-3"], "--tpot"),
         (["--tpot", "50", "--ttft", "100"], "--prompt-len"),
         (["--tpot", "50", "--a-ms", "5"], "give both a and b"),
