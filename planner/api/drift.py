@@ -118,9 +118,14 @@ def drift_report(
                     )
                 )
             rows += drift.compare_figures(lock.figures, figures_from(payload), tolerance, where)
+            # A local model folder is spelled relative to wherever the plan was made; its
+            # content is pinned by config_sha256 above, so the path itself is not compared.
+            skip = ("--model",) if plan.model.source == "local" else ()
             for engine, line in sorted(lock.flags.items()):
                 actual = plan.flags.model_dump()[engine]
-                rows += drift.compare_flags(line, drift.line_flags(actual), f"{where} {engine}")
+                rows += drift.compare_flags(
+                    line, drift.line_flags(actual), f"{where} {engine}", skip=skip
+                )
             changed = len(rows) - before
             status = f"{changed} difference{'s' if changed != 1 else ''}" if changed else "ok"
             sources.append({"where": "recompute", "status": f"{status} (revision {revision_mode})"})

@@ -86,6 +86,7 @@ def compare_flags(
     actual: dict[str, str],
     where: str,
     defaults: dict[str, str] | None = None,
+    skip: tuple[str, ...] = (),
 ) -> list[Difference]:
     """Every flag the plan sets must be set to the same value (numbers compared as numbers).
 
@@ -93,7 +94,7 @@ def compare_flags(
     """
     rows = []
     for flag, value in sorted(line_flags(planned_line).items()):
-        if flag == "--model" and value.startswith("$"):
+        if flag in skip or (flag == "--model" and value.startswith("$")):
             continue
         default = (defaults or {}).get(flag)
         got = actual.get(flag, default if default is not None else "(unset: engine default)")

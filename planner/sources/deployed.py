@@ -9,6 +9,7 @@ endpoints concurrently, each with a timeout.
 from __future__ import annotations
 
 import http.client
+import math
 import re
 import shlex
 import time
@@ -219,6 +220,6 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
         try:
             value = float(m.group(4))
         except ValueError:
-            continue
+            value = math.nan  # present but unreadable: comparisons report it, never "clean"
         out.setdefault(m.group(1), []).append((labels, value))
     return out
