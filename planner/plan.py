@@ -39,6 +39,7 @@ class PlanInputs(BaseModel):
     config_sha256: str | None = None
     gpu: str
     gpu_memory_gib: float | None = None
+    ledger: str = Field(default="textbook", description="engine | textbook (older plans)")
     settings: dict[str, Any]
     engine: EngineInputs | None = None
 
@@ -78,6 +79,17 @@ SETTING_KEYS = (
     "headroom_fraction",
     "workspace_bytes",
     "compute_batch_cap",
+    # engine ledger (planner.core.serve.ServeSettings, and the TPOT budget it was capped for)
+    "pp",
+    "kv_cache_dtype",
+    "dtype",
+    "quantization",
+    "memory_fraction",
+    "max_num_seqs",
+    "block_size",
+    "max_num_batched_tokens",
+    "extra",
+    "tpot_ms",
 )
 
 
@@ -87,6 +99,8 @@ def figures_from(capacity: dict[str, Any]) -> dict[str, Any]:
     engine = capacity.get("engine")
     if engine:
         out |= {f"engine.{k}": engine[k] for k in ENGINE_FIGURE_KEYS}
+    if "fits" in capacity:
+        out["fits"] = capacity["fits"]
     return out
 
 
@@ -143,7 +157,12 @@ def load(text: str, origin: str) -> PlanLock:
 def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
     """Figures are finite numbers (or the binding's word); settings never name call arguments."""
     for key, value in lock.figures.items():
-        ok = isinstance(value, str) if key == "binding" else _finite_number(value)
+        if key == "binding":
+            ok = isinstance(value, str)
+        elif key == "fits":
+            ok = isinstance(value, bool)
+        else:
+            ok = _finite_number(value)
         if not ok:
             line = _line_of(node, ("figures", key))
             where = f" line {line}" if line else ""
@@ -156,7 +175,7 @@ def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
                 f"inputs.settings.{key}",
                 f"{origin}{where}: unknown setting; accepted: {', '.join(SETTING_KEYS)}",
             )
-        if not (value is None or isinstance(value, str) or _finite_number(value)):
+        if not (value is None or isinstance(value, str | dict) or _finite_number(value)):
             line = _line_of(node, ("inputs", "settings", key))
             where = f" line {line}" if line else ""
             raise InputError(

@@ -32,7 +32,7 @@ JSON_KEYS = {
 
 
 def test_table_shows_ledger_verdict_and_flags(cli: Cli) -> None:
-    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x")
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook")
     assert r.code == 0, r.err
     for text in (
         "192.00 GB / 178.81 GiB",
@@ -49,10 +49,11 @@ def test_table_shows_ledger_verdict_and_flags(cli: Cli) -> None:
 
 
 def test_json_has_documented_keys_and_matches_api(cli: Cli) -> None:
-    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json")
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", "--json")
     assert r.code == 0
     data = r.json()
     assert data.keys() >= JSON_KEYS
+    assert data["ledger"] == "textbook" and data["fits"] is True
     assert data["kv_bytes_per_token"] == 327_680
     assert data["max_seqs_contiguous"] == 16
     assert data["binding"] == "memory"
@@ -61,6 +62,21 @@ def test_json_has_documented_keys_and_matches_api(cli: Cli) -> None:
     assert "--tp-size 1" in data["flags"]["sglang"]
     api = capacity_json(planner.capacity(preset="gqa-70b", gpu="mi300x"))
     assert data == api  # CLI and Python API agree to the byte
+
+
+def test_engine_ledger_is_the_default_with_the_same_keys(cli: Cli) -> None:
+    engine = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json").json()
+    textbook = cli(
+        "capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", "--json"
+    ).json()
+    assert engine.keys() >= textbook.keys() and engine["ledger"] == "engine"
+    assert engine["engine"]["name"] == "vllm" and engine["fits"] is True
+    # vLLM applies its default 0.92 to the CUDA-visible 191.57 GiB, not 0.98 of the datasheet GB
+    assert "--gpu-memory-utilization 0.92" in engine["flags"]["vllm"]
+    assert engine["kv_pool_bytes"] == engine["engine"]["available_kv_bytes"]
+    # what the KV cache holds at the mean bounds the printed max_num_seqs
+    assert engine["operating_concurrency"] <= engine["max_seqs_paged"]
+    assert f"--max-num-seqs {engine['operating_concurrency']}" in engine["flags"]["vllm"]
 
 
 def test_json_output_is_stable(cli: Cli) -> None:
@@ -121,7 +137,7 @@ def test_invalid_tp_lists_valid_sizes(cli: Cli) -> None:
 
 
 def test_model_that_does_not_fit_is_a_finding(cli: Cli) -> None:
-    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "l4")
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "l4", "--ledger", "textbook")
     assert r.code == 1
     assert "raise --tp" in r.err
 

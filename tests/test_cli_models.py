@@ -16,7 +16,16 @@ LLAMA8 = MODELS / "meta-llama--Llama-3.1-8B-Instruct"
 
 
 def test_model_from_config_file(cli: Cli) -> None:
-    r = cli("capacity", "--model", str(LLAMA8 / "config.json"), "--gpu", "h100", "--json")
+    r = cli(
+        "capacity",
+        "--model",
+        str(LLAMA8 / "config.json"),
+        "--gpu",
+        "h100",
+        "--json",
+        "--ledger",
+        "textbook",
+    )
     assert r.code == 0, r.err
     m = r.json()["model"]
     assert m["source"] == "local" and m["weights_exact"] is False
@@ -45,6 +54,8 @@ def test_json_has_model_groups_and_sequence_figures(cli: Cli) -> None:
         "--mean-len",
         "2000",
         "--json",
+        "--ledger",
+        "textbook",
     ).json()
     for key in (
         "name",
@@ -86,7 +97,9 @@ def test_hybrid_state_is_per_sequence(cli: Cli) -> None:
 
 
 def test_explain_prints_groups_and_weights_basis(cli: Cli) -> None:
-    r = cli("capacity", "--preset", "gemma-3-4b", "--gpu", "l4", "--explain")
+    r = cli(
+        "capacity", "--preset", "gemma-3-4b", "--gpu", "l4", "--explain", "--ledger", "textbook"
+    )
     assert r.code == 0, r.err
     assert "KV layer groups" in r.out and "sliding" in r.out and "1,024" in r.out
     assert "weights: estimated from config.json parameter count" in r.out
@@ -115,7 +128,16 @@ def test_unknown_layer_type_in_a_file_exits_2(cli: Cli, tmp_path: Path) -> None:
 
 def test_weight_dtype_override_is_labelled_estimate(cli: Cli) -> None:
     data = cli(
-        "capacity", "--preset", "llama-3.1-8b", "--gpu", "l4", "--weight-dtype", "fp8", "--json"
+        "capacity",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "l4",
+        "--weight-dtype",
+        "fp8",
+        "--json",
+        "--ledger",
+        "textbook",
     ).json()
     assert data["model"]["weights_exact"] is False and data["model"]["weight_dtype"] == "fp8"
     assert data["weights_bytes_per_gpu"] / GIB_BYTES < 8.5

@@ -27,7 +27,18 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def plan_file(cli: Cli, tmp_path: Path) -> Path:
     path = tmp_path / "plan.yaml"
-    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--save", str(path))
+    # The teaching ledger's plan: its flags are what the deployment fixtures in data/deploy spell.
+    r = cli(
+        "capacity",
+        "--preset",
+        "gqa-70b",
+        "--gpu",
+        "mi300x",
+        "--ledger",
+        "textbook",
+        "--save",
+        str(path),
+    )
     assert r.code == 0, r.err
     return path
 

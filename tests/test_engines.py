@@ -262,6 +262,8 @@ def test_cli_engine_json_and_device_name(cli: Cli) -> None:
         "0.95",
         "--context",
         "8192",
+        "--max-num-seqs",  # the logged server ran vLLM's H100 default; given, it is kept as is
+        "1024",
         "--json",
     ).json()
     e = data["engine"]
@@ -306,8 +308,13 @@ def test_engine_bad_input(cli: Cli) -> None:
         "vllm",
         "--gpu-memory-utilization",
         "0.1",
+        "--json",
     )
-    assert r.code == 2 and "leaves no KV cache" in r.err
+    # A plan the engine cannot start is a finding: exit 1, the whole JSON, and what would start.
+    data = r.json()
+    assert r.code == 1 and data["fits"] is False and "leaves no KV cache" in data["reasons"][0]
+    changes = [x["change"] for x in data["suggestions"]]
+    assert any(c.startswith("memory fraction") for c in changes), changes
     r = cli(
         "capacity",
         "--model",

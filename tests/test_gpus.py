@@ -36,7 +36,9 @@ def test_one_h100_plans_from_the_driver_total(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
 ) -> None:
     use_nvml(monkeypatch, [Dev(H100[0], H100[1], 80 * GIB)])
-    data = cli("capacity", "--preset", "gqa-8b", "--gpu", "auto", "--json").json()
+    data = cli(
+        "capacity", "--preset", "gqa-8b", "--gpu", "auto", "--json", "--ledger", "textbook"
+    ).json()
     assert data["gpu"]["id"] == "h100-sxm5-80gb"
     assert data["hbm_bytes"] == 85_520_809_984 and data["hbm_basis"] == "device"
     assert any("from the driver" in p for p in data["gpu"]["provenance"])
@@ -65,7 +67,9 @@ def test_unknown_card_uses_driver_memory_and_derived_bandwidth(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
 ) -> None:
     use_nvml(monkeypatch, [Dev("NVIDIA Future X1", 100 * GIB, 99 * GIB, 4096, 3000)])
-    data = cli("capacity", "--preset", "gqa-8b", "--gpu", "auto", "--json").json()
+    data = cli(
+        "capacity", "--preset", "gqa-8b", "--gpu", "auto", "--json", "--ledger", "textbook"
+    ).json()
     assert data["hbm_bytes"] == 100 * GIB and data["gpu"]["id"] == "detected"
     prov = " ".join(data["gpu"]["provenance"])
     assert "derived from bus width" in prov and "FLOPs: unknown" in prov
@@ -121,7 +125,9 @@ def test_driver_missing_exception_from_fake(
 def test_amd_card_detected(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi([(MI300X[0], MI300X[1], MI300X[1])]))
-    data = cli("capacity", "--preset", "gqa-70b", "--gpu", "auto", "--json").json()
+    data = cli(
+        "capacity", "--preset", "gqa-70b", "--gpu", "auto", "--json", "--ledger", "textbook"
+    ).json()
     assert data["gpu"]["id"] == "mi300x" and data["hbm_bytes"] == 206_158_430_208
 
 

@@ -367,7 +367,8 @@ def test_replay_names_terms_the_log_lacks(cli: Cli, tmp_path: Path) -> None:
 @pytest.fixture
 def plan(cli: Cli, tmp_path: Path) -> Path:
     path = tmp_path / "plan.yaml"
-    assert cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--save", str(path)).code == 0
+    args = ("--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", "--save", str(path))
+    assert cli("capacity", *args).code == 0
     return path
 
 

@@ -8,6 +8,8 @@ from planner.api.capacity import (
     capacity_plan,
     capacity_report,
     lock_for,
+    serve_lock,
+    serve_report,
     settings_error,
 )
 from planner.api.drift import drift_report, parse_tolerance
@@ -34,6 +36,8 @@ __all__ = [
     "parse_tolerance",
     "read_fit_csv",
     "roofline_for",
+    "serve_lock",
+    "serve_report",
     "settings_error",
     "sim_cost_from",
     "simulation",

@@ -32,6 +32,15 @@ SETTING_FLAGS = {
     "workspace_bytes": "--workspace-gib",
     "compute_batch_cap": "--compute-batch-cap",
     "hbm_bytes": "--gpu-memory-gib",
+    # engine ledger (planner.core.serve.ServeSettings)
+    "pp": "--pp",
+    "kv_cache_dtype": "--kv-dtype",
+    "dtype": "--dtype",
+    "quantization": "--quantization",
+    "memory_fraction": "--gpu-memory-utilization / --mem-fraction-static",
+    "max_num_seqs": "--max-num-seqs / --max-running-requests",
+    "block_size": "--block-size",
+    "max_num_batched_tokens": "--max-num-batched-tokens / --chunked-prefill-size",
 }
 
 
@@ -64,6 +73,7 @@ def capacity_plan(
         card = find_gpu(gpu)
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
+    values.setdefault("mean_tokens", min(DEFAULT_MEAN_TOKENS, values["context_tokens"]))
     kv = values.get("kv_dtype") or spec.native_dtype
     values["kv_dtype"] = normalize_dtype(kv, "--kv-dtype", KV_DTYPES)
     if values.get("weight_dtype") is not None:
@@ -180,4 +190,177 @@ def lock_for(
         ),
         figures=figures_from(payload),
         flags=plan.flags.model_dump(),
+    )
+
+
+# Quantisation labels of checkpoints (ModelSpec.weight_dtype prefixes) -> the engines'
+# --quantization method names (vLLM and SGLang spell these alike).
+CHECKPOINT_QUANTIZATION = {
+    "fp8": "fp8",
+    "awq": "awq",
+    "gptq": "gptq",
+    "mxfp4": "mxfp4",
+    "compressed-tensors": "compressed-tensors",
+    "bnb": "bitsandbytes",
+}
+# Default mean actual tokens per sequence when --mean-len is not given (capped at the context).
+DEFAULT_MEAN_TOKENS = 2000
+
+
+def serve_report(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    tpot_ms: float | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more)."""
+    from planner.core.hf_config import quantized_weights_bytes
+    from planner.core.serve import ServeSettings, plan_serve, serve_json
+
+    spec = resolve_model(preset, model, revision)
+    card, measured, basis = _card(gpu, gpu_memory_gib)
+    values = dict(settings)
+    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
+    values.setdefault("mean_tokens", min(DEFAULT_MEAN_TOKENS, values["context_tokens"]))
+    if values["context_tokens"] > spec.max_context_tokens:
+        raise InputError(
+            "--context",
+            f"{values['context_tokens']:,} exceeds {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} tokens (the engines refuse it)",
+        )
+    weight_dtype = values.pop("weight_dtype", None)
+    if weight_dtype is not None:
+        weight_dtype = normalize_dtype(weight_dtype, "--weight-dtype", WEIGHT_DTYPES)
+        if weight_dtype != "fp8":
+            raise InputError(
+                "--weight-dtype",
+                f"{weight_dtype}: the engine ledger re-stores weights as fp8 only (online "
+                "--quantization fp8); use --ledger textbook for other what-ifs",
+            )
+        values.setdefault("quantization", "fp8")
+    weights = exact = None
+    quantization = values.get("quantization")
+    if quantization is not None:
+        from planner.api.engines import SIZED_QUANTIZATIONS
+
+        if quantization not in SIZED_QUANTIZATIONS:
+            raise InputError(
+                "--quantization", f"{quantization!r}; sized: {', '.join(SIZED_QUANTIZATIONS)}"
+            )
+        if spec.weight_dtype in ("bf16", "fp16", "fp32"):
+            weights, exact = quantized_weights_bytes(spec, quantization), False
+    else:
+        label = next(
+            (q for k, q in CHECKPOINT_QUANTIZATION.items() if spec.weight_dtype.startswith(k)),
+            None,
+        )
+        values["quantization"] = label
+    tp = values.get("tp", 1)
+    if not isinstance(tp, int) or tp < 1:
+        raise InputError("--tp", f"must be a positive integer (got {tp})")
+    from planner.core.capacity import check_tp
+
+    check_tp(spec, tp)
+    if tpot_ms is not None:
+        values |= _latency_cap(spec, card, values, tpot_ms, weights)
+    try:
+        serve_settings = ServeSettings(**values)
+    except ValidationError as exc:
+        raise settings_error(exc) from exc
+    plan = plan_serve(spec, card, serve_settings, weights, exact, measured=measured)
+    payload = serve_json(plan, spec, card, serve_settings)
+    payload["hbm_basis"] = basis
+    return plan, payload
+
+
+def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
+    """The GPU by name, the total memory to plan against if measured, and its basis."""
+    from planner.units import GIB_BYTES
+
+    measured = None
+    basis = "cuda"
+    if gpu.strip().lower() == "auto":
+        from planner.sources.devices import cuda_runtime_total_bytes, detect, planning_gpu
+
+        card, _device_bytes, _provenance = planning_gpu(detect())
+        cuda_total = cuda_runtime_total_bytes()
+        basis = "device"
+        if cuda_total is not None:
+            measured = (cuda_total, "device")
+    else:
+        card = find_gpu(gpu)
+    if gpu_memory_gib:
+        measured, basis = (round(gpu_memory_gib * GIB_BYTES), "user"), "user"
+    return card, measured, basis
+
+
+def _latency_cap(
+    spec: Any, card: Any, values: dict[str, Any], tpot_ms: float, weights: int | None
+) -> dict[str, Any]:
+    """The batch cap a TPOT budget allows on the roofline step model (as `planner slo`)."""
+    from planner.api.latency import roofline_from, step_model_from
+    from planner.core import slo
+    from planner.core.kv import kv_bytes_per_sequence
+    from planner.units import ceil_div, dtype_bytes
+
+    tp = int(values.get("tp", 1))
+    kv = str(values.get("kv_cache_dtype", "auto"))
+    kv_bytes = 1 if kv.startswith("fp8") else dtype_bytes(spec.native_dtype)
+    mean = int(values["mean_tokens"])
+    roofline = roofline_from(
+        card,
+        weights_per_gpu=ceil_div(weights or spec.weights_bytes, tp),
+        kv_per_sequence=kv_bytes_per_sequence(spec, mean, tp, kv_bytes),
+        active_params_per_gpu=max(1, spec.params_active // tp),
+        weight_dtype=str(values.get("quantization") or spec.weight_dtype),
+    )
+    step = step_model_from(roofline, f"{spec.name} on {card.id} x TP {tp}", mean)
+    cap = slo.batch_cap(step, tpot_ms)
+    reason = (
+        f"TPOT {tpot_ms:g} ms (estimated step time, t(B) = {step.a_ms:.2f} + {step.b_ms:.4f} B ms)"
+    )
+    return {"latency_cap": cap, "latency_reason": reason}
+
+
+def serve_lock(
+    payload: dict[str, Any],
+    *,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu: str,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    tpot_ms: float | None,
+) -> Any:
+    """The plan lock file for an engine-ledger plan (recomputed by `planner drift`)."""
+    from planner import __version__
+    from planner.plan import SCHEMA_VERSION, EngineInputs, PlanInputs, PlanLock, figures_from
+
+    stored = {k: v for k, v in settings.items() if k not in ("engine", "version")}
+    if tpot_ms is not None:
+        stored["tpot_ms"] = tpot_ms
+    return PlanLock(
+        schema_version=SCHEMA_VERSION,
+        planner_version=__version__,
+        inputs=PlanInputs(
+            preset=preset,
+            model=model,
+            requested_revision=revision,
+            revision=payload["model"]["revision"],
+            config_sha256=payload["model"]["config_sha256"],
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            ledger="engine",
+            settings=stored,
+            engine=EngineInputs(
+                name=settings.get("engine", "vllm"), version=settings.get("version")
+            ),
+        ),
+        figures=figures_from(payload),
+        flags=payload["flags"],
     )

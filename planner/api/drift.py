@@ -23,6 +23,43 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, Any]:
+    """The plan's `--json` object recomputed from its inputs, with the ledger it was made with."""
+    from planner.api.capacity import serve_report
+    from planner.core.capacity import capacity_json
+
+    i = lock.inputs
+    if i.ledger == "engine":
+        settings = dict(i.settings)
+        tpot = settings.pop("tpot_ms", None)
+        if i.engine is not None:
+            settings |= {"engine": i.engine.name, "version": i.engine.version}
+        settings = {k: v for k, v in settings.items() if v is not None}
+        _plan, payload = serve_report(
+            gpu=i.gpu,
+            preset=i.preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=i.gpu_memory_gib,
+            settings=settings,
+            tpot_ms=tpot,
+        )
+        return payload
+    plan, prediction = capacity_report(
+        gpu=i.gpu,
+        preset=i.preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=i.gpu_memory_gib,
+        settings=i.settings,
+        engine=i.engine.model_dump() if i.engine else None,
+    )
+    payload = capacity_json(plan)
+    if prediction is not None:
+        payload["engine"] = prediction.model_dump()
+    return payload
+
+
 def model_relative_to(model: str | None, plan_path: str) -> str | None:
     """A plan's relative model path is relative to the plan's folder (as `--save` writes it)."""
     from pathlib import Path
@@ -77,52 +114,41 @@ def drift_report(
         i = lock.inputs
         revision = i.revision if revision_mode == "pinned" and i.revision else i.requested_revision
         try:
-            plan, prediction = capacity_report(
-                gpu=i.gpu,
-                preset=i.preset,
-                model=model_relative_to(i.model, plan_path),
-                revision=revision,
-                gpu_memory_gib=i.gpu_memory_gib,
-                settings=i.settings,
-                engine=i.engine.model_dump() if i.engine else None,
-            )
+            payload = _recompute(lock, model_relative_to(i.model, plan_path), revision)
         except SourceUnavailable as exc:
             sources.append({"where": "recompute", "status": f"unreachable: {exc}"})
             unreachable = True
         else:
-            from planner.core.capacity import capacity_json
-
-            payload = capacity_json(plan)
-            if prediction is not None:
-                payload["engine"] = prediction.model_dump()
             where = "recompute"
             before = len(rows)
-            if i.config_sha256 and plan.model.config_sha256 != i.config_sha256:
+            recomputed_sha = payload["model"]["config_sha256"]
+            recomputed_rev = payload["model"]["revision"]
+            if i.config_sha256 and recomputed_sha != i.config_sha256:
                 rows.append(
                     drift.Difference(
                         where=where,
                         key="model.config_sha256",
                         planned=i.config_sha256[:12],
-                        actual=(plan.model.config_sha256 or "")[:12],
+                        actual=(recomputed_sha or "")[:12],
                         tolerance="exact",
                     )
                 )
-            if i.revision and plan.model.revision and plan.model.revision != i.revision:
+            if i.revision and recomputed_rev and recomputed_rev != i.revision:
                 rows.append(
                     drift.Difference(
                         where=where,
                         key="model.revision",
                         planned=i.revision,
-                        actual=plan.model.revision,
+                        actual=recomputed_rev,
                         tolerance="exact",
                     )
                 )
             rows += drift.compare_figures(lock.figures, figures_from(payload), tolerance, where)
             # A local model folder is spelled relative to wherever the plan was made; its
             # content is pinned by config_sha256 above, so the path itself is not compared.
-            skip = ("--model",) if plan.model.source == "local" else ()
+            skip = ("--model",) if payload["model"]["source"] == "local" else ()
             for engine, line in sorted(lock.flags.items()):
-                actual = plan.flags.model_dump()[engine]
+                actual = payload["flags"].get(engine, "")
                 rows += drift.compare_flags(
                     line, drift.line_flags(actual), f"{where} {engine}", skip=skip
                 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -27,7 +27,7 @@ def capacity(
         str | None, typer.Option(help="Model preset name (see `planner presets`).")
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="config.json path, model folder, or Hub repo id.")
+        str | None, typer.Option(help="Model folder (with config.json), config file, or Hub id.")
     ] = None,
     revision: Annotated[
         str | None, typer.Option(help="Hub revision (branch, tag, commit).")
@@ -35,42 +35,68 @@ def capacity(
     gpu: Annotated[
         str, typer.Option(help="GPU id, alias or device name (see `planner gpus`).")
     ] = "",
+    ledger: Annotated[
+        str,
+        typer.Option(
+            help="engine: what vLLM / SGLang will allocate (the default); textbook: the "
+            "teaching ledger of docs/method.md."
+        ),
+    ] = "engine",
     tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
     context: Annotated[
-        int | None, typer.Option(help="Max model length in tokens [default: min(8192, model max)].")
+        int | None,
+        typer.Option(help="Max model length in tokens [default: min(8192, model max)]."),
     ] = None,
-    mean_len: Annotated[int, typer.Option(help="Mean actual tokens per sequence.")] = 2000,
-    block_size: Annotated[int, typer.Option(help="KV page size in tokens.")] = 16,
+    mean_len: Annotated[
+        int | None,
+        typer.Option(help="Mean actual tokens per sequence [default: min(2000, context)]."),
+    ] = None,
+    block_size: Annotated[
+        int | None, typer.Option(help="KV page size in tokens [default: the engine's; 16].")
+    ] = None,
     kv_dtype: Annotated[
         str | None, typer.Option(help=f"KV cache dtype: {DTYPE_HELP} [default: model dtype].")
     ] = None,
     weight_dtype: Annotated[
         str | None,
         typer.Option(
-            help="Re-store linear weights as fp32/fp16/bf16/fp8/int8/int4/fp4 (estimate)."
+            help="Re-store linear weights as fp32/fp16/bf16/fp8/int8/int4/fp4 (estimate; the "
+            "engine ledger takes fp8, as --quantization fp8)."
         ),
     ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
+    ] = None,
+    tpot: Annotated[
+        float | None,
+        typer.Option(help="TPOT budget, ms: caps max_num_seqs on the estimated step time."),
+    ] = None,
     headroom: Annotated[
-        float, typer.Option(help="Fragmentation headroom fraction of free HBM.")
-    ] = 0.05,
+        float | None, typer.Option(help="Textbook: fragmentation headroom share [0.05].")
+    ] = None,
     workspace_gib: Annotated[
-        float, typer.Option(help="Activations and workspace per GPU, GiB.")
-    ] = 4.0,
-    compute_batch_cap: Annotated[int, typer.Option(help="Batch cap from compute / latency.")] = 128,
+        float | None, typer.Option(help="Textbook: activations and workspace per GPU, GiB [4].")
+    ] = None,
+    compute_batch_cap: Annotated[
+        int | None, typer.Option(help="Textbook: batch cap from compute / latency [128].")
+    ] = None,
     gpu_memory_gib: Annotated[
         float | None, typer.Option(help="Override the GPU's memory per device, GiB.")
     ] = None,
     explain: Annotated[bool, typer.Option(help="Show the per-layer-group KV breakdown.")] = False,
-    engine: Annotated[
-        str | None, typer.Option(help="Predict an engine's own KV figures: vllm or sglang.")
-    ] = None,
+    engine: Annotated[str | None, typer.Option(help="vllm or sglang [default: vllm].")] = None,
     engine_version: Annotated[
         str | None, typer.Option(help="Engine version [default: newest documented].")
     ] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM flag.")] = None,
-    max_model_len: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    max_model_len: Annotated[
+        int | None, typer.Option(help="vLLM flag (same as --context).")
+    ] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option(help="vLLM flag: the most it may run.")
+    ] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
@@ -91,7 +117,7 @@ def capacity(
             help="vLLM runs inside a process that already used CUDA (Unsloth, TRL colocate)."
         ),
     ] = False,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine mode).")] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine ledger).")] = 1,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4.")
     ] = None,
@@ -101,13 +127,17 @@ def capacity(
         int | None,
         typer.Option("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs", help="SGLang flag."),
     ] = None,
-    page_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    page_size: Annotated[
+        int | None, typer.Option(help="SGLang flag (same as --block-size).")
+    ] = None,
     max_running_requests: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     mamba_full_memory_ratio: Annotated[
         float | None, typer.Option(help="SGLang flag (hybrid Mamba / linear models) [0.9].")
     ] = None,
     max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
-    context_length: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    context_length: Annotated[
+        int | None, typer.Option(help="SGLang flag (same as --context).")
+    ] = None,
     from_log: Annotated[
         str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
     ] = None,
@@ -116,12 +146,9 @@ def capacity(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Does the model fit, how many sequences run at once, and what binds them."""
-    from planner.api import capacity_report, lock_for
-    from planner.core.capacity import DEFAULT_BLOCK_TOKENS, capacity_json
+    """Does the model fit, how many sequences run at once, what binds them, and the flags."""
     from planner.errors import InputError
-    from planner.sources.files import check_writable, saved_model_ref, write_file
-    from planner.units import GIB_BYTES
+    from planner.sources.files import check_writable
 
     if from_log is not None:
         from planner.api import from_log_report
@@ -143,109 +170,345 @@ def capacity(
         raise InputError("--gpu", "required: a GPU id such as mi300x or h100 (see `planner gpus`)")
     if save is not None:
         check_writable(save, "--save")
-    settings: dict[str, object] = {
-        "tp": tp,
-        "mean_tokens": mean_len,
-        "block_tokens": block_size,
-        "kv_dtype": kv_dtype,
-        "weight_dtype": weight_dtype,
-        "headroom_fraction": headroom,
-        "workspace_bytes": round(workspace_gib * GIB_BYTES),
-        "compute_batch_cap": compute_batch_cap,
-    }
-    if context is not None:
-        settings["context_tokens"] = context
     if gpu_memory_gib is not None and not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
         raise InputError(
             "--gpu-memory-gib", f"must be in (0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gpu_memory_gib})"
         )
-    if not 0 <= workspace_gib <= MAX_GPU_MEMORY_GIB:
-        raise InputError(
-            "--workspace-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {workspace_gib})"
-        )
-    engine_inputs: dict[str, Any] | None = None
-    if engine is not None:
-        kv_flag = "fp8" if kv_dtype == "fp8" else "auto"
-        if engine == "vllm":
-            flags: dict[str, Any] = {
-                "gpu_memory_utilization": gpu_memory_utilization,
-                "max_model_len": max_model_len or context,
-                "max_num_batched_tokens": max_num_batched_tokens,
-                "max_num_seqs": max_num_seqs,
-                # planner's default page size is the engine's; pass it only when changed
-                "block_size": block_size if block_size != DEFAULT_BLOCK_TOKENS else None,
-                "kv_cache_dtype": kv_flag,
-                "enforce_eager": enforce_eager,
-                "kv_cache_memory_bytes": kv_cache_memory_bytes,
-                "tensor_parallel_size": tp,
-                "pipeline_parallel_size": pp,
-                "usage_context": usage_context,
-                "colocated": colocated,
-            }
-            if not enable_lora and (max_lora_rank is not None or max_loras is not None):
-                raise InputError(
-                    "--max-lora-rank", "--max-lora-rank / --max-loras need --enable-lora"
-                )
-            if enable_lora:
-                flags |= {
-                    "enable_lora": True,
-                    "max_lora_rank": max_lora_rank,
-                    "max_loras": max_loras,
-                }
-        else:
-            flags = {
-                "mem_fraction_static": mem_fraction_static,
-                "context_length": context_length or context,
-                "chunked_prefill_size": chunked_prefill_size,
-                "cuda_graph_max_bs_decode": cuda_graph_max_bs_decode,
-                "page_size": page_size,
-                "kv_cache_dtype": kv_flag,
-                "tp_size": tp,
-                "pp_size": pp,
-                "max_running_requests": max_running_requests,
-                "mamba_full_memory_ratio": mamba_full_memory_ratio,
-                "max_mamba_cache_size": max_mamba_cache_size,
-            }
-        quant = quantization or ("fp8" if weight_dtype == "fp8" else None)
-        flags |= {"version": engine_version, "quantization": quant}
-        engine_inputs = {
-            "name": engine,
-            "version": engine_version,
-            "flags": {k: v for k, v in flags.items() if v is not None and k != "version"},
+    if ledger not in ("engine", "textbook"):
+        raise InputError("--ledger", f"{ledger!r}; accepted: engine, textbook")
+    if engine is not None and engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+    if not enable_lora and (max_lora_rank is not None or max_loras is not None):
+        raise InputError("--max-lora-rank", "--max-lora-rank / --max-loras need --enable-lora")
+    lengths = [v for v in (context, max_model_len, context_length) if v is not None]
+    if len(set(lengths)) > 1:
+        raise InputError("--context", "--context, --max-model-len and --context-length disagree")
+    ctx = lengths[0] if lengths else None
+    blocks = {v for v in (block_size, page_size) if v is not None}
+    if len(blocks) > 1:
+        raise InputError("--block-size", "--block-size and --page-size disagree")
+    block = blocks.pop() if blocks else None
+    if ledger == "engine":
+        textbook_only = {
+            "--headroom": headroom,
+            "--workspace-gib": workspace_gib,
+            "--compute-batch-cap": compute_batch_cap,
         }
-    plan, prediction = capacity_report(
+        for flag, value in textbook_only.items():
+            if value is not None:
+                raise InputError(flag, "a textbook-ledger knob: add --ledger textbook")
+        name = engine or "vllm"
+        vllm_only = {
+            "--gpu-memory-utilization": gpu_memory_utilization,
+            "--max-num-batched-tokens": max_num_batched_tokens,
+            "--max-num-seqs": max_num_seqs,
+            "--kv-cache-memory-bytes": kv_cache_memory_bytes,
+        }
+        sglang_only = {
+            "--mem-fraction-static": mem_fraction_static,
+            "--chunked-prefill-size": chunked_prefill_size,
+            "--max-running-requests": max_running_requests,
+            "--cuda-graph-max-bs": cuda_graph_max_bs_decode,
+            "--mamba-full-memory-ratio": mamba_full_memory_ratio,
+            "--max-mamba-cache-size": max_mamba_cache_size,
+        }
+        other = sglang_only if name == "vllm" else vllm_only
+        for flag, value in other.items():
+            if value is not None:
+                raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
+        settings: dict[str, object] = {
+            "engine": name,
+            "version": engine_version,
+            "tp": tp,
+            "pp": pp,
+            "context_tokens": ctx,
+            "mean_tokens": mean_len,
+            "kv_cache_dtype": _engine_kv_dtype(name, kv_dtype),
+            "dtype": dtype or "auto",
+            "quantization": quantization,
+            "weight_dtype": weight_dtype,
+            "memory_fraction": gpu_memory_utilization if name == "vllm" else mem_fraction_static,
+            "max_num_seqs": max_num_seqs if name == "vllm" else max_running_requests,
+            "block_size": block,
+            "max_num_batched_tokens": max_num_batched_tokens
+            if name == "vllm"
+            else chunked_prefill_size,
+            "extra": _engine_extra(
+                name,
+                enforce_eager=enforce_eager,
+                kv_cache_memory_bytes=kv_cache_memory_bytes,
+                enable_lora=enable_lora,
+                max_lora_rank=max_lora_rank,
+                max_loras=max_loras,
+                usage_context=usage_context,
+                colocated=colocated,
+                cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
+                mamba_full_memory_ratio=mamba_full_memory_ratio,
+                max_mamba_cache_size=max_mamba_cache_size,
+            ),
+        }
+        settings = {k: v for k, v in settings.items() if v is not None}
+        _serve(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=settings,
+            tpot=tpot,
+            explain=explain,
+            save=save,
+            json_out=json_out,
+        )
+        return
+    if tpot is not None or dtype is not None:
+        raise InputError("--tpot" if tpot is not None else "--dtype", "an engine-ledger option")
+    _textbook(
         gpu=gpu,
         preset=preset,
         model=model,
         revision=revision,
         gpu_memory_gib=gpu_memory_gib,
-        settings=settings,
-        engine=engine_inputs,
+        settings={
+            "tp": tp,
+            "context_tokens": ctx,
+            "mean_tokens": mean_len,
+            "block_tokens": block,
+            "kv_dtype": kv_dtype,
+            "weight_dtype": weight_dtype,
+            "headroom_fraction": headroom,
+            "workspace_gib": workspace_gib,
+            "compute_batch_cap": compute_batch_cap,
+        },
+        explain=explain,
+        save=save,
+        json_out=json_out,
+    )
+
+
+def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
+    """Our --kv-dtype as the engine's --kv-cache-dtype (16-bit KV is the engine's auto)."""
+    from planner.errors import InputError
+    from planner.units import KV_DTYPES, normalize_dtype
+
+    if kv_dtype is None or kv_dtype.strip().lower() == "auto":
+        return "auto"
+    name = normalize_dtype(kv_dtype, "--kv-dtype", KV_DTYPES)
+    if name in ("fp16", "bf16"):
+        return "auto"  # 16-bit KV is the engine's auto: the model's dtype
+    if name == "fp8":
+        return "fp8" if engine == "vllm" else "fp8_e4m3"
+    raise InputError(
+        "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
+    )
+
+
+def _engine_extra(engine: str, **given: object) -> dict[str, object]:
+    """The remaining engine flags, as that engine's settings fields (defaults left out)."""
+    if engine == "vllm":
+        names = ("enforce_eager", "kv_cache_memory_bytes", "usage_context", "colocated")
+        extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
+        if given["enable_lora"]:
+            extra["enable_lora"] = True
+            for k in ("max_lora_rank", "max_loras"):
+                if given[k] is not None:
+                    extra[k] = given[k]
+        return extra
+    keys = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")
+    return {k: given[k] for k in keys if given[k] is not None}
+
+
+def _serve(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, object],
+    tpot: float | None,
+    explain: bool,
+    save: str | None,
+    json_out: bool,
+) -> None:
+    """The engine ledger: plan, save, print; exit 1 when the engine would not start."""
+    from planner.api import serve_report
+
+    plan, payload = serve_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=gpu_memory_gib,
+        settings=dict(settings),
+        tpot_ms=tpot,
     )
     if save is not None:
+        from planner.api import serve_lock
         from planner.plan import dump
+        from planner.sources.files import saved_model_ref, write_file
 
-        lock = lock_for(
-            plan,
-            prediction,
+        lock = serve_lock(
+            payload,
             preset=preset,
             model=None if model is None else saved_model_ref(model, save),
             revision=revision,
             gpu=gpu,
             gpu_memory_gib=gpu_memory_gib,
             settings=settings,
-            engine=engine_inputs,
+            tpot_ms=tpot,
         )
         write_file(save, "--save", dump(lock))
     if json_out:
-        payload = capacity_json(plan)
-        if prediction is not None:
-            payload["engine"] = prediction.model_dump()
         emit_json(payload)
+    else:
+        render_serve(plan, payload, explain)
+    if not plan.fits:
+        raise typer.Exit(1)
+
+
+def _textbook(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, object],
+    explain: bool,
+    save: str | None,
+    json_out: bool,
+) -> None:
+    """The teaching ledger of docs/method.md, unchanged figures and keys."""
+    from planner.api import capacity_report, lock_for
+    from planner.core.capacity import DEFAULT_BLOCK_TOKENS, capacity_json
+    from planner.errors import InputError
+    from planner.units import GIB_BYTES
+
+    workspace = settings.pop("workspace_gib")
+    if workspace is not None:
+        assert isinstance(workspace, float)
+        if not 0 <= workspace <= MAX_GPU_MEMORY_GIB:
+            raise InputError(
+                "--workspace-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {workspace})"
+            )
+        settings["workspace_bytes"] = round(workspace * GIB_BYTES)
+    if settings.get("block_tokens") is None:
+        settings["block_tokens"] = DEFAULT_BLOCK_TOKENS
+    settings = {k: v for k, v in settings.items() if v is not None}
+    plan, _prediction = capacity_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=gpu_memory_gib,
+        settings=settings,
+        engine=None,
+    )
+    if save is not None:
+        from planner.plan import dump
+        from planner.sources.files import saved_model_ref, write_file
+
+        lock = lock_for(
+            plan,
+            None,
+            preset=preset,
+            model=None if model is None else saved_model_ref(model, save),
+            revision=revision,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=settings,
+            engine=None,
+        )
+        write_file(save, "--save", dump(lock))
+    if json_out:
+        emit_json(capacity_json(plan))
         return
     render_capacity(plan, explain)
-    if prediction is not None:
-        render_engine(prediction)
+
+
+def render_serve(plan: object, payload: dict[str, object], explain: bool) -> None:
+    """The engine ledger, the verdict, and the launch line (or why it would not start)."""
+    from rich.markup import escape
+
+    from planner.core.serve import ServePlan
+
+    assert isinstance(plan, ServePlan)
+    out = console()
+    model, settings = payload["model"], payload["settings"]
+    assert isinstance(model, dict) and isinstance(settings, dict)
+    p = plan.prediction
+    engine = f"{p.name} {p.version}" if p else plan.engine
+    gpu = payload["gpu"]
+    assert isinstance(gpu, dict)
+    out.print(
+        f"[bold]{escape(str(model['name']))}[/] on [bold]{escape(str(gpu['name']))}[/] with "
+        f"[bold]{engine}[/] x TP {settings['tp']}  context {settings['context_tokens']:,}  "
+        f"mean {settings['mean_tokens']:,}  weights {model['weight_dtype']}"
+    )
+    if p is not None:
+        render_engine(p, f"{engine}: what the engine allocates (per GPU)")
+        print_table(
+            out,
+            kv_table(
+                "Concurrency (sequences per engine)",
+                [
+                    (
+                        f"at the context ({settings['context_tokens']:,} tokens)",
+                        f"{plan.max_seqs_at_context:,}",
+                    ),
+                    (
+                        f"at the mean ({settings['mean_tokens']:,} tokens)",
+                        f"{plan.max_seqs_at_mean:,}",
+                    ),
+                    (f"cap ({plan.cap_source})", f"{plan.cap:,}"),
+                    ("max_num_seqs to run", f"{plan.max_num_seqs:,}"),
+                ],
+            ),
+        )
+    if explain:
+        render_groups(payload)
+    for w in plan.warnings:
+        out.print(f"[yellow]warning:[/] {escape(w)}")
+    if not plan.fits:
+        out.print("[bold red]Does not fit:[/]")
+        for reason in plan.reasons:
+            out.print(f"  {escape(reason)}")
+        if plan.suggestions:
+            out.print("[bold]What would start (each re-planned):[/]")
+            for sug in plan.suggestions:
+                out.print(
+                    f"  {escape(sug.change)}: max_num_seqs {sug.max_num_seqs:,}, "
+                    f"{sug.kv_cache_tokens:,} KV tokens"
+                )
+        else:
+            out.print("no variant tried (TP, max model length, utilisation, fp8) starts")
+        return
+    out.print(f"[bold]Binding:[/] {escape(plan.binding_reason)}.")
+    label = "vLLM:  " if plan.engine == "vllm" else "SGLang:"
+    out.print(f"[bold]{label}[/] " + escape(plan.command), soft_wrap=True)
+
+
+def render_groups(payload: dict[str, object]) -> None:
+    """The per-layer-group KV breakdown."""
+    from rich.table import Table
+
+    out = console()
+    table = Table(title="KV layer groups (per GPU)", title_justify="left")
+    for col in ("kind", "layers", "KV heads/GPU", "bytes/token", "window", "state/seq"):
+        table.add_column(col, justify="right")
+    rows = payload["kv_layer_groups"]
+    assert isinstance(rows, list)
+    for row in rows:
+        table.add_row(
+            row["kind"],
+            str(row["num_layers"]),
+            "-" if row["kv_heads_per_gpu"] is None else str(row["kv_heads_per_gpu"]),
+            f"{row['bytes_per_token']:,} B",
+            "-" if row["window_tokens"] is None else f"{row['window_tokens']:,}",
+            f"{row['state_bytes_per_sequence']:,} B",
+        )
+    print_table(out, fit_columns(table))
 
 
 def render_capacity(plan: object, explain: bool) -> None:
@@ -327,7 +590,7 @@ def render_capacity(plan: object, explain: bool) -> None:
     out.print("[bold]SGLang:[/] " + plan.flags.sglang, soft_wrap=True)
 
 
-def render_engine(pred: object) -> None:
+def render_engine(pred: object, title: str | None = None) -> None:
     """The engine's own ledger, its sources, and the lines it should log."""
     from rich.markup import escape
 
@@ -347,7 +610,7 @@ def render_engine(pred: object) -> None:
     ]
     out.print(
         kv_table(
-            f"{pred.name} {pred.version}: the engine's own arithmetic (per GPU)",
+            title or f"{pred.name} {pred.version}: the engine's own arithmetic (per GPU)",
             [(escape(f"{k} [{s}]") if s else k, gb_gib(v)) for k, v, s in rows]
             + [
                 ("bytes per block", f"{pred.bytes_per_block:,} B"),

@@ -122,6 +122,29 @@ def check_tp(model: ModelSpec, tp: int) -> None:
         )
 
 
+def tp_replication(model: ModelSpec, tp: int) -> tuple[int, list[str]]:
+    """GPUs of the TP group holding a copy of each KV element, and the warning that goes with it."""
+    attention_kinds = {g.kind for g in model.kv_groups if g.kind.per_token}
+    if KvKind.MLA in attention_kinds:
+        # MLA's compressed latent has no head axis to split: every TP rank holds all of it.
+        notes = []
+        if tp > 1:
+            notes.append(
+                f"MLA keeps one latent per token that every one of the {tp} TP ranks holds "
+                "whole: KV per GPU does not shrink with TP; use data parallelism (replicas) "
+                "for more capacity"
+            )
+        return tp, notes
+    replication = max(1, tp // model.num_kv_heads)
+    if replication > 1 and attention_kinds:
+        return replication, [
+            f"--tp {tp} exceeds the {model.num_kv_heads} KV heads: each head is replicated on "
+            f"{replication} GPUs, so KV per GPU no longer shrinks with TP; use data parallelism "
+            f"(replicas) for more capacity"
+        ]
+    return replication, []
+
+
 def weights_bytes_for(model: ModelSpec, weight_dtype: str | None) -> tuple[int, str, bool]:
     """Checkpoint weight bytes, or with linear layers re-stored in `weight_dtype`.
 
@@ -192,24 +215,8 @@ def plan_capacity(model: ModelSpec, gpu: GpuSpec, settings: CapacitySettings) ->
     binding, reason = _binding(paged, cap, s.mean_tokens)
     operating = min(paged, cap)
 
-    attention_kinds = {g.kind for g in model.kv_groups if g.kind.per_token}
-    if KvKind.MLA in attention_kinds:
-        # MLA's compressed latent has no head axis to split: every TP rank holds all of it.
-        replication = s.tp
-        if s.tp > 1:
-            warnings.append(
-                f"MLA keeps one latent per token that every one of the {s.tp} TP ranks holds "
-                "whole: KV per GPU does not shrink with TP; use data parallelism (replicas) "
-                "for more capacity"
-            )
-    else:
-        replication = max(1, s.tp // model.num_kv_heads)
-    if replication > 1 and attention_kinds - {KvKind.MLA}:
-        warnings.append(
-            f"--tp {s.tp} exceeds the {model.num_kv_heads} KV heads: each head is replicated on "
-            f"{replication} GPUs, so KV per GPU no longer shrinks with TP; use data parallelism "
-            f"(replicas) for more capacity"
-        )
+    replication, tp_notes = tp_replication(model, s.tp)
+    warnings += tp_notes
     if contiguous == 0:
         warnings.append(
             f"one {s.context_tokens:,}-token sequence needs {per_seq_ctx / GIB_BYTES:.2f} GiB, "
@@ -287,6 +294,10 @@ def capacity_json(plan: CapacityPlan) -> dict[str, Any]:
     """The documented `--json` object of `planner capacity` (docs/json.md)."""
     m, s, led = plan.model, plan.settings, plan.ledger
     return {
+        "ledger": "textbook",
+        "fits": True,
+        "reasons": [],
+        "suggestions": [],
         "model": {
             "name": m.name,
             "source": m.source,

@@ -109,6 +109,17 @@ def compare_flags(
 
 def compare_deployed(lock: PlanLock, deployed: Deployed) -> list[Difference]:
     """A deployed command / manifest against the plan's line for that engine."""
+    if deployed.engine not in lock.flags:
+        planned = ", ".join(sorted(lock.flags)) or "none"
+        return [
+            Difference(
+                where=deployed.where,
+                key="engine",
+                planned=planned,
+                actual=deployed.engine,
+                tolerance="exact",
+            )
+        ]
     return compare_flags(
         lock.flags[deployed.engine],
         deployed.flags,

@@ -104,6 +104,12 @@ class GpuSpec(BaseModel):
     memory_bytes_nvml: int | None = None
     memory_bytes_cuda: int | None = None
     hbm_bandwidth_bytes_per_s: int | None = None
+    supports_bf16: bool = Field(
+        default=True, description="False before NVIDIA Ampere (T4, V100): engines need fp16"
+    )
+    fp16_dense_flops: int | None = Field(
+        default=None, description="tensor FP16 FLOP/s where no BF16 figure exists"
+    )
     bf16_dense_flops: int | None = None
     fp8_dense_flops: int | None = None
     fp4_dense_flops: int | None = None

@@ -50,7 +50,9 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
             cfg,
             name=path.parent.name if path.name == "config.json" else path.stem,
             source="local",
-            serve_id=str(path.parent if path.name == "config.json" else path),
+            # An engine loads a model folder or a Hub id, never a lone config file: a config
+            # that is not a folder's config.json gets the $MODEL placeholder in launch lines.
+            serve_id=str(path.parent) if path.name == "config.json" else None,
             config_sha256=sha256_hex(raw),
             exact_weights_bytes=total,
             exact_params=params,

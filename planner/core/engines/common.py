@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec, ModelSpec
-from planner.errors import InputError
+from planner.errors import InputError, PlannerError
 from planner.units import GIB_BYTES, ceil_div
 
 TermSource = Literal["exact", "derived", "calibrated", "log", "device", "user", "default"]
@@ -47,6 +47,31 @@ def beyond_newest(
 def version_text(v: tuple[int, int, int]) -> str:
     """(0, 19, 0) -> "0.19.0"."""
     return ".".join(map(str, v))
+
+
+class NoKvCache(PlannerError):
+    """The engine's arithmetic leaves no KV cache: a finding (exit 1), not bad input."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        self.flag = flag
+        super().__init__(f"{flag}: {message}")
+
+
+# vLLM / SGLang `--dtype` spellings -> our dtype names ("auto" resolves against the checkpoint).
+ENGINE_DTYPES = {
+    "half": "fp16",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float": "fp32",
+    "float32": "fp32",
+}
+
+
+def compute_dtype(model: ModelSpec, flag: str) -> str:
+    """The dtype the engine computes in: `--dtype auto` keeps bf16/fp16 and runs fp32 as fp16."""
+    if flag in ("auto", ""):
+        return "fp16" if model.native_dtype == "fp32" else model.native_dtype
+    return ENGINE_DTYPES[flag]
 
 
 class EnginePrediction(BaseModel):

@@ -8,12 +8,16 @@ Activations and CUDA graphs are not measured: they must fit in (1 - mem_fraction
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.engines.common import (
     EnginePrediction,
+    NoKvCache,
     TermSource,
     beyond_newest,
+    compute_dtype,
     parse_version,
     total_term,
     version_text,
@@ -105,6 +109,7 @@ class SglangSettings(BaseModel):
     cuda_graph_max_bs_decode: int | None = Field(default=None, gt=0)
     page_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
     tp_size: int = Field(default=1, ge=1)
     pp_size: int = Field(default=1, ge=1)
     max_running_requests: int | None = Field(default=None, gt=0)
@@ -233,11 +238,12 @@ def predict(
     if s.context_length is None:
         defaults.append(f"context_length={context} (the model's maximum)")
     page = s.page_size or 1
-    kv_dtype = model.native_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    run_dtype = compute_dtype(model, s.dtype)
+    kv_dtype = run_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
     if kv_dtype.startswith("fp8"):
         kv_dtype = "fp8"
     kv_bytes = dtype_bytes(kv_dtype)
-    act_bytes = dtype_bytes(model.native_dtype)
+    act_bytes = dtype_bytes(run_dtype)
 
     pre_free = total - PRE_LOAD_USED_BYTES
     sources["pre_load_free_bytes"] = "calibrated"
@@ -253,7 +259,7 @@ def predict(
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
     if available <= 0:
-        raise InputError(
+        raise NoKvCache(
             "--mem-fraction-static",
             f"loaded weights leave no KV cache under --mem-fraction-static={fraction}",
         )

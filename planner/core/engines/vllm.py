@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.engines.common import (
     EnginePrediction,
+    NoKvCache,
     TermSource,
     beyond_newest,
+    compute_dtype,
     parse_version,
     total_term,
     version_text,
@@ -289,6 +291,7 @@ class VllmSettings(BaseModel):
     max_num_seqs: int | None = Field(default=None, gt=0)
     block_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
@@ -440,6 +443,26 @@ def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int) -> int:
     return layer_state_bytes(g, tp)
 
 
+def _kv_groups(buckets: list[_Bucket]) -> tuple[int, list[tuple[_Bucket, int]]]:
+    """vLLM's KV-cache groups: layers per group, and how many groups each bucket needs."""
+    sizes = [b.layers for b in buckets]
+    if len(buckets) == 1:
+        return sizes[0], [(buckets[0], 1)]
+    small, large = min(sizes), max(sizes)
+    group_size = large if large < 1.5 * small else small
+    return group_size, [(b, ceil_div(b.layers, group_size)) for b in buckets]
+
+
+def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
+    """Blocks one request of `tokens` tokens holds under a prediction's settings."""
+    block = int(str(p.settings["block_size"]))
+    tp = int(str(p.settings["tensor_parallel_size"]))
+    pp = int(str(p.settings["pipeline_parallel_size"]))
+    in_flight = int(str(p.settings["max_num_batched_tokens"]))
+    _size, groups = _kv_groups(_buckets(model, tp, pp, block, 1))
+    return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
+
+
 def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int:
     if b.kind in (KvKind.MAMBA, KvKind.LINEAR):
         return 1
@@ -488,9 +511,12 @@ def predict(
     block = s.block_size or DEFAULT_BLOCK_SIZE
     if s.block_size is None:
         defaults.append(f"block_size={block}")
-    kv_dtype = model.native_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    run_dtype = compute_dtype(model, s.dtype)
+    kv_dtype = run_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    if kv_dtype.startswith("fp8"):
+        kv_dtype = "fp8"
     kv_bytes = dtype_bytes(kv_dtype)
-    act_bytes = dtype_bytes(model.native_dtype if model.native_dtype != "fp32" else "fp16")
+    act_bytes = dtype_bytes(run_dtype)
 
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source
@@ -567,7 +593,7 @@ def predict(
         available = requested - w - act - non_torch - graph
         sources["available_kv_bytes"] = "derived"
     if available <= 0:
-        raise InputError(
+        raise NoKvCache(
             "--gpu-memory-utilization",
             f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
             f"{(w + act + non_torch + graph) / GIB_BYTES:.2f} GiB taken by weights, "
@@ -586,13 +612,7 @@ def predict(
         notes.append(f"attention block size raised to {block} to cover the Mamba state page")
         buckets = _buckets(model, tp, pp, block, kv_bytes)
     page = max(b.page_bytes for b in buckets)
-    sizes = [b.layers for b in buckets]
-    if len(buckets) == 1:
-        group_size, groups = sizes[0], [(buckets[0], 1)]
-    else:
-        small, large = min(sizes), max(sizes)
-        group_size = large if large < 1.5 * small else small
-        groups = [(b, ceil_div(b.layers, group_size)) for b in buckets]
+    group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
     bytes_per_block = group_size * page
     num_blocks = available // bytes_per_block
@@ -636,6 +656,7 @@ def predict(
             "max_num_seqs": seqs,
             "block_size": block,
             "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": s.dtype,
             "enforce_eager": s.enforce_eager,
             "tensor_parallel_size": tp,
             "pipeline_parallel_size": pp,

@@ -1,0 +1,641 @@
+"""The serve plan: the engine's own start-up arithmetic turned into a verdict and a launch line.
+
+Every figure comes from the engine model (vLLM or SGLang, by version) run on the exact flags the
+printed line sets, so pasting the line reproduces the prediction. The plan says whether the
+engine would start, how many sequences it runs at the mean length, what binds them, and, when it
+would not start, which re-planned alternatives do (docs/method.md, "The serve plan").
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.engines import sglang, vllm
+from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
+from planner.core.specs import GpuSpec, ModelSpec
+from planner.errors import InputError
+from planner.units import GIB_BYTES, ceil_div
+
+# How many times the plan is re-run with its own max_num_seqs before it must have settled: a
+# smaller max_num_seqs only frees memory (fewer sampler rows, fewer CUDA-graph sizes), so the
+# sequence count the KV cache holds can only grow and the loop ends after one or two passes.
+MAX_PLAN_PASSES = 4
+# Values each engine's argument parser accepts (vLLM vllm/config/cache.py BlockSize and
+# CacheDType, vllm/config/model.py ModelDType, 0.11-0.33; SGLang srt/server_args.py choices,
+# 0.5.x). A value outside these is refused before anything is printed.
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
+ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# Utilisation the suggestions may go up to: the engines' own defaults leave 8-10% of the device
+# to the allocator's fragmentation, other processes and peaks the profile does not see.
+MAX_SUGGESTED_UTILIZATION = 0.95
+# TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
+SUGGESTED_TP_LIMIT = 64
+
+
+class ServeSettings(BaseModel):
+    """What the user asked for; None means the engine's own default for that version and GPU."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["vllm", "sglang"] = "vllm"
+    version: str | None = None
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    context_tokens: int = Field(gt=0, description="--max-model-len / --context-length")
+    mean_tokens: int = Field(gt=0)
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None
+    memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="--gpu-memory-utilization / --mem-fraction-static"
+    )
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(
+        default=None, gt=0, description="vLLM --max-num-batched-tokens / SGLang chunked prefill"
+    )
+    extra: dict[str, Any] = Field(default_factory=dict, description="other engine flags as given")
+    latency_cap: int | None = Field(default=None, gt=0, description="batch cap from --tpot")
+    latency_reason: str | None = None
+
+
+class Suggestion(BaseModel):
+    """A change that makes the plan fit, verified by re-planning it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    change: str
+    flags: dict[str, Any]
+    max_num_seqs: int
+    kv_cache_tokens: int
+
+
+class ServePlan(BaseModel):
+    """The verdict, the engine's figures and the one line that realises them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str
+    fits: bool
+    reasons: list[str]
+    prediction: EnginePrediction | None
+    flags: dict[str, Any] = Field(description="the engine settings the line sets (field names)")
+    command: str
+    max_num_seqs: int
+    max_seqs_at_mean: int
+    max_seqs_at_context: int
+    cap: int
+    cap_source: str
+    binding: Literal["memory", "latency", "engine", "none"]
+    binding_reason: str
+    warnings: list[str]
+    suggestions: list[Suggestion] = Field(default_factory=list)
+
+
+def check_flags(s: ServeSettings, gpu: GpuSpec) -> None:
+    """Refuse values the engine's own parser (or the GPU) would refuse, naming the flag."""
+    if s.engine == "vllm":
+        if s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
+            raise InputError(
+                "--block-size",
+                f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {s.block_size})",
+            )
+        if s.kv_cache_dtype not in VLLM_KV_CACHE_DTYPES:
+            raise InputError("--kv-cache-dtype", f"vLLM accepts {', '.join(VLLM_KV_CACHE_DTYPES)}")
+    elif s.kv_cache_dtype not in SGLANG_KV_CACHE_DTYPES:
+        raise InputError("--kv-cache-dtype", f"SGLang accepts {', '.join(SGLANG_KV_CACHE_DTYPES)}")
+    if s.dtype not in ENGINE_DTYPES:
+        raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
+    if s.dtype == "bfloat16" and not gpu.supports_bf16:
+        raise InputError("--dtype", f"{gpu.name} has no bf16 support; use --dtype half")
+    if s.mean_tokens > s.context_tokens:
+        raise InputError(
+            "--mean-len", f"{s.mean_tokens:,} is above the context {s.context_tokens:,}"
+        )
+
+
+def resolved_dtype(model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> tuple[str, list[str]]:
+    """The --dtype to launch with: `auto` unless the GPU cannot run the checkpoint's bf16."""
+    if s.dtype == "auto" and model.native_dtype == "bf16" and not gpu.supports_bf16:
+        return "half", [
+            f"{gpu.name} has no bf16: the line sets --dtype half (the engine refuses bf16 there)"
+        ]
+    return s.dtype, []
+
+
+def _engine_fields(
+    s: ServeSettings, dtype: str, seqs: int | None, tokens: int | None
+) -> dict[str, Any]:
+    """The engine's Settings fields for one pass (None = engine default)."""
+    if s.engine == "vllm":
+        fields: dict[str, Any] = {
+            "tensor_parallel_size": s.tp,
+            "pipeline_parallel_size": s.pp,
+            "max_model_len": s.context_tokens,
+            "gpu_memory_utilization": s.memory_fraction,
+            "max_num_seqs": seqs,
+            "max_num_batched_tokens": tokens,
+            "block_size": s.block_size,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": dtype,
+        }
+    else:
+        fields = {
+            "tp_size": s.tp,
+            "pp_size": s.pp,
+            "context_length": s.context_tokens,
+            "mem_fraction_static": s.memory_fraction,
+            "max_running_requests": seqs,
+            "chunked_prefill_size": tokens,
+            "page_size": s.block_size,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": dtype,
+        }
+    if s.version is not None:
+        fields["version"] = s.version
+    fields |= s.extra
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def predict(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    engine: str,
+    fields: dict[str, Any],
+    weights_bytes: int | None,
+    weights_exact: bool | None,
+    total: tuple[int, TermSource] | None = None,
+) -> EnginePrediction:
+    """One run of the engine model on explicit settings fields (`total`: a measured total)."""
+    total_bytes, source = total if total else (None, "log")
+    if engine == "vllm":
+        settings = vllm.VllmSettings(**fields)
+        terms = vllm.MeasuredTerms(total_memory_bytes=total_bytes, total_memory_source=source)
+        return vllm.predict(model, gpu, settings, terms, weights_bytes, weights_exact)
+    sg_settings = sglang.SglangSettings(**fields)
+    sg_terms = sglang.MeasuredTerms(total_memory_bytes=total_bytes, total_memory_source=source)
+    return sglang.predict(model, gpu, sg_settings, sg_terms, weights_bytes, weights_exact)
+
+
+def _shown(fields: dict[str, Any], s: ServeSettings) -> dict[str, Any]:
+    """The fields the line states: the engine settings plus the weights' --quantization."""
+    return fields | ({"quantization": s.quantization} if s.quantization else {})
+
+
+def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
+    """Sequences of `tokens` tokens the predicted KV cache holds at once."""
+    if p.name == "vllm":
+        per_request = vllm.request_blocks(model, p, tokens)
+        return max(0, p.usable_blocks) // per_request
+    page = int(str(p.settings["page_size"]))
+    held = p.kv_cache_tokens // (ceil_div(tokens, page) * page)
+    if not any(g.kind.per_token for g in model.kv_groups):
+        held = p.kv_cache_tokens  # no attention KV: only the state pool limits
+    mamba = p.settings.get("max_mamba_cache_size")
+    if mamba:
+        held = min(held, int(str(mamba)) // sglang.MAMBA_SLOTS_PER_RUNNING_REQUEST)
+    return held
+
+
+def engine_cap(p: EnginePrediction) -> int:
+    """The running-sequence cap the engine uses with these settings."""
+    key = "max_num_seqs" if p.name == "vllm" else "max_running_requests"
+    return int(str(p.settings[key]))
+
+
+def _batched_tokens(p: EnginePrediction) -> int:
+    key = "max_num_batched_tokens" if p.name == "vllm" else "chunked_prefill_size"
+    return int(str(p.settings[key]))
+
+
+def _fraction(p: EnginePrediction) -> float:
+    key = "gpu_memory_utilization" if p.name == "vllm" else "mem_fraction_static"
+    return float(str(p.settings[key]))
+
+
+def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> str | None:
+    """Why the engine would refuse to start with this cache, if it would."""
+    if p.name == "vllm":
+        need = vllm.request_blocks(model, p, s.context_tokens)
+        if p.usable_blocks < need:
+            return (
+                f"vLLM refuses to start: one {s.context_tokens:,}-token request needs {need:,} "
+                f"blocks, the KV cache holds {max(p.usable_blocks, 0):,} "
+                f"({p.available_kv_bytes / GIB_BYTES:.2f} GiB)"
+            )
+        return None
+    if p.kv_cache_tokens < s.context_tokens:
+        return (
+            f"SGLang's pool holds {p.kv_cache_tokens:,} tokens, fewer than one "
+            f"{s.context_tokens:,}-token request"
+        )
+    return None
+
+
+def plan_serve(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: ServeSettings,
+    weights_bytes: int | None = None,
+    weights_exact: bool | None = None,
+    suggest: bool = True,
+    measured: tuple[int, TermSource] | None = None,
+) -> ServePlan:
+    """The engine-faithful plan for these settings (see the module docstring).
+
+    `measured`: the total memory a detected device reports, and where it came from.
+    """
+    from planner.core.capacity import tp_replication
+
+    check_flags(s, gpu)
+    dtype, warnings = resolved_dtype(model, gpu, s)
+    warnings += tp_replication(model, s.tp)[1]
+    reasons: list[str] = []
+    fields = _engine_fields(s, dtype, s.max_num_seqs, s.max_num_batched_tokens)
+    weights = (weights_bytes, weights_exact)
+    try:
+        p = predict(model, gpu, s.engine, fields, *weights, measured)
+    except NoKvCache as exc:
+        return _refused(model, gpu, s, fields, str(exc), warnings, weights, suggest, measured)
+    # Pin the defaults the engine picked, so the line states them and they cannot move.
+    fraction, tokens = _fraction(p), _batched_tokens(p)
+    block_key = "block_size" if s.engine == "vllm" else "page_size"
+    pinned = s.model_copy(
+        update={"memory_fraction": fraction, "block_size": int(str(p.settings[block_key]))}
+    )
+    cap_engine = engine_cap(p)
+    seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"
+    cap, cap_source = cap_engine, seqs_name
+    if s.latency_cap is not None and s.latency_cap < cap:
+        cap, cap_source = s.latency_cap, "latency budget"
+    if s.max_num_seqs is not None:
+        # The user's own value is what the engine will run with: predicted as given, not planned.
+        cap, cap_source = s.max_num_seqs, f"your {seqs_name}"
+        seqs = s.max_num_seqs
+        fields = _engine_fields(pinned, dtype, seqs, tokens)
+        try:
+            p = predict(model, gpu, s.engine, fields, *weights, measured)
+        except NoKvCache as exc:
+            return _refused(model, gpu, s, fields, str(exc), warnings, weights, suggest, measured)
+        held = sequences_held(model, p, s.mean_tokens)
+        if held < seqs:
+            warnings.append(
+                f"{seqs_name} {seqs:,} is more than the {held:,} sequences of ~{s.mean_tokens:,} "
+                "tokens the KV cache holds: expect preemptions at full load"
+            )
+    else:
+        seqs = min(cap, sequences_held(model, p, s.mean_tokens))
+        for _ in range(MAX_PLAN_PASSES):
+            if seqs < 1:
+                break
+            # vLLM requires max_num_batched_tokens >= max_num_seqs
+            batched = max(tokens, seqs) if s.engine == "vllm" else tokens
+            fields = _engine_fields(pinned, dtype, seqs, batched)
+            try:
+                p = predict(model, gpu, s.engine, fields, *weights, measured)
+            except NoKvCache as exc:
+                return _refused(
+                    model, gpu, s, fields, str(exc), warnings, weights, suggest, measured
+                )
+            held = sequences_held(model, p, s.mean_tokens)
+            if held >= seqs:
+                break
+            seqs = held
+        grown = min(cap, sequences_held(model, p, s.mean_tokens))
+        if 1 <= seqs < grown:
+            # The smaller batch freed memory: one more pass takes what it holds, if that still fits.
+            batched = max(tokens, grown) if s.engine == "vllm" else tokens
+            trial = _engine_fields(pinned, dtype, grown, batched)
+            try:
+                q = predict(model, gpu, s.engine, trial, *weights, measured)
+            except NoKvCache:
+                q = None
+            if q is not None and sequences_held(model, q, s.mean_tokens) >= grown:
+                p, fields, seqs = q, trial, grown
+    held_mean = sequences_held(model, p, s.mean_tokens)
+    held_context = sequences_held(model, p, s.context_tokens)
+    refusal = _start_refusal(model, p, s)
+    if refusal:
+        reasons.append(refusal)
+    if seqs < 1 and not reasons:
+        reasons.append(f"the KV cache cannot hold one {s.mean_tokens:,}-token sequence")
+    fits = not reasons
+    binding: Literal["memory", "latency", "engine", "none"]
+    if not fits:
+        binding, why = "none", reasons[0]
+    elif held_mean < cap:
+        binding = "memory"
+        why = (
+            f"memory binds: the KV cache holds {held_mean:,} sequences of ~{s.mean_tokens:,} "
+            f"tokens, fewer than the {cap_source} cap of {cap:,}"
+        )
+        if s.latency_cap is None:
+            why += " (no latency budget given: pass --tpot for a latency cap)"
+    elif cap_source == "latency budget":
+        binding = "latency"
+        why = (
+            f"latency binds: {s.latency_reason or 'the budget'} allows {cap:,} sequences, "
+            f"fewer than the {held_mean:,} the KV cache holds"
+        )
+    else:
+        binding = "engine"
+        why = (
+            f"the engine's {cap_source} of {cap:,} binds: the KV cache would hold {held_mean:,} "
+            "sequences (no latency budget given: pass --tpot to size the batch for a TPOT)"
+        )
+    plan = ServePlan(
+        engine=s.engine,
+        fits=fits,
+        reasons=reasons,
+        prediction=p,
+        flags=_shown(fields, s),
+        command=command_line(model, s.engine, _shown(fields, s)),
+        max_num_seqs=max(seqs, 0),
+        max_seqs_at_mean=held_mean,
+        max_seqs_at_context=held_context,
+        cap=cap,
+        cap_source=cap_source,
+        binding=binding,
+        binding_reason=why,
+        warnings=warnings,
+    )
+    if not fits and suggest:
+        plan.suggestions = suggestions(model, gpu, s, weights, measured)
+    return plan
+
+
+def _refused(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: ServeSettings,
+    fields: dict[str, Any],
+    reason: str,
+    warnings: list[str],
+    weights: tuple[int | None, bool | None],
+    suggest: bool,
+    measured: tuple[int, TermSource] | None,
+) -> ServePlan:
+    """A plan the engine cannot start: no KV cache at all."""
+    text = reason.split(": ", 1)[-1]
+    return ServePlan(
+        engine=s.engine,
+        fits=False,
+        reasons=[f"{s.engine}: {text}"],
+        prediction=None,
+        flags=_shown(fields, s),
+        command=command_line(model, s.engine, _shown(fields, s)),
+        max_num_seqs=0,
+        max_seqs_at_mean=0,
+        max_seqs_at_context=0,
+        cap=0,
+        cap_source="none",
+        binding="none",
+        binding_reason=f"does not fit: {text}",
+        warnings=warnings,
+        suggestions=suggestions(model, gpu, s, weights, measured) if suggest else [],
+    )
+
+
+def suggestions(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: ServeSettings,
+    weights: tuple[int | None, bool | None],
+    measured: tuple[int, TermSource] | None = None,
+) -> list[Suggestion]:
+    """Re-planned alternatives that fit: TP, max_model_len, utilisation, fp8 weights / KV."""
+    out: list[Suggestion] = []
+
+    def fits(settings: ServeSettings, w: tuple[int | None, bool | None] = weights) -> bool:
+        try:
+            return plan_serve(model, gpu, settings, *w, suggest=False, measured=measured).fits
+        except InputError:
+            return False
+
+    def attempt(
+        change: str, settings: ServeSettings, w: tuple[int | None, bool | None] = weights
+    ) -> bool:
+        if not fits(settings, w):
+            return False
+        plan = plan_serve(model, gpu, settings, *w, suggest=False, measured=measured)
+        assert plan.prediction is not None
+        out.append(
+            Suggestion(
+                change=change,
+                flags=plan.flags,
+                max_num_seqs=plan.max_num_seqs,
+                kv_cache_tokens=plan.prediction.kv_cache_tokens,
+            )
+        )
+        return True
+
+    for tp in valid_tp(model):
+        if tp > s.tp and attempt(f"--tensor-parallel-size {tp}", s.model_copy(update={"tp": tp})):
+            break
+    low, high, best = s.mean_tokens, s.context_tokens - 1, None
+    while low <= high:  # the largest context that still starts
+        mid = (low + high) // 2
+        if fits(s.model_copy(update={"context_tokens": mid})):
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    if best is not None:
+        attempt(f"--max-model-len {best}", s.model_copy(update={"context_tokens": best}))
+    start = round((s.memory_fraction or 0.5) * 100) + 1
+    for pct in range(start, round(MAX_SUGGESTED_UTILIZATION * 100) + 1):
+        if attempt(
+            f"memory fraction {pct / 100:.2f}", s.model_copy(update={"memory_fraction": pct / 100})
+        ):
+            break
+    fp8_capable = gpu.fp8_dense_flops is not None
+    if fp8_capable and s.quantization is None and model.weight_dtype in ("bf16", "fp16", "fp32"):
+        from planner.core.hf_config import quantized_weights_bytes
+
+        fp8 = (quantized_weights_bytes(model, "fp8"), False)
+        attempt(
+            "fp8 weights (--quantization fp8)", s.model_copy(update={"quantization": "fp8"}), fp8
+        )
+    if fp8_capable and s.kv_cache_dtype == "auto":
+        kv = "fp8" if s.engine == "vllm" else "fp8_e4m3"
+        attempt(
+            f"fp8 KV cache (--kv-cache-dtype {kv})", s.model_copy(update={"kv_cache_dtype": kv})
+        )
+    return out
+
+
+def valid_tp(model: ModelSpec) -> list[int]:
+    """TP sizes that split the attention heads evenly (KV heads evenly, or replicated)."""
+    sizes = []
+    for tp in range(1, min(model.num_attention_heads, SUGGESTED_TP_LIMIT) + 1):
+        kv = model.num_kv_heads
+        if model.num_attention_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0):
+            sizes.append(tp)
+    return sizes
+
+
+# Settings field -> the engine's flag, in the order the line prints them.
+VLLM_FLAGS = (
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("pipeline_parallel_size", "--pipeline-parallel-size"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_seqs", "--max-num-seqs"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("block_size", "--block-size"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("dtype", "--dtype"),
+    ("quantization", "--quantization"),
+    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
+    ("enable_lora", "--enable-lora"),
+    ("max_lora_rank", "--max-lora-rank"),
+    ("max_loras", "--max-loras"),
+    ("enforce_eager", "--enforce-eager"),
+)
+SGLANG_FLAGS = (
+    ("tp_size", "--tp-size"),
+    ("pp_size", "--pp-size"),
+    ("context_length", "--context-length"),
+    ("max_running_requests", "--max-running-requests"),
+    ("chunked_prefill_size", "--chunked-prefill-size"),
+    ("mem_fraction_static", "--mem-fraction-static"),
+    ("page_size", "--page-size"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("dtype", "--dtype"),
+    ("quantization", "--quantization"),
+    ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs"),
+    ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
+    ("max_mamba_cache_size", "--max-mamba-cache-size"),
+)
+# Values every version of both engines defaults to: the line leaves them out (they change
+# nothing, and `planner drift` reads an omitted one as its default).
+LINE_DEFAULTS: dict[str, Any] = {
+    "pipeline_parallel_size": 1,
+    "pp_size": 1,
+    "dtype": "auto",
+}
+# Settings that describe how the engine is started, not flags of its command line.
+NOT_FLAGS = ("version", "usage_context", "colocated", "engine")
+MODEL_PLACEHOLDER = "$MODEL"
+
+
+def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
+    """The launch line setting exactly `fields` (booleans as bare flags, defaults left out)."""
+    ref = model.serve_id or MODEL_PLACEHOLDER
+    head = (
+        ["vllm", "serve", ref]
+        if engine == "vllm"
+        else [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            ref,
+        ]
+    )
+    parts = []
+    for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
+        value = fields.get(field)
+        if value is None or value is False or LINE_DEFAULTS.get(field) == value:
+            continue
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, float):
+            parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
+        else:
+            parts += [flag, str(value)]
+    return " ".join(p if p == MODEL_PLACEHOLDER else shlex.quote(p) for p in head + parts)
+
+
+def fields_from_line(engine: str, line: str) -> dict[str, Any]:
+    """The settings fields a launch line sets (the inverse of `command_line`)."""
+    from planner.core.flags import parse_argv
+
+    parsed = parse_argv(shlex.split(line), "line")
+    flags = parsed.flags if parsed else {}
+    out: dict[str, Any] = {}
+    for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
+        if flag not in flags:
+            continue
+        raw = flags[flag]
+        if raw == "true" and field in ("enable_lora", "enforce_eager"):
+            out[field] = True
+        elif field in ("gpu_memory_utilization", "mem_fraction_static", "mamba_full_memory_ratio"):
+            out[field] = float(raw)
+        elif field in ("kv_cache_dtype", "dtype", "quantization"):
+            out[field] = raw
+        else:
+            out[field] = int(raw)
+    return out
+
+
+def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> dict[str, Any]:
+    """The `--json` object: the textbook ledger's keys filled from the engine, plus its own."""
+    from planner.core.capacity import tp_replication
+    from planner.core.kv import group_rows, kv_bytes_per_sequence, kv_bytes_per_token
+    from planner.units import dtype_bytes
+
+    p = plan.prediction
+    kv_bytes = (
+        1
+        if s.kv_cache_dtype.startswith("fp8")
+        else dtype_bytes("fp16" if model.native_dtype == "fp32" else model.native_dtype)
+    )
+    total = p.total_memory_bytes if p else 0
+    workspace = (p.activation_peak_bytes + p.non_torch_bytes + p.cudagraph_bytes) if p else 0
+    return {
+        "ledger": "engine",
+        "fits": plan.fits,
+        "reasons": plan.reasons,
+        "suggestions": [x.model_dump() for x in plan.suggestions],
+        "model": {
+            "name": model.name,
+            "source": model.source,
+            "revision": model.revision,
+            "config_sha256": model.config_sha256,
+            "params_total": model.params_total,
+            "params_exact": model.params_exact,
+            "params_active": model.params_active,
+            "weights_bytes": model.weights_bytes,
+            "weights_exact": model.weights_exact,
+            "weights_basis": model.weights_basis,
+            "weight_dtype": s.quantization or model.weight_dtype,
+            "max_context_tokens": model.max_context_tokens,
+        },
+        "gpu": {"id": gpu.id, "name": gpu.name, "provenance": []},
+        "settings": {
+            "engine": s.engine,
+            "tp": s.tp,
+            "pp": s.pp,
+            "context_tokens": s.context_tokens,
+            "mean_tokens": s.mean_tokens,
+            "block_tokens": plan.flags.get("block_size", plan.flags.get("page_size")),
+            "kv_dtype": "fp8" if s.kv_cache_dtype.startswith("fp8") else "auto",
+            "latency_cap": s.latency_cap,
+        },
+        "hbm_bytes": total,
+        "hbm_basis": "cuda",
+        "weights_bytes_per_gpu": p.weights_bytes if p else 0,
+        "weights_fraction_of_hbm": round(p.weights_bytes / total, 6) if p and total else 0.0,
+        "workspace_bytes": workspace,
+        "headroom_bytes": (total - p.requested_memory_bytes) if p else 0,
+        "kv_pool_bytes": max(p.available_kv_bytes, 0) if p else 0,
+        "kv_bytes_per_token": kv_bytes_per_token(model, s.tp, kv_bytes),
+        "kv_bytes_per_sequence": kv_bytes_per_sequence(model, s.context_tokens, s.tp, kv_bytes),
+        "kv_bytes_per_sequence_mean": kv_bytes_per_sequence(model, s.mean_tokens, s.tp, kv_bytes),
+        "kv_layer_groups": [r.model_dump() for r in group_rows(model, s.tp, kv_bytes)],
+        "max_seqs_contiguous": plan.max_seqs_at_context,
+        "max_seqs_paged": plan.max_seqs_at_mean,
+        "batch_cap": plan.cap,
+        "operating_concurrency": plan.max_num_seqs,
+        "binding": plan.binding,
+        "binding_reason": plan.binding_reason,
+        "kv_replication_factor": tp_replication(model, s.tp)[0],
+        "warnings": plan.warnings,
+        "flags": {s.engine: plan.command},
+        "engine": p.model_dump() if p else None,
+    }
