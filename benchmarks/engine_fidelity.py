@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-# Which vendored config each case's model uses (../shared/calibration/README.md).
+# Which vendored config each case's model uses (the calibration cases' README).
 CONFIGS = {
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama--Llama-3.1-8B-Instruct",
     "Qwen/Qwen2.5-7B-Instruct-AWQ": "Qwen--Qwen2.5-7B-Instruct",

@@ -1,4 +1,4 @@
-"""Expected errors, each with the exit code DESIGN.md assigns to it.
+"""Expected errors, each with its documented exit code (README, "Exit codes").
 
 Bugs keep their traceback; these are the failures a user can cause or fix.
 """

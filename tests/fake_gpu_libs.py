@@ -1,12 +1,12 @@
 """Fakes of pynvml and amdsmi at the library boundary: the functions the packages export,
-with the real name strings and byte totals from ../shared/gpus."""
+with the real name strings and byte totals of the GPU catalog's sources."""
 
 from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
 
-# Real strings and totals (../shared/gpus/gpus.yaml, NOTES.md).
+# Real strings and totals (the catalog's sources: nvidia-smi / amd-smi output).
 H100 = ("NVIDIA H100 80GB HBM3", 85_520_809_984)  # 81559 MiB
 H200 = ("NVIDIA H200", 150_754_820_096)  # 143771 MiB
 A100_40 = ("NVIDIA A100-SXM4-40GB", 42_949_672_960)  # 40960 MiB

@@ -1,4 +1,4 @@
-"""REFERENCE section 2, pinned: gqa-70b on one MI300X, context 8,192, block 16, 5% headroom."""
+"""docs/method.md §2, pinned: gqa-70b on one MI300X, context 8,192, block 16, 5% headroom."""
 
 from __future__ import annotations
 

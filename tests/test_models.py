@@ -39,7 +39,7 @@ def groups(m: ModelSpec, tp: int = 1) -> list[tuple[str, int, int, int | None, i
 EXPECTED = {
     # Llama 3.1 8B: 32 layers, 8 KV heads (GQA 32/8), head_dim 4096/32 = 128.
     "meta-llama--Llama-3.1-8B-Instruct": [("full", 32, 2 * 32 * 8 * 128 * BF16, None, 0)],
-    # Llama 3.1 70B: 80 layers x 8 KV heads x 128 -> the 320 KiB of REFERENCE section 1.
+    # Llama 3.1 70B: 80 layers x 8 KV heads x 128 -> the 320 KiB of docs/method.md §1.
     "meta-llama--Llama-3.1-70B-Instruct": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],
     # Llama 2 7B: full MHA, 32 KV heads, fp16.
     "meta-llama--Llama-2-7b-hf": [("full", 32, 2 * 32 * 32 * 128 * BF16, None, 0)],

@@ -1,4 +1,4 @@
-"""The simulator: REFERENCE section 5 shapes, static-waste examples, conservation, CLI."""
+"""The simulator: docs/method.md §5 shapes, static-waste examples, conservation, CLI."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_chunked_prefill_cuts_max_itl_at_no_throughput_cost() -> None:
     assert p["continuous"].itl_ms.max >= 5 * p["chunked"].itl_ms.max
     assert p["chunked"].tok_s == pytest.approx(p["continuous"].tok_s, rel=0.02)
     assert p["chunked"].ttft_ms.mean >= p["continuous"].ttft_ms.mean  # slightly worse TTFT
-    # REFERENCE section 3: a 512-token step bounds the stall at ~a + 0.047 x 512 = ~29 ms
+    # docs/method.md §3: a 512-token step bounds the stall at ~a + 0.047 x 512 = ~29 ms
     # (decode tokens share the budget: each one costs b = 0.086 instead of 0.047 ms).
     low = 5 + 0.047 * 512
     assert low <= p["chunked"].itl_ms.max <= 0.3 + low + (0.086 - 0.047) * 32

@@ -1,4 +1,4 @@
-"""REFERENCE section 3 pinned, the derived model recomputed by hand, --validate, bad input."""
+"""docs/method.md §3 pinned, the derived model recomputed by hand, --validate, bad input."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_compute_bound_knee_switches_the_slope() -> None:
 def test_validate_finds_goodput_cap_below_the_curve(cli: Cli) -> None:
     data = cli("slo", "--tpot", "12", "--validate", "--rate", "20", "--json").json()
     assert data["batch_cap"] == 81
-    assert 20 <= data["validated_cap"] <= 32 < 81  # REFERENCE section 5: about 24-32
+    assert 20 <= data["validated_cap"] <= 32 < 81  # docs/method.md §5: about 24-32
     assert len(data["validation"]["caps"]) >= 6
 
 

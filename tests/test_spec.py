@@ -1,4 +1,4 @@
-"""REFERENCE section 4 pinned, the invariants of E and S, and `planner spec` end to end."""
+"""docs/method.md §4 pinned, the invariants of E and S, and `planner spec` end to end."""
 
 from __future__ import annotations
 

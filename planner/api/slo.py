@@ -213,5 +213,5 @@ def _validate_cap(
     }
 
 
-# REFERENCE section 5 sweep: TTFT <= 2,000 ms when --validate runs without --ttft.
+# docs/method.md §5 sweep: TTFT <= 2,000 ms when --validate runs without --ttft.
 VALIDATE_DEFAULT_TTFT_MS = 2000.0

@@ -1,4 +1,4 @@
-"""The textbook HBM ledger (REFERENCE section 2): pool, contiguous vs paged concurrency, binding."""
+"""The textbook HBM ledger (docs/method.md §2): pool, contiguous vs paged concurrency, binding."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from planner.core.specs import GpuSpec, KvKind, ModelSpec
 from planner.errors import InputError, PlannerError
 from planner.units import DTYPE_BITS, GIB_BYTES, bytes_for_elements, ceil_div, dtype_bytes
 
-# REFERENCE section 2: "a few GiB of activations/workspace"; 4 GiB reproduces its ~42 GiB pool.
+# docs/method.md §2: "a few GiB of activations/workspace"; 4 GiB reproduces its ~42 GiB pool.
 DEFAULT_WORKSPACE_BYTES = 4 * GIB_BYTES
-# REFERENCE section 2: 5% fragmentation headroom.
+# docs/method.md §2: 5% fragmentation headroom.
 DEFAULT_HEADROOM_FRACTION = 0.05
-# REFERENCE section 2: mean actual length ~2,000 tokens per sequence.
+# docs/method.md §2: mean actual length ~2,000 tokens per sequence.
 DEFAULT_MEAN_TOKENS = 2000
 # vLLM and SGLang-style paging default (vLLM CacheConfig.DEFAULT_BLOCK_SIZE = 16 on CUDA).
 DEFAULT_BLOCK_TOKENS = 16
-# REFERENCE section 2: compute batch cap 128 in the reference case.
+# docs/method.md §2: compute batch cap 128 in the reference case.
 DEFAULT_COMPUTE_BATCH_CAP = 128
-# Above this gpu_memory_utilization the engine has almost no slack (REFERENCE section 7).
+# Above this gpu_memory_utilization the engine has almost no slack (docs/method.md §7).
 HIGH_UTILIZATION_WARNING = 0.95
 
 
@@ -240,7 +240,7 @@ def plan_capacity(model: ModelSpec, gpu: GpuSpec, settings: CapacitySettings) ->
     if util > HIGH_UTILIZATION_WARNING:
         warnings.append(
             f"the plan hands the engine {util:.0%} of HBM (--gpu-memory-utilization {util:.2f}); "
-            "REFERENCE section 7 suggests ~0.90: raise --headroom or --workspace-gib for slack "
+            "docs/method.md §7 suggests ~0.90: raise --headroom or --workspace-gib for slack "
             "(fewer sequences), or check the engine's own arithmetic with --engine"
         )
 

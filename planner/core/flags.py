@@ -1,4 +1,4 @@
-"""Launch flags for vLLM and SGLang, spelled as in ../shared/engines (vLLM 0.33, SGLang 0.5.23)."""
+"""Launch flags for vLLM and SGLang, spelled as their parsers do (vLLM 0.33, SGLang 0.5.23)."""
 
 from __future__ import annotations
 

@@ -14,12 +14,12 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 # ai-dynamo/aiconfigurator uses mem_bw_empirical_scaling_factor 0.8 for every system
-# (../shared/gpus/NOTES.md section 3): achievable share of peak HBM bandwidth.
+# (aic-core/src/aiconfigurator_core/systems/*.yaml): achievable share of peak HBM bandwidth.
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
 # Achievable share of dense peak FLOPs in decode GEMMs: an assumption (no source measures it
 # for every card); exposed as an option so users can set their own.
 DEFAULT_FLOPS_EFFICIENCY = 0.5
-# REFERENCE section 3: 0.3 ms launch overhead per step.
+# docs/method.md §3: 0.3 ms launch overhead per step.
 DEFAULT_STEP_OVERHEAD_MS = 0.3
 FLOPS_PER_PARAM_PER_TOKEN = 2  # one multiply and one add per weight per token
 

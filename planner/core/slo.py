@@ -1,4 +1,4 @@
-"""Batch caps from latency budgets (REFERENCE section 3): t_step(B) = a + b x B.
+"""Batch caps from latency budgets (docs/method.md §3): t_step(B) = a + b x B.
 
 A step-time model has a fixed cost `a` (one pass over the weights plus overhead) and a slope
 `b` per running sequence (its KV read). A derived model may also carry a compute slope: above
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InputError
 
-# REFERENCE section 3 "reference" cost model.
+# docs/method.md §3 "reference" cost model.
 REFERENCE_A_MS = 5.0
 REFERENCE_B_MS = 0.086
 REFERENCE_PREFILL_MS_PER_TOKEN = 0.047

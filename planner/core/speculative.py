@@ -1,4 +1,4 @@
-"""Speculative decoding (REFERENCE section 4): expected tokens, cost, speedup, break-even.
+"""Speculative decoding (docs/method.md §4): expected tokens, cost, speedup, break-even.
 
 E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha)      (k + 1 when alpha = 1)
 C(k)        = 1 + k*c + k*v

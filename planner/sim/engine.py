@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.errors import InputError
 from planner.sim.workload import Trace
 
-# REFERENCE section 3 cost model ("reference"): a = 5.00 ms, b = 0.086 ms per sequence,
+# docs/method.md §3 cost model ("reference"): a = 5.00 ms, b = 0.086 ms per sequence,
 # 47 us per prefill token, 0.3 ms launch overhead per step.
 REFERENCE_A_MS = 5.0
 REFERENCE_B_MS = 0.086

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from planner.core.specs import GpuSpec
 from planner.sources.presets import gpu_catalog
 
-# NOTES.md section 3: bandwidth = bus_width/8 x max memory clock x 2 for the clock NVML reports.
+# GDDR/HBM peak bandwidth = bus_width/8 x max memory clock x 2 for the clock NVML reports.
 NVML_MEM_CLOCK_DATA_RATE = 2
 MIB = 1024 * 1024
 
@@ -134,7 +134,7 @@ def _amd(found: Detection) -> None:
     sink = io.StringIO()
     try:
         # Without ROCm, `import amdsmi` prints two lines to stdout and raises KeyError
-        # ('libamd_smi.so') at import time (NOTES.md): keep stdout clean, report it as missing.
+        # ('libamd_smi.so') at import time (seen with amdsmi 6.x): keep stdout clean, report it as missing.
         with contextlib.redirect_stdout(sink):
             import amdsmi
     except ImportError:

@@ -1,7 +1,7 @@
 """Parse a vLLM or SGLang start-up log: settings, memory-profiling terms, KV figures.
 
 Recognises the line formats of vLLM V0 (0.6-0.8), V1 (0.8-0.33) and SGLang 0.4-0.5 listed in
-../shared/engines. Memory figures are GiB (old logs print "GB" meaning GiB).
+docs/engines.md. Memory figures are GiB (old logs print "GB" meaning GiB).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from planner.units import GIB_BYTES, ceil_div
 TermSource = Literal["exact", "derived", "calibrated", "log", "device", "user", "default"]
 
 # NVML total minus what cudaMemGetInfo reports, for cards whose CUDA total no log printed:
-# the median of the six pairs in ../shared/gpus/NOTES.md ("What the engines see"):
+# the median of six cards where both figures are public (nvidia-smi totals and the totals engine
+# start-up logs print, in vLLM / SGLang GitHub issues):
 # H100 0.46, A100-40GB 0.44, L40S 0.57, L4 0.33, RTX 4090 0.36, RTX 3090 0.42 GiB.
 CUDA_RESERVED_BYTES = round(0.43 * GIB_BYTES)
 

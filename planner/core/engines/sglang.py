@@ -1,4 +1,5 @@
-"""SGLang's KV-pool sizing (../shared/engines/sglang.md sections 2-3).
+"""SGLang's KV-pool sizing (docs/engines.md; SGLang's model_runner.py and server_args.py of
+each release).
 
     rest   = free memory before weights x mem_fraction_static - memory taken since (weights)
     tokens = rest // cell_size, floored to a multiple of page_size
@@ -30,7 +31,8 @@ from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
 NEWEST_VERSION = (0, 5, 23)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
-# ../shared/calibration printed "Load weight begin. avail mem=78.81 GB" on an 80 GB card whose
+# the calibration cases (docs/engines.md) printed "Load weight begin. avail mem=78.81 GB" on an
+# 80 GB card whose
 # CUDA total is 79.19 GiB (the H100 figure) -> 0.38 GiB. One log: treat as an estimate.
 PRE_LOAD_USED_BYTES = round(0.38 * GIB_BYTES)
 # Hybrid SWA models: SWA-layer tokens per full-layer token (--swa-full-tokens-ratio default).

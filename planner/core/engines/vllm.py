@@ -1,4 +1,5 @@
-"""vLLM's KV-cache sizing, version by version (../shared/engines/vllm.md sections 2-3).
+"""vLLM's KV-cache sizing, version by version (docs/engines.md; vLLM's gpu_worker.py and
+kv_cache_utils.py of each release).
 
     available = total x gpu_memory_utilization - weights - activation peak - non-torch
                 - CUDA-graph estimate (0.20+; on model runner V2 0.29+; not with --enforce-eager)
@@ -58,14 +59,15 @@ TRITON_TOPK_MIN_ROWS = 8  # apply_top_k_top_p falls back to the sort below 8 row
 FORWARD_INTERMEDIATE_BUFFERS = 3
 FORWARD_HIDDEN_BUFFERS = 3
 # Non-torch memory the profile sees grow (cuBLAS/attention workspaces): median of the twelve
-# single-GPU logs in ../shared/calibration (0.01-0.35 GiB; the six H100 0.19 logs 0.24-0.27).
+# single-GPU start-up logs of docs/engines.md's calibration cases (0.01-0.35 GiB; the six H100
+# 0.19 logs 0.24-0.27).
 NON_TORCH_BYTES = round(0.25 * GIB_BYTES)
 # Extra with TP > 1 (NCCL buffers, custom all-reduce): 2.07 - 0.25 GiB, both TP2 logs
 # (Llama-3.1-8B and gpt-oss-20b on H100, vLLM 0.19).
 NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(1.82 * GIB_BYTES)
 # Non-torch growth when vLLM starts inside a process that already ran CUDA work (Unsloth or TRL
 # "colocate" training loops): the libraries and kernels are resident before vLLM's baseline
-# snapshot, so little shows up. Median of the three such logs in ../shared/calibration: Unsloth
+# snapshot, so little shows up. Median of the three such calibration logs (docs/engines.md): Unsloth
 # on a T4 0.01 GiB, an A100-40GB 0.09 GiB and an L4 0.02 GiB.
 NON_TORCH_COLOCATED_BYTES = round(0.02 * GIB_BYTES)
 # vLLM 0.6.4 alone counted all non-torch memory on the device, the CUDA context included
@@ -76,7 +78,7 @@ NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
 # 1.09 / 24 / 51, Qwen2.5-7B-AWQ on an RTX 4080 0.48 / 28 / 51) = 0.47 MiB.
 CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 
-# --- engine facts (../shared/engines/vllm.md) -------------------------------------------------
+# --- engine facts (vllm/config/*.py and vllm/engine/arg_utils.py) --------------------------
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
