@@ -134,7 +134,7 @@ def _amd(found: Detection) -> None:
     sink = io.StringIO()
     try:
         # Without ROCm, `import amdsmi` prints two lines to stdout and raises KeyError
-        # ('libamd_smi.so') at import time (seen with amdsmi 6.x): keep stdout clean, report it as missing.
+        # ('libamd_smi.so') at import time (amdsmi 6.x): keep stdout clean, report it missing.
         with contextlib.redirect_stdout(sink):
             import amdsmi
     except ImportError:
