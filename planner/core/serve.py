@@ -8,6 +8,7 @@ would not start, which re-planned alternatives do (docs/method.md, "The serve pl
 
 from __future__ import annotations
 
+import math
 import shlex
 from typing import Any, Literal
 
@@ -33,6 +34,8 @@ ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 # Utilisation the suggestions may go up to: the engines' own defaults leave 8-10% of the device
 # to the allocator's fragmentation, other processes and peaks the profile does not see.
 MAX_SUGGESTED_UTILIZATION = 0.95
+# Decimals a memory fraction is printed (and pinned) to.
+FRACTION_SCALE = 10_000
 # TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
 SUGGESTED_TP_LIMIT = 64
 
@@ -263,11 +266,16 @@ def plan_serve(
     except NoKvCache as exc:
         return _refused(model, gpu, s, fields, str(exc), warnings, weights, suggest, measured)
     # Pin the defaults the engine picked, so the line states them and they cannot move.
-    fraction, tokens = _fraction(p), _batched_tokens(p)
-    block_key = "block_size" if s.engine == "vllm" else "page_size"
-    pinned = s.model_copy(
-        update={"memory_fraction": fraction, "block_size": int(str(p.settings[block_key]))}
+    # The line prints the fraction to 4 decimals: pin it there (floored, never above what the
+    # engine would take), so the printed value is the one predicted.
+    fraction = math.floor(_fraction(p) * FRACTION_SCALE) / FRACTION_SCALE
+    tokens = _batched_tokens(p)
+    # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
+    # the flag's value, so the raised size is never what the line says).
+    block = s.block_size or (
+        vllm.DEFAULT_BLOCK_SIZE if s.engine == "vllm" else int(str(p.settings["page_size"]))
     )
+    pinned = s.model_copy(update={"memory_fraction": fraction, "block_size": block})
     cap_engine = engine_cap(p)
     seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"
     cap, cap_source = cap_engine, seqs_name

@@ -1,0 +1,302 @@
+"""The serve plan: the default `planner capacity` is the engine's own arithmetic, and the line it
+prints, fed back to the engine model, reproduces the prediction exactly."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import MODELS, Result, model_config
+
+from planner.api.engines import SIZED_QUANTIZATIONS
+from planner.core.flags import parse_argv
+from planner.core.hf_config import quantized_weights_bytes
+from planner.core.serve import (
+    ENGINE_DTYPES,
+    SGLANG_KV_CACHE_DTYPES,
+    VLLM_BLOCK_SIZES,
+    VLLM_KV_CACHE_DTYPES,
+    ServeSettings,
+    fields_from_line,
+    plan_serve,
+    predict,
+)
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
+
+Cli = Callable[..., Result]
+CONFIGS = sorted(p.parent.name for p in MODELS.glob("*/config.json"))
+GPUS = ("h100", "mi300x", "l40s")  # one AMD card
+LLAMA70 = str(MODELS / "meta-llama--Llama-3.1-70B-Instruct")
+
+# Every flag the engine ledger may print, with the values that engine's parser accepts.
+GRAMMAR: dict[str, dict[str, Callable[[str], bool]]] = {
+    "vllm": {
+        "--model": lambda v: bool(v),
+        "--tensor-parallel-size": lambda v: int(v) >= 1,
+        "--pipeline-parallel-size": lambda v: int(v) >= 1,
+        "--max-model-len": lambda v: int(v) >= 1,
+        "--max-num-seqs": lambda v: int(v) >= 1,
+        "--max-num-batched-tokens": lambda v: int(v) >= 1,
+        "--gpu-memory-utilization": lambda v: 0 < float(v) <= 1,
+        "--block-size": lambda v: int(v) in VLLM_BLOCK_SIZES,
+        "--kv-cache-dtype": lambda v: v in VLLM_KV_CACHE_DTYPES,
+        "--dtype": lambda v: v in ENGINE_DTYPES,
+        "--quantization": lambda v: v in (*SIZED_QUANTIZATIONS, "compressed-tensors"),
+    },
+    "sglang": {
+        "--model": lambda v: bool(v),
+        "--tp-size": lambda v: int(v) >= 1,
+        "--pp-size": lambda v: int(v) >= 1,
+        "--context-length": lambda v: int(v) >= 1,
+        "--max-running-requests": lambda v: int(v) >= 1,
+        "--chunked-prefill-size": lambda v: int(v) >= -1,
+        "--mem-fraction-static": lambda v: 0 < float(v) < 1,
+        "--page-size": lambda v: int(v) >= 1,
+        "--kv-cache-dtype": lambda v: v in SGLANG_KV_CACHE_DTYPES,
+        "--dtype": lambda v: v in ENGINE_DTYPES,
+        "--quantization": lambda v: v in (*SIZED_QUANTIZATIONS, "compressed-tensors"),
+    },
+}
+
+
+def quantization_of(weight_dtype: str) -> str | None:
+    for label in ("fp8", "awq", "gptq", "mxfp4", "compressed-tensors"):
+        if weight_dtype.startswith(label):
+            return label
+    return None
+
+
+def check_round_trip(name: str, gpu_id: str, context: int, engine: str) -> None:
+    model = resolve_model(None, str(MODELS / name))
+    gpu = find_gpu(gpu_id)
+    context = min(context, model.max_context_tokens)
+    settings = ServeSettings(
+        engine=engine,  # type: ignore[arg-type]
+        context_tokens=context,
+        mean_tokens=min(2000, context),
+        quantization=quantization_of(model.weight_dtype),
+    )
+    plan = plan_serve(model, gpu, settings, suggest=False)
+    parsed = parse_argv(shlex.split(plan.command), "line")
+    assert parsed is not None
+    for flag, value in parsed.flags.items():
+        assert flag in GRAMMAR[engine], (flag, plan.command)
+        assert GRAMMAR[engine][flag](value), (flag, value)
+    if not plan.fits:
+        assert plan.reasons and plan.binding == "none"
+        return
+    assert plan.prediction is not None
+    fields = fields_from_line(engine, plan.command)
+    fields.pop("quantization", None)  # the weights' form, passed as bytes below
+    again = predict(model, gpu, engine, fields, None, None)
+    p = plan.prediction
+    assert (again.kv_cache_tokens, again.num_gpu_blocks, again.max_concurrency) == (
+        p.kv_cache_tokens,
+        p.num_gpu_blocks,
+        p.max_concurrency,
+    )
+    assert 1 <= plan.max_num_seqs <= plan.max_seqs_at_mean
+
+
+@pytest.mark.parametrize("context", [4096, 32768])
+@pytest.mark.parametrize("gpu_id", GPUS)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_vllm_line_round_trips(name: str, gpu_id: str, context: int) -> None:
+    check_round_trip(name, gpu_id, context, "vllm")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "meta-llama--Llama-3.1-8B-Instruct",
+        "Qwen--Qwen3-30B-A3B",
+        "google--gemma-3-27b-it",
+        "deepseek-ai--DeepSeek-V2-Lite",
+        "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    ],
+)
+@pytest.mark.parametrize("gpu_id", GPUS)
+def test_sglang_line_round_trips(name: str, gpu_id: str) -> None:
+    check_round_trip(name, gpu_id, 8192, "sglang")
+
+
+def test_llama_70b_on_one_h200_does_not_fit_and_tp2_does(cli: Cli) -> None:
+    r = cli("capacity", "--model", LLAMA70, "--gpu", "h200", "--json")
+    assert r.code == 1
+    data = r.json()
+    assert data["fits"] is False and data["reasons"]
+    changes = [s["change"] for s in data["suggestions"]]
+    assert "--tensor-parallel-size 2" in changes
+    tp2 = next(s for s in data["suggestions"] if s["change"] == "--tensor-parallel-size 2")
+    again = cli("capacity", "--model", LLAMA70, "--gpu", "h200", "--tp", "2", "--json").json()
+    assert again["fits"] is True
+    assert again["operating_concurrency"] == tp2["max_num_seqs"]
+
+
+def test_kv_that_cannot_hold_one_request_is_a_refusal(cli: Cli) -> None:
+    # Llama-3.1-70B on 2x H100 at 32K: one sequence needs 5 GiB per GPU, the cache has less.
+    r = cli("capacity", "--model", LLAMA70, "--gpu", "h100", "--tp", "2", "--context", "32768")
+    assert r.code == 1
+    assert "vLLM refuses to start" in r.out and "vllm serve" not in r.out
+    data = cli(
+        "capacity",
+        "--model",
+        LLAMA70,
+        "--gpu",
+        "h100",
+        "--tp",
+        "2",
+        "--context",
+        "32768",
+        "--json",
+    ).json()
+    fitting = [s for s in data["suggestions"] if s["change"].startswith("--max-model-len")]
+    assert fitting and fitting[0]["flags"]["max_model_len"] < 32768
+
+
+def test_gpus_without_bf16_get_dtype_half(cli: Cli) -> None:
+    r = cli(
+        "capacity",
+        "--preset",
+        "qwen2.5-7b",
+        "--gpu",
+        "t4",
+        "--tp",
+        "1",
+        "--context",
+        "2048",
+        "--json",
+    )
+    line = r.json()["flags"]["vllm"]
+    assert "--dtype half" in line
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "t4", "--dtype", "bfloat16")
+    assert r.code == 2 and "no bf16" in r.err
+
+
+def test_engine_flag_grammar_is_checked(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--block-size", "7")
+    assert r.code == 2 and "1, 8, 16, 32, 64, 128" in r.err
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--mem-fraction-static", "0.8")
+    assert r.code == 2 and "not a vllm flag" in r.err
+
+
+def test_launch_line_names_a_model_folder_never_a_config_file(cli: Cli, tmp_path: Path) -> None:
+    cfg = tmp_path / "x.json"
+    cfg.write_text(json.dumps(model_config("meta-llama--Llama-3.1-8B-Instruct")))
+    line = cli("capacity", "--model", str(cfg), "--gpu", "h100", "--json").json()["flags"]["vllm"]
+    assert line.startswith("vllm serve $MODEL ")
+    folder = MODELS / "meta-llama--Llama-3.1-8B-Instruct"
+    line = cli("capacity", "--model", str(folder), "--gpu", "h100", "--json").json()["flags"][
+        "vllm"
+    ]
+    assert line.startswith(f"vllm serve {folder} ")
+
+
+def test_short_context_defaults_the_mean_to_it(cli: Cli) -> None:
+    for ledger in ("engine", "textbook"):
+        r = cli(
+            "capacity",
+            "--preset",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100",
+            "--context",
+            "1000",
+            "--ledger",
+            ledger,
+            "--json",
+        )
+        assert r.code == 0, r.err
+        assert r.json()["settings"]["mean_tokens"] == 1000
+
+
+def test_fp8_weights_are_on_the_line(cli: Cli) -> None:
+    base = ["capacity", "--preset", "llama-3.1-70b", "--gpu", "h100", "--json"]
+    fp8 = cli(*base, "--weight-dtype", "fp8").json()
+    assert fp8["fits"] is True and "--quantization fp8" in fp8["flags"]["vllm"]
+    assert cli(*base).json()["fits"] is False  # 131 GiB of bf16 weights on one 80 GB card
+
+
+def test_quantized_checkpoint_fits_on_engine_arithmetic(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "qwen3-235b-a22b-fp8", "--gpu", "h200", "--tp", "4", "--json")
+    data = r.json()
+    assert r.code == 0 and data["fits"] is True
+    assert "--quantization fp8" in data["flags"]["vllm"]
+
+
+def test_tpot_budget_caps_max_num_seqs(cli: Cli) -> None:
+    base = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json"]
+    free = cli(*base).json()
+    capped = cli(*base, "--tpot", "12").json()
+    assert capped["binding"] == "latency" and capped["settings"]["latency_cap"] is not None
+    assert capped["operating_concurrency"] == capped["batch_cap"] < free["operating_concurrency"]
+    assert "no latency budget given" in free["binding_reason"]
+
+
+def test_given_max_num_seqs_is_kept_and_warned(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--max-num-seqs", "256", "--json")
+    data = r.json()
+    assert "--max-num-seqs 256" in data["flags"]["vllm"]
+    assert any("expect preemptions" in w for w in data["warnings"])
+
+
+def test_sglang_plan(cli: Cli) -> None:
+    data = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--json"
+    ).json()
+    line = data["flags"]["sglang"]
+    assert line.startswith("python -m sglang.launch_server --model-path")
+    assert f"--max-running-requests {data['operating_concurrency']}" in line
+
+
+def test_engine_plan_locks_and_drift_recomputes_clean(cli: Cli, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    assert (
+        cli(
+            "capacity",
+            "--preset",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100",
+            "--tpot",
+            "20",
+            "--save",
+            str(plan),
+        ).code
+        == 0
+    )
+    text = plan.read_text()
+    assert "ledger: engine" in text and "tpot_ms: 20" in text
+    r = cli("drift", str(plan))
+    assert r.code == 0, r.out
+
+
+def test_no_output_names_files_users_do_not_have() -> None:
+    commands = [
+        ["capacity", "--preset", "gqa-70b", "--gpu", "mi300x"],
+        ["capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook"],
+        ["capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json"],
+        ["gpus", "--json"],
+        ["slo", "--tpot", "50"],
+        ["spec", "--alpha", "0.7"],
+        ["simulate", "--requests", "30", "--json"],
+        ["capacity", "--help"],
+    ]
+    for args in commands:
+        out = subprocess.run(
+            [sys.executable, "-m", "planner", *args], capture_output=True, text=True, check=False
+        )
+        text = out.stdout + out.stderr
+        for word in ("REFERENCE", "DESIGN", "../shared", "NOTES.md"):
+            assert word not in text, (args, word)
+
+
+def test_quantized_weights_helper_matches_fp8_suggestion() -> None:
+    model = resolve_model(None, LLAMA70)
+    assert quantized_weights_bytes(model, "fp8") < 0.55 * model.weights_bytes
