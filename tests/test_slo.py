@@ -96,7 +96,30 @@ def test_json_keys_and_chunk_flags(cli: Cli) -> None:
     assert data["max_prefill_chunk_tokens"] == 957  # (50 - 5) / 0.047
     assert data["ttft_single_prefill_fits"] is True  # 193 ms <= 300 ms
     assert "--chunked-prefill-size 957" in data["flags"]["sglang"]
-    assert "--max-num-batched-tokens 957" in data["flags"]["vllm"]
+    # a full batch's 523 decode tokens plus the 957-token prefill chunk
+    assert "--max-num-batched-tokens 1480" in data["flags"]["vllm"]
+    # at B = 523 the step is 49.98 ms: no prompt token fits inside TPOT 50 ms, and it says so
+    assert data["prefill_room_at_full_batch_tokens"] == 0
+    assert any("fills the TPOT budget" in w for w in data["warnings"])
+
+
+def test_validated_cap_is_what_the_flags_run(cli: Cli) -> None:
+    data = cli("slo", "--tpot", "12", "--validate", "--rate", "20", "--json").json()
+    assert data["validated_cap"] < data["batch_cap"] == 81
+    assert data["operating_concurrency"] == data["validated_cap"]
+    assert f"--max-num-seqs {data['validated_cap']} " in data["flags"]["vllm"]
+
+
+def test_rate_without_validate_is_an_error(cli: Cli) -> None:
+    r = cli("slo", "--tpot", "12", "--rate", "20")
+    assert r.code == 2 and "--rate" in r.err and "--validate" in r.err
+
+
+def test_ttft_warning_when_a_full_batch_leaves_little_prefill_room(cli: Cli) -> None:
+    data = cli("slo", "--tpot", "12", "--ttft", "100", "--prompt-len", "4000", "--json").json()
+    room = data["prefill_room_at_full_batch_tokens"]
+    assert 0 < room < 4000
+    assert any("over TTFT 100 ms" in w for w in data["warnings"])
 
 
 def test_fit_file(cli: Cli, tmp_path: Path) -> None:

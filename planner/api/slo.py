@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
@@ -153,16 +154,48 @@ def slo_advice(
                 f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences, fewer than the "
                 f"{memory} the KV pool holds"
             )
+    if validate_rate is not None:
+        result |= _validate_cap(step, cap, tpot_ms, ttft_ms, validate_rate, workload)
+        validated = result["validated_cap"]
+        if validated < result["operating_concurrency"]:
+            result["operating_concurrency"] = validated
+            result["binding"] = "latency"
+            result["binding_reason"] = (
+                f"goodput binds: at {validate_rate:g} req/s the simulated goodput peaks at "
+                f"{validated} sequences, below the {cap} the TPOT curve allows"
+            )
     seqs = result["operating_concurrency"]
+    # A step of a full batch also carries prefill: budget the decode tokens of every running
+    # sequence plus the largest chunk that keeps an otherwise idle step inside TPOT.
+    batched = seqs + chunk
+    room = (
+        max(0, math.floor((tpot_ms - step.step_ms(seqs)) / step.prefill_ms_per_token + 1e-9))
+        if (step.prefill_ms_per_token)
+        else chunk
+    )
+    result["prefill_room_at_full_batch_tokens"] = room
+    warnings: list[str] = []
+    if prompt_tokens is not None and ttft_ms is not None and room > 0:
+        steps = math.ceil(prompt_tokens / room)
+        if steps * tpot_ms > ttft_ms:
+            warnings.append(
+                f"with {seqs} sequences decoding, a step inside TPOT {tpot_ms:g} ms has room for "
+                f"{room} prompt tokens: a {prompt_tokens:,}-token prompt needs {steps} such "
+                f"steps (~{steps * tpot_ms:,.0f} ms), over TTFT {ttft_ms:g} ms; lower "
+                "--max-num-seqs or raise the budget"
+            )
+    if room == 0:
+        warnings.append(
+            f"a full batch of {seqs} fills the TPOT budget: every prefill chunk stretches a "
+            f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
+        )
+    result["warnings"] = warnings
     ref = plan.model.serve_id if plan and plan.model.serve_id else MODEL_PLACEHOLDER
     result["flags"] = {
-        "vllm": f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens "
-        f"{max(chunk, seqs)}",
+        "vllm": f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}",
         "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
         f"{seqs} --chunked-prefill-size {chunk}",
     }
-    if validate_rate is not None:
-        result |= _validate_cap(step, cap, tpot_ms, ttft_ms, validate_rate, workload)
     return result
 
 

@@ -48,6 +48,8 @@ def slo(
 
     if validate and rate is None:
         raise InputError("--rate", "required with --validate (arrival rate, req/s)")
+    if rate is not None and not validate:
+        raise InputError("--rate", "only used by --validate (add --validate to simulate at it)")
     for name, value in (
         ("--bandwidth-efficiency", bandwidth_efficiency),
         ("--flops-efficiency", flops_efficiency),
@@ -167,5 +169,7 @@ def render(r: dict[str, Any]) -> None:
             f"[bold]goodput cap {r['validated_cap']}[/] vs the curve's {cap}: the curve is "
             "a necessary condition, not the answer"
         )
+    for w in r["warnings"]:
+        out.print(f"[yellow]warning:[/] {w}")
     out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
     out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
