@@ -116,7 +116,8 @@ def test_rate_without_validate_is_an_error(cli: Cli) -> None:
 
 
 def test_ttft_warning_when_a_full_batch_leaves_little_prefill_room(cli: Cli) -> None:
-    data = cli("slo", "--tpot", "12", "--ttft", "100", "--prompt-len", "4000", "--json").json()
+    args = ("--tpot", "12", "--ttft", "100", "--prompt-len", "4000", "--validate", "--rate", "20")
+    data = cli("slo", *args, "--json").json()
     room = data["prefill_room_at_full_batch_tokens"]
     assert 0 < room < 4000
     assert any("over TTFT 100 ms" in w for w in data["warnings"])
