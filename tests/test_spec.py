@@ -157,3 +157,67 @@ def test_cli_draft_model_costs_concurrency(cli: Cli) -> None:
 def test_bad_input_exits_2(cli: Cli, args: list[str], text: str) -> None:
     r = cli("spec", *args)
     assert r.code == 2 and text in r.err and r.err.count("\n") == 1
+
+
+A100_CASE = (
+    "--alpha",
+    "0.6",
+    "--preset",
+    "llama-3.1-8b",
+    "--gpu",
+    "a100",
+    "--draft-cost",
+    "0.1",
+    "--context",
+    "4096",
+    "--mean-len",
+    "500",
+    "--json",
+)
+
+
+def test_no_enabling_flags_where_speculation_loses(cli: Cli) -> None:
+    data = cli("spec", "--alpha", "0", "--json").json()
+    assert data["enable"] is False and data["flags"] is None
+    assert data["chosen"]["speedup"] < 1 and "leave it off" in data["advice"]
+    never = cli("spec", "--alpha", "0.3", "--draft-cost", "0.5", "--json").json()
+    assert never["flags"] is None
+    # At the engine's operating point (256 on an A100) the roofline says it loses: no flags.
+    at_load = cli("spec", *A100_CASE).json()
+    assert at_load["chosen"]["concurrency"] == at_load["operating_concurrency"]
+    assert at_load["flags"] is None
+
+
+def test_k_is_picked_at_the_concurrency_and_switched_off_above_break_even(cli: Cli) -> None:
+    low = cli("spec", *A100_CASE, "--concurrency", "64").json()
+    stop = low["disable_above_concurrency"][0]["concurrency"]
+    assert low["enable"] is True and stop > 64
+    assert f'"disable_by_batch_size": {stop}' in low["flags"]["vllm"]
+    assert f"--max-running-requests {stop}" in low["flags"]["sglang"]
+    one = cli("spec", *A100_CASE, "--concurrency", "1").json()
+    assert one["chosen"]["k"] > low["chosen"]["k"]  # drafts are cheap relative at one sequence
+
+
+def test_mtp_needs_mtp_layers(cli: Cli) -> None:
+    r = cli(
+        "spec", "--alpha", "0.7", "--preset", "llama-3.1-8b", "--gpu", "h100", "--method", "mtp"
+    )
+    assert r.code == 2 and "needs a target with MTP layers" in r.err
+    from helpers import MODELS
+
+    v3 = str(MODELS / "deepseek-ai--DeepSeek-V3")
+    r = cli(
+        "spec",
+        "--alpha",
+        "0.7",
+        "--model",
+        v3,
+        "--gpu",
+        "h200",
+        "--tp",
+        "8",
+        "--method",
+        "mtp",
+        "--json",
+    )
+    assert r.code == 0 and '"method": "mtp"' in r.json()["flags"]["vllm"]

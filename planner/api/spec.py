@@ -53,6 +53,7 @@ def spec_advice(
     verify_cost: float,
     method: str,
     max_batch: int,
+    concurrency: int | None = None,
     gpu: str | None = None,
     preset: str | None = None,
     model: str | None = None,
@@ -61,7 +62,7 @@ def spec_advice(
 ) -> dict[str, Any]:
     """Everything `planner spec` reports, as its documented JSON object."""
     from planner.core import speculative as sp
-    from planner.core.flags import SPEC_METHODS, SPEC_NEEDS, spec_flags
+    from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
     from planner.core.kv import kv_bytes_per_sequence
     from planner.core.spec_load import disable_above, load_points
     from planner.units import dtype_bytes
@@ -70,6 +71,8 @@ def spec_advice(
         raise InputError("--method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
     if max_batch < 1:
         raise InputError("--max-batch", f"{max_batch} < 1")
+    if concurrency is not None and concurrency < 1:
+        raise InputError("--concurrency", f"{concurrency} < 1")
     rows = sp.table(alphas, ks, draft_cost, verify_cost)
     bests = {a: sp.best(a, ks, draft_cost, verify_cost) for a in alphas}
     top = max(alphas)
@@ -92,13 +95,22 @@ def spec_advice(
         "disable_above_concurrency": None,
         "load": None,
         "draft": None,
-        "flags": spec_flags(method, bests[top].k, draft_model).model_dump(),
     }
     if gpu is None:
         if preset or model or draft_model:
             raise InputError("--gpu", "required with --preset/--model/--draft-model")
-        return result
+        if concurrency is not None:
+            raise InputError("--concurrency", "needs a model and GPU (--preset/--model, --gpu)")
+        chosen = bests[top]
+        where = f"alpha {top:g}, c {draft_cost:g}, v {verify_cost:g}"
+        return result | _decision(method, draft_model, top, chosen.k, chosen.speedup, where, None)
     plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+    if method == "mtp" and plan.model.mtp_layers == 0:
+        raise InputError(
+            "--method",
+            f"mtp needs a target with MTP layers; {plan.model.name} has none "
+            "(num_nextn_predict_layers is 0 or absent): use eagle3, ngram or draft",
+        )
     target = roofline_for(plan)
     draft_line = None
     if draft_model is not None:
@@ -133,5 +145,59 @@ def spec_advice(
         for a in alphas
         for p in load_points(target, a, ks, grid, draft_cost, draft_line)
     ]
-    result["operating_concurrency"] = plan.operating_concurrency
-    return result
+    # The operating point is what the engine will run: the serve plan's max_num_seqs.
+    from planner.api.capacity import serve_report
+
+    serve_settings = {k: v for k, v in settings.items() if k in ("tp", "context_tokens")}
+    serve_settings["mean_tokens"] = plan.settings.mean_tokens
+    serve, _payload = serve_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=None,
+        gpu_memory_gib=None,
+        settings=serve_settings,
+    )
+    operating = serve.max_num_seqs if serve.fits else plan.operating_concurrency
+    result["operating_concurrency"] = operating
+    at = min(concurrency or operating, limit)
+    point = load_points(target, top, ks, [max(1, at)], draft_cost, draft_line)[0]
+    stop = next(d["concurrency"] for d in result["disable_above_concurrency"] if d["alpha"] == top)
+    where = f"alpha {top:g} at {point.batch} concurrent sequences"
+    return result | _decision(
+        method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch
+    )
+
+
+def _decision(
+    method: str,
+    draft_model: str | None,
+    alpha: float,
+    k: int,
+    speedup: float,
+    where: str,
+    stop: int | None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """Enable speculation (k, flags, off-switch) only where it pays; else say to leave it off."""
+    from planner.core.flags import spec_flags
+
+    chosen = {"alpha": alpha, "k": k, "speedup": speedup, "concurrency": concurrency}
+    if speedup <= 1.0:
+        return {
+            "chosen": chosen,
+            "enable": False,
+            "advice": f"speculation does not pay at {where} (best {speedup:.2f}x at k {k}): "
+            "leave it off",
+            "flags": None,
+        }
+    off = None if stop is None or stop < 1 else stop
+    advice = f"k {k} at {where}: {speedup:.2f}x"
+    if off is not None:
+        advice += f"; it stops paying above {off} concurrent sequences"
+    return {
+        "chosen": chosen,
+        "enable": True,
+        "advice": advice,
+        "flags": spec_flags(method, k, draft_model, off).model_dump(),
+    }

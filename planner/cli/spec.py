@@ -31,6 +31,10 @@ def spec(
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
     mean_len: Annotated[int, typer.Option(help="Mean tokens per sequence.")] = 2000,
     max_batch: Annotated[int, typer.Option(help="Largest concurrency scanned.")] = 4096,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="Concurrency to pick k at [default: the plan's operating point]."),
+    ] = None,
     plot: Annotated[
         str | None, typer.Option(help="Also save S against k as an image (plot extra).")
     ] = None,
@@ -49,6 +53,7 @@ def spec(
         verify_cost=verify_cost,
         method=method,
         max_batch=max_batch,
+        concurrency=concurrency,
         gpu=gpu,
         preset=preset,
         model=model,
@@ -147,5 +152,8 @@ def render(r: dict[str, Any]) -> None:
             f"{d['max_seqs_paged_with_draft']} with its weights and KV in the pool"
         )
     out.print(f"method {r['method']} needs {r['method_needs']}")
-    out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
-    out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
+    out.print(f"[bold]Advice:[/] {r['advice']}.", markup=True)
+    if r["flags"] is None:
+        return
+    out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True, markup=True)
+    out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True, markup=True)

@@ -110,12 +110,21 @@ SPEC_NEEDS = {
 }
 
 
-def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
-    """vLLM --speculative-config and SGLang --speculative-* for one method and k."""
+def spec_flags(
+    method: str, k: int, draft: str | None, disable_above: int | None = None
+) -> EngineFlags:
+    """vLLM --speculative-config and SGLang --speculative-* for one method and k.
+
+    `disable_above`: the concurrency above which speculation stops paying; vLLM's
+    `disable_by_batch_size` turns it off for new requests past that many (SpeculativeConfig,
+    vllm/config/speculative.py); SGLang has no such switch, so its line says so.
+    """
     import json
 
     vllm_method, sglang_algo = SPEC_METHODS[method]
     config: dict[str, object] = {"method": vllm_method, "num_speculative_tokens": k}
+    if disable_above is not None:
+        config["disable_by_batch_size"] = disable_above
     if method in ("eagle", "eagle3", "medusa", "draft"):
         config["model"] = draft or DRAFT_PLACEHOLDER
     if method == "ngram":
@@ -124,6 +133,7 @@ def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
     vllm = "--speculative-config " + shlex.quote(json.dumps(config))
     if sglang_algo is None:
         return EngineFlags(vllm=vllm, sglang="(not supported by SGLang)")
+    sglang_cap = [] if disable_above is None else ["--max-running-requests", str(disable_above)]
     parts = ["--speculative-algorithm", sglang_algo]
     if method in ("eagle", "eagle3", "draft"):
         parts += ["--speculative-draft-model-path", draft or DRAFT_PLACEHOLDER]
@@ -139,7 +149,8 @@ def spec_flags(method: str, k: int, draft: str | None) -> EngineFlags:
             "--speculative-num-draft-tokens",
             str(k + 1),
         ]
-    return EngineFlags(vllm=vllm, sglang=_join(parts))
+    # SGLang cannot switch speculation off under load: cap the batch where it stops paying.
+    return EngineFlags(vllm=vllm, sglang=_join(parts + sglang_cap))
 
 
 # Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.

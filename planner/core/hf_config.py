@@ -807,6 +807,7 @@ def model_spec_from_config(
             _opt_int(t, "moe_intermediate_size", "intermediate_size") if experts else None
         ),
         kv_groups=groups,
+        mtp_layers=_mtp_layers(t),
         **_vision_shape(cfg),
     )
     try:
@@ -815,6 +816,19 @@ def model_spec_from_config(
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "config.json"
         raise InputError(key, f"{err['msg'].lower()} (from config.json)") from exc
+
+
+# Model types whose checkpoints carry an MTP head without a layer-count key in config.json
+# (vLLM qwen3_next_mtp.py loads it from the same checkpoint).
+MTP_NATIVE_TYPES = {"qwen3_next"}
+
+
+def _mtp_layers(cfg: Config) -> int:
+    """MTP layers the checkpoint ships (DeepSeek-V3 `num_nextn_predict_layers`)."""
+    layers = _opt_int(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers")
+    if layers is None:
+        return 1 if cfg.get("model_type") in MTP_NATIVE_TYPES else 0
+    return layers
 
 
 def _vision_shape(cfg: Config) -> dict[str, Any]:

@@ -88,6 +88,9 @@ class ModelSpec(BaseModel):
     )
     vision_hidden_size: int | None = Field(default=None, description="vision_config.hidden_size")
     kv_groups: tuple[KvLayerGroup, ...]
+    mtp_layers: int = Field(
+        default=0, ge=0, description="multi-token-prediction layers (speculation by MTP)"
+    )
 
 
 class GpuSpec(BaseModel):
