@@ -314,17 +314,23 @@ def plan_serve(
             if held >= seqs:
                 break
             seqs = held
-        grown = min(cap, sequences_held(model, p, s.mean_tokens))
-        if 1 <= seqs < grown:
-            # The smaller batch freed memory: one more pass takes what it holds, if that still fits.
-            batched = max(tokens, grown) if s.engine == "vllm" else tokens
-            trial = _engine_fields(pinned, dtype, grown, batched)
+        # The smaller batch freed memory (fewer sampler rows, fewer CUDA graphs): take the
+        # largest batch that still fits what its own cache holds (bisection; more sequences
+        # never free memory, so the test is monotone).
+        low, high = seqs, min(cap, sequences_held(model, p, s.mean_tokens))
+        while 1 <= low < high:
+            mid = (low + high + 1) // 2
+            batched = max(tokens, mid) if s.engine == "vllm" else tokens
+            trial = _engine_fields(pinned, dtype, mid, batched)
             try:
                 q = predict(model, gpu, s.engine, trial, *weights, measured)
             except NoKvCache:
-                q = None
-            if q is not None and sequences_held(model, q, s.mean_tokens) >= grown:
-                p, fields, seqs = q, trial, grown
+                high = mid - 1
+                continue
+            if sequences_held(model, q, s.mean_tokens) >= mid:
+                low, p, fields, seqs = mid, q, trial, mid
+            else:
+                high = mid - 1
     held_mean = sequences_held(model, p, s.mean_tokens)
     held_context = sequences_held(model, p, s.context_tokens)
     refusal = _start_refusal(model, p, s)
