@@ -300,3 +300,32 @@ def test_no_output_names_files_users_do_not_have() -> None:
 def test_quantized_weights_helper_matches_fp8_suggestion() -> None:
     model = resolve_model(None, LLAMA70)
     assert quantized_weights_bytes(model, "fp8") < 0.55 * model.weights_bytes
+
+
+def test_one_line_covers_memory_latency_and_speculation(cli: Cli) -> None:
+    data = cli(
+        "capacity",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--tpot",
+        "30",
+        "--spec-alpha",
+        "0.7",
+        "--spec-method",
+        "ngram",
+        "--json",
+    ).json()
+    line = data["flags"]["vllm"]
+    assert (
+        data["speculation"]["enable"] is True
+        and data["speculation"]["concurrency"] == (data["operating_concurrency"])
+    )
+    assert "--speculative-config" in line and "--max-num-seqs" in line
+    # at alpha 0 speculation never pays: the line leaves it off and says so
+    off = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--spec-alpha", "0", "--json"
+    ).json()
+    assert off["speculation"]["enable"] is False and "--speculative" not in off["flags"]["vllm"]
+    assert any("does not pay" in w for w in off["warnings"])

@@ -216,6 +216,7 @@ def serve_report(
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
     tpot_ms: float | None = None,
+    speculation: dict[str, Any] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more)."""
     from planner.core.hf_config import quantized_weights_bytes
@@ -272,9 +273,69 @@ def serve_report(
     except ValidationError as exc:
         raise settings_error(exc) from exc
     plan = plan_serve(spec, card, serve_settings, weights, exact, measured=measured)
+    if speculation is not None and plan.fits:
+        plan = _with_speculation(plan, spec, card, serve_settings, speculation)
     payload = serve_json(plan, spec, card, serve_settings)
+    if speculation is not None:
+        payload["speculation"] = plan.speculation
     payload["hbm_basis"] = basis
     return plan, payload
+
+
+def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str, Any]) -> Any:
+    """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`)."""
+    from planner.api.latency import roofline_from
+    from planner.core.flags import SPEC_METHODS, spec_flags
+    from planner.core.kv import kv_bytes_per_sequence
+    from planner.core.spec_load import disable_above, load_points
+    from planner.core.speculative import validate
+    from planner.units import dtype_bytes
+
+    alpha, method = float(options["alpha"]), str(options.get("method", "eagle3"))
+    draft_cost = float(options.get("draft_cost", 0.05))
+    ks = list(range(1, 17))
+    validate([alpha], ks, draft_cost, 0.0)
+    if method not in SPEC_METHODS:
+        raise InputError("--spec-method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
+    if method == "mtp" and spec.mtp_layers == 0:
+        raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
+    kv_bytes = 1 if s.kv_cache_dtype.startswith("fp8") else dtype_bytes(spec.native_dtype)
+    roofline = roofline_from(
+        card,
+        weights_per_gpu=plan.prediction.weights_bytes,
+        kv_per_sequence=kv_bytes_per_sequence(spec, s.mean_tokens, s.tp, kv_bytes),
+        active_params_per_gpu=max(1, spec.params_active // s.tp),
+        weight_dtype=str(s.quantization or spec.weight_dtype),
+    )
+    batch = max(1, plan.max_num_seqs)
+    point = load_points(roofline, alpha, ks, [batch], draft_cost)[0]
+    stop = disable_above(roofline, alpha, ks, max(batch, plan.max_seqs_at_mean), draft_cost)
+    decision: dict[str, Any] = {
+        "alpha": alpha,
+        "method": method,
+        "k": point.best_k,
+        "speedup": point.speedup,
+        "concurrency": batch,
+        "enable": point.speedup > 1.0,
+        "disable_above_concurrency": stop,
+    }
+    update: dict[str, Any] = {"speculation": decision}
+    if decision["enable"]:
+        off = None if stop is None or stop < 1 else stop
+        extra = spec_flags(method, point.best_k, None, off).model_dump()[plan.engine]
+        update["command"] = f"{plan.command} {extra}"
+        update["warnings"] = [
+            *plan.warnings,
+            "speculation is an estimate (docs/method.md §4) and its draft model or head is "
+            "not in the memory ledger",
+        ]
+    else:
+        update["warnings"] = [
+            *plan.warnings,
+            f"speculation at alpha {alpha:g} does not pay at {batch} sequences "
+            f"({point.speedup:.2f}x): the line leaves it off",
+        ]
+    return plan.model_copy(update=update)
 
 
 def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:

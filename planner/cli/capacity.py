@@ -72,6 +72,13 @@ def capacity(
         float | None,
         typer.Option(help="TPOT budget, ms: caps max_num_seqs on the estimated step time."),
     ] = None,
+    spec_alpha: Annotated[
+        float | None,
+        typer.Option(help="Speculative acceptance rate: add speculation where it pays."),
+    ] = None,
+    spec_method: Annotated[
+        str, typer.Option(help="Speculation method with --spec-alpha (as `planner spec`).")
+    ] = "eagle3",
     headroom: Annotated[
         float | None, typer.Option(help="Textbook: fragmentation headroom share [0.05].")
     ] = None,
@@ -256,13 +263,18 @@ def capacity(
             gpu_memory_gib=gpu_memory_gib,
             settings=settings,
             tpot=tpot,
+            speculation=None
+            if spec_alpha is None
+            else {"alpha": spec_alpha, "method": spec_method},
             explain=explain,
             save=save,
             json_out=json_out,
         )
         return
-    if tpot is not None or dtype is not None:
-        raise InputError("--tpot" if tpot is not None else "--dtype", "an engine-ledger option")
+    engine_only: dict[str, object] = {"--tpot": tpot, "--dtype": dtype, "--spec-alpha": spec_alpha}
+    for engine_flag, given in engine_only.items():
+        if given is not None:
+            raise InputError(engine_flag, "an engine-ledger option (drop --ledger textbook)")
     _textbook(
         gpu=gpu,
         preset=preset,
@@ -327,6 +339,7 @@ def _serve(
     gpu_memory_gib: float | None,
     settings: dict[str, object],
     tpot: float | None,
+    speculation: dict[str, object] | None,
     explain: bool,
     save: str | None,
     json_out: bool,
@@ -342,6 +355,7 @@ def _serve(
         gpu_memory_gib=gpu_memory_gib,
         settings=dict(settings),
         tpot_ms=tpot,
+        speculation=speculation,
     )
     if save is not None:
         from planner.api import serve_lock

@@ -98,6 +98,9 @@ class ServePlan(BaseModel):
     binding_reason: str
     warnings: list[str]
     suggestions: list[Suggestion] = Field(default_factory=list)
+    speculation: dict[str, Any] | None = Field(
+        default=None, description="speculative decoding decided at max_num_seqs (--spec-alpha)"
+    )
 
 
 def check_flags(s: ServeSettings, gpu: GpuSpec) -> None:
