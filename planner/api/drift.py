@@ -33,6 +33,11 @@ def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, 
         settings = dict(i.settings)
         tpot = settings.pop("tpot_ms", None)
         if i.engine is not None:
+            if i.engine.flags:
+                raise InputError(
+                    "inputs.engine.flags",
+                    "an engine-ledger plan keeps its engine settings under inputs.settings",
+                )
             settings |= {"engine": i.engine.name, "version": i.engine.version}
         settings = {k: v for k, v in settings.items() if v is not None}
         _plan, payload = serve_report(

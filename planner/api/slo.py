@@ -74,6 +74,11 @@ def slo_advice(
         if prefill_ms_per_token is None
         else (prefill_ms_per_token)
     )
+    if prefill and prefill < MIN_PREFILL_MS_PER_TOKEN:
+        raise InputError(
+            "--prefill-ms-per-token",
+            f"must be 0 or at least {MIN_PREFILL_MS_PER_TOKEN:g} ms (got {prefill:g})",
+        )
     if prefill < 0:
         raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
     plan = None
@@ -245,6 +250,9 @@ def _validate_cap(
         },
     }
 
+
+# A prefill faster than a nanosecond per token is no GPU's: below it, chunk sizes overflow.
+MIN_PREFILL_MS_PER_TOKEN = 1e-6
 
 # docs/method.md §5 sweep: TTFT <= 2,000 ms when --validate runs without --ttft.
 VALIDATE_DEFAULT_TTFT_MS = 2000.0

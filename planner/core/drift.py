@@ -153,7 +153,7 @@ def compare_metrics(
     tokens = planned_kv_tokens(lock)
     if "vllm:cache_config_info" in samples:
         labels = samples["vllm:cache_config_info"][0][0]
-        planned = line_flags(lock.flags["vllm"])
+        planned = line_flags(lock.flags.get("vllm", ""))
         checks = (
             ("--gpu-memory-utilization", "gpu_memory_utilization"),
             ("--block-size", "block_size"),
@@ -208,7 +208,7 @@ def compare_metrics(
                     tolerance=f"{tolerance:.1%}",
                 )
             )
-        planned = line_flags(lock.flags["sglang"])
+        planned = line_flags(lock.flags.get("sglang", ""))
         for flag, metric in (
             ("--page-size", "sglang:page_size"),
             ("--context-length", "sglang:context_len"),

@@ -12,7 +12,7 @@ import math
 import shlex
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
@@ -179,11 +179,19 @@ def predict(
 ) -> EnginePrediction:
     """One run of the engine model on explicit settings fields (`total`: a measured total)."""
     total_bytes, source = total if total else (None, "log")
+    try:
+        if engine == "vllm":
+            settings = vllm.VllmSettings(**fields)
+        else:
+            sg_settings = sglang.SglangSettings(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "settings"
+        flag = "--" + ENGINE_FLAG_NAMES.get(key, key).replace("_", "-")
+        raise InputError(flag, f"{err['msg'].lower()} (got {err.get('input')!r})") from exc
     if engine == "vllm":
-        settings = vllm.VllmSettings(**fields)
         terms = vllm.MeasuredTerms(total_memory_bytes=total_bytes, total_memory_source=source)
         return vllm.predict(model, gpu, settings, terms, weights_bytes, weights_exact)
-    sg_settings = sglang.SglangSettings(**fields)
     sg_terms = sglang.MeasuredTerms(total_memory_bytes=total_bytes, total_memory_source=source)
     return sglang.predict(model, gpu, sg_settings, sg_terms, weights_bytes, weights_exact)
 
@@ -534,6 +542,14 @@ LINE_DEFAULTS: dict[str, Any] = {
     "pipeline_parallel_size": 1,
     "pp_size": 1,
     "dtype": "auto",
+}
+# Engine settings fields whose flag is spelled differently.
+ENGINE_FLAG_NAMES = {
+    "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
+    "tensor_parallel_size": "tp",
+    "pipeline_parallel_size": "pp",
+    "tp_size": "tp",
+    "pp_size": "pp",
 }
 # Settings that describe how the engine is started, not flags of its command line.
 NOT_FLAGS = ("version", "usage_context", "colocated", "engine")

@@ -111,9 +111,10 @@ def load_yaml_documents(text: str, field: str, origin: str) -> list[tuple[Any, A
     """(node, data) per YAML document, safe-loaded, with expansion and depth bounded."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
     out: list[tuple[Any, Any]] = []
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # refuses control characters here already
         while loader.check_node():
             node = loader.get_node()
             if _expanded_nodes(node, {}, MAX_YAML_NODES) > MAX_YAML_NODES:
@@ -133,7 +134,8 @@ def load_yaml_documents(text: str, field: str, origin: str) -> list[tuple[Any, A
     except ValueError as exc:  # a number of thousands of digits
         raise InputError(field, f"{origin}: a number too large to read ({exc})") from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return out
 
 
