@@ -140,6 +140,8 @@ def test_model_that_does_not_fit_is_a_finding(cli: Cli) -> None:
     r = cli("capacity", "--preset", "gqa-70b", "--gpu", "l4", "--ledger", "textbook")
     assert r.code == 1
     assert "raise --tp" in r.err
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "l4", "--ledger", "textbook", "--json")
+    assert r.code == 1 and r.json()["fits"] is False and "raise --tp" in r.json()["reasons"][0]
 
 
 def test_presets_lists_all_kinds(cli: Cli) -> None:

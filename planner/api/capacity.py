@@ -166,14 +166,42 @@ def lock_for(
     settings: dict[str, Any],
     engine: dict[str, Any] | None,
 ) -> Any:
-    """The plan lock file for a computed plan."""
-    from planner import __version__
+    """The plan lock file for a textbook plan (with an engine prediction, if one was made)."""
     from planner.core.capacity import capacity_json
-    from planner.plan import SCHEMA_VERSION, EngineInputs, PlanInputs, PlanLock, figures_from
+    from planner.plan import EngineInputs
 
     payload = capacity_json(plan)
     if prediction is not None:
         payload["engine"] = prediction.model_dump()
+    return _lock(
+        payload,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu=gpu,
+        gpu_memory_gib=gpu_memory_gib,
+        ledger="textbook",
+        settings=dict(settings),
+        engine=EngineInputs(**engine) if engine else None,
+    )
+
+
+def _lock(
+    payload: dict[str, Any],
+    *,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu: str,
+    gpu_memory_gib: float | None,
+    ledger: str,
+    settings: dict[str, Any],
+    engine: Any,
+) -> Any:
+    """A plan lock file from a capacity `--json` object and the inputs that made it."""
+    from planner import __version__
+    from planner.plan import SCHEMA_VERSION, PlanInputs, PlanLock, figures_from
+
     return PlanLock(
         schema_version=SCHEMA_VERSION,
         planner_version=__version__,
@@ -181,15 +209,16 @@ def lock_for(
             preset=preset,
             model=model,
             requested_revision=revision,
-            revision=plan.model.revision,
-            config_sha256=plan.model.config_sha256,
+            revision=payload["model"]["revision"],
+            config_sha256=payload["model"]["config_sha256"],
             gpu=gpu,
             gpu_memory_gib=gpu_memory_gib,
-            settings=dict(settings),
-            engine=EngineInputs(**engine) if engine else None,
+            ledger=ledger,
+            settings=settings,
+            engine=engine,
         ),
         figures=figures_from(payload),
-        flags=plan.flags.model_dump(),
+        flags=payload["flags"],
     )
 
 
@@ -399,29 +428,19 @@ def serve_lock(
     tpot_ms: float | None,
 ) -> Any:
     """The plan lock file for an engine-ledger plan (recomputed by `planner drift`)."""
-    from planner import __version__
-    from planner.plan import SCHEMA_VERSION, EngineInputs, PlanInputs, PlanLock, figures_from
+    from planner.plan import EngineInputs
 
     stored = {k: v for k, v in settings.items() if k not in ("engine", "version")}
     if tpot_ms is not None:
         stored["tpot_ms"] = tpot_ms
-    return PlanLock(
-        schema_version=SCHEMA_VERSION,
-        planner_version=__version__,
-        inputs=PlanInputs(
-            preset=preset,
-            model=model,
-            requested_revision=revision,
-            revision=payload["model"]["revision"],
-            config_sha256=payload["model"]["config_sha256"],
-            gpu=gpu,
-            gpu_memory_gib=gpu_memory_gib,
-            ledger="engine",
-            settings=stored,
-            engine=EngineInputs(
-                name=settings.get("engine", "vllm"), version=settings.get("version")
-            ),
-        ),
-        figures=figures_from(payload),
-        flags=payload["flags"],
+    return _lock(
+        payload,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu=gpu,
+        gpu_memory_gib=gpu_memory_gib,
+        ledger="engine",
+        settings=stored,
+        engine=EngineInputs(name=settings.get("engine", "vllm"), version=settings.get("version")),
     )

@@ -395,7 +395,7 @@ def _textbook(
 ) -> None:
     """The teaching ledger of docs/method.md, unchanged figures and keys."""
     from planner.api import capacity_report, lock_for
-    from planner.core.capacity import DEFAULT_BLOCK_TOKENS, capacity_json
+    from planner.core.capacity import DEFAULT_BLOCK_TOKENS, DoesNotFit, capacity_json
     from planner.errors import InputError
     from planner.units import GIB_BYTES
 
@@ -410,15 +410,21 @@ def _textbook(
     if settings.get("block_tokens") is None:
         settings["block_tokens"] = DEFAULT_BLOCK_TOKENS
     settings = {k: v for k, v in settings.items() if v is not None}
-    plan, _prediction = capacity_report(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        gpu_memory_gib=gpu_memory_gib,
-        settings=settings,
-        engine=None,
-    )
+    try:
+        plan, _prediction = capacity_report(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=settings,
+            engine=None,
+        )
+    except DoesNotFit as exc:
+        if not json_out:
+            raise
+        emit_json({"ledger": "textbook", "fits": False, "reasons": [str(exc)], "suggestions": []})
+        raise typer.Exit(1) from exc
     if save is not None:
         from planner.plan import dump
         from planner.sources.files import saved_model_ref, write_file
