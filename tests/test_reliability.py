@@ -605,3 +605,24 @@ def test_mla_latent_is_replicated_on_every_rank(cli: Cli) -> None:
     data = r.json()
     assert data["kv_replication_factor"] == 8
     assert any("MLA" in w for w in data["warnings"])
+
+
+@pytest.mark.parametrize(("page", "code"), [("16", 0), ("NaN", 1), ("32", 1)])
+def test_sglang_gauges_against_a_vllm_engine_plan(
+    cli: Cli, tmp_path: Path, page: str, code: int
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    assert cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--save", str(plan)).code == 0
+    tokens = int(plan.read_text().split("engine.kv_cache_tokens: ")[1].split()[0])
+    body = (
+        f"sglang:max_total_num_tokens {tokens}\nsglang:page_size {page}\nsglang:context_len 8192\n"
+    )
+
+    def serve_body(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.end_headers()
+        h.wfile.write(body.encode())
+
+    with endpoint(serve_body) as url:
+        r = cli("drift", str(plan), "--against-metrics", url)
+    assert r.code == code, r.out

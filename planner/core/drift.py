@@ -154,6 +154,10 @@ def compare_metrics(
     if "vllm:cache_config_info" in samples:
         labels = samples["vllm:cache_config_info"][0][0]
         planned = line_flags(lock.flags.get("vllm", ""))
+        if not planned:  # an SGLang plan: only its page size means the same in vLLM
+            sglang_line = line_flags(lock.flags.get("sglang", ""))
+            if "--page-size" in sglang_line:
+                planned = {"--block-size": sglang_line["--page-size"]}
         checks = (
             ("--gpu-memory-utilization", "gpu_memory_utilization"),
             ("--block-size", "block_size"),
@@ -209,6 +213,10 @@ def compare_metrics(
                 )
             )
         planned = line_flags(lock.flags.get("sglang", ""))
+        if not planned:  # a vLLM plan: its block size and max model length are what compare
+            vllm_line = line_flags(lock.flags.get("vllm", ""))
+            renames = {"--block-size": "--page-size", "--max-model-len": "--context-length"}
+            planned = {renames[k]: v for k, v in vllm_line.items() if k in renames}
         for flag, metric in (
             ("--page-size", "sglang:page_size"),
             ("--context-length", "sglang:context_len"),
