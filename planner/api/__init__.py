@@ -16,7 +16,7 @@ from planner.api.drift import drift_report, parse_tolerance
 from planner.api.engines import SIZED_QUANTIZATIONS, engine_plan, from_log_report
 from planner.api.latency import derived_cost_model, derived_step_model, roofline_for, sim_cost_from
 from planner.api.simulate import load_workload, simulation
-from planner.api.slo import read_fit_csv, slo_advice
+from planner.api.slo import read_fit_points, slo_advice
 from planner.api.spec import parse_floats, parse_ks, spec_advice
 
 __all__ = [
@@ -34,7 +34,7 @@ __all__ = [
     "parse_floats",
     "parse_ks",
     "parse_tolerance",
-    "read_fit_csv",
+    "read_fit_points",
     "roofline_for",
     "serve_lock",
     "serve_report",

@@ -392,23 +392,29 @@ def _latency_cap(
     spec: Any, card: Any, values: dict[str, Any], tpot_ms: float, weights: int | None
 ) -> dict[str, Any]:
     """The batch cap a TPOT budget allows on the roofline step model (as `planner slo`)."""
-    from planner.api.latency import roofline_from, step_model_from
+    from planner.api.latency import step_model_from_curve
     from planner.core import slo
-    from planner.core.kv import kv_bytes_per_sequence
-    from planner.units import ceil_div, dtype_bytes
+    from planner.core.engines.common import parse_version
+    from planner.core.step_time import step_time_for
+    from planner.units import dtype_bytes
 
     tp = int(values.get("tp", 1))
     kv = str(values.get("kv_cache_dtype", "auto"))
     kv_bytes = 1 if kv.startswith("fp8") else dtype_bytes(spec.native_dtype)
     mean = int(values["mean_tokens"])
-    roofline = roofline_from(
+    engine = str(values.get("engine", "vllm"))
+    version = values.get("version")
+    curve = step_time_for(
+        spec,
         card,
-        weights_per_gpu=ceil_div(weights or spec.weights_bytes, tp),
-        kv_per_sequence=kv_bytes_per_sequence(spec, mean, tp, kv_bytes),
-        active_params_per_gpu=max(1, spec.params_active // tp),
+        tp=tp,
+        weights_bytes=weights,
         weight_dtype=str(values.get("quantization") or spec.weight_dtype),
+        kv_dtype_bytes=kv_bytes,
+        engine=engine,
+        version=parse_version(str(version)) if version else None,
     )
-    step = step_model_from(roofline, f"{spec.name} on {card.id} x TP {tp}", mean)
+    step = step_model_from_curve(curve, mean)
     cap = slo.batch_cap(step, tpot_ms)
     reason = (
         f"TPOT {tpot_ms:g} ms (estimated step time, t(B) = {step.a_ms:.2f} + {step.b_ms:.4f} B ms)"

@@ -11,17 +11,27 @@ from planner.errors import InputError
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.latency import Roofline
     from planner.core.slo import StepModel
+    from planner.core.step_time import StepTime
 
 
 def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
-    """The step-time roofline of one GPU of a capacity plan (efficiencies: Roofline fields)."""
+    """The speculative-decoding roofline of a plan, on the step-time model's calibrated terms:
+    weights read (at the plan's operating batch), the GPU's achievable bandwidth, and the
+    kernels + engine overhead as the fixed cost (efficiencies: Roofline fields override)."""
+    curve = derived_step_model(plan).curve
+    assert curve is not None
+    terms = curve.terms(max(1, plan.operating_concurrency), plan.settings.mean_tokens)
+    values: dict[str, float] = {
+        "bandwidth_efficiency": curve.bandwidth_efficiency,
+        "overhead_ms": terms.kernels_ms + terms.overhead_ms,
+    } | efficiencies
     return roofline_from(
         plan.gpu,
-        weights_per_gpu=plan.ledger.weights_bytes_per_gpu,
+        weights_per_gpu=terms.weights_read_bytes,
         kv_per_sequence=plan.kv_bytes_per_sequence_mean,
         active_params_per_gpu=max(1, plan.model.params_active // plan.settings.tp),
         weight_dtype=plan.weight_dtype,
-        **efficiencies,
+        **values,
     )
 
 
@@ -53,41 +63,68 @@ def roofline_from(
 
 
 def derived_step_model(plan: CapacityPlan, **efficiencies: float) -> StepModel:
-    """a, b, the compute slope and the prefill cost from the plan's roofline, with arithmetic."""
-    label = f"{plan.model.name} on {plan.gpu.id} x TP {plan.settings.tp}"
-    return step_model_from(roofline_for(plan, **efficiencies), label, plan.settings.mean_tokens)
+    """The step-time model of a plan (docs/method.md §3), linearised to a and b for display and
+    the simulator; efficiencies override the calibrated terms (bandwidth_efficiency,
+    flops_efficiency, overhead_ms)."""
+    from planner.core.step_time import step_time_for
+    from planner.units import dtype_bytes
+
+    kvb = dtype_bytes(plan.settings.kv_dtype)
+    curve = step_time_for(
+        plan.model,
+        plan.gpu,
+        tp=plan.settings.tp,
+        weights_bytes=plan.ledger.weights_bytes_total,
+        weight_dtype=plan.weight_dtype,
+        kv_dtype_bytes=kvb,
+    )
+    return step_model_from_curve(curve, plan.settings.mean_tokens, **efficiencies)
 
 
-def step_model_from(r: Roofline, label: str, mean_tokens: int) -> StepModel:
-    """The step-time model of a roofline, with its arithmetic written out."""
-    from planner.core.latency import FLOPS_PER_PARAM_PER_TOKEN
+# Batch the linear slope b is read at (a representative decode batch).
+SLOPE_REFERENCE_BATCH = 32
+
+
+def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> StepModel:
+    """a, b (linearised at B = 1 and SLOPE_REFERENCE_BATCH), the prefill cost, the terms."""
     from planner.core.slo import StepModel
 
-    bw = r.bandwidth_bytes_per_s * r.bandwidth_efficiency
-    flops = r.flops_per_s * r.flops_efficiency
-    memory_a = r.weights_bytes_per_gpu / bw * 1e3
-    b = r.kv_bytes_per_sequence / bw * 1e3
-    compute = FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu / flops * 1e3
-    tb = r.bandwidth_bytes_per_s / 1e12
-    tf = r.flops_per_s / 1e12
+    updates: dict[str, float] = {}
+    if "bandwidth_efficiency" in overrides:
+        updates["bandwidth_efficiency"] = overrides["bandwidth_efficiency"]
+    if "flops_efficiency" in overrides:
+        updates["flops_efficiency"] = overrides["flops_efficiency"]
+    if "overhead_ms" in overrides:
+        updates["overhead_ms"] = overrides["overhead_ms"]
+    curve = curve.model_copy(update=updates)
+    one = curve.terms(1, context)
+    ref = curve.terms(SLOPE_REFERENCE_BATCH, context)
+    b = (ref.step_ms - one.step_ms) / (SLOPE_REFERENCE_BATCH - 1)
+    a = one.step_ms - b
+    fixed = one.kernels_ms + one.allreduce_ms + one.overhead_ms
+    prefill = 2 * curve.active_params_per_gpu / (curve.flops_per_s * curve.flops_efficiency) * 1e3
+    peak_tb = curve.bandwidth_bytes_per_s / 1e12
     arithmetic = (
-        f"a = {r.weights_bytes_per_gpu / 1e9:,.2f} GB weights/GPU / ({tb:.2f} TB/s x "
-        f"{r.bandwidth_efficiency}) = {memory_a:.3f} ms, + {r.overhead_ms} ms overhead "
-        f"= {memory_a + r.overhead_ms:.3f} ms",
-        f"b = {r.kv_bytes_per_sequence / 1e6:,.2f} MB KV per sequence at "
-        f"{mean_tokens:,} tokens / ({tb:.2f} TB/s x {r.bandwidth_efficiency}) "
-        f"= {b:.4f} ms",
-        f"compute = 2 x {r.active_params_per_gpu / 1e9:,.2f}B active params/GPU / ({tf:,.1f} "
-        f"TFLOP/s x {r.flops_efficiency}) = {compute:.4f} ms per sequence",
+        f"memory: {one.weights_read_bytes / 1e9:,.2f} GB weights read per step (embedding "
+        f"gathered, not read{'; MoE: experts B tokens route to' if curve.num_experts else ''})"
+        f" + B x {curve.kv_bytes(context) / 1e6:,.2f} MB KV at {context:,} tokens, over "
+        f"{peak_tb:.2f} TB/s x {curve.bandwidth_efficiency} achievable",
+        f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
+        f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms (TP {curve.tp}), "
+        f"engine overhead {one.overhead_ms:.2f} ms ({curve.engine})",
+        f"t(1) = {one.step_ms:.3f} ms, t({SLOPE_REFERENCE_BATCH}) = {ref.step_ms:.3f} ms -> "
+        f"a = {a:.3f} ms, b = {b:.4f} ms per sequence (the curve itself sets the cap)",
     )
     return StepModel(
-        a_ms=memory_a + r.overhead_ms,
-        b_ms=b,
-        prefill_ms_per_token=compute,
-        memory_a_ms=memory_a,
-        compute_ms_per_seq=compute,
+        a_ms=max(a, 0.0),
+        b_ms=max(b, 0.0),
+        prefill_ms_per_token=prefill,
+        memory_a_ms=max(a - fixed, 0.0),
+        compute_ms_per_seq=None,
         arithmetic=arithmetic,
-        source=f"derived: {label} (roofline estimate)",
+        source=f"derived: {curve.label} (step-time model, an estimate)",
+        curve=curve,
+        context_tokens=context,
     )
 
 

@@ -15,15 +15,66 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.slo import StepModel
 
 
-def read_fit_csv(path: str) -> tuple[list[float], list[float]]:
-    """`batch,step_ms` rows (header required), for --fit."""
-    import csv
-    from pathlib import Path
+# The marker of a step model saved with --save-fit (and read back by --fit).
+SAVED_FIT_KEY = "planner_step_model"
 
-    file = Path(path)
-    if not file.is_file():
-        raise InputError("--fit", f"{path}: no such file")
-    rows = list(csv.DictReader(file.read_text(encoding="utf-8").splitlines()))
+
+def read_fit_points(paths: str) -> tuple[list[float], list[float], dict[str, Any] | None]:
+    """(batches, step ms, a saved model or None) from --fit files, comma-separated: CSV
+    `batch,step_ms`, the JSON `vllm bench serve` saves (max_concurrency, mean_tpot_ms), SGLang
+    `bench_one_batch` JSONL (batch_size, median_decode_latency in s), or a --save-fit file."""
+    from planner.sources.files import ARGS_LIMIT_BYTES, parse_json, read_text
+
+    batches: list[float] = []
+    times: list[float] = []
+    for path in [p.strip() for p in paths.split(",") if p.strip()]:
+        text = read_text(path, "--fit", ARGS_LIMIT_BYTES)
+        if path.endswith(".csv") or text.lstrip().lower().startswith("batch"):
+            b, t = _csv_points(text, path)
+            batches += b
+            times += t
+            continue
+        try:  # one JSON document (vllm bench serve, --save-fit) ...
+            document = parse_json(text, "--fit", path)
+            records = document if isinstance(document, list) else [document]
+        except InputError:  # ... or JSON lines (SGLang bench_one_batch)
+            records = [
+                parse_json(line, "--fit", path) for line in text.splitlines() if line.strip()
+            ]
+        for no, rec in enumerate(records, start=1):
+            if not isinstance(rec, dict):
+                raise InputError("--fit", f"{path} record {no}: expected a JSON object")
+            if SAVED_FIT_KEY in rec:
+                return [], [], rec
+            batches.append(_positive(rec, ("max_concurrency", "num_prompts", "batch_size"), path))
+            if "mean_tpot_ms" in rec:
+                times.append(_positive(rec, ("mean_tpot_ms",), path))
+            else:
+                times.append(_positive(rec, ("median_decode_latency",), path) * 1000.0)
+    if not batches:
+        raise InputError("--fit", f"{paths}: no measurements")
+    return batches, times, None
+
+
+def _positive(rec: dict[str, Any], keys: tuple[str, ...], path: str) -> float:
+    """The first of `keys` present in a record, a finite number > 0."""
+    for key in keys:
+        value = rec.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError("--fit", f"{path}: {key} must be a number")
+        if not (math.isfinite(value) and 0 < value < 1e9):
+            raise InputError("--fit", f"{path}: {key} must be a finite number > 0")
+        return float(value)
+    raise InputError("--fit", f"{path}: none of {', '.join(keys)} in the record")
+
+
+def _csv_points(text: str, path: str) -> tuple[list[float], list[float]]:
+    """`batch,step_ms` rows (header required)."""
+    import csv
+
+    rows = list(csv.DictReader(text.splitlines()))
     if not rows or not {"batch", "step_ms"} <= set(rows[0]):
         raise InputError("--fit", f"{path}: needs a header with columns batch,step_ms")
     batches, times = [], []
@@ -34,11 +85,57 @@ def read_fit_csv(path: str) -> tuple[list[float], list[float]]:
             raise InputError(
                 "--fit", f"{path} line {no}: batch and step_ms must be numbers"
             ) from exc
-        if b < 1 or t <= 0:
+        if not (math.isfinite(b) and math.isfinite(t)) or b < 1 or t <= 0:
             raise InputError("--fit", f"{path} line {no}: batch >= 1 and step_ms > 0 expected")
         batches.append(b)
         times.append(t)
     return batches, times
+
+
+def fitted_model(
+    paths: str, prefill: float, derived: StepModel | None
+) -> tuple[StepModel, list[dict[str, float]]]:
+    """The step model --fit learns, and its residuals per measured point."""
+    from planner.core import slo
+
+    batches, times, saved = read_fit_points(paths)
+    if saved is not None:
+        fields = {k: v for k, v in saved.items() if k != SAVED_FIT_KEY}
+        try:
+            return slo.StepModel(**fields), []
+        except ValueError as exc:
+            raise InputError("--fit", f"{paths}: not a saved step model ({exc})") from exc
+    if len(set(batches)) >= 2:
+        step = slo.fit(batches, times, prefill_ms_per_token=prefill)
+    elif derived is not None:
+        # One batch measured: keep the derived curve's shape and move it onto the measurement.
+        shift = times[0] - derived.step_ms(batches[0])
+        curve = derived.curve
+        assert curve is not None
+        curve = curve.model_copy(update={"overhead_ms": max(0.0, curve.overhead_ms + shift)})
+        step = derived.model_copy(
+            update={
+                "curve": curve,
+                "a_ms": max(0.0, derived.a_ms + shift),
+                "source": f"derived, anchored on {paths} (1 point)",
+            }
+        )
+    else:
+        raise InputError(
+            "--fit",
+            "one batch size measured: add --preset/--model and --gpu to anchor the derived "
+            "model on it, or measure 2 or more batch sizes",
+        )
+    residuals = [
+        {
+            "batch": b,
+            "measured_ms": t,
+            "fitted_ms": step.step_ms(b),
+            "residual_pct": 100.0 * (step.step_ms(b) - t) / t,
+        }
+        for b, t in zip(batches, times, strict=True)
+    ]
+    return step, residuals
 
 
 def slo_advice(
@@ -56,6 +153,8 @@ def slo_advice(
     gpu: str | None = None,
     preset: str | None = None,
     model: str | None = None,
+    batches: list[int] | None = None,
+    save_fit: str | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Everything `planner slo` reports, as its documented JSON object."""
@@ -82,6 +181,7 @@ def slo_advice(
     if prefill < 0:
         raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
     plan = None
+    residuals: list[dict[str, float]] = []
     if gpu is not None or preset is not None or model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
@@ -96,7 +196,8 @@ def slo_advice(
             raise InputError("--a-ms/--b-ms", "must be >= 0")
         step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
     elif fit_path is not None:
-        step = slo.fit(*read_fit_csv(fit_path), prefill_ms_per_token=prefill)
+        derived = derived_step_model(plan, **(efficiencies or {})) if plan is not None else None
+        step, residuals = fitted_model(fit_path, prefill, derived)
     elif plan is not None:
         step = derived_step_model(plan, **(efficiencies or {}))
         if prefill_ms_per_token is not None:
@@ -108,6 +209,14 @@ def slo_advice(
             prefill_ms_per_token=prefill,
             source="reference",
         )
+    if save_fit is not None:
+        import json
+
+        from planner.sources.files import write_file
+
+        saved = step.model_dump(exclude={"curve", "context_tokens", "arithmetic"})
+        write_file(save_fit, "--save-fit", json.dumps({SAVED_FIT_KEY: 1} | saved, indent=2))
+    batches = list(batches or [])
     cap = slo.batch_cap(step, tpot_ms)
     chunk = slo.max_prefill_chunk(step, tpot_ms)
     t1, tcap = step.step_ms(1), step.step_ms(cap)
@@ -134,8 +243,16 @@ def slo_advice(
         "binding_reason": f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences",
         "validated_cap": None,
         "validation": None,
+        "fit_residuals": residuals,
+        "step_ms_at": {str(b): step.step_ms(b) for b in batches},
+        "terms_at": {str(b): _terms(step, b) for b in batches},
         "curve": [
-            {"batch": b, "step_ms": step.step_ms(b), "tok_s": b / step.step_ms(b) * 1000.0}
+            {
+                "batch": b,
+                "step_ms": step.step_ms(b),
+                "tok_s": b / step.step_ms(b) * 1000.0,
+                "terms": _terms(step, b),
+            }
             for b in sorted({1, cap * 2} | {max(1, round(cap * f / 8)) for f in range(1, 13)})
         ],
     }
@@ -202,6 +319,23 @@ def slo_advice(
         f"{seqs} --chunked-prefill-size {chunk}",
     }
     return result
+
+
+def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
+    """The derived model's terms at one batch (None for given or fitted a + b x B)."""
+    if step.curve is None or step.context_tokens is None:
+        return None
+    t = step.curve.terms(batch, step.context_tokens)
+    return {
+        "memory_ms": t.memory_ms,
+        "compute_ms": t.compute_ms,
+        "kernels_ms": t.kernels_ms,
+        "allreduce_ms": t.allreduce_ms,
+        "overhead_ms": t.overhead_ms,
+        "weights_read_bytes": float(t.weights_read_bytes),
+        "kv_read_bytes": float(t.kv_read_bytes),
+        "experts_read_per_layer": t.experts_read_per_layer or 0.0,
+    }
 
 
 def _validate_cap(

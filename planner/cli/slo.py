@@ -8,6 +8,9 @@ import typer
 
 from planner.cli.render import console, emit_json
 
+# The longest per-step engine overhead accepted: a second per step is not a serving engine.
+MAX_OVERHEAD_MS = 1000.0
+
 
 def slo(
     tpot: Annotated[float, typer.Option(help="TPOT budget per output token, ms.")],
@@ -20,7 +23,19 @@ def slo(
     prefill_ms_per_token: Annotated[
         float | None, typer.Option(help="Prefill cost per prompt token, ms [default: 0.047].")
     ] = None,
-    fit: Annotated[str | None, typer.Option(help="CSV of measurements: batch,step_ms.")] = None,
+    fit: Annotated[
+        str | None,
+        typer.Option(
+            help="Measurements to fit (comma-separated files): CSV batch,step_ms, `vllm bench "
+            "serve` JSON, SGLang bench_one_batch JSONL, or a --save-fit file."
+        ),
+    ] = None,
+    save_fit: Annotated[
+        str | None, typer.Option(help="Save the step model used (JSON, reusable with --fit).")
+    ] = None,
+    batch: Annotated[
+        str | None, typer.Option(help="Report t(B) and its terms at these batches: 1,8,64.")
+    ] = None,
     preset: Annotated[str | None, typer.Option(help="Derive a and b from a model preset.")] = None,
     model: Annotated[str | None, typer.Option(help="... or a config / Hub id.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
@@ -28,10 +43,17 @@ def slo(
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
     mean_len: Annotated[int, typer.Option(help="Working context per sequence.")] = 2000,
     bandwidth_efficiency: Annotated[
-        float, typer.Option(help="Achievable share of peak HBM bandwidth.")
-    ] = 0.8,
-    flops_efficiency: Annotated[float, typer.Option(help="Achievable share of dense FLOPs.")] = 0.5,
-    overhead_ms: Annotated[float, typer.Option(help="Fixed launch/scheduler cost per step.")] = 0.3,
+        float | None,
+        typer.Option(
+            help="Achievable share of peak HBM bandwidth [default: the GPU's, calibrated]."
+        ),
+    ] = None,
+    flops_efficiency: Annotated[
+        float | None, typer.Option(help="Achievable share of dense FLOPs [default: 0.5].")
+    ] = None,
+    overhead_ms: Annotated[
+        float | None, typer.Option(help="Engine overhead per step, ms [default: calibrated].")
+    ] = None,
     validate: Annotated[
         bool, typer.Option(help="Check the cap against simulated goodput.")
     ] = False,
@@ -54,10 +76,12 @@ def slo(
         ("--bandwidth-efficiency", bandwidth_efficiency),
         ("--flops-efficiency", flops_efficiency),
     ):
-        if not 0 < value <= 1:
+        if value is not None and not 0 < value <= 1:
             raise InputError(name, f"must be in (0, 1] (got {value})")
-    if overhead_ms < 0:
-        raise InputError("--overhead-ms", f"must be >= 0 (got {overhead_ms})")
+    if overhead_ms is not None and not 0 <= overhead_ms <= MAX_OVERHEAD_MS:
+        raise InputError(
+            "--overhead-ms", f"must be in [0, {MAX_OVERHEAD_MS:g}] (got {overhead_ms})"
+        )
     settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
     if context is not None:
         settings["context_tokens"] = context
@@ -70,12 +94,18 @@ def slo(
         prefill_ms_per_token=prefill_ms_per_token,
         fit_path=fit,
         efficiencies={
-            "bandwidth_efficiency": bandwidth_efficiency,
-            "flops_efficiency": flops_efficiency,
-            "overhead_ms": overhead_ms,
+            k: v
+            for k, v in (
+                ("bandwidth_efficiency", bandwidth_efficiency),
+                ("flops_efficiency", flops_efficiency),
+                ("overhead_ms", overhead_ms),
+            )
+            if v is not None
         },
         validate_rate=rate if validate else None,
         workload=workload,
+        batches=_batches(batch),
+        save_fit=save_fit,
         gpu=gpu,
         preset=preset,
         model=model,
@@ -108,6 +138,21 @@ def slo(
         emit_json(result)
         return
     render(result)
+
+
+def _batches(text: str | None) -> list[int]:
+    """`--batch 1,8,64` -> [1, 8, 64]."""
+    from planner.errors import InputError
+
+    if text is None:
+        return []
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise InputError("--batch", f"{text!r}: expected batch sizes like 1,8,64") from exc
+    if not values or any(not 1 <= v <= 2**20 for v in values):
+        raise InputError("--batch", f"{text!r}: batch sizes in [1, 1,048,576]")
+    return values
 
 
 def render(r: dict[str, Any]) -> None:
@@ -168,6 +213,22 @@ def render(r: dict[str, Any]) -> None:
         out.print(
             f"[bold]goodput cap {r['validated_cap']}[/] vs the curve's {cap}: the curve is "
             "a necessary condition, not the answer"
+        )
+    for b, ms in r["step_ms_at"].items():
+        terms = r["terms_at"][b]
+        detail = ""
+        if terms:
+            detail = (
+                f" (memory {terms['memory_ms']:.2f}, compute {terms['compute_ms']:.2f}, kernels "
+                f"{terms['kernels_ms']:.2f}, all-reduce {terms['allreduce_ms']:.2f}, overhead "
+                f"{terms['overhead_ms']:.2f})"
+            )
+        out.print(f"t({b}) = {ms:.2f} ms{detail}", markup=False)
+    for row in r["fit_residuals"]:
+        out.print(
+            f"fit: B={row['batch']:g} measured {row['measured_ms']:.2f} ms, fitted "
+            f"{row['fitted_ms']:.2f} ms ({row['residual_pct']:+.1f}%)",
+            markup=False,
         )
     for w in r["warnings"]:
         out.print(f"[yellow]warning:[/] {w}")

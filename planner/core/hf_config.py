@@ -668,6 +668,7 @@ def model_spec_from_config(
     mtype = str(t.get("model_type"))
 
     layers: list[_Layer] = []
+    moe_layers = 0
     if mtype == "nemotron-nas":
         layers = _nas_layers(t, hidden, heads, head_dim)
         if len(layers) != n:
@@ -678,6 +679,8 @@ def model_spec_from_config(
         kinds = _layer_kinds(t, n)
         n = len(kinds)
         moe = _moe_layout(t, n)
+        pattern_text = t.get("hybrid_override_pattern")
+        moe_layers = pattern_text.count("E") if isinstance(pattern_text, str) else sum(moe)
         ssm_bits = bits
         ssm_dtype = t.get("mamba_ssm_cache_dtype")
         if ssm_dtype:
@@ -808,6 +811,7 @@ def model_spec_from_config(
         ),
         kv_groups=groups,
         mtp_layers=_mtp_layers(t),
+        moe_layers=moe_layers if experts else 0,
         **_vision_shape(cfg),
     )
     try:

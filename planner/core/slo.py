@@ -13,6 +13,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.step_time import StepTime
 from planner.errors import InputError
 
 # docs/method.md §3 "reference" cost model.
@@ -34,6 +35,10 @@ class StepModel(BaseModel):
     compute_ms_per_seq: float | None = Field(default=None, description="derived: FLOPs slope")
     arithmetic: tuple[str, ...] = ()
     r2: float | None = None
+    curve: StepTime | None = Field(
+        default=None, description="derived: the full step-time model; a and b linearise it"
+    )
+    context_tokens: int | None = Field(default=None, description="the context t(B) is read at")
 
     @property
     def knee_batch(self) -> float | None:
@@ -44,7 +49,10 @@ class StepModel(BaseModel):
         return m / (c - self.b_ms)
 
     def step_ms(self, batch: float) -> float:
-        """t(B) in ms, switching to the compute slope above the knee."""
+        """t(B) in ms: the derived model's own curve, else a + b x B (compute slope above the
+        knee)."""
+        if self.curve is not None and self.context_tokens is not None:
+            return self.curve.step_ms(max(1, round(batch)), self.context_tokens)
         memory = self.a_ms + self.b_ms * batch
         if self.compute_ms_per_seq is None or self.memory_a_ms is None:
             return memory
@@ -66,6 +74,8 @@ def batch_cap(model: StepModel, tpot_ms: float) -> int:
             "--tpot",
             f"no batch size meets TPOT {tpot_ms:g} ms: the fixed step cost is {model.a_ms:.2f} ms",
         )
+    if model.curve is not None:
+        return _curve_cap(model, tpot_ms)
     if model.b_ms == 0 and model.compute_ms_per_seq is None:
         raise InputError("--b-ms", "b = 0 gives no cap: every batch size meets the budget")
     cap = math.floor((tpot_ms - model.a_ms) / model.b_ms + 1e-9) if model.b_ms else 10**9
@@ -75,6 +85,23 @@ def batch_cap(model: StepModel, tpot_ms: float) -> int:
     return max(cap, 1)
 
 
+def _curve_cap(model: StepModel, tpot_ms: float) -> int:
+    """Largest B whose step stays within TPOT on a (monotone) step-time curve."""
+    low, high = 1, 1
+    while high < MAX_CURVE_BATCH and model.step_ms(high * 2) <= tpot_ms:
+        high *= 2
+    high = min(high * 2, MAX_CURVE_BATCH)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if model.step_ms(mid) <= tpot_ms:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+# The largest batch a curve is searched to: beyond any engine's max_num_seqs.
+MAX_CURVE_BATCH = 2**20
 # The longest latency budget accepted: an hour per token or to first token is no serving SLO.
 MAX_BUDGET_MS = 3_600_000.0
 

@@ -91,6 +91,7 @@ class ModelSpec(BaseModel):
     mtp_layers: int = Field(
         default=0, ge=0, description="multi-token-prediction layers (speculation by MTP)"
     )
+    moe_layers: int = Field(default=0, ge=0, description="layers with routed experts (0: none)")
 
 
 class GpuSpec(BaseModel):
@@ -112,6 +113,9 @@ class GpuSpec(BaseModel):
     )
     fp16_dense_flops: int | None = Field(
         default=None, description="tensor FP16 FLOP/s where no BF16 figure exists"
+    )
+    achievable_bandwidth_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="measured decode share of peak HBM bandwidth"
     )
     bf16_dense_flops: int | None = None
     fp8_dense_flops: int | None = None

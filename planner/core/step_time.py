@@ -1,0 +1,230 @@
+"""Decode step time t(B, context) from the bytes a step moves, the FLOPs it does and what the
+engine adds, each term named (docs/method.md §3).
+
+    t(B, ctx) = max(memory(B, ctx), compute(B)) + kernels + all-reduce(B) + engine overhead
+    memory    = (weights read at B + B x KV bytes per sequence at ctx) / achievable bandwidth
+    weights   = dense matrices + lm_head (the embedding table is gathered, B rows, not read)
+                + MoE: the distinct experts B tokens route to, E x (1 - (1 - k/E)^B) per layer
+    compute   = 2 x active parameters x B / (dense FLOP/s x efficiency)
+    kernels   = layers x a fixed cost per layer (launch tails, norms, RoPE: present even in a
+                CUDA graph)
+    all-reduce= TP > 1: 2 per layer, each (TP - 1) x hop latency + bytes x 2 (TP - 1) / TP / link
+
+Constants were fitted on public measurements (benchmarks/data/step-time.jsonl: LMDeploy on
+A100, vLLM on H100 and A100, with sources) and checked against an ideal-step floor measured on
+an H200; benchmarks/step_time.py prints the errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.kv import kv_bytes_per_sequence
+from planner.core.specs import GpuSpec, ModelSpec
+from planner.units import bytes_for_elements, ceil_div
+
+# Achievable share of peak HBM bandwidth in decode GEMVs and attention, by vendor: NVIDIA 0.75
+# fitted on the 38 public rows (LMDeploy A100 Llama-2 7B/13B, vLLM H100 Qwen3-8B, vLLM A100
+# Mixtral-8x22B TP 4/8); AMD 0.60 is an assumption (ROCm kernels run further from peak; no
+# public row yet). A GPU's own measured figure (`GpuSpec.achievable_bandwidth_fraction`) wins.
+VENDOR_BANDWIDTH_EFFICIENCY = {"nvidia": 0.75, "amd": 0.60}
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
+# Achievable share of dense peak FLOPs in decode GEMMs (an assumption, as before).
+FLOPS_EFFICIENCY = 0.5
+# Fixed cost per decoder layer per step: kernel launch and tail latency of the ~10 kernels a
+# layer runs (norms, RoPE, attention, activations), present even inside a CUDA graph. 17 us
+# fits the public rows and puts the H200 ideal floor (Llama-3.1-8B, 5.36 ms at B=1) exactly.
+KERNEL_MS_PER_LAYER = 0.017
+# One-shot all-reduce latency per peer (each rank reads every other rank's buffer: latency
+# grows with TP - 1), fitted on the vLLM Mixtral-8x22B TP 4 and TP 8 rows (A100, NVLink).
+ALLREDUCE_HOP_MS = 0.008
+# Link bandwidth when the catalog names none (PCIe Gen4 x16, one direction).
+DEFAULT_LINK_BYTES_PER_S = 32e9
+# Per-step engine overhead not hidden behind the GPU (scheduling, sampling, input prep), ms,
+# fitted per engine on the public rows: vLLM's V1 engine overlaps most of it (async
+# scheduling); V0 (before 0.8) and SGLang's Python scheduler add more; LMDeploy's C++
+# TurboMind little. SGLang's figure is an assumption between the two vLLM engines.
+ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0.2}
+# Tokens per step at which MoE expert activation is reported as saturated (all experts read).
+SATURATED_EXPERT_SHARE = 0.999
+
+
+class StepTerms(BaseModel):
+    """One step's time, term by term, ms."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch: int
+    context_tokens: int
+    weights_read_bytes: int
+    kv_read_bytes: int
+    memory_ms: float
+    compute_ms: float
+    kernels_ms: float
+    allreduce_ms: float
+    overhead_ms: float
+    step_ms: float
+    experts_read_per_layer: float | None = None
+
+
+class StepTime(BaseModel):
+    """Everything t(B, ctx) needs for one model on one GPU of a TP group, under one engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str
+    dense_weights_bytes: int = Field(ge=0, description="read every step, per GPU")
+    expert_bytes: int = Field(default=0, ge=0, description="one expert across its layers, per GPU")
+    num_experts: int = Field(default=0, ge=0)
+    experts_per_token: int = Field(default=0, ge=0)
+    model: ModelSpec = Field(description="for the KV bytes of each layer group")
+    kv_dtype_bytes: int = Field(default=2, gt=0)
+    active_params_per_gpu: int = Field(gt=0)
+    bandwidth_bytes_per_s: float = Field(gt=0, description="peak HBM bandwidth")
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    flops_per_s: float = Field(gt=0)
+    flops_efficiency: float = Field(default=FLOPS_EFFICIENCY, gt=0, le=1)
+    layers: int = Field(gt=0)
+    kernel_ms_per_layer: float = Field(default=KERNEL_MS_PER_LAYER, ge=0)
+    tp: int = Field(default=1, ge=1)
+    hidden_size: int = Field(gt=0)
+    activation_bytes: int = Field(default=2, gt=0)
+    link_bytes_per_s: float = Field(default=DEFAULT_LINK_BYTES_PER_S, gt=0)
+    allreduce_hop_ms: float = Field(default=ALLREDUCE_HOP_MS, ge=0)
+    overhead_ms: float = Field(default=ENGINE_OVERHEAD_MS["vllm"], ge=0)
+    engine: str = "vllm"
+
+    def experts_read(self, batch: int) -> float:
+        """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
+        if not self.num_experts:
+            return 0.0
+        share = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** batch
+        return self.num_experts * share
+
+    def kv_bytes(self, context: int) -> int:
+        """KV bytes one sequence reads per step at `context`: every layer group, windows
+        capped, MLA latent whole, Mamba / linear-attention state."""
+        return kv_bytes_per_sequence(self.model, context, self.tp, self.kv_dtype_bytes)
+
+    def terms(self, batch: int, context: int) -> StepTerms:
+        """Every term of one decode step of `batch` sequences at `context` tokens."""
+        experts = self.experts_read(batch)
+        weights = self.dense_weights_bytes + round(experts * self.expert_bytes)
+        kv = batch * self.kv_bytes(context)
+        bandwidth = self.bandwidth_bytes_per_s * self.bandwidth_efficiency
+        memory_ms = (weights + kv) / bandwidth * 1e3
+        compute_ms = (
+            2
+            * self.active_params_per_gpu
+            * batch
+            / (self.flops_per_s * self.flops_efficiency)
+            * 1e3
+        )
+        kernels_ms = self.layers * self.kernel_ms_per_layer
+        allreduce_ms = 0.0
+        if self.tp > 1:
+            message = batch * self.hidden_size * self.activation_bytes
+            one = (self.tp - 1) * self.allreduce_hop_ms + (
+                message * 2 * (self.tp - 1) / self.tp / self.link_bytes_per_s * 1e3
+            )
+            allreduce_ms = 2 * self.layers * one
+        step = max(memory_ms, compute_ms) + kernels_ms + allreduce_ms + self.overhead_ms
+        return StepTerms(
+            batch=batch,
+            context_tokens=context,
+            weights_read_bytes=weights,
+            kv_read_bytes=kv,
+            memory_ms=memory_ms,
+            compute_ms=compute_ms,
+            kernels_ms=kernels_ms,
+            allreduce_ms=allreduce_ms,
+            overhead_ms=self.overhead_ms,
+            step_ms=step,
+            experts_read_per_layer=experts if self.num_experts else None,
+        )
+
+    def step_ms(self, batch: int, context: int) -> float:
+        """t(B, ctx) in ms."""
+        return self.terms(batch, context).step_ms
+
+
+def link_bytes_per_s(gpu: GpuSpec) -> float:
+    """One direction of the GPU's fastest listed link (catalogs print bidirectional GB/s)."""
+    if not gpu.interconnect:
+        return DEFAULT_LINK_BYTES_PER_S
+    rates = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s*GB/s", gpu.interconnect)]
+    return max(rates) * 1e9 / 2 if rates else DEFAULT_LINK_BYTES_PER_S
+
+
+def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
+    """The ENGINE_OVERHEAD_MS entry for an engine (vLLM before 0.8 ran the V0 engine)."""
+    if engine == "vllm" and version is not None and version < (0, 8, 0):
+        return "vllm-v0"
+    return engine if engine in ENGINE_OVERHEAD_MS else "vllm"
+
+
+def bandwidth_efficiency(gpu: GpuSpec) -> float:
+    """The GPU's measured achievable bandwidth share, else its vendor's."""
+    if gpu.achievable_bandwidth_fraction is not None:
+        return gpu.achievable_bandwidth_fraction
+    return VENDOR_BANDWIDTH_EFFICIENCY.get(gpu.vendor, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+
+def step_time_for(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int = 1,
+    weights_bytes: int | None = None,
+    weight_dtype: str | None = None,
+    kv_dtype_bytes: int = 2,
+    engine: str = "vllm",
+    version: tuple[int, int, int] | None = None,
+) -> StepTime:
+    """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
+    `weights_bytes` when re-stored)."""
+    total = weights_bytes if weights_bytes is not None else model.weights_bytes
+    vocab = model.vocab_size or 0
+    embedding = bytes_for_elements(vocab * model.hidden_size, "bf16")
+    expert_all = 0
+    expert_one = 0
+    if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
+        moe_layers = _moe_layers(model)
+        per_expert_params = 3 * model.hidden_size * model.moe_intermediate_size * moe_layers
+        scale = total / max(model.params_total, 1)  # bytes per parameter as stored
+        expert_one = round(per_expert_params * scale)
+        expert_all = expert_one * model.num_experts
+    dense = max(total - embedding - expert_all, 0)
+    flops = gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0
+    if (weight_dtype or "").startswith("fp8") and gpu.fp8_dense_flops:
+        flops = gpu.fp8_dense_flops
+    if not gpu.hbm_bandwidth_bytes_per_s or not flops:
+        from planner.errors import InputError
+
+        raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
+    return StepTime(
+        label=f"{model.name} on {gpu.id} x TP {tp} ({engine})",
+        dense_weights_bytes=ceil_div(dense, tp),
+        expert_bytes=ceil_div(expert_one, tp),
+        num_experts=model.num_experts or 0,
+        experts_per_token=model.experts_per_token or 0,
+        model=model,
+        kv_dtype_bytes=kv_dtype_bytes,
+        active_params_per_gpu=max(1, model.params_active // tp),
+        bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
+        bandwidth_efficiency=bandwidth_efficiency(gpu),
+        flops_per_s=float(flops),
+        layers=model.num_layers,
+        tp=tp,
+        hidden_size=model.hidden_size,
+        link_bytes_per_s=link_bytes_per_s(gpu),
+        overhead_ms=ENGINE_OVERHEAD_MS[engine_key(engine, version)],
+        engine=engine,
+    )
+
+
+def _moe_layers(model: ModelSpec) -> int:
+    """Decoder layers that carry routed experts (all, unless the config says fewer)."""
+    return model.moe_layers or model.num_layers

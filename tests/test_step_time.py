@@ -1,0 +1,123 @@
+"""The step-time model: each term, the ideal floor it must never undercut, and its error on the
+public measured rows (benchmarks/data/step-time.jsonl)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import MODELS, Result
+
+from planner.core.step_time import (
+    ENGINE_OVERHEAD_MS,
+    KERNEL_MS_PER_LAYER,
+    step_time_for,
+)
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu, load_model_preset
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA8 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-8B"))
+MIXTRAL = resolve_model(None, str(MODELS / "mistralai--Mixtral-8x22B-v0.1"))
+
+
+def test_all_reduce_is_zero_at_tp1_and_grows_with_tp_and_hidden() -> None:
+    gpu = find_gpu("h100")
+    one = step_time_for(LLAMA8, gpu, tp=1).terms(16, 2000)
+    two = step_time_for(LLAMA8, gpu, tp=2).terms(16, 2000)
+    eight = step_time_for(LLAMA8, gpu, tp=8).terms(16, 2000)
+    assert one.allreduce_ms == 0
+    assert 0 < two.allreduce_ms < eight.allreduce_ms
+    wide = step_time_for(load_model_preset("gqa-70b"), gpu, tp=8).terms(256, 2000)
+    narrow = step_time_for(LLAMA8, gpu, tp=8).terms(256, 2000)
+    assert wide.allreduce_ms > narrow.allreduce_ms  # hidden 8192 vs 4096, more layers
+
+
+def test_moe_reads_top_k_experts_at_one_token_and_all_of_them_at_many() -> None:
+    st = step_time_for(MIXTRAL, find_gpu("a100-sxm4-80gb"), tp=4)
+    assert st.experts_read(1) == pytest.approx(MIXTRAL.experts_per_token)
+    assert st.experts_read(256) == pytest.approx(MIXTRAL.num_experts, rel=1e-3)
+    one = st.terms(1, 100).weights_read_bytes
+    many = st.terms(256, 100).weights_read_bytes
+    assert many - one == pytest.approx((8 - 2) * st.expert_bytes, rel=1e-3)
+    assert st.dense_weights_bytes + 8 * st.expert_bytes == pytest.approx(
+        (MIXTRAL.weights_bytes - MIXTRAL.vocab_size * MIXTRAL.hidden_size * 2) / 4, rel=1e-3
+    )
+
+
+def test_fixed_costs_are_present_at_one_sequence() -> None:
+    terms = step_time_for(LLAMA8, find_gpu("h100"), engine="vllm").terms(1, 1)
+    assert terms.overhead_ms == ENGINE_OVERHEAD_MS["vllm"] > 0
+    assert terms.kernels_ms == pytest.approx(32 * KERNEL_MS_PER_LAYER)
+    assert terms.step_ms > terms.memory_ms + terms.kernels_ms
+
+
+def test_step_time_grows_with_batch_and_context() -> None:
+    st = step_time_for(LLAMA8, find_gpu("mi300x"))
+    times = [st.step_ms(b, 2000) for b in (1, 2, 8, 64, 256, 1024)]
+    assert times == sorted(times)
+    assert st.step_ms(32, 8000) > st.step_ms(32, 2000)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINE_OVERHEAD_MS))
+def test_never_below_the_h200_ideal_floor(engine: str) -> None:
+    floor = json.loads((ROOT / "benchmarks" / "data" / "step-floor.json").read_text())
+    st = step_time_for(LLAMA8, find_gpu(floor["gpu"]), engine=engine)
+    ideal = st.model_copy(update={"overhead_ms": 0.0})  # no engine at all
+    for batch, ms in floor["step_ms"].items():
+        assert ideal.step_ms(int(batch), floor["context_tokens"]) >= ms
+    assert (floor["step_ms"]["1"], floor["step_ms"]["256"]) == (5.36, 26.2)
+
+
+def test_error_on_the_public_rows_is_within_bounds() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "step_time_bench", ROOT / "benchmarks" / "step_time.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [json.loads(x) for x in bench.ROWS.read_text().splitlines() if x.strip()]
+    errors = []
+    for row in rows:
+        predicted = bench.predict(row)
+        if predicted is not None:
+            errors.append((predicted - row["measured_ms"]) / row["measured_ms"])
+    absolute = sorted(abs(e) for e in errors)
+    assert len(errors) == 38
+    assert statistics.median(absolute) <= 0.08
+    assert absolute[math.ceil(0.9 * len(absolute)) - 1] <= 0.20
+    assert abs(statistics.mean(errors)) <= 0.05
+    for tp in (1, 4, 8):  # no systematic miss by TP
+        mine = [
+            e
+            for e, r in zip(errors, [r for r in rows if bench.predict(r) is not None], strict=True)
+            if r["tp"] == tp
+        ]
+        assert abs(statistics.mean(mine)) <= 0.08
+
+
+def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> None:
+    data = cli(
+        "slo",
+        "--tpot",
+        "30",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--batch",
+        "1,64",
+        "--json",
+    ).json()
+    assert set(data["step_ms_at"]) == {"1", "64"}
+    assert data["step_ms_at"]["64"] > data["step_ms_at"]["1"]
+    terms = data["terms_at"]["1"]
+    total = max(terms["memory_ms"], terms["compute_ms"]) + terms["kernels_ms"]
+    total += terms["allreduce_ms"] + terms["overhead_ms"]
+    assert data["step_ms_at"]["1"] == pytest.approx(total)
+    assert all(p["terms"] is not None for p in data["curve"])
