@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core.engines import sglang, vllm
+from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
@@ -30,7 +31,7 @@ MAX_PLAN_PASSES = 4
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
-ENGINE_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+ENGINE_DTYPES = ("auto", *DTYPE_FLAG_NAMES)
 # Utilisation the suggestions may go up to: the engines' own defaults leave 8-10% of the device
 # to the allocator's fragmentation, other processes and peaks the profile does not see.
 MAX_SUGGESTED_UTILIZATION = 0.95
