@@ -21,6 +21,7 @@ PAGES = {
     "simulate": "simulate.md",
     "drift": "drift.md",
     "gpus": "gpus.md",
+    "diagnose": "diagnose.md",
 }
 COMMANDS = sorted(c.name or "" for c in app.registered_commands)
 

@@ -90,6 +90,7 @@ BASE = {
     "slo": ["--tpot", "50"],
     "spec": ["--alpha", "0.7"],
     "drift": ["plan.yaml"],  # numbers are checked before the plan is read
+    "diagnose": ["--snapshots", "a.prom,b.prom", "--interval", "1"],
     "gpus": [],
     "presets": [],
 }

@@ -343,10 +343,12 @@ def _validate_cap(
 ) -> dict[str, Any]:
     """Simulate chunked serving at caps up to the curve's and keep the goodput-maximising one."""
     from planner.sim.engine import CostModel, SimConfig, simulate
-    from planner.sim.workload import generate
+    from planner.sim.workload import MAX_RATE_PER_S, MIN_RATE_PER_S, generate
 
-    if rate <= 0:
-        raise InputError("--rate", f"must be > 0 (got {rate})")
+    if not MIN_RATE_PER_S <= rate <= MAX_RATE_PER_S:
+        raise InputError(
+            "--rate", f"must be in [{MIN_RATE_PER_S:.3g}, {MAX_RATE_PER_S:g}] req/s (got {rate:g})"
+        )
     cost = CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
     trace = generate(load_workload(workload).model_copy(update={"rate_per_s": rate}))
     fractions = (1 / 8, 1 / 6, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0)

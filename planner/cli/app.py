@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import capacity, drift, gpus, presets, simulate, slo, spec
+from planner.cli import capacity, diagnose, drift, gpus, presets, simulate, slo, spec
 from planner.cli.numbers import checked
 
 app = typer.Typer(
@@ -46,6 +46,7 @@ app.command("gpus")(checked(gpus.gpus))
 app.command("simulate")(checked(simulate.simulate))
 app.command("slo")(checked(slo.slo))
 app.command("drift")(checked(drift.drift))
+app.command("diagnose")(checked(diagnose.diagnose))
 
 
 def main(argv: list[str] | None = None) -> int:

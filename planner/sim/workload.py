@@ -20,6 +20,9 @@ from planner.errors import InputError
 MAX_TRACE_REQUEST_TOKENS = 2**24
 MAX_GENERATED_REQUESTS = 1_000_000
 MAX_TRACE_REQUESTS = 500_000
+# Arrival rates a simulation accepts: one request a day to a million a second.
+MIN_RATE_PER_S = 1.0 / 86_400
+MAX_RATE_PER_S = 1e6
 # Arrival times beyond 10^12 s (~31,700 years) are not a trace.
 MAX_TRACE_ARRIVAL_S = 1e12
 
@@ -64,7 +67,7 @@ class Workload(BaseModel):
 
     description: str = ""
     arrival: Literal["poisson", "uniform"] = "poisson"
-    rate_per_s: float = Field(gt=0, allow_inf_nan=False)
+    rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S, allow_inf_nan=False)
     requests: int = Field(gt=0, le=MAX_GENERATED_REQUESTS)
     seed: int = Field(default=0, ge=0, description="numpy seeds are non-negative")
     prompt_tokens: LengthDist

@@ -1,0 +1,148 @@
+"""`planner diagnose` by name: two /metrics scrapes (live or saved) and the deployment's model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from planner.errors import InputError, SourceUnavailable
+
+# The longest --window / --interval accepted, seconds: an hour is not a health check.
+MAX_WINDOW_S = 3600.0
+
+
+def _samples(text: str) -> Any:
+    from planner.sources.deployed import parse_prometheus
+
+    return parse_prometheus(text)
+
+
+def scrape_pair(url: str, window_s: float, timeout_s: float) -> tuple[Any, Any, float]:
+    """Two scrapes of one endpoint `window_s` apart (each bounded in time and bytes)."""
+    from planner.sources.deployed import fetch_metrics
+
+    if not 0 < window_s <= MAX_WINDOW_S:
+        raise InputError("--window", f"must be in (0, {MAX_WINDOW_S:g}] s (got {window_s})")
+    first = fetch_metrics([url], timeout_s)[0]
+    if first.text is None:
+        raise SourceUnavailable(f"{url}: {first.error}")
+    started = time.monotonic()
+    time.sleep(window_s)
+    second = fetch_metrics([url], timeout_s)[0]
+    if second.text is None:
+        raise SourceUnavailable(f"{url}: {second.error}")
+    return _samples(first.text), _samples(second.text), time.monotonic() - started
+
+
+def snapshot_pair(paths: list[str], interval_s: float | None) -> tuple[Any, Any, float]:
+    """Two saved scrapes and the seconds between them."""
+    from planner.sources.deployed import MAX_METRICS_BYTES
+    from planner.sources.files import read_text
+
+    if len(paths) != 2:
+        raise InputError("--snapshots", "two files: the earlier scrape, then the later one")
+    if interval_s is None or not 0 < interval_s <= MAX_WINDOW_S:
+        raise InputError(
+            "--interval", f"seconds between the snapshots, in (0, {MAX_WINDOW_S:g}] (required)"
+        )
+    a, b = (read_text(p, "--snapshots", MAX_METRICS_BYTES) for p in paths)
+    return _samples(a), _samples(b), interval_s
+
+
+def effects_for(
+    *,
+    plan_path: str | None,
+    preset: str | None,
+    model: str | None,
+    gpu: str | None,
+    settings: dict[str, Any],
+) -> Any:
+    """The deployment's models (step time, KV capacity) from a plan or a model and GPU."""
+    from planner.api.capacity import serve_report
+    from planner.api.latency import step_model_from_curve
+    from planner.core import slo
+    from planner.core.diagnose import Effects
+    from planner.core.serve import sequences_held
+    from planner.core.step_time import step_time_for
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    if plan_path is not None:
+        from planner.plan import load
+        from planner.sources.files import PLAN_LIMIT_BYTES, read_text
+
+        lock = load(read_text(plan_path, "--plan", PLAN_LIMIT_BYTES), plan_path)
+        i = lock.inputs
+        preset, model, gpu = i.preset, i.model, i.gpu
+        stored = dict(i.settings)
+        settings = {
+            "tp": stored.get("tp", 1),
+            "context_tokens": stored.get("context_tokens"),
+            "mean_tokens": stored.get("mean_tokens"),
+        } | {k: v for k, v in settings.items() if v is not None}
+    if gpu is None or (preset is None and model is None):
+        if preset is not None or model is not None:
+            raise InputError("--gpu", "required with --preset/--model")
+        return Effects()
+    values = {k: v for k, v in settings.items() if v is not None}
+    plan, _payload = serve_report(
+        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
+    )
+    spec = resolve_model(preset, model)
+    card = find_gpu(gpu)
+    tp = int(values.get("tp", 1))
+    mean = int(_payload["settings"]["mean_tokens"])
+    step = step_model_from_curve(step_time_for(spec, card, tp=tp), mean)
+    prediction = plan.prediction
+
+    def kv_sequences_at(tokens: int) -> int:
+        return 0 if prediction is None else sequences_held(spec, prediction, tokens)
+
+    return Effects(
+        step_ms=lambda b: step.step_ms(b),
+        batch_cap=lambda tpot: slo.batch_cap(step, tpot),
+        kv_sequences_at=kv_sequences_at,
+        max_model_len=int(_payload["settings"]["context_tokens"]),
+        max_num_seqs=plan.max_num_seqs or None,
+    )
+
+
+def diagnose_report(
+    *,
+    metrics_url: str | None,
+    window_s: float,
+    snapshots: list[str],
+    interval_s: float | None,
+    timeout_s: float,
+    budgets: dict[str, Any],
+    plan_path: str | None,
+    preset: str | None,
+    model: str | None,
+    gpu: str | None,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything `planner diagnose` reports, as its documented JSON object."""
+    from planner.core.diagnose import Budgets, diagnose
+    from planner.core.slo import check_budget
+    from planner.sources.deployed import check_metrics_url, check_timeout
+
+    for flag, key in (("--tpot", "tpot_ms"), ("--ttft", "ttft_ms")):
+        if budgets.get(key) is not None:
+            check_budget(flag, budgets[key])
+    if not 0 < budgets.get("percentile", 95.0) < 100:
+        raise InputError("--percentile", "must be in (0, 100)")
+    if (metrics_url is None) == (not snapshots):
+        raise InputError("--metrics", "give one of --metrics URL or --snapshots A,B")
+    fx = effects_for(plan_path=plan_path, preset=preset, model=model, gpu=gpu, settings=settings)
+    if metrics_url is not None:
+        check_metrics_url(metrics_url)
+        check_timeout(timeout_s)
+        before, after, interval = scrape_pair(metrics_url, window_s, timeout_s)
+        where = metrics_url
+    else:
+        before, after, interval = snapshot_pair(snapshots, interval_s)
+        where = " -> ".join(snapshots)
+    result = diagnose(before, after, interval, Budgets(**budgets), fx)
+    if result.engine == "unknown":
+        raise InputError("--metrics", f"{where}: no vLLM or SGLang metrics in the scrape")
+    return {"source": where} | result.model_dump()

@@ -1,0 +1,185 @@
+"""`planner diagnose` against loopback servers replaying real scrapes (tests/data/metrics/,
+copies of real vLLM and SGLang /metrics pages; scenario values changed by `bump` only)."""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+from helpers import DATA, Result
+
+from planner.core.diagnose import counter_delta, histogram_quantile
+from planner.sources.deployed import parse_prometheus
+
+Cli = Callable[..., Result]
+METRICS = DATA / "metrics"
+LIGHT = (METRICS / "vllm-0.29-qwen2.5-1.5b-light.prom").read_text()
+SPEC = (METRICS / "vllm-0.25-deepseek-v4-flash-mtp-spec.prom").read_text()
+SGLANG = (METRICS / "sglang-2024-12-llama3.1-8b-underload.prom").read_text()
+V0 = (METRICS / "vllm-v0-0.9-cpu-qwen3-0.6b.prom").read_text()
+
+
+def bump(text: str, name: str, change: Callable[[float], float], where: str = "") -> str:
+    """`text` with every sample of `name` (whose labels contain `where`) set to change(value)."""
+
+    def edit(m: re.Match[str]) -> str:
+        if where not in (m.group(2) or ""):
+            return m.group(0)
+        return f"{m.group(1)}{m.group(2) or ''} {change(float(m.group(3)))!r}"
+
+    pattern = re.compile(rf"^({re.escape(name)})(\{{[^}}]*\}})? (\S+)$", re.M)
+    return pattern.sub(edit, text)
+
+
+@contextmanager
+def server(pages: list[str], delay_s: float = 0.0) -> Iterator[str]:
+    """Serve each page in turn on GET /metrics (the last one repeats)."""
+    served = {"n": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            time.sleep(delay_s)
+            body = pages[min(served["n"], len(pages) - 1)].encode()
+            served["n"] += 1
+            with suppress(BrokenPipeError, ConnectionResetError):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def run(cli: Cli, pages: list[str], *args: str) -> Result:
+    with server(pages) as url:
+        return cli("diagnose", "--metrics", url, "--window", "0.2", *args)
+
+
+def test_healthy_server_exits_0(cli: Cli) -> None:
+    later = bump(LIGHT, "vllm:generation_tokens_total", lambda v: v + 500)
+    r = run(cli, [LIGHT, later], "--tpot", "50", "--json")
+    data = r.json()
+    assert r.code == 0 and data["healthy"] is True and data["advice"] is None
+    assert data["engine"] == "vllm-v1"
+
+
+def test_kv_pinned_with_preemptions_calls_for_a_memory_action(cli: Cli) -> None:
+    later = bump(LIGHT, "vllm:kv_cache_usage_perc", lambda v: 0.99)
+    later = bump(later, "vllm:num_preemptions_total", lambda v: v + 30)
+    r = run(cli, [LIGHT, later], "--preset", "qwen2.5-7b", "--gpu", "l4", "--json")
+    data = r.json()
+    assert r.code == 1 and data["advice"]["check"] in ("KV cache usage", "preemptions")
+    assert re.search(r"max_model_len|max_num_seqs|gpu-memory-utilization", data["advice"]["action"])
+    checks = {f["check"]: f for f in data["findings"]}
+    assert checks["preemptions"]["verdict"] == "fail" and checks["KV cache usage"]["value"] == "99%"
+
+
+def test_tpot_over_budget_with_kv_slack_lowers_max_num_seqs_by_the_step_model(cli: Cli) -> None:
+    later = bump(LIGHT, "vllm:inter_token_latency_seconds_bucket", lambda v: v + 2000, 'le="+Inf"')
+    for le in ("0.1", "0.15", "0.2", "0.3", "0.4"):
+        later = bump(
+            later, "vllm:inter_token_latency_seconds_bucket", lambda v: v + 2000, f'le="{le}"'
+        )
+    later = bump(later, "vllm:num_requests_running", lambda v: 200)
+    later = bump(later, "vllm:kv_cache_usage_perc", lambda v: 0.6)
+    r = run(
+        cli, [LIGHT, later], "--tpot", "50", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json"
+    )
+    data = r.json()
+    advice = data["advice"]
+    assert r.code == 1 and advice["check"] == "TPOT p95"
+    match = re.search(r"max_num_seqs ([\d,]+) -> ([\d,]+) with KV at 60%", advice["action"])
+    assert match, advice["action"]
+    assert int(match.group(2).replace(",", "")) < int(match.group(1).replace(",", ""))
+    assert "step model" in advice["expected_effect"]
+
+
+def test_prefix_hit_rate_collapsing_is_a_finding(cli: Cli) -> None:
+    later = bump(LIGHT, "vllm:prefix_cache_queries_total", lambda v: v + 20_000)
+    r = run(cli, [LIGHT, later], "--json")
+    checks = {f["check"]: f for f in r.json()["findings"]}
+    assert r.code == 1 and checks["prefix-cache hit rate"]["verdict"] == "fail"
+
+
+def test_sglang_with_a_growing_queue(cli: Cli) -> None:
+    later = bump(SGLANG, "sglang:num_queue_reqs", lambda v: v + 400)
+    r = run(cli, [SGLANG, later], "--json")
+    data = r.json()
+    assert r.code == 1 and data["engine"] == "sglang"
+    assert data["advice"]["check"] == "waiting queue" and "3,226" in data["advice"]["value"]
+
+
+def test_vllm_v0_names_are_recognised(cli: Cli) -> None:
+    later = bump(V0, "vllm:gpu_cache_usage_perc", lambda v: 0.97)
+    data = run(cli, [V0, later], "--json").json()
+    assert data["engine"] == "vllm-v0"
+    assert {f["check"]: f for f in data["findings"]}["KV cache usage"]["value"] == "97%"
+
+
+def test_poor_speculative_acceptance_says_disable_or_lower_k(cli: Cli) -> None:
+    later = bump(SPEC, "vllm:spec_decode_num_drafts_total", lambda v: v + 1000)
+    later = bump(later, "vllm:spec_decode_num_draft_tokens_total", lambda v: v + 6000)
+    later = bump(later, "vllm:spec_decode_num_accepted_tokens_total", lambda v: v + 250)
+    data = run(cli, [SPEC, later], "--json").json()
+    spec = {f["check"]: f for f in data["findings"]}["speculative acceptance"]
+    assert spec["verdict"] == "fail" and "1.25" in spec["value"]
+    assert re.search(r"disable speculation|lower k", spec["action"])
+
+
+def test_counter_reset_gives_no_negative_rate(cli: Cli) -> None:
+    later = bump(LIGHT, "vllm:generation_tokens_total", lambda v: 10.0)  # restarted: 584 -> 10
+    data = run(cli, [LIGHT, later], "--json").json()
+    assert "vllm:generation_tokens_total" in data["counter_resets"]
+    tput = {f["check"]: f for f in data["findings"]}["generation throughput"]
+    assert not tput["value"].startswith("-")
+
+
+def test_histogram_quantile_interpolates_within_a_bucket() -> None:
+    before = parse_prometheus(LIGHT)
+    later = bump(LIGHT, "vllm:inter_token_latency_seconds_bucket", lambda v: v + 100)
+    after = parse_prometheus(later)
+    value, n = histogram_quantile(before, after, ("vllm:inter_token_latency_seconds",), 0.5)
+    assert n == 100 and value == pytest.approx(0.005)  # all 100 in [0, 0.01]: the middle
+    assert counter_delta(before, after, ("vllm:num_preemptions_total",), []) == 0
+
+
+def test_unreachable_or_slow_endpoint_exits_3_within_the_timeout(cli: Cli) -> None:
+    started = time.monotonic()
+    r = cli("diagnose", "--metrics", "http://127.0.0.1:9/metrics", "--timeout", "1")
+    assert r.code == 3
+    with server([LIGHT], delay_s=3) as url:
+        r = cli("diagnose", "--metrics", url, "--timeout", "1", "--window", "0.1")
+    assert r.code == 3 and time.monotonic() - started < 6
+
+
+def test_a_100_mb_body_is_refused(cli: Cli) -> None:
+    huge = LIGHT + "#" * (100 * 1024 * 1024)
+    with server([huge]) as url:
+        r = cli("diagnose", "--metrics", url, "--timeout", "5", "--window", "0.1")
+    assert r.code == 3 and "larger than" in r.err
+
+
+def test_saved_snapshots_and_github_format(cli: Cli, tmp_path: Path) -> None:
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text(SGLANG)
+    b.write_text(bump(SGLANG, "sglang:num_queue_reqs", lambda v: v + 1))
+    r = cli("diagnose", "--snapshots", f"{a},{b}", "--interval", "30", "--format", "github")
+    assert r.code == 1 and r.out.startswith("::error title=planner diagnose::waiting queue")
+    bad = cli("diagnose", "--snapshots", str(a), "--interval", "30")
+    assert bad.code == 2 and "two files" in bad.err
