@@ -77,6 +77,14 @@ def test_healthy_server_exits_0(cli: Cli) -> None:
     data = r.json()
     assert r.code == 0 and data["healthy"] is True and data["advice"] is None
     assert data["engine"] == "vllm-v1"
+    assert data["config"]["enable_prefix_caching"] == "True" and "num_gpu_blocks" in data["config"]
+
+
+def test_prefix_caching_off_is_not_a_collapse(cli: Cli) -> None:
+    idle = (METRICS / "vllm-0.29-prefix-off-idle.prom").read_text()
+    data = run(cli, [idle, idle], "--json").json()
+    prefix = {f["check"]: f for f in data["findings"]}["prefix-cache hit rate"]
+    assert prefix["verdict"] == "n/a" and prefix["value"] == "prefix caching is off"
 
 
 def test_kv_pinned_with_preemptions_calls_for_a_memory_action(cli: Cli) -> None:

@@ -132,6 +132,9 @@ def show(report: dict[str, Any], fmt: str) -> None:
     for f in report["findings"]:
         table.add_row(f["check"], f["value"], f["threshold"], f["verdict"])
     print_table(out, fit_columns(table, wrap=("value", "threshold")))
+    if report["config"]:
+        shown = ", ".join(f"{k}={v}" for k, v in report["config"].items())
+        out.print(f"running with: {shown}", markup=False)
     for name in report["counter_resets"]:
         out.print(f"note: {name} was reset between the scrapes (counted from the reset)")
     advice = report["advice"]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -42,6 +42,17 @@ SPEC_DRAFTS = ("vllm:spec_decode_num_drafts_total",)
 SPEC_DRAFT_TOKENS = ("vllm:spec_decode_num_draft_tokens_total",)
 SPEC_ACCEPTED = ("vllm:spec_decode_num_accepted_tokens_total",)
 SPEC_ACCEPT_LENGTH = ("sglang:spec_accept_length",)
+
+# Configuration a server exports: vLLM's cache_config_info labels, SGLang's constant gauges.
+VLLM_CONFIG_LABELS = (
+    "block_size",
+    "cache_dtype",
+    "gpu_memory_utilization",
+    "num_gpu_blocks",
+    "kv_cache_size_tokens",
+    "enable_prefix_caching",
+)
+SGLANG_CONFIG_GAUGES = ("sglang:max_total_num_tokens", "sglang:page_size", "sglang:context_len")
 
 # Thresholds, each with where it comes from (docs/diagnose.md).
 # KV usage at which a new long request can find no free block and vLLM preempts (its scheduler
@@ -89,6 +100,9 @@ class Diagnosis(BaseModel):
     counter_resets: list[str]
     running: float | None
     waiting: float | None
+    config: dict[str, str] = Field(
+        default_factory=dict, description="the running configuration the server exports"
+    )
 
 
 def _pick(samples: Samples, names: tuple[str, ...]) -> str | None:
@@ -357,6 +371,10 @@ def diagnose(
             step=6,
         )
     )
+    config = running_config(after)
+    if config.get("enable_prefix_caching") == "False":
+        prefix = next(f for f in findings if f.check == "prefix-cache hit rate")
+        prefix.value, prefix.verdict, prefix.action = "prefix caching is off", "n/a", None
     failing = sorted((f for f in findings if f.verdict == "fail"), key=lambda f: f.step)
     return Diagnosis(
         engine=detect_engine(after),
@@ -367,7 +385,22 @@ def diagnose(
         counter_resets=sorted(set(resets)),
         running=running,
         waiting=waiting,
+        config=config,
     )
+
+
+def running_config(samples: Samples) -> dict[str, str]:
+    """What the server says it runs with (labels and gauges as printed)."""
+    info = samples.get("vllm:cache_config_info")
+    if info:
+        labels = info[0][0]
+        return {k: labels[k] for k in VLLM_CONFIG_LABELS if k in labels}
+    out = {}
+    for name in SGLANG_CONFIG_GAUGES:
+        value = gauge(samples, (name,))
+        if value is not None:
+            out[name.split(":", 1)[1]] = f"{value:g}"
+    return out
 
 
 def _latency(seconds: float | None, count: int, empty: str) -> str:
