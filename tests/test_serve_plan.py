@@ -329,3 +329,11 @@ def test_one_line_covers_memory_latency_and_speculation(cli: Cli) -> None:
     ).json()
     assert off["speculation"]["enable"] is False and "--speculative" not in off["flags"]["vllm"]
     assert any("does not pay" in w for w in off["warnings"])
+
+
+@pytest.mark.parametrize(
+    "flag", [["--engine", "vllm"], ["--tpot", "50"], ["--max-num-seqs", "8"], ["--pp", "2"]]
+)
+def test_engine_options_are_refused_by_the_textbook_not_ignored(cli: Cli, flag: list[str]) -> None:
+    r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", *flag)
+    assert r.code == 2 and "engine-ledger option" in r.err

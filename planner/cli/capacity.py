@@ -271,7 +271,28 @@ def capacity(
             json_out=json_out,
         )
         return
-    engine_only: dict[str, object] = {"--tpot": tpot, "--dtype": dtype, "--spec-alpha": spec_alpha}
+    engine_only: dict[str, object] = {
+        "--tpot": tpot,
+        "--dtype": dtype,
+        "--spec-alpha": spec_alpha,
+        "--engine": engine,
+        "--engine-version": engine_version,
+        "--quantization": quantization,
+        "--gpu-memory-utilization": gpu_memory_utilization,
+        "--max-num-batched-tokens": max_num_batched_tokens,
+        "--max-num-seqs": max_num_seqs,
+        "--kv-cache-memory-bytes": kv_cache_memory_bytes,
+        "--mem-fraction-static": mem_fraction_static,
+        "--chunked-prefill-size": chunked_prefill_size,
+        "--max-running-requests": max_running_requests,
+        "--cuda-graph-max-bs": cuda_graph_max_bs_decode,
+        "--mamba-full-memory-ratio": mamba_full_memory_ratio,
+        "--max-mamba-cache-size": max_mamba_cache_size,
+        "--enable-lora": enable_lora or None,
+        "--enforce-eager": enforce_eager or None,
+        "--colocated": colocated or None,
+        "--pp": pp if pp != 1 else None,
+    }
     for engine_flag, given in engine_only.items():
         if given is not None:
             raise InputError(engine_flag, "an engine-ledger option (drop --ledger textbook)")
