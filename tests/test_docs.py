@@ -22,6 +22,7 @@ PAGES = {
     "drift": "drift.md",
     "gpus": "gpus.md",
     "diagnose": "diagnose.md",
+    "fleet": "fleet.md",
 }
 COMMANDS = sorted(c.name or "" for c in app.registered_commands)
 

@@ -91,6 +91,7 @@ BASE = {
     "spec": ["--alpha", "0.7"],
     "drift": ["plan.yaml"],  # numbers are checked before the plan is read
     "diagnose": ["--snapshots", "a.prom,b.prom", "--interval", "1"],
+    "fleet": ["--preset", "llama-3.1-8b", "--rate", "20", "--tpot", "50", "--ttft", "1000"],
     "gpus": [],
     "presets": [],
 }

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import capacity, diagnose, drift, gpus, presets, simulate, slo, spec
+from planner.cli import capacity, diagnose, drift, fleet, gpus, presets, simulate, slo, spec
 from planner.cli.numbers import checked
 
 app = typer.Typer(
@@ -47,6 +47,7 @@ app.command("simulate")(checked(simulate.simulate))
 app.command("slo")(checked(slo.slo))
 app.command("drift")(checked(drift.drift))
 app.command("diagnose")(checked(diagnose.diagnose))
+app.command("fleet")(checked(fleet.fleet))
 
 
 def main(argv: list[str] | None = None) -> int:

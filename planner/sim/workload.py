@@ -66,7 +66,10 @@ class Workload(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     description: str = ""
-    arrival: Literal["poisson", "uniform"] = "poisson"
+    arrival: Literal["poisson", "uniform", "gamma"] = "poisson"
+    cv: float = Field(
+        default=1.0, gt=0, le=20, description="gamma arrivals: coefficient of variation of gaps"
+    )
     rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S, allow_inf_nan=False)
     requests: int = Field(gt=0, le=MAX_GENERATED_REQUESTS)
     seed: int = Field(default=0, ge=0, description="numpy seeds are non-negative")
@@ -118,6 +121,10 @@ def generate(w: Workload) -> Trace:
     n = w.requests
     if w.arrival == "poisson":
         gaps = rng.exponential(1.0 / w.rate_per_s, n)
+    elif w.arrival == "gamma":
+        # Gamma gaps with the same mean and CV `cv` (shape 1/cv^2): bursts at CV > 1.
+        shape = 1.0 / (w.cv * w.cv)
+        gaps = rng.gamma(shape, 1.0 / (w.rate_per_s * shape), n)
     else:
         gaps = np.full(n, 1.0 / w.rate_per_s)
     arrival = np.cumsum(gaps) - gaps[0]

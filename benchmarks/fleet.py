@@ -1,0 +1,65 @@
+"""`planner fleet` wall time as a ratio to `planner capacity`, whole processes, in one run.
+
+Target (2-core CI machine): under 10 s for an 8B and a 70B model over four GPU types.
+
+    python benchmarks/fleet.py
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+BASE = [sys.executable, "-m", "planner"]
+GPUS = "h100,h200,mi300x,l40s"
+COMMANDS = {
+    "capacity (llama-3.1-8b, h100)": ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100"],
+    "fleet 8B, 4 GPU types": [
+        "fleet",
+        "--preset",
+        "llama-3.1-8b",
+        "--rate",
+        "20",
+        "--tpot",
+        "50",
+        "--ttft",
+        "1000",
+        "--gpus",
+        GPUS,
+        "--json",
+    ],
+    "fleet 70B, 4 GPU types": [
+        "fleet",
+        "--preset",
+        "llama-3.1-70b",
+        "--rate",
+        "20",
+        "--tpot",
+        "50",
+        "--ttft",
+        "1000",
+        "--gpus",
+        GPUS,
+        "--json",
+    ],
+}
+
+
+def main() -> None:
+    """Time each command once (best of two) and print it against capacity."""
+    times = {}
+    for name, args in COMMANDS.items():
+        best = float("inf")
+        for _ in range(2):
+            started = time.perf_counter()
+            subprocess.run([*BASE, *args], check=False, capture_output=True)
+            best = min(best, time.perf_counter() - started)
+        times[name] = best
+    base = times["capacity (llama-3.1-8b, h100)"]
+    for name, seconds in times.items():
+        print(f"{name:32s} {seconds:6.2f} s  x{seconds / base:5.1f} capacity")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""`planner fleet` by name: candidates over GPUs, TP and precision, searched and ranked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from planner.errors import InputError
+
+# GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
+DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
+# TP sizes tried per GPU and precision: the smallest that fits and meets the promise (a larger
+# TP is tried only when a smaller one cannot hold the model or the promise).
+TP_PER_CANDIDATE = 1
+MAX_TP = 8
+
+
+# Model field (path) -> the flag that sets it, for validation errors.
+FLEET_FLAGS = {
+    "rate_per_s": "--rate",
+    "cv": "--cv",
+    "prompt_tokens": "--prompt-len",
+    "output_tokens": "--output-len",
+    "tpot_ms": "--tpot",
+    "ttft_ms": "--ttft",
+    "percentile": "--percentile",
+    "goodput": "--goodput",
+}
+
+
+def parse_prices(text: str | None, path: str | None) -> dict[str, float]:
+    """`h100=2.49,mi300x=2.1` and/or a YAML file {gpu: $/GPU-hour}, by catalog id."""
+    from planner.sources.presets import find_gpu
+
+    raw: dict[str, Any] = {}
+    if path is not None:
+        from planner.sources.files import ARGS_LIMIT_BYTES, load_yaml_documents, read_text
+
+        docs = load_yaml_documents(read_text(path, "--prices", ARGS_LIMIT_BYTES), "--prices", path)
+        if len(docs) != 1 or not isinstance(docs[0][1], dict):
+            raise InputError("--prices", f"{path}: expected a mapping of GPU -> $ per GPU-hour")
+        raw |= docs[0][1]
+    for part in [p for p in (text or "").split(",") if p.strip()]:
+        name, eq, value = part.partition("=")
+        if not eq:
+            raise InputError("--price", f"{part!r}: expected GPU=DOLLARS_PER_HOUR")
+        raw[name.strip()] = value.strip()
+    prices: dict[str, float] = {}
+    for name, value in raw.items():
+        try:
+            price = float(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError("--price", f"{name}: {value!r} is not a number") from exc
+        if not 0 < price < 1e4:
+            raise InputError("--price", f"{name}: $ per GPU-hour must be in (0, 10,000)")
+        prices[find_gpu(str(name)).id] = price
+    return prices
+
+
+def fleet_report(
+    *,
+    preset: str | None,
+    model: str | None,
+    rate: float,
+    promise: dict[str, Any],
+    gpus: list[str],
+    engine: str,
+    prices: dict[str, float],
+    headroom: float,
+    workload: dict[str, Any],
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Every candidate, searched, and the ranking (the documented `--json` object)."""
+    from planner.api.latency import sim_cost_from, step_model_from_curve
+    from planner.core.fleet import (
+        Promise,
+        cost_per_million,
+        replicas_for,
+        sustainable_rate,
+        trial,
+    )
+    from planner.core.hf_config import quantized_weights_bytes
+    from planner.core.serve import ServeSettings, plan_serve, valid_tp
+    from planner.core.step_time import step_time_for
+    from planner.sim.engine import CostModel, SimConfig
+    from planner.sim.workload import Workload, generate
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    if not 0 < headroom <= 1:
+        raise InputError("--headroom", f"must be in (0, 1] (got {headroom})")
+    if engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+    try:
+        promised = Promise(**promise)
+        w = Workload.model_validate(workload | {"rate_per_s": rate})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in err["loc"])
+        flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
+        raise InputError(flag, f"{err['msg'].lower()} (got {err.get('input')!r})") from exc
+    spec = resolve_model(preset, model)
+    sample = generate(w)
+    longest = int((sample.prompt_tokens + sample.output_tokens).max())
+    mean_prompt = float(sample.prompt_tokens.mean())
+    mean_output = float(sample.output_tokens.mean())
+    context = min(spec.max_context_tokens, longest)
+    mean = max(1, min(context, round(mean_prompt + mean_output / 2)))
+    candidates: list[dict[str, Any]] = []
+    cards = [find_gpu(g) for g in gpus]
+    for card in cards:
+        precisions = ["bf16" if spec.native_dtype != "fp16" else "fp16"]
+        if spec.weight_dtype in ("bf16", "fp16", "fp32") and card.fp8_dense_flops:
+            precisions.append("fp8")
+        if spec.weight_dtype not in ("bf16", "fp16", "fp32"):
+            precisions = [spec.weight_dtype]
+        for precision in precisions:
+            fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+            weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
+            tried = 0
+            for tp in [t for t in valid_tp(spec) if t <= MAX_TP]:
+                if tried >= TP_PER_CANDIDATE:
+                    break
+                row: dict[str, Any] = {
+                    "gpu": card.id,
+                    "tp": tp,
+                    "precision": precision,
+                    "engine": engine,
+                    "price_per_gpu_hour": prices.get(card.id),
+                }
+                settings = ServeSettings(
+                    engine=engine,
+                    tp=tp,
+                    context_tokens=context,
+                    mean_tokens=mean,
+                    quantization="fp8" if fp8 else None,
+                    dtype="auto" if card.supports_bf16 else "half",
+                )
+                plan = plan_serve(spec, card, settings, weights, False if fp8 else None, False)
+                if not plan.fits or plan.prediction is None:
+                    candidates.append(row | {"fits": False, "reason": plan.reasons[0]})
+                    continue
+                curve = step_time_for(
+                    spec,
+                    card,
+                    tp=tp,
+                    weights_bytes=weights,
+                    weight_dtype=precision,
+                    engine=engine,
+                )
+                step = step_model_from_curve(curve, mean)
+                cost = CostModel(**sim_cost_from(step))
+                batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
+                seqs = max(1, plan.max_num_seqs)
+                budget = max(batched, seqs + 1)
+                cfg = SimConfig(
+                    policy="chunked",
+                    max_batch=seqs,
+                    step_token_budget=budget,
+                    chunk_tokens=max(1, min(512, budget - seqs)),
+                    slo_ttft_ms=promised.ttft_ms,
+                    slo_tpot_ms=promised.tpot_ms,
+                )
+                guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
+
+                def judge(r: float, cfg: SimConfig = cfg, cost: CostModel = cost) -> Any:
+                    return trial(w, r, cost, cfg, promised)
+
+                best = sustainable_rate(judge, guess)
+                if progress is not None:
+                    progress(card.id, tp, precision)
+                if best is None:
+                    candidates.append(
+                        row
+                        | {
+                            "fits": False,
+                            "reason": "no rate meets the promise on one replica (the step time "
+                            "or prefill alone exceeds it)",
+                        }
+                    )
+                    continue
+                tried += 1
+                replicas = replicas_for(rate, best.rate_per_s, headroom)
+                at_load = judge(rate / replicas)
+                gpus_total = replicas * tp
+                price = prices.get(card.id)
+                out_tok_s = rate * mean_output
+                total_tok_s = rate * (mean_output + mean_prompt)
+                candidates.append(
+                    row
+                    | {
+                        "fits": True,
+                        "reason": None,
+                        "replicas": replicas,
+                        "gpus": gpus_total,
+                        "max_num_seqs": seqs,
+                        "sustainable_rate_per_replica": best.rate_per_s,
+                        "ttft_ms_at_load": at_load.ttft_ms,
+                        "tpot_ms_at_load": at_load.tpot_ms,
+                        "goodput_at_load": at_load.goodput,
+                        # what one GPU delivers when its replica runs at its sustainable rate
+                        "tokens_per_s_per_gpu": best.tok_s / tp,
+                        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
+                        "dollars_per_hour": None if price is None else price * gpus_total,
+                        "dollars_per_m_output_tokens": None
+                        if price is None
+                        else cost_per_million(price, gpus_total, out_tok_s),
+                        "dollars_per_m_total_tokens": None
+                        if price is None
+                        else cost_per_million(price, gpus_total, total_tok_s),
+                        "command": plan.command,
+                        "flags": plan.flags,
+                    }
+                )
+    ranked = [c for c in candidates if c["fits"]]
+    priced = bool(ranked) and all(c["dollars_per_hour"] is not None for c in ranked)
+    if priced:
+        ranked.sort(key=lambda c: (c["dollars_per_hour"], c["gpus"]))
+    else:
+        ranked.sort(key=lambda c: (c["gpus"], -c["tokens_per_s_per_gpu"]))
+    return {
+        "model": spec.name,
+        "rate_per_s": rate,
+        "promise": promised.model_dump(),
+        # the request count of the preset is not what runs: each trial simulates its own
+        "workload": w.model_dump() | {"description": w.summary().split(", ", 1)[1]},
+        "headroom": headroom,
+        "ranked_by": "dollars_per_hour" if priced else "gpus",
+        "prices": "given" if prices else "missing: pass --price GPU=$/h or --prices FILE",
+        "winner": ranked[0] if ranked else None,
+        "candidates": ranked + [c for c in candidates if not c["fits"]],
+    }

@@ -1,0 +1,258 @@
+"""`planner fleet`: from a traffic and a latency promise to GPUs, replicas, flags and cost."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.render import console, emit_json, fit_columns, print_table
+
+
+def fleet(
+    rate: Annotated[float, typer.Option(help="Peak arrival rate, requests/s.")],
+    tpot: Annotated[float, typer.Option(help="TPOT promise, ms.")],
+    ttft: Annotated[float, typer.Option(help="TTFT promise, ms.")],
+    preset: Annotated[str | None, typer.Option(help="Model preset.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model folder or Hub id.")] = None,
+    percentile: Annotated[float, typer.Option(help="Percentile the promise holds at.")] = 95.0,
+    goodput: Annotated[
+        float, typer.Option(help="Share of requests meeting both budgets, percent.")
+    ] = 99.0,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="Candidate GPUs [default: h100,h200,mi300x,a100-sxm4-80gb,l40s]."),
+    ] = None,
+    engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
+    price: Annotated[
+        str | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10.")
+    ] = None,
+    prices: Annotated[str | None, typer.Option(help="YAML file of GPU: $ per GPU-hour.")] = None,
+    headroom: Annotated[
+        float, typer.Option(help="Share of its sustainable rate a replica runs at the peak.")
+    ] = 0.8,
+    workload: Annotated[
+        str, typer.Option(help="Length distributions from a workload preset.")
+    ] = "reference",
+    prompt_len: Annotated[
+        int | None, typer.Option(help="Median prompt tokens (overrides the workload's).")
+    ] = None,
+    output_len: Annotated[
+        int | None, typer.Option(help="Median output tokens (overrides the workload's).")
+    ] = None,
+    arrival: Annotated[str, typer.Option(help="poisson or gamma.")] = "poisson",
+    cv: Annotated[float, typer.Option(help="Gamma arrivals: CV of the gaps (bursts > 1).")] = 1.0,
+    save: Annotated[
+        str | None, typer.Option(help="Write the winner's plan lock file (for planner drift).")
+    ] = None,
+    k8s: Annotated[
+        str | None, typer.Option(help="Write the winner as a Kubernetes Deployment (YAML).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
+    from planner.api.fleet import DEFAULT_GPUS, fleet_report, parse_prices
+    from planner.api.simulate import load_workload
+    from planner.errors import InputError
+    from planner.sources.files import check_writable
+
+    if arrival not in ("poisson", "gamma"):
+        raise InputError("--arrival", f"{arrival!r}; accepted: poisson, gamma")
+    if not 0 < goodput <= 100:
+        raise InputError("--goodput", f"a percentage in (0, 100] (got {goodput})")
+    for target, flag in ((save, "--save"), (k8s, "--k8s")):
+        if target is not None:
+            check_writable(target, flag)
+    base = load_workload(workload)
+    values = base.model_dump() | {"arrival": arrival, "cv": cv}
+    if prompt_len is not None:
+        values["prompt_tokens"] = values["prompt_tokens"] | {"median": prompt_len}
+    if output_len is not None:
+        values["output_tokens"] = values["output_tokens"] | {"median": output_len}
+    names = [g.strip() for g in (gpus or ",".join(DEFAULT_GPUS)).split(",") if g.strip()]
+    if not names:
+        raise InputError("--gpus", "name at least one GPU")
+    show_progress = not json_out and sys.stderr.isatty()
+
+    def progress(gpu: str, tp: int, precision: str) -> None:
+        if show_progress:
+            sys.stderr.write(f"\rsearched {gpu} TP {tp} {precision}".ljust(60))
+            sys.stderr.flush()
+
+    report = fleet_report(
+        preset=preset,
+        model=model,
+        rate=rate,
+        promise={
+            "tpot_ms": tpot,
+            "ttft_ms": ttft,
+            "percentile": percentile,
+            "goodput": goodput / 100,
+        },
+        gpus=names,
+        engine=engine,
+        prices=parse_prices(price, prices),
+        headroom=headroom,
+        workload=values,
+        progress=progress,
+    )
+    if show_progress:
+        sys.stderr.write("\r" + " " * 60 + "\r")
+    winner = report["winner"]
+    if winner is not None and save is not None:
+        _save(save, report, preset, model)
+    if winner is not None and k8s is not None:
+        from planner.sources.files import write_file
+
+        write_file(k8s, "--k8s", k8s_deployment(winner, model or preset or "model"))
+    if json_out:
+        emit_json(report)
+    else:
+        render(report)
+    if winner is None:
+        raise typer.Exit(1)
+
+
+def _save(path: str, report: dict[str, Any], preset: str | None, model: str | None) -> None:
+    """The winner's plan lock, recomputed by `planner drift` like a capacity plan."""
+    from planner.api import serve_lock, serve_report
+    from planner.plan import dump
+    from planner.sources.files import saved_model_ref, write_file
+
+    w = report["winner"]
+    flags = w["flags"]
+    settings: dict[str, Any] = {
+        "engine": w["engine"],
+        "tp": w["tp"],
+        "context_tokens": flags.get("max_model_len", flags.get("context_length")),
+        "max_num_seqs": w["max_num_seqs"],
+    }
+    if w["precision"] == "fp8":
+        settings["quantization"] = "fp8"
+    _plan, payload = serve_report(
+        gpu=w["gpu"],
+        preset=preset,
+        model=model,
+        revision=None,
+        gpu_memory_gib=None,
+        settings=dict(settings),
+    )
+    lock = serve_lock(
+        payload,
+        preset=preset,
+        model=None if model is None else saved_model_ref(model, path),
+        revision=None,
+        gpu=w["gpu"],
+        gpu_memory_gib=None,
+        settings=settings,
+        tpot_ms=None,
+    )
+    write_file(path, "--save", dump(lock))
+
+
+def k8s_deployment(winner: dict[str, Any], name: str) -> str:
+    """A Deployment running the winner's line on the vllm/vllm-openai (or SGLang) image."""
+    import shlex
+
+    import yaml
+
+    from planner.sources.presets import find_gpu
+
+    argv = shlex.split(winner["command"])
+    vendor = find_gpu(winner["gpu"]).vendor
+    resource = "amd.com/gpu" if vendor == "amd" else "nvidia.com/gpu"
+    if winner["engine"] == "vllm":
+        image = "vllm/vllm-openai:latest" if vendor != "amd" else "rocm/vllm:latest"
+        container: dict[str, Any] = {"name": "vllm", "image": image, "args": argv[2:]}
+    else:
+        container = {"name": "sglang", "image": "lmsysorg/sglang:latest", "command": argv}
+    container["resources"] = {"limits": {resource: winner["tp"]}}
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llm"},
+        "spec": {
+            "replicas": winner["replicas"],
+            "selector": {"matchLabels": {"app": "llm"}},
+            "template": {
+                "metadata": {"labels": {"app": "llm", "model": name.replace("/", "-")[:60]}},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def render(report: dict[str, Any]) -> None:
+    """The ranked table, the winner's line, and what was rejected."""
+    from rich import box
+    from rich.table import Table
+
+    out = console()
+    p = report["promise"]
+    described = report["workload"]["description"]
+    out.print(
+        f"{report['model']} at {report['rate_per_s']:g} req/s ({described}); "
+        f"promise TTFT {p['ttft_ms']:g} ms and TPOT {p['tpot_ms']:g} ms at p{p['percentile']:g}, "
+        f"{p['goodput']:.0%} of requests; headroom {report['headroom']:g}",
+        markup=False,
+    )
+    table = Table(
+        title=f"Candidates (ranked by {report['ranked_by']})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    cols = (
+        "gpu",
+        "TP",
+        "weights",
+        "replicas",
+        "GPUs",
+        "max seqs",
+        "req/s per replica",
+        "p95 TTFT ms",
+        "p95 TPOT ms",
+        "tok/s per GPU",
+        "$/h",
+        "$/M out",
+        "$/M total",
+    )
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("gpu", "weights") else "right")
+
+    def money(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.2f}"
+
+    for c in [c for c in report["candidates"] if c["fits"]]:
+        table.add_row(
+            c["gpu"],
+            str(c["tp"]),
+            c["precision"],
+            str(c["replicas"]),
+            str(c["gpus"]),
+            f"{c['max_num_seqs']:,}",
+            f"{c['sustainable_rate_per_replica']:.2f}",
+            f"{c['ttft_ms_at_load']:,.0f}",
+            f"{c['tpot_ms_at_load']:.1f}",
+            f"{c['tokens_per_s_per_gpu']:,.0f}",
+            money(c["dollars_per_hour"]),
+            money(c["dollars_per_m_output_tokens"]),
+            money(c["dollars_per_m_total_tokens"]),
+        )
+    print_table(out, fit_columns(table))
+    if report["prices"] != "given":
+        out.print(f"prices {report['prices']}", markup=False)
+    for c in [c for c in report["candidates"] if not c["fits"]]:
+        out.print(f"rejected {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
+    w = report["winner"]
+    if w is None:
+        out.print("[bold red]No candidate meets the promise.[/]")
+        return
+    out.print(
+        f"[bold]Deploy:[/] {w['replicas']} x {w['gpu']} TP {w['tp']} ({w['gpus']} GPUs), each:",
+    )
+    out.print(w["command"], soft_wrap=True, markup=False)
+    out.print(
+        "estimates: step times from the step-time model, rates from the simulator", markup=False
+    )
