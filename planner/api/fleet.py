@@ -13,6 +13,8 @@ DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
 # TP sizes tried per GPU and precision: the smallest that fits and meets the promise (a larger
 # TP is tried only when a smaller one cannot hold the model or the promise).
 TP_PER_CANDIDATE = 1
+# max_num_seqs tried per candidate, as shares of what the KV cache holds at the mean length.
+SEQS_SHARES = (1.0, 0.5, 0.25)
 MAX_TP = 8
 
 
@@ -152,22 +154,29 @@ def fleet_report(
                 step = step_model_from_curve(curve, mean)
                 cost = CostModel(**sim_cost_from(step))
                 batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
-                seqs = max(1, plan.max_num_seqs)
-                budget = max(batched, seqs + 1)
-                cfg = SimConfig(
-                    policy="chunked",
-                    max_batch=seqs,
-                    step_token_budget=budget,
-                    chunk_tokens=max(1, min(512, budget - seqs)),
-                    slo_ttft_ms=promised.ttft_ms,
-                    slo_tpot_ms=promised.tpot_ms,
-                )
-                guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
+                best = None
+                cfg = None
+                # max_num_seqs is searched too: the KV-bound value and lower caps, which can hold a
+                # TPOT the full batch misses; the one sustaining the most wins.
+                for share in SEQS_SHARES:
+                    seqs = max(1, round(plan.max_num_seqs * share))
+                    budget = max(batched, seqs + 1)
+                    trial_cfg = SimConfig(
+                        policy="chunked",
+                        max_batch=seqs,
+                        step_token_budget=budget,
+                        chunk_tokens=max(1, min(512, budget - seqs)),
+                        slo_ttft_ms=promised.ttft_ms,
+                        slo_tpot_ms=promised.tpot_ms,
+                    )
+                    guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
 
-                def judge(r: float, cfg: SimConfig = cfg, cost: CostModel = cost) -> Any:
-                    return trial(w, r, cost, cfg, promised)
+                    def judge(r: float, c: SimConfig = trial_cfg, m: CostModel = cost) -> Any:
+                        return trial(w, r, m, c, promised)
 
-                best = sustainable_rate(judge, guess)
+                    found = sustainable_rate(judge, guess)
+                    if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
+                        best, cfg = found, trial_cfg
                 if progress is not None:
                     progress(card.id, tp, precision)
                 if best is None:
@@ -180,9 +189,11 @@ def fleet_report(
                         }
                     )
                     continue
+                assert cfg is not None
                 tried += 1
                 replicas = replicas_for(rate, best.rate_per_s, headroom)
-                at_load = judge(rate / replicas)
+                at_load = trial(w, rate / replicas, cost, cfg, promised)
+                seqs = cfg.max_batch
                 gpus_total = replicas * tp
                 price = prices.get(card.id)
                 out_tok_s = rate * mean_output
@@ -209,8 +220,14 @@ def fleet_report(
                         "dollars_per_m_total_tokens": None
                         if price is None
                         else cost_per_million(price, gpus_total, total_tok_s),
-                        "command": plan.command,
-                        "flags": plan.flags,
+                        "command": plan.command.replace(
+                            f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
+                        ).replace(
+                            f"--max-running-requests {plan.max_num_seqs} ",
+                            f"--max-running-requests {seqs} ",
+                        ),
+                        "flags": plan.flags
+                        | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
                     }
                 )
     ranked = [c for c in candidates if c["fits"]]
@@ -220,6 +237,7 @@ def fleet_report(
     else:
         ranked.sort(key=lambda c: (c["gpus"], -c["tokens_per_s_per_gpu"]))
     return {
+        "pareto": pareto(ranked),
         "model": spec.name,
         "rate_per_s": rate,
         "promise": promised.model_dump(),
@@ -231,3 +249,30 @@ def fleet_report(
         "winner": ranked[0] if ranked else None,
         "candidates": ranked + [c for c in candidates if not c["fits"]],
     }
+
+
+def pareto(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Candidates no other beats on both tokens/s per GPU and tokens/s per user."""
+    front = []
+    for c in candidates:
+        dominated = any(
+            o is not c
+            and o["tokens_per_s_per_gpu"] >= c["tokens_per_s_per_gpu"]
+            and o["tokens_per_s_per_user"] >= c["tokens_per_s_per_user"]
+            and (
+                o["tokens_per_s_per_gpu"] > c["tokens_per_s_per_gpu"]
+                or o["tokens_per_s_per_user"] > c["tokens_per_s_per_user"]
+            )
+            for o in candidates
+        )
+        if not dominated:
+            front.append(
+                {
+                    "gpu": c["gpu"],
+                    "tp": c["tp"],
+                    "precision": c["precision"],
+                    "tokens_per_s_per_gpu": c["tokens_per_s_per_gpu"],
+                    "tokens_per_s_per_user": c["tokens_per_s_per_user"],
+                }
+            )
+    return sorted(front, key=lambda p: p["tokens_per_s_per_gpu"])

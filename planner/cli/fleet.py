@@ -49,6 +49,9 @@ def fleet(
     k8s: Annotated[
         str | None, typer.Option(help="Write the winner as a Kubernetes Deployment (YAML).")
     ] = None,
+    plot: Annotated[
+        str | None, typer.Option(help="Save the Pareto chart (tok/s per GPU vs per user).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
@@ -61,7 +64,7 @@ def fleet(
         raise InputError("--arrival", f"{arrival!r}; accepted: poisson, gamma")
     if not 0 < goodput <= 100:
         raise InputError("--goodput", f"a percentage in (0, 100] (got {goodput})")
-    for target, flag in ((save, "--save"), (k8s, "--k8s")):
+    for target, flag in ((save, "--save"), (k8s, "--k8s"), (plot, "--plot")):
         if target is not None:
             check_writable(target, flag)
     base = load_workload(workload)
@@ -106,6 +109,27 @@ def fleet(
         from planner.sources.files import write_file
 
         write_file(k8s, "--k8s", k8s_deployment(winner, model or preset or "model"))
+    if plot is not None:
+        from planner.cli.plot import Chart, Series
+        from planner.cli.plot import save as save_chart
+
+        fitting = [c for c in report["candidates"] if c["fits"]]
+        save_chart(
+            Chart(
+                title=f"{report['model']} at {report['rate_per_s']:g} req/s: throughput vs speed",
+                x_label="tokens/s per user (1000 / TPOT)",
+                y_label="tokens/s per GPU",
+                series=[
+                    Series(
+                        f"{c['gpu']} TP{c['tp']} {c['precision']}",
+                        [c["tokens_per_s_per_user"]],
+                        [c["tokens_per_s_per_gpu"]],
+                    )
+                    for c in fitting
+                ],
+            ),
+            plot,
+        )
     if json_out:
         emit_json(report)
     else:
@@ -245,6 +269,18 @@ def render(report: dict[str, Any]) -> None:
         out.print(f"prices {report['prices']}", markup=False)
     for c in [c for c in report["candidates"] if not c["fits"]]:
         out.print(f"rejected {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
+    front = report["pareto"]
+    if front:
+        out.print("Pareto front (no other candidate is better on both):")
+        top = max(p["tokens_per_s_per_gpu"] for p in front) or 1.0
+        for p in front:
+            bar = "#" * max(1, round(p["tokens_per_s_per_gpu"] / top * 30))
+            out.print(
+                f"  {p['gpu']:>16} TP{p['tp']} {p['precision']:<5} {bar:<30} "
+                f"{p['tokens_per_s_per_gpu']:>9,.0f} tok/s/GPU  "
+                f"{p['tokens_per_s_per_user']:>6,.0f} tok/s/user",
+                markup=False,
+            )
     w = report["winner"]
     if w is None:
         out.print("[bold red]No candidate meets the promise.[/]")
