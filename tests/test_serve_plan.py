@@ -337,3 +337,23 @@ def test_one_line_covers_memory_latency_and_speculation(cli: Cli) -> None:
 def test_engine_options_are_refused_by_the_textbook_not_ignored(cli: Cli, flag: list[str]) -> None:
     r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", *flag)
     assert r.code == 2 and "engine-ledger option" in r.err
+
+
+def test_batched_tokens_below_max_num_seqs_is_refused(cli: Cli) -> None:
+    r = cli(
+        "capacity",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--max-num-seqs",
+        "512",
+        "--max-num-batched-tokens",
+        "256",
+    )
+    assert r.code == 2 and "below --max-num-seqs 512" in r.err
+    kept = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--max-num-seqs", "512", "--json"
+    ).json()
+    line = kept["flags"]["vllm"]
+    assert "--max-num-seqs 512" in line and "--max-num-batched-tokens 8192" in line

@@ -120,6 +120,18 @@ def check_flags(s: ServeSettings, gpu: GpuSpec) -> None:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
         raise InputError("--dtype", f"{gpu.name} has no bf16 support; use --dtype half")
+    if (
+        s.engine == "vllm"
+        and s.max_num_seqs is not None
+        and s.max_num_batched_tokens is not None
+        and s.max_num_batched_tokens < s.max_num_seqs
+    ):
+        # vLLM's SchedulerConfig refuses this at start-up.
+        raise InputError(
+            "--max-num-batched-tokens",
+            f"{s.max_num_batched_tokens:,} is below --max-num-seqs {s.max_num_seqs:,}: vLLM "
+            "needs room for one token of every running sequence",
+        )
     if s.mean_tokens > s.context_tokens:
         raise InputError(
             "--mean-len", f"{s.mean_tokens:,} is above the context {s.context_tokens:,}"
@@ -297,7 +309,13 @@ def plan_serve(
         # The user's own value is what the engine will run with: predicted as given, not planned.
         cap, cap_source = s.max_num_seqs, f"your {seqs_name}"
         seqs = s.max_num_seqs
-        fields = _engine_fields(pinned, dtype, seqs, tokens)
+        given_tokens = s.max_num_batched_tokens
+        fields = _engine_fields(
+            pinned,
+            dtype,
+            seqs,
+            given_tokens or (max(tokens, seqs) if s.engine == "vllm" else tokens),
+        )
         try:
             p = predict(model, gpu, s.engine, fields, *weights, measured)
         except NoKvCache as exc:
