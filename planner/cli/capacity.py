@@ -509,6 +509,7 @@ def render_serve(plan: object, payload: dict[str, object], explain: bool) -> Non
         )
     if explain:
         render_groups(payload)
+        out.print(f"weights: {model['weights_basis']}", markup=False)
     for w in plan.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}")
     if not plan.fits:
