@@ -32,9 +32,20 @@ CONFIGS = {
     "meta-llama/Llama-2-7b-hf": "meta-llama--Llama-2-7b-hf",
     "unsloth/Llama-3.2-3B-Instruct": "meta-llama--Llama-3.2-3B-Instruct",
     "unsloth/Qwen3-8B-FP8": "Qwen--Qwen3-8B",
+    # Qwen2-7B-Instruct is not vendored; Qwen2.5-7B-Instruct has the same shapes (28 layers,
+    # hidden 3584, 4 KV heads, intermediate 18944, vocab 152064, untied embeddings).
+    "Qwen/Qwen2-7B-Instruct": "Qwen--Qwen2.5-7B-Instruct",
+    # Mistral-7B-Instruct-v0.2 is not vendored; v0.3 has the same KV shape (32 layers, 8 KV
+    # heads, head_dim 128, no sliding window) and a vocabulary 768 tokens larger.
+    "mistralai/Mistral-7B-Instruct-v0.2": "mistralai--Mistral-7B-Instruct-v0.3",
 }
 # Card names as the logs print them -> the catalog (an unnamed 80 GB card is taken as an H100).
-GPUS = {"A100-80GB": "a100-80gb", "unknown 80GB-class GPU": "h100"}
+GPUS = {
+    "A100-80GB": "a100-80gb",
+    "NVIDIA A100 80GB": "a100-80gb",
+    "unknown 80GB-class GPU": "h100",
+    "NVIDIA H100": "h100",  # "80GB class": SXM and PCIe report the same 80 GiB total
+}
 
 
 # Cases run from a Python script (vLLM's LLM class) rather than `vllm serve`, by what the source
@@ -84,7 +95,7 @@ def case_settings(case: dict[str, Any]) -> dict[str, Any]:
     version = case["engine_version"] or "0.6.4 (V0)"
     out: dict[str, Any] = {"gpu": gpu, "model": config_for(case)}
     quant = (case["quantization"] or "").split(" ")[0] or None
-    if quant in ("awq", "fp8"):
+    if quant in ("awq", "gptq", "fp8"):
         out["quantization"] = quant
     kv = case["kv_cache_dtype"] or "auto"
     if case["engine"] == "vllm":

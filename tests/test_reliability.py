@@ -593,6 +593,18 @@ def test_engine_version_beyond_newest_is_noted(cli: Cli) -> None:
     assert any("newer than the newest release modelled" in n for n in r.json()["engine"]["notes"])
 
 
+@pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.7"), ("sglang", "0.2.9")])
+def test_engine_version_before_oldest_is_noted(cli: Cli, engine: str, version: str) -> None:
+    args = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]
+    r = cli(*args, "--engine-version", version, "--json")
+    notes = r.json()["engine"]["notes"]
+    assert any("older than the oldest release modelled" in n for n in notes), notes
+    # the oldest modelled releases themselves carry no such note
+    oldest = {"vllm": "0.2.0", "sglang": "0.3.0"}[engine]
+    r = cli(*args, "--engine-version", oldest, "--json")
+    assert not any("oldest release modelled" in n for n in r.json()["engine"]["notes"])
+
+
 def test_mla_latent_is_replicated_on_every_rank(cli: Cli) -> None:
     r = cli(
         "capacity",

@@ -33,16 +33,25 @@ def parse_version(text: str, field: str = "--engine-version") -> tuple[int, int,
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
-def beyond_newest(
-    engine: str, version: tuple[int, int, int], newest: tuple[int, int, int]
+def outside_table(
+    engine: str,
+    version: tuple[int, int, int],
+    oldest: tuple[int, int, int],
+    newest: tuple[int, int, int],
 ) -> list[str]:
-    """A note when the asked version is newer than the newest release this planner models."""
-    if version <= newest:
-        return []
-    return [
-        f"{engine} {version_text(version)} is newer than the newest release modelled "
-        f"({version_text(newest)}): that release's rules are used"
-    ]
+    """A note when the asked version lies outside the releases this planner models."""
+    if version > newest:
+        return [
+            f"{engine} {version_text(version)} is newer than the newest release modelled "
+            f"({version_text(newest)}): that release's rules are used"
+        ]
+    if version < oldest:
+        return [
+            f"{engine} {version_text(version)} is older than the oldest release modelled "
+            f"({version_text(oldest)}): that release's rules are used, unchecked against a log "
+            "of this version"
+        ]
+    return []
 
 
 def version_text(v: tuple[int, int, int]) -> str:

@@ -17,8 +17,8 @@ from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
     TermSource,
-    beyond_newest,
     compute_dtype,
+    outside_table,
     parse_version,
     total_term,
     version_text,
@@ -30,6 +30,9 @@ from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
 NEWEST_VERSION = (0, 5, 23)
+# The oldest release modelled: 0.3, the oldest line the version rules here start from; earlier
+# releases get a note rather than a silent stand-in.
+OLDEST_VERSION = (0, 3, 0)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
 # the calibration cases (docs/engines.md) printed "Load weight begin. avail mem=78.81 GB" on an
 # 80 GB card whose
@@ -256,7 +259,7 @@ def predict(
     )
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
-    notes: list[str] = beyond_newest("SGLang", version, NEWEST_VERSION)
+    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")

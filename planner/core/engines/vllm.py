@@ -21,8 +21,8 @@ from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
     TermSource,
-    beyond_newest,
     compute_dtype,
+    outside_table,
     parse_version,
     total_term,
     version_text,
@@ -86,6 +86,8 @@ V0_CHUNKED_PREFILL_ABOVE = 32_768  # V0 turned chunked prefill on for longer con
 CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
 SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
 NEWEST_VERSION = (0, 33, 0)
+# The oldest release a logged start-up checks (a v0.2.x PagedAttention profile, docs/engines.md).
+OLDEST_VERSION = (0, 2, 0)
 DEFAULT_MAX_LORA_RANK = 16  # LoRAConfig.max_lora_rank
 DEFAULT_MAX_LORAS = 1  # LoRAConfig.max_loras
 LORA_EXTRA_VOCAB = 256  # LoRAConfig.lora_extra_vocab_size, removed in 0.12
@@ -540,7 +542,7 @@ def predict(
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
-    notes: list[str] = beyond_newest("vLLM", version, NEWEST_VERSION)
+    notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if s.enable_lora and m.weights_bytes is None:
         lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
         w += lora
