@@ -49,8 +49,18 @@ from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 # - "logits" (model runner V2 before 0.33; see V2_RUNNER_RULES for which models run on it): the
 #   dummy sampler applies no top-k / top-p and samples in one Gumbel kernel, so only the logits
 #   themselves (model dtype).
+# - "flashinfer" (V1 runner on NVIDIA, 0.10.1.x): the profile's top-k / top-p ran without the
+#   sort. The one 0.10.1.1 log here (Qwen2-7B, A100 80GB, 256 rows, gpu_memory_utilization 0.5)
+#   leaves 0.52 GiB for activation peak + non-torch, which is the 2048-token forward (0.26 GiB)
+#   plus non-torch (0.25 GiB) and no room for the sort's 1.38 GiB; its gpu_memory_utilization
+#   0.25 twin moves the KV budget by exactly 0.25 x total, so the term does not scale with the
+#   budget. Taken as FlashInfer's top-k / top-p sampling from logits (bf16 logits 2 + fp32
+#   logits 4 + fp32 probabilities 4). An estimate from one log: the 0.10.2 Qwen3-8B log above
+#   still shows the sort, so the window is the 0.10.1 patch line only.
 SORT_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 16 + 4
 TRITON_SAMPLER_BYTES_PER_LOGIT = 3.86 * 4
+FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4
+FLASHINFER_SAMPLER_SINCE, FLASHINFER_SAMPLER_UNTIL = (0, 10, 1), (0, 10, 2)
 TRITON_TOPK_MIN_ROWS = 8  # apply_top_k_top_p falls back to the sort below 8 rows
 # Forward pass of the profiling batch: per token the gate/up output (2 x I), the activation
 # output (I) and ~3 hidden-size buffers, in the activation dtype. Fits the V0 logs where the
@@ -358,6 +368,8 @@ def sampler_bytes_per_logit(kind: str, act_bytes: int) -> float:
         return act_bytes
     if kind == "triton":
         return TRITON_SAMPLER_BYTES_PER_LOGIT
+    if kind == "flashinfer":
+        return FLASHINFER_SAMPLER_BYTES_PER_LOGIT
     return SORT_SAMPLER_BYTES_PER_LOGIT
 
 
@@ -564,6 +576,16 @@ def predict(
             )
     if sampler == "triton" and min(seqs, tokens) < TRITON_TOPK_MIN_ROWS:
         sampler = "sort"
+    if (
+        runner == "v1"
+        and gpu.vendor.lower() == "nvidia"
+        and FLASHINFER_SAMPLER_SINCE <= version < FLASHINFER_SAMPLER_UNTIL
+    ):
+        sampler = "flashinfer"
+        notes.append(
+            "vLLM 0.10.1's profile sampler is taken without the sort (FlashInfer top-k/top-p; "
+            "an estimate from one 0.10.1.1 log)"
+        )
     act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes, sampler)
     sources["activation_peak_bytes"] = "calibrated"
     if m.activation_peak_bytes is not None:
