@@ -263,7 +263,7 @@ def diagnose(
             threshold=f"< {KV_NEAR_CEILING:.0%}",
             source="above it a new long request finds no free block: vLLM preempts, SGLang "
             "retracts",
-            verdict="n/a" if usage is None else "fail" if kv_fail else "ok",
+            verdict=_verdict(usage is not None, kv_fail),
             step=1,
             action=action if kv_fail else None,
             expected_effect=effect if kv_fail else None,
@@ -275,7 +275,7 @@ def diagnose(
             value="absent" if preempt_rate is None else f"{preempt_rate:.2f}/s",
             threshold="0/s",
             source="each preemption recomputes or swaps a running sequence",
-            verdict="n/a" if preempt_rate is None else "fail" if pre_fail else "ok",
+            verdict=_verdict(preempt_rate is not None, pre_fail),
             step=1,
             action=action if pre_fail else None,
             expected_effect=effect if pre_fail else None,
@@ -293,15 +293,9 @@ def diagnose(
         Finding(
             check=f"TPOT {pct}",
             value="no tokens in the window" if itl is None else f"{itl * 1e3:.1f} ms ({itl_n:,})",
-            threshold="no budget (--tpot)"
-            if budgets.tpot_ms is None
-            else f"<= {budgets.tpot_ms:g} ms",
+            threshold=_budget_text(budgets.tpot_ms, "--tpot"),
             source="your TPOT budget",
-            verdict="n/a"
-            if itl is None or budgets.tpot_ms is None
-            else "fail"
-            if tpot_fail
-            else "ok",
+            verdict=_verdict(itl is not None and budgets.tpot_ms is not None, tpot_fail),
             step=2,
             action=action,
             expected_effect=effect,
@@ -325,15 +319,9 @@ def diagnose(
             value="no requests in the window"
             if ttft is None
             else f"{ttft * 1e3:,.0f} ms ({ttft_n:,})",
-            threshold="no budget (--ttft)"
-            if budgets.ttft_ms is None
-            else f"<= {budgets.ttft_ms:g} ms",
+            threshold=_budget_text(budgets.ttft_ms, "--ttft"),
             source="your TTFT budget",
-            verdict="n/a"
-            if ttft is None or budgets.ttft_ms is None
-            else "fail"
-            if ttft_fail
-            else "ok",
+            verdict=_verdict(ttft is not None and budgets.ttft_ms is not None, ttft_fail),
             step=3,
             action=queue_action if ttft_fail else None,
             expected_effect=queue_effect if ttft_fail else None,
@@ -347,7 +335,7 @@ def diagnose(
             else f"{waiting_before or 0:,.0f} -> {waiting:,.0f} requests",
             threshold="empty in at least one scrape",
             source="a queue in both scrapes means arrivals outrun what the server admits",
-            verdict="n/a" if waiting is None else "fail" if queued else "ok",
+            verdict=_verdict(waiting is not None, queued),
             step=3,
             action=queue_action if queued else None,
             expected_effect=queue_effect if queued else None,
@@ -403,16 +391,14 @@ def running_config(samples: Samples) -> dict[str, str]:
     return out
 
 
-def _latency(seconds: float | None, count: int, empty: str) -> str:
-    return empty if seconds is None else f"{seconds * 1e3:,.1f} ms ({count:,} observed)"
+def _budget_text(budget_ms: float | None, flag: str) -> str:
+    """A latency check's threshold column: the budget, or the flag that would set it."""
+    return f"no budget ({flag})" if budget_ms is None else f"<= {budget_ms:g} ms"
 
 
-def _budget(ms: float | None, flag: str) -> str:
-    return f"no budget ({flag})" if ms is None else f"<= {ms:g} ms"
-
-
-def _verdict(seconds: float | None, budget_ms: float | None, fail: bool) -> Verdict:
-    if seconds is None or budget_ms is None:
+def _verdict(known: bool, fail: bool) -> Verdict:
+    """n/a when the window (or the user) gave nothing to judge, else fail / ok."""
+    if not known:
         return "n/a"
     return "fail" if fail else "ok"
 
@@ -536,7 +522,7 @@ def _prefix_finding(before: Samples, after: Samples, resets: list[str]) -> Findi
         else f"{rate:.1%}" + ("" if lifetime is None else f" (before: {lifetime:.1%})"),
         threshold=f">= {PREFIX_COLLAPSE_SHARE:.0%} of the earlier rate",
         source="a fall to under half the earlier rate means prompts stopped sharing prefixes",
-        verdict="n/a" if rate is None or lifetime is None else "fail" if collapsed else "ok",
+        verdict=_verdict(rate is not None and lifetime is not None, collapsed),
         step=4,
         action="keep shared content first and volatile content (timestamps, ids, retrieved "
         "documents) last in prompts; check routing keeps a session on one replica"
