@@ -13,36 +13,12 @@ import time
 
 BASE = [sys.executable, "-m", "planner"]
 GPUS = "h100,h200,mi300x,l40s"
+# The workload: 20 req/s under TPOT 50 ms and TTFT 1 s, over four GPU types.
+WORKLOAD = ["--rate", "20", "--tpot", "50", "--ttft", "1000", "--gpus", GPUS, "--json"]
 COMMANDS = {
     "capacity (llama-3.1-8b, h100)": ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100"],
-    "fleet 8B, 4 GPU types": [
-        "fleet",
-        "--preset",
-        "llama-3.1-8b",
-        "--rate",
-        "20",
-        "--tpot",
-        "50",
-        "--ttft",
-        "1000",
-        "--gpus",
-        GPUS,
-        "--json",
-    ],
-    "fleet 70B, 4 GPU types": [
-        "fleet",
-        "--preset",
-        "llama-3.1-70b",
-        "--rate",
-        "20",
-        "--tpot",
-        "50",
-        "--ttft",
-        "1000",
-        "--gpus",
-        GPUS,
-        "--json",
-    ],
+    "fleet 8B, 4 GPU types": ["fleet", "--preset", "llama-3.1-8b", *WORKLOAD],
+    "fleet 70B, 4 GPU types": ["fleet", "--preset", "llama-3.1-70b", *WORKLOAD],
 }
 
 
