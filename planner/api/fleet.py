@@ -15,6 +15,8 @@ DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
 TP_PER_CANDIDATE = 1
 # max_num_seqs tried per candidate, as shares of what the KV cache holds at the mean length.
 SEQS_SHARES = (1.0, 0.5, 0.25)
+# Largest TP tried: one 8-GPU node (NVLink / Infinity Fabric domain of an HGX or MI300X board);
+# TP across nodes is not searched (docs/fleet.md).
 MAX_TP = 8
 
 

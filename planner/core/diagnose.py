@@ -61,6 +61,7 @@ KV_NEAR_CEILING = 0.95
 # A hit rate that falls below half of the server's lifetime rate, from a lifetime rate worth
 # protecting, has collapsed (an assumption: prompt layout or traffic changed).
 PREFIX_COLLAPSE_SHARE = 0.5
+# The lifetime hit rate below which a drop is not called a collapse (same assumption).
 PREFIX_WORTH_PROTECTING = 0.2
 # Draft cost relative to the target when no draft model is known (as `planner spec`).
 DEFAULT_DRAFT_COST = 0.05

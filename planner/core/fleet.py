@@ -21,6 +21,8 @@ from planner.sim.workload import Workload, generate
 # Rate search: bracket by doubling / halving from a first guess, then bisect to this relative
 # precision (the sustainable rate is reported to ~3%).
 SEARCH_PRECISION = 0.05
+# Bound on each loop (bracketing, bisection): 2^24 spans any rate from a request per day to the
+# catalog's largest; a search that has not converged by then is a bug, not a slow case.
 MAX_SEARCH_STEPS = 24
 # Requests simulated per trial: TRIAL_SECONDS of traffic, and at least TRIAL_BATCHES full batches
 # so a replica reaches its steady state (a short burst fits in one batch and hides overload);
@@ -29,7 +31,6 @@ TRIAL_SECONDS = 15.0
 TRIAL_BATCHES = 4
 MIN_TRIAL_REQUESTS = 400
 MAX_TRIAL_REQUESTS = 3000
-# Tokens served per request for $/M totals use the workload's means.
 
 
 class Promise(BaseModel):
