@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -93,14 +93,6 @@ class _Layer:
     other_params: int = 0  # norms, biases, routers, SSM scalars
     active_linear_params: int = 0
     quantized_linear_params: int = 0  # the part the checkpoint's quantisation covers
-
-
-@dataclass
-class _Parts:
-    layers: list[_Layer] = field(default_factory=list)
-    embed_params: int = 0
-    head_params: int = 0
-    extra_params: int = 0  # vision tower, projector (stored in the native dtype)
 
 
 def _get(cfg: Config, *names: str, default: Any = None) -> Any:
