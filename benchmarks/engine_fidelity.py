@@ -163,9 +163,10 @@ def main() -> None:
             f"{err:+8.2%}"
         )
     for engine, errs in errors.items():
+        p90 = statistics.quantiles(errs, n=10, method="inclusive")[-1] if len(errs) > 1 else errs[0]
         print(
             f"{engine}: {len(errs)} cases, median |error| {statistics.median(errs):.2%}, "
-            f"worst {max(errs):.2%}"
+            f"p90 {p90:.2%}, worst {max(errs):.2%}"
         )
 
 

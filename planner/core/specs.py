@@ -121,4 +121,10 @@ class GpuSpec(BaseModel):
     fp8_dense_flops: int | None = None
     fp4_dense_flops: int | None = None
     interconnect: str | None = None
+    compute_capability: str | None = Field(
+        default=None,
+        pattern=r"^\d{1,2}\.\d$",
+        description="NVIDIA CUDA compute capability (developer.nvidia.com/cuda-gpus); engines "
+        "switch kernels and fusions on it",
+    )
     source: str

@@ -72,9 +72,34 @@ FORWARD_HIDDEN_BUFFERS = 3
 # single-GPU start-up logs of docs/engines.md's calibration cases (0.01-0.35 GiB; the six H100
 # 0.19 logs 0.24-0.27).
 NON_TORCH_BYTES = round(0.25 * GIB_BYTES)
-# Extra with TP > 1 (NCCL buffers, custom all-reduce): 2.07 - 0.25 GiB, both TP2 logs
-# (Llama-3.1-8B and gpt-oss-20b on H100, vLLM 0.19).
-NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(1.82 * GIB_BYTES)
+# Extra with TP x PP > 1 (NCCL channel buffers set up at the first collective, custom
+# all-reduce): the Mixtral-8x7B TP2 log on H100 under vLLM 0.15.1 (no all-reduce fusion) leaves
+# 0.59 GiB of non-torch memory once every other term is taken as modelled, 0.34 above the
+# single-GPU 0.25.
+NON_TORCH_MULTI_GPU_EXTRA_BYTES = round(0.34 * GIB_BYTES)
+# FlashInfer's all-reduce + RMSNorm fusion workspace (IPC buffers, created by the compile pass
+# after the baseline snapshot). vLLM turns the pass on by default at -O2 from 0.17
+# (config/vllm.py enable_allreduce_rms_fusion): TP > 1 on compute capability 9.0 or the 10.x
+# family, PP 1 before 0.28, compiled (not --enforce-eager); the pass skips TP sizes outside
+# FlashInfer's 2 / 4 / 8. Both vLLM 0.19 H100 TP2 logs (Llama-3.1-8B, gpt-oss-20b) carry
+# 2.07 GiB of non-torch memory, 1.48 GiB above 0.25 + 0.34. FlashInfer's documented layout
+# (trtllm_ar.py: 4 x TP x tokens x hidden x 2 B) gives 0.35-0.50 GiB for those shapes, yet both
+# logs show the same figure, so the term is the logged one, not the layout's.
+ALLREDUCE_FUSION_BYTES = round(1.48 * GIB_BYTES)
+ALLREDUCE_FUSION_SINCE = (0, 17, 0)
+ALLREDUCE_FUSION_WITH_PP_SINCE = (0, 28, 0)
+ALLREDUCE_FUSION_TP_SIZES = (2, 4, 8)  # FlashInfer's supported world sizes
+# Pre-Ampere NVIDIA cards (compute capability < 8.0: T4, V100) have no FlashAttention-2, so V0
+# runs XFormers, whose prefill holds one more query-width buffer at the forward peak. One log:
+# Qwen2.5-1.5B on a T4 at 32,768 profile tokens logs 2.02 GiB where three hidden buffers give
+# 1.92 (a 3090 running FlashAttention fits three exactly).
+XFORMERS_QUERY_BUFFERS = 1
+XFORMERS_BELOW_CAPABILITY = (8, 0)
+# From 0.28 the budget is free-memory based (total_consumed: everything the process holds since
+# the baseline), so model runner V2's persistent sampler state counts: penalties'
+# output_bin_counts (max_num_seqs x vocab int32) and prompt_bin_mask (max_num_seqs x vocab / 32
+# int32), vllm/v1/worker/gpu/sample/penalties.py.
+V2_PERSISTENT_STATE_SINCE = (0, 28, 0)
 # Non-torch growth when vLLM starts inside a process that already ran CUDA work (Unsloth or TRL
 # "colocate" training loops): the libraries and kernels are resident before vLLM's baseline
 # snapshot, so little shows up. Median of the three such calibration logs (docs/engines.md): Unsloth
@@ -351,6 +376,29 @@ def batch_defaults(
     return (2048 if serve else 8192), 256
 
 
+def capability(gpu: GpuSpec) -> tuple[int, int]:
+    """The card's CUDA compute capability; (99, 0) where unknown or not NVIDIA (no switch)."""
+    if gpu.vendor.lower() != "nvidia" or gpu.compute_capability is None:
+        return (99, 0)
+    major, minor = gpu.compute_capability.split(".")
+    return int(major), int(minor)
+
+
+def allreduce_fusion(
+    gpu: GpuSpec, version: tuple[int, int, int], tp: int, pp: int, eager: bool
+) -> bool:
+    """Whether vLLM builds FlashInfer's all-reduce + RMSNorm fusion workspace (see above)."""
+    major, minor = capability(gpu)
+    hopper_or_blackwell = (major, minor) == (9, 0) or major == 10
+    return (
+        version >= ALLREDUCE_FUSION_SINCE
+        and hopper_or_blackwell
+        and tp in ALLREDUCE_FUSION_TP_SIZES
+        and (pp == 1 or version >= ALLREDUCE_FUSION_WITH_PP_SINCE)
+        and not eager
+    )
+
+
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
     """Default CUDA-graph capture sizes (vllm.md section 1.4)."""
     top = min(max_num_seqs * 2, CUDAGRAPH_CAPTURE_CAP, max_num_batched_tokens)
@@ -380,13 +428,19 @@ def activation_peak_bytes(
     tp: int,
     act_bytes: int,
     sampler: str = "triton",
+    xformers: bool = False,
 ) -> int:
     """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace."""
     hidden = model.hidden_size
     inter = (model.intermediate_size or 4 * hidden) // tp
     if model.num_experts:
         inter = 0  # MoE FFNs run through the fused-MoE workspaces below
-    forward = tokens * (FORWARD_INTERMEDIATE_BUFFERS * inter + FORWARD_HIDDEN_BUFFERS * hidden)
+    query = XFORMERS_QUERY_BUFFERS * model.num_attention_heads * model.head_dim // tp
+    forward = tokens * (
+        FORWARD_INTERMEDIATE_BUFFERS * inter
+        + FORWARD_HIDDEN_BUFFERS * hidden
+        + (query if xformers else 0)
+    )
     forward *= act_bytes
     per_logit = sampler_bytes_per_logit(sampler, act_bytes)
     sampler_peak = per_logit * seqs * (model.vocab_size or 0)
@@ -586,7 +640,18 @@ def predict(
             "vLLM 0.10.1's profile sampler is taken without the sort (FlashInfer top-k/top-p; "
             "an estimate from one 0.10.1.1 log)"
         )
-    act = activation_peak_bytes(model, tokens, min(seqs, tokens), tp, act_bytes, sampler)
+    xformers = engine == "v0" and capability(gpu) < XFORMERS_BELOW_CAPABILITY
+    if xformers:
+        notes.append(
+            "XFormers attention (no FlashAttention-2 below compute capability 8.0): one more "
+            "query-width buffer in the profile's forward (estimate from one T4 log)"
+        )
+    act = activation_peak_bytes(
+        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers=xformers
+    )
+    if runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
+        vocab = model.vocab_size or 0
+        act += seqs * (vocab + ceil_div(vocab, 32)) * 4
     sources["activation_peak_bytes"] = "calibrated"
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
@@ -594,6 +659,13 @@ def predict(
     if rules.non_torch_counts_context:
         non_torch = NON_TORCH_WITH_CONTEXT_BYTES
     non_torch += NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0
+    if allreduce_fusion(gpu, version, tp, pp, s.enforce_eager or engine == "v0"):
+        non_torch += ALLREDUCE_FUSION_BYTES
+        notes.append(
+            f"FlashInfer all-reduce + RMSNorm fusion workspace "
+            f"{ALLREDUCE_FUSION_BYTES / GIB_BYTES:.2f} GiB (vLLM turns it on for TP > 1 on "
+            "compute capability 9.0 / 10.x from 0.17)"
+        )
     sources["non_torch_bytes"] = "calibrated"
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
