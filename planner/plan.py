@@ -42,6 +42,12 @@ class PlanInputs(BaseModel):
     ledger: str = Field(default="textbook", description="engine | textbook (older plans)")
     settings: dict[str, Any]
     engine: EngineInputs | None = None
+    calibration: str | None = Field(
+        default=None, description="calibration profile path (relative to the plan's folder)"
+    )
+    calibration_sha256: str | None = Field(
+        default=None, description="sha256 of the profile's content the plan was made with"
+    )
 
 
 class PlanLock(BaseModel):

@@ -23,6 +23,7 @@ PAGES = {
     "gpus": "gpus.md",
     "diagnose": "diagnose.md",
     "fleet": "fleet.md",
+    "calibrate": "calibrate.md",
 }
 COMMANDS = sorted(c.name or "" for c in app.registered_commands)
 

@@ -197,6 +197,7 @@ def _lock(
     ledger: str,
     settings: dict[str, Any],
     engine: Any,
+    calibration: str | None = None,
 ) -> Any:
     """A plan lock file from a capacity `--json` object and the inputs that made it."""
     from planner import __version__
@@ -216,6 +217,10 @@ def _lock(
             ledger=ledger,
             settings=settings,
             engine=engine,
+            calibration=calibration,
+            calibration_sha256=None
+            if payload.get("calibration") is None
+            else payload["calibration"]["sha256"],
         ),
         figures=figures_from(payload),
         flags=payload["flags"],
@@ -246,8 +251,12 @@ def serve_report(
     settings: dict[str, Any],
     tpot_ms: float | None = None,
     speculation: dict[str, Any] | None = None,
+    calibration: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more)."""
+    """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more).
+
+    `calibration`: a profile from `planner calibrate` (planner.core.engines.calibration).
+    """
     from planner.core.hf_config import quantized_weights_bytes
     from planner.core.serve import ServeSettings, plan_serve, serve_json
 
@@ -297,6 +306,8 @@ def serve_report(
     check_tp(spec, tp)
     if tpot_ms is not None:
         values |= _latency_cap(spec, card, values, tpot_ms, weights)
+    if calibration is not None:
+        values["extra"] = dict(values.get("extra") or {}) | {"calibration": calibration}
     try:
         serve_settings = ServeSettings(**values)
     except ValidationError as exc:
@@ -308,6 +319,11 @@ def serve_report(
     if speculation is not None:
         payload["speculation"] = plan.speculation
     payload["hbm_basis"] = basis
+    payload["calibration"] = (
+        None
+        if calibration is None
+        else calibration.model_dump() | {"sha256": calibration.fingerprint()}
+    )
     return plan, payload
 
 
@@ -432,6 +448,7 @@ def serve_lock(
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
     tpot_ms: float | None,
+    calibration: str | None = None,
 ) -> Any:
     """The plan lock file for an engine-ledger plan (recomputed by `planner drift`)."""
     from planner.plan import EngineInputs
@@ -449,4 +466,5 @@ def serve_lock(
         ledger="engine",
         settings=stored,
         engine=EngineInputs(name=settings.get("engine", "vllm"), version=settings.get("version")),
+        calibration=calibration,
     )

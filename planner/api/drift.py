@@ -23,8 +23,17 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
-def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, Any]:
-    """The plan's `--json` object recomputed from its inputs, with the ledger it was made with."""
+def _recompute(
+    lock: Any,
+    model: str | None,
+    revision: str | None,
+    calibration: Any = None,
+    version: str | None = None,
+) -> dict[str, Any]:
+    """The plan's `--json` object recomputed from its inputs, with the ledger it was made with.
+
+    `version`: recompute under another engine version (an upgrade check).
+    """
     from planner.api.capacity import serve_report
     from planner.core.capacity import capacity_json
 
@@ -39,6 +48,8 @@ def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, 
                     "an engine-ledger plan keeps its engine settings under inputs.settings",
                 )
             settings |= {"engine": i.engine.name, "version": i.engine.version}
+        if version is not None:
+            settings["version"] = version
         settings = {k: v for k, v in settings.items() if v is not None}
         _plan, payload = serve_report(
             gpu=i.gpu,
@@ -48,8 +59,11 @@ def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, 
             gpu_memory_gib=i.gpu_memory_gib,
             settings=settings,
             tpot_ms=tpot,
+            calibration=calibration,
         )
         return payload
+    if version is not None:
+        raise InputError("--upgrade-to", "checks engine-ledger plans (this one is textbook)")
     plan, prediction = capacity_report(
         gpu=i.gpu,
         preset=i.preset,
@@ -63,6 +77,32 @@ def _recompute(lock: Any, model: str | None, revision: str | None) -> dict[str, 
     if prediction is not None:
         payload["engine"] = prediction.model_dump()
     return payload
+
+
+def _profile(lock: Any, plan_path: str, given: str | None, rows: list[Any]) -> Any:
+    """The calibration profile to recompute with (`--calibration`, else the plan's own).
+
+    A profile whose content changed since the plan was made is a difference of its own.
+    """
+    from planner.core import drift
+    from planner.sources.calibration import load_calibration
+
+    path = given or model_relative_to(lock.inputs.calibration, plan_path)
+    if path is None:
+        return None
+    profile = load_calibration(path)
+    planned = lock.inputs.calibration_sha256
+    if given is None and planned and profile.fingerprint() != planned:
+        rows.append(
+            drift.Difference(
+                where="recompute",
+                key="calibration.sha256",
+                planned=planned[:12],
+                actual=profile.fingerprint()[:12],
+                tolerance="exact",
+            )
+        )
+    return profile
 
 
 def model_relative_to(model: str | None, plan_path: str) -> str | None:
@@ -85,8 +125,14 @@ def drift_report(
     against_args_files: list[str],
     metrics_urls: list[str],
     timeout_s: float,
+    calibration_path: str | None = None,
+    upgrade_to: str | None = None,
 ) -> dict[str, Any]:
-    """Compare a plan lock with a recomputation, deployed args and /metrics; stable output."""
+    """Compare a plan lock with a recomputation, deployed args and /metrics; stable output.
+
+    `calibration_path` overrides the plan's profile; `upgrade_to` recomputes the plan under
+    that engine version and reports capacity it would lose beyond the tolerance.
+    """
     from planner.core import drift
     from planner.errors import SourceUnavailable
     from planner.plan import figures_from, load
@@ -115,11 +161,37 @@ def drift_report(
     unreachable = False
     if recompute is None:
         recompute = not (against_args or against_args_files or metrics_urls)
-    if recompute:
+    profile = _profile(lock, plan_path, calibration_path, rows)
+    if recompute or upgrade_to:
         i = lock.inputs
         revision = i.revision if revision_mode == "pinned" and i.revision else i.requested_revision
+    if upgrade_to is not None:
+        from planner.core.engines.common import parse_version
+
+        parse_version(upgrade_to, "--upgrade-to")
+        where = f"upgrade to {upgrade_to}"
         try:
-            payload = _recompute(lock, model_relative_to(i.model, plan_path), revision)
+            after = _recompute(
+                lock, model_relative_to(i.model, plan_path), revision, profile, upgrade_to
+            )
+        except SourceUnavailable as exc:
+            sources.append({"where": where, "status": f"unreachable: {exc}"})
+            unreachable = True
+        else:
+            lost = drift.compare_losses(lock.figures, figures_from(after), tolerance, where)
+            rows += lost
+            engine = after.get("engine") or {}
+            status = f"{len(lost)} loss{'es' if len(lost) != 1 else ''}" if lost else "ok"
+            sources.append(
+                {
+                    "where": where,
+                    "status": f"{status}: {engine.get('kv_cache_tokens', 0):,} KV tokens "
+                    f"(planned {lock.figures.get('engine.kv_cache_tokens', 0):,})",
+                }
+            )
+    if recompute:
+        try:
+            payload = _recompute(lock, model_relative_to(i.model, plan_path), revision, profile)
         except SourceUnavailable as exc:
             sources.append({"where": "recompute", "status": f"unreachable: {exc}"})
             unreachable = True

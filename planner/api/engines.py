@@ -80,29 +80,44 @@ def engine_plan(
     raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
 
 
-def from_log_report(
-    *,
+class LoggedRun:
+    """A start-up log read for re-running: what it printed, and the plan inputs it implies."""
+
+    def __init__(
+        self, path: str, log: Any, sha256: str, common: dict[str, Any], flags: dict[str, Any]
+    ):
+        self.path, self.log, self.sha256, self.common, self.flags = path, log, sha256, common, flags
+        self.notes: list[str] = []
+        self.gpu_id = self.model_name = ""
+
+    @property
+    def engine(self) -> str:
+        return str(self.common["engine"])
+
+    def plan(self, **extra: Any) -> Any:
+        """The engine model at the log's settings (plus `extra` engine_plan keywords)."""
+        return engine_plan(**self.common, **self.flags, **extra)
+
+
+def read_logged_run(
     log_path: str,
     gpu: str | None,
-    preset: str | None = None,
-    model: str | None = None,
-    revision: str | None = None,
-    version: str | None = None,
-) -> dict[str, Any]:
-    """Re-run a logged start-up: pure prediction vs log, and a replay with the logged terms."""
-    from planner.core.engines.sglang import MeasuredTerms as SglangMeasured
-    from planner.core.engines.vllm import MeasuredTerms as VllmMeasured
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    version: str | None,
+    field: str = "--from-log",
+    require_tokens: bool = True,
+) -> LoggedRun:
+    """Parse a start-up log and turn its settings into engine_plan inputs."""
+    import hashlib
+
     from planner.sources.files import LOG_LIMIT_BYTES, read_bytes
     from planner.sources.startup_log import parse_startup_log
 
-    def memory_terms(model: Any) -> list[str]:
-        return [f for f in model.model_fields if f.endswith("_bytes")]
-
-    vllm_measured, sglang_measured = memory_terms(VllmMeasured), memory_terms(SglangMeasured)
-
     # Logs are decoded leniently: a stray byte in a server log is not a reason to refuse it.
-    raw = read_bytes(log_path, "--from-log", LOG_LIMIT_BYTES)
-    log = parse_startup_log(raw.decode("utf-8", errors="replace"), log_path)
+    raw = read_bytes(log_path, field, LOG_LIMIT_BYTES)
+    log = parse_startup_log(raw.decode("utf-8", errors="replace"), log_path, field, require_tokens)
     if gpu is None:
         raise InputError("--gpu", "the log does not name the GPU; pass --gpu (e.g. h100)")
     if preset is None and model is None:
@@ -120,17 +135,40 @@ def from_log_report(
         flags["engine_mode"] = log.engine_mode
     if log.engine == "sglang":
         flags = {k: v for k, v in flags.items() if k in SGLANG_LOG_KEYS}
-    engine = log.engine or "vllm"
     common = {
-        "engine": engine,
+        "engine": log.engine or "vllm",
         "gpu": gpu,
         "preset": preset,
         "model": model,
         "revision": revision,
         "quantization": quantization,
     }
-    predicted = engine_plan(**common, **flags)
-    replayed = engine_plan(**common, measured=log.terms, **flags)
+    run = LoggedRun(log_path, log, hashlib.sha256(raw).hexdigest(), common, flags)
+    run.notes = notes
+    return run
+
+
+def from_log_report(
+    *,
+    log_path: str,
+    gpu: str | None,
+    preset: str | None = None,
+    model: str | None = None,
+    revision: str | None = None,
+    version: str | None = None,
+) -> dict[str, Any]:
+    """Re-run a logged start-up: pure prediction vs log, and a replay with the logged terms."""
+    from planner.core.engines.sglang import MeasuredTerms as SglangMeasured
+    from planner.core.engines.vllm import MeasuredTerms as VllmMeasured
+
+    def memory_terms(model: Any) -> list[str]:
+        return [f for f in model.model_fields if f.endswith("_bytes")]
+
+    vllm_measured, sglang_measured = memory_terms(VllmMeasured), memory_terms(SglangMeasured)
+    run = read_logged_run(log_path, gpu, preset, model, revision, version)
+    log, flags, notes, engine = run.log, run.flags, run.notes, run.engine
+    predicted = run.plan()
+    replayed = run.plan(measured=log.terms)
     measured_fields = sglang_measured if engine == "sglang" else vllm_measured
     missing = [t for t in measured_fields if t not in log.terms]
     if missing:

@@ -74,8 +74,13 @@ def fleet_report(
     headroom: float,
     workload: dict[str, Any],
     progress: Any = None,
+    calibration: Any = None,
 ) -> dict[str, Any]:
-    """Every candidate, searched, and the ranking (the documented `--json` object)."""
+    """Every candidate, searched, and the ranking (the documented `--json` object).
+
+    `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
+    and engine (a profile measured on one card says nothing about another).
+    """
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.core.fleet import (
         Promise,
@@ -133,7 +138,14 @@ def fleet_report(
                     "engine": engine,
                     "price_per_gpu_hour": prices.get(card.id),
                 }
+                calibrated = (
+                    calibration is not None
+                    and calibration.gpu == card.id
+                    and calibration.engine == engine
+                )
+                row["calibrated"] = calibrated
                 settings = ServeSettings(
+                    extra={"calibration": calibration} if calibrated else {},
                     engine=engine,
                     tp=tp,
                     context_tokens=context,

@@ -8,7 +8,18 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import capacity, diagnose, drift, fleet, gpus, presets, simulate, slo, spec
+from planner.cli import (
+    calibrate,
+    capacity,
+    diagnose,
+    drift,
+    fleet,
+    gpus,
+    presets,
+    simulate,
+    slo,
+    spec,
+)
 from planner.cli.numbers import checked
 
 app = typer.Typer(
@@ -48,6 +59,7 @@ app.command("slo")(checked(slo.slo))
 app.command("drift")(checked(drift.drift))
 app.command("diagnose")(checked(diagnose.diagnose))
 app.command("fleet")(checked(fleet.fleet))
+app.command("calibrate")(checked(calibrate.calibrate))
 
 
 def main(argv: list[str] | None = None) -> int:

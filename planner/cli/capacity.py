@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -124,6 +124,21 @@ def capacity(
             help="vLLM runs inside a process that already used CUDA (Unsloth, TRL colocate)."
         ),
     ] = False,
+    reserved_gib: Annotated[
+        float | None,
+        typer.Option(help="GiB other processes hold on each GPU (a co-located trainer, LMCache)."),
+    ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="A profile from `planner calibrate`: your logs' terms replace ours."),
+    ] = None,
+    compare_version: Annotated[
+        str | None,
+        typer.Option(
+            help="Plan again under another version (0.28.0) or engine (sglang, sglang:0.5.8) "
+            "and show what moves, term by term, and why."
+        ),
+    ] = None,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine ledger).")] = 1,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4.")
@@ -249,6 +264,7 @@ def capacity(
                 max_loras=max_loras,
                 usage_context=usage_context,
                 colocated=colocated,
+                reserved_bytes=_reserved_bytes(reserved_gib),
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
@@ -256,6 +272,8 @@ def capacity(
         }
         settings = {k: v for k, v in settings.items() if v is not None}
         _serve(
+            calibration=calibration,
+            compare_version=compare_version,
             gpu=gpu,
             preset=preset,
             model=model,
@@ -291,6 +309,9 @@ def capacity(
         "--enable-lora": enable_lora or None,
         "--enforce-eager": enforce_eager or None,
         "--colocated": colocated or None,
+        "--reserved-gib": reserved_gib,
+        "--calibration": calibration,
+        "--compare-version": compare_version,
         "--pp": pp if pp != 1 else None,
     }
     for engine_flag, given in engine_only.items():
@@ -336,11 +357,27 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
     )
 
 
+def _reserved_bytes(gib: float | None) -> int | None:
+    """--reserved-gib as bytes (refused when negative or beyond any card)."""
+    from planner.errors import InputError
+    from planner.units import GIB_BYTES
+
+    if gib is None:
+        return None
+    if not 0 <= gib <= MAX_GPU_MEMORY_GIB:
+        raise InputError(
+            "--reserved-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gib})"
+        )
+    return round(gib * GIB_BYTES)
+
+
 def _engine_extra(engine: str, **given: object) -> dict[str, object]:
     """The remaining engine flags, as that engine's settings fields (defaults left out)."""
+    reserved = {"reserved_bytes": given["reserved_bytes"]} if given["reserved_bytes"] else {}
     if engine == "vllm":
         names = ("enforce_eager", "kv_cache_memory_bytes", "usage_context", "colocated")
         extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
+        extra |= reserved
         if given["enable_lora"]:
             extra["enable_lora"] = True
             for k in ("max_lora_rank", "max_loras"):
@@ -348,11 +385,13 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
                     extra[k] = given[k]
         return extra
     keys = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")
-    return {k: given[k] for k in keys if given[k] is not None}
+    return {k: given[k] for k in keys if given[k] is not None} | reserved
 
 
 def _serve(
     *,
+    calibration: str | None,
+    compare_version: str | None,
     gpu: str,
     preset: str | None,
     model: str | None,
@@ -368,16 +407,31 @@ def _serve(
     """The engine ledger: plan, save, print; exit 1 when the engine would not start."""
     from planner.api import serve_report
 
-    plan, payload = serve_report(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        gpu_memory_gib=gpu_memory_gib,
-        settings=dict(settings),
-        tpot_ms=tpot,
-        speculation=speculation,
-    )
+    profile = None
+    if calibration is not None:
+        from planner.sources.calibration import load_calibration
+
+        profile = load_calibration(calibration)
+
+    def run(values: dict[str, object]) -> tuple[Any, dict[str, Any]]:
+        return serve_report(
+            calibration=profile if values.get("engine", "vllm") == engine else None,
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=dict(values),
+            tpot_ms=tpot,
+            speculation=speculation,
+        )
+
+    engine = settings.get("engine", "vllm")
+    plan, payload = run(settings)
+    if compare_version is not None:
+        from planner.api.compare import version_comparison
+
+        payload["comparison"] = version_comparison(plan, payload, compare_version, run, settings)
     if save is not None:
         from planner.api import serve_lock
         from planner.plan import dump
@@ -392,12 +446,15 @@ def _serve(
             gpu_memory_gib=gpu_memory_gib,
             settings=settings,
             tpot_ms=tpot,
+            calibration=None if calibration is None else saved_model_ref(calibration, save),
         )
         write_file(save, "--save", dump(lock))
     if json_out:
         emit_json(payload)
     else:
         render_serve(plan, payload, explain)
+        if compare_version is not None:
+            render_comparison(payload["comparison"])
     if not plan.fits:
         raise typer.Exit(1)
 
@@ -673,6 +730,38 @@ def render_engine(pred: object, title: str | None = None) -> None:
     out.print("[bold]Expected log lines:[/]")
     for line in pred.log_lines:
         out.print(f"  {line}", markup=False)
+
+
+def render_comparison(c: dict[str, Any]) -> None:
+    """Before vs after, term by term, then the settings and engine changes behind it."""
+    from rich.table import Table
+
+    out = console()
+    before, after = c["before"], c["after"]
+    title = (
+        f"{before['engine']} {before['version'] or '(does not start)'} -> "
+        f"{after['engine']} {after['version'] or '(does not start)'}"
+    )
+    table = Table(title=title, title_justify="left")
+    for col in ("term", "before", "after", "change"):
+        table.add_column(col, justify="left" if col == "term" else "right")
+    for row in c["terms"]:
+        fmt = _fmt_term(row["term"])
+        rel = "" if row["relative"] is None else f" ({row['relative']:+.2%})"
+        table.add_row(row["term"], fmt(row["before"]), fmt(row["after"]), fmt(row["change"]) + rel)
+    print_table(out, fit_columns(table))
+    for s in c["settings"]:
+        out.print(f"setting {s['setting']}: {s['before']} -> {s['after']}", markup=False)
+    for change in c["engine_changes"]:
+        out.print(f"engine change {change}", markup=False)
+    for note in c["notes_after"]:
+        out.print(f"after only: {note}", markup=False)
+    for note in c["notes_before"]:
+        out.print(f"before only: {note}", markup=False)
+    for side in (before, after):
+        for reason in side["reasons"]:
+            out.print(f"{side['engine']} {side['version'] or ''}: {reason}", markup=False)
+    out.print(f"after: {after['command']}", markup=False)
 
 
 def render_log_report(report: dict[str, object]) -> None:

@@ -36,6 +36,17 @@ def drift(
         str | None, typer.Option(help="File with one /metrics URL per line.")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per /metrics fetch.")] = 5.0,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Recompute with this calibration profile [default: the plan's]."),
+    ] = None,
+    upgrade_to: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine version to upgrade to: drift if it loses more KV capacity than "
+            "--tolerance."
+        ),
+    ] = None,
     output_format: Annotated[
         str, typer.Option("--format", help="table, json or github (Actions annotations).")
     ] = "table",
@@ -63,6 +74,8 @@ def drift(
         against_args_files=list(against_args_file or []),
         metrics_urls=urls,
         timeout_s=timeout,
+        calibration_path=calibration,
+        upgrade_to=upgrade_to,
     )
     if fmt == "json":
         emit_json(report)

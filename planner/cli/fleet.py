@@ -29,6 +29,12 @@ def fleet(
         str | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10.")
     ] = None,
     prices: Annotated[str | None, typer.Option(help="YAML file of GPU: $ per GPU-hour.")] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            help="A profile from `planner calibrate`: applied to candidates on its GPU and engine."
+        ),
+    ] = None,
     headroom: Annotated[
         float, typer.Option(help="Share of its sustainable rate a replica runs at the peak.")
     ] = 0.8,
@@ -83,6 +89,9 @@ def fleet(
             sys.stderr.write(f"\rsearched {gpu} TP {tp} {precision}".ljust(60))
             sys.stderr.flush()
 
+    from planner.sources.calibration import load_calibration
+
+    profile = None if calibration is None else load_calibration(calibration)
     report = fleet_report(
         preset=preset,
         model=model,
@@ -99,12 +108,13 @@ def fleet(
         headroom=headroom,
         workload=values,
         progress=progress,
+        calibration=profile,
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
     if winner is not None and save is not None:
-        _save(save, report, preset, model)
+        _save(save, report, preset, model, calibration, profile)
     if winner is not None and k8s is not None:
         from planner.sources.files import write_file
 
@@ -138,7 +148,14 @@ def fleet(
         raise typer.Exit(1)
 
 
-def _save(path: str, report: dict[str, Any], preset: str | None, model: str | None) -> None:
+def _save(
+    path: str,
+    report: dict[str, Any],
+    preset: str | None,
+    model: str | None,
+    calibration: str | None,
+    profile: Any,
+) -> None:
     """The winner's plan lock, recomputed by `planner drift` like a capacity plan."""
     from planner.api import serve_lock, serve_report
     from planner.plan import dump
@@ -154,6 +171,7 @@ def _save(path: str, report: dict[str, Any], preset: str | None, model: str | No
     }
     if w["precision"] == "fp8":
         settings["quantization"] = "fp8"
+    used = profile if w.get("calibrated") else None
     _plan, payload = serve_report(
         gpu=w["gpu"],
         preset=preset,
@@ -161,6 +179,7 @@ def _save(path: str, report: dict[str, Any], preset: str | None, model: str | No
         revision=None,
         gpu_memory_gib=None,
         settings=dict(settings),
+        calibration=used,
     )
     lock = serve_lock(
         payload,
@@ -171,6 +190,9 @@ def _save(path: str, report: dict[str, Any], preset: str | None, model: str | No
         gpu_memory_gib=None,
         settings=settings,
         tpot_ms=None,
+        calibration=None
+        if used is None or calibration is None
+        else saved_model_ref(calibration, path),
     )
     write_file(path, "--save", dump(lock))
 

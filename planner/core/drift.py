@@ -75,6 +75,37 @@ def compare_figures(
     return rows
 
 
+# Capacity figures an engine upgrade is checked on: a drop beyond the tolerance is drift.
+CAPACITY_KEYS = (
+    "engine.kv_cache_tokens",
+    "engine.available_kv_bytes",
+    "max_seqs_paged",
+    "operating_concurrency",
+)
+
+
+def compare_losses(
+    planned: dict[str, Any], actual: dict[str, Any], tolerance: float, where: str
+) -> list[Difference]:
+    """Capacity figures that fell by more than the tolerance (a gain is not drift)."""
+    rows = []
+    for key in CAPACITY_KEYS:
+        before, after = _number(planned.get(key)), _number(actual.get(key))
+        if before is None or after is None:
+            continue
+        if after < before * (1 - tolerance):
+            rows.append(
+                Difference(
+                    where=where,
+                    key=key,
+                    planned=planned[key],
+                    actual=actual[key],
+                    tolerance=f"-{tolerance:.1%}",
+                )
+            )
+    return rows
+
+
 def line_flags(line: str) -> dict[str, str]:
     """Flags of a planned launch line."""
     got = parse_argv(shlex.split(line), "plan")

@@ -403,8 +403,13 @@ def _candidate_lines(text: str) -> Iterator[tuple[int, str]]:
         yield line_no, text[start : len(text) if end < 0 else end].rstrip("\r")
 
 
-def parse_startup_log(text: str, origin: str) -> StartupLog:
-    """Read every recognised line; a log with no engine or no KV figure is an error."""
+def parse_startup_log(
+    text: str, origin: str, field: str = "--from-log", require_tokens: bool = True
+) -> StartupLog:
+    """Read every recognised line; a log with no engine or no KV figure is an error.
+
+    `require_tokens=False` (calibration) accepts a log that states the KV budget in bytes only.
+    """
     log = StartupLog()
     last_hit = 0
     for no, line in _candidate_lines(text):
@@ -414,20 +419,20 @@ def parse_startup_log(text: str, origin: str) -> StartupLog:
                 try:
                     handler(log, matches[-1])  # a line quoting two figures means the later one
                 except BadFigure as exc:
-                    raise InputError("--from-log", f"{origin} line {no}: {exc}") from exc
+                    raise InputError(field, f"{origin} line {no}: {exc}") from exc
                 last_hit = no
                 if log.engine is None and pattern.pattern not in SGLANG_ONLY:
                     log.engine = "vllm"
     log.lines_read = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
     if log.engine is None:
         raise InputError(
-            "--from-log", f"{origin} line 1: not a vLLM or SGLang start-up log (no line recognised)"
+            field, f"{origin} line 1: not a vLLM or SGLang start-up log (no line recognised)"
         )
     if log.kv_cache_tokens is None and log.num_gpu_blocks is not None:
         log.kv_cache_tokens = log.num_gpu_blocks * int(log.settings.get("block_size", 16))
-    if log.kv_cache_tokens is None:
+    if log.kv_cache_tokens is None and (require_tokens or log.available_kv_bytes is None):
         raise InputError(
-            "--from-log",
+            field,
             f"{origin} line {last_hit}: parsing stopped there: the log ends before the KV cache "
             "size line (truncated?)",
         )

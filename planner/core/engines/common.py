@@ -11,7 +11,9 @@ from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError, PlannerError
 from planner.units import GIB_BYTES, ceil_div
 
-TermSource = Literal["exact", "derived", "calibrated", "log", "device", "user", "default"]
+TermSource = Literal[
+    "exact", "derived", "calibrated", "log", "device", "user", "default", "your-logs"
+]
 
 # NVML total minus what cudaMemGetInfo reports, for cards whose CUDA total no log printed:
 # the median of six cards where both figures are public (nvidia-smi totals and the totals engine

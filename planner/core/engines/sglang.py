@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
@@ -120,6 +121,12 @@ class SglangSettings(BaseModel):
     max_running_requests: int | None = Field(default=None, gt=0)
     mamba_full_memory_ratio: float = Field(default=MAMBA_FULL_MEMORY_RATIO, gt=0)
     max_mamba_cache_size: int | None = Field(default=None, gt=0)
+    reserved_bytes: int = Field(
+        default=0, ge=0, description="memory other processes hold on each GPU (--reserved-gib)"
+    )
+    calibration: Calibration | None = Field(
+        default=None, description="per-deployment corrections measured from start-up logs"
+    )
 
 
 class MeasuredTerms(BaseModel):
@@ -221,9 +228,12 @@ def predict(
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
+    cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source
     )
+    if m.total_memory_bytes is None:
+        total = correct(cal, "total_memory_bytes", total, sources)
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
@@ -250,16 +260,29 @@ def predict(
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
 
+    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     pre_free = total - PRE_LOAD_USED_BYTES
     sources["pre_load_free_bytes"] = "calibrated"
+    pre_free = correct(cal, "pre_load_free_bytes", pre_free, sources)
     if m.pre_load_free_bytes is not None:
         pre_free, sources["pre_load_free_bytes"] = m.pre_load_free_bytes, "log"
+    if s.reserved_bytes:
+        # SGLang sizes its pool from the free memory it sees before loading
+        # (model_runner.py: get_available_gpu_memory), so other processes' memory comes off it.
+        pre_free -= s.reserved_bytes
+        notes.append(
+            f"other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB come off the free memory "
+            "SGLang sizes its pool from"
+        )
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
+    if m.weights_bytes is None:
+        w = correct(cal, "weights_bytes", w, sources)
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
-    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
+    if cal is not None:
+        notes += cal_notes(cal, "sglang", version_text(version), gpu.id, model.name, tp, pp)
     if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
@@ -114,6 +115,12 @@ NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
 CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 
 # --- engine facts (vllm/config/*.py and vllm/engine/arg_utils.py) --------------------------
+# Memory other processes hold: V0 up to 0.6.4 (peak = total - free after the profile) and V1
+# 0.8.x (non-torch = device used - torch allocated) charge it to the KV budget; V1 from 0.9
+# budgets from its own baseline snapshot and only refuses to start when free memory is below
+# total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
+CHARGES_OTHER_PROCESSES_V0_UNTIL = (0, 6, 4)
+FREE_MEMORY_CHECK_SINCE = (0, 9, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
@@ -341,6 +348,12 @@ class VllmSettings(BaseModel):
     colocated: bool = Field(
         default=False,
         description="started inside a process that already ran CUDA work (Unsloth, TRL colocate)",
+    )
+    reserved_bytes: int = Field(
+        default=0, ge=0, description="memory other processes hold on each GPU (--reserved-gib)"
+    )
+    calibration: Calibration | None = Field(
+        default=None, description="per-deployment corrections measured from start-up logs"
     )
 
 
@@ -588,9 +601,12 @@ def predict(
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
 
+    cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source
     )
+    if m.total_memory_bytes is None:
+        total = correct(cal, "total_memory_bytes", total, sources)
     kind = "v0" if engine == "v0" else rules.batch_defaults
     if engine == "v1" and kind == "v0":  # a V1 engine asked of a release that defaulted to V0
         kind = "two_tier"
@@ -617,6 +633,8 @@ def predict(
             f"{s.max_lora_rank}) are loaded with the weights"
             + ("; MoE expert LoRA is not counted" if model.num_experts else "")
         )
+    if m.weights_bytes is None:
+        w = correct(cal, "weights_bytes", w, sources)
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
     runner = "v0" if engine == "v0" else "v1"
     sampler: str = "sort" if engine == "v0" else rules.sampler
@@ -653,6 +671,7 @@ def predict(
         vocab = model.vocab_size or 0
         act += seqs * (vocab + ceil_div(vocab, 32)) * 4
     sources["activation_peak_bytes"] = "calibrated"
+    act = correct(cal, "activation_peak_bytes", act, sources)
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
     non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
@@ -667,6 +686,7 @@ def predict(
             "compute capability 9.0 / 10.x from 0.17)"
         )
     sources["non_torch_bytes"] = "calibrated"
+    non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
@@ -679,6 +699,7 @@ def predict(
         n_sizes = len(capture_sizes(seqs, tokens))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
+        graph = correct(cal, "cudagraph_bytes", graph, sources)
     else:
         sources["cudagraph_bytes"] = "exact"  # not reserved by this version / eager mode
     if m.cudagraph_bytes is not None and estimates_graphs and graphs_on:
@@ -690,6 +711,10 @@ def predict(
     else:
         available = requested - w - act - non_torch - graph
         sources["available_kv_bytes"] = "derived"
+    if s.reserved_bytes:
+        available -= _other_tenants(s.reserved_bytes, engine, version, total, requested, notes)
+    if cal is not None:
+        notes += cal_notes(cal, "vllm", version_text(version), gpu.id, model.name, tp, pp)
     if available <= 0:
         raise NoKvCache(
             "--gpu-memory-utilization",
@@ -770,6 +795,43 @@ def predict(
         log_lines=lines,
         notes=notes,
     )
+
+
+def _other_tenants(
+    reserved: int,
+    engine: str,
+    version: tuple[int, int, int],
+    total: int,
+    requested: int,
+    notes: list[str],
+) -> int:
+    """What memory held by other processes takes from the KV budget (see the constants)."""
+    gib = reserved / GIB_BYTES
+    charged = (engine == "v0" and version <= CHARGES_OTHER_PROCESSES_V0_UNTIL) or (
+        engine == "v1" and version < FREE_MEMORY_CHECK_SINCE
+    )
+    if charged:
+        notes.append(f"other processes' {gib:.2f} GiB are charged to the KV cache by this release")
+        return reserved
+    if engine == "v1":
+        free = total - reserved
+        if free < requested:
+            most = math.floor(free / total * 100) / 100
+            raise NoKvCache(
+                "--reserved-gib",
+                f"vLLM refuses to start: {free / GIB_BYTES:.2f} GiB free at start (total less "
+                f"{gib:.2f} GiB held by other processes) is below the {requested / GIB_BYTES:.2f} "
+                f"GiB gpu_memory_utilization asks for; use --gpu-memory-utilization {most:.2f} "
+                "or lower",
+            )
+        notes.append(
+            f"other processes' {gib:.2f} GiB are not charged to the KV cache (vLLM budgets from "
+            "its own baseline); they leave the memory the utilisation asks for free at start "
+            "(this process's own CUDA context, ~0.5 GiB, is not counted in that check)"
+        )
+        return 0
+    notes.append(f"other processes' {gib:.2f} GiB are not charged by this V0 release")
+    return 0
 
 
 def _log_lines(

@@ -1,0 +1,272 @@
+"""`planner calibrate` by name: start-up logs -> a calibration profile, checked term by term."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from planner.api.engines import LoggedRun, read_logged_run
+from planner.core.engines.calibration import (
+    Calibration,
+    CalibrationLog,
+    TermCalibration,
+    combine,
+    measure,
+)
+from planner.errors import InputError
+from planner.units import GIB_BYTES
+
+# Terms a log can print, per engine, in ledger order.
+VLLM_TERMS = (
+    "total_memory_bytes",
+    "weights_bytes",
+    "activation_peak_bytes",
+    "non_torch_bytes",
+    "cudagraph_bytes",
+)
+SGLANG_TERMS = ("total_memory_bytes", "pre_load_free_bytes", "weights_bytes")
+
+
+def logged_available_bytes(run: LoggedRun, predicted: Any) -> int | None:
+    """The KV budget a log states: its own line, else its block count x the block's bytes."""
+    log = run.log
+    if log.available_kv_bytes is not None:
+        return int(log.available_kv_bytes)
+    if log.num_gpu_blocks is not None:
+        # the count is a floor: take the middle of the block it was floored from
+        return int(log.num_gpu_blocks * predicted.bytes_per_block + predicted.bytes_per_block // 2)
+    return None
+
+
+def measure_run(
+    run: LoggedRun, predicted: Any, slope_total: int | None = None
+) -> list[TermCalibration]:
+    """One log's corrections: each printed term, and the non-KV remainder it leaves unsplit.
+
+    `slope_total`: the device total measured across logs at different utilisations, used
+    where the log does not print it.
+    """
+    logged: dict[str, int] = dict(run.log.terms)
+    names = VLLM_TERMS if run.engine == "vllm" else SGLANG_TERMS
+    out = [
+        measure(n, logged[n], int(getattr(predicted, n)), "printed in the log")
+        for n in names
+        if n in logged
+    ]
+    if slope_total is not None and "total_memory_bytes" not in logged:
+        logged["total_memory_bytes"] = slope_total
+        out.insert(
+            0,
+            measure(
+                "total_memory_bytes",
+                slope_total,
+                predicted.total_memory_bytes,
+                "slope of the KV budget over gpu_memory_utilization across the logs",
+            ),
+        )
+    if run.engine != "vllm" or "non_torch_bytes" in logged:
+        return out
+    available = logged_available_bytes(run, predicted)
+    if available is None or predicted.settings.get("kv_cache_memory_bytes"):
+        return out
+    # The log prints the budget but not every term: what it leaves beyond the weights (and
+    # the graph estimate) is activation + non-torch; the part the model does not explain is
+    # carried as a non-torch offset.
+    total = logged.get("total_memory_bytes", predicted.total_memory_bytes)
+    util = float(str(predicted.settings["gpu_memory_utilization"]))
+    requested = math.ceil(total * util)
+    weights = logged.get("weights_bytes", predicted.weights_bytes)
+    graph = logged.get("cudagraph_bytes", predicted.cudagraph_bytes)
+    activation = logged.get("activation_peak_bytes", predicted.activation_peak_bytes)
+    remainder = requested - weights - graph - available
+    logged_non_torch = remainder - activation
+    out.append(
+        measure(
+            "non_torch_bytes",
+            logged_non_torch,
+            predicted.non_torch_bytes,
+            "non-KV remainder: total x utilisation - weights - activation - graphs - KV budget",
+        )
+    )
+    return out
+
+
+def total_from_slope(runs: list[tuple[LoggedRun, Any]]) -> int | None:
+    """The device total from vLLM logs that differ only in gpu_memory_utilization.
+
+    From 0.9 nothing else in the budget depends on the utilisation, so the KV budget moves by
+    exactly total x the utilisation step (a least-squares slope over every such log).
+    """
+    points = []
+    for run, pred in runs:
+        available = logged_available_bytes(run, pred)
+        if run.engine != "vllm" or available is None or "total_memory_bytes" in run.log.terms:
+            return None
+        points.append((float(str(pred.settings["gpu_memory_utilization"])), available, run))
+    others = [
+        {k: v for k, v in r.log.settings.items() if k != "gpu_memory_utilization"}
+        for _, _, r in points
+    ]
+    utils = {u for u, _, _ in points}
+    if len(utils) < 2 or any(o != others[0] for o in others):
+        return None
+    mean_u = sum(u for u, _, _ in points) / len(points)
+    mean_a = sum(a for _, a, _ in points) / len(points)
+    num = sum((u - mean_u) * (a - mean_a) for u, a, _ in points)
+    den = sum((u - mean_u) ** 2 for u, _, _ in points)
+    return round(num / den) if den and num > 0 else None
+
+
+def profile_from(runs: list[tuple[LoggedRun, Any, list[TermCalibration]]]) -> Calibration:
+    """The profile over several logs of one deployment (the median correction per term)."""
+    first_run, first_pred, _ = runs[0]
+    return Calibration(
+        engine=first_run.engine,
+        engine_version=first_pred.version,
+        gpu=first_run.gpu_id,
+        model=first_run.model_name,
+        tensor_parallel_size=_tp(first_pred),
+        pipeline_parallel_size=_pp(first_pred),
+        terms=combine([terms for _, _, terms in runs]),
+        logs=tuple(
+            CalibrationLog(
+                path=run.path,
+                sha256=run.sha256,
+                engine_version=pred.version,
+                settings={k: v for k, v in run.log.settings.items() if _plain(v)},
+                kv_cache_tokens=run.log.kv_cache_tokens,
+                available_kv_bytes=logged_available_bytes(run, pred),
+            )
+            for run, pred, _ in runs
+        ),
+    )
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def _tp(p: Any) -> int:
+    return int(str(p.settings.get("tensor_parallel_size", p.settings.get("tp_size", 1))))
+
+
+def _pp(p: Any) -> int:
+    return int(str(p.settings.get("pipeline_parallel_size", p.settings.get("pp_size", 1))))
+
+
+def _error(predicted: Any, run: LoggedRun) -> dict[str, Any]:
+    """Predicted vs logged KV figures for one log."""
+    logged_tokens = run.log.kv_cache_tokens
+    available = logged_available_bytes(run, predicted)
+    row: dict[str, Any] = {
+        "log": run.path,
+        "kv_cache_tokens": {"logged": logged_tokens, "predicted": predicted.kv_cache_tokens},
+        "available_kv_bytes": {"logged": available, "predicted": predicted.available_kv_bytes},
+    }
+    if logged_tokens:
+        row["kv_cache_tokens"]["error"] = predicted.kv_cache_tokens / logged_tokens - 1
+    if available:
+        row["available_kv_bytes"]["error"] = predicted.available_kv_bytes / available - 1
+    return row
+
+
+def calibrate_report(
+    *,
+    log_paths: list[str],
+    gpu: str | None,
+    preset: str | None = None,
+    model: str | None = None,
+    revision: str | None = None,
+    version: str | None = None,
+) -> tuple[Calibration, dict[str, Any]]:
+    """Read the logs, measure each term, build the profile, and check it on every log."""
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    if not log_paths:
+        raise InputError("LOG", "give at least one start-up log")
+    runs: list[tuple[LoggedRun, Any, list[TermCalibration]]] = []
+    for path in log_paths:
+        run = read_logged_run(
+            path, gpu, preset, model, revision, version, field="LOG", require_tokens=False
+        )
+        predicted = run.plan()
+        spec = resolve_model(run.common["preset"], run.common["model"], run.common["revision"])
+        run.gpu_id, run.model_name = find_gpu(str(run.common["gpu"])).id, spec.name
+        runs.append((run, predicted, []))
+    first = runs[0][0]
+    for run, _pred, _ in runs[1:]:
+        for what, mine, theirs in (
+            ("engine", run.engine, first.engine),
+            ("GPU", run.gpu_id, first.gpu_id),
+            ("model", run.model_name, first.model_name),
+        ):
+            if mine != theirs:
+                raise InputError(
+                    "LOG",
+                    f"{run.path}: {what} {mine} differs from {theirs} in {first.path}: one "
+                    "profile is one deployment",
+                )
+    slope_total = total_from_slope([(r, p) for r, p, _ in runs])
+    runs = [(r, p, measure_run(r, p, slope_total)) for r, p, _ in runs]
+    if not any(terms for _, _, terms in runs):
+        raise InputError(
+            "LOG",
+            "the logs print no memory term and no KV budget to calibrate from (vLLM: 'Model "
+            "loading took', 'Available KV cache memory', the profiling summary; SGLang: 'Load "
+            "weight begin/end', 'KV Cache is allocated')",
+        )
+    profile = profile_from([r for r in runs if r[2]])
+    per_log = []
+    for run, predicted, _terms in runs:
+        calibrated = run.plan(calibration=profile)
+        rows = []
+        for name in VLLM_TERMS if run.engine == "vllm" else SGLANG_TERMS:
+            logged = run.log.terms.get(name)
+            rows.append(
+                {
+                    "term": name,
+                    "logged": logged,
+                    "predicted": getattr(predicted, name),
+                    "calibrated": getattr(calibrated, name),
+                    "source": calibrated.term_sources.get(name),
+                }
+            )
+        entry = {
+            "log": run.path,
+            "sha256": run.sha256,
+            "engine": run.engine,
+            "engine_version": predicted.version,
+            "terms": rows,
+            "uncalibrated": _error(predicted, run),
+            "calibrated": _error(calibrated, run),
+            "notes": run.notes,
+        }
+        per_log.append(entry)
+    checks = []
+    if len(runs) > 1:
+        # each log predicted from a profile of the others: what the profile is worth elsewhere
+        for i, (run, _pred, _terms) in enumerate(runs):
+            others = [r for j, r in enumerate(runs) if j != i and r[2]]
+            if not others:
+                continue
+            held_out = profile_from(others)
+            checks.append(
+                {"from": [r[0].path for r in others]} | _error(run.plan(calibration=held_out), run)
+            )
+    report = {
+        "profile": profile.model_dump(),
+        "logs": per_log,
+        "cross_checks": checks,
+        "notes": [
+            "each term is carried to other settings by its rule: absolute (the device total), "
+            "ratio (weights, activation peak, CUDA graphs), offset (non-torch memory); see "
+            "docs/calibrate.md"
+        ],
+    }
+    return profile, report
+
+
+def gib(value: int | None) -> str:
+    """Bytes as GiB text for tables ('-' when absent)."""
+    return "-" if value is None else f"{value / GIB_BYTES:.2f}"

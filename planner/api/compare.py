@@ -1,0 +1,109 @@
+"""Upgrade impact: the same serve plan under another engine version (or the other engine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.errors import InputError
+
+ENGINES = ("vllm", "sglang")
+# Engine-specific extras that do not carry over when the engine changes (settings field names).
+VLLM_ONLY_EXTRA = (
+    "enforce_eager",
+    "kv_cache_memory_bytes",
+    "usage_context",
+    "colocated",
+    "enable_lora",
+    "max_lora_rank",
+    "max_loras",
+)
+SGLANG_ONLY_EXTRA = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")
+
+
+def parse_target(text: str, engine: str) -> tuple[str, str | None]:
+    """`0.28.0` (this engine), `sglang` (its newest) or `sglang:0.5.8` -> (engine, version)."""
+    from planner.core.engines.common import parse_version
+
+    raw = text.strip().lower()
+    name, _, version = raw.partition(":") if ":" in raw else ("", "", raw)
+    if not name and raw in ENGINES:
+        name, version = raw, ""
+    name = name or engine
+    if name not in ENGINES:
+        raise InputError("--compare-version", f"{text!r}: accepted: 0.28.0, sglang, sglang:0.5.8")
+    if version:
+        parse_version(version, "--compare-version")
+    return name, version or None
+
+
+def target_settings(settings: dict[str, Any], engine: str, version: str | None) -> dict[str, Any]:
+    """The capacity settings for the comparison run (engine-specific flags dropped on a switch)."""
+    out = dict(settings)
+    before = out.get("engine", "vllm")
+    out["engine"], out["version"] = engine, version
+    if engine != before:
+        drop = VLLM_ONLY_EXTRA if before == "vllm" else SGLANG_ONLY_EXTRA
+        out["extra"] = {k: v for k, v in (out.get("extra") or {}).items() if k not in drop}
+        kv = str(out.get("kv_cache_dtype", "auto"))
+        if kv.startswith("fp8"):
+            out["kv_cache_dtype"] = "fp8" if engine == "vllm" else "fp8_e4m3"
+        # the memory fraction means a different thing in each engine: each takes its own default
+        out.pop("memory_fraction", None)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def version_comparison(
+    plan: Any, payload: dict[str, Any], target: str, run: Any, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """Plan the same inputs under `target` and report what moved, term by term, and why.
+
+    `run(settings) -> (plan, payload)` re-plans with everything else unchanged.
+    """
+    from planner.core.engines.changes import changes_between, compare
+    from planner.core.engines.common import parse_version
+
+    engine = settings.get("engine", "vllm")
+    other_engine, other_version = parse_target(target, engine)
+    other_plan, other_payload = run(target_settings(settings, other_engine, other_version))
+    a, b = plan.prediction, other_plan.prediction
+
+    def side(p: Any, pl: dict[str, Any], name: str) -> dict[str, Any]:
+        return {
+            "engine": name,
+            "version": None if p.prediction is None else p.prediction.version,
+            "fits": p.fits,
+            "reasons": p.reasons,
+            "max_num_seqs": p.max_num_seqs,
+            "max_seqs_at_mean": p.max_seqs_at_mean,
+            "max_seqs_at_context": p.max_seqs_at_context,
+            "command": p.command,
+            "kv_pool_bytes": pl["kv_pool_bytes"],
+        }
+
+    out: dict[str, Any] = {
+        "before": side(plan, payload, engine),
+        "after": side(other_plan, other_payload, other_engine),
+        "terms": [],
+        "settings": [],
+        "engine_changes": [],
+        "notes_before": [],
+        "notes_after": [],
+    }
+    if a is not None and b is not None:
+        out |= compare(a, b)
+        if other_engine == engine:
+            out["engine_changes"] = changes_between(
+                engine, parse_version(a.version), parse_version(b.version)
+            )
+    for key in ("max_num_seqs", "max_seqs_at_mean", "max_seqs_at_context"):
+        before, after = out["before"][key], out["after"][key]
+        out["terms"].append(
+            {
+                "term": key,
+                "before": before,
+                "after": after,
+                "change": after - before,
+                "relative": (after - before) / before if before else None,
+            }
+        )
+    return out
