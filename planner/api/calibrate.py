@@ -195,9 +195,10 @@ def calibrate_report(
         run.gpu_id, run.model_name = find_gpu(str(run.common["gpu"])).id, spec.name
         runs.append((run, predicted, []))
     first = runs[0][0]
-    for run, _pred, _ in runs[1:]:
+    for run, pred, _ in runs[1:]:
         for what, mine, theirs in (
             ("engine", run.engine, first.engine),
+            ("version", pred.version, runs[0][1].version),
             ("GPU", run.gpu_id, first.gpu_id),
             ("model", run.model_name, first.model_name),
         ):
