@@ -703,3 +703,53 @@ def test_v2_persistent_sampler_state_counts_from_028() -> None:
     assert p28.settings["model_runner"] == p27.settings["model_runner"] == "v2"
     assert p28.activation_peak_bytes - p27.activation_peak_bytes == 256 * (vocab + vocab // 32) * 4
     assert p28.kv_cache_tokens == pytest.approx(logged, rel=0.05)  # +4.1%: open, docs/engines.md
+
+
+def test_pipeline_stages_hold_their_own_layers_and_matrices() -> None:
+    """vLLM's PP split (get_pp_indices) and where the embedding / lm_head / sampler live."""
+    assert vllm.pp_partition(32, 3) == [11, 11, 10]  # the remainder to the stages before the last
+    assert vllm.pp_partition(61, 4) == [15, 15, 16, 15]
+    assert vllm.pp_partition(40, 2) == [20, 20]
+    llama3b = str(MODELS / "meta-llama--Llama-3.2-3B-Instruct" / "config.json")
+    spec = resolve_model(None, llama3b)
+    assert spec.tied_embeddings and spec.embedding_params == 128_256 * 3072
+    kw = {"engine": "vllm", "gpu": "l4", "model": llama3b, "max_model_len": 8192}
+    one = engine_plan(**kw)
+    two = engine_plan(**kw, pipeline_parallel_size=2)
+    matrix = 128_256 * 3072 * 2
+    # tied: the last stage loads its own copy of the embedding for the lm_head, so each of
+    # the two 14-layer stages holds half the body plus one vocab matrix
+    body = spec.weights_bytes - matrix
+    rope = one.weights_bytes - spec.weights_bytes
+    assert two.weights_bytes == body * 14 // 28 + matrix + rope
+    assert any("PP 2: stages of 14/14 layers" in n for n in two.notes)
+    # each stage keeps 14 layers of KV: a block is half the single-GPU block
+    assert two.bytes_per_block * 2 == one.bytes_per_block
+    assert two.num_gpu_blocks > one.num_gpu_blocks  # half the weights, half the block size
+
+
+def test_pp_with_awq_on_two_l4s_plans() -> None:
+    """Qwen3-14B-AWQ with PP 2 on two L4s: planned stage by stage, not refused."""
+    qwen14 = str(MODELS / "Qwen--Qwen3-14B" / "config.json")
+    p = engine_plan(
+        engine="vllm",
+        gpu="l4",
+        model=qwen14,
+        quantization="awq",
+        version="0.28.0",
+        max_model_len=40_960,
+        pipeline_parallel_size=2,
+    )
+    assert p.kv_cache_tokens > 0 and any("PP 2: stages of 20/20 layers" in n for n in p.notes)
+    # untied: the first stage holds the embedding, the last the lm_head (bf16 in an AWQ
+    # checkpoint), one vocab matrix each
+    tp2 = engine_plan(
+        engine="vllm",
+        gpu="l4",
+        model=qwen14,
+        quantization="awq",
+        version="0.28.0",
+        max_model_len=40_960,
+        tensor_parallel_size=2,
+    )
+    assert p.bytes_per_block == tp2.bytes_per_block  # 20 layers x 8 heads vs 40 x 4

@@ -804,6 +804,8 @@ def model_spec_from_config(
         kv_groups=groups,
         mtp_layers=_mtp_layers(t),
         moe_layers=moe_layers if experts else 0,
+        embedding_params=embed,
+        tied_embeddings=bool(tie),
         **_vision_shape(cfg),
     )
     try:

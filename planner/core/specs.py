@@ -92,6 +92,10 @@ class ModelSpec(BaseModel):
         default=0, ge=0, description="multi-token-prediction layers (speculation by MTP)"
     )
     moe_layers: int = Field(default=0, ge=0, description="layers with routed experts (0: none)")
+    embedding_params: int = Field(
+        default=0, ge=0, description="vocab x hidden: one embedding (or lm_head) matrix"
+    )
+    tied_embeddings: bool = Field(default=True, description="lm_head shares the embedding")
 
 
 class GpuSpec(BaseModel):

@@ -508,10 +508,15 @@ class _Bucket:
     window: int | None
 
 
-def _buckets(model: ModelSpec, tp: int, pp: int, block: int, kv_bytes: int) -> list[_Bucket]:
+def _buckets(
+    model: ModelSpec, tp: int, pp: int, block: int, kv_bytes: int, stage: int | None = None
+) -> list[_Bucket]:
+    """Layer buckets of one rank: `stage` layers of the model's when a PP stage is named."""
     out = []
     for g in model.kv_groups:
         layers = ceil_div(g.num_layers, pp)
+        if stage is not None:
+            layers = ceil_div(g.num_layers * stage, model.num_layers)
         out.append(_Bucket(g.kind, layers, _page_bytes(g, tp, block, kv_bytes), g.window_tokens))
     return out
 
@@ -544,6 +549,67 @@ def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
     _size, groups = _kv_groups(_buckets(model, tp, pp, block, 1))
     return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Decoder layers per pipeline stage (vllm/distributed/utils.py get_pp_indices): even, the
+    remainder to the stages before the last."""
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+@dataclass(frozen=True)
+class _Stage:
+    index: int
+    layers: int
+    weights: int
+    activation: int
+    graph: int
+    blocks: int
+    bytes_per_block: int
+
+
+def _binding_stage(
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    block: int,
+    kv_bytes: int,
+    act_bytes: int,
+    checkpoint_bytes: int,
+    avg: tuple[int, int, int],
+    act_without_sampler: int,
+    act_modelled: int,
+    budget: int,
+) -> tuple[_Stage, list[_Stage]]:
+    """Each PP stage's memory, and the one with the fewest KV blocks (vLLM takes the minimum).
+
+    The first stage holds the embedding, the last the lm_head (a tied model's last stage holds
+    its own copy of the embedding: vllm/model_executor/models/llama.py) and runs the sampler;
+    `avg` (weights, activation, graph) is the even-split prediction the stages are moved from.
+    """
+    w_avg, act, graph_avg = avg
+    matrix = model.embedding_params * act_bytes
+    in_checkpoint = matrix * (1 if model.tied_embeddings else 2)
+    body = max(0, checkpoint_bytes - in_checkpoint)
+    even = ceil_div(checkpoint_bytes, tp * pp)
+    layers_even = ceil_div(model.num_layers, pp)
+    ratio = act / act_modelled if act_modelled else 1.0
+    stages = []
+    parts = pp_partition(model.num_layers, pp)
+    for i, n in enumerate(parts):
+        own = body * n // model.num_layers + matrix * ((i == 0) + (i == pp - 1))
+        weights = w_avg + ceil_div(own, tp) - even
+        activation = act if i == pp - 1 else round(act_without_sampler * ratio)
+        graph = graph_avg * n // layers_even
+        buckets = _buckets(model, tp, pp, block, kv_bytes, stage=n)
+        group_size, _groups = _kv_groups(buckets)
+        per_block = group_size * max(b.page_bytes for b in buckets)
+        blocks = (budget - weights - activation - graph) // per_block
+        stages.append(_Stage(i, n, weights, activation, graph, blocks, per_block))
+    return min(stages, key=lambda st: (st.blocks, -st.index)), stages
 
 
 def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int:
@@ -705,6 +771,31 @@ def predict(
     if m.cudagraph_bytes is not None and estimates_graphs and graphs_on:
         graph, sources["cudagraph_bytes"] = m.cudagraph_bytes, "log"
 
+    stage_layers: int | None = None
+    if pp > 1 and s.kv_cache_memory_bytes is None:
+        act_modelled = activation_peak_bytes(
+            model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers=xformers
+        )
+        bound, stages = _binding_stage(
+            model,
+            tp,
+            pp,
+            block,
+            kv_bytes,
+            act_bytes,
+            model.weights_bytes if weights_bytes is None else weights_bytes,
+            (w, act, graph),
+            activation_peak_bytes(model, tokens, 0, tp, act_bytes, sampler, xformers=xformers),
+            act_modelled,
+            requested - non_torch,
+        )
+        w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
+        notes.append(
+            f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
+            f"{', '.join(f'{max(st.blocks, 0):,}' for st in stages)} KV blocks (embedding on "
+            "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
+            f"{bound.index}'s"
+        )
     if s.kv_cache_memory_bytes is not None:
         available = s.kv_cache_memory_bytes
         sources["available_kv_bytes"] = "user"
@@ -723,7 +814,7 @@ def predict(
             "activations, non-torch memory and CUDA graphs",
         )
 
-    buckets = _buckets(model, tp, pp, block, kv_bytes)
+    buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
     if attn_pages and state_pages and max(state_pages) > max(attn_pages):
@@ -733,7 +824,7 @@ def predict(
             DEFAULT_BLOCK_SIZE
         )
         notes.append(f"attention block size raised to {block} to cover the Mamba state page")
-        buckets = _buckets(model, tp, pp, block, kv_bytes)
+        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
