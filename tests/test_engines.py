@@ -753,3 +753,24 @@ def test_pp_with_awq_on_two_l4s_plans() -> None:
         tensor_parallel_size=2,
     )
     assert p.bytes_per_block == tp2.bytes_per_block  # 20 layers x 8 heads vs 40 x 4
+
+
+def test_expert_parallel_workspace_uses_the_whole_expert_width() -> None:
+    """--enable-expert-parallel: ranks hold whole experts, so fused-MoE buffers are not split."""
+    from planner.core.serve import command_line, fields_from_line
+
+    qwen_moe = str(MODELS / "Qwen--Qwen3-30B-A3B" / "config.json")
+    kw = {"engine": "vllm", "gpu": "l40s", "model": qwen_moe, "max_model_len": 8192}
+    tp = engine_plan(**kw, tensor_parallel_size=4, version="0.10.2")
+    ep = engine_plan(**kw, tensor_parallel_size=4, version="0.10.2", enable_expert_parallel=True)
+    tokens = int(str(tp.settings["max_num_batched_tokens"]))
+    # per routed token: max(2 x 768, 2048) + 768 with EP vs max(2 x 192, 2048) + 192 with TP
+    assert ep.activation_peak_bytes - tp.activation_peak_bytes == tokens * 8 * (2816 - 2240) * 2
+    assert ep.weights_bytes == tp.weights_bytes and ep.bytes_per_block == tp.bytes_per_block
+    assert any("8 whole experts" not in n and "32 whole experts" in n for n in ep.notes)
+    dense = engine_plan(**(kw | {"model": LLAMA8}), enable_expert_parallel=True)
+    assert any("changes nothing" in n for n in dense.notes)
+    spec = resolve_model(None, qwen_moe)
+    line = command_line(spec, "vllm", {"tensor_parallel_size": 4, "enable_expert_parallel": True})
+    assert line.endswith("--enable-expert-parallel")
+    assert fields_from_line("vllm", line)["enable_expert_parallel"] is True

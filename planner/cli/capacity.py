@@ -115,6 +115,9 @@ def capacity(
     max_loras: Annotated[
         int | None, typer.Option(help="vLLM flag (with --enable-lora) [default: 1].")
     ] = None,
+    enable_expert_parallel: Annotated[
+        bool, typer.Option(help="vLLM flag: MoE experts split whole across the TP ranks.")
+    ] = False,
     usage_context: Annotated[
         str, typer.Option(help="vLLM entry point: serve (`vllm serve`) or llm (the LLM class).")
     ] = "serve",
@@ -225,6 +228,7 @@ def capacity(
             "--max-num-batched-tokens": max_num_batched_tokens,
             "--max-num-seqs": max_num_seqs,
             "--kv-cache-memory-bytes": kv_cache_memory_bytes,
+            "--enable-expert-parallel": enable_expert_parallel or None,
         }
         sglang_only = {
             "--mem-fraction-static": mem_fraction_static,
@@ -260,6 +264,7 @@ def capacity(
                 enforce_eager=enforce_eager,
                 kv_cache_memory_bytes=kv_cache_memory_bytes,
                 enable_lora=enable_lora,
+                enable_expert_parallel=enable_expert_parallel,
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras,
                 usage_context=usage_context,
@@ -307,6 +312,7 @@ def capacity(
         "--mamba-full-memory-ratio": mamba_full_memory_ratio,
         "--max-mamba-cache-size": max_mamba_cache_size,
         "--enable-lora": enable_lora or None,
+        "--enable-expert-parallel": enable_expert_parallel or None,
         "--enforce-eager": enforce_eager or None,
         "--colocated": colocated or None,
         "--reserved-gib": reserved_gib,
@@ -375,7 +381,13 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
     """The remaining engine flags, as that engine's settings fields (defaults left out)."""
     reserved = {"reserved_bytes": given["reserved_bytes"]} if given["reserved_bytes"] else {}
     if engine == "vllm":
-        names = ("enforce_eager", "kv_cache_memory_bytes", "usage_context", "colocated")
+        names = (
+            "enforce_eager",
+            "kv_cache_memory_bytes",
+            "usage_context",
+            "colocated",
+            "enable_expert_parallel",
+        )
         extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
         extra |= reserved
         if given["enable_lora"]:

@@ -156,6 +156,7 @@ def spec_flags(
 # Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.
 BOOLEAN_FLAGS = {
     "--enforce-eager",
+    "--enable-expert-parallel",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",

@@ -536,6 +536,7 @@ VLLM_FLAGS = (
     ("quantization", "--quantization"),
     ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
     ("enable_lora", "--enable-lora"),
+    ("enable_expert_parallel", "--enable-expert-parallel"),
     ("max_lora_rank", "--max-lora-rank"),
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
@@ -614,7 +615,7 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         if flag not in flags:
             continue
         raw = flags[flag]
-        if raw == "true" and field in ("enable_lora", "enforce_eager"):
+        if raw == "true" and field in ("enable_lora", "enforce_eager", "enable_expert_parallel"):
             out[field] = True
         elif field in ("gpu_memory_utilization", "mem_fraction_static", "mamba_full_memory_ratio"):
             out[field] = float(raw)

@@ -93,6 +93,7 @@ SETTING_TYPES: dict[str, type] = {
     "tensor_parallel_size": int,
     "pipeline_parallel_size": int,
     "enable_lora": bool,
+    "enable_expert_parallel": bool,
     "max_lora_rank": int,
     "max_loras": int,
 }
@@ -135,6 +136,7 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
         "tensor_parallel_size",
         "pipeline_parallel_size",
         "enable_lora",
+        "enable_expert_parallel",
         "max_lora_rank",
         "max_loras",
     ):

@@ -345,6 +345,9 @@ class VllmSettings(BaseModel):
     enable_lora: bool = False
     max_lora_rank: int = Field(default=DEFAULT_MAX_LORA_RANK, gt=0)
     max_loras: int = Field(default=DEFAULT_MAX_LORAS, gt=0)
+    enable_expert_parallel: bool = Field(
+        default=False, description="MoE experts split whole across the TP ranks (EP = TP)"
+    )
     colocated: bool = Field(
         default=False,
         description="started inside a process that already ran CUDA work (Unsloth, TRL colocate)",
@@ -442,6 +445,7 @@ def activation_peak_bytes(
     act_bytes: int,
     sampler: str = "triton",
     xformers: bool = False,
+    expert_parallel: bool = False,
 ) -> int:
     """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace."""
     hidden = model.hidden_size
@@ -459,7 +463,8 @@ def activation_peak_bytes(
     sampler_peak = per_logit * seqs * (model.vocab_size or 0)
     workspace = 0
     if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
-        moe = model.moe_intermediate_size // tp
+        # With expert parallelism each rank holds whole experts, so the width is not split.
+        moe = model.moe_intermediate_size // (1 if expert_parallel else tp)
         # fused_moe keeps workspace13 (max(2I, H)) and workspace2 (I) per routed token.
         workspace = tokens * model.experts_per_token * (max(2 * moe, hidden) + moe) * act_bytes
     return int(max(forward, sampler_peak) + workspace)
@@ -730,8 +735,16 @@ def predict(
             "XFormers attention (no FlashAttention-2 below compute capability 8.0): one more "
             "query-width buffer in the profile's forward (estimate from one T4 log)"
         )
+    ep = s.enable_expert_parallel and bool(model.num_experts) and tp > 1
+    if s.enable_expert_parallel:
+        notes.append(
+            f"expert parallel: each rank holds {(model.num_experts or 0) // tp} whole experts "
+            "and the fused-MoE workspace is sized by the full expert width"
+            if ep
+            else "--enable-expert-parallel changes nothing here (a dense model or TP 1)"
+        )
     act = activation_peak_bytes(
-        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers=xformers
+        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep
     )
     if runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
         vocab = model.vocab_size or 0
@@ -774,7 +787,7 @@ def predict(
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
         act_modelled = activation_peak_bytes(
-            model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers=xformers
+            model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep
         )
         bound, stages = _binding_stage(
             model,
@@ -785,7 +798,7 @@ def predict(
             act_bytes,
             model.weights_bytes if weights_bytes is None else weights_bytes,
             (w, act, graph),
-            activation_peak_bytes(model, tokens, 0, tp, act_bytes, sampler, xformers=xformers),
+            activation_peak_bytes(model, tokens, 0, tp, act_bytes, sampler, xformers, ep),
             act_modelled,
             requested - non_torch,
         )
@@ -877,6 +890,7 @@ def predict(
             "enable_lora": s.enable_lora,
             "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
             "max_loras": s.max_loras if s.enable_lora else None,
+            "enable_expert_parallel": s.enable_expert_parallel,
             "colocated": s.colocated,
             "model_runner": runner,
             "profile_sampler": sampler,
