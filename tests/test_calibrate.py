@@ -312,3 +312,25 @@ def test_profile_terms_are_typed() -> None:
         TermCalibration.model_validate(
             {"term": "kv_bytes", "how": "ratio", "value": 1.0, "basis": "x", "logs": 1}
         )
+
+
+def test_calibrate_an_sglang_log(cli: Cli, tmp_path: Path) -> None:
+    """SGLang prints its free memory before loading and the weights: both become terms."""
+    import json
+
+    case = next(
+        json.loads(x)
+        for x in (DATA / "calibration" / "cases.jsonl").read_text().splitlines()
+        if json.loads(x)["engine"] == "sglang"
+    )
+    log = tmp_path / "sglang.log"
+    log.write_text(case["evidence"].replace(" | ", "\n"))
+    r = cli("calibrate", str(log), "--gpu", "h100", "--model", LLAMA8, "--json")
+    assert r.code == 0, r.err
+    out = r.json()
+    terms = {t["term"]: t for t in out["profile"]["terms"]}
+    assert terms["pre_load_free_bytes"]["value"] == pytest.approx(78.81 * GIB_BYTES, rel=1e-3)
+    assert terms["weights_bytes"]["how"] == "ratio"
+    calibrated = out["logs"][0]["calibrated"]["kv_cache_tokens"]
+    assert abs(calibrated["error"]) < abs(out["logs"][0]["uncalibrated"]["kv_cache_tokens"]["error"])
+    assert abs(calibrated["error"]) < 0.001  # 444,520 vs 444,500 logged

@@ -27,6 +27,15 @@ VLLM_TERMS = (
 SGLANG_TERMS = ("total_memory_bytes", "pre_load_free_bytes", "weights_bytes")
 
 
+def modelled_term(predicted: Any, name: str) -> int:
+    """A term of a prediction; SGLang's pre-load free memory is total less its start-up use."""
+    if name == "pre_load_free_bytes":
+        from planner.core.engines.sglang import PRE_LOAD_USED_BYTES
+
+        return int(predicted.total_memory_bytes) - PRE_LOAD_USED_BYTES
+    return int(getattr(predicted, name))
+
+
 def logged_available_bytes(run: LoggedRun, predicted: Any) -> int | None:
     """The KV budget a log states: its own line, else its block count x the block's bytes."""
     log = run.log
@@ -49,7 +58,7 @@ def measure_run(
     logged: dict[str, int] = dict(run.log.terms)
     names = VLLM_TERMS if run.engine == "vllm" else SGLANG_TERMS
     out = [
-        measure(n, logged[n], int(getattr(predicted, n)), "printed in the log")
+        measure(n, logged[n], modelled_term(predicted, n), "printed in the log")
         for n in names
         if n in logged
     ]
@@ -228,8 +237,8 @@ def calibrate_report(
                 {
                     "term": name,
                     "logged": logged,
-                    "predicted": getattr(predicted, name),
-                    "calibrated": getattr(calibrated, name),
+                    "predicted": modelled_term(predicted, name),
+                    "calibrated": modelled_term(calibrated, name),
                     "source": calibrated.term_sources.get(name),
                 }
             )
