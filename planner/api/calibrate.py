@@ -25,6 +25,9 @@ VLLM_TERMS = (
     "cudagraph_bytes",
 )
 SGLANG_TERMS = ("total_memory_bytes", "pre_load_free_bytes", "weights_bytes")
+# A non-KV remainder off the model by more than this share of the budget usually means a setting
+# the log does not print (utilisation, max_num_seqs) differs from the default assumed: say so.
+IMPLAUSIBLE_SHARE = 0.10
 
 
 def modelled_term(predicted: Any, name: str) -> int:
@@ -78,6 +81,8 @@ def measure_run(
     available = logged_available_bytes(run, predicted)
     if available is None or predicted.settings.get("kv_cache_memory_bytes"):
         return out
+    if available <= 0:
+        raise InputError("LOG", f"{run.path}: the log's KV budget is 0: nothing to calibrate from")
     # The log prints the budget but not every term: what it leaves beyond the weights (and
     # the graph estimate) is activation + non-torch; the part the model does not explain is
     # carried as a non-torch offset.
@@ -89,6 +94,13 @@ def measure_run(
     activation = logged.get("activation_peak_bytes", predicted.activation_peak_bytes)
     remainder = requested - weights - graph - available
     logged_non_torch = remainder - activation
+    if abs(logged_non_torch - predicted.non_torch_bytes) > IMPLAUSIBLE_SHARE * requested:
+        run.notes.append(
+            f"the log leaves {(logged_non_torch - predicted.non_torch_bytes) / GIB_BYTES:+.2f} "
+            "GiB of non-KV memory the model does not explain: check the settings the log does "
+            "not print (they are taken as the engine's defaults: gpu_memory_utilization "
+            f"{util}, max_num_seqs {predicted.settings.get('max_num_seqs')})"
+        )
     out.append(
         measure(
             "non_torch_bytes",
@@ -179,6 +191,16 @@ def _error(predicted: Any, run: LoggedRun) -> dict[str, Any]:
     return row
 
 
+def _held_out(run: LoggedRun, profile: Calibration) -> dict[str, Any]:
+    """One log predicted from a profile of the others (a profile can leave it no KV at all)."""
+    from planner.core.engines.common import NoKvCache
+
+    try:
+        return _error(run.plan(calibration=profile), run)
+    except NoKvCache as exc:
+        return {"log": run.path, "error": str(exc), "kv_cache_tokens": None}
+
+
 def calibrate_report(
     *,
     log_paths: list[str],
@@ -261,9 +283,7 @@ def calibrate_report(
             if not others:
                 continue
             held_out = profile_from(others)
-            checks.append(
-                {"from": [r[0].path for r in others]} | _error(run.plan(calibration=held_out), run)
-            )
+            checks.append({"from": [r[0].path for r in others]} | _held_out(run, held_out))
     report = {
         "profile": profile.model_dump(),
         "logs": per_log,

@@ -111,6 +111,9 @@ def render(report: dict[str, Any]) -> None:
             markup=False,
         )
     for check in report["cross_checks"]:
+        if check["kv_cache_tokens"] is None:
+            out.print(f"cross-check: {check['log']}: {check['error']}", markup=False)
+            continue
         budget, tokens = check["available_kv_bytes"], check["kv_cache_tokens"]
         out.print(
             f"cross-check: {check['log']} from {', '.join(check['from'])}: KV budget "
