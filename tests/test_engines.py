@@ -431,9 +431,20 @@ def test_vllm_0101_profile_sampler_has_no_sort() -> None:
     assert p.activation_peak_bytes == 256 * 152_064 * 10  # rows x vocab x (2 + 4 + 4) B
     assert p.kv_cache_tokens == pytest.approx(464_848, rel=0.01)
     assert any("FlashInfer" in n for n in p.notes)
-    # the next patch line (0.10.2, the Unsloth L4 log) and AMD cards keep the sort
-    assert engine_plan(**(kw | {"version": "0.10.2"})).settings["profile_sampler"] == "sort"
-    assert engine_plan(**(kw | {"gpu": "mi300x"})).settings["profile_sampler"] == "sort"
+
+    # FlashInfer's kernels run where it is installed (the image: `vllm serve`), 0.9 - 0.11;
+    # a pip install without the extra (the LLM class, Unsloth's 0.10.2 L4 log), 0.8.x (it
+    # refused FlashInfer >= 0.2.3), 0.12+ (opt-in) and AMD cards keep the sort
+    def sampler(**change: object) -> object:
+        return engine_plan(**(kw | change)).settings["profile_sampler"]
+
+    assert sampler(version="0.10.2") == sampler(version="0.9.0") == "flashinfer"
+    assert sampler(version="0.11.0") == "flashinfer"
+    assert sampler(version="0.10.2", usage_context="llm") == "sort"
+    assert sampler(version="0.10.2", flashinfer=False) == "sort"
+    assert sampler(version="0.10.2", colocated=True) == "sort"
+    assert sampler(version="0.8.5") == sampler(version="0.12.0") == "sort"
+    assert sampler(gpu="mi300x") == "sort"
 
 
 def test_model_runner_v2_rules() -> None:
@@ -774,3 +785,22 @@ def test_expert_parallel_workspace_uses_the_whole_expert_width() -> None:
     line = command_line(spec, "vllm", {"tensor_parallel_size": 4, "enable_expert_parallel": True})
     assert line.endswith("--enable-expert-parallel")
     assert fields_from_line("vllm", line)["enable_expert_parallel"] is True
+
+
+def test_log_says_whether_flashinfer_samples() -> None:
+    """TopKTopPSampler's start-up line (vLLM 0.9 - 0.11) sets the sampler the replay uses."""
+    head = "INFO 09-04 [api_server.py:1805] vLLM API server version 0.10.1.1\n"
+    tail = "INFO [kv_cache_utils.py:849] GPU KV cache size: 464,848 tokens\n"
+    on = parse_startup_log(
+        head
+        + "INFO [topk_topp_sampler.py:49] Using FlashInfer for top-p & top-k sampling.\n"
+        + tail,
+        "on.log",
+    )
+    off = parse_startup_log(
+        head + "WARNING [topk_topp_sampler.py:60] FlashInfer is not available. Falling back to "
+        "the PyTorch-native implementation of top-p & top-k sampling.\n" + tail,
+        "off.log",
+    )
+    assert on.settings["flashinfer"] is True and off.settings["flashinfer"] is False
+    assert "flashinfer" not in parse_startup_log(head + tail, "none.log").settings

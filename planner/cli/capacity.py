@@ -118,6 +118,14 @@ def capacity(
     enable_expert_parallel: Annotated[
         bool, typer.Option(help="vLLM flag: MoE experts split whole across the TP ranks.")
     ] = False,
+    flashinfer: Annotated[
+        bool | None,
+        typer.Option(
+            "--flashinfer/--no-flashinfer",
+            help="vLLM 0.9-0.11: FlashInfer installed (its sampler kernels) [default: yes for "
+            "serve, the vllm-openai image; no for the LLM class or --colocated].",
+        ),
+    ] = None,
     usage_context: Annotated[
         str, typer.Option(help="vLLM entry point: serve (`vllm serve`) or llm (the LLM class).")
     ] = "serve",
@@ -229,6 +237,7 @@ def capacity(
             "--max-num-seqs": max_num_seqs,
             "--kv-cache-memory-bytes": kv_cache_memory_bytes,
             "--enable-expert-parallel": enable_expert_parallel or None,
+            "--flashinfer": flashinfer,
         }
         sglang_only = {
             "--mem-fraction-static": mem_fraction_static,
@@ -265,6 +274,7 @@ def capacity(
                 kv_cache_memory_bytes=kv_cache_memory_bytes,
                 enable_lora=enable_lora,
                 enable_expert_parallel=enable_expert_parallel,
+                flashinfer=flashinfer,
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras,
                 usage_context=usage_context,
@@ -313,6 +323,7 @@ def capacity(
         "--max-mamba-cache-size": max_mamba_cache_size,
         "--enable-lora": enable_lora or None,
         "--enable-expert-parallel": enable_expert_parallel or None,
+        "--flashinfer": flashinfer,
         "--enforce-eager": enforce_eager or None,
         "--colocated": colocated or None,
         "--reserved-gib": reserved_gib,
@@ -389,6 +400,8 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
             "enable_expert_parallel",
         )
         extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
+        if given["flashinfer"] is not None:
+            extra["flashinfer"] = given["flashinfer"]
         extra |= reserved
         if given["enable_lora"]:
             extra["enable_lora"] = True

@@ -571,8 +571,6 @@ ENGINE_FLAG_NAMES = {
     "tp_size": "tp",
     "pp_size": "pp",
 }
-# Settings that describe how the engine is started, not flags of its command line.
-NOT_FLAGS = ("version", "usage_context", "colocated", "engine")
 MODEL_PLACEHOLDER = "$MODEL"
 
 

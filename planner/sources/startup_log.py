@@ -299,8 +299,21 @@ def _sglang_tokens(log: StartupLog, m: re.Match[str]) -> None:
         log.settings.setdefault("context_length", _int(found.group(1)))
 
 
+def _flashinfer_sampler(log: StartupLog, m: re.Match[str]) -> None:
+    """V1's TopKTopPSampler says at start-up whether FlashInfer's kernels are in use."""
+    log.engine = "vllm"
+    log.settings["flashinfer"] = m.group(0).startswith("Using FlashInfer")
+
+
 PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
     (re.compile(r"non-default args: (\{.*\})"), _non_default_args),
+    (
+        re.compile(
+            r"Using FlashInfer for top-p & top-k sampling|FlashInfer is not available\. "
+            r"Falling back|FlashInfer is available, but it is not enabled"
+        ),
+        _flashinfer_sampler,
+    ),
     (re.compile(r"Initializing an? (V[01]) LLM engine \(v?([0-9][^)]*)\)(.*)"), _engine_config),
     (re.compile(r"vLLM API server version v?([0-9][0-9.a-z+]*)"), _vllm_version),
     # Unsloth's banner ("NVIDIA L4. Num GPUs = 1. Max memory: 22.161 GB") and its vLLM line
@@ -388,7 +401,7 @@ LINE_KEYWORDS = re.compile(
     r"|Desired GPU memory utilization|Actual usage is|Estimated CUDA graph memory"
     r"|Available KV cache memory|reserved for KV Cache|KV cache size: |Maximum concurrency for"
     r"|blocks: |num_gpu_blocks is: |server_args=ServerArgs|Load weight begin|Load weight end"
-    r"|max_total_num_tokens="
+    r"|max_total_num_tokens=|FlashInfer "
 )
 
 

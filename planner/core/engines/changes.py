@@ -29,8 +29,12 @@ def _vllm_changes() -> list[tuple[Version, str]]:
             "budget from the worker's own baseline; start-up "
             "refused when free memory is below total x gpu_memory_utilization",
         ),
-        (vllm.FLASHINFER_SAMPLER_SINCE, "profile sampler without the sort (FlashInfer top-k/p)"),
-        (vllm.FLASHINFER_SAMPLER_UNTIL, "profile sampler sorts again"),
+        (
+            vllm.FLASHINFER_SAMPLER_SINCE,
+            "FlashInfer's top-k/top-p kernels sample where it is "
+            "installed (no sort in the profile)",
+        ),
+        (vllm.FLASHINFER_SAMPLER_UNTIL, "FlashInfer sampling becomes opt-in: the sort again"),
         (
             vllm.ALLREDUCE_FUSION_SINCE,
             "FlashInfer all-reduce + RMSNorm fusion on by default "

@@ -50,18 +50,20 @@ from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 # - "logits" (model runner V2 before 0.33; see V2_RUNNER_RULES for which models run on it): the
 #   dummy sampler applies no top-k / top-p and samples in one Gumbel kernel, so only the logits
 #   themselves (model dtype).
-# - "flashinfer" (V1 runner on NVIDIA, 0.10.1.x): the profile's top-k / top-p ran without the
-#   sort. The one 0.10.1.1 log here (Qwen2-7B, A100 80GB, 256 rows, gpu_memory_utilization 0.5)
-#   leaves 0.52 GiB for activation peak + non-torch, which is the 2048-token forward (0.26 GiB)
-#   plus non-torch (0.25 GiB) and no room for the sort's 1.38 GiB; its gpu_memory_utilization
-#   0.25 twin moves the KV budget by exactly 0.25 x total, so the term does not scale with the
-#   budget. Taken as FlashInfer's top-k / top-p sampling from logits (bf16 logits 2 + fp32
-#   logits 4 + fp32 probabilities 4). An estimate from one log: the 0.10.2 Qwen3-8B log above
-#   still shows the sort, so the window is the 0.10.1 patch line only.
+# - "flashinfer" (V1 runner on CUDA, 0.9 - 0.11, FlashInfer installed): TopKTopPSampler takes
+#   FlashInfer's top-k / top-p kernels unless VLLM_USE_FLASHINFER_SAMPLER=0
+#   (v1/sample/ops/topk_topp_sampler.py; 0.8.x refused FlashInfer >= 0.2.3, and from 0.12 the
+#   kernels are opt-in). FlashInfer ships in the vllm/vllm-openai image but is only the
+#   `flashinfer` extra of the pip wheel before 0.12, so `vllm serve` is taken to have it and the
+#   LLM class or a co-located trainer (pip installs: Unsloth, TRL) not; --flashinfer /
+#   --no-flashinfer says which. Bytes: bf16 logits 2 + fp32 logits 4 + fp32 probabilities 4. The
+#   0.10.1.1 `vllm serve` log (Qwen2-7B, A100 80GB, 256 rows, utilisation 0.5) leaves 0.52 GiB
+#   for activation + non-torch, the 2048-token forward plus non-torch with no room for the
+#   sort's 1.38 GiB; the 0.10.2 Unsloth (pip) log still shows the sort.
 SORT_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 16 + 4
 TRITON_SAMPLER_BYTES_PER_LOGIT = 3.86 * 4
 FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4
-FLASHINFER_SAMPLER_SINCE, FLASHINFER_SAMPLER_UNTIL = (0, 10, 1), (0, 10, 2)
+FLASHINFER_SAMPLER_SINCE, FLASHINFER_SAMPLER_UNTIL = (0, 9, 0), (0, 12, 0)
 TRITON_TOPK_MIN_ROWS = 8  # apply_top_k_top_p falls back to the sort below 8 rows
 # Forward pass of the profiling batch: per token the gate/up output (2 x I), the activation
 # output (I) and ~3 hidden-size buffers, in the activation dtype. Fits the V0 logs where the
@@ -347,6 +349,11 @@ class VllmSettings(BaseModel):
     max_loras: int = Field(default=DEFAULT_MAX_LORAS, gt=0)
     enable_expert_parallel: bool = Field(
         default=False, description="MoE experts split whole across the TP ranks (EP = TP)"
+    )
+    flashinfer: bool | None = Field(
+        default=None,
+        description="FlashInfer installed (None: yes for `vllm serve`, the image; no for the "
+        "LLM class or a co-located trainer)",
     )
     colocated: bool = Field(
         default=False,
@@ -719,15 +726,26 @@ def predict(
             )
     if sampler == "triton" and min(seqs, tokens) < TRITON_TOPK_MIN_ROWS:
         sampler = "sort"
+    flashinfer = s.flashinfer
+    if flashinfer is None:
+        flashinfer = s.usage_context == "serve" and not s.colocated
     if (
         runner == "v1"
         and gpu.vendor.lower() == "nvidia"
         and FLASHINFER_SAMPLER_SINCE <= version < FLASHINFER_SAMPLER_UNTIL
+        and sampler == "sort"
     ):
-        sampler = "flashinfer"
+        if flashinfer:
+            sampler = "flashinfer"
         notes.append(
-            "vLLM 0.10.1's profile sampler is taken without the sort (FlashInfer top-k/top-p; "
-            "an estimate from one 0.10.1.1 log)"
+            f"vLLM {version_text(version)} samples top-k/top-p with FlashInfer where it is "
+            + (
+                "installed: taken as installed (the vllm-openai image; --no-flashinfer for a "
+                "pip install without the flashinfer extra)"
+                if flashinfer
+                else "installed: taken as not installed (pip without the flashinfer extra; "
+                "--flashinfer if it is)"
+            )
         )
     xformers = engine == "v0" and capability(gpu) < XFORMERS_BELOW_CAPABILITY
     if xformers:
