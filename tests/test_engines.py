@@ -742,27 +742,17 @@ def test_pipeline_stages_hold_their_own_layers_and_matrices() -> None:
 def test_pp_with_awq_on_two_l4s_plans() -> None:
     """Qwen3-14B-AWQ with PP 2 on two L4s: planned stage by stage, not refused."""
     qwen14 = str(MODELS / "Qwen--Qwen3-14B" / "config.json")
-    p = engine_plan(
-        engine="vllm",
-        gpu="l4",
-        model=qwen14,
-        quantization="awq",
-        version="0.28.0",
-        max_model_len=40_960,
-        pipeline_parallel_size=2,
-    )
+    kw = {
+        "engine": "vllm",
+        "gpu": "l4",
+        "model": qwen14,
+        "quantization": "awq",
+        "version": "0.28.0",
+        "max_model_len": 40_960,
+    }
+    p = engine_plan(**kw, pipeline_parallel_size=2)
     assert p.kv_cache_tokens > 0 and any("PP 2: stages of 20/20 layers" in n for n in p.notes)
-    # untied: the first stage holds the embedding, the last the lm_head (bf16 in an AWQ
-    # checkpoint), one vocab matrix each
-    tp2 = engine_plan(
-        engine="vllm",
-        gpu="l4",
-        model=qwen14,
-        quantization="awq",
-        version="0.28.0",
-        max_model_len=40_960,
-        tensor_parallel_size=2,
-    )
+    tp2 = engine_plan(**kw, tensor_parallel_size=2)
     assert p.bytes_per_block == tp2.bytes_per_block  # 20 layers x 8 heads vs 40 x 4
 
 
