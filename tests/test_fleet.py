@@ -182,3 +182,26 @@ def test_bad_input_exits_2(cli: Cli) -> None:
     assert cli(*base, "--rate", "20", "--price", "h100=abc").code == 2
     assert cli(*base, "--rate", "20", "--arrival", "bursty").code == 2
     assert cli(*base, "--rate", "20", "--gpus", "nope").code == 2
+
+
+def test_other_tenants_and_a_calibration_per_candidate(cli: Cli, tmp_path: Path) -> None:
+    """--reserved-gib refuses the cards whose free memory falls below the utilisation (vLLM
+    0.9+); --calibration applies to the candidates on its card and engine only."""
+    crowded = report(gpus=("h100",), reserved_bytes=20 * 2**30)
+    assert crowded["candidates"] and not any(c["fits"] for c in crowded["candidates"])
+    assert all("refuses to start" in c["reason"] for c in crowded["candidates"])
+    profile = tmp_path / "h100.yaml"
+    log = tmp_path / "startup.log"
+    log.write_text(
+        "INFO [api_server.py:1805] vLLM API server version 0.19.0\n"
+        "INFO [gpu_model_runner.py:2007] Model loading took 14.99 GiB and 3 seconds\n"
+        "INFO [gpu_worker.py:276] Available KV cache memory: 60.00 GiB\n"
+    )
+    r = cli("calibrate", str(log), "--gpu", "h100", "--preset", "llama-3.1-8b", "--save",
+            str(profile))  # fmt: skip
+    assert r.code == 0, r.err
+    from planner.sources.calibration import load_calibration
+
+    mixed = report(gpus=("h100", "l40s"), calibration=load_calibration(str(profile)))
+    by_card = {c["gpu"]: c["calibrated"] for c in mixed["candidates"]}
+    assert by_card == {"h100-sxm5-80gb": True, "l40s": False}

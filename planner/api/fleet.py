@@ -75,6 +75,7 @@ def fleet_report(
     workload: dict[str, Any],
     progress: Any = None,
     calibration: Any = None,
+    reserved_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
@@ -144,8 +145,11 @@ def fleet_report(
                     and calibration.engine == engine
                 )
                 row["calibrated"] = calibrated
+                extra: dict[str, Any] = {"calibration": calibration} if calibrated else {}
+                if reserved_bytes:
+                    extra["reserved_bytes"] = reserved_bytes
                 settings = ServeSettings(
-                    extra={"calibration": calibration} if calibrated else {},
+                    extra=extra,
                     engine=engine,
                     tp=tp,
                     context_tokens=context,

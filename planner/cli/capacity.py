@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import MAX_GPU_MEMORY_GIB, reserved_bytes
 from planner.cli.render import (
     console,
     emit_json,
@@ -18,8 +19,6 @@ from planner.cli.render import (
 )
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
-# No accelerator has a pebibyte (2^20 GiB) of memory: a larger figure is a typo.
-MAX_GPU_MEMORY_GIB = 2**20
 
 
 def capacity(
@@ -279,7 +278,7 @@ def capacity(
                 max_loras=max_loras,
                 usage_context=usage_context,
                 colocated=colocated,
-                reserved_bytes=_reserved_bytes(reserved_gib),
+                reserved_bytes=reserved_bytes(reserved_gib),
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
@@ -372,20 +371,6 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
     raise InputError(
         "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
     )
-
-
-def _reserved_bytes(gib: float | None) -> int | None:
-    """--reserved-gib as bytes (refused when negative or beyond any card)."""
-    from planner.errors import InputError
-    from planner.units import GIB_BYTES
-
-    if gib is None:
-        return None
-    if not 0 <= gib <= MAX_GPU_MEMORY_GIB:
-        raise InputError(
-            "--reserved-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gib})"
-        )
-    return round(gib * GIB_BYTES)
 
 
 def _engine_extra(engine: str, **given: object) -> dict[str, object]:

@@ -29,6 +29,10 @@ def fleet(
         str | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10.")
     ] = None,
     prices: Annotated[str | None, typer.Option(help="YAML file of GPU: $ per GPU-hour.")] = None,
+    reserved_gib: Annotated[
+        float | None,
+        typer.Option(help="GiB other processes hold on each GPU (a co-located trainer, LMCache)."),
+    ] = None,
     calibration: Annotated[
         str | None,
         typer.Option(
@@ -89,9 +93,11 @@ def fleet(
             sys.stderr.write(f"\rsearched {gpu} TP {tp} {precision}".ljust(60))
             sys.stderr.flush()
 
+    from planner.cli.numbers import reserved_bytes
     from planner.sources.calibration import load_calibration
 
     profile = None if calibration is None else load_calibration(calibration)
+    reserved = reserved_bytes(reserved_gib)
     report = fleet_report(
         preset=preset,
         model=model,
@@ -109,12 +115,13 @@ def fleet(
         workload=values,
         progress=progress,
         calibration=profile,
+        reserved_bytes=reserved,
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
     if winner is not None and save is not None:
-        _save(save, report, preset, model, calibration, profile)
+        _save(save, report, preset, model, calibration, profile, reserved)
     if winner is not None and k8s is not None:
         from planner.sources.files import write_file
 
@@ -155,6 +162,7 @@ def _save(
     model: str | None,
     calibration: str | None,
     profile: Any,
+    reserved: int | None,
 ) -> None:
     """The winner's plan lock, recomputed by `planner drift` like a capacity plan."""
     from planner.api import serve_lock, serve_report
@@ -171,6 +179,8 @@ def _save(
     }
     if w["precision"] == "fp8":
         settings["quantization"] = "fp8"
+    if reserved:
+        settings["extra"] = {"reserved_bytes": reserved}
     used = profile if w.get("calibrated") else None
     _plan, payload = serve_report(
         gpu=w["gpu"],

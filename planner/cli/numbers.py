@@ -19,7 +19,23 @@ from planner.errors import InputError
 # counts) must convert to a float exactly, so numpy and JSON consumers see the same value.
 MAX_CLI_INT = 2**53
 
+# No accelerator has a pebibyte (2^20 GiB) of memory: a larger figure is a typo.
+MAX_GPU_MEMORY_GIB = 2**20
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def reserved_bytes(gib: float | None) -> int | None:
+    """--reserved-gib as bytes (refused when negative or beyond any card)."""
+    from planner.units import GIB_BYTES
+
+    if gib is None:
+        return None
+    if not 0 <= gib <= MAX_GPU_MEMORY_GIB:
+        raise InputError(
+            "--reserved-gib", f"must be in [0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gib})"
+        )
+    return round(gib * GIB_BYTES)
 
 
 def _flag_names(fn: Callable[..., Any]) -> dict[str, str]:
