@@ -794,3 +794,16 @@ def test_log_says_whether_flashinfer_samples() -> None:
     )
     assert on.settings["flashinfer"] is True and off.settings["flashinfer"] is False
     assert "flashinfer" not in parse_startup_log(head + tail, "none.log").settings
+
+
+def test_in_flight_bitsandbytes_weights() -> None:
+    """--quantization bitsandbytes on an unquantised checkpoint: vLLM's in-flight 4-bit NF4."""
+    from planner.core.hf_config import BNB_4BIT_BLOCK, quantized_weights_bytes
+
+    spec = resolve_model(None, LLAMA8)
+    q = spec.quantizable_params
+    expected = q // 2 + -(-q // BNB_4BIT_BLOCK) * 4 + (spec.params_total - q) * 2
+    assert quantized_weights_bytes(spec, "bitsandbytes") == expected
+    p = engine_plan(engine="vllm", gpu="l4", model=LLAMA8, quantization="bitsandbytes")
+    bf16 = engine_plan(engine="vllm", gpu="l4", model=LLAMA8)
+    assert p.weights_bytes < bf16.weights_bytes / 2 and p.kv_cache_tokens > bf16.kv_cache_tokens

@@ -151,7 +151,7 @@ def capacity(
     ] = None,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine ledger).")] = 1,
     quantization: Annotated[
-        str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4.")
+        str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
     mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang flag.")] = None,
     chunked_prefill_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,

@@ -593,10 +593,14 @@ def _quant_bits(value: Any, field: str) -> int:
 
 
 def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
-    """Weight bytes if the linear layers were stored with `method` (awq, gptq, fp8, mxfp4)."""
+    """Weight bytes if the linear layers were stored with `method` (awq, gptq, fp8, mxfp4, or
+    bitsandbytes: vLLM's in-flight 4-bit NF4 of an unquantised checkpoint)."""
     bits = DTYPE_BITS[model.native_dtype]
     q = model.quantizable_params
-    _label, linear = _quantization({"quantization_config": {"quant_method": method}}, q, q, bits)
+    config: dict[str, Any] = {"quant_method": method}
+    if method == "bitsandbytes":
+        config["load_in_4bit"] = True
+    _label, linear = _quantization({"quantization_config": config}, q, q, bits)
     other = model.params_total - q
     return linear + ceil_div(other * bits, 8)
 
