@@ -195,7 +195,7 @@ def test_other_tenants_and_a_calibration_per_candidate(cli: Cli, tmp_path: Path)
     log.write_text(
         "INFO [api_server.py:1805] vLLM API server version 0.19.0\n"
         "INFO [gpu_model_runner.py:2007] Model loading took 14.99 GiB and 3 seconds\n"
-        "INFO [gpu_worker.py:276] Available KV cache memory: 60.00 GiB\n"
+        "INFO [gpu_worker.py:276] Available KV cache memory: 55.00 GiB\n"
     )
     r = cli("calibrate", str(log), "--gpu", "h100", "--preset", "llama-3.1-8b", "--save",
             str(profile))  # fmt: skip

@@ -79,13 +79,14 @@ def measure_run(
     if run.engine != "vllm" or "non_torch_bytes" in logged:
         return out
     available = logged_available_bytes(run, predicted)
-    if available is None or predicted.settings.get("kv_cache_memory_bytes"):
+    if available is None or run.flags.get("kv_cache_memory_bytes"):
         return out
     if available <= 0:
         raise InputError("LOG", f"{run.path}: the log's KV budget is 0: nothing to calibrate from")
     # The log prints the budget but not every term: what it leaves beyond the weights (and
-    # the graph estimate) is activation + non-torch; the part the model does not explain is
-    # carried as a non-torch offset.
+    # the graph estimate) is activation + non-torch. The part the model does not explain is a
+    # non-torch offset; where the log leaves less than the modelled non-torch memory, the
+    # modelled activation peak is the overestimate and takes a ratio instead.
     total = logged.get("total_memory_bytes", predicted.total_memory_bytes)
     util = float(str(predicted.settings["gpu_memory_utilization"]))
     requested = math.ceil(total * util)
@@ -101,14 +102,29 @@ def measure_run(
             "not print (they are taken as the engine's defaults: gpu_memory_utilization "
             f"{util}, max_num_seqs {predicted.settings.get('max_num_seqs')})"
         )
-    out.append(
-        measure(
-            "non_torch_bytes",
-            logged_non_torch,
-            predicted.non_torch_bytes,
-            "non-KV remainder: total x utilisation - weights - activation - graphs - KV budget",
+    basis = "non-KV remainder: total x utilisation - weights - activation - graphs - KV budget"
+    if (
+        logged_non_torch < predicted.non_torch_bytes
+        and "activation_peak_bytes" not in logged
+        and predicted.activation_peak_bytes > 0
+    ):
+        left = remainder - predicted.non_torch_bytes
+        if left < 0:
+            raise InputError(
+                "LOG",
+                f"{run.path}: the KV budget it states leaves {left / GIB_BYTES:.2f} GiB for the "
+                "activation peak: the log's settings are not what it states (or not one run)",
+            )
+        out.append(
+            measure(
+                "activation_peak_bytes",
+                left,
+                predicted.activation_peak_bytes,
+                basis.replace("activation - ", "non-torch - "),
+            )
         )
-    )
+        return out
+    out.append(measure("non_torch_bytes", logged_non_torch, predicted.non_torch_bytes, basis))
     return out
 
 
@@ -191,6 +207,31 @@ def _error(predicted: Any, run: LoggedRun) -> dict[str, Any]:
     return row
 
 
+def _modelled(run: LoggedRun) -> Any:
+    """The engine model at the log's settings, even where it would leave no KV cache.
+
+    A deployment whose terms the model overestimates is exactly one to calibrate: its terms
+    are then read with a nominal KV budget (vLLM's --kv-cache-memory-bytes path).
+    """
+    from planner.core.engines.common import NoKvCache
+
+    try:
+        return run.plan()
+    except NoKvCache:
+        if run.engine != "vllm":
+            raise
+        run.no_kv = True
+        run.notes.append(
+            "the engine model leaves this log's settings no KV cache (the log shows one): its "
+            "terms are measured all the same"
+        )
+        return run.plan(kv_cache_memory_bytes=GIB_BYTES)
+
+
+def _held_out_error(run: LoggedRun, error: str) -> dict[str, Any]:
+    return {"log": run.path, "error": error, "kv_cache_tokens": None}
+
+
 def _held_out(run: LoggedRun, profile: Calibration) -> dict[str, Any]:
     """One log predicted from a profile of the others (a profile can leave it no KV at all)."""
     from planner.core.engines.common import NoKvCache
@@ -198,7 +239,7 @@ def _held_out(run: LoggedRun, profile: Calibration) -> dict[str, Any]:
     try:
         return _error(run.plan(calibration=profile), run)
     except NoKvCache as exc:
-        return {"log": run.path, "error": str(exc), "kv_cache_tokens": None}
+        return _held_out_error(run, str(exc))
 
 
 def calibrate_report(
@@ -221,7 +262,7 @@ def calibrate_report(
         run = read_logged_run(
             path, gpu, preset, model, revision, version, field="LOG", require_tokens=False
         )
-        predicted = run.plan()
+        predicted = _modelled(run)
         spec = resolve_model(run.common["preset"], run.common["model"], run.common["revision"])
         run.gpu_id, run.model_name = find_gpu(str(run.common["gpu"])).id, spec.name
         runs.append((run, predicted, []))
@@ -270,7 +311,9 @@ def calibrate_report(
             "engine": run.engine,
             "engine_version": predicted.version,
             "terms": rows,
-            "uncalibrated": _error(predicted, run),
+            "uncalibrated": _held_out_error(run, "the model leaves no KV cache")
+            if run.no_kv
+            else _error(predicted, run),
             "calibrated": _error(calibrated, run),
             "notes": run.notes,
         }

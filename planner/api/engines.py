@@ -89,6 +89,7 @@ class LoggedRun:
         self.path, self.log, self.sha256, self.common, self.flags = path, log, sha256, common, flags
         self.notes: list[str] = []
         self.gpu_id = self.model_name = ""
+        self.no_kv = False  # the engine model leaves the log's settings no KV cache
 
     @property
     def engine(self) -> str:

@@ -85,6 +85,9 @@ def render(report: dict[str, Any]) -> None:
         print_table(out, fit_columns(table, wrap=("term",)))
         for label in ("uncalibrated", "calibrated"):
             figures = log[label]
+            if figures["kv_cache_tokens"] is None:
+                out.print(f"{label}: {figures['error']}", markup=False)
+                continue
             tokens, budget = figures["kv_cache_tokens"], figures["available_kv_bytes"]
             logged_tokens = "-" if tokens["logged"] is None else f"{tokens['logged']:,}"
             out.print(
