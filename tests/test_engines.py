@@ -807,3 +807,12 @@ def test_in_flight_bitsandbytes_weights() -> None:
     p = engine_plan(engine="vllm", gpu="l4", model=LLAMA8, quantization="bitsandbytes")
     bf16 = engine_plan(engine="vllm", gpu="l4", model=LLAMA8)
     assert p.weights_bytes < bf16.weights_bytes / 2 and p.kv_cache_tokens > bf16.kv_cache_tokens
+
+
+def test_graph_estimate_on_rocm_from_026() -> None:
+    """vLLM estimated CUDA-graph memory on CUDA only until 0.26 added ROCm (is_cuda_alike)."""
+    qwen_moe = str(MODELS / "Qwen--Qwen3-30B-A3B" / "config.json")  # runner V1 in 0.20-0.28
+    kw = {"engine": "vllm", "model": qwen_moe, "max_model_len": 8192}
+    assert engine_plan(**kw, gpu="mi300x", version="0.25.0").cudagraph_bytes == 0
+    assert engine_plan(**kw, gpu="mi300x", version="0.26.0").cudagraph_bytes > 0
+    assert engine_plan(**kw, gpu="h100", version="0.20.0").cudagraph_bytes > 0

@@ -46,6 +46,7 @@ def _vllm_changes() -> list[tuple[Version, str]]:
             "free-memory based budget: model runner V2's persistent sampler buffers count",
         ),
         (vllm.V2_CUDAGRAPH_ESTIMATE_SINCE, "model runner V2 reserves its CUDA-graph estimate"),
+        (vllm.ROCM_CUDAGRAPH_ESTIMATE_SINCE, "the CUDA-graph estimate is reserved on ROCm too"),
         (vllm.V2_SAMPLER_WARMUP_SINCE, "model runner V2 warms the full sampler in the profile"),
         (vllm.LORA_EXTRA_VOCAB_UNTIL, "LoRA extra vocabulary rows removed"),
     ]

@@ -309,6 +309,9 @@ V2_RUNNER_RULES: tuple[V2RunnerRule, ...] = (
 # Model runner V2 returned 0 from profile_cudagraph_memory() until 0.29, so no CUDA-graph estimate
 # was reserved for it even where VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaulted to 1.
 V2_CUDAGRAPH_ESTIMATE_SINCE = (0, 29, 0)
+# The worker only estimated graph memory on CUDA (`not is_rocm()` in 0.20, `is_cuda()` through
+# 0.25); ROCm joined in 0.26 (`is_cuda_alike()`, PR #44825), other accelerators never.
+ROCM_CUDAGRAPH_ESTIMATE_SINCE = (0, 26, 0)
 # From 0.33 V2's dummy sampler also runs SamplingParams.for_sampler_warmup() (top-k/top-p, min-p,
 # penalties, logprobs: the fp32 pipeline); taken as the V1 Triton figure, not yet checked on a log.
 V2_SAMPLER_WARMUP_SINCE = (0, 33, 0)
@@ -789,8 +792,11 @@ def predict(
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
     graph = 0
     graphs_on = engine == "v1" and not s.enforce_eager
-    estimates_graphs = rules.subtracts_cudagraph and (
-        runner != "v2" or version >= V2_CUDAGRAPH_ESTIMATE_SINCE
+    vendor = gpu.vendor.lower()
+    estimates_graphs = (
+        rules.subtracts_cudagraph
+        and (runner != "v2" or version >= V2_CUDAGRAPH_ESTIMATE_SINCE)
+        and (vendor == "nvidia" or (vendor == "amd" and version >= ROCM_CUDAGRAPH_ESTIMATE_SINCE))
     )
     if graphs_on and estimates_graphs:
         n_sizes = len(capture_sizes(seqs, tokens))
