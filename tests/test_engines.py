@@ -816,3 +816,14 @@ def test_graph_estimate_on_rocm_from_026() -> None:
     assert engine_plan(**kw, gpu="mi300x", version="0.25.0").cudagraph_bytes == 0
     assert engine_plan(**kw, gpu="mi300x", version="0.26.0").cudagraph_bytes > 0
     assert engine_plan(**kw, gpu="h100", version="0.20.0").cudagraph_bytes > 0
+
+
+def test_v1_08_counts_the_cuda_context_as_non_torch() -> None:
+    """V1 0.8.x subtracted device memory in use less torch's allocations (context included)."""
+    from planner.core.engines.vllm import NON_TORCH_BYTES, NON_TORCH_WITH_CONTEXT_BYTES
+
+    kw = {"engine": "vllm", "gpu": "h100", "model": LLAMA8, "max_model_len": 8192}
+    assert engine_plan(**kw, version="0.8.5").non_torch_bytes == NON_TORCH_WITH_CONTEXT_BYTES
+    v0 = engine_plan(**kw, version="0.8.5", engine_mode="v0")
+    assert v0.non_torch_bytes == NON_TORCH_BYTES  # V0 there used memory_profiling's growth
+    assert engine_plan(**kw, version="0.9.0").non_torch_bytes == NON_TORCH_BYTES

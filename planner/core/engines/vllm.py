@@ -108,8 +108,8 @@ V2_PERSISTENT_STATE_SINCE = (0, 28, 0)
 # snapshot, so little shows up. Median of the three such calibration logs (docs/engines.md): Unsloth
 # on a T4 0.01 GiB, an A100-40GB 0.09 GiB and an L4 0.02 GiB.
 NON_TORCH_COLOCATED_BYTES = round(0.02 * GIB_BYTES)
-# vLLM 0.6.4 alone counted all non-torch memory on the device, the CUDA context included
-# (worker.py: mem_get_info used - torch allocated): both 0.6.4 RTX 3090 logs print 0.35 GiB.
+# vLLM V0 0.6.4 and V1 0.8.x counted all non-torch memory on the device, the CUDA context
+# included (mem_get_info used - torch allocated): both 0.6.4 RTX 3090 logs print 0.35 GiB.
 NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
 # CUDA-graph pool per layer per captured batch size: median of the four estimates logged
 # (Llama-3.1-8B 0.84 GiB / 32 layers / 51 sizes, gemma-3-4b 0.70 / 34 / 51, gpt-oss-20b TP2
@@ -206,7 +206,18 @@ VLLM_RULES: tuple[VllmRules, ...] = (
         "sort",
         "memory_profiling: non-torch growth since the baseline snapshot",
     ),
-    VllmRules((0, 8, 0), "v1", 0.9, False, "blocks", "two_line", "two_tier", "sort", "V1 default"),
+    VllmRules(
+        (0, 8, 0),
+        "v1",
+        0.9,
+        False,
+        "blocks",
+        "two_line",
+        "two_tier",
+        "sort",
+        "V1 default; non-torch = device memory in use - torch allocated (context included)",
+        non_torch_counts_context=True,
+    ),
     VllmRules(
         (0, 9, 0), "v1", 0.9, False, "blocks", "two_line", "no_a100", "sort", "A100 small tier"
     ),
@@ -775,7 +786,9 @@ def predict(
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
     non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
-    if rules.non_torch_counts_context:
+    if rules.non_torch_counts_context and engine == rules.engine:
+        # The whole device's use less torch's allocations: the CUDA context counts (V0 0.6.4;
+        # V1 0.8.x, v1/worker/gpu_worker.py determine_available_memory); V0 under 0.8 did not.
         non_torch = NON_TORCH_WITH_CONTEXT_BYTES
     non_torch += NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0
     if allreduce_fusion(gpu, version, tp, pp, s.enforce_eager or engine == "v0"):
