@@ -282,10 +282,18 @@ def test_reserved_memory_by_engine_and_release() -> None:
 
     with pytest.raises(NoKvCache, match="refuses to start"):
         engine_plan(**base, version="0.19.0", reserved_bytes=10 * gib)
-    # V1 0.8.x charged the whole device's memory in use
-    old = engine_plan(**base, version="0.8.1")
-    charged = engine_plan(**base, version="0.8.1", reserved_bytes=4 * gib)
-    assert old.available_kv_bytes - charged.available_kv_bytes == 4 * gib
+    # V1 0.8.x and V0 0.6.4 charged the whole device's memory in use; V0 before and after not
+    for version, mode, charges in (
+        ("0.8.1", None, True),
+        ("0.6.4", "v0", True),
+        ("0.6.3", "v0", False),
+        ("0.7.2", "v0", False),
+    ):
+        extra = {"engine_mode": mode} if mode else {}
+        old = engine_plan(**base, version=version, **extra)
+        shared = engine_plan(**base, version=version, reserved_bytes=4 * gib, **extra)
+        lost = old.available_kv_bytes - shared.available_kv_bytes
+        assert lost == (4 * gib if charges else 0), version
     # SGLang sizes its pool from the free memory before loading
     sg = {"engine": "sglang", "gpu": "h100", "model": LLAMA8, "context_length": 8192}
     a = engine_plan(**sg, mem_fraction_static=0.85)

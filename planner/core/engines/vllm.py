@@ -117,11 +117,11 @@ NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
 CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 
 # --- engine facts (vllm/config/*.py and vllm/engine/arg_utils.py) --------------------------
-# Memory other processes hold: V0 up to 0.6.4 (peak = total - free after the profile) and V1
-# 0.8.x (non-torch = device used - torch allocated) charge it to the KV budget; V1 from 0.9
-# budgets from its own baseline snapshot and only refuses to start when free memory is below
-# total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
-CHARGES_OTHER_PROCESSES_V0_UNTIL = (0, 6, 4)
+# Memory other processes hold: the releases that count the whole device's non-torch memory (V0
+# 0.6.4, V1 0.8.x: device used - torch allocated) charge it to the KV budget; V0 before 0.6.4
+# (peak = free at init - free after the profile) and V0 0.6.5+ (memory_profiling's baseline) do
+# not; V1 from 0.9 budgets from its own baseline snapshot and refuses to start when free memory
+# is below total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
 FREE_MEMORY_CHECK_SINCE = (0, 9, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
 V0_MAX_NUM_SEQS = 256
@@ -853,7 +853,10 @@ def predict(
         available = requested - w - act - non_torch - graph
         sources["available_kv_bytes"] = "derived"
     if s.reserved_bytes:
-        available -= _other_tenants(s.reserved_bytes, engine, version, total, requested, notes)
+        charged = rules.non_torch_counts_context and engine == rules.engine
+        available -= _other_tenants(
+            s.reserved_bytes, engine, version, total, requested, charged, notes
+        )
     if cal is not None:
         notes += cal_notes(cal, "vllm", version_text(version), gpu.id, model.name, tp, pp)
     if available <= 0:
@@ -945,17 +948,15 @@ def _other_tenants(
     version: tuple[int, int, int],
     total: int,
     requested: int,
+    charged: bool,
     notes: list[str],
 ) -> int:
     """What memory held by other processes takes from the KV budget (see the constants)."""
     gib = reserved / GIB_BYTES
-    charged = (engine == "v0" and version <= CHARGES_OTHER_PROCESSES_V0_UNTIL) or (
-        engine == "v1" and version < FREE_MEMORY_CHECK_SINCE
-    )
     if charged:
         notes.append(f"other processes' {gib:.2f} GiB are charged to the KV cache by this release")
         return reserved
-    if engine == "v1":
+    if engine == "v1" and version >= FREE_MEMORY_CHECK_SINCE:
         free = total - reserved
         if free < requested:
             most = math.floor(free / total * 100) / 100
@@ -972,7 +973,7 @@ def _other_tenants(
             "(this process's own CUDA context, ~0.5 GiB, is not counted in that check)"
         )
         return 0
-    notes.append(f"other processes' {gib:.2f} GiB are not charged by this V0 release")
+    notes.append(f"other processes' {gib:.2f} GiB are not charged by this release")
     return 0
 
 
