@@ -338,8 +338,3 @@ def calibrate_report(
         ],
     }
     return profile, report
-
-
-def gib(value: int | None) -> str:
-    """Bytes as GiB text for tables ('-' when absent)."""
-    return "-" if value is None else f"{value / GIB_BYTES:.2f}"
