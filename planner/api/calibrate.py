@@ -161,7 +161,7 @@ def profile_from(runs: list[tuple[LoggedRun, Any, list[TermCalibration]]]) -> Ca
         engine=first_run.engine,
         engine_version=first_pred.version,
         gpu=first_run.gpu_id,
-        model=first_run.model_name,
+        model=first_run.spec.name,
         tensor_parallel_size=_tp(first_pred),
         pipeline_parallel_size=_pp(first_pred),
         terms=combine([terms for _, _, terms in runs]),
@@ -252,9 +252,6 @@ def calibrate_report(
     version: str | None = None,
 ) -> tuple[Calibration, dict[str, Any]]:
     """Read the logs, measure each term, build the profile, and check it on every log."""
-    from planner.sources.models import resolve_model
-    from planner.sources.presets import find_gpu
-
     if not log_paths:
         raise InputError("LOG", "give at least one start-up log")
     runs: list[tuple[LoggedRun, Any, list[TermCalibration]]] = []
@@ -262,17 +259,14 @@ def calibrate_report(
         run = read_logged_run(
             path, gpu, preset, model, revision, version, field="LOG", require_tokens=False
         )
-        predicted = _modelled(run)
-        spec = resolve_model(run.common["preset"], run.common["model"], run.common["revision"])
-        run.gpu_id, run.model_name = find_gpu(str(run.common["gpu"])).id, spec.name
-        runs.append((run, predicted, []))
+        runs.append((run, _modelled(run), []))
     first = runs[0][0]
     for run, pred, _ in runs[1:]:
         for what, mine, theirs in (
             ("engine", run.engine, first.engine),
             ("version", pred.version, runs[0][1].version),
             ("GPU", run.gpu_id, first.gpu_id),
-            ("model", run.model_name, first.model_name),
+            ("model", run.spec.name, first.spec.name),
         ):
             if mine != theirs:
                 raise InputError(

@@ -28,13 +28,19 @@ def engine_plan(
     quantization: str | None = None,
     measured: dict[str, Any] | None = None,
     engine_mode: str | None = None,
+    spec: Any = None,
     **flags: Any,
 ) -> Any:
-    """Predict an engine's start-up KV figures (vLLM or SGLang) from names and flags."""
+    """Predict an engine's start-up KV figures (vLLM or SGLang) from names and flags.
+
+    `spec`: the model already resolved from preset / model / revision (read once by callers
+    that predict the same model several times).
+    """
     from planner.core.engines import sglang, vllm
     from planner.core.hf_config import quantized_weights_bytes
 
-    spec = resolve_model(preset, model, revision)
+    if spec is None:
+        spec = resolve_model(preset, model, revision)
     measured = dict(measured or {})
     if gpu.strip().lower() == "auto":
         from planner.sources.devices import cuda_runtime_total_bytes, detect, planning_gpu
@@ -88,16 +94,28 @@ class LoggedRun:
     ):
         self.path, self.log, self.sha256, self.common, self.flags = path, log, sha256, common, flags
         self.notes: list[str] = []
-        self.gpu_id = self.model_name = ""
         self.no_kv = False  # the engine model leaves the log's settings no KV cache
+        self._spec: Any = None
 
     @property
     def engine(self) -> str:
         return str(self.common["engine"])
 
+    @property
+    def spec(self) -> Any:
+        """The model, resolved once for every prediction of this log."""
+        if self._spec is None:
+            c = self.common
+            self._spec = resolve_model(c["preset"], c["model"], c["revision"])
+        return self._spec
+
+    @property
+    def gpu_id(self) -> str:
+        return str(find_gpu(str(self.common["gpu"])).id)
+
     def plan(self, **extra: Any) -> Any:
         """The engine model at the log's settings (plus `extra` engine_plan keywords)."""
-        return engine_plan(**self.common, **self.flags, **extra)
+        return engine_plan(**self.common, **self.flags, spec=self.spec, **extra)
 
 
 def read_logged_run(
