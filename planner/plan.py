@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import InputError
+from planner.sources.files import yaml_line_of
 
 SCHEMA_VERSION = 1
 
@@ -115,23 +116,6 @@ def dump(lock: PlanLock) -> str:
     return yaml.safe_dump(lock.model_dump(), sort_keys=False, width=100)
 
 
-def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
-    """1-based line of the YAML node at a pydantic error location (deepest one found)."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            match = node.value[part] if part < len(node.value) else None
-        else:
-            match = None
-        if match is None:
-            break
-        node = match
-        line = node.start_mark.line + 1
-    return line
-
-
 def load(text: str, origin: str) -> PlanLock:
     """Parse and validate a plan file; errors name the line and the field."""
     from planner.sources.files import load_yaml_documents
@@ -152,7 +136,7 @@ def load(text: str, origin: str) -> PlanLock:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
-        line = _line_of(node, loc)
+        line = yaml_line_of(node, loc)
         where = f" line {line}" if line else ""
         field = ".".join(str(p) for p in loc) or "plan"
         raise InputError(field, f"{origin}{where}: {err['msg'].lower()}") from exc
@@ -170,25 +154,25 @@ def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
         else:
             ok = _finite_number(value)
         if not ok:
-            line = _line_of(node, ("figures", key))
+            line = yaml_line_of(node, ("figures", key))
             where = f" line {line}" if line else ""
             raise InputError(f"figures.{key}", f"{origin}{where}: {value!r} is not a finite number")
     for key, value in lock.inputs.settings.items():
         if key not in SETTING_KEYS:
-            line = _line_of(node, ("inputs", "settings", key))
+            line = yaml_line_of(node, ("inputs", "settings", key))
             where = f" line {line}" if line else ""
             raise InputError(
                 f"inputs.settings.{key}",
                 f"{origin}{where}: unknown setting; accepted: {', '.join(SETTING_KEYS)}",
             )
         if not (value is None or isinstance(value, str | dict) or _finite_number(value)):
-            line = _line_of(node, ("inputs", "settings", key))
+            line = yaml_line_of(node, ("inputs", "settings", key))
             where = f" line {line}" if line else ""
             raise InputError(
                 f"inputs.settings.{key}", f"{origin}{where}: {value!r} is not a finite number"
             )
     for engine, command in lock.flags.items():
-        line_no = _line_of(node, ("flags", engine))
+        line_no = yaml_line_of(node, ("flags", engine))
         where = f" line {line_no}" if line_no else ""
         if engine not in ("vllm", "sglang"):
             raise InputError(f"flags.{engine}", f"{origin}{where}: accepted engines: vllm, sglang")

@@ -167,7 +167,8 @@ def test_non_finite_profile_values_are_refused(cli: Cli, tmp_path: Path) -> None
     data["terms"][2]["value"] = float("nan")
     profile.write_text(yaml.safe_dump(data))
     r = cli("capacity", *RTX, "--calibration", str(profile))
-    assert r.code == 2 and "not usable" in r.err
+    line = next(i for i, x in enumerate(profile.read_text().splitlines(), 1) if "nan" in x)
+    assert r.code == 2 and "not usable" in r.err and f"line {line}:" in r.err
 
 
 def test_calibrate_refuses_logs_of_two_deployments_and_non_logs(cli: Cli, tmp_path: Path) -> None:

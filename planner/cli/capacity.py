@@ -423,6 +423,8 @@ def _serve(
 
         profile = load_calibration(calibration)
 
+    engine = settings.get("engine", "vllm")
+
     def run(values: dict[str, object]) -> tuple[Any, dict[str, Any]]:
         return serve_report(
             calibration=profile if values.get("engine", "vllm") == engine else None,
@@ -436,7 +438,6 @@ def _serve(
             speculation=speculation,
         )
 
-    engine = settings.get("engine", "vllm")
     plan, payload = run(settings)
     if compare_version is not None:
         from planner.api.compare import version_comparison

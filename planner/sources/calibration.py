@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from planner.core.engines.calibration import SCHEMA_VERSION, Calibration
 from planner.errors import InputError
-from planner.sources.files import PLAN_LIMIT_BYTES, load_yaml_documents, read_text
+from planner.sources.files import PLAN_LIMIT_BYTES, load_yaml_documents, read_text, yaml_line_of
 
 FIELD = "--calibration"
 
@@ -20,7 +20,7 @@ def load_calibration(path: str) -> Calibration:
     docs = load_yaml_documents(text, FIELD, path)
     if len(docs) != 1 or not isinstance(docs[0][1], dict):
         raise InputError(FIELD, f"{path} line 1: expected one calibration mapping")
-    data = docs[0][1]
+    node, data = docs[0]
     version = data.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
         raise InputError(
@@ -32,12 +32,17 @@ def load_calibration(path: str) -> Calibration:
         cal = Calibration.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "profile"
-        raise InputError(FIELD, f"{path}: {where}: {err['msg'].lower()}") from exc
-    for t in cal.terms:
+        loc = tuple(err["loc"])
+        line = yaml_line_of(node, loc)
+        where = ".".join(str(p) for p in loc) or "profile"
+        raise InputError(FIELD, f"{path} line {line}: {where}: {err['msg'].lower()}") from exc
+    for i, t in enumerate(cal.terms):
         bad = not math.isfinite(t.value) or (t.how == "ratio" and t.value <= 0)
         if bad or (t.how == "absolute" and t.value <= 0):
-            raise InputError(FIELD, f"{path}: terms.{t.term}: {t.value!r} is not usable")
+            line = yaml_line_of(node, ("terms", i, "value"))
+            raise InputError(
+                FIELD, f"{path} line {line}: terms.{t.term}: {t.value!r} is not usable"
+            )
     return cal
 
 

@@ -169,3 +169,22 @@ def saved_model_ref(model: str, plan_path: str) -> str:
     if not local.exists() or local.is_absolute():
         return model
     return os.path.relpath(local.resolve(), Path(plan_path).expanduser().resolve().parent)
+
+
+def yaml_line_of(node: Any, loc: tuple[int | str, ...]) -> int | None:
+    """1-based line of the YAML node at a pydantic error location (deepest one found)."""
+    import yaml
+
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            match = node.value[part] if part < len(node.value) else None
+        else:
+            match = None
+        if match is None:
+            break
+        node = match
+        line = node.start_mark.line + 1
+    return line
