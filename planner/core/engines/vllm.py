@@ -103,6 +103,8 @@ XFORMERS_BELOW_CAPABILITY = (8, 0)
 # output_bin_counts (max_num_seqs x vocab int32) and prompt_bin_mask (max_num_seqs x vocab / 32
 # int32), vllm/v1/worker/gpu/sample/penalties.py.
 V2_PERSISTENT_STATE_SINCE = (0, 28, 0)
+PENALTY_ENTRY_BYTES = 4  # int32 counts and mask words
+PENALTY_MASK_BITS = 32  # prompt_bin_mask packs one vocabulary entry per bit
 # Non-torch growth when vLLM starts inside a process that already ran CUDA work (Unsloth or TRL
 # "colocate" training loops): the libraries and kernels are resident before vLLM's baseline
 # snapshot, so little shows up. Median of the three such calibration logs (docs/engines.md): Unsloth
@@ -775,12 +777,13 @@ def predict(
             if ep
             else "--enable-expert-parallel changes nothing here (a dense model or TP 1)"
         )
-    act = activation_peak_bytes(
+    act_modelled = activation_peak_bytes(
         model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep
     )
+    act = act_modelled
     if runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
         vocab = model.vocab_size or 0
-        act += seqs * (vocab + ceil_div(vocab, 32)) * 4
+        act += seqs * (vocab + ceil_div(vocab, PENALTY_MASK_BITS)) * PENALTY_ENTRY_BYTES
     sources["activation_peak_bytes"] = "calibrated"
     act = correct(cal, "activation_peak_bytes", act, sources)
     if m.activation_peak_bytes is not None:
@@ -796,7 +799,8 @@ def predict(
         notes.append(
             f"FlashInfer all-reduce + RMSNorm fusion workspace "
             f"{ALLREDUCE_FUSION_BYTES / GIB_BYTES:.2f} GiB (vLLM turns it on for TP > 1 on "
-            "compute capability 9.0 / 10.x from 0.17)"
+            "compute capability 9.0 / 10.x from 0.17; the size is an estimate from two vLLM "
+            "0.19 H100 TP2 logs)"
         )
     sources["non_torch_bytes"] = "calibrated"
     non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
@@ -823,9 +827,6 @@ def predict(
 
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
-        act_modelled = activation_peak_bytes(
-            model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep
-        )
         bound, stages = _binding_stage(
             model,
             tp,
@@ -970,7 +971,8 @@ def _other_tenants(
         notes.append(
             f"other processes' {gib:.2f} GiB are not charged to the KV cache (vLLM budgets from "
             "its own baseline); they leave the memory the utilisation asks for free at start "
-            "(this process's own CUDA context, ~0.5 GiB, is not counted in that check)"
+            f"(this process's own CUDA context, ~{NON_TORCH_WITH_CONTEXT_BYTES / GIB_BYTES:.2f} "
+            "GiB, is not counted in that check)"
         )
         return 0
     notes.append(f"other processes' {gib:.2f} GiB are not charged by this release")
