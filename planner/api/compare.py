@@ -61,7 +61,7 @@ def version_comparison(
 
     `run(settings) -> (plan, payload)` re-plans with everything else unchanged.
     """
-    from planner.core.engines.changes import changes_between, compare
+    from planner.core.engines.changes import change_row, changes_between, compare
     from planner.core.engines.common import parse_version
 
     engine = settings.get("engine", "vllm")
@@ -98,14 +98,5 @@ def version_comparison(
                 engine, parse_version(a.version), parse_version(b.version)
             )
     for key in ("max_num_seqs", "max_seqs_at_mean", "max_seqs_at_context"):
-        before, after = out["before"][key], out["after"][key]
-        out["terms"].append(
-            {
-                "term": key,
-                "before": before,
-                "after": after,
-                "change": after - before,
-                "relative": (after - before) / before if before else None,
-            }
-        )
+        out["terms"].append(change_row(key, out["before"][key], out["after"][key]))
     return out

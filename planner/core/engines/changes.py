@@ -10,6 +10,7 @@ from typing import Any
 
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction, version_text
+from planner.units import MIB_BYTES
 
 Version = tuple[int, int, int]
 
@@ -60,7 +61,11 @@ def _sglang_changes() -> list[tuple[Version, str]]:
         (sglang.VLM_ADJUST_SINCE, "memory fraction lowered for vision towers"),
         (sglang.PREFILL_GRAPH_RESERVE_SINCE, "reserve for prefill CUDA graphs"),
         (sglang.TIERS_0_5_20_SINCE, "new GPU memory tiers"),
-        (sglang.VLM_CACHE_RESERVE_SINCE, "100 MiB reserved for the multimodal embedding cache"),
+        (
+            sglang.VLM_CACHE_RESERVE_SINCE,
+            f"{sglang.VLM_CACHE_RESERVE_BYTES // MIB_BYTES} MiB reserved for the multimodal "
+            "embedding cache",
+        ),
     ]
 
 
@@ -111,22 +116,21 @@ def _setting_rows(a: EnginePrediction, b: EnginePrediction) -> list[dict[str, An
     return [{"setting": k, "before": x, "after": y} for k, x, y in pairs if x != y]
 
 
+def change_row(term: str, before: float, after: float) -> dict[str, Any]:
+    """One compared figure: both values, the change and the change relative to before."""
+    return {
+        "term": term,
+        "before": before,
+        "after": after,
+        "change": after - before,
+        "relative": (after - before) / before if before else None,
+    }
+
+
 def compare(a: EnginePrediction, b: EnginePrediction) -> dict[str, Any]:
     """Term-by-term difference of two predictions, the settings that moved and the notes."""
-    rows = []
-    for term in COMPARED_TERMS:
-        before, after = getattr(a, term), getattr(b, term)
-        rows.append(
-            {
-                "term": term,
-                "before": before,
-                "after": after,
-                "change": after - before,
-                "relative": (after - before) / before if before else None,
-            }
-        )
     return {
-        "terms": rows,
+        "terms": [change_row(t, getattr(a, t), getattr(b, t)) for t in COMPARED_TERMS],
         "settings": _setting_rows(a, b),
         "notes_before": [n for n in a.notes if n not in b.notes],
         "notes_after": [n for n in b.notes if n not in a.notes],
