@@ -301,7 +301,6 @@ def _sglang_tokens(log: StartupLog, m: re.Match[str]) -> None:
 
 def _flashinfer_sampler(log: StartupLog, m: re.Match[str]) -> None:
     """V1's TopKTopPSampler says at start-up whether FlashInfer's kernels are in use."""
-    log.engine = "vllm"
     log.settings["flashinfer"] = m.group(0).startswith("Using FlashInfer")
 
 
