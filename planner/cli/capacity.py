@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import MAX_GPU_MEMORY_GIB, reserved_bytes
+from planner.cli.numbers import MAX_GPU_MEMORY_GIB, ReservedGib, reserved_bytes
 from planner.cli.render import (
     console,
     emit_json,
@@ -134,10 +134,7 @@ def capacity(
             help="vLLM runs inside a process that already used CUDA (Unsloth, TRL colocate)."
         ),
     ] = False,
-    reserved_gib: Annotated[
-        float | None,
-        typer.Option(help="GiB other processes hold on each GPU (a co-located trainer, LMCache)."),
-    ] = None,
+    reserved_gib: ReservedGib = None,
     calibration: Annotated[
         str | None,
         typer.Option(help="A profile from `planner calibrate`: your logs' terms replace ours."),

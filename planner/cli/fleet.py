@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import ReservedGib
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 
@@ -29,10 +30,7 @@ def fleet(
         str | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10.")
     ] = None,
     prices: Annotated[str | None, typer.Option(help="YAML file of GPU: $ per GPU-hour.")] = None,
-    reserved_gib: Annotated[
-        float | None,
-        typer.Option(help="GiB other processes hold on each GPU (a co-located trainer, LMCache)."),
-    ] = None,
+    reserved_gib: ReservedGib = None,
     calibration: Annotated[
         str | None,
         typer.Option(

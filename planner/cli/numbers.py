@@ -11,7 +11,9 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar, get_args, get_origin
+from typing import Annotated, Any, TypeVar, get_args, get_origin
+
+import typer
 
 from planner.errors import InputError
 
@@ -23,6 +25,13 @@ MAX_CLI_INT = 2**53
 MAX_GPU_MEMORY_GIB = 2**20
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --reserved-gib, as capacity and fleet declare it.
+ReservedGib = Annotated[
+    float | None,
+    typer.Option(help="GiB other processes hold on each GPU (a co-located trainer, LMCache)."),
+]
 
 
 def reserved_bytes(gib: float | None) -> int | None:
