@@ -827,3 +827,9 @@ def test_v1_08_counts_the_cuda_context_as_non_torch() -> None:
     v0 = engine_plan(**kw, version="0.8.5", engine_mode="v0")
     assert v0.non_torch_bytes == NON_TORCH_BYTES  # V0 there used memory_profiling's growth
     assert engine_plan(**kw, version="0.9.0").non_torch_bytes == NON_TORCH_BYTES
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_more_stages_than_layers_is_refused(cli: Cli, engine: str) -> None:
+    r = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--engine", engine, "--pp", "33")
+    assert r.code == 2 and "--pp: 33 stages for 32 layers" in r.err

@@ -161,3 +161,11 @@ def loaded_weights_bytes(
     """Weights as the engine holds them on one rank: the checkpoint share plus the RoPE cache."""
     rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
     return ceil_div(weights_bytes, tp * pp) + rope
+
+
+def check_stages(model: ModelSpec, pp: int) -> None:
+    """Every pipeline stage needs at least one decoder layer (both engines split by layer)."""
+    if pp > model.num_layers:
+        raise InputError(
+            "--pp", f"{pp:,} stages for {model.num_layers} layers: each stage needs at least one"
+        )

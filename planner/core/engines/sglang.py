@@ -18,6 +18,7 @@ from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
     TermSource,
+    check_stages,
     compute_dtype,
     outside_table,
     parse_version,
@@ -228,6 +229,7 @@ def predict(
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
+    check_stages(model, pp)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source

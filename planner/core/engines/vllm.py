@@ -22,6 +22,7 @@ from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
     TermSource,
+    check_stages,
     compute_dtype,
     outside_table,
     parse_version,
@@ -671,6 +672,7 @@ def predict(
         raise InputError(
             "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
         )
+    check_stages(model, pp)
 
     max_len = s.max_model_len or model.max_context_tokens
     if s.max_model_len is None:
