@@ -239,3 +239,14 @@ def test_fit_on_several_bench_files_and_sglang_lines(cli: Cli, tmp_path: Path) -
     )
     fitted = cli("slo", "--tpot", "12", "--fit", str(lines), "--json").json()
     assert fitted["b_ms"] == pytest.approx(2.0 / 31)
+
+
+def test_efficiencies_that_underflow_are_one_line_errors(cli: Cli) -> None:
+    base = ["slo", "--tpot", "50", "--preset", "llama-3.1-8b", "--gpu", "h100"]
+    r = cli(*base, "--flops-efficiency", "1e-320")
+    assert r.code == 2 and r.err.startswith("Error: --flops-efficiency:")
+    r = cli(*base, "--bandwidth-efficiency", "1e-320")
+    assert r.code == 2 and r.err.startswith("Error: --bandwidth-efficiency:")
+    # a tiny but finite share: one sequence's step is named, not a 0.00 ms fixed cost
+    r = cli(*base, "--flops-efficiency", "1e-300")
+    assert r.code == 2 and "one sequence's step" in r.err

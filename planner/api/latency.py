@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from planner.core.capacity import CapacityPlan
@@ -103,6 +104,13 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     a = one.step_ms - b
     fixed = one.kernels_ms + one.allreduce_ms + one.overhead_ms
     prefill = 2 * curve.active_params_per_gpu / (curve.flops_per_s * curve.flops_efficiency) * 1e3
+    if not all(math.isfinite(x) for x in (a, b, prefill)):
+        # only a share small enough to underflow (1e-320) gets here: name what was given
+        given = ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in updates.items())
+        raise InputError(
+            "--flops-efficiency" if "flops_efficiency" in updates else "--bandwidth-efficiency",
+            f"{given or 'these efficiencies'} make a step longer than any finite time",
+        )
     peak_tb = curve.bandwidth_bytes_per_s / 1e12
     arithmetic = (
         f"memory: {one.weights_read_bytes / 1e9:,.2f} GB weights read per step (embedding "

@@ -72,7 +72,8 @@ def batch_cap(model: StepModel, tpot_ms: float) -> int:
     if tpot_ms <= model.a_ms or model.step_ms(1) > tpot_ms:
         raise InputError(
             "--tpot",
-            f"no batch size meets TPOT {tpot_ms:g} ms: the fixed step cost is {model.a_ms:.2f} ms",
+            f"no batch size meets TPOT {tpot_ms:g} ms: the fixed step cost is {model.a_ms:.2f} ms"
+            f" and one sequence's step {model.step_ms(1):.4g} ms",
         )
     if model.curve is not None:
         return _curve_cap(model, tpot_ms)
