@@ -572,9 +572,30 @@ def test_narrow_tables_show_numbers_and_ids_whole() -> None:
 
 
 def test_cost_model_line_is_rounded(cli: Cli) -> None:
-    r = cli("simulate", "--requests", "20", "--preset", "llama-3.1-8b", "--gpu", "h100")
+    r = cli("simulate", "--requests", "20", "--a-ms", "0.1", "--b-ms", "0.0123456789")
     line = next(ln for ln in r.out.splitlines() if "overhead" in ln)
-    assert "99999" not in line and "00000" not in line
+    assert "99999" not in line and "00000" not in line and "56789" not in line
+
+
+def test_benchmark_summary_is_rounded(cli: Cli) -> None:
+    r = cli(
+        "simulate",
+        "--requests",
+        "20",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--concurrency",
+        "3",
+        "--prompt-len",
+        "333",
+        "--output-len",
+        "77",
+    )
+    assert r.code == 0, r.err
+    for line in r.out.splitlines():
+        assert "99999" not in line and "00000" not in line, line
 
 
 def test_engine_version_beyond_newest_is_noted(cli: Cli) -> None:

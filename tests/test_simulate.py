@@ -237,8 +237,20 @@ def test_cli_trace_file(cli: Cli, tmp_path: Path) -> None:
     assert data["policies"][0]["requests"] == 20 and data["workload"]["trace"] == str(path)
 
 
-def test_cli_derived_cost_model(cli: Cli) -> None:
-    data = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json").json()
+def test_api_derived_cost_model() -> None:
+    """The Python API's policy study on a cost model derived from a capacity plan (the CLI's
+    --gpu runs the deployment benchmark instead: tests/test_bench.py)."""
+    from planner.api import simulation
+
+    data = simulation(
+        overrides={},
+        policies=["chunked"],
+        sweep=None,
+        cost=None,
+        sim={},
+        gpu="h100",
+        preset="llama-3.1-8b",
+    )
     c = data["cost_model"]
     assert c["source"].startswith("derived")
     # a = one pass over the 16.06 GB of weights less the gathered embedding (128,256 x 4,096

@@ -234,11 +234,21 @@ CHECKPOINT_QUANTIZATION = {
     "awq": "awq",
     "gptq": "gptq",
     "mxfp4": "mxfp4",
+    "nvfp4": "modelopt_fp4",
     "compressed-tensors": "compressed-tensors",
     "bnb": "bitsandbytes",
 }
 # Default mean actual tokens per sequence when --mean-len is not given (capped at the context).
 DEFAULT_MEAN_TOKENS = 2000
+# --weight-dtype values that name a variant checkpoint of the same architecture (sized by its
+# quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, and
+# 4-bit AWQ for int4.
+VARIANT_CHECKPOINTS = {
+    "fp4": "modelopt_fp4",
+    "nvfp4": "modelopt_fp4",
+    "mxfp4": "mxfp4",
+    "int4": "awq",
+}
 
 
 def serve_report(
@@ -272,18 +282,29 @@ def serve_report(
             f"{spec.max_context_tokens:,} tokens (the engines refuse it)",
         )
     weight_dtype = values.pop("weight_dtype", None)
+    variant: str | None = None
     if weight_dtype is not None:
-        weight_dtype = normalize_dtype(weight_dtype, "--weight-dtype", WEIGHT_DTYPES)
-        if weight_dtype != "fp8":
-            raise InputError(
-                "--weight-dtype",
-                f"{weight_dtype}: the engine ledger re-stores weights as fp8 only (online "
-                "--quantization fp8); use --ledger textbook for other what-ifs",
-            )
-        values.setdefault("quantization", "fp8")
+        variant = VARIANT_CHECKPOINTS.get(weight_dtype.strip().lower())
+        if variant is None:
+            weight_dtype = normalize_dtype(weight_dtype, "--weight-dtype", WEIGHT_DTYPES)
+            if weight_dtype != "fp8":
+                raise InputError(
+                    "--weight-dtype",
+                    f"{weight_dtype}: the engine ledger re-stores weights as fp8 (online "
+                    f"--quantization fp8) or sizes a variant checkpoint "
+                    f"({', '.join(VARIANT_CHECKPOINTS)}); use --ledger textbook for others",
+                )
+            values.setdefault("quantization", "fp8")
     weights = exact = None
     quantization = values.get("quantization")
-    if quantization is not None:
+    if variant is not None:
+        # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
+        # engine reads its quantization from that checkpoint, so no flag is printed for it.
+        from planner.core.hf_config import quantized_weights_bytes
+
+        weights, exact = quantized_weights_bytes(spec, variant), False
+        values["quantization"] = None
+    elif quantization is not None:
         from planner.api.engines import SIZED_QUANTIZATIONS
 
         if quantization not in SIZED_QUANTIZATIONS:

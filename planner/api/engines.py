@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
 
 
 # --quantization values whose weight bytes we can size (online fp8 included).
-SIZED_QUANTIZATIONS = ("awq", "gptq", "fp8", "mxfp4", "bitsandbytes")
+SIZED_QUANTIZATIONS = ("awq", "gptq", "fp8", "mxfp4", "modelopt_fp4", "bitsandbytes")
 
 
 def engine_plan(

@@ -360,6 +360,8 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
 
     if kv_dtype is None or kv_dtype.strip().lower() == "auto":
         return "auto"
+    if kv_dtype.strip().lower() in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
+        return kv_dtype.strip().lower() if engine == "sglang" else "fp8"
     name = normalize_dtype(kv_dtype, "--kv-dtype", KV_DTYPES)
     if name in ("fp16", "bf16"):
         return "auto"  # 16-bit KV is the engine's auto: the model's dtype

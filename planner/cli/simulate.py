@@ -8,8 +8,21 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from planner.cli.render import console, emit_json, fit_columns, print_table
+
+# Load / Lengths field -> the flag that sets it.
+BENCH_FLAGS = {
+    "concurrency": "--concurrency",
+    "rate_per_s": "--rate",
+    "cv": "--cv",
+    "requests": "--requests",
+    "seed": "--seed",
+    "prompt_len": "--prompt-len",
+    "output_len": "--output-len",
+    "len_range": "--len-range",
+}
 
 POLICIES = ("static", "continuous", "chunked")
 CSV_COLUMNS = (
@@ -43,7 +56,23 @@ def simulate(
     trace: Annotated[
         str | None, typer.Option(help="JSONL trace: arrival_s, prompt_tokens, output_tokens.")
     ] = None,
-    rate: Annotated[float | None, typer.Option(help="Arrival rate, requests/s.")] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Arrival rate, requests/s (inf: all at once).")
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="Closed loop: N clients, each sends its next request when one ends."),
+    ] = None,
+    cv: Annotated[
+        float | None, typer.Option(help="Gamma arrivals with this CV of the gaps (1: Poisson).")
+    ] = None,
+    prompt_len: Annotated[int | None, typer.Option(help="Fixed prompt length, tokens.")] = None,
+    output_len: Annotated[
+        int | None, typer.Option(help="Fixed output length, tokens (runs to it: ignore-eos).")
+    ] = None,
+    len_range: Annotated[
+        float | None, typer.Option(help="Lengths uniform in [F x L, L] (--random-range-ratio).")
+    ] = None,
     requests: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
     seed: Annotated[int | None, typer.Option(help="Trace seed.")] = None,
     policy: Annotated[str, typer.Option(help="static, continuous or chunked.")] = "chunked",
@@ -64,8 +93,12 @@ def simulate(
     spec_alpha: Annotated[float | None, typer.Option(help="Speculative acceptance rate.")] = None,
     spec_k: Annotated[int, typer.Option(help="Draft tokens per step.")] = 4,
     draft_cost: Annotated[float, typer.Option(help="Draft cost per target forward.")] = 0.05,
-    slo_ttft_ms: Annotated[float, typer.Option(help="TTFT budget for goodput, ms.")] = 1000.0,
-    slo_tpot_ms: Annotated[float, typer.Option(help="TPOT budget for goodput, ms.")] = 50.0,
+    slo_ttft_ms: Annotated[
+        float, typer.Option("--slo-ttft-ms", "--ttft", help="TTFT budget for goodput, ms.")
+    ] = 1000.0,
+    slo_tpot_ms: Annotated[
+        float, typer.Option("--slo-tpot-ms", "--tpot", help="TPOT budget for goodput, ms.")
+    ] = 50.0,
     a_ms: Annotated[float | None, typer.Option(help="Fixed step cost a, ms.")] = None,
     b_ms: Annotated[float | None, typer.Option(help="Per-sequence step cost b, ms.")] = None,
     prefill_ms_per_token: Annotated[float | None, typer.Option(help="Prefill cost, ms.")] = None,
@@ -75,7 +108,44 @@ def simulate(
     ] = None,
     model: Annotated[str | None, typer.Option(help="... or from a config / Hub id.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived cost model.")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size (derived cost).")] = 1,
+    tp: Annotated[
+        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
+    ] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel size.")] = 1,
+    dp: Annotated[int, typer.Option(help="Data-parallel replicas (GPUs = TP x PP x DP).")] = 1,
+    ep: Annotated[int | None, typer.Option(help="Expert-parallel size (TP x DP).")] = None,
+    dp_attention: Annotated[
+        bool, typer.Option(help="Data-parallel attention (MLA models).")
+    ] = False,
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option(help="fp8 (online), or a variant checkpoint: fp4/nvfp4, mxfp4, int4."),
+    ] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8.")
+    ] = None,
+    engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
+    engine_version: Annotated[
+        str | None, typer.Option(help="Engine release (default: the newest modelled).")
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-seqs", "--max-running-requests", help="Running cap (default: the plan's)."
+        ),
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            "--chunked-prefill-size",
+            help="Tokens per step (default: the engine's).",
+        ),
+    ] = None,
+    context: Annotated[
+        int | None,
+        typer.Option("--context", "--max-model-len", help="Server max model length, tokens."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
@@ -86,6 +156,91 @@ def simulate(
     from planner.api import simulation
     from planner.errors import InputError
 
+    if gpu is not None:
+        from planner.api.bench import Lengths, Load, benchmark
+        from planner.cli.capacity import _engine_kv_dtype
+
+        if engine not in ("vllm", "sglang"):
+            raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+        if compare is not None:
+            raise InputError(
+                "--compare",
+                "with a deployment (--gpu) simulate runs the engine's own scheduler; drop --gpu "
+                "to compare policies on a given cost model",
+            )
+        points = None
+        if sweep:
+            key, _, values = sweep.partition("=")
+            if key.strip() != "concurrency" or not values:
+                raise InputError("--sweep", f"{sweep!r}; accepted: concurrency=1,4,16,64")
+            try:
+                points = [int(v) for v in values.split(",") if v.strip()]
+            except ValueError as exc:
+                raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
+        settings: dict[str, Any] = {
+            "engine": engine,
+            "version": engine_version,
+            "tp": tp,
+            "pp": pp,
+            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype),
+            "weight_dtype": weight_dtype,
+            "max_num_seqs": max_num_seqs,
+            "max_num_batched_tokens": max_num_batched_tokens,
+        }
+        if context is not None:
+            settings["context_tokens"] = context
+        try:
+            load = Load(
+                concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
+            )
+            lengths = Lengths(
+                workload=None if workload == "reference" and trace is None else workload,
+                prompt_len=prompt_len,
+                output_len=output_len,
+                len_range=len_range,
+                trace=trace,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = str(err["loc"][0]) if err["loc"] else "load"
+            raise InputError(BENCH_FLAGS.get(key, key), err["msg"].lower()) from exc
+        if (
+            lengths.workload is None
+            and lengths.trace is None
+            and (prompt_len is None or output_len is None)
+        ):
+            raise InputError(
+                "--prompt-len",
+                "a deployment benchmark needs --prompt-len and --output-len, --workload "
+                "(e.g. sharegpt) or --trace",
+            )
+        bench = benchmark(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            settings={k: v for k, v in settings.items() if v is not None},
+            dp=dp,
+            ep=ep,
+            dp_attention=dp_attention,
+            load=load,
+            lengths=lengths,
+            sweep=points,
+        )
+        if json_out:
+            emit_json(bench)
+        else:
+            render_bench(bench)
+        return
+    for flag, value in (
+        ("--concurrency", concurrency),
+        ("--prompt-len", prompt_len),
+        ("--output-len", output_len),
+        ("--len-range", len_range),
+        ("--weight-dtype", weight_dtype),
+        ("--engine-version", engine_version),
+    ):
+        if value is not None:
+            raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
     names = [p.strip() for p in compare.split(",")] if compare else [policy]
     for name in names:
         if name not in POLICIES:
@@ -130,6 +285,8 @@ def simulate(
         trace_path=trace,
         overrides={
             "rate_per_s": rate,
+            "arrival": "gamma" if cv is not None else None,
+            "cv": cv,
             "requests": requests,
             "seed": seed,
             "shared_prefix_fraction": shared_prefix_fraction,
@@ -257,3 +414,67 @@ def render(result: dict[str, Any]) -> None:
             good = "=" * round(r["goodput_pct"] / 100 * width)
             out.print(f"{r['max_batch']:>5}  tok/s {tok:<{width}}  goodput {good}", markup=False)
         out.print(f"goodput peak at max_batch {peak} (*)")
+
+
+def render_bench(result: dict[str, Any]) -> None:
+    """The benchmark's own summary layout (vllm bench serve), marked as a prediction."""
+    out = console()
+    d = result["deployment"]
+    width = 50
+    lines = [
+        " Predicted serving benchmark ".center(width, "="),
+        f"{d['model']} on {result['gpus']} x {d['gpu']}",
+        f"{d['engine']} {d['engine_version']}: TP {d['tp']}, DP {d['dp']}, "
+        f"weights {d['weight_dtype']}, KV {d['kv_cache_dtype']}",
+        f"max_num_seqs {d['max_num_seqs']:,}, {d['max_num_batched_tokens']:,} tokens/step, "
+        f"KV {d['kv_cache_tokens']:,} tokens",
+        f"load: {_load_text(result)}",
+        f"lengths: {result['workload'].get('description', result['workload'])}",
+    ]
+    rows: list[tuple[str, str]] = [
+        ("Successful requests:", f"{result['completed']:,}"),
+        ("Benchmark duration (s):", f"{result['duration']:,.2f}"),
+        ("Total input tokens:", f"{result['total_input_tokens']:,}"),
+        ("Total generated tokens:", f"{result['total_output_tokens']:,}"),
+        ("Request throughput (req/s):", f"{result['request_throughput']:,.2f}"),
+        ("Output token throughput (tok/s):", f"{result['output_throughput']:,.2f}"),
+        ("Total token throughput (tok/s):", f"{result['total_token_throughput']:,.2f}"),
+        ("Output tok/s per GPU:", f"{result['output_throughput_per_gpu']:,.2f}"),
+        ("Preemptions:", f"{result['preemptions']:,}"),
+    ]
+    for line in lines:
+        out.print(line, markup=False, soft_wrap=True)
+    for label, value in rows:
+        out.print(f"{label:<34}{value:>16}", markup=False)
+    for key, title in (
+        ("ttft", "Time to First Token"),
+        ("tpot", "Time per Output Token (excl. 1st)"),
+        ("itl", "Inter-token Latency"),
+        ("e2el", "End-to-end Latency"),
+    ):
+        out.print(f" {title} ".center(width, "-"), markup=False)
+        for stat in ("mean", "median", "p99"):
+            label = f"{stat.capitalize() if stat != 'p99' else 'P99'} {key.upper()} (ms):"
+            out.print(f"{label:<34}{result[f'{stat}_{key}_ms']:>16,.2f}", markup=False)
+    out.print("=" * width, markup=False)
+    if result["sweep"]:
+        out.print("concurrency sweep: conc  out tok/s/GPU  tok/s/user  TPOT  TTFT", markup=False)
+        for r in result["sweep"]:
+            user = r["tokens_per_s_per_user"] or 0.0
+            out.print(
+                f"{r['max_concurrency']:>6}  {r['output_throughput_per_gpu']:>10,.1f}  "
+                f"{user:>9,.1f}  {r['median_tpot_ms']:>7,.1f}  {r['median_ttft_ms']:>8,.0f}",
+                markup=False,
+            )
+    out.print(f"estimate: {result['estimate']}", markup=False, soft_wrap=True)
+
+
+def _load_text(result: dict[str, Any]) -> str:
+    if result["max_concurrency"] is not None:
+        return f"closed loop, {result['max_concurrency']:,} clients"
+    rate = result["request_rate"]
+    w = result["workload"]
+    if rate is None or rate == float("inf"):
+        return "all requests at t = 0"
+    kind = "Poisson" if w.get("arrival", "poisson") == "poisson" else f"gamma CV {w.get('cv')}"
+    return f"{kind} {rate:g} req/s"

@@ -70,6 +70,10 @@ INDEXER_SCALE_BLOCK = 128
 FP8_SCALE_BYTES = 4
 # MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
 MXFP4_BLOCK = 32
+# NVFP4 (NVIDIA ModelOpt checkpoints, quant_algo "NVFP4"): 4-bit values plus one fp8 (e4m3)
+# scale per 16 values (vLLM modelopt.py ModelOptNvFp4Config: group_size 16); the per-tensor
+# fp32 global scales are a few bytes per matrix and not counted.
+NVFP4_BLOCK = 16
 # GPTQ/AWQ: per group and output column one fp16 scale (2 B) plus a packed zero point.
 GPTQ_SCALE_BYTES = 2
 # bitsandbytes NF4: one fp32 absmax per 64-value block (without double quantisation).
@@ -560,6 +564,13 @@ def _quantization(
     if method == "mxfp4":
         scales = ceil_div(quantized_params, MXFP4_BLOCK)
         return "mxfp4", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+    if method in ("modelopt", "modelopt_fp4"):
+        algo = str(q.get("quant_algo", "NVFP4" if method == "modelopt_fp4" else "FP8")).upper()
+        if algo == "NVFP4":
+            scales = ceil_div(quantized_params, NVFP4_BLOCK)
+            return "nvfp4", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+        if algo == "FP8":
+            return "fp8", quantized_params + plain_bytes
     if method == "bitsandbytes":
         if q.get("load_in_4bit"):
             blocks = ceil_div(quantized_params, BNB_4BIT_BLOCK)
@@ -579,8 +590,8 @@ def _quantization(
             return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
     raise InputError(
         "quantization_config.quant_method",
-        f"{method!r} is not sized; known: fp8, awq, gptq, mxfp4, bitsandbytes, "
-        "compressed-tensors (or pass --weight-dtype)",
+        f"{method!r} is not sized; known: fp8, awq, gptq, mxfp4, modelopt (NVFP4 / FP8), "
+        "bitsandbytes, compressed-tensors (or pass --weight-dtype)",
     )
 
 

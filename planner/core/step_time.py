@@ -49,6 +49,13 @@ DEFAULT_LINK_BYTES_PER_S = 32e9
 ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0.2}
 # Tokens per step at which MoE expert activation is reported as saturated (all experts read).
 SATURATED_EXPERT_SHARE = 0.999
+# Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
+# A100 peak in its paper's forward benchmarks, Dao 2023, fig. 4; FA3 ~75% on H100): the lower
+# end, since varlen chunks of mixed lengths run below the paper's fixed-shape figures.
+ATTENTION_FLOPS_EFFICIENCY = 0.5
+# FLOPs per (query, key) pair per head and head-dimension unit: Q.K^T and P.V are one
+# multiply-add each per dimension (2 FLOPs each).
+ATTENTION_FLOPS_PER_PAIR_DIM = 2
 
 
 class StepTerms(BaseModel):
@@ -61,6 +68,7 @@ class StepTerms(BaseModel):
     weights_read_bytes: int
     kv_read_bytes: int
     memory_ms: float
+    attention_ms: float = Field(description="KV read: the decode attention kernels, ms")
     compute_ms: float
     kernels_ms: float
     allreduce_ms: float
@@ -95,6 +103,10 @@ class StepTime(BaseModel):
     allreduce_hop_ms: float = Field(default=ALLREDUCE_HOP_MS, ge=0)
     overhead_ms: float = Field(default=ENGINE_OVERHEAD_MS["vllm"], ge=0)
     engine: str = "vllm"
+    attention_flops_per_pair: float = Field(
+        default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
+    )
+    attention_flops_efficiency: float = Field(default=ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1)
 
     def experts_read(self, batch: int) -> float:
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
@@ -108,35 +120,73 @@ class StepTime(BaseModel):
         capped, MLA latent whole, Mamba / linear-attention state."""
         return kv_bytes_per_sequence(self.model, context, self.tp, self.kv_dtype_bytes)
 
+    def gemm(self, tokens: int) -> tuple[int, float, float]:
+        """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
+        forward pass (ms): the linear layers run once over every token of the step."""
+        weights = self.dense_weights_bytes + round(self.experts_read(tokens) * self.expert_bytes)
+        memory_ms = weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
+        compute_ms = (
+            2 * self.active_params_per_gpu * tokens / (self.flops_per_s * self.flops_efficiency)
+        ) * 1e3
+        return weights, memory_ms, compute_ms
+
+    def allreduce_ms(self, tokens: int) -> float:
+        """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms."""
+        if self.tp <= 1:
+            return 0.0
+        message = tokens * self.hidden_size * self.activation_bytes
+        one = (self.tp - 1) * self.allreduce_hop_ms + (
+            message * 2 * (self.tp - 1) / self.tp / self.link_bytes_per_s * 1e3
+        )
+        return 2 * self.layers * one
+
+    def kv_read_ms(self, kv_bytes: int) -> float:
+        """Decode attention: reading `kv_bytes` of cache, ms."""
+        return kv_bytes / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
+
+    def prefill_attention_ms(self, pairs: float) -> float:
+        """Prefill attention over `pairs` (query, key) pairs (causal), ms."""
+        flops = pairs * self.attention_flops_per_pair
+        return flops / (self.flops_per_s * self.attention_flops_efficiency) * 1e3
+
+    def mixed_ms(
+        self, decode_seqs: int, decode_kv_bytes: int, prefill_tokens: int, prefill_pairs: float
+    ) -> float:
+        """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
+        `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
+        layers see every token once (memory- or compute-bound, whichever is longer); attention
+        is its own kernel and adds; then kernels, all-reduce and the engine's overhead."""
+        tokens = decode_seqs + prefill_tokens
+        if tokens <= 0:
+            return 0.0
+        _, memory_ms, compute_ms = self.gemm(tokens)
+        return (
+            max(memory_ms, compute_ms)
+            + self.kv_read_ms(decode_kv_bytes)
+            + self.prefill_attention_ms(prefill_pairs)
+            + self.layers * self.kernel_ms_per_layer
+            + self.allreduce_ms(tokens)
+            + self.overhead_ms
+        )
+
     def terms(self, batch: int, context: int) -> StepTerms:
         """Every term of one decode step of `batch` sequences at `context` tokens."""
         experts = self.experts_read(batch)
-        weights = self.dense_weights_bytes + round(experts * self.expert_bytes)
+        weights, weights_ms, compute_ms = self.gemm(batch)
         kv = batch * self.kv_bytes(context)
-        bandwidth = self.bandwidth_bytes_per_s * self.bandwidth_efficiency
-        memory_ms = (weights + kv) / bandwidth * 1e3
-        compute_ms = (
-            2
-            * self.active_params_per_gpu
-            * batch
-            / (self.flops_per_s * self.flops_efficiency)
-            * 1e3
-        )
+        attention_ms = self.kv_read_ms(kv)
+        memory_ms = weights_ms + attention_ms
         kernels_ms = self.layers * self.kernel_ms_per_layer
-        allreduce_ms = 0.0
-        if self.tp > 1:
-            message = batch * self.hidden_size * self.activation_bytes
-            one = (self.tp - 1) * self.allreduce_hop_ms + (
-                message * 2 * (self.tp - 1) / self.tp / self.link_bytes_per_s * 1e3
-            )
-            allreduce_ms = 2 * self.layers * one
-        step = max(memory_ms, compute_ms) + kernels_ms + allreduce_ms + self.overhead_ms
+        allreduce_ms = self.allreduce_ms(batch)
+        step = max(weights_ms, compute_ms) + attention_ms + kernels_ms + allreduce_ms
+        step += self.overhead_ms
         return StepTerms(
             batch=batch,
             context_tokens=context,
             weights_read_bytes=weights,
             kv_read_bytes=kv,
             memory_ms=memory_ms,
+            attention_ms=attention_ms,
             compute_ms=compute_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
@@ -197,9 +247,7 @@ def step_time_for(
         expert_one = round(per_expert_params * scale)
         expert_all = expert_one * model.num_experts
     dense = max(total - embedding - expert_all, 0)
-    flops = gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0
-    if (weight_dtype or "").startswith("fp8") and gpu.fp8_dense_flops:
-        flops = gpu.fp8_dense_flops
+    flops = gemm_flops_per_s(gpu, weight_dtype)
     if not gpu.hbm_bandwidth_bytes_per_s or not flops:
         from planner.errors import InputError
 
@@ -222,7 +270,43 @@ def step_time_for(
         link_bytes_per_s=link_bytes_per_s(gpu),
         overhead_ms=ENGINE_OVERHEAD_MS[engine_key(engine, version)],
         engine=engine,
+        attention_flops_per_pair=attention_flops_per_pair(model, tp),
     )
+
+
+def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
+    """Dense tensor-core rate the linear layers run at: fp8 (w8a8) and fp4 (w4a4: NVFP4 /
+    MXFP4 on cards with fp4 tensor cores) weights run at their own rate where the card has
+    one; weight-only formats (int4, fp4 on older cards) dequantize into 16-bit GEMMs."""
+    dtype = (weight_dtype or "").lower()
+    base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
+    if dtype.startswith("fp8") and gpu.fp8_dense_flops:
+        return float(gpu.fp8_dense_flops)
+    if any(dtype.startswith(k) for k in FP4_DTYPES):
+        if gpu.fp4_dense_flops:
+            return float(gpu.fp4_dense_flops)
+        if gpu.fp8_dense_flops and dtype.startswith("mxfp4") and gpu.vendor == "amd":
+            return float(gpu.fp8_dense_flops)  # CDNA3 dequantizes MXFP4 into fp8 GEMMs
+    return base
+
+
+# Weight dtype names that mean 4-bit floating point (NVFP4 / MXFP4 checkpoints).
+FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
+
+
+def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
+    """Prefill attention FLOPs per (query, key) pair on one GPU, all attention layers: each
+    query head does Q.K^T over head_dim_k and P.V over head_dim_v (MLA prefill runs
+    un-absorbed, with the model's head sizes). Sliding windows are not capped here."""
+    heads = max(1, model.num_attention_heads // tp)
+    total = 0.0
+    for g in model.kv_groups:
+        if not g.kind.per_token:
+            continue
+        dk = g.head_dim_k or model.head_dim
+        dv = g.head_dim_v or model.head_dim
+        total += g.num_layers * heads * ATTENTION_FLOPS_PER_PAIR_DIM * (dk + dv)
+    return total
 
 
 def _moe_layers(model: ModelSpec) -> int:

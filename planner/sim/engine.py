@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InputError
 from planner.sim.workload import Trace
+
+if TYPE_CHECKING:
+    from planner.core.step_time import StepTime
 
 # docs/method.md §3 cost model ("reference"): a = 5.00 ms, b = 0.086 ms per sequence,
 # 47 us per prefill token, 0.3 ms launch overhead per step.
@@ -61,6 +64,29 @@ class CostModel(BaseModel):
         )
 
 
+class CurveCost:
+    """Step cost from the step-time model itself (planner.core.step_time): the linear layers
+    over every token of the step, decode attention over the KV the running sequences hold,
+    prefill attention over its (query, key) pairs, kernels, all-reduce and engine overhead."""
+
+    source = "step-time model"
+
+    def __init__(self, curve: StepTime, source: str | None = None) -> None:
+        self.curve = curve
+        if source is not None:
+            self.source = source
+
+    def step_ms(
+        self, decode_seqs: int, decode_tokens: int, prefill_tokens: int, prefill_pairs: float
+    ) -> float:
+        """One step: `decode_seqs` sequences holding `decode_tokens` tokens in all, plus
+        `prefill_tokens` prompt tokens spanning `prefill_pairs` attention pairs."""
+        kv = 0
+        if decode_seqs:
+            kv = decode_seqs * self.curve.kv_bytes(max(1, decode_tokens // decode_seqs))
+        return self.curve.mixed_ms(decode_seqs, kv, prefill_tokens, prefill_pairs)
+
+
 class SimConfig(BaseModel):
     """Scheduler and measurement settings for one simulated policy."""
 
@@ -81,6 +107,18 @@ class SimConfig(BaseModel):
     slo_ttft_ms: float = Field(default=1000.0, gt=0, allow_inf_nan=False)
     slo_tpot_ms: float = Field(default=50.0, gt=0, allow_inf_nan=False)
     seed: int = 0
+    concurrency: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_SIM_COUNT,
+        description="closed loop: this many clients, each sends its next request when its last "
+        "one finishes (the trace's arrival times are ignored)",
+    )
+    mixed: bool = Field(
+        default=True,
+        description="prefill chunks share a step with the decode tokens (vLLM); False: a step "
+        "that prefills decodes nothing (SGLang without --enable-mixed-chunk)",
+    )
 
 
 class Percentiles(BaseModel):
@@ -185,11 +223,13 @@ def check(trace: Trace, cfg: SimConfig) -> None:
             )
 
 
-def execute(trace: Trace, cost: CostModel, cfg: SimConfig) -> RunState:
+def execute(trace: Trace, cost: CostModel | CurveCost, cfg: SimConfig) -> RunState:
     """Run one policy over the trace; the raw per-request state (for metrics and audits)."""
     check(trace, cfg)
     run = RunState(trace)
     if cfg.policy == "static":
+        if not isinstance(cost, CostModel) or cfg.concurrency is not None:
+            raise InputError("--policy", "static batching runs on a given cost model, open loop")
         _static(run, cost, cfg)
     else:
         _iteration_level(run, cost, cfg, trace)
@@ -246,7 +286,9 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
         run.useful_slots += int(run.output[ids].sum())
 
 
-def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trace) -> None:
+def _iteration_level(
+    run: RunState, cost: CostModel | CurveCost, cfg: SimConfig, trace: Trace
+) -> None:
     """Continuous batching (whole prompts per step) and chunked prefill (token budget).
 
     Per-step work does not grow with the running set: decoding sequences advance together on
@@ -265,6 +307,13 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     if spec is not None:
         spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
     arrival: list[float] = run.arrival_ms.tolist()
+    closed = cfg.concurrency
+    released = n
+    if closed is not None:
+        # Closed loop: the first `closed` requests go at t = 0, each later one when a client's
+        # previous request finishes (set below, in finish order).
+        released = min(closed, n)
+        arrival = [0.0] * released + [math.inf] * (n - released)
     output: list[int] = run.output.tolist()
     target: list[int] = run.target.tolist()
     prefilled: list[int] = run.prefilled.tolist()
@@ -276,8 +325,14 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     max_batch, chunked = cfg.max_batch, cfg.policy == "chunked"
     budget_tokens, chunk_tokens = cfg.step_token_budget, cfg.chunk_tokens
     # CostModel.step_ms, inlined term for term (same floating-point result) for the hot loop.
-    overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
-    prefill_ms = cost.prefill_ms_per_token
+    curve = cost if isinstance(cost, CurveCost) else None
+    overhead_ms = a_ms = b_ms = prefill_ms = 0.0
+    if isinstance(cost, CostModel):
+        overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
+        prefill_ms = cost.prefill_ms_per_token
+    mixed = cfg.mixed
+    stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
+    decode_base = 0  # sum over decoding sequences of (prefilled + post_off): tokens = + clock x n
     busy_ms = overhead_total_ms = slot_ms = 0.0
     steps_total = 0
     heappush, heappop, ceil, isnan = heapq.heappush, heapq.heappop, math.ceil, math.isnan
@@ -296,16 +351,20 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     heap: list[tuple[int, int, int]] = []  # (clock value at which it finishes, id, version)
 
     def start_decoding(i: int) -> None:
+        nonlocal decode_base
         gen_off[i] = generated[i] - clock
         post_off[i] = post[i] - clock
         decoding_now[i] = True
         version[i] += 1
+        decode_base += prefilled[i] + post_off[i]
         heappush(heap, (output[i] - gen_off[i], i, version[i]))
 
     def stop_decoding(i: int) -> None:
+        nonlocal decode_base
         generated[i] = gen_off[i] + clock
         post[i] = post_off[i] + clock
         decoding_now[i] = False
+        decode_base -= prefilled[i] + post_off[i]
         version[i] += 1
 
     def holding(i: int) -> int:
@@ -356,27 +415,40 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
         if not chunked:
             take = {i: target[i] - prefilled[i] for i in pending}
         else:
-            budget = budget_tokens - n_decoding
+            # Unmixed (SGLang): a step with prefill work runs only prefill, up to the budget.
+            budget = budget_tokens - (n_decoding if mixed else 0)
             for i in pending:
                 if budget <= 0:
                     break
                 got = min(target[i] - prefilled[i], chunk_tokens, budget)
                 take[i] = got
                 budget -= got
+        waiting_decoders = 0
+        if take and not mixed:
+            waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
         prefill_tokens = sum(take.values())
         factor = spec_factor if n_decoding else 1.0
-        dt = overhead_ms + (a_ms + b_ms * n_decoding) * factor + prefill_ms * prefill_tokens
+        if curve is None:
+            dt = overhead_ms + (a_ms + b_ms * n_decoding) * factor + prefill_ms * prefill_tokens
+        else:
+            pairs = sum(g * prefilled[i] + g * (g + 1) / 2 for i, g in take.items())
+            decode_tokens = decode_base + clock * n_decoding if n_decoding else 0
+            dt = curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
         dt += swap_ms
 
         steps = 1
         if not take and spec is None and n_decoding:
             # Identical decode-only steps until the next event: jump there in one move.
             steps = next_finish() - clock
-            if nxt < n and len(running) < max_batch:
+            if nxt < n and len(running) < max_batch and arrival[nxt] < math.inf:
                 steps = min(steps, max(1, ceil((arrival[nxt] - t) / dt)))
             if pool is not None:
                 held_tokens = [holding(i) for i in running if decoding_now[i]]
                 steps = _steps_within_pool(held_tokens, steps, pool, block)
+            if curve is not None and steps > 1:
+                # the KV read grows by one token per sequence per step: the jump's mean step
+                mid = decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
+                dt = curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
         t += dt * steps
         busy_ms += dt * steps
         overhead_total_ms += overhead_ms * steps
@@ -392,10 +464,18 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
                 for i, got in zip(decoding, emitted, strict=True):
                     gen_off[i] += got - steps  # the clock adds `steps` to everyone below
                     post_off[i] += got - steps
+                    decode_base += got - steps
                     version[i] += 1
                     heappush(heap, (output[i] - gen_off[i], i, version[i]))
             clock += steps
-            itl[dt] = itl.get(dt, 0) + n_decoding * steps
+            if stall_ms:  # the first token after unmixed prefill steps waited for them too
+                itl[dt + stall_ms] = itl.get(dt + stall_ms, 0) + n_decoding
+                itl[dt] = itl.get(dt, 0) + n_decoding * (steps - 1)
+                stall_ms = 0.0
+            else:
+                itl[dt] = itl.get(dt, 0) + n_decoding * steps
+        elif waiting_decoders:
+            stall_ms += dt
         if take:
             done_prefill = False
             for i, got in take.items():
@@ -421,6 +501,9 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
             stop_decoding(i)
             finish[i] = t
             finished = True
+            if released < n:  # closed loop: this client sends its next request now
+                arrival[released] = t
+                released += 1
         if finished:
             running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
         if pool is not None:
@@ -455,6 +538,7 @@ def _iteration_level(run: RunState, cost: CostModel, cfg: SimConfig, trace: Trac
     run.swapped[:] = swapped
     run.first_ms[:] = first
     run.finish_ms[:] = finish
+    run.arrival_ms = np.asarray(arrival, dtype=np.float64)
 
 
 def _steps_within_pool(held_tokens: list[int], steps: int, pool: int, block: int) -> int:

@@ -1,0 +1,199 @@
+"""Public end-to-end serving results through `planner simulate` (the benchmark predictor).
+
+Reads a JSONL of published results (default ../shared/calibration/e2e.jsonl beside the
+checkout, or --rows FILE), poses each vLLM / SGLang, non-disaggregated, non-speculative row as
+the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
+median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class.
+Rows that cannot be posed are counted with their one-line reason.
+
+    python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from planner.api.bench import Lengths, Load, benchmark
+from planner.errors import PlannerError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ROWS = ROOT.parent / "shared" / "calibration" / "e2e.jsonl"
+DEFAULT_MODELS = ROOT.parent / "shared" / "models"
+
+# A row's GPU name -> the catalog id.
+GPUS = {
+    "H100": "h100-sxm5-80gb",
+    "H200": "h200-sxm-141gb",
+    "MI300X": "mi300x",
+    "L40S": "l40s",
+    "H100-NVL": "h100-nvl-94gb",
+    "GH200": "gh200-96gb",
+    "B200": "b200-sxm-180gb",
+    "H100-PCIe": "h100-pcie-80gb",
+}
+# Checkpoints whose config is a base model's, and the precision that makes them the checkpoint.
+CHECKPOINTS = {
+    "meta-llama/Llama-3.1-405B-FP8": ("meta-llama/Llama-3.1-405B", "fp8"),
+    "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Llama-3.1-405B", "fp8"),
+    "meta-llama/Llama-2-70b-chat-hf": ("meta-llama/Llama-2-70b-hf", None),
+}
+
+
+def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
+    """The benchmark() arguments for a row, or a reason it cannot be posed."""
+    if row["engine"] not in ("vllm", "sglang"):
+        return {}, f"engine {row['engine']}"
+    if row.get("disagg") or row.get("spec_decode") not in (None, "none"):
+        return {}, "disaggregated or speculative"
+    gpu = GPUS.get(row["gpu_norm"])
+    if gpu is None:
+        return {}, f"GPU {row['gpu_norm']} not in the catalog"
+    name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
+    folder = models / name.replace("/", "--")
+    if not folder.is_dir():
+        return {}, f"no config for {name}"
+    precision = row.get("precision") or {}
+    text = str(precision.get("weights") or "")
+    if weights is None and text.startswith("fp8") and "FP8" not in row["model"]:
+        weights = "fp8"
+    kv = "fp8" if str(precision.get("kv") or "").startswith("fp8") else None
+    w = row["workload"]
+    tp = int(row.get("tp") or 1)
+    dp = int(row.get("dp") or 1)
+    if row.get("gpu_count") and tp * dp != row["gpu_count"]:
+        return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
+    dataset = str(w.get("dataset") or "")
+    load: dict[str, Any] = {"requests": w.get("num_prompts")}
+    if "ShareGPT" in dataset:
+        lengths = Lengths(workload="sharegpt")
+    elif dataset.startswith("random"):
+        ratio = w.get("range_ratio")
+        if ratio is None and row["engine"] == "sglang":
+            # SGLang bench_serving's --random-range-ratio defaults to 0.0: uniform in [1, L]
+            # (python/sglang/bench_serving.py); vLLM's default leaves lengths fixed.
+            ratio = 0.0
+        lengths = Lengths(prompt_len=w["input_len"], output_len=w["output_len"], len_range=ratio)
+    else:
+        return {}, "dataset lengths not modelled"
+    rate = w.get("request_rate")
+    if isinstance(w.get("concurrency"), int):
+        load["concurrency"] = w["concurrency"]
+    elif isinstance(rate, (int, float)):
+        load["rate_per_s"] = float(rate)
+    elif "inf" in str(rate):
+        load["rate_per_s"] = math.inf
+    else:
+        return {}, "no load given"
+    version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
+    settings: dict[str, Any] = {"engine": row["engine"], "tp": tp}
+    if version:
+        settings["version"] = version.group(0)
+    if weights:
+        settings["weight_dtype"] = weights
+    if kv:
+        settings["kv_cache_dtype"] = "fp8" if row["engine"] == "vllm" else "fp8_e4m3"
+    return {
+        "gpu": gpu,
+        "preset": None,
+        "model": str(folder),
+        "settings": settings,
+        "dp": dp,
+        "ep": row.get("ep"),
+        "load": Load(**{k: v for k, v in load.items() if v is not None}),
+        "lengths": lengths,
+    }, None
+
+
+def measured(row: dict[str, Any]) -> dict[str, float | None]:
+    """Output tok/s per GPU, median TPOT and TTFT as the row gives them."""
+    m = row["measured"]
+
+    def pick(key: str) -> float | None:
+        value = m.get(key) or {}
+        got = value.get("median", value.get("as_reported"))
+        return float(got) if got is not None else None
+
+    per_gpu = m.get("output_tokens_per_s_per_gpu")
+    if per_gpu is None and m.get("output_tokens_per_s") and row.get("gpu_count"):
+        per_gpu = m["output_tokens_per_s"] / row["gpu_count"]
+    return {"tok_s_gpu": per_gpu, "tpot": pick("tpot_ms"), "ttft": pick("ttft_ms")}
+
+
+def summary(errors: list[float]) -> str:
+    """median |e|, p90 |e|, signed median, n."""
+    if not errors:
+        return "n 0"
+    absolute = sorted(abs(e) for e in errors)
+    p90 = absolute[max(0, math.ceil(0.9 * len(absolute)) - 1)]
+    return (
+        f"median {statistics.median(absolute):6.1%}  p90 {p90:6.1%}  "
+        f"bias {statistics.median(errors):+6.1%}  n {len(errors)}"
+    )
+
+
+def main() -> None:
+    """Print every posed row and the error summaries."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=Path, default=DEFAULT_ROWS)
+    parser.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    parser.add_argument("-v", action="store_true", help="print every row")
+    args = parser.parse_args()
+    rows = [json.loads(x) for x in args.rows.read_text().splitlines() if x.strip()]
+    groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    refused: dict[str, int] = defaultdict(int)
+    for row in rows:
+        kwargs, why = pose(row, args.models)
+        if why is not None:
+            refused[why] += 1
+            continue
+        try:
+            got = benchmark(**kwargs)
+        except PlannerError as exc:
+            refused[f"planner: {exc}"[:100]] += 1
+            continue
+        meas = measured(row)
+        pred = {
+            "tok_s_gpu": got["output_throughput_per_gpu"],
+            "tpot": got["median_tpot_ms"],
+            "ttft": got["median_ttft_ms"],
+        }
+        vendor = row.get("gpu_vendor") or "?"
+        klass = (
+            "MoE"
+            if "moe" in str(row.get("model_class", "")).lower()
+            or ("gpt-oss" in row["model"] or "MiniMax" in row["model"] or "Mixtral" in row["model"])
+            else "dense"
+        )
+        line = [f"{row['id'][:58]:58s}"]
+        for key in ("tok_s_gpu", "tpot", "ttft"):
+            if meas[key] is None or not meas[key]:
+                line.append(f"{key} -")
+                continue
+            error = (pred[key] - meas[key]) / meas[key]
+            line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
+            for g in ("all", f"vendor {vendor}", f"engine {row['engine']}", f"class {klass}"):
+                groups[key][g].append(error)
+        if args.v:
+            print("  ".join(line))
+    for key, title in (
+        ("tok_s_gpu", "output tok/s per GPU"),
+        ("tpot", "median TPOT"),
+        ("ttft", "median TTFT"),
+    ):
+        print(f"\n{title}:")
+        for g in sorted(groups[key], key=lambda x: (x != "all", x)):
+            print(f"  {g:16s} {summary(groups[key][g])}")
+    print(f"\nposed {len(rows) - sum(refused.values())} of {len(rows)} rows; not posed:")
+    for why, n in sorted(refused.items(), key=lambda x: -x[1]):
+        print(f"  {n:4d}  {why}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""`planner simulate` with a deployment: predict what `vllm bench serve` / SGLang
+`bench_serving` would print for it.
+
+The deployment is planned once by the engine model (serve plan: KV pool, max_num_seqs,
+batched-token budget as the engine would start with them), its step time comes from the
+step-time model, and the engine's scheduler runs the benchmark's load (closed loop or an
+arrival rate) over the benchmark's lengths. Everything printed is an estimate; the output
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import InputError, PlannerError
+
+# vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
+DEFAULT_BENCH_REQUESTS = 1000
+# A closed loop runs at least this many requests per client by default, so the steady state
+# outweighs the ramp at the start and the drain at the end (a benchmark's own choice; the
+# public sweeps use 5-10 per client).
+REQUESTS_PER_CLIENT = 5
+# vLLM's V1 engine (the default from 0.8.0) mixes prefill chunks into decode steps; V0 ran
+# prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py, 0.6.x).
+VLLM_V1_SINCE = (0, 8, 0)
+
+
+class Load(BaseModel):
+    """The benchmark's load: a closed loop of N clients, or an arrival rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    concurrency: int | None = Field(default=None, gt=0, le=1_000_000)
+    rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=True)
+    cv: float | None = Field(default=None, gt=0, le=20)
+    requests: int | None = Field(default=None, gt=0, le=1_000_000)
+    seed: int = Field(default=0, ge=0)
+
+
+class Lengths(BaseModel):
+    """Prompt and output lengths: fixed (`--prompt-len/--output-len`), ranged
+    (`--len-range F`: uniform in [F x L, L]) or a workload preset's distributions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: str | None = None
+    prompt_len: int | None = Field(default=None, gt=0, le=2**24)
+    output_len: int | None = Field(default=None, gt=0, le=2**24)
+    len_range: float | None = Field(default=None, ge=0, le=1)
+    trace: str | None = None
+
+
+def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
+    """The requests to send and a description of them."""
+    import numpy as np
+
+    from planner.api.simulate import load_workload
+    from planner.sim.workload import LengthDist, Workload, generate, load_trace
+
+    if lengths.trace is not None:
+        from planner.sources.files import TRACE_LIMIT_BYTES, read_text
+
+        trace = load_trace(read_text(lengths.trace, "--trace", TRACE_LIMIT_BYTES), lengths.trace)
+        return trace, {"trace": lengths.trace, "requests": trace.size}
+    base = load_workload(lengths.workload or "reference")
+    prompt, output = base.prompt_tokens, base.output_tokens
+    ratio = lengths.len_range
+
+    def dist(length: int | None, current: LengthDist) -> LengthDist:
+        if length is None:
+            if ratio is not None and lengths.workload is None:
+                raise InputError("--len-range", "needs --prompt-len and --output-len")
+            return current
+        if ratio is None or ratio >= 1:
+            return LengthDist(distribution="fixed", median=length, min=length, max=length)
+        low = max(1, int(length * ratio))
+        return LengthDist(distribution="uniform", median=length, min=low, max=length)
+
+    prompt = dist(lengths.prompt_len, prompt)
+    output = dist(lengths.output_len, output)
+    requests = load.requests
+    if requests is None:
+        requests = DEFAULT_BENCH_REQUESTS
+        if load.concurrency is not None:
+            requests = max(requests, REQUESTS_PER_CLIENT * load.concurrency)
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    if load.cv is not None and load.cv != 1.0:
+        arrival = "gamma"
+    rate = load.rate_per_s if load.rate_per_s and math.isfinite(load.rate_per_s) else math.inf
+    w = Workload(
+        arrival=arrival,
+        cv=load.cv or 1.0,
+        rate_per_s=rate if math.isfinite(rate) else 1.0,  # unused: closed loop or all at once
+        requests=requests,
+        seed=load.seed,
+        prompt_tokens=prompt,
+        output_tokens=output,
+    )
+    trace = generate(w)
+    if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
+        trace = type(trace)(
+            np.zeros(trace.size),
+            trace.prompt_tokens,
+            trace.output_tokens,
+            trace.cached_prefix_tokens,
+        )
+    echo = w.model_dump(exclude={"description", "shared_prefix_fraction", "shared_prefix_tokens"})
+    summary = w.summary()
+    if load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
+        # the arrival process is not the workload's: say only what the requests are
+        summary = f"{w.requests:,} requests, " + summary.split(", ", 2)[-1]
+        echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
+        echo.pop("rate_per_s")
+        echo.pop("cv")
+    echo["description"] = summary
+    return trace, echo
+
+
+def benchmark(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None = None,
+    settings: dict[str, Any],
+    dp: int = 1,
+    ep: int | None = None,
+    dp_attention: bool = False,
+    load: Load,
+    lengths: Lengths,
+    sweep: list[int] | None = None,
+) -> dict[str, Any]:
+    """What the benchmark would print for this deployment under this load (an estimate)."""
+    import numpy as np
+
+    from planner.api.capacity import serve_report
+    from planner.core.engines.common import parse_version
+    from planner.core.step_time import step_time_for
+    from planner.sim.bench import bench_metrics
+    from planner.sim.engine import CurveCost, SimConfig, execute
+    from planner.sources.models import resolve_model
+
+    tp = int(settings.get("tp", 1))
+    pp = int(settings.get("pp", 1))
+    if dp < 1:
+        raise InputError("--dp", f"must be >= 1 (got {dp})")
+    if pp > 1:
+        raise InputError(
+            "--pp", "the step model times one pipeline stage per GPU group only at --pp 1 so far"
+        )
+    if dp_attention:
+        raise InputError(
+            "--dp-attention",
+            "data-parallel attention is not in the step model yet; plan it as --dp replicas",
+        )
+    if ep is not None and ep not in (1, tp * dp):
+        raise InputError(
+            "--ep", f"{ep}: the engines' expert parallelism spans TP x DP = {tp * dp} ranks"
+        )
+    if load.concurrency is not None and load.rate_per_s is not None:
+        raise InputError("--concurrency", "give --concurrency (closed loop) or --rate, not both")
+    trace, workload_echo = _trace(load, lengths)
+    spec = resolve_model(preset, model, revision)
+    longest = int((trace.prompt_tokens + trace.output_tokens).max())
+    if longest > spec.max_context_tokens:
+        raise InputError(
+            "--prompt-len",
+            f"requests of up to {longest:,} tokens exceed {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} (the engines refuse them)",
+        )
+    values = dict(settings)
+    context = values.get("context_tokens")
+    if context is None:
+        values["context_tokens"] = max(longest, min(8192, spec.max_context_tokens))
+    elif context < longest:
+        raise InputError(
+            "--context", f"{context:,} is shorter than the longest request ({longest:,} tokens)"
+        )
+    mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
+    values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
+    plan, payload = serve_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=None,
+        settings=values,
+    )
+    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
+        # A benchmark runs the server as launched: the engine's own running cap, with the KV
+        # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
+        values["max_num_seqs"] = plan.cap
+        plan, payload = serve_report(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=None,
+            settings=values,
+        )
+    if not plan.fits:
+        raise PlannerError("the engine would not start: " + "; ".join(plan.reasons))
+    p = plan.prediction
+    assert p is not None
+    engine = plan.engine
+    version = parse_version(p.version)
+    block = int(str(p.settings.get("block_size", p.settings.get("page_size", 16))))
+    budget = int(
+        str(p.settings.get("max_num_batched_tokens", p.settings.get("chunked_prefill_size", 8192)))
+    )
+    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
+        budget = longest
+    weight_dtype = str(payload["model"]["weight_dtype"])
+    variant = settings.get("weight_dtype")
+    if variant is not None:
+        weight_dtype = str(variant).lower()
+    kv_bytes = 1 if str(values.get("kv_cache_dtype", "auto")).startswith("fp8") else 2
+    curve = step_time_for(
+        spec,
+        plan_gpu(gpu),
+        tp=tp,
+        weights_bytes=p.weights_bytes * tp,
+        weight_dtype=weight_dtype,
+        kv_dtype_bytes=kv_bytes,
+        engine=engine,
+        version=version,
+    )
+    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
+    cost = CurveCost(curve, f"step-time model: {curve.label}")
+
+    def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
+        cfg = SimConfig(
+            policy="chunked",
+            max_batch=plan.max_num_seqs,
+            step_token_budget=max(budget, plan.max_num_seqs),
+            chunk_tokens=max(budget, plan.max_num_seqs),
+            kv_blocks=max(1, p.kv_cache_tokens // block),
+            block_tokens=block,
+            concurrency=concurrency,
+            mixed=mixed,
+            seed=load.seed,
+        )
+        run = execute(trace_now, cost, cfg)
+        return bench_metrics(run, trace_now, replicas=dp)
+
+    def share(n: int) -> int:
+        return max(1, math.ceil(n / dp))
+
+    def replica_trace(t: Any) -> Any:
+        if dp == 1:
+            return t
+        keep = np.arange(t.size) % dp == 0  # one replica's share, round-robin
+        return type(t)(
+            t.arrival_s[keep],
+            t.prompt_tokens[keep],
+            t.output_tokens[keep],
+            t.cached_prefix_tokens[keep],
+        )
+
+    closed = load.concurrency
+    if closed is None and load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
+        closed = trace.size  # every request sent at t = 0
+    one = replica_trace(trace)
+    metrics = run_at(share(closed) if closed else None, one)
+    gpus = tp * pp * dp
+    result: dict[str, Any] = {
+        **_per_gpu(metrics, gpus),
+        "max_concurrency": load.concurrency,
+        "request_rate": load.rate_per_s if load.concurrency is None else None,
+        "gpus": gpus,
+        "estimate": (
+            "predicted by the step-time model and the engine's scheduler (docs/simulate.md); "
+            "not a measurement"
+        ),
+        "deployment": {
+            "model": spec.name,
+            "gpu": plan_gpu(gpu).id,
+            "engine": engine,
+            "engine_version": p.version,
+            "tp": tp,
+            "pp": pp,
+            "dp": dp,
+            "ep": ep or 1,
+            "weight_dtype": weight_dtype,
+            "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
+            "max_num_seqs": plan.max_num_seqs,
+            "max_num_batched_tokens": budget,
+            "kv_cache_tokens": p.kv_cache_tokens,
+            "block_size": block,
+            "scheduler": "prefill chunks mixed into decode steps"
+            if mixed
+            else "prefill-only steps (decode waits)",
+            "command": plan.command,
+        },
+        "workload": workload_echo,
+        "step_ms": {
+            str(b): curve.step_ms(b, max(1, round(mean_total)))
+            for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
+        },
+        "sweep": None,
+    }
+    if sweep:
+        points = []
+        for n in sweep:
+            if n < 1:
+                raise InputError("--sweep", "concurrency values must be >= 1")
+            requests = load.requests or max(DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * n)
+            swept, _ = _trace(load.model_copy(update={"requests": requests}), lengths)
+            point = _per_gpu(run_at(share(n), replica_trace(swept)), gpus)
+            points.append({"max_concurrency": n, **point})
+        result["sweep"] = points
+    return result
+
+
+def _per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """The benchmark's figures plus per-GPU and per-user throughput (the public sweeps' axes)."""
+    tpot = metrics["median_tpot_ms"]
+    return {
+        **metrics,
+        "output_throughput_per_gpu": metrics["output_throughput"] / gpus,
+        "total_token_throughput_per_gpu": metrics["total_token_throughput"] / gpus,
+        "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
+    }
+
+
+def plan_gpu(gpu: str) -> Any:
+    """The catalog GPU a name resolves to."""
+    from planner.sources.presets import find_gpu
+
+    return find_gpu(gpu)

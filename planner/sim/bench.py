@@ -1,0 +1,92 @@
+"""The figures `vllm bench serve --save-result` prints, measured on one simulated run.
+
+Names and definitions follow the benchmark (vllm/benchmarks/serve.py): TTFT from send to first
+token, TPOT = (end-to-end - TTFT) / (output tokens - 1) per request, ITL every gap between
+tokens, E2EL send to last token, throughputs over the whole run (first send to last finish).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.sim.engine import RunState
+from planner.sim.workload import Trace
+
+# Percentiles `vllm bench serve` prints by default (--metric-percentiles 99) plus the median.
+BENCH_PERCENTILE = 99
+
+
+def weighted_quantiles(
+    values: NDArray[np.float64], counts: NDArray[np.int64], qs: list[float]
+) -> list[float]:
+    """Quantiles (0-1, linear interpolation, as np.percentile) of `values` each repeated
+    `counts` times, without expanding them."""
+    keep = counts > 0
+    values, counts = values[keep], counts[keep]
+    if values.size == 0:
+        return [0.0 for _ in qs]
+    order = np.argsort(values, kind="stable")
+    values, ends = values[order], np.cumsum(counts[order])
+    total = int(ends[-1])
+    out = []
+    for q in qs:
+        position = q * (total - 1)
+        low = int(np.floor(position))
+        at_low = values[np.searchsorted(ends, low, side="right")]
+        at_high = values[np.searchsorted(ends, min(low + 1, total - 1), side="right")]
+        out.append(float(at_low + (position - low) * (at_high - at_low)))
+    return out
+
+
+def _stats(name: str, values: NDArray[np.float64]) -> dict[str, float]:
+    if values.size == 0:
+        values = np.zeros(1)
+    median, tail = np.percentile(values, [50, BENCH_PERCENTILE])
+    return {
+        f"mean_{name}_ms": float(values.mean()),
+        f"median_{name}_ms": float(median),
+        f"std_{name}_ms": float(values.std()),
+        f"p{BENCH_PERCENTILE}_{name}_ms": float(tail),
+    }
+
+
+def bench_metrics(run: RunState, trace: Trace, replicas: int = 1) -> dict[str, Any]:
+    """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
+    multiply the throughputs (each served its share of the load)."""
+    start = float(np.min(run.arrival_ms))
+    duration_s = (float(np.nanmax(run.finish_ms)) - start) / 1000.0
+    ttft = run.first_ms - run.arrival_ms
+    e2el = run.finish_ms - run.arrival_ms
+    multi = run.output > 1
+    tpot = (e2el[multi] - ttft[multi]) / (run.output[multi] - 1)
+    gaps = np.asarray(list(run.itl_tokens), dtype=np.float64)
+    counts = np.asarray(list(run.itl_tokens.values()), dtype=np.int64)
+    itl_mean = float((gaps * counts).sum() / counts.sum()) if counts.sum() else 0.0
+    itl_median, itl_tail = weighted_quantiles(gaps, counts, [0.5, BENCH_PERCENTILE / 100])
+    itl_std = 0.0
+    if counts.sum():
+        itl_std = float(np.sqrt((counts * (gaps - itl_mean) ** 2).sum() / counts.sum()))
+    inputs = int(trace.prompt_tokens.sum()) * replicas
+    outputs = int(trace.output_tokens.sum()) * replicas
+    completed = trace.size * replicas
+    return {
+        "completed": completed,
+        "duration": duration_s,
+        "total_input_tokens": inputs,
+        "total_output_tokens": outputs,
+        "request_throughput": completed / duration_s,
+        "output_throughput": outputs / duration_s,
+        "total_token_throughput": (inputs + outputs) / duration_s,
+        **_stats("ttft", ttft),
+        **_stats("tpot", tpot),
+        "mean_itl_ms": itl_mean,
+        "median_itl_ms": itl_median,
+        "std_itl_ms": itl_std,
+        f"p{BENCH_PERCENTILE}_itl_ms": itl_tail,
+        **_stats("e2el", e2el),
+        "preemptions": run.preemptions * replicas,
+        "peak_kv_blocks": run.peak_blocks,
+    }

@@ -1,0 +1,235 @@
+"""`planner simulate` with a deployment: the benchmark predictor (docs/simulate.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from helpers import Result
+
+from planner.api.bench import Lengths, Load, benchmark
+from planner.core.step_time import step_time_for
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
+
+Cli = Callable[..., Result]
+
+# The keys `vllm bench serve --save-result` writes for these figures.
+VLLM_BENCH_KEYS = {
+    "completed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *(
+        f"{s}_{m}_ms"
+        for s in ("mean", "median", "std", "p99")
+        for m in ("ttft", "tpot", "itl", "e2el")
+    ),
+}
+
+
+def run(
+    concurrency: int,
+    prompt: int = 1000,
+    output: int = 200,
+    requests: int | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """One closed-loop prediction of Llama-3.1-8B on an H100."""
+    return benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings=settings,
+        load=Load(concurrency=concurrency, requests=requests),
+        lengths=Lengths(prompt_len=prompt, output_len=output),
+    )
+
+
+def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
+    r = cli(
+        "simulate",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--concurrency",
+        "4",
+        "--prompt-len",
+        "500",
+        "--output-len",
+        "100",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    data = r.json()
+    assert data.keys() >= VLLM_BENCH_KEYS
+    assert data["completed"] == 1000 and data["total_input_tokens"] == 500_000
+    assert data["total_output_tokens"] == 100_000 and data["gpus"] == 1
+    assert data["output_throughput_per_gpu"] == pytest.approx(data["output_throughput"])
+    assert "not a measurement" in data["estimate"]
+    # the launch line the prediction ran with is the serve plan's, with the engine's own cap
+    assert "--max-num-seqs 1024" in data["deployment"]["command"]
+
+
+def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
+    prompt, output = 1000, 200
+    got = run(1, prompt, output, requests=20)
+    curve = step_time_for(resolve_model("llama-3.1-8b", None), find_gpu("h100"), engine="vllm")
+    # TTFT: one prefill of the whole prompt (8,192-token budget), nothing else in the step
+    prefill = curve.mixed_ms(0, 0, prompt, prompt * (prompt + 1) / 2)
+    assert got["median_ttft_ms"] == pytest.approx(prefill, rel=1e-6)
+    # TPOT: the step at one sequence, its KV read growing from prompt + 1 to prompt + output
+    mid = curve.step_ms(1, prompt + output // 2)
+    assert got["median_tpot_ms"] == pytest.approx(mid, rel=0.01)
+
+
+def test_littles_law() -> None:
+    n = 8
+    got = run(n, 300, 100, requests=50 * n)
+    in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
+    assert in_system == pytest.approx(n, rel=0.02)
+
+
+def test_throughput_never_falls_with_concurrency_until_preemption() -> None:
+    last = 0.0
+    for n in (1, 2, 4, 8, 16, 32, 64, 128):
+        got = run(n, 1000, 200)
+        assert got["preemptions"] == 0
+        assert got["output_throughput"] >= last * 0.999, n
+        last = got["output_throughput"]
+
+
+def test_fp8_weights_are_never_slower_on_an_fp8_card() -> None:
+    for n in (1, 16, 128):
+        bf16 = run(n, 1000, 200)
+        fp8 = run(n, 1000, 200, weight_dtype="fp8")
+        assert fp8["median_tpot_ms"] <= bf16["median_tpot_ms"]
+        assert fp8["output_throughput"] >= bf16["output_throughput"]
+
+
+def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
+    one = run(8, 500, 100)
+    two = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        dp=2,
+        load=Load(concurrency=16),
+        lengths=Lengths(prompt_len=500, output_len=100),
+    )
+    assert two["gpus"] == 2
+    assert two["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=0.02)
+    assert two["output_throughput_per_gpu"] == pytest.approx(
+        one["output_throughput_per_gpu"], rel=0.02
+    )
+
+
+def test_unmixed_prefill_steps_make_decodes_wait() -> None:
+    """SGLang (and vLLM V0) run prefill-only steps: decodes wait through them, where vLLM's V1
+    engine carries the prefill chunk in the decode step. With a = 5 ms per step, the four
+    decoding requests lose one step's fixed cost per prefill step they wait through."""
+    import numpy as np
+
+    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.workload import Trace
+
+    n = 5
+    trace = Trace(
+        np.array([0.0, 0.0, 0.0, 0.0, 0.05]),
+        np.array([10, 10, 10, 10, 1000]),
+        np.array([100, 100, 100, 100, 2]),
+        np.zeros(n, dtype=np.int64),
+    )
+    cost = CostModel(a_ms=5.0, b_ms=0.1, prefill_ms_per_token=0.05, overhead_ms=0.0)
+    finish = {}
+    for mixed in (True, False):
+        cfg = SimConfig(policy="chunked", step_token_budget=256, chunk_tokens=256, mixed=mixed)
+        finish[mixed] = execute(trace, cost, cfg).finish_ms[:4]
+    waited = finish[False] - finish[True]
+    # 1,000 prompt tokens in 256-token chunks: 4 prefill-only steps, each charging the 5 ms
+    # fixed cost once more than the mixed steps that carried the same chunks
+    assert waited == pytest.approx(np.full(4, 4 * 5.0), abs=1.0)
+
+
+def test_sharegpt_preset_means_match_the_published_totals() -> None:
+    got = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(rate_per_s=4.0),
+        lengths=Lengths(workload="sharegpt"),
+    )
+    # 215,312 input / 197,144 output tokens over 1,000 prompts (the preset's source)
+    assert got["total_input_tokens"] == pytest.approx(215_312, rel=0.05)
+    assert got["total_output_tokens"] == pytest.approx(197_144, rel=0.05)
+
+
+def test_len_range_draws_between_f_l_and_l() -> None:
+    got = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(concurrency=4, requests=2000),
+        lengths=Lengths(prompt_len=1000, output_len=100, len_range=0.5),
+    )
+    assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--concurrency", "4"], "--prompt-len"),
+        (
+            ["--concurrency", "4", "--rate", "2", "--prompt-len", "10", "--output-len", "10"],
+            "--concurrency",
+        ),
+        (["--prompt-len", "10", "--output-len", "10", "--pp", "2"], "--pp"),
+        (["--prompt-len", "10", "--output-len", "10", "--compare", "static,chunked"], "--compare"),
+        (["--prompt-len", "200000", "--output-len", "10"], "--prompt-len"),
+        (["--prompt-len", "10", "--output-len", "10", "--engine", "trt"], "--engine"),
+        (["--prompt-len", "10", "--output-len", "10", "--ep", "3"], "--ep"),
+        (["--prompt-len", "10", "--output-len", "10", "--sweep", "max_batch=4"], "--sweep"),
+        (["--prompt-len", "10", "--output-len", "10", "--len-range", "2"], "--len-range"),
+    ],
+)
+def test_bad_deployment_input_exits_2(cli: Cli, args: list[str], text: str) -> None:
+    r = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", *args)
+    assert r.code == 2, r.err
+    assert text in r.err and r.err.count("\n") == 1
+
+
+def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli) -> None:
+    r = cli("simulate", "--concurrency", "4")
+    assert r.code == 2 and "--concurrency" in r.err
+
+
+def test_sweep_gives_one_point_per_concurrency(cli: Cli) -> None:
+    r = cli(
+        "simulate",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--prompt-len",
+        "500",
+        "--output-len",
+        "100",
+        "--sweep",
+        "concurrency=1,8,32",
+        "--requests",
+        "64",
+        "--json",
+    )
+    points = r.json()["sweep"]
+    assert [p["max_concurrency"] for p in points] == [1, 8, 32]
+    per_user = [p["tokens_per_s_per_user"] for p in points]
+    per_gpu = [p["output_throughput_per_gpu"] for p in points]
+    assert per_user == sorted(per_user, reverse=True) and per_gpu == sorted(per_gpu)
