@@ -1,8 +1,9 @@
 """Public end-to-end serving results through `planner simulate` (the benchmark predictor).
 
-Reads a JSONL of published results (default ../shared/calibration/e2e.jsonl beside the
-checkout, or --rows FILE), poses each vLLM / SGLang, non-disaggregated, non-speculative row as
-the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
+Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf Inference,
+dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
+poses each vLLM / SGLang, non-disaggregated, non-speculative row as the simulate flags a user
+would type, and prints predicted vs measured output tokens/s per GPU,
 median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class.
 Rows that cannot be posed are counted with their one-line reason.
 
@@ -24,8 +25,8 @@ from planner.api.bench import Lengths, Load, benchmark
 from planner.errors import PlannerError
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_ROWS = ROOT.parent / "shared" / "calibration" / "e2e.jsonl"
-DEFAULT_MODELS = ROOT.parent / "shared" / "models"
+DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
+DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
 
 # A row's GPU name -> the catalog id.
 GPUS = {

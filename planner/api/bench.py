@@ -23,6 +23,11 @@ DEFAULT_BENCH_REQUESTS = 1000
 # outweighs the ramp at the start and the drain at the end (a benchmark's own choice; the
 # public sweeps use 5-10 per client).
 REQUESTS_PER_CLIENT = 5
+# SGLang admits a request only while its pool keeps room for the running requests' remaining
+# outputs times a new-token ratio: 0.7 at start (global_config.py default_init_new_token_ratio),
+# decaying per step towards 0.7 x 0.14 and reset upwards on every retraction, so under the
+# overload where admission decides anything it sits near the initial value.
+SGLANG_NEW_TOKEN_RATIO = 0.7
 # vLLM's V1 engine (the default from 0.8.0) mixes prefill chunks into decode steps; V0 ran
 # prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py, 0.6.x).
 VLLM_V1_SINCE = (0, 8, 0)
@@ -241,6 +246,7 @@ def benchmark(
             block_tokens=block,
             concurrency=concurrency,
             mixed=mixed,
+            admit_reserve_ratio=SGLANG_NEW_TOKEN_RATIO if engine == "sglang" else 0.0,
             seed=load.seed,
         )
         run = execute(trace_now, cost, cfg)

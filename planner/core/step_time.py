@@ -49,6 +49,12 @@ DEFAULT_LINK_BYTES_PER_S = 32e9
 ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0.2}
 # Tokens per step at which MoE expert activation is reported as saturated (all experts read).
 SATURATED_EXPERT_SHARE = 0.999
+# A MoE layer launches kernels a dense one does not: the router GEMM, top-k softmax, the token
+# sort / block alignment of fused MoE and the weighted combine (vLLM fused_moe.py: 4 kernels
+# beside the two grouped GEMMs). At the 4-9 us a kernel costs in KERNEL_MS_PER_LAYER above
+# (17 us for ~10 kernels per dense layer), 30 us per MoE layer, an estimate: the Mixtral-8x22B
+# TP 4 / TP 8 rows in benchmarks/data/step-time.jsonl move by 3-4% with it.
+MOE_KERNEL_MS_PER_LAYER = 0.03
 # Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
 # A100 peak in its paper's forward benchmarks, Dao 2023, fig. 4; FA3 ~75% on H100): the lower
 # end, since varlen chunks of mixed lengths run below the paper's fixed-shape figures.
@@ -87,6 +93,8 @@ class StepTime(BaseModel):
     expert_bytes: int = Field(default=0, ge=0, description="one expert across its layers, per GPU")
     num_experts: int = Field(default=0, ge=0)
     experts_per_token: int = Field(default=0, ge=0)
+    moe_layers: int = Field(default=0, ge=0, description="layers with routed experts")
+    moe_kernel_ms_per_layer: float = Field(default=MOE_KERNEL_MS_PER_LAYER, ge=0)
     model: ModelSpec = Field(description="for the KV bytes of each layer group")
     kv_dtype_bytes: int = Field(default=2, gt=0)
     active_params_per_gpu: int = Field(gt=0)
@@ -130,6 +138,12 @@ class StepTime(BaseModel):
         ) * 1e3
         return weights, memory_ms, compute_ms
 
+    def moe_fixed_ms(self, tokens: int) -> float:
+        """The MoE layers' routing kernels (a fixed cost per layer and step), ms."""
+        if not self.num_experts or not self.moe_layers or tokens <= 0:
+            return 0.0
+        return self.moe_layers * self.moe_kernel_ms_per_layer
+
     def allreduce_ms(self, tokens: int) -> float:
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms."""
         if self.tp <= 1:
@@ -165,6 +179,7 @@ class StepTime(BaseModel):
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
             + self.layers * self.kernel_ms_per_layer
+            + self.moe_fixed_ms(tokens)
             + self.allreduce_ms(tokens)
             + self.overhead_ms
         )
@@ -176,7 +191,7 @@ class StepTime(BaseModel):
         kv = batch * self.kv_bytes(context)
         attention_ms = self.kv_read_ms(kv)
         memory_ms = weights_ms + attention_ms
-        kernels_ms = self.layers * self.kernel_ms_per_layer
+        kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(batch)
         allreduce_ms = self.allreduce_ms(batch)
         step = max(weights_ms, compute_ms) + attention_ms + kernels_ms + allreduce_ms
         step += self.overhead_ms
@@ -258,6 +273,7 @@ def step_time_for(
         expert_bytes=ceil_div(expert_one, tp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
+        moe_layers=_moe_layers(model) if expert_one else 0,
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
         active_params_per_gpu=max(1, model.params_active // tp),

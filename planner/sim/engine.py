@@ -114,6 +114,13 @@ class SimConfig(BaseModel):
         description="closed loop: this many clients, each sends its next request when its last "
         "one finishes (the trace's arrival times are ignored)",
     )
+    admit_reserve_ratio: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="admit a request only while the pool keeps this share of every running "
+        "request's remaining output free (SGLang's new-token ratio); 0: admit on the prompt",
+    )
     mixed: bool = Field(
         default=True,
         description="prefill chunks share a step with the decode tokens (vLLM); False: a step "
@@ -331,6 +338,8 @@ def _iteration_level(
         overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
         prefill_ms = cost.prefill_ms_per_token
     mixed = cfg.mixed
+    preempted_last = False  # the last step preempted: it admits nothing new
+    reserve_ratio = cfg.admit_reserve_ratio
     stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
     decode_base = 0  # sum over decoding sequences of (prefilled + post_off): tokens = + clock x n
     busy_ms = overhead_total_ms = slot_ms = 0.0
@@ -374,6 +383,11 @@ def _iteration_level(
         """KV blocks the given sequences hold."""
         return sum(-(-holding(i) // block) for i in ids)
 
+    def remaining_output(i: int) -> int:
+        """Tokens request i has still to generate."""
+        done = gen_off[i] + clock if decoding_now[i] else generated[i]
+        return max(0, output[i] - done)
+
     def next_finish() -> int:
         """Clock value of the next finish (stale entries dropped); past any clock if none."""
         while heap and (heap[0][2] != version[heap[0][1]] or not decoding_now[heap[0][1]]):
@@ -389,14 +403,23 @@ def _iteration_level(
             t = arrival[nxt]
             continue
         swap_ms = 0.0
-        if waiting and len(running) < max_batch:
+        # vLLM's scheduler admits no waiting request in a step that preempted one (v1
+        # core/sched/scheduler.py: waiting requests are scheduled only `if not preempted_reqs`),
+        # so a full pool does not thrash admitting and evicting the same requests.
+        if waiting and len(running) < max_batch and not preempted_last:
             in_use = held(running) if pool is not None and running else 0
+            if reserve_ratio and pool is not None:
+                # SGLang-style admission: room is kept for the running requests' remaining
+                # outputs, times the engine's new-token ratio
+                in_use += ceil(reserve_ratio * sum(remaining_output(j) for j in running) / block)
             while waiting and len(running) < max_batch:
                 i = waiting[0]
                 if pool is not None:
                     tokens = prefilled[i] + post[i] if swapped[i] else target[i]
                     need = -(-tokens // block)
-                    if in_use + need > pool:
+                    if reserve_ratio:
+                        need += ceil(reserve_ratio * remaining_output(i) / block)
+                    if in_use + need > pool and (running or in_use):
                         break
                     if swapped[i]:
                         swap_ms += need * cfg.swap_ms_per_block
@@ -507,8 +530,11 @@ def _iteration_level(
         if finished:
             running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
         if pool is not None:
-            while running and held(running) > pool:
+            in_use = held(running) if running else 0
+            preempted_last = in_use > pool
+            while running and in_use > pool:
                 victim = running.pop()  # the most recently admitted gives way
+                in_use -= -(-holding(victim) // block)
                 run.preemptions += 1
                 if decoding_now[victim]:
                     stop_decoding(victim)
