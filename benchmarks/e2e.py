@@ -94,6 +94,15 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, "no load given"
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
     settings: dict[str, Any] = {"engine": row["engine"], "tp": tp}
+    config = row.get("engine_config") or {}
+    if int(config.get("num_scheduler_steps") or 1) > 1:
+        return {}, "vLLM multi-step scheduling not modelled"
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        if config.get(key):
+            settings[key] = int(config[key])
+    chunked = None
+    if config.get("enable_chunked_prefill"):
+        chunked = str(config["enable_chunked_prefill"]).lower() == "true"
     if version:
         settings["version"] = version.group(0)
     if weights:
@@ -109,6 +118,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "ep": row.get("ep"),
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
+        "chunked_prefill": chunked,
     }, None
 
 

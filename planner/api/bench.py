@@ -137,8 +137,12 @@ def benchmark(
     load: Load,
     lengths: Lengths,
     sweep: list[int] | None = None,
+    chunked_prefill: bool | None = None,
 ) -> dict[str, Any]:
-    """What the benchmark would print for this deployment under this load (an estimate)."""
+    """What the benchmark would print for this deployment under this load (an estimate).
+
+    `chunked_prefill`: vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode
+    steps, as V1 always does); None: the release's default."""
     import numpy as np
 
     from planner.api.capacity import serve_report
@@ -234,6 +238,8 @@ def benchmark(
         version=version,
     )
     mixed = engine == "vllm" and version >= VLLM_V1_SINCE
+    if chunked_prefill is not None and engine == "vllm":
+        mixed = chunked_prefill or version >= VLLM_V1_SINCE
     cost = CurveCost(curve, f"step-time model: {curve.label}")
 
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
