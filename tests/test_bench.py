@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -233,3 +235,148 @@ def test_sweep_gives_one_point_per_concurrency(cli: Cli) -> None:
     per_user = [p["tokens_per_s_per_user"] for p in points]
     per_gpu = [p["output_throughput_per_gpu"] for p in points]
     assert per_user == sorted(per_user, reverse=True) and per_gpu == sorted(per_gpu)
+
+
+def _results(tmp_path: Path, scale: float, offset: float, loads: tuple[int, ...]) -> list[str]:
+    """Benchmark results of a 'real' deployment whose HBM reads take `scale` x the model's and
+    whose steps carry `offset` ms more, written as `vllm bench serve --save-result` JSON."""
+    from planner.core.engines.calibration import Calibration, StepCalibration
+
+    paths = []
+    for n in loads:
+        kwargs: dict[str, Any] = {
+            "gpu": "h100",
+            "preset": "llama-3.1-8b",
+            "model": None,
+            "settings": {},
+            "load": Load(concurrency=n, requests=6 * n),
+            "lengths": Lengths(prompt_len=800, output_len=120),
+        }
+        d = benchmark(**kwargs)["deployment"]
+        truth = Calibration(
+            engine=d["engine"],
+            engine_version=d["engine_version"],
+            gpu=d["gpu"],
+            model=d["model"],
+            tensor_parallel_size=1,
+            pipeline_parallel_size=1,
+            step=StepCalibration(memory_scale=scale, step_offset_ms=offset, basis="t", results=1),
+        )
+        got = benchmark(**kwargs, calibration=truth)
+        keys = (
+            "completed",
+            "total_input_tokens",
+            "total_output_tokens",
+            "median_tpot_ms",
+            "output_throughput",
+            "max_concurrency",
+            "request_rate",
+            "duration",
+        )
+        path = tmp_path / f"c{n}.json"
+        path.write_text(json.dumps({"backend": "vllm", **{k: got[k] for k in keys}}))
+        paths.append(str(path))
+    return paths
+
+
+def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
+    """From results at concurrency 4 and 48, concurrency 16 of the same deployment is
+    predicted within 10% (TPOT and throughput); the uncalibrated model is further off."""
+    c4, c16, c48 = _results(tmp_path, 1.35, 1.5, (4, 16, 48))
+    profile = tmp_path / "p.yaml"
+    r = cli(
+        "calibrate",
+        "--bench",
+        c4,
+        "--bench",
+        c48,
+        "--gpu",
+        "h100",
+        "--preset",
+        "llama-3.1-8b",
+        "--save",
+        str(profile),
+        "--json",
+    )
+    assert r.code == 0, r.err
+    step = r.json()["profile"]["step"]
+    assert step["memory_scale"] == pytest.approx(1.35, rel=0.05)
+    measured = json.loads(Path(c16).read_text())
+    args = (
+        "simulate",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--concurrency",
+        "16",
+        "--requests",
+        "96",
+        "--prompt-len",
+        "800",
+        "--output-len",
+        "120",
+        "--json",
+    )
+    plain = cli(*args).json()
+    fitted = cli(*args, "--calibration", str(profile)).json()
+    for key in ("median_tpot_ms", "output_throughput"):
+        assert fitted[key] == pytest.approx(measured[key], rel=0.10)
+        assert abs(plain[key] - measured[key]) > abs(fitted[key] - measured[key])
+
+
+def test_calibration_from_another_deployment_is_refused(cli: Cli, tmp_path: Path) -> None:
+    (c4,) = _results(tmp_path, 1.2, 0.0, (4,))
+    profile = tmp_path / "p.yaml"
+    assert (
+        cli(
+            "calibrate",
+            "--bench",
+            c4,
+            "--gpu",
+            "h100",
+            "--preset",
+            "llama-3.1-8b",
+            "--save",
+            str(profile),
+        ).code
+        == 0
+    )
+    for other in (
+        ["--gpu", "a100", "--preset", "llama-3.1-8b"],
+        ["--gpu", "h100", "--preset", "qwen3-8b"],
+    ):
+        r = cli(
+            "simulate",
+            *other,
+            "--concurrency",
+            "2",
+            "--prompt-len",
+            "100",
+            "--output-len",
+            "10",
+            "--calibration",
+            str(profile),
+        )
+        assert r.code == 2 and "--calibration: the profile was measured" in r.err
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        ('{"completed": 100, "total_input_tokens": 1000', "line 1"),  # truncated
+        (
+            '{"completed": 100, "total_input_tokens": 1000, "total_output_tokens": 500, '
+            '"median_tpot_ms": NaN, "output_throughput": 10.0}',
+            "median_tpot_ms is nan",
+        ),
+        ('{"ttft_s": [0.1, 0.2], "tool": "genai-perf"}', "completed is missing"),
+        ("", "empty"),
+    ],
+)
+def test_bad_result_files_exit_2(cli: Cli, tmp_path: Path, body: str, text: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(body)
+    r = cli("calibrate", "--bench", str(path), "--gpu", "h100", "--preset", "llama-3.1-8b")
+    assert r.code == 2, r.err
+    assert text in r.err and r.err.count("\n") == 1

@@ -94,6 +94,7 @@ BASE = {
     "fleet": ["--preset", "llama-3.1-8b", "--rate", "20", "--tpot", "50", "--ttft", "1000"],
     "gpus": [],
     "presets": [],
+    "calibrate": ["--bench", "r.json", "--gpu", "h100"],  # numbers checked before files
 }
 
 

@@ -138,6 +138,7 @@ def benchmark(
     lengths: Lengths,
     sweep: list[int] | None = None,
     chunked_prefill: bool | None = None,
+    calibration: Any = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
@@ -237,6 +238,10 @@ def benchmark(
         engine=engine,
         version=version,
     )
+    calibrated = None
+    if calibration is not None:
+        calibrated = check_step_calibration(calibration, engine, plan_gpu(gpu).id, spec.name, tp)
+        curve = apply_step_calibration(curve, calibrated)
     mixed = engine == "vllm" and version >= VLLM_V1_SINCE
     if chunked_prefill is not None and engine == "vllm":
         mixed = chunked_prefill or version >= VLLM_V1_SINCE
@@ -308,6 +313,7 @@ def benchmark(
             "command": plan.command,
         },
         "workload": workload_echo,
+        "calibration": None if calibrated is None else calibrated.model_dump(),
         "step_ms": {
             str(b): curve.step_ms(b, max(1, round(mean_total)))
             for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
@@ -343,3 +349,36 @@ def plan_gpu(gpu: str) -> Any:
     from planner.sources.presets import find_gpu
 
     return find_gpu(gpu)
+
+
+def check_step_calibration(cal: Any, engine: str, gpu_id: str, model: str, tp: int) -> Any:
+    """The profile's step terms, refused when they were measured on another deployment."""
+    if cal.step is None:
+        raise InputError(
+            "--calibration",
+            "the profile has no step terms: make one with `planner calibrate --bench RESULT.json`",
+        )
+    for what, theirs, mine in (
+        ("engine", cal.engine, engine),
+        ("GPU", cal.gpu, gpu_id),
+        ("model", cal.model, model),
+        ("TP", cal.tensor_parallel_size, tp),
+    ):
+        if str(theirs) != str(mine):
+            raise InputError(
+                "--calibration",
+                f"the profile was measured with {what} {theirs}, this deployment has {mine}: "
+                "a step calibration holds for the deployment it was measured on",
+            )
+    return cal.step
+
+
+def apply_step_calibration(curve: Any, step: Any) -> Any:
+    """The step model with measured corrections: HBM-read time scaled, a fixed time per step
+    added (never below zero engine overhead)."""
+    return curve.model_copy(
+        update={
+            "memory_scale": step.memory_scale,
+            "overhead_ms": max(0.0, curve.overhead_ms + step.step_offset_ms),
+        }
+    )

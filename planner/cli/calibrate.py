@@ -11,8 +11,8 @@ from planner.cli.render import console, emit_json, fit_columns, print_table
 
 def calibrate(
     logs: Annotated[
-        list[str], typer.Argument(help="vLLM / SGLang start-up logs of one deployment.")
-    ],
+        list[str] | None, typer.Argument(help="vLLM / SGLang start-up logs of one deployment.")
+    ] = None,
     gpu: Annotated[
         str | None, typer.Option(help="GPU id, alias or device name the logs ran on.")
     ] = None,
@@ -24,6 +24,21 @@ def calibrate(
     engine_version: Annotated[
         str | None, typer.Option(help="Engine version, where the logs do not print it.")
     ] = None,
+    bench: Annotated[
+        list[str] | None,
+        typer.Option(help="vllm bench serve --save-result JSON / SGLang bench_serving output."),
+    ] = None,
+    tp: Annotated[
+        int, typer.Option("--tp", "--tensor-parallel-size", help="TP of the benchmarked server.")
+    ] = 1,
+    dp: Annotated[int, typer.Option(help="Data-parallel replicas of the benchmarked server.")] = 1,
+    engine: Annotated[str, typer.Option(help="vllm or sglang (with --bench).")] = "vllm",
+    weight_dtype: Annotated[
+        str | None, typer.Option(help="Weights as served (with --bench): fp8, fp4, int4.")
+    ] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
+    ] = None,
     save: Annotated[
         str | None, typer.Option(help="Write the profile (YAML) for --calibration.")
     ] = None,
@@ -31,18 +46,57 @@ def calibrate(
 ) -> None:
     """Measure the engine model's terms on your own logs; save them as a calibration profile."""
     from planner.api.calibrate import calibrate_report
+    from planner.errors import InputError
     from planner.sources.files import check_writable
 
     if save is not None:
         check_writable(save, "--save")
-    profile, report = calibrate_report(
-        log_paths=list(logs),
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        version=engine_version,
-    )
+    if not logs and not bench:
+        raise InputError("LOG", "give start-up logs, or --bench RESULT.json (or both)")
+    report: dict[str, Any] = {}
+    profile: Any = None
+    if logs:
+        profile, report = calibrate_report(
+            log_paths=list(logs),
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            version=engine_version,
+        )
+    if bench:
+        from planner.api.bench_calibrate import bench_calibration
+        from planner.cli.capacity import _engine_kv_dtype
+
+        if gpu is None:
+            raise InputError("--gpu", "required with --bench (the GPU the results ran on)")
+        if engine not in ("vllm", "sglang"):
+            raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+        settings: dict[str, Any] = {
+            "engine": engine,
+            "tp": tp,
+            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype),
+        }
+        if engine_version:
+            settings["version"] = engine_version
+        if weight_dtype:
+            settings["weight_dtype"] = weight_dtype
+        stepped, bench_report = bench_calibration(
+            bench_paths=list(bench),
+            gpu=gpu,
+            preset=preset,
+            model=model if model or preset else None,
+            revision=revision,
+            settings=settings,
+            dp=dp,
+        )
+        if profile is None:
+            profile, report = stepped, bench_report | {"logs": [], "cross_checks": []}
+        else:
+            profile = _merged(profile, stepped)
+            report["bench"] = bench_report
+            report["profile"] = profile.model_dump()
+        report.setdefault("bench", bench_report)
     if save is not None:
         from planner.sources.calibration import dump_calibration
         from planner.sources.files import write_file
@@ -53,6 +107,23 @@ def calibrate(
         emit_json(report)
     else:
         render(report)
+
+
+def _merged(logs_profile: Any, bench_profile: Any) -> Any:
+    """One profile from logs and benchmark results of the same deployment."""
+    from planner.errors import InputError
+
+    for what in ("engine", "gpu", "model", "tensor_parallel_size"):
+        mine, theirs = getattr(logs_profile, what), getattr(bench_profile, what)
+        if mine != theirs:
+            raise InputError(
+                "--bench",
+                f"the results' {what} {theirs} differs from the logs' {mine}: one "
+                "profile is one deployment",
+            )
+    return logs_profile.model_copy(
+        update={"step": bench_profile.step, "benchmarks": bench_profile.benchmarks}
+    )
 
 
 def _gib(value: Any) -> str:
@@ -127,6 +198,31 @@ def render(report: dict[str, Any]) -> None:
                 else ""
             ),
             markup=False,
+        )
+    bench = report.get("bench")
+    if bench:
+        for row in bench["results"]:
+            m, u, c = row["measured"], row["uncalibrated"], row["calibrated"]
+            load = (
+                f"concurrency {row['max_concurrency']}"
+                if row["max_concurrency"] is not None
+                else f"rate {row['request_rate'] or 'inf'}"
+            )
+            out.print(
+                f"{row['result']} ({load}): median TPOT {m['median_tpot_ms']:.2f} ms measured, "
+                f"{u['median_tpot_ms']:.2f} modelled ({u['tpot_error']:+.1%}), "
+                f"{c['median_tpot_ms']:.2f} calibrated ({c['tpot_error']:+.1%}); output "
+                f"{m['output_throughput']:,.0f} tok/s measured, {c['output_throughput']:,.0f} "
+                f"calibrated ({c['throughput_error']:+.1%})",
+                markup=False,
+                soft_wrap=True,
+            )
+        step = profile["step"]
+        out.print(
+            f"step terms: HBM-read time x {step['memory_scale']:.3f}, "
+            f"{step['step_offset_ms']:+.3f} ms per step ({step['basis']})",
+            markup=False,
+            soft_wrap=True,
         )
     if report.get("saved"):
         out.print(f"saved: {report['saved']} (use it with --calibration)", markup=False)

@@ -146,6 +146,10 @@ def simulate(
         int | None,
         typer.Option("--context", "--max-model-len", help="Server max model length, tokens."),
     ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="A profile from `planner calibrate --bench` (step-time terms)."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
@@ -214,7 +218,13 @@ def simulate(
                 "a deployment benchmark needs --prompt-len and --output-len, --workload "
                 "(e.g. sharegpt) or --trace",
             )
+        profile = None
+        if calibration is not None:
+            from planner.sources.calibration import load_calibration
+
+            profile = load_calibration(calibration)
         bench = benchmark(
+            calibration=profile,
             gpu=gpu,
             preset=preset,
             model=model,
@@ -238,6 +248,7 @@ def simulate(
         ("--len-range", len_range),
         ("--weight-dtype", weight_dtype),
         ("--engine-version", engine_version),
+        ("--calibration", calibration),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")

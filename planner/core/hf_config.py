@@ -715,7 +715,13 @@ def model_spec_from_config(
                     other_params=other,
                 )
             else:
-                mats, other = _attention_params(t, hidden, heads, kv, head_dim)
+                layer_kv, layer_dim = kv, head_dim
+                if kind is KvKind.FULL and t.get("global_head_dim"):
+                    # Gemma 4: the full-attention layers have their own KV heads and head size
+                    # (global_head_dim, num_global_key_value_heads; transformers Gemma4Config)
+                    layer_dim = _require_int(t, "global_head_dim")
+                    layer_kv = _opt_int(t, "num_global_key_value_heads") or kv
+                mats, other = _attention_params(t, hidden, heads, layer_kv, layer_dim)
                 window = None
                 if kind is KvKind.SLIDING:
                     window = _require_int(t, "sliding_window")
@@ -723,8 +729,8 @@ def model_spec_from_config(
                     window = _require_int(t, "attention_chunk_size")
                 layer = _Layer(
                     kind=kind,
-                    num_kv_heads=kv,
-                    head_dim=head_dim,
+                    num_kv_heads=layer_kv,
+                    head_dim=layer_dim,
                     window=window,
                     linear_params=mats,
                     other_params=other,

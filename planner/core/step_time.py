@@ -115,6 +115,9 @@ class StepTime(BaseModel):
         default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
     )
     attention_flops_efficiency: float = Field(default=ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1)
+    memory_scale: float = Field(
+        default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
+    )
 
     def experts_read(self, batch: int) -> float:
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
@@ -132,7 +135,9 @@ class StepTime(BaseModel):
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
         forward pass (ms): the linear layers run once over every token of the step."""
         weights = self.dense_weights_bytes + round(self.experts_read(tokens) * self.expert_bytes)
-        memory_ms = weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
+        memory_ms = (
+            weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
+        ) * self.memory_scale
         compute_ms = (
             2 * self.active_params_per_gpu * tokens / (self.flops_per_s * self.flops_efficiency)
         ) * 1e3
@@ -156,7 +161,8 @@ class StepTime(BaseModel):
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache, ms."""
-        return kv_bytes / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
+        bandwidth = self.bandwidth_bytes_per_s * self.bandwidth_efficiency
+        return kv_bytes / bandwidth * 1e3 * self.memory_scale
 
     def prefill_attention_ms(self, pairs: float) -> float:
         """Prefill attention over `pairs` (query, key) pairs (causal), ms."""

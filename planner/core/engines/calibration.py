@@ -80,6 +80,35 @@ class CalibrationLog(BaseModel):
     available_kv_bytes: int | None
 
 
+class StepCalibration(BaseModel):
+    """Corrections to the step-time model fitted on your serving benchmarks: HBM-read time
+    scaled (ratio: carried to other batches and contexts in proportion to the bytes read) and
+    a fixed time per step added (offset: the host and kernel time the model misses)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_scale: float = Field(gt=0, le=100, description="measured / modelled HBM-read time")
+    step_offset_ms: float = Field(ge=-1000, le=1000, description="ms added to every step")
+    basis: str = Field(description="what was measured, in words")
+    results: int = Field(ge=1, description="how many benchmark results it was fitted on")
+
+
+class BenchRecord(BaseModel):
+    """One serving-benchmark result a profile's step terms were fitted on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    sha256: str
+    max_concurrency: int | None
+    request_rate: float | None
+    completed: int
+    mean_input_tokens: float
+    mean_output_tokens: float
+    median_tpot_ms: float
+    output_throughput: float
+
+
 class Calibration(BaseModel):
     """A calibration profile (YAML, docs/calibrate.md), applied by the engine models."""
 
@@ -93,8 +122,12 @@ class Calibration(BaseModel):
     model: str
     tensor_parallel_size: int = Field(ge=1)
     pipeline_parallel_size: int = Field(ge=1)
-    terms: tuple[TermCalibration, ...]
+    terms: tuple[TermCalibration, ...] = ()
     logs: tuple[CalibrationLog, ...] = ()
+    step: StepCalibration | None = Field(
+        default=None, description="step-time corrections from `calibrate --bench`"
+    )
+    benchmarks: tuple[BenchRecord, ...] = ()
 
     def fingerprint(self) -> str:
         """sha256 of the profile's content (key order and YAML layout do not matter)."""

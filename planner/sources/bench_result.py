@@ -1,0 +1,93 @@
+"""Serving-benchmark result files: `vllm bench serve --save-result` JSON and SGLang
+`bench_serving --output-file` JSONL, read bounded and checked field by field."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from planner.core.engines.calibration import BenchRecord
+from planner.errors import InputError
+from planner.sources.files import ARGS_LIMIT_BYTES, parse_json, read_bytes
+
+FIELD = "--bench"
+# A result file with the per-request arrays (input_lens, ttfts, itls, generated texts) of a
+# few thousand requests is a few MiB; 64 MiB is far above any.
+BENCH_LIMIT_BYTES = 16 * ARGS_LIMIT_BYTES
+# The figures a result must print to be fitted on (both tools write these names).
+REQUIRED = (
+    "completed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "median_tpot_ms",
+    "output_throughput",
+)
+
+
+def _number(obj: dict[str, Any], key: str, where: str, *, positive: bool) -> float:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(
+            FIELD,
+            f"{where}: {key} is missing or not a number; expected a `vllm bench serve "
+            "--save-result` JSON or SGLang bench_serving output",
+        )
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise InputError(FIELD, f"{where}: {key} is {value!r}, not a usable figure")
+    return float(value)
+
+
+def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
+    if not isinstance(obj, dict):
+        raise InputError(FIELD, f"{where}: expected one JSON object per result")
+    for key in REQUIRED:
+        _number(obj, key, where, positive=key != "total_input_tokens")
+    completed = int(_number(obj, "completed", where, positive=True))
+    concurrency = obj.get("max_concurrency")
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise InputError(FIELD, f"{where}: max_concurrency {concurrency!r} is not a count")
+    rate = obj.get("request_rate")
+    rate_value: float | None = None
+    if isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"):
+        rate_value = math.inf
+    elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        if math.isnan(rate) or rate <= 0:
+            raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
+        rate_value = float(rate)
+    elif rate is not None:
+        raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
+    return BenchRecord(
+        path=path,
+        sha256=digest,
+        max_concurrency=concurrency,
+        request_rate=None if rate_value is None or math.isinf(rate_value) else rate_value,
+        completed=completed,
+        mean_input_tokens=_number(obj, "total_input_tokens", where, positive=False) / completed,
+        mean_output_tokens=_number(obj, "total_output_tokens", where, positive=True) / completed,
+        median_tpot_ms=_number(obj, "median_tpot_ms", where, positive=True),
+        output_throughput=_number(obj, "output_throughput", where, positive=True),
+    )
+
+
+def read_bench_results(path: str) -> list[BenchRecord]:
+    """Every result in one file: a JSON object, or JSON lines (SGLang appends one per run)."""
+    raw = read_bytes(path, FIELD, BENCH_LIMIT_BYTES)
+    digest = hashlib.sha256(raw).hexdigest()
+    text = raw.decode("utf-8", errors="replace").strip()
+    if not text:
+        raise InputError(FIELD, f"{path}: empty")
+    try:
+        whole = parse_json(text, FIELD, path)
+    except InputError:
+        whole = None
+    if whole is not None:
+        return [_record(whole, path, path, digest)]
+    out = []
+    for no, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            obj = parse_json(line, FIELD, f"{path} line {no}")
+            out.append(_record(obj, path, f"{path} line {no}", digest))
+    return out
