@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,3 +43,14 @@ def safetensors_file(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
         offset += size
     body = json.dumps(header).encode()
     return struct.pack("<Q", len(body)) + body + bytes(offset)
+
+
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A local test server that drops a client's early hang-up silently: a timed-out client
+    (the slow-endpoint tests) makes the handler's late write fail, and the default
+    handle_error would print that traceback on stderr while a later test captures it."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass

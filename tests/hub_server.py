@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from helpers import QuietServer
+
 
 @dataclass
 class Repo:
@@ -78,7 +80,7 @@ def _handler(hub: FakeHub) -> type[http.server.BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve(hub: FakeHub) -> Iterator[FakeHub]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
+    server = QuietServer(("127.0.0.1", 0), _handler(hub))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -12,7 +12,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from helpers import DATA, Result
+from helpers import DATA, QuietServer, Result
 
 from planner.core.diagnose import counter_delta, histogram_quantile
 from planner.sources.deployed import parse_prometheus
@@ -56,7 +56,7 @@ def server(pages: list[str], delay_s: float = 0.0) -> Iterator[str]:
                 self.end_headers()
                 self.wfile.write(body)
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = QuietServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from helpers import DATA, MODELS, Result
+from helpers import DATA, MODELS, QuietServer, Result
 from hub_server import FakeHub, Repo, serve
 
 from planner.plan import SCHEMA_VERSION, json_schema, load
@@ -118,7 +118,7 @@ def metrics_server(pages: dict[str, str], delay_s: float = 0.0) -> Iterator[str]
             self.end_headers()
             self.wfile.write(body)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import typer
-from helpers import MODELS, Result, model_config
+from helpers import MODELS, QuietServer, Result, model_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -485,7 +485,7 @@ def endpoint(handler: Callable[[http.server.BaseHTTPRequestHandler], None]) -> I
             with suppress(BrokenPipeError, ConnectionResetError):
                 handler(self)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -238,6 +238,10 @@ def benchmark(
         engine=engine,
         version=version,
     )
+    if ep is not None and ep > 1 and spec.num_experts:
+        # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
+        # those), the same bytes per GPU as TP sharding
+        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
     calibrated = None
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, plan_gpu(gpu).id, spec.name, tp)

@@ -51,10 +51,16 @@ ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0
 SATURATED_EXPERT_SHARE = 0.999
 # A MoE layer launches kernels a dense one does not: the router GEMM, top-k softmax, the token
 # sort / block alignment of fused MoE and the weighted combine (vLLM fused_moe.py: 4 kernels
-# beside the two grouped GEMMs). At the 4-9 us a kernel costs in KERNEL_MS_PER_LAYER above
-# (17 us for ~10 kernels per dense layer), 30 us per MoE layer, an estimate: the Mixtral-8x22B
-# TP 4 / TP 8 rows in benchmarks/data/step-time.jsonl move by 3-4% with it.
+# beside the two grouped GEMMs), 30 us per MoE layer at the 4-9 us a kernel costs in
+# KERNEL_MS_PER_LAYER above. The alignment kernel walks every local expert and the grouped
+# GEMMs launch a grid over all of them (most blocks exit at once when few tokens route), so
+# part of the cost grows with the experts on the GPU: 0.5 us per local expert, an estimate
+# that puts Qwen3-30B-A3B (128 experts) at batch 1 on an A100 near its published 9.7 ms and
+# MiniMax-M2.7 (256 experts) at concurrency 1 on 2 x MI300X near the 14.9 ms of SGLang PR
+# 31044 (benchmarks/data/e2e.jsonl), while the Mixtral-8x22B rows (8 experts) of
+# benchmarks/data/step-time.jsonl barely move.
 MOE_KERNEL_MS_PER_LAYER = 0.03
+MOE_MS_PER_LOCAL_EXPERT = 0.0005
 # Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
 # A100 peak in its paper's forward benchmarks, Dao 2023, fig. 4; FA3 ~75% on H100): the lower
 # end, since varlen chunks of mixed lengths run below the paper's fixed-shape figures.
@@ -95,6 +101,10 @@ class StepTime(BaseModel):
     experts_per_token: int = Field(default=0, ge=0)
     moe_layers: int = Field(default=0, ge=0, description="layers with routed experts")
     moe_kernel_ms_per_layer: float = Field(default=MOE_KERNEL_MS_PER_LAYER, ge=0)
+    moe_ms_per_local_expert: float = Field(default=MOE_MS_PER_LOCAL_EXPERT, ge=0)
+    experts_per_gpu: int = Field(
+        default=0, ge=0, description="experts resident on one GPU (all under TP, E / EP)"
+    )
     model: ModelSpec = Field(description="for the KV bytes of each layer group")
     kv_dtype_bytes: int = Field(default=2, gt=0)
     active_params_per_gpu: int = Field(gt=0)
@@ -144,10 +154,13 @@ class StepTime(BaseModel):
         return weights, memory_ms, compute_ms
 
     def moe_fixed_ms(self, tokens: int) -> float:
-        """The MoE layers' routing kernels (a fixed cost per layer and step), ms."""
+        """The MoE layers' routing kernels and their per-expert part (fixed per step), ms."""
         if not self.num_experts or not self.moe_layers or tokens <= 0:
             return 0.0
-        return self.moe_layers * self.moe_kernel_ms_per_layer
+        local = self.experts_per_gpu or self.num_experts
+        return self.moe_layers * (
+            self.moe_kernel_ms_per_layer + local * self.moe_ms_per_local_expert
+        )
 
     def allreduce_ms(self, tokens: int) -> float:
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms."""
