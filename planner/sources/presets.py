@@ -53,10 +53,15 @@ def unknown_name_error(field: str, kind: str, name: str, known: list[str]) -> In
     return InputError(field, f"unknown {kind} {name!r}{hint} (see `planner presets`)")
 
 
+# libyaml's C loader where PyYAML was built with it (PyPI wheels are): the same safe subset,
+# ~10x faster on the GPU catalog than the pure-Python loader (benchmarks/startup.py).
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_yaml(path: Path, field: str) -> Any:
-    """Parse one YAML file, turning syntax errors into a one-line InputError."""
+    """Parse one shipped preset YAML file, turning syntax errors into a one-line InputError."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
