@@ -51,6 +51,9 @@ def hub() -> Iterator[FakeHub]:
                 },
                 refs={"main": MAIN, "v0": OLD},
             ),
+            "acme/Llama-Variant": Repo(
+                revisions={MAIN: {"config.json": LLAMA}}, refs={"main": MAIN}
+            ),
             "meta-llama/Gated-Model": Repo(
                 revisions={MAIN: {"config.json": LLAMA}}, refs={"main": MAIN}, gated=True
             ),
@@ -122,14 +125,23 @@ def test_unknown_revision_exits_2(hub: FakeHub, tmp_path: Path) -> None:
 
 
 def test_offline_uses_the_cache_and_fails_cleanly_without_it(hub: FakeHub, tmp_path: Path) -> None:
-    missing = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", HF_HUB_OFFLINE="1")
+    missing = capacity(hub, tmp_path, "acme/Llama-Variant", HF_HUB_OFFLINE="1")
     assert missing.returncode == 3 and "HF_HUB_OFFLINE" in missing.stderr
-    assert capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct").returncode == 0
+    assert capacity(hub, tmp_path, "acme/Llama-Variant").returncode == 0
     before = len(hub.requests)
-    cached = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", HF_HUB_OFFLINE="1")
+    cached = capacity(hub, tmp_path, "acme/Llama-Variant", HF_HUB_OFFLINE="1")
     assert cached.returncode == 0, cached.stderr
     assert json.loads(cached.stdout)["model"]["revision"] == MAIN
     assert len(hub.requests) == before  # offline: nothing was asked of the server
+
+
+def test_offline_a_repo_with_a_shipped_preset_plans_from_it(hub: FakeHub, tmp_path: Path) -> None:
+    """Not cached, offline: the preset whose serve_id is the repo id stands in (the cache
+    still wins once the repo was downloaded: the test above)."""
+    r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", HF_HUB_OFFLINE="1")
+    assert r.returncode == 0, r.stderr
+    model = json.loads(r.stdout)["model"]
+    assert model["name"] == "llama-3.1-8b" and model["source"].startswith("preset")
 
 
 def test_hub_refusing_requests_exits_3(tmp_path: Path) -> None:
@@ -137,6 +149,6 @@ def test_hub_refusing_requests_exits_3(tmp_path: Path) -> None:
     # (A refused connection ends the same way, after huggingface_hub's ~23 s of retries.)
     with serve(FakeHub()) as hub:
         hub.url += "/not/a/hub"
-        r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct")
+        r = capacity(hub, tmp_path, "acme/Llama-Variant")
     assert r.returncode == 3 and r.stderr.startswith("Error:")
     assert r.stderr.count("\n") == 1

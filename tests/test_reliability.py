@@ -662,3 +662,55 @@ def test_sglang_gauges_against_a_vllm_engine_plan(
     with endpoint(serve_body) as url:
         r = cli("drift", str(plan), "--against-metrics", url)
     assert r.code == code, r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "field"),
+    [
+        (["capacity", "--preset", "gqa-70b", "--gpu", "nope"], 2, "--gpu"),
+        (["capacity", "--preset", "gqa-70b", "--gpu", "h100", "--tp", "x"], 2, "--tp"),
+        (
+            ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "2"],
+            2,
+            "--prompt-len",
+        ),
+        (
+            [
+                "calibrate",
+                "--bench",
+                "/nonexistent.json",
+                "--gpu",
+                "h100",
+                "--preset",
+                "llama-3.1-8b",
+            ],
+            2,
+            "--bench",
+        ),
+        (
+            [
+                "simulate",
+                "--preset",
+                "llama-3.1-405b",
+                "--gpu",
+                "l4",
+                "--concurrency",
+                "2",
+                "--prompt-len",
+                "100",
+                "--output-len",
+                "10",
+            ],
+            1,
+            None,
+        ),
+    ],
+)
+def test_every_failing_exit_under_json_prints_one_object(
+    cli: Cli, args: list[str], code: int, field: str | None
+) -> None:
+    r = cli(*args, "--json")
+    assert r.code == code, r.err
+    payload = r.json()
+    assert payload["exit_code"] == code and payload["field"] == field
+    assert payload["error"] in r.err

@@ -73,19 +73,37 @@ def main(argv: list[str] | None = None) -> int:
         # `planner ... | head`: end quietly when the reader goes away, as cat and grep do.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
-        result = command.main(
-            args=sys.argv[1:] if argv is None else argv,
-            prog_name="planner",
-            standalone_mode=False,
-        )
+        result = command.main(args=args, prog_name="planner", standalone_mode=False)
     except PlannerError as exc:
         sys.stderr.write(f"Error: {exc}\n")
+        if as_json:
+            _json_error(str(exc), getattr(exc, "field", None), exc.exit_code)
         return exc.exit_code
     except ClickException as exc:
-        sys.stderr.write(f"Error: {' '.join(exc.format_message().split())}\n")
+        message = " ".join(exc.format_message().split())
+        sys.stderr.write(f"Error: {message}\n")
+        if as_json:
+            _json_error(message, _click_field(exc), exc.exit_code)
         return exc.exit_code
     except typer.Abort:
         sys.stderr.write("Aborted.\n")
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _json_error(message: str, field: str | None, exit_code: int) -> None:
+    """Under --json every failing exit prints one JSON object on stdout too (docs/json.md)."""
+    import json
+
+    payload = {"error": message, "field": field, "exit_code": exit_code}
+    sys.stdout.write(json.dumps(payload, sort_keys=True, indent=2) + "\n")
+
+
+def _click_field(exc: Exception) -> str | None:
+    """The option a usage error is about, when Click names one."""
+    param = getattr(exc, "param", None)
+    opts = getattr(param, "opts", None) or []
+    return next((o for o in opts if o.startswith("--")), None)

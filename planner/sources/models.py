@@ -57,9 +57,19 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
             exact_weights_bytes=total,
             exact_params=params,
         )
+    from planner.errors import SourceUnavailable
     from planner.sources.hub import fetch_config
+    from planner.sources.presets import preset_for_hub_id
 
-    got = fetch_config(model, revision)
+    try:
+        got = fetch_config(model, revision)
+    except SourceUnavailable:
+        # Offline (or the Hub unreachable) and not in the local cache: a repo whose config.json
+        # ships as a preset plans from that verbatim copy (weights estimated from it).
+        shipped = preset_for_hub_id(model) if revision is None else None
+        if shipped is None:
+            raise
+        return load_model_preset(shipped)
     cfg = read_config_bytes(got.raw, f"{model}/config.json")
     params = None
     if got.parameter_counts and "quantization_config" not in cfg:

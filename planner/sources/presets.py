@@ -75,6 +75,16 @@ def validation_message(exc: ValidationError) -> str:
     return f"{loc}: {err['msg']}"
 
 
+def preset_for_hub_id(repo_id: str) -> str | None:
+    """The model preset whose serve_id is this Hub id (case-insensitive), if one ships."""
+    key = repo_id.strip().lower()
+    for name in preset_names("models"):
+        data = read_yaml(preset_root() / "models" / f"{name}.yaml", "--model")
+        if isinstance(data, dict) and str(data.get("serve_id") or "").lower() == key:
+            return name
+    return None
+
+
 def load_model_preset(name: str, field: str = "--preset") -> ModelSpec:
     """Build the ModelSpec of a named model preset."""
     names = preset_names("models")
