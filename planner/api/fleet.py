@@ -10,9 +10,6 @@ from planner.errors import InputError
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
 DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
-# TP sizes tried per GPU and precision: the smallest that fits and meets the promise (a larger
-# TP is tried only when a smaller one cannot hold the model or the promise).
-TP_PER_CANDIDATE = 1
 # max_num_seqs tried per candidate, as shares of what the KV cache holds at the mean length.
 SEQS_SHARES = (1.0, 0.5, 0.25)
 # Largest TP tried: one 8-GPU node (NVLink / Infinity Fabric domain of an HGX or MI300X board);
@@ -76,24 +73,15 @@ def fleet_report(
     progress: Any = None,
     calibration: Any = None,
     reserved_bytes: int | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another).
     """
-    from planner.api.latency import sim_cost_from, step_model_from_curve
-    from planner.core.fleet import (
-        Promise,
-        cost_per_million,
-        replicas_for,
-        sustainable_rate,
-        trial,
-    )
-    from planner.core.hf_config import quantized_weights_bytes
-    from planner.core.serve import ServeSettings, plan_serve, valid_tp
-    from planner.core.step_time import step_time_for
-    from planner.sim.engine import CostModel, SimConfig
+    from planner.core.fleet import Promise
+    from planner.core.serve import valid_tp
     from planner.sim.workload import Workload, generate
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
@@ -117,8 +105,8 @@ def fleet_report(
     mean_output = float(sample.output_tokens.mean())
     context = min(spec.max_context_tokens, longest)
     mean = max(1, min(context, round(mean_prompt + mean_output / 2)))
-    candidates: list[dict[str, Any]] = []
     cards = [find_gpu(g) for g in gpus]
+    jobs: list[dict[str, Any]] = []
     for card in cards:
         precisions = ["bf16" if spec.native_dtype != "fp16" else "fp16"]
         if spec.weight_dtype in ("bf16", "fp16", "fp32") and card.fp8_dense_flops:
@@ -126,128 +114,30 @@ def fleet_report(
         if spec.weight_dtype not in ("bf16", "fp16", "fp32"):
             precisions = [spec.weight_dtype]
         for precision in precisions:
-            fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
-            weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
-            tried = 0
+            # Every TP of one node: a wider TP sustains more per replica and may cost less
+            # per token; the ranking, not the search order, decides.
             for tp in [t for t in valid_tp(spec) if t <= MAX_TP]:
-                if tried >= TP_PER_CANDIDATE:
-                    break
-                row: dict[str, Any] = {
-                    "gpu": card.id,
-                    "tp": tp,
-                    "precision": precision,
-                    "engine": engine,
-                    "price_per_gpu_hour": prices.get(card.id),
-                }
-                calibrated = (
-                    calibration is not None
-                    and calibration.gpu == card.id
-                    and calibration.engine == engine
-                )
-                row["calibrated"] = calibrated
-                extra: dict[str, Any] = {"calibration": calibration} if calibrated else {}
-                if reserved_bytes:
-                    extra["reserved_bytes"] = reserved_bytes
-                settings = ServeSettings(
-                    extra=extra,
-                    engine=engine,
-                    tp=tp,
-                    context_tokens=context,
-                    mean_tokens=mean,
-                    quantization="fp8" if fp8 else None,
-                    dtype="auto" if card.supports_bf16 else "half",
-                )
-                plan = plan_serve(spec, card, settings, weights, False if fp8 else None, False)
-                if not plan.fits or plan.prediction is None:
-                    candidates.append(row | {"fits": False, "reason": plan.reasons[0]})
-                    continue
-                curve = step_time_for(
-                    spec,
-                    card,
-                    tp=tp,
-                    weights_bytes=weights,
-                    weight_dtype=precision,
-                    engine=engine,
-                )
-                step = step_model_from_curve(curve, mean)
-                cost = CostModel(**sim_cost_from(step))
-                batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
-                best = None
-                cfg = None
-                # max_num_seqs is searched too: the KV-bound value and lower caps, which can hold a
-                # TPOT the full batch misses; the one sustaining the most wins.
-                for share in SEQS_SHARES:
-                    seqs = max(1, round(plan.max_num_seqs * share))
-                    budget = max(batched, seqs + 1)
-                    trial_cfg = SimConfig(
-                        policy="chunked",
-                        max_batch=seqs,
-                        step_token_budget=budget,
-                        chunk_tokens=max(1, min(512, budget - seqs)),
-                        slo_ttft_ms=promised.ttft_ms,
-                        slo_tpot_ms=promised.tpot_ms,
-                    )
-                    guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
-
-                    def judge(r: float, c: SimConfig = trial_cfg, m: CostModel = cost) -> Any:
-                        return trial(w, r, m, c, promised)
-
-                    found = sustainable_rate(judge, guess)
-                    if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
-                        best, cfg = found, trial_cfg
-                if progress is not None:
-                    progress(card.id, tp, precision)
-                if best is None:
-                    candidates.append(
-                        row
-                        | {
-                            "fits": False,
-                            "reason": "no rate meets the promise on one replica (the step time "
-                            "or prefill alone exceeds it)",
-                        }
-                    )
-                    continue
-                assert cfg is not None
-                tried += 1
-                replicas = replicas_for(rate, best.rate_per_s, headroom)
-                at_load = trial(w, rate / replicas, cost, cfg, promised)
-                seqs = cfg.max_batch
-                gpus_total = replicas * tp
-                price = prices.get(card.id)
-                out_tok_s = rate * mean_output
-                total_tok_s = rate * (mean_output + mean_prompt)
-                candidates.append(
-                    row
-                    | {
-                        "fits": True,
-                        "reason": None,
-                        "replicas": replicas,
-                        "gpus": gpus_total,
-                        "max_num_seqs": seqs,
-                        "sustainable_rate_per_replica": best.rate_per_s,
-                        "ttft_ms_at_load": at_load.ttft_ms,
-                        "tpot_ms_at_load": at_load.tpot_ms,
-                        "goodput_at_load": at_load.goodput,
-                        # what one GPU delivers when its replica runs at its sustainable rate
-                        "tokens_per_s_per_gpu": best.tok_s / tp,
-                        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
-                        "dollars_per_hour": None if price is None else price * gpus_total,
-                        "dollars_per_m_output_tokens": None
-                        if price is None
-                        else cost_per_million(price, gpus_total, out_tok_s),
-                        "dollars_per_m_total_tokens": None
-                        if price is None
-                        else cost_per_million(price, gpus_total, total_tok_s),
-                        "command": plan.command.replace(
-                            f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
-                        ).replace(
-                            f"--max-running-requests {plan.max_num_seqs} ",
-                            f"--max-running-requests {seqs} ",
-                        ),
-                        "flags": plan.flags
-                        | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
+                jobs.append(
+                    {
+                        "spec": spec,
+                        "card": card,
+                        "tp": tp,
+                        "precision": precision,
+                        "engine": engine,
+                        "price": prices.get(card.id),
+                        "calibration": calibration,
+                        "reserved_bytes": reserved_bytes,
+                        "context": context,
+                        "mean": mean,
+                        "workload": w,
+                        "promise": promised,
+                        "rate": rate,
+                        "headroom": headroom,
+                        "mean_prompt": mean_prompt,
+                        "mean_output": mean_output,
                     }
                 )
+    candidates = _run_jobs(jobs, workers, progress)
     ranked = [c for c in candidates if c["fits"]]
     priced = bool(ranked) and all(c["dollars_per_hour"] is not None for c in ranked)
     if priced:
@@ -267,6 +157,28 @@ def fleet_report(
         "winner": ranked[0] if ranked else None,
         "candidates": ranked + [c for c in candidates if not c["fits"]],
     }
+
+
+def _run_jobs(jobs: list[dict[str, Any]], workers: int, progress: Any) -> list[dict[str, Any]]:
+    """Every candidate evaluated, in a process pool of `workers` when there is more than one
+    (candidates are independent); progress reported as each finishes, order kept."""
+    results: list[dict[str, Any] | None] = [None] * len(jobs)
+    if workers <= 1 or len(jobs) <= 1:
+        for i, job in enumerate(jobs):
+            results[i] = _candidate(job)
+            if progress is not None:
+                progress(job["card"].id, job["tp"], job["precision"])
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            futures = {pool.submit(_candidate, job): i for i, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                i = futures[future]
+                results[i] = future.result()
+                if progress is not None:
+                    progress(jobs[i]["card"].id, jobs[i]["tp"], jobs[i]["precision"])
+    return [r for r in results if r is not None]
 
 
 def pareto(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -294,3 +206,126 @@ def pareto(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return sorted(front, key=lambda p: p["tokens_per_s_per_gpu"])
+
+
+def _candidate(job: dict[str, Any]) -> dict[str, Any]:
+    """One candidate (GPU, precision, TP) planned, searched and costed; picklable, so the
+    search runs candidates in a process pool."""
+    from planner.api.latency import sim_cost_from, step_model_from_curve
+    from planner.core.fleet import cost_per_million, replicas_for, sustainable_rate, trial
+    from planner.core.hf_config import quantized_weights_bytes
+    from planner.core.serve import ServeSettings, plan_serve
+    from planner.core.step_time import step_time_for
+    from planner.sim.engine import CostModel, SimConfig
+
+    spec, card, tp, precision = job["spec"], job["card"], job["tp"], job["precision"]
+    engine, calibration, reserved_bytes = job["engine"], job["calibration"], job["reserved_bytes"]
+    context, mean, w, promised = job["context"], job["mean"], job["workload"], job["promise"]
+    rate, headroom = job["rate"], job["headroom"]
+    mean_prompt, mean_output = job["mean_prompt"], job["mean_output"]
+    prices = {card.id: job["price"]} if job["price"] is not None else {}
+    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+    weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
+    row: dict[str, Any] = {
+        "gpu": card.id,
+        "tp": tp,
+        "precision": precision,
+        "engine": engine,
+        "price_per_gpu_hour": prices.get(card.id),
+    }
+    calibrated = (
+        calibration is not None and calibration.gpu == card.id and calibration.engine == engine
+    )
+    row["calibrated"] = calibrated
+    extra: dict[str, Any] = {"calibration": calibration} if calibrated else {}
+    if reserved_bytes:
+        extra["reserved_bytes"] = reserved_bytes
+    settings = ServeSettings(
+        extra=extra,
+        engine=engine,
+        tp=tp,
+        context_tokens=context,
+        mean_tokens=mean,
+        quantization="fp8" if fp8 else None,
+        dtype="auto" if card.supports_bf16 else "half",
+    )
+    plan = plan_serve(spec, card, settings, weights, False if fp8 else None, False)
+    if not plan.fits or plan.prediction is None:
+        return row | {"fits": False, "reason": plan.reasons[0]}
+    curve = step_time_for(
+        spec,
+        card,
+        tp=tp,
+        weights_bytes=weights,
+        weight_dtype=precision,
+        engine=engine,
+    )
+    step = step_model_from_curve(curve, mean)
+    cost = CostModel(**sim_cost_from(step))
+    batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
+    best = None
+    cfg = None
+    # max_num_seqs is searched too: the KV-bound value and lower caps, which can hold a
+    # TPOT the full batch misses; the one sustaining the most wins.
+    for share in SEQS_SHARES:
+        seqs = max(1, round(plan.max_num_seqs * share))
+        budget = max(batched, seqs + 1)
+        trial_cfg = SimConfig(
+            policy="chunked",
+            max_batch=seqs,
+            step_token_budget=budget,
+            chunk_tokens=max(1, min(512, budget - seqs)),
+            slo_ttft_ms=promised.ttft_ms,
+            slo_tpot_ms=promised.tpot_ms,
+        )
+        guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
+
+        def judge(r: float, c: SimConfig = trial_cfg, m: CostModel = cost) -> Any:
+            return trial(w, r, m, c, promised)
+
+        found = sustainable_rate(judge, guess)
+        if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
+            best, cfg = found, trial_cfg
+    if best is None:
+        return row | {
+            "fits": False,
+            "reason": "no rate meets the promise on one replica (the step time or prefill "
+            f"alone exceeds it: t(1) = {step.step_ms(1):.1f} ms)",
+        }
+    assert cfg is not None
+    replicas = replicas_for(rate, best.rate_per_s, headroom)
+    at_load = trial(w, rate / replicas, cost, cfg, promised)
+    seqs = cfg.max_batch
+    gpus_total = replicas * tp
+    price = prices.get(card.id)
+    out_tok_s = rate * mean_output
+    total_tok_s = rate * (mean_output + mean_prompt)
+    return row | {
+        "fits": True,
+        "reason": None,
+        "replicas": replicas,
+        "gpus": gpus_total,
+        "max_num_seqs": seqs,
+        "sustainable_rate_per_replica": best.rate_per_s,
+        "ttft_ms_at_load": at_load.ttft_ms,
+        "tpot_ms_at_load": at_load.tpot_ms,
+        "goodput_at_load": at_load.goodput,
+        # what one GPU delivers when its replica runs at its sustainable rate
+        "tokens_per_s_per_gpu": best.tok_s / tp,
+        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
+        "dollars_per_hour": None if price is None else price * gpus_total,
+        "dollars_per_m_output_tokens": None
+        if price is None
+        else cost_per_million(price, gpus_total, out_tok_s),
+        "dollars_per_m_total_tokens": None
+        if price is None
+        else cost_per_million(price, gpus_total, total_tok_s),
+        "command": plan.command.replace(
+            f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
+        ).replace(
+            f"--max-running-requests {plan.max_num_seqs} ",
+            f"--max-running-requests {seqs} ",
+        ),
+        "flags": plan.flags
+        | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
+    }

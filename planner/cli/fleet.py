@@ -60,6 +60,10 @@ def fleet(
     plot: Annotated[
         str | None, typer.Option(help="Save the Pareto chart (tok/s per GPU vs per user).")
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Candidates searched at once in a process pool [default: the cores]."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
@@ -112,6 +116,7 @@ def fleet(
         headroom=headroom,
         workload=values,
         progress=progress,
+        workers=_workers(workers),
         calibration=profile,
         reserved_bytes=reserved,
     )
@@ -322,3 +327,16 @@ def render(report: dict[str, Any]) -> None:
     out.print(
         "estimates: step times from the step-time model, rates from the simulator", markup=False
     )
+
+
+def _workers(given: int | None) -> int:
+    """--workers, or the cores this process may use."""
+    import os
+
+    from planner.errors import InputError
+
+    if given is None:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    if not 1 <= given <= 256:
+        raise InputError("--workers", f"must be in [1, 256] (got {given})")
+    return given
