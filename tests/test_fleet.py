@@ -148,12 +148,45 @@ def test_without_prices_it_ranks_by_gpus_and_says_so(cli: Cli) -> None:
         "1000",
         "--gpus",
         "h100,l40s",
+        "--price-basis",
+        "none",
         "--json",
     )
     data = r.json()
     assert r.code == 0 and data["ranked_by"] == "gpus" and data["prices"].startswith("missing")
     gpus = [c["gpus"] for c in data["candidates"] if c["fits"]]
     assert gpus == sorted(gpus)
+
+
+def test_shipped_prices_rank_a_first_run_by_cost_and_given_ones_override(cli: Cli) -> None:
+    base = (
+        "fleet",
+        "--preset",
+        "llama-3.1-8b",
+        "--rate",
+        "10",
+        "--tpot",
+        "50",
+        "--ttft",
+        "1000",
+        "--gpus",
+        "h100,l40s",
+        "--json",
+    )
+    shipped = cli(*base).json()
+    assert shipped["ranked_by"] == "dollars_per_hour"
+    assert "GPU-cloud median" in shipped["prices"] and "2026-" in shipped["prices"]
+    # the shipped H100 GPU-cloud median: 3.99 $/GPU-h (presets/prices.yaml)
+    h100 = next(c for c in shipped["candidates"] if c["gpu"] == "h100-sxm5-80gb" and c["fits"])
+    assert h100["price_per_gpu_hour"] == 3.99
+    hyper = cli(*base, "--price-basis", "hyperscaler").json()
+    h100 = next(c for c in hyper["candidates"] if c["gpu"] == "h100-sxm5-80gb" and c["fits"])
+    assert h100["price_per_gpu_hour"] == 10.53
+    # an alias prices the catalog card; a second --price adds to the first, later wins
+    given = cli(*base, "--price", "h100=2.0", "--price", "l40s=0.5,h100=2.5").json()
+    prices = {c["gpu"]: c["price_per_gpu_hour"] for c in given["candidates"] if c["fits"]}
+    assert prices == {"h100-sxm5-80gb": 2.5, "l40s": 0.5}
+    assert given["prices"].startswith("given")
 
 
 def test_winner_saves_a_plan_and_a_manifest_drift_accepts(cli: Cli, tmp_path: Path) -> None:

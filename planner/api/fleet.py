@@ -30,10 +30,40 @@ FLEET_FLAGS = {
 }
 
 
-def parse_prices(text: str | None, path: str | None) -> dict[str, float]:
-    """`h100=2.49,mi300x=2.1` and/or a YAML file {gpu: $/GPU-hour}, by catalog id."""
+# Which median of presets/prices.yaml prices the candidates when no price is given.
+PRICE_BASES = ("gpu-cloud", "hyperscaler")
+
+
+def shipped_prices(basis: str) -> tuple[dict[str, float], str]:
+    """The shipped price table at one basis, and a line naming the basis and dates."""
+    from planner.sources.presets import preset_root, read_yaml
+
+    if basis not in PRICE_BASES:
+        raise InputError("--price-basis", f"{basis!r}; accepted: {', '.join(PRICE_BASES)}")
+    table = read_yaml(preset_root() / "prices.yaml", "--price-basis")
+    key = basis.replace("-", "_")
+    prices = {gpu: float(e[key]) for gpu, e in table.items() if e.get(key) is not None}
+    dates = sorted(d for e in table.values() for d in str(e.get("dates", "")).split(" .. ") if d)
+    span = f"{dates[0]} .. {dates[-1]}" if dates else "undated"
+    label = "GPU-cloud" if basis == "gpu-cloud" else "hyperscaler"
+    return prices, (
+        f"shipped: the {label} median of on-demand list prices per GPU-hour, dated {span} "
+        "(presets/prices.yaml, each with its provider and source); --price GPU=$ overrides"
+    )
+
+
+def parse_prices(
+    texts: list[str] | str | None, path: str | None, basis: str | None = "gpu-cloud"
+) -> tuple[dict[str, float], str]:
+    """Prices by catalog id and where they came from: the shipped table at `basis` (None: none),
+    then a YAML file {gpu: $ per GPU-hour}, then `--price h100=2.49,mi300x=2.1` (repeatable;
+    later wins), each name resolved through the GPU aliases."""
     from planner.sources.presets import find_gpu
 
+    prices: dict[str, float] = {}
+    origin = "missing: pass --price GPU=$/h or --prices FILE"
+    if basis is not None:
+        prices, origin = shipped_prices(basis)
     raw: dict[str, Any] = {}
     if path is not None:
         from planner.sources.files import ARGS_LIMIT_BYTES, load_yaml_documents, read_text
@@ -42,12 +72,14 @@ def parse_prices(text: str | None, path: str | None) -> dict[str, float]:
         if len(docs) != 1 or not isinstance(docs[0][1], dict):
             raise InputError("--prices", f"{path}: expected a mapping of GPU -> $ per GPU-hour")
         raw |= docs[0][1]
-    for part in [p for p in (text or "").split(",") if p.strip()]:
-        name, eq, value = part.partition("=")
-        if not eq:
-            raise InputError("--price", f"{part!r}: expected GPU=DOLLARS_PER_HOUR")
-        raw[name.strip()] = value.strip()
-    prices: dict[str, float] = {}
+    if isinstance(texts, str):
+        texts = [texts]
+    for text in texts or []:
+        for part in [p for p in text.split(",") if p.strip()]:
+            name, eq, value = part.partition("=")
+            if not eq:
+                raise InputError("--price", f"{part!r}: expected GPU=DOLLARS_PER_HOUR")
+            raw[name.strip()] = value.strip()
     for name, value in raw.items():
         try:
             price = float(value)
@@ -55,8 +87,10 @@ def parse_prices(text: str | None, path: str | None) -> dict[str, float]:
             raise InputError("--price", f"{name}: {value!r} is not a number") from exc
         if not 0 < price < 1e4:
             raise InputError("--price", f"{name}: $ per GPU-hour must be in (0, 10,000)")
-        prices[find_gpu(str(name)).id] = price
-    return prices
+        prices[find_gpu(str(name), "--price").id] = price
+    if raw:
+        origin = "given" if basis is None else f"given where named; elsewhere {origin}"
+    return prices, origin
 
 
 def fleet_report(
@@ -74,6 +108,7 @@ def fleet_report(
     calibration: Any = None,
     reserved_bytes: int | None = None,
     workers: int = 1,
+    prices_origin: str | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
@@ -153,7 +188,7 @@ def fleet_report(
         "workload": w.model_dump() | {"description": w.summary().split(", ", 1)[1]},
         "headroom": headroom,
         "ranked_by": "dollars_per_hour" if priced else "gpus",
-        "prices": "given" if prices else "missing: pass --price GPU=$/h or --prices FILE",
+        "prices": prices_origin or ("given" if prices else "missing: pass --price GPU=$/h"),
         "winner": ranked[0] if ranked else None,
         "candidates": ranked + [c for c in candidates if not c["fits"]],
     }

@@ -27,8 +27,12 @@ def fleet(
     ] = None,
     engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
     price: Annotated[
-        str | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10.")
+        list[str] | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10 (repeatable).")
     ] = None,
+    price_basis: Annotated[
+        str,
+        typer.Option(help="Shipped prices: gpu-cloud or hyperscaler median, or none."),
+    ] = "gpu-cloud",
     prices: Annotated[str | None, typer.Option(help="YAML file of GPU: $ per GPU-hour.")] = None,
     reserved_gib: ReservedGib = None,
     calibration: Annotated[
@@ -49,8 +53,12 @@ def fleet(
     output_len: Annotated[
         int | None, typer.Option(help="Median output tokens (overrides the workload's).")
     ] = None,
-    arrival: Annotated[str, typer.Option(help="poisson or gamma.")] = "poisson",
-    cv: Annotated[float, typer.Option(help="Gamma arrivals: CV of the gaps (bursts > 1).")] = 1.0,
+    arrival: Annotated[
+        str | None, typer.Option(help="poisson or gamma [default: gamma when --cv is given].")
+    ] = None,
+    cv: Annotated[
+        float | None, typer.Option(help="Gamma arrivals: CV of the gaps (bursts > 1).")
+    ] = None,
     save: Annotated[
         str | None, typer.Option(help="Write the winner's plan lock file (for planner drift).")
     ] = None,
@@ -72,8 +80,13 @@ def fleet(
     from planner.errors import InputError
     from planner.sources.files import check_writable
 
+    if arrival is None:
+        arrival = "gamma" if cv is not None and cv != 1.0 else "poisson"
     if arrival not in ("poisson", "gamma"):
         raise InputError("--arrival", f"{arrival!r}; accepted: poisson, gamma")
+    if arrival == "poisson" and cv is not None and cv != 1.0:
+        raise InputError("--cv", f"{cv:g} describes gamma arrivals; drop --arrival poisson")
+    cv = 1.0 if cv is None else cv
     if not 0 < goodput <= 100:
         raise InputError("--goodput", f"a percentage in (0, 100] (got {goodput})")
     for target, flag in ((save, "--save"), (k8s, "--k8s"), (plot, "--plot")):
@@ -100,6 +113,7 @@ def fleet(
 
     profile = None if calibration is None else load_calibration(calibration)
     reserved = reserved_bytes(reserved_gib)
+    priced, origin = parse_prices(price, prices, None if price_basis == "none" else price_basis)
     report = fleet_report(
         preset=preset,
         model=model,
@@ -112,7 +126,8 @@ def fleet(
         },
         gpus=names,
         engine=engine,
-        prices=parse_prices(price, prices),
+        prices=priced,
+        prices_origin=origin,
         headroom=headroom,
         workload=values,
         progress=progress,
