@@ -247,3 +247,30 @@ def test_other_tenants_and_a_calibration_per_candidate(cli: Cli, tmp_path: Path)
     mixed = report(gpus=("h100", "l40s"), calibration=load_calibration(str(profile)))
     by_card = {c["gpu"]: c["calibrated"] for c in mixed["candidates"]}
     assert by_card == {"h100-sxm5-80gb": True, "l40s": False}
+
+
+def test_long_requests_are_served_whole_or_refused(cli: Cli) -> None:
+    base = (
+        "fleet",
+        "--preset",
+        "llama-3.1-8b",
+        "--rate",
+        "1",
+        "--tpot",
+        "80",
+        "--ttft",
+        "20000",
+        "--gpus",
+        "h100",
+        "--price-basis",
+        "none",
+    )
+    r = cli(*base, "--prompt-len", "30000", "--output-len", "5000", "--json")
+    assert r.code == 0, r.err
+    winner = r.json()["winner"]
+    assert "--max-model-len 35000" in winner["command"]
+    assert "prompt fixed 30000, output fixed 5000" in r.json()["workload"]["description"]
+    r = cli(*base, "--prompt-len", "200000", "--output-len", "10")
+    assert r.code == 2 and "maximum of 131,072" in r.err
+    r = cli(*base, "--prompt-len", "1000", "--output-len", "100", "--context", "900")
+    assert r.code == 2 and "--context" in r.err

@@ -109,6 +109,7 @@ def fleet_report(
     reserved_bytes: int | None = None,
     workers: int = 1,
     prices_origin: str | None = None,
+    context: int | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
@@ -138,7 +139,21 @@ def fleet_report(
     longest = int((sample.prompt_tokens + sample.output_tokens).max())
     mean_prompt = float(sample.prompt_tokens.mean())
     mean_output = float(sample.output_tokens.mean())
-    context = min(spec.max_context_tokens, longest)
+    asked = int(w.prompt_tokens.max + w.output_tokens.max)  # the longest request asked for
+    if asked > spec.max_context_tokens and context is None:
+        raise InputError(
+            "--prompt-len",
+            f"requests of up to {asked:,} tokens exceed {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} (the engines refuse them)",
+        )
+    if context is None:
+        context = asked
+    elif not longest <= context <= spec.max_context_tokens:
+        raise InputError(
+            "--context",
+            f"{context:,} must hold the longest request ({longest:,} tokens) and stay within "
+            f"{spec.name}'s maximum of {spec.max_context_tokens:,}",
+        )
     mean = max(1, min(context, round(mean_prompt + mean_output / 2)))
     cards = [find_gpu(g) for g in gpus]
     jobs: list[dict[str, Any]] = []

@@ -48,10 +48,26 @@ def fleet(
         str, typer.Option(help="Length distributions from a workload preset.")
     ] = "reference",
     prompt_len: Annotated[
-        int | None, typer.Option(help="Median prompt tokens (overrides the workload's).")
+        int | None, typer.Option(help="Prompt tokens: fixed (or the median, --len-spread).")
     ] = None,
     output_len: Annotated[
-        int | None, typer.Option(help="Median output tokens (overrides the workload's).")
+        int | None, typer.Option(help="Output tokens: fixed (or the median, --len-spread).")
+    ] = None,
+    len_spread: Annotated[
+        float | None,
+        typer.Option(help="Lognormal sigma around --prompt-len/--output-len as medians."),
+    ] = None,
+    len_range: Annotated[
+        float | None, typer.Option(help="Lengths uniform in [F x L, L] (--random-range-ratio).")
+    ] = None,
+    context: Annotated[
+        int | None,
+        typer.Option(
+            "--context",
+            "--max-model-len",
+            help="Server max model length [default: the longest request asked for, or the "
+            "model's maximum for a distribution].",
+        ),
     ] = None,
     arrival: Annotated[
         str | None, typer.Option(help="poisson or gamma [default: gamma when --cv is given].")
@@ -94,10 +110,31 @@ def fleet(
             check_writable(target, flag)
     base = load_workload(workload)
     values = base.model_dump() | {"arrival": arrival, "cv": cv}
-    if prompt_len is not None:
-        values["prompt_tokens"] = values["prompt_tokens"] | {"median": prompt_len}
-    if output_len is not None:
-        values["output_tokens"] = values["output_tokens"] | {"median": output_len}
+    if len_spread is not None and len_range is not None:
+        raise InputError("--len-range", "give --len-spread or --len-range, not both")
+    for key, length, flag in (
+        ("prompt_tokens", prompt_len, "--prompt-len"),
+        ("output_tokens", output_len, "--output-len"),
+    ):
+        if length is None:
+            continue
+        if not 1 <= length <= 2**24:
+            raise InputError(flag, f"must be in [1, {2**24:,}] tokens (got {length})")
+        if len_spread is not None:  # a distribution around the length, never clipped below it
+            values[key] = {
+                "distribution": "lognormal",
+                "median": length,
+                "sigma": len_spread,
+                "min": 1,
+                "max": max(values[key]["max"], 4 * length),
+            }
+        elif len_range is not None:
+            if not 0 <= len_range <= 1:
+                raise InputError("--len-range", f"must be in [0, 1] (got {len_range})")
+            low = max(1, int(length * len_range))
+            values[key] = {"distribution": "uniform", "median": length, "min": low, "max": length}
+        else:
+            values[key] = {"distribution": "fixed", "median": length, "min": length, "max": length}
     names = [g.strip() for g in (gpus or ",".join(DEFAULT_GPUS)).split(",") if g.strip()]
     if not names:
         raise InputError("--gpus", "name at least one GPU")
@@ -134,6 +171,7 @@ def fleet(
         workers=_workers(workers),
         calibration=profile,
         reserved_bytes=reserved,
+        context=context,
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
