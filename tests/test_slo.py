@@ -58,10 +58,12 @@ def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     assert data["a_ms"] == pytest.approx((140e9 - embedding) / bandwidth * 1e3 + fixed)
     assert data["b_ms"] == pytest.approx(327_680 * 2000 / bandwidth * 1e3)  # 2,000-token KV read
     assert any("weights read per step" in line for line in data["arithmetic"])
-    assert data["memory_cap"] == 69 and data["binding"] == "memory"
-    assert data["operating_concurrency"] == 69
-    assert "--max-num-seqs 69" in data["flags"]["vllm"]
-    assert "--max-running-requests 69" in data["flags"]["sglang"]
+    # the memory cap is the engine's own pool, as `planner capacity` plans it (one answer)
+    engine = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json").json()
+    assert data["memory_cap"] == engine["max_seqs_paged"] == 67 and data["binding"] == "memory"
+    assert data["operating_concurrency"] == 67
+    assert "--max-num-seqs 67" in data["flags"]["vllm"]
+    assert "--max-running-requests 67" in data["flags"]["sglang"]
 
 
 def test_compute_bound_knee_switches_the_slope() -> None:

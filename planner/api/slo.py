@@ -138,6 +138,25 @@ def fitted_model(
     return step, residuals
 
 
+def engine_memory_cap(
+    gpu: str | None, preset: str | None, model: str | None, settings: dict[str, Any]
+) -> int:
+    """Sequences of the mean length the engine's own KV cache holds (the serve plan that
+    `planner capacity` prints for the same deployment), 0 when it would not start."""
+    from planner.api.capacity import serve_report
+
+    assert gpu is not None
+    values = {k: v for k, v in settings.items() if k in ("tp", "context_tokens", "mean_tokens")}
+    kv = str(settings.get("kv_dtype") or "auto").lower()
+    values["kv_cache_dtype"] = "fp8" if kv.startswith("fp8") else "auto"
+    if settings.get("weight_dtype") is not None:
+        values["weight_dtype"] = settings["weight_dtype"]
+    serve, _payload = serve_report(
+        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
+    )
+    return serve.max_seqs_at_mean if serve.fits else 0
+
+
 def slo_advice(
     *,
     tpot_ms: float,
@@ -262,7 +281,7 @@ def slo_advice(
         if ttft_ms is not None:
             result["ttft_single_prefill_fits"] = stall <= ttft_ms
     if plan is not None:
-        memory = plan.max_seqs_paged
+        memory = engine_memory_cap(gpu, preset, model, settings)
         result["memory_cap"] = memory
         result["operating_concurrency"] = min(memory, cap)
         if memory < cap:

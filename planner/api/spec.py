@@ -129,8 +129,21 @@ def spec_advice(
             "max_seqs_paged_without_draft": plan.max_seqs_paged,
             "max_seqs_paged_with_draft": with_draft,
         }
-    # No more sequences can run than the KV pool holds: scan only up to that.
-    capacity = plan.max_seqs_paged
+    # The operating point is what the engine will run: the serve plan's max_num_seqs, and no
+    # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
+    from planner.api.capacity import serve_report
+
+    serve_settings = {k: v for k, v in settings.items() if k in ("tp", "context_tokens")}
+    serve_settings["mean_tokens"] = plan.settings.mean_tokens
+    serve, _payload = serve_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=None,
+        gpu_memory_gib=None,
+        settings=serve_settings,
+    )
+    capacity = serve.max_seqs_at_mean if serve.fits else plan.max_seqs_paged
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -145,19 +158,6 @@ def spec_advice(
         for a in alphas
         for p in load_points(target, a, ks, grid, draft_cost, draft_line)
     ]
-    # The operating point is what the engine will run: the serve plan's max_num_seqs.
-    from planner.api.capacity import serve_report
-
-    serve_settings = {k: v for k, v in settings.items() if k in ("tp", "context_tokens")}
-    serve_settings["mean_tokens"] = plan.settings.mean_tokens
-    serve, _payload = serve_report(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=None,
-        gpu_memory_gib=None,
-        settings=serve_settings,
-    )
     operating = serve.max_num_seqs if serve.fits else plan.operating_concurrency
     result["operating_concurrency"] = operating
     at = min(concurrency or operating, limit)

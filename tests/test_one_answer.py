@@ -1,0 +1,31 @@
+"""One deployment, one answer: capacity, slo and spec print the same pool and max_num_seqs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from helpers import Result
+
+Cli = Callable[..., Result]
+
+PAIRS = [
+    ("llama-3.1-8b", "h100"),
+    ("gqa-70b", "mi300x"),
+    ("qwen3-8b", "a100-sxm4-80gb"),
+    ("mistral-7b-v0.1", "l40s"),
+    ("qwen3-30b-a3b", "h200"),
+]
+
+
+@pytest.mark.parametrize(("preset", "gpu"), PAIRS)
+def test_capacity_slo_and_spec_agree_on_the_pool(cli: Cli, preset: str, gpu: str) -> None:
+    where = ("--preset", preset, "--gpu", gpu, "--json")
+    capacity = cli("capacity", *where).json()
+    slo = cli("slo", "--tpot", "500", *where).json()  # a loose TPOT: memory binds
+    spec = cli("spec", "--alpha", "0.7", *where).json()
+    held = capacity["max_seqs_paged"]
+    assert slo["memory_cap"] == held
+    assert spec["scan_limit"] == min(held, 4096)  # scanned up to the pool (--max-batch 4096)
+    assert spec["operating_concurrency"] == capacity["operating_concurrency"]
+    assert slo["operating_concurrency"] == min(held, slo["batch_cap"])
