@@ -29,3 +29,36 @@ def test_capacity_slo_and_spec_agree_on_the_pool(cli: Cli, preset: str, gpu: str
     assert spec["scan_limit"] == min(held, 4096)  # scanned up to the pool (--max-batch 4096)
     assert spec["operating_concurrency"] == capacity["operating_concurrency"]
     assert slo["operating_concurrency"] == min(held, slo["batch_cap"])
+
+
+def _flags(line: str) -> list[str]:
+    """The flags of a printed launch line, without the entry point and the model."""
+    words = line.split()
+    if words[:2] == ["vllm", "serve"]:
+        return words[3:]
+    start = words.index("--model-path") + 2  # python -m sglang.launch_server --model-path M
+    return words[start:]
+
+
+GPUS = ("h100", "mi300x", "a100-sxm4-80gb")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_printed_lines_paste_back_into_capacity(cli: Cli, engine: str) -> None:
+    """Every shipped model on a rotation of three GPUs: the line capacity prints, fed back
+    verbatim, is accepted and reproduces the same line (so the same plan)."""
+    from planner.sources.presets import preset_names
+
+    checked = 0
+    for i, preset in enumerate(preset_names("models")):
+        gpu = GPUS[i % len(GPUS)]
+        where = ("--preset", preset, "--gpu", gpu, "--engine", engine, "--json")
+        first = cli("capacity", *where)
+        if first.code != 0:  # does not fit on this card: nothing to paste
+            continue
+        line = first.json()["flags"][engine]
+        again = cli("capacity", *where, *_flags(line))
+        assert again.code == 0, (preset, gpu, again.err)
+        assert again.json()["flags"][engine] == line, (preset, gpu)
+        checked += 1
+    assert checked >= 15

@@ -41,10 +41,18 @@ def capacity(
             "teaching ledger of docs/method.md."
         ),
     ] = "engine",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
+    tp: Annotated[
+        int,
+        typer.Option("--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size."),
+    ] = 1,
     context: Annotated[
         int | None,
-        typer.Option(help="Max model length in tokens [default: min(8192, model max)]."),
+        typer.Option(
+            "--context",
+            "--max-model-len",
+            "--context-length",
+            help="Max model length in tokens [default: min(8192, model max)].",
+        ),
     ] = None,
     mean_len: Annotated[
         int | None,
@@ -54,7 +62,13 @@ def capacity(
         int | None, typer.Option(help="KV page size in tokens [default: the engine's; 16].")
     ] = None,
     kv_dtype: Annotated[
-        str | None, typer.Option(help=f"KV cache dtype: {DTYPE_HELP} [default: model dtype].")
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            "--kv-cache-dtype",
+            help=f"KV cache dtype: {DTYPE_HELP}, or the engines' auto / fp8_e4m3 / fp8_e5m2 "
+            "[default: model dtype].",
+        ),
     ] = None,
     weight_dtype: Annotated[
         str | None,
@@ -146,7 +160,15 @@ def capacity(
             "and show what moves, term by term, and why."
         ),
     ] = None,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel size (engine ledger).")] = 1,
+    pp: Annotated[
+        int,
+        typer.Option(
+            "--pp",
+            "--pipeline-parallel-size",
+            "--pp-size",
+            help="Pipeline-parallel size (engine ledger).",
+        ),
+    ] = 1,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
