@@ -48,6 +48,7 @@ GRAMMAR: dict[str, dict[str, Callable[[str], bool]]] = {
         "--kv-cache-dtype": lambda v: v in VLLM_KV_CACHE_DTYPES,
         "--dtype": lambda v: v in ENGINE_DTYPES,
         "--quantization": lambda v: v in (*SIZED_QUANTIZATIONS, "compressed-tensors"),
+        "--trust-remote-code": lambda v: v == "true",  # a bare flag (BooleanOptionalAction)
     },
     "sglang": {
         "--model": lambda v: bool(v),
@@ -61,6 +62,7 @@ GRAMMAR: dict[str, dict[str, Callable[[str], bool]]] = {
         "--kv-cache-dtype": lambda v: v in SGLANG_KV_CACHE_DTYPES,
         "--dtype": lambda v: v in ENGINE_DTYPES,
         "--quantization": lambda v: v in (*SIZED_QUANTIZATIONS, "compressed-tensors"),
+        "--trust-remote-code": lambda v: v == "true",  # store_true
     },
 }
 
@@ -357,3 +359,22 @@ def test_batched_tokens_below_max_num_seqs_is_refused(cli: Cli) -> None:
     ).json()
     line = kept["flags"]["vllm"]
     assert "--max-num-seqs 512" in line and "--max-num-batched-tokens 8192" in line
+
+
+@pytest.mark.parametrize(
+    ("name", "needs"),
+    [
+        ("moonshotai--Kimi-K2-Instruct", True),  # auto_map: DeepseekV3 classes in the repo
+        ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", True),
+        ("meta-llama--Llama-3.1-8B-Instruct", False),
+    ],
+)
+def test_lines_carry_trust_remote_code_where_the_config_names_its_code(
+    name: str, needs: bool
+) -> None:
+    model = resolve_model(None, str(MODELS / name))
+    assert model.trust_remote_code is needs
+    for engine in ("vllm", "sglang"):
+        settings = ServeSettings(engine=engine, context_tokens=4096, mean_tokens=2000)  # type: ignore[arg-type]
+        line = plan_serve(model, find_gpu("h200"), settings, suggest=False).command
+        assert ("--trust-remote-code" in line.split()) is needs

@@ -36,7 +36,7 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     version: Annotated[
-        bool, typer.Option("--version", help="Print the planner version and exit.")
+        bool, typer.Option("--version", "-V", help="Print the planner version and exit.")
     ] = False,
 ) -> None:
     """Capacity planner and tuning advisor for LLM serving (vLLM, SGLang)."""

@@ -160,6 +160,14 @@ def capacity(
             "and show what moves, term by term, and why."
         ),
     ] = None,
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-remote-code",
+            help="Accepted so a printed line pastes back; the plan adds it when config.json "
+            "has auto_map.",
+        ),
+    ] = False,
     pp: Annotated[
         int,
         typer.Option(

@@ -87,6 +87,10 @@ def render(
         )
     fit_columns(table, wrap=("name",))
     print_table(out, table)
+    aliases = [f"{a} = {g['id']}" for g in catalog for a in g.get("aliases") or ()]
+    if aliases:
+        text = "aliases (any --gpu / --gpus / --price name): " + ", ".join(aliases)
+        out.print(text, markup=False)
     if not asked:
         return
     if detected:

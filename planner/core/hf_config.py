@@ -827,6 +827,7 @@ def model_spec_from_config(
         moe_layers=moe_layers if experts else 0,
         embedding_params=embed,
         tied_embeddings=bool(tie),
+        trust_remote_code=isinstance(cfg.get("auto_map"), Mapping),
         **_vision_shape(cfg),
     )
     try:

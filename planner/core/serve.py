@@ -599,6 +599,10 @@ def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
             parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
         else:
             parts += [flag, str(value)]
+    if model.trust_remote_code:
+        # the config's auto_map names code in the repo: both engines refuse to load it without
+        # this flag (transformers' trust_remote_code, passed through by vLLM and SGLang)
+        parts.append("--trust-remote-code")
     return " ".join(p if p == MODEL_PLACEHOLDER else shlex.quote(p) for p in head + parts)
 
 

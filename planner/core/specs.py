@@ -96,6 +96,11 @@ class ModelSpec(BaseModel):
         default=0, ge=0, description="vocab x hidden: one embedding (or lm_head) matrix"
     )
     tied_embeddings: bool = Field(default=True, description="lm_head shares the embedding")
+    trust_remote_code: bool = Field(
+        default=False,
+        description="config.json names its own code (auto_map): the engines load it only with "
+        "--trust-remote-code",
+    )
 
 
 class GpuSpec(BaseModel):
