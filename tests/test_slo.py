@@ -252,3 +252,49 @@ def test_efficiencies_that_underflow_are_one_line_errors(cli: Cli) -> None:
     # a tiny but finite share: one sequence's step is named, not a 0.00 ms fixed cost
     r = cli(*base, "--flops-efficiency", "1e-300")
     assert r.code == 2 and "one sequence's step" in r.err
+
+
+def test_fp8_weights_halve_the_read_and_never_slow_a_step(cli: Cli) -> None:
+    where = (
+        "slo",
+        "--tpot",
+        "50",
+        "--preset",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100",
+        "--tp",
+        "4",
+        "--batch",
+        "1,64,256",
+        "--json",
+    )
+    bf16 = cli(*where).json()
+    fp8 = cli(*where, "--weight-dtype", "fp8").json()
+    for b in ("1", "64", "256"):
+        assert fp8["step_ms_at"][b] < bf16["step_ms_at"][b]
+        # the weights read per GPU: the fp8 checkpoint's bytes are about half
+        ratio = fp8["terms_at"][b]["weights_read_bytes"] / bf16["terms_at"][b]["weights_read_bytes"]
+        assert 0.49 < ratio < 0.55
+    # the memory cap follows: fp8 weights leave more of the card to the KV cache
+    assert fp8["memory_cap"] > bf16["memory_cap"]
+
+
+def test_engine_sets_the_step_overhead(cli: Cli) -> None:
+    where = (
+        "slo",
+        "--tpot",
+        "50",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--batch",
+        "1",
+        "--json",
+    )
+    vllm = cli(*where).json()["step_ms_at"]["1"]
+    v0 = cli(*where, "--engine-version", "0.6.3").json()["step_ms_at"]["1"]
+    sglang = cli(*where, "--engine", "sglang").json()["step_ms_at"]["1"]
+    # docs/method.md §3: vLLM V1 0.2 ms, V0 0.5 ms, SGLang 0.35 ms per step
+    assert v0 - vllm == pytest.approx(0.3) and sglang - vllm == pytest.approx(0.15)

@@ -63,10 +63,16 @@ def roofline_from(
     )
 
 
-def derived_step_model(plan: CapacityPlan, **efficiencies: float) -> StepModel:
-    """The step-time model of a plan (docs/method.md §3), linearised to a and b for display and
-    the simulator; efficiencies override the calibrated terms (bandwidth_efficiency,
-    flops_efficiency, overhead_ms)."""
+def derived_step_model(
+    plan: CapacityPlan,
+    *,
+    engine: str = "vllm",
+    version: tuple[int, int, int] | None = None,
+    **efficiencies: float,
+) -> StepModel:
+    """The step-time model of a plan (docs/method.md §3) under one engine and release,
+    linearised to a and b for display and the simulator; efficiencies override the calibrated
+    terms (bandwidth_efficiency, flops_efficiency, overhead_ms)."""
     from planner.core.step_time import step_time_for
     from planner.units import dtype_bytes
 
@@ -78,6 +84,8 @@ def derived_step_model(plan: CapacityPlan, **efficiencies: float) -> StepModel:
         weights_bytes=plan.ledger.weights_bytes_total,
         weight_dtype=plan.weight_dtype,
         kv_dtype_bytes=kvb,
+        engine=engine,
+        version=version,
     )
     return step_model_from_curve(curve, plan.settings.mean_tokens, **efficiencies)
 

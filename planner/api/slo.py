@@ -139,16 +139,26 @@ def fitted_model(
 
 
 def engine_memory_cap(
-    gpu: str | None, preset: str | None, model: str | None, settings: dict[str, Any]
+    gpu: str | None,
+    preset: str | None,
+    model: str | None,
+    settings: dict[str, Any],
+    engine: str = "vllm",
+    version: str | None = None,
 ) -> int:
     """Sequences of the mean length the engine's own KV cache holds (the serve plan that
-    `planner capacity` prints for the same deployment), 0 when it would not start."""
+    `planner capacity` prints for the same deployment), 0 when it would not start. LMDeploy's
+    cache is not modelled: its step overhead is, so its memory cap is vLLM's."""
     from planner.api.capacity import serve_report
 
     assert gpu is not None
     values = {k: v for k, v in settings.items() if k in ("tp", "context_tokens", "mean_tokens")}
+    values["engine"] = engine if engine in ("vllm", "sglang") else "vllm"
+    if version is not None and engine in ("vllm", "sglang"):
+        values["version"] = version
     kv = str(settings.get("kv_dtype") or "auto").lower()
-    values["kv_cache_dtype"] = "fp8" if kv.startswith("fp8") else "auto"
+    fp8_name = "fp8" if values["engine"] == "vllm" else "fp8_e4m3"
+    values["kv_cache_dtype"] = fp8_name if kv.startswith("fp8") else "auto"
     if settings.get("weight_dtype") is not None:
         values["weight_dtype"] = settings["weight_dtype"]
     serve, _payload = serve_report(
@@ -174,6 +184,8 @@ def slo_advice(
     model: str | None = None,
     batches: list[int] | None = None,
     save_fit: str | None = None,
+    engine: str = "vllm",
+    engine_version: str | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Everything `planner slo` reports, as its documented JSON object."""
@@ -199,6 +211,11 @@ def slo_advice(
         )
     if prefill < 0:
         raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
+    if engine not in ("vllm", "sglang", "lmdeploy"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang, lmdeploy")
+    from planner.core.engines.common import parse_version
+
+    version = parse_version(engine_version) if engine_version else None
     plan = None
     residuals: list[dict[str, float]] = []
     if gpu is not None or preset is not None or model is not None:
@@ -215,10 +232,14 @@ def slo_advice(
             raise InputError("--a-ms/--b-ms", "must be >= 0")
         step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
     elif fit_path is not None:
-        derived = derived_step_model(plan, **(efficiencies or {})) if plan is not None else None
+        derived = (
+            derived_step_model(plan, engine=engine, version=version, **(efficiencies or {}))
+            if plan is not None
+            else None
+        )
         step, residuals = fitted_model(fit_path, prefill, derived)
     elif plan is not None:
-        step = derived_step_model(plan, **(efficiencies or {}))
+        step = derived_step_model(plan, engine=engine, version=version, **(efficiencies or {}))
         if prefill_ms_per_token is not None:
             step = step.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
     else:
@@ -281,7 +302,7 @@ def slo_advice(
         if ttft_ms is not None:
             result["ttft_single_prefill_fits"] = stall <= ttft_ms
     if plan is not None:
-        memory = engine_memory_cap(gpu, preset, model, settings)
+        memory = engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
         result["memory_cap"] = memory
         result["operating_concurrency"] = min(memory, cap)
         if memory < cap:

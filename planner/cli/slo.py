@@ -39,8 +39,25 @@ def slo(
     preset: Annotated[str | None, typer.Option(help="Derive a and b from a model preset.")] = None,
     model: Annotated[str | None, typer.Option(help="... or a config / Hub id.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
-    context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
+    tp: Annotated[
+        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
+    ] = 1,
+    context: Annotated[
+        int | None, typer.Option("--context", "--max-model-len", help="Max model length.")
+    ] = None,
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option(help="Weights as served: bf16, fp8, fp4, int4 [default: the checkpoint's]."),
+    ] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
+    ] = None,
+    engine: Annotated[
+        str, typer.Option(help="vllm, sglang or lmdeploy (its step overhead).")
+    ] = "vllm",
+    engine_version: Annotated[
+        str | None, typer.Option(help="Engine release (vLLM before 0.8: the V0 engine).")
+    ] = None,
     mean_len: Annotated[int, typer.Option(help="Working context per sequence.")] = 2000,
     bandwidth_efficiency: Annotated[
         float | None,
@@ -85,6 +102,11 @@ def slo(
     settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
     if context is not None:
         settings["context_tokens"] = context
+    if weight_dtype is not None:
+        settings["weight_dtype"] = weight_dtype
+    if kv_dtype is not None:
+        kv = kv_dtype.strip().lower()
+        settings["kv_dtype"] = "fp8" if kv.startswith("fp8") else kv
     result = slo_advice(
         tpot_ms=tpot,
         ttft_ms=ttft,
@@ -109,6 +131,8 @@ def slo(
         gpu=gpu,
         preset=preset,
         model=model,
+        engine=engine,
+        engine_version=engine_version,
         **settings,
     )
     if plot is not None:
