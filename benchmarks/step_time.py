@@ -54,6 +54,12 @@ def predict(row: dict[str, object]) -> float | None:
     return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
 
 
+def model_class(row: dict[str, object]) -> str:
+    """dense or MoE, from the row's config."""
+    folder = MODELS / str(row["model"]).replace("/", "--")
+    return "MoE" if resolve_model(None, str(folder)).num_experts else "dense"
+
+
 def summary(errors: list[float]) -> str:
     """median |e|, p90 |e|, bias, n."""
     absolute = sorted(abs(e) for e in errors)
@@ -86,6 +92,7 @@ def main() -> None:
         error = (predicted - measured) / measured
         errors.append(error)
         groups[f"gpu {gpu_id(str(row['gpu']))}"].append(error)
+        groups[f"class {model_class(row)}"].append(error)
         groups[f"tp {row['tp']}"].append(error)
         groups[bucket(int(row["batch"]))].append(error)
         where = f"tp{row['tp']} B{row['batch']:>4} ctx{row['context_at_decode']:>6}"
