@@ -191,19 +191,9 @@ def benchmark(
         )
     mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
     values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
-    plan, payload = serve_report(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        gpu_memory_gib=None,
-        settings=values,
-    )
-    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
-        # A benchmark runs the server as launched: the engine's own running cap, with the KV
-        # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
-        values["max_num_seqs"] = plan.cap
-        plan, payload = serve_report(
+
+    def replan() -> tuple[Any, dict[str, Any]]:
+        return serve_report(
             gpu=gpu,
             preset=preset,
             model=model,
@@ -211,6 +201,13 @@ def benchmark(
             gpu_memory_gib=None,
             settings=values,
         )
+
+    plan, payload = replan()
+    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
+        # A benchmark runs the server as launched: the engine's own running cap, with the KV
+        # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
+        values["max_num_seqs"] = plan.cap
+        plan, payload = replan()
     if not plan.fits:
         raise PlannerError("the engine would not start: " + "; ".join(plan.reasons))
     p = plan.prediction
