@@ -380,3 +380,59 @@ def test_bad_result_files_exit_2(cli: Cli, tmp_path: Path, body: str, text: str)
     r = cli("calibrate", "--bench", str(path), "--gpu", "h100", "--preset", "llama-3.1-8b")
     assert r.code == 2, r.err
     assert text in r.err and r.err.count("\n") == 1
+
+
+def test_slo_reads_the_same_step_calibration(cli: Cli, tmp_path: Path) -> None:
+    """slo's derived step model with a --bench profile is the simulator's calibrated curve."""
+    from planner.api.bench import apply_step_calibration
+    from planner.sources.calibration import load_calibration
+
+    (c4,) = _results(tmp_path, 1.3, 1.0, (4,))
+    profile = tmp_path / "p.yaml"
+    assert (
+        cli(
+            "calibrate",
+            "--bench",
+            c4,
+            "--gpu",
+            "h100",
+            "--preset",
+            "llama-3.1-8b",
+            "--save",
+            str(profile),
+        ).code
+        == 0
+    )
+    args = (
+        "slo",
+        "--tpot",
+        "50",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--batch",
+        "1,64",
+        "--json",
+    )
+    plain = cli(*args).json()
+    fitted = cli(*args, "--calibration", str(profile)).json()
+    step = load_calibration(str(profile)).step
+    curve = step_time_for(resolve_model("llama-3.1-8b", None), find_gpu("h100"), engine="vllm")
+    for b in (1, 64):
+        want = apply_step_calibration(curve, step).step_ms(b, 2000)  # slo's --mean-len 2000
+        assert fitted["step_ms_at"][str(b)] == pytest.approx(want)
+        assert fitted["step_ms_at"][str(b)] > plain["step_ms_at"][str(b)]
+    assert "calibrated on your serving results" in fitted["source"]
+    r = cli(
+        "slo",
+        "--tpot",
+        "50",
+        "--preset",
+        "qwen3-8b",
+        "--gpu",
+        "h100",
+        "--calibration",
+        str(profile),
+    )
+    assert r.code == 2 and "--calibration: the profile was measured with model" in r.err

@@ -381,5 +381,6 @@ def apply_step_calibration(curve: Any, step: Any) -> Any:
         update={
             "memory_scale": step.memory_scale,
             "overhead_ms": max(0.0, curve.overhead_ms + step.step_offset_ms),
+            "label": f"{curve.label}, calibrated on your serving results",
         }
     )

@@ -68,11 +68,13 @@ def derived_step_model(
     *,
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
+    step_calibration: Any = None,
     **efficiencies: float,
 ) -> StepModel:
     """The step-time model of a plan (docs/method.md §3) under one engine and release,
     linearised to a and b for display and the simulator; efficiencies override the calibrated
-    terms (bandwidth_efficiency, flops_efficiency, overhead_ms)."""
+    terms (bandwidth_efficiency, flops_efficiency, overhead_ms); `step_calibration`: the step
+    terms of a `calibrate --bench` profile."""
     from planner.core.step_time import step_time_for
     from planner.units import dtype_bytes
 
@@ -87,6 +89,10 @@ def derived_step_model(
         engine=engine,
         version=version,
     )
+    if step_calibration is not None:
+        from planner.api.bench import apply_step_calibration
+
+        curve = apply_step_calibration(curve, step_calibration)
     return step_model_from_curve(curve, plan.settings.mean_tokens, **efficiencies)
 
 

@@ -186,9 +186,11 @@ def slo_advice(
     save_fit: str | None = None,
     engine: str = "vllm",
     engine_version: str | None = None,
+    calibration: Any = None,
     **settings: Any,
 ) -> dict[str, Any]:
-    """Everything `planner slo` reports, as its documented JSON object."""
+    """Everything `planner slo` reports, as its documented JSON object (`calibration`: a
+    profile with step terms from `planner calibrate --bench`, for the derived model)."""
     from planner.core import slo
     from planner.core.flags import MODEL_PLACEHOLDER
 
@@ -218,10 +220,19 @@ def slo_advice(
     version = parse_version(engine_version) if engine_version else None
     plan = None
     residuals: list[dict[str, float]] = []
+    stepped = None
     if gpu is not None or preset is not None or model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        if calibration is not None:
+            from planner.api.bench import check_step_calibration
+
+            stepped = check_step_calibration(
+                calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
+            )
+    elif calibration is not None:
+        raise InputError("--calibration", "calibrates a derived model: add --gpu and a model")
     given = a_ms is not None or b_ms is not None
     if sum([given, fit_path is not None]) > 1:
         raise InputError("--fit", "use one cost source: --a-ms/--b-ms or --fit")
@@ -233,13 +244,21 @@ def slo_advice(
         step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
     elif fit_path is not None:
         derived = (
-            derived_step_model(plan, engine=engine, version=version, **(efficiencies or {}))
+            derived_step_model(
+                plan,
+                engine=engine,
+                version=version,
+                step_calibration=stepped,
+                **(efficiencies or {}),
+            )
             if plan is not None
             else None
         )
         step, residuals = fitted_model(fit_path, prefill, derived)
     elif plan is not None:
-        step = derived_step_model(plan, engine=engine, version=version, **(efficiencies or {}))
+        step = derived_step_model(
+            plan, engine=engine, version=version, step_calibration=stepped, **(efficiencies or {})
+        )
         if prefill_ms_per_token is not None:
             step = step.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
     else:

@@ -58,6 +58,10 @@ def slo(
     engine_version: Annotated[
         str | None, typer.Option(help="Engine release (vLLM before 0.8: the V0 engine).")
     ] = None,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="Step terms from `planner calibrate --bench` (same deployment)."),
+    ] = None,
     mean_len: Annotated[int, typer.Option(help="Working context per sequence.")] = 2000,
     bandwidth_efficiency: Annotated[
         float | None,
@@ -133,6 +137,7 @@ def slo(
         model=model,
         engine=engine,
         engine_version=engine_version,
+        calibration=None if calibration is None else _profile(calibration),
         **settings,
     )
     if plot is not None:
@@ -258,3 +263,10 @@ def render(r: dict[str, Any]) -> None:
         out.print(f"[yellow]warning:[/] {w}")
     out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
     out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
+
+
+def _profile(path: str) -> Any:
+    """A calibration profile from a file (planner.sources.calibration)."""
+    from planner.sources.calibration import load_calibration
+
+    return load_calibration(path)
