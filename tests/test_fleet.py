@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import Result
 
 from planner.api.fleet import fleet_report
@@ -215,7 +216,15 @@ def test_winner_saves_a_plan_and_a_manifest_drift_accepts(cli: Cli, tmp_path: Pa
     assert cli("drift", str(plan)).code == 0
     checked = cli("drift", str(plan), "--against-args-file", str(k8s))
     assert checked.code == 0, checked.out
-    assert "nvidia.com/gpu" in k8s.read_text()
+    doc = yaml.safe_load(k8s.read_text())
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    version = doc["metadata"]["annotations"]["planner/engine"].split()[1]
+    assert container["image"] == f"vllm/vllm-openai:v{version}"  # pinned, not :latest
+    assert container["args"][-4:] == ["--host", "0.0.0.0", "--port", "8000"]
+    assert container["ports"][0]["containerPort"] == 8000
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    assert container["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "hf-token"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] >= 1
 
 
 def test_bad_input_exits_2(cli: Cli) -> None:

@@ -370,6 +370,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         "dollars_per_m_total_tokens": None
         if price is None
         else cost_per_million(price, gpus_total, total_tok_s),
+        "engine_version": plan.prediction.version,
         "command": plan.command.replace(
             f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
         ).replace(

@@ -263,33 +263,80 @@ def _save(
     write_file(path, "--save", dump(lock))
 
 
+# Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
+# launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
+ENGINE_PORTS = {"vllm": 8000, "sglang": 30000}
+HEALTH_PATH = "/health"
+# The Secret a manifest reads the Hub token from (key `token`), optional for public models.
+HF_TOKEN_SECRET = "hf-token"
+# Shared memory for NCCL / RCCL between TP ranks: the engines' docs run their images with
+# --ipc=host or a large /dev/shm; 16 GiB as an in-memory emptyDir per replica.
+SHM_SIZE = "16Gi"
+
+
 def k8s_deployment(winner: dict[str, Any], name: str) -> str:
-    """A Deployment running the winner's line on the vllm/vllm-openai (or SGLang) image."""
+    """A Deployment that serves the winner's line: the engine's image for the planned release,
+    listening on 0.0.0.0 with its port, a readiness probe on its health endpoint, the Hub token
+    from a Secret, /dev/shm for TP > 1 and the GPUs requested by vendor."""
     import shlex
 
     import yaml
 
     from planner.sources.presets import find_gpu
 
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
     argv = shlex.split(winner["command"])
+    port = ENGINE_PORTS[engine]
     vendor = find_gpu(winner["gpu"]).vendor
     resource = "amd.com/gpu" if vendor == "amd" else "nvidia.com/gpu"
-    if winner["engine"] == "vllm":
-        image = "vllm/vllm-openai:latest" if vendor != "amd" else "rocm/vllm:latest"
-        container: dict[str, Any] = {"name": "vllm", "image": image, "args": argv[2:]}
+    serve_args = ["--host", "0.0.0.0", "--port", str(port)]
+    if engine == "vllm" and vendor != "amd":
+        # vLLM publishes one OpenAI-server image per release, tagged v<version>
+        image = f"vllm/vllm-openai:v{version}" if version else "vllm/vllm-openai:latest"
+        container: dict[str, Any] = {"name": "vllm", "image": image, "args": argv[2:] + serve_args}
+    elif engine == "vllm":
+        # ROCm builds are tagged by ROCm and vLLM release together: pick the tag for the
+        # planned release (annotation below)
+        container = {"name": "vllm", "image": "rocm/vllm:latest", "args": argv[2:] + serve_args}
     else:
-        container = {"name": "sglang", "image": "lmsysorg/sglang:latest", "command": argv}
+        container = {
+            "name": "sglang",
+            "image": "lmsysorg/sglang:latest",
+            "command": argv + serve_args,
+        }
+    container["ports"] = [{"name": "http", "containerPort": port}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": HEALTH_PATH, "port": port},
+        "initialDelaySeconds": 60,
+        "periodSeconds": 10,
+        "failureThreshold": 60,  # weights load and graphs capture for minutes on large models
+    }
+    container["env"] = [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {
+                "secretKeyRef": {"name": HF_TOKEN_SECRET, "key": "token", "optional": True}
+            },
+        }
+    ]
     container["resources"] = {"limits": {resource: winner["tp"]}}
+    pod: dict[str, Any] = {"containers": [container]}
+    if winner["tp"] > 1:
+        container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+        pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     doc = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "llm"},
+        "metadata": {
+            "name": "llm",
+            "annotations": {"planner/engine": f"{engine} {version}".strip()},
+        },
         "spec": {
             "replicas": winner["replicas"],
             "selector": {"matchLabels": {"app": "llm"}},
             "template": {
                 "metadata": {"labels": {"app": "llm", "model": name.replace("/", "-")[:60]}},
-                "spec": {"containers": [container]},
+                "spec": pod,
             },
         },
     }
