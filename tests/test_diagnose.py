@@ -191,3 +191,23 @@ def test_saved_snapshots_and_github_format(cli: Cli, tmp_path: Path) -> None:
     assert r.code == 1 and r.out.startswith("::error title=planner diagnose::waiting queue")
     bad = cli("diagnose", "--snapshots", str(a), "--interval", "30")
     assert bad.code == 2 and "two files" in bad.err
+
+
+def test_acceptance_is_per_position_and_advice_never_worsens(cli: Cli) -> None:
+    """1,000 verifications of k = 6 drafts accepting 950 tokens: accepted length 1.95, which
+    (1 - a^7) / (1 - a) reaches at a per-position acceptance of ~0.49 (not 950 / 6,000 = 16%);
+    any smaller k advised must beat the speedup measured now."""
+    from planner.core.diagnose import per_position_acceptance
+
+    alpha = per_position_acceptance(1.95, 6)
+    assert (1 - alpha**7) / (1 - alpha) == pytest.approx(1.95, rel=1e-6)
+    assert 0.45 < alpha < 0.52
+    later = bump(SPEC, "vllm:spec_decode_num_drafts_total", lambda v: v + 1000)
+    later = bump(later, "vllm:spec_decode_num_draft_tokens_total", lambda v: v + 6000)
+    later = bump(later, "vllm:spec_decode_num_accepted_tokens_total", lambda v: v + 950)
+    spec = {f["check"]: f for f in run(cli, [SPEC, later], "--json").json()["findings"]}[
+        "speculative acceptance"
+    ]
+    assert spec["action"] == "lower k 6 -> 3 (acceptance 49% per position)"
+    now, then = re.findall(r"(\d+\.\d+)x", spec["expected_effect"])
+    assert float(then) > float(now)

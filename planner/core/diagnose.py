@@ -532,6 +532,28 @@ def _prefix_finding(before: Samples, after: Samples, resets: list[str]) -> Findi
     )
 
 
+def per_position_acceptance(length: float, k: int) -> float:
+    """The per-position acceptance alpha whose expected tokens per verification
+    (1 - alpha^(k+1)) / (1 - alpha) (docs/method.md §4) equal the measured accepted length;
+    accepted / proposed tokens is not it (a rejection ends the run of drafts)."""
+    if k < 1 or length <= 1.0:
+        return 0.0
+    if length >= k + 1:
+        return 0.999
+
+    def expected(a: float) -> float:
+        return float(k + 1) if a >= 1.0 else (1 - a ** (k + 1)) / (1 - a)
+
+    low, high = 0.0, 0.999
+    for _ in range(60):  # bisection: expected() rises with alpha from 1 to k + 1
+        mid = (low + high) / 2
+        if expected(mid) < length:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
 def _spec_finding(
     before: Samples, after: Samples, draft_cost: float, running: float | None, resets: list[str]
 ) -> Finding:
@@ -544,7 +566,7 @@ def _spec_finding(
     if drafts and proposed and accepted is not None:
         length = 1 + accepted / drafts
         k = round(proposed / drafts)
-        alpha = min(max(accepted / proposed, 0.0), 0.999)
+        alpha = per_position_acceptance(length, k)
     elif (g := gauge(after, SPEC_ACCEPT_LENGTH)) is not None and g > 0:
         length = g
     if length is None:
@@ -567,17 +589,18 @@ def _spec_finding(
         )
     speedup = length / (1 + k * draft_cost)
     better = best(alpha, list(range(1, max(k, 1) + 1)), draft_cost, 0.0)
-    fail = speedup <= 1.0 or better.k < k
+    # advise a smaller k only when its computed speedup beats what runs now
+    fail = speedup <= 1.0 or (better.k < k and better.speedup > speedup)
     load = "" if running is None else f" at {running:,.0f} running"
     if speedup <= 1.0:
         action = f"disable speculation{load}: accepted length {length:.2f} with k {k}"
-    elif better.k < k:
-        action = f"lower k {k} -> {better.k} (acceptance {alpha:.0%})"
+    elif better.k < k and better.speedup > speedup:
+        action = f"lower k {k} -> {better.k} (acceptance {alpha:.0%} per position)"
     else:
         action = None
     return Finding(
         check="speculative acceptance",
-        value=f"accepted length {length:.2f} of k {k} ({alpha:.0%} per token)",
+        value=f"accepted length {length:.2f} of k {k} ({alpha:.0%} per position)",
         threshold="speedup > 1 and k at its best",
         source=f"E / (1 + k c) with c = {draft_cost:g}, docs/method.md §4",
         verdict="fail" if fail else "ok",
