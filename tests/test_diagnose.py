@@ -131,6 +131,10 @@ def test_sglang_with_a_growing_queue(cli: Cli) -> None:
     data = r.json()
     assert r.code == 1 and data["engine"] == "sglang"
     assert data["advice"]["check"] == "waiting queue" and "3,226" in data["advice"]["value"]
+    # KV at 28% with thousands queued: the running cap admits too few; SGLang's own flag
+    action = data["advice"]["action"]
+    assert "--max-running-requests" in action and "max_num_seqs" not in action
+    assert not action.startswith("add replicas")
 
 
 def test_vllm_v0_names_are_recognised(cli: Cli) -> None:
@@ -211,3 +215,12 @@ def test_acceptance_is_per_position_and_advice_never_worsens(cli: Cli) -> None:
     assert spec["action"] == "lower k 6 -> 3 (acceptance 49% per position)"
     now, then = re.findall(r"(\d+\.\d+)x", spec["expected_effect"])
     assert float(then) > float(now)
+
+
+def test_an_idle_server_is_never_called_at_capacity() -> None:
+    from planner.core.diagnose import Effects, _queue_action
+
+    action, _ = _queue_action(Effects(), 0.0, 0.0, 0.0, "vllm", queued=False)
+    assert "not a capacity problem" in action and "replicas" not in action
+    busy, _ = _queue_action(Effects(), 0.99, 200.0, 50.0, "vllm", queued=True)
+    assert busy.startswith("add replicas")  # KV full and a queue: capacity is the answer

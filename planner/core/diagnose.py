@@ -313,7 +313,9 @@ def diagnose(
     )
     queue_action = queue_effect = None
     if queued or ttft_fail:
-        queue_action, queue_effect = _queue_action(fx, usage, running, waiting)
+        queue_action, queue_effect = _queue_action(
+            fx, usage, running, waiting, detect_engine(after), queued
+        )
     findings.append(
         Finding(
             check=f"TTFT {pct}",
@@ -480,14 +482,36 @@ def _tpot_action(
 
 
 def _queue_action(
-    fx: Effects, usage: float | None, running: float | None, waiting: float | None
+    fx: Effects,
+    usage: float | None,
+    running: float | None,
+    waiting: float | None,
+    engine: str = "vllm",
+    queued: bool = False,
 ) -> tuple[str, str | None]:
-    """More admission where the KV has room, else more replicas."""
+    """More admission where the KV has room, else more replicas; an idle server with a slow
+    first token is not short of capacity. The advice names the engine's own flag."""
+    cap_flag = "--max-running-requests" if engine.startswith("sglang") else "--max-num-seqs"
     roomy = usage is not None and usage < KV_NEAR_CEILING
+    idle = (running or 0) < 1 and (waiting or 0) < 1 and not queued
+    if idle:
+        return (
+            "TTFT is over budget with nothing running or waiting: not a capacity problem; look "
+            "at the prefill itself (prompt lengths, the chunk size) or time outside the engine "
+            "(network, tokenization)",
+            None,
+        )
     if roomy and fx.max_num_seqs and running is not None and running >= fx.max_num_seqs * 0.95:
         return (
-            f"max_num_seqs {fx.max_num_seqs:,} is full with KV at {usage:.0%}: raise it "
+            f"{cap_flag} {fx.max_num_seqs:,} is full with KV at {usage:.0%}: raise it "
             "within the TPOT budget, or add replicas",
+            None,
+        )
+    if roomy and queued:
+        assert usage is not None
+        return (
+            f"requests queue while the KV cache is at {usage:.0%}: the running cap admits too "
+            f"few; raise {cap_flag} within the TPOT budget before adding replicas",
             None,
         )
     extra = "" if waiting is None else f" ({waiting:,.0f} waiting)"
