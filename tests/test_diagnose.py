@@ -224,3 +224,12 @@ def test_an_idle_server_is_never_called_at_capacity() -> None:
     assert "not a capacity problem" in action and "replicas" not in action
     busy, _ = _queue_action(Effects(), 0.99, 200.0, 50.0, "vllm", queued=True)
     assert busy.startswith("add replicas")  # KV full and a queue: capacity is the answer
+
+
+def test_scrapes_of_different_servers_exit_2(cli: Cli) -> None:
+    engines = run(cli, [LIGHT, SGLANG])
+    assert engines.code == 2 and "not one server" in engines.err and "sglang" in engines.err
+    other_model = LIGHT.replace('model_name="', 'model_name="other-')
+    models = run(cli, [LIGHT, other_model])
+    assert models.code == 2 and "not one server" in models.err
+    assert models.err.count("\n") == 1

@@ -122,7 +122,7 @@ def diagnose_report(
     settings: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything `planner diagnose` reports, as its documented JSON object."""
-    from planner.core.diagnose import Budgets, diagnose
+    from planner.core.diagnose import Budgets, diagnose, mismatch
     from planner.core.slo import check_budget
     from planner.sources.deployed import check_metrics_url, check_timeout
 
@@ -142,6 +142,13 @@ def diagnose_report(
     else:
         before, after, interval = snapshot_pair(snapshots, interval_s)
         where = " -> ".join(snapshots)
+    differs = mismatch(before, after)
+    if differs is not None:
+        flag = "--metrics" if metrics_url is not None else "--snapshots"
+        raise InputError(
+            flag, f"{where}: the two scrapes are not one server ({differs}); compare two scrapes "
+            "of the same server"
+        )
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":
         raise InputError("--metrics", f"{where}: no vLLM or SGLang metrics in the scrape")

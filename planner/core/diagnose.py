@@ -380,6 +380,33 @@ def diagnose(
     )
 
 
+def served_models(samples: Samples) -> set[str]:
+    """The model names a scrape's series carry (vLLM and SGLang label them `model_name`)."""
+    return {
+        str(labels["model_name"])
+        for series in samples.values()
+        for labels, _ in series
+        if "model_name" in labels
+    }
+
+
+def mismatch(before: Samples, after: Samples) -> str | None:
+    """Why two scrapes are not the same server, if they are not: another engine, another
+    model, or another cache configuration (block count, memory fraction)."""
+    engines = detect_engine(before), detect_engine(after)
+    if engines[0] != engines[1]:
+        return f"the first is {engines[0]}, the second {engines[1]}"
+    models = served_models(before), served_models(after)
+    if models[0] and models[1] and models[0] != models[1]:
+        first, second = (", ".join(sorted(m)) for m in models)
+        return f"the first serves {first}, the second {second}"
+    configs = running_config(before), running_config(after)
+    for key in sorted(set(configs[0]) & set(configs[1])):
+        if configs[0][key] != configs[1][key]:
+            return f"{key} is {configs[0][key]} in the first, {configs[1][key]} in the second"
+    return None
+
+
 def running_config(samples: Samples) -> dict[str, str]:
     """What the server says it runs with (labels and gauges as printed)."""
     info = samples.get("vllm:cache_config_info")
