@@ -436,3 +436,26 @@ def test_slo_reads_the_same_step_calibration(cli: Cli, tmp_path: Path) -> None:
         str(profile),
     )
     assert r.code == 2 and "--calibration: the profile was measured with model" in r.err
+
+
+def test_without_a_rate_every_request_goes_at_once(cli: Cli) -> None:
+    """vllm bench serve's default request rate is inf: with neither --rate nor --concurrency
+    every request is sent at t = 0, so the first TTFTs queue behind each other's prefill."""
+    r = cli(
+        "simulate",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--prompt-len",
+        "2000",
+        "--output-len",
+        "20",
+        "--requests",
+        "300",
+        "--json",
+    )
+    data = r.json()
+    assert data["max_concurrency"] is None and data["request_rate"] is None
+    assert "closed loop" not in data["workload"]["description"]
+    assert data["p99_ttft_ms"] > 10 * data["median_tpot_ms"]  # 600,000 prompt tokens queued

@@ -279,8 +279,8 @@ def benchmark(
         )
 
     closed = load.concurrency
-    if closed is None and load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
-        closed = trace.size  # every request sent at t = 0
+    if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
+        closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
     one = replica_trace(trace)
     metrics = run_at(share(closed) if closed else None, one)
     gpus = tp * pp * dp

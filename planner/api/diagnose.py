@@ -146,8 +146,9 @@ def diagnose_report(
     if differs is not None:
         flag = "--metrics" if metrics_url is not None else "--snapshots"
         raise InputError(
-            flag, f"{where}: the two scrapes are not one server ({differs}); compare two scrapes "
-            "of the same server"
+            flag,
+            f"{where}: the two scrapes are not one server ({differs}); compare two scrapes "
+            "of the same server",
         )
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":

@@ -57,7 +57,8 @@ def simulate(
         str | None, typer.Option(help="JSONL trace: arrival_s, prompt_tokens, output_tokens.")
     ] = None,
     rate: Annotated[
-        float | None, typer.Option(help="Arrival rate, requests/s (inf: all at once).")
+        float | None,
+        typer.Option(help="Arrival rate, requests/s [with a GPU, default: all at once]."),
     ] = None,
     concurrency: Annotated[
         int | None,
