@@ -146,12 +146,14 @@ def benchmark(
     steps, as V1 always does); None: the release's default."""
     import numpy as np
 
-    from planner.api.capacity import serve_report
+    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step_time import step_time_for
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import CurveCost, SimConfig, execute
     from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+    from planner.units import dtype_bytes
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -184,7 +186,9 @@ def benchmark(
     values = dict(settings)
     context = values.get("context_tokens")
     if context is None:
-        values["context_tokens"] = max(longest, min(8192, spec.max_context_tokens))
+        values["context_tokens"] = max(
+            longest, min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens)
+        )
     elif context < longest:
         raise InputError(
             "--context", f"{context:,} is shorter than the longest request ({longest:,} tokens)"
@@ -214,9 +218,10 @@ def benchmark(
     assert p is not None
     engine = plan.engine
     version = parse_version(p.version)
-    block = int(str(p.settings.get("block_size", p.settings.get("page_size", 16))))
+    vllm_engine = engine == "vllm"
+    block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
     budget = int(
-        str(p.settings.get("max_num_batched_tokens", p.settings.get("chunked_prefill_size", 8192)))
+        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_size"])
     )
     if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
         budget = longest
@@ -224,10 +229,14 @@ def benchmark(
     variant = settings.get("weight_dtype")
     if variant is not None:
         weight_dtype = str(variant).lower()
-    kv_bytes = 1 if str(values.get("kv_cache_dtype", "auto")).startswith("fp8") else 2
+    # the engines' auto KV dtype is the model's (fp32 models cache in fp16), fp8 is one byte
+    native = "fp16" if spec.native_dtype == "fp32" else spec.native_dtype
+    fp8_kv = str(values.get("kv_cache_dtype", "auto")).startswith("fp8")
+    kv_bytes = 1 if fp8_kv else dtype_bytes(native)
+    card = find_gpu(gpu)
     curve = step_time_for(
         spec,
-        plan_gpu(gpu),
+        card,
         tp=tp,
         weights_bytes=p.weights_bytes * tp,
         weight_dtype=weight_dtype,
@@ -241,7 +250,7 @@ def benchmark(
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
     calibrated = None
     if calibration is not None:
-        calibrated = check_step_calibration(calibration, engine, plan_gpu(gpu).id, spec.name, tp)
+        calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
     mixed = engine == "vllm" and version >= VLLM_V1_SINCE
     if chunked_prefill is not None and engine == "vllm":
@@ -295,7 +304,7 @@ def benchmark(
         ),
         "deployment": {
             "model": spec.name,
-            "gpu": plan_gpu(gpu).id,
+            "gpu": card.id,
             "engine": engine,
             "engine_version": p.version,
             "tp": tp,
@@ -343,13 +352,6 @@ def _per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:
         "total_token_throughput_per_gpu": metrics["total_token_throughput"] / gpus,
         "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
     }
-
-
-def plan_gpu(gpu: str) -> Any:
-    """The catalog GPU a name resolves to."""
-    from planner.sources.presets import find_gpu
-
-    return find_gpu(gpu)
 
 
 def check_step_calibration(cal: Any, engine: str, gpu_id: str, model: str, tp: int) -> Any:
