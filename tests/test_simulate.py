@@ -13,7 +13,14 @@ from helpers import Result
 
 from planner.api import load_workload
 from planner.errors import InputError
-from planner.sim.engine import CostModel, PolicyMetrics, SimConfig, execute, simulate
+from planner.sim.engine import (
+    CostModel,
+    PolicyMetrics,
+    ReserveAdmission,
+    SimConfig,
+    execute,
+    simulate,
+)
 from planner.sim.workload import Trace, generate, load_trace
 
 Cli = Callable[..., Result]
@@ -152,6 +159,66 @@ def test_small_pool_preempts_and_swap_keeps_progress() -> None:
         SimConfig(policy="continuous", max_batch=64, kv_blocks=700, preemption="swap"),
     )
     assert swap.preemptions > 0
+
+
+# SGLang's defaults (planner/api/bench.py): 0.7 decaying to 0.098 over 600 steps, retract
+# until each request left has 20 tokens of room, outputs counted up to 4,096 tokens.
+SGLANG = ReserveAdmission(
+    init_ratio=0.7, min_ratio=0.098, decay_steps=600, retract_steps=20, clip_tokens=4096
+)
+
+
+def overload(n: int = 24, prompt: int = 100, output: int = 400) -> Trace:
+    """n requests at t = 0, each 100 prompt tokens, 400 output tokens."""
+    return Trace(
+        np.zeros(n),
+        np.full(n, prompt, dtype=np.int64),
+        np.full(n, output, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
+
+
+def test_sglang_reserve_admits_fewer_at_first_then_more_as_the_ratio_decays() -> None:
+    # 24 requests of 100 + 400 tokens; a pool of 6,000 one-token pages. Admission on the prompt
+    # alone (vLLM) lets all 24 in at once (2,400 tokens), then preempts as they grow; a ratio
+    # held at 1 reserves each one's whole 500 tokens: 12 at first, and never preempts.
+    trace = overload()
+    cfg = {"policy": "continuous", "max_batch": 64, "kv_blocks": 6000, "block_tokens": 1}
+    vllm = execute(trace, CostModel(), SimConfig(**cfg))  # type: ignore[arg-type]
+    fixed = ReserveAdmission(
+        init_ratio=1.0, min_ratio=1.0, decay_steps=1, retract_steps=20, clip_tokens=4096
+    )
+    steady = execute(trace, CostModel(), SimConfig(**cfg, reserve=fixed))  # type: ignore[arg-type]
+    decaying = execute(trace, CostModel(), SimConfig(**cfg, reserve=SGLANG))  # type: ignore[arg-type]
+    assert vllm.preemptions > 0
+    assert steady.preemptions == 0
+    assert (steady.first_ms <= steady.first_ms.min()).sum() == 12  # one wave of 12 at first
+    # the decaying ratio lets the queue in sooner than the fixed one, at the price of
+    # retractions once the running requests outgrow the pool
+    assert np.median(decaying.first_ms) < np.median(steady.first_ms)
+    assert decaying.preemptions > 0
+    for run in (vllm, steady, decaying):
+        assert (run.generated == trace.output_tokens).all()
+        assert run.peak_blocks <= 6000
+
+
+def test_retracted_requests_go_to_the_back_of_the_queue() -> None:
+    # More requests than ever fit: vLLM puts a preempted request back at the head of the
+    # queue, SGLang behind every request waiting, so under SGLang a retracted request finishes
+    # after some request that was still waiting when it was retracted.
+    trace = overload(n=40)
+    cfg = {"policy": "continuous", "max_batch": 64, "kv_blocks": 6000, "block_tokens": 1}
+    sglang = execute(trace, CostModel(), SimConfig(**cfg, reserve=SGLANG))  # type: ignore[arg-type]
+    vllm = execute(trace, CostModel(), SimConfig(**cfg))  # type: ignore[arg-type]
+    assert sglang.preemptions > 0 and vllm.preemptions > 0
+
+    def overtaken(run: object) -> int:
+        """Requests that got their first token first but finished after a later starter."""
+        first, finish = run.first_ms, run.finish_ms  # type: ignore[attr-defined]
+        return int(sum((first > first[i]) & (finish < finish[i]) for i in range(first.size)).sum())
+
+    # equal lengths: without retraction to the back, whoever starts first finishes first
+    assert overtaken(sglang) > overtaken(vllm)
 
 
 def test_prefix_caching_and_speculation_move_results() -> None:

@@ -24,10 +24,17 @@ DEFAULT_BENCH_REQUESTS = 1000
 # public sweeps use 5-10 per client).
 REQUESTS_PER_CLIENT = 5
 # SGLang admits a request only while its pool keeps room for the running requests' remaining
-# outputs times a new-token ratio: 0.7 at start (global_config.py default_init_new_token_ratio),
-# decaying per step towards 0.7 x 0.14 and reset upwards on every retraction, so under the
-# overload where admission decides anything it sits near the initial value.
-SGLANG_NEW_TOKEN_RATIO = 0.7
+# outputs times a new-token ratio: 0.7 at start, decaying over 600 decode steps to 0.7 x 0.14,
+# reset on every retraction to the decoded share plus 20 tokens per request; a request's
+# remaining output counts at most 4,096 tokens (python/sglang/global_config.py:
+# default_init_new_token_ratio, default_min_new_token_ratio_factor,
+# default_new_token_ratio_decay_steps, retract_decode_steps; schedule_policy.py
+# CLIP_MAX_NEW_TOKENS_ESTIMATION).
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
+SGLANG_RETRACT_DECODE_STEPS = 20
+SGLANG_CLIP_MAX_NEW_TOKENS = 4096
 # vLLM's V1 engine (the default from 0.8.0) mixes prefill chunks into decode steps; V0 ran
 # prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py, 0.6.x).
 VLLM_V1_SINCE = (0, 8, 0)
@@ -150,7 +157,7 @@ def benchmark(
     from planner.core.engines.common import parse_version
     from planner.core.step_time import step_time_for
     from planner.sim.bench import bench_metrics
-    from planner.sim.engine import CurveCost, SimConfig, execute
+    from planner.sim.engine import CurveCost, ReserveAdmission, SimConfig, execute
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
     from planner.units import dtype_bytes
@@ -256,6 +263,13 @@ def benchmark(
     if chunked_prefill is not None and engine == "vllm":
         mixed = chunked_prefill or version >= VLLM_V1_SINCE
     cost = CurveCost(curve, f"step-time model: {curve.label}")
+    sglang_admission = ReserveAdmission(
+        init_ratio=SGLANG_INIT_NEW_TOKEN_RATIO,
+        min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+        decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
+        retract_steps=SGLANG_RETRACT_DECODE_STEPS,
+        clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
+    )
 
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
         cfg = SimConfig(
@@ -267,7 +281,7 @@ def benchmark(
             block_tokens=block,
             concurrency=concurrency,
             mixed=mixed,
-            admit_reserve_ratio=SGLANG_NEW_TOKEN_RATIO if engine == "sglang" else 0.0,
+            reserve=sglang_admission if engine == "sglang" else None,
             seed=load.seed,
         )
         run = execute(trace_now, cost, cfg)

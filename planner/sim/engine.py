@@ -38,6 +38,9 @@ DEFAULT_SWAP_MS_PER_BLOCK = 0.1
 # and no engine schedules more than 2^31 sequences, tokens or blocks in one step.
 MAX_COST_MS = 3.6e6
 MAX_SIM_COUNT = 2**31
+# While a decaying admission ratio may let waiting requests in, decode-only jumps stop this
+# often to look (SGLang's ratio moves by ~1/600 of its range per step: 8 steps is ~1.3%).
+RESERVE_RECHECK_STEPS = 8
 # Speculative k beyond 64 drafted tokens is not a configuration any engine accepts.
 MAX_SPEC_K = 64
 
@@ -87,6 +90,28 @@ class CurveCost:
         return self.curve.mixed_ms(decode_seqs, kv, prefill_tokens, prefill_pairs)
 
 
+class ReserveAdmission(BaseModel):
+    """SGLang's admission: a request is admitted only while the pool keeps `ratio` x the
+    remaining output of every running request (and its own) free. The ratio starts at
+    `init_ratio` and falls by (init - min) / `decay_steps` per decode step to `min_ratio`, so a
+    server that has not run out of memory admits more and more; when a decode step finds no
+    free page, requests are retracted (fewest outputs first, longest prompt among equals) until
+    each one left has room for `retract_steps` more tokens, they go to the back of the queue to
+    be recomputed, and the ratio is reset to (decoded + retract_steps x running) / their
+    output budgets (python/sglang/srt/managers/scheduler.py update_running_batch,
+    schedule_batch.py retract_decode, global_config.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    init_ratio: float = Field(ge=0, le=1)
+    min_ratio: float = Field(ge=0, le=1)
+    decay_steps: int = Field(ge=1, le=MAX_SIM_COUNT)
+    retract_steps: int = Field(ge=0, le=MAX_SIM_COUNT)
+    clip_tokens: int = Field(
+        gt=0, le=MAX_SIM_COUNT, description="a request's remaining output counts at most this"
+    )
+
+
 class SimConfig(BaseModel):
     """Scheduler and measurement settings for one simulated policy."""
 
@@ -114,12 +139,11 @@ class SimConfig(BaseModel):
         description="closed loop: this many clients, each sends its next request when its last "
         "one finishes (the trace's arrival times are ignored)",
     )
-    admit_reserve_ratio: float = Field(
-        default=0.0,
-        ge=0,
-        le=1,
-        description="admit a request only while the pool keeps this share of every running "
-        "request's remaining output free (SGLang's new-token ratio); 0: admit on the prompt",
+    reserve: ReserveAdmission | None = Field(
+        default=None,
+        description="SGLang's admission and retraction (a new-token ratio kept free for the "
+        "running requests' outputs); None: vLLM's (admit on the prompt's blocks, preempt the "
+        "newest to the queue's front)",
     )
     mixed: bool = Field(
         default=True,
@@ -339,7 +363,12 @@ def _iteration_level(
         prefill_ms = cost.prefill_ms_per_token
     mixed = cfg.mixed
     preempted_last = False  # the last step preempted: it admits nothing new
-    reserve_ratio = cfg.admit_reserve_ratio
+    reserve = cfg.reserve
+    reserve_ratio = reserve.init_ratio if reserve is not None else 0.0
+    ratio_decay = 0.0
+    if reserve is not None:
+        ratio_decay = (reserve.init_ratio - reserve.min_ratio) / reserve.decay_steps
+    clip = reserve.clip_tokens if reserve is not None else MAX_SIM_COUNT
     stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
     decode_base = 0  # sum over decoding sequences of (prefilled + post_off): tokens = + clock x n
     busy_ms = overhead_total_ms = slot_ms = 0.0
@@ -383,16 +412,53 @@ def _iteration_level(
         """KV blocks the given sequences hold."""
         return sum(-(-holding(i) // block) for i in ids)
 
+    def generated_now(i: int) -> int:
+        """Tokens request i has generated so far."""
+        return gen_off[i] + clock if decoding_now[i] else generated[i]
+
     def remaining_output(i: int) -> int:
-        """Tokens request i has still to generate."""
-        done = gen_off[i] + clock if decoding_now[i] else generated[i]
-        return max(0, output[i] - done)
+        """Tokens request i has still to generate, as the admission counts them."""
+        return min(clip, max(0, output[i] - generated_now(i)))
 
     def next_finish() -> int:
         """Clock value of the next finish (stale entries dropped); past any clock if none."""
         while heap and (heap[0][2] != version[heap[0][1]] or not decoding_now[heap[0][1]]):
             heappop(heap)
         return heap[0][0] if heap else NEVER
+
+    def evict(victim: int) -> int:
+        """Free a running request's KV (recomputed or swapped when it runs again); the
+        blocks it held."""
+        nonlocal t, busy_ms
+        freed = -(-holding(victim) // block)
+        run.preemptions += 1
+        if decoding_now[victim]:
+            stop_decoding(victim)
+        else:
+            pending.remove(victim)
+        if cfg.preemption == "recompute":
+            target[victim] = target[victim] + post[victim]
+            prefilled[victim] = 0
+            post[victim] = 0
+        else:
+            swapped[victim] = True
+            blocks_out = -(-(prefilled[victim] + post[victim]) // block)
+            out_ms = blocks_out * cfg.swap_ms_per_block
+            t += out_ms
+            busy_ms += out_ms
+        return freed
+
+    def retract(ids: list[int], in_use: int) -> int:
+        """SGLang's retraction: fewest outputs (longest prompt among equals) leave first, to
+        the back of the queue, until each one left has room for `retract_steps` tokens."""
+        assert reserve is not None and pool is not None
+        order = sorted(ids, key=lambda j: (generated_now(j), -target[j]), reverse=True)
+        while len(order) > 1 and in_use + ceil(reserve.retract_steps * len(order) / block) > pool:
+            victim = order.pop()
+            ids.remove(victim)
+            in_use -= evict(victim)
+            waiting.append(victim)
+        return in_use
 
     while nxt < n or waiting or running:
         while nxt < n and arrival[nxt] <= t:
@@ -408,7 +474,7 @@ def _iteration_level(
         # so a full pool does not thrash admitting and evicting the same requests.
         if waiting and len(running) < max_batch and not preempted_last:
             in_use = held(running) if pool is not None and running else 0
-            if reserve_ratio and pool is not None:
+            if reserve is not None and pool is not None:
                 # SGLang-style admission: room is kept for the running requests' remaining
                 # outputs, times the engine's new-token ratio
                 in_use += ceil(reserve_ratio * sum(remaining_output(j) for j in running) / block)
@@ -417,14 +483,14 @@ def _iteration_level(
                 if pool is not None:
                     tokens = prefilled[i] + post[i] if swapped[i] else target[i]
                     need = -(-tokens // block)
-                    if reserve_ratio:
+                    if reserve is not None:
                         need += ceil(reserve_ratio * remaining_output(i) / block)
                     if in_use + need > pool and (running or in_use):
                         break
                     if swapped[i]:
                         swap_ms += need * cfg.swap_ms_per_block
                         swapped[i] = False
-                    in_use += -(-(prefilled[i] + post[i]) // block)
+                    in_use += need  # its prompt (and reserve) counts for the next
                 running.append(waiting.popleft())
                 if prefilled[i] >= target[i]:
                     start_decoding(i)
@@ -468,6 +534,9 @@ def _iteration_level(
             if pool is not None:
                 held_tokens = [holding(i) for i in running if decoding_now[i]]
                 steps = _steps_within_pool(held_tokens, steps, pool, block)
+            if waiting and reserve_ratio > (reserve.min_ratio if reserve else 0.0):
+                # the decaying ratio may let the queue in mid-jump: look again soon
+                steps = min(steps, RESERVE_RECHECK_STEPS)
             if curve is not None and steps > 1:
                 # the KV read grows by one token per sequence per step: the jump's mean step
                 mid = decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
@@ -479,6 +548,8 @@ def _iteration_level(
         steps_total += steps
 
         if n_decoding:
+            if reserve is not None:
+                reserve_ratio = max(reserve_ratio - ratio_decay * steps, reserve.min_ratio)
             if spec is not None:
                 decoding = [i for i in running if decoding_now[i]]
                 remaining = np.asarray([output[i] - gen_off[i] - clock for i in decoding])
@@ -532,24 +603,16 @@ def _iteration_level(
         if pool is not None:
             in_use = held(running) if running else 0
             preempted_last = in_use > pool
+            if preempted_last and reserve is not None:
+                in_use = retract(running, in_use)
+                decoded = sum(generated_now(j) for j in running)
+                budget_out = sum(output[j] for j in running)
+                reserve_ratio = min(
+                    1.0, (decoded + reserve.retract_steps * len(running)) / max(1, budget_out)
+                )
             while running and in_use > pool:
                 victim = running.pop()  # the most recently admitted gives way
-                in_use -= -(-holding(victim) // block)
-                run.preemptions += 1
-                if decoding_now[victim]:
-                    stop_decoding(victim)
-                else:
-                    pending.remove(victim)
-                if cfg.preemption == "recompute":
-                    target[victim] = target[victim] + post[victim]
-                    prefilled[victim] = 0
-                    post[victim] = 0
-                else:
-                    swapped[victim] = True
-                    blocks_out = -(-(prefilled[victim] + post[victim]) // block)
-                    out_ms = blocks_out * cfg.swap_ms_per_block
-                    t += out_ms
-                    busy_ms += out_ms
+                in_use -= evict(victim)
                 waiting.appendleft(victim)
             if running:
                 run.peak_blocks = max(run.peak_blocks, held(running))
