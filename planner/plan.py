@@ -106,6 +106,10 @@ def figures_from(capacity: dict[str, Any]) -> dict[str, Any]:
     engine = capacity.get("engine")
     if engine:
         out |= {f"engine.{k}": engine[k] for k in ENGINE_FIGURE_KEYS}
+        block = (engine.get("settings") or {}).get("block_size")
+        if block is not None:
+            # the block the engine runs with (a hybrid model's is raised past the flag's)
+            out["engine.block_size"] = block
     if "fits" in capacity:
         out["fits"] = capacity["fits"]
     return out

@@ -245,3 +245,38 @@ def test_upstream_config_change_is_drift(tmp_path: Path) -> None:
 def test_json_schema_doc_is_current() -> None:
     doc = json.loads((ROOT / "docs" / "plan.schema.json").read_text())
     assert doc == json_schema()
+
+
+NEXT = str(Path(__file__).parent / "data" / "models" / "Qwen--Qwen3-Next-80B-A3B-Thinking")
+
+
+def test_hybrid_block_size_is_the_engines_own(cli: Cli, tmp_path: Path) -> None:
+    # Qwen3-Next at TP 2: a Gated DeltaNet layer's state per rank is 16 value heads x 128 x 128
+    # x 2 B (SSM) + 3 x (2 x 2,048 + 4,096) / 2 x 2 B (conv) = 548,864 B; a full-attention
+    # token is 2 x 1 KV head x 256 x 2 B = 1,024 B; vLLM raises the block to 16 x
+    # ceil(548,864 / (16 x 1,024)) = 544 tokens (its log: "Setting attention block size to 544").
+    base = ("capacity", "--model", NEXT, "--gpu", "h200", "--tp", "2")
+    plain = cli(*base, "--json")
+    assert plain.code == 0, plain.out
+    assert plain.json()["engine"]["settings"]["block_size"] == 544
+    given = cli(*base, "--block-size", "544", "--json")  # read back from the log: accepted
+    assert given.code == 0, given.out
+    assert given.json()["engine"]["kv_cache_tokens"] == plain.json()["engine"]["kv_cache_tokens"]
+    assert "--block-size 16 " in given.json()["flags"]["vllm"]  # vLLM's parser refuses 544
+    wrong = cli(*base, "--block-size", "272", "--json")
+    assert wrong.code == 2
+    assert wrong.json()["field"] == "--block-size" and "544 here" in wrong.json()["error"]
+    # a server reporting the block it runs with is not drift
+    plan = tmp_path / "next.yaml"
+    assert cli(*base, "--save", str(plan)).code == 0
+    tokens = plain.json()["engine"]["kv_cache_tokens"]
+    blocks = plain.json()["engine"]["num_gpu_blocks"]
+    util = plain.json()["engine"]["settings"]["gpu_memory_utilization"]
+    scrape = (
+        "# TYPE vllm:cache_config_info gauge\n"
+        f'vllm:cache_config_info{{block_size="544",cache_dtype="auto",engine="0",'
+        f'gpu_memory_utilization="{util}",num_gpu_blocks="{blocks}"}} 1.0\n'
+    )
+    with metrics_server({"/metrics": scrape}) as url:
+        r = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
+    assert r.code == 0, (tokens, r.out)

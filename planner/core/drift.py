@@ -189,6 +189,9 @@ def compare_metrics(
             sglang_line = line_flags(lock.flags.get("sglang", ""))
             if "--page-size" in sglang_line:
                 planned = {"--block-size": sglang_line["--page-size"]}
+        if "engine.block_size" in lock.figures and "--block-size" in planned:
+            # vLLM reports the block it runs with: a hybrid model's, raised past the flag
+            planned = planned | {"--block-size": str(lock.figures["engine.block_size"])}
         checks = (
             ("--gpu-memory-utilization", "gpu_memory_utilization"),
             ("--block-size", "block_size"),

@@ -29,6 +29,12 @@ MAX_PLAN_PASSES = 4
 # CacheDType, vllm/config/model.py ModelDType, 0.11-0.33; SGLang srt/server_args.py choices,
 # 0.5.x). A value outside these is refused before anything is printed.
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+# A hybrid (attention + Mamba / linear-attention) model's attention block size is set by vLLM
+# itself, in multiples of the kernel's 16-token alignment, so that an attention page covers a
+# state page (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; its log
+# reads "Setting attention block size to 544 tokens"). Such a size, read back from a log or a
+# cache_config_info label, is accepted when it is the one vLLM derives, and left off the line.
+HYBRID_BLOCK_ALIGNMENT = 16
 VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 ENGINE_DTYPES = ("auto", *DTYPE_FLAG_NAMES)
@@ -104,13 +110,19 @@ class ServePlan(BaseModel):
     )
 
 
-def check_flags(s: ServeSettings, gpu: GpuSpec) -> None:
+def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) -> None:
     """Refuse values the engine's own parser (or the GPU) would refuse, naming the flag."""
     if s.engine == "vllm":
-        if s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
+        block = s.block_size
+        derived = model is not None and is_hybrid(model) and block is not None
+        if (
+            block is not None
+            and block not in VLLM_BLOCK_SIZES
+            and not (derived and block % HYBRID_BLOCK_ALIGNMENT == 0)
+        ):
             raise InputError(
                 "--block-size",
-                f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {s.block_size})",
+                f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {block})",
             )
         if s.kv_cache_dtype not in VLLM_KV_CACHE_DTYPES:
             raise InputError("--kv-cache-dtype", f"vLLM accepts {', '.join(VLLM_KV_CACHE_DTYPES)}")
@@ -145,6 +157,41 @@ def resolved_dtype(model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> tuple[st
             f"{gpu.name} has no bf16: the line sets --dtype half (the engine refuses bf16 there)"
         ]
     return s.dtype, []
+
+
+def is_hybrid(model: ModelSpec) -> bool:
+    """Attention layers beside Mamba / linear-attention state layers."""
+    kinds = [g.kind.per_token for g in model.kv_groups]
+    return any(kinds) and not all(kinds)
+
+
+def _check_derived_block(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    fields: dict[str, Any],
+    weights: tuple[int | None, bool | None],
+    measured: tuple[int, TermSource] | None,
+) -> None:
+    """A block size outside vLLM's choices must be the one vLLM derives for this hybrid model."""
+    given = fields["block_size"]
+    try:
+        own = predict(
+            model,
+            gpu,
+            "vllm",
+            {k: v for k, v in fields.items() if k != "block_size"},
+            *weights,
+            measured,
+        )
+    except NoKvCache:
+        return  # the plan itself says why it does not start
+    derived = int(str(own.settings["block_size"]))
+    if derived != given:
+        raise InputError(
+            "--block-size",
+            f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))}; it sets {model.name}'s "
+            f"attention block size itself, to {derived} here (got {given})",
+        )
 
 
 def _engine_fields(
@@ -279,12 +326,14 @@ def plan_serve(
     """
     from planner.core.capacity import tp_replication
 
-    check_flags(s, gpu)
+    check_flags(s, gpu, model)
     dtype, warnings = resolved_dtype(model, gpu, s)
     warnings += tp_replication(model, s.tp)[1]
     reasons: list[str] = []
     fields = _engine_fields(s, dtype, s.max_num_seqs, s.max_num_batched_tokens)
     weights = (weights_bytes, weights_exact)
+    if s.engine == "vllm" and s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
+        _check_derived_block(model, gpu, fields, weights, measured)
     try:
         p = predict(model, gpu, s.engine, fields, *weights, measured)
     except NoKvCache as exc:
@@ -296,9 +345,12 @@ def plan_serve(
     tokens = _batched_tokens(p)
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).
+    # A hybrid model's derived size (checked above) is set by vLLM from the default flag.
     block = s.block_size or (
         vllm.DEFAULT_BLOCK_SIZE if s.engine == "vllm" else int(str(p.settings["page_size"]))
     )
+    if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
+        block = vllm.DEFAULT_BLOCK_SIZE
     pinned = s.model_copy(update={"memory_fraction": fraction, "block_size": block})
     cap_engine = engine_cap(p)
     seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"
