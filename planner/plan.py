@@ -97,6 +97,7 @@ SETTING_KEYS = (
     "max_num_batched_tokens",
     "extra",
     "tpot_ms",
+    "offload",
 )
 
 

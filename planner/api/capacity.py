@@ -41,6 +41,12 @@ SETTING_FLAGS = {
     "max_num_seqs": "--max-num-seqs / --max-running-requests",
     "block_size": "--block-size",
     "max_num_batched_tokens": "--max-num-batched-tokens / --chunked-prefill-size",
+    # KV offload (planner.core.offload.OffloadSettings)
+    "kv_offloading_size_gib": "--kv-offloading-size",
+    "kv_offloading_backend": "--kv-offloading-backend",
+    "hicache_ratio": "--hicache-ratio",
+    "hicache_size_gb": "--hicache-size",
+    "host_memory_bytes": "--host-memory-gib",
 }
 
 
@@ -48,6 +54,8 @@ def settings_error(exc: ValidationError) -> InputError:
     """The first pydantic error as a one-line InputError naming the CLI flag."""
     err = exc.errors()[0]
     key = str(err["loc"][0]) if err["loc"] else "settings"
+    if key == "offload" and len(err["loc"]) > 1:
+        key = str(err["loc"][1])
     value = err.get("input")
     return InputError(SETTING_FLAGS.get(key, key), f"{err['msg'].lower()} (got {value!r})")
 

@@ -19,6 +19,8 @@ from planner.cli.render import (
 )
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
+# Largest host memory --host-memory-gib takes: 64 TiB, beyond any one node sold.
+MAX_HOST_MEMORY_GIB = 65536
 
 
 def capacity(
@@ -197,6 +199,37 @@ def capacity(
     context_length: Annotated[
         int | None, typer.Option(help="SGLang flag (same as --context).")
     ] = None,
+    kv_offloading_size: Annotated[
+        float | None,
+        typer.Option(help="vLLM flag (0.12+): KV offload to CPU memory, GiB over all ranks."),
+    ] = None,
+    kv_offloading_backend: Annotated[
+        str | None, typer.Option(help="vLLM flag with --kv-offloading-size: native or lmcache.")
+    ] = None,
+    lmcache_config: Annotated[
+        str | None,
+        typer.Option(
+            help="LMCache YAML (chunk_size, max_local_cpu_size, local_disk, "
+            "max_local_disk_size) for --kv-offloading-backend lmcache [default: "
+            "$LMCACHE_CONFIG_FILE, else the LMCACHE_* variables]."
+        ),
+    ] = None,
+    enable_hierarchical_cache: Annotated[
+        bool, typer.Option(help="SGLang flag: HiCache, a host-memory KV tier.")
+    ] = False,
+    hicache_ratio: Annotated[
+        float | None, typer.Option(help="SGLang flag: host pool / device pool [2].")
+    ] = None,
+    hicache_size: Annotated[
+        float | None, typer.Option(help="SGLang flag: host pool per rank, GB [0: the ratio].")
+    ] = None,
+    host_memory_gib: Annotated[
+        float | None,
+        typer.Option(
+            help="Host memory per node, GiB, the offload tier is checked against [default: "
+            "this host's with --gpu auto]."
+        ),
+    ] = None,
     from_log: Annotated[
         str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
     ] = None,
@@ -257,25 +290,31 @@ def capacity(
             if value is not None:
                 raise InputError(flag, "a textbook-ledger knob: add --ledger textbook")
         name = engine or "vllm"
-        vllm_only = {
+        vllm_only: dict[str, object] = {
             "--gpu-memory-utilization": gpu_memory_utilization,
             "--max-num-batched-tokens": max_num_batched_tokens,
             "--max-num-seqs": max_num_seqs,
             "--kv-cache-memory-bytes": kv_cache_memory_bytes,
             "--enable-expert-parallel": enable_expert_parallel or None,
             "--flashinfer": flashinfer,
+            "--kv-offloading-size": kv_offloading_size,
+            "--kv-offloading-backend": kv_offloading_backend,
+            "--lmcache-config": lmcache_config,
         }
-        sglang_only = {
+        sglang_only: dict[str, object] = {
             "--mem-fraction-static": mem_fraction_static,
             "--chunked-prefill-size": chunked_prefill_size,
             "--max-running-requests": max_running_requests,
             "--cuda-graph-max-bs": cuda_graph_max_bs_decode,
             "--mamba-full-memory-ratio": mamba_full_memory_ratio,
             "--max-mamba-cache-size": max_mamba_cache_size,
+            "--enable-hierarchical-cache": enable_hierarchical_cache or None,
+            "--hicache-ratio": hicache_ratio,
+            "--hicache-size": hicache_size,
         }
         other = sglang_only if name == "vllm" else vllm_only
-        for flag, value in other.items():
-            if value is not None:
+        for flag, given_value in other.items():
+            if given_value is not None:
                 raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
         settings: dict[str, object] = {
             "engine": name,
@@ -311,6 +350,16 @@ def capacity(
                 max_mamba_cache_size=max_mamba_cache_size,
             ),
         }
+        settings["offload"] = _offload(
+            gpu=gpu,
+            kv_offloading_size=kv_offloading_size,
+            kv_offloading_backend=kv_offloading_backend,
+            lmcache_config=lmcache_config,
+            hicache=enable_hierarchical_cache,
+            hicache_ratio=hicache_ratio,
+            hicache_size=hicache_size,
+            host_memory_gib=host_memory_gib,
+        )
         settings = {k: v for k, v in settings.items() if v is not None}
         _serve(
             calibration=calibration,
@@ -356,6 +405,13 @@ def capacity(
         "--calibration": calibration,
         "--compare-version": compare_version,
         "--pp": pp if pp != 1 else None,
+        "--kv-offloading-size": kv_offloading_size,
+        "--kv-offloading-backend": kv_offloading_backend,
+        "--lmcache-config": lmcache_config,
+        "--enable-hierarchical-cache": enable_hierarchical_cache or None,
+        "--hicache-ratio": hicache_ratio,
+        "--hicache-size": hicache_size,
+        "--host-memory-gib": host_memory_gib,
     }
     for engine_flag, given in engine_only.items():
         if given is not None:
@@ -381,6 +437,65 @@ def capacity(
         save=save,
         json_out=json_out,
     )
+
+
+def _offload(
+    *,
+    gpu: str,
+    kv_offloading_size: float | None,
+    kv_offloading_backend: str | None,
+    lmcache_config: str | None,
+    hicache: bool,
+    hicache_ratio: float | None,
+    hicache_size: float | None,
+    host_memory_gib: float | None,
+) -> dict[str, object] | None:
+    """The offload flags as OffloadSettings fields (None: nothing offloaded)."""
+    from planner.errors import InputError
+    from planner.units import GIB_BYTES
+
+    if not (kv_offloading_size or kv_offloading_backend or lmcache_config or hicache):
+        if hicache_ratio is not None or hicache_size is not None:
+            raise InputError("--hicache-ratio", "needs --enable-hierarchical-cache")
+        if host_memory_gib is not None:
+            raise InputError(
+                "--host-memory-gib",
+                "checks an offload tier: add --kv-offloading-size or --enable-hierarchical-cache",
+            )
+        return None
+    if kv_offloading_backend not in (None, "native", "lmcache"):
+        raise InputError(
+            "--kv-offloading-backend", f"{kv_offloading_backend!r}; accepted: native, lmcache"
+        )
+    if lmcache_config is not None and kv_offloading_backend != "lmcache":
+        raise InputError("--lmcache-config", "needs --kv-offloading-backend lmcache")
+    out: dict[str, object] = {
+        "kv_offloading_size_gib": kv_offloading_size,
+        "kv_offloading_backend": kv_offloading_backend,
+        "hicache": hicache,
+        "hicache_ratio": hicache_ratio,
+        "hicache_size_gb": hicache_size,
+    }
+    if kv_offloading_backend == "lmcache":
+        from planner.sources.offload import lmcache_config as read_lmcache
+
+        out["lmcache"] = read_lmcache(lmcache_config).model_dump()
+    if host_memory_gib is not None:
+        if not 0 < host_memory_gib <= MAX_HOST_MEMORY_GIB:
+            raise InputError(
+                "--host-memory-gib",
+                f"must be in (0, {MAX_HOST_MEMORY_GIB:,}] (got {host_memory_gib})",
+            )
+        out["host_memory_bytes"] = int(host_memory_gib * GIB_BYTES)
+        out["host_memory_source"] = "--host-memory-gib"
+    elif gpu.strip().lower() == "auto":
+        from planner.sources.offload import host_memory_bytes
+
+        found = host_memory_bytes()
+        if found is not None:
+            out["host_memory_bytes"] = found
+            out["host_memory_source"] = "/proc/meminfo MemTotal"
+    return {k: v for k, v in out.items() if v is not None and v is not False}
 
 
 def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
@@ -565,6 +680,33 @@ def _textbook(
     render_capacity(plan, explain)
 
 
+def render_tiers(tiers: Any) -> None:
+    """Where the KV lives: tokens per tier, bytes per rank, and the host memory it takes."""
+    from planner.units import GIB_BYTES
+
+    out = console()
+    rows = [
+        (f"{t.tier}: {t.by}", f"{t.tokens:,} tokens, {t.bytes_per_rank / GIB_BYTES:,.2f} GiB/rank")
+        for t in tiers.tiers
+    ]
+    ranks = f"{tiers.ranks} rank" + ("s" if tiers.ranks != 1 else "")
+    need = f"{tiers.host_bytes_per_node / GIB_BYTES:,.1f} GiB ({ranks})"
+    if tiers.host_memory_bytes is None:
+        need += "; not checked: pass --host-memory-gib"
+    else:
+        verdict = "fits" if tiers.fits_host else "DOES NOT FIT"
+        need += (
+            f" of {tiers.host_memory_bytes / GIB_BYTES:,.1f} GiB "
+            f"({tiers.host_memory_source}): {verdict}"
+        )
+    rows.append(("host memory per node", need))
+    if tiers.gpu_buffer_bytes:
+        rows.append(("connector staging per GPU", f"{tiers.gpu_buffer_bytes / 2**20:,.1f} MiB"))
+    print_table(out, kv_table("KV tiers (each rank holds its shard of every token)", rows))
+    for note in tiers.notes:
+        out.print(f"note: {note}", markup=False)
+
+
 def render_serve(plan: object, payload: dict[str, object], explain: bool) -> None:
     """The engine ledger, the verdict, and the launch line (or why it would not start)."""
     from rich.markup import escape
@@ -604,6 +746,8 @@ def render_serve(plan: object, payload: dict[str, object], explain: bool) -> Non
                 ],
             ),
         )
+    if plan.kv_tiers is not None:
+        render_tiers(plan.kv_tiers)
     if explain:
         render_groups(payload)
         out.print(f"weights: {model['weights_basis']}", markup=False)
@@ -620,7 +764,7 @@ def render_serve(plan: object, payload: dict[str, object], explain: bool) -> Non
                     f"  {escape(sug.change)}: max_num_seqs {sug.max_num_seqs:,}, "
                     f"{sug.kv_cache_tokens:,} KV tokens"
                 )
-        else:
+        elif plan.kv_tiers is None or plan.kv_tiers.fits_host is not False:
             out.print("no variant tried (TP, max model length, utilisation, fp8) starts")
         return
     out.print(f"[bold]Binding:[/] {escape(plan.binding_reason)}.")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
+from planner.core.offload import KvTiers, OffloadSettings
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -72,6 +73,9 @@ class ServeSettings(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict, description="other engine flags as given")
     latency_cap: int | None = Field(default=None, gt=0, description="batch cap from --tpot")
     latency_reason: str | None = None
+    offload: OffloadSettings | None = Field(
+        default=None, description="KV offload tiers (vLLM --kv-offloading-size, SGLang HiCache)"
+    )
 
 
 class Suggestion(BaseModel):
@@ -103,6 +107,7 @@ class ServePlan(BaseModel):
     cap_source: str
     binding: Literal["memory", "latency", "engine", "none"]
     binding_reason: str
+    kv_tiers: KvTiers | None = Field(default=None, description="where KV lives beyond the GPU")
     warnings: list[str]
     suggestions: list[Suggestion] = Field(default_factory=list)
     speculation: dict[str, Any] | None = Field(
@@ -257,8 +262,37 @@ def predict(
 
 
 def _shown(fields: dict[str, Any], s: ServeSettings) -> dict[str, Any]:
-    """The fields the line states: the engine settings plus the weights' --quantization."""
-    return fields | ({"quantization": s.quantization} if s.quantization else {})
+    """The fields the line states: the engine settings plus the weights' --quantization and
+    the offload flags."""
+    shown = fields | ({"quantization": s.quantization} if s.quantization else {})
+    if s.offload is not None:
+        shown |= {k: v for k, v in s.offload.line_fields(s.engine).items() if v is not None}
+    return shown
+
+
+def offload_tiers(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> KvTiers | None:
+    """The KV tiers the offload flags give this plan (None: nothing offloaded)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.offload import kv_tiers
+
+    if s.offload is None:
+        return None
+    block = int(str(p.settings["block_size" if s.engine == "vllm" else "page_size"]))
+    if is_hybrid(model) and (s.offload.kv_offloading_size_gib or s.offload.hicache):
+        raise InputError(
+            "--kv-offloading-size" if s.engine == "vllm" else "--enable-hierarchical-cache",
+            f"KV offload of a hybrid model ({model.name}: attention + state layers) is not "
+            "modelled",
+        )
+    return kv_tiers(
+        engine=s.engine,
+        version=parse_version(p.version),
+        offload=s.offload,
+        gpu_tokens=p.kv_cache_tokens,
+        per_token_bytes=p.bytes_per_block // block,
+        block_tokens=block,
+        ranks=s.tp * s.pp,
+    )
 
 
 def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
@@ -418,6 +452,16 @@ def plan_serve(
     refusal = _start_refusal(model, p, s)
     if refusal:
         reasons.append(refusal)
+    tiers = offload_tiers(model, p, s)
+    if tiers is not None and tiers.fits_host is False and tiers.host_memory_bytes is not None:
+        need_gib = tiers.host_bytes_per_node / GIB_BYTES
+        have_gib = tiers.host_memory_bytes / GIB_BYTES
+        largest = ", ".join(f"{k} {v:g}" for k, v in (tiers.largest_fitting or {}).items())
+        reasons.append(
+            f"the KV offload tier needs {need_gib:,.1f} GiB of host memory ({tiers.ranks} "
+            f"rank{'s' if tiers.ranks != 1 else ''}), more than the {have_gib:,.1f} GiB the "
+            f"host has; largest that fits: {largest}"
+        )
     if seqs < 1 and not reasons:
         reasons.append(f"the KV cache cannot hold one {s.mean_tokens:,}-token sequence")
     fits = not reasons
@@ -459,6 +503,7 @@ def plan_serve(
         binding=binding,
         binding_reason=why,
         warnings=warnings,
+        kv_tiers=tiers,
     )
     if not fits and suggest:
         plan.suggestions = suggestions(model, gpu, s, weights, measured)
@@ -592,6 +637,8 @@ VLLM_FLAGS = (
     ("max_lora_rank", "--max-lora-rank"),
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
+    ("kv_offloading_size", "--kv-offloading-size"),
+    ("kv_offloading_backend", "--kv-offloading-backend"),
 )
 SGLANG_FLAGS = (
     ("tp_size", "--tp-size"),
@@ -607,6 +654,9 @@ SGLANG_FLAGS = (
     ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs"),
     ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
     ("max_mamba_cache_size", "--max-mamba-cache-size"),
+    ("enable_hierarchical_cache", "--enable-hierarchical-cache"),
+    ("hicache_ratio", "--hicache-ratio"),
+    ("hicache_size", "--hicache-size"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -658,6 +708,23 @@ def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
     return " ".join(p if p == MODEL_PLACEHOLDER else shlex.quote(p) for p in head + parts)
 
 
+# Line fields that are bare flags, and those that take a decimal number.
+BOOLEAN_FIELDS = (
+    "enable_lora",
+    "enforce_eager",
+    "enable_expert_parallel",
+    "enable_hierarchical_cache",
+)
+FLOAT_FIELDS = (
+    "gpu_memory_utilization",
+    "mem_fraction_static",
+    "mamba_full_memory_ratio",
+    "kv_offloading_size",
+    "hicache_ratio",
+    "hicache_size",
+)
+
+
 def fields_from_line(engine: str, line: str) -> dict[str, Any]:
     """The settings fields a launch line sets (the inverse of `command_line`)."""
     from planner.core.flags import parse_argv
@@ -669,11 +736,11 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         if flag not in flags:
             continue
         raw = flags[flag]
-        if raw == "true" and field in ("enable_lora", "enforce_eager", "enable_expert_parallel"):
+        if raw == "true" and field in BOOLEAN_FIELDS:
             out[field] = True
-        elif field in ("gpu_memory_utilization", "mem_fraction_static", "mamba_full_memory_ratio"):
+        elif field in FLOAT_FIELDS:
             out[field] = float(raw)
-        elif field in ("kv_cache_dtype", "dtype", "quantization"):
+        elif field in ("kv_cache_dtype", "dtype", "quantization", "kv_offloading_backend"):
             out[field] = raw
         else:
             out[field] = int(raw)
@@ -745,4 +812,5 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
         "warnings": plan.warnings,
         "flags": {s.engine: plan.command},
         "engine": p.model_dump() if p else None,
+        "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
     }

@@ -1,0 +1,208 @@
+"""KV offload tiers: vLLM --kv-offloading-size (native, LMCache), SGLang HiCache, host memory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import Result
+
+from planner.core.offload import LmcacheConfig
+from planner.errors import InputError
+from planner.sources.offload import host_memory_bytes, lmcache_config
+
+Cli = Callable[..., Result]
+MODELS = Path(__file__).parent / "data" / "models"
+LLAMA = str(MODELS / "meta-llama--Llama-3.1-8B")
+LITE = str(MODELS / "deepseek-ai--DeepSeek-V2-Lite")
+NEXT = str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking")
+GIB = 2**30
+# Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K, V) x 2 B = 131,072 B per token per GPU.
+LLAMA_TOKEN_BYTES = 32 * 8 * 128 * 2 * 2
+# DeepSeek-V2-Lite (MLA): 27 layers x (512 latent + 64 rope) x 2 B = 31,104 B per token, which
+# every TP rank holds whole.
+LITE_TOKEN_BYTES = 27 * (512 + 64) * 2
+
+
+def tiers(result: Result) -> dict[str, Any]:
+    assert result.code in (0, 1), result.out + result.err
+    got = result.json()["kv_tiers"]
+    assert got is not None
+    return {t["tier"]: t for t in got["tiers"]} | {"_": got}
+
+
+def test_vllm_native_cpu_tier_is_the_size_over_the_bytes_per_token(cli: Cli) -> None:
+    r = cli("capacity", "--model", LLAMA, "--gpu", "h100", "--kv-offloading-size", "64", "--json")
+    t = tiers(r)
+    engine = r.json()["engine"]
+    assert t["_"]["kv_bytes_per_token_per_rank"] == LLAMA_TOKEN_BYTES
+    assert t["CPU"]["tokens"] == 64 * GIB // LLAMA_TOKEN_BYTES == 524_288
+    assert t["GPU"]["tokens"] == engine["kv_cache_tokens"]
+    # the GPU tier is the engine's pool: its blocks of 16 tokens at 131,072 B a token
+    assert (
+        t["GPU"]["tokens"] * LLAMA_TOKEN_BYTES
+        == engine["num_gpu_blocks"] * engine["bytes_per_block"]
+    )
+    assert t["_"]["host_bytes_per_node"] == 64 * GIB
+    assert t["_"]["fits_host"] is None  # no host memory given, none read
+    assert "--kv-offloading-size 64" in r.json()["flags"]["vllm"]
+
+
+def test_vllm_lmcache_splits_the_size_per_rank_in_chunks_for_mla(cli: Cli) -> None:
+    r = cli(
+        "capacity",
+        *("--model", LITE, "--gpu", "h100", "--tp", "2"),
+        *("--kv-offloading-size", "64", "--kv-offloading-backend", "lmcache", "--json"),
+    )
+    t = tiers(r)
+    assert t["_"]["kv_bytes_per_token_per_rank"] == LITE_TOKEN_BYTES
+    # 32 GiB per rank in whole chunks of 256 tokens: 4,315 chunks = 1,104,640 tokens
+    assert t["CPU"]["tokens"] == (32 * GIB // (LITE_TOKEN_BYTES * 256)) * 256 == 1_104_640
+    assert t["_"]["gpu_buffer_bytes"] == 256 * LITE_TOKEN_BYTES  # one chunk staged per GPU
+    assert t["_"]["host_bytes_per_node"] == 2 * 1_104_640 * LITE_TOKEN_BYTES
+
+
+def test_lmcache_configuration_adds_a_disk_tier(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "lmcache.yaml"
+    config.write_text(
+        "chunk_size: 256\nlocal_cpu: true\nmax_local_cpu_size: 20\n"
+        "local_disk: file:///mnt/nvme/lmcache\nmax_local_disk_size: 500\n"
+    )
+    r = cli(
+        "capacity",
+        *("--model", LLAMA, "--gpu", "h100", "--kv-offloading-size", "20"),
+        *("--kv-offloading-backend", "lmcache", "--lmcache-config", str(config), "--json"),
+    )
+    t = tiers(r)
+    assert t["CPU"]["tokens"] == 20 * GIB // LLAMA_TOKEN_BYTES
+    assert t["disk"]["tokens"] == 500 * GIB // LLAMA_TOKEN_BYTES == 4_096_000
+    assert t["_"]["host_bytes_per_node"] == 20 * GIB  # the disk tier takes no host memory
+
+
+def test_lmcache_environment_variables() -> None:
+    env = {"LMCACHE_CHUNK_SIZE": "512", "LMCACHE_MAX_LOCAL_DISK_SIZE": "100"}
+    assert lmcache_config(None, env) == LmcacheConfig(chunk_size=512, max_local_disk_size=100)
+    with pytest.raises(InputError, match="chunk_size"):
+        lmcache_config(None, {"LMCACHE_CHUNK_SIZE": "many"})
+
+
+def test_hicache_ratio_2_gives_a_host_tier_twice_the_gpu_pool(cli: Cli) -> None:
+    base = ("capacity", "--model", LLAMA, "--gpu", "h100", "--engine", "sglang")
+    t = tiers(cli(*base, "--enable-hierarchical-cache", "--json"))  # the default ratio, 2
+    assert t["CPU"]["tokens"] == 2 * t["GPU"]["tokens"]
+    t3 = tiers(cli(*base, "--enable-hierarchical-cache", "--hicache-ratio", "3", "--json"))
+    assert t3["CPU"]["tokens"] == 3 * t["GPU"]["tokens"]
+    # --hicache-size is GB (1e9 B) per rank and wins over the ratio
+    sized = tiers(cli(*base, "--enable-hierarchical-cache", "--hicache-size", "200", "--json"))
+    assert sized["CPU"]["tokens"] == 200 * 10**9 // LLAMA_TOKEN_BYTES
+    small = cli(*base, "--enable-hierarchical-cache", "--hicache-ratio", "1", "--json")
+    assert small.code == 2 and small.json()["field"] == "--hicache-ratio"
+
+
+@pytest.mark.parametrize(
+    ("engine_args", "flag"),
+    [
+        (("--kv-offloading-size", "200"), "--kv-offloading-size"),
+        (("--engine", "sglang", "--enable-hierarchical-cache", "--hicache-ratio", "4"), None),
+    ],
+)
+def test_a_tier_larger_than_the_host_is_a_finding_with_the_largest_that_fits(
+    cli: Cli, engine_args: tuple[str, ...], flag: str | None
+) -> None:
+    base = ("capacity", "--model", LLAMA, "--gpu", "h100", *engine_args)
+    r = cli(*base, "--host-memory-gib", "128", "--json")
+    assert r.code == 1
+    body = r.json()
+    assert body["fits"] is False and body["kv_tiers"]["fits_host"] is False
+    ((name, value),) = body["kv_tiers"]["largest_fitting"].items()
+    assert (
+        name in body["reasons"][0] and f"largest that fits: {name} {value:g}" in body["reasons"][0]
+    )
+    if flag is not None:
+        assert name == flag and value == 128  # vLLM's size is the total over the ranks
+    else:
+        assert name == "--hicache-size" and value == 126  # (128 - 10 GiB reserve) in GB
+    # the largest that fits does fit
+    fixed = [a for a in engine_args if a not in ("--hicache-ratio", "4")]
+    if flag is not None:
+        fixed = ["--kv-offloading-size", f"{value:g}"]
+    else:
+        fixed += ["--hicache-size", f"{value:g}"]
+    again = cli(
+        "capacity", "--model", LLAMA, "--gpu", "h100", *fixed, "--host-memory-gib", "128", "--json"
+    )
+    assert again.code == 0, again.out
+    assert again.json()["kv_tiers"]["fits_host"] is True
+
+
+def test_printed_lines_paste_back_and_pass_drift(cli: Cli, tmp_path: Path) -> None:
+    cases = [
+        ("--kv-offloading-size", "48", "--kv-offloading-backend", "native"),
+        ("--engine", "sglang", "--enable-hierarchical-cache", "--hicache-ratio", "2.5"),
+    ]
+    for extra in cases:
+        base = ("capacity", "--model", LLAMA, "--gpu", "h100", *extra)
+        first = cli(*base, "--json").json()
+        line = next(iter(first["flags"].values()))
+        words = line.split()
+        start = 3 if words[0] == "vllm" else words.index("--model-path") + 2
+        engine = ("--engine", "sglang") if "sglang" in words[2] else ()
+        again = cli(
+            "capacity", "--model", LLAMA, "--gpu", "h100", *engine, *words[start:], "--json"
+        )
+        assert again.code == 0, again.out
+        assert again.json()["kv_tiers"] == first["kv_tiers"]
+        assert next(iter(again.json()["flags"].values())) == line
+        plan = tmp_path / "plan.yaml"
+        assert cli(*base, "--save", str(plan)).code == 0
+        drift = cli("drift", str(plan), "--against-args", line)
+        assert drift.code == 0, drift.out
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("--engine-version", "0.11.0", "--kv-offloading-size", "8"), "--kv-offloading-size"),
+        (("--engine", "sglang", "--kv-offloading-size", "8"), "--kv-offloading-size"),
+        (("--hicache-ratio", "2"), "--hicache-ratio"),
+        (
+            ("--kv-offloading-backend", "disk", "--kv-offloading-size", "8"),
+            "--kv-offloading-backend",
+        ),
+        (("--lmcache-config", "x.yaml", "--kv-offloading-size", "8"), "--lmcache-config"),
+        (("--host-memory-gib", "64"), "--host-memory-gib"),
+        (("--kv-offloading-size", "-1"), "--kv-offloading-size"),
+        (("--ledger", "textbook", "--kv-offloading-size", "8"), "--kv-offloading-size"),
+    ],
+)
+def test_bad_offload_input_exits_2_naming_the_flag(
+    cli: Cli, args: tuple[str, ...], field: str
+) -> None:
+    r = cli("capacity", "--model", LLAMA, "--gpu", "h100", *args, "--json")
+    assert r.code == 2, r.out
+    assert r.json()["field"] == field
+
+
+def test_hybrid_model_offload_is_refused(cli: Cli) -> None:
+    r = cli(
+        "capacity",
+        "--model",
+        NEXT,
+        "--gpu",
+        "h200",
+        "--tp",
+        "2",
+        "--kv-offloading-size",
+        "64",
+        "--json",
+    )
+    assert r.code == 2 and "not modelled" in r.json()["error"]
+
+
+def test_host_memory_reads_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       2097152 kB\nMemFree:        1 kB\n")
+    assert host_memory_bytes(str(meminfo)) == 2 * GIB
+    assert host_memory_bytes(str(tmp_path / "missing")) is None
