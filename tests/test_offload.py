@@ -206,3 +206,49 @@ def test_host_memory_reads_meminfo(tmp_path: Path) -> None:
     meminfo.write_text("MemTotal:       2097152 kB\nMemFree:        1 kB\n")
     assert host_memory_bytes(str(meminfo)) == 2 * GIB
     assert host_memory_bytes(str(tmp_path / "missing")) is None
+
+
+def test_stack_distances_match_a_brute_force_lru() -> None:
+    import numpy as np
+
+    from planner.sim.prefix import NO_PREFIX, stack_distances
+
+    rng = np.random.default_rng(7)
+    ids = np.where(rng.random(400) < 0.7, rng.integers(0, 25, 400), NO_PREFIX)
+    got = stack_distances(ids)
+    for i, p in enumerate(ids.tolist()):
+        earlier = [j for j in range(i) if ids[j] == p]
+        if p == NO_PREFIX or not earlier:
+            assert got[i] == -1
+            continue
+        since = {int(q) for q in ids[earlier[-1] + 1 : i] if q != NO_PREFIX and q != p}
+        assert got[i] == len(since)
+
+
+def test_ttft_falls_as_the_cpu_tier_grows_until_the_working_set_fits(cli: Cli) -> None:
+    # 400 distinct 4,000-token prefixes (a 1.6M-token working set) opening half the requests;
+    # the GPU pool's room for them is ~0.4M tokens (Llama-3.1-8B on an H100, 64 clients).
+    base = (
+        "simulate", "--model", LLAMA, "--gpu", "h100", "--concurrency", "64",
+        "--prompt-len", "200", "--output-len", "100", "--requests", "2000",
+        "--prefix-share", "0.5", "--prefix-tokens", "4000", "--prefixes", "400", "--json",
+    )  # fmt: skip
+    runs = {}
+    for gib in (0, 96, 192, 256, 512):
+        extra = ("--kv-offloading-size", str(gib)) if gib else ()
+        r = cli(*base, *extra)
+        assert r.code == 0, r.out
+        runs[gib] = r.json()
+    ttft = {g: r["mean_ttft_ms"] for g, r in runs.items()}
+    cache = {g: r["prefix_cache"] for g, r in runs.items()}
+    assert cache[0]["cpu_hits"] == 0
+    # a bigger CPU tier serves more prefixes, and TTFT falls with it
+    assert cache[96]["cpu_hits"] < cache[192]["cpu_hits"]
+    assert ttft[0] > ttft[96] > ttft[192]
+    # 256 GiB holds 2.1M tokens: the whole working set; beyond it nothing changes
+    assert cache[256]["cpu_tier_tokens"] >= cache[256]["working_set_tokens"]
+    # only first uses miss: one per distinct prefix drawn
+    assert cache[256]["misses"] == cache[256]["working_set_tokens"] // 4000
+    assert cache[256] | {"cpu_tier_tokens": 0} == cache[512] | {"cpu_tier_tokens": 0}
+    assert ttft[256] == ttft[512]
+    assert ttft[192] >= ttft[256]

@@ -146,11 +146,13 @@ def benchmark(
     sweep: list[int] | None = None,
     chunked_prefill: bool | None = None,
     calibration: Any = None,
+    prefix: Any = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
     `chunked_prefill`: vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode
-    steps, as V1 always does); None: the release's default."""
+    steps, as V1 always does); None: the release's default. `prefix`: a PrefixShare, served
+    from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled."""
     import numpy as np
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS, serve_report
@@ -183,7 +185,8 @@ def benchmark(
         raise InputError("--concurrency", "give --concurrency (closed loop) or --rate, not both")
     trace, workload_echo = _trace(load, lengths)
     spec = resolve_model(preset, model, revision)
-    longest = int((trace.prompt_tokens + trace.output_tokens).max())
+    extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
+    longest = int((trace.prompt_tokens + trace.output_tokens).max()) + extra_prompt
     if longest > spec.max_context_tokens:
         raise InputError(
             "--prompt-len",
@@ -201,6 +204,8 @@ def benchmark(
             "--context", f"{context:,} is shorter than the longest request ({longest:,} tokens)"
         )
     mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
+    if prefix is not None:
+        mean_total += prefix.share * prefix.tokens
     values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
 
     def replan() -> tuple[Any, dict[str, Any]]:
@@ -271,6 +276,35 @@ def benchmark(
         clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
     )
 
+    def tiered(base: Any, concurrency: int | None) -> tuple[Any, Any, dict[str, Any] | None]:
+        """The trace with its prefixes served from the tiers, the load delays, the hits."""
+        if prefix is None or prefix.share <= 0:
+            return base, None, None
+        from planner.core.step_time import host_link_bytes_per_s
+        from planner.sim.prefix import with_tiers
+
+        tiers = plan.kv_tiers
+        cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
+        per_token = p.bytes_per_block // block
+        # the GPU pool less what the running requests hold is the prefix cache's room
+        own = float((base.prompt_tokens + base.output_tokens).mean())
+        if concurrency is None:  # open loop: Little's law at the engine's full batch
+            rate = load.rate_per_s or 0.0
+            out_mean = float(base.output_tokens.mean())
+            concurrency = math.ceil(rate * out_mean * curve.step_ms(plan.max_num_seqs, 1) / 1e3)
+        running = min(plan.max_num_seqs, max(1, concurrency))
+        room = max(0, p.kv_cache_tokens - math.ceil(running * own))
+        served, delay, hits = with_tiers(
+            base,
+            prefix,
+            gpu_room_tokens=room,
+            cpu_tier_tokens=cpu_tokens,
+            kv_bytes_per_token=per_token,
+            host_link_bytes_per_s=host_link_bytes_per_s(card),
+            seed=load.seed,
+        )
+        return served, delay, hits.model_dump()
+
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
         cfg = SimConfig(
             policy="chunked",
@@ -284,8 +318,12 @@ def benchmark(
             reserve=sglang_admission if engine == "sglang" else None,
             seed=load.seed,
         )
-        run = execute(trace_now, cost, cfg)
-        return bench_metrics(run, trace_now, replicas=dp)
+        served, delay, hits = tiered(trace_now, concurrency)
+        run = execute(served, cost, cfg, delay)
+        metrics = bench_metrics(run, served, replicas=dp)
+        if hits is not None:
+            metrics["prefix_cache"] = hits
+        return metrics
 
     def share(n: int) -> int:
         return max(1, math.ceil(n / dp))
@@ -294,6 +332,7 @@ def benchmark(
         if dp == 1:
             return t
         keep = np.arange(t.size) % dp == 0  # one replica's share, round-robin
+        # (prefixes are drawn per replica: each replica's cache sees its own share)
         return type(t)(
             t.arrival_s[keep],
             t.prompt_tokens[keep],
@@ -335,6 +374,7 @@ def benchmark(
             if mixed
             else "prefill-only steps (decode waits)",
             "command": plan.command,
+            "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
         },
         "workload": workload_echo,
         "calibration": None if calibrated is None else calibrated.model_dump(),

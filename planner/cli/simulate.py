@@ -151,6 +151,27 @@ def simulate(
         str | None,
         typer.Option(help="A profile from `planner calibrate --bench` (step-time terms)."),
     ] = None,
+    prefix_share: Annotated[
+        float | None,
+        typer.Option(help="Share of requests opening with a shared prefix (prefix cache tiers)."),
+    ] = None,
+    prefix_tokens: Annotated[int | None, typer.Option(help="Shared prefix length, tokens.")] = None,
+    prefixes: Annotated[
+        int, typer.Option(help="Distinct shared prefixes, drawn uniformly (the working set).")
+    ] = 1,
+    kv_offloading_size: Annotated[
+        float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")
+    ] = None,
+    kv_offloading_backend: Annotated[
+        str | None, typer.Option(help="vLLM: native or lmcache.")
+    ] = None,
+    enable_hierarchical_cache: Annotated[
+        bool, typer.Option(help="SGLang: HiCache host KV tier.")
+    ] = False,
+    hicache_ratio: Annotated[float | None, typer.Option(help="SGLang: host / device [2].")] = None,
+    hicache_size: Annotated[
+        float | None, typer.Option(help="SGLang: host pool per rank, GB.")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
@@ -163,7 +184,7 @@ def simulate(
 
     if gpu is not None:
         from planner.api.bench import Lengths, Load, benchmark
-        from planner.cli.capacity import _engine_kv_dtype
+        from planner.cli.capacity import _engine_kv_dtype, _offload
 
         if engine not in ("vllm", "sglang"):
             raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
@@ -194,6 +215,31 @@ def simulate(
         }
         if context is not None:
             settings["context_tokens"] = context
+        settings["offload"] = _offload(
+            gpu=gpu,
+            kv_offloading_size=kv_offloading_size,
+            kv_offloading_backend=kv_offloading_backend,
+            lmcache_config=None,
+            hicache=enable_hierarchical_cache,
+            hicache_ratio=hicache_ratio,
+            hicache_size=hicache_size,
+            host_memory_gib=None,
+        )
+        shared = None
+        if prefix_share is not None or prefix_tokens is not None:
+            from planner.sim.prefix import PrefixShare
+
+            if prefix_share is None or prefix_tokens is None:
+                raise InputError("--prefix-share", "needs --prefix-tokens (and the other way)")
+            try:
+                shared = PrefixShare(share=prefix_share, tokens=prefix_tokens, prefixes=prefixes)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                key = str(err["loc"][0]) if err["loc"] else "share"
+                name = {"share": "--prefix-share", "tokens": "--prefix-tokens"}.get(
+                    key, "--prefixes"
+                )
+                raise InputError(name, err["msg"].lower()) from exc
         try:
             load = Load(
                 concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
@@ -236,6 +282,7 @@ def simulate(
             load=load,
             lengths=lengths,
             sweep=points,
+            prefix=shared,
         )
         if json_out:
             emit_json(bench)
@@ -250,6 +297,13 @@ def simulate(
         ("--weight-dtype", weight_dtype),
         ("--engine-version", engine_version),
         ("--calibration", calibration),
+        ("--prefix-share", prefix_share),
+        ("--prefix-tokens", prefix_tokens),
+        ("--kv-offloading-size", kv_offloading_size),
+        ("--kv-offloading-backend", kv_offloading_backend),
+        ("--enable-hierarchical-cache", enable_hierarchical_cache or None),
+        ("--hicache-ratio", hicache_ratio),
+        ("--hicache-size", hicache_size),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")

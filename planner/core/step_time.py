@@ -242,6 +242,22 @@ def link_bytes_per_s(gpu: GpuSpec) -> float:
     return max(rates) * 1e9 / 2 if rates else DEFAULT_LINK_BYTES_PER_S
 
 
+# Grace-Hopper / Grace-Blackwell superchips reach host memory over NVLink-C2C, 900 GB/s both
+# ways (NVIDIA GH200 Grace Hopper Superchip datasheet): 450 GB/s each way.
+NVLINK_C2C_BYTES_PER_S = 450e9
+GRACE_PREFIXES = ("gh200", "gb200", "gb300")
+
+
+def host_link_bytes_per_s(gpu: GpuSpec) -> float:
+    """One direction of the GPU's link to host memory: NVLink-C2C on Grace superchips, else
+    its PCIe (catalogs print bidirectional GB/s), else PCIe Gen4 x16. A ceiling: pinned copies
+    reach most of it, pageable ones far less."""
+    if gpu.id.startswith(GRACE_PREFIXES):
+        return NVLINK_C2C_BYTES_PER_S
+    found = re.search(r"PCIE\s+(\d+(?:\.\d+)?)\s*GB/s", gpu.interconnect or "", re.IGNORECASE)
+    return float(found.group(1)) * 1e9 / 2 if found else DEFAULT_LINK_BYTES_PER_S
+
+
 def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
     """The ENGINE_OVERHEAD_MS entry for an engine (vLLM before 0.8 ran the V0 engine)."""
     if engine == "vllm" and version is not None and version < (0, 8, 0):

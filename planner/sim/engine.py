@@ -254,8 +254,17 @@ def check(trace: Trace, cfg: SimConfig) -> None:
             )
 
 
-def execute(trace: Trace, cost: CostModel | CurveCost, cfg: SimConfig) -> RunState:
-    """Run one policy over the trace; the raw per-request state (for metrics and audits)."""
+def execute(
+    trace: Trace,
+    cost: CostModel | CurveCost,
+    cfg: SimConfig,
+    delay_ms: NDArray[np.float64] | None = None,
+) -> RunState:
+    """Run one policy over the trace; the raw per-request state (for metrics and audits).
+
+    `delay_ms`: time each request waits after it is sent before the scheduler sees it (its
+    prefix's KV crossing the host link from a CPU tier); TTFT counts it. Requests are still
+    taken in trace order, so a delayed one holds back those behind it by at most its delay."""
     check(trace, cfg)
     run = RunState(trace)
     if cfg.policy == "static":
@@ -263,7 +272,7 @@ def execute(trace: Trace, cost: CostModel | CurveCost, cfg: SimConfig) -> RunSta
             raise InputError("--policy", "static batching runs on a given cost model, open loop")
         _static(run, cost, cfg)
     else:
-        _iteration_level(run, cost, cfg, trace)
+        _iteration_level(run, cost, cfg, trace, delay_ms)
     return run
 
 
@@ -318,7 +327,11 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
 
 
 def _iteration_level(
-    run: RunState, cost: CostModel | CurveCost, cfg: SimConfig, trace: Trace
+    run: RunState,
+    cost: CostModel | CurveCost,
+    cfg: SimConfig,
+    trace: Trace,
+    delay_ms: NDArray[np.float64] | None = None,
 ) -> None:
     """Continuous batching (whole prompts per step) and chunked prefill (token budget).
 
@@ -337,14 +350,15 @@ def _iteration_level(
     spec_factor = 1.0
     if spec is not None:
         spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
-    arrival: list[float] = run.arrival_ms.tolist()
+    delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
+    arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
     closed = cfg.concurrency
     released = n
     if closed is not None:
         # Closed loop: the first `closed` requests go at t = 0, each later one when a client's
         # previous request finishes (set below, in finish order).
         released = min(closed, n)
-        arrival = [0.0] * released + [math.inf] * (n - released)
+        arrival = delay[:released] + [math.inf] * (n - released)
     output: list[int] = run.output.tolist()
     target: list[int] = run.target.tolist()
     prefilled: list[int] = run.prefilled.tolist()
@@ -596,7 +610,7 @@ def _iteration_level(
             finish[i] = t
             finished = True
             if released < n:  # closed loop: this client sends its next request now
-                arrival[released] = t
+                arrival[released] = t + delay[released]
                 released += 1
         if finished:
             running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
@@ -627,7 +641,7 @@ def _iteration_level(
     run.swapped[:] = swapped
     run.first_ms[:] = first
     run.finish_ms[:] = finish
-    run.arrival_ms = np.asarray(arrival, dtype=np.float64)
+    run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
 
 
 def _steps_within_pool(held_tokens: list[int], steps: int, pool: int, block: int) -> int:
