@@ -123,6 +123,10 @@ def total_term(
     return cuda_total_bytes(gpu)
 
 
+# Bytes per parameter of unquantized checkpoints, by the weight dtype a config names.
+UNQUANTIZED_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
 def weights_term(
     model: ModelSpec,
     override_bytes: int | None,
@@ -137,6 +141,13 @@ def weights_term(
         return measured, "log"
     weights = model.weights_bytes if override_bytes is None else override_bytes
     exact = model.weights_exact if override_exact is None else override_exact
+    stored = UNQUANTIZED_BYTES.get(model.weight_dtype)
+    if override_bytes is None and stored is not None and stored != dtype_bytes:
+        # An unquantized checkpoint loads in the run dtype: --dtype float32 on a bf16
+        # checkpoint doubles it, an fp32 checkpoint under --dtype auto (fp16) halves it
+        # (both engines cast each tensor as it loads: vLLM model_loader, SGLang loader).
+        weights = weights * dtype_bytes // stored
+        exact = False
     loaded = loaded_weights_bytes(model, weights, tp, pp, dtype_bytes)
     return loaded, "exact" if exact else "derived"
 
