@@ -155,14 +155,10 @@ def benchmark(
     from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled."""
     import numpy as np
 
-    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS, serve_report
-    from planner.core.engines.common import parse_version
-    from planner.core.step_time import step_time_for
+    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sim.bench import bench_metrics
-    from planner.sim.engine import CurveCost, ReserveAdmission, SimConfig, execute
+    from planner.sim.engine import execute
     from planner.sources.models import resolve_model
-    from planner.sources.presets import find_gpu
-    from planner.units import dtype_bytes
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -208,73 +204,28 @@ def benchmark(
         mean_total += prefix.share * prefix.tokens
     values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
 
-    def replan() -> tuple[Any, dict[str, Any]]:
-        return serve_report(
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=None,
-            settings=values,
-        )
-
-    plan, payload = replan()
-    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
-        # A benchmark runs the server as launched: the engine's own running cap, with the KV
-        # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
-        values["max_num_seqs"] = plan.cap
-        plan, payload = replan()
-    if not plan.fits:
-        raise PlannerError("the engine would not start: " + "; ".join(plan.reasons))
-    p = plan.prediction
-    assert p is not None
-    engine = plan.engine
-    version = parse_version(p.version)
-    vllm_engine = engine == "vllm"
-    block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
-    budget = int(
-        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_size"])
+    inst = _instance(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        values=values,
+        spec=spec,
+        longest=longest,
+        ep=ep,
+        calibration=calibration,
+        chunked_prefill=chunked_prefill,
+        seed=load.seed,
     )
-    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
-        budget = longest
-    weight_dtype = str(payload["model"]["weight_dtype"])
-    variant = settings.get("weight_dtype")
-    if variant is not None:
-        weight_dtype = str(variant).lower()
-    # the engines' auto KV dtype is the model's (fp32 models cache in fp16), fp8 is one byte
-    native = "fp16" if spec.native_dtype == "fp32" else spec.native_dtype
-    fp8_kv = str(values.get("kv_cache_dtype", "auto")).startswith("fp8")
-    kv_bytes = 1 if fp8_kv else dtype_bytes(native)
-    card = find_gpu(gpu)
-    curve = step_time_for(
-        spec,
-        card,
-        tp=tp,
-        weights_bytes=p.weights_bytes * tp,
-        weight_dtype=weight_dtype,
-        kv_dtype_bytes=kv_bytes,
-        engine=engine,
-        version=version,
+    plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
+    engine, block, budget, mixed, calibrated = (
+        inst.engine,
+        inst.block,
+        inst.budget,
+        inst.mixed,
+        inst.calibrated,
     )
-    if ep is not None and ep > 1 and spec.num_experts:
-        # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
-        # those), the same bytes per GPU as TP sharding
-        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
-    calibrated = None
-    if calibration is not None:
-        calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
-        curve = apply_step_calibration(curve, calibrated)
-    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
-    if chunked_prefill is not None and engine == "vllm":
-        mixed = chunked_prefill or version >= VLLM_V1_SINCE
-    cost = CurveCost(curve, f"step-time model: {curve.label}")
-    sglang_admission = ReserveAdmission(
-        init_ratio=SGLANG_INIT_NEW_TOKEN_RATIO,
-        min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
-        decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
-        retract_steps=SGLANG_RETRACT_DECODE_STEPS,
-        clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
-    )
+    weight_dtype, card = inst.weight_dtype, inst.card
 
     def tiered(base: Any, concurrency: int | None) -> tuple[Any, Any, dict[str, Any] | None]:
         """The trace with its prefixes served from the tiers, the load delays, the hits."""
@@ -306,18 +257,7 @@ def benchmark(
         return served, delay, hits.model_dump()
 
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
-        cfg = SimConfig(
-            policy="chunked",
-            max_batch=plan.max_num_seqs,
-            step_token_budget=max(budget, plan.max_num_seqs),
-            chunk_tokens=max(budget, plan.max_num_seqs),
-            kv_blocks=max(1, p.kv_cache_tokens // block),
-            block_tokens=block,
-            concurrency=concurrency,
-            mixed=mixed,
-            reserve=sglang_admission if engine == "sglang" else None,
-            seed=load.seed,
-        )
+        cfg = inst.cfg.model_copy(update={"concurrency": concurrency})
         served, delay, hits = tiered(trace_now, concurrency)
         run = execute(served, cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp)
@@ -395,6 +335,148 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+class Instance:
+    """One engine instance of the deployment: its plan, step model and scheduler settings."""
+
+    def __init__(self, **parts: Any) -> None:
+        self.plan = parts["plan"]
+        self.payload: dict[str, Any] = parts["payload"]
+        self.prediction = parts["prediction"]
+        self.curve = parts["curve"]
+        self.cost = parts["cost"]
+        self.cfg = parts["cfg"]
+        self.engine: str = parts["engine"]
+        self.block: int = parts["block"]
+        self.budget: int = parts["budget"]
+        self.mixed: bool = parts["mixed"]
+        self.calibrated = parts["calibrated"]
+        self.weight_dtype: str = parts["weight_dtype"]
+        self.card = parts["card"]
+
+
+def _instance(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    values: dict[str, Any],
+    spec: Any,
+    longest: int,
+    ep: int | None,
+    calibration: Any,
+    chunked_prefill: bool | None,
+    seed: int,
+) -> Instance:
+    """Plan one engine instance as launched (the engine's own running cap) and build its step
+    model and scheduler settings."""
+    from planner.api.capacity import serve_report
+    from planner.core.engines.common import parse_version
+    from planner.core.step_time import step_time_for
+    from planner.sim.engine import CurveCost, ReserveAdmission, SimConfig
+    from planner.sources.presets import find_gpu
+    from planner.units import dtype_bytes
+
+    values = dict(values)
+    settings = values
+    tp = int(values.get("tp", 1))
+
+    def replan() -> tuple[Any, dict[str, Any]]:
+        return serve_report(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=None,
+            settings=values,
+        )
+
+    plan, payload = replan()
+    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
+        # A benchmark runs the server as launched: the engine's own running cap, with the KV
+        # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
+        values["max_num_seqs"] = plan.cap
+        plan, payload = replan()
+    if not plan.fits:
+        raise PlannerError("the engine would not start: " + "; ".join(plan.reasons))
+    p = plan.prediction
+    assert p is not None
+    engine = plan.engine
+    version = parse_version(p.version)
+    vllm_engine = engine == "vllm"
+    block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
+    budget = int(
+        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_size"])
+    )
+    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
+        budget = longest
+    weight_dtype = str(payload["model"]["weight_dtype"])
+    variant = settings.get("weight_dtype")
+    if variant is not None:
+        weight_dtype = str(variant).lower()
+    # the engines' auto KV dtype is the model's (fp32 models cache in fp16), fp8 is one byte
+    native = "fp16" if spec.native_dtype == "fp32" else spec.native_dtype
+    fp8_kv = str(values.get("kv_cache_dtype", "auto")).startswith("fp8")
+    kv_bytes = 1 if fp8_kv else dtype_bytes(native)
+    card = find_gpu(gpu)
+    curve = step_time_for(
+        spec,
+        card,
+        tp=tp,
+        weights_bytes=p.weights_bytes * tp,
+        weight_dtype=weight_dtype,
+        kv_dtype_bytes=kv_bytes,
+        engine=engine,
+        version=version,
+    )
+    if ep is not None and ep > 1 and spec.num_experts:
+        # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
+        # those), the same bytes per GPU as TP sharding
+        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
+    calibrated = None
+    if calibration is not None:
+        calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
+        curve = apply_step_calibration(curve, calibrated)
+    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
+    if chunked_prefill is not None and engine == "vllm":
+        mixed = chunked_prefill or version >= VLLM_V1_SINCE
+    cost = CurveCost(curve, f"step-time model: {curve.label}")
+    sglang_admission = ReserveAdmission(
+        init_ratio=SGLANG_INIT_NEW_TOKEN_RATIO,
+        min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+        decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
+        retract_steps=SGLANG_RETRACT_DECODE_STEPS,
+        clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
+    )
+
+    cfg = SimConfig(
+        policy="chunked",
+        max_batch=plan.max_num_seqs,
+        step_token_budget=max(budget, plan.max_num_seqs),
+        chunk_tokens=max(budget, plan.max_num_seqs),
+        kv_blocks=max(1, p.kv_cache_tokens // block),
+        block_tokens=block,
+        mixed=mixed,
+        reserve=sglang_admission if engine == "sglang" else None,
+        seed=seed,
+    )
+    return Instance(
+        plan=plan,
+        payload=payload,
+        prediction=p,
+        curve=curve,
+        cost=cost,
+        cfg=cfg,
+        engine=engine,
+        block=block,
+        budget=budget,
+        mixed=mixed,
+        calibrated=calibrated,
+        weight_dtype=weight_dtype,
+        card=card,
+    )
 
 
 def _per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:
