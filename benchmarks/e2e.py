@@ -2,9 +2,11 @@
 
 Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf Inference,
 dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
-poses each vLLM / SGLang, non-disaggregated, non-speculative row as the simulate flags a user
-would type, and prints predicted vs measured output tokens/s per GPU,
+poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
+the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
 median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class.
+Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
+length: the lengths the run produced, a workload fact, not a performance figure.
 Rows that cannot be posed are counted with their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
@@ -23,6 +25,7 @@ from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.errors import PlannerError
+from planner.sim.disagg import DisaggLayout
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
@@ -49,10 +52,23 @@ CHECKPOINTS = {
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
     """The benchmark() arguments for a row, or a reason it cannot be posed."""
-    if row["engine"] not in ("vllm", "sglang"):
+    family = row.get("engine_family") or row["engine"]
+    if family not in ("vllm", "sglang"):
         return {}, f"engine {row['engine']}"
-    if row.get("disagg") or row.get("spec_decode") not in (None, "none"):
-        return {}, "disaggregated or speculative"
+    if row.get("spec_decode") not in (None, "none"):
+        return {}, "speculative"
+    split = row.get("disagg")
+    layout = None
+    if split:
+        keys = ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp")
+        if not all(isinstance(split.get(k), int) for k in keys):
+            return {}, "disaggregated layout not given per pool"
+        layout = DisaggLayout(
+            prefill=split["prefill_workers"],
+            decode=split["decode_workers"],
+            prefill_tp=split["prefill_tp"],
+            decode_tp=split["decode_tp"],
+        )
     gpu = GPUS.get(row["gpu_norm"])
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
@@ -68,7 +84,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     w = row["workload"]
     tp = int(row.get("tp") or 1)
     dp = int(row.get("dp") or 1)
-    if row.get("gpu_count") and tp * dp != row["gpu_count"]:
+    if layout is not None:
+        if row.get("gpu_count") and layout.gpus != row["gpu_count"]:
+            return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"
+    elif row.get("gpu_count") and tp * dp != row["gpu_count"]:
         return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
@@ -80,7 +99,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             # SGLang bench_serving's --random-range-ratio defaults to 0.0: uniform in [1, L]
             # (python/sglang/bench_serving.py); vLLM's default leaves lengths fixed.
             ratio = 0.0
-        lengths = Lengths(prompt_len=w["input_len"], output_len=w["output_len"], len_range=ratio)
+        out_len = w["output_len"]
+        mean_out = (row.get("measured") or {}).get("mean_output_tokens_per_request")
+        if "no --ignore-eos" in dataset and mean_out:
+            # outputs stopped at EOS: the lengths the run produced, not the cap it asked for
+            out_len = max(1, round(mean_out))
+        lengths = Lengths(prompt_len=w["input_len"], output_len=out_len, len_range=ratio)
     else:
         return {}, "dataset lengths not modelled"
     rate = w.get("request_rate")
@@ -93,7 +117,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     else:
         return {}, "no load given"
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
-    settings: dict[str, Any] = {"engine": row["engine"], "tp": tp}
+    settings: dict[str, Any] = {"engine": family, "tp": tp}
     config = row.get("engine_config") or {}
     if int(config.get("num_scheduler_steps") or 1) > 1:
         return {}, "vLLM multi-step scheduling not modelled"
@@ -108,7 +132,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if weights:
         settings["weight_dtype"] = weights
     if kv:
-        settings["kv_cache_dtype"] = "fp8" if row["engine"] == "vllm" else "fp8_e4m3"
+        settings["kv_cache_dtype"] = "fp8" if family == "vllm" else "fp8_e4m3"
     return {
         "gpu": gpu,
         "preset": None,
@@ -119,6 +143,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
         "chunked_prefill": chunked,
+        "disagg": layout,
     }, None
 
 

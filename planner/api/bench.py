@@ -147,6 +147,8 @@ def benchmark(
     chunked_prefill: bool | None = None,
     calibration: Any = None,
     prefix: Any = None,
+    disagg: Any = None,
+    disagg_link: str | None = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
@@ -177,6 +179,16 @@ def benchmark(
         raise InputError(
             "--ep", f"{ep}: the engines' expert parallelism spans TP x DP = {tp * dp} ranks"
         )
+    if disagg is not None:
+        for flag, given in (
+            ("--dp", dp != 1),
+            ("--ep", ep not in (None, 1)),
+            ("--sweep", bool(sweep)),
+            ("--prefix-share", prefix is not None),
+            ("--calibration", calibration is not None),
+        ):
+            if given:
+                raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
     if load.concurrency is not None and load.rate_per_s is not None:
         raise InputError("--concurrency", "give --concurrency (closed loop) or --rate, not both")
     trace, workload_echo = _trace(load, lengths)
@@ -283,6 +295,29 @@ def benchmark(
     closed = load.concurrency
     if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
         closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
+    if disagg is not None:
+        return _disaggregated(
+            disagg=disagg,
+            link=disagg_link,
+            trace=trace,
+            closed=closed,
+            load=load,
+            spec=spec,
+            workload_echo=workload_echo,
+            instance=lambda tp_size: _instance(
+                gpu=gpu,
+                preset=preset,
+                model=model,
+                revision=revision,
+                values=values | {"tp": tp_size},
+                spec=spec,
+                longest=longest,
+                ep=None,
+                calibration=calibration,
+                chunked_prefill=chunked_prefill,
+                seed=load.seed,
+            ),
+        )
     one = replica_trace(trace)
     metrics = run_at(share(closed) if closed else None, one)
     gpus = tp * pp * dp
@@ -477,6 +512,144 @@ def _instance(
         weight_dtype=weight_dtype,
         card=card,
     )
+
+
+# KV transfer between the pools. Within one node the link is the GPUs' own (NVLink / xGMI, one
+# direction of the catalog's figure); across nodes each GPU's RDMA NIC: 400 Gb/s (one
+# ConnectX-7 per GPU in NVIDIA DGX / HGX H100 and H200 systems, DGX H100 user guide; the same
+# 400G class on MI300X platforms).
+RDMA_NIC_BYTES_PER_S = 50e9
+GPUS_PER_NODE = 8
+# Per request: the connector's setup (bootstrap handshake, the transfer's completion poll), an
+# estimate of ~1 ms until a measurement replaces it.
+DISAGG_TRANSFER_SETUP_MS = 1.0
+
+
+def transfer_plan(
+    spec: Any, prompt_tokens: Any, kv_dtype_bytes: int, prefill_tp: int, decode_tp: int,
+    link: str | None, gpus: int, card: Any,
+) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
+    was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
+    MLA latent); GQA heads are sharded over the ranks and move in parallel, an MLA latent is
+    whole on every rank, so one rank's copy sets the time."""
+    import numpy as np
+
+    from planner.core.kv import kv_bytes_per_token
+    from planner.core.step_time import link_bytes_per_s
+
+    per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
+    mla = any(g.kind.value == "mla" for g in spec.kv_groups)
+    parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
+    where = link or ("nvlink" if gpus <= GPUS_PER_NODE else "rdma")
+    if where not in ("nvlink", "rdma"):
+        raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
+    rate = link_bytes_per_s(card) if where == "nvlink" else RDMA_NIC_BYTES_PER_S
+    bytes_ = np.asarray(prompt_tokens, dtype=np.float64) * per_token
+    ms = bytes_ / (rate * parallel) * 1e3 + DISAGG_TRANSFER_SETUP_MS
+    return ms, {
+        "kv_bytes_per_token": per_token,
+        "link": where,
+        "link_bytes_per_s": rate,
+        "parallel_ranks": parallel,
+        "setup_ms": DISAGG_TRANSFER_SETUP_MS,
+    }
+
+
+def _disaggregated(
+    *,
+    disagg: Any,
+    link: str | None,
+    trace: Any,
+    closed: int | None,
+    load: Load,
+    spec: Any,
+    workload_echo: dict[str, Any],
+    instance: Any,
+) -> dict[str, Any]:
+    """The benchmark over a prefill pool and a decode pool (planner.sim.disagg)."""
+    import numpy as np
+
+    from planner.sim import disagg as dis
+    from planner.sim.bench import bench_metrics
+    from planner.sim.engine import CurveCost
+
+    pre = instance(disagg.prefill_tp)
+    dec = instance(disagg.decode_tp)
+    kv_dtype_bytes = pre.curve.kv_dtype_bytes
+    ms, how = transfer_plan(
+        spec, trace.prompt_tokens, kv_dtype_bytes, disagg.prefill_tp, disagg.decode_tp,
+        link, disagg.gpus, pre.card,
+    )  # fmt: skip
+    state, info = dis.run(
+        trace,
+        disagg,
+        prefill_cost=pre.cost,
+        prefill_cfg=pre.cfg,
+        decode_cost=dis.DecodeOnlyCost(dec.cost),
+        decode_cfg=dec.cfg,
+        transfer_ms=ms,
+        concurrency=closed,
+    )
+    metrics = bench_metrics(state, trace)
+    gpus = disagg.gpus
+
+    def pool(inst: Any, count: int, tp_size: int) -> dict[str, Any]:
+        p = inst.prediction
+        return {
+            "instances": count,
+            "tp": tp_size,
+            "max_num_seqs": inst.plan.max_num_seqs,
+            "kv_cache_tokens": p.kv_cache_tokens,
+            "command": inst.plan.command,
+        }
+
+    assert isinstance(pre.cost, CurveCost)
+    return {
+        **_per_gpu(metrics, gpus),
+        "max_concurrency": load.concurrency,
+        "request_rate": load.rate_per_s if load.concurrency is None else None,
+        "gpus": gpus,
+        "estimate": (
+            "predicted by the step-time model and the engine's scheduler for each pool, with the "
+            "KV transfer priced on the link (docs/disagg.md); not a measurement"
+        ),
+        "deployment": {
+            "model": spec.name,
+            "gpu": pre.card.id,
+            "engine": pre.engine,
+            "engine_version": pre.prediction.version,
+            "tp": disagg.decode_tp,
+            "pp": 1,
+            "dp": 1,
+            "ep": 1,
+            "weight_dtype": pre.weight_dtype,
+            "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
+            "max_num_seqs": dec.plan.max_num_seqs,
+            "max_num_batched_tokens": pre.budget,
+            "kv_cache_tokens": dec.prediction.kv_cache_tokens,
+            "block_size": dec.block,
+            "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
+            "command": dec.plan.command,
+            "kv_tiers": None,
+            "disagg": {
+                "layout": disagg.label,
+                "prefill": pool(pre, disagg.prefill, disagg.prefill_tp),
+                "decode": pool(dec, disagg.decode, disagg.decode_tp),
+                "transfer": how
+                | {
+                    "mean_bytes_per_request": float(trace.prompt_tokens.mean())
+                    * how["kv_bytes_per_token"],
+                    "median_ms": float(np.median(ms)),
+                },
+                **info,
+            },
+        },
+        "workload": workload_echo,
+        "calibration": None,
+        "step_ms": {},
+        "sweep": None,
+    }
 
 
 def _per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:

@@ -172,6 +172,23 @@ def simulate(
     hicache_size: Annotated[
         float | None, typer.Option(help="SGLang: host pool per rank, GB.")
     ] = None,
+    disagg: Annotated[
+        str | None,
+        typer.Option(help="Prefill/decode disaggregation: xPyD, e.g. 1P3D (docs/disagg.md)."),
+    ] = None,
+    prefill_tp: Annotated[
+        int | None, typer.Option(help="TP of each prefill instance [default: --tp].")
+    ] = None,
+    decode_tp: Annotated[
+        int | None, typer.Option(help="TP of each decode instance [default: --tp].")
+    ] = None,
+    disagg_link: Annotated[
+        str | None,
+        typer.Option(
+            help="KV transfer link: nvlink (one node) or rdma (a 400G NIC per GPU) "
+            "[default: nvlink up to 8 GPUs]."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
@@ -240,6 +257,23 @@ def simulate(
                     key, "--prefixes"
                 )
                 raise InputError(name, err["msg"].lower()) from exc
+        layout = None
+        if disagg is not None:
+            from planner.sim.disagg import DisaggLayout, parse_layout
+
+            try:
+                x, y = parse_layout(disagg)
+                layout = DisaggLayout(
+                    prefill=x, decode=y, prefill_tp=prefill_tp or tp, decode_tp=decode_tp or tp
+                )
+            except (ValueError, ValidationError) as exc:
+                raise InputError(
+                    "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
+                ) from exc
+        elif prefill_tp is not None or decode_tp is not None or disagg_link is not None:
+            raise InputError(
+                "--prefill-tp", "--prefill-tp / --decode-tp / --disagg-link need --disagg"
+            )
         try:
             load = Load(
                 concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
@@ -283,6 +317,8 @@ def simulate(
             lengths=lengths,
             sweep=points,
             prefix=shared,
+            disagg=layout,
+            disagg_link=disagg_link,
         )
         if json_out:
             emit_json(bench)
@@ -298,6 +334,7 @@ def simulate(
         ("--engine-version", engine_version),
         ("--calibration", calibration),
         ("--prefix-share", prefix_share),
+        ("--disagg", disagg),
         ("--prefix-tokens", prefix_tokens),
         ("--kv-offloading-size", kv_offloading_size),
         ("--kv-offloading-backend", kv_offloading_backend),
