@@ -372,6 +372,27 @@ def benchmark(
     return result
 
 
+def engine_scheduler(
+    engine: str, version: tuple[int, int, int], chunked_prefill: bool | None = None
+) -> tuple[bool, Any]:
+    """How the engine's scheduler runs: whether prefill chunks share steps with decodes (vLLM
+    V1; V0 with --enable-chunked-prefill), and SGLang's reserve admission (None for vLLM)."""
+    from planner.sim.engine import ReserveAdmission
+
+    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
+    if chunked_prefill is not None and engine == "vllm":
+        mixed = chunked_prefill or version >= VLLM_V1_SINCE
+    if engine != "sglang":
+        return mixed, None
+    return mixed, ReserveAdmission(
+        init_ratio=SGLANG_INIT_NEW_TOKEN_RATIO,
+        min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+        decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
+        retract_steps=SGLANG_RETRACT_DECODE_STEPS,
+        clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
+    )
+
+
 class Instance:
     """One engine instance of the deployment: its plan, step model and scheduler settings."""
 
@@ -410,7 +431,7 @@ def _instance(
     from planner.api.capacity import serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step_time import step_time_for
-    from planner.sim.engine import CurveCost, ReserveAdmission, SimConfig
+    from planner.sim.engine import CurveCost, SimConfig
     from planner.sources.presets import find_gpu
     from planner.units import dtype_bytes
 
@@ -474,17 +495,8 @@ def _instance(
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
-    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
-    if chunked_prefill is not None and engine == "vllm":
-        mixed = chunked_prefill or version >= VLLM_V1_SINCE
+    mixed, reserve = engine_scheduler(engine, version, chunked_prefill)
     cost = CurveCost(curve, f"step-time model: {curve.label}")
-    sglang_admission = ReserveAdmission(
-        init_ratio=SGLANG_INIT_NEW_TOKEN_RATIO,
-        min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
-        decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
-        retract_steps=SGLANG_RETRACT_DECODE_STEPS,
-        clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
-    )
 
     cfg = SimConfig(
         policy="chunked",
@@ -494,7 +506,7 @@ def _instance(
         kv_blocks=max(1, p.kv_cache_tokens // block),
         block_tokens=block,
         mixed=mixed,
-        reserve=sglang_admission if engine == "sglang" else None,
+        reserve=reserve,
         seed=seed,
     )
     return Instance(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -78,6 +79,7 @@ class CurveCost:
         self.curve = curve
         if source is not None:
             self.source = source
+        self._kv_bytes: dict[int, int] = {}  # KV bytes one sequence reads, by its context
 
     def step_ms(
         self, decode_seqs: int, decode_tokens: int, prefill_tokens: int, prefill_pairs: float
@@ -86,7 +88,11 @@ class CurveCost:
         `prefill_tokens` prompt tokens spanning `prefill_pairs` attention pairs."""
         kv = 0
         if decode_seqs:
-            kv = decode_seqs * self.curve.kv_bytes(max(1, decode_tokens // decode_seqs))
+            context = max(1, decode_tokens // decode_seqs)
+            one = self._kv_bytes.get(context)
+            if one is None:
+                one = self._kv_bytes[context] = self.curve.kv_bytes(context)
+            kv = decode_seqs * one
         return self.curve.mixed_ms(decode_seqs, kv, prefill_tokens, prefill_pairs)
 
 
@@ -276,7 +282,7 @@ def execute(
     return run
 
 
-def simulate(trace: Trace, cost: CostModel, cfg: SimConfig) -> PolicyMetrics:
+def simulate(trace: Trace, cost: CostModel | CurveCost, cfg: SimConfig) -> PolicyMetrics:
     """Run one policy over the trace and measure it."""
     return _metrics(execute(trace, cost, cfg), cfg, trace)
 
@@ -402,6 +408,19 @@ def _iteration_level(
     version = [0] * n  # heap entries of older versions are stale
     heap: list[tuple[int, int, int]] = []  # (clock value at which it finishes, id, version)
 
+    # Blocks the decoding sequences hold, kept without a pass over them: a decoding sequence
+    # holds ceil((base + clock) / block) blocks for its fixed base = prefilled + post offset;
+    # with base = q x block + r that is q + floor((r + clock + block - 1) / block), so the sum
+    # needs only the sum of q and how many sequences have each remainder r.
+    base_q = 0
+    base_r = [0] * block
+
+    def count_base(i: int, sign: int) -> None:
+        nonlocal base_q
+        q, r = divmod(prefilled[i] + post_off[i], block)
+        base_q += sign * q
+        base_r[r] += sign
+
     def start_decoding(i: int) -> None:
         nonlocal decode_base
         gen_off[i] = generated[i] - clock
@@ -409,22 +428,32 @@ def _iteration_level(
         decoding_now[i] = True
         version[i] += 1
         decode_base += prefilled[i] + post_off[i]
+        count_base(i, 1)
         heappush(heap, (output[i] - gen_off[i], i, version[i]))
 
     def stop_decoding(i: int) -> None:
         nonlocal decode_base
+        count_base(i, -1)
         generated[i] = gen_off[i] + clock
         post[i] = post_off[i] + clock
         decoding_now[i] = False
         decode_base -= prefilled[i] + post_off[i]
         version[i] += 1
 
+    def decoding_blocks(at_clock: int) -> int:
+        """KV blocks the decoding sequences hold when the decode clock reads `at_clock`."""
+        whole, part = divmod(at_clock + block - 1, block)
+        decoding = len(running) - len(pending)
+        return base_q + decoding * whole + (sum(base_r[block - part :]) if part else 0)
+
+    def held_running() -> int:
+        """KV blocks the running sequences hold: the decoding ones from the counts above,
+        the ones still prefilling one by one."""
+        prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in pending)
+        return decoding_blocks(clock) + prefilling
+
     def holding(i: int) -> int:
         return prefilled[i] + (post_off[i] + clock if decoding_now[i] else post[i])
-
-    def held(ids: list[int]) -> int:
-        """KV blocks the given sequences hold."""
-        return sum(-(-holding(i) // block) for i in ids)
 
     def generated_now(i: int) -> int:
         """Tokens request i has generated so far."""
@@ -487,7 +516,7 @@ def _iteration_level(
         # core/sched/scheduler.py: waiting requests are scheduled only `if not preempted_reqs`),
         # so a full pool does not thrash admitting and evicting the same requests.
         if waiting and len(running) < max_batch and not preempted_last:
-            in_use = held(running) if pool is not None and running else 0
+            in_use = held_running() if pool is not None and running else 0
             if reserve is not None and pool is not None:
                 # SGLang-style admission: room is kept for the running requests' remaining
                 # outputs, times the engine's new-token ratio
@@ -546,8 +575,12 @@ def _iteration_level(
             if nxt < n and len(running) < max_batch and arrival[nxt] < math.inf:
                 steps = min(steps, max(1, ceil((arrival[nxt] - t) / dt)))
             if pool is not None:
-                held_tokens = [holding(i) for i in running if decoding_now[i]]
-                steps = _steps_within_pool(held_tokens, steps, pool, block)
+                room = pool - (held_running() - decoding_blocks(clock))
+
+                def fits(more: int, at: int = clock, free: int = room) -> bool:
+                    return decoding_blocks(at + more) <= free
+
+                steps = _steps_within_pool(fits, steps)
             if waiting and reserve_ratio > (reserve.min_ratio if reserve else 0.0):
                 # the decaying ratio may let the queue in mid-jump: look again soon
                 steps = min(steps, RESERVE_RECHECK_STEPS)
@@ -570,8 +603,10 @@ def _iteration_level(
                 drawn = _accepted(rng, spec, cfg.spec_k, len(decoding))
                 emitted: list[int] = np.minimum(drawn, remaining).tolist()
                 for i, got in zip(decoding, emitted, strict=True):
+                    count_base(i, -1)
                     gen_off[i] += got - steps  # the clock adds `steps` to everyone below
                     post_off[i] += got - steps
+                    count_base(i, 1)
                     decode_base += got - steps
                     version[i] += 1
                     heappush(heap, (output[i] - gen_off[i], i, version[i]))
@@ -615,7 +650,7 @@ def _iteration_level(
         if finished:
             running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
         if pool is not None:
-            in_use = held(running) if running else 0
+            in_use = held_running() if running else 0
             preempted_last = in_use > pool
             if preempted_last and reserve is not None:
                 in_use = retract(running, in_use)
@@ -629,7 +664,7 @@ def _iteration_level(
                 in_use -= evict(victim)
                 waiting.appendleft(victim)
             if running:
-                run.peak_blocks = max(run.peak_blocks, held(running))
+                run.peak_blocks = max(run.peak_blocks, held_running())
     run.busy_ms += busy_ms
     run.overhead_ms += overhead_total_ms
     run.slot_ms += slot_ms
@@ -644,13 +679,9 @@ def _iteration_level(
     run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
 
 
-def _steps_within_pool(held_tokens: list[int], steps: int, pool: int, block: int) -> int:
-    """Largest number of decode steps (<= steps) after which the running set still fits."""
-
-    def fits(s: int) -> bool:
-        """Whether s more decode steps keep the running set inside the pool."""
-        return sum(-(-(b + s) // block) for b in held_tokens) <= pool
-
+def _steps_within_pool(fits: Callable[[int], bool], steps: int) -> int:
+    """Largest number of decode steps (<= steps) after which the running set still fits
+    (`fits(s)`: whether it does after s more steps; monotone), at least one."""
     if fits(steps):
         return steps
     lo, hi = 1, steps  # fits(lo - 1) holds; find the last s that fits, at least one step
