@@ -194,6 +194,14 @@ def _refuse_other_engine(offload: OffloadSettings, other: str, engine: str) -> N
             raise InputError(flag, f"not a {engine} flag (pass --engine {other})")
 
 
+def _tier(
+    kind: Literal["CPU", "disk"], capacity_bytes: int, per_token: int, unit: int, by: str
+) -> Tier:
+    """A tier of `capacity_bytes` per rank, filled in whole units of `unit` tokens."""
+    tokens = capacity_bytes // (per_token * unit) * unit
+    return Tier(tier=kind, tokens=tokens, bytes_per_rank=tokens * per_token, by=by)
+
+
 def _vllm_tiers(
     offload: OffloadSettings, per_token: int, block: int, ranks: int
 ) -> tuple[list[Tier], int, list[str]]:
@@ -201,14 +209,8 @@ def _vllm_tiers(
     assert offload.kv_offloading_size_gib is not None
     per_rank = int(offload.kv_offloading_size_gib * GIB_BYTES) // ranks
     if (offload.kv_offloading_backend or "native") == "native":
-        tokens = per_rank // (per_token * block) * block
-        cpu = Tier(
-            tier="CPU",
-            tokens=tokens,
-            bytes_per_rank=tokens * per_token,
-            by=f"vLLM OffloadingConnector, blocks of {block} tokens",
-        )
-        return [cpu], 0, []
+        by = f"vLLM OffloadingConnector, blocks of {block} tokens"
+        return [_tier("CPU", per_rank, per_token, block, by)], 0, []
     cfg = offload.lmcache or LmcacheConfig()
     chunk = cfg.chunk_size
     cpu_bytes = per_rank
@@ -218,26 +220,12 @@ def _vllm_tiers(
         notes = ["LMCache's max_local_cpu_size (its configuration) sizes the CPU tier"]
     tiers = []
     if cfg.local_cpu:
-        tokens = cpu_bytes // (per_token * chunk) * chunk
-        tiers.append(
-            Tier(
-                tier="CPU",
-                tokens=tokens,
-                bytes_per_rank=tokens * per_token,
-                by=f"LMCache local CPU, chunks of {chunk} tokens",
-            )
-        )
+        by = f"LMCache local CPU, chunks of {chunk} tokens"
+        tiers.append(_tier("CPU", cpu_bytes, per_token, chunk, by))
     if cfg.local_disk and cfg.max_local_disk_size > 0:
         disk_bytes = int(cfg.max_local_disk_size * GIB_BYTES)
-        tokens = disk_bytes // (per_token * chunk) * chunk
-        tiers.append(
-            Tier(
-                tier="disk",
-                tokens=tokens,
-                bytes_per_rank=tokens * per_token,
-                by=f"LMCache local disk at {cfg.local_disk}",
-            )
-        )
+        by = f"LMCache local disk at {cfg.local_disk}"
+        tiers.append(_tier("disk", disk_bytes, per_token, chunk, by))
     # LMCache's GPU connector stages one chunk of this rank's KV on the GPU.
     return tiers, chunk * per_token, notes
 
