@@ -714,3 +714,14 @@ def test_every_failing_exit_under_json_prints_one_object(
     payload = r.json()
     assert payload["exit_code"] == code and payload["field"] == field
     assert payload["error"] in r.err
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300"])
+def test_sglang_state_ratio_out_of_range_is_refused(cli: Cli, value: str) -> None:
+    # fuzz seed 606: an infinite --mamba-full-memory-ratio overflowed the state-pool split
+    model = str(Path(__file__).parent / "data" / "models" / "Qwen--Qwen3-Next-80B-A3B-Thinking")
+    r = cli(
+        "capacity", "--model", model, "--gpu", "h200", "--tp", "2", "--engine", "sglang",
+        "--mamba-full-memory-ratio", value, "--json",
+    )  # fmt: skip
+    assert r.code == 2 and r.json()["field"] == "--mamba-full-memory-ratio"

@@ -101,6 +101,9 @@ VLM_CACHE_RESERVE_SINCE = (0, 5, 20)
 # --mamba-full-memory-ratio (default 0.9, 0.5.5+); the state pool holds (K + 1) request slots and
 # max_running_requests is capped at K // 3 (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO).
 MAMBA_FULL_MEMORY_RATIO = 0.9
+# Bound on the ratio we accept: a state pool a million times the KV pool leaves no KV at all;
+# beyond it the arithmetic overflows rather than says so.
+MAX_MAMBA_FULL_MEMORY_RATIO = 1e6
 MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 
 
@@ -120,7 +123,9 @@ class SglangSettings(BaseModel):
     tp_size: int = Field(default=1, ge=1)
     pp_size: int = Field(default=1, ge=1)
     max_running_requests: int | None = Field(default=None, gt=0)
-    mamba_full_memory_ratio: float = Field(default=MAMBA_FULL_MEMORY_RATIO, gt=0)
+    mamba_full_memory_ratio: float = Field(
+        default=MAMBA_FULL_MEMORY_RATIO, gt=0, le=MAX_MAMBA_FULL_MEMORY_RATIO, allow_inf_nan=False
+    )
     max_mamba_cache_size: int | None = Field(default=None, gt=0)
     reserved_bytes: int = Field(
         default=0, ge=0, description="memory other processes hold on each GPU (--reserved-gib)"
