@@ -252,3 +252,19 @@ def test_ttft_falls_as_the_cpu_tier_grows_until_the_working_set_fits(cli: Cli) -
     assert cache[256] | {"cpu_tier_tokens": 0} == cache[512] | {"cpu_tier_tokens": 0}
     assert ttft[256] == ttft[512]
     assert ttft[192] >= ttft[256]
+
+
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_tiers_table_fits_the_terminal(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    r = cli(
+        "capacity", "--model", LLAMA, "--gpu", "h100", "--kv-offloading-size", "64",
+        "--kv-offloading-backend", "lmcache",
+    )  # fmt: skip
+    assert r.code == 0
+    text = r.out[r.out.index("KV tiers") :]
+    table = text[: text.index("host memory per node")]
+    assert "524,288" in table  # the CPU tier's tokens, whole
+    assert all(len(line) <= int(columns) for line in table.splitlines())

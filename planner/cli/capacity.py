@@ -682,15 +682,23 @@ def _textbook(
 
 def render_tiers(tiers: Any) -> None:
     """Where the KV lives: tokens per tier, bytes per rank, and the host memory it takes."""
+    from rich.table import Table
+
     from planner.units import GIB_BYTES
 
     out = console()
-    rows = [
-        (f"{t.tier}: {t.by}", f"{t.tokens:,} tokens, {t.bytes_per_rank / GIB_BYTES:,.2f} GiB/rank")
-        for t in tiers.tiers
-    ]
+    table = Table(
+        title="KV tiers (each rank holds its shard of every token)",
+        title_justify="left",
+        pad_edge=False,
+    )
+    for name in ("tier", "tokens", "GiB/rank", "kept by"):
+        table.add_column(name, justify="left" if name in ("tier", "kept by") else "right")
+    for t in tiers.tiers:
+        table.add_row(t.tier, f"{t.tokens:,}", f"{t.bytes_per_rank / GIB_BYTES:,.2f}", t.by)
+    print_table(out, fit_columns(table, wrap=("kept by",)))
     ranks = f"{tiers.ranks} rank" + ("s" if tiers.ranks != 1 else "")
-    need = f"{tiers.host_bytes_per_node / GIB_BYTES:,.1f} GiB ({ranks})"
+    need = f"host memory per node: {tiers.host_bytes_per_node / GIB_BYTES:,.1f} GiB ({ranks})"
     if tiers.host_memory_bytes is None:
         need += "; not checked: pass --host-memory-gib"
     else:
@@ -699,10 +707,11 @@ def render_tiers(tiers: Any) -> None:
             f" of {tiers.host_memory_bytes / GIB_BYTES:,.1f} GiB "
             f"({tiers.host_memory_source}): {verdict}"
         )
-    rows.append(("host memory per node", need))
+    out.print(need, markup=False)
     if tiers.gpu_buffer_bytes:
-        rows.append(("connector staging per GPU", f"{tiers.gpu_buffer_bytes / 2**20:,.1f} MiB"))
-    print_table(out, kv_table("KV tiers (each rank holds its shard of every token)", rows))
+        out.print(
+            f"connector staging per GPU: {tiers.gpu_buffer_bytes / 2**20:,.1f} MiB", markup=False
+        )
     for note in tiers.notes:
         out.print(f"note: {note}", markup=False)
 

@@ -214,7 +214,7 @@ def _vllm_tiers(
     cfg = offload.lmcache or LmcacheConfig()
     chunk = cfg.chunk_size
     cpu_bytes = per_rank
-    notes = [f"LMCache's CPU tier gets --kv-offloading-size / {ranks} ranks per rank"]
+    notes = [f"LMCache's CPU tier per rank is --kv-offloading-size / {ranks} (the ranks)"]
     if cfg.max_local_cpu_size is not None:
         cpu_bytes = int(cfg.max_local_cpu_size * GIB_BYTES)
         notes = ["LMCache's max_local_cpu_size (its configuration) sizes the CPU tier"]
