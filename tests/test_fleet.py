@@ -283,3 +283,18 @@ def test_long_requests_are_served_whole_or_refused(cli: Cli) -> None:
     assert r.code == 2 and "maximum of 131,072" in r.err
     r = cli(*base, "--prompt-len", "1000", "--output-len", "100", "--context", "900")
     assert r.code == 2 and "--context" in r.err
+
+
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_candidates_table_fits_the_terminal_by_dropping_whole_columns(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    r = cli(
+        "fleet", "--preset", "llama-3.1-8b", "--rate", "5", "--tpot", "50", "--ttft", "1000",
+        "--gpus", "h100", "--workers", "1",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    table = r.out[r.out.index("Candidates") : r.out.index("left out to fit")]
+    assert all(len(line) <= int(columns) for line in table.splitlines())
+    assert "h100-sxm5-80gb" in table and "fp8" in table  # ids and precision kept whole

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from planner.cli.numbers import ReservedGib
-from planner.cli.render import console, emit_json, fit_columns, print_table
+from planner.cli.render import WIDEST_TABLE, console, emit_json, fit_columns, print_table
+
+# Candidate columns a narrow terminal leaves out first, in order (--json keeps them all).
+DROP_FIRST = (
+    "$/M total",
+    "max seqs",
+    "replicas",
+    "p95 TTFT ms",
+    "$/h",
+    "req/s per replica",
+    "GPUs",
+    "weights",
+)
+# The Pareto lines: 62 characters of text beside a bar of 8 to 30 characters.
+PARETO_TEXT_WIDTH = 62
+MIN_BAR = 8
+MAX_BAR = 30
 
 
 def fleet(
@@ -346,6 +363,7 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
 def render(report: dict[str, Any]) -> None:
     """The ranked table, the winner's line, and what was rejected."""
     from rich import box
+    from rich.console import Console
     from rich.table import Table
 
     out = console()
@@ -357,49 +375,53 @@ def render(report: dict[str, Any]) -> None:
         f"{p['goodput']:.0%} of requests; headroom {report['headroom']:g}",
         markup=False,
     )
-    table = Table(
-        title=f"Candidates (ranked by {report['ranked_by']})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    cols = (
-        "gpu",
-        "TP",
-        "weights",
-        "replicas",
-        "GPUs",
-        "max seqs",
-        "req/s per replica",
-        "p95 TTFT ms",
-        "p95 TPOT ms",
-        "tok/s per GPU",
-        "$/h",
-        "$/M out",
-        "$/M total",
-    )
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("gpu", "weights") else "right")
+    fitting = [c for c in report["candidates"] if c["fits"]]
 
     def money(v: float | None) -> str:
         return "-" if v is None else f"{v:,.2f}"
 
-    for c in [c for c in report["candidates"] if c["fits"]]:
-        table.add_row(
-            c["gpu"],
-            str(c["tp"]),
-            c["precision"],
-            str(c["replicas"]),
-            str(c["gpus"]),
-            f"{c['max_num_seqs']:,}",
-            f"{c['sustainable_rate_per_replica']:.2f}",
-            f"{c['ttft_ms_at_load']:,.0f}",
-            f"{c['tpot_ms_at_load']:.1f}",
-            f"{c['tokens_per_s_per_gpu']:,.0f}",
-            money(c["dollars_per_hour"]),
-            money(c["dollars_per_m_output_tokens"]),
-            money(c["dollars_per_m_total_tokens"]),
+    cells: dict[str, Callable[[dict[str, Any]], str]] = {
+        "gpu": lambda c: str(c["gpu"]),
+        "TP": lambda c: str(c["tp"]),
+        "weights": lambda c: str(c["precision"]),
+        "replicas": lambda c: str(c["replicas"]),
+        "GPUs": lambda c: str(c["gpus"]),
+        "max seqs": lambda c: f"{c['max_num_seqs']:,}",
+        "req/s per replica": lambda c: f"{c['sustainable_rate_per_replica']:.2f}",
+        "p95 TTFT ms": lambda c: f"{c['ttft_ms_at_load']:,.0f}",
+        "p95 TPOT ms": lambda c: f"{c['tpot_ms_at_load']:.1f}",
+        "tok/s per GPU": lambda c: f"{c['tokens_per_s_per_gpu']:,.0f}",
+        "$/h": lambda c: money(c["dollars_per_hour"]),
+        "$/M out": lambda c: money(c["dollars_per_m_output_tokens"]),
+        "$/M total": lambda c: money(c["dollars_per_m_total_tokens"]),
+    }
+
+    def build(cols: list[str]) -> Table:
+        table = Table(
+            title=f"Candidates (ranked by {report['ranked_by']})",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
         )
-    print_table(out, fit_columns(table))
+        for col in cols:
+            table.add_column(col, justify="left" if col in ("gpu", "weights") else "right")
+        for c in fitting:
+            table.add_row(*(cells[col](c) for col in cols))
+        return fit_columns(table)
+
+    # Columns a narrow terminal drops first (never a number cut: a whole column goes, and
+    # --json keeps every figure).
+    cols = list(cells)
+    dropped: list[str] = []
+    table = build(cols)
+    for col in DROP_FIRST:
+        if Console(width=WIDEST_TABLE).measure(table).minimum <= out.width:
+            break
+        cols.remove(col)
+        dropped.append(col)
+        table = build(cols)
+    print_table(out, table)
+    if dropped:
+        out.print(f"left out to fit {out.width} columns: {', '.join(dropped)}", markup=False)
     if report["prices"] != "given":
         out.print(f"prices {report['prices']}", markup=False)
     for c in [c for c in report["candidates"] if not c["fits"]]:
@@ -408,10 +430,12 @@ def render(report: dict[str, Any]) -> None:
     if front:
         out.print("Pareto front (no other candidate is better on both):")
         top = max(p["tokens_per_s_per_gpu"] for p in front) or 1.0
+        # the bar takes what the console leaves beside the 62 characters of text
+        bar_width = max(MIN_BAR, min(MAX_BAR, out.width - PARETO_TEXT_WIDTH))
         for p in front:
-            bar = "#" * max(1, round(p["tokens_per_s_per_gpu"] / top * 30))
+            bar = "#" * max(1, round(p["tokens_per_s_per_gpu"] / top * bar_width))
             out.print(
-                f"  {p['gpu']:>16} TP{p['tp']} {p['precision']:<5} {bar:<30} "
+                f"  {p['gpu']:>16} TP{p['tp']} {p['precision']:<5} {bar:<{bar_width}} "
                 f"{p['tokens_per_s_per_gpu']:>9,.0f} tok/s/GPU  "
                 f"{p['tokens_per_s_per_user']:>6,.0f} tok/s/user",
                 markup=False,
