@@ -11,6 +11,7 @@ says so.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -216,19 +217,37 @@ def benchmark(
         mean_total += prefix.share * prefix.tokens
     values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
 
-    inst = _instance(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        values=values,
-        spec=spec,
-        longest=longest,
-        ep=ep,
-        calibration=calibration,
-        chunked_prefill=chunked_prefill,
-        seed=load.seed,
-    )
+    def instance(tp_size: int, ep_size: int | None) -> Instance:
+        """This deployment's engine instance at one TP (and EP) size."""
+        return _instance(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            values=values | {"tp": tp_size},
+            spec=spec,
+            longest=longest,
+            ep=ep_size,
+            calibration=calibration,
+            chunked_prefill=chunked_prefill,
+            seed=load.seed,
+        )
+
+    closed = load.concurrency
+    if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
+        closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
+    if disagg is not None:
+        return _disaggregated(
+            disagg=disagg,
+            link=disagg_link,
+            trace=trace,
+            closed=closed,
+            load=load,
+            spec=spec,
+            workload_echo=workload_echo,
+            instance=lambda tp_size: instance(tp_size, None),
+        )
+    inst = instance(tp, ep)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
     engine, block, budget, mixed, calibrated = (
         inst.engine,
@@ -292,32 +311,6 @@ def benchmark(
             t.cached_prefix_tokens[keep],
         )
 
-    closed = load.concurrency
-    if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
-        closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
-    if disagg is not None:
-        return _disaggregated(
-            disagg=disagg,
-            link=disagg_link,
-            trace=trace,
-            closed=closed,
-            load=load,
-            spec=spec,
-            workload_echo=workload_echo,
-            instance=lambda tp_size: _instance(
-                gpu=gpu,
-                preset=preset,
-                model=model,
-                revision=revision,
-                values=values | {"tp": tp_size},
-                spec=spec,
-                longest=longest,
-                ep=None,
-                calibration=calibration,
-                chunked_prefill=chunked_prefill,
-                seed=load.seed,
-            ),
-        )
     one = replica_trace(trace)
     metrics = run_at(share(closed) if closed else None, one)
     gpus = tp * pp * dp
@@ -393,23 +386,23 @@ def engine_scheduler(
     )
 
 
+@dataclass(frozen=True)
 class Instance:
     """One engine instance of the deployment: its plan, step model and scheduler settings."""
 
-    def __init__(self, **parts: Any) -> None:
-        self.plan = parts["plan"]
-        self.payload: dict[str, Any] = parts["payload"]
-        self.prediction = parts["prediction"]
-        self.curve = parts["curve"]
-        self.cost = parts["cost"]
-        self.cfg = parts["cfg"]
-        self.engine: str = parts["engine"]
-        self.block: int = parts["block"]
-        self.budget: int = parts["budget"]
-        self.mixed: bool = parts["mixed"]
-        self.calibrated = parts["calibrated"]
-        self.weight_dtype: str = parts["weight_dtype"]
-        self.card = parts["card"]
+    plan: Any  # planner.core.serve.ServePlan
+    payload: dict[str, Any]
+    prediction: Any  # its EnginePrediction
+    curve: Any  # planner.core.step_time.StepTime
+    cost: Any  # planner.sim.engine.CurveCost
+    cfg: Any  # planner.sim.engine.SimConfig, without the load
+    engine: str
+    block: int
+    budget: int
+    mixed: bool
+    calibrated: Any
+    weight_dtype: str
+    card: Any
 
 
 def _instance(
@@ -548,10 +541,11 @@ def transfer_plan(
     import numpy as np
 
     from planner.core.kv import kv_bytes_per_token
+    from planner.core.specs import KvKind
     from planner.core.step_time import link_bytes_per_s
 
     per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
-    mla = any(g.kind.value == "mla" for g in spec.kv_groups)
+    mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
     where = link or ("nvlink" if gpus <= GPUS_PER_NODE else "rdma")
     if where not in ("nvlink", "rdma"):

@@ -158,7 +158,7 @@ def kv_tiers(
     fits = None if memory is None else host_node <= memory
     largest = None
     if fits is False and memory is not None:
-        largest = _largest_fitting(engine, offload, memory, ranks, per_token_bytes, gpu_tokens)
+        largest = _largest_fitting(engine, offload, memory, ranks)
     return KvTiers(
         tiers=[gpu, *tiers],
         ranks=ranks,
@@ -262,12 +262,7 @@ def _hicache_tiers(
 
 
 def _largest_fitting(
-    engine: str,
-    offload: OffloadSettings,
-    memory: int,
-    ranks: int,
-    per_token: int,
-    gpu_tokens: int,
+    engine: str, offload: OffloadSettings, memory: int, ranks: int
 ) -> dict[str, float]:
     """The largest offload setting the host's memory holds."""
     if engine == "vllm":
