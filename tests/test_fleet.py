@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ def test_without_prices_it_ranks_by_gpus_and_says_so(cli: Cli) -> None:
     )
     data = r.json()
     assert r.code == 0 and data["ranked_by"] == "gpus" and data["prices"].startswith("missing")
-    gpus = [c["gpus"] for c in data["candidates"] if c["fits"]]
+    gpus = [c["gpus"] for c in data["candidates"] if c["ranked"]]
     assert gpus == sorted(gpus)
 
 
@@ -298,3 +299,41 @@ def test_candidates_table_fits_the_terminal_by_dropping_whole_columns(
     table = r.out[r.out.index("Candidates") : r.out.index("left out to fit")]
     assert all(len(line) <= int(columns) for line in table.splitlines())
     assert "h100-sxm5-80gb" in table and "fp8" in table  # ids and precision kept whole
+
+
+def test_burstier_arrivals_never_raise_the_rate_and_cost_it_no_more_than_kingman() -> None:
+    # A100 TP 2 under gamma arrivals of CV 1, 1.5, 2, 3. Kingman's G/G/1 approximation waits
+    # (ca^2 + cs^2) / 2 x rho / (1 - rho) service times: holding the wait, rho/(1 - rho) falls at
+    # most by ca^2, so the rate falls by at most a factor CV^2 (rho' / rho >= 1 / CV^2).
+    rates = {}
+    for cv in (1.0, 1.5, 2.0, 3.0):
+        data = report(40.0, ("a100-sxm4-80gb",), tps=[2], workload={"arrival": "gamma", "cv": cv})
+        (c,) = [c for c in data["candidates"] if c["fits"]]
+        rates[cv] = c["sustainable_rate_per_replica"]
+    ordered = [rates[cv] for cv in sorted(rates)]
+    assert all(b <= a * (1 + SEARCH_PRECISION) for a, b in itertools.pairwise(ordered))
+    assert rates[3.0] < rates[1.0]
+    for cv, r in rates.items():
+        assert r >= rates[1.0] / cv**2
+
+
+def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_reason() -> None:
+    data = report(20.0, ("mi300x", "h100"), preset="llama-3.1-70b", prices=PRICES)
+    ranked = [c for c in data["candidates"] if c["ranked"]]
+    assert ranked and data["winner"] is ranked[0] and data["winner"]["replicas"] <= 4
+    for c in ranked:
+        for o in ranked:
+            same = (o["gpu"], o["precision"]) == (c["gpu"], c["precision"])
+            if same and o["tp"] > c["tp"]:
+                assert o["dollars_per_hour"] >= c["dollars_per_hour"]
+    left_out = [c for c in data["candidates"] if c["fits"] and not c["ranked"]]
+    assert left_out  # the 70B case has narrower layouts that cost more (H100 TP 2 bf16)
+    for c in left_out:
+        wider = next(
+            o for o in ranked if f"{o['gpu']} TP {o['tp']} {o['precision']}" == c["dominated_by"]
+        )
+        assert wider["tp"] > c["tp"] and wider["dollars_per_hour"] < c["dollars_per_hour"]
+        assert c["reason"].startswith(f"TP {wider['tp']} of the same GPU")
+    # a TP whose single-sequence step sits within the model's error of the TPOT is not ranked
+    tiny = next(c for c in data["candidates"] if c["gpu"] == "mi300x" and c["tp"] == 1)
+    assert not tiny["fits"] and "leaves no room" in tiny["reason"]

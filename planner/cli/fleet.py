@@ -43,6 +43,20 @@ def fleet(
         typer.Option(help="Candidate GPUs [default: h100,h200,mi300x,a100-sxm4-80gb,l40s]."),
     ] = None,
     engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
+    engine_version: Annotated[
+        str | None, typer.Option(help="Engine release planned [default: the newest modelled].")
+    ] = None,
+    tp: Annotated[
+        str | None, typer.Option(help="Pin the TP sizes tried: 4 or 2,4 [default: 1 to 8].")
+    ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(help="Pin the weight precisions tried: bf16, fp8 [default: both where run]."),
+    ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(help="Rank by cost, gpus or latency [default: cost when priced, else gpus]."),
+    ] = None,
     price: Annotated[
         list[str] | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10 (repeatable).")
     ] = None,
@@ -152,6 +166,13 @@ def fleet(
             values[key] = {"distribution": "uniform", "median": length, "min": low, "max": length}
         else:
             values[key] = {"distribution": "fixed", "median": length, "min": length, "max": length}
+    tps = None if tp is None else _int_list(tp, "--tp")
+    precisions = None
+    if precision is not None:
+        precisions = [p.strip().lower() for p in precision.split(",") if p.strip()]
+        unknown = [p for p in precisions if p not in ("bf16", "fp16", "fp8")]
+        if unknown or not precisions:
+            raise InputError("--precision", f"{precision!r}; accepted: bf16, fp8 (comma-separated)")
     names = [g.strip() for g in (gpus or ",".join(DEFAULT_GPUS)).split(",") if g.strip()]
     if not names:
         raise InputError("--gpus", "name at least one GPU")
@@ -189,6 +210,10 @@ def fleet(
         calibration=profile,
         reserved_bytes=reserved,
         context=context,
+        objective=objective,
+        tps=tps,
+        precisions=precisions,
+        engine_version=engine_version,
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
@@ -203,7 +228,7 @@ def fleet(
         from planner.cli.plot import Chart, Series
         from planner.cli.plot import save as save_chart
 
-        fitting = [c for c in report["candidates"] if c["fits"]]
+        fitting = [c for c in report["candidates"] if c["ranked"]]
         save_chart(
             Chart(
                 title=f"{report['model']} at {report['rate_per_s']:g} req/s: throughput vs speed",
@@ -375,7 +400,7 @@ def render(report: dict[str, Any]) -> None:
         f"{p['goodput']:.0%} of requests; headroom {report['headroom']:g}",
         markup=False,
     )
-    fitting = [c for c in report["candidates"] if c["fits"]]
+    fitting = [c for c in report["candidates"] if c["ranked"]]
 
     def money(v: float | None) -> str:
         return "-" if v is None else f"{v:,.2f}"
@@ -424,8 +449,9 @@ def render(report: dict[str, Any]) -> None:
         out.print(f"left out to fit {out.width} columns: {', '.join(dropped)}", markup=False)
     if report["prices"] != "given":
         out.print(f"prices {report['prices']}", markup=False)
-    for c in [c for c in report["candidates"] if not c["fits"]]:
-        out.print(f"rejected {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
+    for c in [c for c in report["candidates"] if not c["ranked"]]:
+        what = "left out" if c["fits"] else "rejected"
+        out.print(f"{what} {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
     front = report["pareto"]
     if front:
         out.print("Pareto front (no other candidate is better on both):")
@@ -451,6 +477,19 @@ def render(report: dict[str, Any]) -> None:
     out.print(
         "estimates: step times from the step-time model, rates from the simulator", markup=False
     )
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    """`4` or `2,4` as integers >= 1."""
+    from planner.errors import InputError
+
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise InputError(flag, f"{text!r}; expected whole numbers, e.g. 2,4") from exc
+    if not values or min(values) < 1 or max(values) > 1024:
+        raise InputError(flag, f"{text!r}; expected whole numbers in [1, 1024], e.g. 2,4")
+    return values
 
 
 def _workers(given: int | None) -> int:

@@ -632,7 +632,7 @@ def _iteration_level(
                     done_prefill = True
             if done_prefill:
                 pending = [i for i in pending if not decoding_now[i]]
-        finished = False
+        done: list[int] = []
         while heap:
             due, i, ver = heap[0]
             if ver != version[i] or not decoding_now[i]:
@@ -643,12 +643,12 @@ def _iteration_level(
             heappop(heap)
             stop_decoding(i)
             finish[i] = t
-            finished = True
+            done.append(i)
             if released < n:  # closed loop: this client sends its next request now
                 arrival[released] = t + delay[released]
                 released += 1
-        if finished:
-            running = [i for i in running if decoding_now[i] or prefilled[i] < target[i]]
+        for i in done:  # finished requests leave the running set (a C-level scan each)
+            running.remove(i)
         if pool is not None:
             in_use = held_running() if running else 0
             preempted_last = in_use > pool
