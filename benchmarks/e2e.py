@@ -4,7 +4,9 @@ Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf In
 dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
 poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
 the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
-median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class.
+median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class,
+and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
+measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
 length: the lengths the run produced, a workload fact, not a performance figure.
 Rows that cannot be posed are counted with their one-line reason.
@@ -174,6 +176,45 @@ def summary(errors: list[float]) -> str:
     )
 
 
+def ranking_key(row: dict[str, Any]) -> str:
+    """Rows comparable across GPU types: one model, engine, precision and load."""
+    w = row["workload"]
+    return json.dumps(
+        [
+            row["model"],
+            row["engine_family"],
+            row["precision"],
+            row.get("disagg"),
+            w.get("input_len"),
+            w.get("output_len"),
+            w.get("max_concurrency"),
+            w.get("request_rate"),
+            str(w.get("dataset", "")),
+        ],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def kendall_tau(groups: dict[str, dict[str, list[tuple[float, float]]]]) -> tuple[float, int]:
+    """Tau over every pair of GPU types within a group (mean measured vs mean predicted tok/s
+    per GPU of each type): (concordant - discordant) / pairs, and the number of pairs."""
+    concordant = discordant = 0
+    for by_gpu in groups.values():
+        means = {
+            gpu: (statistics.mean(m for m, _ in v), statistics.mean(p for _, p in v))
+            for gpu, v in by_gpu.items()
+        }
+        names = sorted(means)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                sign = (means[a][0] - means[b][0]) * (means[a][1] - means[b][1])
+                concordant += sign > 0
+                discordant += sign < 0
+    pairs = concordant + discordant
+    return ((concordant - discordant) / pairs if pairs else float("nan")), pairs
+
+
 def main() -> None:
     """Print every posed row and the error summaries."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -184,6 +225,7 @@ def main() -> None:
     rows = [json.loads(x) for x in args.rows.read_text().splitlines() if x.strip()]
     groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     refused: dict[str, int] = defaultdict(int)
+    ranks: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         kwargs, why = pose(row, args.models)
         if why is not None:
@@ -207,6 +249,10 @@ def main() -> None:
             or ("gpt-oss" in row["model"] or "MiniMax" in row["model"] or "Mixtral" in row["model"])
             else "dense"
         )
+        if meas["tok_s_gpu"]:
+            ranks[ranking_key(row)][row.get("gpu_norm") or row["gpu"]].append(
+                (float(meas["tok_s_gpu"]), float(pred["tok_s_gpu"]))
+            )
         line = [f"{row['id'][:58]:58s}"]
         for key in ("tok_s_gpu", "tpot", "ttft"):
             if meas[key] is None or not meas[key]:
@@ -226,6 +272,9 @@ def main() -> None:
         print(f"\n{title}:")
         for g in sorted(groups[key], key=lambda x: (x != "all", x)):
             print(f"  {g:16s} {summary(groups[key][g])}")
+    tau, pairs = kendall_tau(ranks)
+    ranked = f"Kendall tau {tau:+.2f} over {pairs} pairs" if pairs else "no two GPU types posed"
+    print(f"\nGPU types ranked by output tok/s per GPU on one workload: {ranked}")
     print(f"\nposed {len(rows) - sum(refused.values())} of {len(rows)} rows; not posed:")
     for why, n in sorted(refused.items(), key=lambda x: -x[1]):
         print(f"  {n:4d}  {why}")

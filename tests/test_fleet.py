@@ -298,6 +298,8 @@ def test_candidates_table_fits_the_terminal_by_dropping_whole_columns(
     assert r.code == 0, r.err
     table = r.out[r.out.index("Candidates") : r.out.index("left out to fit")]
     assert all(len(line) <= int(columns) for line in table.splitlines())
+    front = r.out[r.out.index("Pareto front") : r.out.index("Deploy:")].splitlines()
+    assert len(front) >= 3 and all(len(line) <= int(columns) for line in front)
     assert "h100-sxm5-80gb" in table and "fp8" in table  # ids and precision kept whole
 
 
@@ -337,3 +339,46 @@ def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_rea
     # a TP whose single-sequence step sits within the model's error of the TPOT is not ranked
     tiny = next(c for c in data["candidates"] if c["gpu"] == "mi300x" and c["tp"] == 1)
     assert not tiny["fits"] and "leaves no room" in tiny["reason"]
+
+
+def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> None:
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+
+    data = report(20.0, ("h100",))
+    w = data["winner"]
+    curve = w["curve"]
+    assert [p["max_concurrency"] for p in curve][:3] == [1, 4, 16]
+    gpu_rates = [p["output_tokens_per_s_per_gpu"] for p in curve]
+    assert gpu_rates == sorted(gpu_rates)  # more clients never lower throughput per GPU
+    for point in (curve[1], curve[-1]):
+        n = point["max_concurrency"]
+        sim = benchmark(
+            gpu=w["gpu"],
+            preset="llama-3.1-8b",
+            model=None,
+            settings={
+                "tp": w["tp"],
+                "context_tokens": w["flags"]["max_model_len"],
+                "max_num_seqs": curve[-1]["max_concurrency"],
+                "quantization": "fp8" if w["precision"] == "fp8" else None,
+                "mean_tokens": _mean_context(data),
+            },
+            load=Load(
+                concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)
+            ),
+            lengths=Lengths(workload="reference"),
+        )
+        assert sim["output_throughput_per_gpu"] == pytest.approx(
+            point["output_tokens_per_s_per_gpu"]
+        )
+        assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])
+    # the front: no point of any ranked candidate's curve beats a front point on both axes
+    every = [p for c in data["candidates"] if c["ranked"] for p in c["curve"]]
+    for f in data["pareto"]:
+        assert not any(
+            p["output_tokens_per_s_per_gpu"] > f["output_tokens_per_s_per_gpu"]
+            and p["tokens_per_s_per_user"] > f["tokens_per_s_per_user"]
+            for p in every
+        )
+        assert f["meets_tpot"] == (f["median_tpot_ms"] <= PROMISE["tpot_ms"])

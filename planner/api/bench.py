@@ -440,6 +440,7 @@ def _instance(
             revision=revision,
             gpu_memory_gib=None,
             settings=values,
+            spec=spec,
         )
 
     plan, payload = replan()

@@ -270,15 +270,18 @@ def serve_report(
     tpot_ms: float | None = None,
     speculation: dict[str, Any] | None = None,
     calibration: Any = None,
+    spec: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more).
 
     `calibration`: a profile from `planner calibrate` (planner.core.engines.calibration).
+    `spec`: the model already resolved from these names (a search plans many instances of it).
     """
     from planner.core.hf_config import quantized_weights_bytes
     from planner.core.serve import ServeSettings, plan_serve, serve_json
 
-    spec = resolve_model(preset, model, revision)
+    if spec is None:
+        spec = resolve_model(preset, model, revision)
     card, measured, basis = _card(gpu, gpu_memory_gib)
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))

@@ -129,6 +129,7 @@ def fleet_report(
     the ranking minimises (cost by default when every candidate is priced, else GPUs); `tps`,
     `precisions`, `engine_version` pin a dimension of the search.
     """
+    from planner.api.fleet_curves import front
     from planner.core.fleet import Promise
     from planner.core.serve import valid_tp
     from planner.sim.workload import Workload, generate
@@ -190,6 +191,8 @@ def fleet_report(
                 jobs.append(
                     {
                         "spec": spec,
+                        "preset": preset,
+                        "model": model,
                         "card": card,
                         "tp": tp,
                         "precision": precision,
@@ -229,7 +232,7 @@ def fleet_report(
             )
     ranked = sorted((c for c in candidates if c["ranked"]), key=key)
     return {
-        "pareto": pareto(ranked),
+        "pareto": front(ranked, promised.tpot_ms),
         "model": spec.name,
         "rate_per_s": rate,
         "promise": promised.model_dump(),
@@ -324,36 +327,10 @@ def _run_jobs(jobs: list[dict[str, Any]], workers: int, progress: Any) -> list[d
     return [r for r in results if r is not None]
 
 
-def pareto(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Candidates no other beats on both tokens/s per GPU and tokens/s per user."""
-    front = []
-    for c in candidates:
-        dominated = any(
-            o is not c
-            and o["tokens_per_s_per_gpu"] >= c["tokens_per_s_per_gpu"]
-            and o["tokens_per_s_per_user"] >= c["tokens_per_s_per_user"]
-            and (
-                o["tokens_per_s_per_gpu"] > c["tokens_per_s_per_gpu"]
-                or o["tokens_per_s_per_user"] > c["tokens_per_s_per_user"]
-            )
-            for o in candidates
-        )
-        if not dominated:
-            front.append(
-                {
-                    "gpu": c["gpu"],
-                    "tp": c["tp"],
-                    "precision": c["precision"],
-                    "tokens_per_s_per_gpu": c["tokens_per_s_per_gpu"],
-                    "tokens_per_s_per_user": c["tokens_per_s_per_user"],
-                }
-            )
-    return sorted(front, key=lambda p: p["tokens_per_s_per_gpu"])
-
-
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, TP) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
+    from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.core.fleet import cost_per_million, replicas_for, sustainable_rate, trial
     from planner.core.hf_config import quantized_weights_bytes
@@ -459,6 +436,27 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             f"{best.rate_per_s:.2g} req/s per replica)",
         }
     replicas = replicas_for(rate, best.rate_per_s, headroom)
+    # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
+    # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
+    curve_points = layout_curve(
+        spec=spec,
+        gpu=card.id,
+        preset=job["preset"],
+        model=job["model"],
+        values={
+            "engine": engine,
+            "version": job["engine_version"],
+            "tp": tp,
+            "context_tokens": context,
+            "mean_tokens": mean,
+            "max_num_seqs": plan.max_num_seqs,
+            "quantization": "fp8" if fp8 else None,
+            "dtype": settings.dtype,
+            "extra": extra,
+        },
+        workload=w,
+        longest=context,
+    )
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
     gpus_total = replicas * tp
@@ -494,4 +492,5 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         ),
         "flags": plan.flags
         | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
+        "curve": curve_points,
     }

@@ -22,9 +22,10 @@ DROP_FIRST = (
     "GPUs",
     "weights",
 )
-# The Pareto lines: 62 characters of text beside a bar of 8 to 30 characters.
-PARETO_TEXT_WIDTH = 62
-MIN_BAR = 8
+# The Pareto lines: 55 characters of text beside a bar of up to 30 characters (none when the
+# terminal leaves fewer than 4).
+PARETO_TEXT_WIDTH = 55
+MIN_BAR = 4
 MAX_BAR = 30
 
 
@@ -231,17 +232,18 @@ def fleet(
         fitting = [c for c in report["candidates"] if c["ranked"]]
         save_chart(
             Chart(
-                title=f"{report['model']} at {report['rate_per_s']:g} req/s: throughput vs speed",
-                x_label="tokens/s per user (1000 / TPOT)",
-                y_label="tokens/s per GPU",
+                title=f"{report['model']}: tokens/s per GPU against tokens/s per user",
+                x_label="tokens/s per user (1000 / median TPOT)",
+                y_label="output tokens/s per GPU",
                 series=[
                     Series(
                         f"{c['gpu']} TP{c['tp']} {c['precision']}",
-                        [c["tokens_per_s_per_user"]],
-                        [c["tokens_per_s_per_gpu"]],
+                        [q["tokens_per_s_per_user"] or 0.0 for q in c["curve"]],
+                        [q["output_tokens_per_s_per_gpu"] for q in c["curve"]],
                     )
                     for c in fitting
                 ],
+                marks=[(1000.0 / tpot, f"TPOT {tpot:g} ms")],
             ),
             plot,
         )
@@ -454,16 +456,25 @@ def render(report: dict[str, Any]) -> None:
         out.print(f"{what} {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
     front = report["pareto"]
     if front:
-        out.print("Pareto front (no other candidate is better on both):")
-        top = max(p["tokens_per_s_per_gpu"] for p in front) or 1.0
-        # the bar takes what the console leaves beside the 62 characters of text
-        bar_width = max(MIN_BAR, min(MAX_BAR, out.width - PARETO_TEXT_WIDTH))
-        for p in front:
-            bar = "#" * max(1, round(p["tokens_per_s_per_gpu"] / top * bar_width))
+        slo = 1000.0 / p["tpot_ms"]
+        out.print(
+            "Pareto front over every layout's concurrency sweep (closed loop, the benchmark "
+            f"predictor; output tok/s per GPU and per user; * within TPOT {p['tpot_ms']:g} ms, "
+            f"i.e. >= {slo:.0f} tok/s/user):",
+            markup=False,
+        )
+        top = max(q["output_tokens_per_s_per_gpu"] for q in front) or 1.0
+        # the bar takes what the console leaves beside the text
+        bar_width = min(MAX_BAR, out.width - PARETO_TEXT_WIDTH)
+        bar_width = bar_width if bar_width >= MIN_BAR else 0
+        for q in front:
+            bar = "#" * max(1, round(q["output_tokens_per_s_per_gpu"] / top * bar_width))
+            bar = f"{bar:<{bar_width}} " if bar_width else ""
+            label = f"{q['gpu']} TP{q['tp']} {q['precision']} x{q['max_concurrency']}"
             out.print(
-                f"  {p['gpu']:>16} TP{p['tp']} {p['precision']:<5} {bar:<{bar_width}} "
-                f"{p['tokens_per_s_per_gpu']:>9,.0f} tok/s/GPU  "
-                f"{p['tokens_per_s_per_user']:>6,.0f} tok/s/user",
+                f"{'*' if q['meets_tpot'] else ' '}{label:>28} {bar}"
+                f"{q['output_tokens_per_s_per_gpu']:>7,.0f} /GPU "
+                f"{q['tokens_per_s_per_user']:>5,.0f} /user",
                 markup=False,
             )
     w = report["winner"]

@@ -1,0 +1,107 @@
+"""Pareto curves of fleet candidates: each layout's closed-loop concurrency sweep through the
+benchmark predictor (the engine instance `planner simulate` runs), and the front across them.
+
+A curve is what the public cross-vendor sweeps draw: output tokens/s per GPU against tokens/s
+per user (1000 / median TPOT) as the number of clients grows. Each point is the same prediction
+`planner simulate --concurrency N` prints for that deployment and workload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Clients per point: powers of four (the public sweeps' 1 ... 256 style), up to the engine's
+# running cap (beyond it more clients only queue), the cap itself as the last point.
+CURVE_CLIENTS = (1, 4, 16, 64, 256, 1024)
+# Requests per point: three per client (a closed loop's ramp and drain stay a small share) and
+# at least CURVE_MIN_REQUESTS, so the single-client point averages over the length distribution.
+CURVE_REQUESTS_PER_CLIENT = 3
+CURVE_MIN_REQUESTS = 48
+
+
+def clients_for(cap: int) -> list[int]:
+    """The sweep's client counts for an engine whose running cap is `cap`."""
+    points = [n for n in CURVE_CLIENTS if n < cap]
+    return [*points, cap]
+
+
+def layout_curve(
+    *,
+    spec: Any,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    values: dict[str, Any],
+    workload: Any,
+    longest: int,
+) -> list[dict[str, Any]]:
+    """One layout's points: for each client count, what the benchmark would print (an
+    estimate), per GPU and per user. `values`: the serve settings (tp, precision, context ...)."""
+    from planner.api.bench import _instance
+    from planner.sim.bench import bench_metrics
+    from planner.sim.engine import execute
+    from planner.sim.workload import generate
+
+    inst = _instance(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=None,
+        values=values,
+        spec=spec,
+        longest=longest,
+        ep=None,
+        calibration=None,
+        chunked_prefill=None,
+        seed=0,
+    )
+    gpus = int(values.get("tp", 1))
+    points = []
+    for clients in clients_for(inst.plan.max_num_seqs):
+        requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
+        trace = generate(workload.model_copy(update={"requests": requests, "seed": 0}))
+        run = execute(trace, inst.cost, inst.cfg.model_copy(update={"concurrency": clients}))
+        m = bench_metrics(run, trace)
+        tpot = float(m["median_tpot_ms"])
+        points.append(
+            {
+                "max_concurrency": clients,
+                "output_tokens_per_s_per_gpu": float(m["output_throughput"]) / gpus,
+                "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
+                "median_tpot_ms": tpot,
+                "median_ttft_ms": float(m["median_ttft_ms"]),
+                "request_throughput": float(m["request_throughput"]),
+            }
+        )
+    return points
+
+
+def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, Any]]:
+    """The points of every candidate's curve that no other point beats on both tokens/s per GPU
+    and tokens/s per user, by tokens/s per user; each says whether it is within the TPOT
+    promise (at the median, as the sweeps draw it)."""
+    points = [
+        {
+            "gpu": c["gpu"],
+            "tp": c["tp"],
+            "precision": c["precision"],
+            **p,
+            "meets_tpot": p["median_tpot_ms"] <= tpot_ms,
+        }
+        for c in candidates
+        for p in c.get("curve") or []
+        if p["tokens_per_s_per_user"] is not None
+    ]
+    kept = []
+    for p in points:
+        x, y = p["tokens_per_s_per_user"], p["output_tokens_per_s_per_gpu"]
+        beaten = any(
+            o is not p
+            and o["tokens_per_s_per_user"] >= x
+            and o["output_tokens_per_s_per_gpu"] >= y
+            and (o["tokens_per_s_per_user"] > x or o["output_tokens_per_s_per_gpu"] > y)
+            for o in points
+        )
+        if not beaten:
+            kept.append(p)
+    return sorted(kept, key=lambda p: p["tokens_per_s_per_user"])
