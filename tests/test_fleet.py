@@ -382,3 +382,16 @@ def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> No
             for p in every
         )
         assert f["meets_tpot"] == (f["median_tpot_ms"] <= PROMISE["tpot_ms"])
+
+
+def test_a_moe_model_is_searched_with_and_without_expert_parallelism(cli: Cli) -> None:
+    data = report(10.0, ("h100",), preset="qwen3-30b-a3b", tps=[2])
+    by_ep = {c["ep"]: c for c in data["candidates"] if c["precision"] == "bf16"}
+    assert set(by_ep) == {1, 2}
+    with_ep, without = by_ep[2], by_ep[1]
+    assert with_ep["fits"] and "--enable-expert-parallel" in with_ep["command"]
+    assert "--enable-expert-parallel" not in without["command"]
+    assert with_ep["curve"] and with_ep["flags"]["enable_expert_parallel"] is True
+    # a dense model has no experts to spread: one layout per TP
+    dense = report(10.0, ("h100",), tps=[2])
+    assert {c["ep"] for c in dense["candidates"]} == {1}

@@ -121,3 +121,26 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
     total += terms["allreduce_ms"] + terms["overhead_ms"]
     assert data["step_ms_at"]["1"] == pytest.approx(total)
     assert all(p["terms"] is not None for p in data["curve"])
+
+
+def test_expert_parallel_waits_for_the_busiest_rank_until_every_expert_is_read() -> None:
+    from planner.core.step_time import expected_max_of_normals
+
+    # Blom's approximation against the exact expected maxima of 2 and 8 standard normals
+    # (1/sqrt(pi) = 0.5642; 1.4236)
+    assert expected_max_of_normals(1) == 0.0
+    assert expected_max_of_normals(2) == pytest.approx(0.5642, abs=0.03)
+    assert expected_max_of_normals(8) == pytest.approx(1.4236, abs=0.02)
+    spec = load_model_preset("qwen3-30b-a3b")
+    tp = step_time_for(spec, find_gpu("h100"), tp=4)
+    ep = tp.model_copy(update={"experts_per_gpu": spec.num_experts // 4})
+    for batch in (1, 4, 16):
+        # the same expected bytes plus the imbalance of 4 ranks drawing their experts
+        assert ep.expert_weights_bytes(batch) > tp.expert_weights_bytes(batch)
+        q = tp.experts_read(batch) / spec.num_experts
+        local = spec.num_experts // 4
+        sd = math.sqrt(local * q * (1 - q))
+        busiest = local * q + expected_max_of_normals(4) * sd
+        assert ep.expert_weights_bytes(batch) == round(min(local, busiest) * tp.expert_bytes * 4)
+    # at 4,096 tokens every expert is read on every rank: no imbalance left
+    assert ep.expert_weights_bytes(4096) == pytest.approx(tp.expert_weights_bytes(4096), rel=1e-3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -187,9 +188,10 @@ def fleet_report(
         for precision in _precisions(spec, card, precisions):
             # Every TP of one node: a wider TP sustains more per replica and may cost less
             # per token; the ranking, not the search order, decides.
-            for tp in layouts:
+            for tp, ep in [(t, e) for t in layouts for e in _ep_options(spec, engine, t)]:
                 jobs.append(
                     {
+                        "ep": ep,
                         "spec": spec,
                         "preset": preset,
                         "model": model,
@@ -225,7 +227,7 @@ def fleet_report(
         c["ranked"] = bool(c["fits"]) and wider is None
         c["dominated_by"] = None
         if wider is not None:
-            c["dominated_by"] = f"{wider['gpu']} TP {wider['tp']} {wider['precision']}"
+            c["dominated_by"] = layout_name(wider)
             c["reason"] = (
                 f"TP {wider['tp']} of the same GPU and weights does better on {objective}: "
                 f"{_objective_text(objective, wider)} against {_objective_text(objective, c)}"
@@ -284,10 +286,26 @@ def _cheaper_wider(
         if o["gpu"] == c["gpu"]
         and o["precision"] == c["precision"]
         and o["engine"] == c["engine"]
+        and (o["ep"] > 1) == (c["ep"] > 1)
         and o["tp"] > c["tp"]
         and key(o)[0] < key(c)[0]
     ]
     return min(wider, key=key) if wider else None
+
+
+def layout_name(c: dict[str, Any]) -> str:
+    """A candidate's layout in words: `h100-sxm5-80gb TP 4 EP fp8`."""
+    ep = " EP" if c.get("ep", 1) > 1 else ""
+    return f"{c['gpu']} TP {c['tp']}{ep} {c['precision']}"
+
+
+def _ep_options(spec: Any, engine: str, tp: int) -> list[bool]:
+    """Expert parallelism tried for a TP size: with it and without for a MoE model on more
+    than one GPU under vLLM (--enable-expert-parallel: experts whole on E / TP GPUs instead of
+    every expert sharded); SGLang's --ep-size is not in its engine model yet."""
+    if spec.num_experts and tp > 1 and engine == "vllm":
+        return [False, True]
+    return [False]
 
 
 def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
@@ -346,9 +364,11 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     prices = {card.id: job["price"]} if job["price"] is not None else {}
     fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
+    ep = tp if job["ep"] else 1
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
+        "ep": ep,
         "precision": precision,
         "engine": engine,
         "price_per_gpu_hour": prices.get(card.id),
@@ -360,6 +380,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {"calibration": calibration} if calibrated else {}
     if reserved_bytes:
         extra["reserved_bytes"] = reserved_bytes
+    if ep > 1:
+        extra["enable_expert_parallel"] = True
     settings = ServeSettings(
         extra=extra,
         engine=engine,
@@ -381,6 +403,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         weight_dtype=precision,
         engine=engine,
     )
+    if ep > 1:  # each GPU holds E / EP whole experts (bench._instance does the same)
+        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
     step = step_model_from_curve(curve, mean)
     cost = CostModel(**sim_cost_from(step))
     batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
@@ -411,7 +435,12 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
                 seen.append(t)
             return t
 
-        found = sustainable_rate(judge, guess)
+        # the most a replica can serve (utilisation 1): each request costs its output's share
+        # of full-batch decode steps plus its prompt at the marginal prefill cost per token
+        decode_ms = cost.step_ms(seqs, 0) / seqs
+        prefill_ms = (cost.step_ms(seqs, budget) - cost.step_ms(seqs, 0)) / budget
+        ceiling = 1000.0 / (mean_output * decode_ms + mean_prompt * prefill_ms)
+        found = sustainable_rate(judge, min(guess, ceiling), ceiling=ceiling)
         if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
             best, cfg = found, trial_cfg
         if all(
@@ -430,8 +459,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     if t1 * (1 + STEP_MODEL_TPOT_ERROR) > promised.tpot_ms:
         return row | {
             "fits": False,
-            "reason": f"TPOT {promised.tpot_ms:g} ms leaves no room on one {card.id} at TP {tp} "
-            f"{precision}: t(1) = {t1:.1f} ms is within the step model's "
+            "reason": f"TPOT {promised.tpot_ms:g} ms leaves no room on one "
+            f"{layout_name(row)}: t(1) = {t1:.1f} ms is within the step model's "
             f"{STEP_MODEL_TPOT_ERROR:.0%} error of it (it would sustain "
             f"{best.rate_per_s:.2g} req/s per replica)",
         }
@@ -456,6 +485,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         },
         workload=w,
         longest=context,
+        ep=ep,
     )
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
@@ -473,8 +503,9 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         "ttft_ms_at_load": at_load.ttft_ms,
         "tpot_ms_at_load": at_load.tpot_ms,
         "goodput_at_load": at_load.goodput,
-        # what one GPU delivers when its replica runs at its sustainable rate
-        "tokens_per_s_per_gpu": best.tok_s / tp,
+        # what one GPU delivers when its replica runs at its sustainable rate (in steady
+        # state output leaves as fast as it is asked for)
+        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / tp,
         "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
         "dollars_per_hour": None if price is None else price * gpus_total,
         "dollars_per_m_output_tokens": None

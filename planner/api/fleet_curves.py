@@ -34,6 +34,7 @@ def layout_curve(
     values: dict[str, Any],
     workload: Any,
     longest: int,
+    ep: int = 1,
 ) -> list[dict[str, Any]]:
     """One layout's points: for each client count, what the benchmark would print (an
     estimate), per GPU and per user. `values`: the serve settings (tp, precision, context ...)."""
@@ -50,7 +51,7 @@ def layout_curve(
         values=values,
         spec=spec,
         longest=longest,
-        ep=None,
+        ep=ep if ep > 1 else None,
         calibration=None,
         chunked_prefill=None,
         seed=0,
@@ -84,6 +85,7 @@ def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, An
         {
             "gpu": c["gpu"],
             "tp": c["tp"],
+            "ep": c["ep"],
             "precision": c["precision"],
             **p,
             "meets_tpot": p["median_tpot_ms"] <= tpot_ms,

@@ -123,7 +123,7 @@ def fleet(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
-    from planner.api.fleet import DEFAULT_GPUS, fleet_report, parse_prices
+    from planner.api.fleet import DEFAULT_GPUS, fleet_report, layout_name, parse_prices
     from planner.api.simulate import load_workload
     from planner.errors import InputError
     from planner.sources.files import check_writable
@@ -237,7 +237,7 @@ def fleet(
                 y_label="output tokens/s per GPU",
                 series=[
                     Series(
-                        f"{c['gpu']} TP{c['tp']} {c['precision']}",
+                        layout_name(c),
                         [q["tokens_per_s_per_user"] or 0.0 for q in c["curve"]],
                         [q["output_tokens_per_s_per_gpu"] for q in c["curve"]],
                     )
@@ -281,6 +281,8 @@ def _save(
         settings["quantization"] = "fp8"
     if reserved:
         settings["extra"] = {"reserved_bytes": reserved}
+    if w["ep"] > 1:
+        settings["extra"] = settings.get("extra", {}) | {"enable_expert_parallel": True}
     used = profile if w.get("calibrated") else None
     _plan, payload = serve_report(
         gpu=w["gpu"],
@@ -393,6 +395,8 @@ def render(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from planner.api.fleet import layout_name
+
     out = console()
     p = report["promise"]
     described = report["workload"]["description"]
@@ -409,7 +413,7 @@ def render(report: dict[str, Any]) -> None:
 
     cells: dict[str, Callable[[dict[str, Any]], str]] = {
         "gpu": lambda c: str(c["gpu"]),
-        "TP": lambda c: str(c["tp"]),
+        "TP": lambda c: f"{c['tp']}{' EP' if c['ep'] > 1 else ''}",
         "weights": lambda c: str(c["precision"]),
         "replicas": lambda c: str(c["replicas"]),
         "GPUs": lambda c: str(c["gpus"]),
@@ -453,7 +457,7 @@ def render(report: dict[str, Any]) -> None:
         out.print(f"prices {report['prices']}", markup=False)
     for c in [c for c in report["candidates"] if not c["ranked"]]:
         what = "left out" if c["fits"] else "rejected"
-        out.print(f"{what} {c['gpu']} TP {c['tp']} {c['precision']}: {c['reason']}", markup=False)
+        out.print(f"{what} {layout_name(c)}: {c['reason']}", markup=False)
     front = report["pareto"]
     if front:
         slo = 1000.0 / p["tpot_ms"]
@@ -470,7 +474,8 @@ def render(report: dict[str, Any]) -> None:
         for q in front:
             bar = "#" * max(1, round(q["output_tokens_per_s_per_gpu"] / top * bar_width))
             bar = f"{bar:<{bar_width}} " if bar_width else ""
-            label = f"{q['gpu']} TP{q['tp']} {q['precision']} x{q['max_concurrency']}"
+            ep = "EP" if q["ep"] > 1 else ""
+            label = f"{q['gpu']} TP{q['tp']}{ep} {q['precision']} x{q['max_concurrency']}"
             out.print(
                 f"{'*' if q['meets_tpot'] else ' '}{label:>28} {bar}"
                 f"{q['output_tokens_per_s_per_gpu']:>7,.0f} /GPU "

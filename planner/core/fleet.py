@@ -90,12 +90,16 @@ def trial(
 ) -> Trial:
     """Simulate one replica at `rate` and judge the promise: TTFT and TPOT at the percentile's
     upper confidence bound, and the share of requests meeting both, pooled over seeds, over a
-    horizon that grows with the burstiness of the arrivals. A trial stops at the seed after
-    which the requests already over a budget fail it whatever the rest do."""
+    horizon that grows with the burstiness of the arrivals, ramp and drain excluded. A trial
+    stops at the seed after which the requests already over a budget fail it whatever the rest
+    do."""
     burst = min(MAX_BURST_FACTOR, max(1.0, workload.cv**2)) if workload.arrival == "gamma" else 1.0
     wanted = max(rate * TRIAL_SECONDS, TRIAL_BATCHES * cfg.max_batch, MIN_TRIAL_REQUESTS)
     requests = max(1, int(min(wanted, MAX_TRIAL_REQUESTS) * burst / TRIAL_SEEDS))
-    total = requests * TRIAL_SEEDS
+    # the ramp from an empty replica and the drain after the last arrival are not its steady
+    # state: a batch's worth of requests at each end (at most a quarter each) is not judged
+    edge = min(cfg.max_batch, requests // 4)
+    total = (requests - 2 * edge) * TRIAL_SEEDS
     allowed_over = total - _rank(total, promise.percentile)  # past the bound, per budget
     allowed_bad = math.floor((1.0 - promise.goodput) * total + 1e-9)
     ttfts, tpots, multis, made_s, tokens = [], [], [], 0.0, 0
@@ -106,10 +110,12 @@ def trial(
             )
         )
         run = execute(trace, cost, cfg)
-        ttfts.append(run.first_ms - run.arrival_ms)
-        multi = run.output > 1
-        tpot = np.zeros(run.output.size)  # one-token outputs have no TPOT: they meet it
-        tpot[multi] = (run.finish_ms[multi] - run.first_ms[multi]) / (run.output[multi] - 1)
+        kept = slice(edge, requests - edge)
+        first, finish, out = run.first_ms[kept], run.finish_ms[kept], run.output[kept]
+        ttfts.append(first - run.arrival_ms[kept])
+        multi = out > 1
+        tpot = np.zeros(out.size)  # one-token outputs have no TPOT: they meet it
+        tpot[multi] = (finish[multi] - first[multi]) / (out[multi] - 1)
         tpots.append(tpot)
         multis.append(multi)
         made_s += (float(np.nanmax(run.finish_ms)) - float(run.arrival_ms.min())) / 1000.0
@@ -144,14 +150,29 @@ def trial(
 
 
 def sustainable_rate(
-    judge: Callable[[float], Trial], first_guess: float, floor: float = 1e-3
+    judge: Callable[[float], Trial],
+    first_guess: float,
+    floor: float = 1e-3,
+    ceiling: float = math.inf,
 ) -> Trial | None:
-    """The highest rate whose trial holds the promise (None: not even `floor` req/s)."""
+    """The highest rate whose trial holds the promise (None: not even `floor` req/s). A rate
+    above `ceiling` (what the replica could emit at its full batch, by Little's law) fails
+    unsimulated: a finite trial of an overloaded replica can drain before its queue shows."""
+
+    def bounded(rate: float) -> Trial:
+        if rate <= ceiling:
+            return judge(rate)
+        inf = math.inf
+        return Trial(
+            rate_per_s=rate, ok=False, ttft_ms=inf, tpot_ms=0.0, goodput=0.0,
+            slow_tpot_share=0.0, tok_s=0.0,
+        )  # fmt: skip
+
     low: Trial | None = None
     high: float | None = None
     rate = max(first_guess, floor)
     for _ in range(MAX_SEARCH_STEPS):
-        t = judge(rate)
+        t = bounded(rate)
         if t.ok:
             low = t
             if high is not None:
@@ -170,7 +191,7 @@ def sustainable_rate(
         if (high - low.rate_per_s) / high <= SEARCH_PRECISION:
             break
         mid = (low.rate_per_s + high) / 2
-        t = judge(mid)
+        t = bounded(mid)
         if t.ok:
             low = t
         else:

@@ -17,7 +17,9 @@ an H200; benchmarks/step_time.py prints the errors.
 
 from __future__ import annotations
 
+import math
 import re
+from statistics import NormalDist
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,6 +138,22 @@ class StepTime(BaseModel):
         share = 1.0 - (1.0 - self.experts_per_token / self.num_experts) ** batch
         return self.num_experts * share
 
+    def expert_weights_bytes(self, tokens: int) -> int:
+        """Expert weights the slowest GPU reads for `tokens` tokens, per step. Under TP every
+        GPU reads its 1/TP of each routed expert; under expert parallelism a GPU reads its own
+        routed experts whole, and the step waits for the rank that drew the most: each of its
+        E/EP experts is routed to with the same probability q, so its count is binomial and the
+        busiest of the EP ranks sits expected_max_of_normals(EP) standard deviations above
+        the mean."""
+        read = self.experts_read(tokens)
+        local = self.experts_per_gpu
+        if not local or local >= self.num_experts:
+            return round(read * self.expert_bytes)
+        ranks = math.ceil(self.num_experts / local)
+        q = read / self.num_experts
+        busiest = local * q + expected_max_of_normals(ranks) * math.sqrt(local * q * (1 - q))
+        return round(min(local, busiest) * self.expert_bytes * self.tp)
+
     def kv_bytes(self, context: int) -> int:
         """KV bytes one sequence reads per step at `context`: every layer group, windows
         capped, MLA latent whole, Mamba / linear-attention state."""
@@ -144,7 +162,7 @@ class StepTime(BaseModel):
     def gemm(self, tokens: int) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
         forward pass (ms): the linear layers run once over every token of the step."""
-        weights = self.dense_weights_bytes + round(self.experts_read(tokens) * self.expert_bytes)
+        weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
         memory_ms = (
             weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency) * 1e3
         ) * self.memory_scale
@@ -232,6 +250,15 @@ class StepTime(BaseModel):
     def step_ms(self, batch: int, context: int) -> float:
         """t(B, ctx) in ms."""
         return self.terms(batch, context).step_ms
+
+
+def expected_max_of_normals(n: int) -> float:
+    """E[max] of n independent standard normals, by Blom's approximation
+    Phi^-1((n - 0.375) / (n + 0.25)) (Blom 1958, Statistical Estimates and Transformed
+    Beta-Variables): 0 for one, 0.56 for two, 1.42 for eight."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
 def link_bytes_per_s(gpu: GpuSpec) -> float:
