@@ -1,7 +1,8 @@
 """`planner fleet` wall time as a ratio to `planner capacity`, whole processes, in one run.
 
-Target (2-core CI machine): under 10 s for the 70B case over the default GPU set (five types,
-every TP of a node, bf16 and fp8, with each ranked layout's Pareto curve).
+Targets (2-core CI machine): under 10 s for the 70B case over the default GPU set (five types,
+every TP of a node, bf16 and fp8, with each ranked layout's Pareto curve); under 20 s for
+DeepSeek-V3 on H200 and MI300X with disaggregated units beside the aggregated layouts.
 
     python benchmarks/fleet.py
 """
@@ -15,10 +16,14 @@ import time
 BASE = [sys.executable, "-m", "planner"]
 # The issue's workload: 20 req/s under TPOT 50 ms and TTFT 1 s, over the default GPU set.
 WORKLOAD = ["--rate", "20", "--tpot", "50", "--ttft", "1000", "--json"]
+MOE_WORKLOAD = ["--engine", "sglang", "--rate", "5", "--tpot", "50", "--ttft", "2000"]
+MOE_WORKLOAD += ["--gpus", "h200,mi300x", "--json"]
 COMMANDS = {
     "capacity (llama-3.1-8b, h100)": ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100"],
     "fleet 8B, default GPUs": ["fleet", "--preset", "llama-3.1-8b", *WORKLOAD],
     "fleet 70B, default GPUs": ["fleet", "--preset", "llama-3.1-70b", *WORKLOAD],
+    # aggregated and disaggregated candidates on 8-GPU H200 and MI300X nodes (target < 20 s)
+    "fleet DeepSeek-V3, h200+mi300x": ["fleet", "--preset", "deepseek-v3", *MOE_WORKLOAD],
 }
 
 

@@ -395,3 +395,52 @@ def test_a_moe_model_is_searched_with_and_without_expert_parallelism(cli: Cli) -
     # a dense model has no experts to spread: one layout per TP
     dense = report(10.0, ("h100",), tps=[2])
     assert {c["ep"] for c in dense["candidates"]} == {1}
+
+
+def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_ones() -> None:
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+    from planner.sim.disagg import DisaggLayout
+
+    data = report(5.0, ("h200", "mi300x"), preset="deepseek-v3", engine="sglang", workers=2)
+    ranked = [c for c in data["candidates"] if c["ranked"]]
+    units = [c for c in ranked if c.get("disagg")]
+    assert units and any(not c.get("disagg") for c in ranked)
+    assert {c["gpu"] for c in units} == {"h200-sxm-141gb", "mi300x"}
+    for c in units:
+        pools = c["pools"]
+        layout = DisaggLayout(
+            prefill=pools["prefill_instances"],
+            decode=pools["decode_instances"],
+            prefill_tp=c["tp"],
+            decode_tp=c["tp"],
+        )
+        assert c["gpus"] == c["replicas"] * layout.gpus == c["replicas"] * pools["gpus_per_unit"]
+        assert "--disaggregation-mode prefill" in pools["prefill_command"]
+        assert "--disaggregation-mode decode" in pools["decode_command"]
+        assert pools["router_command"].count("--decode ") == layout.decode
+    # the best unit's curve is what `planner simulate --disagg` predicts for it
+    c = next(c for c in units if c["curve"])
+    point = c["curve"][-1]
+    n = point["max_concurrency"]
+    sim = benchmark(
+        gpu=c["gpu"],
+        preset="deepseek-v3",
+        model=None,
+        settings={
+            "engine": "sglang",
+            "tp": c["tp"],
+            "context_tokens": c["flags"]["context_length"],
+            "mean_tokens": _mean_context(data),
+        },
+        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
+        lengths=Lengths(workload="reference"),
+        disagg=DisaggLayout(
+            prefill=c["pools"]["prefill_instances"],
+            decode=c["pools"]["decode_instances"],
+            prefill_tp=c["tp"],
+            decode_tp=c["tp"],
+        ),
+    )
+    assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
+    assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])

@@ -122,14 +122,17 @@ def fleet_report(
     tps: list[int] | None = None,
     precisions: list[str] | None = None,
     engine_version: str | None = None,
+    disagg: str = "auto",
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another). `objective`: what
     the ranking minimises (cost by default when every candidate is priced, else GPUs); `tps`,
-    `precisions`, `engine_version` pin a dimension of the search.
+    `precisions`, `engine_version` pin a dimension of the search. `disagg`: auto (MoE models),
+    on or off: add xPyD units of each GPU beside the aggregated candidates.
     """
+    from planner.api import fleet_disagg
     from planner.api.fleet_curves import front
     from planner.core.fleet import Promise
     from planner.core.serve import valid_tp
@@ -215,7 +218,18 @@ def fleet_report(
                 )
     if not jobs:
         raise InputError("--precision", "no candidate GPU runs the precisions asked for")
-    candidates = _run_jobs(jobs, workers, progress)
+    candidates = _run_jobs(jobs, workers, progress, _candidate)
+    unit_jobs: dict[int, dict[str, Any]] = {}
+    if fleet_disagg.wanted(disagg, spec):
+        units = []
+        for job in jobs:
+            narrowest = fleet_disagg.unit_tp(candidates, job["card"].id, job["precision"])
+            if narrowest is None or job["ep"] or job["tp"] not in (narrowest, max(layouts)):
+                continue
+            units.append(job)
+        for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
+            candidates += got["rows"]
+            unit_jobs |= {id(r): j for r, j in zip(got["rows"], got["jobs"], strict=True)}
     fitting = [c for c in candidates if c["fits"]]
     priced = bool(fitting) and all(c["dollars_per_hour"] is not None for c in fitting)
     if objective == "cost" and fitting and not priced:
@@ -233,6 +247,19 @@ def fleet_report(
                 f"{_objective_text(objective, wider)} against {_objective_text(objective, c)}"
             )
     ranked = sorted((c for c in candidates if c["ranked"]), key=key)
+    if unit_jobs:
+        # the curve of the best unit of each GPU and precision (a closed-loop sweep of two
+        # pools costs more than an aggregated one; the others keep their operating point)
+        best: dict[tuple[str, str], dict[str, Any]] = {}
+        for c in ranked:
+            if c.get("disagg"):
+                best.setdefault((c["gpu"], c["precision"]), c)
+        chosen = list(best.values())
+        curves = _run_jobs(
+            [unit_jobs[id(c)] for c in chosen], workers, progress, fleet_disagg.disagg_curve_row
+        )
+        for c, got in zip(chosen, curves, strict=True):
+            c["curve"] = got["curve"]
     return {
         "pareto": front(ranked, promised.tpot_ms),
         "model": spec.name,
@@ -287,6 +314,8 @@ def _cheaper_wider(
         and o["precision"] == c["precision"]
         and o["engine"] == c["engine"]
         and (o["ep"] > 1) == (c["ep"] > 1)
+        and o.get("disagg") is None
+        and c.get("disagg") is None
         and o["tp"] > c["tp"]
         and key(o)[0] < key(c)[0]
     ]
@@ -294,9 +323,10 @@ def _cheaper_wider(
 
 
 def layout_name(c: dict[str, Any]) -> str:
-    """A candidate's layout in words: `h100-sxm5-80gb TP 4 EP fp8`."""
+    """A candidate's layout in words: `h100-sxm5-80gb TP 4 EP fp8`, `mi300x 1P2D TP 4 fp8`."""
     ep = " EP" if c.get("ep", 1) > 1 else ""
-    return f"{c['gpu']} TP {c['tp']}{ep} {c['precision']}"
+    pools = f" {c['disagg']}" if c.get("disagg") else ""
+    return f"{c['gpu']}{pools} TP {c['tp']}{ep} {c['precision']}"
 
 
 def _ep_options(spec: Any, engine: str, tp: int) -> list[bool]:
@@ -323,20 +353,25 @@ def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
     return [p for p in found if p in asked or (p == "fp16" and "bf16" in asked)]
 
 
-def _run_jobs(jobs: list[dict[str, Any]], workers: int, progress: Any) -> list[dict[str, Any]]:
+def _run_jobs(
+    jobs: list[dict[str, Any]],
+    workers: int,
+    progress: Any,
+    evaluate: Callable[[dict[str, Any]], dict[str, Any]],
+) -> list[dict[str, Any]]:
     """Every candidate evaluated, in a process pool of `workers` when there is more than one
     (candidates are independent); progress reported as each finishes, order kept."""
     results: list[dict[str, Any] | None] = [None] * len(jobs)
     if workers <= 1 or len(jobs) <= 1:
         for i, job in enumerate(jobs):
-            results[i] = _candidate(job)
+            results[i] = evaluate(job)
             if progress is not None:
                 progress(job["card"].id, job["tp"], job["precision"])
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            futures = {pool.submit(_candidate, job): i for i, job in enumerate(jobs)}
+            futures = {pool.submit(evaluate, job): i for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 i = futures[future]
                 results[i] = future.result()
@@ -350,7 +385,13 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     search runs candidates in a process pool."""
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
-    from planner.core.fleet import cost_per_million, replicas_for, sustainable_rate, trial
+    from planner.core.fleet import (
+        STABLE_UTILISATION,
+        cost_per_million,
+        replicas_for,
+        sustainable_rate,
+        trial,
+    )
     from planner.core.hf_config import quantized_weights_bytes
     from planner.core.serve import ServeSettings, plan_serve
     from planner.core.step_time import step_time_for
@@ -394,7 +435,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     )
     plan = plan_serve(spec, card, settings, weights, False if fp8 else None, False)
     if not plan.fits or plan.prediction is None:
-        return row | {"fits": False, "reason": plan.reasons[0]}
+        return row | {"fits": False, "reason": plan.reasons[0], "starts": False}
+    row["starts"] = True
     curve = step_time_for(
         spec,
         card,
@@ -439,7 +481,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         # of full-batch decode steps plus its prompt at the marginal prefill cost per token
         decode_ms = cost.step_ms(seqs, 0) / seqs
         prefill_ms = (cost.step_ms(seqs, budget) - cost.step_ms(seqs, 0)) / budget
-        ceiling = 1000.0 / (mean_output * decode_ms + mean_prompt * prefill_ms)
+        ceiling = STABLE_UTILISATION * 1000.0 / (mean_output * decode_ms + mean_prompt * prefill_ms)
         found = sustainable_rate(judge, min(guess, ceiling), ceiling=ceiling)
         if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
             best, cfg = found, trial_cfg

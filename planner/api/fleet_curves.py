@@ -86,6 +86,7 @@ def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, An
             "gpu": c["gpu"],
             "tp": c["tp"],
             "ep": c["ep"],
+            "disagg": c.get("disagg"),
             "precision": c["precision"],
             **p,
             "meets_tpot": p["median_tpot_ms"] <= tpot_ms,

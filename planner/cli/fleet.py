@@ -22,9 +22,9 @@ DROP_FIRST = (
     "GPUs",
     "weights",
 )
-# The Pareto lines: 55 characters of text beside a bar of up to 30 characters (none when the
-# terminal leaves fewer than 4).
-PARETO_TEXT_WIDTH = 55
+# The Pareto lines: a marker, the layout's label, the figures (27 characters with their
+# spaces) and a bar of up to 30 characters (none when the terminal leaves fewer than 4).
+PARETO_FIGURES_WIDTH = 27
 MIN_BAR = 4
 MAX_BAR = 30
 
@@ -58,6 +58,10 @@ def fleet(
         str | None,
         typer.Option(help="Rank by cost, gpus or latency [default: cost when priced, else gpus]."),
     ] = None,
+    disagg: Annotated[
+        str,
+        typer.Option(help="Add prefill/decode-disaggregated xPyD units: auto (MoE), on, off."),
+    ] = "auto",
     price: Annotated[
         list[str] | None, typer.Option(help="$ per GPU-hour: h100=2.49,mi300x=2.10 (repeatable).")
     ] = None,
@@ -215,6 +219,7 @@ def fleet(
         tps=tps,
         precisions=precisions,
         engine_version=engine_version,
+        disagg=disagg,
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
@@ -413,7 +418,10 @@ def render(report: dict[str, Any]) -> None:
 
     cells: dict[str, Callable[[dict[str, Any]], str]] = {
         "gpu": lambda c: str(c["gpu"]),
-        "TP": lambda c: f"{c['tp']}{' EP' if c['ep'] > 1 else ''}",
+        "TP": lambda c: (
+            f"{c['tp']}{' EP' if c['ep'] > 1 else ''}"
+            + (f" {c['disagg']}" if c.get("disagg") else "")
+        ),
         "weights": lambda c: str(c["precision"]),
         "replicas": lambda c: str(c["replicas"]),
         "GPUs": lambda c: str(c["gpus"]),
@@ -468,16 +476,22 @@ def render(report: dict[str, Any]) -> None:
             markup=False,
         )
         top = max(q["output_tokens_per_s_per_gpu"] for q in front) or 1.0
+
+        def label(q: dict[str, Any]) -> str:
+            ep = "EP" if q["ep"] > 1 else ""
+            pools = f" {q['disagg']}" if q.get("disagg") else ""
+            return f"{q['gpu']}{pools} TP{q['tp']}{ep} {q['precision']} x{q['max_concurrency']}"
+
+        labels = [label(q) for q in front]
+        width = max(len(t) for t in labels)
         # the bar takes what the console leaves beside the text
-        bar_width = min(MAX_BAR, out.width - PARETO_TEXT_WIDTH)
+        bar_width = min(MAX_BAR, out.width - PARETO_FIGURES_WIDTH - width - 2)
         bar_width = bar_width if bar_width >= MIN_BAR else 0
-        for q in front:
+        for q, text in zip(front, labels, strict=True):
             bar = "#" * max(1, round(q["output_tokens_per_s_per_gpu"] / top * bar_width))
             bar = f"{bar:<{bar_width}} " if bar_width else ""
-            ep = "EP" if q["ep"] > 1 else ""
-            label = f"{q['gpu']} TP{q['tp']}{ep} {q['precision']} x{q['max_concurrency']}"
             out.print(
-                f"{'*' if q['meets_tpot'] else ' '}{label:>28} {bar}"
+                f"{'*' if q['meets_tpot'] else ' '}{text:>{width}} {bar}"
                 f"{q['output_tokens_per_s_per_gpu']:>7,.0f} /GPU "
                 f"{q['tokens_per_s_per_user']:>5,.0f} /user",
                 markup=False,
@@ -486,10 +500,18 @@ def render(report: dict[str, Any]) -> None:
     if w is None:
         out.print("[bold red]No candidate meets the promise.[/]")
         return
-    out.print(
-        f"[bold]Deploy:[/] {w['replicas']} x {w['gpu']} TP {w['tp']} ({w['gpus']} GPUs), each:",
-    )
-    out.print(w["command"], soft_wrap=True, markup=False)
+    pools = w.get("pools")
+    if pools is not None:
+        out.print(
+            f"[bold]Deploy:[/] {w['replicas']} x {pools['layout']} of {w['gpu']} at TP {w['tp']} "
+            f"({w['gpus']} GPUs): per unit {pools['prefill_instances']} prefill and "
+            f"{pools['decode_instances']} decode instances behind a router:",
+        )
+        for role in ("prefill", "decode", "router"):
+            out.print(f"{role}: {pools[role + '_command']}", soft_wrap=True, markup=False)
+    else:
+        out.print(f"[bold]Deploy:[/] {w['replicas']} x {layout_name(w)} ({w['gpus']} GPUs), each:")
+        out.print(w["command"], soft_wrap=True, markup=False)
     out.print(
         "estimates: step times from the step-time model, rates from the simulator", markup=False
     )

@@ -51,8 +51,11 @@ CSV_COLUMNS = (
 
 def simulate(
     workload: Annotated[
-        str, typer.Option(help="Workload preset (presets/workloads).")
-    ] = "reference",
+        str | None,
+        typer.Option(
+            help="Workload preset (presets/workloads) [default: reference].", show_default=False
+        ),
+    ] = None,
     trace: Annotated[
         str | None, typer.Option(help="JSONL trace: arrival_s, prompt_tokens, output_tokens.")
     ] = None,
@@ -279,7 +282,7 @@ def simulate(
                 concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
             )
             lengths = Lengths(
-                workload=None if workload == "reference" and trace is None else workload,
+                workload=None if trace is not None else workload,
                 prompt_len=prompt_len,
                 output_len=output_len,
                 len_range=len_range,
@@ -384,7 +387,7 @@ def simulate(
         "slo_tpot_ms": slo_tpot_ms,
     }
     result = simulation(
-        workload=workload,
+        workload=workload or "reference",
         trace_path=trace,
         overrides={
             "rate_per_s": rate,

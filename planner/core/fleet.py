@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.sim.engine import CostModel, SimConfig, execute
-from planner.sim.workload import Workload, generate
+from planner.sim.engine import CostModel, RunState, SimConfig, execute
+from planner.sim.workload import Trace, Workload, generate
 
 # Rate search: bracket by doubling / halving from a first guess, then bisect to this relative
 # precision (the sustainable rate is reported to ~3%).
@@ -43,6 +44,10 @@ TRIAL_SEEDS = 3
 # statistic n p + z sqrt(n p (1 - p)) of the n simulated requests (the binomial bound on a
 # sample quantile), so a short trial cannot pass on sampling luck.
 CONFIDENCE_Z = 1.645
+# The highest utilisation a rate search tries: a queue's mean wait grows as rho / (1 - rho)
+# (Pollaczek-Khinchine), so near 1 a finite trial cannot tell a stable replica from an
+# overloaded one whose queue has not shown yet; 0.95 keeps the wait within ~19x a step's spread.
+STABLE_UTILISATION = 0.95
 
 
 class Promise(BaseModel):
@@ -85,31 +90,57 @@ def upper_quantile(values: NDArray[np.float64], percentile: float) -> float:
     return float(np.partition(values, k)[k])
 
 
+@lru_cache(maxsize=64)
+def _mean_output(workload: Workload) -> float:
+    """Mean output tokens of a workload's length distribution (a fixed-seed sample)."""
+    sample = generate(workload.model_copy(update={"requests": MIN_TRIAL_REQUESTS, "seed": 0}))
+    return float(sample.output_tokens.mean())
+
+
 def trial(
-    workload: Workload, rate: float, cost: CostModel, cfg: SimConfig, promise: Promise
+    workload: Workload,
+    rate: float,
+    cost: CostModel | None,
+    cfg: SimConfig,
+    promise: Promise,
+    runner: Callable[[Trace], RunState] | None = None,
 ) -> Trial:
     """Simulate one replica at `rate` and judge the promise: TTFT and TPOT at the percentile's
     upper confidence bound, and the share of requests meeting both, pooled over seeds, over a
     horizon that grows with the burstiness of the arrivals, ramp and drain excluded. A trial
     stops at the seed after which the requests already over a budget fail it whatever the rest
-    do."""
+    do. `runner` simulates a trace another way (a disaggregated unit); `cfg.max_batch` then
+    only sizes the trial."""
     burst = min(MAX_BURST_FACTOR, max(1.0, workload.cv**2)) if workload.arrival == "gamma" else 1.0
-    wanted = max(rate * TRIAL_SECONDS, TRIAL_BATCHES * cfg.max_batch, MIN_TRIAL_REQUESTS)
-    requests = max(1, int(min(wanted, MAX_TRIAL_REQUESTS) * burst / TRIAL_SEEDS))
+    # The steady state's batch: the requests in flight, at most the running cap, and at most
+    # what Little's law allows a replica keeping the promise (rate x (TTFT + mean output x
+    # TPOT)); a larger batch means the promise already failed, which a shorter trial shows.
+    mean_output = _mean_output(workload)
+    in_flight = rate * (promise.ttft_ms + mean_output * promise.tpot_ms) / 1000.0
+    batch = max(1, min(cfg.max_batch, math.ceil(in_flight)))
+    # each of the seeds' traces holds TRIAL_BATCHES such batches (its middle is the steady
+    # state) and its share of the horizon
+    horizon = min(max(rate * TRIAL_SECONDS, MIN_TRIAL_REQUESTS), MAX_TRIAL_REQUESTS) * burst
+    seeds = TRIAL_SEEDS
+    requests = max(1, math.ceil(horizon / seeds), TRIAL_BATCHES * batch)
     # the ramp from an empty replica and the drain after the last arrival are not its steady
     # state: a batch's worth of requests at each end (at most a quarter each) is not judged
-    edge = min(cfg.max_batch, requests // 4)
-    total = (requests - 2 * edge) * TRIAL_SEEDS
+    edge = min(batch, requests // 4)
+    total = (requests - 2 * edge) * seeds
     allowed_over = total - _rank(total, promise.percentile)  # past the bound, per budget
     allowed_bad = math.floor((1.0 - promise.goodput) * total + 1e-9)
     ttfts, tpots, multis, made_s, tokens = [], [], [], 0.0, 0
-    for k in range(TRIAL_SEEDS):
+    for k in range(seeds):
         trace = generate(
             workload.model_copy(
                 update={"rate_per_s": rate, "requests": requests, "seed": workload.seed + k}
             )
         )
-        run = execute(trace, cost, cfg)
+        if runner is not None:
+            run = runner(trace)
+        else:
+            assert cost is not None
+            run = execute(trace, cost, cfg)
         kept = slice(edge, requests - edge)
         first, finish, out = run.first_ms[kept], run.finish_ms[kept], run.output[kept]
         ttfts.append(first - run.arrival_ms[kept])

@@ -158,6 +158,8 @@ def _once(
     preemptions = 0
     prefill_busy_ms = 0.0
     for ids in _split(n, layout.prefill):
+        if ids.size == 0:  # fewer requests than instances: this one idles
+            continue
         ids = order[np.isin(order, ids)]  # this instance's requests, in arrival order
         sub = Trace(
             arrival_ms[ids] / 1000.0,
@@ -180,6 +182,8 @@ def _once(
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")
     for ids in _split(n, layout.decode):
+        if ids.size == 0:
+            continue
         ids = landing_order[np.isin(landing_order, ids)]
         sub = Trace(
             landing[ids] / 1000.0,

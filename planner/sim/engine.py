@@ -421,18 +421,29 @@ def _iteration_level(
         base_q += sign * q
         base_r[r] += sign
 
+    # Outputs the decoding sequences have still to generate, kept without a pass over them:
+    # sum(output - gen_off) - clock x decoding, less what SGLang's clip takes from the few
+    # whose remainder exceeds it (`long`).
+    rem_base = 0
+    long: set[int] = set()
+
     def start_decoding(i: int) -> None:
-        nonlocal decode_base
+        nonlocal decode_base, rem_base
         gen_off[i] = generated[i] - clock
         post_off[i] = post[i] - clock
         decoding_now[i] = True
         version[i] += 1
         decode_base += prefilled[i] + post_off[i]
+        rem_base += output[i] - gen_off[i]
+        if output[i] - gen_off[i] - clock > clip:
+            long.add(i)
         count_base(i, 1)
         heappush(heap, (output[i] - gen_off[i], i, version[i]))
 
     def stop_decoding(i: int) -> None:
-        nonlocal decode_base
+        nonlocal decode_base, rem_base
+        rem_base -= output[i] - gen_off[i]
+        long.discard(i)
         count_base(i, -1)
         generated[i] = gen_off[i] + clock
         post[i] = post_off[i] + clock
@@ -462,6 +473,19 @@ def _iteration_level(
     def remaining_output(i: int) -> int:
         """Tokens request i has still to generate, as the admission counts them."""
         return min(clip, max(0, output[i] - generated_now(i)))
+
+    def remaining_running() -> int:
+        """sum(remaining_output(j) for j in running), from the running totals."""
+        over = 0
+        for i in list(long):
+            extra = output[i] - gen_off[i] - clock - clip
+            if extra > 0:
+                over += extra
+            else:
+                long.discard(i)  # its remainder only falls from here
+        decoding = len(running) - len(pending)
+        prefilling = sum(remaining_output(j) for j in pending)
+        return rem_base - clock * decoding - over + prefilling
 
     def next_finish() -> int:
         """Clock value of the next finish (stale entries dropped); past any clock if none."""
@@ -520,7 +544,7 @@ def _iteration_level(
             if reserve is not None and pool is not None:
                 # SGLang-style admission: room is kept for the running requests' remaining
                 # outputs, times the engine's new-token ratio
-                in_use += ceil(reserve_ratio * sum(remaining_output(j) for j in running) / block)
+                in_use += ceil(reserve_ratio * remaining_running() / block)
             while waiting and len(running) < max_batch:
                 i = waiting[0]
                 if pool is not None:
@@ -605,6 +629,7 @@ def _iteration_level(
                 for i, got in zip(decoding, emitted, strict=True):
                     count_base(i, -1)
                     gen_off[i] += got - steps  # the clock adds `steps` to everyone below
+                    rem_base -= got - steps
                     post_off[i] += got - steps
                     count_base(i, 1)
                     decode_base += got - steps

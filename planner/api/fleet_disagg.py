@@ -1,0 +1,292 @@
+"""Disaggregated fleet candidates: xPyD units of one GPU type (x prefill and y decode instances
+of one TP), each searched for the rate it sustains within the promise, costed like the
+aggregated candidates they are ranked beside (docs/fleet.md, docs/disagg.md).
+
+A unit is planned and simulated as `planner simulate --disagg xPyD` runs it (planner.sim.disagg:
+prefill-only and decode-only pools, the prompt's KV over the link in between); replicas are
+whole units.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# P:D ratios a unit may take (at most four instances: the shapes the SGLang and Dynamo docs
+# and the published xPyD sweeps run); per GPU and TP the RATIOS_TRIED nearest to the workload's
+# balance are searched (see ratios_for).
+DISAGG_RATIOS = ((1, 1), (1, 2), (1, 3), (2, 1), (3, 1), (2, 3), (3, 2))
+RATIOS_TRIED = 2
+# When fleet adds disaggregated candidates by default: MoE models, the class the engines'
+# disaggregated deployments serve (a dense model's decode gains little from a pool of its own
+# next to chunked prefill; `--disagg on` asks anyway).
+DISAGG_MODES = ("auto", "on", "off")
+
+
+def ratios_for(prefill_ms: float, decode_ms: float) -> list[tuple[int, int]]:
+    """The P:D ratios nearest (in log ratio) to the balance of the work one request gives each
+    pool: its prompt's prefill time against its output's share of full-batch decode steps.
+    A unit whose pools are loaded alike wastes neither."""
+    import math
+
+    balance = max(prefill_ms, 1e-9) / max(decode_ms, 1e-9)
+    ranked = sorted(DISAGG_RATIOS, key=lambda r: abs(math.log(r[0] / r[1] / balance)))
+    return ranked[:RATIOS_TRIED]
+
+
+def pool_work_ms(inst: Any, mean_prompt: float, mean_output: float) -> tuple[float, float]:
+    """GPU time one request costs the prefill pool (its prompt in full chunks) and the decode
+    pool (its output at the full batch's time per token), ms."""
+    from planner.sim import disagg as dis
+
+    seqs = inst.plan.max_num_seqs
+    context = max(1, round(mean_prompt + mean_output / 2))
+    decode = dis.DecodeOnlyCost(inst.cost).step_ms(seqs, seqs * context, 0, 0.0) / seqs
+    chunk = inst.budget
+    # a full chunk of prompts of the mean length: each token attends to half of its prompt
+    prefill = inst.cost.step_ms(0, 0, chunk, chunk * (mean_prompt + 1) / 2) / chunk
+    return max(mean_prompt, 1.0) * prefill, mean_output * decode
+
+
+def wanted(mode: str, spec: Any) -> bool:
+    """Whether this search adds disaggregated candidates."""
+    from planner.errors import InputError
+
+    if mode not in DISAGG_MODES:
+        raise InputError("--disagg", f"{mode!r}; accepted: {', '.join(DISAGG_MODES)}")
+    return mode == "on" or (mode == "auto" and bool(spec.num_experts))
+
+
+def disagg_commands(command: str, engine: str, layout: Any) -> dict[str, str]:
+    """The serve line of each pool and the router in front of them: SGLang's
+    --disaggregation-mode with its transfer backend and sglang_router's PD mode; vLLM's
+    --kv-transfer-config with the NIXL connector (each instance both sends and receives)."""
+    if engine == "sglang":
+        backend = " --disaggregation-transfer-backend mooncake"
+        return {
+            "prefill": f"{command} --disaggregation-mode prefill{backend}",
+            "decode": f"{command} --disaggregation-mode decode{backend}",
+            "router": "python -m sglang_router.launch_router --pd-disaggregation "
+            + " ".join(f"--prefill http://prefill-{i}:30000" for i in range(layout.prefill))
+            + " "
+            + " ".join(f"--decode http://decode-{i}:30000" for i in range(layout.decode)),
+        }
+    connector = """ --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+    return {
+        "prefill": command + connector,
+        "decode": command + connector,
+        "router": "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools",
+    }
+
+
+def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
+    """The units of one GPU, precision and TP: the ratios nearest the workload's balance, each
+    searched and costed (`rows`, with the job that made each in `jobs`); picklable for the
+    process pool."""
+    from planner.errors import PlannerError
+
+    try:
+        inst = _unit_instance(job)
+    except PlannerError:
+        return {"rows": [], "jobs": []}
+    balance = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])
+    jobs = [job | {"ratio": ratio} for ratio in ratios_for(*balance)]
+    return {"rows": [disagg_candidate(j, inst) for j in jobs], "jobs": jobs}
+
+
+def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
+    """One xPyD unit planned, searched and costed (`inst`: its engine instance, if planned)."""
+    from planner.core.fleet import (
+        STABLE_UTILISATION,
+        cost_per_million,
+        replicas_for,
+        sustainable_rate,
+        trial,
+    )
+    from planner.errors import PlannerError
+    from planner.sim.workload import Trace
+
+    card, tp, precision = job["card"], job["tp"], job["precision"]
+    p, d = job["ratio"]
+    layout = _layout(job)
+    w, promised, rate, headroom = job["workload"], job["promise"], job["rate"], job["headroom"]
+    mean_prompt, mean_output = job["mean_prompt"], job["mean_output"]
+    row: dict[str, Any] = {
+        "gpu": card.id,
+        "tp": tp,
+        "ep": 1,
+        "precision": precision,
+        "engine": job["engine"],
+        "disagg": layout.label,
+        "price_per_gpu_hour": job["price"],
+        "calibrated": False,
+    }
+    try:
+        inst = inst or _unit_instance(job)
+    except PlannerError as exc:
+        return row | {"fits": False, "reason": str(exc)}
+
+    def runner(trace: Trace) -> Any:
+        return _run_unit(job, inst, layout, trace, None)
+
+    seqs = inst.plan.max_num_seqs
+    # capacity of each pool at utilisation 1: decode at its full batch, prefill at its budget
+    prefill_ms, decode_ms = pool_work_ms(inst, mean_prompt, mean_output)
+    ceiling = STABLE_UTILISATION * min(d * 1000.0 / decode_ms, p * 1000.0 / prefill_ms)
+    sizing = inst.cfg.model_copy(update={"max_batch": seqs * d})
+
+    def judge(r: float) -> Any:
+        return trial(w, r, None, sizing, promised, runner=runner)
+
+    best = sustainable_rate(judge, ceiling / 2, ceiling=ceiling)
+    if best is None:
+        return row | {
+            "fits": False,
+            "reason": f"no rate meets the promise on one {layout.label} unit",
+            "starts": True,
+        }
+    replicas = replicas_for(rate, best.rate_per_s, headroom)
+    at_load = trial(w, rate / replicas, None, sizing, promised, runner=runner)
+    gpus_total = replicas * layout.gpus
+    price = job["price"]
+    commands = disagg_commands(inst.plan.command, inst.engine, layout)
+    return row | {
+        "fits": True,
+        "reason": None,
+        "replicas": replicas,
+        "gpus": gpus_total,
+        "max_num_seqs": seqs,
+        "sustainable_rate_per_replica": best.rate_per_s,
+        "ttft_ms_at_load": at_load.ttft_ms,
+        "tpot_ms_at_load": at_load.tpot_ms,
+        "goodput_at_load": at_load.goodput,
+        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / layout.gpus,
+        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
+        "dollars_per_hour": None if price is None else price * gpus_total,
+        "dollars_per_m_output_tokens": None
+        if price is None
+        else cost_per_million(price, gpus_total, rate * mean_output),
+        "dollars_per_m_total_tokens": None
+        if price is None
+        else cost_per_million(price, gpus_total, rate * (mean_output + mean_prompt)),
+        "engine_version": inst.prediction.version,
+        "command": commands["decode"],
+        "pools": {
+            "layout": layout.label,
+            "prefill_instances": p,
+            "decode_instances": d,
+            "gpus_per_unit": layout.gpus,
+            **{f"{k}_command": v for k, v in commands.items()},
+        },
+        "flags": dict(inst.plan.flags),
+        "curve": None,  # filled for the best unit of each GPU and precision (disagg_curve)
+        "starts": True,
+    }
+
+
+def _layout(job: dict[str, Any]) -> Any:
+    """The job's xPyD layout."""
+    from planner.sim.disagg import DisaggLayout
+
+    p, d = job["ratio"]
+    return DisaggLayout(prefill=p, decode=d, prefill_tp=job["tp"], decode_tp=job["tp"])
+
+
+def _unit_instance(job: dict[str, Any]) -> Any:
+    """The engine instance both pools run (one TP), planned as `planner simulate` plans it."""
+    from planner.api.bench import _instance
+
+    spec, card, tp, precision = job["spec"], job["card"], job["tp"], job["precision"]
+    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+    return _instance(
+        gpu=card.id,
+        preset=job["preset"],
+        model=job["model"],
+        revision=None,
+        values={
+            "engine": job["engine"],
+            "version": job["engine_version"],
+            "tp": tp,
+            "context_tokens": job["context"],
+            "mean_tokens": job["mean"],
+            "quantization": "fp8" if fp8 else None,
+            "dtype": "auto" if card.supports_bf16 else "half",
+            "extra": {"reserved_bytes": job["reserved_bytes"]} if job["reserved_bytes"] else {},
+        },
+        spec=spec,
+        longest=job["context"],
+        ep=None,
+        calibration=None,
+        chunked_prefill=None,
+        seed=0,
+    )
+
+
+def _run_unit(job: dict[str, Any], inst: Any, layout: Any, trace: Any, clients: int | None) -> Any:
+    """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
+    from planner.api.bench import transfer_plan
+    from planner.sim import disagg as dis
+
+    tp = job["tp"]
+    ms, _ = transfer_plan(
+        job["spec"], trace.prompt_tokens, inst.curve.kv_dtype_bytes, tp, tp, None, layout.gpus,
+        inst.card,
+    )  # fmt: skip
+    state, _ = dis.run(
+        trace,
+        layout,
+        prefill_cost=inst.cost,
+        prefill_cfg=inst.cfg,
+        decode_cost=dis.DecodeOnlyCost(inst.cost),
+        decode_cfg=inst.cfg,
+        transfer_ms=ms,
+        concurrency=clients,
+    )
+    return state
+
+
+def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """A unit's closed-loop sweep, as `planner simulate --disagg xPyD --concurrency N` predicts
+    it: the points of fleet_curves.layout_curve."""
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT, clients_for
+    from planner.sim.bench import bench_metrics
+    from planner.sim.workload import generate
+
+    inst = _unit_instance(job)
+    layout = _layout(job)
+    points = []
+    # up to one decode instance's running cap: past it the unit's curve only extends along its
+    # throughput plateau, and those closed loops cost the most to settle
+    for clients in clients_for(inst.plan.max_num_seqs):
+        requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
+        trace = generate(job["workload"].model_copy(update={"requests": requests, "seed": 0}))
+        m = bench_metrics(_run_unit(job, inst, layout, trace, clients), trace)
+        tpot = float(m["median_tpot_ms"])
+        points.append(
+            {
+                "max_concurrency": clients,
+                "output_tokens_per_s_per_gpu": float(m["output_throughput"]) / layout.gpus,
+                "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
+                "median_tpot_ms": tpot,
+                "median_ttft_ms": float(m["median_ttft_ms"]),
+                "request_throughput": float(m["request_throughput"]),
+            }
+        )
+    return points
+
+
+def unit_tp(candidates: list[dict[str, Any]], gpu: str, precision: str) -> int | None:
+    """The narrowest TP at which one instance of the model starts on this GPU. Units are tried
+    at it (the most instances per GPU) and at the widest TP searched (the most KV room per
+    instance: a narrow instance of a large model may hold little more than its weights)."""
+    started = [
+        c["tp"]
+        for c in candidates
+        if c["gpu"] == gpu and c["precision"] == precision and c.get("starts") and c["ep"] == 1
+    ]
+    return min(started) if started else None
+
+
+def disagg_curve_row(job: dict[str, Any]) -> dict[str, Any]:
+    """disagg_curve in the shape the fleet's process pool returns (a row with its layout)."""
+    return {"gpu": job["card"].id, "tp": job["tp"], "precision": job["precision"],
+            "curve": disagg_curve(job)}  # fmt: skip
