@@ -98,6 +98,7 @@ SETTING_KEYS = (
     "extra",
     "tpot_ms",
     "offload",
+    "disagg",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -135,3 +136,40 @@ def test_cli_disagg(cli: Cli) -> None:
         )  # fmt: skip
         assert bad.code == 2, (args, bad.out)
         assert bad.json()["field"] == field
+
+
+def test_a_pool_line_pastes_back_into_capacity_and_drift_checks_its_role(
+    cli: Cli, tmp_path: Path
+) -> None:
+    lock = tmp_path / "decode.yaml"
+    base = (
+        "--gpu", "h200", "--preset", "deepseek-v3", "--engine", "sglang", "--tp-size", "8",
+        "--context-length", "10240",
+    )  # fmt: skip
+    role = ("--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "mooncake")
+    r = cli("capacity", *base, *role, "--save", str(lock), "--json")
+    assert r.code == 0, r.err
+    line = json.loads(r.out)["flags"]["sglang"]
+    assert "--disaggregation-mode decode --disaggregation-transfer-backend mooncake" in line
+    assert cli("drift", str(lock), "--against-args", line).code == 0
+    prefill = line.replace("--disaggregation-mode decode", "--disaggregation-mode prefill")
+    drifted = cli("drift", str(lock), "--against-args", prefill)
+    assert drifted.code == 1 and "--disaggregation-mode" in drifted.out
+    # vLLM's connector JSON, compacted; checked as vLLM checks it
+    vllm = ("--gpu", "h100", "--preset", "llama-3.1-8b")
+    ok = cli("capacity", *vllm, "--kv-transfer-config",
+             '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}', "--json")  # fmt: skip
+    assert ok.code == 0, ok.err
+    assert (
+        """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+        in (json.loads(ok.out)["flags"]["vllm"])
+    )
+    for args, flag in (
+        (("--kv-transfer-config", "{not json"), "--kv-transfer-config"),
+        (("--kv-transfer-config", '{"kv_connector": "X", "kv_role": "x"}'), "--kv-transfer-config"),
+        (("--disaggregation-mode", "decode"), "--disaggregation-mode"),
+    ):
+        bad = cli("capacity", *vllm, *args, "--json")
+        assert bad.code == 2 and json.loads(bad.out)["field"] == flag
+    wrong = cli("capacity", *base, "--disaggregation-mode", "both", "--json")
+    assert wrong.code == 2 and json.loads(wrong.out)["field"] == "--disaggregation-mode"

@@ -47,6 +47,8 @@ SETTING_FLAGS = {
     "hicache_ratio": "--hicache-ratio",
     "hicache_size_gb": "--hicache-size",
     "host_memory_bytes": "--host-memory-gib",
+    # prefill/decode disaggregation (planner.core.disagg.DisaggRole)
+    "disagg": "--disaggregation-mode / --kv-transfer-config",
 }
 
 

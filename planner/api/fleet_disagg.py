@@ -9,7 +9,8 @@ whole units.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 # P:D ratios a unit may take (at most four instances: the shapes the SGLang and Dynamo docs
 # and the published xPyD sweeps run); per GPU and TP the RATIOS_TRIED nearest to the workload's
@@ -56,26 +57,39 @@ def wanted(mode: str, spec: Any) -> bool:
     return mode == "on" or (mode == "auto" and bool(spec.num_experts))
 
 
-def disagg_commands(command: str, engine: str, layout: Any) -> dict[str, str]:
-    """The serve line of each pool and the router in front of them: SGLang's
-    --disaggregation-mode with its transfer backend and sglang_router's PD mode; vLLM's
-    --kv-transfer-config with the NIXL connector (each instance both sends and receives)."""
-    if engine == "sglang":
-        backend = " --disaggregation-transfer-backend mooncake"
-        return {
-            "prefill": f"{command} --disaggregation-mode prefill{backend}",
-            "decode": f"{command} --disaggregation-mode decode{backend}",
-            "router": "python -m sglang_router.launch_router --pd-disaggregation "
-            + " ".join(f"--prefill http://prefill-{i}:30000" for i in range(layout.prefill))
-            + " "
-            + " ".join(f"--decode http://decode-{i}:30000" for i in range(layout.decode)),
-        }
-    connector = """ --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
-    return {
-        "prefill": command + connector,
-        "decode": command + connector,
-        "router": "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools",
-    }
+def disagg_commands(job: dict[str, Any], inst: Any, layout: Any) -> dict[str, str]:
+    """The serve line of each pool, planned with its role's flags (SGLang --disaggregation-mode
+    with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
+    instance both sending and receiving), and the router in front of them."""
+    from planner.api.capacity import serve_report
+    from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
+
+    def line(role: Literal["prefill", "decode"]) -> str:
+        if inst.engine == "sglang":
+            flags = DisaggRole(mode=role, transfer_backend="mooncake")
+        else:
+            connector = json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":"))
+            flags = DisaggRole(kv_transfer_config=connector)
+        values = _unit_values(job) | {"max_num_seqs": inst.plan.max_num_seqs, "disagg": flags}
+        plan, _ = serve_report(
+            gpu=job["card"].id,
+            preset=job["preset"],
+            model=job["model"],
+            revision=None,
+            gpu_memory_gib=None,
+            settings=values,
+            spec=job["spec"],
+        )
+        return str(plan.command)
+
+    if inst.engine == "sglang":
+        router = "python -m sglang_router.launch_router --pd-disaggregation " + " ".join(
+            [f"--prefill http://prefill-{i}:30000" for i in range(layout.prefill)]
+            + [f"--decode http://decode-{i}:30000" for i in range(layout.decode)]
+        )
+    else:
+        router = "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools"
+    return {"prefill": line("prefill"), "decode": line("decode"), "router": router}
 
 
 def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +162,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
     at_load = trial(w, rate / replicas, None, sizing, promised, runner=runner)
     gpus_total = replicas * layout.gpus
     price = job["price"]
-    commands = disagg_commands(inst.plan.command, inst.engine, layout)
+    commands = disagg_commands(job, inst, layout)
     return row | {
         "fits": True,
         "reason": None,
@@ -191,28 +205,33 @@ def _layout(job: dict[str, Any]) -> Any:
     return DisaggLayout(prefill=p, decode=d, prefill_tp=job["tp"], decode_tp=job["tp"])
 
 
+def _unit_values(job: dict[str, Any]) -> dict[str, Any]:
+    """The serve settings of the unit's instances (both pools: one TP)."""
+    spec, card, precision = job["spec"], job["card"], job["precision"]
+    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+    return {
+        "engine": job["engine"],
+        "version": job["engine_version"],
+        "tp": job["tp"],
+        "context_tokens": job["context"],
+        "mean_tokens": job["mean"],
+        "quantization": "fp8" if fp8 else None,
+        "dtype": "auto" if card.supports_bf16 else "half",
+        "extra": {"reserved_bytes": job["reserved_bytes"]} if job["reserved_bytes"] else {},
+    }
+
+
 def _unit_instance(job: dict[str, Any]) -> Any:
     """The engine instance both pools run (one TP), planned as `planner simulate` plans it."""
     from planner.api.bench import _instance
 
-    spec, card, tp, precision = job["spec"], job["card"], job["tp"], job["precision"]
-    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     return _instance(
-        gpu=card.id,
+        gpu=job["card"].id,
         preset=job["preset"],
         model=job["model"],
         revision=None,
-        values={
-            "engine": job["engine"],
-            "version": job["engine_version"],
-            "tp": tp,
-            "context_tokens": job["context"],
-            "mean_tokens": job["mean"],
-            "quantization": "fp8" if fp8 else None,
-            "dtype": "auto" if card.supports_bf16 else "half",
-            "extra": {"reserved_bytes": job["reserved_bytes"]} if job["reserved_bytes"] else {},
-        },
-        spec=spec,
+        values=_unit_values(job),
+        spec=job["spec"],
         longest=job["context"],
         ep=None,
         calibration=None,

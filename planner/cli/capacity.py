@@ -230,6 +230,17 @@ def capacity(
             "this host's with --gpu auto]."
         ),
     ] = None,
+    disaggregation_mode: Annotated[
+        str | None,
+        typer.Option(help="SGLang flag: null, prefill or decode (a disaggregated pool)."),
+    ] = None,
+    disaggregation_transfer_backend: Annotated[
+        str | None, typer.Option(help="SGLang flag: mooncake, nixl, ascend, mori.")
+    ] = None,
+    kv_transfer_config: Annotated[
+        str | None,
+        typer.Option(help='vLLM flag: KV connector JSON, e.g. {"kv_connector":"NixlConnector"}.'),
+    ] = None,
     from_log: Annotated[
         str | None, typer.Option(help="Re-run a vLLM / SGLang start-up log, term by term.")
     ] = None,
@@ -360,6 +371,11 @@ def capacity(
             hicache_size=hicache_size,
             host_memory_gib=host_memory_gib,
         )
+        from planner.core.disagg import disagg_role
+
+        settings["disagg"] = disagg_role(
+            name, disaggregation_mode, disaggregation_transfer_backend, kv_transfer_config
+        )
         settings = {k: v for k, v in settings.items() if v is not None}
         _serve(
             calibration=calibration,
@@ -412,6 +428,9 @@ def capacity(
         "--hicache-ratio": hicache_ratio,
         "--hicache-size": hicache_size,
         "--host-memory-gib": host_memory_gib,
+        "--disaggregation-mode": disaggregation_mode,
+        "--disaggregation-transfer-backend": disaggregation_transfer_backend,
+        "--kv-transfer-config": kv_transfer_config,
     }
     for engine_flag, given in engine_only.items():
         if given is not None:

@@ -224,6 +224,16 @@ def fleet(
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
+    if winner is not None and winner.get("pools") is not None:
+        for flag, target in (("--save", save), ("--k8s", k8s)):
+            if target is not None:
+                raise InputError(
+                    flag,
+                    f"the winner is a disaggregated {winner['disagg']} unit, whose plan lock and "
+                    "manifests (a StatefulSet per pool, the router) are not written yet: run "
+                    "without it for each pool's line, or with --disagg off for an aggregated "
+                    "winner",
+                )
     if winner is not None and save is not None:
         _save(save, report, preset, model, calibration, profile, reserved)
     if winner is not None and k8s is not None:

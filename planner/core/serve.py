@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner.core.disagg import DisaggRole
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
@@ -73,6 +74,9 @@ class ServeSettings(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict, description="other engine flags as given")
     latency_cap: int | None = Field(default=None, gt=0, description="batch cap from --tpot")
     latency_reason: str | None = None
+    disagg: DisaggRole | None = Field(
+        default=None, description="prefill/decode disaggregation flags (changes no memory term)"
+    )
     offload: OffloadSettings | None = Field(
         default=None, description="KV offload tiers (vLLM --kv-offloading-size, SGLang HiCache)"
     )
@@ -267,6 +271,8 @@ def _shown(fields: dict[str, Any], s: ServeSettings) -> dict[str, Any]:
     shown = fields | ({"quantization": s.quantization} if s.quantization else {})
     if s.offload is not None:
         shown |= {k: v for k, v in s.offload.line_fields(s.engine).items() if v is not None}
+    if s.disagg is not None:
+        shown |= {k: v for k, v in s.disagg.line_fields(s.engine).items() if v is not None}
     return shown
 
 
@@ -639,6 +645,7 @@ VLLM_FLAGS = (
     ("enforce_eager", "--enforce-eager"),
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
+    ("kv_transfer_config", "--kv-transfer-config"),
 )
 SGLANG_FLAGS = (
     ("tp_size", "--tp-size"),
@@ -657,6 +664,8 @@ SGLANG_FLAGS = (
     ("enable_hierarchical_cache", "--enable-hierarchical-cache"),
     ("hicache_ratio", "--hicache-ratio"),
     ("hicache_size", "--hicache-size"),
+    ("disaggregation_mode", "--disaggregation-mode"),
+    ("disaggregation_transfer_backend", "--disaggregation-transfer-backend"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -708,6 +717,16 @@ def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
     return " ".join(p if p == MODEL_PLACEHOLDER else shlex.quote(p) for p in head + parts)
 
 
+# Line fields that take a word (or a JSON object), kept as text.
+STRING_FIELDS = (
+    "kv_cache_dtype",
+    "dtype",
+    "quantization",
+    "kv_offloading_backend",
+    "kv_transfer_config",
+    "disaggregation_mode",
+    "disaggregation_transfer_backend",
+)
 # Line fields that are bare flags, and those that take a decimal number.
 BOOLEAN_FIELDS = (
     "enable_lora",
@@ -740,7 +759,7 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
             out[field] = True
         elif field in FLOAT_FIELDS:
             out[field] = float(raw)
-        elif field in ("kv_cache_dtype", "dtype", "quantization", "kv_offloading_backend"):
+        elif field in STRING_FIELDS:
             out[field] = raw
         else:
             out[field] = int(raw)

@@ -1,0 +1,98 @@
+"""The launch flags of one instance of a prefill/decode-disaggregated deployment, checked as
+the engines' parsers check them (the flags change no memory term the planner models).
+
+SGLang: `--disaggregation-mode null|prefill|decode` and `--disaggregation-transfer-backend`
+(python/sglang/srt/server_args.py). vLLM: `--kv-transfer-config` with a JSON object naming the
+connector and the instance's role (vllm/config/kv_transfer.py, KVTransferConfig).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.errors import InputError
+
+# SGLang's --disaggregation-mode choices; "null" is the aggregated default.
+SGLANG_DISAGG_MODES = ("null", "prefill", "decode")
+# SGLang's --disaggregation-transfer-backend choices (mooncake the default; nixl; ascend for
+# Ascend NPUs; mori for AMD Instinct; fake for tests).
+SGLANG_TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "mori", "fake")
+# vLLM KVTransferConfig.kv_role values.
+VLLM_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+# The connector fleet names for vLLM pools: NIXL, each instance both sending and receiving
+# (vLLM's disaggregated-prefill examples run NixlConnector with kv_role kv_both).
+VLLM_PD_CONNECTOR = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
+class DisaggRole(BaseModel):
+    """This instance's part in a disaggregated deployment, as its launch line states it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["prefill", "decode"] | None = None
+    transfer_backend: str | None = None
+    kv_transfer_config: str | None = None
+
+    def line_fields(self, engine: str) -> dict[str, object]:
+        """The line's settings fields for these flags."""
+        if engine == "vllm":
+            return {"kv_transfer_config": self.kv_transfer_config}
+        return {
+            "disaggregation_mode": self.mode,
+            "disaggregation_transfer_backend": self.transfer_backend,
+        }
+
+
+def kv_transfer_config(text: str) -> str:
+    """vLLM's --kv-transfer-config: a JSON object with a connector and a role, compacted."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError("--kv-transfer-config", f"not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict) or not isinstance(value.get("kv_connector"), str):
+        raise InputError(
+            "--kv-transfer-config", 'a JSON object naming its "kv_connector" (e.g. NixlConnector)'
+        )
+    role = value.get("kv_role")
+    if role is not None and role not in VLLM_KV_ROLES:
+        raise InputError("--kv-transfer-config", f"kv_role {role!r}; accepted: {VLLM_KV_ROLES}")
+    return json.dumps(value, separators=(",", ":"))
+
+
+def disagg_role(
+    engine: str,
+    mode: str | None = None,
+    transfer_backend: str | None = None,
+    transfer_config: str | None = None,
+) -> DisaggRole | None:
+    """The role the flags give an instance (None: aggregated), checked for its engine."""
+    if engine == "vllm":
+        for flag, value in (
+            ("--disaggregation-mode", mode),
+            ("--disaggregation-transfer-backend", transfer_backend),
+        ):
+            if value is not None:
+                raise InputError(flag, "an SGLang flag (vLLM uses --kv-transfer-config)")
+        if transfer_config is None:
+            return None
+        return DisaggRole(kv_transfer_config=kv_transfer_config(transfer_config))
+    if transfer_config is not None:
+        raise InputError("--kv-transfer-config", "a vLLM flag (SGLang: --disaggregation-mode)")
+    if mode is not None and mode not in SGLANG_DISAGG_MODES:
+        raise InputError(
+            "--disaggregation-mode", f"{mode!r}; accepted: {', '.join(SGLANG_DISAGG_MODES)}"
+        )
+    if transfer_backend is not None and transfer_backend not in SGLANG_TRANSFER_BACKENDS:
+        raise InputError(
+            "--disaggregation-transfer-backend",
+            f"{transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
+        )
+    if mode in (None, "null"):
+        if transfer_backend is not None:
+            raise InputError("--disaggregation-transfer-backend", "needs --disaggregation-mode")
+        return None
+    assert mode in ("prefill", "decode")
+    return DisaggRole(mode=mode, transfer_backend=transfer_backend)
