@@ -193,7 +193,7 @@ def test_len_range_draws_between_f_l_and_l() -> None:
             ["--concurrency", "4", "--rate", "2", "--prompt-len", "10", "--output-len", "10"],
             "--concurrency",
         ),
-        (["--prompt-len", "10", "--output-len", "10", "--pp", "2"], "--pp"),
+        (["--prompt-len", "10", "--output-len", "10", "--pp", "33"], "--pp"),
         (["--prompt-len", "10", "--output-len", "10", "--compare", "static,chunked"], "--compare"),
         (["--prompt-len", "200000", "--output-len", "10"], "--prompt-len"),
         (["--prompt-len", "10", "--output-len", "10", "--engine", "trt"], "--engine"),

@@ -444,3 +444,16 @@ def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_one
     )
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])
+
+
+def test_a_model_no_node_holds_is_served_by_pipeline_stages_across_nodes() -> None:
+    data = report(2.0, ("a100-sxm4-80gb",), preset="llama-3.1-405b",
+                  promise={"tpot_ms": 150.0, "ttft_ms": 5000.0})  # fmt: skip
+    single = [c for c in data["candidates"] if c["pp"] == 1]
+    assert single and not any(c.get("starts") for c in single)  # 810 GB of bf16 on 8 x 80 GB
+    staged = [c for c in data["candidates"] if c["pp"] > 1 and c["ranked"]]
+    assert staged
+    for c in staged:
+        assert c["gpus"] == c["replicas"] * c["tp"] * c["pp"]
+        assert f"--pipeline-parallel-size {c['pp']}" in c["command"]
+        assert c["curve"] and all(p["output_tokens_per_s_per_gpu"] > 0 for p in c["curve"])

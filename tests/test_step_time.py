@@ -144,3 +144,21 @@ def test_expert_parallel_waits_for_the_busiest_rank_until_every_expert_is_read()
         assert ep.expert_weights_bytes(batch) == round(min(local, busiest) * tp.expert_bytes * 4)
     # at 4,096 tokens every expert is read on every rank: no imbalance left
     assert ep.expert_weights_bytes(4096) == pytest.approx(tp.expert_weights_bytes(4096), rel=1e-3)
+
+
+def test_pipeline_stages_split_the_model_and_a_token_crosses_them_all() -> None:
+    from planner.core.step_time import PP_HOP_MS
+
+    spec = load_model_preset("llama-3.1-405b")
+    gpu = find_gpu("h100")
+    one = step_time_for(spec, gpu, tp=8)
+    two = step_time_for(spec, gpu, tp=8, pp=2)
+    # a stage holds half the layers, their weights and their KV
+    assert two.layers == spec.num_layers // 2
+    assert two.dense_weights_bytes == pytest.approx(one.dense_weights_bytes / 2, rel=1e-6)
+    assert two.kv_bytes(4096) == pytest.approx(one.kv_bytes(4096) / 2, abs=1)
+    # a single sequence's token still crosses every layer: the same time plus one send
+    assert two.step_ms(1, 1024) == pytest.approx(one.step_ms(1, 1024) + PP_HOP_MS, rel=0.01)
+    # a full batch splits into two micro-batches, each through both stages: never slower per
+    # token than one stage group doing it all (the GEMMs of half the batch are cheaper)
+    assert two.step_ms(256, 1024) <= one.step_ms(256, 1024)

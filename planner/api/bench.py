@@ -167,10 +167,6 @@ def benchmark(
     pp = int(settings.get("pp", 1))
     if dp < 1:
         raise InputError("--dp", f"must be >= 1 (got {dp})")
-    if pp > 1:
-        raise InputError(
-            "--pp", "the step model times one pipeline stage per GPU group only at --pp 1 so far"
-        )
     if dp_attention:
         raise InputError(
             "--dp-attention",
@@ -431,6 +427,7 @@ def _instance(
     values = dict(values)
     settings = values
     tp = int(values.get("tp", 1))
+    pp = int(values.get("pp", 1))
 
     def replan() -> tuple[Any, dict[str, Any]]:
         return serve_report(
@@ -475,11 +472,12 @@ def _instance(
         spec,
         card,
         tp=tp,
-        weights_bytes=p.weights_bytes * tp,
+        weights_bytes=p.weights_bytes * tp * pp,
         weight_dtype=weight_dtype,
         kv_dtype_bytes=kv_bytes,
         engine=engine,
         version=version,
+        pp=pp,
     )
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk

@@ -15,8 +15,11 @@ DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
 # max_num_seqs tried per candidate, as shares of what the KV cache holds at the mean length.
 SEQS_SHARES = (1.0, 0.5, 0.25)
 # Largest TP tried: one 8-GPU node (NVLink / Infinity Fabric domain of an HGX or MI300X board);
-# TP across nodes is not searched (docs/fleet.md).
+# across nodes, pipeline stages are (PP_STAGES).
 MAX_TP = 8
+# Pipeline stages tried (one node each, TP of the widest size within it) when no TP of one node
+# starts the model: two and four nodes.
+PP_STAGES = (2, 4)
 # What the ranking minimises: $/h (with prices), GPUs, or the p95 TPOT at the peak.
 OBJECTIVES = ("cost", "gpus", "latency")
 # The step model's median error on TPOT against public serving results (19.6% over 91 posed
@@ -195,6 +198,7 @@ def fleet_report(
                 jobs.append(
                     {
                         "ep": ep,
+                        "pp": 1,
                         "spec": spec,
                         "preset": preset,
                         "model": model,
@@ -219,6 +223,19 @@ def fleet_report(
     if not jobs:
         raise InputError("--precision", "no candidate GPU runs the precisions asked for")
     candidates = _run_jobs(jobs, workers, progress, _candidate)
+    # a model no TP of one node starts: pipeline stages across nodes, TP within each
+    stretched = [
+        job | {"tp": max(layouts), "pp": pp}
+        for job in jobs
+        if job["tp"] == max(layouts)
+        and not job["ep"]
+        and not any(
+            c.get("starts") and (c["gpu"], c["precision"]) == (job["card"].id, job["precision"])
+            for c in candidates
+        )
+        for pp in PP_STAGES
+    ]
+    candidates += _run_jobs(stretched, workers, progress, _candidate)
     unit_jobs: dict[int, dict[str, Any]] = {}
     if fleet_disagg.wanted(disagg, spec):
         units = []
@@ -243,7 +260,7 @@ def fleet_report(
         if wider is not None:
             c["dominated_by"] = layout_name(wider)
             c["reason"] = (
-                f"TP {wider['tp']} of the same GPU and weights does better on {objective}: "
+                f"{_width(wider)} of the same GPU and weights does better on {objective}: "
                 f"{_objective_text(objective, wider)} against {_objective_text(objective, c)}"
             )
     ranked = sorted((c for c in candidates if c["ranked"]), key=key)
@@ -291,6 +308,11 @@ def _objective_key(objective: str) -> Callable[[dict[str, Any]], tuple[float, ..
     return key
 
 
+def _width(c: dict[str, Any]) -> str:
+    """A layout's parallelism in words: `TP 4`, `TP 8 x PP 2`."""
+    return f"TP {c['tp']}" + (f" x PP {c['pp']}" if c.get("pp", 1) > 1 else "")
+
+
 def _objective_text(objective: str, c: dict[str, Any]) -> str:
     """A candidate's figure on the objective, for a reason line."""
     if objective == "cost":
@@ -305,8 +327,9 @@ def _cheaper_wider(
     fitting: list[dict[str, Any]],
     key: Callable[[dict[str, Any]], tuple[float, ...]],
 ) -> dict[str, Any] | None:
-    """The best wider TP of the same GPU, weights and engine that beats `c` on the objective
-    (a narrower layout that costs more is never worth listing), or None."""
+    """The best wider layout (more GPUs per replica: TP, or TP x PP) of the same GPU, weights
+    and engine that beats `c` on the objective (a narrower layout that costs more is never
+    worth listing), or None."""
     wider = [
         o
         for o in fitting
@@ -316,7 +339,7 @@ def _cheaper_wider(
         and (o["ep"] > 1) == (c["ep"] > 1)
         and o.get("disagg") is None
         and c.get("disagg") is None
-        and o["tp"] > c["tp"]
+        and o["tp"] * o.get("pp", 1) > c["tp"] * c.get("pp", 1)
         and key(o)[0] < key(c)[0]
     ]
     return min(wider, key=key) if wider else None
@@ -325,8 +348,9 @@ def _cheaper_wider(
 def layout_name(c: dict[str, Any]) -> str:
     """A candidate's layout in words: `h100-sxm5-80gb TP 4 EP fp8`, `mi300x 1P2D TP 4 fp8`."""
     ep = " EP" if c.get("ep", 1) > 1 else ""
+    pp = f" x PP {c['pp']}" if c.get("pp", 1) > 1 else ""
     pools = f" {c['disagg']}" if c.get("disagg") else ""
-    return f"{c['gpu']}{pools} TP {c['tp']}{ep} {c['precision']}"
+    return f"{c['gpu']}{pools} TP {c['tp']}{pp}{ep} {c['precision']}"
 
 
 def _ep_options(spec: Any, engine: str, tp: int) -> list[bool]:
@@ -406,10 +430,12 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
     ep = tp if job["ep"] else 1
+    pp = job["pp"]
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
         "ep": ep,
+        "pp": pp,
         "precision": precision,
         "engine": engine,
         "price_per_gpu_hour": prices.get(card.id),
@@ -428,6 +454,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         engine=engine,
         version=job["engine_version"],
         tp=tp,
+        pp=pp,
         context_tokens=context,
         mean_tokens=mean,
         quantization="fp8" if fp8 else None,
@@ -444,6 +471,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         weights_bytes=weights,
         weight_dtype=precision,
         engine=engine,
+        pp=pp,
     )
     if ep > 1:  # each GPU holds E / EP whole experts (bench._instance does the same)
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
@@ -518,6 +546,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             "engine": engine,
             "version": job["engine_version"],
             "tp": tp,
+            "pp": pp,
             "context_tokens": context,
             "mean_tokens": mean,
             "max_num_seqs": plan.max_num_seqs,
@@ -531,7 +560,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     )
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
-    gpus_total = replicas * tp
+    gpus_total = replicas * tp * pp
     price = prices.get(card.id)
     out_tok_s = rate * mean_output
     total_tok_s = rate * (mean_output + mean_prompt)
@@ -547,7 +576,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         "goodput_at_load": at_load.goodput,
         # what one GPU delivers when its replica runs at its sustainable rate (in steady
         # state output leaves as fast as it is asked for)
-        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / tp,
+        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / (tp * pp),
         "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
         "dollars_per_hour": None if price is None else price * gpus_total,
         "dollars_per_m_output_tokens": None

@@ -56,7 +56,7 @@ def layout_curve(
         chunked_prefill=None,
         seed=0,
     )
-    gpus = int(values.get("tp", 1))
+    gpus = int(values.get("tp", 1)) * int(values.get("pp", 1))
     points = []
     for clients in clients_for(inst.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
@@ -86,6 +86,7 @@ def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, An
             "gpu": c["gpu"],
             "tp": c["tp"],
             "ep": c["ep"],
+            "pp": c.get("pp", 1),
             "disagg": c.get("disagg"),
             "precision": c["precision"],
             **p,

@@ -128,6 +128,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
         "gpu": card.id,
         "tp": tp,
         "ep": 1,
+        "pp": 1,
         "precision": precision,
         "engine": job["engine"],
         "disagg": layout.label,
@@ -300,7 +301,11 @@ def unit_tp(candidates: list[dict[str, Any]], gpu: str, precision: str) -> int |
     started = [
         c["tp"]
         for c in candidates
-        if c["gpu"] == gpu and c["precision"] == precision and c.get("starts") and c["ep"] == 1
+        if c["gpu"] == gpu
+        and c["precision"] == precision
+        and c.get("starts")
+        and c["ep"] == 1
+        and c.get("pp", 1) == 1
     ]
     return min(started) if started else None
 

@@ -430,6 +430,7 @@ def render(report: dict[str, Any]) -> None:
         "gpu": lambda c: str(c["gpu"]),
         "TP": lambda c: (
             f"{c['tp']}{' EP' if c['ep'] > 1 else ''}"
+            + (f" PP{c['pp']}" if c.get("pp", 1) > 1 else "")
             + (f" {c['disagg']}" if c.get("disagg") else "")
         ),
         "weights": lambda c: str(c["precision"]),
@@ -488,7 +489,7 @@ def render(report: dict[str, Any]) -> None:
         top = max(q["output_tokens_per_s_per_gpu"] for q in front) or 1.0
 
         def label(q: dict[str, Any]) -> str:
-            ep = "EP" if q["ep"] > 1 else ""
+            ep = ("EP" if q["ep"] > 1 else "") + (f"PP{q['pp']}" if q.get("pp", 1) > 1 else "")
             pools = f" {q['disagg']}" if q.get("disagg") else ""
             return f"{q['gpu']}{pools} TP{q['tp']}{ep} {q['precision']} x{q['max_concurrency']}"
 

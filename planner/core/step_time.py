@@ -130,6 +130,10 @@ class StepTime(BaseModel):
     memory_scale: float = Field(
         default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
     )
+    pp: int = Field(
+        default=1, ge=1, description="pipeline stages: the fields above are one stage's"
+    )
+    pp_hop_ms: float = Field(default=0.0, ge=0, description="one stage-to-stage send, ms")
 
     def experts_read(self, batch: int) -> float:
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
@@ -155,9 +159,21 @@ class StepTime(BaseModel):
         return round(min(local, busiest) * self.expert_bytes * self.tp)
 
     def kv_bytes(self, context: int) -> int:
-        """KV bytes one sequence reads per step at `context`: every layer group, windows
-        capped, MLA latent whole, Mamba / linear-attention state."""
-        return kv_bytes_per_sequence(self.model, context, self.tp, self.kv_dtype_bytes)
+        """KV bytes one sequence reads per step at `context` on one GPU: every layer group,
+        windows capped, MLA latent whole, Mamba / linear-attention state (a stage's share of
+        the layers under pipeline parallelism)."""
+        whole = kv_bytes_per_sequence(self.model, context, self.tp, self.kv_dtype_bytes)
+        return ceil_div(whole, self.pp)
+
+    def _pipelined(self, stage_ms: float) -> float:
+        """A step through `pp` stages from one stage's time (engine overhead included once):
+        the engine keeps `pp` micro-batches in flight, so each sequence's token waits for
+        every stage of its micro-batch and the sends between them (vLLM's virtual engines /
+        batch queue, one micro-batch per stage)."""
+        if self.pp <= 1:
+            return stage_ms
+        work = stage_ms - self.overhead_ms
+        return self.pp * work + (self.pp - 1) * self.pp_hop_ms + self.overhead_ms
 
     def gemm(self, tokens: int) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
@@ -207,11 +223,16 @@ class StepTime(BaseModel):
         `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
         layers see every token once (memory- or compute-bound, whichever is longer); attention
         is its own kernel and adds; then kernels, all-reduce and the engine's overhead."""
+        if self.pp > 1:  # one micro-batch's share of the step, through every stage
+            decode_seqs = -(-decode_seqs // self.pp)
+            decode_kv_bytes = -(-decode_kv_bytes // self.pp)
+            prefill_tokens = -(-prefill_tokens // self.pp)
+            prefill_pairs = prefill_pairs / self.pp
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return 0.0
         _, memory_ms, compute_ms = self.gemm(tokens)
-        return (
+        return self._pipelined(
             max(memory_ms, compute_ms)
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
@@ -222,16 +243,19 @@ class StepTime(BaseModel):
         )
 
     def terms(self, batch: int, context: int) -> StepTerms:
-        """Every term of one decode step of `batch` sequences at `context` tokens."""
-        experts = self.experts_read(batch)
-        weights, weights_ms, compute_ms = self.gemm(batch)
-        kv = batch * self.kv_bytes(context)
+        """Every term of one decode step of `batch` sequences at `context` tokens (under
+        pipeline parallelism the terms are one stage's for one micro-batch of batch / pp; the
+        step is the token's whole trip through the stages)."""
+        micro = -(-batch // self.pp)
+        experts = self.experts_read(micro)
+        weights, weights_ms, compute_ms = self.gemm(micro)
+        kv = micro * self.kv_bytes(context)
         attention_ms = self.kv_read_ms(kv)
         memory_ms = weights_ms + attention_ms
-        kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(batch)
-        allreduce_ms = self.allreduce_ms(batch)
+        kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
+        allreduce_ms = self.allreduce_ms(micro)
         step = max(weights_ms, compute_ms) + attention_ms + kernels_ms + allreduce_ms
-        step += self.overhead_ms
+        step = self._pipelined(step + self.overhead_ms)
         return StepTerms(
             batch=batch,
             context_tokens=context,
@@ -268,6 +292,11 @@ def link_bytes_per_s(gpu: GpuSpec) -> float:
     rates = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)\s*GB/s", gpu.interconnect)]
     return max(rates) * 1e9 / 2 if rates else DEFAULT_LINK_BYTES_PER_S
 
+
+# One pipeline stage's send to the next across nodes: NCCL send/recv of a micro-batch's
+# activations over InfiniBand, latency-bound at decode sizes (nccl-tests sendrecv_perf
+# small-message latencies are tens of microseconds over IB); an estimate until measured.
+PP_HOP_MS = 0.03
 
 # Grace-Hopper / Grace-Blackwell superchips reach host memory over NVLink-C2C, 900 GB/s both
 # ways (NVIDIA GH200 Grace Hopper Superchip datasheet): 450 GB/s each way.
@@ -309,9 +338,11 @@ def step_time_for(
     kv_dtype_bytes: int = 2,
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
+    pp: int = 1,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
-    `weights_bytes` when re-stored)."""
+    `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
+    their weights and KV), the stages joined over the link between nodes."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     embedding = bytes_for_elements(vocab * model.hidden_size, "bf16")
@@ -329,26 +360,29 @@ def step_time_for(
         from planner.errors import InputError
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
+    layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     return StepTime(
-        label=f"{model.name} on {gpu.id} x TP {tp} ({engine})",
-        dense_weights_bytes=ceil_div(dense, tp),
-        expert_bytes=ceil_div(expert_one, tp),
+        label=f"{model.name} on {gpu.id} x {layout} ({engine})",
+        dense_weights_bytes=ceil_div(dense, tp * pp),
+        expert_bytes=ceil_div(expert_one, tp * pp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
-        moe_layers=_moe_layers(model) if expert_one else 0,
+        moe_layers=ceil_div(_moe_layers(model), pp) if expert_one else 0,
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
-        active_params_per_gpu=max(1, model.params_active // tp),
+        active_params_per_gpu=max(1, model.params_active // (tp * pp)),
         bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         bandwidth_efficiency=bandwidth_efficiency(gpu),
         flops_per_s=float(flops),
-        layers=model.num_layers,
+        layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
         link_bytes_per_s=link_bytes_per_s(gpu),
         overhead_ms=ENGINE_OVERHEAD_MS[engine_key(engine, version)],
         engine=engine,
-        attention_flops_per_pair=attention_flops_per_pair(model, tp),
+        attention_flops_per_pair=attention_flops_per_pair(model, tp) / pp,
+        pp=pp,
+        pp_hop_ms=PP_HOP_MS if pp > 1 else 0.0,
     )
 
 
