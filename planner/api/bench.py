@@ -561,6 +561,32 @@ def transfer_plan(
     }
 
 
+def run_pools(
+    spec: Any, trace: Any, layout: Any, pre: Instance, dec: Instance, link: str | None,
+    concurrency: int | None,
+) -> tuple[Any, dict[str, Any], Any, dict[str, Any]]:  # fmt: skip
+    """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
+    clients): the client-side RunState, the pools' figures, each request's transfer time and
+    how the transfer was priced."""
+    from planner.sim import disagg as dis
+
+    ms, how = transfer_plan(
+        spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, layout.prefill_tp,
+        layout.decode_tp, link, layout.gpus, pre.card,
+    )  # fmt: skip
+    state, info = dis.run(
+        trace,
+        layout,
+        prefill_cost=pre.cost,
+        prefill_cfg=pre.cfg,
+        decode_cost=dis.DecodeOnlyCost(dec.cost),
+        decode_cfg=dec.cfg,
+        transfer_ms=ms,
+        concurrency=concurrency,
+    )
+    return state, info, ms, how
+
+
 def _disaggregated(
     *,
     disagg: Any,
@@ -575,27 +601,12 @@ def _disaggregated(
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg)."""
     import numpy as np
 
-    from planner.sim import disagg as dis
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import CurveCost
 
     pre = instance(disagg.prefill_tp)
     dec = instance(disagg.decode_tp)
-    kv_dtype_bytes = pre.curve.kv_dtype_bytes
-    ms, how = transfer_plan(
-        spec, trace.prompt_tokens, kv_dtype_bytes, disagg.prefill_tp, disagg.decode_tp,
-        link, disagg.gpus, pre.card,
-    )  # fmt: skip
-    state, info = dis.run(
-        trace,
-        disagg,
-        prefill_cost=pre.cost,
-        prefill_cfg=pre.cfg,
-        decode_cost=dis.DecodeOnlyCost(dec.cost),
-        decode_cfg=dec.cfg,
-        transfer_ms=ms,
-        concurrency=closed,
-    )
+    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
     metrics = bench_metrics(state, trace)
     gpus = disagg.gpus
 

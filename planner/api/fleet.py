@@ -411,7 +411,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.core.fleet import (
         STABLE_UTILISATION,
-        cost_per_million,
+        costed,
         replicas_for,
         sustainable_rate,
         trial,
@@ -560,39 +560,29 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     )
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
-    gpus_total = replicas * tp * pp
-    price = prices.get(card.id)
-    out_tok_s = rate * mean_output
-    total_tok_s = rate * (mean_output + mean_prompt)
-    return row | {
-        "fits": True,
-        "reason": None,
-        "replicas": replicas,
-        "gpus": gpus_total,
-        "max_num_seqs": seqs,
-        "sustainable_rate_per_replica": best.rate_per_s,
-        "ttft_ms_at_load": at_load.ttft_ms,
-        "tpot_ms_at_load": at_load.tpot_ms,
-        "goodput_at_load": at_load.goodput,
-        # what one GPU delivers when its replica runs at its sustainable rate (in steady
-        # state output leaves as fast as it is asked for)
-        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / (tp * pp),
-        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
-        "dollars_per_hour": None if price is None else price * gpus_total,
-        "dollars_per_m_output_tokens": None
-        if price is None
-        else cost_per_million(price, gpus_total, out_tok_s),
-        "dollars_per_m_total_tokens": None
-        if price is None
-        else cost_per_million(price, gpus_total, total_tok_s),
-        "engine_version": plan.prediction.version,
-        "command": plan.command.replace(
-            f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
-        ).replace(
-            f"--max-running-requests {plan.max_num_seqs} ",
-            f"--max-running-requests {seqs} ",
-        ),
-        "flags": plan.flags
-        | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
-        "curve": curve_points,
-    }
+    return (
+        row
+        | costed(
+            best=best,
+            at_load=at_load,
+            replicas=replicas,
+            gpus_per_replica=tp * pp,
+            price_per_gpu_hour=prices.get(card.id),
+            rate=rate,
+            mean_prompt=mean_prompt,
+            mean_output=mean_output,
+        )
+        | {
+            "max_num_seqs": seqs,
+            "engine_version": plan.prediction.version,
+            "command": plan.command.replace(
+                f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
+            ).replace(
+                f"--max-running-requests {plan.max_num_seqs} ",
+                f"--max-running-requests {seqs} ",
+            ),
+            "flags": plan.flags
+            | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
+            "curve": curve_points,
+        }
+    )

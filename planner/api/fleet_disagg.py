@@ -111,7 +111,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
     """One xPyD unit planned, searched and costed (`inst`: its engine instance, if planned)."""
     from planner.core.fleet import (
         STABLE_UTILISATION,
-        cost_per_million,
+        costed,
         replicas_for,
         sustainable_rate,
         trial,
@@ -161,41 +161,35 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
         }
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     at_load = trial(w, rate / replicas, None, sizing, promised, runner=runner)
-    gpus_total = replicas * layout.gpus
-    price = job["price"]
     commands = disagg_commands(job, inst, layout)
-    return row | {
-        "fits": True,
-        "reason": None,
-        "replicas": replicas,
-        "gpus": gpus_total,
-        "max_num_seqs": seqs,
-        "sustainable_rate_per_replica": best.rate_per_s,
-        "ttft_ms_at_load": at_load.ttft_ms,
-        "tpot_ms_at_load": at_load.tpot_ms,
-        "goodput_at_load": at_load.goodput,
-        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / layout.gpus,
-        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
-        "dollars_per_hour": None if price is None else price * gpus_total,
-        "dollars_per_m_output_tokens": None
-        if price is None
-        else cost_per_million(price, gpus_total, rate * mean_output),
-        "dollars_per_m_total_tokens": None
-        if price is None
-        else cost_per_million(price, gpus_total, rate * (mean_output + mean_prompt)),
-        "engine_version": inst.prediction.version,
-        "command": commands["decode"],
-        "pools": {
-            "layout": layout.label,
-            "prefill_instances": p,
-            "decode_instances": d,
-            "gpus_per_unit": layout.gpus,
-            **{f"{k}_command": v for k, v in commands.items()},
-        },
-        "flags": dict(inst.plan.flags),
-        "curve": None,  # filled for the best unit of each GPU and precision (disagg_curve)
-        "starts": True,
-    }
+    return (
+        row
+        | costed(
+            best=best,
+            at_load=at_load,
+            replicas=replicas,
+            gpus_per_replica=layout.gpus,
+            price_per_gpu_hour=job["price"],
+            rate=rate,
+            mean_prompt=mean_prompt,
+            mean_output=mean_output,
+        )
+        | {
+            "max_num_seqs": seqs,
+            "engine_version": inst.prediction.version,
+            "command": commands["decode"],
+            "pools": {
+                "layout": layout.label,
+                "prefill_instances": p,
+                "decode_instances": d,
+                "gpus_per_unit": layout.gpus,
+                **{f"{k}_command": v for k, v in commands.items()},
+            },
+            "flags": dict(inst.plan.flags),
+            "curve": None,  # filled for the best unit of each GPU and precision (disagg_curve)
+            "starts": True,
+        }
+    )
 
 
 def _layout(job: dict[str, Any]) -> Any:
@@ -243,24 +237,9 @@ def _unit_instance(job: dict[str, Any]) -> Any:
 
 def _run_unit(job: dict[str, Any], inst: Any, layout: Any, trace: Any, clients: int | None) -> Any:
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
-    from planner.api.bench import transfer_plan
-    from planner.sim import disagg as dis
+    from planner.api.bench import run_pools
 
-    tp = job["tp"]
-    ms, _ = transfer_plan(
-        job["spec"], trace.prompt_tokens, inst.curve.kv_dtype_bytes, tp, tp, None, layout.gpus,
-        inst.card,
-    )  # fmt: skip
-    state, _ = dis.run(
-        trace,
-        layout,
-        prefill_cost=inst.cost,
-        prefill_cfg=inst.cfg,
-        decode_cost=dis.DecodeOnlyCost(inst.cost),
-        decode_cfg=inst.cfg,
-        transfer_ms=ms,
-        concurrency=clients,
-    )
+    state, _, _, _ = run_pools(job["spec"], trace, layout, inst, inst, None, clients)
     return state
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -238,3 +239,40 @@ def replicas_for(peak_rate: float, sustainable: float, headroom: float) -> int:
 def cost_per_million(price_per_gpu_hour: float, gpus: int, tokens_per_s: float) -> float:
     """$ per million tokens: price x GPUs per hour / millions of tokens per hour."""
     return price_per_gpu_hour * gpus / (tokens_per_s * 3600 / 1e6)
+
+
+def costed(
+    *,
+    best: Trial,
+    at_load: Trial,
+    replicas: int,
+    gpus_per_replica: int,
+    price_per_gpu_hour: float | None,
+    rate: float,
+    mean_prompt: float,
+    mean_output: float,
+) -> dict[str, Any]:
+    """A searched candidate's figures: replicas and GPUs, the promise at the planned load,
+    tokens per GPU at its sustainable rate (in steady state output leaves as fast as it is
+    asked for) and per user, and cost at the peak rate."""
+    gpus = replicas * gpus_per_replica
+    price = price_per_gpu_hour
+
+    def per_million(tokens_per_s: float) -> float | None:
+        return None if price is None else cost_per_million(price, gpus, tokens_per_s)
+
+    return {
+        "fits": True,
+        "reason": None,
+        "replicas": replicas,
+        "gpus": gpus,
+        "sustainable_rate_per_replica": best.rate_per_s,
+        "ttft_ms_at_load": at_load.ttft_ms,
+        "tpot_ms_at_load": at_load.tpot_ms,
+        "goodput_at_load": at_load.goodput,
+        "tokens_per_s_per_gpu": best.rate_per_s * mean_output / gpus_per_replica,
+        "tokens_per_s_per_user": 1000.0 / max(at_load.tpot_ms, 1e-9),
+        "dollars_per_hour": None if price is None else price * gpus,
+        "dollars_per_m_output_tokens": per_million(rate * mean_output),
+        "dollars_per_m_total_tokens": per_million(rate * (mean_output + mean_prompt)),
+    }
