@@ -62,19 +62,21 @@ def layout_curve(
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
         trace = generate(workload.model_copy(update={"requests": requests, "seed": 0}))
         run = execute(trace, inst.cost, inst.cfg.model_copy(update={"concurrency": clients}))
-        m = bench_metrics(run, trace)
-        tpot = float(m["median_tpot_ms"])
-        points.append(
-            {
-                "max_concurrency": clients,
-                "output_tokens_per_s_per_gpu": float(m["output_throughput"]) / gpus,
-                "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
-                "median_tpot_ms": tpot,
-                "median_ttft_ms": float(m["median_ttft_ms"]),
-                "request_throughput": float(m["request_throughput"]),
-            }
-        )
+        points.append(curve_point(clients, bench_metrics(run, trace), gpus))
     return points
+
+
+def curve_point(clients: int, m: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """One point of a curve from the benchmark's figures at `clients`, per GPU and per user."""
+    tpot = float(m["median_tpot_ms"])
+    return {
+        "max_concurrency": clients,
+        "output_tokens_per_s_per_gpu": float(m["output_throughput"]) / gpus,
+        "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
+        "median_tpot_ms": tpot,
+        "median_ttft_ms": float(m["median_ttft_ms"]),
+        "request_throughput": float(m["request_throughput"]),
+    }
 
 
 def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, Any]]:

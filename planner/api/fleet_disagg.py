@@ -246,7 +246,12 @@ def _run_unit(job: dict[str, Any], inst: Any, layout: Any, trace: Any, clients: 
 def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
     """A unit's closed-loop sweep, as `planner simulate --disagg xPyD --concurrency N` predicts
     it: the points of fleet_curves.layout_curve."""
-    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT, clients_for
+    from planner.api.fleet_curves import (
+        CURVE_MIN_REQUESTS,
+        CURVE_REQUESTS_PER_CLIENT,
+        clients_for,
+        curve_point,
+    )
     from planner.sim.bench import bench_metrics
     from planner.sim.workload import generate
 
@@ -259,17 +264,7 @@ def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
         trace = generate(job["workload"].model_copy(update={"requests": requests, "seed": 0}))
         m = bench_metrics(_run_unit(job, inst, layout, trace, clients), trace)
-        tpot = float(m["median_tpot_ms"])
-        points.append(
-            {
-                "max_concurrency": clients,
-                "output_tokens_per_s_per_gpu": float(m["output_throughput"]) / layout.gpus,
-                "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
-                "median_tpot_ms": tpot,
-                "median_ttft_ms": float(m["median_ttft_ms"]),
-                "request_throughput": float(m["request_throughput"]),
-            }
-        )
+        points.append(curve_point(clients, m, layout.gpus))
     return points
 
 
