@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -457,3 +458,18 @@ def test_a_model_no_node_holds_is_served_by_pipeline_stages_across_nodes() -> No
         assert c["gpus"] == c["replicas"] * c["tp"] * c["pp"]
         assert f"--pipeline-parallel-size {c['pp']}" in c["command"]
         assert c["curve"] and all(p["output_tokens_per_s_per_gpu"] > 0 for p in c["curve"])
+
+
+def test_a_multi_node_winner_saves_a_plan_drift_accepts_and_refuses_a_one_pod_manifest(
+    cli: Cli, tmp_path: Path
+) -> None:
+    args = ("fleet", "--preset", "llama-3.1-405b", "--rate", "2", "--tpot", "150", "--ttft",
+            "5000", "--gpus", "a100-sxm4-80gb", "--workers", "2")  # fmt: skip
+    lock = tmp_path / "plan.yaml"
+    r = cli(*args, "--save", str(lock), "--json")
+    assert r.code == 0, r.err
+    w = json.loads(r.out)["winner"]
+    assert w["pp"] > 1 and f"--pipeline-parallel-size {w['pp']}" in w["command"]
+    assert cli("drift", str(lock), "--against-args", w["command"]).code == 0
+    k8s = cli(*args, "--k8s", str(tmp_path / "deploy.yaml"), "--json")
+    assert k8s.code == 2 and json.loads(k8s.out)["field"] == "--k8s"

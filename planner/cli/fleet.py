@@ -234,6 +234,13 @@ def fleet(
                     "without it for each pool's line, or with --disagg off for an aggregated "
                     "winner",
                 )
+    if winner is not None and winner.get("pp", 1) > 1 and k8s is not None:
+        raise InputError(
+            "--k8s",
+            f"the winner spans {winner['pp']} nodes per replica (TP {winner['tp']} x PP "
+            f"{winner['pp']}), which needs a multi-node workload (a LeaderWorkerSet or a Ray "
+            "cluster) that is not written yet; --tp and --precision can pin a one-node layout",
+        )
     if winner is not None and save is not None:
         _save(save, report, preset, model, calibration, profile, reserved)
     if winner is not None and k8s is not None:
@@ -289,6 +296,7 @@ def _save(
     settings: dict[str, Any] = {
         "engine": w["engine"],
         "tp": w["tp"],
+        "pp": w.get("pp", 1),
         "context_tokens": flags.get("max_model_len", flags.get("context_length")),
         "max_num_seqs": w["max_num_seqs"],
     }
