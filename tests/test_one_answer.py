@@ -62,3 +62,21 @@ def test_printed_lines_paste_back_into_capacity(cli: Cli, engine: str) -> None:
         assert again.json()["flags"][engine] == line, (preset, gpu)
         checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize(("preset", "gpu"), PAIRS)
+def test_simulate_runs_the_pool_capacity_plans(cli: Cli, preset: str, gpu: str) -> None:
+    # the benchmark predictor launched with capacity's own line holds capacity's KV pool
+    capacity = cli("capacity", "--preset", preset, "--gpu", gpu, "--json").json()
+    engine = capacity["engine"]
+    seqs = engine["settings"]["max_num_seqs"]
+    context = engine["settings"]["max_model_len"]
+    sim = cli(
+        "simulate", "--preset", preset, "--gpu", gpu, "--max-num-seqs", str(seqs),
+        "--context", str(context), "--prompt-len", "512", "--output-len", "128",
+        "--concurrency", "4", "--requests", "8", "--json",
+    ).json()  # fmt: skip
+    deployment = sim["deployment"]
+    assert deployment["kv_cache_tokens"] == engine["kv_cache_tokens"]
+    assert deployment["max_num_seqs"] == seqs
+    assert f"--max-num-seqs {seqs}" in deployment["command"]
