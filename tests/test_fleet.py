@@ -38,39 +38,40 @@ def report(rate: float = 20.0, gpus: tuple[str, ...] = ("h100", "l40s"), **kw: A
 
 
 def test_every_winner_keeps_the_promise_on_its_own() -> None:
+    from planner.api.bench import _instance
     from planner.api.latency import sim_cost_from, step_model_from_curve
-    from planner.core.step_time import step_time_for
-    from planner.sim.engine import CostModel, SimConfig
+    from planner.sim.engine import CostModel
     from planner.sim.workload import Workload
-    from planner.sources.presets import find_gpu, load_model_preset
+    from planner.sources.models import resolve_model
 
+    spec = resolve_model("llama-3.1-8b", None)
     for rate in (5.0, 40.0):
         data = report(rate)
         w = data["winner"]
         assert w is not None
-        spec = load_model_preset("llama-3.1-8b")
-        weights = None
-        if w["precision"] == "fp8":
-            from planner.core.hf_config import quantized_weights_bytes
-
-            weights = quantized_weights_bytes(spec, "fp8")
-        curve = step_time_for(
-            spec, find_gpu(w["gpu"]), tp=w["tp"], weights_bytes=weights, weight_dtype=w["precision"]
-        )
         flags = w["flags"]
-        mean = 100  # only the linearisation point; the check below uses the candidate's own cost
-        del mean
-        cost = CostModel(**sim_cost_from(step_model_from_curve(curve, _mean_context(data))))
-        seqs = w["max_num_seqs"]
-        budget = max(int(flags["max_num_batched_tokens"]), seqs + 1)
-        cfg = SimConfig(
-            policy="chunked",
-            max_batch=seqs,
-            step_token_budget=budget,
-            chunk_tokens=max(1, min(512, budget - seqs)),
-            slo_ttft_ms=1000,
-            slo_tpot_ms=50,
+        mean = _mean_context(data)
+        # the winner's line as `planner simulate` runs it, at the fleet's linearised step costs
+        inst = _instance(
+            gpu=w["gpu"],
+            preset="llama-3.1-8b",
+            model=None,
+            revision=None,
+            values={
+                "tp": w["tp"],
+                "context_tokens": flags["max_model_len"],
+                "mean_tokens": mean,
+                "quantization": "fp8" if w["precision"] == "fp8" else None,
+            },
+            spec=spec,
+            longest=flags["max_model_len"],
+            ep=None,
+            calibration=None,
+            chunked_prefill=None,
+            seed=0,
         )
+        cost = CostModel(**sim_cost_from(step_model_from_curve(inst.curve, mean)))
+        cfg = inst.cfg.model_copy(update={"max_batch": w["max_num_seqs"]})
         workload = Workload.model_validate(data["workload"] | {"rate_per_s": rate})
         held = trial(workload, rate / w["replicas"], cost, cfg, Promise(**PROMISE))
         assert held.ok and held.goodput >= 0.99

@@ -407,6 +407,7 @@ def _run_jobs(
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, TP) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
+    from planner.api.bench import _instance
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.core.fleet import (
@@ -476,23 +477,49 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     if ep > 1:  # each GPU holds E / EP whole experts (bench._instance does the same)
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
     step = step_model_from_curve(curve, mean)
+    line_values = {
+        "engine": engine,
+        "version": job["engine_version"],
+        "tp": tp,
+        "pp": pp,
+        "context_tokens": context,
+        "mean_tokens": mean,
+        "max_num_seqs": plan.max_num_seqs,
+        "quantization": "fp8" if fp8 else None,
+        "dtype": settings.dtype,
+        "extra": extra,
+    }
+    # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
+    # batched-token budget, its KV pool and admission), on the step-time model itself
+    inst = _instance(
+        gpu=card.id,
+        preset=job["preset"],
+        model=job["model"],
+        revision=None,
+        values=line_values,
+        spec=spec,
+        longest=context,
+        ep=ep if ep > 1 else None,
+        calibration=None,
+        chunked_prefill=None,
+        seed=0,
+    )
+    # step costs linearised at the mean context (the search runs thousands of steps per
+    # trial); the curve below runs the step-time model itself
     cost = CostModel(**sim_cost_from(step))
-    batched = int(str(plan.flags.get("max_num_batched_tokens", 8192)))
+    longest = int(w.prompt_tokens.max + w.output_tokens.max)
     best = None
     cfg = None
     # max_num_seqs is searched too: the KV-bound value and lower caps, which can hold a
     # TPOT the full batch misses; the one sustaining the most wins.
     for share in SEQS_SHARES:
         seqs = max(1, round(plan.max_num_seqs * share))
-        budget = max(batched, seqs + 1)
-        trial_cfg = SimConfig(
-            policy="chunked",
-            max_batch=seqs,
-            step_token_budget=budget,
-            chunk_tokens=max(1, min(512, budget - seqs)),
-            slo_ttft_ms=promised.ttft_ms,
-            slo_tpot_ms=promised.tpot_ms,
-        )
+        trial_cfg = inst.cfg.model_copy(update={"max_batch": seqs})
+        if seqs * -(-longest // inst.block) <= (trial_cfg.kv_blocks or 0):
+            # the pool holds every running request at its longest: it never refuses or
+            # preempts one, and simulating without it gives the same run, faster
+            trial_cfg = trial_cfg.model_copy(update={"kv_blocks": None, "reserve": None})
+        budget = trial_cfg.step_token_budget
         guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
 
         failed: list[Any] = []
@@ -537,27 +564,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
-    curve_points = layout_curve(
-        spec=spec,
-        gpu=card.id,
-        preset=job["preset"],
-        model=job["model"],
-        values={
-            "engine": engine,
-            "version": job["engine_version"],
-            "tp": tp,
-            "pp": pp,
-            "context_tokens": context,
-            "mean_tokens": mean,
-            "max_num_seqs": plan.max_num_seqs,
-            "quantization": "fp8" if fp8 else None,
-            "dtype": settings.dtype,
-            "extra": extra,
-        },
-        workload=w,
-        longest=context,
-        ep=ep,
-    )
+    curve_points = layout_curve(inst=inst, workload=w, gpus=tp * pp)
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
     return (

@@ -25,38 +25,14 @@ def clients_for(cap: int) -> list[int]:
     return [*points, cap]
 
 
-def layout_curve(
-    *,
-    spec: Any,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    values: dict[str, Any],
-    workload: Any,
-    longest: int,
-    ep: int = 1,
-) -> list[dict[str, Any]]:
-    """One layout's points: for each client count, what the benchmark would print (an
-    estimate), per GPU and per user. `values`: the serve settings (tp, precision, context ...)."""
-    from planner.api.bench import _instance
+def layout_curve(*, inst: Any, workload: Any, gpus: int) -> list[dict[str, Any]]:
+    """One layout's points: for each client count, what the benchmark would print for the
+    engine instance `inst` (planner.api.bench.Instance) on `gpus` GPUs (an estimate), per GPU
+    and per user."""
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
     from planner.sim.workload import generate
 
-    inst = _instance(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=None,
-        values=values,
-        spec=spec,
-        longest=longest,
-        ep=ep if ep > 1 else None,
-        calibration=None,
-        chunked_prefill=None,
-        seed=0,
-    )
-    gpus = int(values.get("tp", 1)) * int(values.get("pp", 1))
     points = []
     for clients in clients_for(inst.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
