@@ -537,6 +537,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         decode_ms = cost.step_ms(seqs, 0) / seqs
         prefill_ms = (cost.step_ms(seqs, budget) - cost.step_ms(seqs, 0)) / budget
         ceiling = STABLE_UTILISATION * 1000.0 / (mean_output * decode_ms + mean_prompt * prefill_ms)
+        if best is not None and ceiling <= best.rate_per_s:
+            break  # a lower cap serves less still: it cannot beat the rate already found
         found = sustainable_rate(judge, min(guess, ceiling), ceiling=ceiling)
         if found is not None and (best is None or found.rate_per_s > best.rate_per_s):
             best, cfg = found, trial_cfg
