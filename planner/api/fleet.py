@@ -345,6 +345,19 @@ def _cheaper_wider(
     return min(wider, key=key) if wider else None
 
 
+def no_room(t1_ms: float, tpot_ms: float, layout: str, rate_per_s: float) -> str | None:
+    """Why a layout is not ranked when its single-sequence step t(1) sits within the step
+    model's TPOT error of the promise (it holds only if the model errs the kind way), or
+    None."""
+    if t1_ms * (1 + STEP_MODEL_TPOT_ERROR) <= tpot_ms:
+        return None
+    return (
+        f"TPOT {tpot_ms:g} ms leaves no room on one {layout}: t(1) = {t1_ms:.1f} ms is within "
+        f"the step model's {STEP_MODEL_TPOT_ERROR:.0%} error of it (it would sustain "
+        f"{rate_per_s:.2g} req/s per replica)"
+    )
+
+
 def layout_name(c: dict[str, Any]) -> str:
     """A candidate's layout in words: `h100-sxm5-80gb TP 4 EP fp8`, `mi300x 1P2D TP 4 fp8`."""
     ep = " EP" if c.get("ep", 1) > 1 else ""
@@ -554,15 +567,9 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             f"alone exceeds it: t(1) = {step.step_ms(1):.1f} ms)",
         }
     assert cfg is not None
-    t1 = step.step_ms(1)
-    if t1 * (1 + STEP_MODEL_TPOT_ERROR) > promised.tpot_ms:
-        return row | {
-            "fits": False,
-            "reason": f"TPOT {promised.tpot_ms:g} ms leaves no room on one "
-            f"{layout_name(row)}: t(1) = {t1:.1f} ms is within the step model's "
-            f"{STEP_MODEL_TPOT_ERROR:.0%} error of it (it would sustain "
-            f"{best.rate_per_s:.2g} req/s per replica)",
-        }
+    cramped = no_room(step.step_ms(1), promised.tpot_ms, layout_name(row), best.rate_per_s)
+    if cramped is not None:
+        return row | {"fits": False, "reason": cramped}
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)

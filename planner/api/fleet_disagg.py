@@ -109,6 +109,7 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
 
 def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
     """One xPyD unit planned, searched and costed (`inst`: its engine instance, if planned)."""
+    from planner.api.fleet import layout_name, no_room
     from planner.core.fleet import (
         STABLE_UTILISATION,
         costed,
@@ -159,6 +160,11 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
             "reason": f"no rate meets the promise on one {layout.label} unit",
             "starts": True,
         }
+    context = max(1, round(mean_prompt + mean_output / 2))
+    t1 = inst.curve.step_ms(1, context)
+    cramped = no_room(t1, promised.tpot_ms, layout_name(row), best.rate_per_s)
+    if cramped is not None:
+        return row | {"fits": False, "reason": cramped, "starts": True}
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     at_load = trial(w, rate / replicas, None, sizing, promised, runner=runner)
     commands = disagg_commands(job, inst, layout)
