@@ -173,3 +173,29 @@ def test_a_pool_line_pastes_back_into_capacity_and_drift_checks_its_role(
         assert bad.code == 2 and json.loads(bad.out)["field"] == flag
     wrong = cli("capacity", *base, "--disaggregation-mode", "both", "--json")
     assert wrong.code == 2 and json.loads(wrong.out)["field"] == "--disaggregation-mode"
+
+
+def test_a_pool_spreads_its_experts_when_asked(cli: Cli) -> None:
+    base = ("simulate", "--preset", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2",
+            "--disagg", "1P1D", "--prompt-len", "2000", "--output-len", "200",
+            "--concurrency", "16")  # fmt: skip
+    plain = cli(*base, "--json").json()
+    spread = cli(*base, "--decode-ep", "2", "--json").json()
+    pools = spread["deployment"]["disagg"]
+    assert pools["decode"]["ep"] == 2 and pools["prefill"]["ep"] == 1
+    # the decode pool's step changed (whole experts per GPU, the busiest rank waited for);
+    # the prefill pool did not, so the first token's path is the same work
+    assert spread["median_tpot_ms"] != pytest.approx(plain["median_tpot_ms"], rel=1e-6)
+    for args, flag in (
+        (("--decode-ep", "4"), "--decode-ep"),
+        (("--prefill-ep", "3"), "--prefill-ep"),
+    ):
+        r = cli(*base, *args)
+        assert r.code == 2 and flag in r.err
+    dense = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--tp", "2",
+                "--disagg", "1P1D", "--decode-ep", "2", "--prompt-len", "100",
+                "--output-len", "10")  # fmt: skip
+    assert dense.code == 2 and "--decode-ep" in dense.err
+    alone = cli("simulate", "--preset", "qwen3-30b-a3b", "--gpu", "h100", "--decode-ep", "2",
+                "--prompt-len", "100", "--output-len", "10")  # fmt: skip
+    assert alone.code == 2 and "need --disagg" in alone.err

@@ -241,7 +241,7 @@ def benchmark(
             load=load,
             spec=spec,
             workload_echo=workload_echo,
-            instance=lambda tp_size: instance(tp_size, None),
+            instance=instance,
         )
     inst = instance(tp, ep)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
@@ -604,17 +604,21 @@ def _disaggregated(
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import CurveCost
 
-    pre = instance(disagg.prefill_tp)
-    dec = instance(disagg.decode_tp)
+    for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
+        if ep > 1 and not spec.num_experts:
+            raise InputError(flag, f"{spec.name} has no experts to spread")
+    pre = instance(disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None)
+    dec = instance(disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
     metrics = bench_metrics(state, trace)
     gpus = disagg.gpus
 
-    def pool(inst: Any, count: int, tp_size: int) -> dict[str, Any]:
+    def pool(inst: Any, count: int, tp_size: int, ep: int) -> dict[str, Any]:
         p = inst.prediction
         return {
             "instances": count,
             "tp": tp_size,
+            "ep": ep,
             "max_num_seqs": inst.plan.max_num_seqs,
             "kv_cache_tokens": p.kv_cache_tokens,
             "command": inst.plan.command,
@@ -650,8 +654,8 @@ def _disaggregated(
             "kv_tiers": None,
             "disagg": {
                 "layout": disagg.label,
-                "prefill": pool(pre, disagg.prefill, disagg.prefill_tp),
-                "decode": pool(dec, disagg.decode, disagg.decode_tp),
+                "prefill": pool(pre, disagg.prefill, disagg.prefill_tp, disagg.prefill_ep),
+                "decode": pool(dec, disagg.decode, disagg.decode_tp, disagg.decode_ep),
                 "transfer": how
                 | {
                     "mean_bytes_per_request": float(trace.prompt_tokens.mean())

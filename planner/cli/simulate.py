@@ -185,6 +185,14 @@ def simulate(
     decode_tp: Annotated[
         int | None, typer.Option(help="TP of each decode instance [default: --tp].")
     ] = None,
+    prefill_ep: Annotated[
+        int | None,
+        typer.Option(help="Expert parallelism of each prefill instance: 1 or its TP [1]."),
+    ] = None,
+    decode_ep: Annotated[
+        int | None,
+        typer.Option(help="Expert parallelism of each decode instance: 1 or its TP [1]."),
+    ] = None,
     disagg_link: Annotated[
         str | None,
         typer.Option(
@@ -273,9 +281,26 @@ def simulate(
                 raise InputError(
                     "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
                 ) from exc
-        elif prefill_tp is not None or decode_tp is not None or disagg_link is not None:
+            for flag, pool_ep, pool_tp in (
+                ("--prefill-ep", prefill_ep, layout.prefill_tp),
+                ("--decode-ep", decode_ep, layout.decode_tp),
+            ):
+                if pool_ep is not None and pool_ep not in (1, pool_tp):
+                    raise InputError(
+                        flag,
+                        f"{pool_ep}: a pool's expert parallelism spans its TP ranks "
+                        f"(1 or {pool_tp})",
+                    )
+            layout = layout.model_copy(
+                update={"prefill_ep": prefill_ep or 1, "decode_ep": decode_ep or 1}
+            )
+        elif any(
+            v is not None for v in (prefill_tp, decode_tp, prefill_ep, decode_ep, disagg_link)
+        ):
             raise InputError(
-                "--prefill-tp", "--prefill-tp / --decode-tp / --disagg-link need --disagg"
+                "--prefill-tp",
+                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --disagg-link need "
+                "--disagg",
             )
         try:
             load = Load(

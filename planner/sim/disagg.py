@@ -39,6 +39,8 @@ class DisaggLayout(BaseModel):
     decode: int = Field(gt=0, le=1024)
     prefill_tp: int = Field(default=1, gt=0, le=64)
     decode_tp: int = Field(default=1, gt=0, le=64)
+    prefill_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
+    decode_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
 
     @property
     def gpus(self) -> int:
