@@ -523,17 +523,23 @@ def render(report: dict[str, Any]) -> None:
     if pools is not None:
         out.print(
             f"[bold]Deploy:[/] {w['replicas']} x {pools['layout']} of {w['gpu']} at TP {w['tp']} "
-            f"({w['gpus']} GPUs): per unit {pools['prefill_instances']} prefill and "
+            f"({_gpus(w['gpus'])}): per unit {pools['prefill_instances']} prefill and "
             f"{pools['decode_instances']} decode instances behind a router:",
         )
         for role in ("prefill", "decode", "router"):
             out.print(f"{role}: {pools[role + '_command']}", soft_wrap=True, markup=False)
     else:
-        out.print(f"[bold]Deploy:[/] {w['replicas']} x {layout_name(w)} ({w['gpus']} GPUs), each:")
+        deploy = f"{w['replicas']} x {layout_name(w)} ({_gpus(w['gpus'])})"
+        out.print(f"[bold]Deploy:[/] {deploy}, each:")
         out.print(w["command"], soft_wrap=True, markup=False)
     out.print(
         "estimates: step times from the step-time model, rates from the simulator", markup=False
     )
+
+
+def _gpus(n: int) -> str:
+    """`1 GPU`, `8 GPUs`."""
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 def _int_list(text: str, flag: str) -> list[int]:
