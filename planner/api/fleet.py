@@ -533,7 +533,10 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             # preempts one, and simulating without it gives the same run, faster
             trial_cfg = trial_cfg.model_copy(update={"kv_blocks": None, "reserve": None})
         budget = trial_cfg.step_token_budget
+        # half the full batch's throughput; a lower cap starts from the rate the last one held
         guess = seqs / (step.step_ms(seqs) / 1000.0) / max(mean_output, 1.0) / 2
+        if best is not None:
+            guess = best.rate_per_s
 
         failed: list[Any] = []
 
