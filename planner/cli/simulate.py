@@ -597,7 +597,7 @@ def render_bench(result: dict[str, Any]) -> None:
                 f"{user:>9,.1f}  {r['median_tpot_ms']:>7,.1f}  {r['median_ttft_ms']:>8,.0f}",
                 markup=False,
             )
-    out.print(f"estimate: {result['estimate']}", markup=False, soft_wrap=True)
+    out.print(f"estimate: {result['estimate']}", markup=False)
 
 
 def _load_text(result: dict[str, Any]) -> str:
