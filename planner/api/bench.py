@@ -245,13 +245,8 @@ def benchmark(
         )
     inst = instance(tp, ep)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
-    engine, block, budget, mixed, calibrated = (
-        inst.engine,
-        inst.block,
-        inst.budget,
-        inst.mixed,
-        inst.calibrated,
-    )
+    engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
+    block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
     weight_dtype, card = inst.weight_dtype, inst.card
 
     def tiered(base: Any, concurrency: int | None) -> tuple[Any, Any, dict[str, Any] | None]:
@@ -382,6 +377,14 @@ def engine_scheduler(
     )
 
 
+class WouldNotStart(PlannerError):
+    """The engine refuses the instance's settings; `reasons` says why, as the plan does."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__("the engine would not start: " + "; ".join(reasons))
+
+
 @dataclass(frozen=True)
 class Instance:
     """One engine instance of the deployment: its plan, step model and scheduler settings."""
@@ -391,11 +394,9 @@ class Instance:
     prediction: Any  # its EnginePrediction
     curve: Any  # planner.core.step_time.StepTime
     cost: Any  # planner.sim.engine.CurveCost
-    cfg: Any  # planner.sim.engine.SimConfig, without the load
+    cfg: Any  # planner.sim.engine.SimConfig, without the load (its block and scheduler)
     engine: str
-    block: int
     budget: int
-    mixed: bool
     calibrated: Any
     weight_dtype: str
     card: Any
@@ -414,9 +415,11 @@ def _instance(
     calibration: Any,
     chunked_prefill: bool | None,
     seed: int,
+    as_launched: bool = True,
 ) -> Instance:
-    """Plan one engine instance as launched (the engine's own running cap) and build its step
-    model and scheduler settings."""
+    """Plan one engine instance and build its step model and scheduler settings. As launched
+    (a benchmark's server) it runs the engine's own running cap unless `values` sets
+    max_num_seqs; otherwise the plan's advised max_num_seqs."""
     from planner.api.capacity import serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step_time import step_time_for
@@ -425,7 +428,6 @@ def _instance(
     from planner.units import dtype_bytes
 
     values = dict(values)
-    settings = values
     tp = int(values.get("tp", 1))
     pp = int(values.get("pp", 1))
 
@@ -441,13 +443,18 @@ def _instance(
         )
 
     plan, payload = replan()
-    if plan.fits and values.get("max_num_seqs") is None and plan.cap > plan.max_num_seqs:
+    if (
+        as_launched
+        and plan.fits
+        and values.get("max_num_seqs") is None
+        and plan.cap > plan.max_num_seqs
+    ):
         # A benchmark runs the server as launched: the engine's own running cap, with the KV
         # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
         values["max_num_seqs"] = plan.cap
         plan, payload = replan()
     if not plan.fits:
-        raise PlannerError("the engine would not start: " + "; ".join(plan.reasons))
+        raise WouldNotStart(list(plan.reasons))
     p = plan.prediction
     assert p is not None
     engine = plan.engine
@@ -460,7 +467,7 @@ def _instance(
     if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
         budget = longest
     weight_dtype = str(payload["model"]["weight_dtype"])
-    variant = settings.get("weight_dtype")
+    variant = values.get("weight_dtype")
     if variant is not None:
         weight_dtype = str(variant).lower()
     # the engines' auto KV dtype is the model's (fp32 models cache in fp16), fp8 is one byte
@@ -481,7 +488,7 @@ def _instance(
     )
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
-        # those), the same bytes per GPU as TP sharding
+        # those, and a step waits for the rank that drew the most: StepTime)
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
     calibrated = None
     if calibration is not None:
@@ -509,9 +516,7 @@ def _instance(
         cost=cost,
         cfg=cfg,
         engine=engine,
-        block=block,
         budget=budget,
-        mixed=mixed,
         calibrated=calibrated,
         weight_dtype=weight_dtype,
         card=card,
@@ -602,7 +607,6 @@ def _disaggregated(
     import numpy as np
 
     from planner.sim.bench import bench_metrics
-    from planner.sim.engine import CurveCost
 
     for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
         if ep > 1 and not spec.num_experts:
@@ -624,7 +628,6 @@ def _disaggregated(
             "command": inst.plan.command,
         }
 
-    assert isinstance(pre.cost, CurveCost)
     return {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -642,13 +645,13 @@ def _disaggregated(
             "tp": disagg.decode_tp,
             "pp": 1,
             "dp": 1,
-            "ep": 1,
+            "ep": disagg.decode_ep,
             "weight_dtype": pre.weight_dtype,
             "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
             "max_num_seqs": dec.plan.max_num_seqs,
             "max_num_batched_tokens": pre.budget,
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
-            "block_size": dec.block,
+            "block_size": dec.cfg.block_tokens,
             "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
             "command": dec.plan.command,
             "kv_tiers": None,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from planner.errors import InputError
+from planner.units import ceil_div
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
 DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
@@ -417,10 +417,59 @@ def _run_jobs(
     return [r for r in results if r is not None]
 
 
-def _candidate(job: dict[str, Any]) -> dict[str, Any]:
-    """One candidate (GPU, precision, TP) planned, searched and costed; picklable, so the
-    search runs candidates in a process pool."""
+def serve_values(job: dict[str, Any]) -> dict[str, Any]:
+    """The serve settings of a candidate's instance: engine and release, layout, the longest
+    request's context, weights, and the engine extras (a memory calibration measured on this
+    card and engine, other tenants' memory, expert parallelism)."""
+    spec, card, engine = job["spec"], job["card"], job["engine"]
+    fp8 = job["precision"] == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+    extra: dict[str, Any] = {}
+    cal = job["calibration"]
+    if cal is not None and cal.gpu == card.id and cal.engine == engine:
+        extra["calibration"] = cal
+    if job["reserved_bytes"]:
+        extra["reserved_bytes"] = job["reserved_bytes"]
+    if job["ep"]:
+        extra["enable_expert_parallel"] = True
+    return {
+        "engine": engine,
+        "version": job["engine_version"],
+        "tp": job["tp"],
+        "pp": job["pp"],
+        "context_tokens": job["context"],
+        "mean_tokens": job["mean"],
+        "quantization": "fp8" if fp8 else None,
+        "dtype": "auto" if card.supports_bf16 else "half",
+        "extra": extra,
+    }
+
+
+def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
+    """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
+    launched: the engine's running cap; else the plan's advised max_num_seqs)."""
     from planner.api.bench import _instance
+
+    return _instance(
+        gpu=job["card"].id,
+        preset=job["preset"],
+        model=job["model"],
+        revision=None,
+        values=serve_values(job),
+        spec=job["spec"],
+        longest=job["context"],
+        ep=job["tp"] if job["ep"] else None,
+        calibration=None,
+        chunked_prefill=None,
+        seed=0,
+        as_launched=as_launched,
+    )
+
+
+def _candidate(job: dict[str, Any]) -> dict[str, Any]:
+    """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
+    search runs candidates in a process pool."""
+    from planner.api.bench import WouldNotStart
+    from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.core.fleet import (
@@ -430,93 +479,32 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         sustainable_rate,
         trial,
     )
-    from planner.core.hf_config import quantized_weights_bytes
-    from planner.core.serve import ServeSettings, plan_serve
-    from planner.core.step_time import step_time_for
     from planner.sim.engine import CostModel, SimConfig
 
-    spec, card, tp, precision = job["spec"], job["card"], job["tp"], job["precision"]
-    engine, calibration, reserved_bytes = job["engine"], job["calibration"], job["reserved_bytes"]
-    context, mean, w, promised = job["context"], job["mean"], job["workload"], job["promise"]
-    rate, headroom = job["rate"], job["headroom"]
-    mean_prompt, mean_output = job["mean_prompt"], job["mean_output"]
-    prices = {card.id: job["price"]} if job["price"] is not None else {}
-    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
-    weights = quantized_weights_bytes(spec, "fp8") if fp8 else None
-    ep = tp if job["ep"] else 1
-    pp = job["pp"]
+    spec, card, tp, pp = job["spec"], job["card"], job["tp"], job["pp"]
+    w, promised, rate, mean = job["workload"], job["promise"], job["rate"], job["mean"]
+    mean_prompt, mean_output, headroom = job["mean_prompt"], job["mean_output"], job["headroom"]
+    values = serve_values(job)
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
-        "ep": ep,
+        "ep": tp if job["ep"] else 1,
         "pp": pp,
-        "precision": precision,
-        "engine": engine,
-        "price_per_gpu_hour": prices.get(card.id),
-    }
-    calibrated = (
-        calibration is not None and calibration.gpu == card.id and calibration.engine == engine
-    )
-    row["calibrated"] = calibrated
-    extra: dict[str, Any] = {"calibration": calibration} if calibrated else {}
-    if reserved_bytes:
-        extra["reserved_bytes"] = reserved_bytes
-    if ep > 1:
-        extra["enable_expert_parallel"] = True
-    settings = ServeSettings(
-        extra=extra,
-        engine=engine,
-        version=job["engine_version"],
-        tp=tp,
-        pp=pp,
-        context_tokens=context,
-        mean_tokens=mean,
-        quantization="fp8" if fp8 else None,
-        dtype="auto" if card.supports_bf16 else "half",
-    )
-    plan = plan_serve(spec, card, settings, weights, False if fp8 else None, False)
-    if not plan.fits or plan.prediction is None:
-        return row | {"fits": False, "reason": plan.reasons[0], "starts": False}
-    row["starts"] = True
-    curve = step_time_for(
-        spec,
-        card,
-        tp=tp,
-        weights_bytes=weights,
-        weight_dtype=precision,
-        engine=engine,
-        pp=pp,
-    )
-    if ep > 1:  # each GPU holds E / EP whole experts (bench._instance does the same)
-        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
-    step = step_model_from_curve(curve, mean)
-    line_values = {
-        "engine": engine,
-        "version": job["engine_version"],
-        "tp": tp,
-        "pp": pp,
-        "context_tokens": context,
-        "mean_tokens": mean,
-        "max_num_seqs": plan.max_num_seqs,
-        "quantization": "fp8" if fp8 else None,
-        "dtype": settings.dtype,
-        "extra": extra,
+        "precision": job["precision"],
+        "engine": job["engine"],
+        "price_per_gpu_hour": job["price"],
+        "calibrated": "calibration" in values["extra"],
     }
     # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
-    # batched-token budget, its KV pool and admission), on the step-time model itself
-    inst = _instance(
-        gpu=card.id,
-        preset=job["preset"],
-        model=job["model"],
-        revision=None,
-        values=line_values,
-        spec=spec,
-        longest=context,
-        ep=ep if ep > 1 else None,
-        calibration=None,
-        chunked_prefill=None,
-        seed=0,
-    )
+    # batched-token budget, its KV pool and admission) and step-time model, at the plan's
+    # advised max_num_seqs (what the KV cache holds at the mean length)
+    try:
+        inst = job_instance(job, as_launched=False)
+    except WouldNotStart as exc:
+        return row | {"fits": False, "reason": exc.reasons[0], "starts": False}
+    row["starts"] = True
+    plan = inst.plan
+    step = step_model_from_curve(inst.curve, mean)
     # step costs linearised at the mean context (the search runs thousands of steps per
     # trial); the curve below runs the step-time model itself
     cost = CostModel(**sim_cost_from(step))
@@ -528,7 +516,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     for share in SEQS_SHARES:
         seqs = max(1, round(plan.max_num_seqs * share))
         trial_cfg = inst.cfg.model_copy(update={"max_batch": seqs})
-        if seqs * -(-longest // inst.block) <= (trial_cfg.kv_blocks or 0):
+        if seqs * ceil_div(longest, trial_cfg.block_tokens) <= (trial_cfg.kv_blocks or 0):
             # the pool holds every running request at its longest: it never refuses or
             # preempts one, and simulating without it gives the same run, faster
             trial_cfg = trial_cfg.model_copy(update={"kv_blocks": None, "reserve": None})
@@ -579,6 +567,19 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     curve_points = layout_curve(inst=inst, workload=w, gpus=tp * pp)
     at_load = trial(w, rate / replicas, cost, cfg, promised)
     seqs = cfg.max_batch
+    line = plan
+    if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
+        line, _ = serve_report(
+            gpu=card.id,
+            preset=job["preset"],
+            model=job["model"],
+            revision=None,
+            gpu_memory_gib=None,
+            settings=values | {"max_num_seqs": seqs},
+            spec=spec,
+        )
+        if not line.fits:
+            return row | {"fits": False, "reason": line.reasons[0]}
     return (
         row
         | costed(
@@ -586,22 +587,16 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             at_load=at_load,
             replicas=replicas,
             gpus_per_replica=tp * pp,
-            price_per_gpu_hour=prices.get(card.id),
+            price_per_gpu_hour=job["price"],
             rate=rate,
             mean_prompt=mean_prompt,
             mean_output=mean_output,
         )
         | {
             "max_num_seqs": seqs,
-            "engine_version": plan.prediction.version,
-            "command": plan.command.replace(
-                f"--max-num-seqs {plan.max_num_seqs} ", f"--max-num-seqs {seqs} "
-            ).replace(
-                f"--max-running-requests {plan.max_num_seqs} ",
-                f"--max-running-requests {seqs} ",
-            ),
-            "flags": plan.flags
-            | {"max_num_seqs" if engine == "vllm" else "max_running_requests": seqs},
+            "engine_version": line.prediction.version,
+            "command": line.command,
+            "flags": line.flags,
             "curve": curve_points,
         }
     )

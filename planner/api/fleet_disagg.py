@@ -62,6 +62,7 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any) -> dict[str, st
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
     instance both sending and receiving), and the router in front of them."""
     from planner.api.capacity import serve_report
+    from planner.api.fleet import serve_values
     from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
 
     def line(role: Literal["prefill", "decode"]) -> str:
@@ -70,7 +71,7 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any) -> dict[str, st
         else:
             connector = json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":"))
             flags = DisaggRole(kv_transfer_config=connector)
-        values = _unit_values(job) | {"max_num_seqs": inst.plan.max_num_seqs, "disagg": flags}
+        values = serve_values(job) | {"max_num_seqs": inst.plan.max_num_seqs, "disagg": flags}
         plan, _ = serve_report(
             gpu=job["card"].id,
             preset=job["preset"],
@@ -96,20 +97,20 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
     """The units of one GPU, precision and TP: the ratios nearest the workload's balance, each
     searched and costed (`rows`, with the job that made each in `jobs`); picklable for the
     process pool."""
-    from planner.errors import PlannerError
+    from planner.api.bench import WouldNotStart
 
     try:
         inst = _unit_instance(job)
-    except PlannerError:
+    except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
     balance = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])
     jobs = [job | {"ratio": ratio} for ratio in ratios_for(*balance)]
     return {"rows": [disagg_candidate(j, inst) for j in jobs], "jobs": jobs}
 
 
-def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
-    """One xPyD unit planned, searched and costed (`inst`: its engine instance, if planned)."""
-    from planner.api.fleet import layout_name, no_room
+def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
+    """One xPyD unit searched and costed (`inst`: the engine instance of both pools)."""
+    from planner.api.fleet import layout_name, no_room, serve_values
     from planner.core.fleet import (
         STABLE_UTILISATION,
         costed,
@@ -117,7 +118,6 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
         sustainable_rate,
         trial,
     )
-    from planner.errors import PlannerError
     from planner.sim.workload import Trace
 
     card, tp, precision = job["card"], job["tp"], job["precision"]
@@ -134,12 +134,8 @@ def disagg_candidate(job: dict[str, Any], inst: Any = None) -> dict[str, Any]:
         "engine": job["engine"],
         "disagg": layout.label,
         "price_per_gpu_hour": job["price"],
-        "calibrated": False,
+        "calibrated": "calibration" in serve_values(job)["extra"],
     }
-    try:
-        inst = inst or _unit_instance(job)
-    except PlannerError as exc:
-        return row | {"fits": False, "reason": str(exc)}
 
     def runner(trace: Trace) -> Any:
         return _run_unit(job, inst, layout, trace, None)
@@ -206,39 +202,12 @@ def _layout(job: dict[str, Any]) -> Any:
     return DisaggLayout(prefill=p, decode=d, prefill_tp=job["tp"], decode_tp=job["tp"])
 
 
-def _unit_values(job: dict[str, Any]) -> dict[str, Any]:
-    """The serve settings of the unit's instances (both pools: one TP)."""
-    spec, card, precision = job["spec"], job["card"], job["precision"]
-    fp8 = precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
-    return {
-        "engine": job["engine"],
-        "version": job["engine_version"],
-        "tp": job["tp"],
-        "context_tokens": job["context"],
-        "mean_tokens": job["mean"],
-        "quantization": "fp8" if fp8 else None,
-        "dtype": "auto" if card.supports_bf16 else "half",
-        "extra": {"reserved_bytes": job["reserved_bytes"]} if job["reserved_bytes"] else {},
-    }
-
-
 def _unit_instance(job: dict[str, Any]) -> Any:
-    """The engine instance both pools run (one TP), planned as `planner simulate` plans it."""
-    from planner.api.bench import _instance
+    """The engine instance both pools run (one TP), as launched: planned as `planner
+    simulate --disagg` plans it."""
+    from planner.api.fleet import job_instance
 
-    return _instance(
-        gpu=job["card"].id,
-        preset=job["preset"],
-        model=job["model"],
-        revision=None,
-        values=_unit_values(job),
-        spec=job["spec"],
-        longest=job["context"],
-        ep=None,
-        calibration=None,
-        chunked_prefill=None,
-        seed=0,
-    )
+    return job_instance(job, as_launched=True)
 
 
 def _run_unit(job: dict[str, Any], inst: Any, layout: Any, trace: Any, clients: int | None) -> Any:

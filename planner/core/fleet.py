@@ -75,7 +75,6 @@ class Trial(BaseModel):
     tpot_ms: float
     goodput: float
     slow_tpot_share: float = Field(description="share of requests over the TPOT budget")
-    tok_s: float
 
 
 def _rank(n: int, percentile: float) -> int:
@@ -132,7 +131,7 @@ def trial(
     total = (requests - 2 * edge) * seeds
     allowed_over = total - _rank(total, promise.percentile)  # past the bound, per budget
     allowed_bad = math.floor((1.0 - promise.goodput) * total + 1e-9)
-    ttfts, tpots, multis, made_s, tokens = [], [], [], 0.0, 0
+    ttfts, tpots, multis = [], [], []
     for k in range(seeds):
         trace = generate(
             workload.model_copy(
@@ -152,8 +151,6 @@ def trial(
         tpot[multi] = (finish[multi] - first[multi]) / (out[multi] - 1)
         tpots.append(tpot)
         multis.append(multi)
-        made_s += (float(np.nanmax(run.finish_ms)) - float(run.arrival_ms.min())) / 1000.0
-        tokens += int(trace.output_tokens.sum())
         late = sum(int((t > promise.ttft_ms).sum()) for t in ttfts)
         slow = sum(int((t > promise.tpot_ms).sum()) for t in tpots)
         bad = sum(
@@ -179,7 +176,6 @@ def trial(
         tpot_ms=tpot_at,
         goodput=goodput,
         slow_tpot_share=slow / ttft_all.size,
-        tok_s=tokens / made_s if made_s > 0 else 0.0,
     )
 
 
@@ -190,7 +186,7 @@ def sustainable_rate(
     ceiling: float = math.inf,
 ) -> Trial | None:
     """The highest rate whose trial holds the promise (None: not even `floor` req/s). A rate
-    above `ceiling` (what the replica could emit at its full batch, by Little's law) fails
+    above `ceiling` (the most the replica can serve, at a stable utilisation) fails
     unsimulated: a finite trial of an overloaded replica can drain before its queue shows."""
 
     def bounded(rate: float) -> Trial:
@@ -199,7 +195,7 @@ def sustainable_rate(
         inf = math.inf
         return Trial(
             rate_per_s=rate, ok=False, ttft_ms=inf, tpot_ms=0.0, goodput=0.0,
-            slow_tpot_share=0.0, tok_s=0.0,
+            slow_tpot_share=0.0,
         )  # fmt: skip
 
     low: Trial | None = None

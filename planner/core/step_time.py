@@ -224,9 +224,9 @@ class StepTime(BaseModel):
         layers see every token once (memory- or compute-bound, whichever is longer); attention
         is its own kernel and adds; then kernels, all-reduce and the engine's overhead."""
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
-            decode_seqs = -(-decode_seqs // self.pp)
-            decode_kv_bytes = -(-decode_kv_bytes // self.pp)
-            prefill_tokens = -(-prefill_tokens // self.pp)
+            decode_seqs = ceil_div(decode_seqs, self.pp)
+            decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
+            prefill_tokens = ceil_div(prefill_tokens, self.pp)
             prefill_pairs = prefill_pairs / self.pp
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
@@ -246,7 +246,7 @@ class StepTime(BaseModel):
         """Every term of one decode step of `batch` sequences at `context` tokens (under
         pipeline parallelism the terms are one stage's for one micro-batch of batch / pp; the
         step is the token's whole trip through the stages)."""
-        micro = -(-batch // self.pp)
+        micro = ceil_div(batch, self.pp)
         experts = self.experts_read(micro)
         weights, weights_ms, compute_ms = self.gemm(micro)
         kv = micro * self.kv_bytes(context)

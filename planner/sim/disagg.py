@@ -76,10 +76,10 @@ class DecodeOnlyCost(CurveCost):
         return super().step_ms(max(1, decode_seqs), decode_tokens, 0, 0.0)
 
 
-def _split(n: int, ways: int, offset: int = 0) -> list[NDArray[np.int64]]:
-    """Round-robin: request i goes to instance (i + offset) % ways."""
+def _split(n: int, ways: int) -> list[NDArray[np.int64]]:
+    """Round-robin: request i goes to instance i % ways."""
     ids = np.arange(n)
-    return [ids[(ids + offset) % ways == k] for k in range(ways)]
+    return [ids[ids % ways == k] for k in range(ways)]
 
 
 def run(
@@ -158,7 +158,6 @@ def _once(
     first_prefill = np.full(n, np.nan)
     pre_cfg = prefill_cfg.model_copy(update={"concurrency": None})
     preemptions = 0
-    prefill_busy_ms = 0.0
     for ids in _split(n, layout.prefill):
         if ids.size == 0:  # fewer requests than instances: this one idles
             continue
@@ -172,7 +171,6 @@ def _once(
         got = execute(sub, prefill_cost, pre_cfg)
         first_prefill[ids] = got.first_ms
         preemptions += got.preemptions
-        prefill_busy_ms = max(prefill_busy_ms, got.busy_ms)
     landing = first_prefill + transfer_ms
     first = np.full(n, np.nan)
     finish = np.full(n, np.nan)
