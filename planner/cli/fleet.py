@@ -496,12 +496,7 @@ def render(report: dict[str, Any]) -> None:
         )
         top = max(q["output_tokens_per_s_per_gpu"] for q in front) or 1.0
 
-        def label(q: dict[str, Any]) -> str:
-            ep = ("EP" if q["ep"] > 1 else "") + (f"PP{q['pp']}" if q.get("pp", 1) > 1 else "")
-            pools = f" {q['disagg']}" if q.get("disagg") else ""
-            return f"{q['gpu']}{pools} TP{q['tp']}{ep} {q['precision']} x{q['max_concurrency']}"
-
-        labels = [label(q) for q in front]
+        labels = [f"{layout_name(q)} x{q['max_concurrency']}" for q in front]
         width = max(len(t) for t in labels)
         # the bar takes what the console leaves beside the text
         bar_width = min(MAX_BAR, out.width - PARETO_FIGURES_WIDTH - width - 2)
