@@ -528,7 +528,9 @@ def render(report: dict[str, Any]) -> None:
         out.print(f"[bold]Deploy:[/] {deploy}, each:")
         out.print(w["command"], soft_wrap=True, markup=False)
     out.print(
-        "estimates: step times from the step-time model, rates from the simulator", markup=False
+        "estimates: step times from the step-time model; rates, curves and the front from "
+        "the simulator",
+        markup=False,
     )
 
 
