@@ -9,7 +9,9 @@ and how well the predictions rank GPU types: Kendall's tau over every pair of GP
 measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
 length: the lengths the run produced, a workload fact, not a performance figure.
-Rows that cannot be posed are counted with their one-line reason.
+vLLM V0 rows with --num-scheduler-steps are posed with multi-step scheduling (at the newest V0
+release where the row names none: the flag exists only there); with chunked prefill as well they
+are refused. Rows that cannot be posed are counted with their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -50,6 +52,10 @@ CHECKPOINTS = {
     "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Llama-3.1-405B", "fp8"),
     "meta-llama/Llama-2-70b-chat-hf": ("meta-llama/Llama-2-70b-hf", None),
 }
+
+
+# The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
+V0_NEWEST = "0.7.3"
 
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
@@ -121,16 +127,19 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
     settings: dict[str, Any] = {"engine": family, "tp": tp}
     config = row.get("engine_config") or {}
-    if int(config.get("num_scheduler_steps") or 1) > 1:
-        return {}, "vLLM multi-step scheduling not modelled"
     for key in ("max_num_seqs", "max_num_batched_tokens"):
-        if config.get(key):
+        if str(config.get(key) or "").isdigit():  # "default": the engine's own
             settings[key] = int(config[key])
     chunked = None
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"
+    steps = int(config.get("num_scheduler_steps") or 1)
     if version:
         settings["version"] = version.group(0)
+    elif steps > 1:
+        # --num-scheduler-steps exists only in vLLM V0 (0.6.0-0.7.x): the newest V0 release
+        settings["version"] = V0_NEWEST
+
     if weights:
         settings["weight_dtype"] = weights
     if kv:
@@ -145,6 +154,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
         "chunked_prefill": chunked,
+        "scheduler_steps": steps,
         "disagg": layout,
     }, None
 

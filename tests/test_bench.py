@@ -159,6 +159,74 @@ def test_unmixed_prefill_steps_make_decodes_wait() -> None:
     assert waited == pytest.approx(np.full(4, 4 * 5.0), abs=1.0)
 
 
+def test_multi_step_pays_the_overhead_once_per_round() -> None:
+    """vLLM V0's --num-scheduler-steps n: one scheduling pass runs n decode steps, so each
+    decode step carries 1/n of the engine's per-step overhead (a = 5, b = 0.1 per sequence,
+    overhead 3 ms: TPOT at one sequence is 5.1 + 3 / n), while an unmixed prefill step is a
+    round of its own and pays it whole."""
+    import numpy as np
+
+    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.workload import Trace
+
+    trace = Trace(np.array([0.0]), np.array([100]), np.array([101]), np.zeros(1, dtype=np.int64))
+    cost = CostModel(a_ms=5.0, b_ms=0.1, prefill_ms_per_token=0.01, overhead_ms=3.0)
+    for steps in (1, 4, 10):
+        cfg = SimConfig(policy="chunked", mixed=False, scheduler_steps=steps)
+        run = execute(trace, cost, cfg)
+        assert run.first_ms[0] == pytest.approx(3.0 + 5.0 + 100 * 0.01)  # a full-cost prefill
+        tpot = (run.finish_ms[0] - run.first_ms[0]) / 100
+        assert tpot == pytest.approx(5.1 + 3.0 / steps)
+
+
+def test_multi_step_admits_only_between_rounds() -> None:
+    """A request arriving in the middle of a multi-step round waits for the round's end
+    before its prefill (the scheduler runs once per round): with rounds of 8 decode steps of
+    5.1 ms, one arriving half a step into the first round waits 7.5 steps more than under
+    single-step scheduling."""
+    import numpy as np
+
+    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.workload import Trace
+
+    prefill_ms = 5.0 + 100 * 0.01
+    arrival_ms = prefill_ms + 0.5 * 5.1
+    trace = Trace(
+        np.array([0.0, arrival_ms / 1000]),
+        np.array([100, 100]),
+        np.array([200, 200]),
+        np.zeros(2, dtype=np.int64),
+    )
+    cost = CostModel(a_ms=5.0, b_ms=0.1, prefill_ms_per_token=0.01, overhead_ms=0.0)
+    admitted = {}
+    for steps in (1, 8):
+        run = execute(trace, cost, SimConfig(policy="chunked", mixed=False, scheduler_steps=steps))
+        admitted[steps] = run.first_ms[1] - prefill_ms  # when its prefill step began
+    assert admitted[1] == pytest.approx(prefill_ms + 1 * 5.1)
+    assert admitted[8] == pytest.approx(prefill_ms + 8 * 5.1)
+
+
+def test_multi_step_raises_v0_throughput_under_load() -> None:
+    """Posed as a user would (vLLM 0.6.3, prefill-only steps, a saturating Poisson load),
+    multi-step scheduling never lowers throughput and lowers TPOT: fewer prefill steps stall
+    the decodes and the per-step overhead is paid once per round."""
+    common: dict[str, Any] = {
+        "gpu": "h100",
+        "preset": "llama-3.1-8b",
+        "model": None,
+        "settings": {"version": "0.6.3"},
+        "load": Load(rate_per_s=40.0, requests=400),
+        "lengths": Lengths(workload="sharegpt"),
+        "chunked_prefill": False,
+    }
+    one = benchmark(**common)
+    eight = benchmark(**common, scheduler_steps=8)
+    assert eight["deployment"]["num_scheduler_steps"] == 8
+    assert "--num-scheduler-steps 8" in eight["deployment"]["scheduler"]
+    assert eight["median_tpot_ms"] < one["median_tpot_ms"]
+    assert eight["output_throughput"] >= one["output_throughput"] * 0.99
+
+
 def test_sharegpt_preset_means_match_the_published_totals() -> None:
     got = benchmark(
         gpu="h100",
@@ -200,6 +268,57 @@ def test_len_range_draws_between_f_l_and_l() -> None:
         (["--prompt-len", "10", "--output-len", "10", "--ep", "3"], "--ep"),
         (["--prompt-len", "10", "--output-len", "10", "--sweep", "max_batch=4"], "--sweep"),
         (["--prompt-len", "10", "--output-len", "10", "--len-range", "2"], "--len-range"),
+        # multi-step scheduling is vLLM V0's (0.6.0-0.7.x), not V1's or SGLang's
+        (
+            ["--prompt-len", "10", "--output-len", "10", "--num-scheduler-steps", "8"],
+            "V1 engine",
+        ),
+        (
+            [
+                "--prompt-len",
+                "10",
+                "--output-len",
+                "10",
+                *["--engine", "sglang", "--num-scheduler-steps", "8"],
+            ],
+            "sglang has none",
+        ),
+        (
+            [
+                "--prompt-len",
+                "10",
+                "--output-len",
+                "10",
+                *["--engine-version", "0.5.4", "--num-scheduler-steps", "8"],
+            ],
+            "predates",
+        ),
+        (
+            [
+                "--prompt-len",
+                "10",
+                "--output-len",
+                "10",
+                *["--engine-version", "0.6.3", "--num-scheduler-steps", "0"],
+            ],
+            "--num-scheduler-steps",
+        ),
+        (
+            [
+                "--prompt-len",
+                "10",
+                "--output-len",
+                "10",
+                *[
+                    "--engine-version",
+                    "0.6.3",
+                    "--num-scheduler-steps",
+                    "8",
+                    "--enable-chunked-prefill",
+                ],
+            ],
+            "not modelled",
+        ),
     ],
 )
 def test_bad_deployment_input_exits_2(cli: Cli, args: list[str], text: str) -> None:

@@ -39,6 +39,9 @@ SGLANG_CLIP_MAX_NEW_TOKENS = 4096
 # vLLM's V1 engine (the default from 0.8.0) mixes prefill chunks into decode steps; V0 ran
 # prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py, 0.6.x).
 VLLM_V1_SINCE = (0, 8, 0)
+# V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
+# "multi-step scheduling"; vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement").
+VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 
 
 class Load(BaseModel):
@@ -146,6 +149,7 @@ def benchmark(
     lengths: Lengths,
     sweep: list[int] | None = None,
     chunked_prefill: bool | None = None,
+    scheduler_steps: int = 1,
     calibration: Any = None,
     prefix: Any = None,
     disagg: Any = None,
@@ -154,7 +158,8 @@ def benchmark(
     """What the benchmark would print for this deployment under this load (an estimate).
 
     `chunked_prefill`: vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode
-    steps, as V1 always does); None: the release's default. `prefix`: a PrefixShare, served
+    steps, as V1 always does); None: the release's default. `scheduler_steps`: vLLM V0's
+    --num-scheduler-steps (multi-step scheduling). `prefix`: a PrefixShare, served
     from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled."""
     import numpy as np
 
@@ -183,6 +188,7 @@ def benchmark(
             ("--sweep", bool(sweep)),
             ("--prefix-share", prefix is not None),
             ("--calibration", calibration is not None),
+            ("--num-scheduler-steps", scheduler_steps != 1),
         ):
             if given:
                 raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
@@ -226,6 +232,7 @@ def benchmark(
             ep=ep_size,
             calibration=calibration,
             chunked_prefill=chunked_prefill,
+            scheduler_steps=scheduler_steps,
             seed=load.seed,
         )
 
@@ -329,9 +336,18 @@ def benchmark(
             "max_num_batched_tokens": budget,
             "kv_cache_tokens": p.kv_cache_tokens,
             "block_size": block,
-            "scheduler": "prefill chunks mixed into decode steps"
-            if mixed
-            else "prefill-only steps (decode waits)",
+            "scheduler": (
+                "prefill chunks mixed into decode steps"
+                if mixed
+                else "prefill-only steps (decode waits)"
+            )
+            + (
+                f"; multi-step: {scheduler_steps} decode steps per scheduling round "
+                f"(--num-scheduler-steps {scheduler_steps})"
+                if scheduler_steps > 1
+                else ""
+            ),
+            "num_scheduler_steps": scheduler_steps,
             "command": plan.command,
             "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
         },
@@ -377,6 +393,29 @@ def engine_scheduler(
     )
 
 
+def check_scheduler_steps(steps: int, engine: str, version: tuple[int, int, int]) -> None:
+    """Refuse --num-scheduler-steps where the engine has no multi-step scheduling: it is vLLM
+    V0's, from 0.6.0 (vLLM v0.6.0 release notes) until V1 became the default in 0.8.0."""
+    from planner.sim.engine import MAX_MULTI_STEP
+
+    if steps == 1:
+        return
+    flag = "--num-scheduler-steps"
+    if not 1 <= steps <= MAX_MULTI_STEP:
+        raise InputError(flag, f"must be in [1, {MAX_MULTI_STEP}] (got {steps})")
+    if engine != "vllm":
+        raise InputError(flag, f"multi-step scheduling is vLLM V0's; {engine} has none")
+    shown = ".".join(map(str, version))
+    if version < VLLM_MULTI_STEP_SINCE:
+        raise InputError(flag, f"vLLM {shown} predates multi-step scheduling (0.6.0)")
+    if version >= VLLM_V1_SINCE:
+        raise InputError(
+            flag,
+            f"vLLM {shown} runs the V1 engine, which has no multi-step scheduling "
+            "(V0 releases 0.6.0-0.7.x: --engine-version)",
+        )
+
+
 class WouldNotStart(PlannerError):
     """The engine refuses the instance's settings; `reasons` says why, as the plan does."""
 
@@ -415,6 +454,7 @@ def _instance(
     calibration: Any,
     chunked_prefill: bool | None,
     seed: int,
+    scheduler_steps: int = 1,
     as_launched: bool = True,
 ) -> Instance:
     """Plan one engine instance and build its step model and scheduler settings. As launched
@@ -494,7 +534,14 @@ def _instance(
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
+    check_scheduler_steps(scheduler_steps, engine, version)
     mixed, reserve = engine_scheduler(engine, version, chunked_prefill)
+    if scheduler_steps > 1 and mixed:
+        raise InputError(
+            "--num-scheduler-steps",
+            "multi-step scheduling with chunked prefill (vLLM 0.6's multi-step chunked "
+            "prefill) is not modelled; pose it with --no-enable-chunked-prefill",
+        )
     cost = CurveCost(curve, f"step-time model: {curve.label}")
 
     cfg = SimConfig(
@@ -507,6 +554,7 @@ def _instance(
         mixed=mixed,
         reserve=reserve,
         seed=seed,
+        scheduler_steps=scheduler_steps,
     )
     return Instance(
         plan=plan,

@@ -150,6 +150,14 @@ def simulate(
         int | None,
         typer.Option("--context", "--max-model-len", help="Server max model length, tokens."),
     ] = None,
+    num_scheduler_steps: Annotated[
+        int | None,
+        typer.Option(help="vLLM V0 (0.6-0.7) multi-step scheduling: decode steps per round."),
+    ] = None,
+    enable_chunked_prefill: Annotated[
+        bool | None,
+        typer.Option(help="vLLM V0: mix prefill chunks into decode steps [release default]."),
+    ] = None,
     calibration: Annotated[
         str | None,
         typer.Option(help="A profile from `planner calibrate --bench` (step-time terms)."),
@@ -344,6 +352,8 @@ def simulate(
             load=load,
             lengths=lengths,
             sweep=points,
+            chunked_prefill=enable_chunked_prefill,
+            scheduler_steps=1 if num_scheduler_steps is None else num_scheduler_steps,
             prefix=shared,
             disagg=layout,
             disagg_link=disagg_link,
@@ -369,6 +379,8 @@ def simulate(
         ("--enable-hierarchical-cache", enable_hierarchical_cache or None),
         ("--hicache-ratio", hicache_ratio),
         ("--hicache-size", hicache_size),
+        ("--num-scheduler-steps", num_scheduler_steps),
+        ("--enable-chunked-prefill", enable_chunked_prefill),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
@@ -559,6 +571,11 @@ def render_bench(result: dict[str, Any]) -> None:
         f"weights {d['weight_dtype']}, KV {d['kv_cache_dtype']}",
         f"max_num_seqs {d['max_num_seqs']:,}, {d['max_num_batched_tokens']:,} tokens/step, "
         f"KV {d['kv_cache_tokens']:,} tokens",
+        *(
+            [f"multi-step: {d['num_scheduler_steps']} decode steps per round"]
+            if d.get("num_scheduler_steps", 1) > 1
+            else []
+        ),
         f"load: {_load_text(result)}",
         f"lengths: {result['workload'].get('description', result['workload'])}",
     ]

@@ -44,6 +44,9 @@ MAX_SIM_COUNT = 2**31
 RESERVE_RECHECK_STEPS = 8
 # Speculative k beyond 64 drafted tokens is not a configuration any engine accepts.
 MAX_SPEC_K = 64
+# vLLM V0 multi-step rounds: the engine's own docs and benchmarks use 8-16 steps; 256 bounds
+# the setting far above any published use.
+MAX_MULTI_STEP = 256
 
 
 class CostModel(BaseModel):
@@ -156,6 +159,14 @@ class SimConfig(BaseModel):
         description="prefill chunks share a step with the decode tokens (vLLM); False: a step "
         "that prefills decodes nothing (SGLang without --enable-mixed-chunk)",
     )
+    scheduler_steps: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_MULTI_STEP,
+        description="vLLM V0's --num-scheduler-steps: one scheduling pass runs this many "
+        "decode steps; requests join and prefill only between rounds, and the engine's "
+        "per-step overhead is paid once per round",
+    )
 
 
 class Percentiles(BaseModel):
@@ -249,6 +260,10 @@ def check(trace: Trace, cfg: SimConfig) -> None:
                 f"{cfg.max_batch} decode tokens do not fit --step-token-budget "
                 f"{cfg.step_token_budget} (decode runs first)",
             )
+    if cfg.scheduler_steps > 1 and cfg.spec_alpha is not None:
+        raise InputError(
+            "--num-scheduler-steps", "multi-step scheduling does not run speculative decoding"
+        )
     if cfg.kv_blocks is not None:
         need = int(np.max(_blocks(trace.prompt_tokens + trace.output_tokens, cfg.block_tokens)))
         shared = int(_blocks(int(trace.cached_prefix_tokens.max(initial=0)), cfg.block_tokens))
@@ -382,6 +397,12 @@ def _iteration_level(
         overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
         prefill_ms = cost.prefill_ms_per_token
     mixed = cfg.mixed
+    # vLLM V0 multi-step: a round of `multi` steps is scheduled at once (admission and prefill
+    # only at its start), and its overhead is paid once: each step saves (1 - 1/multi) of it.
+    multi = cfg.scheduler_steps
+    step_overhead_ms = curve.curve.overhead_ms if curve is not None else overhead_ms
+    round_saving_ms = step_overhead_ms * (1.0 - 1.0 / multi)
+    round_left = 0  # steps left in the current multi-step round
     preempted_last = False  # the last step preempted: it admits nothing new
     reserve = cfg.reserve
     reserve_ratio = reserve.init_ratio if reserve is not None else 0.0
@@ -531,6 +552,8 @@ def _iteration_level(
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
             nxt += 1
+        if round_left and len(running) == len(pending):
+            round_left = 0  # nothing left decoding: the round ends early
         if not running and not waiting:
             run.idle_ms += arrival[nxt] - t
             t = arrival[nxt]
@@ -539,7 +562,7 @@ def _iteration_level(
         # vLLM's scheduler admits no waiting request in a step that preempted one (v1
         # core/sched/scheduler.py: waiting requests are scheduled only `if not preempted_reqs`),
         # so a full pool does not thrash admitting and evicting the same requests.
-        if waiting and len(running) < max_batch and not preempted_last:
+        if waiting and len(running) < max_batch and not preempted_last and not round_left:
             in_use = held_running() if pool is not None and running else 0
             if reserve is not None and pool is not None:
                 # SGLang-style admission: room is kept for the running requests' remaining
@@ -568,7 +591,9 @@ def _iteration_level(
 
         n_decoding = len(running) - len(pending)
         take: dict[int, int] = {}
-        if not chunked:
+        if round_left:
+            pass  # inside a multi-step round: the running set decodes, nothing prefills
+        elif not chunked:
             take = {i: target[i] - prefilled[i] for i in pending}
         else:
             # Unmixed (SGLang): a step with prefill work runs only prefill, up to the budget.
@@ -590,6 +615,11 @@ def _iteration_level(
             pairs = sum(g * prefilled[i] + g * (g + 1) / 2 for i, g in take.items())
             decode_tokens = decode_base + clock * n_decoding if n_decoding else 0
             dt = curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
+        if multi > 1:
+            if not round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
+                round_left = 1 if take and not mixed else multi
+            if round_left > 1 or mixed or not take:
+                dt -= round_saving_ms
         dt += swap_ms
 
         steps = 1
@@ -608,13 +638,22 @@ def _iteration_level(
             if waiting and reserve_ratio > (reserve.min_ratio if reserve else 0.0):
                 # the decaying ratio may let the queue in mid-jump: look again soon
                 steps = min(steps, RESERVE_RECHECK_STEPS)
+            if multi > 1:
+                steps = min(steps, round_left)
             if curve is not None and steps > 1:
                 # the KV read grows by one token per sequence per step: the jump's mean step
                 mid = decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
                 dt = curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
+                if multi > 1:
+                    dt -= round_saving_ms
+        if multi > 1:
+            round_left -= steps
+            saved = round_saving_ms if round_left or mixed or not take else 0.0
+            overhead_total_ms += (overhead_ms - saved) * steps
+        else:
+            overhead_total_ms += overhead_ms * steps
         t += dt * steps
         busy_ms += dt * steps
-        overhead_total_ms += overhead_ms * steps
         slot_ms += len(running) * dt * steps
         steps_total += steps
 
