@@ -7,24 +7,43 @@ import sys
 
 import pytest
 
+from planner.cli.app import COMMANDS, SUMMARIES, command_function
+
 PROBE = """
 import sys
 from planner.cli.app import main
 main({args!r})
-print("LOADED:" + ",".join(m for m in ("numpy", "huggingface_hub", "pynvml") if m in sys.modules))
+print("LOADED:" + ",".join(m for m in sys.modules if m.split(".")[0] in {top!r} or m in {top!r}))
 """
+COMMAND_MODULES = {f"planner.cli.{name}" for name in COMMANDS}
 
 
 @pytest.mark.parametrize(
     ("args", "forbidden"),
     [
-        (["--help"], {"numpy", "huggingface_hub", "pynvml"}),
-        (["capacity", "--preset", "gqa-70b", "--gpu", "mi300x"], {"numpy", "huggingface_hub"}),
+        # the root help lists the commands from their summaries: no command module loads
+        (["--help"], {"numpy", "huggingface_hub", "pynvml", "pydantic", *COMMAND_MODULES}),
+        (
+            ["capacity", "--preset", "gqa-70b", "--gpu", "mi300x"],
+            {"numpy", "huggingface_hub", *(COMMAND_MODULES - {"planner.cli.capacity"})},
+        ),
     ],
 )
 def test_no_heavy_imports(args: list[str], forbidden: set[str]) -> None:
+    top = sorted({m.split(".")[0] for m in forbidden} | forbidden)
     out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=args)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PROBE.format(args=args, top=top)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("LOADED:"))
     assert not forbidden & set(filter(None, line.removeprefix("LOADED:").split(",")))
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_root_help_lists_each_commands_own_summary(name: str) -> None:
+    """`planner --help` lists commands without loading them: its summaries must be the first
+    line of each command's docstring, what the command's own --help prints."""
+    doc = command_function(name).__doc__ or ""
+    assert SUMMARIES[name] == doc.strip().splitlines()[0]

@@ -2,37 +2,79 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
-from planner.cli import (
-    calibrate,
-    capacity,
-    diagnose,
-    drift,
-    fleet,
-    gpus,
-    presets,
-    simulate,
-    slo,
-    spec,
-)
-from planner.cli.numbers import checked
+# Each command's module and function: a run imports only the module of the command it runs,
+# and `planner --help` none of them (the summaries below are what it lists).
+COMMANDS: dict[str, str] = {
+    "capacity": "planner.cli.capacity",
+    "presets": "planner.cli.presets",
+    "spec": "planner.cli.spec",
+    "gpus": "planner.cli.gpus",
+    "simulate": "planner.cli.simulate",
+    "slo": "planner.cli.slo",
+    "drift": "planner.cli.drift",
+    "diagnose": "planner.cli.diagnose",
+    "fleet": "planner.cli.fleet",
+    "calibrate": "planner.cli.calibrate",
+}
+# The first line of each command's docstring (tests/test_startup.py keeps them equal).
+SUMMARIES: dict[str, str] = {
+    "capacity": "Does the model fit, how many sequences run at once, what binds them, and the "
+    "flags.",
+    "presets": "List the model, GPU and workload presets shipped with planner.",
+    "spec": "Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops "
+    "paying.",
+    "gpus": "List the GPU catalog (memory, bandwidth, dense FLOPs) and detected devices.",
+    "simulate": "Throughput, latency percentiles and goodput of scheduling policies on one trace.",
+    "slo": "The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and "
+    "flags.",
+    "drift": "Exit 0 clean, 1 drift, 2 bad plan or input, 3 a source unreachable.",
+    "diagnose": "Exit 0 healthy, 1 a check calls for action, 2 bad input, 3 the endpoint "
+    "unreachable.",
+    "fleet": "Which GPUs, TP, replicas and flags serve this traffic within the promise, at what "
+    "cost.",
+    "calibrate": "Measure the engine model's terms on your own logs; save them as a calibration "
+    "profile.",
+}
 
-app = typer.Typer(
-    name="planner",
-    help="Capacity planner and tuning advisor for LLM serving (vLLM, SGLang).",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+
+def command_function(name: str) -> Callable[..., Any]:
+    """The function behind a command, wrapped for the documented number checks."""
+    from planner.cli.numbers import checked
+
+    module = importlib.import_module(COMMANDS[name])
+    function: Callable[..., Any] = getattr(module, name)
+    return checked(function)
 
 
-@app.callback(invoke_without_command=True)
+def build_app(loaded: set[str] | None = None) -> typer.Typer:
+    """The Typer app. Commands in `loaded` (all when None) are the real ones; the others are
+    listed by name and summary only, which is all a run of another command or the root help
+    reads of them."""
+    app = typer.Typer(
+        name="planner",
+        help="Capacity planner and tuning advisor for LLM serving (vLLM, SGLang).",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback(invoke_without_command=True)(root)
+    for name in COMMANDS:
+        if loaded is None or name in loaded:
+            app.command(name)(command_function(name))
+        else:
+            app.command(name, help=SUMMARIES[name], add_help_option=False)(_listed_only)
+    return app
+
+
 def root(
     ctx: typer.Context,
     version: Annotated[
@@ -50,16 +92,28 @@ def root(
         raise typer.Exit(0)
 
 
-app.command("capacity")(checked(capacity.capacity))
-app.command("presets")(checked(presets.presets))
-app.command("spec")(checked(spec.spec))
-app.command("gpus")(checked(gpus.gpus))
-app.command("simulate")(checked(simulate.simulate))
-app.command("slo")(checked(slo.slo))
-app.command("drift")(checked(drift.drift))
-app.command("diagnose")(checked(diagnose.diagnose))
-app.command("fleet")(checked(fleet.fleet))
-app.command("calibrate")(checked(calibrate.calibrate))
+def _listed_only() -> None:
+    """Stands in for a command that is not loaded in this run (never invoked: main loads the
+    command it runs)."""
+    raise AssertionError("a listed-only command was invoked")
+
+
+def _invoked(args: list[str]) -> str | None:
+    """The command the arguments name: the first one that is not an option (the root takes
+    only flags), if it is a command."""
+    for arg in args:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the whole app with every command loaded (docs and tests read it)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and hasattr(signal, "SIGPIPE"):
         # `planner ... | head`: end quietly when the reader goes away, as cat and grep do.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else argv
+    name = _invoked(args)
+    command = typer.main.get_command(build_app(set() if name is None else {name}))
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
         result = command.main(args=args, prog_name="planner", standalone_mode=False)
