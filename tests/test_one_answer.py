@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from helpers import Result
@@ -44,24 +45,30 @@ GPUS = ("h100", "mi300x", "a100-sxm4-80gb")
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_printed_lines_paste_back_into_capacity(cli: Cli, engine: str) -> None:
-    """Every shipped model on a rotation of three GPUs: the line capacity prints, fed back
-    verbatim, is accepted and reproduces the same line (so the same plan)."""
+def test_printed_lines_paste_back_into_capacity_and_drift(
+    cli: Cli, engine: str, tmp_path: Path
+) -> None:
+    """Every shipped model on each of three GPUs: the line capacity prints, fed back verbatim,
+    is accepted and reproduces the same line (so the same plan), and `drift --against-args`
+    finds it clean against the plan capacity saved."""
     from planner.sources.presets import preset_names
 
     checked = 0
-    for i, preset in enumerate(preset_names("models")):
-        gpu = GPUS[i % len(GPUS)]
-        where = ("--preset", preset, "--gpu", gpu, "--engine", engine, "--json")
-        first = cli("capacity", *where)
-        if first.code != 0:  # does not fit on this card: nothing to paste
-            continue
-        line = first.json()["flags"][engine]
-        again = cli("capacity", *where, *_flags(line))
-        assert again.code == 0, (preset, gpu, again.err)
-        assert again.json()["flags"][engine] == line, (preset, gpu)
-        checked += 1
-    assert checked >= 15
+    lock = tmp_path / "plan.yaml"
+    for preset in preset_names("models"):
+        for gpu in GPUS:
+            where = ("--preset", preset, "--gpu", gpu, "--engine", engine, "--json")
+            first = cli("capacity", *where, "--save", str(lock))
+            if first.code != 0:  # does not fit on this card: nothing to paste
+                continue
+            line = first.json()["flags"][engine]
+            again = cli("capacity", *where, *_flags(line))
+            assert again.code == 0, (preset, gpu, again.err)
+            assert again.json()["flags"][engine] == line, (preset, gpu)
+            drift = cli("drift", str(lock), "--against-args", line, "--json")
+            assert drift.code == 0, (preset, gpu, drift.out)
+            checked += 1
+    assert checked >= 50
 
 
 @pytest.mark.parametrize(("preset", "gpu"), PAIRS)
@@ -80,3 +87,37 @@ def test_simulate_runs_the_pool_capacity_plans(cli: Cli, preset: str, gpu: str) 
     assert deployment["kv_cache_tokens"] == engine["kv_cache_tokens"]
     assert deployment["max_num_seqs"] == seqs
     assert f"--max-num-seqs {seqs}" in deployment["command"]
+
+
+@pytest.mark.parametrize(("preset", "gpu"), PAIRS)
+def test_capacity_and_spec_print_one_speedup(cli: Cli, preset: str, gpu: str) -> None:
+    # both price speculation on the engine's step model at the line's max_num_seqs
+    where = ("--preset", preset, "--gpu", gpu, "--json")
+    capacity = cli("capacity", *where, "--spec-alpha", "0.7").json()["speculation"]
+    spec = cli("spec", "--alpha", "0.7", *where).json()
+    chosen = spec["chosen"]
+    assert (chosen["k"], chosen["concurrency"]) == (capacity["k"], capacity["concurrency"])
+    assert chosen["speedup"] == capacity["speedup"]
+    stop = spec["disable_above_concurrency"][0]["concurrency"]
+    assert stop == capacity["disable_above_concurrency"]
+
+
+@pytest.mark.parametrize(("preset", "gpu"), PAIRS)
+def test_fleet_candidates_hold_the_pool_capacity_plans(cli: Cli, preset: str, gpu: str) -> None:
+    # a fleet candidate's line is a capacity plan: pasted into capacity at the same mean
+    # context it gives the same KV pool, the same max_num_seqs and the same line
+    fleet = cli(
+        "fleet", "--preset", preset, "--gpu", gpu, "--tp", "1", "--rate", "2",
+        "--tpot", "200", "--ttft", "5000", "--context", "8192", "--json",
+    ).json()  # fmt: skip
+    rows = [c for c in fleet["candidates"] if c.get("kv_cache_tokens") and not c.get("disagg")]
+    assert rows
+    for row in rows:
+        # the candidate's line pasted into capacity at the workload's mean context
+        same = cli(
+            "capacity", "--preset", preset, "--gpu", gpu, "--json",
+            "--mean-len", str(row["mean_tokens"]), *_flags(row["command"]),
+        ).json()  # fmt: skip
+        assert same["engine"]["kv_cache_tokens"] == row["kv_cache_tokens"]
+        assert same["engine"]["settings"]["max_num_seqs"] == row["max_num_seqs"]
+        assert same["flags"]["vllm"].split()[3:] == row["command"].split()[3:]

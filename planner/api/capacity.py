@@ -363,12 +363,10 @@ def serve_report(
 
 def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str, Any]) -> Any:
     """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`)."""
-    from planner.api.latency import roofline_from
+    from planner.api.latency import serve_roofline
     from planner.core.flags import SPEC_METHODS, spec_flags
-    from planner.core.kv import kv_bytes_per_sequence
     from planner.core.spec_load import disable_above, load_points
     from planner.core.speculative import validate
-    from planner.units import dtype_bytes
 
     alpha, method = float(options["alpha"]), str(options.get("method", "eagle3"))
     draft_cost = float(options.get("draft_cost", 0.05))
@@ -378,13 +376,14 @@ def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str
         raise InputError("--spec-method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
     if method == "mtp" and spec.mtp_layers == 0:
         raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
-    kv_bytes = 1 if s.kv_cache_dtype.startswith("fp8") else dtype_bytes(spec.native_dtype)
-    roofline = roofline_from(
+    roofline = serve_roofline(
+        plan,
+        spec,
         card,
-        weights_per_gpu=plan.prediction.weights_bytes,
-        kv_per_sequence=kv_bytes_per_sequence(spec, s.mean_tokens, s.tp, kv_bytes),
-        active_params_per_gpu=max(1, spec.params_active // s.tp),
+        tp=s.tp,
+        mean_tokens=s.mean_tokens,
         weight_dtype=str(s.quantization or spec.weight_dtype),
+        kv_cache_dtype=s.kv_cache_dtype,
     )
     batch = max(1, plan.max_num_seqs)
     point = load_points(roofline, alpha, ks, [batch], draft_cost)[0]

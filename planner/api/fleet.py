@@ -594,6 +594,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         )
         | {
             "max_num_seqs": seqs,
+            "kv_cache_tokens": line.prediction.kv_cache_tokens,
+            "mean_tokens": mean,
             "engine_version": line.prediction.version,
             "command": line.command,
             "flags": line.flags,

@@ -178,6 +178,8 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
         )
         | {
             "max_num_seqs": seqs,
+            "kv_cache_tokens": inst.prediction.kv_cache_tokens,
+            "mean_tokens": job["mean"],
             "engine_version": inst.prediction.version,
             "command": commands["decode"],
             "pools": {

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from planner.core.capacity import CapacityPlan
-from planner.core.specs import GpuSpec
+from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
@@ -33,6 +33,49 @@ def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
         active_params_per_gpu=max(1, plan.model.params_active // plan.settings.tp),
         weight_dtype=plan.weight_dtype,
         **values,
+    )
+
+
+def serve_roofline(
+    plan: Any,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int,
+    mean_tokens: int,
+    weight_dtype: str,
+    kv_cache_dtype: str,
+) -> Roofline:
+    """The speculative-decoding roofline of an engine's serve plan: the step-time model of
+    that engine and release on the weights it loads, read at the plan's max_num_seqs (`capacity
+    --spec-alpha` and `spec` both price speculation on it, so they print one speedup)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.kv import kv_bytes_per_sequence
+    from planner.core.step_time import step_time_for
+    from planner.units import dtype_bytes
+
+    native = "fp16" if model.native_dtype == "fp32" else model.native_dtype
+    kv_bytes = 1 if kv_cache_dtype.startswith("fp8") else dtype_bytes(native)
+    prediction = plan.prediction
+    curve = step_time_for(
+        model,
+        gpu,
+        tp=tp,
+        weights_bytes=prediction.weights_bytes * tp,
+        weight_dtype=weight_dtype,
+        kv_dtype_bytes=kv_bytes,
+        engine=plan.engine,
+        version=parse_version(prediction.version),
+    )
+    terms = curve.terms(max(1, plan.max_num_seqs), mean_tokens)
+    return roofline_from(
+        gpu,
+        weights_per_gpu=terms.weights_read_bytes,
+        kv_per_sequence=kv_bytes_per_sequence(model, mean_tokens, tp, kv_bytes),
+        active_params_per_gpu=max(1, model.params_active // tp),
+        weight_dtype=weight_dtype,
+        bandwidth_efficiency=curve.bandwidth_efficiency,
+        overhead_ms=terms.kernels_ms + terms.overhead_ms,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
-from planner.api.latency import roofline_for
+from planner.api.latency import roofline_for, serve_roofline
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
@@ -111,7 +111,6 @@ def spec_advice(
             f"mtp needs a target with MTP layers; {plan.model.name} has none "
             "(num_nextn_predict_layers is 0 or absent): use eagle3, ngram or draft",
         )
-    target = roofline_for(plan)
     draft_line = None
     if draft_model is not None:
         draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(settings | {"tp": 1}))
@@ -142,6 +141,21 @@ def spec_advice(
         revision=None,
         gpu_memory_gib=None,
         settings=serve_settings,
+    )
+    # speculation is priced on the engine's own step model at the line's max_num_seqs, the
+    # roofline `capacity --spec-alpha` decides on (one speedup for one deployment)
+    target = (
+        serve_roofline(
+            serve,
+            plan.model,
+            plan.gpu,
+            tp=plan.settings.tp,
+            mean_tokens=plan.settings.mean_tokens,
+            weight_dtype=plan.weight_dtype,
+            kv_cache_dtype="auto",
+        )
+        if serve.fits
+        else roofline_for(plan)
     )
     capacity = serve.max_seqs_at_mean if serve.fits else plan.max_seqs_paged
     if result["draft"] is not None:

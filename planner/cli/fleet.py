@@ -41,7 +41,11 @@ def fleet(
     ] = 99.0,
     gpus: Annotated[
         str | None,
-        typer.Option(help="Candidate GPUs [default: h100,h200,mi300x,a100-sxm4-80gb,l40s]."),
+        typer.Option(
+            "--gpus",
+            "--gpu",
+            help="Candidate GPUs, one or a list [default: h100,h200,mi300x,a100-sxm4-80gb,l40s].",
+        ),
     ] = None,
     engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
     engine_version: Annotated[
