@@ -13,8 +13,19 @@ from pathlib import Path
 
 import pytest
 from helpers import DATA, QuietServer, Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from planner.core.diagnose import counter_delta, histogram_quantile
+from planner.core.diagnose import (
+    ITL,
+    KV_NEAR_CEILING,
+    KV_USAGE,
+    RUNNING,
+    TTFT,
+    WAITING,
+    counter_delta,
+    histogram_quantile,
+)
 from planner.sources.deployed import parse_prometheus
 
 Cli = Callable[..., Result]
@@ -112,7 +123,7 @@ def test_tpot_over_budget_with_kv_slack_lowers_max_num_seqs_by_the_step_model(cl
     data = r.json()
     advice = data["advice"]
     assert r.code == 1 and advice["check"] == "TPOT p95"
-    match = re.search(r"max_num_seqs ([\d,]+) -> ([\d,]+) with KV at 60%", advice["action"])
+    match = re.search(r"--max-num-seqs ([\d,]+) -> ([\d,]+) with KV at 60%", advice["action"])
     assert match, advice["action"]
     assert int(match.group(2).replace(",", "")) < int(match.group(1).replace(",", ""))
     assert "step model" in advice["expected_effect"]
@@ -233,3 +244,107 @@ def test_scrapes_of_different_servers_exit_2(cli: Cli) -> None:
     models = run(cli, [LIGHT, other_model])
     assert models.code == 2 and "not one server" in models.err
     assert models.err.count("\n") == 1
+
+
+SCRAPES = sorted(p.name for p in METRICS.glob("*.prom"))
+# Scrapes whose model ships as a preset: diagnosed against a plan too (the step model's and
+# the engine model's effects), on the GPU class each was scraped from or a like one.
+PLANS = {
+    "sglang-2024-12-llama3.1-8b-underload.prom": ("llama-3.1-8b", "h100"),
+    "sglang-2024-11-gemma2-9b.prom": ("gemma-2-9b", "a100-sxm4-80gb"),
+}
+
+
+def observe(text: str, name: str, value_s: float, n: int) -> str:
+    """`text` with `n` more observations of `value_s` in histogram `name` (its cumulative
+    buckets at or above the value, its count and its sum)."""
+
+    def bucket(m: re.Match[str]) -> str:
+        le = re.search(r'le="([^"]+)"', m.group(2))
+        assert le is not None
+        grow = le.group(1) == "+Inf" or float(le.group(1)) >= value_s
+        return f"{m.group(1)}{m.group(2)} {float(m.group(3)) + (n if grow else 0)!r}"
+
+    text = re.sub(rf"^({re.escape(name)}_bucket)(\{{[^}}]*\}}) (\S+)$", bucket, text, flags=re.M)
+    text = bump(text, f"{name}_count", lambda v: v + n)
+    return bump(text, f"{name}_sum", lambda v: v + n * value_s)
+
+
+def effect_numbers(text: str) -> list[float]:
+    return [float(x.replace(",", "")) for x in re.findall(r"\d[\d,]*\.?\d*", text)]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    scrape=st.sampled_from(SCRAPES),
+    running=st.floats(0, 4),
+    waiting=st.integers(0, 3000),
+    usage=st.floats(0, 1),
+    itl_s=st.floats(0.001, 0.5),
+    ttft_s=st.floats(0.01, 20),
+    tokens=st.integers(0, 5000),
+    tpot_ms=st.floats(1, 200),
+    with_plan=st.booleans(),
+    drafts=st.integers(0, 2000),
+    accepted=st.floats(0, 1),
+)
+def test_advice_is_never_worse_than_now(
+    cli: Cli, tmp_path: Path, scrape: str, running: float, waiting: int, usage: float,
+    itl_s: float, ttft_s: float, tokens: int, tpot_ms: float, with_plan: bool, drafts: int,
+    accepted: float,
+) -> None:  # fmt: skip
+    """Over the real scrapes and mutations of them (load, queue, KV, latencies), every action
+    diagnose advises computes an effect no worse than the state it measured: a lower running
+    cap predicts a lower TPOT, a memory change holds more sequences, a smaller k a higher
+    speedup; and an idle queue with KV to spare is never 'add replicas'."""
+    before = (METRICS / scrape).read_text()
+    after = before
+    for name in RUNNING:
+        after = bump(after, name, lambda v: v * running)
+    for name in WAITING:
+        after = bump(after, name, lambda v: float(waiting))
+    for name in KV_USAGE:  # a fraction in [0, 1] in both engines, "perc" notwithstanding
+        after = bump(after, name, lambda v: usage)
+    for name in ITL:
+        after = observe(after, name, itl_s, tokens)
+    for name in TTFT:
+        after = observe(after, name, ttft_s, max(1, tokens // 100))
+    k = 6  # speculation counters, where the server speculates: drafts of k, a share accepted
+    after = bump(after, "vllm:spec_decode_num_drafts_total", lambda v: v + drafts)
+    after = bump(after, "vllm:spec_decode_num_draft_tokens_total", lambda v: v + k * drafts)
+    after = bump(
+        after,
+        "vllm:spec_decode_num_accepted_tokens_total",
+        lambda v: v + int(accepted * k * drafts),
+    )
+    plan: tuple[str, ...] = ()
+    if with_plan and scrape in PLANS:
+        preset, gpu = PLANS[scrape]
+        plan = ("--preset", preset, "--gpu", gpu)
+    a, b = tmp_path / "before.prom", tmp_path / "after.prom"
+    a.write_text(before)
+    b.write_text(after)
+    r = cli(
+        "diagnose", "--snapshots", f"{a},{b}", "--interval", "30",
+        "--tpot", f"{tpot_ms:.3f}", "--ttft", "1000", "--json", *plan,
+    )  # fmt: skip
+    assert r.code in (0, 1), r.err
+    for f in r.json()["findings"]:
+        action, effect = f.get("action") or "", f.get("expected_effect") or ""
+        tpot_cap = re.match(r"--max-(num-seqs|running-requests) [\d,]+ ->", action)
+        if f["check"].startswith("TPOT") and tpot_cap and effect:
+            now, low = effect_numbers(action.split("->")[0])[-1], effect_numbers(action)[-1]
+            assert low < now, action
+            # "... anchored on the measured M ms at N running: P ms at L (an estimate)"
+            measured, _, predicted, _ = effect_numbers(effect)[:4]
+            assert predicted <= measured, effect
+        if effect.startswith("full-length sequences"):
+            held_now, held_then = effect_numbers(effect.split("(")[0])[-2:]
+            assert held_then >= held_now, effect
+        if effect.startswith("estimated"):
+            speed_now, speed_then = effect_numbers(effect)[:2]
+            assert speed_then > speed_now, effect
+        if f["check"] == "waiting queue" and waiting == 0 and usage < KV_NEAR_CEILING:
+            assert "add replicas" not in action, action

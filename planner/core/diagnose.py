@@ -256,7 +256,7 @@ def diagnose(
     pre_fail = preempt_rate is not None and preempt_rate > 0
     action = effect = None
     if kv_fail or pre_fail:
-        action, effect = _memory_action(before, after, fx, usage)
+        action, effect = _memory_action(before, after, fx, usage, detect_engine(after))
     findings.append(
         Finding(
             check="KV cache usage",
@@ -289,7 +289,9 @@ def diagnose(
     action = effect = None
     if tpot_fail and budgets.tpot_ms is not None:
         assert itl is not None
-        action, effect = _tpot_action(fx, budgets.tpot_ms, itl * 1e3, running, usage)
+        action, effect = _tpot_action(
+            fx, budgets.tpot_ms, itl * 1e3, running, usage, detect_engine(after)
+        )
     findings.append(
         Finding(
             check=f"TPOT {pct}",
@@ -442,16 +444,38 @@ def _length_p99(before: Samples, after: Samples) -> int | None:
     return math.ceil(prompt + output)
 
 
+# Each engine's own flags for what the advice changes (vllm/engine/arg_utils.py;
+# python/sglang/srt/server_args.py).
+ENGINE_FLAGS = {
+    "vllm": {
+        "context": "--max-model-len",
+        "cap": "--max-num-seqs",
+        "memory": "--gpu-memory-utilization",
+    },
+    "sglang": {
+        "context": "--context-length",
+        "cap": "--max-running-requests",
+        "memory": "--mem-fraction-static",
+    },
+}
+
+
+def engine_flags(engine: str) -> dict[str, str]:
+    """The flags advice names for this engine (SGLang's for either SGLang metric family)."""
+    return ENGINE_FLAGS["sglang" if engine.startswith("sglang") else "vllm"]
+
+
 def _memory_action(
-    before: Samples, after: Samples, fx: Effects, usage: float | None
+    before: Samples, after: Samples, fx: Effects, usage: float | None, engine: str = "vllm"
 ) -> tuple[str, str | None]:
-    """max_model_len from the lengths seen; else max_num_seqs to what the KV holds."""
+    """The context length from the lengths seen; else the running cap to what the KV holds."""
+    flags = engine_flags(engine)
     seen = _length_p99(before, after)
     if seen is not None and fx.max_model_len and seen < fx.max_model_len:
         target = math.ceil(seen / CONTEXT_ROUNDING) * CONTEXT_ROUNDING
         action = (
-            f"max_model_len {fx.max_model_len:,} -> {target:,} (P99 of prompt + output seen is "
-            f"{seen:,} tokens)"
+            f"{flags['context']} {fx.max_model_len:,} -> {target:,} (P99 of prompt + output "
+            f"seen is {seen:,} tokens)"
         )
         if fx.kv_sequences_at is not None:
             now, then = fx.kv_sequences_at(fx.max_model_len), fx.kv_sequences_at(target)
@@ -462,26 +486,32 @@ def _memory_action(
     if fx.kv_sequences_at is not None and fx.max_num_seqs is not None and fx.max_model_len:
         held = fx.kv_sequences_at(fx.max_model_len)
         return (
-            f"max_num_seqs {fx.max_num_seqs:,} -> at most what the KV cache holds, or raise "
-            "--gpu-memory-utilization / fp8 KV (`planner capacity` sizes both)",
-            f"the cache holds {held:,} sequences at max_model_len {fx.max_model_len:,}",
+            f"{flags['cap']} {fx.max_num_seqs:,} -> at most what the KV cache holds, or raise "
+            f"{flags['memory']} / fp8 KV (`planner capacity` sizes both)",
+            f"the cache holds {held:,} sequences at {flags['context']} {fx.max_model_len:,}",
         )
     return (
-        "lower max_model_len to the real length distribution, or max_num_seqs; or raise "
-        "--gpu-memory-utilization / use fp8 KV",
+        f"lower {flags['context']} to the real length distribution, or {flags['cap']}; or raise "
+        f"{flags['memory']} / use fp8 KV",
         None if usage is None else "pass --plan or --preset/--model and --gpu to size it",
     )
 
 
 def _tpot_action(
-    fx: Effects, tpot_ms: float, measured_ms: float, running: float | None, usage: float | None
+    fx: Effects,
+    tpot_ms: float,
+    measured_ms: float,
+    running: float | None,
+    usage: float | None,
+    engine: str = "vllm",
 ) -> tuple[str, str | None]:
-    """Lower max_num_seqs to the batch the step model, anchored on the measured TPOT at the
-    current load, keeps inside the budget."""
+    """Lower the running cap (the engine's own flag) to the batch the step model, anchored on
+    the measured TPOT at the current load, keeps inside the budget."""
+    cap_flag = engine_flags(engine)["cap"]
     now = round(running) if running else fx.max_num_seqs
     if fx.step_ms is None or not now:
         return (
-            "lower max_num_seqs until TPOT fits (pass --plan or --preset/--model and --gpu for "
+            f"lower {cap_flag} until TPOT fits (pass --plan or --preset/--model and --gpu for "
             "the number)",
             None,
         )
@@ -502,7 +532,7 @@ def _tpot_action(
             f"step model anchored on the measurement: {scale * step(1):.1f} ms at one sequence",
         )
     return (
-        f"max_num_seqs {now:,} -> {low:,}{slack}",
+        f"{cap_flag} {now:,} -> {low:,}{slack}",
         f"step model anchored on the measured {measured_ms:.1f} ms at {now:,} running: "
         f"{scale * step(low):.1f} ms at {low:,} (an estimate)",
     )
@@ -518,7 +548,7 @@ def _queue_action(
 ) -> tuple[str, str | None]:
     """More admission where the KV has room, else more replicas; an idle server with a slow
     first token is not short of capacity. The advice names the engine's own flag."""
-    cap_flag = "--max-running-requests" if engine.startswith("sglang") else "--max-num-seqs"
+    cap_flag = engine_flags(engine)["cap"]
     roomy = usage is not None and usage < KV_NEAR_CEILING
     idle = (running or 0) < 1 and (waiting or 0) < 1 and not queued
     if idle:
