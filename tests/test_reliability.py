@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import typer
-from helpers import MODELS, QuietServer, Result, model_config
+from helpers import DATA, MODELS, QuietServer, Result, model_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -725,3 +725,91 @@ def test_sglang_state_ratio_out_of_range_is_refused(cli: Cli, value: str) -> Non
         "--mamba-full-memory-ratio", value, "--json",
     )  # fmt: skip
     assert r.code == 2 and r.json()["field"] == "--mamba-full-memory-ratio"
+
+
+# Lines that are prose, printed with soft wrap (the terminal folds them, a copy is one line).
+PROSE = ("models (", "gpus (", "workloads (", "break-even alpha", "sensitivity to v")
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_every_command_fits_columns_and_never_wraps_a_launch_line(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, columns: int
+) -> None:
+    """Every command at COLUMNS 60 and 80: no table line is wider (a table that cannot fit
+    folds its rows into blocks), and every launch line the plan holds is printed whole on one
+    line (a paste runs one command)."""
+    metrics = DATA / "metrics" / "vllm-0.29-qwen2.5-1.5b-light.prom"
+    log = DATA / "calibration" / "logs" / "vllm064-rtx3090-llama31-8b-20k.log"
+    llama = ("--preset", "llama-3.1-8b", "--gpu", "h100")
+    monkeypatch.chdir(tmp_path)  # a short plan path: a path is printed whole
+    plan = Path("plan.yaml")
+    Path("a.log").write_text(log.read_text())
+    assert cli("capacity", *llama, "--save", str(plan)).code == 0
+    drifted = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 512 --max-model-len 4096"
+    runs: list[tuple[str, ...]] = [
+        ("capacity", *llama),
+        ("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--engine", "sglang"),
+        ("capacity", *llama, "--spec-alpha", "0.7"),
+        ("presets",),
+        ("gpus",),
+        ("spec", "--alpha", "0.7", *llama),
+        ("slo", "--tpot", "50", *llama),
+        ("simulate", "--compare", "static,continuous,chunked", "--requests", "50"),
+        (
+            "simulate",
+            *llama,
+            "--concurrency",
+            "8",
+            "--prompt-len",
+            "500",
+            "--output-len",
+            "50",
+            "--requests",
+            "40",
+        ),
+        ("drift", str(plan), "--against-args", drifted),
+        ("diagnose", "--snapshots", f"{metrics},{metrics}", "--interval", "30", "--tpot", "1"),
+        (
+            "fleet",
+            "--preset",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100",
+            "--rate",
+            "5",
+            "--tpot",
+            "50",
+            "--ttft",
+            "1000",
+            "--workers",
+            "1",
+        ),
+        (
+            "calibrate",
+            "a.log",
+            "--gpu",
+            "rtx-3090",
+            "--model",
+            str(MODELS / "meta-llama--Llama-3.1-8B"),
+            "--engine-version",
+            "0.6.4",
+        ),
+    ]
+    monkeypatch.setenv("COLUMNS", str(columns))
+    for args in runs:
+        r = cli(*args)
+        assert r.code in (0, 1), (args, r.err)
+        launch = [
+            ln
+            for ln in r.out.splitlines()
+            if "vllm serve" in ln or "launch_server" in ln or ln.startswith(("vLLM:", "SGLang:"))
+        ]
+        for line in r.out.splitlines():
+            if line in launch or line.startswith(PROSE):
+                continue
+            assert len(line) <= columns, (args, line)
+        as_json = cli(*args, "--json")
+        if args[0] in ("capacity", "slo") and as_json.code == 0:
+            lines = {v for k, v in as_json.json()["flags"].items() if k in ("vllm", "sglang") and v}
+            for full in lines:
+                assert any(full in ln for ln in launch), (args, full)

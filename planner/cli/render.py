@@ -71,11 +71,32 @@ def fit_columns(table: Table, wrap: tuple[str, ...] = ()) -> Table:
 
 
 def print_table(out: Console, table: Table) -> None:
-    """Print a table whole: wider than the console only when its columns need it."""
+    """Print a table whole. One narrower than its columns need is folded instead: each row
+    becomes a block of `header  value` lines under its first cell, so no number is cut and
+    no line is wider than the console (short of a single value longer than it)."""
     need = Console(width=WIDEST_TABLE).measure(table).minimum
-    if need > out.width:
-        out = Console(highlight=False, soft_wrap=False, width=need)
-    out.print(table)
+    if need <= out.width:
+        out.print(table)
+        return
+    out.print(folded(table), markup=False, crop=False, overflow="ignore")
+
+
+def folded(table: Table) -> str:
+    """A table as one block per row: its first cell, then each other column's header and
+    value on a line of their own (rows without a header keep one line per cell)."""
+    columns = table.columns
+    headers = [" ".join(str(c.header).split()) for c in columns]
+    cells = [[" ".join(str(cell).split()) for cell in c.cells] for c in columns]
+    rows = max((len(c) for c in cells), default=0)
+    label = max((len(h) for h in headers[1:]), default=0)
+    lines = [str(table.title)] if table.title else []
+    for r in range(rows):
+        values = [c[r] if r < len(c) else "" for c in cells]
+        lines.append(values[0])
+        for header, value in zip(headers[1:], values[1:], strict=True):
+            if value:
+                lines.append(f"  {header:<{label}}  {value}" if table.show_header else f"  {value}")
+    return "\n".join(lines)
 
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
