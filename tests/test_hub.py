@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -152,3 +156,48 @@ def test_hub_refusing_requests_exits_3(tmp_path: Path) -> None:
         r = capacity(hub, tmp_path, "acme/Llama-Variant")
     assert r.returncode == 3 and r.stderr.startswith("Error:")
     assert r.stderr.count("\n") == 1
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A loopback server that accepts connections and never answers (a hung Hub)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            with suppress(OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_a_hung_hub_gives_up_at_the_timeout_and_a_preset_stands_in(tmp_path: Path) -> None:
+    """--timeout bounds the whole fetch (huggingface_hub alone retries for ~25 s in silence):
+    exit 3 naming the flag, or the shipped preset of the same repo id."""
+    with silent_server() as url:
+        hung = FakeHub()
+        hung.url = url
+        t0 = time.monotonic()
+        r = capacity(hung, tmp_path, "acme/Llama-Variant", "--timeout", "1")
+        took = time.monotonic() - t0
+        assert r.returncode == 3 and "--timeout" in r.stderr and r.stderr.count("\n") == 1
+        assert took < 15  # the process start and plan, plus the 1 s deadline
+        shipped = capacity(hung, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", "--timeout", "1")
+        assert shipped.returncode == 0, shipped.stderr
+        assert json.loads(shipped.stdout)["model"]["source"].startswith("preset")
+    bad = capacity(hung, tmp_path, "acme/Llama-Variant", "--timeout", "0")
+    assert bad.returncode == 2 and "--timeout" in bad.stderr

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 
@@ -42,9 +43,11 @@ def calibrate(
     save: Annotated[
         str | None, typer.Option(help="Write the profile (YAML) for --calibration.")
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure the engine model's terms on your own logs; save them as a calibration profile."""
+    apply_hub_timeout(hub_timeout)
     from planner.api.calibrate import calibrate_report
     from planner.errors import InputError
     from planner.sources.files import check_writable

@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import MAX_GPU_MEMORY_GIB, ReservedGib, reserved_bytes
+from planner.cli.numbers import (
+    MAX_GPU_MEMORY_GIB,
+    HubTimeout,
+    ReservedGib,
+    apply_hub_timeout,
+    reserved_bytes,
+)
 from planner.cli.render import (
     console,
     emit_json,
@@ -247,9 +253,11 @@ def capacity(
     save: Annotated[
         str | None, typer.Option(help="Write a plan lock file (YAML) for `planner drift`.")
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Does the model fit, how many sequences run at once, what binds them, and the flags."""
+    apply_hub_timeout(hub_timeout)
     from planner.errors import InputError
     from planner.sources.files import check_writable
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import ReservedGib
+from planner.cli.numbers import HubTimeout, ReservedGib, apply_hub_timeout
 from planner.cli.render import WIDEST_TABLE, console, emit_json, fit_columns, print_table
 
 # Candidate columns a narrow terminal leaves out first, in order (--json keeps them all).
@@ -128,9 +128,11 @@ def fleet(
         int | None,
         typer.Option(help="Candidates searched at once in a process pool [default: the cores]."),
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
+    apply_hub_timeout(hub_timeout)
     from planner.api.fleet import DEFAULT_GPUS, fleet_report, layout_name, parse_prices
     from planner.api.simulate import load_workload
     from planner.errors import InputError

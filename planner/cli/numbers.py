@@ -34,6 +34,21 @@ ReservedGib = Annotated[
 ]
 
 
+# --timeout, as every command that can read a --model Hub id declares it.
+HubTimeout = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Seconds to wait for the Hub when --model is a Hub id [10]."),
+]
+
+
+def apply_hub_timeout(seconds: float | None) -> None:
+    """Set the Hub deadline for this run (refused outside (0, 600] s)."""
+    if seconds is not None:
+        from planner.sources.hub import set_timeout
+
+        set_timeout(seconds)
+
+
 def reserved_bytes(gib: float | None) -> int | None:
     """--reserved-gib as bytes (refused when negative or beyond any card)."""
     from planner.units import GIB_BYTES

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 # Load / Lengths field -> the flag that sets it.
@@ -208,6 +209,7 @@ def simulate(
             "[default: nvlink up to 8 GPUs]."
         ),
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
@@ -215,6 +217,7 @@ def simulate(
     ] = None,
 ) -> None:
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
+    apply_hub_timeout(hub_timeout)
     from planner.api import simulation
     from planner.errors import InputError
 

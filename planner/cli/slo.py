@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json
 
 # The longest per-step engine overhead accepted: a second per step is not a serving engine.
@@ -83,9 +84,11 @@ def slo(
     plot: Annotated[
         str | None, typer.Option(help="Also save the chart as an image (plot extra).")
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and flags."""
+    apply_hub_timeout(hub_timeout)
     from planner.api import slo_advice
     from planner.errors import InputError
 

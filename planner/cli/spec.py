@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -38,9 +39,11 @@ def spec(
     plot: Annotated[
         str | None, typer.Option(help="Also save S against k as an image (plot extra).")
     ] = None,
+    hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
+    apply_hub_timeout(hub_timeout)
     from planner.api import parse_floats, parse_ks, spec_advice
 
     settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}

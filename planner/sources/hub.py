@@ -8,11 +8,63 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from planner.errors import InputError, SourceUnavailable
 from planner.sources.local import SAFETENSORS_INDEX_NAME
+
+# How long a Hub fetch may take in all (config.json, the safetensors index and headers), s:
+# huggingface_hub's own wait for a first answer per request is 10 s (constants.py,
+# DEFAULT_ETAG_TIMEOUT), after which it retries for ~25 s in silence; `--timeout` changes it.
+HUB_TIMEOUT_S = 10.0
+MAX_HUB_TIMEOUT_S = 600.0
+_timeout_s = HUB_TIMEOUT_S
+T = TypeVar("T")
+
+
+def set_timeout(seconds: float) -> None:
+    """The deadline of every Hub fetch in this process (`--timeout`)."""
+    global _timeout_s
+    if not 0 < seconds <= MAX_HUB_TIMEOUT_S:
+        raise InputError("--timeout", f"must be in (0, {MAX_HUB_TIMEOUT_S:g}] s (got {seconds})")
+    _timeout_s = seconds
+
+
+def _within_deadline(work: Callable[[], T], what: str) -> T:
+    """Run `work` (network calls) and give up after the deadline; on a terminal, say first what
+    is being waited for. The worker is a daemon thread: a hung request cannot hold the exit."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    show = sys.stderr.isatty() and not offline
+    if show:
+        sys.stderr.write(f"reading {what} from {_endpoint()} (up to {_timeout_s:g} s: --timeout)")
+        sys.stderr.flush()
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(_timeout_s)
+    if show:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+    if worker.is_alive():
+        raise SourceUnavailable(
+            f"{_endpoint()} did not answer for {what} within {_timeout_s:g} s (--timeout); "
+            "HF_HUB_OFFLINE=1 plans from the local cache"
+        )
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -68,7 +120,12 @@ def _translate(exc: BaseException, repo_id: str, rev: str) -> Exception:
 
 
 def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
-    """Download config.json at `revision` (default main) and, when present, the index total."""
+    """Download config.json at `revision` (default main) and, when present, the index total,
+    within the Hub deadline (`--timeout`)."""
+    return _within_deadline(lambda: _fetch_config(repo_id, revision), f"{repo_id}/config.json")
+
+
+def _fetch_config(repo_id: str, revision: str | None) -> HubConfig:
     import logging
 
     from huggingface_hub import hf_hub_download
@@ -78,7 +135,7 @@ def fetch_config(repo_id: str, revision: str | None) -> HubConfig:
     logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     rev = revision or "main"
     try:
-        path = hf_hub_download(repo_id, "config.json", revision=rev)
+        path = hf_hub_download(repo_id, "config.json", revision=rev, etag_timeout=_timeout_s)
     except HFValidationError as exc:
         raise InputError(
             "--model", f"{repo_id!r} is neither a local path nor a Hub repo id"
@@ -118,7 +175,9 @@ def _index_total(repo_id: str, revision: str) -> int | None:
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     try:
-        path = hf_hub_download(repo_id, SAFETENSORS_INDEX_NAME, revision=revision)
+        path = hf_hub_download(
+            repo_id, SAFETENSORS_INDEX_NAME, revision=revision, etag_timeout=_timeout_s
+        )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError):
         return None  # single-file or non-safetensors checkpoints: fall back to the estimate
     try:
