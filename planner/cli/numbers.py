@@ -65,12 +65,16 @@ def reserved_bytes(gib: float | None) -> int | None:
 def _flag_names(fn: Callable[..., Any]) -> dict[str, str]:
     """Parameter name -> the flag a user typed for it (the first declared, or the default)."""
     names: dict[str, str] = {}
-    for name, param in inspect.signature(fn).parameters.items():
+    # evaluated: under postponed annotations a shared alias (HubTimeout) is only a name
+    for name, param in inspect.signature(fn, eval_str=True).parameters.items():
         flag = "--" + name.replace("_", "-")
         annotation = param.annotation
         if get_origin(annotation) is not None:
             for meta in get_args(annotation)[1:]:
                 decls = getattr(meta, "param_decls", None) or ()
+                first = getattr(meta, "default", None)  # typer.Option("--tp", ...): a decl
+                if isinstance(first, str) and first.startswith("--"):
+                    decls = (first, *decls)
                 long = [d for d in decls if isinstance(d, str) and d.startswith("--")]
                 if long:
                     flag = long[0]
