@@ -335,7 +335,9 @@ def test_advice_is_never_worse_than_now(
         action, effect = f.get("action") or "", f.get("expected_effect") or ""
         tpot_cap = re.match(r"--max-(num-seqs|running-requests) [\d,]+ ->", action)
         if f["check"].startswith("TPOT") and tpot_cap and effect:
-            now, low = effect_numbers(action.split("->")[0])[-1], effect_numbers(action)[-1]
+            caps = re.search(r"([\d,]+) -> ([\d,]+)", action)
+            assert caps is not None, action
+            now, low = (float(g.replace(",", "")) for g in caps.groups())
             assert low < now, action
             # "... anchored on the measured M ms at N running: P ms at L (an estimate)"
             measured, _, predicted, _ = effect_numbers(effect)[:4]

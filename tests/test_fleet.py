@@ -474,3 +474,47 @@ def test_a_multi_node_winner_saves_a_plan_drift_accepts_and_refuses_a_one_pod_ma
     assert cli("drift", str(lock), "--against-args", w["command"]).code == 0
     k8s = cli(*args, "--k8s", str(tmp_path / "deploy.yaml"), "--json")
     assert k8s.code == 2 and json.loads(k8s.out)["field"] == "--k8s"
+
+
+def test_an_sglang_disaggregated_winner_writes_a_statefulset_per_pool_and_the_router(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Long prompts under a tight TPOT, ranked by latency: an xPyD unit wins, and --k8s writes
+    each pool as a StatefulSet behind a headless Service (stable names for the router and the
+    KV bootstrap), the router listing every instance, and a Service in front of the router."""
+    args = ("fleet", "--preset", "qwen3-30b-a3b", "--engine", "sglang", "--gpu", "h100",
+            "--rate", "2", "--tpot", "20", "--ttft", "3000", "--prompt-len", "4000",
+            "--output-len", "200", "--disagg", "on", "--tp", "1", "--objective", "latency",
+            "--workers", "2")  # fmt: skip
+    manifest = tmp_path / "pd.yaml"
+    r = cli(*args, "--json", "--k8s", str(manifest))
+    assert r.code == 0, r.err
+    w = json.loads(r.out)["winner"]
+    assert w["disagg"], "the scenario is meant to be won by a disaggregated unit"
+    docs = list(yaml.safe_load_all(manifest.read_text()))
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert kinds == [
+        ("Service", "prefill"), ("StatefulSet", "prefill"), ("Service", "decode"),
+        ("StatefulSet", "decode"), ("Deployment", "router"), ("Service", "llm"),
+    ]  # fmt: skip
+    sets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "StatefulSet"}
+    pools = w["pools"]
+    for role in ("prefill", "decode"):
+        spec = sets[role]["spec"]
+        assert spec["serviceName"] == role
+        assert spec["replicas"] == w["replicas"] * pools[f"{role}_instances"]
+        command = spec["template"]["spec"]["containers"][0]["command"]
+        line = pools[f"{role}_command"].split()
+        assert command[: len(line)] == line and command[-4:] == [
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "30000",
+        ]
+        assert f"--disaggregation-mode {role}" in " ".join(command)
+    router = docs[4]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert router.count("--prefill") == sets["prefill"]["spec"]["replicas"]
+    assert router.count("--decode") == sets["decode"]["spec"]["replicas"]
+    assert "http://prefill-0.prefill:30000" in router and "http://decode-0.decode:30000" in router
+    saved = cli(*args, "--save", str(tmp_path / "plan.yaml"), "--json")
+    assert saved.code == 2 and json.loads(saved.out)["field"] == "--save"

@@ -119,7 +119,11 @@ def fleet(
         str | None, typer.Option(help="Write the winner's plan lock file (for planner drift).")
     ] = None,
     k8s: Annotated[
-        str | None, typer.Option(help="Write the winner as a Kubernetes Deployment (YAML).")
+        str | None,
+        typer.Option(
+            help="Write the winner's Kubernetes manifests (YAML): a Deployment, or for an SGLang "
+            "xPyD unit a StatefulSet per pool and the router."
+        ),
     ] = None,
     plot: Annotated[
         str | None, typer.Option(help="Save the Pareto chart (tok/s per GPU vs per user).")
@@ -231,15 +235,20 @@ def fleet(
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
     if winner is not None and winner.get("pools") is not None:
-        for flag, target in (("--save", save), ("--k8s", k8s)):
-            if target is not None:
-                raise InputError(
-                    flag,
-                    f"the winner is a disaggregated {winner['disagg']} unit, whose plan lock and "
-                    "manifests (a StatefulSet per pool, the router) are not written yet: run "
-                    "without it for each pool's line, or with --disagg off for an aggregated "
-                    "winner",
-                )
+        if save is not None:
+            raise InputError(
+                "--save",
+                f"the winner is a disaggregated {winner['disagg']} unit, whose plan lock (one per "
+                "pool) is not written yet: --k8s writes its manifests; --disagg off gives an "
+                "aggregated winner",
+            )
+        if k8s is not None and winner["engine"] != "sglang":
+            raise InputError(
+                "--k8s",
+                f"the winner is a vLLM {winner['disagg']} unit: its pools need a prefill/decode "
+                "router (llm-d, Dynamo) whose manifests planner does not write; each pool's line "
+                "is printed, or --engine sglang plans SGLang's router",
+            )
     if winner is not None and winner.get("pp", 1) > 1 and k8s is not None:
         raise InputError(
             "--k8s",
@@ -252,7 +261,13 @@ def fleet(
     if winner is not None and k8s is not None:
         from planner.sources.files import write_file
 
-        write_file(k8s, "--k8s", k8s_deployment(winner, model or preset or "model"))
+        name = model or preset or "model"
+        manifest = (
+            k8s_disaggregated(winner, name)
+            if winner.get("pools") is not None
+            else k8s_deployment(winner, name)
+        )
+        write_file(k8s, "--k8s", manifest)
     if plot is not None:
         from planner.cli.plot import Chart, Series
         from planner.cli.plot import save as save_chart
@@ -349,18 +364,16 @@ HF_TOKEN_SECRET = "hf-token"
 SHM_SIZE = "16Gi"
 
 
-def k8s_deployment(winner: dict[str, Any], name: str) -> str:
-    """A Deployment that serves the winner's line: the engine's image for the planned release,
-    listening on 0.0.0.0 with its port, a readiness probe on its health endpoint, the Hub token
-    from a Secret, /dev/shm for TP > 1 and the GPUs requested by vendor."""
+def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, Any], int]:
+    """One engine server's container for a launch line: the engine's image for the planned
+    release, listening on 0.0.0.0 with its port, a readiness probe on its health endpoint, the
+    Hub token from a Secret and the GPUs requested by vendor; and its port."""
     import shlex
-
-    import yaml
 
     from planner.sources.presets import find_gpu
 
     engine, version = winner["engine"], str(winner.get("engine_version") or "")
-    argv = shlex.split(winner["command"])
+    argv = shlex.split(command)
     port = ENGINE_PORTS[engine]
     vendor = find_gpu(winner["gpu"]).vendor
     resource = "amd.com/gpu" if vendor == "amd" else "nvidia.com/gpu"
@@ -395,10 +408,24 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
         }
     ]
     container["resources"] = {"limits": {resource: winner["tp"]}}
+    return container, port
+
+
+def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """The pod around an engine container: /dev/shm for TP > 1 (NCCL / RCCL between ranks)."""
     pod: dict[str, Any] = {"containers": [container]}
     if winner["tp"] > 1:
         container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
+    return pod
+
+
+def k8s_deployment(winner: dict[str, Any], name: str) -> str:
+    """A Deployment that serves the winner's line, `replicas` pods of one engine instance."""
+    import yaml
+
+    container, _port = _engine_container(winner, winner["command"])
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
     doc = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -411,11 +438,124 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
             "selector": {"matchLabels": {"app": "llm"}},
             "template": {
                 "metadata": {"labels": {"app": "llm", "model": name.replace("/", "-")[:60]}},
-                "spec": pod,
+                "spec": _pod(winner, container),
             },
         },
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+# SGLang's prefill servers answer the KV bootstrap handshake on this port
+# (python/sglang/srt/server_args.py: --disaggregation-bootstrap-port, default 8998) and the
+# router listens on its own (sglang_router launch_router --port; 30000 is the engines').
+SGLANG_BOOTSTRAP_PORT = 8998
+ROUTER_PORT = 8000
+# What the manifests cannot know: the Mooncake backend moves KV over RDMA between the pools.
+MOONCAKE_NOTE = (
+    "Mooncake transfers KV over RDMA: add --disaggregation-ib-device with this cluster's NICs "
+    "and request the RDMA device plugin's resources"
+)
+
+
+def k8s_disaggregated(winner: dict[str, Any], name: str) -> str:
+    """An SGLang xPyD winner as manifests: a StatefulSet per pool (replicas x instances per
+    unit) behind a headless Service, so each instance has the stable name the router and the
+    KV bootstrap need (prefill-0.prefill, ...); the router as a Deployment listing every
+    instance, and a Service in front of it."""
+    import shlex
+
+    import yaml
+
+    pools = winner["pools"]
+    label = name.replace("/", "-")[:60]
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
+    counts = {
+        "prefill": winner["replicas"] * pools["prefill_instances"],
+        "decode": winner["replicas"] * pools["decode_instances"],
+    }
+    docs: list[dict[str, Any]] = []
+    urls: dict[str, list[str]] = {}
+    for role, count in counts.items():
+        container, port = _engine_container(winner, pools[f"{role}_command"])
+        ports = [{"name": "http", "port": port}]
+        if role == "prefill":
+            ports.append({"name": "bootstrap", "port": SGLANG_BOOTSTRAP_PORT})
+            container["ports"].append({"name": "bootstrap", "containerPort": SGLANG_BOOTSTRAP_PORT})
+        urls[role] = [f"http://{role}-{i}.{role}:{port}" for i in range(count)]
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": role},
+                "spec": {"clusterIP": "None", "selector": {"app": role}, "ports": ports},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {
+                    "name": role,
+                    "annotations": {
+                        "planner/engine": f"{engine} {version}".strip(),
+                        "planner/disagg": f"{winner['disagg']} x {winner['replicas']}",
+                        "planner/note": MOONCAKE_NOTE,
+                    },
+                },
+                "spec": {
+                    "serviceName": role,
+                    "replicas": count,
+                    "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": {"app": role}},
+                    "template": {
+                        "metadata": {"labels": {"app": role, "model": label}},
+                        "spec": _pod(winner, container),
+                    },
+                },
+            }
+        )
+    router = shlex.split("python -m sglang_router.launch_router --pd-disaggregation")
+    for url in urls["prefill"]:
+        router += ["--prefill", url, str(SGLANG_BOOTSTRAP_PORT)]
+    for url in urls["decode"]:
+        router += ["--decode", url]
+    router += ["--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
+    docs.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "router"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "router"}},
+                "template": {
+                    "metadata": {"labels": {"app": "router", "model": label}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "router",
+                                "image": "lmsysorg/sglang:latest",
+                                "command": router,
+                                "ports": [{"name": "http", "containerPort": ROUTER_PORT}],
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "llm"},
+            "spec": {
+                "selector": {"app": "router"},
+                "ports": [{"name": "http", "port": ROUTER_PORT}],
+            },
+        }
+    )
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def render(report: dict[str, Any]) -> None:
