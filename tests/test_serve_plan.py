@@ -378,3 +378,24 @@ def test_lines_carry_trust_remote_code_where_the_config_names_its_code(
         settings = ServeSettings(engine=engine, context_tokens=4096, mean_tokens=2000)  # type: ignore[arg-type]
         line = plan_serve(model, find_gpu("h200"), settings, suggest=False).command
         assert ("--trust-remote-code" in line.split()) is needs
+
+
+@pytest.mark.parametrize(
+    ("version", "head", "kv_flag"),
+    [
+        ("0.2.7", "python -m vllm.entrypoints.openai.api_server --model ", False),
+        ("0.4.2", "python -m vllm.entrypoints.openai.api_server --model ", True),
+        ("0.5.0", "vllm serve ", True),
+    ],
+)
+def test_the_line_uses_the_entry_point_and_flags_the_release_had(
+    cli: Cli, tmp_path: Path, version: str, head: str, kv_flag: bool
+) -> None:
+    # `vllm serve` arrived in 0.5.0 and --kv-cache-dtype in 0.3.0: an older release gets the
+    # module entry point and no flag it would refuse; drift reads the line back as clean
+    where = ("--preset", "llama-3.1-8b", "--gpu", "a100-sxm4-80gb", "--engine-version", version)
+    lock = tmp_path / "plan.yaml"
+    line = cli("capacity", *where, "--json", "--save", str(lock)).json()["flags"]["vllm"]
+    assert line.startswith(head + "meta-llama/Llama-3.1-8B-Instruct ")
+    assert ("--kv-cache-dtype" in line) == kv_flag
+    assert cli("drift", str(lock), "--against-args", line).code == 0

@@ -500,7 +500,7 @@ def plan_serve(
         reasons=reasons,
         prediction=p,
         flags=_shown(fields, s),
-        command=command_line(model, s.engine, _shown(fields, s)),
+        command=command_line(model, s.engine, _shown(fields, s), p.version),
         max_num_seqs=max(seqs, 0),
         max_seqs_at_mean=held_mean,
         max_seqs_at_context=held_context,
@@ -535,7 +535,7 @@ def _refused(
         reasons=[f"{s.engine}: {text}"],
         prediction=None,
         flags=_shown(fields, s),
-        command=command_line(model, s.engine, _shown(fields, s)),
+        command=command_line(model, s.engine, _shown(fields, s), s.version),
         max_num_seqs=0,
         max_seqs_at_mean=0,
         max_seqs_at_context=0,
@@ -685,11 +685,28 @@ ENGINE_FLAG_NAMES = {
 MODEL_PLACEHOLDER = "$MODEL"
 
 
-def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
-    """The launch line setting exactly `fields` (booleans as bare flags, defaults left out)."""
+# `vllm serve` arrived in vLLM 0.5.0 (its CLI entry point); before it the OpenAI server was
+# started as a module, which every release still accepts (vllm/entrypoints/openai/api_server.py).
+VLLM_SERVE_SINCE = (0, 5, 0)
+# --kv-cache-dtype arrived with the fp8 (e5m2) KV cache in vLLM 0.3.0 (vllm/engine/arg_utils.py):
+# an older release refuses the flag, so its line leaves the default ("auto") out.
+VLLM_KV_CACHE_DTYPE_SINCE = (0, 3, 0)
+
+
+def command_line(
+    model: ModelSpec, engine: str, fields: dict[str, Any], version: str | None = None
+) -> str:
+    """The launch line setting exactly `fields` (booleans as bare flags, defaults left out), in
+    the form the engine release accepts."""
+    from planner.core.engines.common import parse_version
+
     ref = model.serve_id or MODEL_PLACEHOLDER
+    release = parse_version(version) if version else None
+    old_vllm = engine == "vllm" and release is not None and release < VLLM_SERVE_SINCE
     head = (
-        ["vllm", "serve", ref]
+        ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", ref]
+        if old_vllm
+        else ["vllm", "serve", ref]
         if engine == "vllm"
         else [
             "python",
@@ -703,6 +720,14 @@ def command_line(model: ModelSpec, engine: str, fields: dict[str, Any]) -> str:
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         if value is None or value is False or LINE_DEFAULTS.get(field) == value:
+            continue
+        if (
+            field == "kv_cache_dtype"
+            and value == "auto"
+            and engine == "vllm"
+            and release is not None
+            and release < VLLM_KV_CACHE_DTYPE_SINCE
+        ):
             continue
         if value is True:
             parts.append(flag)
