@@ -399,3 +399,21 @@ def test_the_line_uses_the_entry_point_and_flags_the_release_had(
     assert line.startswith(head + "meta-llama/Llama-3.1-8B-Instruct ")
     assert ("--kv-cache-dtype" in line) == kv_flag
     assert cli("drift", str(lock), "--against-args", line).code == 0
+
+
+@pytest.mark.parametrize(("version", "block"), [("0.7.2", 16), ("0.8.5", 64), ("0.19.0", 16)])
+def test_mla_on_hopper_gets_the_block_size_flashmla_forces(
+    cli: Cli, version: str, block: int
+) -> None:
+    # vLLM 0.7.3-0.9.x force blocks of 64 for FlashMLA (MLA models on SM 9.0); the pool is then
+    # whole 64-token blocks, and a block size asked for is overridden with a note
+    where = ("--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine-version", version)
+    got = cli("capacity", *where, "--json").json()
+    assert f"--block-size {block} " in got["flags"]["vllm"]
+    assert got["engine"]["kv_cache_tokens"] % block == 0
+    dense = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h200", "--engine-version",
+                version, "--json").json()  # fmt: skip
+    assert "--block-size 16 " in dense["flags"]["vllm"]  # not MLA: the default stands
+    if block == 64:
+        asked = cli("capacity", *where, "--block-size", "16")
+        assert "block_size 16 -> 64" in asked.out

@@ -127,6 +127,27 @@ CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 # is below total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
 FREE_MEMORY_CHECK_SINCE = (0, 9, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
+# MLA models on Hopper ran the FlashMLA backend by default from vLLM 0.7.3, whose paged KV is in
+# blocks of 64 tokens: the platform forced block_size 64 whatever was asked ("Forcing kv cache
+# block size to 64 for FlashMLA backend.", vllm/platforms/cuda.py check_and_update_config;
+# FlashMLA needs SM 9.0). Later releases pick other MLA backends first: a 0.19 start-up log
+# of DeepSeek-V2-Lite on an H100 (tests/data/calibration, llmd-h100-deepseek-v2-lite) keeps
+# blocks of 16 (94,097 blocks, 1,505,552 tokens). The rule is applied through 0.9.x, where it
+# is known; from 0.10 the default block stands. Blackwell's MLA backends are not modelled.
+FLASHMLA_BLOCK_SIZE = 64
+FLASHMLA_SINCE = (0, 7, 3)
+FLASHMLA_DEFAULT_UNTIL = (0, 10, 0)
+
+
+def forced_block_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> int | None:
+    """The block size the platform imposes on this model and GPU, if any (FlashMLA)."""
+    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    hopper = gpu.vendor == "nvidia" and (gpu.compute_capability or "").startswith("9.")
+    if mla and hopper and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
+        return FLASHMLA_BLOCK_SIZE
+    return None
+
+
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
 V0_CHUNKED_PREFILL_ABOVE = 32_768  # V0 turned chunked prefill on for longer contexts
@@ -688,6 +709,15 @@ def predict(
         util = rules.default_gpu_memory_utilization
         defaults.append(f"gpu_memory_utilization={util} (vLLM {version_text(version)} default)")
     block = s.block_size or DEFAULT_BLOCK_SIZE
+    forced = forced_block_size(model, gpu, version)
+    block_note = None
+    if forced is not None and block != forced:
+        if s.block_size is not None:
+            block_note = (
+                f"block_size {s.block_size} -> {forced}: vLLM forces it for the FlashMLA backend "
+                "(MLA on Hopper)"
+            )
+        block = forced
     if s.block_size is None:
         defaults.append(f"block_size={block}")
     run_dtype = compute_dtype(model, s.dtype)
@@ -721,6 +751,8 @@ def predict(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
+    if block_note is not None:
+        notes.append(block_note)
     if s.enable_lora and m.weights_bytes is None:
         lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
         w += lora
