@@ -417,3 +417,15 @@ def test_mla_on_hopper_gets_the_block_size_flashmla_forces(
     if block == 64:
         asked = cli("capacity", *where, "--block-size", "16")
         assert "block_size 16 -> 64" in asked.out
+
+
+def test_a_gpu_the_engine_model_does_not_cover_is_refused_not_guessed(cli: Cli) -> None:
+    # Gaudi runs vLLM through vllm-gaudi (HPU graphs, bucketing): no CUDA arithmetic for it
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "gaudi3", "--json")
+    assert r.code == 2 and r.json()["field"] == "--gpu" and "vllm-gaudi" in r.json()["error"]
+    assert cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "gaudi3", "--prompt-len", "100",
+               "--output-len", "10", "--concurrency", "2").code == 2  # fmt: skip
+    textbook = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "gaudi3", "--ledger", "textbook"
+    )
+    assert textbook.code == 0

@@ -119,8 +119,21 @@ class ServePlan(BaseModel):
     )
 
 
+# The GPU vendors the engine model covers: vLLM and SGLang on CUDA and ROCm. Intel Gaudi runs
+# vLLM through its own plugin (vllm-gaudi: HPU graphs, bucketed shapes, its own memory profile),
+# which this model does not describe.
+ENGINE_MODEL_VENDORS = ("nvidia", "amd")
+
+
 def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) -> None:
     """Refuse values the engine's own parser (or the GPU) would refuse, naming the flag."""
+    if gpu.vendor not in ENGINE_MODEL_VENDORS:
+        raise InputError(
+            "--gpu",
+            f"{gpu.id} ({gpu.vendor}) runs {s.engine} through its own backend (vllm-gaudi on "
+            "Gaudi), whose memory the engine model does not cover; `--ledger textbook` plans it "
+            "from the teaching ledger",
+        )
     if s.engine == "vllm":
         block = s.block_size
         derived = model is not None and is_hybrid(model) and block is not None
