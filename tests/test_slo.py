@@ -102,11 +102,14 @@ def test_json_keys_and_chunk_flags(cli: Cli) -> None:
     assert data["max_prefill_chunk_tokens"] == 957  # (50 - 5) / 0.047
     assert data["ttft_single_prefill_fits"] is True  # 193 ms <= 300 ms
     assert "--chunked-prefill-size 957" in data["flags"]["sglang"]
-    # a full batch's 523 decode tokens plus the 957-token prefill chunk
-    assert "--max-num-batched-tokens 1480" in data["flags"]["vllm"]
-    # at B = 523 the step is 49.98 ms: no prompt token fits inside TPOT 50 ms, and it says so
-    assert data["prefill_room_at_full_batch_tokens"] == 0
-    assert any("fills the TPOT budget" in w for w in data["warnings"])
+    # at B = 523 the step is 49.98 ms: no prompt token fits inside TPOT 50 ms, so the line runs
+    # the largest batch whose step still carries a 512-token chunk: 5 + 0.086 B + 512 x 0.047
+    # <= 50 at B = 243 (25.90 ms + 24.06 ms), and budgets its decodes plus that room
+    assert data["batch_cap"] == 523 and data["operating_concurrency"] == 243
+    assert data["prefill_room_at_full_batch_tokens"] == 512
+    assert "--max-num-seqs 243 --max-num-batched-tokens 755" in data["flags"]["vllm"]
+    assert "--max-running-requests 243" in data["flags"]["sglang"]
+    assert any("runs 243 to keep room" in w for w in data["warnings"])
 
 
 def test_validated_cap_is_what_the_flags_run(cli: Cli) -> None:

@@ -196,6 +196,12 @@ def render(r: dict[str, Any]) -> None:
     )
     for line in r["arithmetic"]:
         out.print(f"  {line}", markup=False)
+    if r["source"] == "reference":
+        out.print(
+            "  reference: the worked example of docs/method.md §3, not a model or a card; "
+            "--preset/--model and --gpu derive your coefficients, --fit measures them",
+            markup=False,
+        )
     if r["compute_bound_above_batch"] is not None:
         out.print(
             f"  compute-bound above B = {r['compute_bound_above_batch']:.0f}: the slope "
@@ -264,6 +270,8 @@ def render(r: dict[str, Any]) -> None:
         )
     for w in r["warnings"]:
         out.print(f"[yellow]warning:[/] {w}")
+    if r["source"] == "reference":
+        out.print("example lines for the reference coefficients (not sized for a real model):")
     out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
     out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
 
