@@ -121,3 +121,16 @@ def test_fleet_candidates_hold_the_pool_capacity_plans(cli: Cli, preset: str, gp
         assert same["engine"]["kv_cache_tokens"] == row["kv_cache_tokens"]
         assert same["engine"]["settings"]["max_num_seqs"] == row["max_num_seqs"]
         assert same["flags"]["vllm"].split()[3:] == row["command"].split()[3:]
+
+
+@pytest.mark.parametrize("tpot", ["12", "30", "50"])
+def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
+    # one latency cap, prefill room included: at TPOT 30 ms on Llama-3.1-8B / H100 the curve
+    # allows 213 sequences but only 63 leave a 512-token prefill chunk inside a step
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", tpot, "--json")
+    capacity = cli("capacity", *where).json()["engine"]["settings"]["max_num_seqs"]
+    slo = cli("slo", *where).json()
+    assert capacity == slo["operating_concurrency"]
+    assert f"--max-num-seqs {capacity} " in slo["flags"]["vllm"]
+    if tpot == "30":
+        assert slo["batch_cap"] > capacity and slo["prefill_room_at_full_batch_tokens"] >= 512

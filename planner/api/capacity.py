@@ -468,6 +468,10 @@ def _latency_cap(
     reason = (
         f"TPOT {tpot_ms:g} ms (estimated step time, t(B) = {step.a_ms:.2f} + {step.b_ms:.4f} B ms)"
     )
+    roomy = slo.roomy_cap(step, tpot_ms, cap)
+    if roomy < cap:  # as `planner slo`: a step of the batch still carries a prefill chunk
+        reason += f", leaving room for a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk"
+        cap = roomy
     return {"latency_cap": cap, "latency_reason": reason}
 
 

@@ -17,10 +17,6 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
 
 # The marker of a step model saved with --save-fit (and read back by --fit).
 SAVED_FIT_KEY = "planner_step_model"
-# The prefill a step of a full batch must still carry inside TPOT, or every arrival stretches a
-# step past the budget: one chunk of 512 tokens, vLLM V0's default chunked-prefill budget
-# (SchedulerConfig max_num_batched_tokens with chunked prefill, vllm/config.py 0.4-0.7).
-PREFILL_ROOM_TOKENS = 512
 
 
 def read_fit_points(paths: str) -> tuple[list[float], list[float], dict[str, Any] | None]:
@@ -352,32 +348,22 @@ def slo_advice(
     seqs = result["operating_concurrency"]
 
     def room_at(batch: int) -> int:
-        """Prompt tokens a step of `batch` decodes still carries inside TPOT."""
-        if not step.prefill_ms_per_token:
-            return chunk
-        spare = (tpot_ms - step.step_ms(batch)) / step.prefill_ms_per_token
-        return max(0, math.floor(spare + 1e-9))
+        return slo.prefill_room(step, tpot_ms, batch) if step.prefill_ms_per_token else chunk
 
     warnings: list[str] = []
-    if room_at(seqs) < PREFILL_ROOM_TOKENS <= room_at(1):
+    roomy = slo.roomy_cap(step, tpot_ms, seqs)
+    if roomy < seqs:
         # A full batch would leave arrivals no room: the line runs the largest batch whose
-        # step still carries one prefill chunk inside TPOT (room falls as the batch grows).
-        low, high = 1, seqs
-        while low < high:
-            mid = (low + high + 1) // 2
-            if room_at(mid) >= PREFILL_ROOM_TOKENS:
-                low = mid
-            else:
-                high = mid - 1
+        # step still carries one prefill chunk inside TPOT (as `capacity --tpot` caps it).
         warnings.append(
             f"a full batch of {seqs} leaves {room_at(seqs)} prompt tokens per step inside TPOT "
-            f"{tpot_ms:g} ms: the line runs {low} to keep room for a {PREFILL_ROOM_TOKENS}-token "
-            "prefill chunk in every step"
+            f"{tpot_ms:g} ms: the line runs {roomy} to keep room for a "
+            f"{slo.PREFILL_ROOM_TOKENS}-token prefill chunk in every step"
         )
         result["binding_reason"] += (
-            f"; {low} keep a {PREFILL_ROOM_TOKENS}-token prefill chunk inside it"
+            f"; {roomy} keep a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk inside it"
         )
-        seqs = result["operating_concurrency"] = low
+        seqs = result["operating_concurrency"] = roomy
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
     room = room_at(seqs)

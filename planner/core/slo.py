@@ -114,6 +114,39 @@ def max_prefill_chunk(model: StepModel, budget_ms: float) -> int:
     return max(0, math.floor((budget_ms - model.a_ms) / model.prefill_ms_per_token + 1e-9))
 
 
+# The prefill a step of a full batch must still carry inside TPOT, or every arrival stretches a
+# step past the budget: one chunk of 512 tokens, vLLM V0's default chunked-prefill budget
+# (SchedulerConfig max_num_batched_tokens with chunked prefill, vllm/config.py 0.4-0.7).
+PREFILL_ROOM_TOKENS = 512
+
+
+def prefill_room(model: StepModel, budget_ms: float, batch: int) -> int:
+    """Prompt tokens a step of `batch` decodes still carries inside the budget."""
+    if not model.prefill_ms_per_token:
+        return 0
+    spare = (budget_ms - model.step_ms(batch)) / model.prefill_ms_per_token
+    return max(0, math.floor(spare + 1e-9))
+
+
+def roomy_cap(model: StepModel, budget_ms: float, cap: int) -> int:
+    """The largest batch (<= cap) whose step still carries a PREFILL_ROOM_TOKENS chunk inside
+    the budget; `cap` itself where it does, or where even one sequence leaves no such room."""
+    if not model.prefill_ms_per_token:
+        return cap
+    if prefill_room(model, budget_ms, cap) >= PREFILL_ROOM_TOKENS:
+        return cap
+    if prefill_room(model, budget_ms, 1) < PREFILL_ROOM_TOKENS:
+        return cap
+    low, high = 1, cap  # room falls as the batch grows
+    while low < high:
+        mid = (low + high + 1) // 2
+        if prefill_room(model, budget_ms, mid) >= PREFILL_ROOM_TOKENS:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def prefill_ms(model: StepModel, prompt_tokens: int) -> float:
     """One step that prefills a whole prompt (the stall every decoding sequence feels)."""
     return model.a_ms + model.prefill_ms_per_token * prompt_tokens
