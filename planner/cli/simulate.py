@@ -124,7 +124,11 @@ def simulate(
     ] = False,
     weight_dtype: Annotated[
         str | None,
-        typer.Option(help="fp8 (online), or a variant checkpoint: fp4/nvfp4, mxfp4, int4."),
+        typer.Option(
+            "--weight-dtype",
+            "--quantization",
+            help="fp8 (online), or a variant checkpoint: fp4/nvfp4, mxfp4, int4.",
+        ),
     ] = None,
     kv_dtype: Annotated[
         str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8.")

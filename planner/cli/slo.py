@@ -48,7 +48,11 @@ def slo(
     ] = None,
     weight_dtype: Annotated[
         str | None,
-        typer.Option(help="Weights as served: bf16, fp8, fp4, int4 [default: the checkpoint's]."),
+        typer.Option(
+            "--weight-dtype",
+            "--quantization",
+            help="Weights as served: bf16, fp8, fp4, int4 [default: the checkpoint's].",
+        ),
     ] = None,
     kv_dtype: Annotated[
         str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
