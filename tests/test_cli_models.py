@@ -151,3 +151,16 @@ def test_local_folder_counts_parameters_from_safetensors_headers(cli: Cli, tmp_p
     model = cli("capacity", "--model", str(tmp_path), "--gpu", "h100", "--json").json()["model"]
     assert model["params_total"] == 4007 and model["params_exact"] is True
     assert model["weights_bytes"] == 4000 * 2 + 7 * 4 and model["weights_exact"] is True
+
+
+def test_a_bad_config_names_the_flag_and_the_file(cli: Cli, tmp_path: Path) -> None:
+    config = json.loads((MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text())
+    config["num_hidden_layers"] = -2
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    r = cli("capacity", "--model", str(folder), "--gpu", "h100", "--json")
+    assert r.code == 2 and r.err.count("\n") == 1
+    error = r.json()
+    assert error["field"] == "--model"
+    assert f"{folder / 'config.json'}: num_hidden_layers" in error["error"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from planner.core.hf_config import model_spec_from_config
 from planner.core.safetensors import total_bytes
 from planner.core.specs import ModelSpec
@@ -46,7 +48,8 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
         if counts:
             total = total or total_bytes(counts)
             params = None if "quantization_config" in cfg else sum(counts.values())
-        return model_spec_from_config(
+        return _from_config(
+            str(path),
             cfg,
             name=path.parent.name if path.name == "config.json" else path.stem,
             source="local",
@@ -74,7 +77,8 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
     params = None
     if got.parameter_counts and "quantization_config" not in cfg:
         params = sum(got.parameter_counts.values())
-    return model_spec_from_config(
+    return _from_config(
+        f"{model}/config.json",
         cfg,
         name=model,
         source="hub",
@@ -84,3 +88,13 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
         exact_weights_bytes=got.total_size_bytes,
         exact_params=params,
     )
+
+
+def _from_config(where: str, cfg: dict[str, Any], **fields: Any) -> ModelSpec:
+    """model_spec_from_config, an error in the config naming --model and the file it is in."""
+    try:
+        return model_spec_from_config(cfg, **fields)
+    except InputError as exc:
+        if exc.field.startswith("--"):
+            raise  # about a flag, not the file
+        raise InputError("--model", f"{where}: {exc}") from exc
