@@ -5,6 +5,8 @@ Bugs keep their traceback; these are the failures a user can cause or fix.
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_OK = 0
 EXIT_FINDING = 1  # drift found, SLO cannot be met
 EXIT_BAD_INPUT = 2  # usage and validation errors
@@ -32,3 +34,14 @@ class SourceUnavailable(PlannerError):
     """A source (Hub, network, GPU driver) could not be read; says what to do."""
 
     exit_code = EXIT_SOURCE_UNAVAILABLE
+
+
+def validation_text(err: Any) -> str:
+    """A pydantic error's message as one lower-case clause, its numbers as a user writes them
+    (a bound of 1/86,400 req/s reads 1.157e-05, not 0.000011574074074074073)."""
+    import re
+
+    def short(m: re.Match[str]) -> str:
+        return f"{float(m.group(0)):.4g}"
+
+    return re.sub(r"\d+\.\d{5,}", short, str(err["msg"]).lower())

@@ -11,6 +11,7 @@ import http.server
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -813,3 +814,14 @@ def test_every_command_fits_columns_and_never_wraps_a_launch_line(
             lines = {v for k, v in as_json.json()["flags"].items() if k in ("vllm", "sglang") and v}
             for full in lines:
                 assert any(full in ln for ln in launch), (args, full)
+
+
+def test_limits_are_printed_as_a_user_writes_them(cli: Cli) -> None:
+    # the slowest accepted rate is one request a day: 1/86,400 req/s, not 0.0000115740740...
+    for args in (
+        ("simulate", "--rate", "1e-7", "--requests", "10"),
+        ("fleet", "--preset", "llama-3.1-8b", "--rate", "1e-7", "--tpot", "50", "--ttft", "1000"),
+    ):
+        r = cli(*args)
+        assert r.code == 2 and "--rate" in r.err and "1.157e-05" in r.err, r.err
+        assert not re.search(r"\d\.\d{6,}", r.err), r.err

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
 from planner.core.capacity import CapacityPlan, CapacitySettings, plan_capacity
-from planner.errors import InputError
+from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
@@ -59,7 +59,7 @@ def settings_error(exc: ValidationError) -> InputError:
     if key == "offload" and len(err["loc"]) > 1:
         key = str(err["loc"][1])
     value = err.get("input")
-    return InputError(SETTING_FLAGS.get(key, key), f"{err['msg'].lower()} (got {value!r})")
+    return InputError(SETTING_FLAGS.get(key, key), f"{validation_text(err)} (got {value!r})")
 
 
 def capacity_plan(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from planner.errors import InputError
+from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -82,7 +82,7 @@ def engine_plan(
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "settings"
-        raise InputError("--" + key.replace("_", "-"), err["msg"].lower()) from exc
+        raise InputError("--" + key.replace("_", "-"), validation_text(err)) from exc
     raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
 
 

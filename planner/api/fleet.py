@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.errors import InputError
+from planner.errors import InputError, validation_text
 from planner.units import ceil_div
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
@@ -156,7 +156,7 @@ def fleet_report(
         err = exc.errors()[0]
         path = ".".join(str(p) for p in err["loc"])
         flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
-        raise InputError(flag, f"{err['msg'].lower()} (got {err.get('input')!r})") from exc
+        raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
     spec = resolve_model(preset, model)
     sample = generate(w)
     longest = int((sample.prompt_tokens + sample.output_tokens).max())

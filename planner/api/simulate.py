@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_cost_model
-from planner.errors import InputError
+from planner.errors import InputError, validation_text
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     pass
@@ -63,7 +63,7 @@ def simulation(
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "workload"
-        raise InputError(WORKLOAD_FLAGS.get(key, key), err["msg"].lower()) from exc
+        raise InputError(WORKLOAD_FLAGS.get(key, key), validation_text(err)) from exc
     if trace_path is not None:
         from planner.sources.files import TRACE_LIMIT_BYTES, read_text
 
@@ -100,7 +100,7 @@ def simulation(
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][-1]) if err["loc"] else "settings"
-        raise InputError(SIM_FLAGS.get(key, key), err["msg"].lower()) from exc
+        raise InputError(SIM_FLAGS.get(key, key), validation_text(err)) from exc
     result: dict[str, Any] = {
         "workload": workload_echo,
         "cost_model": cost_model.model_dump(),

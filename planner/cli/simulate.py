@@ -223,7 +223,7 @@ def simulate(
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
-    from planner.errors import InputError
+    from planner.errors import InputError, validation_text
 
     if gpu is not None:
         from planner.api.bench import Lengths, Load, benchmark
@@ -282,7 +282,7 @@ def simulate(
                 name = {"share": "--prefix-share", "tokens": "--prefix-tokens"}.get(
                     key, "--prefixes"
                 )
-                raise InputError(name, err["msg"].lower()) from exc
+                raise InputError(name, validation_text(err)) from exc
         layout = None
         if disagg is not None:
             from planner.sim.disagg import DisaggLayout, parse_layout
@@ -331,7 +331,7 @@ def simulate(
         except ValidationError as exc:
             err = exc.errors()[0]
             key = str(err["loc"][0]) if err["loc"] else "load"
-            raise InputError(BENCH_FLAGS.get(key, key), err["msg"].lower()) from exc
+            raise InputError(BENCH_FLAGS.get(key, key), validation_text(err)) from exc
         if (
             lengths.workload is None
             and lengths.trace is None
