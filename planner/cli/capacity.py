@@ -757,9 +757,12 @@ def render_serve(plan: object, payload: dict[str, object], explain: bool) -> Non
     engine = f"{p.name} {p.version}" if p else plan.engine
     gpu = payload["gpu"]
     assert isinstance(gpu, dict)
+    tp, pp = int(settings["tp"]), int(settings.get("pp") or 1)
+    layout_gpus, layout = tp * pp, f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     out.print(
-        f"[bold]{escape(str(model['name']))}[/] on [bold]{escape(str(gpu['name']))}[/] with "
-        f"[bold]{engine}[/] x TP {settings['tp']}  context {settings['context_tokens']:,}  "
+        f"[bold]{escape(str(model['name']))}[/] on {layout_gpus} x [bold]"
+        f"{escape(str(gpu['name']))}[/] ({layout}) with [bold]{engine}[/]  "
+        f"context {settings['context_tokens']:,}  "
         f"mean {settings['mean_tokens']:,}  weights {model['weight_dtype']}"
     )
     if p is not None:
@@ -844,7 +847,7 @@ def render_capacity(plan: object, explain: bool) -> None:
     if m.params_active != m.params_total:
         params += f" ({m.params_active / 1e9:,.2f}B active)"
     out.print(
-        f"[bold]{m.name}[/] on [bold]{plan.gpu.name}[/] x TP {s.tp}  "
+        f"[bold]{m.name}[/] on {s.tp} x [bold]{plan.gpu.name}[/] (TP {s.tp})  "
         f"context {s.context_tokens:,}  mean {s.mean_tokens:,}  KV {s.kv_dtype}  "
         f"weights {plan.weight_dtype}  params {params}"
     )
