@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from planner.api.capacity import capacity_plan
-from planner.api.latency import derived_cost_model
 from planner.errors import InputError, validation_text
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
@@ -85,6 +83,11 @@ def simulation(
     if gpu is not None or preset is not None or model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
+        # the engine model is imported only when a model is simulated (the reference run
+        # does not pay for it)
+        from planner.api.capacity import capacity_plan
+        from planner.api.latency import derived_cost_model
+
         plan = capacity_plan(gpu=gpu, preset=preset, model=model, **(capacity_settings or {}))
         cost_values = derived_cost_model(plan) | cost_values
         if sim.get("kv_blocks") is None:
