@@ -1,9 +1,10 @@
 """Start-up cost of the CLI as whole processes, as ratios to `python -c pass` in one run.
 
 Targets (2-core CI machine): `planner --help` < 0.15 s, `planner capacity --preset gqa-70b
---gpu mi300x` < 0.3 s, the reference three-policy `planner simulate` < 0.2 s, the benchmark predictor's 1,000-request closed loop of a 70B model at
-concurrency 64 < 1 s (printed also as a ratio to `planner capacity`), and neither numpy nor
-huggingface_hub imported on the --help path.
+--gpu mi300x` < 0.3 s, the reference three-policy `planner simulate` < 0.2 s, the benchmark
+predictor's 1,000-request closed loop of a 70B model at concurrency 64 < 1 s (printed also as
+a ratio to `planner capacity`), and neither numpy nor huggingface_hub imported on the --help
+path.
 
 Runs are interleaved (one of each command per round, so a busy machine slows all of them
 alike) and read bytecode from a warm cache in a temporary PYTHONPYCACHEPREFIX, as an installed
