@@ -42,11 +42,11 @@ HubTimeout = Annotated[
 
 
 def apply_hub_timeout(seconds: float | None) -> None:
-    """Set the Hub deadline for this run (refused outside (0, 600] s)."""
-    if seconds is not None:
-        from planner.sources.hub import set_timeout
+    """Set the Hub deadline for this run (refused outside (0, 600] s); the default when not
+    given, so one run's --timeout never carries into the next in the same process."""
+    from planner.sources.hub import HUB_TIMEOUT_S, set_timeout
 
-        set_timeout(seconds)
+    set_timeout(HUB_TIMEOUT_S if seconds is None else seconds)
 
 
 def reserved_bytes(gib: float | None) -> int | None:
