@@ -231,7 +231,7 @@ def test_upstream_config_change_is_drift(tmp_path: Path) -> None:
             [*run, "drift", str(plan), "--json"], env=env, capture_output=True, text=True
         )
         pinned = subprocess.run(
-            [*run, "drift", str(plan), "--revision", "pinned"],
+            [*run, "drift", str(plan), "--hub-ref", "pinned"],
             env=env,
             capture_output=True,
             text=True,
@@ -240,6 +240,14 @@ def test_upstream_config_change_is_drift(tmp_path: Path) -> None:
     keys = {d["key"] for d in json.loads(moved.stdout)["differences"]}
     assert {"model.config_sha256", "model.revision", "kv_bytes_per_token"} <= keys
     assert pinned.returncode == 0, pinned.stdout  # the pinned commit still has the old config
+    # --revision, its older name, still works; a bad value names the flag's own spelling
+    older = subprocess.run(
+        [*run, "drift", str(plan), "--revision", "later", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert older.returncode == 2 and json.loads(older.stdout)["field"] == "--hub-ref"
 
 
 def test_json_schema_doc_is_current() -> None:

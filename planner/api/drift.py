@@ -147,7 +147,7 @@ def drift_report(
 
     lock = load(read_text(plan_path, "plan", PLAN_LIMIT_BYTES), plan_path)
     if revision_mode not in ("current", "pinned"):
-        raise InputError("--revision", f"{revision_mode!r}; accepted: current, pinned")
+        raise InputError("--hub-ref", f"{revision_mode!r}; accepted: current, pinned")
     check_timeout(timeout_s)
     for url in metrics_urls:
         check_metrics_url(url)

@@ -19,7 +19,13 @@ def drift(
         ),
     ] = None,
     revision: Annotated[
-        str, typer.Option(help="Recompute at the 'current' requested ref or the 'pinned' commit.")
+        str,
+        typer.Option(
+            "--hub-ref",
+            "--revision",
+            help="Recompute the Hub config at the 'current' requested ref or the 'pinned' "
+            "commit (elsewhere --revision is the Hub revision itself).",
+        ),
     ] = "current",
     tolerance: Annotated[str, typer.Option(help="Relative tolerance for figures.")] = "2%",
     against_args: Annotated[
