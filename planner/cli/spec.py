@@ -13,12 +13,24 @@ BARS = " ▁▂▃▄▅▆▇█"
 
 
 def spec(
-    alpha: Annotated[str, typer.Option(help="Acceptance rate(s) in [0, 1]: 0.7 or 0.5,0.7,0.9.")],
-    k: Annotated[str, typer.Option("--k", help="Draft length(s): 4, 1-16 or 1,2,4.")] = "1-16",
+    alpha: Annotated[
+        str,
+        typer.Option(
+            "--alpha", "--spec-alpha", help="Acceptance rate(s) in [0, 1]: 0.7 or 0.5,0.7,0.9."
+        ),
+    ],
+    k: Annotated[
+        str, typer.Option("--k", "--spec-k", help="Draft length(s): 4, 1-16 or 1,2,4.")
+    ] = "1-16",
     draft_cost: Annotated[float, typer.Option(help="c: draft cost per target forward.")] = 0.05,
     verify_cost: Annotated[float, typer.Option(help="v: cost per extra scored position.")] = 0.0,
     method: Annotated[
-        str, typer.Option(help="ngram, eagle, eagle3, medusa, mtp or draft (flags only).")
+        str,
+        typer.Option(
+            "--method",
+            "--spec-method",
+            help="ngram, eagle, eagle3, medusa, mtp or draft (flags only).",
+        ),
     ] = "eagle3",
     preset: Annotated[
         str | None, typer.Option(help="Target model preset (couples to load).")
