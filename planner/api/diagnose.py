@@ -142,9 +142,9 @@ def diagnose_report(
     else:
         before, after, interval = snapshot_pair(snapshots, interval_s)
         where = " -> ".join(snapshots)
+    flag = "--metrics" if metrics_url is not None else "--snapshots"
     differs = mismatch(before, after)
     if differs is not None:
-        flag = "--metrics" if metrics_url is not None else "--snapshots"
         raise InputError(
             flag,
             f"{where}: the two scrapes are not one server ({differs}); compare two scrapes "
@@ -152,5 +152,5 @@ def diagnose_report(
         )
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":
-        raise InputError("--metrics", f"{where}: no vLLM or SGLang metrics in the scrape")
+        raise InputError(flag, f"{where}: no vLLM or SGLang metrics in the scrape")
     return {"source": where} | result.model_dump()
