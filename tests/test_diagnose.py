@@ -350,3 +350,31 @@ def test_advice_is_never_worse_than_now(
             assert speed_then > speed_now, effect
         if f["check"] == "waiting queue" and waiting == 0 and usage < KV_NEAR_CEILING:
             assert "add replicas" not in action, action
+
+
+def test_tpot_advice_never_anchors_on_the_plan_when_nothing_ran(cli: Cli, tmp_path: Path) -> None:
+    # tokens over budget but no sequence running at either scrape: the step model has no batch
+    # to anchor on, and the plan's cap is not what the server ran: no number is invented
+    idle = SGLANG
+    for name in RUNNING:
+        idle = bump(idle, name, lambda v: 0.0)
+    after = idle
+    for name in ITL:
+        after = observe(after, name, 0.07, 500)
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text(idle)
+    b.write_text(after)
+    where = ("--snapshots", f"{a},{b}", "--interval", "30", "--tpot", "50", "--json")
+    plan = ("--preset", "llama-3.1-8b", "--gpu", "h100")
+    tpot = next(
+        f for f in cli("diagnose", *where, *plan).json()["findings"] if f["check"] == "TPOT p95"
+    )
+    assert "no sequence was running" in tpot["action"] and "->" not in tpot["action"]
+    assert tpot["expected_effect"] is None
+    # one scrape busy: the busier one anchors the estimate
+    busy = bump(after, "sglang:num_running_reqs", lambda v: 64.0)
+    b.write_text(busy)
+    tpot = next(
+        f for f in cli("diagnose", *where, *plan).json()["findings"] if f["check"] == "TPOT p95"
+    )
+    assert tpot["action"].startswith("--max-running-requests 64 -> ")

@@ -289,8 +289,11 @@ def diagnose(
     action = effect = None
     if tpot_fail and budgets.tpot_ms is not None:
         assert itl is not None
+        # the load the tokens were decoded at: the busier of the two scrapes (a server that
+        # emptied by the second still decoded the window's tokens at the first one's batch)
+        load = max((r for r in (gauge(before, RUNNING), running) if r is not None), default=None)
         action, effect = _tpot_action(
-            fx, budgets.tpot_ms, itl * 1e3, running, usage, detect_engine(after)
+            fx, budgets.tpot_ms, itl * 1e3, load, usage, detect_engine(after)
         )
     findings.append(
         Finding(
@@ -508,13 +511,15 @@ def _tpot_action(
     """Lower the running cap (the engine's own flag) to the batch the step model, anchored on
     the measured TPOT at the current load, keeps inside the budget."""
     cap_flag = engine_flags(engine)["cap"]
-    now = round(running) if running else fx.max_num_seqs
+    now = round(running) if running else 0
     if fx.step_ms is None or not now:
-        return (
-            f"lower {cap_flag} until TPOT fits (pass --plan or --preset/--model and --gpu for "
-            "the number)",
-            None,
+        # no batch to anchor the step model on: the plan's cap is not what the server ran
+        why = (
+            "pass --plan or --preset/--model and --gpu for the number"
+            if fx.step_ms is None
+            else "no sequence was running at either scrape to anchor the step model on"
         )
+        return (f"lower {cap_flag} until TPOT fits ({why})", None)
     step = fx.step_ms
     scale = measured_ms / step(now)  # the model anchored on what this server does at `now`
     low, high = 0, now
