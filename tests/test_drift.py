@@ -288,3 +288,27 @@ def test_hybrid_block_size_is_the_engines_own(cli: Cli, tmp_path: Path) -> None:
     with metrics_server({"/metrics": scrape}) as url:
         r = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
     assert r.code == 0, (tokens, r.out)
+
+
+def test_drift_reads_the_engines_own_spellings(cli: Cli, tmp_path: Path) -> None:
+    # vLLM's short flags and human-readable integers, read as vLLM reads them: 32K is 32,768
+    # (clean), 32k is 32,000 (a real difference); each source's status says what it found
+    lock = tmp_path / "plan.yaml"
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--context", "32768")
+    line = cli("capacity", *where, "--quantization", "fp8", "--json", "--save", str(lock)).json()
+    line = line["flags"]["vllm"]
+    spelled = (
+        line.replace("--tensor-parallel-size 1", "-tp=1")
+        .replace("--quantization fp8", "-q fp8")
+        .replace("--max-model-len 32768", "--max-model-len=32K")
+    )
+    assert spelled != line
+    clean = cli("drift", str(lock), "--against-args", spelled, "--json")
+    assert clean.code == 0, clean.out
+    decimal = cli("drift", str(lock), "--against-args", spelled.replace("=32K", "=32k"), "--json")
+    assert decimal.code == 1
+    report = decimal.json()
+    assert [(d["key"], d["actual"]) for d in report["differences"]] == [
+        ("--max-model-len", "32000")
+    ]
+    assert any(s["status"].startswith("1 difference") for s in report["sources"])

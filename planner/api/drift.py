@@ -234,8 +234,10 @@ def drift_report(
             sources.append({"where": "recompute", "status": f"{status} (revision {revision_mode})"})
     for text, origin in args_texts:
         for deployed in parse_args_text(text, origin):
-            rows += drift.compare_deployed(lock, deployed)
-            sources.append({"where": deployed.where, "status": f"ok ({deployed.engine})"})
+            found = drift.compare_deployed(lock, deployed)
+            rows += found
+            status = f"{len(found)} difference{'s' if len(found) != 1 else ''}" if found else "ok"
+            sources.append({"where": deployed.where, "status": f"{status} ({deployed.engine})"})
     for scrape in fetch_metrics(metrics_urls, timeout_s) if metrics_urls else []:
         if scrape.text is None:
             unreachable = True

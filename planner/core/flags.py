@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -204,6 +205,31 @@ def engine_of(argv: list[str]) -> str | None:
     return None
 
 
+# Short spellings the engines' parsers accept for a long flag (vllm/engine/arg_utils.py: -tp,
+# -pp, -dp, -q; SGLang's --tp is its --tp-size).
+SHORT_FLAGS = {
+    "vllm": {
+        "-tp": "--tensor-parallel-size",
+        "-pp": "--pipeline-parallel-size",
+        "-dp": "--data-parallel-size",
+        "-q": "--quantization",
+    },
+    "sglang": {"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size"},
+}
+# vLLM reads these as human-readable integers (arg_utils.py human_readable_int): a lower-case
+# suffix is decimal (1k = 1,000, 1m = 10^6), an upper-case one binary (1K = 1,024, 1M = 2^20).
+HUMAN_INT_FLAGS = ("--max-model-len", "--max-num-batched-tokens")
+HUMAN_INT_SUFFIX = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def human_int(text: str) -> str:
+    """`32k` -> `32000`, `32K` -> `32768` (vLLM's reading); other text unchanged."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgKMG])", text.strip())
+    if match is None:
+        return text
+    return str(int(float(match.group(1)) * HUMAN_INT_SUFFIX[match.group(2)]))
+
+
 def parse_argv(argv: list[str], where: str) -> Deployed | None:
     """Flags of an engine command line; the positional model after `serve` becomes --model."""
     # `sh -c "vllm serve ..."` carries the whole command line in one token.
@@ -222,6 +248,9 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
             flags["--model"] = argv[i + 1]
             i += 2
             continue
+        short = SHORT_FLAGS[engine].get(token.partition("=")[0])
+        if short is not None:
+            token = short + token[len(token.partition("=")[0]) :]
         if token.startswith("--"):
             name, eq, value = token.partition("=")
             name = "--" + name[2:].replace("_", "-")
@@ -240,4 +269,8 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         i += 1
     if "--model-path" in flags:
         flags["--model"] = flags.pop("--model-path")
+    if engine == "vllm":
+        for name in HUMAN_INT_FLAGS:
+            if name in flags:
+                flags[name] = human_int(flags[name])
     return Deployed(where=where, engine=engine, flags=flags)
