@@ -205,8 +205,9 @@ def engine_of(argv: list[str]) -> str | None:
     return None
 
 
-# Short spellings the engines' parsers accept for a long flag (vllm/engine/arg_utils.py: -tp,
-# -pp, -dp, -q; SGLang's --tp is its --tp-size).
+# Other spellings the engines' parsers accept for a flag the plan sets (vllm/engine/arg_utils.py:
+# -tp, -pp, -dp, -q; python/sglang/srt/server_args.py: --tensor-parallel-size for --tp-size and
+# its kin, and argparse's unique prefixes such as --tp).
 SHORT_FLAGS = {
     "vllm": {
         "-tp": "--tensor-parallel-size",
@@ -214,7 +215,14 @@ SHORT_FLAGS = {
         "-dp": "--data-parallel-size",
         "-q": "--quantization",
     },
-    "sglang": {"--tp": "--tp-size", "--dp": "--dp-size", "--pp": "--pp-size"},
+    "sglang": {
+        "--tp": "--tp-size",
+        "--tensor-parallel-size": "--tp-size",
+        "--dp": "--dp-size",
+        "--data-parallel-size": "--dp-size",
+        "--pp": "--pp-size",
+        "--pipeline-parallel-size": "--pp-size",
+    },
 }
 # vLLM reads these as human-readable integers (arg_utils.py human_readable_int): a lower-case
 # suffix is decimal (1k = 1,000, 1m = 10^6), an upper-case one binary (1K = 1,024, 1M = 2^20).
