@@ -312,3 +312,30 @@ def test_drift_reads_the_engines_own_spellings(cli: Cli, tmp_path: Path) -> None
         ("--max-model-len", "32000")
     ]
     assert any(s["status"].startswith("1 difference") for s in report["sources"])
+
+
+def test_metrics_name_a_different_model_is_drift(cli: Cli, tmp_path: Path) -> None:
+    # the served model against the plan's, by its last path component: a local folder of the
+    # same checkpoint matches its Hub id, another model does not
+    lock = tmp_path / "plan.yaml"
+    assert (
+        cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--save", str(lock)).code == 0
+    )
+
+    def page(model: str) -> str:
+        return (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0",model_name="{model}"}} 3.0\n'
+        )
+
+    pages = {"/same/metrics": page("/models/Llama-3.1-8B-Instruct"), "/other/metrics": page(
+        "Qwen/Qwen2.5-7B-Instruct"
+    )}  # fmt: skip
+    with metrics_server(pages) as base:
+        same = cli("drift", str(lock), "--against-metrics", f"{base}/same/metrics", "--json")
+        other = cli("drift", str(lock), "--against-metrics", f"{base}/other/metrics", "--json")
+    assert not [d for d in same.json()["differences"] if d["key"] == "model"]
+    assert other.code == 1
+    (row,) = [d for d in other.json()["differences"] if d["key"] == "model"]
+    assert row["actual"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert row["planned"] == "meta-llama/Llama-3.1-8B-Instruct"

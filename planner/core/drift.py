@@ -173,14 +173,49 @@ def planned_kv_tokens(lock: PlanLock) -> int | None:
     return None
 
 
+def served_model(samples: dict[str, list[tuple[dict[str, str], float]]]) -> str | None:
+    """The model a scrape names (vLLM's `model_name` label, SGLang's `model_name` or `name`)."""
+    for series in samples.values():
+        for labels, _ in series[:1]:
+            for key in ("model_name", "name"):
+                if labels.get(key):
+                    return labels[key]
+    return None
+
+
+def _model_differs(
+    lock: PlanLock, samples: dict[str, list[tuple[dict[str, str], float]]], where: str
+) -> list[Difference]:
+    """The served model against the plan's, by its last path component (a local folder of
+    the same checkpoint matches its Hub id; a --served-model-name alias does not)."""
+    served = served_model(samples)
+    planned = next(
+        (
+            line_flags(line).get("--model")
+            for line in lock.flags.values()
+            if line_flags(line).get("--model")
+        ),
+        None,
+    )
+    if served is None or planned is None or planned.startswith("$"):
+        return []
+    if (
+        served.rstrip("/").rsplit("/", 1)[-1].lower()
+        == planned.rstrip("/").rsplit("/", 1)[-1].lower()
+    ):
+        return []
+    return [Difference(where=where, key="model", planned=planned, actual=served, tolerance="exact")]
+
+
 def compare_metrics(
     lock: PlanLock,
     samples: dict[str, list[tuple[dict[str, str], float]]],
     where: str,
     tolerance: float,
 ) -> tuple[list[Difference], str]:
-    """vLLM's cache_config_info or SGLang's constant gauges against the plan."""
-    rows: list[Difference] = []
+    """vLLM's cache_config_info or SGLang's constant gauges against the plan, and the model
+    the server names against the plan's."""
+    rows: list[Difference] = _model_differs(lock, samples, where)
     tokens = planned_kv_tokens(lock)
     if "vllm:cache_config_info" in samples:
         labels = samples["vllm:cache_config_info"][0][0]
