@@ -378,3 +378,9 @@ def test_tpot_advice_never_anchors_on_the_plan_when_nothing_ran(cli: Cli, tmp_pa
         f for f in cli("diagnose", *where, *plan).json()["findings"] if f["check"] == "TPOT p95"
     )
     assert tpot["action"].startswith("--max-running-requests 64 -> ")
+
+
+def test_a_bad_url_names_the_flag_it_came_from(cli: Cli) -> None:
+    # diagnose's URL is --metrics (drift's is --against-metrics)
+    r = cli("diagnose", "--metrics", "notaurl", "--json")
+    assert r.code == 2 and r.json()["field"] == "--metrics"

@@ -23,12 +23,12 @@ def scrape_pair(url: str, window_s: float, timeout_s: float) -> tuple[Any, Any, 
 
     if not 0 < window_s <= MAX_WINDOW_S:
         raise InputError("--window", f"must be in (0, {MAX_WINDOW_S:g}] s (got {window_s})")
-    first = fetch_metrics([url], timeout_s)[0]
+    first = fetch_metrics([url], timeout_s, "--metrics")[0]
     if first.text is None:
         raise SourceUnavailable(f"{url}: {first.error}")
     started = time.monotonic()
     time.sleep(window_s)
-    second = fetch_metrics([url], timeout_s)[0]
+    second = fetch_metrics([url], timeout_s, "--metrics")[0]
     if second.text is None:
         raise SourceUnavailable(f"{url}: {second.error}")
     return _samples(first.text), _samples(second.text), time.monotonic() - started
@@ -135,7 +135,7 @@ def diagnose_report(
         raise InputError("--metrics", "give one of --metrics URL or --snapshots A,B")
     fx = effects_for(plan_path=plan_path, preset=preset, model=model, gpu=gpu, settings=settings)
     if metrics_url is not None:
-        check_metrics_url(metrics_url)
+        check_metrics_url(metrics_url, "--metrics")
         check_timeout(timeout_s)
         before, after, interval = scrape_pair(metrics_url, window_s, timeout_s)
         where = metrics_url

@@ -149,14 +149,15 @@ class Scrape:
     error: str | None
 
 
-def check_metrics_url(url: str) -> None:
-    """Only http(s) URLs are /metrics endpoints; anything else is a typo or a local path."""
+def check_metrics_url(url: str, flag: str = "--against-metrics") -> None:
+    """Only http(s) URLs are /metrics endpoints; anything else is a typo or a local path.
+    `flag`: the option the URL came from (drift's --against-metrics, diagnose's --metrics)."""
     try:
         scheme = urllib.parse.urlsplit(url).scheme.lower()
     except ValueError as exc:  # e.g. an unclosed IPv6 bracket
-        raise InputError("--against-metrics", f"{url!r}: not a URL ({exc})") from exc
+        raise InputError(flag, f"{url!r}: not a URL ({exc})") from exc
     if scheme not in ("http", "https"):
-        raise InputError("--against-metrics", f"{url!r}: expected an http:// or https:// URL")
+        raise InputError(flag, f"{url!r}: expected an http:// or https:// URL")
 
 
 def check_timeout(timeout_s: float) -> None:
@@ -194,11 +195,14 @@ def _read_bounded(url: str, timeout_s: float) -> Scrape:
     return Scrape(url, b"".join(chunks).decode("utf-8", errors="replace"), None)
 
 
-def fetch_metrics(urls: list[str], timeout_s: float) -> list[Scrape]:
-    """GET every /metrics URL concurrently (bounded in count, time and bytes)."""
+def fetch_metrics(
+    urls: list[str], timeout_s: float, flag: str = "--against-metrics"
+) -> list[Scrape]:
+    """GET every /metrics URL concurrently (bounded in count, time and bytes); `flag` names
+    the option the URLs came from in an error."""
     check_timeout(timeout_s)
     for url in urls:
-        check_metrics_url(url)
+        check_metrics_url(url, flag)
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_CONCURRENT_FETCHES, len(urls)))) as pool:
         return list(pool.map(lambda u: _read_bounded(u, timeout_s), urls))
 
