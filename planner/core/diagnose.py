@@ -386,12 +386,13 @@ def diagnose(
 
 
 def served_models(samples: Samples) -> set[str]:
-    """The model names a scrape's series carry (vLLM and SGLang label them `model_name`)."""
+    """The model names a scrape's series carry (vLLM and SGLang label them `model_name`;
+    SGLang's 2024 series `name`)."""
     return {
-        str(labels["model_name"])
-        for series in samples.values()
+        str(labels.get("model_name") or labels["name"])
+        for metric, series in samples.items()
         for labels, _ in series
-        if "model_name" in labels
+        if "model_name" in labels or ("name" in labels and metric.startswith("sglang:"))
     }
 
 
@@ -447,25 +448,25 @@ def _length_p99(before: Samples, after: Samples) -> int | None:
     return math.ceil(prompt + output)
 
 
-# Each engine's own flags for what the advice changes (vllm/engine/arg_utils.py;
-# python/sglang/srt/server_args.py).
-ENGINE_FLAGS = {
-    "vllm": {
-        "context": "--max-model-len",
-        "cap": "--max-num-seqs",
-        "memory": "--gpu-memory-utilization",
-    },
+# What each kind of advice changes, as the serve line's settings fields of each engine.
+ADVICE_FIELDS = {
+    "vllm": {"context": "max_model_len", "cap": "max_num_seqs", "memory": "gpu_memory_utilization"},
     "sglang": {
-        "context": "--context-length",
-        "cap": "--max-running-requests",
-        "memory": "--mem-fraction-static",
+        "context": "context_length",
+        "cap": "max_running_requests",
+        "memory": "mem_fraction_static",
     },
 }
 
 
 def engine_flags(engine: str) -> dict[str, str]:
-    """The flags advice names for this engine (SGLang's for either SGLang metric family)."""
-    return ENGINE_FLAGS["sglang" if engine.startswith("sglang") else "vllm"]
+    """The engine's own flags for what advice changes (the serve line's spellings; SGLang's
+    for either SGLang metric family)."""
+    from planner.core.serve import SGLANG_FLAGS, VLLM_FLAGS
+
+    sglang = engine.startswith("sglang")
+    spelled = dict(SGLANG_FLAGS if sglang else VLLM_FLAGS)
+    return {k: spelled[field] for k, field in ADVICE_FIELDS["sglang" if sglang else "vllm"].items()}
 
 
 def _memory_action(

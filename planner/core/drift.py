@@ -173,38 +173,27 @@ def planned_kv_tokens(lock: PlanLock) -> int | None:
     return None
 
 
-def served_model(samples: dict[str, list[tuple[dict[str, str], float]]]) -> str | None:
-    """The model a scrape names (vLLM's `model_name` label, SGLang's `model_name` or `name`)."""
-    for series in samples.values():
-        for labels, _ in series[:1]:
-            for key in ("model_name", "name"):
-                if labels.get(key):
-                    return labels[key]
-    return None
-
-
 def _model_differs(
     lock: PlanLock, samples: dict[str, list[tuple[dict[str, str], float]]], where: str
 ) -> list[Difference]:
     """The served model against the plan's, by its last path component (a local folder of
     the same checkpoint matches its Hub id; a --served-model-name alias does not)."""
-    served = served_model(samples)
+    from planner.core.diagnose import served_models
+
+    served = served_models(samples)
     planned = next(
-        (
-            line_flags(line).get("--model")
-            for line in lock.flags.values()
-            if line_flags(line).get("--model")
-        ),
-        None,
+        (m for m in (line_flags(line).get("--model") for line in lock.flags.values()) if m), None
     )
-    if served is None or planned is None or planned.startswith("$"):
+    if not served or planned is None or planned.startswith("$"):
         return []
-    if (
-        served.rstrip("/").rsplit("/", 1)[-1].lower()
-        == planned.rstrip("/").rsplit("/", 1)[-1].lower()
-    ):
+
+    def checkpoint(name: str) -> str:
+        return name.rstrip("/").rsplit("/", 1)[-1].lower()
+
+    if checkpoint(planned) in {checkpoint(name) for name in served}:
         return []
-    return [Difference(where=where, key="model", planned=planned, actual=served, tolerance="exact")]
+    actual = ", ".join(sorted(served))
+    return [Difference(where=where, key="model", planned=planned, actual=actual, tolerance="exact")]
 
 
 def compare_metrics(

@@ -709,15 +709,8 @@ def predict(
         util = rules.default_gpu_memory_utilization
         defaults.append(f"gpu_memory_utilization={util} (vLLM {version_text(version)} default)")
     block = s.block_size or DEFAULT_BLOCK_SIZE
-    forced = forced_block_size(model, gpu, version)
-    block_note = None
-    if forced is not None and block != forced:
-        if s.block_size is not None:
-            block_note = (
-                f"block_size {s.block_size} -> {forced}: vLLM forces it for the FlashMLA backend "
-                "(MLA on Hopper)"
-            )
-        block = forced
+    # the platform's forced size wins over the flag (the serve plan says so when one was given)
+    block = forced_block_size(model, gpu, version) or block
     if s.block_size is None:
         defaults.append(f"block_size={block}")
     run_dtype = compute_dtype(model, s.dtype)
@@ -751,8 +744,6 @@ def predict(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
     )
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
-    if block_note is not None:
-        notes.append(block_note)
     if s.enable_lora and m.weights_bytes is None:
         lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
         w += lora
