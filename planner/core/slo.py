@@ -130,21 +130,13 @@ def prefill_room(model: StepModel, budget_ms: float, batch: int) -> int:
 
 def roomy_cap(model: StepModel, budget_ms: float, cap: int) -> int:
     """The largest batch (<= cap) whose step still carries a PREFILL_ROOM_TOKENS chunk inside
-    the budget; `cap` itself where it does, or where even one sequence leaves no such room."""
-    if not model.prefill_ms_per_token:
-        return cap
-    if prefill_room(model, budget_ms, cap) >= PREFILL_ROOM_TOKENS:
+    the budget: the batch cap of the budget less that chunk's prefill; `cap` itself where it
+    already leaves the room, or where even one sequence cannot."""
+    if not model.prefill_ms_per_token or prefill_room(model, budget_ms, cap) >= PREFILL_ROOM_TOKENS:
         return cap
     if prefill_room(model, budget_ms, 1) < PREFILL_ROOM_TOKENS:
         return cap
-    low, high = 1, cap  # room falls as the batch grows
-    while low < high:
-        mid = (low + high + 1) // 2
-        if prefill_room(model, budget_ms, mid) >= PREFILL_ROOM_TOKENS:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    return min(cap, batch_cap(model, budget_ms - PREFILL_ROOM_TOKENS * model.prefill_ms_per_token))
 
 
 def prefill_ms(model: StepModel, prompt_tokens: int) -> float:
