@@ -99,8 +99,14 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
+    measured_lengths = row.get("measured") or {}
     if "ShareGPT" in dataset:
-        lengths = Lengths(workload="sharegpt")
+        # the lengths the run produced (outputs stop at EOS, short of the references)
+        lengths = Lengths(
+            workload="sharegpt",
+            prompt_mean=measured_lengths.get("mean_input_tokens_per_request"),
+            output_mean=measured_lengths.get("mean_output_tokens_per_request"),
+        )
     elif dataset.startswith("random"):
         ratio = w.get("range_ratio")
         if ratio is None and row["engine"] == "sglang":
@@ -108,7 +114,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             # (python/sglang/bench_serving.py); vLLM's default leaves lengths fixed.
             ratio = 0.0
         out_len = w["output_len"]
-        mean_out = (row.get("measured") or {}).get("mean_output_tokens_per_request")
+        mean_out = measured_lengths.get("mean_output_tokens_per_request")
         if "no --ignore-eos" in dataset and mean_out:
             # outputs stopped at EOS: the lengths the run produced, not the cap it asked for
             out_len = max(1, round(mean_out))

@@ -253,10 +253,45 @@ def test_len_range_draws_between_f_l_and_l() -> None:
     assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
 
 
+def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
+    """A ShareGPT run whose outputs stopped at EOS (122 tokens a request, not the references'
+    ~197): the trace keeps its shape, scaled to the reported means; shorter outputs mean
+    shorter requests, so the same rate holds fewer running and each finishes sooner."""
+
+    def sharegpt(**means: float) -> dict[str, Any]:
+        return benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            load=Load(rate_per_s=4.0),
+            lengths=Lengths(workload="sharegpt", **means),
+        )
+
+    plain = sharegpt()
+    got = sharegpt(prompt_mean=300.0, output_mean=122.2)
+    assert got["total_input_tokens"] / got["completed"] == pytest.approx(300, abs=0.5)
+    assert got["total_output_tokens"] / got["completed"] == pytest.approx(122.2, abs=0.5)
+    assert got["median_e2el_ms"] < plain["median_e2el_ms"]
+    assert "outputs scaled to mean 122.2" in got["workload"]["description"]
+    # ranged lengths rescale too; their mean is no longer the range's middle
+    ranged = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(concurrency=4, requests=500),
+        lengths=Lengths(prompt_len=1000, output_len=100, len_range=0.5, prompt_mean=500.0),
+    )
+    assert ranged["total_input_tokens"] / 500 == pytest.approx(500, abs=0.5)
+
+
 @pytest.mark.parametrize(
     ("args", "text"),
     [
         (["--concurrency", "4"], "--prompt-len"),
+        (["--prompt-len", "10", "--output-len", "10", "--output-mean", "5"], "a fixed length"),
+        (["--workload", "sharegpt", "--prompt-mean", "0.5"], "--prompt-mean"),
         (
             ["--concurrency", "4", "--rate", "2", "--prompt-len", "10", "--output-len", "10"],
             "--concurrency",

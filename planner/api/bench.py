@@ -67,6 +67,8 @@ class Lengths(BaseModel):
     output_len: int | None = Field(default=None, gt=0, le=2**24)
     len_range: float | None = Field(default=None, ge=0, le=1)
     trace: str | None = None
+    prompt_mean: float | None = Field(default=None, ge=1, le=2**24)
+    output_mean: float | None = Field(default=None, ge=1, le=2**24)
 
 
 def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
@@ -74,8 +76,18 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
     import numpy as np
 
     from planner.api.simulate import load_workload
-    from planner.sim.workload import LengthDist, Workload, generate, load_trace
+    from planner.sim.workload import LengthDist, Workload, generate, load_trace, with_means
 
+    for flag, mean, fixed in (
+        ("--prompt-mean", lengths.prompt_mean, lengths.prompt_len),
+        ("--output-mean", lengths.output_mean, lengths.output_len),
+    ):
+        if mean is None:
+            continue
+        if lengths.trace is not None:
+            raise InputError(flag, "rescales a generated workload; a --trace keeps its lengths")
+        if fixed is not None and (lengths.len_range is None or lengths.len_range >= 1):
+            raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
     if lengths.trace is not None:
         from planner.sources.files import TRACE_LIMIT_BYTES, read_text
 
@@ -115,7 +127,7 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         prompt_tokens=prompt,
         output_tokens=output,
     )
-    trace = generate(w)
+    trace = with_means(generate(w), lengths.prompt_mean, lengths.output_mean)
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -131,6 +143,10 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
         echo.pop("rate_per_s")
         echo.pop("cv")
+    for name, mean in (("prompt", lengths.prompt_mean), ("output", lengths.output_mean)):
+        if mean is not None:
+            summary += f", {name}s scaled to mean {mean:g}"
+            echo[f"{name}_mean"] = mean
     echo["description"] = summary
     return trace, echo
 

@@ -23,6 +23,8 @@ BENCH_FLAGS = {
     "prompt_len": "--prompt-len",
     "output_len": "--output-len",
     "len_range": "--len-range",
+    "prompt_mean": "--prompt-mean",
+    "output_mean": "--output-mean",
 }
 
 POLICIES = ("static", "continuous", "chunked")
@@ -77,6 +79,14 @@ def simulate(
     ] = None,
     len_range: Annotated[
         float | None, typer.Option(help="Lengths uniform in [F x L, L] (--random-range-ratio).")
+    ] = None,
+    prompt_mean: Annotated[
+        float | None,
+        typer.Option(help="Scale the workload's prompt lengths to this mean (your run's)."),
+    ] = None,
+    output_mean: Annotated[
+        float | None,
+        typer.Option(help="Scale its output lengths to this mean (outputs stopped at EOS)."),
     ] = None,
     requests: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
     seed: Annotated[int | None, typer.Option(help="Trace seed.")] = None,
@@ -327,6 +337,8 @@ def simulate(
                 output_len=output_len,
                 len_range=len_range,
                 trace=trace,
+                prompt_mean=prompt_mean,
+                output_mean=output_mean,
             )
         except ValidationError as exc:
             err = exc.errors()[0]
@@ -375,6 +387,8 @@ def simulate(
         ("--prompt-len", prompt_len),
         ("--output-len", output_len),
         ("--len-range", len_range),
+        ("--prompt-mean", prompt_mean),
+        ("--output-mean", output_mean),
         ("--weight-dtype", weight_dtype),
         ("--engine-version", engine_version),
         ("--calibration", calibration),

@@ -134,6 +134,25 @@ def generate(w: Workload) -> Trace:
     return with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
 
 
+def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | None) -> Trace:
+    """The trace with its prompt and / or output lengths scaled (each rounded, at least one
+    token) so their mean is the one given: a benchmark run reports the lengths it produced,
+    and outputs that stop at EOS run shorter than the dataset's reference completions."""
+
+    def scaled(tokens: NDArray[np.int64], mean: float | None) -> NDArray[np.int64]:
+        if mean is None or tokens.size == 0:
+            return tokens
+        out: NDArray[np.int64] = np.maximum(1, np.rint(tokens * (mean / float(tokens.mean()))))
+        return out.astype(np.int64)
+
+    return Trace(
+        trace.arrival_s,
+        scaled(trace.prompt_tokens, prompt_mean),
+        scaled(trace.output_tokens, output_mean),
+        trace.cached_prefix_tokens,
+    )
+
+
 def with_shared_prefix(
     trace: Trace, fraction: float, tokens: int, rng: np.random.Generator
 ) -> Trace:
