@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.api import load_workload
 from planner.errors import InputError
@@ -17,7 +19,10 @@ from planner.sim.engine import (
     CostModel,
     PolicyMetrics,
     ReserveAdmission,
+    RunState,
     SimConfig,
+    _iteration_level,
+    _unbounded,
     execute,
     simulate,
 )
@@ -145,6 +150,61 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
         assert run.peak_blocks <= kv_blocks
     again = simulate(trace, CostModel(), cfg)
     assert again == simulate(trace, CostModel(), cfg)  # same seed, same numbers
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 60),
+    rate=st.floats(0.5, 200.0),
+    policy=st.sampled_from(["continuous", "chunked"]),
+    mixed=st.booleans(),
+    max_batch=st.integers(1, 24),
+    chunk=st.integers(1, 64),
+    closed=st.one_of(st.none(), st.integers(1, 16)),
+    delayed=st.booleans(),
+    cached=st.booleans(),
+)
+def test_unbounded_loop_is_the_general_loop_float_for_float(
+    seed: int,
+    n: int,
+    rate: float,
+    policy: str,
+    mixed: bool,
+    max_batch: int,
+    chunk: int,
+    closed: int | None,
+    delayed: bool,
+    cached: bool,
+) -> None:
+    """The loop without a KV pool, speculation or multi-step (what the reference workload
+    runs) returns exactly the state the general loop returns on the same input."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(1, 300, n)
+    trace = Trace(
+        np.sort(rng.exponential(1.0 / rate, n).cumsum()),
+        prompt,
+        rng.integers(1, 80, n),
+        (rng.integers(0, prompt) if cached else np.zeros(n)).astype(np.int64),
+    )
+    cfg = SimConfig(
+        policy=policy,  # type: ignore[arg-type]
+        max_batch=max_batch,
+        chunk_tokens=chunk,
+        step_token_budget=max(chunk, max_batch) + 8,
+        mixed=mixed,
+        concurrency=closed,
+    )
+    delay = rng.uniform(0.0, 30.0, n) if delayed else None
+    general, light = RunState(trace), RunState(trace)
+    _iteration_level(general, CostModel(), cfg, trace, delay)
+    _unbounded(light, CostModel(), cfg, delay)
+    for name, value in vars(general).items():
+        other = getattr(light, name)
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, other, err_msg=name)
+        else:
+            assert value == other, name
 
 
 def test_small_pool_preempts_and_swap_keeps_progress() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -292,6 +292,14 @@ def execute(
         if not isinstance(cost, CostModel) or cfg.concurrency is not None:
             raise InputError("--policy", "static batching runs on a given cost model, open loop")
         _static(run, cost, cfg)
+    elif (
+        isinstance(cost, CostModel)
+        and cfg.kv_blocks is None
+        and cfg.reserve is None
+        and cfg.spec_alpha is None
+        and cfg.scheduler_steps == 1
+    ):
+        _unbounded(run, cost, cfg, delay_ms)
     else:
         _iteration_level(run, cost, cfg, trace, delay_ms)
     return run
@@ -738,6 +746,129 @@ def _iteration_level(
     run.post[:] = post
     run.generated[:] = generated
     run.swapped[:] = swapped
+    run.first_ms[:] = first
+    run.finish_ms[:] = finish
+    run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
+
+
+def _unbounded(
+    run: RunState, cost: CostModel, cfg: SimConfig, delay_ms: NDArray[np.float64] | None
+) -> None:
+    """`_iteration_level` where nothing bounds the running set but max_batch: no KV pool (so
+    no preemption), no speculation, one step per scheduling pass, a linear cost. Each request
+    is admitted, prefilled and decoded once, so its finish is fixed when it starts decoding and
+    the per-event work is a few list operations; the result is the general loop's, float for
+    float (tests/test_simulate.py runs both)."""
+    n = run.arrival_ms.size
+    delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
+    arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
+    released = n
+    if cfg.concurrency is not None:
+        released = min(cfg.concurrency, n)
+        arrival = delay[:released] + [math.inf] * (n - released)
+    output: list[int] = run.output.tolist()
+    target: list[int] = run.target.tolist()
+    prefilled = [0] * n
+    first: list[float] = run.first_ms.tolist()
+    finish: list[float] = run.finish_ms.tolist()
+    max_batch, chunked, mixed = cfg.max_batch, cfg.policy == "chunked", cfg.mixed
+    budget_tokens, chunk_tokens = cfg.step_token_budget, cfg.chunk_tokens
+    overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
+    prefill_ms = cost.prefill_ms_per_token
+    heappush, heappop, ceil, inf = heapq.heappush, heapq.heappop, math.ceil, math.inf
+    itl: defaultdict[float, int] = defaultdict(int)  # run.itl_tokens, gathered here
+    busy_ms = slot_ms = stall_ms = idle_ms = overhead_total_ms = 0.0
+    steps_total = 0
+    t = 0.0
+    nxt = 0
+    clock = 0  # decode steps run so far
+    waiting: deque[int] = deque()
+    running = 0  # how many are running (admitted, not finished)
+    pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
+    heap: list[tuple[int, int]] = []  # (clock value at which it finishes, id)
+    while nxt < n or waiting or running:
+        while nxt < n and arrival[nxt] <= t:
+            waiting.append(nxt)
+            nxt += 1
+        if not running and not waiting:
+            idle_ms += arrival[nxt] - t
+            t = arrival[nxt]
+            continue
+        while waiting and running < max_batch:
+            pending.append(waiting.popleft())
+            running += 1
+        n_decoding = running - len(pending)  # a new prompt has a token left (target >= 1)
+        take: list[tuple[int, int]] = []
+        prefill_tokens = 0
+        if pending:
+            if not chunked:
+                take = [(i, target[i] - prefilled[i]) for i in pending]
+                prefill_tokens = sum(g for _, g in take)
+            else:
+                budget = budget_tokens - (n_decoding if mixed else 0)
+                for i in pending:
+                    if budget <= 0:
+                        break
+                    got = target[i] - prefilled[i]  # min(left, chunk, budget), unrolled
+                    if got > chunk_tokens:
+                        got = chunk_tokens
+                    if got > budget:
+                        got = budget
+                    take.append((i, got))
+                    budget -= got
+                prefill_tokens = budget_tokens - (n_decoding if mixed else 0) - budget
+        waiting_decoders = 0
+        if take and not mixed:
+            waiting_decoders, n_decoding = n_decoding, 0
+        dt = overhead_ms + (a_ms + b_ms * n_decoding) + prefill_ms * prefill_tokens
+        steps = 1
+        if not take and n_decoding:
+            steps = heap[0][0] - clock  # decode-only until the next finish or arrival
+            if nxt < n and running < max_batch and arrival[nxt] < inf:
+                gap = ceil((arrival[nxt] - t) / dt)
+                if gap < steps:
+                    steps = gap if gap > 1 else 1
+        overhead_total_ms += overhead_ms * steps
+        t += dt * steps
+        busy_ms += dt * steps
+        slot_ms += running * dt * steps
+        steps_total += steps
+        if n_decoding:
+            clock += steps
+            if stall_ms:  # the first token after unmixed prefill steps waited for them too
+                itl[dt + stall_ms] += n_decoding
+                itl[dt] += n_decoding * (steps - 1)
+                stall_ms = 0.0
+            else:
+                itl[dt] += n_decoding * steps
+        elif waiting_decoders:
+            stall_ms += dt
+        if take:
+            done_prefill = False
+            for i, got in take:
+                prefilled[i] += got
+                if prefilled[i] >= target[i]:
+                    first[i] = t
+                    heappush(heap, (clock + output[i] - 1, i))
+                    done_prefill = True
+            if done_prefill:
+                pending = [i for i in pending if prefilled[i] < target[i]]
+        while heap and heap[0][0] <= clock:
+            finish[heappop(heap)[1]] = t
+            running -= 1
+            if released < n:  # closed loop: this client sends its next request now
+                arrival[released] = t + delay[released]
+                released += 1
+    for gap_ms, tokens in itl.items():
+        run.itl_tokens[gap_ms] = run.itl_tokens.get(gap_ms, 0) + tokens
+    run.idle_ms += idle_ms
+    run.busy_ms += busy_ms
+    run.overhead_ms += overhead_total_ms
+    run.slot_ms += slot_ms
+    run.steps += steps_total
+    run.prefilled[:] = prefilled
+    run.post[:] = run.output
+    run.generated[:] = run.output
     run.first_ms[:] = first
     run.finish_ms[:] = finish
     run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
