@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from planner.core.engines.common import parse_version
-from planner.core.step_time import step_time_for
+from planner.core.step import step_time_for
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 

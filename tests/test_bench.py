@@ -11,7 +11,7 @@ import pytest
 from helpers import Result
 
 from planner.api.bench import Lengths, Load, benchmark
-from planner.core.step_time import step_time_for
+from planner.core.step import step_time_for
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 

@@ -11,7 +11,7 @@ import pytest
 from helpers import Result
 
 from planner.api.bench import Lengths, Load, benchmark, transfer_plan
-from planner.core.step_time import step_time_for
+from planner.core.step import step_time_for
 from planner.sim import disagg
 from planner.sim.engine import CurveCost, SimConfig, execute
 from planner.sim.workload import Trace

@@ -13,11 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, Result
 
-from planner.core.step_time import (
-    ENGINE_OVERHEAD_MS,
-    KERNEL_MS_PER_LAYER,
-    step_time_for,
-)
+from planner.core.step import step_time_for
+from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, load_model_preset
 
@@ -124,7 +121,7 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
 
 
 def test_expert_parallel_waits_for_the_busiest_rank_until_every_expert_is_read() -> None:
-    from planner.core.step_time import expected_max_of_normals
+    from planner.core.step.moe import expected_max_of_normals
 
     # Blom's approximation against the exact expected maxima of 2 and 8 standard normals
     # (1/sqrt(pi) = 0.5642; 1.4236)
@@ -147,7 +144,7 @@ def test_expert_parallel_waits_for_the_busiest_rank_until_every_expert_is_read()
 
 
 def test_pipeline_stages_split_the_model_and_a_token_crosses_them_all() -> None:
-    from planner.core.step_time import PP_HOP_MS
+    from planner.core.step.comm import PP_HOP_MS
 
     spec = load_model_preset("llama-3.1-405b")
     gpu = find_gpu("h100")
@@ -162,3 +159,36 @@ def test_pipeline_stages_split_the_model_and_a_token_crosses_them_all() -> None:
     # a full batch splits into two micro-batches, each through both stages: never slower per
     # token than one stage group doing it all (the GEMMs of half the batch are cheaper)
     assert two.step_ms(256, 1024) <= one.step_ms(256, 1024)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "family", "basis"),
+    [
+        ("a100", "ampere", "fitted"),
+        ("h100", "hopper", "fitted"),
+        ("l40s", "ada", "extrapolated"),
+        ("b200", "blackwell", "extrapolated"),
+        ("mi300x", "cdna3", "extrapolated"),
+        ("mi355x", "cdna4", "extrapolated"),
+        ("gaudi3", "intel", "extrapolated"),
+    ],
+)
+def test_each_card_takes_its_familys_constants_and_says_if_they_were_measured(
+    gpu: str, family: str, basis: str
+) -> None:
+    """Ampere and Hopper constants were fitted on public step times; every other family's are
+    extrapolated, and a prediction on such a card says so."""
+    from planner.core.step.family import family_of
+
+    got = family_of(find_gpu(gpu))
+    assert (got.name, got.basis) == (family, basis)
+    if gpu in ("a100", "h100"):
+        assert step_time_for(LLAMA8, find_gpu(gpu)).bandwidth_efficiency == 0.75
+
+
+def test_simulate_names_the_basis_of_its_step_constants(cli: Callable[..., Result]) -> None:
+    args = ["--preset", "llama-3.1-8b", "--prompt-len", "100", "--output-len", "100"]
+    amd = json.loads(cli("simulate", "--gpu", "mi300x", *args, "--json").out)
+    assert amd["step_constants"]["basis"] == "extrapolated"
+    r = cli("simulate", "--gpu", "h100", *args)
+    assert "step model: hopper constants fitted" in r.out

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import InputError, PlannerError
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
@@ -36,10 +37,9 @@ SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
 SGLANG_RETRACT_DECODE_STEPS = 20
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096
-# vLLM's V1 engine (the default from 0.8.0) mixes prefill chunks into decode steps; V0 ran
-# prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py, 0.6.x).
-VLLM_V1_SINCE = (0, 8, 0)
-# V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
+# vLLM's V1 engine (the default from 0.8.0, VLLM_V1_SINCE) mixes prefill chunks into decode
+# steps; V0 ran prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py,
+# 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
 # "multi-step scheduling"; vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement").
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 
@@ -276,7 +276,7 @@ def benchmark(
         """The trace with its prefixes served from the tiers, the load delays, the hits."""
         if prefix is None or prefix.share <= 0:
             return base, None, None
-        from planner.core.step_time import host_link_bytes_per_s
+        from planner.core.step.comm import host_link_bytes_per_s
         from planner.sim.prefix import with_tiers
 
         tiers = plan.kv_tiers
@@ -337,6 +337,7 @@ def benchmark(
             "predicted by the step-time model and the engine's scheduler (docs/simulate.md); "
             "not a measurement"
         ),
+        "step_constants": step_constants(curve, calibrated),
         "deployment": {
             "model": spec.name,
             "gpu": card.id,
@@ -386,6 +387,21 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
+    """Where the step model's constants for this card come from: its GPU family's, fitted on
+    measured step times or extrapolated from other families, or the user's calibration."""
+    family = curve.family
+    if calibrated is not None:
+        return {
+            "gpu_family": family.name if family else "given",
+            "basis": "calibrated",
+            "source": "by planner calibrate --bench on your own results",
+        }
+    if family is None:
+        return {"gpu_family": "given", "basis": "given", "source": "by the caller"}
+    return {"gpu_family": family.name, "basis": family.basis, "source": family.source}
 
 
 def engine_scheduler(
@@ -447,7 +463,7 @@ class Instance:
     plan: Any  # planner.core.serve.ServePlan
     payload: dict[str, Any]
     prediction: Any  # its EnginePrediction
-    curve: Any  # planner.core.step_time.StepTime
+    curve: Any  # planner.core.step.StepTime
     cost: Any  # planner.sim.engine.CurveCost
     cfg: Any  # planner.sim.engine.SimConfig, without the load (its block and scheduler)
     engine: str
@@ -478,7 +494,7 @@ def _instance(
     max_num_seqs; otherwise the plan's advised max_num_seqs."""
     from planner.api.capacity import serve_report
     from planner.core.engines.common import parse_version
-    from planner.core.step_time import step_time_for
+    from planner.core.step import step_time_for
     from planner.sim.engine import CurveCost, SimConfig
     from planner.sources.presets import find_gpu
     from planner.units import dtype_bytes
@@ -610,7 +626,7 @@ def transfer_plan(
 
     from planner.core.kv import kv_bytes_per_token
     from planner.core.specs import KvKind
-    from planner.core.step_time import link_bytes_per_s
+    from planner.core.step.comm import link_bytes_per_s
 
     per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
     mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
@@ -701,6 +717,7 @@ def _disaggregated(
             "predicted by the step-time model and the engine's scheduler for each pool, with the "
             "KV transfer priced on the link (docs/disagg.md); not a measurement"
         ),
+        "step_constants": step_constants(pre.curve, None),
         "deployment": {
             "model": spec.name,
             "gpu": pre.card.id,

@@ -444,7 +444,7 @@ def _latency_cap(
     from planner.api.latency import step_model_from_curve
     from planner.core import slo
     from planner.core.engines.common import parse_version
-    from planner.core.step_time import step_time_for
+    from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
     tp = int(values.get("tp", 1))

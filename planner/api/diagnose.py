@@ -63,7 +63,7 @@ def effects_for(
     from planner.core import slo
     from planner.core.diagnose import Effects
     from planner.core.serve import sequences_held
-    from planner.core.step_time import step_time_for
+    from planner.core.step import step_time_for
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 

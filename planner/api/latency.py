@@ -12,7 +12,7 @@ from planner.errors import InputError
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.latency import Roofline
     from planner.core.slo import StepModel
-    from planner.core.step_time import StepTime
+    from planner.core.step import StepTime
 
 
 def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
@@ -51,7 +51,7 @@ def serve_roofline(
     --spec-alpha` and `spec` both price speculation on it, so they print one speedup)."""
     from planner.core.engines.common import parse_version
     from planner.core.kv import kv_bytes_per_sequence
-    from planner.core.step_time import step_time_for
+    from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
     native = "fp16" if model.native_dtype == "fp32" else model.native_dtype
@@ -118,7 +118,7 @@ def derived_step_model(
     linearised to a and b for display and the simulator; efficiencies override the calibrated
     terms (bandwidth_efficiency, flops_efficiency, overhead_ms); `step_calibration`: the step
     terms of a `calibrate --bench` profile."""
-    from planner.core.step_time import step_time_for
+    from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
     kvb = dtype_bytes(plan.settings.kv_dtype)

@@ -636,6 +636,13 @@ def render_bench(result: dict[str, Any]) -> None:
                 markup=False,
             )
     out.print(f"estimate: {result['estimate']}", markup=False)
+    basis = result.get("step_constants")
+    if basis:
+        out.print(
+            f"step model: {basis['gpu_family']} constants {basis['basis']} {basis['source']}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _load_text(result: dict[str, Any]) -> str:

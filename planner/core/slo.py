@@ -13,7 +13,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.step_time import StepTime
+from planner.core.step import StepTime
 from planner.errors import InputError
 
 # docs/method.md §3 "reference" cost model.

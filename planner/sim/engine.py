@@ -23,7 +23,7 @@ from planner.errors import InputError
 from planner.sim.workload import Trace
 
 if TYPE_CHECKING:
-    from planner.core.step_time import StepTime
+    from planner.core.step import StepTime
 
 # docs/method.md §3 cost model ("reference"): a = 5.00 ms, b = 0.086 ms per sequence,
 # 47 us per prefill token, 0.3 ms launch overhead per step.
@@ -72,7 +72,7 @@ class CostModel(BaseModel):
 
 
 class CurveCost:
-    """Step cost from the step-time model itself (planner.core.step_time): the linear layers
+    """Step cost from the step-time model itself (planner.core.step): the linear layers
     over every token of the step, decode attention over the KV the running sequences hold,
     prefill attention over its (query, key) pairs, kernels, all-reduce and engine overhead."""
 

@@ -1,0 +1,21 @@
+"""The step model: how long one engine step takes, built from the operations of a forward pass,
+one module per family of operations (docs/method.md §3).
+
+    family    GPU families and whether their constants were fitted or extrapolated
+    gemm      dense GEMMs: weights read, tensor-core work at the weights' dtype rate
+    attention decode KV reads and prefill attention FLOPs
+    moe       experts routed to, the busiest expert-parallel rank, routing kernels
+    comm      tensor-parallel all-reduce, pipeline sends, the links they use
+    overhead  kernels per layer and the engine's per-step overhead
+    model     StepTime: the operations summed as the GPU runs them
+
+    t(B, ctx) = max(weights, compute) + attention + kernels + all-reduce + engine overhead
+
+Constants were fitted on public measurements (benchmarks/data/step-time.jsonl: LMDeploy on
+A100, vLLM on H100 and A100, with sources) and checked against an ideal-step floor measured on
+an H200; benchmarks/step_time.py prints the errors.
+"""
+
+from planner.core.step.model import StepTerms, StepTime, step_time_for
+
+__all__ = ["StepTerms", "StepTime", "step_time_for"]

@@ -1,0 +1,34 @@
+"""Attention: decode reads the KV every running sequence holds (per layer group: full,
+sliding window, MLA latent, linear / Mamba state); prefill does FLOPs per (query, key) pair."""
+
+from __future__ import annotations
+
+from planner.core.specs import ModelSpec
+
+# Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
+# A100 peak in its paper's forward benchmarks, Dao 2023, fig. 4; FA3 ~75% on H100): the lower
+# end, since varlen chunks of mixed lengths run below the paper's fixed-shape figures.
+ATTENTION_FLOPS_EFFICIENCY = 0.5
+# FLOPs per (query, key) pair per head and head-dimension unit: Q.K^T and P.V are one
+# multiply-add each per dimension (2 FLOPs each).
+ATTENTION_FLOPS_PER_PAIR_DIM = 2
+
+
+def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
+    """Prefill attention FLOPs per (query, key) pair on one GPU, all attention layers: each
+    query head does Q.K^T over head_dim_k and P.V over head_dim_v (MLA prefill runs
+    un-absorbed, with the model's head sizes). Sliding windows are not capped here."""
+    heads = max(1, model.num_attention_heads // tp)
+    total = 0.0
+    for g in model.kv_groups:
+        if not g.kind.per_token:
+            continue
+        dk = g.head_dim_k or model.head_dim
+        dv = g.head_dim_v or model.head_dim
+        total += g.num_layers * heads * ATTENTION_FLOPS_PER_PAIR_DIM * (dk + dv)
+    return total
+
+
+def prefill_ms(pairs: float, flops_per_pair: float, flops_per_s: float) -> float:
+    """Prefill attention over `pairs` pairs at an achievable rate, ms."""
+    return pairs * flops_per_pair / flops_per_s * 1e3

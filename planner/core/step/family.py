@@ -1,0 +1,96 @@
+"""GPU families and the step model's constants for each: which cards share kernels and
+efficiencies, and whether a family's figures were fitted on measurements or extrapolated."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from planner.core.specs import GpuSpec
+
+Basis = Literal["fitted", "extrapolated"]
+
+
+class Family(BaseModel):
+    """One GPU family's step-model constants and where they come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    vendor: str
+    bandwidth_efficiency: float
+    basis: Basis
+    source: str
+
+
+# Achievable share of peak HBM bandwidth in decode GEMVs and attention. Ampere and Hopper:
+# 0.75, fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100
+# Llama-2 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA
+# families run the same kernels (CUTLASS / FlashAttention / Triton) and take the same share:
+# extrapolated. AMD CDNA: 0.60, an assumption (ROCm kernels run further from peak; no
+# step-time row yet). A card's own measured figure (`GpuSpec.achievable_bandwidth_fraction`,
+# e.g. the H200's) wins over its family's.
+NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
+AMD_BANDWIDTH_EFFICIENCY = 0.60
+OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
+# How each basis reads after "<family> constants <basis> ..." in the output.
+FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
+NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
+AMD_EXTRAPOLATED = "from an assumed ROCm bandwidth share; no measured step times"
+
+# NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
+NVIDIA_FAMILIES = {
+    "7.0": "volta",
+    "7.5": "turing",
+    "8.0": "ampere",
+    "8.6": "ampere",
+    "8.7": "ampere",
+    "8.9": "ada",
+    "9.0": "hopper",
+    "10.0": "blackwell",
+    "10.3": "blackwell",
+    "12.0": "blackwell",
+    "12.1": "blackwell",
+}
+FITTED_FAMILIES = frozenset({"ampere", "hopper"})
+# AMD Instinct families by catalog id prefix (rocm.docs.amd.com gpu-specs: MI250X gfx90a
+# CDNA2, MI300X / MI325X gfx942 CDNA3, MI350X / MI355X gfx950 CDNA4).
+AMD_FAMILIES = (("mi25", "cdna2"), ("mi30", "cdna3"), ("mi32", "cdna3"), ("mi35", "cdna4"))
+
+
+def family_of(gpu: GpuSpec) -> Family:
+    """The family a card belongs to and its constants (a vendor default when unknown)."""
+    if gpu.vendor == "nvidia":
+        name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
+        fitted = name in FITTED_FAMILIES
+        return Family(
+            name=name,
+            vendor="nvidia",
+            bandwidth_efficiency=NVIDIA_BANDWIDTH_EFFICIENCY,
+            basis="fitted" if fitted else "extrapolated",
+            source=FITTED_SOURCE if fitted else NVIDIA_EXTRAPOLATED,
+        )
+    if gpu.vendor == "amd":
+        name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
+        return Family(
+            name=name,
+            vendor="amd",
+            bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
+            basis="extrapolated",
+            source=AMD_EXTRAPOLATED,
+        )
+    return Family(
+        name=gpu.vendor,
+        vendor=gpu.vendor,
+        bandwidth_efficiency=OTHER_BANDWIDTH_EFFICIENCY,
+        basis="extrapolated",
+        source="between the NVIDIA and AMD figures; no measured step times",
+    )
+
+
+def bandwidth_efficiency(gpu: GpuSpec) -> float:
+    """The GPU's measured achievable bandwidth share, else its family's."""
+    if gpu.achievable_bandwidth_fraction is not None:
+        return gpu.achievable_bandwidth_fraction
+    return family_of(gpu).bandwidth_efficiency

@@ -1,0 +1,266 @@
+"""The step time of one model on one GPU of a layout under one engine: the operations of a
+forward pass summed as the GPU runs them (docs/method.md §3)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.core.kv import kv_bytes_per_sequence
+from planner.core.specs import GpuSpec, ModelSpec
+from planner.core.step import attention, comm, gemm, moe, overhead
+from planner.core.step.family import Family, bandwidth_efficiency, family_of
+from planner.units import bytes_for_elements, ceil_div
+
+
+class StepTerms(BaseModel):
+    """One step's time, term by term, ms."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch: int
+    context_tokens: int
+    weights_read_bytes: int
+    kv_read_bytes: int
+    memory_ms: float
+    attention_ms: float = Field(description="KV read: the decode attention kernels, ms")
+    compute_ms: float
+    kernels_ms: float
+    allreduce_ms: float
+    overhead_ms: float
+    step_ms: float
+    experts_read_per_layer: float | None = None
+
+
+class StepTime(BaseModel):
+    """Everything t(B, ctx) needs for one model on one GPU of a TP group, under one engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str
+    dense_weights_bytes: int = Field(ge=0, description="read every step, per GPU")
+    expert_bytes: int = Field(default=0, ge=0, description="one expert across its layers, per GPU")
+    num_experts: int = Field(default=0, ge=0)
+    experts_per_token: int = Field(default=0, ge=0)
+    moe_layers: int = Field(default=0, ge=0, description="layers with routed experts")
+    moe_kernel_ms_per_layer: float = Field(default=moe.MOE_KERNEL_MS_PER_LAYER, ge=0)
+    moe_ms_per_local_expert: float = Field(default=moe.MOE_MS_PER_LOCAL_EXPERT, ge=0)
+    experts_per_gpu: int = Field(
+        default=0, ge=0, description="experts resident on one GPU (all under TP, E / EP)"
+    )
+    model: ModelSpec = Field(description="for the KV bytes of each layer group")
+    kv_dtype_bytes: int = Field(default=2, gt=0)
+    active_params_per_gpu: int = Field(gt=0)
+    bandwidth_bytes_per_s: float = Field(gt=0, description="peak HBM bandwidth")
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    flops_per_s: float = Field(gt=0)
+    flops_efficiency: float = Field(default=gemm.FLOPS_EFFICIENCY, gt=0, le=1)
+    layers: int = Field(gt=0)
+    kernel_ms_per_layer: float = Field(default=overhead.KERNEL_MS_PER_LAYER, ge=0)
+    tp: int = Field(default=1, ge=1)
+    hidden_size: int = Field(gt=0)
+    activation_bytes: int = Field(default=2, gt=0)
+    link_bytes_per_s: float = Field(default=comm.DEFAULT_LINK_BYTES_PER_S, gt=0)
+    allreduce_hop_ms: float = Field(default=comm.ALLREDUCE_HOP_MS, ge=0)
+    overhead_ms: float = Field(default=overhead.ENGINE_OVERHEAD_MS["vllm"], ge=0)
+    engine: str = "vllm"
+    attention_flops_per_pair: float = Field(
+        default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
+    )
+    attention_flops_efficiency: float = Field(
+        default=attention.ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1
+    )
+    memory_scale: float = Field(
+        default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
+    )
+    pp: int = Field(
+        default=1, ge=1, description="pipeline stages: the fields above are one stage's"
+    )
+    pp_hop_ms: float = Field(default=0.0, ge=0, description="one stage-to-stage send, ms")
+    family: Family | None = Field(
+        default=None, description="the GPU family whose constants these are (None: given)"
+    )
+
+    def experts_read(self, batch: int) -> float:
+        """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
+        return moe.experts_read(self.num_experts, self.experts_per_token, batch)
+
+    def expert_weights_bytes(self, tokens: int) -> int:
+        """Expert weights the slowest GPU reads for `tokens` tokens, per step. Under TP every
+        GPU reads its 1/TP of each routed expert; under expert parallelism a GPU reads its own
+        routed experts whole, and the step waits for the rank that drew the most."""
+        read = self.experts_read(tokens)
+        local = self.experts_per_gpu
+        if not local or local >= self.num_experts:
+            return round(read * self.expert_bytes)
+        busiest = moe.busiest_rank_experts(read, self.num_experts, local)
+        return round(busiest * self.expert_bytes * self.tp)
+
+    def kv_bytes(self, context: int) -> int:
+        """KV bytes one sequence reads per step at `context` on one GPU: every layer group,
+        windows capped, MLA latent whole, Mamba / linear-attention state (a stage's share of
+        the layers under pipeline parallelism)."""
+        whole = kv_bytes_per_sequence(self.model, context, self.tp, self.kv_dtype_bytes)
+        return ceil_div(whole, self.pp)
+
+    def _bandwidth(self) -> float:
+        return self.bandwidth_bytes_per_s * self.bandwidth_efficiency
+
+    def gemm(self, tokens: int) -> tuple[int, float, float]:
+        """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
+        forward pass (ms): the linear layers run once over every token of the step."""
+        weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
+        memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
+        compute_ms = gemm.compute_ms(
+            self.active_params_per_gpu, tokens, self.flops_per_s * self.flops_efficiency
+        )
+        return weights, memory_ms, compute_ms
+
+    def moe_fixed_ms(self, tokens: int) -> float:
+        """The MoE layers' routing kernels and their per-expert part (fixed per step), ms."""
+        if not self.num_experts or not self.moe_layers or tokens <= 0:
+            return 0.0
+        return moe.routing_ms(
+            self.moe_layers,
+            self.experts_per_gpu or self.num_experts,
+            self.moe_kernel_ms_per_layer,
+            self.moe_ms_per_local_expert,
+        )
+
+    def allreduce_ms(self, tokens: int) -> float:
+        """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms."""
+        message = tokens * self.hidden_size * self.activation_bytes
+        return comm.allreduce_ms(
+            self.tp, self.layers, message, self.allreduce_hop_ms, self.link_bytes_per_s
+        )
+
+    def kv_read_ms(self, kv_bytes: int) -> float:
+        """Decode attention: reading `kv_bytes` of cache, ms."""
+        return gemm.read_ms(kv_bytes, self._bandwidth()) * self.memory_scale
+
+    def prefill_attention_ms(self, pairs: float) -> float:
+        """Prefill attention over `pairs` (query, key) pairs (causal), ms."""
+        return attention.prefill_ms(
+            pairs, self.attention_flops_per_pair, self.flops_per_s * self.attention_flops_efficiency
+        )
+
+    def _pipelined(self, stage_ms: float) -> float:
+        return comm.pipelined_ms(stage_ms, self.overhead_ms, self.pp, self.pp_hop_ms)
+
+    def mixed_ms(
+        self, decode_seqs: int, decode_kv_bytes: int, prefill_tokens: int, prefill_pairs: float
+    ) -> float:
+        """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
+        `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
+        layers see every token once (memory- or compute-bound, whichever is longer); attention
+        is its own kernel and adds; then kernels, all-reduce and the engine's overhead."""
+        if self.pp > 1:  # one micro-batch's share of the step, through every stage
+            decode_seqs = ceil_div(decode_seqs, self.pp)
+            decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
+            prefill_tokens = ceil_div(prefill_tokens, self.pp)
+            prefill_pairs = prefill_pairs / self.pp
+        tokens = decode_seqs + prefill_tokens
+        if tokens <= 0:
+            return 0.0
+        _, memory_ms, compute_ms = self.gemm(tokens)
+        return self._pipelined(
+            max(memory_ms, compute_ms)
+            + self.kv_read_ms(decode_kv_bytes)
+            + self.prefill_attention_ms(prefill_pairs)
+            + self.layers * self.kernel_ms_per_layer
+            + self.moe_fixed_ms(tokens)
+            + self.allreduce_ms(tokens)
+            + self.overhead_ms
+        )
+
+    def terms(self, batch: int, context: int) -> StepTerms:
+        """Every term of one decode step of `batch` sequences at `context` tokens (under
+        pipeline parallelism the terms are one stage's for one micro-batch of batch / pp; the
+        step is the token's whole trip through the stages)."""
+        micro = ceil_div(batch, self.pp)
+        experts = self.experts_read(micro)
+        weights, weights_ms, compute_ms = self.gemm(micro)
+        kv = micro * self.kv_bytes(context)
+        attention_ms = self.kv_read_ms(kv)
+        memory_ms = weights_ms + attention_ms
+        kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
+        allreduce_ms = self.allreduce_ms(micro)
+        step = max(weights_ms, compute_ms) + attention_ms + kernels_ms + allreduce_ms
+        step = self._pipelined(step + self.overhead_ms)
+        return StepTerms(
+            batch=batch,
+            context_tokens=context,
+            weights_read_bytes=weights,
+            kv_read_bytes=kv,
+            memory_ms=memory_ms,
+            attention_ms=attention_ms,
+            compute_ms=compute_ms,
+            kernels_ms=kernels_ms,
+            allreduce_ms=allreduce_ms,
+            overhead_ms=self.overhead_ms,
+            step_ms=step,
+            experts_read_per_layer=experts if self.num_experts else None,
+        )
+
+    def step_ms(self, batch: int, context: int) -> float:
+        """t(B, ctx) in ms."""
+        return self.terms(batch, context).step_ms
+
+
+def step_time_for(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tp: int = 1,
+    weights_bytes: int | None = None,
+    weight_dtype: str | None = None,
+    kv_dtype_bytes: int = 2,
+    engine: str = "vllm",
+    version: tuple[int, int, int] | None = None,
+    pp: int = 1,
+) -> StepTime:
+    """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
+    `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
+    their weights and KV), the stages joined over the link between nodes."""
+    total = weights_bytes if weights_bytes is not None else model.weights_bytes
+    vocab = model.vocab_size or 0
+    embedding = bytes_for_elements(vocab * model.hidden_size, "bf16")
+    expert_all = 0
+    expert_one = 0
+    if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
+        per_expert_params = (
+            3 * model.hidden_size * model.moe_intermediate_size * moe.moe_layers(model)
+        )
+        scale = total / max(model.params_total, 1)  # bytes per parameter as stored
+        expert_one = round(per_expert_params * scale)
+        expert_all = expert_one * model.num_experts
+    dense = max(total - embedding - expert_all, 0)
+    flops = gemm.gemm_flops_per_s(gpu, weight_dtype)
+    if not gpu.hbm_bandwidth_bytes_per_s or not flops:
+        from planner.errors import InputError
+
+        raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
+    layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+    return StepTime(
+        label=f"{model.name} on {gpu.id} x {layout} ({engine})",
+        dense_weights_bytes=ceil_div(dense, tp * pp),
+        expert_bytes=ceil_div(expert_one, tp * pp),
+        num_experts=model.num_experts or 0,
+        experts_per_token=model.experts_per_token or 0,
+        moe_layers=ceil_div(moe.moe_layers(model), pp) if expert_one else 0,
+        model=model,
+        kv_dtype_bytes=kv_dtype_bytes,
+        active_params_per_gpu=max(1, model.params_active // (tp * pp)),
+        bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
+        bandwidth_efficiency=bandwidth_efficiency(gpu),
+        flops_per_s=float(flops),
+        layers=ceil_div(model.num_layers, pp),
+        tp=tp,
+        hidden_size=model.hidden_size,
+        link_bytes_per_s=comm.link_bytes_per_s(gpu),
+        overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
+        engine=engine,
+        attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
+        pp=pp,
+        pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
+        family=family_of(gpu),
+    )

@@ -1,0 +1,63 @@
+"""Mixture-of-experts layers: the experts B tokens route to (and, under expert parallelism,
+the busiest rank's share), and the routing kernels a MoE layer adds."""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+from planner.core.specs import ModelSpec
+
+# A MoE layer launches kernels a dense one does not: the router GEMM, top-k softmax, the token
+# sort / block alignment of fused MoE and the weighted combine (vLLM fused_moe.py: 4 kernels
+# beside the two grouped GEMMs), 30 us per MoE layer at the 4-9 us a kernel costs
+# (overhead.KERNEL_MS_PER_LAYER). The alignment kernel walks every local expert and the grouped
+# GEMMs launch a grid over all of them (most blocks exit at once when few tokens route), so
+# part of the cost grows with the experts on the GPU: 0.5 us per local expert, an estimate
+# that puts Qwen3-30B-A3B (128 experts) at batch 1 on an A100 near its published 9.7 ms and
+# MiniMax-M2.7 (256 experts) at concurrency 1 on 2 x MI300X near the 14.9 ms of SGLang PR
+# 31044 (benchmarks/data/e2e.jsonl), while the Mixtral-8x22B rows (8 experts) of
+# benchmarks/data/step-time.jsonl barely move.
+MOE_KERNEL_MS_PER_LAYER = 0.03
+MOE_MS_PER_LOCAL_EXPERT = 0.0005
+
+
+def experts_read(num_experts: int, experts_per_token: int, tokens: int) -> float:
+    """Expected distinct experts `tokens` tokens route to, per MoE layer (uniform routing):
+    E x (1 - (1 - k/E)^B): top-k at one token, all of them at large B."""
+    if not num_experts:
+        return 0.0
+    share = 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
+    return num_experts * share
+
+
+def busiest_rank_experts(read: float, num_experts: int, local: int) -> float:
+    """Experts the busiest expert-parallel rank reads when `read` of `num_experts` are routed
+    to and each rank holds `local`: each of its experts is routed to with probability
+    q = read / E, so its count is binomial, and the busiest of the E / local ranks sits
+    expected_max_of_normals(ranks) standard deviations above the mean."""
+    ranks = math.ceil(num_experts / local)
+    q = read / num_experts
+    busiest = local * q + expected_max_of_normals(ranks) * math.sqrt(local * q * (1 - q))
+    return min(local, busiest)
+
+
+def expected_max_of_normals(n: int) -> float:
+    """E[max] of n independent standard normals, by Blom's approximation
+    Phi^-1((n - 0.375) / (n + 0.25)) (Blom 1958, Statistical Estimates and Transformed
+    Beta-Variables): 0 for one, 0.56 for two, 1.42 for eight."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def routing_ms(
+    moe_layers: int, local_experts: int, kernel_ms: float, per_expert_ms: float
+) -> float:
+    """The MoE layers' routing kernels and their per-local-expert part (fixed per step), ms."""
+    return moe_layers * (kernel_ms + local_experts * per_expert_ms)
+
+
+def moe_layers(model: ModelSpec) -> int:
+    """Decoder layers that carry routed experts (all, unless the config says fewer)."""
+    return model.moe_layers or model.num_layers
