@@ -192,3 +192,17 @@ def test_simulate_names_the_basis_of_its_step_constants(cli: Callable[..., Resul
     assert amd["step_constants"]["basis"] == "extrapolated"
     r = cli("simulate", "--gpu", "h100", *args)
     assert "step model: hopper constants fitted" in r.out
+
+
+def test_the_gemm_rate_is_that_of_what_the_tensor_cores_multiply() -> None:
+    """NVFP4 (w4a4) runs at the fp4 rate on Blackwell; gpt-oss's MXFP4 is weight-only there
+    (BF16 activations) and fp8-activated on AMD Instinct; int4 is weight-only everywhere."""
+    from planner.core.step.gemm import gemm_flops_per_s
+
+    b200, h200, mi355x = find_gpu("b200"), find_gpu("h200"), find_gpu("mi355x")
+    assert gemm_flops_per_s(b200, "nvfp4") == b200.fp4_dense_flops
+    assert gemm_flops_per_s(b200, "mxfp4") == b200.bf16_dense_flops
+    assert gemm_flops_per_s(h200, "nvfp4") == h200.bf16_dense_flops  # no fp4 tensor cores
+    assert gemm_flops_per_s(mi355x, "mxfp4") == mi355x.fp8_dense_flops
+    assert gemm_flops_per_s(b200, "int4") == b200.bf16_dense_flops
+    assert gemm_flops_per_s(h200, "fp8") == h200.fp8_dense_flops

@@ -8,23 +8,33 @@ from planner.core.specs import GpuSpec
 # Achievable share of dense peak FLOPs in the linear layers (an assumption, kept since the
 # step model's first fit: the public decode rows are bandwidth-bound and do not pin it).
 FLOPS_EFFICIENCY = 0.5
-# Weight dtype names that mean 4-bit floating point (NVFP4 / MXFP4 checkpoints).
-FP4_DTYPES = ("fp4", "mxfp4", "nvfp4")
+# Weight dtype names that mean 4-bit floating point weights with 4-bit activations (ModelOpt
+# NVFP4: w4a4, the card's fp4 tensor-core rate where it has one).
+FP4_DTYPES = ("fp4", "nvfp4")
+# MXFP4 as gpt-oss ships it quantizes the expert weights only. The engines run those GEMMs
+# with 16-bit activations on NVIDIA (Hopper: Triton / Marlin w4a16; Blackwell: FlashInfer's
+# MXFP4 MoE with BF16 activations unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 is exported,
+# which vllm-project/recipes OpenAI/GPT-OSS.md, 2026-05, sets as an opt-in "for better
+# performance"), and with fp8 activations on AMD Instinct (the recipe serves
+# amd/gpt-oss-120b-w-mxfp4-a-fp8 on MI300X-MI355X).
+MXFP4_DTYPES = ("mxfp4",)
 
 
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
-    """Dense tensor-core rate the linear layers run at: fp8 (w8a8) and fp4 (w4a4: NVFP4 /
-    MXFP4 on cards with fp4 tensor cores) weights run at their own rate where the card has
-    one; weight-only formats (int4, fp4 on older cards) dequantize into 16-bit GEMMs."""
+    """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
+    fp8 (w8a8) and NVFP4 (w4a4, on cards with fp4 tensor cores) run at their own rate; MXFP4
+    (weight-only on NVIDIA, fp8 activations on AMD) and weight-only int4 at the rate of the
+    activations they are multiplied with."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
     if dtype.startswith("fp8") and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
-    if any(dtype.startswith(k) for k in FP4_DTYPES):
-        if gpu.fp4_dense_flops:
-            return float(gpu.fp4_dense_flops)
-        if gpu.fp8_dense_flops and dtype.startswith("mxfp4") and gpu.vendor == "amd":
-            return float(gpu.fp8_dense_flops)  # CDNA3 dequantizes MXFP4 into fp8 GEMMs
+    if dtype.startswith(MXFP4_DTYPES):
+        if gpu.vendor == "amd" and gpu.fp8_dense_flops:
+            return float(gpu.fp8_dense_flops)
+        return base
+    if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops:
+        return float(gpu.fp4_dense_flops)
     return base
 
 
