@@ -58,6 +58,25 @@ CHECKPOINTS = {
 V0_NEWEST = "0.7.3"
 
 
+def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
+    """Mean prompt and output tokens per request the run reported: given, or its totals over
+    the requests it completed (None where it reported neither)."""
+    m = row.get("measured") or {}
+    done = m.get("completed_requests") or m.get("completed") or row["workload"].get("num_prompts")
+
+    def mean(given: str, total: str) -> float | None:
+        if m.get(given):
+            return float(m[given])
+        if m.get(total) and done:
+            return float(m[total]) / float(done)
+        return None
+
+    return (
+        mean("mean_input_tokens_per_request", "total_input_tokens"),
+        mean("mean_output_tokens_per_request", "total_output_tokens"),
+    )
+
+
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
     """The benchmark() arguments for a row, or a reason it cannot be posed."""
     family = row.get("engine_family") or row["engine"]
@@ -99,14 +118,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
-    measured_lengths = row.get("measured") or {}
+    mean_in, mean_out = run_means(row)
     if "ShareGPT" in dataset:
         # the lengths the run produced (outputs stop at EOS, short of the references)
-        lengths = Lengths(
-            workload="sharegpt",
-            prompt_mean=measured_lengths.get("mean_input_tokens_per_request"),
-            output_mean=measured_lengths.get("mean_output_tokens_per_request"),
-        )
+        lengths = Lengths(workload="sharegpt", prompt_mean=mean_in, output_mean=mean_out)
     elif dataset.startswith("random"):
         ratio = w.get("range_ratio")
         if ratio is None and row["engine"] == "sglang":
@@ -114,7 +129,6 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             # (python/sglang/bench_serving.py); vLLM's default leaves lengths fixed.
             ratio = 0.0
         out_len = w["output_len"]
-        mean_out = measured_lengths.get("mean_output_tokens_per_request")
         if "no --ignore-eos" in dataset and mean_out:
             # outputs stopped at EOS: the lengths the run produced, not the cap it asked for
             out_len = max(1, round(mean_out))
