@@ -641,7 +641,6 @@ def render_bench(result: dict[str, Any]) -> None:
         out.print(
             f"step model: {basis['gpu_family']} constants {basis['basis']} {basis['source']}",
             markup=False,
-            soft_wrap=True,
         )
 
 
