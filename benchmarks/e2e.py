@@ -124,15 +124,23 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         lengths = Lengths(workload="sharegpt", prompt_mean=mean_in, output_mean=mean_out)
     elif dataset.startswith("random"):
         ratio = w.get("range_ratio")
-        if ratio is None and row["engine"] == "sglang":
-            # SGLang bench_serving's --random-range-ratio defaults to 0.0: uniform in [1, L]
-            # (python/sglang/bench_serving.py); vLLM's default leaves lengths fixed.
+        # The client decides what --random-range-ratio means. SGLang's bench_serving (and
+        # vLLM's 2024 benchmark_serving.py) draw uniform in [r L, L], SGLang's default 0.0 being
+        # [1, L] (python/sglang/bench_serving.py); `vllm bench serve` draws in
+        # [L (1 - r), L (1 + r)] with r < 1, default 0: fixed (vllm/benchmarks/datasets.py).
+        around = "vllm bench serve" in dataset
+        if ratio is None and "sglang" in dataset and not around:
             ratio = 0.0
         out_len = w["output_len"]
         if "no --ignore-eos" in dataset and mean_out:
             # outputs stopped at EOS: the lengths the run produced, not the cap it asked for
             out_len = max(1, round(mean_out))
-        lengths = Lengths(prompt_len=w["input_len"], output_len=out_len, len_range=ratio)
+        lengths = Lengths(
+            prompt_len=w["input_len"],
+            output_len=out_len,
+            len_range=None if around else ratio,
+            len_spread=ratio if around and ratio else None,
+        )
     else:
         return {}, "dataset lengths not modelled"
     rate = w.get("request_rate")

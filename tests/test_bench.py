@@ -253,6 +253,22 @@ def test_len_range_draws_between_f_l_and_l() -> None:
     assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
 
 
+def test_len_spread_draws_around_l_as_vllm_bench_serve_does() -> None:
+    """`vllm bench serve --random-range-ratio 0.5` draws in [0.5 L, 1.5 L] (mean L), where
+    SGLang's bench_serving draws in [0.5 L, L] (mean 0.75 L)."""
+    got = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(concurrency=4, requests=2000),
+        lengths=Lengths(prompt_len=1000, output_len=100, len_spread=0.5),
+    )
+    assert got["total_input_tokens"] / 2000 == pytest.approx(1000, rel=0.03)
+    assert got["workload"]["prompt_tokens"]["min"] == 500
+    assert got["workload"]["prompt_tokens"]["max"] == 1500
+
+
 def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
     """A ShareGPT run whose outputs stopped at EOS (122 tokens a request, not the references'
     ~197): the trace keeps its shape, scaled to the reported means; shorter outputs mean
@@ -292,6 +308,11 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
         (["--concurrency", "4"], "--prompt-len"),
         (["--prompt-len", "10", "--output-len", "10", "--output-mean", "5"], "a fixed length"),
         (["--workload", "sharegpt", "--prompt-mean", "0.5"], "--prompt-mean"),
+        (["--prompt-len", "10", "--output-len", "10", "--len-spread", "1"], "--len-spread"),
+        (
+            ["--prompt-len", "10", "--output-len", "10", "--len-spread", ".5", "--len-range", ".5"],
+            "not both",
+        ),
         (
             ["--concurrency", "4", "--rate", "2", "--prompt-len", "10", "--output-len", "10"],
             "--concurrency",

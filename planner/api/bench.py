@@ -66,6 +66,7 @@ class Lengths(BaseModel):
     prompt_len: int | None = Field(default=None, gt=0, le=2**24)
     output_len: int | None = Field(default=None, gt=0, le=2**24)
     len_range: float | None = Field(default=None, ge=0, le=1)
+    len_spread: float | None = Field(default=None, ge=0, lt=1)
     trace: str | None = None
     prompt_mean: float | None = Field(default=None, ge=1, le=2**24)
     output_mean: float | None = Field(default=None, ge=1, le=2**24)
@@ -86,7 +87,10 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
             continue
         if lengths.trace is not None:
             raise InputError(flag, "rescales a generated workload; a --trace keeps its lengths")
-        if fixed is not None and (lengths.len_range is None or lengths.len_range >= 1):
+        ranged_lengths = (lengths.len_range is not None and lengths.len_range < 1) or bool(
+            lengths.len_spread
+        )
+        if fixed is not None and not ranged_lengths:
             raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
     if lengths.trace is not None:
         from planner.sources.files import TRACE_LIMIT_BYTES, read_text
@@ -95,13 +99,19 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         return trace, {"trace": lengths.trace, "requests": trace.size}
     base = load_workload(lengths.workload or "reference")
     prompt, output = base.prompt_tokens, base.output_tokens
-    ratio = lengths.len_range
+    ratio, spread = lengths.len_range, lengths.len_spread
+    if ratio is not None and spread is not None:
+        raise InputError("--len-spread", "give --len-range or --len-spread, not both")
+    ranged = "--len-range" if ratio is not None else "--len-spread"
 
     def dist(length: int | None, current: LengthDist) -> LengthDist:
         if length is None:
-            if ratio is not None and lengths.workload is None:
-                raise InputError("--len-range", "needs --prompt-len and --output-len")
+            if (ratio is not None or spread is not None) and lengths.workload is None:
+                raise InputError(ranged, "needs --prompt-len and --output-len")
             return current
+        if spread:  # vllm bench serve: uniform in [L (1 - r), L (1 + r)]
+            low, high = max(1, int(length * (1 - spread))), int(length * (1 + spread))
+            return LengthDist(distribution="uniform", median=length, min=low, max=high)
         if ratio is None or ratio >= 1:
             return LengthDist(distribution="fixed", median=length, min=length, max=length)
         low = max(1, int(length * ratio))

@@ -23,6 +23,7 @@ BENCH_FLAGS = {
     "prompt_len": "--prompt-len",
     "output_len": "--output-len",
     "len_range": "--len-range",
+    "len_spread": "--len-spread",
     "prompt_mean": "--prompt-mean",
     "output_mean": "--output-mean",
 }
@@ -78,7 +79,12 @@ def simulate(
         int | None, typer.Option(help="Fixed output length, tokens (runs to it: ignore-eos).")
     ] = None,
     len_range: Annotated[
-        float | None, typer.Option(help="Lengths uniform in [F x L, L] (--random-range-ratio).")
+        float | None,
+        typer.Option(help="Lengths uniform in [F x L, L] (SGLang bench_serving's range ratio)."),
+    ] = None,
+    len_spread: Annotated[
+        float | None,
+        typer.Option(help="Lengths uniform in [L(1-R), L(1+R)] (vllm bench serve's range ratio)."),
     ] = None,
     prompt_mean: Annotated[
         float | None,
@@ -336,6 +342,7 @@ def simulate(
                 prompt_len=prompt_len,
                 output_len=output_len,
                 len_range=len_range,
+                len_spread=len_spread,
                 trace=trace,
                 prompt_mean=prompt_mean,
                 output_mean=output_mean,
@@ -387,6 +394,7 @@ def simulate(
         ("--prompt-len", prompt_len),
         ("--output-len", output_len),
         ("--len-range", len_range),
+        ("--len-spread", len_spread),
         ("--prompt-mean", prompt_mean),
         ("--output-mean", output_mean),
         ("--weight-dtype", weight_dtype),
