@@ -58,6 +58,50 @@ CHECKPOINTS = {
 V0_NEWEST = "0.7.3"
 
 
+# Name suffixes of quantized exports of a published model, and the weights they carry: the
+# export keeps the architecture, so the base model's config.json with these weights poses it
+# (ModelOpt / RedHat / AMD Quark naming: -FP8, -FP8-dynamic, -FP8-KV, -FP4 / -NVFP4, AWQ).
+VARIANT_SUFFIXES = (
+    ("-fp8-dynamic", "fp8"),
+    ("-fp8-kv", "fp8"),
+    ("-fp8", "fp8"),
+    ("-nvfp4", "nvfp4"),
+    ("-fp4", "nvfp4"),
+    ("-mxfp4", "mxfp4"),
+    ("-awq", "int4"),
+)
+
+
+def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
+    """The config folder for a checkpoint, and the weights of a quantized export of it: the
+    folder of the same name, else the base model's (the export's suffix, a date revision such
+    as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
+    export whose base ships its own FP8 checkpoint takes that one's config as it is."""
+    if not models.is_dir():
+        return None, None
+    folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
+    exact = models / name.replace("/", "--")
+    if exact.is_dir():
+        return exact, None
+    base = name.rpartition("/")[2]
+    weights = None
+    for suffix, dtype in VARIANT_SUFFIXES:
+        if base.lower().endswith(suffix):
+            base, weights = base[: -len(suffix)], dtype
+            break
+    stems = [base, re.sub(r"-\d{4}$", "", base)]
+    stems = [t for s in stems for t in (s, s.removeprefix("Meta-"))]
+    stems = [t for s in stems for t in (s, s.removesuffix("-Instruct"), s + "-Instruct")]
+    if weights == "fp8":
+        for stem in stems:
+            if f"{stem}-fp8".lower() in folders:
+                return folders[f"{stem}-fp8".lower()], None
+    for stem in stems:
+        if stem.lower() in folders:
+            return folders[stem.lower()], weights
+    return None, None
+
+
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
     """Mean prompt and output tokens per request the run reported: given, or its totals over
     the requests it completed (None where it reported neither)."""
@@ -99,10 +143,13 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     gpu = GPUS.get(row["gpu_norm"])
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
+    if row.get("dp_attention"):
+        return {}, "data-parallel attention (not in the step model)"
     name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
-    folder = models / name.replace("/", "--")
-    if not folder.is_dir():
+    folder, variant = checkpoint_config(name, models)
+    if folder is None:
         return {}, f"no config for {name}"
+    weights = weights or variant
     precision = row.get("precision") or {}
     text = str(precision.get("weights") or "")
     if weights is None and text.startswith("fp8") and "FP8" not in row["model"]:
