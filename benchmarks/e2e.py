@@ -30,6 +30,8 @@ from typing import Any
 from planner.api.bench import Lengths, Load, benchmark
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
@@ -102,6 +104,22 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     return None, None
 
 
+def catalog_gpu(row: dict[str, Any]) -> str | None:
+    """The catalog id of a row's GPU: the table above, else the catalog's own names and
+    aliases for its short or full name (None where neither is known)."""
+    if row.get("gpu_norm") in GPUS:
+        return GPUS[row["gpu_norm"]]
+    for name in (row.get("gpu_norm"), row.get("gpu")):
+        for spelling in (name, str(name or "").replace(" ", "-")):
+            if not spelling:
+                continue
+            try:
+                return find_gpu(spelling).id
+            except PlannerError:
+                continue
+    return None
+
+
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
     """Mean prompt and output tokens per request the run reported: given, or its totals over
     the requests it completed (None where it reported neither)."""
@@ -140,7 +158,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             prefill_tp=split["prefill_tp"],
             decode_tp=split["decode_tp"],
         )
-    gpu = GPUS.get(row["gpu_norm"])
+    gpu = catalog_gpu(row)
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
     if row.get("dp_attention"):
@@ -328,12 +346,9 @@ def main() -> None:
             "ttft": got["median_ttft_ms"],
         }
         vendor = row.get("gpu_vendor") or "?"
-        klass = (
-            "MoE"
-            if "moe" in str(row.get("model_class", "")).lower()
-            or ("gpt-oss" in row["model"] or "MiniMax" in row["model"] or "Mixtral" in row["model"])
-            else "dense"
-        )
+        # the class by the config's experts (what the step model sees), as well as the row's
+        experts = resolve_model(None, kwargs["model"]).num_experts
+        klass = "MoE" if experts or "moe" in str(row.get("model_class", "")).lower() else "dense"
         if meas["tok_s_gpu"]:
             ranks[ranking_key(row)][row.get("gpu_norm") or row["gpu"]].append(
                 (float(meas["tok_s_gpu"]), float(pred["tok_s_gpu"]))
