@@ -27,7 +27,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rows import catalog_gpu, checkpoint_config
+
 from planner.api.bench import Lengths, Load, benchmark
+from planner.core.step.family import family_of
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
 from planner.sources.models import resolve_model
@@ -58,66 +61,6 @@ CHECKPOINTS = {
 
 # The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
 V0_NEWEST = "0.7.3"
-
-
-# Name suffixes of quantized exports of a published model, and the weights they carry: the
-# export keeps the architecture, so the base model's config.json with these weights poses it
-# (ModelOpt / RedHat / AMD Quark naming: -FP8, -FP8-dynamic, -FP8-KV, -FP4 / -NVFP4, AWQ).
-VARIANT_SUFFIXES = (
-    ("-fp8-dynamic", "fp8"),
-    ("-fp8-kv", "fp8"),
-    ("-fp8", "fp8"),
-    ("-nvfp4", "nvfp4"),
-    ("-fp4", "nvfp4"),
-    ("-mxfp4", "mxfp4"),
-    ("-awq", "int4"),
-)
-
-
-def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
-    """The config folder for a checkpoint, and the weights of a quantized export of it: the
-    folder of the same name, else the base model's (the export's suffix, a date revision such
-    as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
-    export whose base ships its own FP8 checkpoint takes that one's config as it is."""
-    if not models.is_dir():
-        return None, None
-    folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
-    exact = models / name.replace("/", "--")
-    if exact.is_dir():
-        return exact, None
-    base = name.rpartition("/")[2]
-    weights = None
-    for suffix, dtype in VARIANT_SUFFIXES:
-        if base.lower().endswith(suffix):
-            base, weights = base[: -len(suffix)], dtype
-            break
-    stems = [base, re.sub(r"-\d{4}$", "", base)]
-    stems = [t for s in stems for t in (s, s.removeprefix("Meta-"))]
-    stems = [t for s in stems for t in (s, s.removesuffix("-Instruct"), s + "-Instruct")]
-    if weights == "fp8":
-        for stem in stems:
-            if f"{stem}-fp8".lower() in folders:
-                return folders[f"{stem}-fp8".lower()], None
-    for stem in stems:
-        if stem.lower() in folders:
-            return folders[stem.lower()], weights
-    return None, None
-
-
-def catalog_gpu(row: dict[str, Any]) -> str | None:
-    """The catalog id of a row's GPU: the table above, else the catalog's own names and
-    aliases for its short or full name (None where neither is known)."""
-    if row.get("gpu_norm") in GPUS:
-        return GPUS[row["gpu_norm"]]
-    for name in (row.get("gpu_norm"), row.get("gpu")):
-        for spelling in (name, str(name or "").replace(" ", "-")):
-            if not spelling:
-                continue
-            try:
-                return find_gpu(spelling).id
-            except PlannerError:
-                continue
-    return None
 
 
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -158,7 +101,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             prefill_tp=split["prefill_tp"],
             decode_tp=split["decode_tp"],
         )
-    gpu = catalog_gpu(row)
+    gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
     if row.get("dp_attention"):
@@ -360,7 +303,15 @@ def main() -> None:
                 continue
             error = (pred[key] - meas[key]) / meas[key]
             line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
-            for g in ("all", f"vendor {vendor}", f"engine {row['engine']}", f"class {klass}"):
+            family = family_of(find_gpu(kwargs["gpu"]))
+            for g in (
+                "all",
+                f"vendor {vendor}",
+                f"family {family.name} ({family.basis})",
+                f"engine {row['engine']}",
+                f"class {klass}",
+                f"tp {kwargs['settings']['tp']}",
+            ):
                 groups[key][g].append(error)
         if args.v:
             print("  ".join(line))
@@ -371,7 +322,7 @@ def main() -> None:
     ):
         print(f"\n{title}:")
         for g in sorted(groups[key], key=lambda x: (x != "all", x)):
-            print(f"  {g:16s} {summary(groups[key][g])}")
+            print(f"  {g:34s} {summary(groups[key][g])}")
     tau, pairs = kendall_tau(ranks)
     ranked = f"Kendall tau {tau:+.2f} over {pairs} pairs" if pairs else "no two GPU types posed"
     print(f"\nGPU types ranked by output tok/s per GPU on one workload: {ranked}")

@@ -1,22 +1,28 @@
 """Step-time model vs measured decode steps: every row of benchmarks/data/step-time.jsonl.
 
 Prints predicted vs measured per row, then median and p90 |error| and the signed bias, overall
-and by GPU, TP and batch bucket, and the ideal-step floor check. Rows on GPUs the catalog does
-not hold are skipped (and counted).
+and by GPU, model class, engine, TP and batch bucket, and the ideal-step floor check. Rows on
+GPUs the catalog does not hold, or of models with no shipped config, are skipped (and counted).
+A quantized export (-FP8, -FP4 ...) is priced on its base model's config with its weights.
 
-    python benchmarks/step_time.py
+    python benchmarks/step_time.py [--rows FILE] [--models DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from rows import catalog_gpu, checkpoint_config
+
+from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
 from planner.core.step import step_time_for
+from planner.core.step.family import family_of
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -25,13 +31,16 @@ ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 FLOOR = ROOT / "benchmarks" / "data" / "step-floor.json"
 MODELS = ROOT / "tests" / "data" / "models"
 
-# How a row names its GPU -> the catalog id (rows on other GPUs are skipped).
-GPU_IDS = (("A100-80G", "a100-sxm4-80gb"), ("H100 80GB", "h100-sxm5-80gb"))
+# How a row names its GPU -> the catalog id, before the catalog's own device names (rows on
+# GPUs the catalog does not hold are skipped).
+GPU_IDS = {"A100-80G": "a100-sxm4-80gb", "H100 80GB": "h100-sxm5-80gb"}
+# Weight dtypes the step model prices differently from the checkpoint's own 16-bit weights.
+REPRICED_DTYPES = ("fp8", "fp4", "nvfp4", "mxfp4", "int4")
 
 
-def gpu_id(text: str) -> str | None:
-    """The catalog id a row's GPU description maps to."""
-    return next((gid for key, gid in GPU_IDS if key in text), None)
+def gpu_id(row: dict[str, object]) -> str | None:
+    """The catalog id a row's GPU maps to."""
+    return catalog_gpu(str(row.get("gpu_norm") or ""), str(row["gpu"]), GPU_IDS)
 
 
 def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]:
@@ -42,22 +51,37 @@ def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]
     return engine, parse_version(str(row["engine_version"]))
 
 
-def predict(row: dict[str, object]) -> float | None:
+def predict(row: dict[str, object], models: Path) -> float | None:
     """The model's step time for a row, or None when its GPU or model is not available."""
-    gid = gpu_id(str(row["gpu"]))
-    folder = MODELS / str(row["model"]).replace("/", "--")
-    if gid is None or not folder.is_dir():
+    gid = gpu_id(row)
+    folder, variant = checkpoint_config(str(row["model"]), models)
+    if gid is None or folder is None:
         return None
     model = resolve_model(None, str(folder))
     engine, version = engine_of(row)
-    st = step_time_for(model, find_gpu(gid), tp=int(str(row["tp"])), engine=engine, version=version)
+    weight_dtype = str(row.get("weight_dtype") or variant or "").lower() or None
+    weights = None
+    if weight_dtype in REPRICED_DTYPES and model.weight_dtype != weight_dtype:
+        weights = weights_bytes_for(model, weight_dtype)[0]  # a re-stored export's bytes
+    kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
+    st = step_time_for(
+        model,
+        find_gpu(gid),
+        tp=int(str(row["tp"])),
+        weights_bytes=weights,
+        weight_dtype=weight_dtype,
+        kv_dtype_bytes=1 if kv.startswith("fp8") else 2,
+        engine=engine,
+        version=version,
+        pp=int(str(row.get("pp") or 1)),
+    )
     return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
 
 
-def model_class(row: dict[str, object]) -> str:
+def model_class(row: dict[str, object], models: Path) -> str:
     """dense or MoE, from the row's config."""
-    folder = MODELS / str(row["model"]).replace("/", "--")
-    return "MoE" if resolve_model(None, str(folder)).num_experts else "dense"
+    folder, _ = checkpoint_config(str(row["model"]), models)
+    return "MoE" if folder and resolve_model(None, str(folder)).num_experts else "dense"
 
 
 def summary(errors: list[float]) -> str:
@@ -79,20 +103,27 @@ def bucket(batch: int) -> str:
 
 def main() -> None:
     """Print the table and the summaries."""
-    rows = [json.loads(line) for line in ROWS.read_text().splitlines() if line.strip()]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=Path, default=ROWS)
+    parser.add_argument("--models", type=Path, default=MODELS)
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
     errors: list[float] = []
     groups: dict[str, list[float]] = defaultdict(list)
     skipped = 0
     for row in rows:
-        predicted = predict(row)
+        predicted = predict(row, args.models)
         if predicted is None:
             skipped += 1
             continue
         measured = float(row["measured_ms"])
         error = (predicted - measured) / measured
         errors.append(error)
-        groups[f"gpu {gpu_id(str(row['gpu']))}"].append(error)
-        groups[f"class {model_class(row)}"].append(error)
+        card = find_gpu(str(gpu_id(row)))
+        groups[f"gpu {card.id}"].append(error)
+        groups[f"family {family_of(card).name} ({family_of(card).basis})"].append(error)
+        groups[f"class {model_class(row, args.models)}"].append(error)
+        groups[f"engine {engine_of(row)[0]}"].append(error)
         groups[f"tp {row['tp']}"].append(error)
         groups[bucket(int(row["batch"]))].append(error)
         where = f"tp{row['tp']} B{row['batch']:>4} ctx{row['context_at_decode']:>6}"
@@ -100,9 +131,9 @@ def main() -> None:
             f"{row['id'][:48]:48s} {where}  measured {measured:7.2f}  predicted {predicted:7.2f}"
             f"  {error:+7.2%}"
         )
-    print(f"\nall rows: {summary(errors)}  (skipped {skipped}: GPU not in the catalog)")
+    print(f"\nall rows: {summary(errors)}  (skipped {skipped}: GPU or model not in the catalog)")
     for name in sorted(groups):
-        print(f"  {name:12s} {summary(groups[name])}")
+        print(f"  {name:28s} {summary(groups[name])}")
     floor = json.loads(FLOOR.read_text())
     model = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-8B"))
     st = step_time_for(model, find_gpu(floor["gpu"]), engine="lmdeploy")

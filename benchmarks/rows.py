@@ -1,0 +1,77 @@
+"""How the public-row benchmarks (e2e.py, step_time.py) find a row's GPU in the catalog and
+its checkpoint's config among the shipped ones."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from planner.errors import PlannerError
+from planner.sources.presets import find_gpu, gpu_catalog
+
+# Name suffixes of quantized exports of a published model, and the weights they carry: the
+# export keeps the architecture, so the base model's config.json with these weights poses it
+# (ModelOpt / RedHat / AMD Quark naming: -FP8, -FP8-dynamic, -FP8-KV, -FP4 / -NVFP4, AWQ).
+VARIANT_SUFFIXES = (
+    ("-fp8-dynamic", "fp8"),
+    ("-fp8-kv", "fp8"),
+    ("-fp8", "fp8"),
+    ("-nvfp4", "nvfp4"),
+    ("-fp4", "nvfp4"),
+    ("-mxfp4", "mxfp4"),
+    ("-awq", "int4"),
+)
+
+
+def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
+    """The config folder for a checkpoint, and the weights of a quantized export of it: the
+    folder of the same name, else the base model's (the export's suffix, a date revision such
+    as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
+    export whose base ships its own FP8 checkpoint takes that one's config as it is."""
+    if not models.is_dir():
+        return None, None
+    folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
+    exact = models / name.replace("/", "--")
+    if exact.is_dir():
+        return exact, None
+    base = name.rpartition("/")[2]
+    weights = None
+    for suffix, dtype in VARIANT_SUFFIXES:
+        if base.lower().endswith(suffix):
+            base, weights = base[: -len(suffix)], dtype
+            break
+    stems = [base, re.sub(r"-\d{4}$", "", base)]
+    stems = [t for s in stems for t in (s, s.removeprefix("Meta-"))]
+    stems = [t for s in stems for t in (s, s.removesuffix("-Instruct"), s + "-Instruct")]
+    if weights == "fp8":
+        for stem in stems:
+            if f"{stem}-fp8".lower() in folders:
+                return folders[f"{stem}-fp8".lower()], None
+    for stem in stems:
+        if stem.lower() in folders:
+            return folders[stem.lower()], weights
+    return None, None
+
+
+def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:
+    """The catalog id of a row's GPU: the benchmark's own table for its short name, else the
+    catalog's names and aliases for it, else the catalog card whose device name (as NVML / the
+    driver reports it) the row's full description contains, the longest such name winning
+    (None where nothing matches: an H100 64GB HBM2e is not an H100 80GB HBM3)."""
+    for key, gid in table.items():
+        if key == short or (full and key in full):
+            return gid
+    for spelling in (short, (short or "").replace(" ", "-")):
+        if spelling:
+            try:
+                return find_gpu(spelling).id
+            except PlannerError:
+                continue
+    text = (full or "").lower()
+    named = [
+        (len(name), card.id)
+        for card in gpu_catalog()
+        for name in (*card.device_names, card.name)
+        if name and name.lower() in text
+    ]
+    return max(named)[1] if named else None
