@@ -19,6 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from rows import catalog_gpu, checkpoint_config  # noqa: E402  (benchmarks/, beside this file)
+
 # Which vendored config each case's model uses (the calibration cases' README).
 CONFIGS = {
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama--Llama-3.1-8B-Instruct",
@@ -85,13 +87,19 @@ def config_for(case: dict[str, Any]) -> str:
         folder = models / CONFIGS.get(name, name.replace("/", "--"))
         if (folder / "config.json").is_file():
             return str(folder / "config.json")
+    for name in (case["model"], case.get("base_model")):
+        base, _ = checkpoint_config(str(name or ""), models)  # a quantized export's base
+        if base is not None and (base / "config.json").is_file():
+            return str(base / "config.json")
     raise LookupError(f"no vendored config.json for {case['model']}")
 
 
 def case_settings(case: dict[str, Any]) -> dict[str, Any]:
     """The engine flags and versions a case ran with, as engine_plan keywords."""
     gpu = re.sub(r"\s*\(.*$", "", case["gpu"]).strip()
-    gpu = next((v for k, v in GPUS.items() if gpu.startswith(k)), gpu)
+    gpu = next((v for k, v in GPUS.items() if gpu.startswith(k)), None) or (
+        catalog_gpu(gpu, case["gpu"], {}) or gpu
+    )
     version = case["engine_version"] or "0.6.4 (V0)"
     out: dict[str, Any] = {"gpu": gpu, "model": config_for(case)}
     quant = (case["quantization"] or "").split(" ")[0] or None
