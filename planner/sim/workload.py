@@ -145,11 +145,12 @@ def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | Non
         out: NDArray[np.int64] = np.maximum(1, np.rint(tokens * (mean / float(tokens.mean()))))
         return out.astype(np.int64)
 
+    prompt = scaled(trace.prompt_tokens, prompt_mean)
     return Trace(
         trace.arrival_s,
-        scaled(trace.prompt_tokens, prompt_mean),
+        prompt,
         scaled(trace.output_tokens, output_mean),
-        trace.cached_prefix_tokens,
+        np.minimum(trace.cached_prefix_tokens, prompt),  # a prefix is never longer than its prompt
     )
 
 
