@@ -798,61 +798,88 @@ def _unbounded(
             pending.append(waiting.popleft())
             running += 1
         n_decoding = running - len(pending)  # a new prompt has a token left (target >= 1)
+        if not pending:
+            # Decode-only: jump to the next finish (or to the next arrival while a slot is
+            # free), retire, and go on jumping until an arrival can be admitted or nothing
+            # runs; the same steps the loop above would take one pass at a time.
+            while True:
+                dt = overhead_ms + (a_ms + b_ms * n_decoding)
+                steps = heap[0][0] - clock
+                if nxt < n and running < max_batch and arrival[nxt] < inf:
+                    gap = ceil((arrival[nxt] - t) / dt)
+                    if gap < steps:
+                        steps = gap if gap > 1 else 1
+                overhead_total_ms += overhead_ms * steps
+                t += dt * steps
+                busy_ms += dt * steps
+                slot_ms += running * dt * steps
+                steps_total += steps
+                clock += steps
+                if stall_ms:  # the first token after unmixed prefill steps waited for them too
+                    itl[dt + stall_ms] += n_decoding
+                    itl[dt] += n_decoding * (steps - 1)
+                    stall_ms = 0.0
+                else:
+                    itl[dt] += n_decoding * steps
+                while heap and heap[0][0] <= clock:
+                    finish[heappop(heap)[1]] = t
+                    running -= 1
+                    if released < n:  # closed loop: this client sends its next request now
+                        arrival[released] = t + delay[released]
+                        released += 1
+                n_decoding = running
+                while nxt < n and arrival[nxt] <= t:
+                    waiting.append(nxt)
+                    nxt += 1
+                if not running or (waiting and running < max_batch):
+                    break
+            continue
+        # A step with prefill work: the pending prompts' chunks (with the decodes, mixed).
         take: list[tuple[int, int]] = []
-        prefill_tokens = 0
-        if pending:
-            if not chunked:
-                take = [(i, target[i] - prefilled[i]) for i in pending]
-                prefill_tokens = sum(g for _, g in take)
-            else:
-                budget = budget_tokens - (n_decoding if mixed else 0)
-                for i in pending:
-                    if budget <= 0:
-                        break
-                    got = target[i] - prefilled[i]  # min(left, chunk, budget), unrolled
-                    if got > chunk_tokens:
-                        got = chunk_tokens
-                    if got > budget:
-                        got = budget
-                    take.append((i, got))
-                    budget -= got
-                prefill_tokens = budget_tokens - (n_decoding if mixed else 0) - budget
+        if not chunked:
+            take = [(i, target[i] - prefilled[i]) for i in pending]
+            prefill_tokens = sum(g for _, g in take)
+        else:
+            budget = budget_tokens - (n_decoding if mixed else 0)
+            for i in pending:
+                if budget <= 0:
+                    break
+                got = target[i] - prefilled[i]  # min(left, chunk, budget), unrolled
+                if got > chunk_tokens:
+                    got = chunk_tokens
+                if got > budget:
+                    got = budget
+                take.append((i, got))
+                budget -= got
+            prefill_tokens = budget_tokens - (n_decoding if mixed else 0) - budget
         waiting_decoders = 0
         if take and not mixed:
             waiting_decoders, n_decoding = n_decoding, 0
         dt = overhead_ms + (a_ms + b_ms * n_decoding) + prefill_ms * prefill_tokens
-        steps = 1
-        if not take and n_decoding:
-            steps = heap[0][0] - clock  # decode-only until the next finish or arrival
-            if nxt < n and running < max_batch and arrival[nxt] < inf:
-                gap = ceil((arrival[nxt] - t) / dt)
-                if gap < steps:
-                    steps = gap if gap > 1 else 1
-        overhead_total_ms += overhead_ms * steps
-        t += dt * steps
-        busy_ms += dt * steps
-        slot_ms += running * dt * steps
-        steps_total += steps
+        overhead_total_ms += overhead_ms  # one step: x 1 is exact, so these match the jumps
+        t += dt
+        busy_ms += dt
+        slot_ms += running * dt
+        steps_total += 1
         if n_decoding:
-            clock += steps
-            if stall_ms:  # the first token after unmixed prefill steps waited for them too
+            clock += 1
+            if stall_ms:
                 itl[dt + stall_ms] += n_decoding
-                itl[dt] += n_decoding * (steps - 1)
+                itl[dt] += 0  # the general loop records the step's length with no token
                 stall_ms = 0.0
             else:
-                itl[dt] += n_decoding * steps
+                itl[dt] += n_decoding
         elif waiting_decoders:
             stall_ms += dt
-        if take:
-            done_prefill = False
-            for i, got in take:
-                prefilled[i] += got
-                if prefilled[i] >= target[i]:
-                    first[i] = t
-                    heappush(heap, (clock + output[i] - 1, i))
-                    done_prefill = True
-            if done_prefill:
-                pending = [i for i in pending if prefilled[i] < target[i]]
+        done_prefill = False
+        for i, got in take:
+            prefilled[i] += got
+            if prefilled[i] >= target[i]:
+                first[i] = t
+                heappush(heap, (clock + output[i] - 1, i))
+                done_prefill = True
+        if done_prefill:
+            pending = [i for i in pending if prefilled[i] < target[i]]
         while heap and heap[0][0] <= clock:
             finish[heappop(heap)[1]] = t
             running -= 1
