@@ -154,6 +154,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     rate = w.get("request_rate")
     if isinstance(w.get("concurrency"), int):
         load["concurrency"] = w["concurrency"]
+        if isinstance(rate, (int, float)) and math.isfinite(rate):
+            load["rate_per_s"] = float(rate)  # released at the rate, at most N in flight
     elif isinstance(rate, (int, float)):
         load["rate_per_s"] = float(rate)
     elif "inf" in str(rate):

@@ -253,6 +253,32 @@ def test_len_range_draws_between_f_l_and_l() -> None:
     assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
 
 
+def test_rate_with_concurrency_paces_the_closed_loop() -> None:
+    """vllm bench serve --request-rate R --max-concurrency N: requests are released at the
+    rate and wait for one of N clients. With clients to spare it is the open loop at R; with
+    one client each request waits for the last; an unbounded rate is the plain closed loop."""
+
+    def run(concurrency: int | None, rate: float | None) -> dict[str, Any]:
+        return benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            load=Load(concurrency=concurrency, rate_per_s=rate, requests=200),
+            lengths=Lengths(prompt_len=1000, output_len=200),
+        )
+
+    open_loop, spare = run(None, 2.0), run(64, 2.0)
+    for key in ("duration", "median_ttft_ms", "median_tpot_ms", "p99_e2el_ms"):
+        assert spare[key] == open_loop[key], key
+    one = run(1, 2.0)
+    assert one["duration"] > 1.5 * open_loop["duration"]  # 1.4 s a request, 0.5 s apart
+    assert one["median_tpot_ms"] <= open_loop["median_tpot_ms"]  # never two decoding at once
+    closed, unpaced = run(8, float("inf")), run(8, None)
+    assert closed["duration"] == unpaced["duration"]
+    assert spare["request_rate"] == 2.0 and spare["max_concurrency"] == 64
+
+
 def test_len_spread_draws_around_l_as_vllm_bench_serve_does() -> None:
     """`vllm bench serve --random-range-ratio 0.5` draws in [0.5 L, 1.5 L] (mean L), where
     SGLang's bench_serving draws in [0.5 L, L] (mean 0.75 L)."""
@@ -312,10 +338,6 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
         (
             ["--prompt-len", "10", "--output-len", "10", "--len-spread", ".5", "--len-range", ".5"],
             "not both",
-        ),
-        (
-            ["--concurrency", "4", "--rate", "2", "--prompt-len", "10", "--output-len", "10"],
-            "--concurrency",
         ),
         (["--prompt-len", "10", "--output-len", "10", "--pp", "33"], "--pp"),
         (["--prompt-len", "10", "--output-len", "10", "--compare", "static,chunked"], "--compare"),

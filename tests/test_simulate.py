@@ -162,6 +162,7 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
     max_batch=st.integers(1, 24),
     chunk=st.integers(1, 64),
     closed=st.one_of(st.none(), st.integers(1, 16)),
+    paced=st.booleans(),
     delayed=st.booleans(),
     cached=st.booleans(),
 )
@@ -174,6 +175,7 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
     max_batch: int,
     chunk: int,
     closed: int | None,
+    paced: bool,
     delayed: bool,
     cached: bool,
 ) -> None:
@@ -194,6 +196,7 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
         step_token_budget=max(chunk, max_batch) + 8,
         mixed=mixed,
         concurrency=closed,
+        paced=paced and closed is not None,
     )
     delay = rng.uniform(0.0, 30.0, n) if delayed else None
     general, light = RunState(trace), RunState(trace)

@@ -147,7 +147,11 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         )
     echo = w.model_dump(exclude={"description", "shared_prefix_fraction", "shared_prefix_tokens"})
     summary = w.summary()
-    if load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
+    if load.concurrency is not None and math.isfinite(rate):
+        # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
+        summary = summary.replace(" req/s,", f" req/s, at most {load.concurrency:,} in flight,", 1)
+        echo["max_concurrency"] = load.concurrency
+    elif load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
         # the arrival process is not the workload's: say only what the requests are
         summary = f"{w.requests:,} requests, " + summary.split(", ", 2)[-1]
         echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
@@ -215,11 +219,17 @@ def benchmark(
             ("--prefix-share", prefix is not None),
             ("--calibration", calibration is not None),
             ("--num-scheduler-steps", scheduler_steps != 1),
+            ("--rate", load.concurrency is not None and load.rate_per_s is not None),
         ):
             if given:
                 raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
-    if load.concurrency is not None and load.rate_per_s is not None:
-        raise InputError("--concurrency", "give --concurrency (closed loop) or --rate, not both")
+    # --rate with --concurrency: released at the rate, at most N in flight (vllm bench serve
+    # --request-rate R --max-concurrency N); --rate inf with --concurrency: a plain closed loop
+    paced = (
+        load.concurrency is not None
+        and load.rate_per_s is not None
+        and math.isfinite(load.rate_per_s)
+    )
     trace, workload_echo = _trace(load, lengths)
     spec = resolve_model(preset, model, revision)
     extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
@@ -312,7 +322,9 @@ def benchmark(
         return served, delay, hits.model_dump()
 
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
-        cfg = inst.cfg.model_copy(update={"concurrency": concurrency})
+        cfg = inst.cfg.model_copy(
+            update={"concurrency": concurrency, "paced": paced and concurrency is not None}
+        )
         served, delay, hits = tiered(trace_now, concurrency)
         run = execute(served, cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp)
@@ -341,7 +353,7 @@ def benchmark(
     result: dict[str, Any] = {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
-        "request_rate": load.rate_per_s if load.concurrency is None else None,
+        "request_rate": load.rate_per_s,
         "gpus": gpus,
         "estimate": (
             "predicted by the step-time model and the engine's scheduler (docs/simulate.md); "

@@ -653,9 +653,12 @@ def render_bench(result: dict[str, Any]) -> None:
 
 
 def _load_text(result: dict[str, Any]) -> str:
-    if result["max_concurrency"] is not None:
-        return f"closed loop, {result['max_concurrency']:,} clients"
     rate = result["request_rate"]
+    if result["max_concurrency"] is not None:
+        clients = f"closed loop, {result['max_concurrency']:,} clients"
+        if rate is not None and rate != float("inf"):
+            return f"{clients}, requests released at {rate:g} req/s"
+        return clients
     w = result["workload"]
     if rate is None or rate == float("inf"):
         return "all requests at t = 0"

@@ -146,7 +146,13 @@ class SimConfig(BaseModel):
         gt=0,
         le=MAX_SIM_COUNT,
         description="closed loop: this many clients, each sends its next request when its last "
-        "one finishes (the trace's arrival times are ignored)",
+        "one finishes (the trace's arrival times are ignored unless `paced`)",
+    )
+    paced: bool = Field(
+        default=False,
+        description="with `concurrency`: a request goes at its arrival time or when a client "
+        "frees, whichever is later (vllm bench serve --request-rate R --max-concurrency N: "
+        "requests are released at the rate and wait for the semaphore)",
     )
     reserve: ReserveAdmission | None = Field(
         default=None,
@@ -260,6 +266,8 @@ def check(trace: Trace, cfg: SimConfig) -> None:
                 f"{cfg.max_batch} decode tokens do not fit --step-token-budget "
                 f"{cfg.step_token_budget} (decode runs first)",
             )
+    if cfg.paced and cfg.concurrency is None:
+        raise InputError("--rate", "pacing a closed loop needs --concurrency")
     if cfg.scheduler_steps > 1 and cfg.spec_alpha is not None:
         raise InputError(
             "--num-scheduler-steps", "multi-step scheduling does not run speculative decoding"
@@ -381,13 +389,7 @@ def _iteration_level(
         spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
     delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
     arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
-    closed = cfg.concurrency
-    released = n
-    if closed is not None:
-        # Closed loop: the first `closed` requests go at t = 0, each later one when a client's
-        # previous request finishes (set below, in finish order).
-        released = min(closed, n)
-        arrival = delay[:released] + [math.inf] * (n - released)
+    arrival, released, sent = _clients(run, cfg, arrival, delay)
     output: list[int] = run.output.tolist()
     target: list[int] = run.target.tolist()
     prefilled: list[int] = run.prefilled.tolist()
@@ -717,7 +719,8 @@ def _iteration_level(
             finish[i] = t
             done.append(i)
             if released < n:  # closed loop: this client sends its next request now
-                arrival[released] = t + delay[released]
+                go = sent[released]  # paced: not before its arrival time
+                arrival[released] = (t if t > go else go) + delay[released]
                 released += 1
         for i in done:  # finished requests leave the running set (a C-level scan each)
             running.remove(i)
@@ -762,10 +765,7 @@ def _unbounded(
     n = run.arrival_ms.size
     delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
     arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
-    released = n
-    if cfg.concurrency is not None:
-        released = min(cfg.concurrency, n)
-        arrival = delay[:released] + [math.inf] * (n - released)
+    arrival, released, sent = _clients(run, cfg, arrival, delay)
     output: list[int] = run.output.tolist()
     target: list[int] = run.target.tolist()
     prefilled = [0] * n
@@ -825,7 +825,8 @@ def _unbounded(
                     finish[heappop(heap)[1]] = t
                     running -= 1
                     if released < n:  # closed loop: this client sends its next request now
-                        arrival[released] = t + delay[released]
+                        go = sent[released]  # paced: not before its arrival time
+                        arrival[released] = (t if t > go else go) + delay[released]
                         released += 1
                 n_decoding = running
                 while nxt < n and arrival[nxt] <= t:
@@ -884,7 +885,8 @@ def _unbounded(
             finish[heappop(heap)[1]] = t
             running -= 1
             if released < n:  # closed loop: this client sends its next request now
-                arrival[released] = t + delay[released]
+                go = sent[released]  # paced: not before its arrival time
+                arrival[released] = (t if t > go else go) + delay[released]
                 released += 1
     for gap_ms, tokens in itl.items():
         run.itl_tokens[gap_ms] = run.itl_tokens.get(gap_ms, 0) + tokens
@@ -899,6 +901,22 @@ def _unbounded(
     run.first_ms[:] = first
     run.finish_ms[:] = finish
     run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
+
+
+def _clients(
+    run: RunState, cfg: SimConfig, arrival: list[float], delay: list[float]
+) -> tuple[list[float], int, list[float]]:
+    """Arrival times as the scheduler sees them, how many requests are released, and the
+    earliest each may be sent. Open loop: the trace's (all released). Closed loop: the first N
+    requests go at once (paced: at their arrival times), each later one when a client's last
+    request finishes (set in the loop, in finish order), paced ones not before their time."""
+    n = len(arrival)
+    if cfg.concurrency is None:
+        return arrival, n, []
+    released = min(cfg.concurrency, n)
+    sent: list[float] = run.arrival_ms.tolist() if cfg.paced else [0.0] * n
+    first = [sent[i] + delay[i] for i in range(released)]
+    return first + [math.inf] * (n - released), released, sent
 
 
 def _steps_within_pool(fits: Callable[[int], bool], steps: int) -> int:
