@@ -42,6 +42,11 @@ SGLANG_CLIP_MAX_NEW_TOKENS = 4096
 # 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
 # "multi-step scheduling"; vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement").
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
+# Multi-step with chunked prefill arrived in 0.6.2 (release notes: "Multi-Step + Chunked
+# Prefill"): a round's first step carries the prefill chunks beside the decodes, and the
+# prompts it completes decode through the rest of the round (lookahead slots); new requests
+# join only between rounds, which is what the simulator's rounds do.
+VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 2)
 
 
 class Load(BaseModel):
@@ -590,11 +595,11 @@ def _instance(
         curve = apply_step_calibration(curve, calibrated)
     check_scheduler_steps(scheduler_steps, engine, version)
     mixed, reserve = engine_scheduler(engine, version, chunked_prefill)
-    if scheduler_steps > 1 and mixed:
+    if scheduler_steps > 1 and mixed and version < VLLM_MULTI_STEP_CHUNKED_SINCE:
         raise InputError(
             "--num-scheduler-steps",
-            "multi-step scheduling with chunked prefill (vLLM 0.6's multi-step chunked "
-            "prefill) is not modelled; pose it with --no-enable-chunked-prefill",
+            f"vLLM {'.'.join(map(str, version))} predates multi-step scheduling with chunked "
+            "prefill (0.6.2); pose it with --no-enable-chunked-prefill",
         )
     cost = CurveCost(curve, f"step-time model: {curve.label}")
 
