@@ -23,11 +23,10 @@ import json
 import math
 import re
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-
-from rows import catalog_gpu, checkpoint_config
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.core.step.family import family_of
@@ -37,6 +36,10 @@ from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
+# benchmarks/rows.py, beside this file (run as a script or loaded by a test)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from rows import catalog_gpu, checkpoint_config  # noqa: E402
+
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
 DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
 

@@ -18,8 +18,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # rows.py, beside this file
 
-from rows import catalog_gpu, checkpoint_config  # noqa: E402  (benchmarks/, beside this file)
+from rows import catalog_gpu, checkpoint_config  # noqa: E402
 
 # Which vendored config each case's model uses (the calibration cases' README).
 CONFIGS = {

@@ -14,10 +14,9 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
-
-from rows import catalog_gpu, checkpoint_config
 
 from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
@@ -27,6 +26,10 @@ from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
+# benchmarks/rows.py, beside this file (run as a script or loaded by a test)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from rows import catalog_gpu, checkpoint_config  # noqa: E402
+
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 FLOOR = ROOT / "benchmarks" / "data" / "step-floor.json"
 MODELS = ROOT / "tests" / "data" / "models"
@@ -51,7 +54,7 @@ def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]
     return engine, parse_version(str(row["engine_version"]))
 
 
-def predict(row: dict[str, object], models: Path) -> float | None:
+def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     """The model's step time for a row, or None when its GPU or model is not available."""
     gid = gpu_id(row)
     folder, variant = checkpoint_config(str(row["model"]), models)
@@ -78,7 +81,7 @@ def predict(row: dict[str, object], models: Path) -> float | None:
     return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
 
 
-def model_class(row: dict[str, object], models: Path) -> str:
+def model_class(row: dict[str, object], models: Path = MODELS) -> str:
     """dense or MoE, from the row's config."""
     folder, _ = checkpoint_config(str(row["model"]), models)
     return "MoE" if folder and resolve_model(None, str(folder)).num_experts else "dense"
