@@ -38,7 +38,7 @@ from planner.sources.presets import find_gpu
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config  # noqa: E402
+from rows import catalog_gpu, checkpoint_config, engine_settings  # noqa: E402
 
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
 DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
@@ -168,9 +168,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
     settings: dict[str, Any] = {"engine": family, "tp": tp}
     config = row.get("engine_config") or {}
-    for key in ("max_num_seqs", "max_num_batched_tokens"):
-        if str(config.get(key) or "").isdigit():  # "default": the engine's own
-            settings[key] = int(config[key])
+    settings |= engine_settings(row)  # "default": the engine's own
     chunked = None
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"

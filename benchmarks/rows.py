@@ -75,3 +75,46 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
         if name and name.lower() in text
     ]
     return max(named)[1] if named else None
+
+
+# Engine settings a row may carry, in either engine's spelling (its engine_config keys, or
+# the server flags its notes quote) -> the benchmark setting each one sets.
+ROW_SETTINGS = {
+    "max_num_seqs": "max_num_seqs",
+    "max_running_requests": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "chunked_prefill_size": "max_num_batched_tokens",
+    "gpu_memory_utilization": "memory_fraction",
+    "mem_fraction_static": "memory_fraction",
+    "block_size": "block_size",
+    "page_size": "block_size",
+    "max_model_len": "context_tokens",
+    "context_length": "context_tokens",
+}
+
+
+def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
+    """The server settings a row states: its engine_config, else the `--flag value` pairs its
+    notes quote. "default", "auto" and SGLang's -1 (off) leave the engine's own value."""
+    given: dict[str, object] = {}
+    notes = str(row.get("notes") or "")
+    for flag, value in re.findall(r"--([a-z][a-z0-9-]*)[ =]([^\s,;]+)", notes):
+        given[flag.replace("-", "_")] = value
+    config = row.get("engine_config")
+    if isinstance(config, dict):
+        given |= config  # the structured field wins over prose
+    out: dict[str, int | float] = {}
+    for key, value in given.items():
+        target = ROW_SETTINGS.get(key)
+        if target is None:
+            continue
+        try:
+            number = float(str(value).rstrip("."))
+        except ValueError:
+            continue
+        if target == "memory_fraction":
+            if 0 < number <= 1:
+                out[target] = number
+        elif number >= 1 and number == int(number):
+            out[target] = int(number)
+    return out
