@@ -872,14 +872,16 @@ def _unbounded(
                 itl[dt] += n_decoding
         elif waiting_decoders:
             stall_ms += dt
-        done_prefill = False
+        done_prefill = 0
         for i, got in take:
             prefilled[i] += got
             if prefilled[i] >= target[i]:
                 first[i] = t
                 heappush(heap, (clock + output[i] - 1, i))
-                done_prefill = True
-        if done_prefill:
+                done_prefill += 1
+        if done_prefill == len(pending):
+            pending = []  # the usual case: every pending prompt finished this step
+        elif done_prefill:
             pending = [i for i in pending if prefilled[i] < target[i]]
         while heap and heap[0][0] <= clock:
             finish[heappop(heap)[1]] = t
