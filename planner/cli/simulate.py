@@ -65,7 +65,10 @@ def simulate(
     ] = None,
     rate: Annotated[
         float | None,
-        typer.Option(help="Arrival rate, requests/s [with a GPU, default: all at once]."),
+        typer.Option(
+            help="Arrival rate, requests/s [with a GPU, default: all at once]; with "
+            "--concurrency, the rate requests are released at."
+        ),
     ] = None,
     concurrency: Annotated[
         int | None,
