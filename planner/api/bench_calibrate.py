@@ -37,7 +37,12 @@ def _replay(
 ) -> dict[str, Any]:
     """The predictor at one result's load and mean lengths."""
     if record.max_concurrency is not None:
-        load = Load(concurrency=record.max_concurrency, requests=record.completed)
+        # with a finite rate too: released at the rate, at most N in flight (paced)
+        load = Load(
+            concurrency=record.max_concurrency,
+            rate_per_s=record.request_rate,
+            requests=record.completed,
+        )
     elif record.request_rate is not None:
         load = Load(rate_per_s=record.request_rate, requests=record.completed)
     else:
