@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import DATA, QuietServer, Result
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from planner.core.diagnose import (
@@ -290,6 +290,11 @@ def effect_numbers(text: str) -> list[float]:
     drafts=st.integers(0, 2000),
     accepted=st.floats(0, 1),
 )
+# found by hypothesis: a smaller k computed 2.31x against 2.31x now (a gain under 0.005x)
+@example(
+    scrape="vllm-0.25-deepseek-v4-flash-mtp-spec.prom", running=0.0, waiting=0, usage=0.0,
+    itl_s=0.5, ttft_s=1.0, tokens=0, tpot_ms=1.0, with_plan=False, drafts=1, accepted=0.375,
+)  # fmt: skip
 def test_advice_is_never_worse_than_now(
     cli: Cli, tmp_path: Path, scrape: str, running: float, waiting: int, usage: float,
     itl_s: float, ttft_s: float, tokens: int, tpot_ms: float, with_plan: bool, drafts: int,

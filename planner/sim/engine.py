@@ -4,7 +4,9 @@ Each step admits waiting requests, runs one decode token per running sequence pl
 work, and retires finished sequences; it costs `overhead + a + b*B + prefill_ms_per_token*P`.
 Where consecutive steps are identical (only decoding, nothing arriving that could be admitted,
 no KV boundary, no speculation) the loop jumps to the next event in one move, so the Python
-work is per event, not per token; static batches are solved in closed form.
+work is per event, not per token; static batches are solved in closed form. Without a KV pool,
+speculation or multi-step rounds a request is admitted, prefilled and decoded exactly once, and
+a shorter loop (`_unbounded`) runs that case with the same result, float for float.
 """
 
 from __future__ import annotations
