@@ -14,10 +14,10 @@ from planner.core.specs import ModelSpec
 # (overhead.KERNEL_MS_PER_LAYER). The alignment kernel walks every local expert and the grouped
 # GEMMs launch a grid over all of them (most blocks exit at once when few tokens route), so
 # part of the cost grows with the experts on the GPU: 0.5 us per local expert, an estimate
-# that puts Qwen3-30B-A3B (128 experts) at batch 1 on an A100 near its published 9.7 ms and
-# MiniMax-M2.7 (256 experts) at concurrency 1 on 2 x MI300X near the 14.9 ms of SGLang PR
-# 31044 (benchmarks/data/e2e.jsonl), while the Mixtral-8x22B rows (8 experts) of
-# benchmarks/data/step-time.jsonl barely move.
+# that puts Qwen3-30B-A3B (128 experts) at batch 1 on an A100 at 9.6 ms against its published
+# 9.7 ms, while the Mixtral-8x22B rows (8 experts) of benchmarks/data/step-time.jsonl barely
+# move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1 on 2 x MI300X is still 10.1 ms
+# against the 14.9 ms of SGLang PR 31044 (benchmarks/data/e2e.jsonl): the AMD side is unsettled.
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_LOCAL_EXPERT = 0.0005
 
