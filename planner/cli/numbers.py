@@ -43,7 +43,12 @@ HubTimeout = Annotated[
 
 def apply_hub_timeout(seconds: float | None) -> None:
     """Set the Hub deadline for this run (refused outside (0, 600] s); the default when not
-    given, so one run's --timeout never carries into the next in the same process."""
+    given, so one run's --timeout never carries into the next in the same process. A run that
+    gives none, in a process that never reached the Hub, leaves the Hub client unimported."""
+    import sys
+
+    if seconds is None and "planner.sources.hub" not in sys.modules:
+        return  # the module's own default is in force: nothing to reset
     from planner.sources.hub import HUB_TIMEOUT_S, set_timeout
 
     set_timeout(HUB_TIMEOUT_S if seconds is None else seconds)
