@@ -475,8 +475,10 @@ def k8s_disaggregated(winner: dict[str, Any], name: str) -> str:
     }
     docs: list[dict[str, Any]] = []
     urls: dict[str, list[str]] = {}
+    image = ""
     for role, count in counts.items():
         container, port = _engine_container(winner, pools[f"{role}_command"])
+        image = container["image"]  # the router ships in the engine's own image
         ports = [{"name": "http", "port": port}]
         if role == "prefill":
             ports.append({"name": "bootstrap", "port": SGLANG_BOOTSTRAP_PORT})
@@ -534,7 +536,7 @@ def k8s_disaggregated(winner: dict[str, Any], name: str) -> str:
                         "containers": [
                             {
                                 "name": "router",
-                                "image": "lmsysorg/sglang:latest",
+                                "image": image,
                                 "command": router,
                                 "ports": [{"name": "http", "containerPort": ROUTER_PORT}],
                             }
