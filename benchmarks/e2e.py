@@ -29,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
-from planner.core.step.family import family_of
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
 from planner.sources.models import resolve_model
-from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
@@ -306,11 +304,11 @@ def main() -> None:
                 continue
             error = (pred[key] - meas[key]) / meas[key]
             line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
-            family = family_of(find_gpu(kwargs["gpu"]))
+            basis = got["step_constants"]  # the GPU family the prediction was priced on
             for g in (
                 "all",
                 f"vendor {vendor}",
-                f"family {family.name} ({family.basis})",
+                f"family {basis['gpu_family']} ({basis['basis']})",
                 f"engine {row['engine']}",
                 f"class {klass}",
                 f"tp {kwargs['settings']['tp']}",

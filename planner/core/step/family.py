@@ -18,7 +18,6 @@ class Family(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    vendor: str
     bandwidth_efficiency: float
     basis: Basis
     source: str
@@ -66,7 +65,6 @@ def family_of(gpu: GpuSpec) -> Family:
         fitted = name in FITTED_FAMILIES
         return Family(
             name=name,
-            vendor="nvidia",
             bandwidth_efficiency=NVIDIA_BANDWIDTH_EFFICIENCY,
             basis="fitted" if fitted else "extrapolated",
             source=FITTED_SOURCE if fitted else NVIDIA_EXTRAPOLATED,
@@ -75,14 +73,12 @@ def family_of(gpu: GpuSpec) -> Family:
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
         return Family(
             name=name,
-            vendor="amd",
             bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )
     return Family(
         name=gpu.vendor,
-        vendor=gpu.vendor,
         bandwidth_efficiency=OTHER_BANDWIDTH_EFFICIENCY,
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
