@@ -42,8 +42,10 @@ SGLANG_CLIP_MAX_NEW_TOKENS = 4096
 # 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
 # "multi-step scheduling"; vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement").
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
-# Multi-step with chunked prefill arrived in 0.6.2 (release notes: "Multi-Step + Chunked
-# Prefill"): a round's first step carries the prefill chunks beside the decodes, and the
+# Multi-step with chunked prefill arrived in 0.6.2 (its release notes' "Multi-Step + Chunked
+# Prefill", as recalled: the vLLM repository is too large to fetch here, so the release is not
+# checked against its source; the 9 public 0.6.3 runs of benchmarks/data/e2e.jsonl ran it):
+# a round's first step carries the prefill chunks beside the decodes, and the
 # prompts it completes decode through the rest of the round (lookahead slots); new requests
 # join only between rounds, which is what the simulator's rounds do.
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 2)
