@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from rows import catalog_gpu  # noqa: E402
 
+from planner.core.step.family import family_of  # noqa: E402
 from planner.sources.presets import find_gpu  # noqa: E402
 
 # (name, K, N) of a Llama-3-70B decoder layer on one GPU (hidden 8192, 64 query and 8 KV heads
@@ -95,10 +96,10 @@ def share(value: float, peak: float | None) -> float | None:
     return round(value / peak, 4) if peak else None
 
 
-def fp8_dtype(torch: Any) -> Any:
-    """The fp8 format the card's tensor cores take (MI300's is the fnuz variant)."""
-    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-    if "MI30" in name and hasattr(torch, "float8_e4m3fnuz"):
+def fp8_dtype(torch: Any, card: Any) -> Any:
+    """The fp8 format the card's tensor cores take: CDNA3 (MI300X / MI325X, gfx942) multiplies
+    the fnuz variant, everything else OCP e4m3."""
+    if card is not None and family_of(card).name == "cdna3":
         return torch.float8_e4m3fnuz
     return torch.float8_e4m3fn
 
@@ -126,7 +127,7 @@ def gemm(torch: Any, dev: str, time_ms: Any, card: Any, shapes: Any, tokens: Any
                 continue  # _scaled_mm wants dimensions in multiples of 16, on a GPU
             try:
                 if w8 is None:
-                    w8 = w.to(fp8_dtype(torch)).t().contiguous().t()  # column-major
+                    w8 = w.to(fp8_dtype(torch, card)).t().contiguous().t()  # column-major
                 x8 = x.to(w8.dtype)
                 one = torch.tensor(1.0, device=dev)
                 ms = time_ms(
