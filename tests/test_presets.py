@@ -30,6 +30,8 @@ def test_every_gpu_preset_validates_and_ids_are_unique() -> None:
     assert len(ids) == len(set(ids))
     for g in catalog:
         assert g.source
+    # find_gpu reads one file for a catalog id: the id must be that file's name
+    assert [g.id for g in catalog] == preset_names("gpus")
 
 
 def test_every_workload_preset_parses() -> None:

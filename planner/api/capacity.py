@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
-from planner.core.capacity import CapacityPlan, CapacitySettings, plan_capacity
 from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
 
-if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
-    pass
+if TYPE_CHECKING:
+    # the textbook ledger is imported where it is planned: the engine's plan never reads it
+    from planner.core.capacity import CapacityPlan
 
 # Default max model length when --context is not given (capped at the model's own maximum).
 DEFAULT_CONTEXT_TOKENS = 8192
@@ -72,6 +72,8 @@ def capacity_plan(
     **settings: Any,
 ) -> CapacityPlan:
     """Resolve the model and GPU by name, validate the settings, and plan."""
+    from planner.core.capacity import CapacitySettings, plan_capacity
+
     spec = resolve_model(preset, model, revision)
     provenance: list[str] = []
     device_bytes: int | None = None
@@ -335,7 +337,7 @@ def serve_report(
     tp = values.get("tp", 1)
     if not isinstance(tp, int) or tp < 1:
         raise InputError("--tp", f"must be a positive integer (got {tp})")
-    from planner.core.capacity import check_tp
+    from planner.core.kv import check_tp
 
     check_tp(spec, tp)
     if tpot_ms is not None:

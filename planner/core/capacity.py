@@ -9,11 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.flags import EngineFlags, engine_flags
 from planner.core.kv import (
     KvGroupRow,
+    check_tp,
     group_rows,
     kv_bytes_per_sequence,
     kv_bytes_per_token,
+    tp_replication,
 )
-from planner.core.specs import GpuSpec, KvKind, ModelSpec
+from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError, PlannerError
 from planner.units import DTYPE_BITS, GIB_BYTES, bytes_for_elements, ceil_div, dtype_bytes
 
@@ -97,52 +99,6 @@ class CapacityPlan(BaseModel):
     warnings: list[str]
     flags: EngineFlags
     gpu_provenance: list[str] = Field(default_factory=list, description="device vs catalog")
-
-
-def valid_tp_sizes(model: ModelSpec) -> list[int]:
-    """TP sizes that split attention heads evenly and KV heads evenly (or replicate them)."""
-    sizes = []
-    for tp in range(1, model.num_attention_heads + 1):
-        if model.num_attention_heads % tp:
-            continue
-        kv = model.num_kv_heads
-        if kv % tp == 0 or tp % kv == 0:
-            sizes.append(tp)
-    return sizes
-
-
-def check_tp(model: ModelSpec, tp: int) -> None:
-    """Raise with the valid sizes when `tp` cannot shard this model's heads."""
-    valid = valid_tp_sizes(model)
-    if tp not in valid:
-        raise InputError(
-            "--tp",
-            f"{tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
-            f"/ {model.num_kv_heads} KV heads; valid: {', '.join(map(str, valid))}",
-        )
-
-
-def tp_replication(model: ModelSpec, tp: int) -> tuple[int, list[str]]:
-    """GPUs of the TP group holding a copy of each KV element, and the warning that goes with it."""
-    attention_kinds = {g.kind for g in model.kv_groups if g.kind.per_token}
-    if KvKind.MLA in attention_kinds:
-        # MLA's compressed latent has no head axis to split: every TP rank holds all of it.
-        notes = []
-        if tp > 1:
-            notes.append(
-                f"MLA keeps one latent per token that every one of the {tp} TP ranks holds "
-                "whole: KV per GPU does not shrink with TP; use data parallelism (replicas) "
-                "for more capacity"
-            )
-        return tp, notes
-    replication = max(1, tp // model.num_kv_heads)
-    if replication > 1 and attention_kinds:
-        return replication, [
-            f"--tp {tp} exceeds the {model.num_kv_heads} KV heads: each head is replicated on "
-            f"{replication} GPUs, so KV per GPU no longer shrinks with TP; use data parallelism "
-            f"(replicas) for more capacity"
-        ]
-    return replication, []
 
 
 def weights_bytes_for(model: ModelSpec, weight_dtype: str | None) -> tuple[int, str, bool]:

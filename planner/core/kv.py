@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from planner.core.specs import KvKind, KvLayerGroup, ModelSpec
+from planner.errors import InputError
 from planner.units import ceil_div
 
 
@@ -99,3 +100,49 @@ def group_rows(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> list[KvGroupRo
             )
         )
     return rows
+
+
+def tp_replication(model: ModelSpec, tp: int) -> tuple[int, list[str]]:
+    """GPUs of the TP group holding a copy of each KV element, and the warning that goes with it."""
+    attention_kinds = {g.kind for g in model.kv_groups if g.kind.per_token}
+    if KvKind.MLA in attention_kinds:
+        # MLA's compressed latent has no head axis to split: every TP rank holds all of it.
+        notes = []
+        if tp > 1:
+            notes.append(
+                f"MLA keeps one latent per token that every one of the {tp} TP ranks holds "
+                "whole: KV per GPU does not shrink with TP; use data parallelism (replicas) "
+                "for more capacity"
+            )
+        return tp, notes
+    replication = max(1, tp // model.num_kv_heads)
+    if replication > 1 and attention_kinds:
+        return replication, [
+            f"--tp {tp} exceeds the {model.num_kv_heads} KV heads: each head is replicated on "
+            f"{replication} GPUs, so KV per GPU no longer shrinks with TP; use data parallelism "
+            f"(replicas) for more capacity"
+        ]
+    return replication, []
+
+
+def valid_tp_sizes(model: ModelSpec) -> list[int]:
+    """TP sizes that split attention heads evenly and KV heads evenly (or replicate them)."""
+    sizes = []
+    for tp in range(1, model.num_attention_heads + 1):
+        if model.num_attention_heads % tp:
+            continue
+        kv = model.num_kv_heads
+        if kv % tp == 0 or tp % kv == 0:
+            sizes.append(tp)
+    return sizes
+
+
+def check_tp(model: ModelSpec, tp: int) -> None:
+    """Raise with the valid sizes when `tp` cannot shard this model's heads."""
+    valid = valid_tp_sizes(model)
+    if tp not in valid:
+        raise InputError(
+            "--tp",
+            f"{tp} does not divide {model.name}'s {model.num_attention_heads} attention heads "
+            f"/ {model.num_kv_heads} KV heads; valid: {', '.join(map(str, valid))}",
+        )

@@ -18,6 +18,7 @@ from planner.core.disagg import DisaggRole
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
+from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
@@ -377,8 +378,6 @@ def plan_serve(
 
     `measured`: the total memory a detected device reports, and where it came from.
     """
-    from planner.core.capacity import tp_replication
-
     check_flags(s, gpu, model)
     dtype, warnings = resolved_dtype(model, gpu, s)
     warnings += tp_replication(model, s.tp)[1]
@@ -817,7 +816,6 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
 
 def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> dict[str, Any]:
     """The `--json` object: the textbook ledger's keys filled from the engine, plus its own."""
-    from planner.core.capacity import tp_replication
     from planner.core.kv import group_rows, kv_bytes_per_sequence, kv_bytes_per_token
     from planner.units import dtype_bytes
 

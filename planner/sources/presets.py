@@ -128,21 +128,27 @@ def load_model_preset(name: str, field: str = "--preset") -> ModelSpec:
 
 
 @cache
+def gpu_preset(name: str) -> GpuSpec:
+    """One GPU preset by file name (its catalog id), validated."""
+    path = preset_root() / "gpus" / f"{name}.yaml"
+    try:
+        return GpuSpec.model_validate(read_yaml(path, "--gpu"))
+    except ValidationError as exc:
+        raise InputError("--gpu", f"{path}: {validation_message(exc)}") from exc
+
+
+@cache
 def gpu_catalog() -> tuple[GpuSpec, ...]:
     """Every GPU preset, validated."""
-    specs = []
-    for name in preset_names("gpus"):
-        path = preset_root() / "gpus" / f"{name}.yaml"
-        try:
-            specs.append(GpuSpec.model_validate(read_yaml(path, "--gpu")))
-        except ValidationError as exc:
-            raise InputError("--gpu", f"{path}: {validation_message(exc)}") from exc
-    return tuple(specs)
+    return tuple(gpu_preset(name) for name in preset_names("gpus"))
 
 
 def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     """A GPU by catalog id, alias, or the device name NVML / AMD-SMI / an engine log prints."""
     key = name.strip().lower()
+    if key in preset_names("gpus"):
+        # A catalog id names its own file (tested): one file read instead of the catalog.
+        return gpu_preset(key)
     for gpu in gpu_catalog():
         if key == gpu.id or key in gpu.aliases:
             return gpu
