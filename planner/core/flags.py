@@ -158,6 +158,7 @@ def spec_flags(
 BOOLEAN_FLAGS = {
     "--enforce-eager",
     "--enable-expert-parallel",
+    "--enable-dp-attention",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",
@@ -174,12 +175,15 @@ ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
     "vllm": {
         "--tensor-parallel-size": "1",
         "--pipeline-parallel-size": "1",
+        "--data-parallel-size": "1",
         "--kv-cache-dtype": "auto",
         "--block-size": "16",
     },
     "sglang": {
         "--tp-size": "1",
         "--pp-size": "1",
+        "--dp-size": "1",
+        "--attn-dp-size": "1",
         "--kv-cache-dtype": "auto",
         "--page-size": "1",
     },
@@ -222,6 +226,7 @@ SHORT_FLAGS = {
         "--data-parallel-size": "--dp-size",
         "--pp": "--pp-size",
         "--pipeline-parallel-size": "--pp-size",
+        "--attention-data-parallel-size": "--attn-dp-size",
     },
 }
 # vLLM reads these as human-readable integers (arg_utils.py human_readable_int): a lower-case

@@ -826,6 +826,7 @@ def model_spec_from_config(
         mtp_layers=_mtp_layers(t),
         moe_layers=moe_layers if experts else 0,
         embedding_params=embed,
+        attention_params=sum(ly.attention_params for ly in layers),
         tied_embeddings=bool(tie),
         trust_remote_code=isinstance(cfg.get("auto_map"), Mapping),
         **_vision_shape(cfg),

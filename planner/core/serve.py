@@ -239,7 +239,8 @@ def _engine_fields(
             "pp_size": s.pp,
             "context_length": s.context_tokens,
             "mem_fraction_static": s.memory_fraction,
-            "max_running_requests": seqs,
+            # the flag is the deployment's: SGLang gives each attention-DP group its share
+            "max_running_requests": seqs * int(s.extra.get("attn_dp_size") or 1) if seqs else None,
             "chunked_prefill_size": tokens,
             "page_size": s.block_size,
             "kv_cache_dtype": s.kv_cache_dtype,
@@ -652,6 +653,7 @@ def valid_tp(model: ModelSpec) -> list[int]:
 VLLM_FLAGS = (
     ("tensor_parallel_size", "--tensor-parallel-size"),
     ("pipeline_parallel_size", "--pipeline-parallel-size"),
+    ("data_parallel_size", "--data-parallel-size"),
     ("max_model_len", "--max-model-len"),
     ("max_num_seqs", "--max-num-seqs"),
     ("max_num_batched_tokens", "--max-num-batched-tokens"),
@@ -673,6 +675,9 @@ VLLM_FLAGS = (
 SGLANG_FLAGS = (
     ("tp_size", "--tp-size"),
     ("pp_size", "--pp-size"),
+    ("attn_dp_size", "--attn-dp-size"),
+    ("dp_size", "--dp-size"),
+    ("enable_dp_attention", "--enable-dp-attention"),
     ("context_length", "--context-length"),
     ("max_running_requests", "--max-running-requests"),
     ("chunked_prefill_size", "--chunked-prefill-size"),
@@ -694,9 +699,15 @@ SGLANG_FLAGS = (
 # nothing, and `planner drift` reads an omitted one as its default).
 LINE_DEFAULTS: dict[str, Any] = {
     "pipeline_parallel_size": 1,
+    "data_parallel_size": 1,
     "pp_size": 1,
+    "attn_dp_size": 1,
+    "dp_size": 1,
     "dtype": "auto",
 }
+# SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
+# --enable-dp-attention, which 0.5.23 still rewrites to attn_dp_size = N (server_args.py).
+SGLANG_ATTN_DP_SIZE_SINCE = (0, 5, 23)
 # Engine settings fields whose flag is spelled differently.
 ENGINE_FLAG_NAMES = {
     "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
@@ -740,6 +751,11 @@ def command_line(
         ]
     )
     parts = []
+    fields = dict(fields)
+    attn_dp = fields.get("attn_dp_size") or 1
+    old_sglang = engine == "sglang" and release is not None and release < SGLANG_ATTN_DP_SIZE_SINCE
+    if old_sglang and attn_dp > 1:
+        fields |= {"attn_dp_size": None, "dp_size": attn_dp, "enable_dp_attention": True}
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         if value is None or value is False or LINE_DEFAULTS.get(field) == value:
@@ -780,6 +796,7 @@ BOOLEAN_FIELDS = (
     "enable_lora",
     "enforce_eager",
     "enable_expert_parallel",
+    "enable_dp_attention",
     "enable_hierarchical_cache",
 )
 FLOAT_FIELDS = (
@@ -811,6 +828,9 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
             out[field] = raw
         else:
             out[field] = int(raw)
+    if out.pop("enable_dp_attention", False) and "dp_size" in out:
+        out["attn_dp_size"] = out["dp_size"]  # SGLang's own rewrite (0.5.23)
+    out.pop("dp_size", None)  # otherwise whole replicas: each one's plan is this one
     return out
 
 

@@ -95,12 +95,26 @@ class ModelSpec(BaseModel):
     embedding_params: int = Field(
         default=0, ge=0, description="vocab x hidden: one embedding (or lm_head) matrix"
     )
+    attention_params: int = Field(
+        default=0,
+        ge=0,
+        description="the attention layers' projection matrices (Q, K, V, O; MLA's low-rank "
+        "factors): what data-parallel attention replicates",
+    )
     tied_embeddings: bool = Field(default=True, description="lm_head shares the embedding")
     trust_remote_code: bool = Field(
         default=False,
         description="config.json names its own code (auto_map): the engines load it only with "
         "--trust-remote-code",
     )
+
+    @property
+    def expert_params(self) -> int:
+        """Routed-expert parameters: gate, up and down of every expert in every MoE layer."""
+        if not (self.num_experts and self.experts_per_token and self.moe_intermediate_size):
+            return 0
+        layers = self.moe_layers or self.num_layers
+        return 3 * self.hidden_size * self.moe_intermediate_size * layers * self.num_experts
 
 
 class GpuSpec(BaseModel):

@@ -127,6 +127,20 @@ def total_term(
 UNQUANTIZED_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
+class Sharding(BaseModel):
+    """How one rank's weights split when attention and the MoE layers span different groups
+    (data-parallel attention): the rest of the model follows `dense_ranks`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attention_ranks: int = Field(ge=1, description="GPUs one attention layer is split over")
+    dense_ranks: int = Field(ge=1, description="GPUs the dense FFN, norms and lm_head span")
+    expert_ranks: int = Field(ge=1, description="GPUs the routed experts are spread over")
+    embedding_replicated: bool = Field(
+        default=False, description="every GPU holds the whole input embedding"
+    )
+
+
 def weights_term(
     model: ModelSpec,
     override_bytes: int | None,
@@ -135,6 +149,7 @@ def weights_term(
     tp: int,
     pp: int,
     dtype_bytes: int,
+    sharding: Sharding | None = None,
 ) -> tuple[int, TermSource]:
     """Weights as loaded on one rank, and whether that figure is exact, derived or logged."""
     if measured is not None:
@@ -148,8 +163,32 @@ def weights_term(
         # (both engines cast each tensor as it loads: vLLM model_loader, SGLang loader).
         weights = weights * dtype_bytes // stored
         exact = False
+    if sharding is not None:
+        loaded = sharded_weights_bytes(model, weights, pp, dtype_bytes, sharding)
+        return loaded, "derived"  # each part at the checkpoint's mean bytes per parameter
     loaded = loaded_weights_bytes(model, weights, tp, pp, dtype_bytes)
     return loaded, "exact" if exact else "derived"
+
+
+def sharded_weights_bytes(
+    model: ModelSpec, weights_bytes: int, pp: int, dtype_bytes: int, sharding: Sharding
+) -> int:
+    """One rank's weights under `sharding`: the checkpoint split into routed experts,
+    attention, the input embedding and the rest by parameter count (each at the checkpoint's
+    mean bytes per parameter), each part over its own ranks, plus the RoPE cache."""
+    per_param = weights_bytes / max(model.params_total, 1)
+    experts = min(weights_bytes, round(model.expert_params * per_param))
+    attention = min(weights_bytes - experts, round(model.attention_params * per_param))
+    embedding = round(model.embedding_params * per_param) if sharding.embedding_replicated else 0
+    rest = max(0, weights_bytes - experts - attention - embedding)
+    rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
+    return (
+        ceil_div(experts, sharding.expert_ranks * pp)
+        + ceil_div(attention, sharding.attention_ranks * pp)
+        + ceil_div(rest, sharding.dense_ranks * pp)
+        + embedding
+        + rope
+    )
 
 
 def cuda_total_bytes(gpu: GpuSpec) -> tuple[int, TermSource]:

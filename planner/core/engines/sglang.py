@@ -17,6 +17,7 @@ from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
+    Sharding,
     TermSource,
     check_stages,
     compute_dtype,
@@ -105,6 +106,14 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 # beyond it the arithmetic overflows rather than says so.
 MAX_MAMBA_FULL_MEMORY_RATIO = 1e6
 MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
+# Data-parallel attention (server_args.py; arg_groups/parallel_hook.py from 0.5.23): the
+# reserve grows by 4 GiB under the 0.4.8-0.5.2 tier table and by 3 MiB per decode batch size
+# per attention-DP group in the activation formula; the chunked-prefill size and the running
+# cap are divided among the groups; the input embedding is whole on every GPU
+# (VocabParallelEmbedding(enable_tp=not dp attention) in the model files, as we recall them:
+# not checked against the source here, so the weights are an estimate).
+DP_ATTENTION_TIER_RESERVE_MIB = 4 * 1024
+DP_ATTENTION_GRAPH_MIB_PER_BS = 3
 
 
 class SglangSettings(BaseModel):
@@ -122,6 +131,12 @@ class SglangSettings(BaseModel):
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
     tp_size: int = Field(default=1, ge=1)
     pp_size: int = Field(default=1, ge=1)
+    attn_dp_size: int = Field(
+        default=1,
+        ge=1,
+        description="data-parallel attention groups inside the TP group (--attn-dp-size; "
+        "--dp-size with --enable-dp-attention before 0.5.23); attention TP = tp / attn_dp",
+    )
     max_running_requests: int | None = Field(default=None, gt=0)
     mamba_full_memory_ratio: float = Field(
         default=MAMBA_FULL_MEMORY_RATIO, gt=0, le=MAX_MAMBA_FULL_MEMORY_RATIO, allow_inf_nan=False
@@ -183,6 +198,7 @@ def default_mem_fraction(
     decode_bs: int,
     mla: bool,
     version: tuple[int, int, int] = NEWEST_VERSION,
+    attn_dp: int = 1,
 ) -> float:
     """mem_fraction_static SGLang derives when unset, by release (sglang.md section 2)."""
     if version < TIER_RESERVE_SINCE:
@@ -191,8 +207,12 @@ def default_mem_fraction(
         return next(f for size, f in TP_TABLE_FRACTIONS if tp >= size)
     if version < ACTIVATION_HEURISTIC_SINCE:
         base, per_rank = next((b, r) for top, b, r in TIER_RESERVES_MIB if gpu_mem_mib < top)
+        if attn_dp > 1:
+            base += DP_ATTENTION_TIER_RESERVE_MIB
         return round((gpu_mem_mib - (base + per_rank * tp * pp)) / gpu_mem_mib, 3)
     graph = 2 * decode_bs
+    if attn_dp > 1:
+        graph += DP_ATTENTION_GRAPH_MIB_PER_BS * decode_bs * attn_dp
     if version >= PREFILL_GRAPH_RESERVE_SINCE:
         graph += (
             MLA_PREFILL_GRAPH_RESERVE_MIB
@@ -246,9 +266,17 @@ def predict(
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
     decode_bs = s.cuda_graph_max_bs_decode or default_bs
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    attn_dp = s.attn_dp_size
+    if tp % attn_dp:
+        raise InputError(
+            "--dp", f"{attn_dp} attention-DP groups must divide the TP size {tp} (SGLang refuses)"
+        )
+    attn_tp = tp // attn_dp
     fraction = s.mem_fraction_static
     if fraction is None:
-        fraction = default_mem_fraction(gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla, version)
+        fraction = default_mem_fraction(
+            gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla, version, attn_dp
+        )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
             fraction *= vlm_fraction_factor(model)
         defaults.append(
@@ -281,8 +309,18 @@ def predict(
             f"other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB come off the free memory "
             "SGLang sizes its pool from"
         )
+    sharding = None
+    if attn_dp > 1:
+        sharding = Sharding(
+            attention_ranks=attn_tp, dense_ranks=tp, expert_ranks=tp, embedding_replicated=True
+        )
+        notes.append(
+            f"data-parallel attention: {attn_dp} groups of attention TP {attn_tp}, each with its "
+            f"own scheduler and KV pool; attention weights on {attn_tp} GPU(s), the input "
+            "embedding whole on every GPU (weights split by parameter count: an estimate)"
+        )
     w, sources["weights_bytes"] = weights_term(
-        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
     )
     if m.weights_bytes is None:
         w = correct(cal, "weights_bytes", w, sources)
@@ -326,7 +364,8 @@ def predict(
         if g.kind is KvKind.MLA:
             cell += layers * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
         elif g.kind.per_token:
-            per = layers * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v)
+            heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)
+            per = layers * heads * (g.head_dim_k + g.head_dim_v)
             ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
             cell += int(per * kv_bytes * ratio)
     if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
@@ -338,7 +377,9 @@ def predict(
     concurrency = tokens / context
     # resolve_max_num_reqs (sglang.md 3.4): clamp(tokens / context x 512, 2048, 4096).
     estimated = min(max(int(tokens / context * 512), 2048), 4096)
-    running = s.max_running_requests or estimated
+    running = estimated
+    if s.max_running_requests is not None:  # the user's cap is shared among the DP groups
+        running = max(1, s.max_running_requests // attn_dp)
     running = min(running, tokens // 2)
     if mamba_slots:
         running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
@@ -380,6 +421,7 @@ def predict(
             "kv_cache_dtype": s.kv_cache_dtype,
             "tp_size": tp,
             "pp_size": pp,
+            "attn_dp_size": attn_dp,
             "max_running_requests": running,
             "max_mamba_cache_size": mamba_slots or None,
         },

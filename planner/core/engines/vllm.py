@@ -21,6 +21,7 @@ from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
+    Sharding,
     TermSource,
     check_stages,
     compute_dtype,
@@ -386,7 +387,15 @@ class VllmSettings(BaseModel):
     max_lora_rank: int = Field(default=DEFAULT_MAX_LORA_RANK, gt=0)
     max_loras: int = Field(default=DEFAULT_MAX_LORAS, gt=0)
     enable_expert_parallel: bool = Field(
-        default=False, description="MoE experts split whole across the TP ranks (EP = TP)"
+        default=False,
+        description="MoE experts split whole across the MoE ranks (EP = TP x DP) instead of "
+        "each sharded",
+    )
+    data_parallel_size: int = Field(
+        default=1,
+        ge=1,
+        description="DP ranks of one deployment (each its own scheduler, KV cache and "
+        "max_num_seqs); on a MoE model the expert layers span TP x DP ranks",
     )
     flashinfer: bool | None = Field(
         default=None,
@@ -491,8 +500,10 @@ def activation_peak_bytes(
     sampler: str = "triton",
     xformers: bool = False,
     expert_parallel: bool = False,
+    moe_ranks: int | None = None,
 ) -> int:
-    """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace."""
+    """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace.
+    `moe_ranks`: the GPUs the MoE layers span (TP x DP under data parallelism; None: TP)."""
     hidden = model.hidden_size
     inter = (model.intermediate_size or 4 * hidden) // tp
     if model.num_experts:
@@ -509,7 +520,7 @@ def activation_peak_bytes(
     workspace = 0
     if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
         # With expert parallelism each rank holds whole experts, so the width is not split.
-        moe = model.moe_intermediate_size // (1 if expert_parallel else tp)
+        moe = model.moe_intermediate_size // (1 if expert_parallel else moe_ranks or tp)
         # fused_moe keeps workspace13 (max(2I, H)) and workspace2 (I) per routed token.
         workspace = tokens * model.experts_per_token * (max(2 * moe, hidden) + moe) * act_bytes
     return int(max(forward, sampler_peak) + workspace)
@@ -740,10 +751,28 @@ def predict(
         defaults.append(f"max_num_seqs={seqs} (default for this GPU tier)")
 
     requested = math.ceil(total * util)
+    dp = s.data_parallel_size
+    moe_ranks = tp * dp if model.num_experts else tp
+    sharding = None
+    if moe_ranks > tp:
+        # Data parallelism on a MoE model: attention and the dense layers stay TP within each
+        # DP rank, the expert layers form one group of TP x DP ranks (sharded, or whole experts
+        # with --enable-expert-parallel): docs.vllm.ai, "Data Parallel Deployment".
+        sharding = Sharding(attention_ranks=tp, dense_ranks=tp, expert_ranks=moe_ranks)
     w, sources["weights_bytes"] = weights_term(
-        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
     )
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
+    if dp > 1:
+        notes.append(
+            f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
+            + (
+                f"; the experts span all {moe_ranks} GPUs (weights split by parameter count: "
+                "an estimate)"
+                if sharding is not None
+                else ""
+            )
+        )
     if s.enable_lora and m.weights_bytes is None:
         lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
         w += lora
@@ -794,16 +823,17 @@ def predict(
             "XFormers attention (no FlashAttention-2 below compute capability 8.0): one more "
             "query-width buffer in the profile's forward (estimate from one T4 log)"
         )
-    ep = s.enable_expert_parallel and bool(model.num_experts) and tp > 1
+    ep = s.enable_expert_parallel and bool(model.num_experts) and moe_ranks > 1
     if s.enable_expert_parallel:
         notes.append(
-            f"expert parallel: each rank holds {(model.num_experts or 0) // tp} whole experts "
+            f"expert parallel: each rank holds {(model.num_experts or 0) // moe_ranks} whole "
+            "experts "
             "and the fused-MoE workspace is sized by the full expert width"
             if ep
             else "--enable-expert-parallel changes nothing here (a dense model or TP 1)"
         )
     act_modelled = activation_peak_bytes(
-        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep
+        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep, moe_ranks
     )
     act = act_modelled
     if runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
@@ -957,6 +987,7 @@ def predict(
             "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
             "max_loras": s.max_loras if s.enable_lora else None,
             "enable_expert_parallel": s.enable_expert_parallel,
+            "data_parallel_size": dp,
             "colocated": s.colocated,
             "model_runner": runner,
             "profile_sampler": sampler,

@@ -79,6 +79,18 @@ class StepTime(BaseModel):
     family: Family | None = Field(
         default=None, description="the GPU family whose constants these are (None: given)"
     )
+    attention_dp: int = Field(
+        default=1,
+        ge=1,
+        description="data-parallel attention groups whose tokens meet in the MoE layers (each "
+        "GPU's attention runs its own group's batch; `tp` is the attention TP)",
+    )
+    moe_ranks: int = Field(
+        default=0, ge=0, description="GPUs the MoE layers span (0: the TP group)"
+    )
+
+    def _moe_ranks(self) -> int:
+        return self.moe_ranks or self.tp
 
     def experts_read(self, batch: int) -> float:
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
@@ -88,12 +100,12 @@ class StepTime(BaseModel):
         """Expert weights the slowest GPU reads for `tokens` tokens, per step. Under TP every
         GPU reads its 1/TP of each routed expert; under expert parallelism a GPU reads its own
         routed experts whole, and the step waits for the rank that drew the most."""
-        read = self.experts_read(tokens)
+        read = self.experts_read(tokens * self.attention_dp)  # every group's tokens route
         local = self.experts_per_gpu
         if not local or local >= self.num_experts:
             return round(read * self.expert_bytes)
         busiest = moe.busiest_rank_experts(read, self.num_experts, local)
-        return round(busiest * self.expert_bytes * self.tp)
+        return round(busiest * self.expert_bytes * self._moe_ranks())
 
     def kv_bytes(self, context: int) -> int:
         """KV bytes one sequence reads per step at `context` on one GPU: every layer group,
@@ -127,11 +139,19 @@ class StepTime(BaseModel):
         )
 
     def allreduce_ms(self, tokens: int) -> float:
-        """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms."""
+        """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms. Under
+        data-parallel attention the one after attention spans the attention TP group, and the
+        FFN / MoE half gathers every group's tokens over the MoE ranks and scatters them back
+        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch)."""
         message = tokens * self.hidden_size * self.activation_bytes
-        return comm.allreduce_ms(
-            self.tp, self.layers, message, self.allreduce_hop_ms, self.link_bytes_per_s
-        )
+        hop, link = self.allreduce_hop_ms, self.link_bytes_per_s
+        if self.attention_dp == 1 and self._moe_ranks() == self.tp:
+            return comm.allreduce_ms(self.tp, self.layers, message, hop, link)
+        per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
+        attention = comm.allreduce_ms(self.tp, self.layers, message, hop, link) / per_layer
+        gathered = message * self.attention_dp
+        ffn = comm.allreduce_ms(self._moe_ranks(), self.layers, gathered, hop, link) / per_layer
+        return attention + ffn
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache, ms."""
@@ -217,33 +237,45 @@ def step_time_for(
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
     pp: int = 1,
+    attention_dp: int = 1,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
-    their weights and KV), the stages joined over the link between nodes."""
+    their weights and KV), the stages joined over the link between nodes.
+
+    `attention_dp` > 1: data-parallel attention, `tp` being the attention TP group and the MoE
+    layers spanning tp x attention_dp GPUs (vLLM --data-parallel-size on a MoE model, SGLang
+    --enable-dp-attention). vLLM keeps every non-expert weight at TP `tp` in each DP rank;
+    SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     embedding = bytes_for_elements(vocab * model.hidden_size, "bf16")
     expert_all = 0
     expert_one = 0
-    if model.num_experts and model.experts_per_token and model.moe_intermediate_size:
-        per_expert_params = (
-            3 * model.hidden_size * model.moe_intermediate_size * moe.moe_layers(model)
-        )
-        scale = total / max(model.params_total, 1)  # bytes per parameter as stored
-        expert_one = round(per_expert_params * scale)
-        expert_all = expert_one * model.num_experts
+    scale = total / max(model.params_total, 1)  # bytes per parameter as stored
+    if model.expert_params:
+        expert_one = round(model.expert_params // (model.num_experts or 1) * scale)
+        expert_all = expert_one * (model.num_experts or 0)
     dense = max(total - embedding - expert_all, 0)
+    moe_ranks = tp * attention_dp
+    dense_per_gpu = ceil_div(dense, tp * pp)
+    if attention_dp > 1 and engine == "sglang":
+        attention_bytes = min(dense, round(model.attention_params * scale))
+        dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
+            dense - attention_bytes, moe_ranks * pp
+        )
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype)
     if not gpu.hbm_bandwidth_bytes_per_s or not flops:
         from planner.errors import InputError
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+    if attention_dp > 1:
+        layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
     return StepTime(
         label=f"{model.name} on {gpu.id} x {layout} ({engine})",
-        dense_weights_bytes=ceil_div(dense, tp * pp),
-        expert_bytes=ceil_div(expert_one, tp * pp),
+        dense_weights_bytes=dense_per_gpu,
+        expert_bytes=ceil_div(expert_one, moe_ranks * pp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
         moe_layers=ceil_div(moe.moe_layers(model), pp) if expert_one else 0,
@@ -263,4 +295,6 @@ def step_time_for(
         pp=pp,
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family_of(gpu),
+        attention_dp=attention_dp,
+        moe_ranks=moe_ranks,
     )

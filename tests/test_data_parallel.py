@@ -1,0 +1,132 @@
+"""Data parallelism inside one deployment: vLLM --data-parallel-size on a MoE model (experts over
+TP x DP) and SGLang's data-parallel attention (attention TP = tp / attn_dp), in the engine model,
+the launch line and the step model."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import MODELS
+
+from planner.api import serve_report
+from planner.core.engines.common import EnginePrediction
+from planner.core.serve import ServePlan, command_line, fields_from_line
+from planner.core.step import step_time_for
+from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
+from planner.units import ceil_div
+
+QWEN3_MOE = str(MODELS / "Qwen--Qwen3-30B-A3B")
+DEEPSEEK = str(MODELS / "deepseek-ai--DeepSeek-R1")
+
+
+def _plan(
+    engine: str, tp: int, extra: dict[str, object], model: str = QWEN3_MOE, **kw: object
+) -> ServePlan:
+    gpu = "h200" if model == DEEPSEEK else "h100"
+    settings = {"engine": engine, "tp": tp, "extra": extra} | kw
+    plan, _ = serve_report(
+        gpu=gpu, preset=None, model=model, revision=None, gpu_memory_gib=None, settings=settings
+    )
+    assert plan.prediction is not None
+    return plan
+
+
+def _prediction(engine: str, tp: int, extra: dict[str, object], **kw: object) -> EnginePrediction:
+    p = _plan(engine, tp, extra, **kw).prediction
+    assert p is not None
+    return p
+
+
+def test_the_parts_data_parallel_attention_splits_are_counted_from_the_config() -> None:
+    spec = resolve_model(None, QWEN3_MOE, None)
+    # Qwen3-30B-A3B: hidden 2048, 48 layers, 128 experts of width 768, 32 query heads and 4
+    # KV heads of 128. Experts: gate, up, down = 3 x 2048 x 768 per expert and layer.
+    assert spec.expert_params == 3 * 2048 * 768 * 48 * 128 == 28_991_029_248
+    # Attention: Q (2048 x 32 x 128), K and V (2048 x 4 x 128 each), O (32 x 128 x 2048).
+    per_layer = 2048 * 32 * 128 + 2 * 2048 * 4 * 128 + 32 * 128 * 2048
+    assert spec.attention_params == 48 * per_layer == 905_969_664
+
+
+def test_vllm_data_parallel_spreads_only_the_experts_over_tp_x_dp() -> None:
+    spec = resolve_model(None, QWEN3_MOE, None)
+    one = _prediction("vllm", 1, {})
+    dp4 = _prediction("vllm", 1, {"data_parallel_size": 4})
+    experts = round(spec.expert_params * spec.weights_bytes / spec.params_total)
+    # each DP rank keeps attention and the rest whole (TP 1) and a quarter of the experts
+    assert one.weights_bytes - dp4.weights_bytes == experts - ceil_div(experts, 4)
+    assert dp4.kv_cache_tokens > one.kv_cache_tokens
+    assert dp4.term_sources["weights_bytes"] == "derived"
+    # whole experts (EP) weigh the same as sharded ones
+    ep = _prediction("vllm", 1, {"data_parallel_size": 4, "enable_expert_parallel": True})
+    assert ep.weights_bytes == dp4.weights_bytes
+
+
+def test_vllm_data_parallel_on_a_dense_model_is_replicas() -> None:
+    llama = str(MODELS / "meta-llama--Llama-3.1-8B-Instruct")
+    one = _prediction("vllm", 1, {}, model=llama)
+    dp2 = _prediction("vllm", 1, {"data_parallel_size": 2}, model=llama)
+    assert dp2.weights_bytes == one.weights_bytes and dp2.kv_cache_tokens == one.kv_cache_tokens
+
+
+def test_sglang_dp_attention_keeps_attention_at_tp_over_attn_dp() -> None:
+    spec = resolve_model(None, QWEN3_MOE, None)
+    tp4 = _prediction("sglang", 4, {}, memory_fraction=0.85)
+    dpa = _prediction("sglang", 4, {"attn_dp_size": 4}, memory_fraction=0.85)
+    per_param = spec.weights_bytes / spec.params_total
+    experts = round(spec.expert_params * per_param)
+    attention = round(spec.attention_params * per_param)
+    embedding = round(spec.embedding_params * per_param)
+    rest = spec.weights_bytes - experts - attention - embedding
+    rope = tp4.weights_bytes - ceil_div(spec.weights_bytes, 4)
+    expected = ceil_div(experts, 4) + attention + ceil_div(rest, 4) + embedding + rope
+    assert dpa.weights_bytes == expected
+    # the KV heads are split over the attention TP group (one GPU) instead of four: each GPU
+    # keeps all 4 KV heads of its own requests' tokens, 4x the bytes per token of TP 4
+    assert dpa.bytes_per_block == 4 * tp4.bytes_per_block
+
+
+def test_sglang_dp_attention_line_by_release_and_its_running_cap() -> None:
+    new = _plan("sglang", 8, {"attn_dp_size": 8}, model=DEEPSEEK)
+    old = _plan("sglang", 8, {"attn_dp_size": 8}, model=DEEPSEEK, version="0.5.2")
+    assert "--attn-dp-size 8" in new.command and "--enable-dp-attention" not in new.command
+    assert "--dp-size 8 --enable-dp-attention" in old.command
+    assert "--attn-dp-size" not in old.command
+    for plan in (new, old):
+        p = plan.prediction
+        assert p is not None
+        per_group = int(str(p.settings["max_running_requests"]))
+        # the flag is the deployment's; each of the 8 groups runs its eighth
+        assert f"--max-running-requests {per_group * 8}" in plan.command
+        # pasted back, the line is the same deployment
+        fields = fields_from_line("sglang", plan.command)
+        assert fields["attn_dp_size"] == 8 and "dp_size" not in fields
+
+
+def test_sglang_dp_attention_must_divide_tp() -> None:
+    with pytest.raises(Exception, match="divide the TP size"):
+        _plan("sglang", 4, {"attn_dp_size": 3})
+
+
+def test_vllm_data_parallel_line_round_trips() -> None:
+    spec = resolve_model(None, QWEN3_MOE, None)
+    fields = {"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True}
+    line = command_line(spec, "vllm", fields)
+    assert "--data-parallel-size 4" in line and "--enable-expert-parallel" in line
+    assert fields_from_line("vllm", line) == fields
+
+
+def test_step_model_attention_dp_routes_every_groups_tokens() -> None:
+    spec = resolve_model(None, DEEPSEEK, None)
+    gpu = find_gpu("h200")
+    tp8 = step_time_for(spec, gpu, tp=8, engine="sglang")
+    dpa = step_time_for(spec, gpu, tp=1, attention_dp=8, engine="sglang")
+    # 8 groups of 4 sequences route 32 tokens to the experts: as many experts as TP 8 at 32
+    assert dpa.experts_read(4) * 1.0 == pytest.approx(tp8.experts_read(4))
+    assert dpa.expert_weights_bytes(4) == pytest.approx(tp8.expert_weights_bytes(32), rel=1e-6)
+    # each GPU reads only its group's KV (the MLA latent is whole under TP 8 too)
+    assert dpa.terms(4, 2000).kv_read_bytes == tp8.terms(4, 2000).kv_read_bytes
+    assert dpa.terms(4, 2000).kv_read_bytes * 8 == tp8.terms(32, 2000).kv_read_bytes
+    # the MoE layers gather over 8 GPUs even with attention on one
+    assert dpa.allreduce_ms(4) > 0
+    # attention is whole on every GPU: more dense weights per GPU than TP 8
+    assert dpa.dense_weights_bytes > tp8.dense_weights_bytes
