@@ -105,8 +105,9 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
-    if row.get("dp_attention"):
-        return {}, "data-parallel attention (not in the step model)"
+    dp_attention = bool(row.get("dp_attention"))
+    if dp_attention and family != "sglang":
+        return {}, "data-parallel attention outside SGLang (vLLM: DP ranks of a MoE model)"
     name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
     folder, variant = checkpoint_config(name, models)
     if folder is None:
@@ -123,7 +124,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if layout is not None:
         if row.get("gpu_count") and layout.gpus != row["gpu_count"]:
             return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"
-    elif row.get("gpu_count") and tp * dp != row["gpu_count"]:
+    elif row.get("gpu_count") and (tp if dp_attention else tp * dp) != row["gpu_count"]:
+        # SGLang's attention-DP groups live inside its TP group
         return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
@@ -188,6 +190,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "settings": settings,
         "dp": dp,
         "ep": row.get("ep"),
+        "dp_attention": dp_attention,
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
         "chunked_prefill": chunked,

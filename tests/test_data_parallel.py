@@ -4,8 +4,11 @@ the launch line and the step model."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
-from helpers import MODELS
+from helpers import MODELS, Result
 
 from planner.api import serve_report
 from planner.core.engines.common import EnginePrediction
@@ -15,6 +18,7 @@ from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import ceil_div
 
+Cli = Callable[..., Result]
 QWEN3_MOE = str(MODELS / "Qwen--Qwen3-30B-A3B")
 DEEPSEEK = str(MODELS / "deepseek-ai--DeepSeek-R1")
 
@@ -130,3 +134,82 @@ def test_step_model_attention_dp_routes_every_groups_tokens() -> None:
     assert dpa.allreduce_ms(4) > 0
     # attention is whole on every GPU: more dense weights per GPU than TP 8
     assert dpa.dense_weights_bytes > tp8.dense_weights_bytes
+
+
+def _simulate(cli: Cli, model: str, gpu: str, *args: str) -> dict[str, Any]:
+    r = cli(
+        "simulate", "--model", model, "--gpu", gpu, "--concurrency", "64",
+        "--prompt-len", "1000", "--output-len", "200", "--requests", "256", "--json", *args,
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    data: dict[str, Any] = r.json()
+    return data
+
+
+def test_simulate_sglang_dp_attention_runs_on_the_tp_gpus(cli: Cli) -> None:
+    tp8 = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8")
+    dpa = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8", "--dp", "8",
+                    "--dp-attention")  # fmt: skip
+    assert dpa["gpus"] == tp8["gpus"] == 8
+    d = dpa["deployment"]
+    assert d["dp_attention"] and "--attn-dp-size 8" in d["command"]
+    # eight groups, each with its own pool: more KV than TP 8's one (MLA whole on every GPU)
+    assert 8 * d["kv_cache_tokens"] > tp8["deployment"]["kv_cache_tokens"]
+    assert dpa["completed"] == 256
+    # one sequence: every GPU reads the whole attention (TP 8 reads an eighth), a slower step
+    assert dpa["step_ms"]["1"] > tp8["step_ms"]["1"]
+
+
+def test_simulate_vllm_dp_on_moe_spreads_the_experts_and_prints_the_flag(cli: Cli) -> None:
+    one = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1")
+    dp4 = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1", "--dp", "4", "--ep", "4")
+    assert dp4["gpus"] == 4
+    command = dp4["deployment"]["command"]
+    assert "--data-parallel-size 4" in command and "--enable-expert-parallel" in command
+    # a quarter of the experts per GPU leaves each rank more KV than a whole replica's
+    assert dp4["deployment"]["kv_cache_tokens"] > one["deployment"]["kv_cache_tokens"]
+    # before the V1 engine (0.8) DP ranks were separate servers: whole replicas, no flag
+    old = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1", "--dp", "4", "--engine-version", "0.6.3")
+    assert "--data-parallel-size" not in old["deployment"]["command"]
+    assert old["deployment"]["kv_cache_tokens"] < dp4["deployment"]["kv_cache_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--model", DEEPSEEK, "--gpu", "h200", "--tp", "8", "--dp", "8", "--dp-attention"),
+         "is SGLang's"),
+        (("--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--dp", "3",
+          "--dp-attention"), "divide the TP size 8"),
+        (("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--tp", "2", "--dp",
+          "2", "--dp-attention"), "MoE models"),
+    ],
+)  # fmt: skip
+def test_simulate_refuses_dp_attention_it_cannot_pose(
+    cli: Cli, args: tuple[str, ...], needle: str
+) -> None:
+    r = cli("simulate", *args, "--concurrency", "4", "--prompt-len", "100", "--output-len", "10")
+    assert r.code == 2 and "--dp-attention" in r.err and needle in r.err
+
+
+def test_disaggregated_pools_take_sglang_dp_attention(cli: Cli) -> None:
+    base = ("--engine", "sglang", "--disagg", "1P1D", "--tp", "8", "--decode-ep", "8")
+    plain = _simulate(cli, DEEPSEEK, "h200", *base)
+    dpa = _simulate(cli, DEEPSEEK, "h200", *base, "--decode-dp-attention", "8")
+    assert dpa["gpus"] == plain["gpus"] == 16
+    decode = dpa["deployment"]["disagg"]["decode"]
+    assert decode["dp_attention"] == 8 and "--attn-dp-size 8" in decode["command"]
+    assert dpa["deployment"]["disagg"]["prefill"]["dp_attention"] == 1
+    # eight decode schedulers, each with its own pool, hold more of the 64 clients' KV at once
+    assert (
+        8 * decode["kv_cache_tokens"] > plain["deployment"]["disagg"]["decode"]["kv_cache_tokens"]
+    )
+
+
+def test_disaggregated_dp_attention_is_refused_for_vllm(cli: Cli) -> None:
+    r = cli(
+        "simulate", "--model", DEEPSEEK, "--gpu", "h200", "--disagg", "1P1D", "--tp", "8",
+        "--decode-dp-attention", "8", "--concurrency", "4", "--prompt-len", "100",
+        "--output-len", "10",
+    )  # fmt: skip
+    assert r.code == 2 and "--decode-dp-attention" in r.err and "SGLang's" in r.err

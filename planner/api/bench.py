@@ -209,15 +209,9 @@ def benchmark(
     pp = int(settings.get("pp", 1))
     if dp < 1:
         raise InputError("--dp", f"must be >= 1 (got {dp})")
+    engine_name = str(settings.get("engine", "vllm"))
     if dp_attention:
-        raise InputError(
-            "--dp-attention",
-            "data-parallel attention is not in the step model yet; plan it as --dp replicas",
-        )
-    if ep is not None and ep not in (1, tp * dp):
-        raise InputError(
-            "--ep", f"{ep}: the engines' expert parallelism spans TP x DP = {tp * dp} ranks"
-        )
+        _attention_groups(engine_name, tp, dp, True, moe=True, version=None)  # refused early
     if disagg is not None:
         for flag, given in (
             ("--dp", dp != 1),
@@ -239,6 +233,21 @@ def benchmark(
     )
     trace, workload_echo = _trace(load, lengths)
     spec = resolve_model(preset, model, revision)
+    attention_groups = _attention_groups(
+        engine_name,
+        tp,
+        dp,
+        dp_attention,
+        moe=bool(spec.num_experts),
+        version=settings.get("version"),
+    )
+    # the ranks the MoE layers span: the DP ranks' experts are one group only where the engine
+    # runs them that way; SGLang's --dp-size and old vLLM replicas each keep their own
+    moe_span = tp * dp if engine_name == "vllm" and attention_groups > 1 else tp
+    if ep is not None and ep not in (1, moe_span):
+        raise InputError(
+            "--ep", f"{ep}: the engine's expert parallelism spans {moe_span} ranks here"
+        )
     extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
     longest = int((trace.prompt_tokens + trace.output_tokens).max()) + extra_prompt
     if longest > spec.max_context_tokens:
@@ -262,14 +271,16 @@ def benchmark(
         mean_total += prefix.share * prefix.tokens
     values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
 
-    def instance(tp_size: int, ep_size: int | None) -> Instance:
-        """This deployment's engine instance at one TP (and EP) size."""
+    def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
+        """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
+        attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups)."""
         return _instance(
             gpu=gpu,
             preset=preset,
             model=model,
             revision=revision,
             values=values | {"tp": tp_size},
+            attention_groups=groups,
             spec=spec,
             longest=longest,
             ep=ep_size,
@@ -284,6 +295,7 @@ def benchmark(
         closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
     if disagg is not None:
         return _disaggregated(
+            engine=engine_name,
             disagg=disagg,
             link=disagg_link,
             trace=trace,
@@ -293,7 +305,7 @@ def benchmark(
             workload_echo=workload_echo,
             instance=instance,
         )
-    inst = instance(tp, ep)
+    inst = instance(tp, ep, attention_groups)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
     engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
     block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
@@ -356,7 +368,8 @@ def benchmark(
 
     one = replica_trace(trace)
     metrics = run_at(share(closed) if closed else None, one)
-    gpus = tp * pp * dp
+    # SGLang's attention-DP groups live inside its TP group; otherwise each DP rank has its own
+    gpus = tp * pp if engine == "sglang" and attention_groups > 1 else tp * pp * dp
     result: dict[str, Any] = {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -375,6 +388,7 @@ def benchmark(
             "tp": tp,
             "pp": pp,
             "dp": dp,
+            "dp_attention": attention_groups > 1,
             "ep": ep or 1,
             "weight_dtype": weight_dtype,
             "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
@@ -517,10 +531,16 @@ def _instance(
     seed: int,
     scheduler_steps: int = 1,
     as_launched: bool = True,
+    attention_groups: int = 1,
 ) -> Instance:
     """Plan one engine instance and build its step model and scheduler settings. As launched
     (a benchmark's server) it runs the engine's own running cap unless `values` sets
-    max_num_seqs; otherwise the plan's advised max_num_seqs."""
+    max_num_seqs; otherwise the plan's advised max_num_seqs.
+
+    `attention_groups` > 1: the instance is one of that many data-parallel attention groups
+    whose tokens meet in the MoE layers (vLLM --data-parallel-size on a MoE model: one DP rank
+    at TP `tp`; SGLang data-parallel attention: `tp` GPUs, the group's attention on
+    tp / groups of them). Its scheduler, KV pool and running cap are the group's."""
     from planner.api.capacity import serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
@@ -531,6 +551,16 @@ def _instance(
     values = dict(values)
     tp = int(values.get("tp", 1))
     pp = int(values.get("pp", 1))
+    sglang_engine = values.get("engine", "vllm") == "sglang"
+    sglang_groups = sglang_engine and attention_groups > 1
+    extra = dict(values.get("extra") or {})
+    if attention_groups > 1:
+        extra["attn_dp_size" if sglang_groups else "data_parallel_size"] = attention_groups
+    if ep is not None and ep > 1 and spec.num_experts:
+        # the line says so: vLLM --enable-expert-parallel (EP = TP x DP), SGLang --ep-size
+        extra |= {"enable_expert_parallel": True} if not sglang_engine else {"ep_size": ep}
+    if extra:
+        values["extra"] = extra
 
     def replan() -> tuple[Any, dict[str, Any]]:
         return serve_report(
@@ -576,21 +606,29 @@ def _instance(
     fp8_kv = str(values.get("kv_cache_dtype", "auto")).startswith("fp8")
     kv_bytes = 1 if fp8_kv else dtype_bytes(native)
     card = find_gpu(gpu)
+    groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
+    attention_tp = tp // attention_groups if sglang_groups else tp
+    whole = p.weights_bytes * tp * pp
+    if groups > 1:  # the ranks' weights are not 1/TP of the model: the whole as loaded
+        whole = int(payload["model"]["loaded_weights_bytes"])
     curve = step_time_for(
         spec,
         card,
-        tp=tp,
-        weights_bytes=p.weights_bytes * tp * pp,
+        tp=attention_tp,
+        weights_bytes=whole,
         weight_dtype=weight_dtype,
         kv_dtype_bytes=kv_bytes,
         engine=engine,
         version=version,
         pp=pp,
+        attention_dp=groups,
     )
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
         # those, and a step waits for the rank that drew the most: StepTime)
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
+    if sglang_groups and budget > 0:
+        budget = max(1, budget // attention_groups)  # each group chunks its share
     calibrated = None
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
@@ -630,6 +668,39 @@ def _instance(
         weight_dtype=weight_dtype,
         card=card,
     )
+
+
+def _attention_groups(
+    engine: str,
+    tp: int,
+    dp: int,
+    dp_attention: bool,
+    *,
+    moe: bool,
+    version: str | None,
+    flag: str = "--dp-attention",
+) -> int:
+    """Data-parallel attention groups of one deployment (1: none; DP ranks are then whole
+    replicas). vLLM runs a MoE model's --data-parallel-size ranks that way on its own, from the
+    V1 engine (0.8.0, VLLM_V1_SINCE) whose DP ranks synchronize in the expert layers; a dense
+    model's DP ranks are replicas. --dp-attention names SGLang's --enable-dp-attention /
+    --attn-dp-size, whose groups divide its TP size."""
+    from planner.core.engines.common import parse_version
+
+    if not dp_attention:
+        if engine != "vllm" or not moe or dp < 2:
+            return 1
+        newest = version is None or parse_version(version) >= VLLM_V1_SINCE
+        return dp if newest else 1
+    if engine == "vllm":
+        raise InputError(
+            flag, "is SGLang's; vLLM runs attention data-parallel on any MoE model given --dp"
+        )
+    if dp < 2 or tp % dp:
+        raise InputError(flag, f"needs groups that divide the TP size {tp} (got {dp})")
+    if not moe:
+        raise InputError(flag, "is modelled for MoE models (attention DP, experts over all GPUs)")
+    return dp
 
 
 # KV transfer between the pools. Within one node the link is the GPUs' own (NVLink / xGMI, one
@@ -685,8 +756,8 @@ def run_pools(
     from planner.sim import disagg as dis
 
     ms, how = transfer_plan(
-        spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, layout.prefill_tp,
-        layout.decode_tp, link, layout.gpus, pre.card,
+        spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
+        layout.gpus, pre.card,
     )  # fmt: skip
     state, info = dis.run(
         trace,
@@ -703,6 +774,7 @@ def run_pools(
 
 def _disaggregated(
     *,
+    engine: str,
     disagg: Any,
     link: str | None,
     trace: Any,
@@ -712,7 +784,8 @@ def _disaggregated(
     workload_echo: dict[str, Any],
     instance: Any,
 ) -> dict[str, Any]:
-    """The benchmark over a prefill pool and a decode pool (planner.sim.disagg)."""
+    """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
+    attention-DP groups (SGLang) are its schedulers, each with its share of the requests."""
     import numpy as np
 
     from planner.sim.bench import bench_metrics
@@ -720,18 +793,30 @@ def _disaggregated(
     for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
         if ep > 1 and not spec.num_experts:
             raise InputError(flag, f"{spec.name} has no experts to spread")
-    pre = instance(disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None)
-    dec = instance(disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None)
+    for flag, groups, pool_tp in (
+        ("--prefill-dp-attention", disagg.prefill_dp, disagg.prefill_tp),
+        ("--decode-dp-attention", disagg.decode_dp, disagg.decode_tp),
+    ):
+        if groups > 1:
+            _attention_groups(engine, pool_tp, groups, True, moe=bool(spec.num_experts),
+                              version=None, flag=flag)  # fmt: skip
+    pre = instance(
+        disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None, disagg.prefill_dp
+    )
+    dec = instance(
+        disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
+    )
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
     metrics = bench_metrics(state, trace)
     gpus = disagg.gpus
 
-    def pool(inst: Any, count: int, tp_size: int, ep: int) -> dict[str, Any]:
+    def pool(inst: Any, count: int, tp_size: int, ep: int, groups: int) -> dict[str, Any]:
         p = inst.prediction
         return {
             "instances": count,
             "tp": tp_size,
             "ep": ep,
+            "dp_attention": groups,
             "max_num_seqs": inst.plan.max_num_seqs,
             "kv_cache_tokens": p.kv_cache_tokens,
             "command": inst.plan.command,
@@ -767,8 +852,12 @@ def _disaggregated(
             "kv_tiers": None,
             "disagg": {
                 "layout": disagg.label,
-                "prefill": pool(pre, disagg.prefill, disagg.prefill_tp, disagg.prefill_ep),
-                "decode": pool(dec, disagg.decode, disagg.decode_tp, disagg.decode_ep),
+                "prefill": pool(
+                    pre, disagg.prefill, disagg.prefill_tp, disagg.prefill_ep, disagg.prefill_dp
+                ),
+                "decode": pool(
+                    dec, disagg.decode, disagg.decode_tp, disagg.decode_ep, disagg.decode_dp
+                ),
                 "transfer": how
                 | {
                     "mean_bytes_per_request": float(trace.prompt_tokens.mean())

@@ -355,6 +355,9 @@ def serve_report(
     if speculation is not None:
         payload["speculation"] = plan.speculation
     payload["hbm_basis"] = basis
+    # the whole model as loaded (a re-stored or variant checkpoint's size): what a step reads
+    # across all the GPUs, split by a data-parallel layout's own sharding
+    payload["model"]["loaded_weights_bytes"] = spec.weights_bytes if weights is None else weights
     payload["calibration"] = (
         None
         if calibration is None

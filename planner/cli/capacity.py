@@ -185,6 +185,39 @@ def capacity(
             help="Pipeline-parallel size (engine ledger).",
         ),
     ] = 1,
+    dp: Annotated[
+        int | None,
+        typer.Option(
+            "--dp",
+            "--data-parallel-size",
+            "--dp-size",
+            help="Data-parallel ranks (engine ledger; the plan is one rank's). vLLM: a MoE "
+            "model's experts span TP x DP. SGLang: whole replicas, or with --dp-attention "
+            "attention-DP groups inside --tp.",
+        ),
+    ] = None,
+    dp_attention: Annotated[
+        bool,
+        typer.Option(
+            "--dp-attention",
+            "--enable-dp-attention",
+            help="SGLang flag: --dp groups of data-parallel attention (attention TP = tp / dp).",
+        ),
+    ] = False,
+    attn_dp_size: Annotated[
+        int | None,
+        typer.Option(
+            "--attn-dp-size",
+            "--attention-data-parallel-size",
+            help="SGLang 0.5.23+ flag: attention-DP groups (the same as --dp N --dp-attention).",
+        ),
+    ] = None,
+    ep_size: Annotated[
+        int | None,
+        typer.Option(
+            "--ep-size", "--expert-parallel-size", help="SGLang flag: expert-parallel size."
+        ),
+    ] = None,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -331,10 +364,16 @@ def capacity(
             "--hicache-ratio": hicache_ratio,
             "--hicache-size": hicache_size,
         }
+        sglang_only |= {
+            "--dp-attention": dp_attention or None,
+            "--attn-dp-size": attn_dp_size,
+            "--ep-size": ep_size,
+        }
         other = sglang_only if name == "vllm" else vllm_only
         for flag, given_value in other.items():
             if given_value is not None:
                 raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
+        parallel = _data_parallel(name, dp, dp_attention, attn_dp_size, ep_size)
         settings: dict[str, object] = {
             "engine": name,
             "version": engine_version,
@@ -367,7 +406,8 @@ def capacity(
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
-            ),
+            )
+            | parallel,
         }
         settings["offload"] = _offload(
             gpu=gpu,
@@ -542,6 +582,30 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
     raise InputError(
         "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
     )
+
+
+def _data_parallel(
+    engine: str, dp: int | None, dp_attention: bool, attn_dp_size: int | None, ep: int | None
+) -> dict[str, object]:
+    """The data-parallel layout as the engine's settings fields: vLLM data_parallel_size,
+    SGLang attn_dp_size (from --attn-dp-size, or --dp with --dp-attention) and ep_size. SGLang's
+    --dp alone is whole replicas: each one's plan is this one, so no field."""
+    from planner.errors import InputError
+
+    for flag, value in (("--dp", dp), ("--attn-dp-size", attn_dp_size), ("--ep-size", ep)):
+        if value is not None and value < 1:
+            raise InputError(flag, f"must be >= 1 (got {value})")
+    if engine == "vllm":
+        return {"data_parallel_size": dp} if dp and dp > 1 else {}
+    fields: dict[str, object] = {}
+    groups = attn_dp_size or (dp if dp_attention else None)
+    if attn_dp_size and dp_attention and dp not in (None, 1, attn_dp_size):
+        raise InputError("--attn-dp-size", f"{attn_dp_size} disagrees with --dp {dp}")
+    if groups and groups > 1:
+        fields["attn_dp_size"] = groups
+    if ep and ep > 1:
+        fields["ep_size"] = ep
+    return fields
 
 
 def _engine_extra(engine: str, **given: object) -> dict[str, object]:

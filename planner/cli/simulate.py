@@ -136,10 +136,25 @@ def simulate(
         int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
     ] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel size.")] = 1,
-    dp: Annotated[int, typer.Option(help="Data-parallel replicas (GPUs = TP x PP x DP).")] = 1,
-    ep: Annotated[int | None, typer.Option(help="Expert-parallel size (TP x DP).")] = None,
+    dp: Annotated[
+        int,
+        typer.Option(
+            help="Data-parallel ranks (GPUs = TP x PP x DP; vLLM: a MoE model's experts span "
+            "them all). With --dp-attention: SGLang's attention-DP groups inside --tp."
+        ),
+    ] = 1,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP)."
+        ),
+    ] = None,
     dp_attention: Annotated[
-        bool, typer.Option(help="Data-parallel attention (MLA models).")
+        bool,
+        typer.Option(
+            help="SGLang data-parallel attention (--attn-dp-size / --enable-dp-attention): --dp "
+            "groups of attention TP = tp / dp, MoE over all --tp GPUs."
+        ),
     ] = False,
     weight_dtype: Annotated[
         str | None,
@@ -224,6 +239,20 @@ def simulate(
     decode_ep: Annotated[
         int | None,
         typer.Option(help="Expert parallelism of each decode instance: 1 or its TP [1]."),
+    ] = None,
+    prefill_dp_attention: Annotated[
+        int | None,
+        typer.Option(
+            help="SGLang data-parallel attention groups in each prefill instance (divides its "
+            "TP) [1]."
+        ),
+    ] = None,
+    decode_dp_attention: Annotated[
+        int | None,
+        typer.Option(
+            help="SGLang data-parallel attention groups in each decode instance (divides its "
+            "TP) [1]."
+        ),
     ] = None,
     disagg_link: Annotated[
         str | None,
@@ -325,16 +354,36 @@ def simulate(
                         f"{pool_ep}: a pool's expert parallelism spans its TP ranks "
                         f"(1 or {pool_tp})",
                     )
+            for flag, groups in (
+                ("--prefill-dp-attention", prefill_dp_attention),
+                ("--decode-dp-attention", decode_dp_attention),
+            ):
+                if groups is not None and groups < 1:
+                    raise InputError(flag, f"must be >= 1 (got {groups})")
             layout = layout.model_copy(
-                update={"prefill_ep": prefill_ep or 1, "decode_ep": decode_ep or 1}
+                update={
+                    "prefill_ep": prefill_ep or 1,
+                    "decode_ep": decode_ep or 1,
+                    "prefill_dp": prefill_dp_attention or 1,
+                    "decode_dp": decode_dp_attention or 1,
+                }
             )
         elif any(
-            v is not None for v in (prefill_tp, decode_tp, prefill_ep, decode_ep, disagg_link)
+            v is not None
+            for v in (
+                prefill_tp,
+                decode_tp,
+                prefill_ep,
+                decode_ep,
+                prefill_dp_attention,
+                decode_dp_attention,
+                disagg_link,
+            )
         ):
             raise InputError(
                 "--prefill-tp",
-                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --disagg-link need "
-                "--disagg",
+                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / "
+                "--prefill-dp-attention / --decode-dp-attention / --disagg-link need --disagg",
             )
         try:
             load = Load(
@@ -599,10 +648,13 @@ def render_bench(result: dict[str, Any]) -> None:
     lines = [
         " Predicted serving benchmark ".center(width, "="),
         f"{d['model']} on {result['gpus']} x {d['gpu']}",
-        f"{d['engine']} {d['engine_version']}: TP {d['tp']}, DP {d['dp']}, "
-        f"weights {d['weight_dtype']}, KV {d['kv_cache_dtype']}",
+        f"{d['engine']} {d['engine_version']}: TP {d['tp']}, "
+        + ("attention " if d.get("dp_attention") else "")
+        + f"DP {d['dp']}"
+        + (f", EP {d['ep']}" if d.get("ep", 1) > 1 else "")
+        + f", weights {d['weight_dtype']}, KV {d['kv_cache_dtype']}",
         f"max_num_seqs {d['max_num_seqs']:,}, {d['max_num_batched_tokens']:,} tokens/step, "
-        f"KV {d['kv_cache_tokens']:,} tokens",
+        f"KV {d['kv_cache_tokens']:,} tokens" + (" per DP rank" if d["dp"] > 1 else ""),
         *(
             [f"multi-step: {d['num_scheduler_steps']} decode steps per round"]
             if d.get("num_scheduler_steps", 1) > 1

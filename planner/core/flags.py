@@ -184,6 +184,7 @@ ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
         "--pp-size": "1",
         "--dp-size": "1",
         "--attn-dp-size": "1",
+        "--ep-size": "1",
         "--kv-cache-dtype": "auto",
         "--page-size": "1",
     },
@@ -227,6 +228,8 @@ SHORT_FLAGS = {
         "--pp": "--pp-size",
         "--pipeline-parallel-size": "--pp-size",
         "--attention-data-parallel-size": "--attn-dp-size",
+        "--ep": "--ep-size",
+        "--expert-parallel-size": "--ep-size",
     },
 }
 # vLLM reads these as human-readable integers (arg_utils.py human_readable_int): a lower-case

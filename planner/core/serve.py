@@ -217,6 +217,19 @@ def _check_derived_block(
         )
 
 
+def data_parallel_ranks(s: ServeSettings) -> int:
+    """Data-parallel ranks of the deployment, each with its own scheduler and KV pool (vLLM
+    --data-parallel-size, SGLang attention-DP groups); the plan's figures are one rank's."""
+    key = "data_parallel_size" if s.engine == "vllm" else "attn_dp_size"
+    return int(s.extra.get(key) or 1)
+
+
+def attention_tp(s: ServeSettings) -> int:
+    """GPUs one attention layer is split over: the TP size, or under SGLang's data-parallel
+    attention its share of the TP group."""
+    return s.tp // data_parallel_ranks(s) if s.engine == "sglang" else s.tp
+
+
 def _engine_fields(
     s: ServeSettings, dtype: str, seqs: int | None, tokens: int | None
 ) -> dict[str, Any]:
@@ -381,7 +394,8 @@ def plan_serve(
     """
     check_flags(s, gpu, model)
     dtype, warnings = resolved_dtype(model, gpu, s)
-    warnings += tp_replication(model, s.tp)[1]
+    groups = data_parallel_ranks(s)
+    warnings += tp_replication(model, attention_tp(s))[1]
     reasons: list[str] = []
     fields = _engine_fields(s, dtype, s.max_num_seqs, s.max_num_batched_tokens)
     weights = (weights_bytes, weights_exact)
@@ -504,6 +518,10 @@ def plan_serve(
             f"memory binds: the KV cache holds {held_mean:,} sequences of ~{s.mean_tokens:,} "
             f"tokens, fewer than the {cap_source} cap of {cap:,}"
         )
+        if groups > 1:
+            why = why.replace(
+                "the KV cache holds", f"each of the {groups} DP ranks' KV caches holds"
+            )
         if s.latency_cap is None:
             why += " (no latency budget given: pass --tpot for a latency cap)"
     elif cap_source == "latency budget":
@@ -678,6 +696,7 @@ SGLANG_FLAGS = (
     ("attn_dp_size", "--attn-dp-size"),
     ("dp_size", "--dp-size"),
     ("enable_dp_attention", "--enable-dp-attention"),
+    ("ep_size", "--ep-size"),
     ("context_length", "--context-length"),
     ("max_running_requests", "--max-running-requests"),
     ("chunked_prefill_size", "--chunked-prefill-size"),
@@ -703,6 +722,7 @@ LINE_DEFAULTS: dict[str, Any] = {
     "pp_size": 1,
     "attn_dp_size": 1,
     "dp_size": 1,
+    "ep_size": 1,
     "dtype": "auto",
 }
 # SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
@@ -894,7 +914,7 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
         "operating_concurrency": plan.max_num_seqs,
         "binding": plan.binding,
         "binding_reason": plan.binding_reason,
-        "kv_replication_factor": tp_replication(model, s.tp)[0],
+        "kv_replication_factor": tp_replication(model, attention_tp(s))[0],
         "warnings": plan.warnings,
         "flags": {s.engine: plan.command},
         "engine": p.model_dump() if p else None,

@@ -41,11 +41,27 @@ class DisaggLayout(BaseModel):
     decode_tp: int = Field(default=1, gt=0, le=64)
     prefill_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
     decode_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
+    prefill_dp: int = Field(
+        default=1, gt=0, le=64, description="SGLang attention-DP groups per prefill instance"
+    )
+    decode_dp: int = Field(
+        default=1, gt=0, le=64, description="SGLang attention-DP groups per decode instance"
+    )
 
     @property
     def gpus(self) -> int:
-        """GPUs of both pools."""
+        """GPUs of both pools (attention-DP groups live inside an instance's TP group)."""
         return self.prefill * self.prefill_tp + self.decode * self.decode_tp
+
+    @property
+    def prefill_schedulers(self) -> int:
+        """Prefill schedulers: one per instance, or per attention-DP group."""
+        return self.prefill * self.prefill_dp
+
+    @property
+    def decode_schedulers(self) -> int:
+        """Decode schedulers: one per instance, or per attention-DP group."""
+        return self.decode * self.decode_dp
 
     @property
     def label(self) -> str:
@@ -158,7 +174,7 @@ def _once(
     first_prefill = np.full(n, np.nan)
     pre_cfg = prefill_cfg.model_copy(update={"concurrency": None})
     preemptions = 0
-    for ids in _split(n, layout.prefill):
+    for ids in _split(n, layout.prefill_schedulers):
         if ids.size == 0:  # fewer requests than instances: this one idles
             continue
         ids = order[np.isin(order, ids)]  # this instance's requests, in arrival order
@@ -181,7 +197,7 @@ def _once(
     )
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")
-    for ids in _split(n, layout.decode):
+    for ids in _split(n, layout.decode_schedulers):
         if ids.size == 0:
             continue
         ids = landing_order[np.isin(landing_order, ids)]

@@ -137,6 +137,12 @@ class SglangSettings(BaseModel):
         description="data-parallel attention groups inside the TP group (--attn-dp-size; "
         "--dp-size with --enable-dp-attention before 0.5.23); attention TP = tp / attn_dp",
     )
+    ep_size: int = Field(
+        default=1,
+        ge=1,
+        description="expert parallelism (--ep-size): whole experts per rank, "
+        "the same bytes as TP-sharded ones",
+    )
     max_running_requests: int | None = Field(default=None, gt=0)
     mamba_full_memory_ratio: float = Field(
         default=MAMBA_FULL_MEMORY_RATIO, gt=0, le=MAX_MAMBA_FULL_MEMORY_RATIO, allow_inf_nan=False
@@ -422,6 +428,7 @@ def predict(
             "tp_size": tp,
             "pp_size": pp,
             "attn_dp_size": attn_dp,
+            "ep_size": s.ep_size,
             "max_running_requests": running,
             "max_mamba_cache_size": mamba_slots or None,
         },
