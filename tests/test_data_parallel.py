@@ -5,6 +5,7 @@ the launch line and the step model."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +214,35 @@ def test_disaggregated_dp_attention_is_refused_for_vllm(cli: Cli) -> None:
         "--output-len", "10",
     )  # fmt: skip
     assert r.code == 2 and "--decode-dp-attention" in r.err and "SGLang's" in r.err
+
+
+def _flags(line: str) -> list[str]:
+    """The flags of a printed launch line, without the entry point and the model."""
+    words = line.split()
+    if words[:2] == ["vllm", "serve"]:
+        return words[3:]
+    return words[words.index("--model-path") + 2 :]
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "layout"),
+    [
+        ("vllm", "0.33.0", ("--tp", "2", "--dp", "4", "--enable-expert-parallel")),
+        ("sglang", "0.5.23", ("--tp", "8", "--dp", "8", "--dp-attention", "--ep-size", "8")),
+        ("sglang", "0.5.2", ("--tp", "8", "--dp", "4", "--dp-attention")),
+    ],
+)
+def test_data_parallel_lines_paste_back_and_pass_drift(
+    cli: Cli, engine: str, version: str, layout: tuple[str, ...], tmp_path: Path
+) -> None:
+    lock = tmp_path / "plan.yaml"
+    where = ("--model", DEEPSEEK, "--gpu", "h200", "--engine", engine, "--json")
+    where += ("--engine-version", version)
+    first = cli("capacity", *where, *layout, "--save", str(lock))
+    assert first.code == 0, first.err
+    line = first.json()["flags"][engine]
+    again = cli("capacity", *where, *_flags(line))
+    assert again.code == 0, again.err
+    assert again.json()["flags"][engine] == line
+    drift = cli("drift", str(lock), "--against-args", line, "--json")
+    assert drift.code == 0, drift.out

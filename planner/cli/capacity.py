@@ -373,7 +373,7 @@ def capacity(
         for flag, given_value in other.items():
             if given_value is not None:
                 raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
-        parallel = _data_parallel(name, dp, dp_attention, attn_dp_size, ep_size)
+        parallel = _data_parallel(name, tp, dp, dp_attention, attn_dp_size, ep_size)
         settings: dict[str, object] = {
             "engine": name,
             "version": engine_version,
@@ -444,6 +444,10 @@ def capacity(
         )
         return
     engine_only: dict[str, object] = {
+        "--dp": dp,
+        "--dp-attention": dp_attention or None,
+        "--attn-dp-size": attn_dp_size,
+        "--ep-size": ep_size,
         "--tpot": tpot,
         "--dtype": dtype,
         "--spec-alpha": spec_alpha,
@@ -584,25 +588,42 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
     )
 
 
+# Data-parallel / expert-parallel ranks beyond any deployment the engine model describes.
+MAX_PARALLEL_RANKS = 4096
+
+
 def _data_parallel(
-    engine: str, dp: int | None, dp_attention: bool, attn_dp_size: int | None, ep: int | None
+    engine: str,
+    tp: int,
+    dp: int | None,
+    dp_attention: bool,
+    attn_dp_size: int | None,
+    ep: int | None,
 ) -> dict[str, object]:
-    """The data-parallel layout as the engine's settings fields: vLLM data_parallel_size,
-    SGLang attn_dp_size (from --attn-dp-size, or --dp with --dp-attention) and ep_size. SGLang's
-    --dp alone is whole replicas: each one's plan is this one, so no field."""
+    """The data-parallel layout as the engine's settings fields: vLLM data_parallel_size;
+    SGLang dp_size (whole replicas behind its DP controller), attn_dp_size (from --attn-dp-size,
+    or --dp with --dp-attention) and ep_size."""
     from planner.errors import InputError
 
     for flag, value in (("--dp", dp), ("--attn-dp-size", attn_dp_size), ("--ep-size", ep)):
-        if value is not None and value < 1:
-            raise InputError(flag, f"must be >= 1 (got {value})")
+        if value is not None and not 1 <= value <= MAX_PARALLEL_RANKS:
+            raise InputError(flag, f"must be in [1, {MAX_PARALLEL_RANKS:,}] (got {value})")
     if engine == "vllm":
         return {"data_parallel_size": dp} if dp and dp > 1 else {}
     fields: dict[str, object] = {}
-    groups = attn_dp_size or (dp if dp_attention else None)
-    if attn_dp_size and dp_attention and dp not in (None, 1, attn_dp_size):
-        raise InputError("--attn-dp-size", f"{attn_dp_size} disagrees with --dp {dp}")
-    if groups and groups > 1:
-        fields["attn_dp_size"] = groups
+    if dp_attention or attn_dp_size:
+        groups = attn_dp_size or dp or 1
+        if dp not in (None, 1, groups):
+            # 0.5.23 rejects --dp-size > 1 beside --attn-dp-size > 1; before it, --dp-size
+            # with --enable-dp-attention counted the groups
+            raise InputError("--attn-dp-size", f"{groups} disagrees with --dp {dp}")
+        if tp % groups:
+            flag = "--attn-dp-size" if attn_dp_size else "--dp"
+            raise InputError(flag, f"{groups} attention-DP groups must divide --tp {tp}")
+        if groups > 1:
+            fields["attn_dp_size"] = groups
+    elif dp and dp > 1:
+        fields["dp_size"] = dp
     if ep and ep > 1:
         fields["ep_size"] = ep
     return fields

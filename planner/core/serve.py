@@ -397,7 +397,12 @@ def plan_serve(
     groups = data_parallel_ranks(s)
     warnings += tp_replication(model, attention_tp(s))[1]
     reasons: list[str] = []
-    fields = _engine_fields(s, dtype, s.max_num_seqs, s.max_num_batched_tokens)
+    # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
+    # --max-running-requests is the deployment's, each attention-DP group taking its share
+    given_seqs = s.max_num_seqs
+    if given_seqs is not None and s.engine == "sglang":
+        given_seqs = max(1, given_seqs // groups)
+    fields = _engine_fields(s, dtype, given_seqs, s.max_num_batched_tokens)
     weights = (weights_bytes, weights_exact)
     if s.engine == "vllm" and s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
         _check_derived_block(model, gpu, fields, weights, measured)
@@ -435,10 +440,10 @@ def plan_serve(
     cap, cap_source = cap_engine, seqs_name
     if s.latency_cap is not None and s.latency_cap < cap:
         cap, cap_source = s.latency_cap, "latency budget"
-    if s.max_num_seqs is not None:
+    if given_seqs is not None:
         # The user's own value is what the engine will run with: predicted as given, not planned.
-        cap, cap_source = s.max_num_seqs, f"your {seqs_name}"
-        seqs = s.max_num_seqs
+        cap, cap_source = given_seqs, f"your {seqs_name}"
+        seqs = given_seqs
         given_tokens = s.max_num_batched_tokens
         fields = _engine_fields(
             pinned,
@@ -849,8 +854,7 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         else:
             out[field] = int(raw)
     if out.pop("enable_dp_attention", False) and "dp_size" in out:
-        out["attn_dp_size"] = out["dp_size"]  # SGLang's own rewrite (0.5.23)
-    out.pop("dp_size", None)  # otherwise whole replicas: each one's plan is this one
+        out["attn_dp_size"] = out.pop("dp_size")  # SGLang's own rewrite (0.5.23)
     return out
 
 

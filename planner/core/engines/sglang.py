@@ -143,6 +143,12 @@ class SglangSettings(BaseModel):
         description="expert parallelism (--ep-size): whole experts per rank, "
         "the same bytes as TP-sharded ones",
     )
+    dp_size: int = Field(
+        default=1,
+        ge=1,
+        description="whole replicas behind SGLang's DP controller (--dp-size without DP "
+        "attention): each one's memory is this plan's",
+    )
     max_running_requests: int | None = Field(default=None, gt=0)
     mamba_full_memory_ratio: float = Field(
         default=MAMBA_FULL_MEMORY_RATIO, gt=0, le=MAX_MAMBA_FULL_MEMORY_RATIO, allow_inf_nan=False
@@ -429,6 +435,7 @@ def predict(
             "pp_size": pp,
             "attn_dp_size": attn_dp,
             "ep_size": s.ep_size,
+            "dp_size": s.dp_size,
             "max_running_requests": running,
             "max_mamba_cache_size": mamba_slots or None,
         },
