@@ -518,3 +518,50 @@ def test_an_sglang_disaggregated_winner_writes_a_statefulset_per_pool_and_the_ro
     assert "http://prefill-0.prefill:30000" in router and "http://decode-0.decode:30000" in router
     saved = cli(*args, "--save", str(tmp_path / "plan.yaml"), "--json")
     assert saved.code == 2 and json.loads(saved.out)["field"] == "--save"
+
+
+@pytest.mark.parametrize(
+    ("engine", "tp", "flags"),
+    [
+        ("sglang", 8, ("--attn-dp-size 8", "--ep-size 8")),
+        ("vllm", 1, ("--data-parallel-size 8", "--enable-expert-parallel")),
+    ],
+)
+def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
+    engine: str, tp: int, flags: tuple[str, ...]
+) -> None:
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+
+    data = report(5.0, ("h200",), preset="deepseek-v3", engine=engine, tps=[tp], disagg="off")
+    grouped = [c for c in data["candidates"] if c["dp"] > 1]
+    assert len(grouped) == 1
+    c = grouped[0]
+    assert c["fits"] and c["dp"] == 8 and c["dp_attention"]
+    assert all(f in c["command"] for f in flags)
+    assert c["gpus"] == 8 * c["replicas"]  # one node per replica: the groups are inside it
+    # the curve's widest point is what `planner simulate` predicts for that deployment
+    point = c["curve"][-1]
+    n = point["max_concurrency"]
+    per_rank = n // 8 if engine == "vllm" else n  # SGLang's cap is the deployment's
+    context = c["flags"]["context_length" if engine == "sglang" else "max_model_len"]
+    sim = benchmark(
+        gpu=c["gpu"],
+        preset="deepseek-v3",
+        model=None,
+        settings={
+            "engine": engine,
+            "tp": tp,
+            "context_tokens": context,
+            "mean_tokens": _mean_context(data),
+            "max_num_seqs": per_rank,
+        },
+        dp=8,
+        ep=8,
+        dp_attention=engine == "sglang",
+        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
+        lengths=Lengths(workload="reference"),
+    )
+    assert sim["gpus"] == 8
+    assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
+    assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])

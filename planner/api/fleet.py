@@ -194,10 +194,13 @@ def fleet_report(
         for precision in _precisions(spec, card, precisions):
             # Every TP of one node: a wider TP sustains more per replica and may cost less
             # per token; the ranking, not the search order, decides.
-            for tp, ep in [(t, e) for t in layouts for e in _ep_options(spec, engine, t)]:
+            for tp, ep, groups in [
+                (t, e, g) for t in layouts for e, g in _parallel_options(spec, engine, t)
+            ]:
                 jobs.append(
                     {
                         "ep": ep,
+                        "groups": groups,
                         "pp": 1,
                         "spec": spec,
                         "preset": preset,
@@ -363,16 +366,36 @@ def layout_name(c: dict[str, Any]) -> str:
     ep = " EP" if c.get("ep", 1) > 1 else ""
     pp = f" x PP {c['pp']}" if c.get("pp", 1) > 1 else ""
     pools = f" {c['disagg']}" if c.get("disagg") else ""
-    return f"{c['gpu']}{pools} TP {c['tp']}{pp}{ep} {c['precision']}"
+    dp = ""
+    if c.get("dp", 1) > 1:
+        dp = f" DP-attn {c['dp']}" if c.get("engine") == "sglang" else f" x DP {c['dp']}"
+    return f"{c['gpu']}{pools} TP {c['tp']}{dp}{pp}{ep} {c['precision']}"
 
 
-def _ep_options(spec: Any, engine: str, tp: int) -> list[bool]:
-    """Expert parallelism tried for a TP size: with it and without for a MoE model on more
-    than one GPU under vLLM (--enable-expert-parallel: experts whole on E / TP GPUs instead of
-    every expert sharded); SGLang's --ep-size is not in its engine model yet."""
-    if spec.num_experts and tp > 1 and engine == "vllm":
-        return [False, True]
-    return [False]
+def _parallel_options(spec: Any, engine: str, tp: int) -> list[tuple[bool, int]]:
+    """(expert parallelism, data-parallel attention groups) tried for a TP size. A MoE model
+    on more than one GPU: with expert parallelism and without (vLLM --enable-expert-parallel,
+    SGLang --ep-size: experts whole on E / EP GPUs instead of every expert sharded). An MLA
+    MoE model (whose latent every TP rank holds whole, so TP adds no KV room) also gets data-
+    parallel attention with EP filling one node: SGLang TP N with N attention groups (attention
+    TP 1), vLLM --data-parallel-size 8 / TP."""
+    if not spec.num_experts:
+        return [(False, 1)]
+    options = [(False, 1), (True, 1)] if tp > 1 else [(False, 1)]
+    mla = any(g.kind.value == "mla" for g in spec.kv_groups)
+    if mla and engine == "sglang" and tp > 1:
+        options.append((True, tp))
+    if mla and engine == "vllm" and tp < MAX_TP:
+        options.append((True, MAX_TP // tp))
+    return options
+
+
+def replica_gpus(job: dict[str, Any]) -> int:
+    """GPUs of one replica: its TP x PP group, times vLLM's data-parallel ranks (SGLang's
+    attention-DP groups live inside its TP group)."""
+    groups = int(job.get("groups", 1))
+    per = int(job["tp"]) * int(job["pp"])
+    return per * groups if job["engine"] == "vllm" else per
 
 
 def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
@@ -429,8 +452,13 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
         extra["calibration"] = cal
     if job["reserved_bytes"]:
         extra["reserved_bytes"] = job["reserved_bytes"]
+    groups = job.get("groups", 1)
     if job["ep"]:
-        extra["enable_expert_parallel"] = True
+        # the line says so: vLLM --enable-expert-parallel (EP = TP x DP), SGLang --ep-size
+        ep = job["tp"] * (groups if engine == "vllm" else 1)
+        extra |= {"enable_expert_parallel": True} if engine == "vllm" else {"ep_size": ep}
+    if groups > 1:
+        extra["data_parallel_size" if engine == "vllm" else "attn_dp_size"] = groups
     return {
         "engine": engine,
         "version": job["engine_version"],
@@ -457,12 +485,21 @@ def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
         values=serve_values(job),
         spec=job["spec"],
         longest=job["context"],
-        ep=job["tp"] if job["ep"] else None,
+        ep=_ep_size(job),
         calibration=None,
         chunked_prefill=None,
         seed=0,
         as_launched=as_launched,
+        attention_groups=job.get("groups", 1),
     )
+
+
+def _ep_size(job: dict[str, Any]) -> int | None:
+    """The GPUs a candidate's expert parallelism spans (None: experts sharded)."""
+    if not job["ep"]:
+        return None
+    tp = int(job["tp"])
+    return tp * int(job.get("groups", 1)) if job["engine"] == "vllm" else tp
 
 
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
@@ -485,10 +522,14 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     w, promised, rate, mean = job["workload"], job["promise"], job["rate"], job["mean"]
     mean_prompt, mean_output, headroom = job["mean_prompt"], job["mean_output"], job["headroom"]
     values = serve_values(job)
+    groups = job.get("groups", 1)
+    per_replica = replica_gpus(job)
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
-        "ep": tp if job["ep"] else 1,
+        "ep": _ep_size(job) or 1,
+        "dp": groups,
+        "dp_attention": groups > 1,
         "pp": pp,
         "precision": job["precision"],
         "engine": job["engine"],
@@ -561,21 +602,26 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     cramped = no_room(step.step_ms(1), promised.tpot_ms, layout_name(row), best.rate_per_s)
     if cramped is not None:
         return row | {"fits": False, "reason": cramped}
+    # the search ran one data-parallel group (its own scheduler and KV pool); a replica runs
+    # `groups` of them in step, each taking its share of the requests
+    best = best.model_copy(update={"rate_per_s": best.rate_per_s * groups})
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
-    curve_points = layout_curve(inst=inst, workload=w, gpus=tp * pp)
-    at_load = trial(w, rate / replicas, cost, cfg, promised)
+    curve_points = layout_curve(inst=inst, workload=w, gpus=per_replica, groups=groups)
+    at_load = trial(w, rate / replicas / groups, cost, cfg, promised)
     seqs = cfg.max_batch
     line = plan
     if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
+        # SGLang's --max-running-requests is the deployment's, shared among its groups
+        flag_seqs = seqs * groups if job["engine"] == "sglang" else seqs
         line, _ = serve_report(
             gpu=card.id,
             preset=job["preset"],
             model=job["model"],
             revision=None,
             gpu_memory_gib=None,
-            settings=values | {"max_num_seqs": seqs},
+            settings=values | {"max_num_seqs": flag_seqs},
             spec=spec,
         )
         if not line.fits:
@@ -586,7 +632,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             best=best,
             at_load=at_load,
             replicas=replicas,
-            gpus_per_replica=tp * pp,
+            gpus_per_replica=per_replica,
             price_per_gpu_hour=job["price"],
             rate=rate,
             mean_prompt=mean_prompt,

@@ -25,20 +25,33 @@ def clients_for(cap: int) -> list[int]:
     return [*points, cap]
 
 
-def layout_curve(*, inst: Any, workload: Any, gpus: int) -> list[dict[str, Any]]:
+def layout_curve(*, inst: Any, workload: Any, gpus: int, groups: int = 1) -> list[dict[str, Any]]:
     """One layout's points: for each client count, what the benchmark would print for the
     engine instance `inst` (planner.api.bench.Instance) on `gpus` GPUs (an estimate), per GPU
-    and per user."""
+    and per user. With `groups` data-parallel groups the instance is one group, given its
+    share of the clients (as `planner simulate --dp` runs it)."""
+    import numpy as np
+
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
-    from planner.sim.workload import generate
+    from planner.sim.workload import Trace, generate
 
     points = []
     for clients in clients_for(inst.plan.max_num_seqs):
-        requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
+        total = clients * groups  # the benchmark's clients, each group serving its share
+        requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * total)
         trace = generate(workload.model_copy(update={"requests": requests, "seed": 0}))
+        if groups > 1:  # one group's share, round-robin, as `planner simulate --dp` deals it
+            keep = np.arange(trace.size) % groups == 0
+            trace = Trace(
+                trace.arrival_s[keep],
+                trace.prompt_tokens[keep],
+                trace.output_tokens[keep],
+                trace.cached_prefix_tokens[keep],
+            )
         run = execute(trace, inst.cost, inst.cfg.model_copy(update={"concurrency": clients}))
-        points.append(curve_point(clients, bench_metrics(run, trace), gpus))
+        metrics = bench_metrics(run, trace, replicas=groups)
+        points.append(curve_point(total, metrics, gpus))
     return points
 
 
@@ -64,6 +77,8 @@ def front(candidates: list[dict[str, Any]], tpot_ms: float) -> list[dict[str, An
             "gpu": c["gpu"],
             "tp": c["tp"],
             "ep": c["ep"],
+            "dp": c.get("dp", 1),
+            "engine": c.get("engine"),
             "pp": c.get("pp", 1),
             "disagg": c.get("disagg"),
             "precision": c["precision"],

@@ -407,14 +407,16 @@ def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, A
             },
         }
     ]
-    container["resources"] = {"limits": {resource: winner["tp"]}}
+    # vLLM's data-parallel ranks run in the one server (SGLang's attention groups sit inside TP)
+    ranks = winner.get("dp", 1) if engine == "vllm" else 1
+    container["resources"] = {"limits": {resource: winner["tp"] * ranks}}
     return container, port
 
 
 def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """The pod around an engine container: /dev/shm for TP > 1 (NCCL / RCCL between ranks)."""
     pod: dict[str, Any] = {"containers": [container]}
-    if winner["tp"] > 1:
+    if winner["tp"] > 1 or winner.get("dp", 1) > 1:
         container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     return pod
