@@ -565,3 +565,24 @@ def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
     assert sim["gpus"] == 8
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])
+
+
+@pytest.mark.parametrize(("engine", "tp"), [("sglang", "8"), ("vllm", "1")])
+def test_a_data_parallel_winner_saves_a_plan_and_manifest_drift_accepts(
+    cli: Cli, tmp_path: Path, engine: str, tp: str
+) -> None:
+    plan, k8s = tmp_path / "plan.yaml", tmp_path / "deploy.yaml"
+    r = cli(
+        "fleet", "--preset", "deepseek-v3", "--engine", engine, "--gpus", "h200", "--tp", tp,
+        "--rate", "5", "--tpot", "100", "--ttft", "3000", "--disagg", "off",
+        "--save", str(plan), "--k8s", str(k8s),
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    assert "DP" in r.out  # the winner is the data-parallel layout
+    assert cli("drift", str(plan)).code == 0
+    checked = cli("drift", str(plan), "--against-args-file", str(k8s))
+    assert checked.code == 0, checked.out
+    doc = yaml.safe_load(k8s.read_text())
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    # one server holds the node: SGLang's groups inside TP 8, vLLM's 8 DP ranks of TP 1
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 8

@@ -298,6 +298,10 @@ def fleet(
         raise typer.Exit(1)
 
 
+# Engine fields of a winner's layout that its plan lock carries (the line's own values).
+LAYOUT_FIELDS = ("enable_expert_parallel", "data_parallel_size", "attn_dp_size", "ep_size")
+
+
 def _save(
     path: str,
     report: dict[str, Any],
@@ -319,14 +323,17 @@ def _save(
         "tp": w["tp"],
         "pp": w.get("pp", 1),
         "context_tokens": flags.get("max_model_len", flags.get("context_length")),
-        "max_num_seqs": w["max_num_seqs"],
+        # the line's own value (SGLang's is the deployment's, shared among attention groups)
+        "max_num_seqs": flags.get("max_num_seqs", flags.get("max_running_requests")),
     }
     if w["precision"] == "fp8":
         settings["quantization"] = "fp8"
+    # the layout's engine fields as the line sets them (EP, DP ranks, attention groups)
+    extra = {k: flags[k] for k in LAYOUT_FIELDS if flags.get(k) not in (None, False, 1)}
     if reserved:
-        settings["extra"] = {"reserved_bytes": reserved}
-    if w["ep"] > 1:
-        settings["extra"] = settings.get("extra", {}) | {"enable_expert_parallel": True}
+        extra["reserved_bytes"] = reserved
+    if extra:
+        settings["extra"] = extra
     used = profile if w.get("calibrated") else None
     _plan, payload = serve_report(
         gpu=w["gpu"],
