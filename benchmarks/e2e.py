@@ -199,6 +199,14 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     }, None
 
 
+def load_band(load: Load) -> str:
+    """The load a row was run at, banded: closed-loop clients, or an open-loop rate."""
+    n = load.concurrency
+    if n is None:
+        return "load open loop (rate)"
+    return f"load {'c1' if n == 1 else 'c2-16' if n <= 16 else 'c17-128' if n <= 128 else 'c>128'}"
+
+
 def measured(row: dict[str, Any]) -> dict[str, float | None]:
     """Output tok/s per GPU, median TPOT and TTFT as the row gives them."""
     m = row["measured"]
@@ -315,6 +323,7 @@ def main() -> None:
                 f"engine {row['engine']}",
                 f"class {klass}",
                 f"tp {kwargs['settings']['tp']}",
+                load_band(kwargs["load"]),
             ):
                 groups[key][g].append(error)
         if args.v:

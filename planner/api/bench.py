@@ -37,6 +37,10 @@ SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
 SGLANG_RETRACT_DECODE_STEPS = 20
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096
+# The ratio is the default times --schedule-conservativeness (1.0), which SGLang multiplies by
+# 0.3 under data-parallel attention (server_args.py, arg_groups/parallel_hook.py from 0.5.23):
+# each attention group admits more boldly.
+SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
 # vLLM's V1 engine (the default from 0.8.0, VLLM_V1_SINCE) mixes prefill chunks into decode
 # steps; V0 ran prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py,
 # 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
@@ -635,6 +639,14 @@ def _instance(
         curve = apply_step_calibration(curve, calibrated)
     check_scheduler_steps(scheduler_steps, engine, version)
     mixed, reserve = engine_scheduler(engine, version, chunked_prefill)
+    if sglang_groups and reserve is not None:
+        scale = SGLANG_DP_ATTENTION_CONSERVATIVENESS
+        reserve = reserve.model_copy(
+            update={
+                "init_ratio": reserve.init_ratio * scale,
+                "min_ratio": reserve.min_ratio * scale,
+            }
+        )
     if scheduler_steps > 1 and mixed and version < VLLM_MULTI_STEP_CHUNKED_SINCE:
         raise InputError(
             "--num-scheduler-steps",
