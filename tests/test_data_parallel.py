@@ -246,3 +246,11 @@ def test_data_parallel_lines_paste_back_and_pass_drift(
     assert again.json()["flags"][engine] == line
     drift = cli("drift", str(lock), "--against-args", line, "--json")
     assert drift.code == 0, drift.out
+
+
+def test_vllm_v0_releases_have_no_data_parallel_ranks_in_one_server(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--dp", "2",
+            "--engine-version", "0.6.3")  # fmt: skip
+    assert r.code == 2 and "--dp" in r.err and "V0" in r.err
+    ok = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--json")
+    assert ok.code == 0 and "--data-parallel-size 2" in ok.json()["flags"]["vllm"]

@@ -752,6 +752,14 @@ def predict(
 
     requested = math.ceil(total * util)
     dp = s.data_parallel_size
+    if dp > 1 and engine != "v1":
+        # DP ranks in one server (and a MoE model's experts across them) are the V1 engine's;
+        # V0 deployments ran one server per replica, each planned as this one
+        raise InputError(
+            "--dp",
+            f"vLLM {version_text(version)} runs the V0 engine: one server per data-parallel "
+            "replica (plan one, without --dp)",
+        )
     moe_ranks = tp * dp if model.num_experts else tp
     sharding = None
     if moe_ranks > tp:
