@@ -214,8 +214,6 @@ def benchmark(
     if dp < 1:
         raise InputError("--dp", f"must be >= 1 (got {dp})")
     engine_name = str(settings.get("engine", "vllm"))
-    if dp_attention:
-        _attention_groups(engine_name, tp, dp, True, moe=True, version=None)  # refused early
     if disagg is not None:
         for flag, given in (
             ("--dp", dp != 1),
