@@ -385,7 +385,7 @@ def _parallel_options(spec: Any, engine: str, tp: int) -> list[tuple[bool, int]]
     mla = any(g.kind.value == "mla" for g in spec.kv_groups)
     if mla and engine == "sglang" and tp > 1:
         options.append((True, tp))
-    if mla and engine == "vllm" and tp < MAX_TP:
+    if mla and engine == "vllm" and tp < MAX_TP and MAX_TP % tp == 0:
         options.append((True, MAX_TP // tp))
     return options
 
@@ -611,10 +611,10 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     curve_points = layout_curve(inst=inst, workload=w, gpus=per_replica, groups=groups)
     at_load = trial(w, rate / replicas / groups, cost, cfg, promised)
     seqs = cfg.max_batch
+    # SGLang's --max-running-requests is the deployment's, shared among its attention groups
+    flag_seqs = seqs * groups if job["engine"] == "sglang" else seqs
     line = plan
     if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
-        # SGLang's --max-running-requests is the deployment's, shared among its groups
-        flag_seqs = seqs * groups if job["engine"] == "sglang" else seqs
         line, _ = serve_report(
             gpu=card.id,
             preset=job["preset"],
@@ -639,7 +639,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             mean_output=mean_output,
         )
         | {
-            "max_num_seqs": seqs,
+            "max_num_seqs": flag_seqs,  # the line's (SGLang's: shared by its attention groups)
             "kv_cache_tokens": line.prediction.kv_cache_tokens,
             "mean_tokens": mean,
             "engine_version": line.prediction.version,
