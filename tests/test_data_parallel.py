@@ -254,3 +254,20 @@ def test_vllm_v0_releases_have_no_data_parallel_ranks_in_one_server(cli: Cli) ->
     assert r.code == 2 and "--dp" in r.err and "V0" in r.err
     ok = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--dp", "2", "--json")
     assert ok.code == 0 and "--data-parallel-size 2" in ok.json()["flags"]["vllm"]
+
+
+@pytest.mark.parametrize("model", ["Qwen--Qwen3-30B-A3B", "deepseek-ai--DeepSeek-V2-Lite"])
+@pytest.mark.parametrize("tp", [1, 2])
+def test_more_data_parallel_ranks_never_shrink_a_ranks_kv_cache(model: str, tp: int) -> None:
+    """Each added DP rank takes a share of the experts off every rank: less weight per GPU,
+    never a smaller KV cache (the fused-MoE workspace narrows with the MoE ranks too)."""
+    path = str(MODELS / model)
+    got = []
+    for dp in (1, 2, 4, 8):
+        extra = {"data_parallel_size": dp} if dp > 1 else {}
+        p = _plan("vllm", tp, extra, model=path).prediction
+        assert p is not None
+        got.append((p.weights_bytes, p.kv_cache_tokens))
+    weights, tokens = zip(*got, strict=True)
+    assert list(weights) == sorted(weights, reverse=True) and len(set(weights)) == 4
+    assert list(tokens) == sorted(tokens)
