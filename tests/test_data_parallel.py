@@ -154,6 +154,9 @@ def test_simulate_sglang_dp_attention_runs_on_the_tp_gpus(cli: Cli) -> None:
     assert dpa["gpus"] == tp8["gpus"] == 8
     d = dpa["deployment"]
     assert d["dp_attention"] and "--attn-dp-size 8" in d["command"]
+    # as launched each group runs the cap SGLang computes for it; the flag is the deployment's
+    assert d["max_num_seqs"] == tp8["deployment"]["max_num_seqs"] == 4096
+    assert f"--max-running-requests {8 * 4096}" in d["command"]
     # eight groups, each with its own pool: more KV than TP 8's one (MLA whole on every GPU)
     assert 8 * d["kv_cache_tokens"] > tp8["deployment"]["kv_cache_tokens"]
     assert dpa["completed"] == 256

@@ -584,7 +584,8 @@ def _instance(
     ):
         # A benchmark runs the server as launched: the engine's own running cap, with the KV
         # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
-        values["max_num_seqs"] = plan.cap
+        # (SGLang's flag is the deployment's: each attention group runs the cap it computes)
+        values["max_num_seqs"] = plan.cap * (attention_groups if sglang_groups else 1)
         plan, payload = replan()
     if not plan.fits:
         raise WouldNotStart(list(plan.reasons))

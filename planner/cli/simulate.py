@@ -648,13 +648,24 @@ def render_bench(result: dict[str, Any]) -> None:
     lines = [
         " Predicted serving benchmark ".center(width, "="),
         f"{d['model']} on {result['gpus']} x {d['gpu']}",
-        f"{d['engine']} {d['engine_version']}: TP {d['tp']}, "
-        + ("attention " if d.get("dp_attention") else "")
-        + f"DP {d['dp']}"
-        + (f", EP {d['ep']}" if d.get("ep", 1) > 1 else "")
-        + f", weights {d['weight_dtype']}, KV {d['kv_cache_dtype']}",
-        f"max_num_seqs {d['max_num_seqs']:,}, {d['max_num_batched_tokens']:,} tokens/step, "
-        f"KV {d['kv_cache_tokens']:,} tokens" + (" per DP rank" if d["dp"] > 1 else ""),
+        *_joined(
+            [
+                f"{d['engine']} {d['engine_version']}: TP {d['tp']}",
+                ("attention " if d.get("dp_attention") else "") + f"DP {d['dp']}",
+                *([f"EP {d['ep']}"] if d.get("ep", 1) > 1 else []),
+                f"weights {d['weight_dtype']}",
+                f"KV {d['kv_cache_dtype']}",
+            ],
+            width,
+        ),
+        *_joined(
+            [
+                f"max_num_seqs {d['max_num_seqs']:,}",
+                f"{d['max_num_batched_tokens']:,} tokens/step",
+                f"KV {d['kv_cache_tokens']:,} tokens" + (" per DP rank" if d["dp"] > 1 else ""),
+            ],
+            width,
+        ),
         *(
             [f"multi-step: {d['num_scheduler_steps']} decode steps per round"]
             if d.get("num_scheduler_steps", 1) > 1
@@ -705,6 +716,18 @@ def render_bench(result: dict[str, Any]) -> None:
             f"step model: {basis['gpu_family']} constants {basis['basis']} {basis['source']}",
             markup=False,
         )
+
+
+def _joined(parts: list[str], width: int) -> list[str]:
+    """`parts` joined by commas into as few lines as keep each within `width` (one part per
+    line at worst): the summary stays inside a narrow terminal."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += f", {part}"
+        else:
+            lines.append(part)
+    return lines
 
 
 def _load_text(result: dict[str, Any]) -> str:
