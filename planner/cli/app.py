@@ -1,7 +1,5 @@
 """The `planner` Typer app and its entry point (one-line errors, documented exit codes)."""
 
-from __future__ import annotations
-
 import importlib
 import os
 import signal

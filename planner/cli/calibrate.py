@@ -1,7 +1,5 @@
 """`planner calibrate`: your start-up logs -> a calibration profile for capacity, fleet, drift."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

@@ -1,7 +1,5 @@
 """`planner capacity`: the HBM ledger, contiguous vs paged concurrency, binding, launch flags."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Annotated, Any
 

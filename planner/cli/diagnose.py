@@ -1,7 +1,5 @@
 """`planner diagnose`: read a running server's /metrics and say which knob comes next."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated, Any
 

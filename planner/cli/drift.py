@@ -1,7 +1,5 @@
 """`planner drift`: fail CI when what runs, or the model upstream, no longer matches the plan."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

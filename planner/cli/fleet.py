@@ -1,7 +1,5 @@
 """`planner fleet`: from a traffic and a latency promise to GPUs, replicas, flags and cost."""
 
-from __future__ import annotations
-
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """`planner gpus`: the GPU catalog and, with --detect, what this machine has."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

@@ -1,7 +1,5 @@
 """`planner presets`: list the built-in model, GPU and workload presets."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """`planner simulate`: replay a workload through static / continuous / chunked scheduling."""
 
-from __future__ import annotations
-
 import csv
 import io
 import sys

@@ -1,7 +1,5 @@
 """`planner slo`: turn TTFT / TPOT budgets into a batch cap, and check it against goodput."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

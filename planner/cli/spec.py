@@ -1,7 +1,5 @@
 """`planner spec`: which k to draft, what it buys, and when to switch speculation off."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer
