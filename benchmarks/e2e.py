@@ -96,11 +96,19 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         keys = ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp")
         if not all(isinstance(split.get(k), int) for k in keys):
             return {}, "disaggregated layout not given per pool"
+        # optional per-pool expert and data parallelism, where a row states them
+        extra = {
+            k: split[k]
+            for k in ("prefill_ep", "decode_ep", "prefill_dp", "decode_dp")
+            if isinstance(split.get(k), int) and split[k] > 0
+        }
         layout = DisaggLayout(
             prefill=split["prefill_workers"],
             decode=split["decode_workers"],
             prefill_tp=split["prefill_tp"],
             decode_tp=split["decode_tp"],
+            dp_within_tp=family == "sglang",
+            **extra,
         )
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
     if gpu is None:

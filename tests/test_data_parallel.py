@@ -199,24 +199,31 @@ def test_simulate_refuses_dp_attention_it_cannot_pose(
 def test_disaggregated_pools_take_sglang_dp_attention(cli: Cli) -> None:
     base = ("--engine", "sglang", "--disagg", "1P1D", "--tp", "8", "--decode-ep", "8")
     plain = _simulate(cli, DEEPSEEK, "h200", *base)
-    dpa = _simulate(cli, DEEPSEEK, "h200", *base, "--decode-dp-attention", "8")
+    dpa = _simulate(cli, DEEPSEEK, "h200", *base, "--decode-dp", "8")
     assert dpa["gpus"] == plain["gpus"] == 16
     decode = dpa["deployment"]["disagg"]["decode"]
-    assert decode["dp_attention"] == 8 and "--attn-dp-size 8" in decode["command"]
-    assert dpa["deployment"]["disagg"]["prefill"]["dp_attention"] == 1
+    assert decode["dp"] == 8 and "--attn-dp-size 8" in decode["command"]
+    assert dpa["deployment"]["disagg"]["prefill"]["dp"] == 1
     # eight decode schedulers, each with its own pool, hold more of the 64 clients' KV at once
     assert (
         8 * decode["kv_cache_tokens"] > plain["deployment"]["disagg"]["decode"]["kv_cache_tokens"]
     )
 
 
-def test_disaggregated_dp_attention_is_refused_for_vllm(cli: Cli) -> None:
+def test_disaggregated_vllm_pools_take_data_parallel_ranks(cli: Cli) -> None:
+    # vLLM: each DP rank of a decode instance has TP GPUs of its own, the experts span them all
+    base = ("--disagg", "1P1D", "--tp", "8", "--prefill-tp", "8", "--decode-tp", "1")
+    dp = _simulate(cli, DEEPSEEK, "h200", *base, "--decode-dp", "8", "--decode-ep", "8")
+    assert dp["gpus"] == 8 + 8
+    decode = dp["deployment"]["disagg"]["decode"]
+    assert decode["dp"] == 8 and "--data-parallel-size 8" in decode["command"]
+    assert "--enable-expert-parallel" in decode["command"]
+    # a pool's EP spans its MoE ranks: 8 here, not the decode TP of 1
     r = cli(
-        "simulate", "--model", DEEPSEEK, "--gpu", "h200", "--disagg", "1P1D", "--tp", "8",
-        "--decode-dp-attention", "8", "--concurrency", "4", "--prompt-len", "100",
-        "--output-len", "10",
+        "simulate", "--model", DEEPSEEK, "--gpu", "h200", *base, "--decode-dp", "8",
+        "--decode-ep", "4", "--concurrency", "4", "--prompt-len", "100", "--output-len", "10",
     )  # fmt: skip
-    assert r.code == 2 and "--decode-dp-attention" in r.err and "SGLang's" in r.err
+    assert r.code == 2 and "--decode-ep" in r.err and "(1 or 8)" in r.err
 
 
 def _flags(line: str) -> list[str]:

@@ -298,6 +298,7 @@ def benchmark(
     if disagg is not None:
         return _disaggregated(
             engine=engine_name,
+            version=settings.get("version"),
             disagg=disagg,
             link=disagg_link,
             trace=trace,
@@ -786,6 +787,7 @@ def run_pools(
 def _disaggregated(
     *,
     engine: str,
+    version: str | None,
     disagg: Any,
     link: str | None,
     trace: Any,
@@ -804,13 +806,19 @@ def _disaggregated(
     for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
         if ep > 1 and not spec.num_experts:
             raise InputError(flag, f"{spec.name} has no experts to spread")
+    from planner.core.engines.common import parse_version
+
     for flag, groups, pool_tp in (
-        ("--prefill-dp-attention", disagg.prefill_dp, disagg.prefill_tp),
-        ("--decode-dp-attention", disagg.decode_dp, disagg.decode_tp),
+        ("--prefill-dp", disagg.prefill_dp, disagg.prefill_tp),
+        ("--decode-dp", disagg.decode_dp, disagg.decode_tp),
     ):
-        if groups > 1:
+        if groups > 1 and engine == "sglang":
             _attention_groups(engine, pool_tp, groups, True, moe=bool(spec.num_experts),
                               version=None, flag=flag)  # fmt: skip
+        elif groups > 1 and version is not None and parse_version(version) < VLLM_V1_SINCE:
+            raise InputError(flag, "vLLM's data-parallel ranks in one server are V1's (0.8+)")
+        if groups > 1 and disagg.dp_within_tp != (engine == "sglang"):
+            raise InputError(flag, "the layout's DP placement does not match the engine")
     pre = instance(
         disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None, disagg.prefill_dp
     )
@@ -827,7 +835,7 @@ def _disaggregated(
             "instances": count,
             "tp": tp_size,
             "ep": ep,
-            "dp_attention": groups,
+            "dp": groups,
             "max_num_seqs": inst.plan.max_num_seqs,
             "kv_cache_tokens": p.kv_cache_tokens,
             "command": inst.plan.command,

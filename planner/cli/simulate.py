@@ -238,18 +238,22 @@ def simulate(
         int | None,
         typer.Option(help="Expert parallelism of each decode instance: 1 or its TP [1]."),
     ] = None,
-    prefill_dp_attention: Annotated[
+    prefill_dp: Annotated[
         int | None,
         typer.Option(
-            help="SGLang data-parallel attention groups in each prefill instance (divides its "
-            "TP) [1]."
+            "--prefill-dp",
+            "--prefill-dp-attention",
+            help="Data-parallel ranks in each prefill instance: SGLang attention-DP groups "
+            "inside its TP (divides it; MoE models), vLLM --data-parallel-size ranks of TP "
+            "GPUs each [1].",
         ),
     ] = None,
-    decode_dp_attention: Annotated[
+    decode_dp: Annotated[
         int | None,
         typer.Option(
-            help="SGLang data-parallel attention groups in each decode instance (divides its "
-            "TP) [1]."
+            "--decode-dp",
+            "--decode-dp-attention",
+            help="Data-parallel ranks in each decode instance (as --prefill-dp) [1].",
         ),
     ] = None,
     disagg_link: Annotated[
@@ -342,28 +346,28 @@ def simulate(
                 raise InputError(
                     "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
                 ) from exc
-            for flag, pool_ep, pool_tp in (
-                ("--prefill-ep", prefill_ep, layout.prefill_tp),
-                ("--decode-ep", decode_ep, layout.decode_tp),
-            ):
-                if pool_ep is not None and pool_ep not in (1, pool_tp):
-                    raise InputError(
-                        flag,
-                        f"{pool_ep}: a pool's expert parallelism spans its TP ranks "
-                        f"(1 or {pool_tp})",
-                    )
-            for flag, groups in (
-                ("--prefill-dp-attention", prefill_dp_attention),
-                ("--decode-dp-attention", decode_dp_attention),
-            ):
+            for flag, groups in (("--prefill-dp", prefill_dp), ("--decode-dp", decode_dp)):
                 if groups is not None and groups < 1:
                     raise InputError(flag, f"must be >= 1 (got {groups})")
+            for flag, pool_ep, pool_tp, ranks in (
+                ("--prefill-ep", prefill_ep, layout.prefill_tp, prefill_dp or 1),
+                ("--decode-ep", decode_ep, layout.decode_tp, decode_dp or 1),
+            ):
+                # an instance's MoE layers span its TP GPUs, and vLLM's DP ranks' too
+                span = pool_tp * (ranks if engine == "vllm" else 1)
+                if pool_ep is not None and pool_ep not in (1, span):
+                    raise InputError(
+                        flag,
+                        f"{pool_ep}: a pool's expert parallelism spans its instance's MoE ranks "
+                        f"(1 or {span})",
+                    )
             layout = layout.model_copy(
                 update={
                     "prefill_ep": prefill_ep or 1,
                     "decode_ep": decode_ep or 1,
-                    "prefill_dp": prefill_dp_attention or 1,
-                    "decode_dp": decode_dp_attention or 1,
+                    "prefill_dp": prefill_dp or 1,
+                    "decode_dp": decode_dp or 1,
+                    "dp_within_tp": engine == "sglang",
                 }
             )
         elif any(
@@ -373,15 +377,15 @@ def simulate(
                 decode_tp,
                 prefill_ep,
                 decode_ep,
-                prefill_dp_attention,
-                decode_dp_attention,
+                prefill_dp,
+                decode_dp,
                 disagg_link,
             )
         ):
             raise InputError(
                 "--prefill-tp",
-                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / "
-                "--prefill-dp-attention / --decode-dp-attention / --disagg-link need --disagg",
+                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
+                "--decode-dp / --disagg-link need --disagg",
             )
         try:
             load = Load(

@@ -42,16 +42,26 @@ class DisaggLayout(BaseModel):
     prefill_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
     decode_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
     prefill_dp: int = Field(
-        default=1, gt=0, le=64, description="SGLang attention-DP groups per prefill instance"
+        default=1, gt=0, le=64, description="data-parallel ranks (schedulers) per prefill instance"
     )
     decode_dp: int = Field(
-        default=1, gt=0, le=64, description="SGLang attention-DP groups per decode instance"
+        default=1, gt=0, le=64, description="data-parallel ranks (schedulers) per decode instance"
+    )
+    dp_within_tp: bool = Field(
+        default=True,
+        description="the DP ranks share the instance's TP GPUs (SGLang's attention-DP groups); "
+        "False: each rank has TP GPUs of its own (vLLM --data-parallel-size)",
     )
 
     @property
     def gpus(self) -> int:
-        """GPUs of both pools (attention-DP groups live inside an instance's TP group)."""
-        return self.prefill * self.prefill_tp + self.decode * self.decode_tp
+        """GPUs of both pools."""
+        if self.dp_within_tp:
+            return self.prefill * self.prefill_tp + self.decode * self.decode_tp
+        return (
+            self.prefill * self.prefill_tp * self.prefill_dp
+            + self.decode * self.decode_tp * self.decode_dp
+        )
 
     @property
     def prefill_schedulers(self) -> int:
