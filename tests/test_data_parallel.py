@@ -281,3 +281,25 @@ def test_more_data_parallel_ranks_never_shrink_a_ranks_kv_cache(model: str, tp: 
     weights, tokens = zip(*got, strict=True)
     assert list(weights) == sorted(weights, reverse=True) and len(set(weights)) == 4
     assert list(tokens) == sorted(tokens)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_littles_law_holds_for_a_data_parallel_deployment(engine: str) -> None:
+    """64 clients over 8 data-parallel groups: clients in the system = throughput x mean
+    end-to-end latency, as for one engine."""
+    from planner.api.bench import Lengths, Load, benchmark
+
+    n = 64
+    got = benchmark(
+        gpu="h200",
+        preset=None,
+        model=DEEPSEEK,
+        settings={"engine": engine, "tp": 8 if engine == "sglang" else 1},
+        dp=8,
+        ep=8,
+        dp_attention=engine == "sglang",
+        load=Load(concurrency=n, requests=20 * n),
+        lengths=Lengths(prompt_len=500, output_len=100),
+    )
+    in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
+    assert in_system == pytest.approx(n, rel=0.02)
