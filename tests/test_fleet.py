@@ -586,3 +586,30 @@ def test_a_data_parallel_winner_saves_a_plan_and_manifest_drift_accepts(
     container = doc["spec"]["template"]["spec"]["containers"][0]
     # one server holds the node: SGLang's groups inside TP 8, vLLM's 8 DP ranks of TP 1
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
+
+
+def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cli) -> None:
+    data = report(
+        5.0, ("h200",), preset="deepseek-v3", engine="sglang", tps=[8], disagg="on", workers=2
+    )
+    grouped = [c for c in data["candidates"] if c.get("disagg") and c["dp"] > 1]
+    assert len(grouped) == 1
+    c = grouped[0]
+    pools = c["pools"]
+    assert c["fits"] and pools["decode_dp"] == 8 and pools["decode_ep"] == 8
+    assert "--attn-dp-size 8 --ep-size 8" in pools["decode_command"]
+    assert "--attn-dp-size" not in pools["prefill_command"]
+    # SGLang's groups live inside the decode instance's TP group: GPUs are the instances'
+    assert pools["gpus_per_unit"] == 8 * (pools["prefill_instances"] + pools["decode_instances"])
+    # the same unit posed to `planner simulate` runs the same decode line
+    r = cli(
+        "simulate", "--preset", "deepseek-v3", "--gpu", "h200", "--engine", "sglang",
+        "--disagg", pools["layout"], "--tp", "8", "--decode-dp", "8", "--decode-ep", "8",
+        "--context", str(c["flags"]["context_length"]), "--max-num-seqs",
+        str(c["max_num_seqs"] * 8), "--concurrency", "16", "--prompt-len", "500",
+        "--output-len", "50", "--requests", "64", "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    decode = r.json()["deployment"]["disagg"]["decode"]["command"]
+    role = " --disaggregation-mode decode --disaggregation-transfer-backend mooncake"
+    assert decode == pools["decode_command"].replace(role, "")

@@ -247,6 +247,12 @@ def fleet_report(
             if narrowest is None or job["ep"] or job["tp"] not in (narrowest, max(layouts)):
                 continue
             units.append(job)
+            # asked for (--disagg on): an MLA MoE model's decode pool also with data-parallel
+            # attention and EP over the node (its running requests' latents no longer copied on
+            # every TP rank); the costliest units to simulate, so `auto` leaves them out
+            groups = fleet_disagg.decode_groups(spec, engine, job["tp"])
+            if disagg == "on" and groups > 1 and job["tp"] == max(layouts):
+                units.append(job | {"decode_groups": groups})
         for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
             candidates += got["rows"]
             unit_jobs |= {id(r): j for r, j in zip(got["rows"], got["jobs"], strict=True)}

@@ -57,10 +57,28 @@ def wanted(mode: str, spec: Any) -> bool:
     return mode == "on" or (mode == "auto" and bool(spec.num_experts))
 
 
-def disagg_commands(job: dict[str, Any], inst: Any, layout: Any) -> dict[str, str]:
+def decode_groups(spec: Any, engine: str, tp: int) -> int:
+    """Data-parallel groups a unit's decode instance may take (1: none): for an MLA MoE model,
+    the data-parallel attention layout fleet searches aggregated (SGLang TP N with N groups,
+    vLLM TP N x DP 8 / N), EP across them."""
+    from planner.api.fleet import _parallel_options
+
+    grouped = [g for ep, g in _parallel_options(spec, engine, tp) if ep and g > 1]
+    return grouped[0] if grouped else 1
+
+
+def decode_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The job of a unit's decode instance: the unit's own, or with its data-parallel groups
+    and expert parallelism."""
+    groups = job.get("decode_groups", 1)
+    return job if groups == 1 else job | {"groups": groups, "ep": True}
+
+
+def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> dict[str, str]:
     """The serve line of each pool, planned with its role's flags (SGLang --disaggregation-mode
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
-    instance both sending and receiving), and the router in front of them."""
+    instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
+    prefill and decode instances."""
     from planner.api.capacity import serve_report
     from planner.api.fleet import serve_values
     from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
@@ -71,7 +89,11 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any) -> dict[str, st
         else:
             connector = json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":"))
             flags = DisaggRole(kv_transfer_config=connector)
-        values = serve_values(job) | {"max_num_seqs": inst.plan.max_num_seqs, "disagg": flags}
+        own, pool = (job, inst) if role == "prefill" else (decode_job(job), dec)
+        seqs = pool.plan.max_num_seqs
+        if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
+            seqs *= own.get("groups", 1)
+        values = serve_values(own) | {"max_num_seqs": seqs, "disagg": flags}
         plan, _ = serve_report(
             gpu=job["card"].id,
             preset=job["preset"],
@@ -101,15 +123,24 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
 
     try:
         inst = _unit_instance(job)
+        dec = _unit_instance(decode_job(job))
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
-    balance = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])
-    jobs = [job | {"ratio": ratio} for ratio in ratios_for(*balance)]
-    return {"rows": [disagg_candidate(j, inst) for j in jobs], "jobs": jobs}
+    prefill_ms = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])[0]
+    decode_ms = pool_work_ms(dec, job["mean_prompt"], job["mean_output"])[1]
+    # a decode instance of G groups serves G requests' worth per group step
+    groups = job.get("decode_groups", 1)
+    balance = (prefill_ms, decode_ms / groups)
+    # a data-parallel decode unit, the costliest to simulate (its decode pool runs thousands
+    # of requests at once), is tried at the one ratio nearest the balance
+    ratios = ratios_for(*balance)[: 1 if groups > 1 else RATIOS_TRIED]
+    jobs = [job | {"ratio": ratio} for ratio in ratios]
+    return {"rows": [disagg_candidate(j, inst, dec) for j in jobs], "jobs": jobs}
 
 
-def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
-    """One xPyD unit searched and costed (`inst`: the engine instance of both pools)."""
+def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]:
+    """One xPyD unit searched and costed (`inst` / `dec`: the engine instance of the prefill
+    and of the decode pool; one group's, under data-parallel attention)."""
     from planner.api.fleet import layout_name, no_room, serve_values
     from planner.core.fleet import (
         STABLE_UTILISATION,
@@ -125,10 +156,13 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
     layout = _layout(job)
     w, promised, rate, headroom = job["workload"], job["promise"], job["rate"], job["headroom"]
     mean_prompt, mean_output = job["mean_prompt"], job["mean_output"]
+    groups = job.get("decode_groups", 1)
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
-        "ep": 1,
+        "ep": 1 if groups == 1 else layout.decode_ep,
+        "dp": groups,
+        "dp_attention": groups > 1,
         "pp": 1,
         "precision": precision,
         "engine": job["engine"],
@@ -138,13 +172,15 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
     }
 
     def runner(trace: Trace) -> Any:
-        return _run_unit(job, inst, layout, trace, None)
+        return _run_unit(job, inst, dec, layout, trace, None)
 
-    seqs = inst.plan.max_num_seqs
+    seqs = dec.plan.max_num_seqs
     # capacity of each pool at utilisation 1: decode at its full batch, prefill at its budget
-    prefill_ms, decode_ms = pool_work_ms(inst, mean_prompt, mean_output)
-    ceiling = STABLE_UTILISATION * min(d * 1000.0 / decode_ms, p * 1000.0 / prefill_ms)
-    sizing = inst.cfg.model_copy(update={"max_batch": seqs * d})
+    prefill_ms = pool_work_ms(inst, mean_prompt, mean_output)[0]
+    decode_ms = pool_work_ms(dec, mean_prompt, mean_output)[1]
+    schedulers = layout.decode_schedulers
+    ceiling = STABLE_UTILISATION * min(schedulers * 1000.0 / decode_ms, p * 1000.0 / prefill_ms)
+    sizing = inst.cfg.model_copy(update={"max_batch": seqs * schedulers})
 
     def judge(r: float) -> Any:
         return trial(w, r, None, sizing, promised, runner=runner)
@@ -157,13 +193,13 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
             "starts": True,
         }
     context = max(1, round(mean_prompt + mean_output / 2))
-    t1 = inst.curve.step_ms(1, context)
+    t1 = dec.curve.step_ms(1, context)
     cramped = no_room(t1, promised.tpot_ms, layout_name(row), best.rate_per_s)
     if cramped is not None:
         return row | {"fits": False, "reason": cramped, "starts": True}
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     at_load = trial(w, rate / replicas, None, sizing, promised, runner=runner)
-    commands = disagg_commands(job, inst, layout)
+    commands = disagg_commands(job, inst, layout, dec)
     return (
         row
         | costed(
@@ -178,7 +214,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
         )
         | {
             "max_num_seqs": seqs,
-            "kv_cache_tokens": inst.prediction.kv_cache_tokens,
+            "kv_cache_tokens": dec.prediction.kv_cache_tokens,
             "mean_tokens": job["mean"],
             "engine_version": inst.prediction.version,
             "command": commands["decode"],
@@ -186,10 +222,12 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
                 "layout": layout.label,
                 "prefill_instances": p,
                 "decode_instances": d,
+                "decode_dp": layout.decode_dp,
+                "decode_ep": layout.decode_ep,
                 "gpus_per_unit": layout.gpus,
                 **{f"{k}_command": v for k, v in commands.items()},
             },
-            "flags": dict(inst.plan.flags),
+            "flags": dict(dec.plan.flags),
             "curve": None,  # filled for the best unit of each GPU and precision (disagg_curve)
             "starts": True,
         }
@@ -197,11 +235,21 @@ def disagg_candidate(job: dict[str, Any], inst: Any) -> dict[str, Any]:
 
 
 def _layout(job: dict[str, Any]) -> Any:
-    """The job's xPyD layout."""
+    """The job's xPyD layout (its decode instances with their data-parallel groups and EP)."""
+    from planner.api.fleet import _ep_size
     from planner.sim.disagg import DisaggLayout
 
     p, d = job["ratio"]
-    return DisaggLayout(prefill=p, decode=d, prefill_tp=job["tp"], decode_tp=job["tp"])
+    groups = job.get("decode_groups", 1)
+    return DisaggLayout(
+        prefill=p,
+        decode=d,
+        prefill_tp=job["tp"],
+        decode_tp=job["tp"],
+        decode_dp=groups,
+        decode_ep=_ep_size(decode_job(job)) or 1,
+        dp_within_tp=job["engine"] == "sglang",
+    )
 
 
 def _unit_instance(job: dict[str, Any]) -> Any:
@@ -212,11 +260,13 @@ def _unit_instance(job: dict[str, Any]) -> Any:
     return job_instance(job, as_launched=True)
 
 
-def _run_unit(job: dict[str, Any], inst: Any, layout: Any, trace: Any, clients: int | None) -> Any:
+def _run_unit(
+    job: dict[str, Any], inst: Any, dec: Any, layout: Any, trace: Any, clients: int | None
+) -> Any:
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
     from planner.api.bench import run_pools
 
-    state, _, _, _ = run_pools(job["spec"], trace, layout, inst, inst, None, clients)
+    state, _, _, _ = run_pools(job["spec"], trace, layout, inst, dec, None, clients)
     return state
 
 
@@ -233,14 +283,16 @@ def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
     from planner.sim.workload import generate
 
     inst = _unit_instance(job)
+    dec = _unit_instance(decode_job(job))
     layout = _layout(job)
     points = []
-    # up to one decode instance's running cap: past it the unit's curve only extends along its
-    # throughput plateau, and those closed loops cost the most to settle
-    for clients in clients_for(inst.plan.max_num_seqs):
+    # up to one decode scheduler's running cap (an instance's, or one attention group's): past
+    # it the unit's curve only extends along its throughput plateau, and those closed loops
+    # cost the most to settle
+    for clients in clients_for(dec.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
         trace = generate(job["workload"].model_copy(update={"requests": requests, "seed": 0}))
-        m = bench_metrics(_run_unit(job, inst, layout, trace, clients), trace)
+        m = bench_metrics(_run_unit(job, inst, dec, layout, trace, clients), trace)
         points.append(curve_point(clients, m, layout.gpus))
     return points
 
