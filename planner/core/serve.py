@@ -900,6 +900,8 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
             "block_tokens": plan.flags.get("block_size", plan.flags.get("page_size")),
             "kv_dtype": "fp8" if s.kv_cache_dtype.startswith("fp8") else "auto",
             "latency_cap": s.latency_cap,
+            "data_parallel_ranks": data_parallel_ranks(s),
+            "attention_tp": attention_tp(s),
         },
         "hbm_bytes": total,
         "hbm_basis": "cuda",
