@@ -303,3 +303,16 @@ def test_littles_law_holds_for_a_data_parallel_deployment(engine: str) -> None:
     )
     in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
     assert in_system == pytest.approx(n, rel=0.02)
+
+
+def test_capacity_and_simulate_plan_one_pool_for_dp_attention(cli: Cli) -> None:
+    layout = ("--engine", "sglang", "--tp", "8", "--dp", "8", "--dp-attention")
+    where = ("--model", DEEPSEEK, "--gpu", "h200", *layout)
+    plan = cli("capacity", *where, "--json")
+    assert plan.code == 0, plan.err
+    sim = cli("simulate", *where, "--concurrency", "8", "--prompt-len", "500",
+              "--output-len", "20", "--requests", "32", "--json")  # fmt: skip
+    assert sim.code == 0, sim.err
+    capacity_tokens = plan.json()["engine"]["kv_cache_tokens"]
+    assert sim.json()["deployment"]["kv_cache_tokens"] == capacity_tokens
+    assert plan.json()["settings"]["data_parallel_ranks"] == 8
