@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core.disagg import DisaggRole
-from planner.core.engines import sglang, vllm
+from planner.core.engines import vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
 from planner.core.kv import tp_replication
@@ -274,12 +274,15 @@ def predict(
     weights_exact: bool | None,
     total: tuple[int, TermSource] | None = None,
 ) -> EnginePrediction:
-    """One run of the engine model on explicit settings fields (`total`: a measured total)."""
+    """One run of the engine model on explicit settings fields (`total`: a measured total).
+    SGLang's model is imported only for an SGLang plan: vLLM's, the default, starts faster."""
     total_bytes, source = total if total else (None, "log")
     try:
         if engine == "vllm":
             settings = vllm.VllmSettings(**fields)
         else:
+            from planner.core.engines import sglang
+
             sg_settings = sglang.SglangSettings(**fields)
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -340,7 +343,9 @@ def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
         held = p.kv_cache_tokens  # no attention KV: only the state pool limits
     mamba = p.settings.get("max_mamba_cache_size")
     if mamba:
-        held = min(held, int(str(mamba)) // sglang.MAMBA_SLOTS_PER_RUNNING_REQUEST)
+        from planner.core.engines.sglang import MAMBA_SLOTS_PER_RUNNING_REQUEST
+
+        held = min(held, int(str(mamba)) // MAMBA_SLOTS_PER_RUNNING_REQUEST)
     return held
 
 
