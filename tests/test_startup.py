@@ -47,3 +47,27 @@ def test_the_root_help_lists_each_commands_own_summary(name: str) -> None:
     line of each command's docstring, what the command's own --help prints."""
     doc = command_function(name).__doc__ or ""
     assert SUMMARIES[name] == doc.strip().splitlines()[0]
+
+
+@pytest.mark.parametrize(("setting", "scanned"), [(None, False), ("some_plugin", True)])
+def test_pydantic_scans_for_plugins_only_when_some_may_load(
+    setting: str | None, scanned: bool
+) -> None:
+    """All plugins disabled (the CLI's default): pydantic's loader is stood in for and the
+    entry-point scan's importlib.metadata never loads. A user naming plugins to disable gets
+    pydantic's own loader (and the others load)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    probe = (
+        "import sys\n"
+        "from planner.cli.app import main\n"
+        "main(['capacity', '--preset', 'gqa-70b', '--gpu', 'mi300x', '--json'])\n"
+        "print('SCANNED:', hasattr(sys.modules['pydantic.plugin._loader'], 'importlib_metadata'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert f"SCANNED: {scanned}" in out

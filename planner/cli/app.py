@@ -12,7 +12,27 @@ from typing import Annotated, Any
 # (benchmarks/startup.py). Set before typer imports pydantic; an explicit setting wins.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-import typer
+
+def _no_plugin_scan() -> None:
+    """With plugins disabled pydantic's loader returns none, but importing the loader still
+    imports importlib.metadata (~10 ms of every command). Stand in for it with a loader that
+    returns none, as pydantic's does then (pydantic/plugin/_loader.py get_plugins, 2.5-2.13):
+    only when every plugin is disabled and pydantic has not loaded its own yet."""
+    import types
+
+    name = "pydantic.plugin._loader"
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true"):
+        return
+    if name in sys.modules:
+        return
+    loader = types.ModuleType(name)
+    loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+    sys.modules[name] = loader
+
+
+_no_plugin_scan()
+
+import typer  # noqa: E402 (after the plugin settings above: typer imports pydantic)
 
 # Each command's module and function: a run imports only the module of the command it runs,
 # and `planner --help` none of them (the summaries below are what it lists).
