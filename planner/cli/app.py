@@ -16,7 +16,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 def _no_plugin_scan() -> None:
     """With plugins disabled pydantic's loader returns none, but importing the loader still
     imports importlib.metadata (~10 ms of every command). Stand in for it with a loader that
-    returns none, as pydantic's does then (pydantic/plugin/_loader.py get_plugins, 2.5-2.13):
+    returns none, as pydantic's does then (pydantic/plugin/_loader.py get_plugins, 2.5-2.14):
     only when every plugin is disabled and pydantic has not loaded its own yet."""
     import types
 
