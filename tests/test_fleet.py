@@ -606,7 +606,7 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
         "simulate", "--preset", "deepseek-v3", "--gpu", "h200", "--engine", "sglang",
         "--disagg", pools["layout"], "--tp", "8", "--decode-dp", "8", "--decode-ep", "8",
         "--context", str(c["flags"]["context_length"]), "--max-num-seqs",
-        str(c["max_num_seqs"] * 8), "--concurrency", "16", "--prompt-len", "500",
+        str(c["max_num_seqs"]), "--concurrency", "16", "--prompt-len", "500",
         "--output-len", "50", "--requests", "64", "--json",
     )  # fmt: skip
     assert r.code == 0, r.err

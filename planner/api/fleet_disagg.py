@@ -123,7 +123,7 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
 
     try:
         inst = _unit_instance(job)
-        dec = _unit_instance(decode_job(job))
+        dec = inst if job.get("decode_groups", 1) == 1 else _unit_instance(decode_job(job))
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
     prefill_ms = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])[0]
@@ -213,7 +213,8 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
             mean_output=mean_output,
         )
         | {
-            "max_num_seqs": seqs,
+            # the decode line's value (SGLang's: shared by its attention groups)
+            "max_num_seqs": seqs * (groups if job["engine"] == "sglang" else 1),
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
             "mean_tokens": job["mean"],
             "engine_version": inst.prediction.version,
@@ -283,7 +284,7 @@ def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
     from planner.sim.workload import generate
 
     inst = _unit_instance(job)
-    dec = _unit_instance(decode_job(job))
+    dec = inst if job.get("decode_groups", 1) == 1 else _unit_instance(decode_job(job))
     layout = _layout(job)
     points = []
     # up to one decode scheduler's running cap (an instance's, or one attention group's): past
