@@ -788,6 +788,19 @@ def _unbounded(
     running = 0  # how many are running (admitted, not finished)
     pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
     heap: list[tuple[int, int]] = []  # (clock value at which it finishes, id)
+
+    def retire() -> None:
+        """Requests whose last token is due by `clock` finish at `t`; in a closed loop each
+        frees its client, whose next request goes then (paced: not before its arrival time)."""
+        nonlocal running, released
+        while heap and heap[0][0] <= clock:
+            finish[heappop(heap)[1]] = t
+            running -= 1
+            if released < n:
+                go = sent[released]
+                arrival[released] = (t if t > go else go) + delay[released]
+                released += 1
+
     while nxt < n or waiting or running:
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
@@ -823,13 +836,7 @@ def _unbounded(
                     stall_ms = 0.0
                 else:
                     itl[dt] += n_decoding * steps
-                while heap and heap[0][0] <= clock:
-                    finish[heappop(heap)[1]] = t
-                    running -= 1
-                    if released < n:  # closed loop: this client sends its next request now
-                        go = sent[released]  # paced: not before its arrival time
-                        arrival[released] = (t if t > go else go) + delay[released]
-                        released += 1
+                retire()
                 n_decoding = running
                 while nxt < n and arrival[nxt] <= t:
                     waiting.append(nxt)
@@ -885,13 +892,7 @@ def _unbounded(
             pending = []  # the usual case: every pending prompt finished this step
         elif done_prefill:
             pending = [i for i in pending if prefilled[i] < target[i]]
-        while heap and heap[0][0] <= clock:
-            finish[heappop(heap)[1]] = t
-            running -= 1
-            if released < n:  # closed loop: this client sends its next request now
-                go = sent[released]  # paced: not before its arrival time
-                arrival[released] = (t if t > go else go) + delay[released]
-                released += 1
+        retire()
     for gap_ms, tokens in itl.items():
         run.itl_tokens[gap_ms] = run.itl_tokens.get(gap_ms, 0) + tokens
     run.idle_ms += idle_ms
