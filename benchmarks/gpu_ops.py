@@ -115,14 +115,8 @@ def gemm(torch: Any, dev: str, time_ms: Any, card: Any, shapes: Any, tokens: Any
             x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             ms = time_ms(lambda x=x, w=w: x @ w)
             flops, moved = 2 * m * k * n, 2 * (m * k + k * n + m * n)
-            rows.append(
-                {
-                    "op": name, "dtype": "bf16", "m": m, "k": k, "n": n, "ms": round(ms, 5),
-                    "tflops": round(flops / ms / 1e9, 2),
-                    "flops_share": share(flops / ms * 1e3, card.bf16_dense_flops if card else None),
-                    "bandwidth_share": share(moved / ms * 1e3, hbm),
-                }
-            )  # fmt: skip
+            peak = card.bf16_dense_flops if card else None
+            rows.append(gemm_row(name, "bf16", (m, k, n), ms, flops, moved, peak, hbm))
             if dev == "cpu" or m % 16:
                 continue  # _scaled_mm wants dimensions in multiples of 16, on a GPU
             try:
@@ -139,16 +133,24 @@ def gemm(torch: Any, dev: str, time_ms: Any, card: Any, shapes: Any, tokens: Any
                 rows.append({"op": name, "dtype": "fp8", "m": m, "error": str(exc)[:200]})
                 w8 = None
                 continue
-            moved = m * k + k * n + 2 * m * n
-            rows.append(
-                {
-                    "op": name, "dtype": "fp8", "m": m, "k": k, "n": n, "ms": round(ms, 5),
-                    "tflops": round(flops / ms / 1e9, 2),
-                    "flops_share": share(flops / ms * 1e3, card.fp8_dense_flops if card else None),
-                    "bandwidth_share": share(moved / ms * 1e3, hbm),
-                }
-            )  # fmt: skip
+            moved = m * k + k * n + 2 * m * n  # fp8 inputs, bf16 output
+            peak = card.fp8_dense_flops if card else None
+            rows.append(gemm_row(name, "fp8", (m, k, n), ms, flops, moved, peak, hbm))
     return rows
+
+
+def gemm_row(
+    name: str, dtype: str, shape: tuple[int, int, int], ms: float, flops: int,
+    moved_bytes: int, peak_flops: float | None, hbm_bytes_per_s: float | None,
+) -> dict[str, Any]:  # fmt: skip
+    """One GEMM measurement: its time, TFLOP/s, and shares of the card's peak FLOPs and HBM."""
+    m, k, n = shape
+    return {
+        "op": name, "dtype": dtype, "m": m, "k": k, "n": n, "ms": round(ms, 5),
+        "tflops": round(flops / ms / 1e9, 2),
+        "flops_share": share(flops / ms * 1e3, peak_flops),
+        "bandwidth_share": share(moved_bytes / ms * 1e3, hbm_bytes_per_s),
+    }  # fmt: skip
 
 
 def attention(torch: Any, dev: str, time_ms: Any, card: Any, batches: Any, contexts: Any) -> Any:
