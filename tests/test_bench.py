@@ -262,15 +262,20 @@ def test_sharegpt_preset_means_match_the_published_totals() -> None:
     assert got["total_output_tokens"] == pytest.approx(197_144, rel=0.05)
 
 
-def test_len_range_draws_between_f_l_and_l() -> None:
-    got = benchmark(
+def drawn(**lengths: Any) -> dict[str, Any]:
+    """2,000 requests of prompts around 1,000 and outputs around 100 tokens, drawn as asked."""
+    return benchmark(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
         settings={},
         load=Load(concurrency=4, requests=2000),
-        lengths=Lengths(prompt_len=1000, output_len=100, len_range=0.5),
+        lengths=Lengths(prompt_len=1000, output_len=100, **lengths),
     )
+
+
+def test_len_range_draws_between_f_l_and_l() -> None:
+    got = drawn(len_range=0.5)
     assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
 
 
@@ -303,14 +308,7 @@ def test_rate_with_concurrency_paces_the_closed_loop() -> None:
 def test_len_spread_draws_around_l_as_vllm_bench_serve_does() -> None:
     """`vllm bench serve --random-range-ratio 0.5` draws in [0.5 L, 1.5 L] (mean L), where
     SGLang's bench_serving draws in [0.5 L, L] (mean 0.75 L)."""
-    got = benchmark(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        load=Load(concurrency=4, requests=2000),
-        lengths=Lengths(prompt_len=1000, output_len=100, len_spread=0.5),
-    )
+    got = drawn(len_spread=0.5)
     assert got["total_input_tokens"] / 2000 == pytest.approx(1000, rel=0.03)
     assert got["workload"]["prompt_tokens"]["min"] == 500
     assert got["workload"]["prompt_tokens"]["max"] == 1500
