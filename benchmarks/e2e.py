@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
+from planner.core.parallel import ranks_share_tp
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
 from planner.sources.models import resolve_model
@@ -107,7 +108,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             decode=split["decode_workers"],
             prefill_tp=split["prefill_tp"],
             decode_tp=split["decode_tp"],
-            dp_within_tp=family == "sglang",
+            dp_within_tp=ranks_share_tp(family),
             **extra,
         )
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.parallel import deployment_gpus, moe_ranks, ranks_share_tp
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import InputError, PlannerError
 
@@ -245,7 +246,7 @@ def benchmark(
     )
     # the ranks the MoE layers span: the DP ranks' experts are one group only where the engine
     # runs them that way; SGLang's --dp-size and old vLLM replicas each keep their own
-    moe_span = tp * dp if engine_name == "vllm" and attention_groups > 1 else tp
+    moe_span = moe_ranks(engine_name, tp, attention_groups)
     if ep is not None and ep not in (1, moe_span):
         raise InputError(
             "--ep", f"{ep}: the engine's expert parallelism spans {moe_span} ranks here"
@@ -371,8 +372,7 @@ def benchmark(
 
     one = replica_trace(trace)
     metrics = run_at(share(closed) if closed else None, one)
-    # SGLang's attention-DP groups live inside its TP group; otherwise each DP rank has its own
-    gpus = tp * pp if engine == "sglang" and attention_groups > 1 else tp * pp * dp
+    gpus = deployment_gpus(engine, tp, pp, dp, attention_groups)
     result: dict[str, Any] = {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -555,7 +555,7 @@ def _instance(
     tp = int(values.get("tp", 1))
     pp = int(values.get("pp", 1))
     sglang_engine = values.get("engine", "vllm") == "sglang"
-    sglang_groups = sglang_engine and attention_groups > 1
+    sglang_groups = ranks_share_tp(str(values.get("engine", "vllm"))) and attention_groups > 1
     extra = dict(values.get("extra") or {})
     if attention_groups > 1:
         extra["attn_dp_size" if sglang_groups else "data_parallel_size"] = attention_groups

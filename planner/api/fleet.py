@@ -399,9 +399,10 @@ def _parallel_options(spec: Any, engine: str, tp: int) -> list[tuple[bool, int]]
 def replica_gpus(job: dict[str, Any]) -> int:
     """GPUs of one replica: its TP x PP group, times vLLM's data-parallel ranks (SGLang's
     attention-DP groups live inside its TP group)."""
+    from planner.core.parallel import deployment_gpus
+
     groups = int(job.get("groups", 1))
-    per = int(job["tp"]) * int(job["pp"])
-    return per * groups if job["engine"] == "vllm" else per
+    return deployment_gpus(job["engine"], int(job["tp"]), int(job["pp"]), groups, groups)
 
 
 def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
@@ -502,10 +503,11 @@ def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
 
 def _ep_size(job: dict[str, Any]) -> int | None:
     """The GPUs a candidate's expert parallelism spans (None: experts sharded)."""
+    from planner.core.parallel import moe_ranks
+
     if not job["ep"]:
         return None
-    tp = int(job["tp"])
-    return tp * int(job.get("groups", 1)) if job["engine"] == "vllm" else tp
+    return moe_ranks(job["engine"], int(job["tp"]), int(job.get("groups", 1)))
 
 
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:

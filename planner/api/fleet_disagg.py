@@ -238,6 +238,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
 def _layout(job: dict[str, Any]) -> Any:
     """The job's xPyD layout (its decode instances with their data-parallel groups and EP)."""
     from planner.api.fleet import _ep_size
+    from planner.core.parallel import ranks_share_tp
     from planner.sim.disagg import DisaggLayout
 
     p, d = job["ratio"]
@@ -249,7 +250,7 @@ def _layout(job: dict[str, Any]) -> Any:
         decode_tp=job["tp"],
         decode_dp=groups,
         decode_ep=_ep_size(decode_job(job)) or 1,
-        dp_within_tp=job["engine"] == "sglang",
+        dp_within_tp=ranks_share_tp(job["engine"]),
     )
 
 

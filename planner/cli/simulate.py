@@ -335,6 +335,7 @@ def simulate(
                 raise InputError(name, validation_text(err)) from exc
         layout = None
         if disagg is not None:
+            from planner.core.parallel import moe_ranks, ranks_share_tp
             from planner.sim.disagg import DisaggLayout, parse_layout
 
             try:
@@ -354,7 +355,7 @@ def simulate(
                 ("--decode-ep", decode_ep, layout.decode_tp, decode_dp or 1),
             ):
                 # an instance's MoE layers span its TP GPUs, and vLLM's DP ranks' too
-                span = pool_tp * (ranks if engine == "vllm" else 1)
+                span = moe_ranks(engine, pool_tp, ranks)
                 if pool_ep is not None and pool_ep not in (1, span):
                     raise InputError(
                         flag,
@@ -367,7 +368,7 @@ def simulate(
                     "decode_ep": decode_ep or 1,
                     "prefill_dp": prefill_dp or 1,
                     "decode_dp": decode_dp or 1,
-                    "dp_within_tp": engine == "sglang",
+                    "dp_within_tp": ranks_share_tp(engine),
                 }
             )
         elif any(

@@ -20,6 +20,7 @@ from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
+from planner.core.parallel import ranks_share_tp
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -227,7 +228,7 @@ def data_parallel_ranks(s: ServeSettings) -> int:
 def attention_tp(s: ServeSettings) -> int:
     """GPUs one attention layer is split over: the TP size, or under SGLang's data-parallel
     attention its share of the TP group."""
-    return s.tp // data_parallel_ranks(s) if s.engine == "sglang" else s.tp
+    return s.tp // data_parallel_ranks(s) if ranks_share_tp(s.engine) else s.tp
 
 
 def _engine_fields(

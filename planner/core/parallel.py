@@ -1,0 +1,24 @@
+"""Where an engine puts its data-parallel ranks: SGLang's attention-DP groups share the GPUs of
+its TP group, vLLM's --data-parallel-size ranks each have a TP group of their own; the GPUs a
+deployment takes and the ranks its MoE layers span follow from that."""
+
+from __future__ import annotations
+
+
+def ranks_share_tp(engine: str) -> bool:
+    """Whether the engine's data-parallel groups live inside its TP group (SGLang's
+    --attn-dp-size) rather than each owning TP GPUs (vLLM --data-parallel-size)."""
+    return engine == "sglang"
+
+
+def deployment_gpus(engine: str, tp: int, pp: int, dp: int, attention_groups: int) -> int:
+    """GPUs of one deployment of `dp` data-parallel ranks, `attention_groups` of which are
+    coupled groups (1: the ranks are whole replicas, each its own TP x PP GPUs)."""
+    if attention_groups > 1 and ranks_share_tp(engine):
+        return tp * pp
+    return tp * pp * dp
+
+
+def moe_ranks(engine: str, tp: int, groups: int) -> int:
+    """GPUs a deployment's MoE layers span: its TP group, times vLLM's coupled DP ranks."""
+    return tp if ranks_share_tp(engine) else tp * groups
