@@ -203,7 +203,6 @@ def benchmark(
     steps, as V1 always does); None: the release's default. `scheduler_steps`: vLLM V0's
     --num-scheduler-steps (multi-step scheduling). `prefix`: a PrefixShare, served
     from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled."""
-    import numpy as np
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sim.bench import bench_metrics
@@ -358,19 +357,8 @@ def benchmark(
     def share(n: int) -> int:
         return max(1, math.ceil(n / dp))
 
-    def replica_trace(t: Any) -> Any:
-        if dp == 1:
-            return t
-        keep = np.arange(t.size) % dp == 0  # one replica's share, round-robin
-        # (prefixes are drawn per replica: each replica's cache sees its own share)
-        return type(t)(
-            t.arrival_s[keep],
-            t.prompt_tokens[keep],
-            t.output_tokens[keep],
-            t.cached_prefix_tokens[keep],
-        )
-
-    one = replica_trace(trace)
+    # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
+    one = trace.share(dp)
     metrics = run_at(share(closed) if closed else None, one)
     gpus = deployment_gpus(engine, tp, pp, dp, attention_groups)
     result: dict[str, Any] = {
@@ -429,7 +417,7 @@ def benchmark(
                 raise InputError("--sweep", "concurrency values must be >= 1")
             requests = load.requests or max(DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * n)
             swept, _ = _trace(load.model_copy(update={"requests": requests}), lengths)
-            point = _per_gpu(run_at(share(n), replica_trace(swept)), gpus)
+            point = _per_gpu(run_at(share(n), swept.share(dp)), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result

@@ -30,25 +30,16 @@ def layout_curve(*, inst: Any, workload: Any, gpus: int, groups: int = 1) -> lis
     engine instance `inst` (planner.api.bench.Instance) on `gpus` GPUs (an estimate), per GPU
     and per user. With `groups` data-parallel groups the instance is one group, given its
     share of the clients (as `planner simulate --dp` runs it)."""
-    import numpy as np
-
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
-    from planner.sim.workload import Trace, generate
+    from planner.sim.workload import generate
 
     points = []
     for clients in clients_for(inst.plan.max_num_seqs):
         total = clients * groups  # the benchmark's clients, each group serving its share
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * total)
         trace = generate(workload.model_copy(update={"requests": requests, "seed": 0}))
-        if groups > 1:  # one group's share, round-robin, as `planner simulate --dp` deals it
-            keep = np.arange(trace.size) % groups == 0
-            trace = Trace(
-                trace.arrival_s[keep],
-                trace.prompt_tokens[keep],
-                trace.output_tokens[keep],
-                trace.cached_prefix_tokens[keep],
-            )
+        trace = trace.share(groups)  # one group's, as `planner simulate --dp` deals them
         run = execute(trace, inst.cost, inst.cfg.model_copy(update={"concurrency": clients}))
         metrics = bench_metrics(run, trace, replicas=groups)
         points.append(curve_point(total, metrics, gpus))
