@@ -15,6 +15,7 @@ from planner.api import serve_report
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
+from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.units import ceil_div
@@ -108,7 +109,7 @@ def test_sglang_dp_attention_line_by_release_and_its_running_cap() -> None:
 
 
 def test_sglang_dp_attention_must_divide_tp() -> None:
-    with pytest.raises(Exception, match="divide the TP size"):
+    with pytest.raises(InputError, match="divide the TP size"):
         _plan("sglang", 4, {"attn_dp_size": 3})
 
 

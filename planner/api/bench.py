@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.parallel import deployment_gpus, moe_ranks, ranks_share_tp
+from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import InputError, PlannerError
 
@@ -542,14 +542,11 @@ def _instance(
     values = dict(values)
     tp = int(values.get("tp", 1))
     pp = int(values.get("pp", 1))
-    sglang_engine = values.get("engine", "vllm") == "sglang"
-    sglang_groups = ranks_share_tp(str(values.get("engine", "vllm"))) and attention_groups > 1
+    engine_name = str(values.get("engine", "vllm"))
+    sglang_groups = ranks_share_tp(engine_name) and attention_groups > 1
+    # the line says so: the DP ranks or attention groups, and the expert parallelism
     extra = dict(values.get("extra") or {})
-    if attention_groups > 1:
-        extra["attn_dp_size" if sglang_groups else "data_parallel_size"] = attention_groups
-    if ep is not None and ep > 1 and spec.num_experts:
-        # the line says so: vLLM --enable-expert-parallel (EP = TP x DP), SGLang --ep-size
-        extra |= {"enable_expert_parallel": True} if not sglang_engine else {"ep_size": ep}
+    extra |= layout_fields(engine_name, attention_groups, ep if spec.num_experts else None)
     if extra:
         values["extra"] = extra
 

@@ -451,6 +451,8 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
     """The serve settings of a candidate's instance: engine and release, layout, the longest
     request's context, weights, and the engine extras (a memory calibration measured on this
     card and engine, other tenants' memory, expert parallelism)."""
+    from planner.core.parallel import layout_fields
+
     spec, card, engine = job["spec"], job["card"], job["engine"]
     fp8 = job["precision"] == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     extra: dict[str, Any] = {}
@@ -459,13 +461,7 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
         extra["calibration"] = cal
     if job["reserved_bytes"]:
         extra["reserved_bytes"] = job["reserved_bytes"]
-    groups = job.get("groups", 1)
-    if job["ep"]:
-        # the line says so: vLLM --enable-expert-parallel (EP = TP x DP), SGLang --ep-size
-        ep = job["tp"] * (groups if engine == "vllm" else 1)
-        extra |= {"enable_expert_parallel": True} if engine == "vllm" else {"ep_size": ep}
-    if groups > 1:
-        extra["data_parallel_size" if engine == "vllm" else "attn_dp_size"] = groups
+    extra |= layout_fields(engine, int(job.get("groups", 1)), _ep_size(job))
     return {
         "engine": engine,
         "version": job["engine_version"],

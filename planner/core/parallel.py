@@ -22,3 +22,15 @@ def deployment_gpus(engine: str, tp: int, pp: int, dp: int, attention_groups: in
 def moe_ranks(engine: str, tp: int, groups: int) -> int:
     """GPUs a deployment's MoE layers span: its TP group, times vLLM's coupled DP ranks."""
     return tp if ranks_share_tp(engine) else tp * groups
+
+
+def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]:
+    """The engine settings fields of a data-parallel / expert-parallel layout: vLLM
+    data_parallel_size and --enable-expert-parallel (EP = TP x DP), SGLang attn_dp_size (its
+    attention groups) and --ep-size."""
+    fields: dict[str, object] = {}
+    if groups > 1:
+        fields["attn_dp_size" if ranks_share_tp(engine) else "data_parallel_size"] = groups
+    if ep is not None and ep > 1:
+        fields |= {"ep_size": ep} if ranks_share_tp(engine) else {"enable_expert_parallel": True}
+    return fields
