@@ -73,7 +73,8 @@ def slo(
         ),
     ] = None,
     flops_efficiency: Annotated[
-        float | None, typer.Option(help="Achievable share of dense FLOPs [default: 0.5].")
+        float | None,
+        typer.Option(help="Achievable share of dense FLOPs [default: 0.5 x the GPU family's]."),
     ] = None,
     overhead_ms: Annotated[
         float | None, typer.Option(help="Engine overhead per step, ms [default: calibrated].")

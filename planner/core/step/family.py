@@ -19,6 +19,7 @@ class Family(BaseModel):
 
     name: str
     bandwidth_efficiency: float
+    compute_scale: float = 1.0
     basis: Basis
     source: str
 
@@ -33,6 +34,13 @@ class Family(BaseModel):
 NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
 AMD_BANDWIDTH_EFFICIENCY = 0.60
 OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
+# Share of the datasheet's dense tensor-core rate a family's GEMM and attention kernels reach,
+# relative to NVIDIA's (whose absolute shares are gemm.FLOPS_EFFICIENCY and
+# attention.ATTENTION_FLOPS_EFFICIENCY). SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1:
+# Training" (2024-12), measured large BF16 GEMMs at about 620 TFLOP/s on MI300X (47% of its
+# 1,307) against about 720 on H100 (73% of 989), and FP8 at about 38% against 65%: CDNA3 reaches
+# about 0.62 of Hopper's share. CDNA4 and CDNA2 take the same factor (extrapolated).
+AMD_COMPUTE_SCALE = 0.62
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
@@ -74,6 +82,7 @@ def family_of(gpu: GpuSpec) -> Family:
         return Family(
             name=name,
             bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
+            compute_scale=AMD_COMPUTE_SCALE,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )

@@ -269,6 +269,7 @@ def step_time_for(
         from planner.errors import InputError
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
+    family = family_of(gpu)
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -285,6 +286,8 @@ def step_time_for(
         bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         bandwidth_efficiency=bandwidth_efficiency(gpu),
         flops_per_s=float(flops),
+        flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
+        attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
         layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
@@ -294,7 +297,7 @@ def step_time_for(
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
         pp=pp,
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
-        family=family_of(gpu),
+        family=family,
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
     )
