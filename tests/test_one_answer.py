@@ -134,3 +134,49 @@ def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
     assert f"--max-num-seqs {capacity} " in slo["flags"]["vllm"]
     if tpot == "30":
         assert slo["batch_cap"] > capacity and slo["prefill_room_at_full_batch_tokens"] >= 512
+
+
+LAYOUTS = [
+    # vLLM DP ranks of a MoE model: experts over TP x DP
+    ["--preset", "qwen3-30b-a3b", "--gpu", "h100", "--engine", "vllm", "--tp", "2", "--dp", "2",
+     "--ep", "4"],
+    # SGLang data-parallel attention: two groups of attention TP 1 inside TP 2
+    ["--preset", "deepseek-v2-lite", "--gpu", "h100", "--engine", "sglang", "--tp", "2",
+     "--dp", "2", "--dp-attention"],
+    ["--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--pp", "2"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_slo_and_simulate_run_one_step_model_for_a_layout(cli: Cli, layout: list[str]) -> None:
+    """slo takes capacity's and simulate's parallelism options and prices a step as simulate
+    does for the same deployment (its engine instance), at the same context."""
+    slo = cli("slo", "--tpot", "50", *layout, "--mean-len", "2000", "--batch", "1,64", "--json")
+    sim = cli(
+        "simulate", *layout, "--prompt-len", "1500", "--output-len", "500", "--concurrency", "2",
+        "--requests", "4", "--json",
+    ).json()  # fmt: skip
+    got = slo.json()
+    assert got["step_ms_at"]["1"] == pytest.approx(sim["step_ms"]["1"], rel=1e-12)
+    assert got["step_ms_at"]["64"] == pytest.approx(sim["step_ms"]["64"], rel=1e-12)
+    groups = got["layout"]["attention_groups"]
+    assert groups == (2 if "--dp" in layout else 1)
+    # SGLang's running cap is the deployment's: the groups' batches together
+    seqs = got["operating_concurrency"]
+    want = seqs * groups if "sglang" in layout else seqs
+    assert f"--max-running-requests {want} " in got["flags"]["sglang"]
+
+
+def test_slo_refuses_a_layout_it_cannot_lay_out(cli: Cli) -> None:
+    no_gpu = cli("slo", "--tpot", "50", "--dp", "2", "--json")
+    assert no_gpu.code == 2 and "--pp/--dp/--ep" in no_gpu.json()["error"]
+    vllm = cli(
+        "slo", "--tpot", "50", "--preset", "deepseek-v2-lite", "--gpu", "h100", "--tp", "2",
+        "--dp", "2", "--dp-attention", "--json",
+    )  # fmt: skip
+    assert vllm.code == 2 and "--dp-attention" in vllm.json()["error"]
+    ep = cli(
+        "slo", "--tpot", "50", "--preset", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2",
+        "--ep", "3", "--json",
+    )  # fmt: skip
+    assert ep.code == 2 and "--ep" in ep.json()["error"]

@@ -667,6 +667,54 @@ def _instance(
     )
 
 
+def deployment_instance(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    settings: dict[str, Any],
+    dp: int = 1,
+    ep: int | None = None,
+    dp_attention: bool = False,
+    calibration: Any = None,
+) -> tuple[Instance, int]:
+    """One engine instance of a deployment exactly as `simulate` plans it (serve plan, step
+    model, scheduler), for commands that ask about its step time without a load (`slo`), and
+    the number of data-parallel attention groups it is one of (1: none)."""
+    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
+    from planner.sources.models import resolve_model
+
+    if dp < 1:
+        raise InputError("--dp", f"must be >= 1 (got {dp})")
+    spec = resolve_model(preset, model, None)
+    engine = str(settings.get("engine", "vllm"))
+    tp = int(settings.get("tp", 1))
+    groups = _attention_groups(
+        engine, tp, dp, dp_attention, moe=bool(spec.num_experts), version=settings.get("version")
+    )
+    span = moe_ranks(engine, tp, groups)
+    if ep is not None and ep not in (1, span):
+        raise InputError("--ep", f"{ep}: the engine's expert parallelism spans {span} ranks here")
+    values = dict(settings)
+    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
+    inst = _instance(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=None,
+        values=values,
+        spec=spec,
+        longest=int(values["context_tokens"]),
+        ep=ep,
+        calibration=calibration,
+        chunked_prefill=None,
+        seed=0,
+        as_launched=False,
+        attention_groups=groups,
+    )
+    return inst, groups
+
+
 def _attention_groups(
     engine: str,
     tp: int,

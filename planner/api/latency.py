@@ -169,13 +169,16 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
             f"{given or 'these efficiencies'} make a step longer than any finite time",
         )
     peak_tb = curve.bandwidth_bytes_per_s / 1e12
+    ranks = f"TP {curve.tp}"
+    if curve.moe_ranks and curve.moe_ranks != curve.tp:
+        ranks += f", MoE over {curve.moe_ranks}"
     arithmetic = (
         f"memory: {one.weights_read_bytes / 1e9:,.2f} GB weights read per step (embedding "
         f"gathered, not read{'; MoE: experts B tokens route to' if curve.num_experts else ''})"
         f" + B x {curve.kv_bytes(context) / 1e6:,.2f} MB KV at {context:,} tokens, over "
         f"{peak_tb:.2f} TB/s x {curve.bandwidth_efficiency} achievable",
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
-        f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms (TP {curve.tp}), "
+        f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
         f"engine overhead {one.overhead_ms:.2f} ms ({curve.engine})",
         f"t(1) = {one.step_ms:.3f} ms, t({SLOPE_REFERENCE_BATCH}) = {ref.step_ms:.3f} ms -> "
         f"a = {a:.3f} ms, b = {b:.4f} ms per sequence (the curve itself sets the cap)",

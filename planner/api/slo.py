@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
-from planner.api.latency import derived_step_model, sim_cost_from
+from planner.api.latency import derived_step_model, sim_cost_from, step_model_from_curve
 from planner.api.simulate import load_workload
 from planner.core.slo import check_budget
 from planner.errors import InputError
@@ -152,7 +152,17 @@ def engine_memory_cap(
     from planner.api.capacity import serve_report
 
     assert gpu is not None
-    values = {k: v for k, v in settings.items() if k in ("tp", "context_tokens", "mean_tokens")}
+    values = serve_values(settings, engine, version)
+    serve, _payload = serve_report(
+        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
+    )
+    return serve.max_seqs_at_mean if serve.fits else 0
+
+
+def serve_values(settings: dict[str, Any], engine: str, version: str | None) -> dict[str, Any]:
+    """The serve plan's settings for slo's: the engine's names for the KV dtype, its release."""
+    keys = ("tp", "pp", "context_tokens", "mean_tokens")
+    values = {k: v for k, v in settings.items() if k in keys}
     values["engine"] = engine if engine in ("vllm", "sglang") else "vllm"
     if version is not None and engine in ("vllm", "sglang"):
         values["version"] = version
@@ -161,10 +171,7 @@ def engine_memory_cap(
     values["kv_cache_dtype"] = fp8_name if kv.startswith("fp8") else "auto"
     if settings.get("weight_dtype") is not None:
         values["weight_dtype"] = settings["weight_dtype"]
-    serve, _payload = serve_report(
-        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
-    )
-    return serve.max_seqs_at_mean if serve.fits else 0
+    return values
 
 
 def slo_advice(
@@ -187,10 +194,17 @@ def slo_advice(
     engine: str = "vllm",
     engine_version: str | None = None,
     calibration: Any = None,
+    dp: int = 1,
+    ep: int | None = None,
+    dp_attention: bool = False,
     **settings: Any,
 ) -> dict[str, Any]:
     """Everything `planner slo` reports, as its documented JSON object (`calibration`: a
-    profile with step terms from `planner calibrate --bench`, for the derived model)."""
+    profile with step terms from `planner calibrate --bench`, for the derived model).
+
+    A layout beyond tensor parallelism (`pp` in settings, `dp`, `ep`, `dp_attention`: the
+    names and meaning of `capacity` and `simulate`) takes its step model and KV pool from the
+    engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
     from planner.core.flags import MODEL_PLACEHOLDER
 
@@ -221,10 +235,35 @@ def slo_advice(
     plan = None
     residuals: list[dict[str, float]] = []
     stepped = None
+    pp = int(settings.pop("pp", 1) or 1)
+    laid_out = pp > 1 or dp > 1 or (ep is not None and ep > 1) or dp_attention
+    if laid_out and (gpu is None or engine not in ("vllm", "sglang")):
+        raise InputError(
+            "--pp/--dp/--ep",
+            "need --gpu, a model and --engine vllm or sglang (the engine lays the ranks out)",
+        )
+    instance = None
+    groups = 1
     if gpu is not None or preset is not None or model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        if laid_out:
+            from planner.api.bench import WouldNotStart, deployment_instance
+
+            try:
+                instance, groups = deployment_instance(
+                    gpu=gpu,
+                    preset=preset,
+                    model=model,
+                    settings=serve_values(settings | {"pp": pp}, engine, engine_version),
+                    dp=dp,
+                    ep=ep,
+                    dp_attention=dp_attention,
+                    calibration=calibration,
+                )
+            except WouldNotStart as e:
+                raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
         if calibration is not None:
             from planner.api.bench import check_step_calibration
 
@@ -255,6 +294,10 @@ def slo_advice(
             else None
         )
         step, residuals = fitted_model(fit_path, prefill, derived)
+    elif instance is not None:
+        step = step_model_from_curve(
+            instance.curve, int(plan.settings.mean_tokens) if plan else 0, **(efficiencies or {})
+        )
     elif plan is not None:
         step = derived_step_model(
             plan, engine=engine, version=version, step_calibration=stepped, **(efficiencies or {})
@@ -320,8 +363,21 @@ def slo_advice(
         result["prefill_stall_ms"] = stall
         if ttft_ms is not None:
             result["ttft_single_prefill_fits"] = stall <= ttft_ms
+    if instance is not None:
+        result["layout"] = {
+            "tp": int(settings.get("tp", 1)),
+            "pp": pp,
+            "dp": dp,
+            "ep": ep or 1,
+            "attention_groups": groups,
+            "step_model": instance.curve.label,
+        }
     if plan is not None:
-        memory = engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
+        memory = (
+            instance.plan.max_seqs_at_mean
+            if instance is not None
+            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
+        )
         result["memory_cap"] = memory
         result["operating_concurrency"] = min(memory, cap)
         if memory < cap:
@@ -387,8 +443,9 @@ def slo_advice(
     ref = plan.model.serve_id if plan and plan.model.serve_id else MODEL_PLACEHOLDER
     result["flags"] = {
         "vllm": f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}",
+        # SGLang's cap is the deployment's, shared among its attention-DP groups
         "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
-        f"{seqs} --chunked-prefill-size {chunk}",
+        f"{seqs * (groups if engine == 'sglang' else 1)} --chunked-prefill-size {chunk}",
     }
     return result
 

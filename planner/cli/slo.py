@@ -41,6 +41,35 @@ def slo(
     tp: Annotated[
         int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
     ] = 1,
+    pp: Annotated[
+        int,
+        typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size."),
+    ] = 1,
+    dp: Annotated[
+        int,
+        typer.Option(
+            "--dp",
+            "--data-parallel-size",
+            help="Data-parallel ranks (vLLM: a MoE model's experts span TP x DP). With "
+            "--dp-attention: SGLang's attention-DP groups inside --tp; the batch is one group's.",
+        ),
+    ] = 1,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            "--ep",
+            "--ep-size",
+            help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP).",
+        ),
+    ] = None,
+    dp_attention: Annotated[
+        bool,
+        typer.Option(
+            "--dp-attention",
+            "--enable-dp-attention",
+            help="SGLang data-parallel attention: --dp groups of attention TP = tp / dp.",
+        ),
+    ] = False,
     context: Annotated[
         int | None, typer.Option("--context", "--max-model-len", help="Max model length.")
     ] = None,
@@ -109,7 +138,7 @@ def slo(
         raise InputError(
             "--overhead-ms", f"must be in [0, {MAX_OVERHEAD_MS:g}] (got {overhead_ms})"
         )
-    settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
+    settings: dict[str, Any] = {"tp": tp, "pp": pp, "mean_tokens": mean_len}
     if context is not None:
         settings["context_tokens"] = context
     if weight_dtype is not None:
@@ -144,6 +173,9 @@ def slo(
         engine=engine,
         engine_version=engine_version,
         calibration=None if calibration is None else _profile(calibration),
+        dp=dp,
+        ep=ep,
+        dp_attention=dp_attention,
         **settings,
     )
     if plot is not None:
