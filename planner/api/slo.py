@@ -457,6 +457,8 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
     t = step.curve.terms(batch, step.context_tokens)
     return {
         "memory_ms": t.memory_ms,
+        "weights_ms": t.memory_ms - t.attention_ms,
+        "attention_ms": t.attention_ms,
         "compute_ms": t.compute_ms,
         "kernels_ms": t.kernels_ms,
         "allreduce_ms": t.allreduce_ms,
