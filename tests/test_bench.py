@@ -78,6 +78,32 @@ def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     assert "--max-num-seqs 1024" in data["deployment"]["command"]
 
 
+def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
+    """A `vllm bench serve` / `sglang.bench_serving` command's load and length flags are
+    accepted as typed; --random-range-ratio reads as the engine's own client reads it."""
+    model = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--json"]
+    ours = ["--concurrency", "8", "--requests", "40", "--prompt-len", "512", "--output-len", "128"]
+    theirs = [
+        "--max-concurrency", "8", "--num-prompts", "40", "--random-input-len", "512",
+        "--random-output-len", "128",
+    ]  # fmt: skip
+    for engine, ratio, same, span in (
+        ("vllm", "0.5", "--len-spread", (256, 768)),  # [L (1 - r), L (1 + r)]
+        ("sglang", "0.5", "--len-range", (256, 512)),  # [r L, L]
+    ):
+        a = cli("simulate", *model, "--engine", engine, *ours, same, ratio).json()
+        b = cli(
+            "simulate", *model, "--engine", engine, *theirs, "--random-range-ratio", ratio
+        ).json()
+        assert a == b
+        prompts = b["workload"]["prompt_tokens"]
+        assert (prompts["min"], prompts["max"]) == span
+    both = cli("simulate", *model, *ours, "--random-range-ratio", "0.5", "--len-range", "0.2")
+    assert both.code == 2 and both.json()["field"] == "--random-range-ratio"
+    rate = cli("simulate", *model, *ours[2:], "--request-rate", "-1")
+    assert rate.code == 2 and "--rate/--request-rate" in rate.json()["error"]
+
+
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     prompt, output = 1000, 200
     got = run(1, prompt, output, requests=20)

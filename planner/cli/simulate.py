@@ -13,13 +13,13 @@ from planner.cli.render import console, emit_json, fit_columns, print_table
 
 # Load / Lengths field -> the flag that sets it.
 BENCH_FLAGS = {
-    "concurrency": "--concurrency",
-    "rate_per_s": "--rate",
+    "concurrency": "--concurrency/--max-concurrency",
+    "rate_per_s": "--rate/--request-rate",
     "cv": "--cv",
-    "requests": "--requests",
+    "requests": "--requests/--num-prompts",
     "seed": "--seed",
-    "prompt_len": "--prompt-len",
-    "output_len": "--output-len",
+    "prompt_len": "--prompt-len/--random-input-len",
+    "output_len": "--output-len/--random-output-len",
     "len_range": "--len-range",
     "len_spread": "--len-spread",
     "prompt_mean": "--prompt-mean",
@@ -64,20 +64,34 @@ def simulate(
     rate: Annotated[
         float | None,
         typer.Option(
+            "--rate",
+            "--request-rate",
             help="Arrival rate, requests/s [with a GPU, default: all at once]; with "
-            "--concurrency, the rate requests are released at."
+            "--concurrency, the rate requests are released at.",
         ),
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option(help="Closed loop: N clients, each sends its next request when one ends."),
+        typer.Option(
+            "--concurrency",
+            "--max-concurrency",
+            help="Closed loop: N clients, each sends its next request when one ends.",
+        ),
     ] = None,
     cv: Annotated[
         float | None, typer.Option(help="Gamma arrivals with this CV of the gaps (1: Poisson).")
     ] = None,
-    prompt_len: Annotated[int | None, typer.Option(help="Fixed prompt length, tokens.")] = None,
+    prompt_len: Annotated[
+        int | None,
+        typer.Option("--prompt-len", "--random-input-len", help="Fixed prompt length, tokens."),
+    ] = None,
     output_len: Annotated[
-        int | None, typer.Option(help="Fixed output length, tokens (runs to it: ignore-eos).")
+        int | None,
+        typer.Option(
+            "--output-len",
+            "--random-output-len",
+            help="Fixed output length, tokens (runs to it: ignore-eos).",
+        ),
     ] = None,
     len_range: Annotated[
         float | None,
@@ -87,6 +101,13 @@ def simulate(
         float | None,
         typer.Option(help="Lengths uniform in [L(1-R), L(1+R)] (vllm bench serve's range ratio)."),
     ] = None,
+    random_range_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="The engine's benchmark client's range ratio: --len-spread for vLLM (vllm "
+            "bench serve), --len-range for SGLang (sglang.bench_serving)."
+        ),
+    ] = None,
     prompt_mean: Annotated[
         float | None,
         typer.Option(help="Scale the workload's prompt lengths to this mean (your run's)."),
@@ -95,7 +116,9 @@ def simulate(
         float | None,
         typer.Option(help="Scale its output lengths to this mean (outputs stopped at EOS)."),
     ] = None,
-    requests: Annotated[int | None, typer.Option(help="Number of requests.")] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", "--num-prompts", help="Number of requests.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Trace seed.")] = None,
     policy: Annotated[str, typer.Option(help="static, continuous or chunked.")] = "chunked",
     compare: Annotated[
@@ -388,6 +411,17 @@ def simulate(
                 "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
                 "--decode-dp / --disagg-link need --disagg",
             )
+        if random_range_ratio is not None:
+            if len_range is not None or len_spread is not None:
+                raise InputError(
+                    "--random-range-ratio", "is --len-range or --len-spread: give one of them"
+                )
+            # the engine's own client: sglang.bench_serving draws in [r L, L], vllm bench
+            # serve in [L (1 - r), L (1 + r)] (docs/simulate.md)
+            if engine == "sglang":
+                len_range = random_range_ratio
+            else:
+                len_spread = random_range_ratio
         try:
             load = Load(
                 concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
@@ -450,6 +484,7 @@ def simulate(
         ("--output-len", output_len),
         ("--len-range", len_range),
         ("--len-spread", len_spread),
+        ("--random-range-ratio", random_range_ratio),
         ("--prompt-mean", prompt_mean),
         ("--output-mean", output_mean),
         ("--weight-dtype", weight_dtype),
