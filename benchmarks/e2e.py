@@ -55,7 +55,6 @@ GPUS = {
 }
 # Checkpoints whose config is a base model's, and the precision that makes them the checkpoint.
 CHECKPOINTS = {
-    "meta-llama/Llama-3.1-405B-FP8": ("meta-llama/Llama-3.1-405B", "fp8"),
     "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Llama-3.1-405B", "fp8"),
     "meta-llama/Llama-2-70b-chat-hf": ("meta-llama/Llama-2-70b-hf", None),
 }

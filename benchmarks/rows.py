@@ -3,7 +3,9 @@ its checkpoint's config among the shipped ones."""
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 from pathlib import Path
 
 from planner.errors import PlannerError
@@ -23,11 +25,35 @@ VARIANT_SUFFIXES = (
 )
 
 
+# Meta's own FP8 exports of Llama 3.1 (meta-llama/...-FP8) quantize the MLPs only, with FBGEMM
+# row-wise FP8: every layer's attention and the first and last layers stay bf16 (The Llama 3
+# Herd of Models, 2024, section 6.2; the checkpoints list them in modules_to_not_convert).
+META_FP8_PREFIX = "meta-llama/"
+
+
+def meta_fp8_config(base: Path, name: str) -> Path:
+    """A folder holding the config.json of Meta's FP8 export of the model in `base`."""
+    cfg = json.loads((base / "config.json").read_text())
+    n = int(cfg["num_hidden_layers"])
+    skip = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(n) for p in "qkvo"]
+    skip += [f"model.layers.{i}.mlp.{p}_proj" for i in (0, n - 1) for p in ("gate", "up", "down")]
+    cfg["quantization_config"] = {
+        "activation_scale_ub": 1200.0,
+        "modules_to_not_convert": [*skip, "lm_head"],
+        "quant_method": "fbgemm_fp8",
+    }
+    out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name.replace("/", "--")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
 def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
     """The config folder for a checkpoint, and the weights of a quantized export of it: the
     folder of the same name, else the base model's (the export's suffix, a date revision such
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
-    export whose base ships its own FP8 checkpoint takes that one's config as it is."""
+    export whose base ships its own FP8 checkpoint takes that one's config as it is, and
+    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config)."""
     if not models.is_dir():
         return None, None
     folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
@@ -49,6 +75,8 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
                 return folders[f"{stem}-fp8".lower()], None
     for stem in stems:
         if stem.lower() in folders:
+            if weights == "fp8" and name.lower().startswith(META_FP8_PREFIX):
+                return meta_fp8_config(folders[stem.lower()], name), None
             return folders[stem.lower()], weights
     return None, None
 

@@ -4,13 +4,16 @@ catalog card for its GPU, the shipped config for its checkpoint, the server sett
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import MODELS
+from helpers import MODELS, Result
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from rows import catalog_gpu, checkpoint_config, engine_settings
+
+Cli = Callable[..., Result]
 
 
 @pytest.mark.parametrize(
@@ -68,3 +71,35 @@ def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
         "block_size": 64,
         "context_tokens": 32768,
     }
+
+
+def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -> None:
+    """meta-llama/...-FP8 is posed as Meta stores it (FBGEMM row-wise FP8 on the MLPs only):
+    the planner sizes it to the byte and the vLLM line names the checkpoint's method."""
+    from planner.core.step import step_time_for
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    folder, weights = checkpoint_config("meta-llama/Llama-3.1-405B-FP8", MODELS)
+    assert folder is not None and weights is None
+    base = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-405B"))
+    meta = resolve_model(None, str(folder))
+    # 124 of 126 MLPs (3 x 16,384 x 53,248 parameters each) drop from two bytes to one
+    assert base.weights_bytes - meta.weights_bytes == 124 * 3 * 16_384 * 53_248
+    assert meta.weight_dtype == "fp8-fbgemm"
+    # what stays bf16 (every layer's Q, K, V, O and two MLPs) multiplies at the bf16 rate
+    attention, mlp = 16_384 * (16_384 + 2 * 1_024) + 16_384 * 16_384, 3 * 16_384 * 53_248
+    assert meta.plain_linear_params == 126 * attention + 2 * mlp
+    gpu = find_gpu("h100")
+    step = step_time_for(meta, gpu, tp=8, weight_dtype=meta.weight_dtype)
+    plain = meta.plain_linear_params // 8
+    fp8_rate, bf16_rate = gpu.fp8_dense_flops * 0.5, gpu.bf16_dense_flops * 0.5
+    want = 2 * 512 * ((step.active_params_per_gpu - plain) / fp8_rate + plain / bf16_rate) * 1e3
+    assert step.gemm(512)[2] == pytest.approx(want)
+    where = ("--model", str(folder), "--gpu", "h100", "--tp", "8", "--json")
+    vllm = cli("capacity", *where).json()["flags"]["vllm"]
+    assert vllm.endswith("--quantization fbgemm_fp8")
+    assert cli("capacity", *where, "--quantization", "fbgemm_fp8").json()["flags"]["vllm"] == vllm
+    # SGLang reads the method from the checkpoint: its line names none
+    sglang = cli("capacity", *where, "--engine", "sglang").json()["flags"]["sglang"]
+    assert "--quantization" not in sglang

@@ -164,3 +164,24 @@ def test_a_bad_config_names_the_flag_and_the_file(cli: Cli, tmp_path: Path) -> N
     error = r.json()
     assert error["field"] == "--model"
     assert f"{folder / 'config.json'}: num_hidden_layers" in error["error"]
+
+
+def test_a_native_nvfp4_checkpoint_runs_its_gemms_at_the_fp4_rate(cli: Cli, tmp_path: Path) -> None:
+    """A ModelOpt NVFP4 checkpoint's own config and the base model posed as its NVFP4 variant
+    are one deployment: the same weights and the same fp4 prefill."""
+    cfg = json.loads((MODELS / "meta-llama--Llama-3.1-70B" / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    run = ("--gpu", "b200", "--prompt-len", "4000", "--output-len", "10", "--concurrency", "1")
+    native = cli("simulate", "--model", str(tmp_path), *run, "--requests", "5", "--json").json()
+    variant = cli(
+        "simulate", "--model", str(MODELS / "meta-llama--Llama-3.1-70B"), *run, "--requests", "5",
+        "--weight-dtype", "nvfp4", "--json",
+    ).json()  # fmt: skip
+    assert native["deployment"]["weight_dtype"] == "nvfp4"
+    assert native["median_ttft_ms"] == variant["median_ttft_ms"]
+    bf16 = cli(
+        "simulate", "--model", str(MODELS / "meta-llama--Llama-3.1-70B"), *run, "--requests", "5",
+        "--json",
+    ).json()  # fmt: skip
+    assert native["median_ttft_ms"] < bf16["median_ttft_ms"] / 3  # fp4 tensor cores: 4x bf16's

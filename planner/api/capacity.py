@@ -242,6 +242,7 @@ def _lock(
 # Quantisation labels of checkpoints (ModelSpec.weight_dtype prefixes) -> the engines'
 # --quantization method names (vLLM and SGLang spell these alike).
 CHECKPOINT_QUANTIZATION = {
+    "fp8-fbgemm": "fbgemm_fp8",  # before "fp8": the first matching prefix names the method
     "fp8": "fp8",
     "awq": "awq",
     "gptq": "gptq",
@@ -261,6 +262,14 @@ VARIANT_CHECKPOINTS = {
     "mxfp4": "mxfp4",
     "int4": "awq",
 }
+
+
+def _checkpoint_method(spec: Any) -> str | None:
+    """The engines' --quantization name for a quantized checkpoint's own method (None: not
+    quantized, or a method the line need not name)."""
+    return next(
+        (q for k, q in CHECKPOINT_QUANTIZATION.items() if spec.weight_dtype.startswith(k)), None
+    )
 
 
 def serve_report(
@@ -319,7 +328,7 @@ def serve_report(
 
         weights, exact = quantized_weights_bytes(spec, variant), False
         values["quantization"] = None
-    elif quantization is not None:
+    elif quantization is not None and quantization != _checkpoint_method(spec):
         from planner.api.engines import SIZED_QUANTIZATIONS
 
         if quantization not in SIZED_QUANTIZATIONS:
@@ -328,11 +337,10 @@ def serve_report(
             )
         if spec.weight_dtype in ("bf16", "fp16", "fp32"):
             weights, exact = quantized_weights_bytes(spec, quantization), False
-    else:
-        label = next(
-            (q for k, q in CHECKPOINT_QUANTIZATION.items() if spec.weight_dtype.startswith(k)),
-            None,
-        )
+    else:  # the checkpoint's own method (named by the user or not): its weights as stored
+        label = _checkpoint_method(spec)
+        if label == "fbgemm_fp8" and values.get("engine") == "sglang":
+            label = None  # no such SGLang flag value: it reads the method from the checkpoint
         values["quantization"] = label
     tp = values.get("tp", 1)
     if not isinstance(tp, int) or tp < 1:

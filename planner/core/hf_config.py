@@ -9,6 +9,7 @@ naming the field; nothing unknown is silently treated as dense.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -549,6 +550,10 @@ def _quantization(
         cols = _require_int({"weight_block_size": block[1]}, "weight_block_size")
         tiles = ceil_div(quantized_params, rows * cols)
         return "fp8", quantized_params + tiles * FP8_SCALE_BYTES + plain_bytes
+    if method == "fbgemm_fp8":
+        # FBGEMM row-wise FP8 (Meta's Llama-3.1 FP8 checkpoints): one byte per weight and a
+        # per-output-channel scale, whose bytes (under 0.1% of the layer's) are not counted.
+        return "fp8-fbgemm", quantized_params + plain_bytes
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin"):
         bits = _quant_bits(q.get("bits", q.get("w_bit", 4)), f"{where}.bits")
         # 128 is AutoAWQ's and AutoGPTQ's default group size; GPTQ's -1 means one group per
@@ -590,8 +595,8 @@ def _quantization(
             return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
     raise InputError(
         "quantization_config.quant_method",
-        f"{method!r} is not sized; known: fp8, awq, gptq, mxfp4, modelopt (NVFP4 / FP8), "
-        "bitsandbytes, compressed-tensors (or pass --weight-dtype)",
+        f"{method!r} is not sized; known: fp8, fbgemm_fp8, awq, gptq, mxfp4, modelopt (NVFP4 / "
+        "FP8), bitsandbytes, compressed-tensors (or pass --weight-dtype)",
     )
 
 
@@ -616,6 +621,14 @@ def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
     return linear + ceil_div(other * bits, 8)
 
 
+# A module path inside one decoder layer: "model.layers.12.self_attn.q_proj" -> 12, self_attn.
+# (An MLP counts as kept only by its projections: "mlp.gate" is a MoE router, not counted here.)
+_INDEXED = re.compile(r"layers\.\d+\.")
+_LAYER = re.compile(
+    r"layers\.(\d+)\.(self_attn(?:\.\w+)?|mlp(?:\.(?:gate_proj|up_proj|down_proj))?)$"
+)
+
+
 def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
     """Mark which linear params the checkpoint's quantisation covers."""
     q = cfg.get("quantization_config")
@@ -623,14 +636,22 @@ def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
         return
     field = "quantization_config.modules_to_not_convert"
     skip = [str(m) for m in _list(q.get("modules_to_not_convert") or q.get("ignore"), field)]
-    skip_attention = any("self_attn" in m for m in skip)
-    for layer in layers:
+    # A module named without a layer index is skipped in every layer (gpt-oss's "self_attn");
+    # one with an index only there (Meta's FP8 Llama-3.1-405B keeps every layer's attention
+    # and the first and last layers' MLPs in bf16: "model.layers.0.mlp.down_proj", ...).
+    attention_everywhere = any("self_attn" in m and not _INDEXED.search(m) for m in skip)
+    named = [(int(g[1]), g[2].partition(".")[0]) for m in skip if (g := _LAYER.search(m))]
+    attention_in = {i for i, part in named if part == "self_attn"}
+    mlp_in = {i for i, part in named if part == "mlp"}
+    for i, layer in enumerate(layers):
         layer.quantized_linear_params = layer.linear_params
         if str(q.get("quant_method")) == "mxfp4":
             # gpt-oss: only the MoE experts are MXFP4; attention and router stay bf16.
             layer.quantized_linear_params = layer.linear_params - layer.attention_params
-        elif skip_attention:
+        elif attention_everywhere or i in attention_in:
             layer.quantized_linear_params = layer.linear_params - layer.attention_params
+        if i in mlp_in:  # the layer's MLP too: what is left quantized is nothing but attention
+            layer.quantized_linear_params -= layer.linear_params - layer.attention_params
 
 
 def model_spec_from_config(
@@ -771,9 +792,8 @@ def model_spec_from_config(
     params_total = linear + other + embed + head + extra
     params_active = active_linear + other + embed + head + extra
 
-    quant_label, linear_bytes = _quantization(
-        t, linear, sum(ly.quantized_linear_params for ly in layers), bits
-    )
+    quantized = sum(ly.quantized_linear_params for ly in layers)
+    quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
     if not quant_label:
         linear_bytes = ceil_div(linear * bits, 8)
     weights = linear_bytes + ceil_div((other + embed + head + extra) * bits, 8)
@@ -817,6 +837,7 @@ def model_spec_from_config(
         weights_exact=bool(exact_weights_bytes),
         weights_basis=basis,
         quantizable_params=linear,
+        plain_linear_params=linear - quantized if quant_label else 0,
         num_experts=experts or None,
         experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
         moe_intermediate_size=(

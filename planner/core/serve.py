@@ -893,7 +893,11 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
             "weights_bytes": model.weights_bytes,
             "weights_exact": model.weights_exact,
             "weights_basis": model.weights_basis,
-            "weight_dtype": s.quantization or model.weight_dtype,
+            # a quantized checkpoint's own label (nvfp4, fp8-fbgemm: what its GEMMs run at),
+            # else the online --quantization, else the checkpoint's dtype
+            "weight_dtype": model.weight_dtype
+            if model.weight_dtype not in ("bf16", "fp16", "fp32")
+            else s.quantization or model.weight_dtype,
             "max_context_tokens": model.max_context_tokens,
         },
         "gpu": {"id": gpu.id, "name": gpu.name, "provenance": []},

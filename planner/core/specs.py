@@ -79,6 +79,12 @@ class ModelSpec(BaseModel):
     quantizable_params: int = Field(
         ge=0, description="parameters a --weight-dtype override applies to (linear layers)"
     )
+    plain_linear_params: int = Field(
+        default=0,
+        ge=0,
+        description="linear parameters a quantized checkpoint keeps in its native dtype "
+        "(modules_to_not_convert, gpt-oss's attention): their GEMMs run at the 16-bit rate",
+    )
     num_experts: int | None = None
     experts_per_token: int | None = None
     moe_intermediate_size: int | None = Field(default=None, description="per-expert FFN width")

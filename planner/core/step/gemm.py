@@ -18,6 +18,9 @@ FP4_DTYPES = ("fp4", "nvfp4")
 # performance"), and with fp8 activations on AMD Instinct (the recipe serves
 # amd/gpt-oss-120b-w-mxfp4-a-fp8 on MI300X-MI355X).
 MXFP4_DTYPES = ("mxfp4",)
+# Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
+# tensors float8 (its FP8-dynamic exports quantize activations per token).
+FP8_LABELS = ("compressed-tensors-float8",)
 
 
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
@@ -27,7 +30,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
     activations they are multiplied with."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
-    if dtype.startswith("fp8") and gpu.fp8_dense_flops:
+    if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
     if dtype.startswith(MXFP4_DTYPES):
         if gpu.vendor == "amd" and gpu.fp8_dense_flops:

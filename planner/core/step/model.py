@@ -53,6 +53,12 @@ class StepTime(BaseModel):
     bandwidth_bytes_per_s: float = Field(gt=0, description="peak HBM bandwidth")
     bandwidth_efficiency: float = Field(gt=0, le=1)
     flops_per_s: float = Field(gt=0)
+    plain_params_per_gpu: int = Field(
+        default=0, ge=0, description="active parameters the checkpoint keeps unquantized"
+    )
+    plain_flops_per_s: float = Field(
+        default=0.0, ge=0, description="the 16-bit rate those run at (0: flops_per_s)"
+    )
     flops_efficiency: float = Field(default=gemm.FLOPS_EFFICIENCY, gt=0, le=1)
     layers: int = Field(gt=0)
     kernel_ms_per_layer: float = Field(default=overhead.KERNEL_MS_PER_LAYER, ge=0)
@@ -122,9 +128,13 @@ class StepTime(BaseModel):
         forward pass (ms): the linear layers run once over every token of the step."""
         weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
         memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
+        plain = min(self.plain_params_per_gpu, self.active_params_per_gpu)
         compute_ms = gemm.compute_ms(
-            self.active_params_per_gpu, tokens, self.flops_per_s * self.flops_efficiency
+            self.active_params_per_gpu - plain, tokens, self.flops_per_s * self.flops_efficiency
         )
+        if plain:  # the layers the checkpoint left in 16 bits, at the 16-bit rate
+            rate = self.plain_flops_per_s or self.flops_per_s
+            compute_ms += gemm.compute_ms(plain, tokens, rate * self.flops_efficiency)
         return weights, memory_ms, compute_ms
 
     def moe_fixed_ms(self, tokens: int) -> float:
@@ -265,6 +275,10 @@ def step_time_for(
             dense - attention_bytes, moe_ranks * pp
         )
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype)
+    # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
+    # re-quantization is taken to cover every linear layer)
+    own = weight_dtype is None or weight_dtype == model.weight_dtype
+    plain = model.plain_linear_params if own else 0
     if not gpu.hbm_bandwidth_bytes_per_s or not flops:
         from planner.errors import InputError
 
@@ -286,6 +300,8 @@ def step_time_for(
         bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
         bandwidth_efficiency=bandwidth_efficiency(gpu),
         flops_per_s=float(flops),
+        plain_params_per_gpu=plain // (tp * pp),
+        plain_flops_per_s=float(gemm.gemm_flops_per_s(gpu, None)),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
         layers=ceil_div(model.num_layers, pp),
