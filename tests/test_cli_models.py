@@ -185,3 +185,34 @@ def test_a_native_nvfp4_checkpoint_runs_its_gemms_at_the_fp4_rate(cli: Cli, tmp_
         "--json",
     ).json()  # fmt: skip
     assert native["median_ttft_ms"] < bf16["median_ttft_ms"] / 3  # fp4 tensor cores: 4x bf16's
+
+
+def test_an_amd_quark_fp8_checkpoint_is_sized_and_named_as_it_loads(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """AMD Quark's FP8 export (per-tensor fp8_e4m3 weights, lm_head excluded): one byte per
+    linear weight; vLLM's line names `quark`, SGLang's none (it reads the checkpoint)."""
+    from planner.sources.models import resolve_model
+
+    base_dir = MODELS / "meta-llama--Llama-3.1-70B"
+    cfg = json.loads((base_dir / "config.json").read_text())
+    fp8 = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}
+    cfg["quantization_config"] = {
+        "quant_method": "quark",
+        "exclude": ["lm_head"],
+        "global_quant_config": {"weight": fp8, "input_tensors": fp8, "output_tensors": None},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    base, quark = resolve_model(None, str(base_dir)), resolve_model(None, str(tmp_path))
+    assert quark.weight_dtype == "fp8-quark"
+    assert base.weights_bytes - quark.weights_bytes == base.quantizable_params
+    where = ("--model", str(tmp_path), "--gpu", "mi300x", "--json")
+    vllm = cli("capacity", *where).json()["flags"]["vllm"]
+    assert vllm.endswith("--quantization quark")
+    assert cli("capacity", *where, "--quantization", "quark").json()["flags"]["vllm"] == vllm
+    sglang = cli("capacity", *where, "--engine", "sglang").json()["flags"]["sglang"]
+    assert "--quantization" not in sglang
+    cfg["quantization_config"]["global_quant_config"]["weight"] = {"dtype": "int3"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    bad = cli("capacity", *where)
+    assert bad.code == 2 and "quantization_config.global_quant_config.weight.dtype" in bad.err

@@ -242,7 +242,10 @@ def _lock(
 # Quantisation labels of checkpoints (ModelSpec.weight_dtype prefixes) -> the engines'
 # --quantization method names (vLLM and SGLang spell these alike).
 CHECKPOINT_QUANTIZATION = {
-    "fp8-fbgemm": "fbgemm_fp8",  # before "fp8": the first matching prefix names the method
+    # before "fp8" / "mxfp4": the first matching prefix names the method
+    "fp8-fbgemm": "fbgemm_fp8",
+    "fp8-quark": "quark",
+    "mxfp4-quark": "quark",
     "fp8": "fp8",
     "awq": "awq",
     "gptq": "gptq",
@@ -251,6 +254,9 @@ CHECKPOINT_QUANTIZATION = {
     "compressed-tensors": "compressed-tensors",
     "bnb": "bitsandbytes",
 }
+# Checkpoint methods the SGLang line leaves unnamed (vLLM's --quantization spells them; SGLang
+# takes a checkpoint's method from its config).
+SGLANG_READS_FROM_CHECKPOINT = frozenset({"fbgemm_fp8", "quark"})
 # Default mean actual tokens per sequence when --mean-len is not given (capped at the context).
 DEFAULT_MEAN_TOKENS = 2000
 # --weight-dtype values that name a variant checkpoint of the same architecture (sized by its
@@ -339,8 +345,8 @@ def serve_report(
             weights, exact = quantized_weights_bytes(spec, quantization), False
     else:  # the checkpoint's own method (named by the user or not): its weights as stored
         label = _checkpoint_method(spec)
-        if label == "fbgemm_fp8" and values.get("engine") == "sglang":
-            label = None  # no such SGLang flag value: it reads the method from the checkpoint
+        if label in SGLANG_READS_FROM_CHECKPOINT and values.get("engine") == "sglang":
+            label = None  # not a value of SGLang's flag: it reads the method from the checkpoint
         values["quantization"] = label
     tp = values.get("tp", 1)
     if not isinstance(tp, int) or tp < 1:

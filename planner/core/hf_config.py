@@ -554,6 +554,21 @@ def _quantization(
         # FBGEMM row-wise FP8 (Meta's Llama-3.1 FP8 checkpoints): one byte per weight and a
         # per-output-channel scale, whose bytes (under 0.1% of the layer's) are not counted.
         return "fp8-fbgemm", quantized_params + plain_bytes
+    if method == "quark":
+        # AMD Quark exports (amd/...-FP8-KV, ...-MXFP4): the weights' dtype is the global
+        # config's; per-tensor fp8 scales are one float per matrix, not counted
+        quant = _mapping(q.get("global_quant_config"), f"{where}.global_quant_config")
+        weight = _mapping(quant.get("weight"), f"{where}.global_quant_config.weight")
+        wdtype = str(weight.get("dtype", "")).lower()
+        if wdtype.startswith("fp8"):
+            return "fp8-quark", quantized_params + plain_bytes
+        if wdtype in ("fp4", "mxfp4"):
+            scales = ceil_div(quantized_params, MXFP4_BLOCK)
+            return "mxfp4-quark", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+        raise InputError(
+            f"{where}.global_quant_config.weight.dtype",
+            f"{wdtype!r} is not sized for quark; known: fp8_e4m3, fp8_e5m2, fp4 (MXFP4)",
+        )
     if method in ("awq", "gptq", "gptq_marlin", "awq_marlin"):
         bits = _quant_bits(q.get("bits", q.get("w_bit", 4)), f"{where}.bits")
         # 128 is AutoAWQ's and AutoGPTQ's default group size; GPTQ's -1 means one group per
@@ -595,8 +610,8 @@ def _quantization(
             return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
     raise InputError(
         "quantization_config.quant_method",
-        f"{method!r} is not sized; known: fp8, fbgemm_fp8, awq, gptq, mxfp4, modelopt (NVFP4 / "
-        "FP8), bitsandbytes, compressed-tensors (or pass --weight-dtype)",
+        f"{method!r} is not sized; known: fp8, fbgemm_fp8, quark, awq, gptq, mxfp4, modelopt "
+        "(NVFP4 / FP8), bitsandbytes, compressed-tensors (or pass --weight-dtype)",
     )
 
 
@@ -635,7 +650,8 @@ def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
     if not isinstance(q, Mapping):
         return
     field = "quantization_config.modules_to_not_convert"
-    skip = [str(m) for m in _list(q.get("modules_to_not_convert") or q.get("ignore"), field)]
+    kept = q.get("modules_to_not_convert") or q.get("ignore") or q.get("exclude")  # quark
+    skip = [str(m) for m in _list(kept, field)]
     # A module named without a layer index is skipped in every layer (gpt-oss's "self_attn");
     # one with an index only there (Meta's FP8 Llama-3.1-405B keeps every layer's attention
     # and the first and last layers' MLPs in bf16: "model.layers.0.mlp.down_proj", ...).
