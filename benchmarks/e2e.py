@@ -8,7 +8,8 @@ median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and
 and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
 measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
-length: the lengths the run produced, a workload fact, not a performance figure.
+length: the lengths the run produced, a workload fact, not a performance figure; a dataset
+whose length mix is not modelled is posed at the mean lengths the run reported, where it did.
 vLLM V0 rows with --num-scheduler-steps are posed with multi-step scheduling (at the newest V0
 release where the row names none: the flag exists only there); with chunked prefill as well they
 are refused. Rows that cannot be posed are counted with their one-line reason.
@@ -134,6 +135,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"
     elif row.get("gpu_count") and (tp if dp_attention else tp * dp) != row["gpu_count"]:
         # SGLang's attention-DP groups live inside its TP group
+        if row.get("tp") is None and row.get("dp") is None:
+            return {}, f"layout not given for {row['gpu_count']} GPUs"
         return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
@@ -160,8 +163,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             len_range=None if around else ratio,
             len_spread=ratio if around and ratio else None,
         )
+    elif mean_in and mean_out:
+        # a dataset whose length mix is not modelled, posed at the lengths the run reported
+        # (their means: throughput and the medians follow them, the tails less so)
+        lengths = Lengths(prompt_len=max(1, round(mean_in)), output_len=max(1, round(mean_out)))
     else:
-        return {}, "dataset lengths not modelled"
+        return {}, "dataset lengths not modelled (no mean lengths reported)"
     rate = w.get("request_rate")
     if isinstance(w.get("concurrency"), int):
         load["concurrency"] = w["concurrency"]

@@ -103,3 +103,26 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     # SGLang reads the method from the checkpoint: its line names none
     sglang = cli("capacity", *where, "--engine", "sglang").json()["flags"]["sglang"]
     assert "--quantization" not in sglang
+
+
+def test_a_row_on_a_dataset_not_modelled_is_posed_at_the_lengths_it_reported() -> None:
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_family": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {"dataset": "sonnet", "concurrency": 8, "num_prompts": 100},
+        "measured": {"total_input_tokens": 55_000, "total_output_tokens": 15_000, "completed": 100},
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert (args["lengths"].prompt_len, args["lengths"].output_len) == (550, 150)
+    del row["measured"]["total_input_tokens"]
+    assert e2e.pose(row, MODELS)[1] == "dataset lengths not modelled (no mean lengths reported)"
+    row["tp"] = None
+    row["gpu_count"] = 8
+    assert e2e.pose(row, MODELS)[1] == "layout not given for 8 GPUs"
