@@ -281,29 +281,29 @@ def slo_advice(
         if a_ms < 0 or b_ms < 0:
             raise InputError("--a-ms/--b-ms", "must be >= 0")
         step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
-    elif fit_path is not None:
-        derived = (
-            derived_step_model(
+    elif plan is not None:
+        # the derived curve: the engine instance simulate plans for a laid-out deployment,
+        # else the plan's TP group
+        if instance is not None:
+            derived = step_model_from_curve(
+                instance.curve, plan.settings.mean_tokens, **(efficiencies or {})
+            )
+        else:
+            derived = derived_step_model(
                 plan,
                 engine=engine,
                 version=version,
                 step_calibration=stepped,
                 **(efficiencies or {}),
             )
-            if plan is not None
-            else None
-        )
-        step, residuals = fitted_model(fit_path, prefill, derived)
-    elif instance is not None:
-        step = step_model_from_curve(
-            instance.curve, int(plan.settings.mean_tokens) if plan else 0, **(efficiencies or {})
-        )
-    elif plan is not None:
-        step = derived_step_model(
-            plan, engine=engine, version=version, step_calibration=stepped, **(efficiencies or {})
-        )
-        if prefill_ms_per_token is not None:
-            step = step.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
+        if fit_path is not None:
+            step, residuals = fitted_model(fit_path, prefill, derived)
+        elif prefill_ms_per_token is not None:
+            step = derived.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
+        else:
+            step = derived
+    elif fit_path is not None:
+        step, residuals = fitted_model(fit_path, prefill, None)
     else:
         step = slo.StepModel(
             a_ms=slo.REFERENCE_A_MS,
