@@ -93,9 +93,14 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     gpu = find_gpu("h100")
     step = step_time_for(meta, gpu, tp=8, weight_dtype=meta.weight_dtype)
     plain = meta.plain_linear_params // 8
+    table = 128_256 * 16_384 // 8  # an embedding matrix's share of one GPU (vocab-parallel)
+    body = meta.params_active // 8 - 2 * table  # no GEMM over the input table or the lm_head
     fp8_rate, bf16_rate = gpu.fp8_dense_flops * 0.5, gpu.bf16_dense_flops * 0.5
-    want = 2 * 512 * ((step.active_params_per_gpu - plain) / fp8_rate + plain / bf16_rate) * 1e3
-    assert step.gemm(512)[2] == pytest.approx(want)
+    prompt = 2 * 512 * ((body - plain) / fp8_rate + plain / bf16_rate) * 1e3
+    assert step.gemm(512, sampled=0)[2] == pytest.approx(prompt, rel=1e-6)
+    # 512 decode tokens each sample: the lm_head (bf16) for every one of them
+    head = 2 * 512 * table / bf16_rate * 1e3
+    assert step.gemm(512)[2] == pytest.approx(prompt + head, rel=1e-6)
     where = ("--model", str(folder), "--gpu", "h100", "--tp", "8", "--json")
     vllm = cli("capacity", *where).json()["flags"]["vllm"]
     assert vllm.endswith("--quantization fbgemm_fp8")

@@ -199,8 +199,8 @@ def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     assert nvidia.flops_efficiency == 0.5
     assert amd.flops_efficiency == pytest.approx(0.5 * 0.62)
     assert amd.attention_flops_efficiency == pytest.approx(0.5 * 0.62)
-    _, _, compute = amd.gemm(4096)
-    flops = 2 * LLAMA8.params_active * 4096
+    _, _, compute = amd.gemm(4096, sampled=0)  # a prefill chunk: no lm_head, no table GEMM
+    flops = 2 * (LLAMA8.params_active - 2 * LLAMA8.vocab_size * LLAMA8.hidden_size) * 4096
     assert compute == pytest.approx(flops / (find_gpu("mi300x").bf16_dense_flops * 0.31) * 1e3)
 
 
@@ -224,3 +224,22 @@ def test_the_gemm_rate_is_that_of_what_the_tensor_cores_multiply() -> None:
     assert gemm_flops_per_s(mi355x, "mxfp4") == mi355x.fp8_dense_flops
     assert gemm_flops_per_s(b200, "int4") == b200.bf16_dense_flops
     assert gemm_flops_per_s(h200, "fp8") == h200.fp8_dense_flops
+
+
+def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only() -> None:
+    """A prompt token runs every linear layer but the lm_head (only a sampled token needs
+    logits), and no GEMM runs over the input embedding; a tied embedding is the lm_head too,
+    so a decode step reads it whole, as it reads an untied lm_head."""
+    h100 = find_gpu("h100")
+    untied = step_time_for(LLAMA8, h100)  # Llama-3.1-8B: embedding and lm_head apart
+    table = LLAMA8.vocab_size * LLAMA8.hidden_size  # 128,256 x 4,096
+    rate = h100.bf16_dense_flops * 0.5
+    body = LLAMA8.params_active - 2 * table
+    assert untied.gemm(1000, sampled=0)[2] == pytest.approx(2 * body * 1000 / rate * 1e3)
+    assert untied.gemm(8)[2] == pytest.approx(2 * (body + table) * 8 / rate * 1e3)
+    # decode reads everything but the input table (bf16): the lm_head included
+    assert untied.dense_weights_bytes == LLAMA8.weights_bytes - 2 * table
+    tied_spec = resolve_model(None, str(MODELS / "meta-llama--Llama-3.2-1B-Instruct"))
+    assert tied_spec.tied_embeddings
+    tied = step_time_for(tied_spec, h100)
+    assert tied.dense_weights_bytes == tied_spec.weights_bytes  # the table is the lm_head

@@ -160,7 +160,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     b = (ref.step_ms - one.step_ms) / (SLOPE_REFERENCE_BATCH - 1)
     a = one.step_ms - b
     fixed = one.kernels_ms + one.allreduce_ms + one.overhead_ms
-    prefill = curve.gemm(1)[2]  # the linear layers' work for one prompt token, ms
+    prefill = curve.gemm(1, sampled=0)[2]  # the linear layers' work per prompt token, ms
     if not all(math.isfinite(x) for x in (a, b, prefill)):
         # only a share small enough to underflow (1e-320) gets here: name what was given
         given = ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in updates.items())

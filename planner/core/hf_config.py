@@ -636,6 +636,13 @@ def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
     return linear + ceil_div(other * bits, 8)
 
 
+# Model types whose transformers config class defaults tie_word_embeddings to False (the
+# PretrainedConfig default is True): configuration_llama.py, configuration_llama4.py,
+# configuration_mistral.py, configuration_mixtral.py, configuration_qwen2.py / qwen3 / their MoE
+# variants. A config that omits the key gets its class's default, as the engines load it.
+UNTIED_BY_DEFAULT = frozenset(
+    {"llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}
+)
 # A module path inside one decoder layer: "model.layers.12.self_attn.q_proj" -> 12, self_attn.
 # (An MLP counts as kept only by its projections: "mlp.gate" is a MoE router, not counted here.)
 _INDEXED = re.compile(r"layers\.\d+\.")
@@ -798,7 +805,7 @@ def model_spec_from_config(
 
     _quantized_share(t, layers)
 
-    tie = t.get("tie_word_embeddings", True)
+    tie = t.get("tie_word_embeddings", mtype not in UNTIED_BY_DEFAULT)
     embed = vocab * hidden
     head = 0 if tie else vocab * hidden
     extra = _vision_params(cfg, hidden)

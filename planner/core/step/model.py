@@ -56,6 +56,15 @@ class StepTime(BaseModel):
     plain_params_per_gpu: int = Field(
         default=0, ge=0, description="active parameters the checkpoint keeps unquantized"
     )
+    embedding_params_per_gpu: int = Field(
+        default=0,
+        ge=0,
+        description="the embedding matrices inside active_params_per_gpu (input table, and an "
+        "untied lm_head): no GEMM runs over them per token",
+    )
+    lm_head_params_per_gpu: int = Field(
+        default=0, ge=0, description="the lm_head GEMM (vocab x hidden / TP), per sampled token"
+    )
     plain_flops_per_s: float = Field(
         default=0.0, ge=0, description="the 16-bit rate those run at (0: flops_per_s)"
     )
@@ -123,18 +132,20 @@ class StepTime(BaseModel):
     def _bandwidth(self) -> float:
         return self.bandwidth_bytes_per_s * self.bandwidth_efficiency
 
-    def gemm(self, tokens: int) -> tuple[int, float, float]:
+    def gemm(self, tokens: int, sampled: int | None = None) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
-        forward pass (ms): the linear layers run once over every token of the step."""
+        forward pass (ms): the linear layers run once over every token of the step, the lm_head
+        only over the `sampled` ones (default: all; a prompt token samples nothing)."""
         weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
         memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
-        plain = min(self.plain_params_per_gpu, self.active_params_per_gpu)
-        compute_ms = gemm.compute_ms(
-            self.active_params_per_gpu - plain, tokens, self.flops_per_s * self.flops_efficiency
-        )
-        if plain:  # the layers the checkpoint left in 16 bits, at the 16-bit rate
-            rate = self.plain_flops_per_s or self.flops_per_s
-            compute_ms += gemm.compute_ms(plain, tokens, rate * self.flops_efficiency)
+        body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
+        plain = min(self.plain_params_per_gpu, body)
+        compute_ms = gemm.compute_ms(body - plain, tokens, self.flops_per_s * self.flops_efficiency)
+        # the layers the checkpoint left in 16 bits, and the lm_head, at the 16-bit rate
+        rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
+        compute_ms += gemm.compute_ms(plain, tokens, rate)
+        head_tokens = tokens if sampled is None else sampled
+        compute_ms += gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, rate)
         return weights, memory_ms, compute_ms
 
     def moe_fixed_ms(self, tokens: int) -> float:
@@ -191,7 +202,7 @@ class StepTime(BaseModel):
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return 0.0
-        _, memory_ms, compute_ms = self.gemm(tokens)
+        _, memory_ms, compute_ms = self.gemm(tokens, sampled=decode_seqs)
         return self._pipelined(
             max(memory_ms, compute_ms)
             + self.kv_read_ms(decode_kv_bytes)
@@ -259,7 +270,12 @@ def step_time_for(
     SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
-    embedding = bytes_for_elements(vocab * model.hidden_size, "bf16")
+    # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
+    # read whole every step like the untied lm_head that stays in the dense weights.
+    embedding = (
+        0 if model.tied_embeddings else bytes_for_elements(vocab * model.hidden_size, "bf16")
+    )
+    embedding_params = vocab * model.hidden_size
     expert_all = 0
     expert_one = 0
     scale = total / max(model.params_total, 1)  # bytes per parameter as stored
@@ -301,6 +317,10 @@ def step_time_for(
         bandwidth_efficiency=bandwidth_efficiency(gpu),
         flops_per_s=float(flops),
         plain_params_per_gpu=plain // (tp * pp),
+        embedding_params_per_gpu=embedding_params
+        * (1 if model.tied_embeddings else 2)
+        // (tp * pp),
+        lm_head_params_per_gpu=embedding_params // (tp * pp),
         plain_flops_per_s=float(gemm.gemm_flops_per_s(gpu, None)),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
