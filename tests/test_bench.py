@@ -12,6 +12,7 @@ from helpers import Result
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.core.step import step_time_for
+from planner.core.step.overhead import REQUEST_PATH_MS
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -108,9 +109,15 @@ def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     prompt, output = 1000, 200
     got = run(1, prompt, output, requests=20)
     curve = step_time_for(resolve_model("llama-3.1-8b", None), find_gpu("h100"), engine="vllm")
-    # TTFT: one prefill of the whole prompt (8,192-token budget), nothing else in the step
+    # TTFT: one prefill of the whole prompt (8,192-token budget), nothing else in the step,
+    # and the request's path through the server and back (REQUEST_PATH_MS)
     prefill = curve.mixed_ms(0, 0, prompt, prompt * (prompt + 1) / 2)
-    assert got["median_ttft_ms"] == pytest.approx(prefill, rel=1e-6)
+    assert got["request_path_ms"] == REQUEST_PATH_MS == 7.0
+    assert got["median_ttft_ms"] == pytest.approx(prefill + REQUEST_PATH_MS, rel=1e-6)
+    # end to end: that, then output - 1 decode steps
+    assert got["median_e2el_ms"] == pytest.approx(
+        got["median_ttft_ms"] + (output - 1) * got["median_tpot_ms"], rel=0.01
+    )
     # TPOT: the step at one sequence, its KV read growing from prompt + 1 to prompt + output
     mid = curve.step_ms(1, prompt + output // 2)
     assert got["median_tpot_ms"] == pytest.approx(mid, rel=0.01)

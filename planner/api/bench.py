@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
-from planner.core.step.overhead import VLLM_V1_SINCE
+from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
 from planner.errors import InputError, PlannerError
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
@@ -371,6 +371,7 @@ def benchmark(
             "not a measurement"
         ),
         "step_constants": step_constants(curve, calibrated),
+        "request_path_ms": REQUEST_PATH_MS,
         "deployment": {
             "model": spec.name,
             "gpu": card.id,
@@ -642,6 +643,7 @@ def _instance(
 
     cfg = SimConfig(
         policy="chunked",
+        request_path_ms=REQUEST_PATH_MS,
         max_batch=plan.max_num_seqs,
         step_token_budget=max(budget, plan.max_num_seqs),
         chunk_tokens=max(budget, plan.max_num_seqs),
@@ -884,6 +886,7 @@ def _disaggregated(
             "KV transfer priced on the link (docs/disagg.md); not a measurement"
         ),
         "step_constants": step_constants(pre.curve, None),
+        "request_path_ms": REQUEST_PATH_MS,
         "deployment": {
             "model": spec.name,
             "gpu": pre.card.id,

@@ -202,8 +202,13 @@ def _once(
     finish = np.full(n, np.nan)
     itl: dict[float, int] = {}
     peak = 0
-    dec_cfg = decode_cfg.model_copy(
-        update={"concurrency": None, "mixed": True, "step_token_budget": 2**31 - 1}
+    dec_cfg = decode_cfg.model_copy(  # requests land from the prefill pool: no client path
+        update={
+            "concurrency": None,
+            "mixed": True,
+            "step_token_budget": 2**31 - 1,
+            "request_path_ms": 0.0,
+        }
     )
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")

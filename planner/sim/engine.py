@@ -156,6 +156,12 @@ class SimConfig(BaseModel):
         "frees, whichever is later (vllm bench serve --request-rate R --max-concurrency N: "
         "requests are released at the rate and wait for the semaphore)",
     )
+    request_path_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="each request's way between the client and the scheduler (server, "
+        "tokenizer, hand-off, the first token's way back): TTFT and end-to-end latency count it",
+    )
     reserve: ReserveAdmission | None = Field(
         default=None,
         description="SGLang's admission and retraction (a new-token ratio kept free for the "
@@ -295,9 +301,13 @@ def execute(
 
     `delay_ms`: time each request waits after it is sent before the scheduler sees it (its
     prefix's KV crossing the host link from a CPU tier); TTFT counts it. Requests are still
-    taken in trace order, so a delayed one holds back those behind it by at most its delay."""
+    taken in trace order, so a delayed one holds back those behind it by at most its delay.
+    The config's request path is added to every request's delay."""
     check(trace, cfg)
     run = RunState(trace)
+    if cfg.request_path_ms:
+        base = np.zeros(trace.size) if delay_ms is None else np.asarray(delay_ms, dtype=float)
+        delay_ms = base + cfg.request_path_ms
     if cfg.policy == "static":
         if not isinstance(cost, CostModel) or cfg.concurrency is not None:
             raise InputError("--policy", "static batching runs on a given cost model, open loop")

@@ -21,3 +21,13 @@ def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
     if engine == "vllm" and version is not None and version < VLLM_V1_SINCE:
         return "vllm-v0"
     return engine if engine in ENGINE_OVERHEAD_MS else "vllm"
+
+
+# A request's trip outside the GPU, counted in its TTFT and end-to-end latency (and, in a closed
+# loop, in the client's wait before its next request): the HTTP server, tokenizing the prompt,
+# the hand-off to the engine and, after the first token, detokenizing and streaming it back.
+# 7 ms, measured on public vLLM 0.30 runs (benchmarks/data/step-time.jsonl, silybench H100
+# Qwen3-8B, 128-token prompts): TTFT p95 14.1 ms at 1 client and 24.8 at 4 against the step
+# model's 6.9 and 17.8 ms of prefill. SGLang runs the same path (tokenizer, scheduler and
+# detokenizer processes over ZMQ): taken as the same, an estimate.
+REQUEST_PATH_MS = 7.0
