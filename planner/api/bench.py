@@ -245,11 +245,7 @@ def benchmark(
     )
     # the ranks the MoE layers span: the DP ranks' experts are one group only where the engine
     # runs them that way; SGLang's --dp-size and old vLLM replicas each keep their own
-    moe_span = moe_ranks(engine_name, tp, attention_groups)
-    if ep is not None and ep not in (1, moe_span):
-        raise InputError(
-            "--ep", f"{ep}: the engine's expert parallelism spans {moe_span} ranks here"
-        )
+    check_ep(ep, engine_name, tp, attention_groups)
     extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
     longest = int((trace.prompt_tokens + trace.output_tokens).max()) + extra_prompt
     if longest > spec.max_context_tokens:
@@ -669,6 +665,13 @@ def _instance(
     )
 
 
+def check_ep(ep: int | None, engine: str, tp: int, groups: int) -> None:
+    """--ep is 1 or the ranks the engine's MoE layers span for this layout (refused else)."""
+    span = moe_ranks(engine, tp, groups)
+    if ep is not None and ep not in (1, span):
+        raise InputError("--ep", f"{ep}: the engine's expert parallelism spans {span} ranks here")
+
+
 def deployment_instance(
     *,
     gpu: str,
@@ -694,9 +697,7 @@ def deployment_instance(
     groups = _attention_groups(
         engine, tp, dp, dp_attention, moe=bool(spec.num_experts), version=settings.get("version")
     )
-    span = moe_ranks(engine, tp, groups)
-    if ep is not None and ep not in (1, span):
-        raise InputError("--ep", f"{ep}: the engine's expert parallelism spans {span} ranks here")
+    check_ep(ep, engine, tp, groups)
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     inst = _instance(
