@@ -243,3 +243,25 @@ def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only(
     assert tied_spec.tied_embeddings
     tied = step_time_for(tied_spec, h100)
     assert tied.dense_weights_bytes == tied_spec.weights_bytes  # the table is the lm_head
+
+
+def test_sliding_window_layers_attend_inside_their_window_only() -> None:
+    """A prefill query in a sliding-window layer attends to at most `window` keys: gpt-oss
+    (half its layers at a 128-token window, the other half full) pays about half the full
+    attention pairs on a long prompt, and all of them on a prompt inside the window."""
+    from planner.core.step.attention import causal_pairs
+
+    assert causal_pairs(0, 10) == 55  # 1 + 2 + ... + 10
+    assert causal_pairs(0, 10, window=4) == 1 + 2 + 3 + 4 * 7
+    assert causal_pairs(10, 5, window=4) == 5 * 4  # every query past the window
+    assert causal_pairs(2, 3, window=100) == causal_pairs(2, 3)  # inside it: uncapped
+    gpt = step_time_for(resolve_model(None, str(MODELS / "openai--gpt-oss-120b")), find_gpu("h200"))
+    assert [w for w, _ in gpt.window_flops_per_pair] == [128]
+    windowed = gpt.window_flops_per_pair[0][1]
+    assert windowed == pytest.approx(gpt.attention_flops_per_pair / 2)
+    long = gpt.chunk_pairs(0, 32_768)
+    want = (causal_pairs(0, 32_768) + causal_pairs(0, 32_768, window=128)) / 2
+    assert long == pytest.approx(want) and long < 0.51 * causal_pairs(0, 32_768)
+    assert gpt.chunk_pairs(0, 100) == causal_pairs(0, 100)
+    # a model without windows counts every pair
+    assert step_time_for(LLAMA8, find_gpu("h200")).chunk_pairs(500, 300) == causal_pairs(500, 300)

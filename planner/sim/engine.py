@@ -634,7 +634,7 @@ def _iteration_level(
         if curve is None:
             dt = overhead_ms + (a_ms + b_ms * n_decoding) * factor + prefill_ms * prefill_tokens
         else:
-            pairs = sum(g * prefilled[i] + g * (g + 1) / 2 for i, g in take.items())
+            pairs = sum(curve.curve.chunk_pairs(prefilled[i], g) for i, g in take.items())
             decode_tokens = decode_base + clock * n_decoding if n_decoding else 0
             dt = curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
         if multi > 1:

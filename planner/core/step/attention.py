@@ -17,7 +17,8 @@ ATTENTION_FLOPS_PER_PAIR_DIM = 2
 def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
     """Prefill attention FLOPs per (query, key) pair on one GPU, all attention layers: each
     query head does Q.K^T over head_dim_k and P.V over head_dim_v (MLA prefill runs
-    un-absorbed, with the model's head sizes). Sliding windows are not capped here."""
+    un-absorbed, with the model's head sizes). Sliding windows are capped by the pairs counted
+    (StepTime.chunk_pairs, with window_flops_per_pair)."""
     heads = max(1, model.num_attention_heads // tp)
     total = 0.0
     for g in model.kv_groups:
@@ -27,6 +28,34 @@ def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
         dv = g.head_dim_v or model.head_dim
         total += g.num_layers * heads * ATTENTION_FLOPS_PER_PAIR_DIM * (dk + dv)
     return total
+
+
+def window_flops_per_pair(model: ModelSpec, tp: int) -> tuple[tuple[int, float], ...]:
+    """The part of attention_flops_per_pair that sliding-window layers do, by window: a query
+    there attends to at most `window` keys (FlashAttention computes only inside the window)."""
+    heads = max(1, model.num_attention_heads // tp)
+    by_window: dict[int, float] = {}
+    for g in model.kv_groups:
+        if not g.kind.per_token or not g.window_tokens:
+            continue
+        dk = g.head_dim_k or model.head_dim
+        dv = g.head_dim_v or model.head_dim
+        flops = g.num_layers * heads * ATTENTION_FLOPS_PER_PAIR_DIM * (dk + dv)
+        by_window[g.window_tokens] = by_window.get(g.window_tokens, 0.0) + flops
+    return tuple(sorted(by_window.items()))
+
+
+def causal_pairs(cached: int, chunk: int, window: int | None = None) -> float:
+    """(query, key) pairs of a `chunk`-token prefill chunk after `cached` tokens: query q (from
+    cached to cached + chunk - 1) sees q + 1 keys, at most `window` of them."""
+    full = chunk * cached + chunk * (chunk + 1) / 2
+    first, last = cached + 1, cached + chunk  # keys the first and the last query see
+    if window is None or last <= window:
+        return full
+    if first >= window:
+        return float(chunk * window)
+    # queries below the window see first .. window - 1 keys; the rest see the window
+    return (first + window - 1) * (window - first) / 2 + (last - window + 1) * window
 
 
 def prefill_ms(pairs: float, flops_per_pair: float, flops_per_s: float) -> float:

@@ -84,6 +84,11 @@ class StepTime(BaseModel):
     attention_flops_efficiency: float = Field(
         default=attention.ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1
     )
+    window_flops_per_pair: tuple[tuple[int, float], ...] = Field(
+        default=(),
+        description="(window, FLOPs per pair) of the sliding-window layers, inside "
+        "attention_flops_per_pair",
+    )
     memory_scale: float = Field(
         default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
     )
@@ -177,6 +182,20 @@ class StepTime(BaseModel):
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache, ms."""
         return gemm.read_ms(kv_bytes, self._bandwidth()) * self.memory_scale
+
+    def chunk_pairs(self, cached: int, chunk: int) -> float:
+        """The (query, key) pairs a prefill chunk of `chunk` tokens after `cached` ones costs,
+        as pairs of a full-attention layer: sliding-window layers count only the keys inside
+        their window, weighted by their share of the attention FLOPs."""
+        full = attention.causal_pairs(cached, chunk)
+        total = self.attention_flops_per_pair
+        if not self.window_flops_per_pair or total <= 0:
+            return full
+        windowed = sum(f for _, f in self.window_flops_per_pair)
+        capped = sum(
+            f * attention.causal_pairs(cached, chunk, w) for w, f in self.window_flops_per_pair
+        )
+        return ((total - windowed) * full + capped) / total
 
     def prefill_attention_ms(self, pairs: float) -> float:
         """Prefill attention over `pairs` (query, key) pairs (causal), ms."""
@@ -331,6 +350,9 @@ def step_time_for(
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
+        window_flops_per_pair=tuple(
+            (w, f / pp) for w, f in attention.window_flops_per_pair(model, tp)
+        ),
         pp=pp,
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
