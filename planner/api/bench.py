@@ -310,40 +310,13 @@ def benchmark(
     block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
     weight_dtype, card = inst.weight_dtype, inst.card
 
-    def tiered(base: Any, concurrency: int | None) -> tuple[Any, Any, dict[str, Any] | None]:
-        """The trace with its prefixes served from the tiers, the load delays, the hits."""
-        if prefix is None or prefix.share <= 0:
-            return base, None, None
-        from planner.core.step.comm import host_link_bytes_per_s
-        from planner.sim.prefix import with_tiers
-
-        tiers = plan.kv_tiers
-        cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
-        per_token = p.bytes_per_block // block
-        # the GPU pool less what the running requests hold is the prefix cache's room
-        own = float((base.prompt_tokens + base.output_tokens).mean())
-        if concurrency is None:  # open loop: Little's law at the engine's full batch
-            rate = load.rate_per_s or 0.0
-            out_mean = float(base.output_tokens.mean())
-            concurrency = math.ceil(rate * out_mean * curve.step_ms(plan.max_num_seqs, 1) / 1e3)
-        running = min(plan.max_num_seqs, max(1, concurrency))
-        room = max(0, p.kv_cache_tokens - math.ceil(running * own))
-        served, delay, hits = with_tiers(
-            base,
-            prefix,
-            gpu_room_tokens=room,
-            cpu_tier_tokens=cpu_tokens,
-            kv_bytes_per_token=per_token,
-            host_link_bytes_per_s=host_link_bytes_per_s(card),
-            seed=load.seed,
-        )
-        return served, delay, hits.model_dump()
-
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
         cfg = inst.cfg.model_copy(
             update={"concurrency": concurrency, "paced": paced and concurrency is not None}
         )
-        served, delay, hits = tiered(trace_now, concurrency)
+        served, delay, hits = prefix_served(
+            trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
+        )
         run = execute(served, cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp)
         if hits is not None:
@@ -418,6 +391,47 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def prefix_served(
+    trace: Any,
+    prefix: Any,
+    inst: Instance,
+    concurrency: int | None,
+    rate_per_s: float | None,
+    seed: int,
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """The trace with its shared prefixes served from the instance's tiers (planner.sim.prefix:
+    the GPU pool's room, the CPU tier the plan sizes), the time each request waits for its
+    prefix to load, and the hits; the trace itself where no prefix is shared. The GPU pool less
+    what the running requests hold is the prefix cache's room: the clients of a closed loop, or
+    Little's law at the engine's full batch for an open one."""
+    if prefix is None or prefix.share <= 0:
+        return trace, None, None
+    from planner.core.step.comm import host_link_bytes_per_s
+    from planner.sim.prefix import with_tiers
+
+    plan, p, curve = inst.plan, inst.prediction, inst.curve
+    tiers = plan.kv_tiers
+    cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
+    per_token = p.bytes_per_block // inst.cfg.block_tokens
+    own = float((trace.prompt_tokens + trace.output_tokens).mean())
+    if concurrency is None:
+        out_mean = float(trace.output_tokens.mean())
+        step_s = curve.step_ms(plan.max_num_seqs, 1) / 1e3
+        concurrency = math.ceil((rate_per_s or 0.0) * out_mean * step_s)
+    running = min(plan.max_num_seqs, max(1, concurrency))
+    room = max(0, p.kv_cache_tokens - math.ceil(running * own))
+    served, delay, hits = with_tiers(
+        trace,
+        prefix,
+        gpu_room_tokens=room,
+        cpu_tier_tokens=cpu_tokens,
+        kv_bytes_per_token=per_token,
+        host_link_bytes_per_s=host_link_bytes_per_s(inst.card),
+        seed=seed,
+    )
+    return served, delay, hits.model_dump()
 
 
 def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
