@@ -614,3 +614,51 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
     decode = r.json()["deployment"]["disagg"]["decode"]["command"]
     role = " --disaggregation-mode decode --disaggregation-transfer-backend mooncake"
     assert decode == pools["decode_command"].replace(role, "")
+
+
+def test_a_shared_prefix_is_served_from_the_prefix_cache_as_simulate_serves_it(cli: Cli) -> None:
+    """Requests that open with one shared prefix find it in the replica's prefix cache: a
+    replica sustains more of them than of the same prompts without one, and every curve point
+    is what `planner simulate --prefix-share` predicts for that deployment."""
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+    from planner.sim.prefix import PrefixShare
+
+    def fixed(tokens: int) -> dict[str, Any]:
+        return {"distribution": "fixed", "min": tokens, "max": tokens, "median": tokens}
+
+    shared = PrefixShare(share=1.0, tokens=2000)
+    own = {"prompt_tokens": fixed(500), "output_tokens": fixed(200)}
+    opened = report(5.0, ("h100",), prefix=shared, workload=own)
+    plain = report(5.0, ("h100",), workload=own | {"prompt_tokens": fixed(2500)})
+    hit, miss = opened["winner"], plain["winner"]
+    assert hit["sustainable_rate_per_replica"] > 1.5 * miss["sustainable_rate_per_replica"]
+    assert hit["ttft_ms_at_load"] < miss["ttft_ms_at_load"]
+    # one answer: a curve point is simulate's run of the same line and prefix
+    point = hit["curve"][1]
+    n = point["max_concurrency"]
+    sim = benchmark(
+        gpu=hit["gpu"],
+        preset="llama-3.1-8b",
+        model=None,
+        settings={
+            "tp": hit["tp"],
+            "context_tokens": hit["flags"]["max_model_len"],
+            "max_num_seqs": hit["curve"][-1]["max_concurrency"],
+            "quantization": "fp8" if hit["precision"] == "fp8" else None,
+            "mean_tokens": 500 + 2000 + 200 // 2,
+        },
+        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
+        lengths=Lengths(prompt_len=500, output_len=200),
+        prefix=shared,
+    )
+    assert sim["prefix_cache"]["gpu_hits"] > 0
+    assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
+    assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
+    # not modelled with disaggregation yet, said so; a half-given prefix names its flag
+    args = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--tpot", "50"]
+    args += ["--ttft", "1000"]
+    on = cli(*args, "--prefix-share", "0.5", "--prefix-tokens", "100", "--disagg", "on", "--json")
+    assert on.code == 2 and on.json()["field"] == "--disagg"
+    half = cli(*args, "--prefix-share", "0.5", "--json")
+    assert half.code == 2 and half.json()["field"] == "--prefix-share"

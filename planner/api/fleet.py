@@ -126,8 +126,13 @@ def fleet_report(
     precisions: list[str] | None = None,
     engine_version: str | None = None,
     disagg: str = "auto",
+    prefix: Any = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
+
+    `prefix`: a planner.sim.prefix.PrefixShare: a share of requests opens with a shared prefix
+    that the replica's prefix cache serves where it still holds it (as `planner simulate
+    --prefix-share` runs it); disaggregated units are not searched then.
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another). `objective`: what
@@ -162,7 +167,16 @@ def fleet_report(
     longest = int((sample.prompt_tokens + sample.output_tokens).max())
     mean_prompt = float(sample.prompt_tokens.mean())
     mean_output = float(sample.output_tokens.mean())
-    asked = int(w.prompt_tokens.max + w.output_tokens.max)  # the longest request asked for
+    if prefix is not None and prefix.share > 0:
+        if disagg == "on":
+            raise InputError("--disagg", "on is not modelled with --prefix-share yet")
+        disagg = "off"
+        # a shared prefix opens the prompt: the requests hold it in the context
+        longest += prefix.tokens
+    else:
+        prefix = None
+    # the longest request asked for
+    asked = int(w.prompt_tokens.max + w.output_tokens.max) + (prefix.tokens if prefix else 0)
     if asked > spec.max_context_tokens and context is None:
         raise InputError(
             "--prompt-len",
@@ -177,7 +191,8 @@ def fleet_report(
             f"{context:,} must hold the longest request ({longest:,} tokens) and stay within "
             f"{spec.name}'s maximum of {spec.max_context_tokens:,}",
         )
-    mean = max(1, min(context, round(mean_prompt + mean_output / 2)))
+    opening = prefix.share * prefix.tokens if prefix else 0.0  # the mean shared prefix held
+    mean = max(1, min(context, round(mean_prompt + opening + mean_output / 2)))
     cards = [find_gpu(g) for g in gpus]
     layouts = [t for t in valid_tp(spec) if t <= MAX_TP]
     if tps is not None:
@@ -221,6 +236,7 @@ def fleet_report(
                         "headroom": headroom,
                         "mean_prompt": mean_prompt,
                         "mean_output": mean_output,
+                        "prefix": prefix,
                     }
                 )
     if not jobs:
@@ -506,6 +522,23 @@ def _ep_size(job: dict[str, Any]) -> int | None:
     return moe_ranks(job["engine"], int(job["tp"]), int(job.get("groups", 1)))
 
 
+def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) -> Any:
+    """A trial's runner when requests share a prefix: each trace served from the replica's
+    prefix cache at `rate` (planner.api.bench.prefix_served, as simulate serves it); None
+    (the plain run) without one."""
+    prefix = job.get("prefix")
+    if prefix is None:
+        return None
+    from planner.api.bench import prefix_served
+    from planner.sim.engine import execute
+
+    def run(trace: Any) -> Any:
+        served, delay, _ = prefix_served(trace, prefix, inst, None, rate, job["workload"].seed)
+        return execute(served, cost, cfg, delay)
+
+    return run
+
+
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
@@ -554,6 +587,9 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     # trial); the curve below runs the step-time model itself
     cost = CostModel(**sim_cost_from(step))
     longest = int(w.prompt_tokens.max + w.output_tokens.max)
+    prefix = job.get("prefix")
+    if prefix is not None:
+        longest += prefix.tokens  # a request may open with the shared prefix
     best = None
     cfg = None
     # max_num_seqs is searched too: the KV-bound value and lower caps, which can hold a
@@ -576,7 +612,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         def judge(
             r: float, c: SimConfig = trial_cfg, m: CostModel = cost, seen: list[Any] = failed
         ) -> Any:
-            t = trial(w, r, m, c, promised)
+            t = trial(w, r, m, c, promised, runner=_prefixed(job, inst, m, c, r))
             if not t.ok:
                 seen.append(t)
             return t
@@ -612,8 +648,13 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     replicas = replicas_for(rate, best.rate_per_s, headroom)
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
-    curve_points = layout_curve(inst=inst, workload=w, gpus=per_replica, groups=groups)
-    at_load = trial(w, rate / replicas / groups, cost, cfg, promised)
+    curve_points = layout_curve(
+        inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.get("prefix")
+    )
+    at_rate = rate / replicas / groups
+    at_load = trial(
+        w, at_rate, cost, cfg, promised, runner=_prefixed(job, inst, cost, cfg, at_rate)
+    )
     seqs = cfg.max_batch
     # SGLang's --max-running-requests is the deployment's, shared among its attention groups
     flag_seqs = seqs * groups if job["engine"] == "sglang" else seqs
@@ -639,7 +680,8 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             gpus_per_replica=per_replica,
             price_per_gpu_hour=job["price"],
             rate=rate,
-            mean_prompt=mean_prompt,
+            # the prompts as asked for: with the shared prefix they open with
+            mean_prompt=mean_prompt + (prefix.share * prefix.tokens if prefix else 0.0),
             mean_output=mean_output,
         )
         | {

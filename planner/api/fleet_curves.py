@@ -25,11 +25,15 @@ def clients_for(cap: int) -> list[int]:
     return [*points, cap]
 
 
-def layout_curve(*, inst: Any, workload: Any, gpus: int, groups: int = 1) -> list[dict[str, Any]]:
+def layout_curve(
+    *, inst: Any, workload: Any, gpus: int, groups: int = 1, prefix: Any = None
+) -> list[dict[str, Any]]:
     """One layout's points: for each client count, what the benchmark would print for the
     engine instance `inst` (planner.api.bench.Instance) on `gpus` GPUs (an estimate), per GPU
     and per user. With `groups` data-parallel groups the instance is one group, given its
-    share of the clients (as `planner simulate --dp` runs it)."""
+    share of the clients (as `planner simulate --dp` runs it); with a shared `prefix`, served
+    from the instance's prefix cache as simulate serves it."""
+    from planner.api.bench import prefix_served
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
     from planner.sim.workload import generate
@@ -40,8 +44,10 @@ def layout_curve(*, inst: Any, workload: Any, gpus: int, groups: int = 1) -> lis
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * total)
         trace = generate(workload.model_copy(update={"requests": requests, "seed": 0}))
         trace = trace.share(groups)  # one group's, as `planner simulate --dp` deals them
-        run = execute(trace, inst.cost, inst.cfg.model_copy(update={"concurrency": clients}))
-        metrics = bench_metrics(run, trace, replicas=groups)
+        served, delay, _ = prefix_served(trace, prefix, inst, clients, None, 0)
+        cfg = inst.cfg.model_copy(update={"concurrency": clients})
+        run = execute(served, inst.cost, cfg, delay)
+        metrics = bench_metrics(run, served, replicas=groups)
         points.append(curve_point(total, metrics, gpus))
     return points
 

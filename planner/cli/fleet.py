@@ -6,7 +6,15 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import HubTimeout, ReservedGib, apply_hub_timeout
+from planner.cli.numbers import (
+    HubTimeout,
+    Prefixes,
+    PrefixShareOption,
+    PrefixTokens,
+    ReservedGib,
+    apply_hub_timeout,
+)
+from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import WIDEST_TABLE, console, emit_json, fit_columns, print_table
 
 # Candidate columns a narrow terminal leaves out first, in order (--json keeps them all).
@@ -130,6 +138,9 @@ def fleet(
         int | None,
         typer.Option(help="Candidates searched at once in a process pool [default: the cores]."),
     ] = None,
+    prefix_share: PrefixShareOption = None,
+    prefix_tokens: PrefixTokens = None,
+    prefixes: Prefixes = 1,
     hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -228,6 +239,7 @@ def fleet(
         precisions=precisions,
         engine_version=engine_version,
         disagg=disagg,
+        prefix=parse_prefix(prefix_share, prefix_tokens, prefixes),
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")

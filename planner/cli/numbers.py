@@ -41,6 +41,38 @@ HubTimeout = Annotated[
 ]
 
 
+# --prefix-share / --prefix-tokens / --prefixes, as simulate and fleet declare them.
+PrefixShareOption = Annotated[
+    float | None,
+    typer.Option(help="Share of requests opening with a shared prefix (prefix cache tiers)."),
+]
+PrefixTokens = Annotated[int | None, typer.Option(help="Shared prefix length, tokens.")]
+Prefixes = Annotated[
+    int, typer.Option(help="Distinct shared prefixes, drawn uniformly (the working set).")
+]
+
+
+def prefix_share(share: float | None, tokens: int | None, prefixes: int) -> Any:
+    """The planner.sim.prefix.PrefixShare the prefix flags describe (None without them); a
+    bad value is one error naming its flag."""
+    if share is None and tokens is None:
+        return None
+    from pydantic import ValidationError
+
+    from planner.errors import validation_text
+    from planner.sim.prefix import PrefixShare
+
+    if share is None or tokens is None:
+        raise InputError("--prefix-share", "needs --prefix-tokens (and the other way)")
+    try:
+        return PrefixShare(share=share, tokens=tokens, prefixes=prefixes)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "share"
+        name = {"share": "--prefix-share", "tokens": "--prefix-tokens"}.get(key, "--prefixes")
+        raise InputError(name, validation_text(err)) from exc
+
+
 def apply_hub_timeout(seconds: float | None) -> None:
     """Set the Hub deadline for this run (refused outside (0, 600] s); the default when not
     given, so one run's --timeout never carries into the next in the same process. A run that

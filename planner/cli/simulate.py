@@ -8,7 +8,14 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from planner.cli.numbers import HubTimeout, apply_hub_timeout
+from planner.cli.numbers import (
+    HubTimeout,
+    Prefixes,
+    PrefixShareOption,
+    PrefixTokens,
+    apply_hub_timeout,
+)
+from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 # Load / Lengths field -> the flag that sets it.
@@ -222,14 +229,9 @@ def simulate(
         str | None,
         typer.Option(help="A profile from `planner calibrate --bench` (step-time terms)."),
     ] = None,
-    prefix_share: Annotated[
-        float | None,
-        typer.Option(help="Share of requests opening with a shared prefix (prefix cache tiers)."),
-    ] = None,
-    prefix_tokens: Annotated[int | None, typer.Option(help="Shared prefix length, tokens.")] = None,
-    prefixes: Annotated[
-        int, typer.Option(help="Distinct shared prefixes, drawn uniformly (the working set).")
-    ] = 1,
+    prefix_share: PrefixShareOption = None,
+    prefix_tokens: PrefixTokens = None,
+    prefixes: Prefixes = 1,
     kv_offloading_size: Annotated[
         float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")
     ] = None,
@@ -341,21 +343,7 @@ def simulate(
             hicache_size=hicache_size,
             host_memory_gib=None,
         )
-        shared = None
-        if prefix_share is not None or prefix_tokens is not None:
-            from planner.sim.prefix import PrefixShare
-
-            if prefix_share is None or prefix_tokens is None:
-                raise InputError("--prefix-share", "needs --prefix-tokens (and the other way)")
-            try:
-                shared = PrefixShare(share=prefix_share, tokens=prefix_tokens, prefixes=prefixes)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                key = str(err["loc"][0]) if err["loc"] else "share"
-                name = {"share": "--prefix-share", "tokens": "--prefix-tokens"}.get(
-                    key, "--prefixes"
-                )
-                raise InputError(name, validation_text(err)) from exc
+        shared = parse_prefix(prefix_share, prefix_tokens, prefixes)
         layout = None
         if disagg is not None:
             from planner.core.parallel import moe_ranks, ranks_share_tp
