@@ -662,3 +662,46 @@ def test_a_shared_prefix_is_served_from_the_prefix_cache_as_simulate_serves_it(c
     assert on.code == 2 and on.json()["field"] == "--disagg"
     half = cli(*args, "--prefix-share", "0.5", "--json")
     assert half.code == 2 and half.json()["field"] == "--prefix-share"
+
+
+def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> None:
+    """With a vLLM CPU offload tier every candidate's line carries it, and the prefixes that no
+    longer fit the GPU pool are served from it: a curve point is `planner simulate` with the
+    same tier and prefixes (its CPU hits included)."""
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+    from planner.sim.prefix import PrefixShare
+
+    def fixed(tokens: int) -> dict[str, Any]:
+        return {"distribution": "fixed", "min": tokens, "max": tokens, "median": tokens}
+
+    shared = PrefixShare(share=1.0, tokens=4000, prefixes=200)  # 800K tokens: over the GPU's
+    tier = {"kv_offloading_size_gib": 200.0}
+    own = {"prompt_tokens": fixed(200), "output_tokens": fixed(200)}
+    data = report(5.0, ("h100",), prefix=shared, offload=tier, workload=own)
+    w = data["winner"]
+    assert w["command"].endswith("--kv-offloading-size 200")
+    point = w["curve"][-1]
+    n = point["max_concurrency"]
+    sim = benchmark(
+        gpu=w["gpu"],
+        preset="llama-3.1-8b",
+        model=None,
+        settings={
+            "tp": w["tp"],
+            "context_tokens": w["flags"]["max_model_len"],
+            "max_num_seqs": n,
+            "quantization": "fp8" if w["precision"] == "fp8" else None,
+            "mean_tokens": 200 + 4000 + 200 // 2,
+            "offload": tier,
+        },
+        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
+        lengths=Lengths(prompt_len=200, output_len=200),
+        prefix=shared,
+    )
+    assert sim["prefix_cache"]["cpu_hits"] > 0
+    assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
+    assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
+    args = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--tpot", "50"]
+    on = cli(*args, "--ttft", "1000", "--kv-offloading-size", "100", "--disagg", "on", "--json")
+    assert on.code == 2 and on.json()["field"] == "--disagg"

@@ -127,12 +127,15 @@ def fleet_report(
     engine_version: str | None = None,
     disagg: str = "auto",
     prefix: Any = None,
+    offload: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
     `prefix`: a planner.sim.prefix.PrefixShare: a share of requests opens with a shared prefix
     that the replica's prefix cache serves where it still holds it (as `planner simulate
-    --prefix-share` runs it); disaggregated units are not searched then.
+    --prefix-share` runs it); disaggregated units are not searched then. `offload`: the KV
+    offload tier every candidate's line carries (OffloadSettings fields, as capacity and
+    simulate take them): a CPU tier the prefixes are served from too.
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another). `objective`: what
@@ -167,6 +170,10 @@ def fleet_report(
     longest = int((sample.prompt_tokens + sample.output_tokens).max())
     mean_prompt = float(sample.prompt_tokens.mean())
     mean_output = float(sample.output_tokens.mean())
+    if offload:
+        if disagg == "on":
+            raise InputError("--disagg", "on is not modelled with a KV offload tier yet")
+        disagg = "off"
     if prefix is not None and prefix.share > 0:
         if disagg == "on":
             raise InputError("--disagg", "on is not modelled with --prefix-share yet")
@@ -237,6 +244,7 @@ def fleet_report(
                         "mean_prompt": mean_prompt,
                         "mean_output": mean_output,
                         "prefix": prefix,
+                        "offload": offload,
                     }
                 )
     if not jobs:
@@ -488,7 +496,7 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
         "quantization": "fp8" if fp8 else None,
         "dtype": "auto" if card.supports_bf16 else "half",
         "extra": extra,
-    }
+    } | ({"offload": job["offload"]} if job.get("offload") else {})
 
 
 def job_instance(job: dict[str, Any], as_launched: bool) -> Any:

@@ -7,7 +7,12 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.numbers import (
+    EnableHierarchicalCache,
+    HicacheRatio,
+    HicacheSize,
     HubTimeout,
+    KvOffloadingBackend,
+    KvOffloadingSize,
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
@@ -141,6 +146,11 @@ def fleet(
     prefix_share: PrefixShareOption = None,
     prefix_tokens: PrefixTokens = None,
     prefixes: Prefixes = 1,
+    kv_offloading_size: KvOffloadingSize = None,
+    kv_offloading_backend: KvOffloadingBackend = None,
+    enable_hierarchical_cache: EnableHierarchicalCache = False,
+    hicache_ratio: HicacheRatio = None,
+    hicache_size: HicacheSize = None,
     hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -207,6 +217,7 @@ def fleet(
             sys.stderr.write(f"\rsearched {gpu} TP {tp} {precision}".ljust(60))
             sys.stderr.flush()
 
+    from planner.cli.capacity import _offload
     from planner.cli.numbers import reserved_bytes
     from planner.sources.calibration import load_calibration
 
@@ -240,6 +251,16 @@ def fleet(
         engine_version=engine_version,
         disagg=disagg,
         prefix=parse_prefix(prefix_share, prefix_tokens, prefixes),
+        offload=_offload(
+            gpu="",
+            kv_offloading_size=kv_offloading_size,
+            kv_offloading_backend=kv_offloading_backend,
+            lmcache_config=None,
+            hicache=enable_hierarchical_cache,
+            hicache_ratio=hicache_ratio,
+            hicache_size=hicache_size,
+            host_memory_gib=None,
+        ),
     )
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")

@@ -52,6 +52,16 @@ Prefixes = Annotated[
 ]
 
 
+# The KV offload tiers' flags, as simulate and fleet declare them.
+KvOffloadingSize = Annotated[
+    float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")
+]
+KvOffloadingBackend = Annotated[str | None, typer.Option(help="vLLM: native or lmcache.")]
+EnableHierarchicalCache = Annotated[bool, typer.Option(help="SGLang: HiCache host KV tier.")]
+HicacheRatio = Annotated[float | None, typer.Option(help="SGLang: host / device [2].")]
+HicacheSize = Annotated[float | None, typer.Option(help="SGLang: host pool per rank, GB.")]
+
+
 def prefix_share(share: float | None, tokens: int | None, prefixes: int) -> Any:
     """The planner.sim.prefix.PrefixShare the prefix flags describe (None without them); a
     bad value is one error naming its flag."""

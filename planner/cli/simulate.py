@@ -9,7 +9,12 @@ import typer
 from pydantic import ValidationError
 
 from planner.cli.numbers import (
+    EnableHierarchicalCache,
+    HicacheRatio,
+    HicacheSize,
     HubTimeout,
+    KvOffloadingBackend,
+    KvOffloadingSize,
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
@@ -232,19 +237,11 @@ def simulate(
     prefix_share: PrefixShareOption = None,
     prefix_tokens: PrefixTokens = None,
     prefixes: Prefixes = 1,
-    kv_offloading_size: Annotated[
-        float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")
-    ] = None,
-    kv_offloading_backend: Annotated[
-        str | None, typer.Option(help="vLLM: native or lmcache.")
-    ] = None,
-    enable_hierarchical_cache: Annotated[
-        bool, typer.Option(help="SGLang: HiCache host KV tier.")
-    ] = False,
-    hicache_ratio: Annotated[float | None, typer.Option(help="SGLang: host / device [2].")] = None,
-    hicache_size: Annotated[
-        float | None, typer.Option(help="SGLang: host pool per rank, GB.")
-    ] = None,
+    kv_offloading_size: KvOffloadingSize = None,
+    kv_offloading_backend: KvOffloadingBackend = None,
+    enable_hierarchical_cache: EnableHierarchicalCache = False,
+    hicache_ratio: HicacheRatio = None,
+    hicache_size: HicacheSize = None,
     disagg: Annotated[
         str | None,
         typer.Option(help="Prefill/decode disaggregation: xPyD, e.g. 1P3D (docs/disagg.md)."),
