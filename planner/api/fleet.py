@@ -170,18 +170,16 @@ def fleet_report(
     longest = int((sample.prompt_tokens + sample.output_tokens).max())
     mean_prompt = float(sample.prompt_tokens.mean())
     mean_output = float(sample.output_tokens.mean())
-    if offload:
-        if disagg == "on":
-            raise InputError("--disagg", "on is not modelled with a KV offload tier yet")
-        disagg = "off"
-    if prefix is not None and prefix.share > 0:
-        if disagg == "on":
-            raise InputError("--disagg", "on is not modelled with --prefix-share yet")
-        disagg = "off"
-        # a shared prefix opens the prompt: the requests hold it in the context
-        longest += prefix.tokens
-    else:
+    if prefix is not None and prefix.share <= 0:
         prefix = None
+    if prefix is not None or offload:
+        if disagg == "on":
+            raise InputError(
+                "--disagg", "on is not modelled with --prefix-share or a KV offload tier yet"
+            )
+        disagg = "off"
+    if prefix is not None:  # a shared prefix opens the prompt: the requests hold it
+        longest += prefix.tokens
     # the longest request asked for
     asked = int(w.prompt_tokens.max + w.output_tokens.max) + (prefix.tokens if prefix else 0)
     if asked > spec.max_context_tokens and context is None:
@@ -198,7 +196,7 @@ def fleet_report(
             f"{context:,} must hold the longest request ({longest:,} tokens) and stay within "
             f"{spec.name}'s maximum of {spec.max_context_tokens:,}",
         )
-    opening = prefix.share * prefix.tokens if prefix else 0.0  # the mean shared prefix held
+    opening = prefix.mean_tokens if prefix else 0.0
     mean = max(1, min(context, round(mean_prompt + opening + mean_output / 2)))
     cards = [find_gpu(g) for g in gpus]
     layouts = [t for t in valid_tp(spec) if t <= MAX_TP]
@@ -689,7 +687,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             price_per_gpu_hour=job["price"],
             rate=rate,
             # the prompts as asked for: with the shared prefix they open with
-            mean_prompt=mean_prompt + (prefix.share * prefix.tokens if prefix else 0.0),
+            mean_prompt=mean_prompt + (prefix.mean_tokens if prefix else 0.0),
             mean_output=mean_output,
         )
         | {

@@ -29,6 +29,11 @@ class PrefixShare(BaseModel):
     tokens: int = Field(gt=0, le=2**24)
     prefixes: int = Field(default=1, gt=0, le=10**6)
 
+    @property
+    def mean_tokens(self) -> float:
+        """Prefix tokens per request on average (the prompts open with them)."""
+        return self.share * self.tokens
+
 
 class TierHits(BaseModel):
     """How the requests' prefixes were served."""
