@@ -616,42 +616,52 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
     assert decode == pools["decode_command"].replace(role, "")
 
 
+def _fixed(tokens: int) -> dict[str, Any]:
+    """A workload length distribution of exactly `tokens`."""
+    return {"distribution": "fixed", "min": tokens, "max": tokens, "median": tokens}
+
+
+def _simulated_point(
+    w: dict[str, Any], n: int, prompt: int, output: int, prefix: Any, **settings: Any
+) -> dict[str, Any]:
+    """`planner simulate` of a fleet winner's line at `n` clients, as its curve poses it."""
+    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+
+    return benchmark(
+        gpu=w["gpu"],
+        preset="llama-3.1-8b",
+        model=None,
+        settings={
+            "tp": w["tp"],
+            "context_tokens": w["flags"]["max_model_len"],
+            "quantization": "fp8" if w["precision"] == "fp8" else None,
+            "mean_tokens": round(prompt + prefix.mean_tokens + output / 2),  # as fleet sizes it
+        }
+        | settings,
+        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
+        lengths=Lengths(prompt_len=prompt, output_len=output),
+        prefix=prefix,
+    )
+
+
 def test_a_shared_prefix_is_served_from_the_prefix_cache_as_simulate_serves_it(cli: Cli) -> None:
     """Requests that open with one shared prefix find it in the replica's prefix cache: a
     replica sustains more of them than of the same prompts without one, and every curve point
     is what `planner simulate --prefix-share` predicts for that deployment."""
-    from planner.api.bench import Lengths, Load, benchmark
-    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
     from planner.sim.prefix import PrefixShare
 
-    def fixed(tokens: int) -> dict[str, Any]:
-        return {"distribution": "fixed", "min": tokens, "max": tokens, "median": tokens}
-
     shared = PrefixShare(share=1.0, tokens=2000)
-    own = {"prompt_tokens": fixed(500), "output_tokens": fixed(200)}
+    own = {"prompt_tokens": _fixed(500), "output_tokens": _fixed(200)}
     opened = report(5.0, ("h100",), prefix=shared, workload=own)
-    plain = report(5.0, ("h100",), workload=own | {"prompt_tokens": fixed(2500)})
+    plain = report(5.0, ("h100",), workload=own | {"prompt_tokens": _fixed(2500)})
     hit, miss = opened["winner"], plain["winner"]
     assert hit["sustainable_rate_per_replica"] > 1.5 * miss["sustainable_rate_per_replica"]
     assert hit["ttft_ms_at_load"] < miss["ttft_ms_at_load"]
     # one answer: a curve point is simulate's run of the same line and prefix
     point = hit["curve"][1]
-    n = point["max_concurrency"]
-    sim = benchmark(
-        gpu=hit["gpu"],
-        preset="llama-3.1-8b",
-        model=None,
-        settings={
-            "tp": hit["tp"],
-            "context_tokens": hit["flags"]["max_model_len"],
-            "max_num_seqs": hit["curve"][-1]["max_concurrency"],
-            "quantization": "fp8" if hit["precision"] == "fp8" else None,
-            "mean_tokens": 500 + 2000 + 200 // 2,
-        },
-        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
-        lengths=Lengths(prompt_len=500, output_len=200),
-        prefix=shared,
-    )
+    cap = hit["curve"][-1]["max_concurrency"]
+    sim = _simulated_point(hit, point["max_concurrency"], 500, 200, shared, max_num_seqs=cap)
     assert sim["prefix_cache"]["gpu_hits"] > 0
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
@@ -668,37 +678,17 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
     """With a vLLM CPU offload tier every candidate's line carries it, and the prefixes that no
     longer fit the GPU pool are served from it: a curve point is `planner simulate` with the
     same tier and prefixes (its CPU hits included)."""
-    from planner.api.bench import Lengths, Load, benchmark
-    from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
     from planner.sim.prefix import PrefixShare
-
-    def fixed(tokens: int) -> dict[str, Any]:
-        return {"distribution": "fixed", "min": tokens, "max": tokens, "median": tokens}
 
     shared = PrefixShare(share=1.0, tokens=4000, prefixes=200)  # 800K tokens: over the GPU's
     tier = {"kv_offloading_size_gib": 200.0}
-    own = {"prompt_tokens": fixed(200), "output_tokens": fixed(200)}
+    own = {"prompt_tokens": _fixed(200), "output_tokens": _fixed(200)}
     data = report(5.0, ("h100",), prefix=shared, offload=tier, workload=own)
     w = data["winner"]
     assert w["command"].endswith("--kv-offloading-size 200")
     point = w["curve"][-1]
     n = point["max_concurrency"]
-    sim = benchmark(
-        gpu=w["gpu"],
-        preset="llama-3.1-8b",
-        model=None,
-        settings={
-            "tp": w["tp"],
-            "context_tokens": w["flags"]["max_model_len"],
-            "max_num_seqs": n,
-            "quantization": "fp8" if w["precision"] == "fp8" else None,
-            "mean_tokens": 200 + 4000 + 200 // 2,
-            "offload": tier,
-        },
-        load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
-        lengths=Lengths(prompt_len=200, output_len=200),
-        prefix=shared,
-    )
+    sim = _simulated_point(w, n, 200, 200, shared, max_num_seqs=n, offload=tier)
     assert sim["prefix_cache"]["cpu_hits"] > 0
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
