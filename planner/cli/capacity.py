@@ -407,7 +407,7 @@ def capacity(
             )
             | parallel,
         }
-        settings["offload"] = _offload(
+        settings["offload"] = offload_settings(
             gpu=gpu,
             kv_offloading_size=kv_offloading_size,
             kv_offloading_backend=kv_offloading_backend,
@@ -508,9 +508,9 @@ def capacity(
     )
 
 
-def _offload(
+def offload_settings(
     *,
-    gpu: str,
+    gpu: str | None,
     kv_offloading_size: float | None,
     kv_offloading_backend: str | None,
     lmcache_config: str | None,
@@ -519,7 +519,8 @@ def _offload(
     hicache_size: float | None,
     host_memory_gib: float | None,
 ) -> dict[str, object] | None:
-    """The offload flags as OffloadSettings fields (None: nothing offloaded)."""
+    """The offload flags as OffloadSettings fields (None: nothing offloaded); `gpu` "auto"
+    reads the host's memory too (None: no card named, as fleet searches several)."""
     from planner.errors import InputError
     from planner.units import GIB_BYTES
 
@@ -557,7 +558,7 @@ def _offload(
             )
         out["host_memory_bytes"] = int(host_memory_gib * GIB_BYTES)
         out["host_memory_source"] = "--host-memory-gib"
-    elif gpu.strip().lower() == "auto":
+    elif gpu is not None and gpu.strip().lower() == "auto":
         from planner.sources.offload import host_memory_bytes
 
         found = host_memory_bytes()

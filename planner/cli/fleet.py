@@ -217,7 +217,7 @@ def fleet(
             sys.stderr.write(f"\rsearched {gpu} TP {tp} {precision}".ljust(60))
             sys.stderr.flush()
 
-    from planner.cli.capacity import _offload
+    from planner.cli.capacity import offload_settings
     from planner.cli.numbers import reserved_bytes
     from planner.sources.calibration import load_calibration
 
@@ -251,8 +251,8 @@ def fleet(
         engine_version=engine_version,
         disagg=disagg,
         prefix=parse_prefix(prefix_share, prefix_tokens, prefixes),
-        offload=_offload(
-            gpu="",
+        offload=offload_settings(
+            gpu=None,
             kv_offloading_size=kv_offloading_size,
             kv_offloading_backend=kv_offloading_backend,
             lmcache_config=None,

@@ -299,7 +299,7 @@ def simulate(
 
     if gpu is not None:
         from planner.api.bench import Lengths, Load, benchmark
-        from planner.cli.capacity import _engine_kv_dtype, _offload
+        from planner.cli.capacity import _engine_kv_dtype, offload_settings
 
         if engine not in ("vllm", "sglang"):
             raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
@@ -330,7 +330,7 @@ def simulate(
         }
         if context is not None:
             settings["context_tokens"] = context
-        settings["offload"] = _offload(
+        settings["offload"] = offload_settings(
             gpu=gpu,
             kv_offloading_size=kv_offloading_size,
             kv_offloading_backend=kv_offloading_backend,
