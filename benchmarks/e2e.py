@@ -154,12 +154,17 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         if ratio is None and "sglang" in dataset and not around:
             ratio = 0.0
         out_len = w["output_len"]
+        stopped = None
         if "no --ignore-eos" in dataset and mean_out:
-            # outputs stopped at EOS: the lengths the run produced, not the cap it asked for
-            out_len = max(1, round(mean_out))
+            # outputs stopped at EOS: at the mean the run produced, capped at what it asked for
+            if mean_out < out_len and not (ratio and ratio < 1):
+                stopped = mean_out
+            else:
+                out_len = max(1, round(mean_out))
         lengths = Lengths(
             prompt_len=w["input_len"],
             output_len=out_len,
+            output_mean=stopped,
             len_range=None if around else ratio,
             len_spread=ratio if around and ratio else None,
         )

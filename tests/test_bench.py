@@ -380,11 +380,43 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
     assert ranged["total_input_tokens"] / 500 == pytest.approx(500, abs=0.5)
 
 
+def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
+    # --output-len 1024 --output-mean 300: a run without --ignore-eos. The model stops with
+    # the same chance after every token: mean 300, none past 1024, and the lengths spread
+    # (P(L >= 1024) = (1 - p)^1023 ~ e^(-1024 / 300) ~ 3%).
+    from planner.sim.workload import LengthDist
+
+    dist = LengthDist(distribution="eos", median=1024, max=1024, mean=300.0)
+    p = dist.stop_probability()
+    assert (1 - (1 - p) ** 1024) / p == pytest.approx(300, rel=1e-6)
+    got = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(concurrency=16, requests=2000),
+        lengths=Lengths(prompt_len=512, output_len=1024, output_mean=300.0),
+    )
+    assert got["total_output_tokens"] / 2000 == pytest.approx(300, rel=0.04)
+    assert "stops at EOS (mean 300), at most 1024" in got["workload"]["description"]
+    fixed = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(concurrency=16, requests=2000),
+        lengths=Lengths(prompt_len=512, output_len=300),
+    )
+    # the same tokens, but the clients drift apart: no lockstep prefill of all 16 at once
+    assert got["median_ttft_ms"] < fixed["median_ttft_ms"]
+
+
 @pytest.mark.parametrize(
     ("args", "text"),
     [
         (["--concurrency", "4"], "--prompt-len"),
-        (["--prompt-len", "10", "--output-len", "10", "--output-mean", "5"], "a fixed length"),
+        (["--prompt-len", "10", "--output-len", "10", "--prompt-mean", "5"], "a fixed length"),
+        (["--prompt-len", "10", "--output-len", "10", "--output-mean", "10"], "below 10"),
         (["--workload", "sharegpt", "--prompt-mean", "0.5"], "--prompt-mean"),
         (["--prompt-len", "10", "--output-len", "10", "--len-spread", "1"], "--len-spread"),
         (

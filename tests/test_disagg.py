@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 from helpers import Result
 
-from planner.api.bench import Lengths, Load, benchmark, transfer_plan
+from planner.api.bench import (
+    DISAGG_TRANSFER_SETUP_MS,
+    SGLANG_PD_HANDOFF_MS,
+    Lengths,
+    Load,
+    benchmark,
+    transfer_plan,
+)
 from planner.core.step import step_time_for
+from planner.core.step.overhead import REQUEST_PATH_MS
 from planner.sim import disagg
 from planner.sim.engine import CurveCost, SimConfig, execute
 from planner.sim.workload import Trace
@@ -29,14 +37,17 @@ def test_transfer_bytes_are_the_prompts_kv() -> None:
     prompts = np.asarray([1000, 4000])
     # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x (K, V) x 2 B = 131,072 B a token
     llama = resolve_model(None, LLAMA, None)
-    ms, how = transfer_plan(llama, prompts, 2, 1, 1, "nvlink", 2, h100)
+    ms, how = transfer_plan(llama, prompts, 2, 1, 1, "nvlink", 2, h100, "vllm")
     assert how["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    # vLLM's proxy sends the decode instance a request of its own: one more request path
+    assert how["setup_ms"] == REQUEST_PATH_MS + DISAGG_TRANSFER_SETUP_MS
     # 4,000 x 131,072 B over one direction of NVLink (450 GB/s) + the setup
     assert ms[1] == pytest.approx(4000 * 131072 / 450e9 * 1e3 + how["setup_ms"])
     # DeepSeek-V2-Lite (MLA): 27 layers x (512 + 64) x 2 B, one copy whatever the TP
     lite = resolve_model(None, LITE, None)
-    ms, how = transfer_plan(lite, prompts, 2, 2, 2, "rdma", 16, h100)
+    ms, how = transfer_plan(lite, prompts, 2, 2, 2, "rdma", 16, h100, "sglang")
     assert how["kv_bytes_per_token"] == 27 * 576 * 2 and how["parallel_ranks"] == 1
+    assert how["setup_ms"] == SGLANG_PD_HANDOFF_MS  # measured on SGLang's PD rows
     assert ms[0] == pytest.approx(1000 * 31104 / 50e9 * 1e3 + how["setup_ms"])
 
 

@@ -103,7 +103,12 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
             lengths.len_spread
         )
         if fixed is not None and not ranged_lengths:
-            raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
+            if flag == "--prompt-mean":
+                raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
+            if mean >= fixed:
+                raise InputError(
+                    flag, f"with --output-len, outputs stop at EOS: give a mean below {fixed}"
+                )
     if lengths.trace is not None:
         from planner.sources.files import TRACE_LIMIT_BYTES, read_text
 
@@ -131,6 +136,11 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
 
     prompt = dist(lengths.prompt_len, prompt)
     output = dist(lengths.output_len, output)
+    output_mean = lengths.output_mean
+    if output.distribution == "fixed" and output_mean is not None:
+        # --output-len L --output-mean M: run without --ignore-eos, stopping at EOS before L
+        output = LengthDist(distribution="eos", median=output.max, max=output.max, mean=output_mean)
+        output_mean = None
     requests = load.requests
     if requests is None:
         requests = DEFAULT_BENCH_REQUESTS
@@ -149,7 +159,7 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         prompt_tokens=prompt,
         output_tokens=output,
     )
-    trace = with_means(generate(w), lengths.prompt_mean, lengths.output_mean)
+    trace = with_means(generate(w), lengths.prompt_mean, output_mean)
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -169,7 +179,7 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
         echo.pop("rate_per_s")
         echo.pop("cv")
-    for name, mean in (("prompt", lengths.prompt_mean), ("output", lengths.output_mean)):
+    for name, mean in (("prompt", lengths.prompt_mean), ("output", output_mean)):
         if mean is not None:
             summary += f", {name}s scaled to mean {mean:g}"
             echo[f"{name}_mean"] = mean
@@ -771,19 +781,38 @@ def _attention_groups(
 # 400G class on MI300X platforms).
 RDMA_NIC_BYTES_PER_S = 50e9
 GPUS_PER_NODE = 8
-# Per request: the connector's setup (bootstrap handshake, the transfer's completion poll), an
-# estimate of ~1 ms until a measurement replaces it.
+# Per request, beside the bytes: the hand-off from the prefill instance to the decode
+# instance until the decode instance emits the first token, by engine.
+# SGLang: the router's hop to both servers, the decode server's own tokenization, the
+# bootstrap handshake (the decode server pre-allocates KV and sends its indices before the
+# prefill server may run the request) and the queues each scheduler polls once per event-loop
+# iteration (bootstrap, transfer, prebuilt batch): 52 ms, measured as the median excess of
+# TTFT over prefill + transfer + one request path on the 15 rows of dstack's 8 x H200
+# gpt-oss-120b SGLang 1P1D-3P1D sweep at 32 clients with prompts up to 2,048 tokens
+# (benchmarks/data/e2e.jsonl, 2025-09; 46-90 ms where prefill does not queue).
+# vLLM: the proxy sends the decode instance a request of its own (one more request path,
+# REQUEST_PATH_MS) after the prefill instance answers, plus the connector's setup: an
+# estimate of 1 ms until a measurement replaces it.
+SGLANG_PD_HANDOFF_MS = 52.0
 DISAGG_TRANSFER_SETUP_MS = 1.0
+
+
+def disagg_handoff_ms(engine: str) -> float:
+    """The per-request hand-off between the pools beside the KV bytes, ms."""
+    if engine == "sglang":
+        return SGLANG_PD_HANDOFF_MS
+    return REQUEST_PATH_MS + DISAGG_TRANSFER_SETUP_MS
 
 
 def transfer_plan(
     spec: Any, prompt_tokens: Any, kv_dtype_bytes: int, prefill_tp: int, decode_tp: int,
-    link: str | None, gpus: int, card: Any,
+    link: str | None, gpus: int, card: Any, engine: str,
 ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
     was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
     MLA latent); GQA heads are sharded over the ranks and move in parallel, an MLA latent is
-    whole on every rank, so one rank's copy sets the time."""
+    whole on every rank, so one rank's copy sets the time. The engine's hand-off
+    (disagg_handoff_ms) is added to every request."""
     import numpy as np
 
     from planner.core.kv import kv_bytes_per_token
@@ -798,13 +827,14 @@ def transfer_plan(
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
     rate = link_bytes_per_s(card) if where == "nvlink" else RDMA_NIC_BYTES_PER_S
     bytes_ = np.asarray(prompt_tokens, dtype=np.float64) * per_token
-    ms = bytes_ / (rate * parallel) * 1e3 + DISAGG_TRANSFER_SETUP_MS
+    setup = disagg_handoff_ms(engine)
+    ms = bytes_ / (rate * parallel) * 1e3 + setup
     return ms, {
         "kv_bytes_per_token": per_token,
         "link": where,
         "link_bytes_per_s": rate,
         "parallel_ranks": parallel,
-        "setup_ms": DISAGG_TRANSFER_SETUP_MS,
+        "setup_ms": setup,
     }
 
 
@@ -819,7 +849,7 @@ def run_pools(
 
     ms, how = transfer_plan(
         spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
-        layout.gpus, pre.card,
+        layout.gpus, pre.card, pre.engine,
     )  # fmt: skip
     state, info = dis.run(
         trace,

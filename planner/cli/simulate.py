@@ -126,7 +126,10 @@ def simulate(
     ] = None,
     output_mean: Annotated[
         float | None,
-        typer.Option(help="Scale its output lengths to this mean (outputs stopped at EOS)."),
+        typer.Option(
+            help="Outputs stopped at EOS: scale the workload's to this mean; with --output-len, "
+            "lengths stop at EOS with this mean, capped at it (no --ignore-eos)."
+        ),
     ] = None,
     requests: Annotated[
         int | None, typer.Option("--requests", "--num-prompts", help="Number of requests.")

@@ -28,14 +28,22 @@ MAX_TRACE_ARRIVAL_S = 1e12
 
 
 class LengthDist(BaseModel):
-    """Token-length distribution, clipped to [min, max]."""
+    """Token-length distribution, clipped to [min, max].
+
+    "eos": outputs that stop at EOS before the length asked for (a benchmark without
+    --ignore-eos): the model ends a sequence with the same chance after every token, so the
+    lengths are geometric, capped at `max`, with that chance set so their mean is `mean`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    distribution: Literal["lognormal", "fixed", "uniform"] = "lognormal"
+    distribution: Literal["lognormal", "fixed", "uniform", "eos"] = "lognormal"
     median: float = Field(
         default=100, gt=0, allow_inf_nan=False, description="lognormal median / fixed value"
     )
+    mean: float | None = Field(
+        default=None, ge=1, le=MAX_TRACE_REQUEST_TOKENS, allow_inf_nan=False,
+        description="eos: the mean length the outputs stop at",
+    )  # fmt: skip
     sigma: float = Field(
         default=1.0, ge=0, le=10, allow_inf_nan=False, description="lognormal sigma (of the log)"
     )
@@ -46,7 +54,21 @@ class LengthDist(BaseModel):
     def _bounds(self) -> LengthDist:
         if self.min > self.max:
             raise ValueError(f"min {self.min} > max {self.max}")
+        if self.distribution == "eos" and (self.mean is None or self.mean >= self.max):
+            raise ValueError(f"eos lengths need a mean below the cap {self.max}")
         return self
+
+    def stop_probability(self) -> float:
+        """eos: the chance of EOS after each token that gives lengths capped at `max` the
+        mean `mean` (E[min(G, L)] = (1 - (1 - p)^L) / p for G geometric, by bisection)."""
+        assert self.mean is not None
+        cap, target = self.max, self.mean
+        low, high = 0.0, 1.0
+        for _ in range(100):
+            p = (low + high) / 2
+            mean = (1 - (1 - p) ** cap) / p if p > 0 else float(cap)
+            low, high = (p, high) if mean > target else (low, p)
+        return (low + high) / 2
 
     def draw(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
         """n lengths from this distribution, clipped to [min, max]."""
@@ -54,6 +76,8 @@ class LengthDist(BaseModel):
             raw = np.full(n, self.median)
         elif self.distribution == "uniform":
             raw = rng.uniform(self.min, self.max, n)
+        elif self.distribution == "eos":
+            raw = rng.geometric(self.stop_probability(), n)
         else:
             raw = rng.lognormal(np.log(self.median), self.sigma, n)
         clipped: NDArray[np.int64] = np.clip(np.rint(raw), self.min, self.max).astype(np.int64)
@@ -86,6 +110,8 @@ class Workload(BaseModel):
                 return f"fixed {d.median:g}"
             if d.distribution == "uniform":
                 return f"uniform {d.min}-{d.max}"
+            if d.distribution == "eos":
+                return f"stops at EOS (mean {d.mean:g}), at most {d.max}"
             return f"lognormal (median {d.median:g}, sigma {d.sigma:g})"
 
         text = (
