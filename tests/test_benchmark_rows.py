@@ -77,6 +77,7 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     """meta-llama/...-FP8 is posed as Meta stores it (FBGEMM row-wise FP8 on the MLPs only):
     the planner sizes it to the byte and the vLLM line names the checkpoint's method."""
     from planner.core.step import step_time_for
+    from planner.core.step.gemm import FLOPS_EFFICIENCY
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
@@ -95,7 +96,8 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     plain = meta.plain_linear_params // 8
     table = 128_256 * 16_384 // 8  # an embedding matrix's share of one GPU (vocab-parallel)
     body = meta.params_active // 8 - 2 * table  # no GEMM over the input table or the lm_head
-    fp8_rate, bf16_rate = gpu.fp8_dense_flops * 0.5, gpu.bf16_dense_flops * 0.5
+    fp8_rate = gpu.fp8_dense_flops * FLOPS_EFFICIENCY
+    bf16_rate = gpu.bf16_dense_flops * FLOPS_EFFICIENCY
     prompt = 2 * 512 * ((body - plain) / fp8_rate + plain / bf16_rate) * 1e3
     assert step.gemm(512, sampled=0)[2] == pytest.approx(prompt, rel=1e-6)
     # 512 decode tokens each sample: the lm_head (bf16) for every one of them

@@ -107,7 +107,7 @@ def test_long_prompts_and_a_tight_tpot_favour_disaggregation() -> None:
     # chunks; split, the decode GPU decodes only.
     agg, split = run(None), run("1P1D")
     assert agg["gpus"] == split["gpus"] == 2
-    assert split["p99_tpot_ms"] < 11 < agg["p99_tpot_ms"]  # a 11 ms p99 TPOT budget
+    assert split["p99_tpot_ms"] < 12 < agg["p99_tpot_ms"]  # a 12 ms p99 TPOT budget
     assert split["p99_itl_ms"] < 0.1 * agg["p99_itl_ms"]  # no prefill stalls in decode
     assert split["median_ttft_ms"] > agg["median_ttft_ms"]  # one prefill GPU queues
     assert split["output_throughput_per_gpu"] == pytest.approx(

@@ -193,15 +193,16 @@ def test_each_card_takes_its_familys_constants_and_says_if_they_were_measured(
 
 def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     """CDNA3's GEMM and attention kernels run at 0.62 of the share Hopper's reach (public GEMM
-    benchmarks): a prefill-sized step does the same FLOPs at 0.5 x 0.62 of MI300X's rate."""
+    benchmarks): a prefill-sized step does the same FLOPs at 0.55 x 0.62 of MI300X's rate (the
+    GEMMs; attention at 0.5 x 0.62)."""
     nvidia = step_time_for(LLAMA8, find_gpu("h100"))
     amd = step_time_for(LLAMA8, find_gpu("mi300x"))
-    assert nvidia.flops_efficiency == 0.5
-    assert amd.flops_efficiency == pytest.approx(0.5 * 0.62)
+    assert nvidia.flops_efficiency == 0.55  # measured on public H100 prefill
+    assert amd.flops_efficiency == pytest.approx(0.55 * 0.62)
     assert amd.attention_flops_efficiency == pytest.approx(0.5 * 0.62)
     _, _, compute = amd.gemm(4096, sampled=0)  # a prefill chunk: no lm_head, no table GEMM
     flops = 2 * (LLAMA8.params_active - 2 * LLAMA8.vocab_size * LLAMA8.hidden_size) * 4096
-    assert compute == pytest.approx(flops / (find_gpu("mi300x").bf16_dense_flops * 0.31) * 1e3)
+    assert compute == pytest.approx(flops / (find_gpu("mi300x").bf16_dense_flops * 0.341) * 1e3)
 
 
 def test_simulate_names_the_basis_of_its_step_constants(cli: Callable[..., Result]) -> None:
@@ -233,7 +234,7 @@ def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only(
     h100 = find_gpu("h100")
     untied = step_time_for(LLAMA8, h100)  # Llama-3.1-8B: embedding and lm_head apart
     table = LLAMA8.vocab_size * LLAMA8.hidden_size  # 128,256 x 4,096
-    rate = h100.bf16_dense_flops * 0.5
+    rate = h100.bf16_dense_flops * 0.55
     body = LLAMA8.params_active - 2 * table
     assert untied.gemm(1000, sampled=0)[2] == pytest.approx(2 * body * 1000 / rate * 1e3)
     assert untied.gemm(8)[2] == pytest.approx(2 * (body + table) * 8 / rate * 1e3)

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from planner.core.specs import GpuSpec
 
-# Achievable share of dense peak FLOPs in the linear layers (an assumption, kept since the
-# step model's first fit: the public decode rows are bandwidth-bound and do not pin it).
-FLOPS_EFFICIENCY = 0.5
+# Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
+# 0.30 on one H100 serving Qwen3-8B in bf16 (benchmarks/data/step-time.jsonl, silybench rows
+# at 1 client) takes 61.3 ms to the first token of a 2,048-token prompt and 253.9 ms of an
+# 8,192-token one (p95); less the request path, that is ~0.55 of the 989 TFLOP/s peak over
+# the linear layers and attention together (the decode rows are bandwidth-bound and do not
+# pin it). Large isolated GEMMs run faster (~0.73 on H100, SemiAnalysis 2024-12); a whole
+# prefill pass also runs norms, RoPE, activations and the sampler between them.
+FLOPS_EFFICIENCY = 0.55
 # Weight dtype names that mean 4-bit floating point weights with 4-bit activations (ModelOpt
 # NVFP4: w4a4, the card's fp4 tensor-core rate where it has one).
 FP4_DTYPES = ("fp4", "nvfp4")
