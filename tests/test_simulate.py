@@ -410,3 +410,34 @@ def test_bad_input_exits_2(cli: Cli, args: list[str], text: str) -> None:
     r = cli("simulate", *args)
     assert r.code == 2, r.err
     assert text in r.err and r.err.count("\n") == 1
+
+
+def test_gamma_gaps_invert_the_same_uniforms_at_every_cv() -> None:
+    """Bursty arrivals are gamma gaps drawn by inverting uniforms: the inverse CDF is exact
+    (P(a, x) = u), the draws have mean 1 / rate and the CV asked, and one seed's traces at two
+    CVs are the same requests, the short gaps shorter and the long ones longer at the higher
+    CV (common random numbers: a comparison across CVs measures the burstiness)."""
+    from planner.sim.gamma import gamma_quantile, regularized_lower_gamma
+
+    u = np.linspace(0.001, 0.999, 999)
+    for cv in (1.0, 1.5, 3.0):
+        x = gamma_quantile(u, 1 / cv**2)
+        assert np.allclose(regularized_lower_gamma(1 / cv**2, x), u, rtol=1e-9)
+    # the exponential (CV 1) in closed form
+    assert np.allclose(gamma_quantile(u, 1.0), -np.log1p(-u), rtol=1e-9)
+    base = load_workload("reference").model_copy(
+        update={"arrival": "gamma", "rate_per_s": 4.0, "requests": 20_000}
+    )
+    traces = {cv: generate(base.model_copy(update={"cv": cv})) for cv in (1.5, 3.0)}
+    for cv, t in traces.items():
+        gaps = np.diff(t.arrival_s)
+        assert gaps.mean() == pytest.approx(0.25, rel=0.1)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.1)
+    calm, bursty = (np.diff(traces[cv].arrival_s) for cv in (1.5, 3.0))
+    # request by request, the same order of gaps (those the arrival times resolve: > 1 ms)
+    order = np.argsort(calm)
+    resolved = calm[order] > 1e-3
+    assert (np.diff(bursty[order][resolved]) >= -1e-9).all()
+    assert (bursty[calm < 0.01] <= calm[calm < 0.01]).all()
+    assert (bursty[calm > 1.0] >= calm[calm > 1.0]).all()
+    assert np.array_equal(traces[1.5].prompt_tokens, traces[3.0].prompt_tokens)

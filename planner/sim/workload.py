@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import InputError
+from planner.sim.gamma import gamma_gaps
 
 # Bounds on traffic, far above what one simulation needs, low enough that a typo cannot exhaust
 # the machine: a request longer than 2^24 tokens (16.8 M; the longest contexts served are 10 M),
@@ -161,9 +162,13 @@ def generate(w: Workload) -> Trace:
     if w.arrival == "poisson":
         gaps = rng.exponential(1.0 / w.rate_per_s, n)
     elif w.arrival == "gamma":
-        # Gamma gaps with the same mean and CV `cv` (shape 1/cv^2): bursts at CV > 1.
+        # Gamma gaps with the same mean and CV `cv` (shape 1/cv^2): bursts at CV > 1, drawn by
+        # inverting the same uniforms at every CV >= 1 (planner.sim.gamma: coupled traces)
         shape = 1.0 / (w.cv * w.cv)
-        gaps = rng.gamma(shape, 1.0 / (w.rate_per_s * shape), n)
+        if shape <= 1:
+            gaps = gamma_gaps(1.0 - rng.random(n), shape) / w.rate_per_s
+        else:
+            gaps = rng.gamma(shape, 1.0 / (w.rate_per_s * shape), n)
     else:
         gaps = np.full(n, 1.0 / w.rate_per_s)
     arrival = np.cumsum(gaps) - gaps[0]
