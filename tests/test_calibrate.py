@@ -401,3 +401,74 @@ def test_the_remainder_goes_to_activation_when_non_torch_cannot_take_it(
     # a budget that leaves the activation less than nothing is not one run's figures
     r = cli("calibrate", _budget_log(tmp_path, 0.9, 70.0), *llama)
     assert r.code == 2 and "GiB for the activation peak" in r.err and "leaves -" in r.err
+
+
+CONNECTOR_ARGS = (
+    "'kv_transfer_config': KVTransferConfig(kv_connector='LMCacheConnectorV1', "
+    "engine_id='5c6a', kv_buffer_device='cuda', kv_role='kv_both')"
+)
+LMCACHE = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+
+
+def _connector_log(tmp_path: Path, less_gib: float) -> str:
+    """The A100 util 0.5 log as the same deployment with an LMCache connector would print it:
+    the connector in its non-default args, and a KV budget `less_gib` smaller (the token,
+    block and concurrency lines dropped: they follow from the budget)."""
+    lines = []
+    for line in Path(_log("vllm01011-a100-qwen2-7b-util050.log")).read_text().splitlines():
+        if "non-default args" in line:
+            line = line.replace(
+                "'gpu_memory_utilization': 0.5}",
+                f"'gpu_memory_utilization': 0.5, {CONNECTOR_ARGS}}}",
+            )
+        if "Available KV cache memory" in line:
+            line = line.replace("24.83 GiB", f"{24.83 - less_gib:.2f} GiB")
+        if "KV cache size" in line or "Maximum concurrency" in line or "num_gpu_blocks" in line:
+            continue
+        lines.append(line)
+    path = tmp_path / "lmcache.log"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_connectors_log_calibrates_its_gpu_buffers(cli: Cli, tmp_path: Path) -> None:
+    """A log of a deployment with a KV connector measures the connector's GPU-side buffers
+    (what its budget leaves beyond the model's activation and non-torch memory, net of the
+    non-torch correction the deployment's plain log measured), carried to plans with the
+    connector and to no other."""
+    from planner.sources.startup_log import parse_startup_log
+
+    with_connector = _connector_log(tmp_path, 2.0)
+    parsed = parse_startup_log(
+        Path(with_connector).read_text(), "lmcache.log", require_tokens=False
+    )
+    assert parsed.settings["kv_connector"] == "LMCacheConnectorV1"
+    offloading = parse_startup_log(
+        "non-default args: {'model': 'm', 'kv_offloading_size': 16.0, "
+        "'kv_offloading_backend': 'lmcache'}\nAvailable KV cache memory: 1.00 GiB\n",
+        "x.log",
+        require_tokens=False,
+    )
+    assert offloading.settings["kv_connector"] == "LMCacheConnectorV1"
+    profile = tmp_path / "lmcache.yaml"
+    plain = _log("vllm01011-a100-qwen2-7b-util050.log")
+    r = cli("calibrate", plain, with_connector, *A100, "--save", str(profile), "--json")
+    assert r.code == 0, r.err
+    terms = {t["term"]: t for t in r.json()["profile"]["terms"]}
+    # the modelled buffer is LMCache's staging chunk: 256 tokens x 28 layers x 4 KV heads x
+    # (128 + 128) x 2 B = 14 MiB; the log leaves 2.00 GiB more (to its 0.01 GiB rounding)
+    chunk = 256 * 28 * 4 * 256 * 2
+    assert terms["connector_bytes"]["how"] == "offset"
+    assert terms["connector_bytes"]["value"] + chunk == pytest.approx(2 * GIB_BYTES, rel=0.01)
+    # the plain log's correction of the remainder (here the activation peak, which it leaves
+    # smaller than modelled) comes from it alone, and the connector's term is net of it
+    assert terms["activation_peak_bytes"]["logs"] == 1
+    base = (*A100, "--engine-version", "0.10.1.1", "--context", "16384",
+            "--gpu-memory-utilization", "0.5", "--max-num-seqs", "256",
+            "--calibration", str(profile), "--json")  # fmt: skip
+    served = cli("capacity", *base, "--kv-transfer-config", LMCACHE).json()["engine"]
+    assert served["connector_bytes"] == pytest.approx(2 * GIB_BYTES, rel=0.01)
+    assert served["available_kv_bytes"] == pytest.approx(22.83 * GIB_BYTES, rel=0.01)
+    alone = cli("capacity", *base).json()["engine"]
+    assert alone["connector_bytes"] == 0
+    assert alone["available_kv_bytes"] == pytest.approx(24.83 * GIB_BYTES, rel=0.01)

@@ -47,6 +47,8 @@ def test_vllm_native_cpu_tier_is_the_size_over_the_bytes_per_token(cli: Cli) -> 
     )
     assert t["_"]["host_bytes_per_node"] == 64 * GIB
     assert t["_"]["fits_host"] is None  # no host memory given, none read
+    # the native connector copies blocks straight from the pool: no GPU-side buffer
+    assert engine["connector_bytes"] == t["_"]["gpu_buffer_bytes"] == 0
     assert "--kv-offloading-size 64" in r.json()["flags"]["vllm"]
 
 
@@ -62,6 +64,14 @@ def test_vllm_lmcache_splits_the_size_per_rank_in_chunks_for_mla(cli: Cli) -> No
     assert t["CPU"]["tokens"] == (32 * GIB // (LITE_TOKEN_BYTES * 256)) * 256 == 1_104_640
     assert t["_"]["gpu_buffer_bytes"] == 256 * LITE_TOKEN_BYTES  # one chunk staged per GPU
     assert t["_"]["host_bytes_per_node"] == 2 * 1_104_640 * LITE_TOKEN_BYTES
+    # ... charged to the GPU ledger: the KV budget is that much smaller than without LMCache
+    engine = r.json()["engine"]
+    alone = cli("capacity", "--model", LITE, "--gpu", "h100", "--tp", "2", "--json")
+    assert engine["connector_bytes"] == 256 * LITE_TOKEN_BYTES
+    assert (
+        alone.json()["engine"]["available_kv_bytes"] - engine["available_kv_bytes"]
+        == 256 * LITE_TOKEN_BYTES
+    )
 
 
 def test_lmcache_configuration_adds_a_disk_tier(cli: Cli, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ VLLM_TERMS = (
     "activation_peak_bytes",
     "non_torch_bytes",
     "cudagraph_bytes",
+    "connector_bytes",
 )
 SGLANG_TERMS = ("total_memory_bytes", "pre_load_free_bytes", "weights_bytes")
 # A non-KV remainder off the model by more than this share of the budget usually means a setting
@@ -51,12 +52,19 @@ def logged_available_bytes(run: LoggedRun, predicted: Any) -> int | None:
 
 
 def measure_run(
-    run: LoggedRun, predicted: Any, slope_total: int | None = None
+    run: LoggedRun,
+    predicted: Any,
+    slope_total: int | None = None,
+    others: Any = None,
 ) -> list[TermCalibration]:
     """One log's corrections: each printed term, and the non-KV remainder it leaves unsplit.
 
     `slope_total`: the device total measured across logs at different utilisations, used
-    where the log does not print it.
+    where the log does not print it. A log whose deployment runs a KV connector (LMCache,
+    the native offloading connector, NIXL) measures the connector's GPU-side buffers from its
+    remainder instead: what is left beyond the activation peak and non-torch memory of
+    `others`, the prediction the deployment's logs without a connector calibrate (their
+    corrections counted once, in their own terms), else of the model.
     """
     logged: dict[str, int] = dict(run.log.terms)
     names = VLLM_TERMS if run.engine == "vllm" else SGLANG_TERMS
@@ -94,6 +102,20 @@ def measure_run(
     graph = logged.get("cudagraph_bytes", predicted.cudagraph_bytes)
     activation = logged.get("activation_peak_bytes", predicted.activation_peak_bytes)
     remainder = requested - weights - graph - available
+    if run.flags.get("kv_connector"):
+        # activation + non-torch + the connector's buffers: what the activation and non-torch
+        # memory (as the plain logs calibrate them) do not explain is the connector's
+        base = others if others is not None else predicted
+        activation = logged.get("activation_peak_bytes", base.activation_peak_bytes)
+        logged_connector = remainder - activation - base.non_torch_bytes
+        basis = (
+            f"{run.flags['kv_connector']}'s GPU-side buffers: total x utilisation - weights - "
+            "activation - non-torch - graphs - KV budget"
+        )
+        out.append(
+            measure("connector_bytes", round(logged_connector), predicted.connector_bytes, basis)
+        )
+        return out
     logged_non_torch = remainder - activation
     if abs(logged_non_torch - predicted.non_torch_bytes) > IMPLAUSIBLE_SHARE * requested:
         run.notes.append(
@@ -275,7 +297,19 @@ def calibrate_report(
                     "profile is one deployment",
                 )
     slope_total = total_from_slope([(r, p) for r, p, _ in runs])
-    runs = [(r, p, measure_run(r, p, slope_total)) for r, p, _ in runs]
+    measured = [(r, p, measure_run(r, p, slope_total)) for r, p, _ in runs]
+    # a connector's logs measure its buffers net of what the deployment's plain logs calibrate
+    plain = [m for m in measured if m[2] and not m[0].flags.get("kv_connector")]
+    plain_profile = profile_from(plain) if plain else None
+    runs = []
+    for r, p, terms in measured:
+        if r.flags.get("kv_connector") and plain_profile is not None:
+            others = r.plan(calibration=plain_profile)
+            own = measure_run(r, p, slope_total, others)
+            terms = [t for t in terms if t.term != "connector_bytes"] + [
+                t for t in own if t.term == "connector_bytes"
+            ]
+        runs.append((r, p, terms))
     if not any(terms for _, _, terms in runs):
         raise InputError(
             "LOG",
@@ -289,6 +323,8 @@ def calibrate_report(
         calibrated = run.plan(calibration=profile)
         rows = []
         for name in VLLM_TERMS if run.engine == "vllm" else SGLANG_TERMS:
+            if name == "connector_bytes" and not run.flags.get("kv_connector"):
+                continue
             logged = run.log.terms.get(name)
             rows.append(
                 {
@@ -327,8 +363,8 @@ def calibrate_report(
         "cross_checks": checks,
         "notes": [
             "each term is carried to other settings by its rule: absolute (the device total), "
-            "ratio (weights, activation peak, CUDA graphs), offset (non-torch memory); see "
-            "docs/calibrate.md"
+            "ratio (weights, activation peak, CUDA graphs), offset (non-torch memory, a KV "
+            "connector's buffers); see docs/calibrate.md"
         ],
     }
     return profile, report

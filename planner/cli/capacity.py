@@ -821,7 +821,9 @@ def render_tiers(tiers: Any) -> None:
     out.print(need, markup=False)
     if tiers.gpu_buffer_bytes:
         out.print(
-            f"connector staging per GPU: {tiers.gpu_buffer_bytes / 2**20:,.1f} MiB", markup=False
+            f"connector staging per GPU: {tiers.gpu_buffer_bytes / 2**20:,.1f} MiB (in the "
+            "GPU ledger)",
+            markup=False,
         )
     for note in tiers.notes:
         out.print(f"note: {note}", markup=False)
@@ -1014,6 +1016,8 @@ def render_engine(pred: object, title: str | None = None) -> None:
         ("CUDA-graph estimate", pred.cudagraph_bytes, src.get("cudagraph_bytes")),
         ("available KV", pred.available_kv_bytes, src.get("available_kv_bytes")),
     ]
+    if "connector_bytes" in src:  # a KV connector runs: its GPU-side buffers
+        rows.insert(-1, ("KV connector buffers", pred.connector_bytes, src["connector_bytes"]))
     out.print(
         kv_table(
             title or f"{pred.name} {pred.version}: the engine's own arithmetic (per GPU)",

@@ -12,10 +12,11 @@ keeps its own shard of each token's KV, the same bytes per token as its GPU pool
   tokens, or `--hicache-size` GB per rank; SGLang requires it larger than the device pool and
   refuses to start when it exceeds the host's available memory less 10 GiB.
 
-The GPU ledger is unchanged: the native connector and HiCache copy blocks with the CUDA copy
-engines and keep no GPU-side staging buffer beyond the pool; LMCache's GPU connector stages
-one chunk (256 tokens of one rank's KV, ~10 MiB for a 70B model at TP 4), reported as
-`gpu_buffer_bytes` and not charged to the pool (well under the ledger's 1%).
+The native connector and HiCache copy blocks with the CUDA copy engines and keep no GPU-side
+staging buffer beyond the pool; LMCache's GPU connector stages one chunk (256 tokens of one
+rank's KV, ~10 MiB for a 70B model at TP 4): the engine model charges it to the GPU ledger
+(`connector_bytes`, planner.core.engines.vllm.connector_buffer_bytes) and the tiers report it
+as `gpu_buffer_bytes`; a start-up log of the deployment calibrates it.
 """
 
 from __future__ import annotations
@@ -105,7 +106,9 @@ class KvTiers(BaseModel):
     host_memory_bytes: int | None
     host_memory_source: str | None
     fits_host: bool | None = Field(description="None: the host's memory is not known")
-    gpu_buffer_bytes: int = Field(description="connector staging on each GPU (in the ledger)")
+    gpu_buffer_bytes: int = Field(
+        description="the connector's staging buffer on each GPU (charged in the ledger)"
+    )
     largest_fitting: dict[str, float] | None = Field(
         default=None, description="the largest setting the host holds, when it does not"
     )
@@ -121,9 +124,11 @@ def kv_tiers(
     per_token_bytes: int,
     block_tokens: int,
     ranks: int,
+    connector_bytes: int = 0,
 ) -> KvTiers | None:
     """The tiers these offload settings give a deployment whose GPU pool holds `gpu_tokens`
-    at `per_token_bytes` per rank; None when nothing is offloaded."""
+    at `per_token_bytes` per rank; None when nothing is offloaded. `connector_bytes`: the
+    connector's GPU-side buffer the engine model charged (reported with the tiers)."""
     if engine == "vllm":
         _refuse_other_engine(offload, "sglang", "vllm")
         if offload.kv_offloading_size_gib is None:
@@ -134,7 +139,7 @@ def kv_tiers(
             return None
         if version < VLLM_OFFLOADING_SINCE:
             raise InputError("--kv-offloading-size", "new in vLLM 0.12 (pass --engine-version)")
-        tiers, gpu_buffer, notes = _vllm_tiers(offload, per_token_bytes, block_tokens, ranks)
+        tiers, notes = _vllm_tiers(offload, per_token_bytes, block_tokens, ranks)
         reserve = 0
     else:
         _refuse_other_engine(offload, "vllm", "sglang")
@@ -142,9 +147,7 @@ def kv_tiers(
             if offload.hicache_ratio is not None or offload.hicache_size_gb is not None:
                 raise InputError("--hicache-ratio", "needs --enable-hierarchical-cache")
             return None
-        tiers, gpu_buffer, notes = _hicache_tiers(
-            offload, gpu_tokens, per_token_bytes, block_tokens
-        )
+        tiers, notes = _hicache_tiers(offload, gpu_tokens, per_token_bytes, block_tokens)
         reserve = SGLANG_HOST_RESERVE_BYTES
     gpu = Tier(
         tier="GPU",
@@ -168,7 +171,7 @@ def kv_tiers(
         host_memory_bytes=memory,
         host_memory_source=offload.host_memory_source,
         fits_host=fits,
-        gpu_buffer_bytes=gpu_buffer,
+        gpu_buffer_bytes=connector_bytes,
         largest_fitting=largest,
         notes=notes,
     )
@@ -204,13 +207,13 @@ def _tier(
 
 def _vllm_tiers(
     offload: OffloadSettings, per_token: int, block: int, ranks: int
-) -> tuple[list[Tier], int, list[str]]:
+) -> tuple[list[Tier], list[str]]:
     """vLLM's native connector or LMCache behind --kv-offloading-size."""
     assert offload.kv_offloading_size_gib is not None
     per_rank = int(offload.kv_offloading_size_gib * GIB_BYTES) // ranks
     if (offload.kv_offloading_backend or "native") == "native":
         by = f"vLLM OffloadingConnector, blocks of {block} tokens"
-        return [_tier("CPU", per_rank, per_token, block, by)], 0, []
+        return [_tier("CPU", per_rank, per_token, block, by)], []
     cfg = offload.lmcache or LmcacheConfig()
     chunk = cfg.chunk_size
     cpu_bytes = per_rank
@@ -226,13 +229,12 @@ def _vllm_tiers(
         disk_bytes = int(cfg.max_local_disk_size * GIB_BYTES)
         by = f"LMCache local disk at {cfg.local_disk}"
         tiers.append(_tier("disk", disk_bytes, per_token, chunk, by))
-    # LMCache's GPU connector stages one chunk of this rank's KV on the GPU.
-    return tiers, chunk * per_token, notes
+    return tiers, notes
 
 
 def _hicache_tiers(
     offload: OffloadSettings, gpu_tokens: int, per_token: int, page: int
-) -> tuple[list[Tier], int, list[str]]:
+) -> tuple[list[Tier], list[str]]:
     """SGLang's HiCache host pool."""
     if offload.hicache_size_gb:
         tokens = int(offload.hicache_size_gb * SGLANG_HICACHE_SIZE_UNIT_BYTES) // per_token
@@ -256,7 +258,6 @@ def _hicache_tiers(
     )
     return (
         [host],
-        0,
         [f"SGLang keeps {SGLANG_HOST_RESERVE_BYTES // GIB_BYTES} GiB of host memory free"],
     )
 

@@ -8,6 +8,7 @@ would not start, which re-planned alternatives do (docs/method.md, "The serve pl
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from typing import Any, Literal
@@ -77,7 +78,9 @@ class ServeSettings(BaseModel):
     latency_cap: int | None = Field(default=None, gt=0, description="batch cap from --tpot")
     latency_reason: str | None = None
     disagg: DisaggRole | None = Field(
-        default=None, description="prefill/decode disaggregation flags (changes no memory term)"
+        default=None,
+        description="prefill/decode disaggregation flags, or vLLM's --kv-transfer-config (its "
+        "connector's GPU-side buffers join the ledger)",
     )
     offload: OffloadSettings | None = Field(
         default=None, description="KV offload tiers (vLLM --kv-offloading-size, SGLang HiCache)"
@@ -247,6 +250,7 @@ def _engine_fields(
             "kv_cache_dtype": s.kv_cache_dtype,
             "dtype": dtype,
         }
+        fields["kv_connector"], fields["kv_connector_chunk_tokens"] = vllm_connector(s)
     else:
         fields = {
             "tp_size": s.tp,
@@ -264,6 +268,20 @@ def _engine_fields(
         fields["version"] = s.version
     fields |= s.extra
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def vllm_connector(s: ServeSettings) -> tuple[str | None, int | None]:
+    """The KV connector a vLLM plan runs and LMCache's chunk: --kv-transfer-config's, else the
+    one --kv-offloading-size starts (0.12+, vllm/config/vllm.py: the native backend is the
+    OffloadingConnector, lmcache the LMCacheConnectorV1), else none."""
+    if s.disagg is not None and s.disagg.kv_transfer_config:
+        return str(json.loads(s.disagg.kv_transfer_config)["kv_connector"]), None
+    o = s.offload
+    if o is None or not o.kv_offloading_size_gib:
+        return None, None
+    if o.kv_offloading_backend == "lmcache":
+        return "LMCacheConnectorV1", o.lmcache.chunk_size if o.lmcache else None
+    return "OffloadingConnector", None
 
 
 def predict(
@@ -330,6 +348,7 @@ def offload_tiers(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> Kv
         per_token_bytes=p.bytes_per_block // block,
         block_tokens=block,
         ranks=s.tp * s.pp,
+        connector_bytes=p.connector_bytes,
     )
 
 

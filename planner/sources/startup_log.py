@@ -96,7 +96,13 @@ SETTING_TYPES: dict[str, type] = {
     "enable_expert_parallel": bool,
     "max_lora_rank": int,
     "max_loras": int,
+    "kv_connector": str,
 }
+# The KV connector a vLLM log's non-default args name: --kv-transfer-config's kv_connector (a
+# dict, or a KVTransferConfig(...) repr), else the one --kv-offloading-backend starts (0.12+,
+# vllm/config/vllm.py: native -> OffloadingConnector, lmcache -> LMCacheConnectorV1).
+KV_CONNECTOR = re.compile(r"""['"]?kv_connector['"]?\s*[:=]\s*['"]([A-Za-z_][\w.]{0,99})['"]""")
+OFFLOADING_CONNECTORS = {"native": "OffloadingConnector", "lmcache": "LMCacheConnectorV1"}
 
 
 def _setting(key: str, value: Any) -> Any:
@@ -142,6 +148,12 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
     ):
         if key in args and args[key] is not None:
             log.settings[key] = _setting(key, args[key])
+    found = KV_CONNECTOR.search(text[:MAX_ARGS_CHARS])
+    if found:
+        log.settings["kv_connector"] = found.group(1)
+    elif args.get("kv_offloading_size"):
+        backend = str(args.get("kv_offloading_backend") or "native")
+        log.settings["kv_connector"] = OFFLOADING_CONNECTORS.get(backend, backend)
 
 
 def _engine_config(log: StartupLog, m: re.Match[str]) -> None:

@@ -9,7 +9,8 @@ change (docs/calibrate.md):
     ratio     modelled now x logged / modelled  weights, activation peak, CUDA graphs (they
               at the log's settings            scale with TP, batch and capture sizes)
     offset    modelled now + (logged -          non-torch memory, and the whole non-KV remainder
-              modelled at the log's settings)  when a log prints only the budget it leaves
+              modelled at the log's settings)  when a log prints only the budget it leaves (a
+                                               KV connector's buffers, when the log names one)
 
 At the log's own settings every rule reproduces the logged term; elsewhere it carries the
 deployment's difference from the model.
@@ -33,6 +34,7 @@ TermName = Literal[
     "activation_peak_bytes",
     "non_torch_bytes",
     "cudagraph_bytes",
+    "connector_bytes",
     "pre_load_free_bytes",
 ]
 # How each term is carried to other settings (the module docstring).
@@ -43,6 +45,7 @@ HOW: dict[str, How] = {
     "activation_peak_bytes": "ratio",
     "cudagraph_bytes": "ratio",
     "non_torch_bytes": "offset",
+    "connector_bytes": "offset",
 }
 CALIBRATED: TermSource = "your-logs"
 

@@ -99,6 +99,9 @@ class EnginePrediction(BaseModel):
     activation_peak_bytes: int
     non_torch_bytes: int
     cudagraph_bytes: int
+    connector_bytes: int = Field(
+        default=0, ge=0, description="a KV connector's GPU-side buffers (LMCache's staging chunk)"
+    )
     available_kv_bytes: int
     bytes_per_block: int
     num_gpu_blocks: int

@@ -32,6 +32,7 @@ from planner.core.engines.common import (
     weights_term,
 )
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
+from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div, dtype_bytes
@@ -409,6 +410,15 @@ class VllmSettings(BaseModel):
     reserved_bytes: int = Field(
         default=0, ge=0, description="memory other processes hold on each GPU (--reserved-gib)"
     )
+    kv_connector: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the KV connector (--kv-transfer-config's kv_connector, or the one "
+        "--kv-offloading-backend names): its GPU-side buffers join the ledger",
+    )
+    kv_connector_chunk_tokens: int = Field(
+        default=LMCACHE_CHUNK_TOKENS, gt=0, le=2**20, description="LMCache's chunk_size"
+    )
     calibration: Calibration | None = Field(
         default=None, description="per-deployment corrections measured from start-up logs"
     )
@@ -559,6 +569,22 @@ def lora_bytes(
         head = rank * hidden + vocab_padded * rank + extra * hidden
         elements += embed + head
     return elements * loras * act_bytes
+
+
+def connector_buffer_bytes(
+    model: ModelSpec, tp: int, pp: int, kv_bytes: int, connector: str | None, chunk_tokens: int
+) -> int:
+    """A KV connector's GPU-side buffer on one GPU, as modelled. LMCache's GPU connector
+    stages one chunk of this rank's KV (chunk_size tokens x every layer's K and V) to copy it
+    to and from its CPU tier (lmcache/v1/gpu_connector.py); vLLM's native OffloadingConnector
+    and NIXL move blocks straight from the pool (none). A log of the deployment calibrates it
+    (`planner calibrate`: the non-KV remainder a connector's log leaves)."""
+    if connector is None or not connector.lower().startswith("lmcache"):
+        return 0
+    per_token = sum(
+        b.layers * b.page_bytes for b in _buckets(model, tp, pp, 1, kv_bytes) if b.kind.per_token
+    )
+    return chunk_tokens * per_token
 
 
 @dataclass(frozen=True)
@@ -869,6 +895,12 @@ def predict(
     non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
+    connector = connector_buffer_bytes(
+        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens
+    )
+    if s.kv_connector is not None:
+        sources["connector_bytes"] = "derived"
+        connector = correct(cal, "connector_bytes", connector, sources)
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
     graph = 0
     graphs_on = engine == "v1" and not s.enforce_eager
@@ -901,7 +933,7 @@ def predict(
             (w, act, graph),
             activation_peak_bytes(model, tokens, 0, tp, act_bytes, sampler, xformers, ep),
             act_modelled,
-            requested - non_torch,
+            requested - non_torch - connector,
         )
         w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
         notes.append(
@@ -914,7 +946,7 @@ def predict(
         available = s.kv_cache_memory_bytes
         sources["available_kv_bytes"] = "user"
     else:
-        available = requested - w - act - non_torch - graph
+        available = requested - w - act - non_torch - graph - connector
         sources["available_kv_bytes"] = "derived"
     if s.reserved_bytes:
         charged = rules.non_torch_counts_context and engine == rules.engine
@@ -927,8 +959,8 @@ def predict(
         raise NoKvCache(
             "--gpu-memory-utilization",
             f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
-            f"{(w + act + non_torch + graph) / GIB_BYTES:.2f} GiB taken by weights, "
-            "activations, non-torch memory and CUDA graphs",
+            f"{(w + act + non_torch + graph + connector) / GIB_BYTES:.2f} GiB taken by "
+            "weights, activations, non-torch memory, CUDA graphs and the KV connector",
         )
 
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
@@ -971,6 +1003,7 @@ def predict(
         activation_peak_bytes=act,
         non_torch_bytes=non_torch,
         cudagraph_bytes=graph,
+        connector_bytes=connector,
         available_kv_bytes=available,
         bytes_per_block=bytes_per_block,
         num_gpu_blocks=num_blocks,
