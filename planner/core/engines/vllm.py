@@ -960,7 +960,11 @@ def predict(
             "--gpu-memory-utilization",
             f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
             f"{(w + act + non_torch + graph + connector) / GIB_BYTES:.2f} GiB taken by "
-            "weights, activations, non-torch memory, CUDA graphs and the KV connector",
+            + (
+                "weights, activations, non-torch memory, CUDA graphs and the KV connector"
+                if connector
+                else "weights, activations, non-torch memory and CUDA graphs"
+            ),
         )
 
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
