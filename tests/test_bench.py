@@ -382,31 +382,33 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
 
 def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
     # --output-len 1024 --output-mean 300: a run without --ignore-eos. The model stops with
-    # the same chance after every token: mean 300, none past 1024, and the lengths spread
-    # (P(L >= 1024) = (1 - p)^1023 ~ e^(-1024 / 300) ~ 3%).
+    # the same chance p after every token: mean 300, none past 1024, and the share that runs to
+    # the cap is (1 - p)^1023 (~3%).
+    import numpy as np
+
     from planner.sim.workload import LengthDist
 
     dist = LengthDist(distribution="eos", median=1024, max=1024, mean=300.0)
     p = dist.stop_probability()
     assert (1 - (1 - p) ** 1024) / p == pytest.approx(300, rel=1e-6)
-    got = benchmark(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        load=Load(concurrency=16, requests=2000),
-        lengths=Lengths(prompt_len=512, output_len=1024, output_mean=300.0),
-    )
+    drawn = dist.draw(np.random.default_rng(0), 100_000)
+    assert drawn.max() == 1024 and drawn.mean() == pytest.approx(300, rel=0.01)
+    assert (drawn == 1024).mean() == pytest.approx((1 - p) ** 1023, rel=0.1)
+
+    def closed_loop(lengths: Lengths) -> dict[str, Any]:
+        return benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            load=Load(concurrency=16, requests=2000),
+            lengths=lengths,
+        )
+
+    got = closed_loop(Lengths(prompt_len=512, output_len=1024, output_mean=300.0))
     assert got["total_output_tokens"] / 2000 == pytest.approx(300, rel=0.04)
     assert "stops at EOS (mean 300), at most 1024" in got["workload"]["description"]
-    fixed = benchmark(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        load=Load(concurrency=16, requests=2000),
-        lengths=Lengths(prompt_len=512, output_len=300),
-    )
+    fixed = closed_loop(Lengths(prompt_len=512, output_len=300))
     # the same tokens, but the clients drift apart: no lockstep prefill of all 16 at once
     assert got["median_ttft_ms"] < fixed["median_ttft_ms"]
 
