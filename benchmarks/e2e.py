@@ -8,11 +8,13 @@ median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and
 and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
 measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
-length: the lengths the run produced, a workload fact, not a performance figure; a dataset
-whose length mix is not modelled is posed at the mean lengths the run reported, where it did.
-vLLM V0 rows with --num-scheduler-steps are posed with multi-step scheduling (at the newest V0
-release where the row names none: the flag exists only there); with chunked prefill as well they
-are refused. Rows that cannot be posed are counted with their one-line reason.
+length, the lengths the run produced (a workload fact, not a performance figure): a random
+dataset's as geometric lengths at that mean under the cap it asked for, a dataset's as its own
+distribution scaled to it; a dataset whose length mix is not modelled is posed at the mean
+lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps are posed with
+multi-step scheduling (at the newest V0 release where the row names none: the flag exists only
+there; with chunked prefill as well from 0.6.2, which first ran the two together). Rows that
+cannot be posed are counted with their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
