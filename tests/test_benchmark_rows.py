@@ -133,3 +133,40 @@ def test_a_row_on_a_dataset_not_modelled_is_posed_at_the_lengths_it_reported() -
     row["tp"] = None
     row["gpu_count"] = 8
     assert e2e.pose(row, MODELS)[1] == "layout not given for 8 GPUs"
+
+
+def test_a_random_row_that_stopped_at_eos_is_posed_under_its_cap() -> None:
+    import e2e
+
+    row = {
+        "engine": "sglang",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {
+            "dataset": "random (vllm bench serve, default range, no --ignore-eos)",
+            "input_len": 2048,
+            "output_len": 2048,
+            "concurrency": 32,
+            "num_prompts": 500,
+        },
+        "measured": {"mean_output_tokens_per_request": 695.0, "completed_requests": 500},
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    lengths = args["lengths"]
+    # geometric stops at the run's mean, under the 2,048 tokens it asked for
+    assert (lengths.output_len, lengths.output_mean) == (2048, 695.0)
+
+
+def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
+    import closed_loop
+
+    excerpt = (
+        "run_id,workload,input_len,output_len,concurrency,num_prompts,output_throughput,"
+        "tpot_p95_ms,ttft_p99_ms\nr,w,128,1024,4,50,547.85,7.02,25.13"
+    )
+    got = closed_loop.summary({"excerpt": excerpt})
+    assert got is not None and (got["concurrency"], got["output_throughput"]) == ("4", "547.85")
+    assert closed_loop.summary({"excerpt": "batch,step_ms\n8,12.5"}) is None
