@@ -103,6 +103,16 @@ def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
     assert both.code == 2 and both.json()["field"] == "--random-range-ratio"
     rate = cli("simulate", *model, *ours[2:], "--request-rate", "-1")
     assert rate.code == 2 and "--rate/--request-rate" in rate.json()["error"]
+    # vllm bench serve's --burstiness B is gamma gaps of shape B: CV 1 / sqrt(B)
+    lengths = ours[2:]
+    bursty = cli("simulate", *model, *lengths, "--request-rate", "8", "--burstiness", "0.25")
+    assert bursty.json() == cli("simulate", *model, *lengths, "--rate", "8", "--cv", "2").json()
+    for extra, text in (
+        (["--burstiness", "0"], "gamma shape > 0"),
+        (["--burstiness", "1", "--cv", "2"], "give one of them"),
+    ):
+        r = cli("simulate", *model, *lengths, "--rate", "8", *extra)
+        assert r.code == 2 and text in r.json()["error"]
 
 
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
@@ -608,6 +618,33 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
         assert abs(plain[key] - measured[key]) > abs(fitted[key] - measured[key])
 
 
+def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:
+    """`vllm bench serve --burstiness 0.25` saves its gamma shape; calibrate replays the run
+    with gaps of CV 2, not as Poisson arrivals."""
+    from planner.api.bench_calibrate import _replay
+    from planner.sources.bench_result import read_bench_results
+
+    got = benchmark(**_KWARGS, load=Load(rate_per_s=6.0, cv=2.0, requests=200))
+    keys = ("completed", "total_input_tokens", "total_output_tokens", "median_tpot_ms")
+    body = {k: got[k] for k in keys} | {"output_throughput": got["output_throughput"]}
+    path = tmp_path / "bursty.json"
+    path.write_text(json.dumps(body | {"request_rate": 6.0, "burstiness": 0.25}))
+    (record,) = read_bench_results(str(path))
+    assert record.burstiness == 0.25
+    replay = _replay(record, {k: v for k, v in _KWARGS.items() if k != "lengths"}, None)
+    assert "Gamma" in replay["workload"]["description"]
+    assert replay["workload"]["cv"] == pytest.approx(2.0)
+
+
+_KWARGS: dict[str, Any] = {
+    "gpu": "h100",
+    "preset": "llama-3.1-8b",
+    "model": None,
+    "settings": {},
+    "lengths": Lengths(prompt_len=800, output_len=120),
+}
+
+
 def test_calibration_from_another_deployment_is_refused(cli: Cli, tmp_path: Path) -> None:
     (c4,) = _results(tmp_path, 1.2, 0.0, (4,))
     profile = tmp_path / "p.yaml"
@@ -654,6 +691,11 @@ def test_calibration_from_another_deployment_is_refused(cli: Cli, tmp_path: Path
             "median_tpot_ms is nan",
         ),
         ('{"ttft_s": [0.1, 0.2], "tool": "genai-perf"}', "completed is missing"),
+        (
+            '{"completed": 100, "total_input_tokens": 1000, "total_output_tokens": 500, '
+            '"median_tpot_ms": 10.0, "output_throughput": 10.0, "burstiness": -1}',
+            "burstiness must be a gamma shape > 0",
+        ),
         ("", "empty"),
     ],
 )

@@ -56,6 +56,24 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 2)
 
 
+# The burstiest arrivals a simulation takes (Load.cv, Workload.cv): CV 20, a gamma shape of
+# 1/400.
+MAX_ARRIVAL_CV = 20.0
+
+
+def cv_of_burstiness(burstiness: float, flag: str = "--burstiness") -> float:
+    """The CV of gaps `vllm bench serve --burstiness B` draws: gamma gaps of shape B and mean
+    1 / rate (vllm/benchmarks/serve.py), so CV 1 / sqrt(B); B = 1 is Poisson."""
+    if not (math.isfinite(burstiness) and burstiness > 0):
+        raise InputError(flag, f"must be a gamma shape > 0 (got {burstiness})")
+    cv = 1.0 / math.sqrt(burstiness)
+    if cv > MAX_ARRIVAL_CV:
+        raise InputError(
+            flag, f"at least {1 / MAX_ARRIVAL_CV**2:g} (CV {MAX_ARRIVAL_CV:g}; got {burstiness})"
+        )
+    return cv
+
+
 class Load(BaseModel):
     """The benchmark's load: a closed loop of N clients, or an arrival rate."""
 
@@ -63,7 +81,7 @@ class Load(BaseModel):
 
     concurrency: int | None = Field(default=None, gt=0, le=1_000_000)
     rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=True)
-    cv: float | None = Field(default=None, gt=0, le=20)
+    cv: float | None = Field(default=None, gt=0, le=MAX_ARRIVAL_CV)
     requests: int | None = Field(default=None, gt=0, le=1_000_000)
     seed: int = Field(default=0, ge=0)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.api.bench import Lengths, Load, benchmark
+from planner.api.bench import Lengths, Load, benchmark, cv_of_burstiness
 from planner.core.engines.calibration import BenchRecord, Calibration, StepCalibration
 from planner.errors import InputError
 from planner.sources.bench_result import read_bench_results
@@ -36,15 +36,18 @@ def _replay(
     record: BenchRecord, kwargs: dict[str, Any], profile: Calibration | None
 ) -> dict[str, Any]:
     """The predictor at one result's load and mean lengths."""
+    # vllm bench serve's --burstiness: gamma gaps (a paced or open-loop rate's)
+    cv = None if record.burstiness is None else cv_of_burstiness(record.burstiness)
     if record.max_concurrency is not None:
         # with a finite rate too: released at the rate, at most N in flight (paced)
         load = Load(
             concurrency=record.max_concurrency,
             rate_per_s=record.request_rate,
+            cv=cv if record.request_rate is not None else None,
             requests=record.completed,
         )
     elif record.request_rate is not None:
-        load = Load(rate_per_s=record.request_rate, requests=record.completed)
+        load = Load(rate_per_s=record.request_rate, cv=cv, requests=record.completed)
     else:
         load = Load(rate_per_s=math.inf, requests=record.completed)
     lengths = Lengths(

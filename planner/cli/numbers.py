@@ -83,6 +83,17 @@ def prefix_share(share: float | None, tokens: int | None, prefixes: int) -> Any:
         raise InputError(name, validation_text(err)) from exc
 
 
+def gamma_cv(cv: float | None, burstiness: float | None) -> float | None:
+    """The arrivals' CV from --cv or vllm bench serve's --burstiness (one of them)."""
+    if burstiness is None:
+        return cv
+    if cv is not None:
+        raise InputError("--burstiness", "is --cv 1/sqrt(B): give one of them")
+    from planner.api.bench import cv_of_burstiness
+
+    return cv_of_burstiness(burstiness)
+
+
 def apply_hub_timeout(seconds: float | None) -> None:
     """Set the Hub deadline for this run (refused outside (0, 600] s); the default when not
     given, so one run's --timeout never carries into the next in the same process. A run that

@@ -19,6 +19,7 @@ from planner.cli.numbers import (
     PrefixShareOption,
     PrefixTokens,
     apply_hub_timeout,
+    gamma_cv,
 )
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import console, emit_json, fit_columns, print_table
@@ -28,6 +29,7 @@ BENCH_FLAGS = {
     "concurrency": "--concurrency/--max-concurrency",
     "rate_per_s": "--rate/--request-rate",
     "cv": "--cv",
+    "burstiness": "--burstiness",
     "requests": "--requests/--num-prompts",
     "seed": "--seed",
     "prompt_len": "--prompt-len/--random-input-len",
@@ -92,6 +94,10 @@ def simulate(
     ] = None,
     cv: Annotated[
         float | None, typer.Option(help="Gamma arrivals with this CV of the gaps (1: Poisson).")
+    ] = None,
+    burstiness: Annotated[
+        float | None,
+        typer.Option(help="vllm bench serve's gamma shape: --cv 1/sqrt(B) (below 1 is burstier)."),
     ] = None,
     prompt_len: Annotated[
         int | None,
@@ -399,6 +405,7 @@ def simulate(
                 "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
                 "--decode-dp / --disagg-link need --disagg",
             )
+        cv = gamma_cv(cv, burstiness)
         if random_range_ratio is not None:
             if len_range is not None or len_spread is not None:
                 raise InputError(
@@ -468,6 +475,7 @@ def simulate(
         return
     for flag, value in (
         ("--concurrency", concurrency),
+        ("--burstiness", burstiness),
         ("--prompt-len", prompt_len),
         ("--output-len", output_len),
         ("--len-range", len_range),

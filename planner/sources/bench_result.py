@@ -59,11 +59,22 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
         rate_value = float(rate)
     elif rate is not None:
         raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
+    burstiness = obj.get("burstiness")  # vllm bench serve's gamma shape (1.0: Poisson)
+    if burstiness is not None:
+        from planner.api.bench import cv_of_burstiness
+
+        if isinstance(burstiness, bool) or not isinstance(burstiness, (int, float)):
+            raise InputError(FIELD, f"{where}: burstiness {burstiness!r} is not a gamma shape")
+        try:
+            cv_of_burstiness(float(burstiness))
+        except InputError as exc:
+            raise InputError(FIELD, f"{where}: burstiness {exc.message}") from exc
     return BenchRecord(
         path=path,
         sha256=digest,
         max_concurrency=concurrency,
         request_rate=None if rate_value is None or math.isinf(rate_value) else rate_value,
+        burstiness=None if burstiness in (None, 1, 1.0) else float(burstiness),
         completed=completed,
         mean_input_tokens=_number(obj, "total_input_tokens", where, positive=False) / completed,
         mean_output_tokens=_number(obj, "total_output_tokens", where, positive=True) / completed,

@@ -105,6 +105,9 @@ class BenchRecord(BaseModel):
     sha256: str
     max_concurrency: int | None
     request_rate: float | None
+    burstiness: float | None = Field(
+        default=None, gt=0, description="vllm bench serve's gamma shape (1 or None: Poisson)"
+    )
     completed: int
     mean_input_tokens: float
     mean_output_tokens: float
