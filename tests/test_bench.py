@@ -79,6 +79,28 @@ def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     assert "--max-num-seqs 1024" in data["deployment"]["command"]
 
 
+def test_metric_percentiles_name_their_keys_as_the_benchmark_does(cli: Cli) -> None:
+    """--metric-percentiles 90,95,99.9 adds p90_ / p95_ / p99.9_ keys for TTFT, TPOT, ITL and
+    E2EL (vllm bench serve's names: a whole percentile without its decimals) in place of the
+    default p99, each no smaller than the one before; the table prints a row for each."""
+    base = [
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--rate", "6",
+        "--requests", "300", "--prompt-len", "800", "--output-len", "150",
+    ]  # fmt: skip
+    plain = cli(*base, "--json").json()
+    got = cli(*base, "--metric-percentiles", "90,95,99.9", "--json").json()
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        tails = [got[f"{p}_{metric}_ms"] for p in ("median", "p90", "p95", "p99.9")]
+        assert tails == sorted(tails)
+        assert f"p99_{metric}_ms" in plain and f"p99_{metric}_ms" not in got
+        assert got[f"median_{metric}_ms"] == plain[f"median_{metric}_ms"]
+    table = cli(*base, "--metric-percentiles", "95").out
+    assert "P95 TTFT (ms):" in table and "P99 TTFT (ms):" not in table
+    for text in ("0", "90,nan", "abc", ",".join(["50"] * 11)):
+        r = cli(*base, "--metric-percentiles", text, "--json")
+        assert r.code == 2 and r.json()["field"] == "--metric-percentiles"
+
+
 def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
     """A `vllm bench serve` / `sglang.bench_serving` command's load and length flags are
     accepted as typed; --random-range-ratio reads as the engine's own client reads it."""

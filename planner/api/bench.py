@@ -224,18 +224,22 @@ def benchmark(
     prefix: Any = None,
     disagg: Any = None,
     disagg_link: str | None = None,
+    percentiles: tuple[float, ...] | None = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
     `chunked_prefill`: vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode
     steps, as V1 always does); None: the release's default. `scheduler_steps`: vLLM V0's
     --num-scheduler-steps (multi-step scheduling). `prefix`: a PrefixShare, served
-    from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled."""
+    from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled.
+    `percentiles`: the tail figures to print (--metric-percentiles; default 99)."""
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
-    from planner.sim.bench import bench_metrics
+    from planner.sim.bench import DEFAULT_PERCENTILES, bench_metrics
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model
+
+    tails = percentiles or DEFAULT_PERCENTILES
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -331,6 +335,7 @@ def benchmark(
             spec=spec,
             workload_echo=workload_echo,
             instance=instance,
+            percentiles=tails,
         )
     inst = instance(tp, ep, attention_groups)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
@@ -346,7 +351,7 @@ def benchmark(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
         )
         run = execute(served, cost, cfg, delay)
-        metrics = bench_metrics(run, served, replicas=dp)
+        metrics = bench_metrics(run, served, replicas=dp, percentiles=tails)
         if hits is not None:
             metrics["prefix_cache"] = hits
         return metrics
@@ -894,6 +899,7 @@ def _disaggregated(
     spec: Any,
     workload_echo: dict[str, Any],
     instance: Any,
+    percentiles: tuple[float, ...],
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests."""
@@ -924,7 +930,7 @@ def _disaggregated(
         disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
     )
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
-    metrics = bench_metrics(state, trace)
+    metrics = bench_metrics(state, trace, percentiles=percentiles)
     gpus = disagg.gpus
 
     def pool(inst: Any, count: int, tp_size: int, ep: int, groups: int) -> dict[str, Any]:

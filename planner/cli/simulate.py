@@ -95,6 +95,10 @@ def simulate(
     cv: Annotated[
         float | None, typer.Option(help="Gamma arrivals with this CV of the gaps (1: Poisson).")
     ] = None,
+    metric_percentiles: Annotated[
+        str | None,
+        typer.Option(help="Tail percentiles to print, e.g. 90,95,99 (vllm bench serve's) [99]."),
+    ] = None,
     burstiness: Annotated[
         float | None,
         typer.Option(help="vllm bench serve's gamma shape: --cv 1/sqrt(B) (below 1 is burstier)."),
@@ -467,6 +471,7 @@ def simulate(
             prefix=shared,
             disagg=layout,
             disagg_link=disagg_link,
+            percentiles=parse_percentiles(metric_percentiles),
         )
         if json_out:
             emit_json(bench)
@@ -476,6 +481,7 @@ def simulate(
     for flag, value in (
         ("--concurrency", concurrency),
         ("--burstiness", burstiness),
+        ("--metric-percentiles", metric_percentiles),
         ("--prompt-len", prompt_len),
         ("--output-len", output_len),
         ("--len-range", len_range),
@@ -730,8 +736,9 @@ def render_bench(result: dict[str, Any]) -> None:
         ("e2el", "End-to-end Latency"),
     ):
         out.print(f" {title} ".center(width, "-"), markup=False)
-        for stat in ("mean", "median", "p99"):
-            label = f"{stat.capitalize() if stat != 'p99' else 'P99'} {key.upper()} (ms):"
+        tails = [k.split("_")[0] for k in result if k.startswith("p") and k.endswith(f"_{key}_ms")]
+        for stat in ("mean", "median", *tails):
+            label = f"{stat.capitalize() if stat[0] != 'p' else stat.upper()} {key.upper()} (ms):"
             out.print(f"{label:<34}{result[f'{stat}_{key}_ms']:>16,.2f}", markup=False)
     out.print("=" * width, markup=False)
     if result["sweep"]:
@@ -750,6 +757,30 @@ def render_bench(result: dict[str, Any]) -> None:
             f"step model: {basis['gpu_family']} constants {basis['basis']} {basis['source']}",
             markup=False,
         )
+
+
+# Tail percentiles one run prints at most (vllm bench serve takes any list; ten is plenty).
+MAX_PERCENTILES = 10
+
+
+def parse_percentiles(text: str | None) -> tuple[float, ...] | None:
+    """--metric-percentiles "90,95,99" -> (90.0, 95.0, 99.0), each in (0, 100], in order."""
+    from planner.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise InputError("--metric-percentiles", f"{text!r}: numbers, e.g. 90,95,99") from exc
+    if not values or len(values) > MAX_PERCENTILES:
+        raise InputError(
+            "--metric-percentiles", f"{text!r}: 1 to {MAX_PERCENTILES} percentiles, e.g. 90,99"
+        )
+    for v in values:
+        if not 0 < v <= 100:
+            raise InputError("--metric-percentiles", f"{v:g} is not a percentile in (0, 100]")
+    return tuple(dict.fromkeys(values))
 
 
 def _joined(parts: list[str], width: int) -> list[str]:

@@ -17,6 +17,13 @@ from planner.sim.workload import Trace
 
 # Percentiles `vllm bench serve` prints by default (--metric-percentiles 99) plus the median.
 BENCH_PERCENTILE = 99
+DEFAULT_PERCENTILES = (float(BENCH_PERCENTILE),)
+
+
+def percentile_key(p: float) -> str:
+    """The benchmark's name for a percentile: p99, p99.9 (vllm/benchmarks/serve.py writes
+    the integer part alone when the percentile is whole)."""
+    return f"p{int(p)}" if p == int(p) else f"p{p:g}"
 
 
 def weighted_quantiles(
@@ -41,21 +48,30 @@ def weighted_quantiles(
     return out
 
 
-def _stats(name: str, values: NDArray[np.float64]) -> dict[str, float]:
+def _stats(
+    name: str, values: NDArray[np.float64], percentiles: tuple[float, ...]
+) -> dict[str, float]:
     if values.size == 0:
         values = np.zeros(1)
-    median, tail = np.percentile(values, [50, BENCH_PERCENTILE])
+    median, *tails = np.percentile(values, [50, *percentiles])
+    named = zip(percentiles, tails, strict=True)
     return {
         f"mean_{name}_ms": float(values.mean()),
         f"median_{name}_ms": float(median),
         f"std_{name}_ms": float(values.std()),
-        f"p{BENCH_PERCENTILE}_{name}_ms": float(tail),
+        **{f"{percentile_key(p)}_{name}_ms": float(t) for p, t in named},
     }
 
 
-def bench_metrics(run: RunState, trace: Trace, replicas: int = 1) -> dict[str, Any]:
+def bench_metrics(
+    run: RunState,
+    trace: Trace,
+    replicas: int = 1,
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
-    multiply the throughputs (each served its share of the load)."""
+    multiply the throughputs (each served its share of the load); `percentiles` the tail
+    figures it prints (--metric-percentiles)."""
     start = float(np.min(run.arrival_ms))
     duration_s = (float(np.nanmax(run.finish_ms)) - start) / 1000.0
     ttft = run.first_ms - run.arrival_ms
@@ -65,7 +81,9 @@ def bench_metrics(run: RunState, trace: Trace, replicas: int = 1) -> dict[str, A
     gaps = np.asarray(list(run.itl_tokens), dtype=np.float64)
     counts = np.asarray(list(run.itl_tokens.values()), dtype=np.int64)
     itl_mean = float((gaps * counts).sum() / counts.sum()) if counts.sum() else 0.0
-    itl_median, itl_tail = weighted_quantiles(gaps, counts, [0.5, BENCH_PERCENTILE / 100])
+    itl_median, *itl_tails = weighted_quantiles(
+        gaps, counts, [0.5, *(p / 100 for p in percentiles)]
+    )
     itl_std = 0.0
     if counts.sum():
         itl_std = float(np.sqrt((counts * (gaps - itl_mean) ** 2).sum() / counts.sum()))
@@ -80,13 +98,13 @@ def bench_metrics(run: RunState, trace: Trace, replicas: int = 1) -> dict[str, A
         "request_throughput": completed / duration_s,
         "output_throughput": outputs / duration_s,
         "total_token_throughput": (inputs + outputs) / duration_s,
-        **_stats("ttft", ttft),
-        **_stats("tpot", tpot),
+        **_stats("ttft", ttft, percentiles),
+        **_stats("tpot", tpot, percentiles),
         "mean_itl_ms": itl_mean,
         "median_itl_ms": itl_median,
         "std_itl_ms": itl_std,
-        f"p{BENCH_PERCENTILE}_itl_ms": itl_tail,
-        **_stats("e2el", e2el),
+        **{f"{percentile_key(p)}_itl_ms": t for p, t in zip(percentiles, itl_tails, strict=True)},
+        **_stats("e2el", e2el, percentiles),
         "preemptions": run.preemptions * replicas,
         "peak_kv_blocks": run.peak_blocks,
     }
