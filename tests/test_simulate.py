@@ -441,3 +441,6 @@ def test_gamma_gaps_invert_the_same_uniforms_at_every_cv() -> None:
     assert (bursty[calm < 0.01] <= calm[calm < 0.01]).all()
     assert (bursty[calm > 1.0] >= calm[calm > 1.0]).all()
     assert np.array_equal(traces[1.5].prompt_tokens, traces[3.0].prompt_tokens)
+    # a shorter trace of the same seed is the longer one's start (a rate search re-draws it)
+    short = generate(base.model_copy(update={"cv": 3.0, "requests": 500}))
+    assert np.array_equal(short.arrival_s, traces[3.0].arrival_s[:500])

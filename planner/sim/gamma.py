@@ -11,7 +11,7 @@ number of draws, so its traces at two shapes share nothing).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from collections import OrderedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -95,15 +95,36 @@ def gamma_quantile(u: NDArray[np.float64], a: float) -> NDArray[np.float64]:
     return out
 
 
-@lru_cache(maxsize=32)
-def _cached(key: bytes, a: float) -> NDArray[np.float64]:
-    u = np.frombuffer(key, dtype=np.float64)
-    x = gamma_quantile(u, a)
-    x.setflags(write=False)
-    return x
+# Inverted streams kept (uniforms and their quantiles, by the stream's first draws and the
+# shape): a rate search draws each seed's trace at several lengths, each a prefix of the same
+# stream (numpy's Generator.random(n) is the first n of random(m) for m > n), so only the draws
+# past the longest inverted so far are new.
+CACHED_STREAMS = 32
+_STREAMS: OrderedDict[tuple[bytes, float], tuple[NDArray[np.float64], NDArray[np.float64]]] = (
+    OrderedDict()
+)
+STREAM_KEY_DRAWS = 4
 
 
 def gamma_gaps(u: NDArray[np.float64], a: float) -> NDArray[np.float64]:
     """Unit-mean gamma gaps of shape `a` (CV 1 / sqrt(a)) from uniforms, by inversion; a
-    search that re-times one trace at many rates inverts its uniforms once."""
-    return _cached(np.ascontiguousarray(u, dtype=np.float64).tobytes(), a) / a
+    search that re-draws one stream at several lengths inverts each uniform once."""
+    u = np.ascontiguousarray(u, dtype=np.float64)
+    key = (u[:STREAM_KEY_DRAWS].tobytes(), a)
+    known = _STREAMS.get(key)
+    if known is not None:
+        seen, x = known
+        m = min(seen.size, u.size)
+        if np.array_equal(seen[:m], u[:m]):
+            if u.size > seen.size:
+                x = np.concatenate([x, gamma_quantile(u[seen.size :], a)])
+                _STREAMS[key] = (u.copy(), x)
+            _STREAMS.move_to_end(key)
+            out: NDArray[np.float64] = x[: u.size] / a
+            return out
+    x = gamma_quantile(u, a)
+    _STREAMS[key] = (u.copy(), x)
+    while len(_STREAMS) > CACHED_STREAMS:
+        _STREAMS.popitem(last=False)
+    fresh: NDArray[np.float64] = x / a
+    return fresh
