@@ -200,6 +200,14 @@ def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     assert nvidia.flops_efficiency == 0.55  # measured on public H100 prefill
     assert amd.flops_efficiency == pytest.approx(0.55 * 0.62)
     assert amd.attention_flops_efficiency == pytest.approx(0.5 * 0.62)
+    # decode attention streams the KV cache at half the weight reads' share on CDNA3, at the
+    # same share on NVIDIA
+    mi300x = find_gpu("mi300x")
+    kv = 10**9
+    assert amd.kv_read_ms(kv) == pytest.approx(kv / (mi300x.hbm_bandwidth_bytes_per_s * 0.3) * 1e3)
+    assert nvidia.kv_read_ms(kv) == pytest.approx(
+        kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.75) * 1e3
+    )
     _, _, compute = amd.gemm(4096, sampled=0)  # a prefill chunk: no lm_head, no table GEMM
     flops = 2 * (LLAMA8.params_active - 2 * LLAMA8.vocab_size * LLAMA8.hidden_size) * 4096
     assert compute == pytest.approx(flops / (find_gpu("mi300x").bf16_dense_flops * 0.341) * 1e3)

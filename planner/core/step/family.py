@@ -20,6 +20,7 @@ class Family(BaseModel):
     name: str
     bandwidth_efficiency: float
     compute_scale: float = 1.0
+    attention_bandwidth_scale: float = 1.0
     basis: Basis
     source: str
 
@@ -44,6 +45,14 @@ OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumpti
 # 1,307) against about 720 on H100 (73% of 989), and FP8 at about 38% against 65%: CDNA3 reaches
 # about 0.62 of Hopper's share. CDNA4 and CDNA2 take the same factor (extrapolated).
 AMD_COMPUTE_SCALE = 0.62
+# Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
+# FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
+# weights). CDNA3: half, measured on the one AMD source with attention-bound rows
+# (sgl-project/sglang PR 31216, SGLang 0.5.13 on one MI300X, Gemma-4-31B bf16, 1,000-token
+# prompts and outputs): TPOT 21.49 / 31.45 / 62.93 ms at 1 / 16 / 64 clients against 21.3 /
+# 26.9 / 44.9 with the KV read at the weights' share, 21.5 / 30.4 / 58.6 at half of it (ROCm
+# runs those head sizes on the Triton attention backend). CDNA2 and CDNA4 take the same.
+AMD_ATTENTION_BANDWIDTH_SCALE = 0.5
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
@@ -86,6 +95,7 @@ def family_of(gpu: GpuSpec) -> Family:
             name=name,
             bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
             compute_scale=AMD_COMPUTE_SCALE,
+            attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )

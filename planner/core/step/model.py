@@ -92,6 +92,9 @@ class StepTime(BaseModel):
     memory_scale: float = Field(
         default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
     )
+    attention_bandwidth_scale: float = Field(
+        default=1.0, gt=0, le=1, description="decode attention's bandwidth share / the weights'"
+    )
     pp: int = Field(
         default=1, ge=1, description="pipeline stages: the fields above are one stage's"
     )
@@ -180,8 +183,10 @@ class StepTime(BaseModel):
         return attention + ffn
 
     def kv_read_ms(self, kv_bytes: int) -> float:
-        """Decode attention: reading `kv_bytes` of cache, ms."""
-        return gemm.read_ms(kv_bytes, self._bandwidth()) * self.memory_scale
+        """Decode attention: reading `kv_bytes` of cache at the family's attention share of
+        the bandwidth, ms."""
+        rate = self._bandwidth() * self.attention_bandwidth_scale
+        return gemm.read_ms(kv_bytes, rate) * self.memory_scale
 
     def chunk_pairs(self, cached: int, chunk: int) -> float:
         """The (query, key) pairs a prefill chunk of `chunk` tokens after `cached` ones costs,
@@ -343,6 +348,7 @@ def step_time_for(
         plain_flops_per_s=float(gemm.gemm_flops_per_s(gpu, None)),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
+        attention_bandwidth_scale=family.attention_bandwidth_scale,
         layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
