@@ -14,7 +14,7 @@ keeps its own shard of each token's KV, the same bytes per token as its GPU pool
 
 The native connector and HiCache copy blocks with the CUDA copy engines and keep no GPU-side
 staging buffer beyond the pool; LMCache's GPU connector stages one chunk (256 tokens of one
-rank's KV, ~10 MiB for a 70B model at TP 4): the engine model charges it to the GPU ledger
+rank's KV, 20 MiB for Llama-3.1-70B at TP 4): the engine model charges it to the GPU ledger
 (`connector_bytes`, planner.core.engines.vllm.connector_buffer_bytes) and the tiers report it
 as `gpu_buffer_bytes`; a start-up log of the deployment calibrates it.
 """
