@@ -32,9 +32,9 @@ class Family(BaseModel):
 # extrapolated. AMD CDNA: 0.60, an assumption (ROCm kernels run further from peak; no
 # step-time row yet), which the one bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl
 # bears out: SGLang 0.5.13 on one MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms
-# measured against 21.25 ms modelled (sgl-project/sglang PR 31216, 2026-07). A card's own
-# measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g. the H200's) wins over its
-# family's.
+# measured against 21.5 ms modelled, nearly all of it the weight read (sgl-project/sglang PR
+# 31216, 2026-07). A card's own measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g.
+# the H200's) wins over its family's.
 NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
 AMD_BANDWIDTH_EFFICIENCY = 0.60
 OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
