@@ -59,6 +59,7 @@ def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     # a 2,000-token KV read, at half the weights' share (CDNA's decode attention)
     assert data["b_ms"] == pytest.approx(327_680 * 2000 / (bandwidth * 0.5) * 1e3)
     assert any("weights read per step" in line for line in data["arithmetic"])
+    assert any("the KV at x 0.5 of that: cdna3's decode attention" in x for x in data["arithmetic"])
     # the memory cap is the engine's own pool, as `planner capacity` plans it (one answer)
     engine = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--json").json()
     assert data["memory_cap"] == engine["max_seqs_paged"] == 67 and data["binding"] == "memory"

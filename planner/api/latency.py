@@ -176,7 +176,13 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         f"memory: {one.weights_read_bytes / 1e9:,.2f} GB weights read per step (embedding "
         f"gathered, not read{'; MoE: experts B tokens route to' if curve.num_experts else ''})"
         f" + B x {curve.kv_bytes(context) / 1e6:,.2f} MB KV at {context:,} tokens, over "
-        f"{peak_tb:.2f} TB/s x {curve.bandwidth_efficiency} achievable",
+        f"{peak_tb:.2f} TB/s x {curve.bandwidth_efficiency} achievable"
+        + (
+            f" (the KV at x {curve.attention_bandwidth_scale:g} of that: {curve.family.name}'s "
+            "decode attention)"
+            if curve.attention_bandwidth_scale != 1 and curve.family is not None
+            else ""
+        ),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
         f"engine overhead {one.overhead_ms:.2f} ms ({curve.engine})",
