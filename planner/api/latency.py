@@ -24,6 +24,7 @@ def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
     terms = curve.terms(max(1, plan.operating_concurrency), plan.settings.mean_tokens)
     values: dict[str, float] = {
         "bandwidth_efficiency": curve.bandwidth_efficiency,
+        "attention_bandwidth_scale": curve.attention_bandwidth_scale,
         "overhead_ms": terms.kernels_ms + terms.overhead_ms,
     } | efficiencies
     return roofline_from(
@@ -75,6 +76,7 @@ def serve_roofline(
         active_params_per_gpu=max(1, model.params_active // tp),
         weight_dtype=weight_dtype,
         bandwidth_efficiency=curve.bandwidth_efficiency,
+        attention_bandwidth_scale=curve.attention_bandwidth_scale,
         overhead_ms=terms.kernels_ms + terms.overhead_ms,
     )
 

@@ -37,6 +37,9 @@ class Roofline(BaseModel):
     bandwidth_efficiency: float = Field(default=DEFAULT_BANDWIDTH_EFFICIENCY, gt=0, le=1)
     flops_efficiency: float = Field(default=DEFAULT_FLOPS_EFFICIENCY, gt=0, le=1)
     overhead_ms: float = Field(default=DEFAULT_STEP_OVERHEAD_MS, ge=0)
+    attention_bandwidth_scale: float = Field(
+        default=1.0, gt=0, le=1, description="the KV read's share of bandwidth / the weights'"
+    )
 
 
 def step_ms(
@@ -45,7 +48,8 @@ def step_ms(
     """Step time in ms for each batch size (vectorised)."""
     bw = r.bandwidth_bytes_per_s * r.bandwidth_efficiency
     flops = r.flops_per_s * r.flops_efficiency
-    memory = (r.weights_bytes_per_gpu + batch * r.kv_bytes_per_sequence) / bw * 1e3
+    kv = batch * r.kv_bytes_per_sequence / r.attention_bandwidth_scale
+    memory = (r.weights_bytes_per_gpu + kv) / bw * 1e3
     compute = (
         FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu * batch * tokens_per_seq / flops * 1e3
     )
