@@ -23,7 +23,7 @@ DEFAULT_PERCENTILES = (float(BENCH_PERCENTILE),)
 def percentile_key(p: float) -> str:
     """The benchmark's name for a percentile: p99, p99.9 (vllm/benchmarks/serve.py writes
     the integer part alone when the percentile is whole)."""
-    return f"p{int(p)}" if p == int(p) else f"p{p:g}"
+    return f"p{int(p)}" if p == int(p) else f"p{p}"
 
 
 def weighted_quantiles(
