@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
 from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
 from planner.errors import InputError, PlannerError
+from planner.sim.arrivals import MAX_ARRIVAL_CV
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
 DEFAULT_BENCH_REQUESTS = 1000
@@ -54,24 +55,6 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # prompts it completes decode through the rest of the round (lookahead slots); new requests
 # join only between rounds, which is what the simulator's rounds do.
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 2)
-
-
-# The burstiest arrivals a simulation takes (Load.cv, Workload.cv): CV 20, a gamma shape of
-# 1/400.
-MAX_ARRIVAL_CV = 20.0
-
-
-def cv_of_burstiness(burstiness: float, flag: str = "--burstiness") -> float:
-    """The CV of gaps `vllm bench serve --burstiness B` draws: gamma gaps of shape B and mean
-    1 / rate (vllm/benchmarks/serve.py), so CV 1 / sqrt(B); B = 1 is Poisson."""
-    if not (math.isfinite(burstiness) and burstiness > 0):
-        raise InputError(flag, f"must be a gamma shape > 0 (got {burstiness})")
-    cv = 1.0 / math.sqrt(burstiness)
-    if cv > MAX_ARRIVAL_CV:
-        raise InputError(
-            flag, f"at least {1 / MAX_ARRIVAL_CV**2:g} (CV {MAX_ARRIVAL_CV:g}; got {burstiness})"
-        )
-    return cv
 
 
 class Load(BaseModel):

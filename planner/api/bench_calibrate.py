@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from planner.api.bench import Lengths, Load, benchmark, cv_of_burstiness
+from planner.api.bench import Lengths, Load, benchmark
 from planner.core.engines.calibration import BenchRecord, Calibration, StepCalibration
 from planner.errors import InputError
+from planner.sim.arrivals import cv_of_burstiness
 from planner.sources.bench_result import read_bench_results
 
 # Gauss-Newton passes, and the relative TPOT error at which the fit stops early.

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar, get_args, get_origin
 import typer
 
 from planner.errors import InputError
+from planner.sim.arrivals import cv_of_burstiness
 
 # The largest int the planner accepts on the command line: every int it takes (tokens, bytes,
 # counts) must convert to a float exactly, so numpy and JSON consumers see the same value.
@@ -89,8 +90,6 @@ def gamma_cv(cv: float | None, burstiness: float | None) -> float | None:
         return cv
     if cv is not None:
         raise InputError("--burstiness", "is --cv 1/sqrt(B): give one of them")
-    from planner.api.bench import cv_of_burstiness
-
     return cv_of_burstiness(burstiness)
 
 

@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.errors import InputError
+from planner.sim.arrivals import MAX_ARRIVAL_CV
 from planner.sim.gamma import gamma_gaps
 
 # Bounds on traffic, far above what one simulation needs, low enough that a typo cannot exhaust
@@ -93,7 +94,10 @@ class Workload(BaseModel):
     description: str = ""
     arrival: Literal["poisson", "uniform", "gamma"] = "poisson"
     cv: float = Field(
-        default=1.0, gt=0, le=20, description="gamma arrivals: coefficient of variation of gaps"
+        default=1.0,
+        gt=0,
+        le=MAX_ARRIVAL_CV,
+        description="gamma arrivals: coefficient of variation of gaps",
     )
     rate_per_s: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S, allow_inf_nan=False)
     requests: int = Field(gt=0, le=MAX_GENERATED_REQUESTS)

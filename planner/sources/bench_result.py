@@ -9,6 +9,7 @@ from typing import Any
 
 from planner.core.engines.calibration import BenchRecord
 from planner.errors import InputError
+from planner.sim.arrivals import cv_of_burstiness
 from planner.sources.files import ARGS_LIMIT_BYTES, parse_json, read_bytes
 
 FIELD = "--bench"
@@ -61,8 +62,6 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
         raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
     burstiness = obj.get("burstiness")  # vllm bench serve's gamma shape (1.0: Poisson)
     if burstiness is not None:
-        from planner.api.bench import cv_of_burstiness
-
         if isinstance(burstiness, bool) or not isinstance(burstiness, (int, float)):
             raise InputError(FIELD, f"{where}: burstiness {burstiness!r} is not a gamma shape")
         try:
