@@ -112,7 +112,8 @@ def simulate(
         typer.Option(
             "--output-len",
             "--random-output-len",
-            help="Fixed output length, tokens (runs to it: ignore-eos).",
+            help="Fixed output length, tokens (runs to it: ignore-eos; with --output-mean, the "
+            "cap outputs stop at EOS under).",
         ),
     ] = None,
     len_range: Annotated[
