@@ -425,6 +425,8 @@ def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
     assert (1 - (1 - p) ** 1024) / p == pytest.approx(300, rel=1e-6)
     drawn = dist.draw(np.random.default_rng(0), 100_000)
     assert drawn.max() == 1024 and drawn.mean() == pytest.approx(300, rel=0.01)
+    # the median the echo reports is the distribution's own (~ln 2 x 300 tokens), not the cap
+    assert LengthDist.stopping_at_eos(1024, 300.0).median == pytest.approx(np.median(drawn), abs=2)
     assert (drawn == 1024).mean() == pytest.approx((1 - p) ** 1023, rel=0.1)
 
     def closed_loop(lengths: Lengths) -> dict[str, Any]:
@@ -440,6 +442,7 @@ def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
     got = closed_loop(Lengths(prompt_len=512, output_len=1024, output_mean=300.0))
     assert got["total_output_tokens"] / 2000 == pytest.approx(300, rel=0.04)
     assert "stops at EOS (mean 300), at most 1024" in got["workload"]["description"]
+    assert got["workload"]["output_tokens"]["median"] < 300  # not the 1,024-token cap
     fixed = closed_loop(Lengths(prompt_len=512, output_len=300))
     # the same tokens, but the clients drift apart: no lockstep prefill of all 16 at once
     assert got["median_ttft_ms"] < fixed["median_ttft_ms"]

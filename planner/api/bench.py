@@ -140,7 +140,7 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
     output_mean = lengths.output_mean
     if output.distribution == "fixed" and output_mean is not None:
         # --output-len L --output-mean M: run without --ignore-eos, stopping at EOS before L
-        output = LengthDist(distribution="eos", median=output.max, max=output.max, mean=output_mean)
+        output = LengthDist.stopping_at_eos(output.max, output_mean)
         output_mean = None
     requests = load.requests
     if requests is None:

@@ -72,6 +72,15 @@ class LengthDist(BaseModel):
             low, high = (p, high) if mean > target else (low, p)
         return (low + high) / 2
 
+    @classmethod
+    def stopping_at_eos(cls, cap: int, mean: float) -> LengthDist:
+        """Outputs that stop at EOS with mean `mean`, at most `cap` tokens; `median` is the
+        distribution's own (the smallest k with 1 - (1 - p)^k >= 1/2), as the echo reports it."""
+        eos = cls(distribution="eos", median=cap, max=cap, mean=mean)
+        p = eos.stop_probability()
+        median = math.ceil(math.log(0.5) / math.log1p(-p)) if p < 1 else 1
+        return eos.model_copy(update={"median": float(min(cap, max(1, median)))})
+
     def draw(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
         """n lengths from this distribution, clipped to [min, max]."""
         if self.distribution == "fixed":
