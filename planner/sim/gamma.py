@@ -26,6 +26,9 @@ RELATIVE_TOLERANCE = 1e-12
 # log of the smallest normal double: a gap below e^-708 s is zero to any clock.
 LOG_TINY = -708.0
 TINY = 1e-300
+# Beyond a + 60 the gamma's upper tail (shape <= 1) is below 1e-26: P = 1 in double precision,
+# the bracket's upper end.
+TAIL_SPAN = 60.0
 
 
 def regularized_lower_gamma(a: float, x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -71,9 +74,10 @@ def gamma_quantile(u: NDArray[np.float64], a: float) -> NDArray[np.float64]:
     log_gamma = math.lgamma(a)
     # start from the smaller of the small-x form (P ~ x^a / Gamma(a + 1)) and the exponential's
     t = np.minimum((np.log(u) + math.lgamma(a + 1)) / a, np.log(-np.log1p(-u)))
-    t = np.clip(t, LOG_TINY, math.log(a + 60.0))
+    top = math.log(a + TAIL_SPAN)
+    t = np.clip(t, LOG_TINY, top)
     low = np.full(u.shape, LOG_TINY)
-    high = np.full(u.shape, math.log(a + 60.0))  # P(a <= 1, a + 60) = 1 to double precision
+    high = np.full(u.shape, top)
     todo = np.arange(u.size)
     for _ in range(MAX_NEWTON_STEPS):
         tt = t[todo]
