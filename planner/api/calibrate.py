@@ -297,19 +297,22 @@ def calibrate_report(
                     "profile is one deployment",
                 )
     slope_total = total_from_slope([(r, p) for r, p, _ in runs])
-    measured = [(r, p, measure_run(r, p, slope_total)) for r, p, _ in runs]
-    # a connector's logs measure its buffers net of what the deployment's plain logs calibrate
-    plain = [m for m in measured if m[2] and not m[0].flags.get("kv_connector")]
-    plain_profile = profile_from(plain) if plain else None
-    runs = []
-    for r, p, terms in measured:
-        if r.flags.get("kv_connector") and plain_profile is not None:
-            others = r.plan(calibration=plain_profile)
-            own = measure_run(r, p, slope_total, others)
-            terms = [t for t in terms if t.term != "connector_bytes"] + [
-                t for t in own if t.term == "connector_bytes"
-            ]
-        runs.append((r, p, terms))
+    # the logs without a KV connector first: a connector's logs measure its buffers net of
+    # what those calibrate
+    has_connector = [bool(r.flags.get("kv_connector")) for r, _, _ in runs]
+    plain = [
+        (r, p, measure_run(r, p, slope_total))
+        for (r, p, _), own in zip(runs, has_connector, strict=True)
+        if not own
+    ]
+    measured = [m for m in plain if m[2]]
+    plain_profile = profile_from(measured) if measured else None
+    by_run = {id(r): terms for r, _, terms in plain}
+    for i, (r, p, _) in enumerate(runs):
+        if has_connector[i]:
+            others = r.plan(calibration=plain_profile) if plain_profile else None
+            by_run[id(r)] = measure_run(r, p, slope_total, others)
+    runs = [(r, p, by_run[id(r)]) for r, p, _ in runs]
     if not any(terms for _, _, terms in runs):
         raise InputError(
             "LOG",
