@@ -709,6 +709,30 @@ def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int
     return ceil_div(max_len, block)
 
 
+@dataclass(frozen=True)
+class _Profile:
+    """How the start-up profile runs: the model runner, the sampler it warms up, and whether
+    the expert layers hold whole experts."""
+
+    runner: str
+    sampler: str
+    xformers: bool
+    expert_parallel: bool
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The paged KV pool the available bytes buy, and what vLLM reports of it."""
+
+    block: int
+    bytes_per_block: int
+    num_blocks: int
+    blocks_per_request: int
+    num_groups: int
+    kv_tokens: int
+    concurrency: float
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -717,7 +741,8 @@ def predict(
     weights_bytes: int | None = None,
     weights_exact: bool | None = None,
 ) -> EnginePrediction:
-    """What vLLM will log at start-up for this model, GPU and flags."""
+    """What vLLM will log at start-up for this model, GPU and flags: the settings it resolves,
+    each memory term the profile charges, and the KV pool the rest buys."""
     s = settings
     version = parse_version(s.version)
     rules = rules_for(version)
@@ -731,16 +756,7 @@ def predict(
             "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
         )
     check_stages(model, pp)
-
-    max_len = s.max_model_len or model.max_context_tokens
-    if s.max_model_len is None:
-        defaults.append(f"max_model_len={max_len} (the model's maximum)")
-    elif max_len > model.max_context_tokens:
-        raise InputError(
-            "--max-model-len",
-            f"{max_len:,} exceeds {model.name}'s {model.max_context_tokens:,} (vLLM refuses it "
-            "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
-        )
+    max_len = _max_model_len(model, s, defaults)
     util = s.gpu_memory_utilization
     if util is None:
         util = rules.default_gpu_memory_utilization
@@ -763,19 +779,7 @@ def predict(
     )
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
-    kind = "v0" if engine == "v0" else rules.batch_defaults
-    if engine == "v1" and kind == "v0":  # a V1 engine asked of a release that defaulted to V0
-        kind = "two_tier"
-    d_tokens, d_seqs = batch_defaults(kind, total, gpu.name, s.usage_context, max_len)
-    seqs = s.max_num_seqs or d_seqs
-    tokens = s.max_num_batched_tokens or d_tokens
-    if s.max_num_batched_tokens is None:
-        tokens = min(tokens, seqs * max_len)
-        defaults.append(f"max_num_batched_tokens={tokens} (default for this GPU tier)")
-    if s.max_num_seqs is None:
-        seqs = min(seqs, tokens)
-        defaults.append(f"max_num_seqs={seqs} (default for this GPU tier)")
-
+    tokens, seqs = _scheduler_limits(s, rules, engine, total, gpu.name, max_len, defaults)
     requested = math.ceil(total * util)
     dp = s.data_parallel_size
     if dp > 1 and engine != "v1":
@@ -818,6 +822,214 @@ def predict(
     if m.weights_bytes is None:
         w = correct(cal, "weights_bytes", w, sources)
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
+    profile = _profile(model, gpu, s, engine, rules, version, quantized, seqs, tokens, notes)
+    profile = _with_expert_parallel(profile, model, s, moe_ranks, notes)
+    act_modelled = activation_peak_bytes(
+        model,
+        tokens,
+        min(seqs, tokens),
+        tp,
+        act_bytes,
+        profile.sampler,
+        profile.xformers,
+        profile.expert_parallel,
+        moe_ranks,
+    )
+    act = act_modelled
+    if profile.runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
+        vocab = model.vocab_size or 0
+        act += seqs * (vocab + ceil_div(vocab, PENALTY_MASK_BITS)) * PENALTY_ENTRY_BYTES
+    sources["activation_peak_bytes"] = "calibrated"
+    act = correct(cal, "activation_peak_bytes", act, sources)
+    if m.activation_peak_bytes is not None:
+        act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
+    non_torch = _non_torch_bytes(s, rules, engine, gpu, version, notes)
+    sources["non_torch_bytes"] = "calibrated"
+    non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
+    if m.non_torch_bytes is not None:
+        non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
+    connector = connector_buffer_bytes(
+        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens
+    )
+    if s.kv_connector is not None:
+        sources["connector_bytes"] = "derived"
+        connector = correct(cal, "connector_bytes", connector, sources)
+    graph = _cudagraph_bytes(
+        model, gpu, s, engine, rules, version, profile.runner, seqs, tokens, m, sources
+    )
+
+    stage_layers: int | None = None
+    if pp > 1 and s.kv_cache_memory_bytes is None:
+        bound, stages = _binding_stage(
+            model,
+            tp,
+            pp,
+            block,
+            kv_bytes,
+            act_bytes,
+            model.weights_bytes if weights_bytes is None else weights_bytes,
+            (w, act, graph),
+            activation_peak_bytes(
+                model,
+                tokens,
+                0,
+                tp,
+                act_bytes,
+                profile.sampler,
+                profile.xformers,
+                profile.expert_parallel,
+            ),
+            act_modelled,
+            requested - non_torch - connector,
+        )
+        w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
+        notes.append(
+            f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
+            f"{', '.join(f'{max(st.blocks, 0):,}' for st in stages)} KV blocks (embedding on "
+            "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
+            f"{bound.index}'s"
+        )
+    if s.kv_cache_memory_bytes is not None:
+        available = s.kv_cache_memory_bytes
+        sources["available_kv_bytes"] = "user"
+    else:
+        available = requested - w - act - non_torch - graph - connector
+        sources["available_kv_bytes"] = "derived"
+    if s.reserved_bytes:
+        charged = rules.non_torch_counts_context and engine == rules.engine
+        available -= _other_tenants(
+            s.reserved_bytes, engine, version, total, requested, charged, notes
+        )
+    if cal is not None:
+        notes += cal_notes(cal, "vllm", version_text(version), gpu.id, model.name, tp, pp)
+    if available <= 0:
+        raise NoKvCache(
+            "--gpu-memory-utilization",
+            f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
+            f"{(w + act + non_torch + graph + connector) / GIB_BYTES:.2f} GiB taken by "
+            + (
+                "weights, activations, non-torch memory, CUDA graphs and the KV connector"
+                if connector
+                else "weights, activations, non-torch memory and CUDA graphs"
+            ),
+        )
+
+    pool = _kv_pool(
+        model, tp, pp, block, kv_bytes, stage_layers, available, max_len, tokens, rules, engine
+    )
+    if pool.block != block:
+        notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
+    lines = _log_lines(
+        rules,
+        engine,
+        available,
+        pool.num_blocks,
+        pool.bytes_per_block,
+        pool.kv_tokens,
+        pool.concurrency,
+        max_len,
+    )
+    return EnginePrediction(
+        name="vllm",
+        version=version_text(version),
+        total_memory_bytes=total,
+        requested_memory_bytes=requested,
+        weights_bytes=w,
+        activation_peak_bytes=act,
+        non_torch_bytes=non_torch,
+        cudagraph_bytes=graph,
+        connector_bytes=connector,
+        available_kv_bytes=available,
+        bytes_per_block=pool.bytes_per_block,
+        num_gpu_blocks=pool.num_blocks,
+        usable_blocks=pool.num_blocks - 1,
+        kv_cache_tokens=pool.kv_tokens,
+        max_concurrency=pool.concurrency,
+        blocks_per_request=pool.blocks_per_request,
+        num_kv_groups=pool.num_groups,
+        settings={
+            "engine": engine,
+            "gpu_memory_utilization": util,
+            "max_model_len": max_len,
+            "max_num_batched_tokens": tokens,
+            "max_num_seqs": seqs,
+            "block_size": pool.block,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": s.dtype,
+            "enforce_eager": s.enforce_eager,
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": pp,
+            "enable_lora": s.enable_lora,
+            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
+            "max_loras": s.max_loras if s.enable_lora else None,
+            "enable_expert_parallel": s.enable_expert_parallel,
+            "data_parallel_size": dp,
+            "colocated": s.colocated,
+            "model_runner": profile.runner,
+            "profile_sampler": profile.sampler,
+        },
+        defaults_used=defaults,
+        term_sources=sources,
+        log_lines=lines,
+        notes=notes,
+    )
+
+
+def _max_model_len(model: ModelSpec, s: VllmSettings, defaults: list[str]) -> int:
+    """--max-model-len, or the model's own maximum (vLLM refuses a longer one)."""
+    if s.max_model_len is None:
+        defaults.append(f"max_model_len={model.max_context_tokens} (the model's maximum)")
+        return model.max_context_tokens
+    if s.max_model_len > model.max_context_tokens:
+        raise InputError(
+            "--max-model-len",
+            f"{s.max_model_len:,} exceeds {model.name}'s {model.max_context_tokens:,} (vLLM "
+            "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
+        )
+    return s.max_model_len
+
+
+def _scheduler_limits(
+    s: VllmSettings,
+    rules: VllmRules,
+    engine: str,
+    total: int,
+    gpu_name: str,
+    max_len: int,
+    defaults: list[str],
+) -> tuple[int, int]:
+    """max_num_batched_tokens and max_num_seqs: the flags, else the release's defaults for
+    this GPU's memory tier (a V1 engine asked of a release that defaulted to V0 takes the
+    first V1 tiers)."""
+    kind = "v0" if engine == "v0" else rules.batch_defaults
+    if engine == "v1" and kind == "v0":
+        kind = "two_tier"
+    d_tokens, d_seqs = batch_defaults(kind, total, gpu_name, s.usage_context, max_len)
+    seqs = s.max_num_seqs or d_seqs
+    tokens = s.max_num_batched_tokens or d_tokens
+    if s.max_num_batched_tokens is None:
+        tokens = min(tokens, seqs * max_len)
+        defaults.append(f"max_num_batched_tokens={tokens} (default for this GPU tier)")
+    if s.max_num_seqs is None:
+        seqs = min(seqs, tokens)
+        defaults.append(f"max_num_seqs={seqs} (default for this GPU tier)")
+    return tokens, seqs
+
+
+def _profile(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: VllmSettings,
+    engine: str,
+    rules: VllmRules,
+    version: tuple[int, int, int],
+    quantized: bool,
+    seqs: int,
+    tokens: int,
+    notes: list[str],
+) -> _Profile:
+    """The model runner and the sampler the profile warms up (their buffers differ), and
+    whether the profile's attention is XFormers'."""
     runner = "v0" if engine == "v0" else "v1"
     sampler: str = "sort" if engine == "v0" else rules.sampler
     if engine == "v1" and uses_v2_runner(model, version, quantized):
@@ -857,6 +1069,13 @@ def predict(
             "XFormers attention (no FlashAttention-2 below compute capability 8.0): one more "
             "query-width buffer in the profile's forward (estimate from one T4 log)"
         )
+    return _Profile(runner, sampler, xformers, expert_parallel=False)
+
+
+def _with_expert_parallel(
+    profile: _Profile, model: ModelSpec, s: VllmSettings, moe_ranks: int, notes: list[str]
+) -> _Profile:
+    """--enable-expert-parallel: whole experts per rank (a MoE model over more than one)."""
     ep = s.enable_expert_parallel and bool(model.num_experts) and moe_ranks > 1
     if s.enable_expert_parallel:
         notes.append(
@@ -866,17 +1085,20 @@ def predict(
             if ep
             else "--enable-expert-parallel changes nothing here (a dense model or TP 1)"
         )
-    act_modelled = activation_peak_bytes(
-        model, tokens, min(seqs, tokens), tp, act_bytes, sampler, xformers, ep, moe_ranks
-    )
-    act = act_modelled
-    if runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
-        vocab = model.vocab_size or 0
-        act += seqs * (vocab + ceil_div(vocab, PENALTY_MASK_BITS)) * PENALTY_ENTRY_BYTES
-    sources["activation_peak_bytes"] = "calibrated"
-    act = correct(cal, "activation_peak_bytes", act, sources)
-    if m.activation_peak_bytes is not None:
-        act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
+    return _Profile(profile.runner, profile.sampler, profile.xformers, expert_parallel=ep)
+
+
+def _non_torch_bytes(
+    s: VllmSettings,
+    rules: VllmRules,
+    engine: str,
+    gpu: GpuSpec,
+    version: tuple[int, int, int],
+    notes: list[str],
+) -> int:
+    """Memory outside torch's allocator the profile counts: NCCL and the CUDA context where
+    the release counts it, and FlashInfer's all-reduce fusion workspace where it runs."""
+    tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
     non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
     if rules.non_torch_counts_context and engine == rules.engine:
         # The whole device's use less torch's allocations: the CUDA context counts (V0 0.6.4;
@@ -891,18 +1113,25 @@ def predict(
             "compute capability 9.0 / 10.x from 0.17; the size is an estimate from two vLLM "
             "0.19 H100 TP2 logs)"
         )
-    sources["non_torch_bytes"] = "calibrated"
-    non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
-    if m.non_torch_bytes is not None:
-        non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
-    connector = connector_buffer_bytes(
-        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens
-    )
-    if s.kv_connector is not None:
-        sources["connector_bytes"] = "derived"
-        connector = correct(cal, "connector_bytes", connector, sources)
-    layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), pp)
-    graph = 0
+    return non_torch
+
+
+def _cudagraph_bytes(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: VllmSettings,
+    engine: str,
+    rules: VllmRules,
+    version: tuple[int, int, int],
+    runner: str,
+    seqs: int,
+    tokens: int,
+    m: MeasuredTerms,
+    sources: dict[str, TermSource],
+) -> int:
+    """The CUDA-graph memory the release subtracts before sizing the KV cache (0 where it
+    does not: older releases, eager mode, ROCm before its estimate)."""
+    layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), s.pipeline_parallel_size)
     graphs_on = engine == "v1" and not s.enforce_eager
     vendor = gpu.vendor.lower()
     estimates_graphs = (
@@ -910,63 +1139,34 @@ def predict(
         and (runner != "v2" or version >= V2_CUDAGRAPH_ESTIMATE_SINCE)
         and (vendor == "nvidia" or (vendor == "amd" and version >= ROCM_CUDAGRAPH_ESTIMATE_SINCE))
     )
+    graph = 0
     if graphs_on and estimates_graphs:
         n_sizes = len(capture_sizes(seqs, tokens))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
-        graph = correct(cal, "cudagraph_bytes", graph, sources)
+        graph = correct(s.calibration, "cudagraph_bytes", graph, sources)
     else:
         sources["cudagraph_bytes"] = "exact"  # not reserved by this version / eager mode
     if m.cudagraph_bytes is not None and estimates_graphs and graphs_on:
         graph, sources["cudagraph_bytes"] = m.cudagraph_bytes, "log"
+    return graph
 
-    stage_layers: int | None = None
-    if pp > 1 and s.kv_cache_memory_bytes is None:
-        bound, stages = _binding_stage(
-            model,
-            tp,
-            pp,
-            block,
-            kv_bytes,
-            act_bytes,
-            model.weights_bytes if weights_bytes is None else weights_bytes,
-            (w, act, graph),
-            activation_peak_bytes(model, tokens, 0, tp, act_bytes, sampler, xformers, ep),
-            act_modelled,
-            requested - non_torch - connector,
-        )
-        w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
-        notes.append(
-            f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
-            f"{', '.join(f'{max(st.blocks, 0):,}' for st in stages)} KV blocks (embedding on "
-            "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
-            f"{bound.index}'s"
-        )
-    if s.kv_cache_memory_bytes is not None:
-        available = s.kv_cache_memory_bytes
-        sources["available_kv_bytes"] = "user"
-    else:
-        available = requested - w - act - non_torch - graph - connector
-        sources["available_kv_bytes"] = "derived"
-    if s.reserved_bytes:
-        charged = rules.non_torch_counts_context and engine == rules.engine
-        available -= _other_tenants(
-            s.reserved_bytes, engine, version, total, requested, charged, notes
-        )
-    if cal is not None:
-        notes += cal_notes(cal, "vllm", version_text(version), gpu.id, model.name, tp, pp)
-    if available <= 0:
-        raise NoKvCache(
-            "--gpu-memory-utilization",
-            f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
-            f"{(w + act + non_torch + graph + connector) / GIB_BYTES:.2f} GiB taken by "
-            + (
-                "weights, activations, non-torch memory, CUDA graphs and the KV connector"
-                if connector
-                else "weights, activations, non-torch memory and CUDA graphs"
-            ),
-        )
 
+def _kv_pool(
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    block: int,
+    kv_bytes: int,
+    stage_layers: int | None,
+    available: int,
+    max_len: int,
+    tokens: int,
+    rules: VllmRules,
+    engine: str,
+) -> _Pool:
+    """The blocks `available` bytes hold, one block spanning a KV-cache group's layers, and
+    the token count and concurrency the release reports for them."""
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
@@ -976,15 +1176,13 @@ def predict(
         block = ceil_div(ceil_div(max(state_pages), per_token), DEFAULT_BLOCK_SIZE) * (
             DEFAULT_BLOCK_SIZE
         )
-        notes.append(f"attention block size raised to {block} to cover the Mamba state page")
         buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
     bytes_per_block = group_size * page
     num_blocks = available // bytes_per_block
-    in_flight = tokens
-    per_request = sum(n * _request_blocks(b, max_len, block, in_flight) for b, n in groups)
+    per_request = sum(n * _request_blocks(b, max_len, block, tokens) for b, n in groups)
     concurrency = num_blocks / per_request
     if rules.tokens == "blocks" or engine == "v0":
         kv_tokens = num_blocks * block
@@ -994,53 +1192,8 @@ def predict(
         kv_tokens = int(concurrency * max_len)
     if engine == "v0" or rules.tokens == "blocks":
         concurrency = kv_tokens / max_len  # V0 and V1 0.8-0.9: tokens / max_model_len
-
-    lines = _log_lines(
-        rules, engine, available, num_blocks, bytes_per_block, kv_tokens, concurrency, max_len
-    )
-    return EnginePrediction(
-        name="vllm",
-        version=version_text(version),
-        total_memory_bytes=total,
-        requested_memory_bytes=requested,
-        weights_bytes=w,
-        activation_peak_bytes=act,
-        non_torch_bytes=non_torch,
-        cudagraph_bytes=graph,
-        connector_bytes=connector,
-        available_kv_bytes=available,
-        bytes_per_block=bytes_per_block,
-        num_gpu_blocks=num_blocks,
-        usable_blocks=num_blocks - 1,
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=concurrency,
-        blocks_per_request=per_request,
-        num_kv_groups=num_groups,
-        settings={
-            "engine": engine,
-            "gpu_memory_utilization": util,
-            "max_model_len": max_len,
-            "max_num_batched_tokens": tokens,
-            "max_num_seqs": seqs,
-            "block_size": block,
-            "kv_cache_dtype": s.kv_cache_dtype,
-            "dtype": s.dtype,
-            "enforce_eager": s.enforce_eager,
-            "tensor_parallel_size": tp,
-            "pipeline_parallel_size": pp,
-            "enable_lora": s.enable_lora,
-            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
-            "max_loras": s.max_loras if s.enable_lora else None,
-            "enable_expert_parallel": s.enable_expert_parallel,
-            "data_parallel_size": dp,
-            "colocated": s.colocated,
-            "model_runner": runner,
-            "profile_sampler": sampler,
-        },
-        defaults_used=defaults,
-        term_sources=sources,
-        log_lines=lines,
-        notes=notes,
+    return _Pool(
+        block, bytes_per_block, num_blocks, per_request, num_groups, kv_tokens, concurrency
     )
 
 
