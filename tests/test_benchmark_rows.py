@@ -96,7 +96,8 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     plain = meta.plain_linear_params // 8
     table = 128_256 * 16_384 // 8  # an embedding matrix's share of one GPU (vocab-parallel)
     body = meta.params_active // 8 - 2 * table  # no GEMM over the input table or the lm_head
-    fp8_rate = gpu.fp8_dense_flops * FLOPS_EFFICIENCY
+    # fp8 GEMMs reach 65/73 of the bf16 share of their rate on Hopper
+    fp8_rate = gpu.fp8_dense_flops * FLOPS_EFFICIENCY * 0.65 / 0.73
     bf16_rate = gpu.bf16_dense_flops * FLOPS_EFFICIENCY
     prompt = 2 * 512 * ((body - plain) / fp8_rate + plain / bf16_rate) * 1e3
     assert step.gemm(512, sampled=0)[2] == pytest.approx(prompt, rel=1e-6)

@@ -75,7 +75,9 @@ def serve_roofline(
         kv_per_sequence=kv_bytes_per_sequence(model, mean_tokens, tp, kv_bytes),
         active_params_per_gpu=max(1, model.params_active // tp),
         weight_dtype=weight_dtype,
+        flops_per_s=curve.flops_per_s * curve.low_precision_scale,
         bandwidth_efficiency=curve.bandwidth_efficiency,
+        flops_efficiency=curve.flops_efficiency,
         attention_bandwidth_scale=curve.attention_bandwidth_scale,
         overhead_ms=terms.kernels_ms + terms.overhead_ms,
     )
@@ -88,13 +90,15 @@ def roofline_from(
     kv_per_sequence: int,
     active_params_per_gpu: int,
     weight_dtype: str,
+    flops_per_s: float | None = None,
     **efficiencies: float,
 ) -> Roofline:
-    """A GPU's step-time roofline for given per-GPU weights, KV per sequence and parameters."""
+    """A GPU's step-time roofline for given per-GPU weights, KV per sequence and parameters
+    (`flops_per_s`: the rate the step model's GEMMs run at, else the weights' dtype's peak)."""
     from planner.core.latency import Roofline
 
-    flops = gpu.bf16_dense_flops or gpu.fp16_dense_flops
-    if weight_dtype.startswith("fp8") and gpu.fp8_dense_flops:
+    flops = flops_per_s or gpu.bf16_dense_flops or gpu.fp16_dense_flops
+    if flops_per_s is None and weight_dtype.startswith("fp8") and gpu.fp8_dense_flops:
         flops = gpu.fp8_dense_flops
     if not gpu.hbm_bandwidth_bytes_per_s or not flops:
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record; cannot derive v")

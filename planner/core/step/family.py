@@ -20,6 +20,7 @@ class Family(BaseModel):
     name: str
     bandwidth_efficiency: float
     compute_scale: float = 1.0
+    low_precision_scale: float = 1.0
     attention_bandwidth_scale: float = 1.0
     basis: Basis
     source: str
@@ -45,6 +46,14 @@ OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumpti
 # 1,307) against about 720 on H100 (73% of 989), and FP8 at about 38% against 65%: CDNA3 reaches
 # about 0.62 of Hopper's share. CDNA4 and CDNA2 take the same factor (extrapolated).
 AMD_COMPUTE_SCALE = 0.62
+# Share of the fp8 (and fp4) tensor-core rate the linear layers reach, relative to the 16-bit
+# GEMMs' share of theirs: the same SemiAnalysis measurements put H100's FP8 GEMMs at about 65%
+# of their 1,979 TFLOP/s against 73% for BF16 (0.89), MI300X's at about 38% against 47% (0.81).
+# Low-precision GEMMs keep the same tiles and epilogues while the multiply runs twice as fast,
+# so a larger part of their time is not the multiply. FP4 (NVFP4 / MXFP4 w4a4) takes the same
+# factor: extrapolated, no measurement.
+NVIDIA_LOW_PRECISION_SCALE = 0.65 / 0.73
+AMD_LOW_PRECISION_SCALE = 0.38 / 0.47
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
 # weights). CDNA3: half, measured on the one AMD source with attention-bound rows
@@ -86,6 +95,7 @@ def family_of(gpu: GpuSpec) -> Family:
         return Family(
             name=name,
             bandwidth_efficiency=NVIDIA_BANDWIDTH_EFFICIENCY,
+            low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             basis="fitted" if fitted else "extrapolated",
             source=FITTED_SOURCE if fitted else NVIDIA_EXTRAPOLATED,
         )
@@ -95,6 +105,7 @@ def family_of(gpu: GpuSpec) -> Family:
             name=name,
             bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
             compute_scale=AMD_COMPUTE_SCALE,
+            low_precision_scale=AMD_LOW_PRECISION_SCALE,
             attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,

@@ -69,6 +69,13 @@ class StepTime(BaseModel):
         default=0.0, ge=0, description="the 16-bit rate those run at (0: flops_per_s)"
     )
     flops_efficiency: float = Field(default=gemm.FLOPS_EFFICIENCY, gt=0, le=1)
+    low_precision_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="the fp8 / fp4 GEMMs' share of their rate relative to the 16-bit share "
+        "(1: the quantized layers run at the 16-bit rate)",
+    )
     layers: int = Field(gt=0)
     kernel_ms_per_layer: float = Field(default=overhead.KERNEL_MS_PER_LAYER, ge=0)
     tp: int = Field(default=1, ge=1)
@@ -148,7 +155,8 @@ class StepTime(BaseModel):
         memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
         body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
         plain = min(self.plain_params_per_gpu, body)
-        compute_ms = gemm.compute_ms(body - plain, tokens, self.flops_per_s * self.flops_efficiency)
+        quantized_rate = self.flops_per_s * self.flops_efficiency * self.low_precision_scale
+        compute_ms = gemm.compute_ms(body - plain, tokens, quantized_rate)
         # the layers the checkpoint left in 16 bits, and the lm_head, at the 16-bit rate
         rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
         compute_ms += gemm.compute_ms(plain, tokens, rate)
@@ -203,10 +211,10 @@ class StepTime(BaseModel):
         return ((total - windowed) * full + capped) / total
 
     def prefill_attention_ms(self, pairs: float) -> float:
-        """Prefill attention over `pairs` (query, key) pairs (causal), ms."""
-        return attention.prefill_ms(
-            pairs, self.attention_flops_per_pair, self.flops_per_s * self.attention_flops_efficiency
-        )
+        """Prefill attention over `pairs` (query, key) pairs (causal), ms: at the 16-bit rate
+        whatever the weights' dtype (the attention kernels multiply 16-bit queries and keys)."""
+        rate = (self.plain_flops_per_s or self.flops_per_s) * self.attention_flops_efficiency
+        return attention.prefill_ms(pairs, self.attention_flops_per_pair, rate)
 
     def _pipelined(self, stage_ms: float) -> float:
         return comm.pipelined_ms(stage_ms, self.overhead_ms, self.pp, self.pp_hop_ms)
@@ -315,6 +323,7 @@ def step_time_for(
             dense - attention_bytes, moe_ranks * pp
         )
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype)
+    plain_rate = gemm.gemm_flops_per_s(gpu, None)
     # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
     # re-quantization is taken to cover every linear layer)
     own = weight_dtype is None or weight_dtype == model.weight_dtype
@@ -345,8 +354,10 @@ def step_time_for(
         * (1 if model.tied_embeddings else 2)
         // (tp * pp),
         lm_head_params_per_gpu=embedding_params // (tp * pp),
-        plain_flops_per_s=float(gemm.gemm_flops_per_s(gpu, None)),
+        plain_flops_per_s=float(plain_rate),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
+        # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs
+        low_precision_scale=family.low_precision_scale if flops > plain_rate else 1.0,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
         attention_bandwidth_scale=family.attention_bandwidth_scale,
         layers=ceil_div(model.num_layers, pp),
