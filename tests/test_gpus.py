@@ -183,6 +183,19 @@ def test_catalog_json_entries(cli: Cli) -> None:
         } <= g.keys()
 
 
+def test_every_multi_gpu_board_names_its_scale_up_link() -> None:
+    """SXM and OAM cards sit on 8-GPU boards joined by NVLink or Infinity Fabric: the
+    all-reduce runs over that link, not over the PCIe fallback a card without one gets."""
+    from planner.core.step.comm import DEFAULT_LINK_BYTES_PER_S, link_bytes_per_s
+    from planner.sources.presets import find_gpu
+
+    boards = ("v100-sxm2-32gb", "a100-sxm4-80gb", "h100", "h200", "b200", "b300", "gb200")
+    for gpu_id in (*boards, "mi250x", "mi300x", "mi325x", "mi355x"):
+        assert link_bytes_per_s(find_gpu(gpu_id)) >= 150e9, gpu_id
+    assert link_bytes_per_s(find_gpu("mi355x")) == 1075e9 / 2  # 7 links x 153.6 GB/s
+    assert link_bytes_per_s(find_gpu("l40s")) == DEFAULT_LINK_BYTES_PER_S  # PCIe Gen4 only
+
+
 def test_engine_mode_on_a_detected_card(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, no_amd: None
 ) -> None:
