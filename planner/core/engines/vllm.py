@@ -710,6 +710,19 @@ def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int
 
 
 @dataclass(frozen=True)
+class _Release:
+    """What every phase of a prediction reads: the model, the card, the flags, and the
+    engine and release's rules they run under."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    settings: VllmSettings
+    engine: str
+    rules: VllmRules
+    version: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
 class _Profile:
     """How the start-up profile runs: the model runner, the sampler it warms up, and whether
     the expert layers hold whole experts."""
@@ -779,7 +792,8 @@ def predict(
     )
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
-    tokens, seqs = _scheduler_limits(s, rules, engine, total, gpu.name, max_len, defaults)
+    at = _Release(model, gpu, s, engine, rules, version)
+    tokens, seqs = _scheduler_limits(at, total, max_len, defaults)
     requested = math.ceil(total * util)
     dp = s.data_parallel_size
     if dp > 1 and engine != "v1":
@@ -822,7 +836,7 @@ def predict(
     if m.weights_bytes is None:
         w = correct(cal, "weights_bytes", w, sources)
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
-    profile = _profile(model, gpu, s, engine, rules, version, quantized, seqs, tokens, notes)
+    profile = _profile(at, quantized, seqs, tokens, notes)
     profile = _with_expert_parallel(profile, model, s, moe_ranks, notes)
     act_modelled = activation_peak_bytes(
         model,
@@ -843,7 +857,7 @@ def predict(
     act = correct(cal, "activation_peak_bytes", act, sources)
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
-    non_torch = _non_torch_bytes(s, rules, engine, gpu, version, notes)
+    non_torch = _non_torch_bytes(at, notes)
     sources["non_torch_bytes"] = "calibrated"
     non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
     if m.non_torch_bytes is not None:
@@ -854,9 +868,7 @@ def predict(
     if s.kv_connector is not None:
         sources["connector_bytes"] = "derived"
         connector = correct(cal, "connector_bytes", connector, sources)
-    graph = _cudagraph_bytes(
-        model, gpu, s, engine, rules, version, profile.runner, seqs, tokens, m, sources
-    )
+    graph = _cudagraph_bytes(at, profile.runner, seqs, tokens, m, sources)
 
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
@@ -990,21 +1002,16 @@ def _max_model_len(model: ModelSpec, s: VllmSettings, defaults: list[str]) -> in
 
 
 def _scheduler_limits(
-    s: VllmSettings,
-    rules: VllmRules,
-    engine: str,
-    total: int,
-    gpu_name: str,
-    max_len: int,
-    defaults: list[str],
+    at: _Release, total: int, max_len: int, defaults: list[str]
 ) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the flags, else the release's defaults for
     this GPU's memory tier (a V1 engine asked of a release that defaulted to V0 takes the
     first V1 tiers)."""
-    kind = "v0" if engine == "v0" else rules.batch_defaults
-    if engine == "v1" and kind == "v0":
+    s = at.settings
+    kind = "v0" if at.engine == "v0" else at.rules.batch_defaults
+    if at.engine == "v1" and kind == "v0":
         kind = "two_tier"
-    d_tokens, d_seqs = batch_defaults(kind, total, gpu_name, s.usage_context, max_len)
+    d_tokens, d_seqs = batch_defaults(kind, total, at.gpu.name, s.usage_context, max_len)
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
     if s.max_num_batched_tokens is None:
@@ -1016,22 +1023,12 @@ def _scheduler_limits(
     return tokens, seqs
 
 
-def _profile(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    s: VllmSettings,
-    engine: str,
-    rules: VllmRules,
-    version: tuple[int, int, int],
-    quantized: bool,
-    seqs: int,
-    tokens: int,
-    notes: list[str],
-) -> _Profile:
+def _profile(at: _Release, quantized: bool, seqs: int, tokens: int, notes: list[str]) -> _Profile:
     """The model runner and the sampler the profile warms up (their buffers differ), and
     whether the profile's attention is XFormers'."""
+    model, gpu, s, engine, version = at.model, at.gpu, at.settings, at.engine, at.version
     runner = "v0" if engine == "v0" else "v1"
-    sampler: str = "sort" if engine == "v0" else rules.sampler
+    sampler: str = "sort" if engine == "v0" else at.rules.sampler
     if engine == "v1" and uses_v2_runner(model, version, quantized):
         runner = "v2"
         sampler = "triton" if version >= V2_SAMPLER_WARMUP_SINCE else "logits"
@@ -1088,16 +1085,10 @@ def _with_expert_parallel(
     return _Profile(profile.runner, profile.sampler, profile.xformers, expert_parallel=ep)
 
 
-def _non_torch_bytes(
-    s: VllmSettings,
-    rules: VllmRules,
-    engine: str,
-    gpu: GpuSpec,
-    version: tuple[int, int, int],
-    notes: list[str],
-) -> int:
+def _non_torch_bytes(at: _Release, notes: list[str]) -> int:
     """Memory outside torch's allocator the profile counts: NCCL and the CUDA context where
     the release counts it, and FlashInfer's all-reduce fusion workspace where it runs."""
+    s, rules, engine = at.settings, at.rules, at.engine
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
     non_torch = NON_TORCH_COLOCATED_BYTES if s.colocated else NON_TORCH_BYTES
     if rules.non_torch_counts_context and engine == rules.engine:
@@ -1105,7 +1096,7 @@ def _non_torch_bytes(
         # V1 0.8.x, v1/worker/gpu_worker.py determine_available_memory); V0 under 0.8 did not.
         non_torch = NON_TORCH_WITH_CONTEXT_BYTES
     non_torch += NON_TORCH_MULTI_GPU_EXTRA_BYTES if tp * pp > 1 else 0
-    if allreduce_fusion(gpu, version, tp, pp, s.enforce_eager or engine == "v0"):
+    if allreduce_fusion(at.gpu, at.version, tp, pp, s.enforce_eager or engine == "v0"):
         non_torch += ALLREDUCE_FUSION_BYTES
         notes.append(
             f"FlashInfer all-reduce + RMSNorm fusion workspace "
@@ -1117,12 +1108,7 @@ def _non_torch_bytes(
 
 
 def _cudagraph_bytes(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    s: VllmSettings,
-    engine: str,
-    rules: VllmRules,
-    version: tuple[int, int, int],
+    at: _Release,
     runner: str,
     seqs: int,
     tokens: int,
@@ -1131,11 +1117,12 @@ def _cudagraph_bytes(
 ) -> int:
     """The CUDA-graph memory the release subtracts before sizing the KV cache (0 where it
     does not: older releases, eager mode, ROCm before its estimate)."""
+    model, s, version = at.model, at.settings, at.version
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), s.pipeline_parallel_size)
-    graphs_on = engine == "v1" and not s.enforce_eager
-    vendor = gpu.vendor.lower()
+    graphs_on = at.engine == "v1" and not s.enforce_eager
+    vendor = at.gpu.vendor.lower()
     estimates_graphs = (
-        rules.subtracts_cudagraph
+        at.rules.subtracts_cudagraph
         and (runner != "v2" or version >= V2_CUDAGRAPH_ESTIMATE_SINCE)
         and (vendor == "nvidia" or (vendor == "amd" and version >= ROCM_CUDAGRAPH_ESTIMATE_SINCE))
     )
