@@ -16,6 +16,7 @@ from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction
 from planner.core.specs import ModelSpec
 from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
 from planner.sources.startup_log import parse_startup_log
 from planner.units import GIB_BYTES
 
@@ -342,6 +343,37 @@ def test_engine_bad_input(cli: Cli) -> None:
 def test_capture_sizes_example() -> None:
     # vllm.md: H100 serve defaults -> max 512 -> 3 + 31 + 17 = 51 sizes
     assert len(vllm.capture_sizes(1024, 8192)) == 51
+
+
+def test_a_larger_cuda_graph_capture_size_captures_more_graphs(cli: Callable[..., Result]) -> None:
+    """--max-cudagraph-capture-size 2048 (vLLM's gpt-oss recipe) captures every 16 tokens from
+    256 to 2,048: 3 + 31 + 113 = 147 sizes against the default's 51, each holding graph memory;
+    a start-up log's non-default args carry it, and the vLLM line echoes it."""
+    sizes = vllm.capture_sizes(1024, 8192, 2048)
+    assert len(sizes) == 147 and sizes[-1] == 2048
+    assert vllm.capture_sizes(1024, 1024, 2048)[-1] == 1024  # never past the token budget
+    spec = spec_of(QWEN3_8B)
+    gpu = find_gpu("h100")
+    base = {"version": "0.33.0", "max_num_seqs": 1024, "max_num_batched_tokens": 8192}
+    default = vllm.predict(spec, gpu, vllm.VllmSettings(**base))
+    wide = vllm.predict(spec, gpu, vllm.VllmSettings(**base, max_cudagraph_capture_size=2048))
+    assert wide.cudagraph_bytes == default.cudagraph_bytes * 147 // 51
+    assert wide.available_kv_bytes == default.available_kv_bytes - (
+        wide.cudagraph_bytes - default.cudagraph_bytes
+    )
+    parsed = parse_startup_log(
+        "non-default args: {'model': 'm', 'max_cudagraph_capture_size': 2048}\n"
+        "Available KV cache memory: 1.00 GiB\n",
+        "x.log",
+        require_tokens=False,
+    )
+    assert parsed.settings["max_cudagraph_capture_size"] == 2048
+    flag = ("--max-cudagraph-capture-size", "2048")
+    r = cli("capacity", "--model", QWEN3_8B, "--gpu", "h100", "--engine", "vllm", *flag, "--json")
+    assert r.code == 0, r.err
+    assert r.json()["flags"]["vllm"].endswith("--max-cudagraph-capture-size 2048")
+    r = cli("capacity", "--model", QWEN3_8B, "--gpu", "h100", "--engine", "sglang", *flag)
+    assert r.code == 2 and "--max-cudagraph-capture-size" in r.err
 
 
 QWEN3_8B = str(MODELS / "Qwen--Qwen3-8B" / "config.json")

@@ -17,6 +17,7 @@ VLLM_ONLY_EXTRA = (
     "max_lora_rank",
     "max_loras",
     "enable_expert_parallel",
+    "max_cudagraph_capture_size",
     "flashinfer",
 )
 SGLANG_ONLY_EXTRA = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")

@@ -137,6 +137,13 @@ def capacity(
     enable_expert_parallel: Annotated[
         bool, typer.Option(help="vLLM flag: MoE experts split whole across the TP ranks.")
     ] = False,
+    max_cudagraph_capture_size: Annotated[
+        int | None,
+        typer.Option(
+            help="vLLM flag: the largest batch captured in a CUDA graph (each size captured "
+            "holds graph memory) [default: min(2 x max_num_seqs, 512)]."
+        ),
+    ] = None,
     flashinfer: Annotated[
         bool | None,
         typer.Option(
@@ -346,6 +353,7 @@ def capacity(
             "--max-num-seqs": max_num_seqs,
             "--kv-cache-memory-bytes": kv_cache_memory_bytes,
             "--enable-expert-parallel": enable_expert_parallel or None,
+            "--max-cudagraph-capture-size": max_cudagraph_capture_size,
             "--flashinfer": flashinfer,
             "--kv-offloading-size": kv_offloading_size,
             "--kv-offloading-backend": kv_offloading_backend,
@@ -395,6 +403,7 @@ def capacity(
                 kv_cache_memory_bytes=kv_cache_memory_bytes,
                 enable_lora=enable_lora,
                 enable_expert_parallel=enable_expert_parallel,
+                max_cudagraph_capture_size=max_cudagraph_capture_size,
                 flashinfer=flashinfer,
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras,
@@ -464,6 +473,7 @@ def capacity(
         "--max-mamba-cache-size": max_mamba_cache_size,
         "--enable-lora": enable_lora or None,
         "--enable-expert-parallel": enable_expert_parallel or None,
+        "--max-cudagraph-capture-size": max_cudagraph_capture_size,
         "--flashinfer": flashinfer,
         "--enforce-eager": enforce_eager or None,
         "--colocated": colocated or None,
@@ -638,6 +648,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
             "usage_context",
             "colocated",
             "enable_expert_parallel",
+            "max_cudagraph_capture_size",
         )
         extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
         if given["flashinfer"] is not None:

@@ -713,6 +713,7 @@ VLLM_FLAGS = (
     ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
     ("enable_lora", "--enable-lora"),
     ("enable_expert_parallel", "--enable-expert-parallel"),
+    ("max_cudagraph_capture_size", "--max-cudagraph-capture-size"),
     ("max_lora_rank", "--max-lora-rank"),
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),

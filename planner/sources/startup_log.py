@@ -94,6 +94,7 @@ SETTING_TYPES: dict[str, type] = {
     "pipeline_parallel_size": int,
     "enable_lora": bool,
     "enable_expert_parallel": bool,
+    "max_cudagraph_capture_size": int,
     "max_lora_rank": int,
     "max_loras": int,
     "kv_connector": str,
@@ -143,6 +144,7 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
         "pipeline_parallel_size",
         "enable_lora",
         "enable_expert_parallel",
+        "max_cudagraph_capture_size",
         "max_lora_rank",
         "max_loras",
     ):

@@ -398,6 +398,12 @@ class VllmSettings(BaseModel):
         description="DP ranks of one deployment (each its own scheduler, KV cache and "
         "max_num_seqs); on a MoE model the expert layers span TP x DP ranks",
     )
+    max_cudagraph_capture_size: int | None = Field(
+        default=None,
+        gt=0,
+        description="--max-cudagraph-capture-size: the largest batch captured in a CUDA graph "
+        "(None: min(2 x max_num_seqs, 512))",
+    )
     flashinfer: bool | None = Field(
         default=None,
         description="FlashInfer installed (None: yes for `vllm serve`, the image; no for the "
@@ -479,9 +485,13 @@ def allreduce_fusion(
     )
 
 
-def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
-    """Default CUDA-graph capture sizes (vllm.md section 1.4)."""
-    top = min(max_num_seqs * 2, CUDAGRAPH_CAPTURE_CAP, max_num_batched_tokens)
+def capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int, largest: int | None = None
+) -> list[int]:
+    """CUDA-graph capture sizes (vllm.md section 1.4): 1, 2, 4, every 8 to 248, every 16 from
+    256, up to --max-cudagraph-capture-size (`largest`; default min(2 x max_num_seqs, 512)),
+    never past max_num_batched_tokens."""
+    top = min(largest or min(max_num_seqs * 2, CUDAGRAPH_CAPTURE_CAP), max_num_batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= top]
     sizes += list(range(8, min(248, top) + 1, 8))
     sizes += list(range(256, top + 1, 16))
@@ -975,6 +985,7 @@ def predict(
             "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
             "max_loras": s.max_loras if s.enable_lora else None,
             "enable_expert_parallel": s.enable_expert_parallel,
+            "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
             "data_parallel_size": dp,
             "colocated": s.colocated,
             "model_runner": profile.runner,
@@ -1128,7 +1139,7 @@ def _cudagraph_bytes(
     )
     graph = 0
     if graphs_on and estimates_graphs:
-        n_sizes = len(capture_sizes(seqs, tokens))
+        n_sizes = len(capture_sizes(seqs, tokens, s.max_cudagraph_capture_size))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
         graph = correct(s.calibration, "cudagraph_bytes", graph, sources)
