@@ -382,388 +382,514 @@ def _iteration_level(
     trace: Trace,
     delay_ms: NDArray[np.float64] | None = None,
 ) -> None:
-    """Continuous batching (whole prompts per step) and chunked prefill (token budget).
+    """Continuous batching (whole prompts per step) and chunked prefill (token budget): the
+    step loop of `_IterationLoop`, its results written back to `run`."""
+    loop = _IterationLoop(run, cost, cfg, trace, delay_ms)
+    loop.run_all()
+    loop.write_back()
+
+
+# A decode clock value past any step count: the next finish when nothing is decoding.
+NEVER = 2**62
+
+
+class _IterationLoop:
+    """The state of one continuous-batching / chunked-prefill run and its step loop.
 
     Per-step work does not grow with the running set: decoding sequences advance together on
     one decode clock (each keeps its offset from it), and a heap keyed by the clock value at
     which each finishes gives both the next finish and the length of a decode-only jump. The
     per-request state lives in Python lists during the loop and is written back to `run`.
+    Each step is a sequence of phases (`step`): admit waiting requests, pick the prefill
+    work, price the step (or a jump of identical decode-only steps), advance the decode clock,
+    complete prefills, retire finished requests, and relieve an over-full KV pool.
     """
-    n = run.arrival_ms.size
-    block = cfg.block_tokens
-    pool = cfg.kv_blocks
-    if pool is not None and trace.cached_prefix_tokens.any():
-        pool -= int(_blocks(int(trace.cached_prefix_tokens.max()), block))  # the shared prefix
-    rng = np.random.default_rng(cfg.seed)
-    spec = cfg.spec_alpha
-    spec_factor = 1.0
-    if spec is not None:
-        spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
-    delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
-    arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
-    arrival, released, sent = _clients(run, cfg, arrival, delay)
-    output: list[int] = run.output.tolist()
-    target: list[int] = run.target.tolist()
-    prefilled: list[int] = run.prefilled.tolist()
-    post: list[int] = run.post.tolist()
-    generated: list[int] = run.generated.tolist()
-    swapped: list[bool] = run.swapped.tolist()
-    first: list[float] = run.first_ms.tolist()
-    finish: list[float] = run.finish_ms.tolist()
-    max_batch, chunked = cfg.max_batch, cfg.policy == "chunked"
-    budget_tokens, chunk_tokens = cfg.step_token_budget, cfg.chunk_tokens
-    # CostModel.step_ms, inlined term for term (same floating-point result) for the hot loop.
-    curve = cost if isinstance(cost, CurveCost) else None
-    overhead_ms = a_ms = b_ms = prefill_ms = 0.0
-    if isinstance(cost, CostModel):
-        overhead_ms, a_ms, b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
-        prefill_ms = cost.prefill_ms_per_token
-    mixed = cfg.mixed
-    # vLLM V0 multi-step: a round of `multi` steps is scheduled at once (admission and prefill
-    # only at its start), and its overhead is paid once: each step saves (1 - 1/multi) of it.
-    multi = cfg.scheduler_steps
-    step_overhead_ms = curve.curve.overhead_ms if curve is not None else overhead_ms
-    round_saving_ms = step_overhead_ms * (1.0 - 1.0 / multi)
-    round_left = 0  # steps left in the current multi-step round
-    preempted_last = False  # the last step preempted: it admits nothing new
-    reserve = cfg.reserve
-    reserve_ratio = reserve.init_ratio if reserve is not None else 0.0
-    ratio_decay = 0.0
-    if reserve is not None:
-        ratio_decay = (reserve.init_ratio - reserve.min_ratio) / reserve.decay_steps
-    clip = reserve.clip_tokens if reserve is not None else MAX_SIM_COUNT
-    stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
-    decode_base = 0  # sum over decoding sequences of (prefilled + post_off): tokens = + clock x n
-    busy_ms = overhead_total_ms = slot_ms = 0.0
-    steps_total = 0
-    heappush, heappop, ceil, isnan = heapq.heappush, heapq.heappop, math.ceil, math.isnan
-    itl = run.itl_tokens
-    t = 0.0
-    nxt = 0
-    waiting: deque[int] = deque()
-    running: list[int] = []  # admission order (preemption takes the last)
-    pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
-    decoding_now = [False] * n
-    NEVER = 2**62
-    clock = 0  # decode steps run so far; a decoding sequence's counters are offset + clock
-    gen_off = [0] * n
-    post_off = [0] * n
-    version = [0] * n  # heap entries of older versions are stale
-    heap: list[tuple[int, int, int]] = []  # (clock value at which it finishes, id, version)
 
-    # Blocks the decoding sequences hold, kept without a pass over them: a decoding sequence
-    # holds ceil((base + clock) / block) blocks for its fixed base = prefilled + post offset;
-    # with base = q x block + r that is q + floor((r + clock + block - 1) / block), so the sum
-    # needs only the sum of q and how many sequences have each remainder r.
-    base_q = 0
-    base_r = [0] * block
+    def __init__(
+        self,
+        run: RunState,
+        cost: CostModel | CurveCost,
+        cfg: SimConfig,
+        trace: Trace,
+        delay_ms: NDArray[np.float64] | None,
+    ) -> None:
+        self.run, self.cfg = run, cfg
+        n = self.n = run.arrival_ms.size
+        block = self.block = cfg.block_tokens
+        pool = cfg.kv_blocks
+        if pool is not None and trace.cached_prefix_tokens.any():
+            pool -= int(_blocks(int(trace.cached_prefix_tokens.max()), block))  # shared prefix
+        self.pool = pool
+        self.rng = np.random.default_rng(cfg.seed)
+        self.spec = cfg.spec_alpha
+        self.spec_factor = 1.0
+        if self.spec is not None:
+            self.spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
+        delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
+        arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
+        self.delay = delay
+        self.arrival, self.released, self.sent = _clients(run, cfg, arrival, delay)
+        self.output: list[int] = run.output.tolist()
+        self.target: list[int] = run.target.tolist()
+        self.prefilled: list[int] = run.prefilled.tolist()
+        self.post: list[int] = run.post.tolist()
+        self.generated: list[int] = run.generated.tolist()
+        self.swapped: list[bool] = run.swapped.tolist()
+        self.first: list[float] = run.first_ms.tolist()
+        self.finish: list[float] = run.finish_ms.tolist()
+        self.max_batch, self.chunked = cfg.max_batch, cfg.policy == "chunked"
+        self.budget_tokens, self.chunk_tokens = cfg.step_token_budget, cfg.chunk_tokens
+        # CostModel.step_ms, inlined term for term (same floating-point result) for the loop.
+        self.curve = cost if isinstance(cost, CurveCost) else None
+        self.overhead_ms = self.a_ms = self.b_ms = self.prefill_ms = 0.0
+        if isinstance(cost, CostModel):
+            self.overhead_ms, self.a_ms, self.b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
+            self.prefill_ms = cost.prefill_ms_per_token
+        self.mixed = cfg.mixed
+        # vLLM V0 multi-step: a round of `multi` steps is scheduled at once (admission and
+        # prefill only at its start), and its overhead is paid once: each step saves
+        # (1 - 1/multi) of it.
+        self.multi = cfg.scheduler_steps
+        step_overhead_ms = (
+            self.curve.curve.overhead_ms if self.curve is not None else self.overhead_ms
+        )
+        self.round_saving_ms = step_overhead_ms * (1.0 - 1.0 / self.multi)
+        self.round_left = 0  # steps left in the current multi-step round
+        self.preempted_last = False  # the last step preempted: it admits nothing new
+        reserve = self.reserve = cfg.reserve
+        self.reserve_ratio = reserve.init_ratio if reserve is not None else 0.0
+        self.ratio_decay = 0.0
+        if reserve is not None:
+            self.ratio_decay = (reserve.init_ratio - reserve.min_ratio) / reserve.decay_steps
+        self.clip = reserve.clip_tokens if reserve is not None else MAX_SIM_COUNT
+        self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
+        # sum over decoding sequences of (prefilled + post_off): their tokens = + clock x n
+        self.decode_base = 0
+        self.busy_ms = self.overhead_total_ms = self.slot_ms = 0.0
+        self.steps_total = 0
+        self.t = 0.0
+        self.nxt = 0
+        self.waiting: deque[int] = deque()
+        self.running: list[int] = []  # admission order (preemption takes the last)
+        self.pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
+        self.decoding_now = [False] * n
+        self.clock = 0  # decode steps run so far; a decoding sequence's counters: offset + clock
+        self.gen_off = [0] * n
+        self.post_off = [0] * n
+        self.version = [0] * n  # heap entries of older versions are stale
+        self.heap: list[tuple[int, int, int]] = []  # (clock value at its finish, id, version)
+        # Blocks the decoding sequences hold, kept without a pass over them: a decoding
+        # sequence holds ceil((base + clock) / block) blocks for its fixed base = prefilled +
+        # post offset; with base = q x block + r that is q + floor((r + clock + block - 1) /
+        # block), so the sum needs only the sum of q and how many sequences have each r.
+        self.base_q = 0
+        self.base_r = [0] * block
+        # Outputs the decoding sequences have still to generate, kept without a pass over
+        # them: sum(output - gen_off) - clock x decoding, less what SGLang's clip takes from
+        # the few whose remainder exceeds it (`long`).
+        self.rem_base = 0
+        self.long: set[int] = set()
 
-    def count_base(i: int, sign: int) -> None:
-        nonlocal base_q
-        q, r = divmod(prefilled[i] + post_off[i], block)
-        base_q += sign * q
-        base_r[r] += sign
+    # -- the decode clock's running totals -------------------------------------------------
 
-    # Outputs the decoding sequences have still to generate, kept without a pass over them:
-    # sum(output - gen_off) - clock x decoding, less what SGLang's clip takes from the few
-    # whose remainder exceeds it (`long`).
-    rem_base = 0
-    long: set[int] = set()
+    def count_base(self, i: int, sign: int) -> None:
+        q, r = divmod(self.prefilled[i] + self.post_off[i], self.block)
+        self.base_q += sign * q
+        self.base_r[r] += sign
 
-    def start_decoding(i: int) -> None:
-        nonlocal decode_base, rem_base
-        gen_off[i] = generated[i] - clock
-        post_off[i] = post[i] - clock
-        decoding_now[i] = True
-        version[i] += 1
-        decode_base += prefilled[i] + post_off[i]
-        rem_base += output[i] - gen_off[i]
-        if output[i] - gen_off[i] - clock > clip:
-            long.add(i)
-        count_base(i, 1)
-        heappush(heap, (output[i] - gen_off[i], i, version[i]))
+    def start_decoding(self, i: int) -> None:
+        output, clock = self.output, self.clock
+        self.gen_off[i] = self.generated[i] - clock
+        self.post_off[i] = self.post[i] - clock
+        self.decoding_now[i] = True
+        self.version[i] += 1
+        self.decode_base += self.prefilled[i] + self.post_off[i]
+        self.rem_base += output[i] - self.gen_off[i]
+        if output[i] - self.gen_off[i] - clock > self.clip:
+            self.long.add(i)
+        self.count_base(i, 1)
+        heapq.heappush(self.heap, (output[i] - self.gen_off[i], i, self.version[i]))
 
-    def stop_decoding(i: int) -> None:
-        nonlocal decode_base, rem_base
-        rem_base -= output[i] - gen_off[i]
-        long.discard(i)
-        count_base(i, -1)
-        generated[i] = gen_off[i] + clock
-        post[i] = post_off[i] + clock
-        decoding_now[i] = False
-        decode_base -= prefilled[i] + post_off[i]
-        version[i] += 1
+    def stop_decoding(self, i: int) -> None:
+        self.rem_base -= self.output[i] - self.gen_off[i]
+        self.long.discard(i)
+        self.count_base(i, -1)
+        self.generated[i] = self.gen_off[i] + self.clock
+        self.post[i] = self.post_off[i] + self.clock
+        self.decoding_now[i] = False
+        self.decode_base -= self.prefilled[i] + self.post_off[i]
+        self.version[i] += 1
 
-    def decoding_blocks(at_clock: int) -> int:
+    def decoding_blocks(self, at_clock: int) -> int:
         """KV blocks the decoding sequences hold when the decode clock reads `at_clock`."""
+        block = self.block
         whole, part = divmod(at_clock + block - 1, block)
-        decoding = len(running) - len(pending)
-        return base_q + decoding * whole + (sum(base_r[block - part :]) if part else 0)
+        decoding = len(self.running) - len(self.pending)
+        return self.base_q + decoding * whole + (sum(self.base_r[block - part :]) if part else 0)
 
-    def held_running() -> int:
+    def held_running(self) -> int:
         """KV blocks the running sequences hold: the decoding ones from the counts above,
         the ones still prefilling one by one."""
-        prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in pending)
-        return decoding_blocks(clock) + prefilling
+        prefilled, post, block = self.prefilled, self.post, self.block
+        prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in self.pending)
+        return self.decoding_blocks(self.clock) + prefilling
 
-    def holding(i: int) -> int:
-        return prefilled[i] + (post_off[i] + clock if decoding_now[i] else post[i])
+    def holding(self, i: int) -> int:
+        held_after = self.post_off[i] + self.clock if self.decoding_now[i] else self.post[i]
+        return self.prefilled[i] + held_after
 
-    def generated_now(i: int) -> int:
+    def generated_now(self, i: int) -> int:
         """Tokens request i has generated so far."""
-        return gen_off[i] + clock if decoding_now[i] else generated[i]
+        return self.gen_off[i] + self.clock if self.decoding_now[i] else self.generated[i]
 
-    def remaining_output(i: int) -> int:
+    def remaining_output(self, i: int) -> int:
         """Tokens request i has still to generate, as the admission counts them."""
-        return min(clip, max(0, output[i] - generated_now(i)))
+        return min(self.clip, max(0, self.output[i] - self.generated_now(i)))
 
-    def remaining_running() -> int:
+    def remaining_running(self) -> int:
         """sum(remaining_output(j) for j in running), from the running totals."""
         over = 0
-        for i in list(long):
-            extra = output[i] - gen_off[i] - clock - clip
+        for i in list(self.long):
+            extra = self.output[i] - self.gen_off[i] - self.clock - self.clip
             if extra > 0:
                 over += extra
             else:
-                long.discard(i)  # its remainder only falls from here
-        decoding = len(running) - len(pending)
-        prefilling = sum(remaining_output(j) for j in pending)
-        return rem_base - clock * decoding - over + prefilling
+                self.long.discard(i)  # its remainder only falls from here
+        decoding = len(self.running) - len(self.pending)
+        prefilling = sum(self.remaining_output(j) for j in self.pending)
+        return self.rem_base - self.clock * decoding - over + prefilling
 
-    def next_finish() -> int:
+    def next_finish(self) -> int:
         """Clock value of the next finish (stale entries dropped); past any clock if none."""
+        heap, version, decoding_now = self.heap, self.version, self.decoding_now
         while heap and (heap[0][2] != version[heap[0][1]] or not decoding_now[heap[0][1]]):
-            heappop(heap)
+            heapq.heappop(heap)
         return heap[0][0] if heap else NEVER
 
-    def evict(victim: int) -> int:
+    # -- KV pressure ----------------------------------------------------------------------
+
+    def evict(self, victim: int) -> int:
         """Free a running request's KV (recomputed or swapped when it runs again); the
         blocks it held."""
-        nonlocal t, busy_ms
-        freed = -(-holding(victim) // block)
-        run.preemptions += 1
-        if decoding_now[victim]:
-            stop_decoding(victim)
+        freed = -(-self.holding(victim) // self.block)
+        self.run.preemptions += 1
+        if self.decoding_now[victim]:
+            self.stop_decoding(victim)
         else:
-            pending.remove(victim)
-        if cfg.preemption == "recompute":
-            target[victim] = target[victim] + post[victim]
-            prefilled[victim] = 0
-            post[victim] = 0
+            self.pending.remove(victim)
+        if self.cfg.preemption == "recompute":
+            self.target[victim] = self.target[victim] + self.post[victim]
+            self.prefilled[victim] = 0
+            self.post[victim] = 0
         else:
-            swapped[victim] = True
-            blocks_out = -(-(prefilled[victim] + post[victim]) // block)
-            out_ms = blocks_out * cfg.swap_ms_per_block
-            t += out_ms
-            busy_ms += out_ms
+            self.swapped[victim] = True
+            blocks_out = -(-(self.prefilled[victim] + self.post[victim]) // self.block)
+            out_ms = blocks_out * self.cfg.swap_ms_per_block
+            self.t += out_ms
+            self.busy_ms += out_ms
         return freed
 
-    def retract(ids: list[int], in_use: int) -> int:
+    def retract(self, ids: list[int], in_use: int) -> int:
         """SGLang's retraction: fewest outputs (longest prompt among equals) leave first, to
         the back of the queue, until each one left has room for `retract_steps` tokens."""
+        reserve, pool = self.reserve, self.pool
         assert reserve is not None and pool is not None
-        order = sorted(ids, key=lambda j: (generated_now(j), -target[j]), reverse=True)
-        while len(order) > 1 and in_use + ceil(reserve.retract_steps * len(order) / block) > pool:
+        target = self.target
+        order = sorted(ids, key=lambda j: (self.generated_now(j), -target[j]), reverse=True)
+        while (
+            len(order) > 1
+            and in_use + math.ceil(reserve.retract_steps * len(order) / self.block) > pool
+        ):
             victim = order.pop()
             ids.remove(victim)
-            in_use -= evict(victim)
-            waiting.append(victim)
+            in_use -= self.evict(victim)
+            self.waiting.append(victim)
         return in_use
 
-    while nxt < n or waiting or running:
-        while nxt < n and arrival[nxt] <= t:
-            waiting.append(nxt)
-            nxt += 1
-        if round_left and len(running) == len(pending):
-            round_left = 0  # nothing left decoding: the round ends early
-        if not running and not waiting:
-            run.idle_ms += arrival[nxt] - t
-            t = arrival[nxt]
-            continue
+    def relieve_pool(self) -> None:
+        """After a step: preempt (vLLM: the most recently admitted first) or retract (SGLang)
+        until the running set fits the pool, and note the peak it held."""
+        pool, reserve, running = self.pool, self.reserve, self.running
+        assert pool is not None
+        in_use = self.held_running() if running else 0
+        self.preempted_last = in_use > pool
+        if self.preempted_last and reserve is not None:
+            in_use = self.retract(running, in_use)
+            decoded = sum(self.generated_now(j) for j in running)
+            budget_out = sum(self.output[j] for j in running)
+            self.reserve_ratio = min(
+                1.0, (decoded + reserve.retract_steps * len(running)) / max(1, budget_out)
+            )
+        while running and in_use > pool:
+            victim = running.pop()  # the most recently admitted gives way
+            in_use -= self.evict(victim)
+            self.waiting.appendleft(victim)
+        if running:
+            self.run.peak_blocks = max(self.run.peak_blocks, self.held_running())
+
+    # -- the phases of one step -------------------------------------------------------------
+
+    def admit(self) -> float:
+        """Admit waiting requests while the running cap and the KV pool allow (SGLang: with
+        room kept for the running requests' remaining outputs); the swap-in time, ms."""
+        pool, reserve, block = self.pool, self.reserve, self.block
+        waiting, running = self.waiting, self.running
+        prefilled, post, target, swapped = self.prefilled, self.post, self.target, self.swapped
         swap_ms = 0.0
-        # vLLM's scheduler admits no waiting request in a step that preempted one (v1
-        # core/sched/scheduler.py: waiting requests are scheduled only `if not preempted_reqs`),
-        # so a full pool does not thrash admitting and evicting the same requests.
-        if waiting and len(running) < max_batch and not preempted_last and not round_left:
-            in_use = held_running() if pool is not None and running else 0
-            if reserve is not None and pool is not None:
-                # SGLang-style admission: room is kept for the running requests' remaining
-                # outputs, times the engine's new-token ratio
-                in_use += ceil(reserve_ratio * remaining_running() / block)
-            while waiting and len(running) < max_batch:
-                i = waiting[0]
-                if pool is not None:
-                    tokens = prefilled[i] + post[i] if swapped[i] else target[i]
-                    need = -(-tokens // block)
-                    if reserve is not None:
-                        need += ceil(reserve_ratio * remaining_output(i) / block)
-                    if in_use + need > pool and (running or in_use):
-                        break
-                    if swapped[i]:
-                        swap_ms += need * cfg.swap_ms_per_block
-                        swapped[i] = False
-                    in_use += need  # its prompt (and reserve) counts for the next
-                running.append(waiting.popleft())
-                if prefilled[i] >= target[i]:
-                    start_decoding(i)
-                else:
-                    pending.append(i)
-        if not running:  # the head of the queue waits for blocks nothing holds: cannot happen
-            raise AssertionError("KV pool admits nothing although it is empty")
-
-        n_decoding = len(running) - len(pending)
-        take: dict[int, int] = {}
-        if round_left:
-            pass  # inside a multi-step round: the running set decodes, nothing prefills
-        elif not chunked:
-            take = {i: target[i] - prefilled[i] for i in pending}
-        else:
-            # Unmixed (SGLang): a step with prefill work runs only prefill, up to the budget.
-            budget = budget_tokens - (n_decoding if mixed else 0)
-            for i in pending:
-                if budget <= 0:
-                    break
-                got = min(target[i] - prefilled[i], chunk_tokens, budget)
-                take[i] = got
-                budget -= got
-        waiting_decoders = 0
-        if take and not mixed:
-            waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
-        prefill_tokens = sum(take.values())
-        factor = spec_factor if n_decoding else 1.0
-        if curve is None:
-            dt = overhead_ms + (a_ms + b_ms * n_decoding) * factor + prefill_ms * prefill_tokens
-        else:
-            pairs = sum(curve.curve.chunk_pairs(prefilled[i], g) for i, g in take.items())
-            decode_tokens = decode_base + clock * n_decoding if n_decoding else 0
-            dt = curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
-        if multi > 1:
-            if not round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
-                round_left = 1 if take and not mixed else multi
-            if round_left > 1 or mixed or not take:
-                dt -= round_saving_ms
-        dt += swap_ms
-
-        steps = 1
-        if not take and spec is None and n_decoding:
-            # Identical decode-only steps until the next event: jump there in one move.
-            steps = next_finish() - clock
-            if nxt < n and len(running) < max_batch and arrival[nxt] < math.inf:
-                steps = min(steps, max(1, ceil((arrival[nxt] - t) / dt)))
+        in_use = self.held_running() if pool is not None and running else 0
+        if reserve is not None and pool is not None:
+            # SGLang-style admission: room is kept for the running requests' remaining
+            # outputs, times the engine's new-token ratio
+            in_use += math.ceil(self.reserve_ratio * self.remaining_running() / block)
+        while waiting and len(running) < self.max_batch:
+            i = waiting[0]
             if pool is not None:
-                room = pool - (held_running() - decoding_blocks(clock))
-
-                def fits(more: int, at: int = clock, free: int = room) -> bool:
-                    return decoding_blocks(at + more) <= free
-
-                steps = _steps_within_pool(fits, steps)
-            if waiting and reserve_ratio > (reserve.min_ratio if reserve else 0.0):
-                # the decaying ratio may let the queue in mid-jump: look again soon
-                steps = min(steps, RESERVE_RECHECK_STEPS)
-            if multi > 1:
-                steps = min(steps, round_left)
-            if curve is not None and steps > 1:
-                # the KV read grows by one token per sequence per step: the jump's mean step
-                mid = decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
-                dt = curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
-                if multi > 1:
-                    dt -= round_saving_ms
-        if multi > 1:
-            round_left -= steps
-            saved = round_saving_ms if round_left or mixed or not take else 0.0
-            overhead_total_ms += (overhead_ms - saved) * steps
-        else:
-            overhead_total_ms += overhead_ms * steps
-        t += dt * steps
-        busy_ms += dt * steps
-        slot_ms += len(running) * dt * steps
-        steps_total += steps
-
-        if n_decoding:
-            if reserve is not None:
-                reserve_ratio = max(reserve_ratio - ratio_decay * steps, reserve.min_ratio)
-            if spec is not None:
-                decoding = [i for i in running if decoding_now[i]]
-                remaining = np.asarray([output[i] - gen_off[i] - clock for i in decoding])
-                drawn = _accepted(rng, spec, cfg.spec_k, len(decoding))
-                emitted: list[int] = np.minimum(drawn, remaining).tolist()
-                for i, got in zip(decoding, emitted, strict=True):
-                    count_base(i, -1)
-                    gen_off[i] += got - steps  # the clock adds `steps` to everyone below
-                    rem_base -= got - steps
-                    post_off[i] += got - steps
-                    count_base(i, 1)
-                    decode_base += got - steps
-                    version[i] += 1
-                    heappush(heap, (output[i] - gen_off[i], i, version[i]))
-            clock += steps
-            if stall_ms:  # the first token after unmixed prefill steps waited for them too
-                itl[dt + stall_ms] = itl.get(dt + stall_ms, 0) + n_decoding
-                itl[dt] = itl.get(dt, 0) + n_decoding * (steps - 1)
-                stall_ms = 0.0
+                tokens = prefilled[i] + post[i] if swapped[i] else target[i]
+                need = -(-tokens // block)
+                if reserve is not None:
+                    need += math.ceil(self.reserve_ratio * self.remaining_output(i) / block)
+                if in_use + need > pool and (running or in_use):
+                    break
+                if swapped[i]:
+                    swap_ms += need * self.cfg.swap_ms_per_block
+                    swapped[i] = False
+                in_use += need  # its prompt (and reserve) counts for the next
+            running.append(waiting.popleft())
+            if prefilled[i] >= target[i]:
+                self.start_decoding(i)
             else:
-                itl[dt] = itl.get(dt, 0) + n_decoding * steps
-        elif waiting_decoders:
-            stall_ms += dt
-        if take:
-            done_prefill = False
-            for i, got in take.items():
-                prefilled[i] += got
-                if prefilled[i] >= target[i]:
-                    generated[i] += 1
-                    post[i] = 1
-                    if isnan(first[i]):
-                        first[i] = t
-                    start_decoding(i)
-                    done_prefill = True
-            if done_prefill:
-                pending = [i for i in pending if not decoding_now[i]]
+                self.pending.append(i)
+        return swap_ms
+
+    def prefill_work(self, n_decoding: int) -> dict[int, int]:
+        """Prompt tokens each prefilling request runs this step: whole prompts (continuous
+        batching), or chunks under the step's token budget (chunked prefill; vLLM mixes them
+        with the decode tokens, SGLang's prefill steps run alone); none inside a multi-step
+        round."""
+        if self.round_left:
+            return {}  # inside a multi-step round: the running set decodes, nothing prefills
+        target, prefilled = self.target, self.prefilled
+        if not self.chunked:
+            return {i: target[i] - prefilled[i] for i in self.pending}
+        take: dict[int, int] = {}
+        budget = self.budget_tokens - (n_decoding if self.mixed else 0)
+        for i in self.pending:
+            if budget <= 0:
+                break
+            got = min(target[i] - prefilled[i], self.chunk_tokens, budget)
+            take[i] = got
+            budget -= got
+        return take
+
+    def step_ms(self, n_decoding: int, take: dict[int, int]) -> float:
+        """One step's time with `n_decoding` decode tokens and the prefill `take`, ms."""
+        prefill_tokens = sum(take.values())
+        factor = self.spec_factor if n_decoding else 1.0
+        curve = self.curve
+        if curve is None:
+            return (
+                self.overhead_ms
+                + (self.a_ms + self.b_ms * n_decoding) * factor
+                + self.prefill_ms * prefill_tokens
+            )
+        prefilled = self.prefilled
+        pairs = sum(curve.curve.chunk_pairs(prefilled[i], g) for i, g in take.items())
+        decode_tokens = self.decode_base + self.clock * n_decoding if n_decoding else 0
+        return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
+
+    def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
+        """How many identical decode-only steps run before the next event (a finish, an
+        arrival that could be admitted, the pool filling, a multi-step round's end), and the
+        mean step over them (the KV read grows by a token per sequence per step)."""
+        pool, reserve, clock = self.pool, self.reserve, self.clock
+        steps = self.next_finish() - clock
+        arrival, nxt = self.arrival, self.nxt
+        if nxt < self.n and len(self.running) < self.max_batch and arrival[nxt] < math.inf:
+            steps = min(steps, max(1, math.ceil((arrival[nxt] - self.t) / dt)))
+        if pool is not None:
+            room = pool - (self.held_running() - self.decoding_blocks(clock))
+
+            def fits(more: int, at: int = clock, free: int = room) -> bool:
+                return self.decoding_blocks(at + more) <= free
+
+            steps = _steps_within_pool(fits, steps)
+        if self.waiting and self.reserve_ratio > (reserve.min_ratio if reserve else 0.0):
+            # the decaying ratio may let the queue in mid-jump: look again soon
+            steps = min(steps, RESERVE_RECHECK_STEPS)
+        if self.multi > 1:
+            steps = min(steps, self.round_left)
+        if self.curve is not None and steps > 1:
+            mid = self.decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
+            dt = self.curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
+            if self.multi > 1:
+                dt -= self.round_saving_ms
+        return steps, dt
+
+    def decode(self, steps: int, dt: float, n_decoding: int) -> None:
+        """Advance the decode clock by `steps` (speculation: each sequence by what it
+        accepted) and count the inter-token gaps its tokens saw."""
+        reserve = self.reserve
+        if reserve is not None:
+            self.reserve_ratio = max(
+                self.reserve_ratio - self.ratio_decay * steps, reserve.min_ratio
+            )
+        if self.spec is not None:
+            self.speculate(steps)
+        self.clock += steps
+        itl = self.run.itl_tokens
+        if self.stall_ms:  # the first token after unmixed prefill steps waited for them too
+            stalled = dt + self.stall_ms
+            itl[stalled] = itl.get(stalled, 0) + n_decoding
+            itl[dt] = itl.get(dt, 0) + n_decoding * (steps - 1)
+            self.stall_ms = 0.0
+        else:
+            itl[dt] = itl.get(dt, 0) + n_decoding * steps
+
+    def speculate(self, steps: int) -> None:
+        """Speculative decoding: each decoding sequence emits what the draft had accepted
+        (at most what it has left), moved off the shared clock by the difference."""
+        assert self.spec is not None
+        output, gen_off, post_off = self.output, self.gen_off, self.post_off
+        decoding = [i for i in self.running if self.decoding_now[i]]
+        remaining = np.asarray([output[i] - gen_off[i] - self.clock for i in decoding])
+        drawn = _accepted(self.rng, self.spec, self.cfg.spec_k, len(decoding))
+        emitted: list[int] = np.minimum(drawn, remaining).tolist()
+        for i, got in zip(decoding, emitted, strict=True):
+            self.count_base(i, -1)
+            gen_off[i] += got - steps  # the clock adds `steps` to everyone below
+            self.rem_base -= got - steps
+            post_off[i] += got - steps
+            self.count_base(i, 1)
+            self.decode_base += got - steps
+            self.version[i] += 1
+            heapq.heappush(self.heap, (output[i] - gen_off[i], i, self.version[i]))
+
+    def complete_prefills(self, take: dict[int, int]) -> None:
+        """Add this step's prompt tokens; a prompt done samples its first token and decodes."""
+        prefilled, target, first = self.prefilled, self.target, self.first
+        done_prefill = False
+        for i, got in take.items():
+            prefilled[i] += got
+            if prefilled[i] >= target[i]:
+                self.generated[i] += 1
+                self.post[i] = 1
+                if math.isnan(first[i]):
+                    first[i] = self.t
+                self.start_decoding(i)
+                done_prefill = True
+        if done_prefill:
+            self.pending = [i for i in self.pending if not self.decoding_now[i]]
+
+    def retire(self) -> None:
+        """Sequences whose output is done leave; in a closed loop each client sends its next
+        request (paced: not before its arrival time)."""
+        heap, version, decoding_now = self.heap, self.version, self.decoding_now
+        t = self.t
         done: list[int] = []
         while heap:
             due, i, ver = heap[0]
             if ver != version[i] or not decoding_now[i]:
-                heappop(heap)  # stale
+                heapq.heappop(heap)  # stale
                 continue
-            if due > clock:
+            if due > self.clock:
                 break
-            heappop(heap)
-            stop_decoding(i)
-            finish[i] = t
+            heapq.heappop(heap)
+            self.stop_decoding(i)
+            self.finish[i] = t
             done.append(i)
-            if released < n:  # closed loop: this client sends its next request now
-                go = sent[released]  # paced: not before its arrival time
-                arrival[released] = (t if t > go else go) + delay[released]
-                released += 1
+            if self.released < self.n:  # closed loop: this client sends its next request now
+                released = self.released
+                go = self.sent[released]  # paced: not before its arrival time
+                self.arrival[released] = (t if t > go else go) + self.delay[released]
+                self.released += 1
         for i in done:  # finished requests leave the running set (a C-level scan each)
-            running.remove(i)
-        if pool is not None:
-            in_use = held_running() if running else 0
-            preempted_last = in_use > pool
-            if preempted_last and reserve is not None:
-                in_use = retract(running, in_use)
-                decoded = sum(generated_now(j) for j in running)
-                budget_out = sum(output[j] for j in running)
-                reserve_ratio = min(
-                    1.0, (decoded + reserve.retract_steps * len(running)) / max(1, budget_out)
-                )
-            while running and in_use > pool:
-                victim = running.pop()  # the most recently admitted gives way
-                in_use -= evict(victim)
-                waiting.appendleft(victim)
-            if running:
-                run.peak_blocks = max(run.peak_blocks, held_running())
-    run.busy_ms += busy_ms
-    run.overhead_ms += overhead_total_ms
-    run.slot_ms += slot_ms
-    run.steps += steps_total
-    run.target[:] = target
-    run.prefilled[:] = prefilled
-    run.post[:] = post
-    run.generated[:] = generated
-    run.swapped[:] = swapped
-    run.first_ms[:] = first
-    run.finish_ms[:] = finish
-    run.arrival_ms = np.asarray(arrival, dtype=np.float64) - np.asarray(delay)
+            self.running.remove(i)
+
+    def step(self) -> None:
+        """One scheduler iteration (or a jump of identical decode-only ones)."""
+        arrival, waiting, running, pending = self.arrival, self.waiting, self.running, self.pending
+        while self.nxt < self.n and arrival[self.nxt] <= self.t:
+            waiting.append(self.nxt)
+            self.nxt += 1
+        if self.round_left and len(running) == len(pending):
+            self.round_left = 0  # nothing left decoding: the round ends early
+        if not running and not waiting:
+            self.run.idle_ms += arrival[self.nxt] - self.t
+            self.t = arrival[self.nxt]
+            return
+        swap_ms = 0.0
+        # vLLM's scheduler admits no waiting request in a step that preempted one (v1
+        # core/sched/scheduler.py: waiting requests are scheduled only `if not preempted_reqs`),
+        # so a full pool does not thrash admitting and evicting the same requests.
+        if (
+            waiting
+            and len(running) < self.max_batch
+            and not self.preempted_last
+            and not self.round_left
+        ):
+            swap_ms = self.admit()
+        if not running:  # the head of the queue waits for blocks nothing holds: cannot happen
+            raise AssertionError("KV pool admits nothing although it is empty")
+
+        n_decoding = len(running) - len(self.pending)
+        take = self.prefill_work(n_decoding)
+        waiting_decoders = 0
+        if take and not self.mixed:
+            waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
+        dt = self.step_ms(n_decoding, take)
+        multi = self.multi
+        if multi > 1:
+            if not self.round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
+                self.round_left = 1 if take and not self.mixed else multi
+            if self.round_left > 1 or self.mixed or not take:
+                dt -= self.round_saving_ms
+        dt += swap_ms
+
+        steps = 1
+        if not take and self.spec is None and n_decoding:
+            # Identical decode-only steps until the next event: jump there in one move.
+            steps, dt = self.jump(dt, swap_ms, n_decoding)
+        if multi > 1:
+            self.round_left -= steps
+            saved = self.round_saving_ms if self.round_left or self.mixed or not take else 0.0
+            self.overhead_total_ms += (self.overhead_ms - saved) * steps
+        else:
+            self.overhead_total_ms += self.overhead_ms * steps
+        self.t += dt * steps
+        self.busy_ms += dt * steps
+        self.slot_ms += len(running) * dt * steps
+        self.steps_total += steps
+
+        if n_decoding:
+            self.decode(steps, dt, n_decoding)
+        elif waiting_decoders:
+            self.stall_ms += dt
+        if take:
+            self.complete_prefills(take)
+        self.retire()
+        if self.pool is not None:
+            self.relieve_pool()
+
+    def run_all(self) -> None:
+        """Steps until every request has arrived and finished."""
+        while self.nxt < self.n or self.waiting or self.running:
+            self.step()
+
+    def write_back(self) -> None:
+        """The loop's totals and per-request state, into the run."""
+        run = self.run
+        run.busy_ms += self.busy_ms
+        run.overhead_ms += self.overhead_total_ms
+        run.slot_ms += self.slot_ms
+        run.steps += self.steps_total
+        run.target[:] = self.target
+        run.prefilled[:] = self.prefilled
+        run.post[:] = self.post
+        run.generated[:] = self.generated
+        run.swapped[:] = self.swapped
+        run.first_ms[:] = self.first
+        run.finish_ms[:] = self.finish
+        run.arrival_ms = np.asarray(self.arrival, dtype=np.float64) - np.asarray(self.delay)
 
 
 def _unbounded(
