@@ -118,7 +118,8 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
         # compute-bound, then attention's KV read, kernels, all-reduce and the engine
         terms = data["terms_at"][batch]
         assert terms["memory_ms"] == pytest.approx(terms["weights_ms"] + terms["attention_ms"])
-        total = max(terms["weights_ms"], terms["compute_ms"]) + terms["attention_ms"]
+        assert terms["linear_ms"] >= max(terms["weights_ms"], terms["compute_ms"])
+        total = terms["linear_ms"] + terms["attention_ms"]
         total += terms["kernels_ms"] + terms["allreduce_ms"] + terms["overhead_ms"]
         assert data["step_ms_at"][batch] == pytest.approx(total)
     assert data["terms_at"]["64"]["attention_ms"] > 60 * data["terms_at"]["1"]["attention_ms"]
@@ -253,6 +254,32 @@ def test_fp8_gemms_reach_less_of_their_rate_and_attention_runs_at_16_bits() -> N
         assert fp8.prefill_attention_ms(pairs) == pytest.approx(bf16.prefill_attention_ms(pairs))
     # weights whose GEMMs run at the 16-bit rate (int4 weight-only) keep the 16-bit share
     assert step_time_for(LLAMA8, find_gpu("h100"), weight_dtype="int4").low_precision_scale == 1
+
+
+def test_a_moe_chunk_streams_its_experts_while_its_attention_projections_compute() -> None:
+    """The linear layers run one class after another, each memory- or compute-bound on its
+    own: a DeepSeek-R1 prefill chunk of 2,048 tokens on 8 x H200 reads every routed expert
+    (64 tokens each: memory-bound) and multiplies its dense layers (compute-bound), so the
+    step pays both, more than one max over their sums would."""
+    r1 = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-R1"))
+    h200 = find_gpu("h200")
+    step = step_time_for(r1, h200, tp=8, engine="vllm")
+    tokens = 2048
+    experts_ms = step.expert_weights_bytes(tokens) / (h200.hbm_bandwidth_bytes_per_s * 0.655)
+    active = r1.expert_params // r1.num_experts * r1.experts_per_token // 8
+    assert step.expert_active_params_per_gpu == active
+    body = step.active_params_per_gpu - step.embedding_params_per_gpu - active
+    plain = min(step.plain_params_per_gpu, body)
+    rate = h200.fp8_dense_flops * 0.55 * 0.65 / 0.73
+    dense_ms = 2 * tokens * (plain / (h200.bf16_dense_flops * 0.55) + (body - plain) / rate)
+    assert dense_ms * 1e3 > step.dense_weights_bytes / (h200.hbm_bandwidth_bytes_per_s * 0.655)
+    linear = step.linear_ms(tokens, sampled=0)
+    assert linear == pytest.approx((experts_ms + dense_ms) * 1e3, rel=1e-6)
+    _, memory_ms, compute_ms = step.gemm(tokens, sampled=0)
+    assert linear > 1.2 * max(memory_ms, compute_ms)
+    # a decode step is memory-bound throughout: the classes' reads add up as before
+    _, memory_ms, compute_ms = step.gemm(8)
+    assert step.linear_ms(8) == pytest.approx(memory_ms, rel=1e-6)
 
 
 def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only() -> None:

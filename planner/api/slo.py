@@ -460,6 +460,7 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
         "weights_ms": t.memory_ms - t.attention_ms,
         "attention_ms": t.attention_ms,
         "compute_ms": t.compute_ms,
+        "linear_ms": t.linear_ms,
         "kernels_ms": t.kernels_ms,
         "allreduce_ms": t.allreduce_ms,
         "overhead_ms": t.overhead_ms,

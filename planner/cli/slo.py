@@ -292,9 +292,10 @@ def render(r: dict[str, Any]) -> None:
         detail = ""
         if terms:
             detail = (
-                f" (memory {terms['memory_ms']:.2f}, compute {terms['compute_ms']:.2f}, kernels "
-                f"{terms['kernels_ms']:.2f}, all-reduce {terms['allreduce_ms']:.2f}, overhead "
-                f"{terms['overhead_ms']:.2f})"
+                f" (linear layers {terms['linear_ms']:.2f}: weights read "
+                f"{terms['weights_ms']:.2f}, compute {terms['compute_ms']:.2f}; attention "
+                f"{terms['attention_ms']:.2f}, kernels {terms['kernels_ms']:.2f}, all-reduce "
+                f"{terms['allreduce_ms']:.2f}, overhead {terms['overhead_ms']:.2f})"
             )
         out.print(f"t({b}) = {ms:.2f} ms{detail}", markup=False)
     for row in r["fit_residuals"]:

@@ -24,6 +24,10 @@ class StepTerms(BaseModel):
     memory_ms: float
     attention_ms: float = Field(description="KV read: the decode attention kernels, ms")
     compute_ms: float
+    linear_ms: float = Field(
+        description="the linear layers: the dense body, the routed experts and the lm_head, "
+        "each memory- or compute-bound on its own, one after another, ms"
+    )
     kernels_ms: float
     allreduce_ms: float
     overhead_ms: float
@@ -46,6 +50,12 @@ class StepTime(BaseModel):
     moe_ms_per_local_expert: float = Field(default=moe.MOE_MS_PER_LOCAL_EXPERT, ge=0)
     experts_per_gpu: int = Field(
         default=0, ge=0, description="experts resident on one GPU (all under TP, E / EP)"
+    )
+    expert_active_params_per_gpu: int = Field(
+        default=0,
+        ge=0,
+        description="routed-expert parameters one token multiplies, over the MoE ranks (inside "
+        "active_params_per_gpu)",
     )
     model: ModelSpec = Field(description="for the KV bytes of each layer group")
     kv_dtype_bytes: int = Field(default=2, gt=0)
@@ -147,6 +157,39 @@ class StepTime(BaseModel):
     def _bandwidth(self) -> float:
         return self.bandwidth_bytes_per_s * self.bandwidth_efficiency
 
+    def linear_ms(self, tokens: int, sampled: int | None = None) -> float:
+        """The linear layers of one forward pass over `tokens` tokens, ms: the dense body,
+        the routed experts and the lm_head (over the `sampled` tokens only; default all) run
+        one after another, each memory- or compute-bound on its own. A MoE prefill chunk
+        streams every expert (a few tokens each: memory-bound) while its attention projections
+        are compute-bound; one max over their sums would hide the one behind the other."""
+        bandwidth = self._bandwidth()
+        plain_rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
+        quantized_rate = self.flops_per_s * self.flops_efficiency * self.low_precision_scale
+        body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
+        plain = min(self.plain_params_per_gpu, body)
+        experts = min(self.expert_active_params_per_gpu, body - plain)
+        head_tokens = tokens if sampled is None else sampled
+        head_bytes = min(self.dense_weights_bytes, self.lm_head_params_per_gpu * 2)
+        head_ms = 0.0
+        if head_tokens > 0:
+            head_ms = max(
+                gemm.read_ms(head_bytes, bandwidth) * self.memory_scale,
+                gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
+            )
+        body_ms = max(
+            gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
+            gemm.compute_ms(plain, tokens, plain_rate)
+            + gemm.compute_ms(body - plain - experts, tokens, quantized_rate),
+        )
+        experts_ms = 0.0
+        if self.num_experts:
+            experts_ms = max(
+                gemm.read_ms(self.expert_weights_bytes(tokens), bandwidth) * self.memory_scale,
+                gemm.compute_ms(experts, tokens, quantized_rate),
+            )
+        return body_ms + experts_ms + head_ms
+
     def gemm(self, tokens: int, sampled: int | None = None) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
         forward pass (ms): the linear layers run once over every token of the step, the lm_head
@@ -224,8 +267,9 @@ class StepTime(BaseModel):
     ) -> float:
         """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
         `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
-        layers see every token once (memory- or compute-bound, whichever is longer); attention
-        is its own kernel and adds; then kernels, all-reduce and the engine's overhead."""
+        layers see every token once (their dense body, routed experts and lm_head each memory-
+        or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
+        the engine's overhead."""
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_seqs = ceil_div(decode_seqs, self.pp)
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
@@ -234,9 +278,8 @@ class StepTime(BaseModel):
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return 0.0
-        _, memory_ms, compute_ms = self.gemm(tokens, sampled=decode_seqs)
         return self._pipelined(
-            max(memory_ms, compute_ms)
+            self.linear_ms(tokens, sampled=decode_seqs)
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
             + self.layers * self.kernel_ms_per_layer
@@ -252,12 +295,13 @@ class StepTime(BaseModel):
         micro = ceil_div(batch, self.pp)
         experts = self.experts_read(micro)
         weights, weights_ms, compute_ms = self.gemm(micro)
+        linear_ms = self.linear_ms(micro)
         kv = micro * self.kv_bytes(context)
         attention_ms = self.kv_read_ms(kv)
         memory_ms = weights_ms + attention_ms
         kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
         allreduce_ms = self.allreduce_ms(micro)
-        step = max(weights_ms, compute_ms) + attention_ms + kernels_ms + allreduce_ms
+        step = linear_ms + attention_ms + kernels_ms + allreduce_ms
         step = self._pipelined(step + self.overhead_ms)
         return StepTerms(
             batch=batch,
@@ -267,6 +311,7 @@ class StepTime(BaseModel):
             memory_ms=memory_ms,
             attention_ms=attention_ms,
             compute_ms=compute_ms,
+            linear_ms=linear_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
             overhead_ms=self.overhead_ms,
@@ -322,7 +367,9 @@ def step_time_for(
         dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
             dense - attention_bytes, moe_ranks * pp
         )
-    flops = gemm.gemm_flops_per_s(gpu, weight_dtype)
+    # the rate of what the tensor cores multiply: a re-quantization asked for, else the
+    # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate)
+    flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype)
     plain_rate = gemm.gemm_flops_per_s(gpu, None)
     # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
     # re-quantization is taken to cover every linear layer)
@@ -342,6 +389,11 @@ def step_time_for(
         expert_bytes=ceil_div(expert_one, moe_ranks * pp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
+        expert_active_params_per_gpu=(
+            model.expert_params // model.num_experts * (model.experts_per_token or 0) // (tp * pp)
+            if model.expert_params and model.num_experts
+            else 0
+        ),
         moe_layers=ceil_div(moe.moe_layers(model), pp) if expert_one else 0,
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
