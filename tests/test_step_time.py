@@ -119,6 +119,9 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
         terms = data["terms_at"][batch]
         assert terms["memory_ms"] == pytest.approx(terms["weights_ms"] + terms["attention_ms"])
         assert terms["linear_ms"] >= max(terms["weights_ms"], terms["compute_ms"])
+        parts = terms["dense_linear_ms"] + terms["experts_ms"] + terms["lm_head_ms"]
+        assert terms["linear_ms"] == pytest.approx(parts)
+        assert terms["experts_ms"] == 0  # a dense model
         total = terms["linear_ms"] + terms["attention_ms"]
         total += terms["kernels_ms"] + terms["allreduce_ms"] + terms["overhead_ms"]
         assert data["step_ms_at"][batch] == pytest.approx(total)

@@ -28,6 +28,9 @@ class StepTerms(BaseModel):
         description="the linear layers: the dense body, the routed experts and the lm_head, "
         "each memory- or compute-bound on its own, one after another, ms"
     )
+    dense_linear_ms: float = Field(description="the dense body's linear layers, ms")
+    experts_ms: float = Field(description="the routed experts' grouped GEMMs, ms")
+    lm_head_ms: float = Field(description="the lm_head over the sampled tokens, ms")
     kernels_ms: float
     allreduce_ms: float
     overhead_ms: float
@@ -158,11 +161,17 @@ class StepTime(BaseModel):
         return self.bandwidth_bytes_per_s * self.bandwidth_efficiency
 
     def linear_ms(self, tokens: int, sampled: int | None = None) -> float:
-        """The linear layers of one forward pass over `tokens` tokens, ms: the dense body,
-        the routed experts and the lm_head (over the `sampled` tokens only; default all) run
-        one after another, each memory- or compute-bound on its own. A MoE prefill chunk
-        streams every expert (a few tokens each: memory-bound) while its attention projections
-        are compute-bound; one max over their sums would hide the one behind the other."""
+        """The linear layers of one forward pass over `tokens` tokens, ms (`linear_parts`
+        summed)."""
+        body_ms, experts_ms, head_ms = self.linear_parts(tokens, sampled)
+        return body_ms + experts_ms + head_ms
+
+    def linear_parts(self, tokens: int, sampled: int | None = None) -> tuple[float, float, float]:
+        """The dense body, the routed experts and the lm_head (over the `sampled` tokens only;
+        default all) of one forward pass, ms: they run one after another, each memory- or
+        compute-bound on its own. A MoE prefill chunk streams every expert (a few tokens each:
+        memory-bound) while its attention projections are compute-bound; one max over their
+        sums would hide the one behind the other."""
         bandwidth = self._bandwidth()
         plain_rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
         quantized_rate = self.flops_per_s * self.flops_efficiency * self.low_precision_scale
@@ -188,7 +197,7 @@ class StepTime(BaseModel):
                 gemm.read_ms(self.expert_weights_bytes(tokens), bandwidth) * self.memory_scale,
                 gemm.compute_ms(experts, tokens, quantized_rate),
             )
-        return body_ms + experts_ms + head_ms
+        return body_ms, experts_ms, head_ms
 
     def gemm(self, tokens: int, sampled: int | None = None) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
@@ -295,7 +304,8 @@ class StepTime(BaseModel):
         micro = ceil_div(batch, self.pp)
         experts = self.experts_read(micro)
         weights, weights_ms, compute_ms = self.gemm(micro)
-        linear_ms = self.linear_ms(micro)
+        body_ms, experts_ms, head_ms = self.linear_parts(micro)
+        linear_ms = body_ms + experts_ms + head_ms
         kv = micro * self.kv_bytes(context)
         attention_ms = self.kv_read_ms(kv)
         memory_ms = weights_ms + attention_ms
@@ -312,6 +322,9 @@ class StepTime(BaseModel):
             attention_ms=attention_ms,
             compute_ms=compute_ms,
             linear_ms=linear_ms,
+            dense_linear_ms=body_ms,
+            experts_ms=experts_ms,
+            lm_head_ms=head_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
             overhead_ms=self.overhead_ms,
