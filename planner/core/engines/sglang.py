@@ -259,7 +259,8 @@ def predict(
     weights_bytes: int | None = None,
     weights_exact: bool | None = None,
 ) -> EnginePrediction:
-    """What SGLang will log at start-up for this model, GPU and flags."""
+    """What SGLang will log at start-up for this model, GPU and flags: the settings its
+    heuristics resolve, the memory it sizes the pool from, and the token pool that buys."""
     s = settings
     version = parse_version(s.version)
     m = measured or MeasuredTerms()
@@ -308,19 +309,7 @@ def predict(
     act_bytes = dtype_bytes(run_dtype)
 
     notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
-    pre_free = total - PRE_LOAD_USED_BYTES
-    sources["pre_load_free_bytes"] = "calibrated"
-    pre_free = correct(cal, "pre_load_free_bytes", pre_free, sources)
-    if m.pre_load_free_bytes is not None:
-        pre_free, sources["pre_load_free_bytes"] = m.pre_load_free_bytes, "log"
-    if s.reserved_bytes:
-        # SGLang sizes its pool from the free memory it sees before loading
-        # (model_runner.py: get_available_gpu_memory), so other processes' memory comes off it.
-        pre_free -= s.reserved_bytes
-        notes.append(
-            f"other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB come off the free memory "
-            "SGLang sizes its pool from"
-        )
+    pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     sharding = None
     if attn_dp > 1:
         sharding = Sharding(
@@ -348,38 +337,9 @@ def predict(
             "--mem-fraction-static",
             f"loaded weights leave no KV cache under --mem-fraction-static={fraction}",
         )
-    state_per_request = mamba_state_bytes_per_request(model, tp, pp)
-    mamba_slots = 0
-    if state_per_request:
-        if s.max_mamba_cache_size is not None:
-            mamba_slots = s.max_mamba_cache_size
-        else:
-            ratio = s.mamba_full_memory_ratio
-            budget = int(available * ratio / (1 + ratio))
-            mamba_slots = (budget - state_per_request) // state_per_request
-        mamba_bytes = (mamba_slots + 1) * state_per_request
-        available -= mamba_bytes
-        notes.append(
-            f"Mamba / linear-attention state pool: {mamba_slots:,} slots x "
-            f"{state_per_request / MIB_BYTES:.2f} MiB = {mamba_bytes / GIB_BYTES:.2f} GiB "
-            "taken before the KV pool"
-        )
-        if mamba_slots <= 0 or available <= 0:
-            raise InputError(
-                "--mem-fraction-static",
-                f"the hybrid state pool leaves no KV cache under --mem-fraction-static={fraction}",
-            )
-
-    cell = 0
-    for g in model.kv_groups:
-        layers = ceil_div(g.num_layers, pp)
-        if g.kind is KvKind.MLA:
-            cell += layers * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
-        elif g.kind.per_token:
-            heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)
-            per = layers * heads * (g.head_dim_k + g.head_dim_v)
-            ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
-            cell += int(per * kv_bytes * ratio)
+    mamba_slots, mamba_bytes = _mamba_pool(model, s, available, fraction, notes)
+    available -= mamba_bytes
+    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes)
     if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
         tokens = context
         notes.append("no attention KV: the token pool is nominal (context length)")
@@ -387,16 +347,7 @@ def predict(
         tokens = available // cell
     tokens -= tokens % page
     concurrency = tokens / context
-    # resolve_max_num_reqs (sglang.md 3.4): clamp(tokens / context x 512, 2048, 4096).
-    estimated = min(max(int(tokens / context * 512), 2048), 4096)
-    running = estimated
-    if s.max_running_requests is not None:  # the user's cap is shared among the DP groups
-        running = max(1, s.max_running_requests // attn_dp)
-    running = min(running, tokens // 2)
-    if mamba_slots:
-        running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
-    if version < (0, 5, 0):
-        running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
+    running = _max_running_requests(s, version, tokens, context, mamba_slots)
     lines = _log_lines(
         version,
         tokens=tokens,
@@ -449,6 +400,96 @@ def predict(
         log_lines=lines,
         notes=notes,
     )
+
+
+def _pre_load_free_bytes(
+    s: SglangSettings,
+    total: int,
+    m: MeasuredTerms,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> int:
+    """The free memory SGLang sees before it loads the weights, which it sizes its pool from
+    (model_runner.py: get_available_gpu_memory): other processes' memory comes off it."""
+    pre_free = total - PRE_LOAD_USED_BYTES
+    sources["pre_load_free_bytes"] = "calibrated"
+    pre_free = correct(s.calibration, "pre_load_free_bytes", pre_free, sources)
+    if m.pre_load_free_bytes is not None:
+        pre_free, sources["pre_load_free_bytes"] = m.pre_load_free_bytes, "log"
+    if s.reserved_bytes:
+        pre_free -= s.reserved_bytes
+        notes.append(
+            f"other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB come off the free memory "
+            "SGLang sizes its pool from"
+        )
+    return pre_free
+
+
+def _mamba_pool(
+    model: ModelSpec, s: SglangSettings, available: int, fraction: float, notes: list[str]
+) -> tuple[int, int]:
+    """Hybrid models: the Mamba / linear-attention state slots and their bytes, taken from
+    the KV budget before the token pool (--max-mamba-cache-size, else
+    --mamba-full-memory-ratio of it); (0, 0) for a model with no state layers."""
+    state_per_request = mamba_state_bytes_per_request(model, s.tp_size, s.pp_size)
+    if not state_per_request:
+        return 0, 0
+    if s.max_mamba_cache_size is not None:
+        slots = s.max_mamba_cache_size
+    else:
+        ratio = s.mamba_full_memory_ratio
+        budget = int(available * ratio / (1 + ratio))
+        slots = (budget - state_per_request) // state_per_request
+    state_bytes = (slots + 1) * state_per_request
+    notes.append(
+        f"Mamba / linear-attention state pool: {slots:,} slots x "
+        f"{state_per_request / MIB_BYTES:.2f} MiB = {state_bytes / GIB_BYTES:.2f} GiB "
+        "taken before the KV pool"
+    )
+    if slots <= 0 or available - state_bytes <= 0:
+        raise InputError(
+            "--mem-fraction-static",
+            f"the hybrid state pool leaves no KV cache under --mem-fraction-static={fraction}",
+        )
+    return slots, state_bytes
+
+
+def _token_cell_bytes(model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int) -> int:
+    """Bytes one token of the pool costs on a rank: every attention layer's KV (MLA: the
+    latent and the indexer's key), sliding-window layers at the SWA pool's share of the
+    full one."""
+    cell = 0
+    for g in model.kv_groups:
+        layers = ceil_div(g.num_layers, pp)
+        if g.kind is KvKind.MLA:
+            cell += layers * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
+        elif g.kind.per_token:
+            heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)
+            per = layers * heads * (g.head_dim_k + g.head_dim_v)
+            ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
+            cell += int(per * kv_bytes * ratio)
+    return cell
+
+
+def _max_running_requests(
+    s: SglangSettings,
+    version: tuple[int, int, int],
+    tokens: int,
+    context: int,
+    mamba_slots: int,
+) -> int:
+    """The running-request cap of one scheduler: resolve_max_num_reqs (sglang.md 3.4),
+    clamp(tokens / context x 512, 2048, 4096), or the user's cap shared among the DP groups;
+    never above half the token pool nor the Mamba slots' share."""
+    running = min(max(int(tokens / context * 512), 2048), 4096)
+    if s.max_running_requests is not None:
+        running = max(1, s.max_running_requests // s.attn_dp_size)
+    running = min(running, tokens // 2)
+    if mamba_slots:
+        running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
+    if version < (0, 5, 0):
+        running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
+    return running
 
 
 # Log formats by release (memory_pool.py / scheduler.py): "#tokens" in the KV line from 0.4.6,
