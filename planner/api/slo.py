@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
@@ -208,109 +209,27 @@ def slo_advice(
     from planner.core import slo
     from planner.core.flags import MODEL_PLACEHOLDER
 
-    check_budget("--tpot", tpot_ms)
-    if ttft_ms is not None:
-        check_budget("--ttft", ttft_ms)
-    if ttft_ms is not None and prompt_tokens is None:
-        raise InputError("--prompt-len", "required with --ttft (the prompt the budget covers)")
-    if prompt_tokens is not None and prompt_tokens < 1:
-        raise InputError("--prompt-len", f"must be >= 1 (got {prompt_tokens})")
-    prefill = (
-        slo.REFERENCE_PREFILL_MS_PER_TOKEN
-        if prefill_ms_per_token is None
-        else (prefill_ms_per_token)
-    )
-    if prefill and prefill < MIN_PREFILL_MS_PER_TOKEN:
-        raise InputError(
-            "--prefill-ms-per-token",
-            f"must be 0 or at least {MIN_PREFILL_MS_PER_TOKEN:g} ms (got {prefill:g})",
-        )
-    if prefill < 0:
-        raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
-    if engine not in ("vllm", "sglang", "lmdeploy"):
-        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang, lmdeploy")
-    from planner.core.engines.common import parse_version
-
-    version = parse_version(engine_version) if engine_version else None
-    plan = None
-    residuals: list[dict[str, float]] = []
-    stepped = None
+    prefill = _check_inputs(tpot_ms, ttft_ms, prompt_tokens, prefill_ms_per_token, engine)
     pp = int(settings.pop("pp", 1) or 1)
-    laid_out = pp > 1 or dp > 1 or (ep is not None and ep > 1) or dp_attention
-    if laid_out and (gpu is None or engine not in ("vllm", "sglang")):
-        raise InputError(
-            "--pp/--dp/--ep",
-            "need --gpu, a model and --engine vllm or sglang (the engine lays the ranks out)",
-        )
-    instance = None
-    groups = 1
-    if gpu is not None or preset is not None or model is not None:
-        if gpu is None:
-            raise InputError("--gpu", "required with --preset/--model")
-        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
-        if laid_out:
-            from planner.api.bench import WouldNotStart, deployment_instance
-
-            try:
-                instance, groups = deployment_instance(
-                    gpu=gpu,
-                    preset=preset,
-                    model=model,
-                    settings=serve_values(settings | {"pp": pp}, engine, engine_version),
-                    dp=dp,
-                    ep=ep,
-                    dp_attention=dp_attention,
-                    calibration=calibration,
-                )
-            except WouldNotStart as e:
-                raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
-        if calibration is not None:
-            from planner.api.bench import check_step_calibration
-
-            stepped = check_step_calibration(
-                calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
-            )
-    elif calibration is not None:
-        raise InputError("--calibration", "calibrates a derived model: add --gpu and a model")
-    given = a_ms is not None or b_ms is not None
-    if sum([given, fit_path is not None]) > 1:
-        raise InputError("--fit", "use one cost source: --a-ms/--b-ms or --fit")
-    if given:
-        if a_ms is None or b_ms is None:
-            raise InputError("--a-ms/--b-ms", "give both a and b")
-        if a_ms < 0 or b_ms < 0:
-            raise InputError("--a-ms/--b-ms", "must be >= 0")
-        step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
-    elif plan is not None:
-        # the derived curve: the engine instance simulate plans for a laid-out deployment,
-        # else the plan's TP group
-        if instance is not None:
-            derived = step_model_from_curve(
-                instance.curve, plan.settings.mean_tokens, **(efficiencies or {})
-            )
-        else:
-            derived = derived_step_model(
-                plan,
-                engine=engine,
-                version=version,
-                step_calibration=stepped,
-                **(efficiencies or {}),
-            )
-        if fit_path is not None:
-            step, residuals = fitted_model(fit_path, prefill, derived)
-        elif prefill_ms_per_token is not None:
-            step = derived.model_copy(update={"prefill_ms_per_token": prefill_ms_per_token})
-        else:
-            step = derived
-    elif fit_path is not None:
-        step, residuals = fitted_model(fit_path, prefill, None)
-    else:
-        step = slo.StepModel(
-            a_ms=slo.REFERENCE_A_MS,
-            b_ms=slo.REFERENCE_B_MS,
-            prefill_ms_per_token=prefill,
-            source="reference",
-        )
+    source = _StepSource(
+        a_ms=a_ms,
+        b_ms=b_ms,
+        prefill_ms_per_token=prefill_ms_per_token,
+        fit_path=fit_path,
+        efficiencies=efficiencies or {},
+    )
+    step, residuals, plan, instance, groups = _resolve_step_model(
+        source,
+        prefill,
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        engine=engine,
+        engine_version=engine_version,
+        calibration=calibration,
+        layout={"pp": pp, "dp": dp, "ep": ep, "dp_attention": dp_attention},
+        settings=settings,
+    )
     if save_fit is not None:
         import json
 
@@ -448,6 +367,156 @@ def slo_advice(
         f"{seqs * (groups if engine == 'sglang' else 1)} --chunked-prefill-size {chunk}",
     }
     return result
+
+
+@dataclass(frozen=True)
+class _StepSource:
+    """Where `slo` takes its step model from: given a and b, a fit of measured points, or the
+    derived curve with efficiency overrides (the reference model when none applies)."""
+
+    a_ms: float | None
+    b_ms: float | None
+    prefill_ms_per_token: float | None
+    fit_path: str | None
+    efficiencies: dict[str, float]
+
+
+def _check_inputs(
+    tpot_ms: float,
+    ttft_ms: float | None,
+    prompt_tokens: int | None,
+    prefill_ms_per_token: float | None,
+    engine: str,
+) -> float:
+    """Refuse budgets and options no plan can take, naming the flag; the prefill cost per
+    token the model will use (the reference one unless given)."""
+    from planner.core import slo
+
+    check_budget("--tpot", tpot_ms)
+    if ttft_ms is not None:
+        check_budget("--ttft", ttft_ms)
+    if ttft_ms is not None and prompt_tokens is None:
+        raise InputError("--prompt-len", "required with --ttft (the prompt the budget covers)")
+    if prompt_tokens is not None and prompt_tokens < 1:
+        raise InputError("--prompt-len", f"must be >= 1 (got {prompt_tokens})")
+    prefill = (
+        slo.REFERENCE_PREFILL_MS_PER_TOKEN
+        if prefill_ms_per_token is None
+        else (prefill_ms_per_token)
+    )
+    if prefill and prefill < MIN_PREFILL_MS_PER_TOKEN:
+        raise InputError(
+            "--prefill-ms-per-token",
+            f"must be 0 or at least {MIN_PREFILL_MS_PER_TOKEN:g} ms (got {prefill:g})",
+        )
+    if prefill < 0:
+        raise InputError("--prefill-ms-per-token", f"must be >= 0 (got {prefill})")
+    if engine not in ("vllm", "sglang", "lmdeploy"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang, lmdeploy")
+    return prefill
+
+
+def _resolve_step_model(
+    source: _StepSource,
+    prefill: float,
+    *,
+    gpu: str | None,
+    preset: str | None,
+    model: str | None,
+    engine: str,
+    engine_version: str | None,
+    calibration: Any,
+    layout: dict[str, Any],
+    settings: dict[str, Any],
+) -> tuple[StepModel, list[dict[str, float]], Any, Any, int]:
+    """The step model `slo` caps with, the fit's residuals, the capacity plan (None without a
+    GPU), the engine instance of a laid-out deployment (PP / DP / EP / attention DP: the one
+    `simulate` plans) and its attention-DP groups."""
+    from planner.core import slo
+    from planner.core.engines.common import parse_version
+
+    version = parse_version(engine_version) if engine_version else None
+    plan = None
+    residuals: list[dict[str, float]] = []
+    stepped = None
+    pp, dp, ep, dp_attention = layout["pp"], layout["dp"], layout["ep"], layout["dp_attention"]
+    laid_out = pp > 1 or dp > 1 or (ep is not None and ep > 1) or dp_attention
+    if laid_out and (gpu is None or engine not in ("vllm", "sglang")):
+        raise InputError(
+            "--pp/--dp/--ep",
+            "need --gpu, a model and --engine vllm or sglang (the engine lays the ranks out)",
+        )
+    instance = None
+    groups = 1
+    if gpu is not None or preset is not None or model is not None:
+        if gpu is None:
+            raise InputError("--gpu", "required with --preset/--model")
+        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        if laid_out:
+            from planner.api.bench import WouldNotStart, deployment_instance
+
+            try:
+                instance, groups = deployment_instance(
+                    gpu=gpu,
+                    preset=preset,
+                    model=model,
+                    settings=serve_values(settings | {"pp": pp}, engine, engine_version),
+                    dp=dp,
+                    ep=ep,
+                    dp_attention=dp_attention,
+                    calibration=calibration,
+                )
+            except WouldNotStart as e:
+                raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
+        if calibration is not None:
+            from planner.api.bench import check_step_calibration
+
+            stepped = check_step_calibration(
+                calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
+            )
+    elif calibration is not None:
+        raise InputError("--calibration", "calibrates a derived model: add --gpu and a model")
+    a_ms, b_ms, fit_path = source.a_ms, source.b_ms, source.fit_path
+    given = a_ms is not None or b_ms is not None
+    if sum([given, fit_path is not None]) > 1:
+        raise InputError("--fit", "use one cost source: --a-ms/--b-ms or --fit")
+    if given:
+        if a_ms is None or b_ms is None:
+            raise InputError("--a-ms/--b-ms", "give both a and b")
+        if a_ms < 0 or b_ms < 0:
+            raise InputError("--a-ms/--b-ms", "must be >= 0")
+        step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
+    elif plan is not None:
+        # the derived curve: the engine instance simulate plans for a laid-out deployment,
+        # else the plan's TP group
+        if instance is not None:
+            derived = step_model_from_curve(
+                instance.curve, plan.settings.mean_tokens, **source.efficiencies
+            )
+        else:
+            derived = derived_step_model(
+                plan,
+                engine=engine,
+                version=version,
+                step_calibration=stepped,
+                **source.efficiencies,
+            )
+        if fit_path is not None:
+            step, residuals = fitted_model(fit_path, prefill, derived)
+        elif source.prefill_ms_per_token is not None:
+            step = derived.model_copy(update={"prefill_ms_per_token": source.prefill_ms_per_token})
+        else:
+            step = derived
+    elif fit_path is not None:
+        step, residuals = fitted_model(fit_path, prefill, None)
+    else:
+        step = slo.StepModel(
+            a_ms=slo.REFERENCE_A_MS,
+            b_ms=slo.REFERENCE_B_MS,
+            prefill_ms_per_token=prefill,
+            source="reference",
+        )
+    return step, residuals, plan, instance, groups
 
 
 def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
