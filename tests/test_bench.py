@@ -179,6 +179,21 @@ def test_fp8_weights_are_never_slower_on_an_fp8_card() -> None:
         assert fp8["output_throughput"] >= bf16["output_throughput"]
 
 
+def test_a_batch_past_the_captured_cuda_graphs_is_flagged() -> None:
+    """vLLM captures decode graphs up to min(2 x max_num_seqs, 512) sequences: 64 clients stay
+    inside them (no note), 600 do not (the note names the limit and the flag that moves it);
+    SGLang's limit is its --cuda-graph-max-bs."""
+    inside = run(64, 200, 50, requests=128)
+    assert inside["peak_running_seqs"] == 64 and inside["notes"] == []
+    past = run(600, 200, 50, requests=1200)
+    assert past["peak_running_seqs"] == 600
+    (note,) = past["notes"]
+    assert "past the 512" in note and "--max-cudagraph-capture-size" in note
+    sglang = run(600, 200, 50, requests=1200, engine="sglang")
+    assert "--cuda-graph-max-bs" in sglang["notes"][0]
+    assert run(200, 200, 50, requests=400, engine="sglang")["notes"] == []
+
+
 def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
     one = run(8, 500, 100)
     two = benchmark(

@@ -47,6 +47,9 @@ SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
 # steps; V0 ran prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py,
 # 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
 # "multi-step scheduling"; vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x throughput improvement").
+# vLLM V0 captured CUDA graphs for decode batches of 1, 2, 4 and every 8 up to 256
+# (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, 0.6.x); mixed prefill steps ran eager.
+VLLM_V0_GRAPH_MAX_BATCH = 256
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # Multi-step with chunked prefill arrived in 0.6.2 (its release notes' "Multi-Step + Chunked
 # Prefill", as recalled: the vLLM repository is too large to fetch here, so the release is not
@@ -396,6 +399,8 @@ def benchmark(
         },
         "sweep": None,
     }
+    note = graph_coverage_note(engine, p, metrics["peak_running_seqs"])
+    result["notes"] = [note] if note else []
     if sweep:
         points = []
         for n in sweep:
@@ -407,6 +412,35 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def graph_coverage_note(engine: str, prediction: Any, peak_running: int) -> str | None:
+    """Where the simulated batch outgrew the engine's CUDA graphs: decode steps beyond the
+    largest captured batch launch every kernel from the host, which the step model (whose
+    per-layer kernel cost is measured inside graphs) does not price."""
+    from planner.core.engines.common import parse_version
+    from planner.core.engines.vllm import capture_sizes
+
+    settings = prediction.settings
+    if engine == "sglang":
+        largest = int(settings.get("cuda_graph_max_bs_decode") or 0)
+        flag = "--cuda-graph-max-bs"
+    elif parse_version(prediction.version) < VLLM_V1_SINCE:
+        largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
+    else:
+        largest = capture_sizes(
+            int(settings["max_num_seqs"]),
+            int(settings["max_num_batched_tokens"]),
+            settings.get("max_cudagraph_capture_size"),
+        )[-1]
+        flag = "--max-cudagraph-capture-size"
+    if not largest or peak_running <= largest:
+        return None
+    return (
+        f"up to {peak_running:,} sequences ran at once, past the {largest:,} the engine "
+        f"captures CUDA graphs for ({flag}): decode steps above it launch every kernel from "
+        "the host, a cost the step model does not price; those steps are optimistic"
+    )
 
 
 def prefix_served(

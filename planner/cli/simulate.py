@@ -752,6 +752,8 @@ def render_bench(result: dict[str, Any]) -> None:
                 markup=False,
             )
     out.print(f"estimate: {result['estimate']}", markup=False)
+    for note in result.get("notes") or []:
+        out.print(f"note: {note}", markup=False)
     basis = result.get("step_constants")
     if basis:
         out.print(

@@ -107,4 +107,5 @@ def bench_metrics(
         **_stats("e2el", e2el, percentiles),
         "preemptions": run.preemptions * replicas,
         "peak_kv_blocks": run.peak_blocks,
+        "peak_running_seqs": run.peak_running,
     }

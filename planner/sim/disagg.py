@@ -212,6 +212,7 @@ def _once(
     )
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")
+    peak_running = 0
     for ids in _split(n, layout.decode_schedulers):
         if ids.size == 0:
             continue
@@ -227,6 +228,7 @@ def _once(
         finish[ids] = got.finish_ms
         preemptions += got.preemptions
         peak = max(peak, got.peak_blocks)
+        peak_running = max(peak_running, got.peak_running)
         for gap, count in got.itl_tokens.items():
             itl[gap] = itl.get(gap, 0) + count
     state = RunState(trace)
@@ -236,6 +238,7 @@ def _once(
     state.itl_tokens = itl
     state.preemptions = preemptions
     state.peak_blocks = peak
+    state.peak_running = peak_running  # the busiest decode scheduler's
     state.generated = trace.output_tokens.copy()
     info = {
         "median_prefill_done_ms": float(np.median(first_prefill - arrival_ms)),

@@ -254,6 +254,7 @@ class RunState:
         self.occupied_slots = 0
         self.useful_slots = 0
         self.peak_blocks = 0  # most KV blocks held at the end of any step (audit)
+        self.peak_running = 0  # most sequences running in any step
 
 
 def _blocks(tokens: NDArray[np.int64] | int, block: int) -> NDArray[np.int64] | int:
@@ -357,6 +358,7 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
             batch.append(waiting.popleft())
         ids = np.asarray(batch)
         size = ids.size
+        run.peak_running = max(run.peak_running, size)
         # Prompts prefill ragged in one step; the padding is in the decode slots (below).
         prefill = cost.step_ms(0, int(run.target[ids].sum()))
         t += prefill
@@ -830,6 +832,8 @@ class _IterationLoop:
             swap_ms = self.admit()
         if not running:  # the head of the queue waits for blocks nothing holds: cannot happen
             raise AssertionError("KV pool admits nothing although it is empty")
+        if len(running) > self.run.peak_running:
+            self.run.peak_running = len(running)
 
         n_decoding = len(running) - len(self.pending)
         take = self.prefill_work(n_decoding)
@@ -921,7 +925,7 @@ def _unbounded(
     nxt = 0
     clock = 0  # decode steps run so far
     waiting: deque[int] = deque()
-    running = 0  # how many are running (admitted, not finished)
+    running = peak_running = 0  # how many are running (admitted, not finished); the most
     pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
     heap: list[tuple[int, int]] = []  # (clock value at which it finishes, id)
 
@@ -948,6 +952,7 @@ def _unbounded(
         while waiting and running < max_batch:
             pending.append(waiting.popleft())
             running += 1
+        peak_running = max(peak_running, running)
         n_decoding = running - len(pending)  # a new prompt has a token left (target >= 1)
         if not pending:
             # Decode-only: jump to the next finish (or to the next arrival while a slot is
@@ -1035,6 +1040,7 @@ def _unbounded(
     run.busy_ms += busy_ms
     run.overhead_ms += overhead_total_ms
     run.slot_ms += slot_ms
+    run.peak_running = max(run.peak_running, peak_running)
     run.steps += steps_total
     run.prefilled[:] = prefilled
     run.post[:] = run.output
