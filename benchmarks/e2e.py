@@ -295,6 +295,15 @@ def kendall_tau(groups: dict[str, dict[str, list[tuple[float, float]]]]) -> tupl
     return ((concordant - discordant) / pairs if pairs else float("nan")), pairs
 
 
+def _bar_kind(row: dict[str, Any]) -> str | None:
+    """Which bar a row counts toward: "aggregated" (the benchmark predictor's), "disaggregated"
+    (prefill/decode disaggregation's), or None (another engine, or speculative decoding)."""
+    family = row.get("engine_family") or row["engine"]
+    if family not in ("vllm", "sglang") or row.get("spec_decode") not in (None, "none"):
+        return None
+    return "disaggregated" if row.get("disagg") else "aggregated"
+
+
 def main() -> None:
     """Print every posed row and the error summaries."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -306,7 +315,12 @@ def main() -> None:
     groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     refused: dict[str, int] = defaultdict(int)
     ranks: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    # the rows each issue's bar counts: vLLM / SGLang, not speculative; aggregated or not
+    eligible: dict[str, list[int]] = {"aggregated": [0, 0], "disaggregated": [0, 0]}
     for row in rows:
+        kind = _bar_kind(row)
+        if kind:
+            eligible[kind][1] += 1
         kwargs, why = pose(row, args.models)
         if why is not None:
             refused[why] += 1
@@ -316,6 +330,8 @@ def main() -> None:
         except PlannerError as exc:
             refused[f"planner: {exc}"[:100]] += 1
             continue
+        if kind:
+            eligible[kind][0] += 1
         meas = measured(row)
         pred = {
             "tok_s_gpu": got["output_throughput_per_gpu"],
@@ -361,6 +377,12 @@ def main() -> None:
     tau, pairs = kendall_tau(ranks)
     ranked = f"Kendall tau {tau:+.2f} over {pairs} pairs" if pairs else "no two GPU types posed"
     print(f"\nGPU types ranked by output tok/s per GPU on one workload: {ranked}")
+    for kind, (posed, total) in eligible.items():
+        if total:
+            print(
+                f"expressed {posed} of {total} {kind} vLLM / SGLang rows without speculation "
+                f"({posed / total:.0%})"
+            )
     print(f"\nposed {len(rows) - sum(refused.values())} of {len(rows)} rows; not posed:")
     for why, n in sorted(refused.items(), key=lambda x: -x[1]):
         print(f"  {n:4d}  {why}")
