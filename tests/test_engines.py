@@ -374,6 +374,10 @@ def test_a_larger_cuda_graph_capture_size_captures_more_graphs(cli: Callable[...
     assert r.json()["flags"]["vllm"].endswith("--max-cudagraph-capture-size 2048")
     r = cli("capacity", "--model", QWEN3_8B, "--gpu", "h100", "--engine", "sglang", *flag)
     assert r.code == 2 and "--max-cudagraph-capture-size" in r.err
+    # a 0 is refused, not taken for "unset" (as --kv-cache-memory-bytes 0 was)
+    for zero in ("--max-cudagraph-capture-size", "--kv-cache-memory-bytes"):
+        r = cli("capacity", "--model", QWEN3_8B, "--gpu", "h100", "--engine", "vllm", zero, "0")
+        assert r.code == 2 and zero in r.err, (zero, r.err)
 
 
 QWEN3_8B = str(MODELS / "Qwen--Qwen3-8B" / "config.json")

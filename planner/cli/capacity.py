@@ -650,7 +650,10 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
             "enable_expert_parallel",
             "max_cudagraph_capture_size",
         )
-        extra = {k: given[k] for k in names if given[k] not in (None, False, "serve")}
+        # unset means None, False or the default entry point; a 0 the user typed is kept (and
+        # refused by the settings), not mistaken for False
+        extra = {k: given[k] for k in names if given[k] not in (None, "serve")}
+        extra = {k: v for k, v in extra.items() if v is not False}
         if given["flashinfer"] is not None:
             extra["flashinfer"] = given["flashinfer"]
         extra |= reserved
