@@ -546,6 +546,32 @@ def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli) -> None:
     assert r.code == 2 and "--concurrency" in r.err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "instead"),
+    [
+        ("--max-batch", "8", "--max-num-seqs"),
+        ("--step-token-budget", "512", "--max-num-batched-tokens"),
+        ("--kv-blocks", "700", "the KV pool is the engine's"),
+        ("--spec-alpha", "0.7", "planner spec"),
+        ("--tpot", "50", "planner fleet"),
+        ("--a-ms", "5", "calibrate --bench"),
+        ("--policy", "chunked", "the engine's scheduler"),
+    ],
+)
+def test_policy_study_options_are_refused_with_a_deployment(
+    cli: Cli, flag: str, value: str, instead: str
+) -> None:
+    """Typed with --gpu they would change nothing (the engine's scheduler, pool and step model
+    run): one error naming the flag and what the deployment takes instead, even at the policy
+    study's default value."""
+    args = ("--prompt-len", "100", "--output-len", "20", "--requests", "10")
+    r = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", *args, flag, value)
+    assert r.code == 2 and flag in r.err and instead in r.err, r.err
+    assert r.err.count("\n") == 1
+    # without a deployment the same option runs the policy study
+    assert cli("simulate", "--rate", "2", "--requests", "20", flag, value).code == 0
+
+
 def test_sweep_gives_one_point_per_concurrency(cli: Cli) -> None:
     r = cli(
         "simulate",

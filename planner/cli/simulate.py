@@ -146,30 +146,40 @@ def simulate(
         int | None, typer.Option("--requests", "--num-prompts", help="Number of requests.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Trace seed.")] = None,
-    policy: Annotated[str, typer.Option(help="static, continuous or chunked.")] = "chunked",
+    policy: Annotated[
+        str | None, typer.Option(help="static, continuous or chunked [chunked].")
+    ] = None,
     compare: Annotated[
         str | None, typer.Option(help="Policies side by side: static,continuous,chunked.")
     ] = None,
     sweep: Annotated[str | None, typer.Option(help="max_batch=4,8,16,...")] = None,
-    max_batch: Annotated[int, typer.Option(help="Running-sequence cap.")] = 32,
-    chunk_tokens: Annotated[int, typer.Option(help="Largest prefill chunk (chunked).")] = 512,
-    step_token_budget: Annotated[int, typer.Option(help="Tokens per step (chunked).")] = 512,
+    max_batch: Annotated[int | None, typer.Option(help="Running-sequence cap [32].")] = None,
+    chunk_tokens: Annotated[
+        int | None, typer.Option(help="Largest prefill chunk (chunked) [512].")
+    ] = None,
+    step_token_budget: Annotated[
+        int | None, typer.Option(help="Tokens per step (chunked) [512].")
+    ] = None,
     kv_blocks: Annotated[int | None, typer.Option(help="Paged KV pool size in blocks.")] = None,
-    block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = 16,
-    preemption: Annotated[str, typer.Option(help="recompute or swap.")] = "recompute",
+    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block [16].")] = None,
+    preemption: Annotated[str | None, typer.Option(help="recompute or swap [recompute].")] = None,
     shared_prefix_fraction: Annotated[
         float | None, typer.Option(help="Share of requests with a cached shared prefix.")
     ] = None,
     shared_prefix_tokens: Annotated[int | None, typer.Option(help="Shared prefix length.")] = None,
     spec_alpha: Annotated[float | None, typer.Option(help="Speculative acceptance rate.")] = None,
-    spec_k: Annotated[int, typer.Option(help="Draft tokens per step.")] = 4,
-    draft_cost: Annotated[float, typer.Option(help="Draft cost per target forward.")] = 0.05,
+    spec_k: Annotated[int | None, typer.Option(help="Draft tokens per step [4].")] = None,
+    draft_cost: Annotated[
+        float | None, typer.Option(help="Draft cost per target forward [0.05].")
+    ] = None,
     slo_ttft_ms: Annotated[
-        float, typer.Option("--slo-ttft-ms", "--ttft", help="TTFT budget for goodput, ms.")
-    ] = 1000.0,
+        float | None,
+        typer.Option("--slo-ttft-ms", "--ttft", help="TTFT budget for goodput, ms [1000]."),
+    ] = None,
     slo_tpot_ms: Annotated[
-        float, typer.Option("--slo-tpot-ms", "--tpot", help="TPOT budget for goodput, ms.")
-    ] = 50.0,
+        float | None,
+        typer.Option("--slo-tpot-ms", "--tpot", help="TPOT budget for goodput, ms [50]."),
+    ] = None,
     a_ms: Annotated[float | None, typer.Option(help="Fixed step cost a, ms.")] = None,
     b_ms: Annotated[float | None, typer.Option(help="Per-sequence step cost b, ms.")] = None,
     prefill_ms_per_token: Annotated[float | None, typer.Option(help="Prefill cost, ms.")] = None,
@@ -323,6 +333,28 @@ def simulate(
                 "with a deployment (--gpu) simulate runs the engine's own scheduler; drop --gpu "
                 "to compare policies on a given cost model",
             )
+        _refuse_policy_options(
+            {
+                "--policy": policy,
+                "--max-batch": max_batch,
+                "--chunk-tokens": chunk_tokens,
+                "--step-token-budget": step_token_budget,
+                "--kv-blocks": kv_blocks,
+                "--block-size": block_size,
+                "--preemption": preemption,
+                "--shared-prefix-fraction": shared_prefix_fraction,
+                "--shared-prefix-tokens": shared_prefix_tokens,
+                "--spec-alpha": spec_alpha,
+                "--spec-k": spec_k,
+                "--draft-cost": draft_cost,
+                "--slo-ttft-ms/--ttft": slo_ttft_ms,
+                "--slo-tpot-ms/--tpot": slo_tpot_ms,
+                "--a-ms": a_ms,
+                "--b-ms": b_ms,
+                "--prefill-ms-per-token": prefill_ms_per_token,
+                "--overhead-ms": overhead_ms,
+            }
+        )
         points = None
         if sweep:
             key, _, values = sweep.partition("=")
@@ -506,13 +538,13 @@ def simulate(
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
-    names = [p.strip() for p in compare.split(",")] if compare else [policy]
+    names = [p.strip() for p in compare.split(",")] if compare else [policy or "chunked"]
     for name in names:
         if name not in POLICIES:
             raise InputError(
                 "--compare" if compare else "--policy", f"{name!r}; accepted: {', '.join(POLICIES)}"
             )
-    if preemption not in ("recompute", "swap"):
+    if preemption not in (None, "recompute", "swap"):
         raise InputError("--preemption", f"{preemption!r}; accepted: recompute, swap")
     caps = None
     if sweep:
@@ -532,19 +564,20 @@ def simulate(
     cost: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if cost and not (preset or model):
         cost["source"] = "given"
-    sim: dict[str, Any] = {
+    given_sim: dict[str, Any] = {
         "max_batch": max_batch,
         "chunk_tokens": chunk_tokens,
         "step_token_budget": step_token_budget,
-        "kv_blocks": kv_blocks,
         "block_tokens": block_size,
         "preemption": preemption,
-        "spec_alpha": spec_alpha,
         "spec_k": spec_k,
         "spec_draft_cost": draft_cost,
         "slo_ttft_ms": slo_ttft_ms,
         "slo_tpot_ms": slo_tpot_ms,
     }
+    # unset ones take the simulator's defaults (SimConfig); these two are None when unset
+    sim: dict[str, Any] = {k: v for k, v in given_sim.items() if v is not None}
+    sim |= {"kv_blocks": kv_blocks, "spec_alpha": spec_alpha}
     result = simulation(
         workload=workload or "reference",
         trace_path=trace,
@@ -679,6 +712,46 @@ def render(result: dict[str, Any]) -> None:
             good = "=" * round(r["goodput_pct"] / 100 * width)
             out.print(f"{r['max_batch']:>5}  tok/s {tok:<{width}}  goodput {good}", markup=False)
         out.print(f"goodput peak at max_batch {peak} (*)")
+
+
+# Options of the policy simulation that a deployment benchmark takes from the engine instead,
+# and what to type there.
+DEPLOYMENT_EQUIVALENT = {
+    "--policy": "the engine's scheduler runs (vLLM: chunked prefill; V0: --enable-chunked-prefill)",
+    "--max-batch": "--max-num-seqs / --max-running-requests caps the running set",
+    "--chunk-tokens": "--max-num-batched-tokens / --chunked-prefill-size sets the chunk",
+    "--step-token-budget": "--max-num-batched-tokens sets the step budget",
+    "--kv-blocks": "the KV pool is the engine's, from the model and the GPU",
+    "--block-size": "the KV pool is the engine's, from the model and the GPU",
+    "--preemption": "the engine preempts as it does (vLLM recomputes, SGLang retracts)",
+    "--shared-prefix-fraction": "--prefix-share / --prefix-tokens pose a shared prefix",
+    "--shared-prefix-tokens": "--prefix-share / --prefix-tokens pose a shared prefix",
+    "--spec-alpha": "speculative decoding is priced by `planner spec`, not simulated here",
+    "--spec-k": "speculative decoding is priced by `planner spec`, not simulated here",
+    "--draft-cost": "speculative decoding is priced by `planner spec`, not simulated here",
+    "--slo-ttft-ms/--ttft": "the benchmark prints latencies, not goodput (`planner fleet` "
+    "sizes to an SLO)",
+    "--slo-tpot-ms/--tpot": "the benchmark prints latencies, not goodput (`planner fleet` "
+    "sizes to an SLO)",
+    "--a-ms": "the step model is derived (`planner calibrate --bench` fits it)",
+    "--b-ms": "the step model is derived (`planner calibrate --bench` fits it)",
+    "--prefill-ms-per-token": "the step model is derived (`planner calibrate --bench` fits it)",
+    "--overhead-ms": "the step model is derived (`planner calibrate --bench` fits it)",
+}
+
+
+def _refuse_policy_options(given: dict[str, object]) -> None:
+    """A policy-simulation option typed with a deployment (--gpu) is one error naming it and
+    what the deployment takes instead: it would otherwise be ignored."""
+    from planner.errors import InputError
+
+    for flag, value in given.items():
+        if value is not None:
+            raise InputError(
+                flag,
+                f"a policy-simulation option; with a deployment (--gpu) "
+                f"{DEPLOYMENT_EQUIVALENT[flag]} (drop it, or drop --gpu)",
+            )
 
 
 def render_bench(result: dict[str, Any]) -> None:
