@@ -192,6 +192,19 @@ def test_a_batch_past_the_captured_cuda_graphs_is_flagged() -> None:
     sglang = run(600, 200, 50, requests=1200, engine="sglang")
     assert "--cuda-graph-max-bs" in sglang["notes"][0]
     assert run(200, 200, 50, requests=400, engine="sglang")["notes"] == []
+    # vLLM V0 captured decode-only batches: with chunked prefill its mixed steps run eager
+    for chunked, expected in ((True, 1), (False, 0)):
+        v0 = benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"version": "0.6.3"},
+            load=Load(concurrency=16, requests=32),
+            lengths=Lengths(prompt_len=200, output_len=50),
+            chunked_prefill=chunked,
+        )
+        assert len(v0["notes"]) == expected
+        assert all("mix prefill chunks into decodes" in n for n in v0["notes"])
 
 
 def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:

@@ -399,8 +399,7 @@ def benchmark(
         },
         "sweep": None,
     }
-    note = graph_coverage_note(engine, p, metrics["peak_running_seqs"])
-    result["notes"] = [note] if note else []
+    result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
     if sweep:
         points = []
         for n in sweep:
@@ -414,18 +413,34 @@ def benchmark(
     return result
 
 
-def graph_coverage_note(engine: str, prediction: Any, peak_running: int) -> str | None:
-    """Where the simulated batch outgrew the engine's CUDA graphs: decode steps beyond the
-    largest captured batch launch every kernel from the host, which the step model (whose
+def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
+    """Where the run leaves the engine's CUDA graphs: decode steps beyond the largest
+    captured batch, and vLLM V0's steps that mix prefill chunks into decodes (V0 captured
+    decode-only batches), launch every kernel from the host, which the step model (whose
     per-layer kernel cost is measured inside graphs) does not price."""
     from planner.core.engines.common import parse_version
+
+    notes = []
+    v0 = engine != "sglang" and parse_version(prediction.version) < VLLM_V1_SINCE
+    if v0 and mixed:
+        notes.append(
+            "vLLM V0 runs the steps that mix prefill chunks into decodes without CUDA graphs "
+            "(it captures decode-only batches): their host launch cost is not priced, so "
+            "those steps are optimistic"
+        )
+    batch = graph_batch_note(engine, prediction, peak_running, v0)
+    return notes + ([batch] if batch else [])
+
+
+def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) -> str | None:
+    """Where the simulated batch outgrew the largest one the engine captures a graph for."""
     from planner.core.engines.vllm import capture_sizes
 
     settings = prediction.settings
     if engine == "sglang":
         largest = int(settings.get("cuda_graph_max_bs_decode") or 0)
         flag = "--cuda-graph-max-bs"
-    elif parse_version(prediction.version) < VLLM_V1_SINCE:
+    elif v0:
         largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
     else:
         largest = capture_sizes(
