@@ -179,7 +179,10 @@ class StepTime(BaseModel):
         plain = min(self.plain_params_per_gpu, body)
         experts = min(self.expert_active_params_per_gpu, body - plain)
         head_tokens = tokens if sampled is None else sampled
-        head_bytes = min(self.dense_weights_bytes, self.lm_head_params_per_gpu * 2)
+        # the lm_head stays in 16 bits in quantized checkpoints (inside the dense weights)
+        head_bytes = min(
+            self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes
+        )
         head_ms = 0.0
         if head_tokens > 0:
             head_ms = max(
