@@ -695,3 +695,20 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
     args = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--tpot", "50"]
     on = cli(*args, "--ttft", "1000", "--kv-offloading-size", "100", "--disagg", "on", "--json")
     assert on.code == 2 and on.json()["field"] == "--disagg"
+
+
+def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
+    """At a loose TPOT a replica runs hundreds of sequences: a candidate whose planned load
+    went past the 512 vLLM captures CUDA graphs for carries the note `simulate` prints, and
+    only such a candidate."""
+    args = ("--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "400", "--tpot", "300")
+    args += ("--ttft", "10000", "--prompt-len", "200", "--output-len", "400")
+    r = cli("fleet", *args)
+    report = cli("fleet", *args, "--json").json()
+    fitting = [c for c in report["candidates"] if c.get("fits")]
+    assert any(c["notes"] for c in fitting) and any(not c["notes"] for c in fitting)
+    for c in fitting:
+        assert bool(c["notes"]) == (c["peak_running_seqs"] > 512), c
+        assert all("past the 512" in n for n in c["notes"])
+    if report["winner"]["notes"]:
+        assert "note: up to" in r.out

@@ -545,6 +545,14 @@ def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) 
     return run
 
 
+def _graph_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
+    """At the planned load, a batch past the engine's captured CUDA graphs (or V0's uncaptured
+    mixed steps): where the candidate's figures are optimistic (as `simulate` notes it)."""
+    from planner.api.bench import graph_coverage_notes
+
+    return graph_coverage_notes(engine, prediction, peak_running, mixed)
+
+
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
@@ -698,5 +706,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             "command": line.command,
             "flags": line.flags,
             "curve": curve_points,
+            "peak_running_seqs": at_load.peak_running,
+            "notes": _graph_notes(job["engine"], line.prediction, at_load.peak_running, cfg.mixed),
         }
     )

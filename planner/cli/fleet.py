@@ -720,6 +720,8 @@ def render(report: dict[str, Any]) -> None:
         "the simulator",
         markup=False,
     )
+    for note in w.get("notes") or []:
+        out.print(f"note: {note}", markup=False)
 
 
 def _gpus(n: int) -> str:

@@ -75,6 +75,7 @@ class Trial(BaseModel):
     tpot_ms: float
     goodput: float
     slow_tpot_share: float = Field(description="share of requests over the TPOT budget")
+    peak_running: int = Field(default=0, ge=0, description="most sequences running at once")
 
 
 def _rank(n: int, percentile: float) -> int:
@@ -132,6 +133,7 @@ def trial(
     allowed_over = total - _rank(total, promise.percentile)  # past the bound, per budget
     allowed_bad = math.floor((1.0 - promise.goodput) * total + 1e-9)
     ttfts, tpots, multis = [], [], []
+    peak_running = 0
     for k in range(seeds):
         trace = generate(
             workload.model_copy(
@@ -143,6 +145,7 @@ def trial(
         else:
             assert cost is not None
             run = execute(trace, cost, cfg)
+        peak_running = max(peak_running, run.peak_running)
         kept = slice(edge, requests - edge)
         first, finish, out = run.first_ms[kept], run.finish_ms[kept], run.output[kept]
         ttfts.append(first - run.arrival_ms[kept])
@@ -176,6 +179,7 @@ def trial(
         tpot_ms=tpot_at,
         goodput=goodput,
         slow_tpot_share=slow / ttft_all.size,
+        peak_running=peak_running,
     )
 
 
