@@ -124,6 +124,9 @@ def test_validated_cap_is_what_the_flags_run(cli: Cli) -> None:
 def test_rate_without_validate_is_an_error(cli: Cli) -> None:
     r = cli("slo", "--tpot", "12", "--rate", "20")
     assert r.code == 2 and "--rate" in r.err and "--validate" in r.err
+    # the workload is --validate's too: alone it would change nothing
+    r = cli("slo", "--tpot", "12", "--workload", "sharegpt")
+    assert r.code == 2 and "--workload" in r.err and "--validate" in r.err
 
 
 def test_ttft_warning_when_a_full_batch_leaves_little_prefill_room(cli: Cli) -> None:

@@ -112,7 +112,9 @@ def slo(
         bool, typer.Option(help="Check the cap against simulated goodput.")
     ] = False,
     rate: Annotated[float | None, typer.Option(help="Arrival rate for --validate, req/s.")] = None,
-    workload: Annotated[str, typer.Option(help="Workload for --validate.")] = "reference",
+    workload: Annotated[
+        str | None, typer.Option(help="Workload for --validate [reference].")
+    ] = None,
     plot: Annotated[
         str | None, typer.Option(help="Also save the chart as an image (plot extra).")
     ] = None,
@@ -128,6 +130,10 @@ def slo(
         raise InputError("--rate", "required with --validate (arrival rate, req/s)")
     if rate is not None and not validate:
         raise InputError("--rate", "only used by --validate (add --validate to simulate at it)")
+    if workload is not None and not validate:
+        raise InputError(
+            "--workload", "only used by --validate (add --validate and --rate to simulate it)"
+        )
     for name, value in (
         ("--bandwidth-efficiency", bandwidth_efficiency),
         ("--flops-efficiency", flops_efficiency),
@@ -164,7 +170,7 @@ def slo(
             if v is not None
         },
         validate_rate=rate if validate else None,
-        workload=workload,
+        workload=workload or "reference",
         batches=_batches(batch),
         save_fit=save_fit,
         gpu=gpu,
