@@ -238,3 +238,17 @@ def test_the_speculation_roofline_reads_kv_as_the_step_model_does() -> None:
         bw = roof.bandwidth_bytes_per_s * roof.bandwidth_efficiency
         memory = (roof.weights_bytes_per_gpu + 8 * roof.kv_bytes_per_sequence / share) / bw * 1e3
         assert step_ms(roof, np.asarray([8.0]))[0] == pytest.approx(memory + roof.overhead_ms)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--tp", "2"), ("--context", "4096"), ("--mean-len", "500"), ("--max-batch", "64")],
+)
+def test_load_options_without_a_model_are_refused(cli: Cli, flag: str, value: str) -> None:
+    """They size the deployment speculation is coupled to: with no model and GPU they would
+    change nothing, so each is one error naming it (as --concurrency already was); with one
+    they are taken."""
+    r = cli("spec", "--alpha", "0.7", flag, value)
+    assert r.code == 2 and flag in r.err and "--gpu" in r.err
+    coupled = ("spec", "--alpha", "0.7", "--preset", "llama-3.1-8b", "--gpu", "h100")
+    assert cli(*coupled, flag, value).code == 0

@@ -8,6 +8,9 @@ from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 BARS = " ▁▂▃▄▅▆▇█"
+# The largest concurrency the table scans when --max-batch is not given: past any engine's
+# default running cap (vLLM 1,024, SGLang 4,096).
+DEFAULT_SCAN_LIMIT = 4096
 
 
 def spec(
@@ -38,10 +41,12 @@ def spec(
         str | None, typer.Option(help="Draft model: derive c and its memory cost.")
     ] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the load coupling.")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size.")] = 1,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size [1].")] = None,
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
-    mean_len: Annotated[int, typer.Option(help="Mean tokens per sequence.")] = 2000,
-    max_batch: Annotated[int, typer.Option(help="Largest concurrency scanned.")] = 4096,
+    mean_len: Annotated[int | None, typer.Option(help="Mean tokens per sequence [2000].")] = None,
+    max_batch: Annotated[
+        int | None, typer.Option(help="Largest concurrency scanned [4096].")
+    ] = None,
     concurrency: Annotated[
         int | None,
         typer.Option(help="Concurrency to pick k at [default: the plan's operating point]."),
@@ -55,8 +60,23 @@ def spec(
     """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
     apply_hub_timeout(hub_timeout)
     from planner.api import parse_floats, parse_ks, spec_advice
+    from planner.api.capacity import DEFAULT_MEAN_TOKENS
+    from planner.errors import InputError
 
-    settings: dict[str, Any] = {"tp": tp, "mean_tokens": mean_len}
+    if gpu is None and preset is None and model is None:
+        # these size the deployment the speculation is coupled to: alone they change nothing
+        for flag, value in (
+            ("--tp", tp),
+            ("--context", context),
+            ("--mean-len", mean_len),
+            ("--max-batch", max_batch),
+        ):
+            if value is not None:
+                raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
+    settings: dict[str, Any] = {
+        "tp": tp or 1,
+        "mean_tokens": DEFAULT_MEAN_TOKENS if mean_len is None else mean_len,
+    }
     if context is not None:
         settings["context_tokens"] = context
     result = spec_advice(
@@ -65,7 +85,7 @@ def spec(
         draft_cost=draft_cost,
         verify_cost=verify_cost,
         method=method,
-        max_batch=max_batch,
+        max_batch=DEFAULT_SCAN_LIMIT if max_batch is None else max_batch,
         concurrency=concurrency,
         gpu=gpu,
         preset=preset,
