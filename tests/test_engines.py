@@ -697,6 +697,9 @@ def test_cli_lora_flags(cli: Cli) -> None:
     assert lora["weights_bytes"] > plain["weights_bytes"]
     r = cli(*base, "--max-lora-rank", "64")
     assert r.code == 2 and "--max-lora-rank" in r.err and "--enable-lora" in r.err
+    # the field is the flag typed
+    r = cli(*base, "--max-loras", "2")
+    assert r.code == 2 and r.json()["field"] == "--max-loras"
 
 
 def _case_plan(case_id: str, **change: object) -> tuple[EnginePrediction, int]:

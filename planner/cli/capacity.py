@@ -328,7 +328,8 @@ def capacity(
     if engine is not None and engine not in ("vllm", "sglang"):
         raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
     if not enable_lora and (max_lora_rank is not None or max_loras is not None):
-        raise InputError("--max-lora-rank", "--max-lora-rank / --max-loras need --enable-lora")
+        typed = "--max-lora-rank" if max_lora_rank is not None else "--max-loras"
+        raise InputError(typed, "--max-lora-rank / --max-loras need --enable-lora")
     lengths = [v for v in (context, max_model_len, context_length) if v is not None]
     if len(set(lengths)) > 1:
         raise InputError("--context", "--context, --max-model-len and --context-length disagree")
