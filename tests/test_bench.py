@@ -554,9 +554,23 @@ def test_bad_deployment_input_exits_2(cli: Cli, args: list[str], text: str) -> N
     assert text in r.err and r.err.count("\n") == 1
 
 
-def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli) -> None:
-    r = cli("simulate", "--concurrency", "4")
-    assert r.code == 2 and "--concurrency" in r.err
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--concurrency", "4"),
+        ("--tp", "2"),
+        ("--engine", "sglang"),
+        ("--dp-attention",),
+        ("--max-num-seqs", "8"),
+        ("--kv-dtype", "fp8"),
+        ("--disagg-link", "rdma"),
+        ("--prefixes", "3"),
+    ],
+)
+def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli, args: tuple[str, ...]) -> None:
+    """A deployment's options without --gpu would change nothing in the policy study."""
+    r = cli("simulate", "--rate", "2", "--requests", "20", *args)
+    assert r.code == 2 and args[0] in r.err and "--gpu" in r.err
 
 
 @pytest.mark.parametrize(

@@ -190,16 +190,17 @@ def simulate(
     model: Annotated[str | None, typer.Option(help="... or from a config / Hub id.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived cost model.")] = None,
     tp: Annotated[
-        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
-    ] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel size.")] = 1,
+        int | None,
+        typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size [1]."),
+    ] = None,
+    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel size [1].")] = None,
     dp: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="Data-parallel ranks (GPUs = TP x PP x DP; vLLM: a MoE model's experts span "
-            "them all). With --dp-attention: SGLang's attention-DP groups inside --tp."
+            "them all). With --dp-attention: SGLang's attention-DP groups inside --tp [1]."
         ),
-    ] = 1,
+    ] = None,
     ep: Annotated[
         int | None,
         typer.Option(
@@ -224,7 +225,7 @@ def simulate(
     kv_dtype: Annotated[
         str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8.")
     ] = None,
-    engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
+    engine: Annotated[str | None, typer.Option(help="vllm or sglang [vllm].")] = None,
     engine_version: Annotated[
         str | None, typer.Option(help="Engine release (default: the newest modelled).")
     ] = None,
@@ -324,6 +325,11 @@ def simulate(
     if gpu is not None:
         from planner.api.bench import Lengths, Load, benchmark
         from planner.cli.capacity import _engine_kv_dtype, offload_settings
+
+        engine = "vllm" if engine is None else engine
+        tp = 1 if tp is None else tp
+        pp = 1 if pp is None else pp
+        dp = 1 if dp is None else dp
 
         if engine not in ("vllm", "sglang"):
             raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
@@ -535,6 +541,24 @@ def simulate(
         ("--hicache-size", hicache_size),
         ("--num-scheduler-steps", num_scheduler_steps),
         ("--enable-chunked-prefill", enable_chunked_prefill),
+        ("--tp", tp),
+        ("--pp", pp),
+        ("--dp", dp),
+        ("--ep", ep),
+        ("--dp-attention", dp_attention or None),
+        ("--kv-dtype", kv_dtype),
+        ("--engine", engine),
+        ("--max-num-seqs", max_num_seqs),
+        ("--max-num-batched-tokens", max_num_batched_tokens),
+        ("--context", context),
+        ("--prefill-tp", prefill_tp),
+        ("--decode-tp", decode_tp),
+        ("--prefill-ep", prefill_ep),
+        ("--decode-ep", decode_ep),
+        ("--prefill-dp", prefill_dp),
+        ("--decode-dp", decode_dp),
+        ("--disagg-link", disagg_link),
+        ("--prefixes", None if prefixes == 1 else prefixes),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
@@ -597,7 +621,7 @@ def simulate(
         gpu=gpu,
         preset=preset,
         model=model,
-        capacity_settings={"tp": tp},
+        capacity_settings={"tp": 1},
     )
     if plot is not None:
         if not result["sweep"]:
