@@ -210,3 +210,22 @@ def test_a_pool_spreads_its_experts_when_asked(cli: Cli) -> None:
     alone = cli("simulate", "--preset", "qwen3-30b-a3b", "--gpu", "h100", "--decode-ep", "2",
                 "--prompt-len", "100", "--output-len", "10")  # fmt: skip
     assert alone.code == 2 and "need --disagg" in alone.err
+
+
+def test_a_decode_pool_past_its_cuda_graphs_says_so() -> None:
+    """The decode pool's busiest scheduler against the graphs its engine captures: 700 clients
+    on one decode instance pass vLLM's 512, 32 do not."""
+    notes = {}
+    for clients in (32, 700):
+        got = benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"engine": "vllm", "tp": 1},
+            load=Load(concurrency=clients, requests=2 * clients),
+            lengths=Lengths(prompt_len=200, output_len=300),
+            disagg=disagg.DisaggLayout(prefill=1, decode=1),
+        )
+        assert got["peak_running_seqs"] == clients
+        notes[clients] = got["notes"]
+    assert notes[32] == [] and "past the 512" in notes[700][0]

@@ -1027,6 +1027,10 @@ def _disaggregated(
         "calibration": None,
         "step_ms": {},
         "sweep": None,
+        # the decode pool's batch against its CUDA graphs (its steps are decode-only)
+        "notes": graph_coverage_notes(
+            dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
+        ),
     }
 
 

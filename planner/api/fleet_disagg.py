@@ -141,6 +141,7 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
 def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]:
     """One xPyD unit searched and costed (`inst` / `dec`: the engine instance of the prefill
     and of the decode pool; one group's, under data-parallel attention)."""
+    from planner.api.bench import graph_coverage_notes
     from planner.api.fleet import layout_name, no_room, serve_values
     from planner.core.fleet import (
         STABLE_UTILISATION,
@@ -231,6 +232,11 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
             "flags": dict(dec.plan.flags),
             "curve": None,  # filled for the best unit of each GPU and precision (disagg_curve)
             "starts": True,
+            # the busiest decode scheduler at the planned load, against its CUDA graphs
+            "peak_running_seqs": at_load.peak_running,
+            "notes": graph_coverage_notes(
+                job["engine"], dec.prediction, at_load.peak_running, mixed=False
+            ),
         }
     )
 
