@@ -389,3 +389,20 @@ def test_a_bad_url_names_the_flag_it_came_from(cli: Cli) -> None:
     # diagnose's URL is --metrics (drift's is --against-metrics)
     r = cli("diagnose", "--metrics", "notaurl", "--json")
     assert r.code == 2 and r.json()["field"] == "--metrics"
+
+
+def test_options_of_the_other_source_are_refused(cli: Cli, tmp_path: Path) -> None:
+    """--window and --timeout time live scrapes, --interval saved ones, and --json is --format
+    json: each given where it changes nothing is one error naming it."""
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text(SGLANG)
+    b.write_text(SGLANG)
+    saved = ("diagnose", "--snapshots", f"{a},{b}", "--interval", "30")
+    for flag, value in (("--window", "30"), ("--timeout", "2")):
+        r = cli(*saved, flag, value)
+        assert r.code == 2 and flag in r.err and "--snapshots" in r.err, r.err
+    r = cli("diagnose", "--metrics", "http://127.0.0.1:9/metrics", "--interval", "30")
+    assert r.code == 2 and "--interval" in r.err
+    r = cli(*saved, "--json", "--format", "github")
+    assert r.code == 2 and r.json()["field"] == "--format"
+    assert cli(*saved, "--json", "--format", "json").out == cli(*saved, "--json").out

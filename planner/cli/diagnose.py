@@ -12,14 +12,18 @@ def diagnose(
     metrics: Annotated[
         str | None, typer.Option(help="A vLLM or SGLang /metrics URL, scraped twice.")
     ] = None,
-    window: Annotated[float, typer.Option(help="Seconds between the two scrapes.")] = 10.0,
+    window: Annotated[
+        float | None, typer.Option(help="Seconds between the two scrapes [10].")
+    ] = None,
     snapshots: Annotated[
         str | None, typer.Option(help="Two saved scrapes instead: EARLIER.prom,LATER.prom.")
     ] = None,
     interval: Annotated[
         float | None, typer.Option(help="Seconds between the --snapshots (required with them).")
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per scrape (headers and body).")] = 5.0,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds per scrape (headers and body) [5].")
+    ] = None,
     tpot: Annotated[float | None, typer.Option(help="TPOT budget, ms.")] = None,
     ttft: Annotated[float | None, typer.Option(help="TTFT budget, ms.")] = None,
     percentile: Annotated[float, typer.Option(help="Percentile the budgets hold at.")] = 95.0,
@@ -35,20 +39,39 @@ def diagnose(
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
     context: Annotated[int | None, typer.Option(help="The server's max model length.")] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="table, json or github (Actions annotations).")
-    ] = "table",
+        str | None,
+        typer.Option("--format", help="table, json or github (Actions annotations) [table]."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     watch: Annotated[
         bool, typer.Option(help="Re-run every window and print only what changed (Ctrl-C ends).")
     ] = False,
 ) -> None:
     """Exit 0 healthy, 1 a check calls for action, 2 bad input, 3 the endpoint unreachable."""
-    from planner.api.diagnose import MAX_WINDOW_S, diagnose_report
+    from planner.api.diagnose import (
+        DEFAULT_TIMEOUT_S,
+        DEFAULT_WINDOW_S,
+        MAX_WINDOW_S,
+        diagnose_report,
+    )
     from planner.errors import InputError
 
-    fmt = "json" if json_out else output_format
+    if json_out and output_format not in (None, "json"):
+        raise InputError("--format", f"{output_format!r} with --json (which is --format json)")
+    fmt = "json" if json_out else (output_format or "table")
     if fmt not in ("table", "json", "github"):
         raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
+    if snapshots is not None:
+        # saved scrapes: no endpoint to wait on or time out
+        for flag, value in (("--window", window), ("--timeout", timeout)):
+            if value is not None:
+                raise InputError(flag, "times live --metrics scrapes; --snapshots take --interval")
+    elif interval is not None:
+        raise InputError(
+            "--interval", "is the time between --snapshots; --metrics scrapes are --window apart"
+        )
+    window = DEFAULT_WINDOW_S if window is None else window
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if not 0 <= draft_cost <= 1:
         raise InputError("--draft-cost", f"must be in [0, 1] (got {draft_cost})")
     if watch and metrics is None:
