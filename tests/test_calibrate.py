@@ -472,3 +472,15 @@ def test_a_connectors_log_calibrates_its_gpu_buffers(cli: Cli, tmp_path: Path) -
     alone = cli("capacity", *base).json()["engine"]
     assert alone["connector_bytes"] == 0
     assert alone["available_kv_bytes"] == pytest.approx(24.83 * GIB_BYTES, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "args", [("--tp", "2"), ("--dp", "2"), ("--engine", "sglang"), ("--kv-dtype", "fp8")]
+)
+def test_benchmarked_server_options_without_bench_are_refused(
+    cli: Cli, args: tuple[str, str]
+) -> None:
+    """They describe the server --bench results ran on; a start-up log carries its own
+    settings, so alone with logs they would change nothing."""
+    r = cli("calibrate", _log("vllm01011-a100-qwen2-7b-util050.log"), *A100, *args)
+    assert r.code == 2 and args[0] in r.err and "--bench" in r.err

@@ -28,10 +28,15 @@ def calibrate(
         typer.Option(help="vllm bench serve --save-result JSON / SGLang bench_serving output."),
     ] = None,
     tp: Annotated[
-        int, typer.Option("--tp", "--tensor-parallel-size", help="TP of the benchmarked server.")
-    ] = 1,
-    dp: Annotated[int, typer.Option(help="Data-parallel replicas of the benchmarked server.")] = 1,
-    engine: Annotated[str, typer.Option(help="vllm or sglang (with --bench).")] = "vllm",
+        int | None,
+        typer.Option("--tp", "--tensor-parallel-size", help="TP of the benchmarked server [1]."),
+    ] = None,
+    dp: Annotated[
+        int | None, typer.Option(help="Data-parallel replicas of the benchmarked server [1].")
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="vllm or sglang (with --bench) [vllm].")
+    ] = None,
     weight_dtype: Annotated[
         str | None, typer.Option(help="Weights as served (with --bench): fp8, fp4, int4.")
     ] = None,
@@ -54,6 +59,19 @@ def calibrate(
         check_writable(save, "--save")
     if not logs and not bench:
         raise InputError("LOG", "give start-up logs, or --bench RESULT.json (or both)")
+    if not bench:
+        # a start-up log carries its own settings: these describe a benchmarked server
+        for flag, value in (
+            ("--tp", tp),
+            ("--dp", dp),
+            ("--engine", engine),
+            ("--weight-dtype", weight_dtype),
+            ("--kv-dtype", kv_dtype),
+        ):
+            if value is not None:
+                raise InputError(
+                    flag, "describes the benchmarked server (with --bench); a log carries its own"
+                )
     report: dict[str, Any] = {}
     profile: Any = None
     if logs:
@@ -71,11 +89,12 @@ def calibrate(
 
         if gpu is None:
             raise InputError("--gpu", "required with --bench (the GPU the results ran on)")
+        engine = "vllm" if engine is None else engine
         if engine not in ("vllm", "sglang"):
             raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
         settings: dict[str, Any] = {
             "engine": engine,
-            "tp": tp,
+            "tp": 1 if tp is None else tp,
             "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype),
         }
         if engine_version:
@@ -89,7 +108,7 @@ def calibrate(
             model=model if model or preset else None,
             revision=revision,
             settings=settings,
-            dp=dp,
+            dp=1 if dp is None else dp,
         )
         if profile is None:
             profile, report = stepped, bench_report | {"logs": [], "cross_checks": []}
