@@ -91,6 +91,15 @@ def test_command_line_and_github_format(cli: Cli, plan_file: Path) -> None:
     assert r.out.startswith("::error file=") and "--mem-fraction-static planned 0.96" in r.out
 
 
+def test_options_that_would_change_nothing_are_refused(cli: Cli, plan_file: Path) -> None:
+    """--timeout times /metrics fetches (none asked), and --json is --format json: each given
+    where it changes nothing is one error naming it."""
+    r = cli("drift", str(plan_file), "--timeout", "2")
+    assert r.code == 2 and "--timeout" in r.err and "--against-metrics" in r.err
+    r = cli("drift", str(plan_file), "--json", "--format", "github")
+    assert r.code == 2 and r.json()["field"] == "--format"
+
+
 def metrics_text(util: str, blocks: int) -> str:
     return (
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"

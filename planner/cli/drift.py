@@ -39,7 +39,7 @@ def drift(
     endpoints: Annotated[
         str | None, typer.Option(help="File with one /metrics URL per line.")
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per /metrics fetch.")] = 5.0,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per /metrics fetch [5].")] = None,
     calibration: Annotated[
         str | None,
         typer.Option(help="Recompute with this calibration profile [default: the plan's]."),
@@ -52,15 +52,19 @@ def drift(
         ),
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="table, json or github (Actions annotations).")
-    ] = "table",
+        str | None,
+        typer.Option("--format", help="table, json or github (Actions annotations) [table]."),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
     """Exit 0 clean, 1 drift, 2 bad plan or input, 3 a source unreachable."""
     from planner.api import drift_report, parse_tolerance
+    from planner.api.diagnose import DEFAULT_TIMEOUT_S
     from planner.errors import InputError
 
-    fmt = "json" if json_out else output_format
+    if json_out and output_format not in (None, "json"):
+        raise InputError("--format", f"{output_format!r} with --json (which is --format json)")
+    fmt = "json" if json_out else (output_format or "table")
     if fmt not in ("table", "json", "github"):
         raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
     urls = list(against_metrics or [])
@@ -69,6 +73,10 @@ def drift(
 
         lines = read_text(endpoints, "--endpoints", ARGS_LIMIT_BYTES).splitlines()
         urls += [u.strip() for u in lines if u.strip() and not u.strip().startswith("#")]
+    if timeout is not None and not against_metrics and endpoints is None:
+        raise InputError(
+            "--timeout", "times /metrics fetches: add --against-metrics or --endpoints"
+        )
     report = drift_report(
         plan_path=plan,
         recompute=recompute,
@@ -77,7 +85,7 @@ def drift(
         against_args=list(against_args or []),
         against_args_files=list(against_args_file or []),
         metrics_urls=urls,
-        timeout_s=timeout,
+        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
         calibration_path=calibration,
         upgrade_to=upgrade_to,
     )
