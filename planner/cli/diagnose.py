@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json, fit_columns, print_table
+from planner.cli.render import console, emit_json, fit_columns, print_table, report_format
 
 
 def diagnose(
@@ -56,11 +56,7 @@ def diagnose(
     )
     from planner.errors import InputError
 
-    if json_out and output_format not in (None, "json"):
-        raise InputError("--format", f"{output_format!r} with --json (which is --format json)")
-    fmt = "json" if json_out else (output_format or "table")
-    if fmt not in ("table", "json", "github"):
-        raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
+    fmt = report_format(json_out, output_format)
     if snapshots is not None:
         # saved scrapes: no endpoint to wait on or time out
         for flag, value in (("--window", window), ("--timeout", timeout)):

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.render import console, emit_json, fit_columns, print_table
+from planner.cli.render import console, emit_json, fit_columns, print_table, report_format
 
 
 def drift(
@@ -62,11 +62,7 @@ def drift(
     from planner.api.diagnose import DEFAULT_TIMEOUT_S
     from planner.errors import InputError
 
-    if json_out and output_format not in (None, "json"):
-        raise InputError("--format", f"{output_format!r} with --json (which is --format json)")
-    fmt = "json" if json_out else (output_format or "table")
-    if fmt not in ("table", "json", "github"):
-        raise InputError("--format", f"{fmt!r}; accepted: table, json, github")
+    fmt = report_format(json_out, output_format)
     urls = list(against_metrics or [])
     if endpoints is not None:
         from planner.sources.files import ARGS_LIMIT_BYTES, read_text

@@ -35,6 +35,23 @@ def per_token(n: int) -> str:
     return f"{n:,} B ({n / KIB_BYTES:,.1f} KiB)"
 
 
+# The report formats `diagnose` and `drift` print (`--format`; `--json` is `--format json`).
+REPORT_FORMATS = ("table", "json", "github")
+
+
+def report_format(json_out: bool, given: str | None) -> str:
+    """The format `--format` / `--json` ask for: table unless one is given; another format
+    beside --json is an error, not a choice between them."""
+    from planner.errors import InputError
+
+    if json_out and given not in (None, "json"):
+        raise InputError("--format", f"{given!r} with --json (which is --format json)")
+    fmt = "json" if json_out else (given or "table")
+    if fmt not in REPORT_FORMATS:
+        raise InputError("--format", f"{fmt!r}; accepted: {', '.join(REPORT_FORMATS)}")
+    return fmt
+
+
 def emit_json(payload: Any) -> None:
     """Stable, strict JSON on stdout: sorted keys, two-space indent, trailing newline.
 
