@@ -735,12 +735,11 @@ class _Release:
 @dataclass(frozen=True)
 class _Profile:
     """How the start-up profile runs: the model runner, the sampler it warms up, and whether
-    the expert layers hold whole experts."""
+    its attention is XFormers'."""
 
     runner: str
     sampler: str
     xformers: bool
-    expert_parallel: bool
 
 
 @dataclass(frozen=True)
@@ -847,7 +846,7 @@ def predict(
         w = correct(cal, "weights_bytes", w, sources)
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
     profile = _profile(at, quantized, seqs, tokens, notes)
-    profile = _with_expert_parallel(profile, model, s, moe_ranks, notes)
+    ep = _expert_parallel(model, s, moe_ranks, notes)
     act_modelled = activation_peak_bytes(
         model,
         tokens,
@@ -856,7 +855,7 @@ def predict(
         act_bytes,
         profile.sampler,
         profile.xformers,
-        profile.expert_parallel,
+        ep,
         moe_ranks,
     )
     act = act_modelled
@@ -899,7 +898,7 @@ def predict(
                 act_bytes,
                 profile.sampler,
                 profile.xformers,
-                profile.expert_parallel,
+                ep,
             ),
             act_modelled,
             requested - non_torch - connector,
@@ -1077,13 +1076,12 @@ def _profile(at: _Release, quantized: bool, seqs: int, tokens: int, notes: list[
             "XFormers attention (no FlashAttention-2 below compute capability 8.0): one more "
             "query-width buffer in the profile's forward (estimate from one T4 log)"
         )
-    return _Profile(runner, sampler, xformers, expert_parallel=False)
+    return _Profile(runner, sampler, xformers)
 
 
-def _with_expert_parallel(
-    profile: _Profile, model: ModelSpec, s: VllmSettings, moe_ranks: int, notes: list[str]
-) -> _Profile:
-    """--enable-expert-parallel: whole experts per rank (a MoE model over more than one)."""
+def _expert_parallel(model: ModelSpec, s: VllmSettings, moe_ranks: int, notes: list[str]) -> bool:
+    """--enable-expert-parallel takes effect: whole experts per rank (a MoE model over more
+    than one rank)."""
     ep = s.enable_expert_parallel and bool(model.num_experts) and moe_ranks > 1
     if s.enable_expert_parallel:
         notes.append(
@@ -1093,7 +1091,7 @@ def _with_expert_parallel(
             if ep
             else "--enable-expert-parallel changes nothing here (a dense model or TP 1)"
         )
-    return _Profile(profile.runner, profile.sampler, profile.xformers, expert_parallel=ep)
+    return ep
 
 
 def _non_torch_bytes(at: _Release, notes: list[str]) -> int:
