@@ -710,5 +710,7 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
     for c in fitting:
         assert bool(c["notes"]) == (c["peak_running_seqs"] > 512), c
         assert all("past the 512" in n for n in c["notes"])
-    if report["winner"]["notes"]:
-        assert "note: up to" in r.out
+    assert bool(report["winner"]["notes"]) == ("note: up to" in r.out)
+    # a layout whose load runs past the graphs: the table prints the winner's note
+    only = " ".join(cli("fleet", *args, "--tp", "4", "--precision", "bf16").out.split())
+    assert "note: up to" in only and "past the 512 the engine captures CUDA graphs" in only

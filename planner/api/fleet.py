@@ -545,18 +545,10 @@ def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) 
     return run
 
 
-def _graph_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
-    """At the planned load, a batch past the engine's captured CUDA graphs (or V0's uncaptured
-    mixed steps): where the candidate's figures are optimistic (as `simulate` notes it)."""
-    from planner.api.bench import graph_coverage_notes
-
-    return graph_coverage_notes(engine, prediction, peak_running, mixed)
-
-
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
-    from planner.api.bench import WouldNotStart
+    from planner.api.bench import WouldNotStart, graph_coverage_notes
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
@@ -707,6 +699,9 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             "flags": line.flags,
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
-            "notes": _graph_notes(job["engine"], line.prediction, at_load.peak_running, cfg.mixed),
+            # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
+            "notes": graph_coverage_notes(
+                job["engine"], line.prediction, at_load.peak_running, cfg.mixed
+            ),
         }
     )
