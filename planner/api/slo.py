@@ -400,9 +400,7 @@ def _check_inputs(
     if prompt_tokens is not None and prompt_tokens < 1:
         raise InputError("--prompt-len", f"must be >= 1 (got {prompt_tokens})")
     prefill = (
-        slo.REFERENCE_PREFILL_MS_PER_TOKEN
-        if prefill_ms_per_token is None
-        else (prefill_ms_per_token)
+        slo.REFERENCE_PREFILL_MS_PER_TOKEN if prefill_ms_per_token is None else prefill_ms_per_token
     )
     if prefill and prefill < MIN_PREFILL_MS_PER_TOKEN:
         raise InputError(
