@@ -12,9 +12,6 @@ MAX_WINDOW_S = 3600.0
 # Seconds between two live scrapes by default: long enough for a counter to move at a few
 # requests per second, short enough for a CI step.
 DEFAULT_WINDOW_S = 10.0
-# Seconds one scrape may take (headers and body) by default: a /metrics page answers in
-# milliseconds; seconds mean the server is stuck.
-DEFAULT_TIMEOUT_S = 5.0
 
 
 def _samples(text: str) -> Any:

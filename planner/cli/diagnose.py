@@ -49,12 +49,12 @@ def diagnose(
 ) -> None:
     """Exit 0 healthy, 1 a check calls for action, 2 bad input, 3 the endpoint unreachable."""
     from planner.api.diagnose import (
-        DEFAULT_TIMEOUT_S,
         DEFAULT_WINDOW_S,
         MAX_WINDOW_S,
         diagnose_report,
     )
     from planner.errors import InputError
+    from planner.sources.deployed import DEFAULT_TIMEOUT_S
 
     fmt = report_format(json_out, output_format)
     if snapshots is not None:

@@ -59,8 +59,8 @@ def drift(
 ) -> None:
     """Exit 0 clean, 1 drift, 2 bad plan or input, 3 a source unreachable."""
     from planner.api import drift_report, parse_tolerance
-    from planner.api.diagnose import DEFAULT_TIMEOUT_S
     from planner.errors import InputError
+    from planner.sources.deployed import DEFAULT_TIMEOUT_S
 
     fmt = report_format(json_out, output_format)
     urls = list(against_metrics or [])

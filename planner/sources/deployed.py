@@ -32,6 +32,9 @@ MAX_METRICS_BYTES = 32 * 1024 * 1024
 READ_CHUNK_BYTES = 64 * 1024
 # The longest --timeout accepted: a fetch that needs more than an hour is not a health check.
 MAX_TIMEOUT_S = 3600.0
+# Seconds one /metrics fetch may take (headers and body) by default: the page answers in
+# milliseconds; seconds mean the server is stuck.
+DEFAULT_TIMEOUT_S = 5.0
 
 
 def _as_argv(command: Any, where: str) -> list[str]:
