@@ -252,3 +252,5 @@ def test_load_options_without_a_model_are_refused(cli: Cli, flag: str, value: st
     assert r.code == 2 and flag in r.err and "--gpu" in r.err
     coupled = ("spec", "--alpha", "0.7", "--preset", "llama-3.1-8b", "--gpu", "h100")
     assert cli(*coupled, flag, value).code == 0
+    if flag == "--tp":  # a 0 is refused, not taken for "unset"
+        assert cli(*coupled, flag, "0").code == 2

@@ -74,7 +74,7 @@ def spec(
             if value is not None:
                 raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
     settings: dict[str, Any] = {
-        "tp": tp or 1,
+        "tp": 1 if tp is None else tp,
         "mean_tokens": DEFAULT_MEAN_TOKENS if mean_len is None else mean_len,
     }
     if context is not None:
