@@ -138,6 +138,8 @@ def test_cli_disagg(cli: Cli) -> None:
         (("--disagg", "3x"), "--disagg"),
         (("--disagg", "0P1D"), "--disagg"),
         (("--prefill-tp", "2"), "--prefill-tp"),
+        (("--disagg", "1P1D", "--prefill-tp", "0"), "--prefill-tp"),
+        (("--disagg", "1P1D", "--decode-tp", "0"), "--decode-tp"),
         (("--disagg", "1P1D", "--dp", "2"), "--dp"),
         (("--disagg", "1P1D", "--disagg-link", "carrier-pigeon"), "--disagg-link"),
     ):

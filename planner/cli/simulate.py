@@ -398,6 +398,10 @@ def simulate(
             from planner.core.parallel import moe_ranks, ranks_share_tp
             from planner.sim.disagg import DisaggLayout, parse_layout
 
+            for flag, pool_tp in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
+                if pool_tp is not None and pool_tp < 1:
+                    raise InputError(flag, f"must be >= 1 (got {pool_tp})")
+
             try:
                 x, y = parse_layout(disagg)
                 layout = DisaggLayout(
