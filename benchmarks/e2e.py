@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
+from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.parallel import ranks_share_tp
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
@@ -195,6 +196,13 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"
     steps = int(config.get("num_scheduler_steps") or 1)
+    if chunked is False and settings.get("max_num_batched_tokens", math.inf) < (
+        DEFAULT_CONTEXT_TOKENS
+    ):
+        # vLLM refuses to start with chunked prefill off and a budget under max_model_len
+        # (posed at 8,192 or more here; the server's own was the model's maximum): a run that
+        # completed cannot have used the recorded budget, so it is posed at the engine's default
+        del settings["max_num_batched_tokens"]
     if version:
         settings["version"] = version.group(0)
     elif steps > 1:

@@ -13,6 +13,7 @@ from helpers import Result
 from planner.api.bench import Lengths, Load, benchmark
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS
+from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -331,7 +332,7 @@ def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() 
         "model": None,
         "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
         "load": Load(rate_per_s=40.0, requests=400),
-        "lengths": Lengths(workload="sharegpt"),
+        "lengths": Lengths(prompt_len=400, output_len=200, len_range=0.25),
         "chunked_prefill": True,
     }
     got = {n: benchmark(**common, scheduler_steps=n) for n in (1, 4, 16)}
@@ -877,3 +878,73 @@ def test_without_a_rate_every_request_goes_at_once(cli: Cli) -> None:
     assert data["max_concurrency"] is None and data["request_rate"] is None
     assert "closed loop" not in data["workload"]["description"]
     assert data["p99_ttft_ms"] > 10 * data["median_tpot_ms"]  # 600,000 prompt tokens queued
+
+
+def test_whole_prompts_wait_for_a_step_with_room() -> None:
+    """Chunked prefill off (or V0's multi-step rounds): two 300-token prompts under a 512-token
+    budget run one whole prompt a step, so the first one's first token comes after a 300-token
+    step, where chunking fills the first step with 512 tokens (300 + 212 of the second)."""
+    import numpy as np
+
+    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.workload import Trace
+
+    trace = Trace(np.zeros(2), np.array([300, 300]), np.array([2, 2]), np.zeros(2, dtype=np.int64))
+    cost = CostModel(a_ms=5.0, b_ms=0.0, prefill_ms_per_token=0.1, overhead_ms=0.0)
+    first = {}
+    for whole in (False, True):
+        cfg = SimConfig(
+            policy="chunked", step_token_budget=512, chunk_tokens=512, whole_prompts=whole
+        )
+        first[whole] = execute(trace, cost, cfg).first_ms
+    assert first[False][0] == pytest.approx(5.0 + 51.2)
+    assert first[True][0] == pytest.approx(5.0 + 30.0)
+    # the second prompt's last token is prefilled in the second step either way
+    assert first[True][1] == pytest.approx(2 * 5.0 + 60.0)
+    assert first[False][1] == pytest.approx(2 * 5.0 + 60.0)
+
+
+def test_multi_step_rounds_refuse_prompts_longer_than_the_budget() -> None:
+    """vLLM V0's multi-step rounds with chunked prefill do not chunk prompts and ignore a
+    prompt longer than --max-num-batched-tokens: such a workload is one error, not a run."""
+    common: dict[str, Any] = {
+        "gpu": "h100",
+        "preset": "llama-3.1-8b",
+        "model": None,
+        "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
+        "load": Load(rate_per_s=10.0, requests=50),
+        "chunked_prefill": True,
+        "scheduler_steps": 8,
+    }
+    with pytest.raises(InputError, match="ignores prompts longer"):
+        benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50))
+    assert benchmark(**common, lengths=Lengths(prompt_len=500, output_len=50))["completed"] == 50
+
+
+def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:
+    """vLLM V0 turns chunked prefill on above a 32K context: the simulated server mixes its
+    prefill chunks into decode steps there (the note on V0's mixed steps says so) and runs
+    prefill-only steps at 8K, as the plan's line for each context does."""
+    runs = {
+        context: benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"version": "0.6.3", "context_tokens": context},
+            load=Load(concurrency=16, requests=32),
+            lengths=Lengths(prompt_len=200, output_len=50),
+        )
+        for context in (8192, 65536)
+    }
+    assert runs[8192]["notes"] == []
+    assert any("mix prefill chunks into decodes" in n for n in runs[65536]["notes"])
+    with pytest.raises(InputError, match="SGLang chunks prompts"):
+        benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"engine": "sglang"},
+            load=Load(concurrency=4, requests=8),
+            lengths=Lengths(prompt_len=200, output_len=50),
+            chunked_prefill=False,
+        )

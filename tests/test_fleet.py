@@ -67,7 +67,6 @@ def test_every_winner_keeps_the_promise_on_its_own() -> None:
             longest=flags["max_model_len"],
             ep=None,
             calibration=None,
-            chunked_prefill=None,
             seed=0,
         )
         cost = CostModel(**sim_cost_from(step_model_from_curve(inst.curve, mean)))

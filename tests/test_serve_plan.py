@@ -429,3 +429,52 @@ def test_a_gpu_the_engine_model_does_not_cover_is_refused_not_guessed(cli: Cli) 
         "capacity", "--preset", "llama-3.1-8b", "--gpu", "gaudi3", "--ledger", "textbook"
     )
     assert textbook.code == 0
+
+
+def test_chunked_prefill_off_needs_a_budget_of_the_whole_context(cli: Cli) -> None:
+    """vLLM refuses to start with chunked prefill off and max_num_batched_tokens under
+    max_model_len; off, the default budget is raised to the context (V1 8192-token tier at a
+    16K context: 16,384), and V0 turns chunking on by itself only above 32K."""
+    base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100")
+    refused = cli(*base, "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096")
+    assert refused.code == 1
+    assert "max_num_batched_tokens (4,096) is smaller than max_model_len (8,192)" in refused.out
+    assert "vllm serve" not in refused.out
+    off = cli(*base, "--no-enable-chunked-prefill", "--context", "16384", "--json").json()
+    assert off["fits"] and "--max-num-batched-tokens 16384" in off["flags"]["vllm"]
+    assert off["flags"]["vllm"].endswith("--no-enable-chunked-prefill")
+    on = cli(*base, "--context", "16384", "--json").json()
+    assert "--max-num-batched-tokens 8192" in on["flags"]["vllm"]
+    assert "chunked-prefill" not in on["flags"]["vllm"]
+    # V0 (0.6.3): off at 8K (budget = the context), on at 64K (its 2,048-token chunks), and a
+    # budget under the context is taken only with the flag on, spelled as 0.6 parsed it
+    v0 = (*base, "--engine-version", "0.6.3")
+    short = cli(*v0, "--json").json()
+    assert "--max-num-batched-tokens 8192" in short["flags"]["vllm"]
+    long = cli(*v0, "--context", "65536", "--json").json()
+    assert "--max-num-batched-tokens 2048" in long["flags"]["vllm"]
+    assert cli(*v0, "--max-num-batched-tokens", "512").code == 1
+    chunked = cli(*v0, "--max-num-batched-tokens", "512", "--enable-chunked-prefill", "--json")
+    assert chunked.code == 0 and "--enable-chunked-prefill" in chunked.json()["flags"]["vllm"]
+    off_long = cli(*v0, "--context", "65536", "--no-enable-chunked-prefill", "--json").json()
+    assert off_long["flags"]["vllm"].endswith("--enable-chunked-prefill False")
+    assert "--max-num-batched-tokens 65536" in off_long["flags"]["vllm"]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("vllm serve m --no-enable-chunked-prefill", False),
+        ("vllm serve m --enable-chunked-prefill", True),
+        ("vllm serve m --enable-chunked-prefill False --max-num-seqs 8", False),
+        ("vllm serve m --enable-chunked-prefill=false", False),
+        ("vllm serve m --max-num-seqs 8", None),
+    ],
+)
+def test_a_deployed_line_reads_chunked_prefill_in_both_spellings(
+    line: str, expected: bool | None
+) -> None:
+    fields = fields_from_line("vllm", line)
+    assert fields.get("enable_chunked_prefill") is expected
+    if "--max-num-seqs" in line:
+        assert fields["max_num_seqs"] == 8

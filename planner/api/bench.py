@@ -273,6 +273,15 @@ def benchmark(
             f"{spec.max_context_tokens:,} (the engines refuse them)",
         )
     values = dict(settings)
+    if chunked_prefill is not None:
+        if engine_name != "vllm":
+            raise InputError(
+                "--enable-chunked-prefill",
+                "vLLM's flag: SGLang chunks prompts by --chunked-prefill-size (-1 turns it off)",
+            )
+        values["extra"] = dict(values.get("extra") or {}) | {
+            "enable_chunked_prefill": chunked_prefill
+        }
     context = values.get("context_tokens")
     if context is None:
         values["context_tokens"] = max(
@@ -301,7 +310,6 @@ def benchmark(
             longest=longest,
             ep=ep_size,
             calibration=calibration,
-            chunked_prefill=chunked_prefill,
             scheduler_steps=scheduler_steps,
             seed=load.seed,
         )
@@ -515,15 +523,14 @@ def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
 
 
 def engine_scheduler(
-    engine: str, version: tuple[int, int, int], chunked_prefill: bool | None = None
+    engine: str, version: tuple[int, int, int], chunked_prefill: bool
 ) -> tuple[bool, Any]:
-    """How the engine's scheduler runs: whether prefill chunks share steps with decodes (vLLM
-    V1; V0 with --enable-chunked-prefill), and SGLang's reserve admission (None for vLLM)."""
+    """How the engine's scheduler runs: whether prompts share steps with decodes (vLLM V1,
+    chunked or not; V0 with chunked prefill on, `chunked_prefill` being the plan's resolved
+    value), and SGLang's reserve admission (None for vLLM)."""
     from planner.sim.engine import ReserveAdmission
 
-    mixed = engine == "vllm" and version >= VLLM_V1_SINCE
-    if chunked_prefill is not None and engine == "vllm":
-        mixed = chunked_prefill or version >= VLLM_V1_SINCE
+    mixed = engine == "vllm" and (version >= VLLM_V1_SINCE or chunked_prefill)
     if engine != "sglang":
         return mixed, None
     return mixed, ReserveAdmission(
@@ -594,7 +601,6 @@ def _instance(
     longest: int,
     ep: int | None,
     calibration: Any,
-    chunked_prefill: bool | None,
     seed: int,
     scheduler_steps: int = 1,
     as_launched: bool = True,
@@ -699,7 +705,10 @@ def _instance(
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
     check_scheduler_steps(scheduler_steps, engine, version)
-    mixed, reserve = engine_scheduler(engine, version, chunked_prefill)
+    # vLLM's resolved chunked prefill (the flag, else the release's default for this
+    # max_model_len); without it, or in V0's multi-step rounds, prompts are not split
+    chunked = bool(p.settings.get("enable_chunked_prefill", True)) if vllm_engine else True
+    mixed, reserve = engine_scheduler(engine, version, chunked)
     if sglang_groups and reserve is not None:
         scale = SGLANG_DP_ATTENTION_CONSERVATIVENESS
         reserve = reserve.model_copy(
@@ -728,6 +737,7 @@ def _instance(
         reserve=reserve,
         seed=seed,
         scheduler_steps=scheduler_steps,
+        whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
     )
     return Instance(
         plan=plan,
@@ -789,7 +799,6 @@ def deployment_instance(
         longest=int(values["context_tokens"]),
         ep=ep,
         calibration=calibration,
-        chunked_prefill=None,
         seed=0,
         as_launched=False,
         attention_groups=groups,

@@ -512,7 +512,6 @@ def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
         longest=job["context"],
         ep=_ep_size(job),
         calibration=None,
-        chunked_prefill=None,
         seed=0,
         as_launched=as_launched,
         attention_groups=job.get("groups", 1),

@@ -360,13 +360,26 @@ def slo_advice(
         )
     result["warnings"] = warnings
     ref = plan.model.serve_id if plan and plan.model.serve_id else MODEL_PLACEHOLDER
+    vllm_line = f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}"
+    if _v0_release(engine_version):
+        # V0 chunks prompts only with chunked prefill on (its default above 32K): without it a
+        # budget under max_model_len (the model's maximum, the line setting none) is refused
+        vllm_line += " --enable-chunked-prefill"
     result["flags"] = {
-        "vllm": f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}",
+        "vllm": vllm_line,
         # SGLang's cap is the deployment's, shared among its attention-DP groups
         "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
         f"{seqs * (groups if engine == 'sglang' else 1)} --chunked-prefill-size {chunk}",
     }
     return result
+
+
+def _v0_release(engine_version: str | None) -> bool:
+    """Whether a vLLM release runs the V0 engine by default (before 0.8.0)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.step.overhead import VLLM_V1_SINCE
+
+    return engine_version is not None and parse_version(engine_version) < VLLM_V1_SINCE
 
 
 @dataclass(frozen=True)

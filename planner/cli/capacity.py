@@ -144,6 +144,15 @@ def capacity(
             "holds graph memory) [default: min(2 x max_num_seqs, 512)]."
         ),
     ] = None,
+    enable_chunked_prefill: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable-chunked-prefill/--no-enable-chunked-prefill",
+            help="vLLM flag: split prompts across steps under --max-num-batched-tokens (off: "
+            "each step must hold a whole max_model_len prompt) [default: V1 on; V0 on above "
+            "32K --context].",
+        ),
+    ] = None,
     flashinfer: Annotated[
         bool | None,
         typer.Option(
@@ -355,6 +364,7 @@ def capacity(
             "--kv-cache-memory-bytes": kv_cache_memory_bytes,
             "--enable-expert-parallel": enable_expert_parallel or None,
             "--max-cudagraph-capture-size": max_cudagraph_capture_size,
+            "--enable-chunked-prefill": enable_chunked_prefill,
             "--flashinfer": flashinfer,
             "--kv-offloading-size": kv_offloading_size,
             "--kv-offloading-backend": kv_offloading_backend,
@@ -405,6 +415,7 @@ def capacity(
                 enable_lora=enable_lora,
                 enable_expert_parallel=enable_expert_parallel,
                 max_cudagraph_capture_size=max_cudagraph_capture_size,
+                enable_chunked_prefill=enable_chunked_prefill,
                 flashinfer=flashinfer,
                 max_lora_rank=max_lora_rank,
                 max_loras=max_loras,
@@ -475,6 +486,7 @@ def capacity(
         "--enable-lora": enable_lora or None,
         "--enable-expert-parallel": enable_expert_parallel or None,
         "--max-cudagraph-capture-size": max_cudagraph_capture_size,
+        "--enable-chunked-prefill": enable_chunked_prefill,
         "--flashinfer": flashinfer,
         "--enforce-eager": enforce_eager or None,
         "--colocated": colocated or None,
@@ -655,8 +667,9 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         # refused by the settings), not mistaken for False
         extra = {k: given[k] for k in names if given[k] not in (None, "serve")}
         extra = {k: v for k, v in extra.items() if v is not False}
-        if given["flashinfer"] is not None:
-            extra["flashinfer"] = given["flashinfer"]
+        for tri_state in ("flashinfer", "enable_chunked_prefill"):
+            if given[tri_state] is not None:
+                extra[tri_state] = given[tri_state]
         extra |= reserved
         if given["enable_lora"]:
             extra["enable_lora"] = True

@@ -253,7 +253,10 @@ def simulate(
     ] = None,
     enable_chunked_prefill: Annotated[
         bool | None,
-        typer.Option(help="vLLM V0: mix prefill chunks into decode steps [release default]."),
+        typer.Option(
+            help="vLLM: split prompts across steps (off: whole prompts, a budget holding the "
+            "context) [release default: V1 on; V0 on above 32K]."
+        ),
     ] = None,
     calibration: Annotated[
         str | None,

@@ -155,6 +155,8 @@ def spec_flags(
 
 
 # Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.
+# The values vLLM's optional booleans took before 0.9 (`--flag False`), read as that flag's value.
+BOOLEAN_WORDS = ("true", "false")
 BOOLEAN_FLAGS = {
     "--enforce-eager",
     "--enable-expert-parallel",
@@ -272,6 +274,12 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
             name = "--" + name[2:].replace("_", "-")
             if eq:
                 flags[name] = value
+            elif (
+                name in BOOLEAN_FLAGS and i + 1 < len(argv) and argv[i + 1].lower() in BOOLEAN_WORDS
+            ):
+                # an old vLLM boolean given its value (`--enable-chunked-prefill False`)
+                flags[name] = argv[i + 1].lower()
+                i += 1
             elif (
                 name in BOOLEAN_FLAGS
                 or name.startswith("--no-")

@@ -388,6 +388,9 @@ def _fraction(p: EnginePrediction) -> float:
 def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> str | None:
     """Why the engine would refuse to start with this cache, if it would."""
     if p.name == "vllm":
+        unchunked = vllm.unchunked_budget_refusal(p.settings)
+        if unchunked:
+            return unchunked
         need = vllm.request_blocks(model, p, s.context_tokens)
         if p.usable_blocks < need:
             return (
@@ -714,6 +717,7 @@ VLLM_FLAGS = (
     ("enable_lora", "--enable-lora"),
     ("enable_expert_parallel", "--enable-expert-parallel"),
     ("max_cudagraph_capture_size", "--max-cudagraph-capture-size"),
+    ("enable_chunked_prefill", "--enable-chunked-prefill"),
     ("max_lora_rank", "--max-lora-rank"),
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
@@ -776,6 +780,13 @@ VLLM_SERVE_SINCE = (0, 5, 0)
 # --kv-cache-dtype arrived with the fp8 (e5m2) KV cache in vLLM 0.3.0 (vllm/engine/arg_utils.py):
 # an older release refuses the flag, so its line leaves the default ("auto") out.
 VLLM_KV_CACHE_DTYPE_SINCE = (0, 3, 0)
+# How a vLLM line turns chunked prefill off: releases through 0.7 parse --enable-chunked-prefill
+# as an optional boolean (`--enable-chunked-prefill False`; their CLI reference lists
+# "--enable-chunked-prefill [ENABLE_CHUNKED_PREFILL]"), later ones as argparse's
+# BooleanOptionalAction (`--no-enable-chunked-prefill`, as the 0.10 reference lists it). The
+# switch is taken at 0.9.0, when the engine arguments began to be generated from the config
+# classes: lines for 0.8.x are the least certain.
+VLLM_NO_FLAG_FORM_SINCE = (0, 9, 0)
 
 
 def command_line(
@@ -809,6 +820,10 @@ def command_line(
         fields |= {"attn_dp_size": None, "dp_size": attn_dp, "enable_dp_attention": True}
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
+        if field == "enable_chunked_prefill" and value is False:
+            new_form = release is None or release >= VLLM_NO_FLAG_FORM_SINCE
+            parts += ["--no-enable-chunked-prefill"] if new_form else [flag, "False"]
+            continue
         if value is None or value is False or LINE_DEFAULTS.get(field) == value:
             continue
         if (
@@ -867,10 +882,15 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
     parsed = parse_argv(shlex.split(line), "line")
     flags = parsed.flags if parsed else {}
     out: dict[str, Any] = {}
+    if "--no-enable-chunked-prefill" in flags and engine == "vllm":
+        out["enable_chunked_prefill"] = False
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         if flag not in flags:
             continue
         raw = flags[flag]
+        if field == "enable_chunked_prefill":
+            out[field] = raw.lower() in ("true", "1", "yes")
+            continue
         if raw == "true" and field in BOOLEAN_FIELDS:
             out[field] = True
         elif field in FLOAT_FIELDS:

@@ -173,6 +173,12 @@ class SimConfig(BaseModel):
         description="prefill chunks share a step with the decode tokens (vLLM); False: a step "
         "that prefills decodes nothing (SGLang without --enable-mixed-chunk)",
     )
+    whole_prompts: bool = Field(
+        default=False,
+        description="a prompt is prefilled whole in one step or waits for a step with room for "
+        "it, first in line first (vLLM with chunked prefill off, and V0's multi-step rounds, "
+        "which do not chunk prompts); False: prompts are split into chunks under the budget",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,
@@ -281,6 +287,17 @@ def check(trace: Trace, cfg: SimConfig) -> None:
         raise InputError(
             "--num-scheduler-steps", "multi-step scheduling does not run speculative decoding"
         )
+    if cfg.whole_prompts and cfg.scheduler_steps > 1:
+        longest = int(np.max(trace.prompt_tokens))
+        if longest > cfg.step_token_budget:
+            # vLLM V0 (0.6.2+, core/scheduler.py): under multi-step the prompt limit is
+            # min(max_model_len, max_num_batched_tokens); a longer prompt is ignored
+            raise InputError(
+                "--max-num-batched-tokens",
+                f"{cfg.step_token_budget:,}: vLLM V0's multi-step rounds do not chunk prompts, "
+                f"so it ignores prompts longer than that (finished with no output), and these "
+                f"run up to {longest:,} tokens; raise it to hold the longest prompt",
+            )
     if cfg.kv_blocks is not None:
         need = int(np.max(_blocks(trace.prompt_tokens + trace.output_tokens, cfg.block_tokens)))
         shared = int(_blocks(int(trace.cached_prefix_tokens.max(initial=0)), cfg.block_tokens))
@@ -319,6 +336,7 @@ def execute(
         and cfg.reserve is None
         and cfg.spec_alpha is None
         and cfg.scheduler_steps == 1
+        and not cfg.whole_prompts
     ):
         _unbounded(run, cost, cfg, delay_ms)
     else:
@@ -447,7 +465,7 @@ class _IterationLoop:
         if isinstance(cost, CostModel):
             self.overhead_ms, self.a_ms, self.b_ms = cost.overhead_ms, cost.a_ms, cost.b_ms
             self.prefill_ms = cost.prefill_ms_per_token
-        self.mixed = cfg.mixed
+        self.mixed, self.whole = cfg.mixed, cfg.whole_prompts
         # vLLM V0 multi-step: a round of `multi` steps is scheduled at once (admission and
         # prefill only at its start), and its overhead is paid once: each step saves
         # (1 - 1/multi) of it.
@@ -678,7 +696,10 @@ class _IterationLoop:
         for i in self.pending:
             if budget <= 0:
                 break
-            got = min(target[i] - prefilled[i], self.chunk_tokens, budget)
+            left = target[i] - prefilled[i]
+            if self.whole and budget < left <= self.budget_tokens:
+                break  # the head waits for a step with room for its whole prompt
+            got = min(left, self.chunk_tokens, budget)
             take[i] = got
             budget -= got
         return take

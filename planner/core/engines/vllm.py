@@ -404,6 +404,11 @@ class VllmSettings(BaseModel):
         description="--max-cudagraph-capture-size: the largest batch captured in a CUDA graph "
         "(None: min(2 x max_num_seqs, 512))",
     )
+    enable_chunked_prefill: bool | None = Field(
+        default=None,
+        description="--enable-chunked-prefill / --no-enable-chunked-prefill (None: the "
+        "release's default: V1 on; V0 on above 32K max_model_len)",
+    )
     flashinfer: bool | None = Field(
         default=None,
         description="FlashInfer installed (None: yes for `vllm serve`, the image; no for the "
@@ -444,22 +449,59 @@ class MeasuredTerms(BaseModel):
 
 
 def batch_defaults(
-    kind: str, memory_bytes: int, gpu_name: str, usage: str, max_model_len: int
+    kind: str,
+    memory_bytes: int,
+    gpu_name: str,
+    usage: str,
+    max_model_len: int,
+    chunked: bool | None = None,
 ) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2)."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2).
+    Without chunked prefill (`chunked` False; None: the release's default) a step must hold a
+    whole prompt, so the budget is raised to max_model_len."""
     if kind == "v0":
-        if max_model_len > V0_CHUNKED_PREFILL_ABOVE:
+        if chunked is None:
+            chunked = max_model_len > V0_CHUNKED_PREFILL_ABOVE
+        if chunked:
             return V0_MIN_BATCHED_TOKENS, V0_MAX_NUM_SEQS
         return max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
     gib = memory_bytes / GIB_BYTES
     serve = usage == "serve"
     is_a100 = "a100" in gpu_name.lower()
     if kind == "with_160gib" and gib >= 160:
-        return 16384, 1024
-    large = gib >= 70 and not (is_a100 and kind != "two_tier")
-    if large:
-        return (8192 if serve else 16384), 1024
-    return (2048 if serve else 8192), 256
+        tokens, seqs = 16384, 1024
+    elif gib >= 70 and not (is_a100 and kind != "two_tier"):
+        tokens, seqs = (8192 if serve else 16384), 1024
+    else:
+        tokens, seqs = (2048 if serve else 8192), 256
+    if chunked is False:
+        tokens = max(tokens, max_model_len)
+    return tokens, seqs
+
+
+def chunked_prefill(engine: str, flag: bool | None, max_model_len: int) -> bool:
+    """Whether the scheduler splits prompts across steps: the flag, else the release's default
+    (vllm.md section 1: V1 has always defaulted it on for generative models; V0 turned it on
+    for a max_model_len above 32K)."""
+    if flag is not None:
+        return flag
+    return engine != "v0" or max_model_len > V0_CHUNKED_PREFILL_ABOVE
+
+
+def unchunked_budget_refusal(settings: dict[str, object]) -> str | None:
+    """Why vLLM refuses to start when chunked prefill is off and a step cannot hold a whole
+    max_model_len prompt (vllm.md section 2: the scheduler config's validation), else None."""
+    if settings.get("enable_chunked_prefill") is not False:
+        return None
+    tokens = int(str(settings["max_num_batched_tokens"]))
+    length = int(str(settings["max_model_len"]))
+    if tokens >= length:
+        return None
+    return (
+        f"vLLM refuses to start: max_num_batched_tokens ({tokens:,}) is smaller than "
+        f"max_model_len ({length:,}) with chunked prefill off (raise "
+        "--max-num-batched-tokens, lower --max-model-len or pass --enable-chunked-prefill)"
+    )
 
 
 def capability(gpu: GpuSpec) -> tuple[int, int]:
@@ -985,6 +1027,7 @@ def predict(
             "max_loras": s.max_loras if s.enable_lora else None,
             "enable_expert_parallel": s.enable_expert_parallel,
             "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
+            "enable_chunked_prefill": chunked_prefill(engine, s.enable_chunked_prefill, max_len),
             "data_parallel_size": dp,
             "colocated": s.colocated,
             "model_runner": profile.runner,
@@ -1021,7 +1064,8 @@ def _scheduler_limits(
     kind = "v0" if at.engine == "v0" else at.rules.batch_defaults
     if at.engine == "v1" and kind == "v0":
         kind = "two_tier"
-    d_tokens, d_seqs = batch_defaults(kind, total, at.gpu.name, s.usage_context, max_len)
+    chunked = chunked_prefill(at.engine, s.enable_chunked_prefill, max_len)
+    d_tokens, d_seqs = batch_defaults(kind, total, at.gpu.name, s.usage_context, max_len, chunked)
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
     if s.max_num_batched_tokens is None:
