@@ -22,18 +22,13 @@ def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
     curve = derived_step_model(plan).curve
     assert curve is not None
     terms = curve.terms(max(1, plan.operating_concurrency), plan.settings.mean_tokens)
-    values: dict[str, float] = {
-        "bandwidth_efficiency": curve.bandwidth_efficiency,
-        "attention_bandwidth_scale": curve.attention_bandwidth_scale,
-        "overhead_ms": terms.kernels_ms + terms.overhead_ms,
-    } | efficiencies
+    values = curve_rates(curve) | {"overhead_ms": terms.kernels_ms + terms.overhead_ms}
     return roofline_from(
         plan.gpu,
         weights_per_gpu=terms.weights_read_bytes,
         kv_per_sequence=plan.kv_bytes_per_sequence_mean,
         active_params_per_gpu=max(1, plan.model.params_active // plan.settings.tp),
-        weight_dtype=plan.weight_dtype,
-        **values,
+        **(values | efficiencies),
     )
 
 
@@ -74,13 +69,20 @@ def serve_roofline(
         weights_per_gpu=terms.weights_read_bytes,
         kv_per_sequence=kv_bytes_per_sequence(model, mean_tokens, tp, kv_bytes),
         active_params_per_gpu=max(1, model.params_active // tp),
-        weight_dtype=weight_dtype,
-        flops_per_s=curve.flops_per_s * curve.low_precision_scale,
-        bandwidth_efficiency=curve.bandwidth_efficiency,
-        flops_efficiency=curve.flops_efficiency,
-        attention_bandwidth_scale=curve.attention_bandwidth_scale,
         overhead_ms=terms.kernels_ms + terms.overhead_ms,
+        **curve_rates(curve),
     )
+
+
+def curve_rates(curve: StepTime) -> dict[str, float]:
+    """The step model's rates a roofline prices with: the GEMMs' rate (the weights' dtype's,
+    at its low-precision share) and efficiency, the bandwidth share and the KV read's."""
+    return {
+        "flops_per_s": curve.flops_per_s * curve.low_precision_scale,
+        "flops_efficiency": curve.flops_efficiency,
+        "bandwidth_efficiency": curve.bandwidth_efficiency,
+        "attention_bandwidth_scale": curve.attention_bandwidth_scale,
+    }
 
 
 def roofline_from(
@@ -89,26 +91,20 @@ def roofline_from(
     weights_per_gpu: int,
     kv_per_sequence: int,
     active_params_per_gpu: int,
-    weight_dtype: str,
-    flops_per_s: float | None = None,
-    **efficiencies: float,
+    **rates: float,
 ) -> Roofline:
-    """A GPU's step-time roofline for given per-GPU weights, KV per sequence and parameters
-    (`flops_per_s`: the rate the step model's GEMMs run at, else the weights' dtype's peak)."""
+    """A GPU's step-time roofline for given per-GPU weights, KV per sequence and parameters,
+    at the step model's `rates` (`curve_rates`, with any override)."""
     from planner.core.latency import Roofline
 
-    flops = flops_per_s or gpu.bf16_dense_flops or gpu.fp16_dense_flops
-    if flops_per_s is None and weight_dtype.startswith("fp8") and gpu.fp8_dense_flops:
-        flops = gpu.fp8_dense_flops
-    if not gpu.hbm_bandwidth_bytes_per_s or not flops:
-        raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record; cannot derive v")
+    if not gpu.hbm_bandwidth_bytes_per_s:
+        raise InputError("--gpu", f"{gpu.id} has no bandwidth on record; cannot derive v")
     return Roofline(
         weights_bytes_per_gpu=weights_per_gpu,
         kv_bytes_per_sequence=kv_per_sequence,
         active_params_per_gpu=active_params_per_gpu,
         bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
-        flops_per_s=float(flops),
-        **efficiencies,
+        **rates,
     )
 
 
