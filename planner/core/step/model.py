@@ -160,6 +160,18 @@ class StepTime(BaseModel):
     def _bandwidth(self) -> float:
         return self.bandwidth_bytes_per_s * self.bandwidth_efficiency
 
+    def _gemm_rates(self) -> tuple[float, float]:
+        """Achievable FLOP/s of the 16-bit GEMMs (the layers a checkpoint leaves unquantized,
+        the lm_head) and of the weights' own dtype (fp8 / fp4 at their low-precision share)."""
+        plain = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
+        return plain, self.flops_per_s * self.flops_efficiency * self.low_precision_scale
+
+    def _linear_params(self) -> tuple[int, int]:
+        """Parameters one token multiplies on this GPU outside the embedding, and those of
+        them the checkpoint left in 16 bits."""
+        body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
+        return body, min(self.plain_params_per_gpu, body)
+
     def linear_ms(self, tokens: int, sampled: int | None = None) -> float:
         """The linear layers of one forward pass over `tokens` tokens, ms (`linear_parts`
         summed)."""
@@ -173,10 +185,8 @@ class StepTime(BaseModel):
         memory-bound) while its attention projections are compute-bound; one max over their
         sums would hide the one behind the other."""
         bandwidth = self._bandwidth()
-        plain_rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
-        quantized_rate = self.flops_per_s * self.flops_efficiency * self.low_precision_scale
-        body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
-        plain = min(self.plain_params_per_gpu, body)
+        plain_rate, quantized_rate = self._gemm_rates()
+        body, plain = self._linear_params()
         experts = min(self.expert_active_params_per_gpu, body - plain)
         head_tokens = tokens if sampled is None else sampled
         # the lm_head stays in 16 bits in quantized checkpoints (inside the dense weights)
@@ -208,12 +218,10 @@ class StepTime(BaseModel):
         only over the `sampled` ones (default: all; a prompt token samples nothing)."""
         weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
         memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
-        body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
-        plain = min(self.plain_params_per_gpu, body)
-        quantized_rate = self.flops_per_s * self.flops_efficiency * self.low_precision_scale
+        rate, quantized_rate = self._gemm_rates()
+        body, plain = self._linear_params()
         compute_ms = gemm.compute_ms(body - plain, tokens, quantized_rate)
         # the layers the checkpoint left in 16 bits, and the lm_head, at the 16-bit rate
-        rate = (self.plain_flops_per_s or self.flops_per_s) * self.flops_efficiency
         compute_ms += gemm.compute_ms(plain, tokens, rate)
         head_tokens = tokens if sampled is None else sampled
         compute_ms += gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, rate)
