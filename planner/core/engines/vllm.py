@@ -844,7 +844,8 @@ def predict(
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
     at = _Release(model, gpu, s, engine, rules, version)
-    tokens, seqs = _scheduler_limits(at, total, max_len, defaults)
+    chunked = chunked_prefill(engine, s.enable_chunked_prefill, max_len)
+    tokens, seqs = _scheduler_limits(at, total, max_len, chunked, defaults)
     requested = math.ceil(total * util)
     dp = s.data_parallel_size
     if dp > 1 and engine != "v1":
@@ -977,9 +978,7 @@ def predict(
             ),
         )
 
-    pool = _kv_pool(
-        model, tp, pp, block, kv_bytes, stage_layers, available, max_len, tokens, rules, engine
-    )
+    pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens)
     if pool.block != block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
     lines = _log_lines(
@@ -1027,7 +1026,7 @@ def predict(
             "max_loras": s.max_loras if s.enable_lora else None,
             "enable_expert_parallel": s.enable_expert_parallel,
             "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
-            "enable_chunked_prefill": chunked_prefill(engine, s.enable_chunked_prefill, max_len),
+            "enable_chunked_prefill": chunked,
             "data_parallel_size": dp,
             "colocated": s.colocated,
             "model_runner": profile.runner,
@@ -1055,16 +1054,15 @@ def _max_model_len(model: ModelSpec, s: VllmSettings, defaults: list[str]) -> in
 
 
 def _scheduler_limits(
-    at: _Release, total: int, max_len: int, defaults: list[str]
+    at: _Release, total: int, max_len: int, chunked: bool, defaults: list[str]
 ) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the flags, else the release's defaults for
-    this GPU's memory tier (a V1 engine asked of a release that defaulted to V0 takes the
-    first V1 tiers)."""
+    this GPU's memory tier and chunked prefill (a V1 engine asked of a release that defaulted
+    to V0 takes the first V1 tiers)."""
     s = at.settings
     kind = "v0" if at.engine == "v0" else at.rules.batch_defaults
     if at.engine == "v1" and kind == "v0":
         kind = "two_tier"
-    chunked = chunked_prefill(at.engine, s.enable_chunked_prefill, max_len)
     d_tokens, d_seqs = batch_defaults(kind, total, at.gpu.name, s.usage_context, max_len, chunked)
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
@@ -1193,20 +1191,18 @@ def _cudagraph_bytes(
 
 
 def _kv_pool(
-    model: ModelSpec,
-    tp: int,
-    pp: int,
+    at: _Release,
     block: int,
     kv_bytes: int,
     stage_layers: int | None,
     available: int,
     max_len: int,
     tokens: int,
-    rules: VllmRules,
-    engine: str,
 ) -> _Pool:
     """The blocks `available` bytes hold, one block spanning a KV-cache group's layers, and
     the token count and concurrency the release reports for them."""
+    model, rules, engine = at.model, at.rules, at.engine
+    tp, pp = at.settings.tensor_parallel_size, at.settings.pipeline_parallel_size
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
