@@ -886,3 +886,35 @@ def test_unquantized_weights_load_in_the_run_dtype(engine: str) -> None:
     assert rope_fp32 == 2 * rope_bf16  # the RoPE cache is in the run dtype too
     assert fp32.available_kv_bytes < bf16.available_kv_bytes - spec.weights_bytes * 0.99
     assert fp32.kv_cache_tokens < bf16.kv_cache_tokens / 2  # 4-byte KV and less room
+
+
+def test_a_logged_server_keeps_its_chunked_prefill_setting() -> None:
+    """A start-up log names chunked prefill in its non-default args and its engine config
+    line; the engine model then takes that server's budget default (off: the whole context)."""
+    from planner.sources.startup_log import parse_startup_log
+
+    args = parse_startup_log(
+        "non-default args: {'model': 'm', 'enable_chunked_prefill': False}\n"
+        "Available KV cache memory: 1.00 GiB\n",
+        "x.log",
+        require_tokens=False,
+    )
+    assert args.settings["enable_chunked_prefill"] is False
+    config = parse_startup_log(
+        "INFO Initializing a V1 LLM engine (v0.10.1.1) with config: model='m', "
+        "max_seq_len=16384, tensor_parallel_size=1, chunked_prefill_enabled=False\n"
+        "Available KV cache memory: 1.00 GiB\n",
+        "y.log",
+        require_tokens=False,
+    )
+    assert config.settings["enable_chunked_prefill"] is False
+    assert config.settings["max_model_len"] == 16384
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    logged = {k: config.settings[k] for k in ("enable_chunked_prefill", "max_model_len")}
+    spec, card = resolve_model("llama-3.1-8b", None), find_gpu("h100")
+    planned = vllm.predict(spec, card, vllm.VllmSettings(version="0.10.1.1", **logged))
+    assert planned.settings["max_num_batched_tokens"] == 16384  # 8,192 with it on
+    on = vllm.predict(spec, card, vllm.VllmSettings(version="0.10.1.1", max_model_len=16384))
+    assert on.settings["max_num_batched_tokens"] == 8192

@@ -95,6 +95,7 @@ SETTING_TYPES: dict[str, type] = {
     "enable_lora": bool,
     "enable_expert_parallel": bool,
     "max_cudagraph_capture_size": int,
+    "enable_chunked_prefill": bool,
     "max_lora_rank": int,
     "max_loras": int,
     "kv_connector": str,
@@ -132,23 +133,8 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
     for key in ("model", "model_tag"):
         if isinstance(args.get(key), str):
             log.model = args[key]
-    for key in (
-        "max_model_len",
-        "gpu_memory_utilization",
-        "kv_cache_dtype",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "block_size",
-        "enforce_eager",
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
-        "enable_lora",
-        "enable_expert_parallel",
-        "max_cudagraph_capture_size",
-        "max_lora_rank",
-        "max_loras",
-    ):
-        if key in args and args[key] is not None:
+    for key in SETTING_TYPES:
+        if key != "kv_connector" and key in args and args[key] is not None:
             log.settings[key] = _setting(key, args[key])
     found = KV_CONNECTOR.search(text[:MAX_ARGS_CHARS])
     if found:
@@ -172,6 +158,8 @@ def _engine_config(log: StartupLog, m: re.Match[str]) -> None:
         log.settings.setdefault("tensor_parallel_size", tp)
     if found := re.search(r"kv_cache_dtype=(\w+)", body):
         log.settings.setdefault("kv_cache_dtype", found.group(1))
+    if found := re.search(r"chunked_prefill_enabled=(True|False)", body):
+        log.settings.setdefault("enable_chunked_prefill", found.group(1) == "True")
     if (found := re.search(r"quantization=(\w+)", body)) and found.group(1) != "None":
         log.settings.setdefault("quantization", found.group(1))
 
