@@ -748,7 +748,7 @@ def render(result: dict[str, Any]) -> None:
 # Options of the policy simulation that a deployment benchmark takes from the engine instead,
 # and what to type there.
 DEPLOYMENT_EQUIVALENT = {
-    "--policy": "the engine's scheduler runs (vLLM: chunked prefill; V0: --enable-chunked-prefill)",
+    "--policy": "the engine's scheduler runs (vLLM: --enable-chunked-prefill or not)",
     "--max-batch": "--max-num-seqs / --max-running-requests caps the running set",
     "--chunk-tokens": "--max-num-batched-tokens / --chunked-prefill-size sets the chunk",
     "--step-token-budget": "--max-num-batched-tokens sets the step budget",

@@ -888,8 +888,8 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         if flag not in flags:
             continue
         raw = flags[flag]
-        if field == "enable_chunked_prefill":
-            out[field] = raw.lower() in ("true", "1", "yes")
+        if field == "enable_chunked_prefill":  # bare, `--flag=False` or `--flag False`
+            out[field] = raw.lower() == "true"
             continue
         if raw == "true" and field in BOOLEAN_FIELDS:
             out[field] = True
