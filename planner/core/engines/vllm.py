@@ -152,7 +152,9 @@ def forced_block_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
 
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
-V0_CHUNKED_PREFILL_ABOVE = 32_768  # V0 turned chunked prefill on for longer contexts
+# V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
+# 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
+V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
 CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
 SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
 NEWEST_VERSION = (0, 33, 0)
@@ -454,14 +456,12 @@ def batch_defaults(
     gpu_name: str,
     usage: str,
     max_model_len: int,
-    chunked: bool | None = None,
+    chunked: bool,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2).
-    Without chunked prefill (`chunked` False; None: the release's default) a step must hold a
-    whole prompt, so the budget is raised to max_model_len."""
+    Without chunked prefill (`chunked`: `chunked_prefill`'s answer) a step must hold a whole
+    prompt, so the budget is raised to max_model_len."""
     if kind == "v0":
-        if chunked is None:
-            chunked = max_model_len > V0_CHUNKED_PREFILL_ABOVE
         if chunked:
             return V0_MIN_BATCHED_TOKENS, V0_MAX_NUM_SEQS
         return max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
@@ -474,7 +474,7 @@ def batch_defaults(
         tokens, seqs = (8192 if serve else 16384), 1024
     else:
         tokens, seqs = (2048 if serve else 8192), 256
-    if chunked is False:
+    if not chunked:
         tokens = max(tokens, max_model_len)
     return tokens, seqs
 
@@ -485,7 +485,7 @@ def chunked_prefill(engine: str, flag: bool | None, max_model_len: int) -> bool:
     for a max_model_len above 32K)."""
     if flag is not None:
         return flag
-    return engine != "v0" or max_model_len > V0_CHUNKED_PREFILL_ABOVE
+    return engine != "v0" or max_model_len > V0_CHUNKED_PREFILL_ABOVE_TOKENS
 
 
 def unchunked_budget_refusal(settings: dict[str, object]) -> str | None:
