@@ -41,6 +41,7 @@ def run(
     prompt: int = 1000,
     output: int = 200,
     requests: int | None = None,
+    chunked_prefill: bool | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """One closed-loop prediction of Llama-3.1-8B on an H100."""
@@ -51,6 +52,7 @@ def run(
         settings=settings,
         load=Load(concurrency=concurrency, requests=requests),
         lengths=Lengths(prompt_len=prompt, output_len=output),
+        chunked_prefill=chunked_prefill,
     )
 
 
@@ -195,15 +197,7 @@ def test_a_batch_past_the_captured_cuda_graphs_is_flagged() -> None:
     assert run(200, 200, 50, requests=400, engine="sglang")["notes"] == []
     # vLLM V0 captured decode-only batches: with chunked prefill its mixed steps run eager
     for chunked, expected in ((True, 1), (False, 0)):
-        v0 = benchmark(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={"version": "0.6.3"},
-            load=Load(concurrency=16, requests=32),
-            lengths=Lengths(prompt_len=200, output_len=50),
-            chunked_prefill=chunked,
-        )
+        v0 = run(16, 200, 50, requests=32, chunked_prefill=chunked, version="0.6.3")
         assert len(v0["notes"]) == expected
         assert all("mix prefill chunks into decodes" in n for n in v0["notes"])
 
@@ -926,25 +920,10 @@ def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:
     prefill chunks into decode steps there (the note on V0's mixed steps says so) and runs
     prefill-only steps at 8K, as the plan's line for each context does."""
     runs = {
-        context: benchmark(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={"version": "0.6.3", "context_tokens": context},
-            load=Load(concurrency=16, requests=32),
-            lengths=Lengths(prompt_len=200, output_len=50),
-        )
+        context: run(16, 200, 50, requests=32, version="0.6.3", context_tokens=context)
         for context in (8192, 65536)
     }
     assert runs[8192]["notes"] == []
     assert any("mix prefill chunks into decodes" in n for n in runs[65536]["notes"])
     with pytest.raises(InputError, match="SGLang chunks prompts"):
-        benchmark(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={"engine": "sglang"},
-            load=Load(concurrency=4, requests=8),
-            lengths=Lengths(prompt_len=200, output_len=50),
-            chunked_prefill=False,
-        )
+        run(4, 200, 50, requests=8, chunked_prefill=False, engine="sglang")
