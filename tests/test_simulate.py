@@ -225,7 +225,7 @@ def test_small_pool_preempts_and_swap_keeps_progress() -> None:
 
 
 # SGLang's defaults (planner/api/bench.py): 0.7 decaying to 0.098 over 600 steps, retract
-# until each request left has 20 tokens of room, outputs counted up to 4,096 tokens.
+# until the next decode step fits (0.5.2 on), outputs counted up to 4,096 tokens.
 SGLANG = ReserveAdmission(
     init_ratio=0.7, min_ratio=0.098, decay_steps=600, retract_steps=20, clip_tokens=4096
 )
@@ -263,6 +263,39 @@ def test_sglang_reserve_admits_fewer_at_first_then_more_as_the_ratio_decays() ->
     for run in (vllm, steady, decaying):
         assert (run.generated == trace.output_tokens).all()
         assert run.peak_blocks <= 6000
+
+
+def test_sglang_admission_keeps_a_new_requests_whole_output_free() -> None:
+    # SGLang's PrefillAdder counts a request it admits at its prompt plus its whole output
+    # budget; only running requests are discounted by the new-token ratio. Two requests of
+    # 100 + 500 tokens, a ratio held at 0.1: in a 1,000-token pool the second waits for the
+    # next round (600 + 600 > 1,000), in a 1,300-token pool both start in the first step.
+    low = ReserveAdmission(
+        init_ratio=0.1, min_ratio=0.1, decay_steps=1, retract_steps=20, clip_tokens=4096
+    )
+    trace = overload(n=2, output=500)
+
+    def firsts(pool: int) -> np.ndarray:
+        cfg = SimConfig(
+            policy="continuous", max_batch=8, kv_blocks=pool, block_tokens=1, reserve=low
+        )
+        return execute(trace, CostModel(), cfg).first_ms
+
+    tight, roomy = firsts(1000), firsts(1300)
+    assert tight[1] > tight[0]
+    assert roomy[1] == roomy[0]
+
+
+def test_sglang_retraction_frees_the_next_step_or_twenty_tokens_a_request() -> None:
+    # From SGLang 0.5.2 a retraction stops once the next decode step fits; before, once every
+    # request left has 20 tokens of room: with 100 short requests (10 + 200 tokens) in 3,000
+    # tokens, the older rule frees ~2,000 tokens at each retraction and retracts more.
+    trace = overload(n=100, prompt=10, output=200)
+    cfg = {"policy": "continuous", "max_batch": 256, "kv_blocks": 3000, "block_tokens": 1}
+    older = SGLANG.model_copy(update={"keep_steps": 20})
+    now = execute(trace, CostModel(), SimConfig(**cfg, reserve=SGLANG))  # type: ignore[arg-type]
+    before = execute(trace, CostModel(), SimConfig(**cfg, reserve=older))  # type: ignore[arg-type]
+    assert 0 < now.preemptions < before.preemptions
 
 
 def test_retracted_requests_go_to_the_back_of_the_queue() -> None:

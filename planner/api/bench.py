@@ -39,6 +39,10 @@ SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
 SGLANG_RETRACT_DECODE_STEPS = 20
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096
+# A retraction frees requests until the rest have room for retract_decode_steps (20) more
+# tokens each before SGLang 0.5.2, and from 0.5.2 only until the next decode step fits
+# (schedule_batch.py retract_decode: get_required_tokens in 0.5.1, check_decode_mem in 0.5.2).
+SGLANG_RETRACT_TO_NEXT_STEP_SINCE = (0, 5, 2)
 # The ratio is the default times --schedule-conservativeness (1.0), which SGLang multiplies by
 # 0.3 under data-parallel attention (server_args.py, arg_groups/parallel_hook.py from 0.5.23):
 # each attention group admits more boldly.
@@ -538,6 +542,9 @@ def engine_scheduler(
         min_ratio=SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
         decay_steps=SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
         retract_steps=SGLANG_RETRACT_DECODE_STEPS,
+        keep_steps=1
+        if version >= SGLANG_RETRACT_TO_NEXT_STEP_SINCE
+        else SGLANG_RETRACT_DECODE_STEPS,
         clip_tokens=SGLANG_CLIP_MAX_NEW_TOKENS,
     )
 

@@ -102,15 +102,16 @@ class CurveCost:
 
 
 class ReserveAdmission(BaseModel):
-    """SGLang's admission: a request is admitted only while the pool keeps `ratio` x the
-    remaining output of every running request (and its own) free. The ratio starts at
-    `init_ratio` and falls by (init - min) / `decay_steps` per decode step to `min_ratio`, so a
-    server that has not run out of memory admits more and more; when a decode step finds no
-    free page, requests are retracted (fewest outputs first, longest prompt among equals) until
-    each one left has room for `retract_steps` more tokens, they go to the back of the queue to
-    be recomputed, and the ratio is reset to (decoded + retract_steps x running) / their
-    output budgets (python/sglang/srt/managers/scheduler.py update_running_batch,
-    schedule_batch.py retract_decode, global_config.py)."""
+    """SGLang's admission: a request is admitted only while the pool keeps its own prompt and
+    whole output budget free, plus `ratio` x the remaining output of every running request.
+    The ratio starts at `init_ratio` and falls by (init - min) / `decay_steps` per decode step
+    to `min_ratio`, so a server that has not run out of memory admits more and more; when a
+    decode step finds no free page, requests are retracted (fewest outputs first, longest
+    prompt among equals) until each one left has room for `keep_steps` more tokens, they go to
+    the back of the queue to be recomputed, and the ratio is reset to (decoded +
+    retract_steps x running) / their output budgets (python/sglang/srt/managers/scheduler.py
+    update_running_batch, schedule_batch.py retract_decode, schedule_policy.py PrefillAdder
+    add_one_req)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -118,6 +119,12 @@ class ReserveAdmission(BaseModel):
     min_ratio: float = Field(ge=0, le=1)
     decay_steps: int = Field(ge=1, le=MAX_SIM_COUNT)
     retract_steps: int = Field(ge=0, le=MAX_SIM_COUNT)
+    keep_steps: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SIM_COUNT,
+        description="tokens of room per request a retraction leaves: 1 (the next decode step)",
+    )
     clip_tokens: int = Field(
         gt=0, le=MAX_SIM_COUNT, description="a request's remaining output counts at most this"
     )
@@ -611,14 +618,14 @@ class _IterationLoop:
 
     def retract(self, ids: list[int], in_use: int) -> int:
         """SGLang's retraction: fewest outputs (longest prompt among equals) leave first, to
-        the back of the queue, until each one left has room for `retract_steps` tokens."""
+        the back of the queue, until each one left has room for `keep_steps` tokens."""
         reserve, pool = self.reserve, self.pool
         assert reserve is not None and pool is not None
         target = self.target
         order = sorted(ids, key=lambda j: (self.generated_now(j), -target[j]), reverse=True)
         while (
             len(order) > 1
-            and in_use + math.ceil(reserve.retract_steps * len(order) / self.block) > pool
+            and in_use + math.ceil(reserve.keep_steps * len(order) / self.block) > pool
         ):
             victim = order.pop()
             ids.remove(victim)
@@ -667,7 +674,9 @@ class _IterationLoop:
                 tokens = prefilled[i] + post[i] if swapped[i] else target[i]
                 need = -(-tokens // block)
                 if reserve is not None:
-                    need += math.ceil(self.reserve_ratio * self.remaining_output(i) / block)
+                    # its whole output budget (clipped), whatever the ratio: the ratio
+                    # discounts only requests already running
+                    need += -(-min(self.clip, self.output[i]) // block)
                 if in_use + need > pool and (running or in_use):
                     break
                 if swapped[i]:
