@@ -898,21 +898,31 @@ def test_whole_prompts_wait_for_a_step_with_room() -> None:
     assert first[False][1] == pytest.approx(2 * 5.0 + 60.0)
 
 
-def test_multi_step_rounds_refuse_prompts_longer_than_the_budget() -> None:
-    """vLLM V0's multi-step rounds with chunked prefill do not chunk prompts and ignore a
-    prompt longer than --max-num-batched-tokens: such a workload is one error, not a run."""
+def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
+    """vLLM V0's multi-step rounds with chunked prefill do not chunk prompts and finish a
+    prompt longer than --max-num-batched-tokens at once with no output: the rest are served
+    and the output says how many were ignored; a workload of only such prompts is one error."""
     common: dict[str, Any] = {
         "gpu": "h100",
         "preset": "llama-3.1-8b",
         "model": None,
         "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
-        "load": Load(rate_per_s=10.0, requests=50),
+        "load": Load(rate_per_s=10.0, requests=200),
         "chunked_prefill": True,
         "scheduler_steps": 8,
     }
-    with pytest.raises(InputError, match="ignores prompts longer"):
+    with pytest.raises(InputError, match="ignore every prompt longer"):
         benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50))
-    assert benchmark(**common, lengths=Lengths(prompt_len=500, output_len=50))["completed"] == 50
+    whole = benchmark(**common, lengths=Lengths(prompt_len=500, output_len=50))
+    assert whole["completed"] == 200 and whole["ignored_requests"] == 0
+    # prompts uniform in [300, 600]: those over 512 (about 88 / 301 of them) are ignored; the
+    # outputs (uniform in [25, 50]) are the served requests' alone
+    mixed = benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5))
+    ignored = mixed["ignored_requests"]
+    assert mixed["completed"] + ignored == 200
+    assert 0.2 * 200 < ignored < 0.4 * 200
+    assert 25 * mixed["completed"] <= mixed["total_output_tokens"] <= 50 * mixed["completed"]
+    assert any(f"{ignored:,} of 200 requests" in note for note in mixed["notes"])
 
 
 def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:

@@ -345,11 +345,13 @@ def benchmark(
         cfg = inst.cfg.model_copy(
             update={"concurrency": concurrency, "paced": paced and concurrency is not None}
         )
+        trace_now, ignored = multi_step_ignored(trace_now, cfg)
         served, delay, hits = prefix_served(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
         )
         run = execute(served, cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp, percentiles=tails)
+        metrics["ignored_requests"] = ignored * dp
         if hits is not None:
             metrics["prefix_cache"] = hits
         return metrics
@@ -412,6 +414,13 @@ def benchmark(
         "sweep": None,
     }
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
+    if metrics["ignored_requests"]:
+        result["notes"].append(
+            f"{metrics['ignored_requests']:,} of {trace.size:,} requests have prompts longer "
+            f"than {budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
+            "finish those at once with no output (the figures are the other requests'; raise "
+            "--max-num-batched-tokens to serve them)"
+        )
     if sweep:
         points = []
         for n in sweep:
@@ -468,6 +477,26 @@ def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) 
         f"captures CUDA graphs for ({flag}): decode steps above it launch every kernel from "
         "the host, a cost the step model does not price; those steps are optimistic"
     )
+
+
+def multi_step_ignored(trace: Any, cfg: Any) -> tuple[Any, int]:
+    """The requests vLLM V0 serves under multi-step scheduling, and how many it ignores. Its
+    rounds do not chunk prompts: a prompt longer than min(max_model_len,
+    max_num_batched_tokens) is finished at once with no output (vllm/core/scheduler.py 0.6.3,
+    _get_prompt_limit, FINISHED_IGNORED). It takes no engine time, so the rest run as if it
+    were not sent; the figures are the served requests' (clients differ on whether a request
+    that streamed no token counts as completed)."""
+    if not (cfg.whole_prompts and cfg.scheduler_steps > 1):
+        return trace, 0
+    keep = trace.prompt_tokens <= cfg.step_token_budget
+    ignored = int(trace.size - keep.sum())
+    if ignored == trace.size:
+        raise InputError(
+            "--max-num-batched-tokens",
+            f"{cfg.step_token_budget:,}: vLLM V0's multi-step rounds do not chunk prompts and "
+            "ignore every prompt longer than that (finished with no output): all of these are",
+        )
+    return (trace.subset(keep) if ignored else trace), ignored
 
 
 def prefix_served(

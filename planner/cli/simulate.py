@@ -830,6 +830,8 @@ def render_bench(result: dict[str, Any]) -> None:
         ("Output tok/s per GPU:", f"{result['output_throughput_per_gpu']:,.2f}"),
         ("Preemptions:", f"{result['preemptions']:,}"),
     ]
+    if result.get("ignored_requests"):
+        rows.insert(1, ("Ignored requests:", f"{result['ignored_requests']:,}"))
     for line in lines:
         out.print(line, markup=False, soft_wrap=True)
     for label, value in rows:

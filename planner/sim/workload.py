@@ -154,18 +154,21 @@ class Trace:
         """Number of requests."""
         return int(self.arrival_s.size)
 
-    def share(self, ranks: int) -> Trace:
-        """One of `ranks` data-parallel ranks' requests, dealt round-robin (every `ranks`-th,
-        from the first), as a load balancer deals a benchmark's requests."""
-        if ranks <= 1:
-            return self
-        keep = np.arange(self.size) % ranks == 0
+    def subset(self, keep: NDArray[np.bool_]) -> Trace:
+        """The requests where `keep` is true, in order."""
         return Trace(
             self.arrival_s[keep],
             self.prompt_tokens[keep],
             self.output_tokens[keep],
             self.cached_prefix_tokens[keep],
         )
+
+    def share(self, ranks: int) -> Trace:
+        """One of `ranks` data-parallel ranks' requests, dealt round-robin (every `ranks`-th,
+        from the first), as a load balancer deals a benchmark's requests."""
+        if ranks <= 1:
+            return self
+        return self.subset(np.arange(self.size) % ranks == 0)
 
 
 def generate(w: Workload) -> Trace:
