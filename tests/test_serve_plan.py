@@ -446,13 +446,16 @@ def test_chunked_prefill_off_needs_a_budget_of_the_whole_context(cli: Cli) -> No
     on = cli(*base, "--context", "16384", "--json").json()
     assert "--max-num-batched-tokens 8192" in on["flags"]["vllm"]
     assert "chunked-prefill" not in on["flags"]["vllm"]
-    # V0 (0.6.3): off at 8K (budget = the context), on at 64K (its 2,048-token chunks), and a
-    # budget under the context is taken only with the flag on, spelled as 0.6 parsed it
+    # V0 (0.6.3): off at 8K (budget = the context), on at 64K (its 512-token chunks; 2,048
+    # from 0.6.5), and a budget under the context is taken only with the flag on, spelled as
+    # 0.6 parsed it
     v0 = (*base, "--engine-version", "0.6.3")
     short = cli(*v0, "--json").json()
     assert "--max-num-batched-tokens 8192" in short["flags"]["vllm"]
     long = cli(*v0, "--context", "65536", "--json").json()
-    assert "--max-num-batched-tokens 2048" in long["flags"]["vllm"]
+    assert "--max-num-batched-tokens 512" in long["flags"]["vllm"]
+    later = cli(*base, "--engine-version", "0.6.5", "--context", "65536", "--json").json()
+    assert "--max-num-batched-tokens 2048" in later["flags"]["vllm"]
     assert cli(*v0, "--max-num-batched-tokens", "512").code == 1
     chunked = cli(*v0, "--max-num-batched-tokens", "512", "--enable-chunked-prefill", "--json")
     assert chunked.code == 0 and "--enable-chunked-prefill" in chunked.json()["flags"]["vllm"]

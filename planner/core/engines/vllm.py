@@ -152,6 +152,10 @@ def forced_block_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
 
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
+# V0's default budget with chunked prefill on: 512 tokens until 0.6.4, 2,048 from 0.6.5
+# (vllm/config.py SchedulerConfig, read in the 0.5.5 - 0.7.3 wheels).
+V0_CHUNKED_BATCHED_TOKENS_OLD = 512
+V0_CHUNKED_BATCHED_TOKENS_SINCE = (0, 6, 5)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -457,13 +461,16 @@ def batch_defaults(
     usage: str,
     max_model_len: int,
     chunked: bool,
+    version: tuple[int, int, int] = NEWEST_VERSION,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2).
     Without chunked prefill (`chunked`: `chunked_prefill`'s answer) a step must hold a whole
     prompt, so the budget is raised to max_model_len."""
     if kind == "v0":
         if chunked:
-            return V0_MIN_BATCHED_TOKENS, V0_MAX_NUM_SEQS
+            old = version < V0_CHUNKED_BATCHED_TOKENS_SINCE
+            tokens = V0_CHUNKED_BATCHED_TOKENS_OLD if old else V0_MIN_BATCHED_TOKENS
+            return tokens, V0_MAX_NUM_SEQS
         return max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
     gib = memory_bytes / GIB_BYTES
     serve = usage == "serve"
@@ -1063,7 +1070,9 @@ def _scheduler_limits(
     kind = "v0" if at.engine == "v0" else at.rules.batch_defaults
     if at.engine == "v1" and kind == "v0":
         kind = "two_tier"
-    d_tokens, d_seqs = batch_defaults(kind, total, at.gpu.name, s.usage_context, max_len, chunked)
+    d_tokens, d_seqs = batch_defaults(
+        kind, total, at.gpu.name, s.usage_context, max_len, chunked, at.version
+    )
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
     if s.max_num_batched_tokens is None:
