@@ -316,7 +316,7 @@ def test_multi_step_raises_v0_throughput_under_load() -> None:
 
 
 def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() -> None:
-    """vLLM 0.6.2+ with chunked prefill and --num-scheduler-steps n: a round's first step
+    """vLLM 0.6.3+ with chunked prefill and --num-scheduler-steps n: a round's first step
     carries the prefill chunks beside the decodes, the rest decode only, so under a saturating
     load the longer the round, the fewer prompts a second gets through: throughput falls and
     the first token waits longer, while each decode step pays 1/n of the overhead."""
@@ -923,6 +923,13 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     assert 0.2 * 200 < ignored < 0.4 * 200
     assert 25 * mixed["completed"] <= mixed["total_output_tokens"] <= 50 * mixed["completed"]
     assert any(f"{ignored:,} of 200 requests" in note for note in mixed["notes"])
+    # left to its default, the budget under multi-step rounds is the context: none is ignored
+    default = benchmark(
+        **common | {"settings": {"version": "0.6.3"}},
+        lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5),
+    )
+    assert default["ignored_requests"] == 0
+    assert default["deployment"]["max_num_batched_tokens"] == 8192
 
 
 def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:

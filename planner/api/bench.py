@@ -55,13 +55,15 @@ SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
 # (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, 0.6.x); mixed prefill steps ran eager.
 VLLM_V0_GRAPH_MAX_BATCH = 256
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
-# Multi-step with chunked prefill arrived in 0.6.2 (its release notes' "Multi-Step + Chunked
-# Prefill", as recalled: the vLLM repository is too large to fetch here, so the release is not
-# checked against its source; the 9 public 0.6.3 runs of benchmarks/data/e2e.jsonl ran it):
-# a round's first step carries the prefill chunks beside the decodes, and the
-# prompts it completes decode through the rest of the round (lookahead slots); new requests
-# join only between rounds, which is what the simulator's rounds do.
-VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 2)
+# Multi-step with chunked prefill arrived in 0.6.3 (0.6.2's engine args refuse the pair:
+# "Chunked prefill is not supported with multi-step"; vllm/core/scheduler.py, read in the
+# 0.6.2 and 0.6.3 wheels): a round's first step carries the prompts beside the decodes, whole,
+# and the prompts it completes decode through the rest of the round (lookahead slots); new
+# requests join only between rounds, which is what the simulator's rounds do. Its default
+# budget is max(max_model_len, 2048) tokens, as without chunked prefill, so the default does not
+# turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
+VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
+VLLM_MULTI_STEP_MIN_BATCHED_TOKENS = 2048
 
 
 class Load(BaseModel):
@@ -691,6 +693,16 @@ def _instance(
         # (SGLang's flag is the deployment's: each attention group runs the cap it computes)
         values["max_num_seqs"] = plan.cap * (attention_groups if sglang_groups else 1)
         plan, payload = replan()
+    if (
+        scheduler_steps > 1
+        and plan.prediction is not None
+        and values.get("max_num_batched_tokens") is None
+        and plan.prediction.settings.get("enable_chunked_prefill") is True
+    ):
+        # V0's multi-step rounds with chunked prefill default the budget to the context
+        context = int(str(plan.prediction.settings["max_model_len"]))
+        values["max_num_batched_tokens"] = max(context, VLLM_MULTI_STEP_MIN_BATCHED_TOKENS)
+        plan, payload = replan()
     if not plan.fits:
         raise WouldNotStart(list(plan.reasons))
     p = plan.prediction
@@ -757,7 +769,7 @@ def _instance(
         raise InputError(
             "--num-scheduler-steps",
             f"vLLM {'.'.join(map(str, version))} predates multi-step scheduling with chunked "
-            "prefill (0.6.2); pose it with --no-enable-chunked-prefill",
+            "prefill (0.6.3); pose it with --no-enable-chunked-prefill",
         )
     cost = CurveCost(curve, f"step-time model: {curve.label}")
 

@@ -297,7 +297,7 @@ def check(trace: Trace, cfg: SimConfig) -> None:
     if cfg.whole_prompts and cfg.scheduler_steps > 1:
         longest = int(np.max(trace.prompt_tokens))
         if longest > cfg.step_token_budget:
-            # vLLM V0 (0.6.2+, core/scheduler.py): under multi-step the prompt limit is
+            # vLLM V0 (0.6.3+, core/scheduler.py): under multi-step the prompt limit is
             # min(max_model_len, max_num_batched_tokens); a longer prompt is ignored
             raise InputError(
                 "--max-num-batched-tokens",
