@@ -462,6 +462,12 @@ def test_chunked_prefill_off_needs_a_budget_of_the_whole_context(cli: Cli) -> No
     off_long = cli(*v0, "--context", "65536", "--no-enable-chunked-prefill", "--json").json()
     assert off_long["flags"]["vllm"].endswith("--enable-chunked-prefill False")
     assert "--max-num-batched-tokens 65536" in off_long["flags"]["vllm"]
+    # the optional boolean lasted through 0.8.4; 0.8.5 generated BooleanOptionalAction flags
+    for version, spelled in (("0.8.4", "--enable-chunked-prefill False"),
+                             ("0.8.5", "--no-enable-chunked-prefill")):  # fmt: skip
+        line = cli(*base, "--engine-version", version, "--no-enable-chunked-prefill",
+                   "--context", "16384", "--json").json()["flags"]["vllm"]  # fmt: skip
+        assert line.endswith(spelled)
 
 
 @pytest.mark.parametrize(

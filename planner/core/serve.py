@@ -780,13 +780,12 @@ VLLM_SERVE_SINCE = (0, 5, 0)
 # --kv-cache-dtype arrived with the fp8 (e5m2) KV cache in vLLM 0.3.0 (vllm/engine/arg_utils.py):
 # an older release refuses the flag, so its line leaves the default ("auto") out.
 VLLM_KV_CACHE_DTYPE_SINCE = (0, 3, 0)
-# How a vLLM line turns chunked prefill off: releases through 0.7 parse --enable-chunked-prefill
-# as an optional boolean (`--enable-chunked-prefill False`; their CLI reference lists
-# "--enable-chunked-prefill [ENABLE_CHUNKED_PREFILL]"), later ones as argparse's
-# BooleanOptionalAction (`--no-enable-chunked-prefill`, as the 0.10 reference lists it). The
-# switch is taken at 0.9.0, when the engine arguments began to be generated from the config
-# classes: lines for 0.8.x are the least certain.
-VLLM_NO_FLAG_FORM_SINCE = (0, 9, 0)
+# How a vLLM line turns chunked prefill off: releases through 0.8.4 parse
+# --enable-chunked-prefill as an optional boolean (StoreBoolean, nargs="?":
+# `--enable-chunked-prefill False`), 0.8.5 on as argparse's BooleanOptionalAction generated from
+# SchedulerConfig (`--no-enable-chunked-prefill`); neither accepts the other's form
+# (vllm/engine/arg_utils.py, read in the 0.8.4 and 0.8.5 wheels).
+VLLM_NO_FLAG_FORM_SINCE = (0, 8, 5)
 
 
 def command_line(
