@@ -91,6 +91,26 @@ def test_sglang_dp_attention_keeps_attention_at_tp_over_attn_dp() -> None:
     assert dpa.bytes_per_block == 4 * tp4.bytes_per_block
 
 
+@pytest.mark.parametrize(
+    ("model", "split_since", "before"),
+    [(QWEN3_MOE, "0.5.9", "0.5.8"), (DEEPSEEK, "0.5.8", "0.5.7")],
+)
+def test_sglang_dp_attention_splits_the_embedding_over_the_attention_group_by_release(
+    model: str, split_since: str, before: str
+) -> None:
+    """Two attention-DP groups of attention TP 2 on 4 GPUs: the input embedding is whole on
+    every GPU until the model file splits it over the attention-TP group (DeepSeek-V2 / V3
+    from 0.5.8, Qwen MoE from 0.5.9); one GPU then holds half of it."""
+    spec = resolve_model(None, model, None)
+    tp = 8 if model == DEEPSEEK else 4
+    got = {
+        v: _prediction("sglang", tp, {"attn_dp_size": 2}, model=model, version=v).weights_bytes
+        for v in (before, split_since)
+    }
+    embedding = round(spec.embedding_params * spec.weights_bytes / spec.params_total)
+    assert got[before] - got[split_since] == embedding - ceil_div(embedding, tp // 2)
+
+
 def test_sglang_dp_attention_line_by_release_and_its_running_cap() -> None:
     new = _plan("sglang", 8, {"attn_dp_size": 8}, model=DEEPSEEK)
     old = _plan("sglang", 8, {"attn_dp_size": 8}, model=DEEPSEEK, version="0.5.2")

@@ -139,8 +139,11 @@ class Sharding(BaseModel):
     attention_ranks: int = Field(ge=1, description="GPUs one attention layer is split over")
     dense_ranks: int = Field(ge=1, description="GPUs the dense FFN, norms and lm_head span")
     expert_ranks: int = Field(ge=1, description="GPUs the routed experts are spread over")
-    embedding_replicated: bool = Field(
-        default=False, description="every GPU holds the whole input embedding"
+    embedding_ranks: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs the input embedding is split over on its own (1: whole on every GPU; "
+        "0: with the rest, over dense_ranks)",
     )
 
 
@@ -182,14 +185,14 @@ def sharded_weights_bytes(
     per_param = weights_bytes / max(model.params_total, 1)
     experts = min(weights_bytes, round(model.expert_params * per_param))
     attention = min(weights_bytes - experts, round(model.attention_params * per_param))
-    embedding = round(model.embedding_params * per_param) if sharding.embedding_replicated else 0
+    embedding = round(model.embedding_params * per_param) if sharding.embedding_ranks else 0
     rest = max(0, weights_bytes - experts - attention - embedding)
     rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
     return (
         ceil_div(experts, sharding.expert_ranks * pp)
         + ceil_div(attention, sharding.attention_ranks * pp)
         + ceil_div(rest, sharding.dense_ranks * pp)
-        + embedding
+        + ceil_div(embedding, max(1, sharding.embedding_ranks))  # the first stage's
         + rope
     )
 

@@ -109,10 +109,14 @@ MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 # Data-parallel attention (server_args.py; arg_groups/parallel_hook.py from 0.5.23): the
 # reserve grows by 4 GiB under the 0.4.8-0.5.2 tier table and by 3 MiB per decode batch size
 # per attention-DP group in the activation formula; the chunked-prefill size and the running
-# cap are divided among the groups; the input embedding is whole on every GPU
-# (VocabParallelEmbedding(enable_tp=not dp attention) in the model files, as we recall them:
-# not checked against the source here, so the weights are an estimate).
+# cap are divided among the groups. The input embedding is whole on every GPU
+# (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled())) until the model files split
+# it over the attention-TP group (use_attn_tp_group=is_dp_attention_enabled()): DeepSeek-V2 / V3
+# from 0.5.8, the other MoE families (Qwen MoE, gpt-oss, Llama 4, GLM-4 MoE) from 0.5.9
+# (sglang/srt/models/*.py, read in the 0.5.3 - 0.5.13 wheels).
 DP_ATTENTION_TIER_RESERVE_MIB = 4 * 1024
+DP_ATTENTION_SPLIT_EMBEDDING_SINCE = (0, 5, 9)
+DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE = {"deepseek_v2": (0, 5, 8), "deepseek_v3": (0, 5, 8)}
 DP_ATTENTION_GRAPH_MIB_PER_BS = 3
 
 
@@ -312,13 +316,21 @@ def predict(
     pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     sharding = None
     if attn_dp > 1:
-        sharding = Sharding(
-            attention_ranks=attn_tp, dense_ranks=tp, expert_ranks=tp, embedding_replicated=True
+        since = DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE.get(
+            model.model_type or "", DP_ATTENTION_SPLIT_EMBEDDING_SINCE
         )
+        split = version >= since
+        sharding = Sharding(
+            attention_ranks=attn_tp,
+            dense_ranks=tp,
+            expert_ranks=tp,
+            embedding_ranks=attn_tp if split else 1,
+        )
+        embedding = f"on the attention TP group's {attn_tp}" if split else "whole on every GPU"
         notes.append(
             f"data-parallel attention: {attn_dp} groups of attention TP {attn_tp}, each with its "
             f"own scheduler and KV pool; attention weights on {attn_tp} GPU(s), the input "
-            "embedding whole on every GPU (weights split by parameter count: an estimate)"
+            f"embedding {embedding} (weights split by parameter count: an estimate)"
         )
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
