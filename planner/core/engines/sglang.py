@@ -116,7 +116,11 @@ MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 # (sglang/srt/models/*.py, read in the 0.5.3 - 0.5.13 wheels).
 DP_ATTENTION_TIER_RESERVE_MIB = 4 * 1024
 DP_ATTENTION_SPLIT_EMBEDDING_SINCE = (0, 5, 9)
-DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE = {"deepseek_v2": (0, 5, 8), "deepseek_v3": (0, 5, 8)}
+DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE = {
+    "deepseek_v2": (0, 5, 8),
+    "deepseek_v3": (0, 5, 8),
+    "kimi_k2": (0, 5, 8),  # DeepseekV3ForCausalLM
+}
 DP_ATTENTION_GRAPH_MIB_PER_BS = 3
 
 
