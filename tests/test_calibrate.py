@@ -233,7 +233,7 @@ def test_compare_with_the_other_engine(cli: Cli) -> None:
     names = {s["setting"] for s in c["settings"]}
     assert "memory fraction" in names and c["engine_changes"] == []
     text = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--compare-version", "0.28.0")
-    assert "vllm 0.33.0 -> vllm 0.28.0" in text.out and "(undone by the downgrade)" in text.out
+    assert "vllm 0.34.0 -> vllm 0.28.0" in text.out and "(undone by the downgrade)" in text.out
     bad = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--compare-version", "trt:1.0")
     assert bad.code == 2 and "--compare-version" in bad.err
 
@@ -303,17 +303,25 @@ def test_reserved_memory_by_engine_and_release() -> None:
 
 
 def test_reserved_gib_on_the_command_line(cli: Cli) -> None:
-    r = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--reserved-gib", "10", "--json")
+    base = ("capacity", "--model", LLAMA8, "--gpu", "h100")
+    r = cli(*base, "--engine-version", "0.33", "--reserved-gib", "10", "--json")
     assert r.code == 1
     out = r.json()
     assert not out["fits"] and "refuses to start" in out["reasons"][0]
     # 79.19 - 10 GiB free of 79.19: at most 0.87 starts
     assert "--gpu-memory-utilization 0.87 or lower" in out["reasons"][0]
-    ok = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--reserved-gib", "2")
+    ok = cli(*base, "--engine-version", "0.33", "--reserved-gib", "2")
     assert ok.code == 0 and "not charged" in ok.out
     assert "--reserved" not in ok.out.split("vllm serve")[-1]  # not an engine flag
-    bad = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--reserved-gib", "-1")
+    bad = cli(*base, "--reserved-gib", "-1")
     assert bad.code == 2 and "--reserved-gib" in bad.err
+    # 0.34's extensible KV cache is sized from the memory free after warm-up: it starts, and
+    # the other processes' 10 GiB come off the KV cache byte for byte
+    pinned = (*base, "--max-num-seqs", "128")  # the same activation peak and graphs in both
+    alone = cli(*pinned, "--json").json()["engine"]["available_kv_bytes"]
+    shared = cli(*pinned, "--reserved-gib", "10", "--json")
+    assert shared.code == 0
+    assert alone - shared.json()["engine"]["available_kv_bytes"] == 10 * 2**30
 
 
 def test_profile_terms_are_typed() -> None:

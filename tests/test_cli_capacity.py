@@ -71,8 +71,9 @@ def test_engine_ledger_is_the_default_with_the_same_keys(cli: Cli) -> None:
     ).json()
     assert engine.keys() >= textbook.keys() and engine["ledger"] == "engine"
     assert engine["engine"]["name"] == "vllm" and engine["fits"] is True
-    # vLLM applies its default 0.92 to the CUDA-visible 191.57 GiB, not 0.98 of the datasheet GB
-    assert "--gpu-memory-utilization 0.92" in engine["flags"]["vllm"]
+    # vLLM 0.34 sizes its extensible KV cache against all of the CUDA-visible 191.57 GiB
+    # (utilization 1.0), not 0.98 of the datasheet GB
+    assert "--gpu-memory-utilization 1 " in engine["flags"]["vllm"]
     assert engine["kv_pool_bytes"] == engine["engine"]["available_kv_bytes"]
     # what the KV cache holds at the mean bounds the printed max_num_seqs
     assert engine["operating_concurrency"] <= engine["max_seqs_paged"]

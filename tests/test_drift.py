@@ -272,10 +272,13 @@ def test_hybrid_block_size_is_the_engines_own(cli: Cli, tmp_path: Path) -> None:
     # x 2 B (SSM) + 3 x (2 x 2,048 + 4,096) / 2 x 2 B (conv) = 548,864 B; a full-attention
     # token is 2 x 1 KV head x 256 x 2 B = 1,024 B; vLLM raises the block to 16 x
     # ceil(548,864 / (16 x 1,024)) = 544 tokens (its log: "Setting attention block size to 544").
-    base = ("capacity", "--model", NEXT, "--gpu", "h200", "--tp", "2")
+    # From 0.34 the block defaults to 64 tokens and the raise keeps multiples of it: 576.
+    base = ("capacity", "--model", NEXT, "--gpu", "h200", "--tp", "2", "--engine-version", "0.33")
     plain = cli(*base, "--json")
     assert plain.code == 0, plain.out
     assert plain.json()["engine"]["settings"]["block_size"] == 544
+    newer = cli(*base[:-1], "0.34", "--json")
+    assert newer.json()["engine"]["settings"]["block_size"] == 576
     given = cli(*base, "--block-size", "544", "--json")  # read back from the log: accepted
     assert given.code == 0, given.out
     assert given.json()["engine"]["kv_cache_tokens"] == plain.json()["engine"]["kv_cache_tokens"]

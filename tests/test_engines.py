@@ -76,16 +76,23 @@ def test_older_vllm_llama8b_h100_term_by_term() -> None:
 def test_version_table_utilization_graphs_and_log_format() -> None:
     old = plan(version="0.19.0", max_model_len=8192)
     new = plan(version="0.20.2", max_model_len=8192)
+    one_line = plan(version="0.33.0", max_model_len=8192)
     newest = plan(max_model_len=8192)
     assert old.settings["gpu_memory_utilization"] == 0.9
     assert new.settings["gpu_memory_utilization"] == 0.92
     assert old.cudagraph_bytes == 0 and new.cudagraph_bytes > 0  # estimate subtracted from 0.20
     assert plan(version="0.20.2", max_model_len=8192, enforce_eager=True).cudagraph_bytes == 0
     assert len(old.log_lines) == 3 and len(new.log_lines) == 3  # two capacity lines
-    assert len(newest.log_lines) == 2  # one combined line since 0.28
-    assert newest.log_lines[1].startswith("GPU KV cache size: ")
-    assert ", Maximum concurrency for 8,192 tokens per request: " in newest.log_lines[1]
+    assert len(one_line.log_lines) == 2  # one combined line since 0.28
+    assert one_line.log_lines[1].startswith("GPU KV cache size: ")
+    assert ", Maximum concurrency for 8,192 tokens per request: " in one_line.log_lines[1]
     assert any("default" in d for d in newest.defaults_used)
+    # 0.34: the extensible KV cache at utilization 1.0 and 64-token blocks; the profile's
+    # estimate, then the size after warm-up, then the capacity line
+    assert newest.settings["gpu_memory_utilization"] == 1.0
+    assert newest.settings["block_size"] == 64
+    assert newest.log_lines[1].startswith("Memory after warmup: ")
+    assert newest.log_lines[2].startswith("GPU KV cache size: ")
 
 
 def test_null_block_is_reserved_but_counted_in_the_log() -> None:

@@ -446,14 +446,15 @@ def plan_serve(
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).
     # A hybrid model's derived size (checked above) is set by vLLM from the default flag.
+    from planner.core.engines.common import parse_version
+
+    default_block = vllm.default_block_size(parse_version(p.version)) if s.engine == "vllm" else 0
     block = s.block_size or (
-        vllm.DEFAULT_BLOCK_SIZE if s.engine == "vllm" else int(str(p.settings["page_size"]))
+        default_block if s.engine == "vllm" else int(str(p.settings["page_size"]))
     )
     if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
-        block = vllm.DEFAULT_BLOCK_SIZE
+        block = default_block
     if s.engine == "vllm":
-        from planner.core.engines.common import parse_version
-
         # a block size the platform imposes (FlashMLA: 64) is the one the line states
         forced = vllm.forced_block_size(model, gpu, parse_version(p.version))
         if forced is not None and s.block_size is not None and s.block_size != forced:

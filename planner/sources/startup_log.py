@@ -374,6 +374,12 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
         re.compile(r"the rest of the memory reserved for KV Cache is " + _NUM + "GiB"),
         _setter("log", "available_kv_bytes"),
     ),
+    (
+        # vLLM 0.34's extensible KV cache, sized after warm-up: this figure, logged after the
+        # profile's "Available KV cache memory", is the one the blocks come from
+        re.compile(r"Memory after warmup: .*? [0-9,]+ KV cache blocks \(" + _NUM + r" GiB\)"),
+        _setter("log", "available_kv_bytes"),
+    ),
     (re.compile(r"KV cache size: " + _NUM + " tokens"), _setter("log", "kv_cache_tokens", "int")),
     (
         re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + "x"),
@@ -401,6 +407,7 @@ LINE_KEYWORDS = re.compile(
     r"|non-torch forward increase|non_torch_memory takes|total_gpu_memory \(|Free memory on device"
     r"|Desired GPU memory utilization|Actual usage is|Estimated CUDA graph memory"
     r"|Available KV cache memory|reserved for KV Cache|KV cache size: |Maximum concurrency for"
+    r"|Memory after warmup"
     r"|blocks: |num_gpu_blocks is: |server_args=ServerArgs|Load weight begin|Load weight end"
     r"|max_total_num_tokens=|FlashInfer "
 )

@@ -128,7 +128,24 @@ CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 # not; V1 from 0.9 budgets from its own baseline snapshot and refuses to start when free memory
 # is below total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
 FREE_MEMORY_CHECK_SINCE = (0, 9, 0)
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA (64 from 0.34: VllmRules)
+# vLLM 0.34's extensible KV cache (on by default on CUDA and ROCm unless kv_cache_memory_bytes is
+# set; vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes): sized after warm-up and
+# CUDA-graph capture from the memory then free. The budget is min(requested - everything
+# resident but the KV, free at start less the same - margin) - the transient peak, the margin
+# being max(1 GiB (3 GiB on ROCm), 0.75 x the transient peak); gpu_memory_utilization defaults
+# to 1.0 there (config/cache.py resolved_gpu_memory_utilization), so the second term binds.
+EXTENSIBLE_MARGIN_FLOOR_BYTES = GIB_BYTES
+EXTENSIBLE_MARGIN_FLOOR_ROCM_BYTES = 3 * GIB_BYTES
+EXTENSIBLE_MARGIN_FRACTION = 0.75
+EXTENSIBLE_DEFAULT_UTILIZATION = 1.0
+# Physical pages are committed per KV tensor in granules of at least 2 MiB (the CUDA VMM
+# granularity; ROCm's 4 KiB is floored to it): vllm/utils/extensible_tensor.py granule_size.
+EXTENSIBLE_GRANULE_BYTES = 2 * 1024 * 1024
+# What this process's CUDA context holds before vLLM's start snapshot, outside what it counts:
+# the difference between the non-torch figure of the releases that counted the context (0.35
+# GiB) and of those that did not (0.25 GiB), both calibrated on start-up logs (an estimate).
+CUDA_CONTEXT_BYTES = NON_TORCH_WITH_CONTEXT_BYTES - NON_TORCH_BYTES
 # MLA models on Hopper ran the FlashMLA backend by default from vLLM 0.7.3, whose paged KV is in
 # blocks of 64 tokens: the platform forced block_size 64 whatever was asked ("Forcing kv cache
 # block size to 64 for FlashMLA backend.", vllm/platforms/cuda.py check_and_update_config;
@@ -161,7 +178,7 @@ V0_CHUNKED_BATCHED_TOKENS_SINCE = (0, 6, 5)
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
 CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
 SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
-NEWEST_VERSION = (0, 33, 0)
+NEWEST_VERSION = (0, 34, 0)
 # The oldest release a logged start-up checks (a v0.2.x PagedAttention profile, docs/engines.md).
 OLDEST_VERSION = (0, 2, 0)
 DEFAULT_MAX_LORA_RANK = 16  # LoRAConfig.max_lora_rank
@@ -211,6 +228,8 @@ class VllmRules:
     sampler: Literal["sort", "triton"]
     note: str
     non_torch_counts_context: bool = False
+    extensible_kv: bool = False
+    default_block_size: int = 16
 
 
 VLLM_RULES: tuple[VllmRules, ...] = (
@@ -296,6 +315,19 @@ VLLM_RULES: tuple[VllmRules, ...] = (
         "with_160gib",
         "triton",
         "one-line capacity log; >= 160 GiB tier",
+    ),
+    VllmRules(
+        (0, 34, 0),
+        "v1",
+        0.92,
+        True,
+        "concurrency",
+        "one_line",
+        "with_160gib",
+        "triton",
+        "extensible KV cache sized after warm-up (utilization 1.0 by default); block size 64",
+        extensible_kv=True,
+        default_block_size=64,
     ),
 )
 
@@ -828,11 +860,22 @@ def predict(
         )
     check_stages(model, pp)
     max_len = _max_model_len(model, s, defaults)
+    extensible = (
+        rules.extensible_kv
+        and engine == rules.engine
+        and gpu.vendor in ("nvidia", "amd")
+        and s.kv_cache_memory_bytes is None
+    )
     util = s.gpu_memory_utilization
     if util is None:
-        util = rules.default_gpu_memory_utilization
-        defaults.append(f"gpu_memory_utilization={util} (vLLM {version_text(version)} default)")
-    block = s.block_size or DEFAULT_BLOCK_SIZE
+        util = (
+            EXTENSIBLE_DEFAULT_UTILIZATION if extensible else rules.default_gpu_memory_utilization
+        )
+        defaults.append(
+            f"gpu_memory_utilization={util} (vLLM {version_text(version)} default"
+            + (" with the extensible KV cache)" if extensible else ")")
+        )
+    block = s.block_size or rules.default_block_size
     # the platform's forced size wins over the flag (the serve plan says so when one was given)
     block = forced_block_size(model, gpu, version) or block
     if s.block_size is None:
@@ -960,13 +1003,30 @@ def predict(
             "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
             f"{bound.index}'s"
         )
+    profiled = requested - w - act - non_torch - graph - connector
     if s.kv_cache_memory_bytes is not None:
         available = s.kv_cache_memory_bytes
         sources["available_kv_bytes"] = "user"
-    else:
-        available = requested - w - act - non_torch - graph - connector
+    elif extensible:
+        available = extensible_kv_bytes(
+            total, requested, w + non_torch + graph + connector, act, s.reserved_bytes, gpu
+        )
         sources["available_kv_bytes"] = "derived"
-    if s.reserved_bytes:
+        notes.append(
+            "extensible KV cache: sized after warm-up from the memory then free, less a margin "
+            "of max(1 GiB, 0.75 x the activation peak) and the peak itself"
+            + (" (3 GiB floor on ROCm)" if gpu.vendor == "amd" else "")
+            + (
+                f"; other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB are not free "
+                "at start, so they come off it"
+                if s.reserved_bytes
+                else ""
+            )
+        )
+    else:
+        available = profiled
+        sources["available_kv_bytes"] = "derived"
+    if s.reserved_bytes and not extensible:
         charged = rules.non_torch_counts_context and engine == rules.engine
         available -= _other_tenants(
             s.reserved_bytes, engine, version, total, requested, charged, notes
@@ -985,19 +1045,27 @@ def predict(
             ),
         )
 
-    pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens)
+    granule = EXTENSIBLE_GRANULE_BYTES if extensible else 0
+    pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens, granule)
     if pool.block != block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
     lines = _log_lines(
         rules,
         engine,
-        available,
+        profiled if extensible else available,
         pool.num_blocks,
         pool.bytes_per_block,
         pool.kv_tokens,
         pool.concurrency,
         max_len,
     )
+    if extensible:
+        lines.insert(
+            1,
+            f"Memory after warmup: ... {pool.num_blocks} KV cache blocks "
+            f"({pool.num_blocks * pool.bytes_per_block / GIB_BYTES:.2f} GiB) fit within the "
+            f"requested {requested / GIB_BYTES:.2f} GiB.",
+        )
     return EnginePrediction(
         name="vllm",
         version=version_text(version),
@@ -1207,26 +1275,34 @@ def _kv_pool(
     available: int,
     max_len: int,
     tokens: int,
+    granule: int = 0,
 ) -> _Pool:
     """The blocks `available` bytes hold, one block spanning a KV-cache group's layers, and
-    the token count and concurrency the release reports for them."""
+    the token count and concurrency the release reports for them. `granule`: each of the
+    group's KV tensors is committed in whole granules of this many bytes (the extensible KV
+    cache), so the blocks are those whose rounded-up pages fit."""
     model, rules, engine = at.model, at.rules, at.engine
     tp, pp = at.settings.tensor_parallel_size, at.settings.pipeline_parallel_size
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
     if attn_pages and state_pages and max(state_pages) > max(attn_pages):
-        # Hybrid models: the attention block grows until its page covers a Mamba state page.
+        # Hybrid models: the attention block grows until its page covers a Mamba state page, in
+        # multiples of max(the kernel's smallest block, the block asked for) (vllm/platforms/
+        # interface.py, kernel_block_alignment_size: 16-token multiples under the 16-token
+        # default, 64 under 0.34's)
         per_token = max(attn_pages) // block
-        block = ceil_div(ceil_div(max(state_pages), per_token), DEFAULT_BLOCK_SIZE) * (
-            DEFAULT_BLOCK_SIZE
-        )
+        align = max(DEFAULT_BLOCK_SIZE, block)
+        block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
         buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
     bytes_per_block = group_size * page
     num_blocks = available // bytes_per_block
+    if granule:
+        per_tensor = available // group_size // granule * granule
+        num_blocks = per_tensor // page
     per_request = sum(n * _request_blocks(b, max_len, block, tokens) for b, n in groups)
     concurrency = num_blocks / per_request
     if rules.tokens == "blocks" or engine == "v0":
@@ -1240,6 +1316,28 @@ def _kv_pool(
     return _Pool(
         block, bytes_per_block, num_blocks, per_request, num_groups, kv_tokens, concurrency
     )
+
+
+def extensible_kv_bytes(
+    total: int, requested: int, resident: int, peak: int, reserved: int, gpu: GpuSpec
+) -> int:
+    """vLLM 0.34's extensible KV cache: what the KV may occupy once warm-up has run, given
+    everything resident but the KV (`resident`: weights, non-torch memory, CUDA graphs, the
+    connector's buffers) and the transient peak; memory other processes hold (`reserved`) and
+    this process's CUDA context are not free at start (measure_kv_cache_bytes)."""
+    floor = (
+        EXTENSIBLE_MARGIN_FLOOR_ROCM_BYTES
+        if gpu.vendor == "amd"
+        else (EXTENSIBLE_MARGIN_FLOOR_BYTES)
+    )
+    margin = max(floor, int(peak * EXTENSIBLE_MARGIN_FRACTION))
+    headroom = total - CUDA_CONTEXT_BYTES - reserved - resident
+    return min(requested - resident, headroom - margin) - peak
+
+
+def default_block_size(version: tuple[int, int, int]) -> int:
+    """The KV block size a vLLM release takes when --block-size is not given."""
+    return rules_for(version).default_block_size
 
 
 def _other_tenants(
