@@ -129,6 +129,9 @@ CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE = round(0.47 * 1024 * 1024)
 # is below total x gpu_memory_utilization (v1/worker/gpu_worker.py, 0.9.2 - 0.33).
 FREE_MEMORY_CHECK_SINCE = (0, 9, 0)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA (64 from 0.34: VllmRules)
+# The smallest block the CUDA attention kernels take (FlashAttention: multiples of 16 tokens;
+# vllm/platforms/interface.py aligns hybrid blocks to max(it, the block asked for)).
+KERNEL_MIN_BLOCK_SIZE = 16
 # vLLM 0.34's extensible KV cache (on by default on CUDA and ROCm unless kv_cache_memory_bytes is
 # set; vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes): sized after warm-up and
 # CUDA-graph capture from the memory then free. The budget is min(requested - everything
@@ -1292,7 +1295,7 @@ def _kv_pool(
         # interface.py, kernel_block_alignment_size: 16-token multiples under the 16-token
         # default, 64 under 0.34's)
         per_token = max(attn_pages) // block
-        align = max(DEFAULT_BLOCK_SIZE, block)
+        align = max(KERNEL_MIN_BLOCK_SIZE, block)
         block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
         buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
     page = max(b.page_bytes for b in buckets)
