@@ -828,3 +828,18 @@ def test_limits_are_printed_as_a_user_writes_them(cli: Cli) -> None:
         r = cli(*args)
         assert r.code == 2 and "--rate" in r.err and "1.157e-05" in r.err, r.err
         assert not re.search(r"\d\.\d{6,}", r.err), r.err
+
+
+def test_an_option_given_twice_is_refused_and_a_list_option_repeats(cli: Cli) -> None:
+    """Click keeps the last of two values for a one-value option and drops the first without a
+    word: that is an input error naming the flag (aliases count as the same option); fleet's
+    --gpu takes one GPU or a list, and repeated adds to it."""
+    base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100")
+    twice = cli(*base, "--tp", "1", "--tensor-parallel-size", "2", "--json")
+    assert twice.code == 2 and twice.json()["field"] == "--tensor-parallel-size"
+    assert "given twice (--tp and --tensor-parallel-size)" in twice.json()["error"]
+    assert cli(*base, "--context=4096", "--context", "8192").code == 2
+    fleet = ("fleet", "--preset", "llama-3.1-8b", "--rate", "2", "--tpot", "100", "--ttft", "2000",
+             "--json")  # fmt: skip
+    both = cli(*fleet, "--gpu", "h100", "--gpu", "l40s,h100").json()
+    assert {c["gpu"] for c in both["candidates"]} == {"h100-sxm5-80gb", "l40s"}

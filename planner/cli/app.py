@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(build_app(set() if name is None else {name}))
     as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
     try:
+        _refuse_repeats(command, name, args)
         result = command.main(args=args, prog_name="planner", standalone_mode=False)
     except PlannerError as exc:
         sys.stderr.write(f"Error: {exc}\n")
@@ -171,6 +172,37 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("Aborted.\n")
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _refuse_repeats(command: Any, name: str | None, args: list[str]) -> None:
+    """An option that takes one value, given twice: Click would keep the last one and drop the
+    other without a word (`fleet --gpu h200 --gpu mi300x` planning MI300X alone), so it is an
+    input error naming the flag. Repeatable options (lists) and on/off switches are left be."""
+    from planner.errors import InputError
+
+    sub = getattr(command, "commands", {}).get(name) if name else None
+    if sub is None or getattr(sub, "commands", None):
+        return
+    seen: dict[str, str] = {}
+    for arg in args[: args.index("--")] if "--" in args else args:
+        flag = arg.split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        param = next(
+            (
+                p
+                for p in sub.params
+                if flag in getattr(p, "opts", ()) + getattr(p, "secondary_opts", ())
+            ),
+            None,
+        )
+        if param is None or getattr(param, "multiple", True) or getattr(param, "is_flag", True):
+            continue
+        if param.name in seen:
+            raise InputError(
+                flag, f"given twice ({seen[param.name]} and {flag}); it takes one value"
+            )
+        seen[param.name] = flag
 
 
 def _json_error(message: str, field: str | None, exit_code: int) -> None:

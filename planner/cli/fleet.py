@@ -51,11 +51,12 @@ def fleet(
         float, typer.Option(help="Share of requests meeting both budgets, percent.")
     ] = 99.0,
     gpus: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--gpus",
             "--gpu",
-            help="Candidate GPUs, one or a list [default: h100,h200,mi300x,a100-sxm4-80gb,l40s].",
+            help="Candidate GPUs, one or a comma-separated list; repeatable "
+            "[default: h100,h200,mi300x,a100-sxm4-80gb,l40s].",
         ),
     ] = None,
     engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
@@ -207,7 +208,8 @@ def fleet(
         unknown = [p for p in precisions if p not in ("bf16", "fp16", "fp8")]
         if unknown or not precisions:
             raise InputError("--precision", f"{precision!r}; accepted: bf16, fp8 (comma-separated)")
-    names = [g.strip() for g in (gpus or ",".join(DEFAULT_GPUS)).split(",") if g.strip()]
+    given = ",".join(gpus) if gpus else ",".join(DEFAULT_GPUS)
+    names = list(dict.fromkeys(g.strip() for g in given.split(",") if g.strip()))
     if not names:
         raise InputError("--gpus", "name at least one GPU")
     show_progress = not json_out and sys.stderr.isatty()
