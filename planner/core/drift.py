@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.engines import vllm
 from planner.core.engines.vllm import DEFAULT_BLOCK_SIZE
 from planner.core.flags import ENGINE_FLAG_DEFAULTS, Deployed, parse_argv
 from planner.plan import PlanLock
@@ -221,6 +222,16 @@ def compare_metrics(
             ("--block-size", "block_size"),
             ("--kv-cache-dtype", "cache_dtype"),
         )
+        labels = dict(labels)
+        if labels.get("gpu_memory_utilization") == "None":
+            # vLLM 0.34 leaves the field unset and resolves it by the sizing mode: 1.0 with the
+            # extensible KV cache, 0.92 without (config/cache.py resolved_gpu_memory_utilization)
+            extensible = labels.get("enable_extensible_kv_cache", "True") != "False"
+            labels["gpu_memory_utilization"] = str(
+                vllm.EXTENSIBLE_DEFAULT_UTILIZATION
+                if extensible
+                else vllm.rules_for(vllm.NEWEST_VERSION).default_gpu_memory_utilization
+            )
         for flag, label in checks:
             if flag in planned and label in labels and _differs(planned[flag], labels[label], 0):
                 rows.append(
