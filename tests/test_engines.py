@@ -589,8 +589,15 @@ def test_sglang_vision_models_lower_the_default_fraction() -> None:
     # Qwen2.5-VL's vision_config has depth, not num_hidden_layers: SGLang's getattr default 24
     factor = 0.95 * (1 - 0.1 * (24 * 1280**2 / (24 * 1024**2) - 1))
     assert sglang.vlm_fraction_factor(spec_of(vl)) == pytest.approx(factor)
+    # a multimodal model captures no prefill graphs: the heuristic's fraction without them,
+    # lowered by the vision factor
+    from planner.sources.presets import find_gpu
+
+    mib = find_gpu("h100").memory_bytes_nvml // 2**20
+    case = sglang.ReserveCase(gpu_mem_mib=mib, chunked=8192, decode_bs=256, multimodal=True)
+    assert sglang.default_mem_fraction(case) > text.settings["mem_fraction_static"]
     assert image.settings["mem_fraction_static"] == pytest.approx(
-        text.settings["mem_fraction_static"] * factor
+        sglang.default_mem_fraction(case) * factor
     )
     assert any("100 MiB" in n for n in image.notes)  # 0.5.20+ multimodal reservation
     old = sglang_plan(model=vl, context_length=8192, version="0.5.10")
@@ -675,10 +682,31 @@ def test_sglang_default_fraction_by_release() -> None:
     assert frac(version="0.4.6", gpu="h200") == pytest.approx((h200_mib - 13 * 1024) / h200_mib)
     # 0.4.8 - 0.5.2: a fixed reserve per tier, 9.5 GiB + TP x PP / 2 GiB on an H100
     assert frac(version="0.5.1") == round((h100_mib - (9.5 + 0.5) * 1024) / h100_mib, 3)
-    # 0.5.3+: activations + graphs, floored at 10 GiB; the prefill-graph reserve from 0.5.15
-    # H100 at 0.5.10: 512 + 1.5 x 8192 + 1/8 x 1024 + 2 x 256 = 13,440 MiB (above the floor)
-    assert frac(version="0.5.10") == round((h100_mib - 13_440) / h100_mib, 3)
-    assert frac(version="0.5.10", tp_size=8) > frac(tp_size=8)  # 0.5.23 adds the prefill graphs
+    # 0.5.3+: activations + graphs, floored at 10 GiB. H100 at 0.5.9: 512 + 1.5 x 8192 +
+    # 1/8 x 1024 + 2 x 256 = 13,440 MiB (above the floor); 0.5.10 turned piecewise prefill
+    # graphs on by default on CUDA: + 8 MiB x 58 captured sizes up to the 8,192-token chunk
+    assert frac(version="0.5.9") == round((h100_mib - 13_440) / h100_mib, 3)
+    assert frac(version="0.5.10") == round((h100_mib - 13_904) / h100_mib, 3)
+    # not on ROCm, nor (before 0.5.17) under DP attention
+    amd = sglang.ReserveCase(version=(0, 5, 10), gpu_mem_mib=h100_mib, chunked=8192, decode_bs=256)
+    assert sglang.graph_reserve_mib(amd) == 2 * 256 + 8 * 58
+    assert sglang.graph_reserve_mib(amd.model_copy(update={"cuda": False})) == 2 * 256
+    assert sglang.graph_reserve_mib(amd.model_copy(update={"attn_dp": 2})) == 2 * 256 + 3 * 512
+    # from 0.5.15 the reserve follows the PD role: a decode instance keeps no prefill graphs
+    # and sizes its activation slack by its running cap, a prefill one no decode graphs
+    now = amd.model_copy(update={"version": (0, 5, 23)})
+    assert sglang.graph_reserve_mib(now.model_copy(update={"role": "decode"})) == 2 * 256
+    assert sglang.graph_reserve_mib(now.model_copy(update={"role": "prefill"})) == 8 * 58
+    decode = now.model_copy(update={"role": "decode", "max_running_requests": 8192})
+    assert sglang.default_mem_fraction(decode) == round(
+        (h100_mib - (512 + 1.5 * 8192 + 128 + 2 * 256)) / h100_mib, 3
+    )
+    # (at 4,096 running the 10 GiB floor binds)
+    fewer = decode.model_copy(update={"max_running_requests": 4096})
+    assert sglang.default_mem_fraction(fewer) == round((h100_mib - 10 * 1024) / h100_mib, 3)
+    # DP attention with a decode graph batch above 300: 1.5 MiB more per size and group
+    big = now.model_copy(update={"attn_dp": 8, "decode_bs": 512, "mla": True})
+    assert sglang.graph_reserve_mib(big) == 2 * 512 + 3 * 512 * 8 + 1.5 * 512 * 8 + 1536
     assert (
         sglang_plan(version="0.4.6", gpu="rtx-4090", context_length=8192).settings[
             "chunked_prefill_size"

@@ -602,6 +602,9 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
     assert c["fits"] and pools["decode_dp"] == 8 and pools["decode_ep"] == 8
     assert "--attn-dp-size 8 --ep-size 8" in pools["decode_command"]
     assert "--attn-dp-size" not in pools["prefill_command"]
+    # each line pins its pool's memory fraction: SGLang would size a decode instance's
+    # reserve by its --max-running-requests otherwise (0.5.15+), and this pool would not fit
+    assert all("--mem-fraction-static" in pools[k] for k in ("prefill_command", "decode_command"))
     # SGLang's groups live inside the decode instance's TP group: GPUs are the instances'
     assert pools["gpus_per_unit"] == 8 * (pools["prefill_instances"] + pools["decode_instances"])
     # the same unit posed to `planner simulate` runs the same decode line

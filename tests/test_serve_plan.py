@@ -489,3 +489,14 @@ def test_a_deployed_line_reads_chunked_prefill_in_both_spellings(
     assert fields.get("enable_chunked_prefill") is expected
     if "--max-num-seqs" in line:
         assert fields["max_num_seqs"] == 8
+
+
+def test_a_fraction_on_the_printed_grid_is_pinned_as_it_is() -> None:
+    """A pasted line's --mem-fraction-static 0.7605 is 7604.9999... x 10,000 in floats: the pin
+    keeps it (else every paste-back would step it down by 0.0001); off the grid it floors."""
+    from planner.core.serve import pinned_fraction
+
+    assert pinned_fraction(0.7605) == 0.7605
+    assert pinned_fraction(0.92) == 0.92
+    assert pinned_fraction(0.76049) == 0.7604
+    assert pinned_fraction(0.8123456) == 0.8123

@@ -690,8 +690,13 @@ def _instance(
     ):
         # A benchmark runs the server as launched: the engine's own running cap, with the KV
         # pool deciding preemption (the plan's smaller max_num_seqs is advice, not the default).
-        # (SGLang's flag is the deployment's: each attention group runs the cap it computes)
+        # (SGLang's flag is the deployment's: each attention group runs the cap it computes;
+        # its memory fraction stays the one the line pins, as SGLang's heuristic would size a
+        # decode instance's reserve by the running cap)
         values["max_num_seqs"] = plan.cap * (attention_groups if sglang_groups else 1)
+        own = values.get("memory_fraction") is None and plan.prediction is not None
+        if engine_name == "sglang" and own and plan.prediction is not None:
+            values["memory_fraction"] = plan.prediction.settings.get("mem_fraction_static")
         plan, payload = replan()
     if (
         scheduler_steps > 1

@@ -48,6 +48,15 @@ ENGINE_DTYPES = ("auto", *DTYPE_FLAG_NAMES)
 MAX_SUGGESTED_UTILIZATION = 0.95
 # Decimals a memory fraction is printed (and pinned) to.
 FRACTION_SCALE = 10_000
+# A fraction already on the 4-decimal grid (a pasted line's 0.7605) is kept: its float product
+# with the scale can land a hair under the integer (7604.9999...), which floor would take a step
+# down. Far below the grid's step, far above a double's rounding error.
+FRACTION_GRID_TOLERANCE = 1e-9
+
+
+def pinned_fraction(fraction: float) -> float:
+    """The fraction a line prints: floored to 4 decimals (never above what the engine takes)."""
+    return math.floor(fraction * FRACTION_SCALE + FRACTION_GRID_TOLERANCE) / FRACTION_SCALE
 # TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
 SUGGESTED_TP_LIMIT = 64
 
@@ -263,6 +272,8 @@ def _engine_fields(
             "page_size": s.block_size,
             "kv_cache_dtype": s.kv_cache_dtype,
             "dtype": dtype,
+            # a PD instance's memory reserve follows its role
+            "disaggregation_mode": s.disagg.mode if s.disagg is not None else None,
         }
     if s.version is not None:
         fields["version"] = s.version
@@ -441,7 +452,7 @@ def plan_serve(
     # Pin the defaults the engine picked, so the line states them and they cannot move.
     # The line prints the fraction to 4 decimals: pin it there (floored, never above what the
     # engine would take), so the printed value is the one predicted.
-    fraction = math.floor(_fraction(p) * FRACTION_SCALE) / FRACTION_SCALE
+    fraction = pinned_fraction(_fraction(p))
     tokens = _batched_tokens(p)
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).

@@ -50,6 +50,10 @@ def _vllm_changes() -> list[tuple[Version, str]]:
         (vllm.ROCM_CUDAGRAPH_ESTIMATE_SINCE, "the CUDA-graph estimate is reserved on ROCm too"),
         (vllm.V2_SAMPLER_WARMUP_SINCE, "model runner V2 warms the full sampler in the profile"),
         (vllm.LORA_EXTRA_VOCAB_UNTIL, "LoRA extra vocabulary rows removed"),
+        (
+            vllm.V0_CHUNKED_BATCHED_TOKENS_SINCE,
+            "V0's default budget with chunked prefill rises from 512 to 2,048 tokens",
+        ),
     ]
     return out
 
@@ -59,7 +63,23 @@ def _sglang_changes() -> list[tuple[Version, str]]:
         (sglang.TIER_RESERVE_SINCE, "memory fraction reserves by GPU tier"),
         (sglang.ACTIVATION_HEURISTIC_SINCE, "memory fraction from the activation heuristic"),
         (sglang.VLM_ADJUST_SINCE, "memory fraction lowered for vision towers"),
-        (sglang.PREFILL_GRAPH_RESERVE_SINCE, "reserve for prefill CUDA graphs"),
+        (
+            sglang.PIECEWISE_GRAPH_RESERVE_SINCE,
+            "reserve for piecewise prefill CUDA graphs (CUDA only; not under DP attention, PP, "
+            "a PD role or a vision model)",
+        ),
+        (
+            sglang.BREAKABLE_GRAPH_SINCE,
+            "breakable prefill CUDA graphs (not for MLA, DP attention or vision models); the "
+            "reserve follows the PD role",
+        ),
+        (sglang.BREAKABLE_DP_ATTENTION_SINCE, "prefill CUDA graphs under DP attention too"),
+        (sglang.BREAKABLE_MLA_SINCE, "prefill CUDA graphs for MLA models (1.5 GiB reserved)"),
+        (
+            sglang.DP_ATTENTION_SPLIT_EMBEDDING_SINCE,
+            "under DP attention the input embedding is split over the attention TP group "
+            "(DeepSeek-V2 / V3 from 0.5.8)",
+        ),
         (sglang.TIERS_0_5_20_SINCE, "new GPU memory tiers"),
         (
             sglang.VLM_CACHE_RESERVE_SINCE,

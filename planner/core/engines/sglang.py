@@ -63,10 +63,30 @@ GPU_TIERS_MIB_0_5_3 = (
     (10**9, 16384, 512, 512),
 )
 TIERS_0_5_20_SINCE = (0, 5, 20)
-# The activation + graph heuristic for mem_fraction_static arrived in 0.5.3; the prefill CUDA-graph
-# reserve (8 MiB per captured size; 1.5 GiB with MLA) in 0.5.15 (absent at 0.5.10).
+# The activation + graph heuristic for mem_fraction_static arrived in 0.5.3. Prefill CUDA graphs
+# add 8 MiB per captured size (1.5 GiB with MLA) where they run (server_args.py; from 0.5.16
+# arg_groups/memory_hook.py reserve_for_graph_mb; read in the 0.5.3 - 0.5.23 wheels):
+#   0.5.10 - 0.5.14  piecewise graphs, on by default on CUDA only; off under DP attention, PP,
+#                    a multimodal model, or a PD role (_handle_piecewise_cuda_graph); their tokens
+#                    run to the chunk (2,048 with MLA), capped at the context
+#   0.5.15 - 0.5.16  breakable graphs on CUDA (ROCm's piecewise default is off there); off for MLA,
+#                    DP attention, a multimodal model
+#   0.5.17 - 0.5.18  off for MLA (non-DSA)
+#   0.5.19 on        off for a multimodal model; MLA counts 1.5 GiB
+# From 0.5.15 the reserve follows the PD role: a decode instance keeps no prefill graphs and
+# sizes its activation slack by max(max_running_requests or its graph batch, 2,048) tokens; a
+# prefill instance keeps no decode graphs (nor DP attention's decode padding).
+# DP attention adds 1.5 MiB per decode batch size per group on top of its 3 when the largest
+# decode batch exceeds 300 (0.5.3 on).
 ACTIVATION_HEURISTIC_SINCE = (0, 5, 3)
-PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 15)
+PIECEWISE_GRAPH_RESERVE_SINCE = (0, 5, 10)
+BREAKABLE_GRAPH_SINCE = (0, 5, 15)
+PD_ROLE_RESERVE_SINCE = (0, 5, 15)
+BREAKABLE_DP_ATTENTION_SINCE = (0, 5, 17)
+BREAKABLE_MLA_SINCE = (0, 5, 19)
+MLA_PIECEWISE_MAX_TOKENS = 2048
+DP_ATTENTION_LARGE_BS = 300
+DP_ATTENTION_LARGE_BS_MIB = 1.5
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
 # (upper bound MiB, reserve MiB = base + per_rank x p).
 TIER_RESERVE_SINCE = (0, 4, 8)
@@ -158,6 +178,10 @@ class SglangSettings(BaseModel):
         "attention): each one's memory is this plan's",
     )
     max_running_requests: int | None = Field(default=None, gt=0)
+    disaggregation_mode: Literal["prefill", "decode"] | None = Field(
+        default=None,
+        description="this instance's role in a disaggregated deployment (its reserve follows it)",
+    )
     mamba_full_memory_ratio: float = Field(
         default=MAMBA_FULL_MEMORY_RATIO, gt=0, le=MAX_MAMBA_FULL_MEMORY_RATIO, allow_inf_nan=False
     )
@@ -210,36 +234,76 @@ def default_chunk_and_bs(
     return chunked, (bs_small if tp < 4 else bs_large)
 
 
-def default_mem_fraction(
-    gpu_mem_mib: int,
-    tp: int,
-    pp: int,
-    chunked: int,
-    decode_bs: int,
-    mla: bool,
-    version: tuple[int, int, int] = NEWEST_VERSION,
-    attn_dp: int = 1,
-) -> float:
+class ReserveCase(BaseModel):
+    """What SGLang's mem_fraction_static heuristic reads of a deployment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: tuple[int, int, int] = NEWEST_VERSION
+    gpu_mem_mib: int
+    tp: int = 1
+    pp: int = 1
+    chunked: int
+    decode_bs: int
+    mla: bool = False
+    attn_dp: int = 1
+    cuda: bool = True
+    multimodal: bool = False
+    role: Literal["prefill", "decode"] | None = None
+    max_running_requests: int | None = None
+    context: int | None = None
+
+
+def prefill_graphs_run(c: ReserveCase) -> bool:
+    """Whether this release captures prefill CUDA graphs for the deployment (see above)."""
+    if c.version < PIECEWISE_GRAPH_RESERVE_SINCE or not c.cuda or c.multimodal:
+        return False
+    if c.version < BREAKABLE_GRAPH_SINCE:
+        return c.attn_dp == 1 and c.pp == 1 and c.role is None
+    if c.role == "decode":
+        return False
+    if c.attn_dp > 1 and c.version < BREAKABLE_DP_ATTENTION_SINCE:
+        return False
+    return not (c.mla and c.version < BREAKABLE_MLA_SINCE)
+
+
+def graph_reserve_mib(c: ReserveCase) -> float:
+    """The CUDA-graph part of the reserve: decode graphs (and DP attention's padding) unless
+    this is a prefill instance, prefill graphs where they run."""
+    graph = 0.0
+    if not (c.role == "prefill" and c.version >= PD_ROLE_RESERVE_SINCE):
+        graph += 2 * c.decode_bs
+        if c.attn_dp > 1:
+            graph += DP_ATTENTION_GRAPH_MIB_PER_BS * c.decode_bs * c.attn_dp
+            if c.decode_bs > DP_ATTENTION_LARGE_BS:
+                graph += DP_ATTENTION_LARGE_BS_MIB * c.decode_bs * c.attn_dp
+    if prefill_graphs_run(c):
+        if c.mla:
+            graph += MLA_PREFILL_GRAPH_RESERVE_MIB
+        else:
+            top = c.chunked
+            if c.context is not None and c.version < BREAKABLE_GRAPH_SINCE:
+                top = min(top, c.context)
+            graph += PREFILL_GRAPH_MIB_PER_SIZE * prefill_capture_sizes(top)
+    return graph
+
+
+def default_mem_fraction(c: ReserveCase) -> float:
     """mem_fraction_static SGLang derives when unset, by release (sglang.md section 2)."""
-    if version < TIER_RESERVE_SINCE:
+    gpu_mem_mib, tp, pp = c.gpu_mem_mib, c.tp, c.pp
+    if c.version < TIER_RESERVE_SINCE:
         if gpu_mem_mib > TP_TABLE_MAX_MIB:
             return (gpu_mem_mib - LARGE_CARD_RESERVE_MIB) / gpu_mem_mib
         return next(f for size, f in TP_TABLE_FRACTIONS if tp >= size)
-    if version < ACTIVATION_HEURISTIC_SINCE:
+    if c.version < ACTIVATION_HEURISTIC_SINCE:
         base, per_rank = next((b, r) for top, b, r in TIER_RESERVES_MIB if gpu_mem_mib < top)
-        if attn_dp > 1:
+        if c.attn_dp > 1:
             base += DP_ATTENTION_TIER_RESERVE_MIB
         return round((gpu_mem_mib - (base + per_rank * tp * pp)) / gpu_mem_mib, 3)
-    graph = 2 * decode_bs
-    if attn_dp > 1:
-        graph += DP_ATTENTION_GRAPH_MIB_PER_BS * decode_bs * attn_dp
-    if version >= PREFILL_GRAPH_RESERVE_SINCE:
-        graph += (
-            MLA_PREFILL_GRAPH_RESERVE_MIB
-            if mla
-            else PREFILL_GRAPH_MIB_PER_SIZE * (prefill_capture_sizes(chunked))
-        )
-    reserved = RESERVED_BASE_MIB + 1.5 * max(chunked, 2048) + tp * pp / 8 * 1024 + graph
+    activation = max(c.chunked, 2048)
+    if c.role == "decode" and c.version >= PD_ROLE_RESERVE_SINCE:
+        activation = max(c.max_running_requests or c.decode_bs or 1, 2048)
+    reserved = RESERVED_BASE_MIB + 1.5 * activation + tp * pp / 8 * 1024 + graph_reserve_mib(c)
     if gpu_mem_mib > 61_440:
         reserved = max(reserved, RESERVED_FLOOR_MIB)
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
@@ -296,7 +360,21 @@ def predict(
     fraction = s.mem_fraction_static
     if fraction is None:
         fraction = default_mem_fraction(
-            gpu_mem_mib, tp, pp, max(chunk, 0), decode_bs, mla, version, attn_dp
+            ReserveCase(
+                version=version,
+                gpu_mem_mib=gpu_mem_mib,
+                tp=tp,
+                pp=pp,
+                chunked=max(chunk, 0),
+                decode_bs=decode_bs,
+                mla=mla,
+                attn_dp=attn_dp,
+                cuda=gpu.vendor == "nvidia",
+                multimodal=model.has_vision,
+                role=s.disaggregation_mode,
+                max_running_requests=s.max_running_requests,
+                context=s.context_length or model.max_context_tokens,
+            )
         )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
             fraction *= vlm_fraction_factor(model)
