@@ -12,9 +12,11 @@ length, the lengths the run produced (a workload fact, not a performance figure)
 dataset's as geometric lengths at that mean under the cap it asked for, a dataset's as its own
 distribution scaled to it; a dataset whose length mix is not modelled is posed at the mean
 lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps are posed with
-multi-step scheduling (at the newest V0 release where the row names none: the flag exists only
-there; with chunked prefill as well from 0.6.2, which first ran the two together). Rows that
-cannot be posed are counted with their one-line reason.
+multi-step scheduling (with chunked prefill as well from 0.6.3, which first ran the two
+together). A row that names no release is posed at the one current on its run date (an
+image's `latest` tag; by the PyPI wheels' build dates), else, for multi-step rows, at the
+newest V0 release (the flag exists only there). Rows that cannot be posed are counted with
+their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -66,6 +68,42 @@ CHECKPOINTS = {
 
 # The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
 V0_NEWEST = "0.7.3"
+# Releases by the build date of their PyPI wheel (the newest file time stamp inside it): a row
+# that names no version ran the release current on its run date (an image's `latest` tag).
+RELEASE_DATES = {
+    "sglang": (
+        ("2024-12-03", "0.4.0"), ("2024-12-25", "0.4.1"), ("2025-01-27", "0.4.2"),
+        ("2025-02-14", "0.4.3"), ("2025-03-13", "0.4.4"), ("2025-04-07", "0.4.5"),
+        ("2025-04-27", "0.4.6"), ("2025-06-10", "0.4.7"), ("2025-06-24", "0.4.8"),
+        ("2025-07-06", "0.4.9"), ("2025-07-31", "0.4.10"), ("2025-08-23", "0.5.1"),
+        ("2025-09-11", "0.5.2"), ("2025-10-06", "0.5.3"), ("2025-10-24", "0.5.4"),
+        ("2025-11-06", "0.5.5"), ("2025-12-03", "0.5.6"), ("2026-01-01", "0.5.7"),
+        ("2026-01-23", "0.5.8"), ("2026-02-23", "0.5.9"), ("2026-04-05", "0.5.10"),
+        ("2026-05-07", "0.5.11"), ("2026-05-16", "0.5.12"), ("2026-06-11", "0.5.13"),
+        ("2026-06-26", "0.5.14"), ("2026-07-10", "0.5.15"), ("2026-07-25", "0.5.16"),
+        ("2026-08-08", "0.5.17"), ("2026-08-21", "0.5.18"), ("2026-09-04", "0.5.19"),
+        ("2026-09-18", "0.5.20"), ("2026-10-01", "0.5.21"), ("2026-10-15", "0.5.22"),
+        ("2026-10-30", "0.5.23"),
+    ),
+    "vllm": (
+        ("2024-08-05", "0.5.4"), ("2024-08-23", "0.5.5"), ("2024-09-04", "0.6.0"),
+        ("2024-09-11", "0.6.1"), ("2024-09-25", "0.6.2"), ("2024-10-14", "0.6.3"),
+        ("2024-11-15", "0.6.4"), ("2024-12-17", "0.6.5"), ("2024-12-27", "0.6.6"),
+        ("2025-01-27", "0.7.0"),
+    ),
+}  # fmt: skip
+
+
+def run_date(row: dict[str, Any]) -> str | None:
+    """The first run date a row's source gives (YYYYMMDD in it), as YYYY-MM-DD."""
+    found = re.search(r"(20\d\d)(\d\d)(\d\d)", str((row.get("source") or {}).get("date") or ""))
+    return "-".join(found.groups()) if found else None
+
+
+def release_on(engine: str, date: str) -> str | None:
+    """The newest release of `engine` built on or before `date` (None: none known then)."""
+    known = [version for built, version in RELEASE_DATES.get(engine, ()) if built <= date]
+    return known[-1] if known else None
 
 
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -203,8 +241,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         # (posed at 8,192 or more here; the server's own was the model's maximum): a run that
         # completed cannot have used the recorded budget, so it is posed at the engine's default
         del settings["max_num_batched_tokens"]
+    dated = release_on(family, run_date(row) or "") if not version else None
     if version:
         settings["version"] = version.group(0)
+    elif dated and (steps == 1 or tuple(map(int, dated.split("."))) < (0, 8)):
+        settings["version"] = dated  # the image's `latest` on the run date
     elif steps > 1:
         # --num-scheduler-steps exists only in vLLM V0 (0.6.0-0.7.x): the newest V0 release
         settings["version"] = V0_NEWEST
