@@ -694,9 +694,9 @@ def _instance(
         # its memory fraction stays the one the line pins, as SGLang's heuristic would size a
         # decode instance's reserve by the running cap)
         values["max_num_seqs"] = plan.cap * (attention_groups if sglang_groups else 1)
-        own = values.get("memory_fraction") is None and plan.prediction is not None
-        if engine_name == "sglang" and own and plan.prediction is not None:
-            values["memory_fraction"] = plan.prediction.settings.get("mem_fraction_static")
+        first = plan.prediction
+        if engine_name == "sglang" and first is not None and values.get("memory_fraction") is None:
+            values["memory_fraction"] = first.settings.get("mem_fraction_static")
         plan, payload = replan()
     if (
         scheduler_steps > 1

@@ -57,6 +57,8 @@ FRACTION_GRID_TOLERANCE = 1e-9
 def pinned_fraction(fraction: float) -> float:
     """The fraction a line prints: floored to 4 decimals (never above what the engine takes)."""
     return math.floor(fraction * FRACTION_SCALE + FRACTION_GRID_TOLERANCE) / FRACTION_SCALE
+
+
 # TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
 SUGGESTED_TP_LIMIT = 64
 

@@ -67,8 +67,9 @@ TIERS_0_5_20_SINCE = (0, 5, 20)
 # add 8 MiB per captured size (1.5 GiB with MLA) where they run (server_args.py; from 0.5.16
 # arg_groups/memory_hook.py reserve_for_graph_mb; read in the 0.5.3 - 0.5.23 wheels):
 #   0.5.10 - 0.5.14  piecewise graphs, on by default on CUDA only; off under DP attention, PP,
-#                    a multimodal model, or a PD role (_handle_piecewise_cuda_graph); their tokens
-#                    run to the chunk (2,048 with MLA), capped at the context
+#                    a multimodal model, or a PD role (_handle_piecewise_cuda_graph; its list of
+#                    architectures turned off is not modelled); their tokens run to the chunk,
+#                    capped at the context
 #   0.5.15 - 0.5.16  breakable graphs on CUDA (ROCm's piecewise default is off there); off for MLA,
 #                    DP attention, a multimodal model
 #   0.5.17 - 0.5.18  off for MLA (non-DSA)
@@ -84,7 +85,6 @@ BREAKABLE_GRAPH_SINCE = (0, 5, 15)
 PD_ROLE_RESERVE_SINCE = (0, 5, 15)
 BREAKABLE_DP_ATTENTION_SINCE = (0, 5, 17)
 BREAKABLE_MLA_SINCE = (0, 5, 19)
-MLA_PIECEWISE_MAX_TOKENS = 2048
 DP_ATTENTION_LARGE_BS = 300
 DP_ATTENTION_LARGE_BS_MIB = 1.5
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
