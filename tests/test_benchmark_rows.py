@@ -171,3 +171,30 @@ def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
     got = closed_loop.summary({"excerpt": excerpt})
     assert got is not None and (got["concurrency"], got["output_throughput"]) == ("4", "547.85")
     assert closed_loop.summary({"excerpt": "batch,step_ms\n8,12.5"}) is None
+
+
+def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -> None:
+    """An image's `latest` tag ran the newest release built before the run: SGLang 0.5.2
+    (built 2025-09-11) for a run on 2025-09-15, not the newest modelled; a row that names its
+    release keeps it, and one without a run date takes the engine's newest."""
+    import e2e
+
+    row = {
+        "engine": "sglang",
+        "engine_family": "sglang",
+        "engine_version": "lmsysorg/sglang:latest (Sep 2025; exact version not recorded)",
+        "source": {"date": "2025-09 (run dates 20250915)"},
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {"dataset": "random", "input_len": 128, "output_len": 64, "concurrency": 4},
+        "measured": {},
+    }
+    assert e2e.run_date(row) == "2025-09-15"
+    assert e2e.pose(row, MODELS)[0]["settings"]["version"] == "0.5.2"
+    assert e2e.release_on("sglang", "2025-09-10") == "0.5.1"
+    named = row | {"engine_version": "0.5.13"}
+    assert e2e.pose(named, MODELS)[0]["settings"]["version"] == "0.5.13"
+    undated = row | {"source": {"date": "2025-09"}}
+    assert "version" not in e2e.pose(undated, MODELS)[0]["settings"]
