@@ -298,6 +298,24 @@ def test_sglang_retraction_frees_the_next_step_or_twenty_tokens_a_request() -> N
     assert 0 < now.preemptions < before.preemptions
 
 
+def test_sglang_resets_its_new_token_ratio_when_idle() -> None:
+    # Two identical waves of 24 requests (100 + 400 tokens) far apart, the ratio falling from
+    # 0.7 to 0.1 in one step: SGLang's idle housekeeping puts it back at 0.7, so the second
+    # wave is admitted exactly as the first (12, then 2 at 0.7, then more as it decays),
+    # not at the first wave's decayed 0.1.
+    n = 24
+    arrival = np.concatenate([np.zeros(n), np.full(n, 1000.0)])
+    tokens = np.full(2 * n, 100, dtype=np.int64)
+    trace = Trace(arrival, tokens, tokens * 4, np.zeros(2 * n, dtype=np.int64))
+    fast = ReserveAdmission(
+        init_ratio=0.7, min_ratio=0.1, decay_steps=1, retract_steps=20, clip_tokens=4096
+    )
+    cfg = SimConfig(policy="continuous", max_batch=64, kv_blocks=6000, block_tokens=1, reserve=fast)
+    first = execute(trace, CostModel(), cfg).first_ms
+    assert np.allclose(np.sort(first[n:]) - 1e6, np.sort(first[:n]))
+    assert (first[:n] == first[:n].min()).sum() == 12
+
+
 def test_retracted_requests_go_to_the_back_of_the_queue() -> None:
     # More requests than ever fit: vLLM puts a preempted request back at the head of the
     # queue, SGLang behind every request waiting, so under SGLang a retracted request finishes

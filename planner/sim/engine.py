@@ -104,14 +104,14 @@ class CurveCost:
 class ReserveAdmission(BaseModel):
     """SGLang's admission: a request is admitted only while the pool keeps its own prompt and
     whole output budget free, plus `ratio` x the remaining output of every running request.
-    The ratio starts at `init_ratio` and falls by (init - min) / `decay_steps` per decode step
-    to `min_ratio`, so a server that has not run out of memory admits more and more; when a
-    decode step finds no free page, requests are retracted (fewest outputs first, longest
-    prompt among equals) until each one left has room for `keep_steps` more tokens, they go to
-    the back of the queue to be recomputed, and the ratio is reset to (decoded +
-    retract_steps x running) / their output budgets (python/sglang/srt/managers/scheduler.py
-    update_running_batch, schedule_batch.py retract_decode, schedule_policy.py PrefillAdder
-    add_one_req)."""
+    The ratio starts at `init_ratio` (and returns there whenever the server goes idle) and
+    falls by (init - min) / `decay_steps` per decode step to `min_ratio`, so a server that has
+    not run out of memory admits more and more; when a decode step finds no free page,
+    requests are retracted (fewest outputs first, longest prompt among equals) until each one
+    left has room for `keep_steps` more tokens, they go to the back of the queue to be
+    recomputed, and the ratio is reset to (decoded + retract_steps x running) / their output
+    budgets (python/sglang/srt/managers/scheduler.py update_running_batch and on_idle,
+    schedule_batch.py retract_decode, schedule_policy.py PrefillAdder add_one_req)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -848,6 +848,10 @@ class _IterationLoop:
         if not running and not waiting:
             self.run.idle_ms += arrival[self.nxt] - self.t
             self.t = arrival[self.nxt]
+            if self.reserve is not None:
+                # SGLang's idle housekeeping resets the new-token ratio (scheduler.py
+                # self_check_during_idle in 0.5.2, on_idle in 0.5.13)
+                self.reserve_ratio = self.reserve.init_ratio
             return
         swap_ms = 0.0
         # vLLM's scheduler admits no waiting request in a step that preempted one (v1
