@@ -316,6 +316,27 @@ def test_sglang_resets_its_new_token_ratio_when_idle() -> None:
     assert (first[:n] == first[:n].min()).sum() == 12
 
 
+def test_vllm_v1_admits_on_its_first_chunk_and_v0_on_the_whole_prompt() -> None:
+    # A 100-token prompt decoding 400 tokens, then a 600-token prompt, in a 650-token pool with
+    # 256-token steps. vLLM V0 admits a prompt only when all its blocks are free (can_allocate):
+    # the second waits for the first to finish. V1 allocates the blocks of the chunk it
+    # schedules: the second starts at once, and one request gives way when the pool runs out.
+    trace = Trace(
+        np.array([0.0, 0.001]),
+        np.array([100, 600], dtype=np.int64),
+        np.array([400, 5], dtype=np.int64),
+        np.zeros(2, dtype=np.int64),
+    )
+    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 256, "chunk_tokens": 256}
+    base |= {"kv_blocks": 650, "block_tokens": 1}
+    v0 = execute(trace, CostModel(), SimConfig(**base))  # type: ignore[arg-type]
+    v1 = execute(trace, CostModel(), SimConfig(**base, admit_chunk=True))  # type: ignore[arg-type]
+    assert v0.preemptions == 0 and v1.preemptions == 1
+    assert v0.first_ms[1] > v0.finish_ms[0] - 1 and v1.first_ms[1] < v1.finish_ms[0]
+    for run in (v0, v1):
+        assert (run.generated == trace.output_tokens).all() and run.peak_blocks <= 650
+
+
 def test_retracted_requests_go_to_the_back_of_the_queue() -> None:
     # More requests than ever fit: vLLM puts a preempted request back at the head of the
     # queue, SGLang behind every request waiting, so under SGLang a retracted request finishes

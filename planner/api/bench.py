@@ -791,6 +791,8 @@ def _instance(
         seed=seed,
         scheduler_steps=scheduler_steps,
         whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
+        # V1 allocates KV for the tokens it schedules; V0's can_allocate took the whole prompt
+        admit_chunk=vllm_engine and chunked and version >= VLLM_V1_SINCE,
     )
     return Instance(
         plan=plan,

@@ -186,6 +186,13 @@ class SimConfig(BaseModel):
         "it, first in line first (vLLM with chunked prefill off, and V0's multi-step rounds, "
         "which do not chunk prompts); False: prompts are split into chunks under the budget",
     )
+    admit_chunk: bool = Field(
+        default=False,
+        description="a request is admitted on the KV blocks of its first chunk, the rest "
+        "allocated chunk by chunk (vLLM V1: allocate_slots for the tokens it schedules; a "
+        "prefill that later finds no room preempts the newest running request); False: on its "
+        "whole prompt's (vLLM V0's can_allocate, SGLang)",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,
@@ -672,6 +679,8 @@ class _IterationLoop:
             i = waiting[0]
             if pool is not None:
                 tokens = prefilled[i] + post[i] if swapped[i] else target[i]
+                if self.cfg.admit_chunk and not swapped[i]:
+                    tokens = min(tokens, prefilled[i] + self.budget_tokens)
                 need = -(-tokens // block)
                 if reserve is not None:
                     # its whole output budget (clipped), whatever the ratio: the ratio
