@@ -337,6 +337,18 @@ def test_vllm_v1_admits_on_its_first_chunk_and_v0_on_the_whole_prompt() -> None:
         assert (run.generated == trace.output_tokens).all() and run.peak_blocks <= 650
 
 
+def test_vllm_v0_admits_only_while_its_watermark_stays_free() -> None:
+    # Ten 100-token prompts into a 1,000-block pool: all ten start together without a
+    # watermark; V0 keeps 1% (10 blocks) free at admission, so the tenth waits.
+    trace = overload(n=10, prompt=100, output=1)
+    cfg = {"policy": "continuous", "max_batch": 64, "kv_blocks": 1000, "block_tokens": 1}
+    free = execute(trace, CostModel(), SimConfig(**cfg)).first_ms  # type: ignore[arg-type]
+    kept = SimConfig(**cfg, admit_headroom_blocks=10)  # type: ignore[arg-type]
+    first = execute(trace, CostModel(), kept).first_ms
+    assert (free == free.min()).sum() == 10
+    assert (first == first.min()).sum() == 9
+
+
 def test_retracted_requests_go_to_the_back_of_the_queue() -> None:
     # More requests than ever fit: vLLM puts a preempted request back at the head of the
     # queue, SGLang behind every request waiting, so under SGLang a retracted request finishes

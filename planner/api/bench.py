@@ -54,6 +54,9 @@ SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
 # vLLM V0 captured CUDA graphs for decode batches of 1, 2, 4 and every 8 up to 256
 # (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, 0.6.x); mixed prefill steps ran eager.
 VLLM_V0_GRAPH_MAX_BATCH = 256
+# V0 admits a prompt only while 1% of the GPU blocks stay free after it (vllm/core/
+# block_manager.py can_allocate, watermark 0.01; read in the 0.6.3 wheel).
+VLLM_V0_WATERMARK = 0.01
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # Multi-step with chunked prefill arrived in 0.6.3 (0.6.2's engine args refuse the pair:
 # "Chunked prefill is not supported with multi-step"; vllm/core/scheduler.py, read in the
@@ -793,6 +796,11 @@ def _instance(
         whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
         # V1 allocates KV for the tokens it schedules; V0's can_allocate took the whole prompt
         admit_chunk=vllm_engine and chunked and version >= VLLM_V1_SINCE,
+        admit_headroom_blocks=(
+            int(VLLM_V0_WATERMARK * p.kv_cache_tokens // block)
+            if vllm_engine and version < VLLM_V1_SINCE
+            else 0
+        ),
     )
     return Instance(
         plan=plan,

@@ -193,6 +193,13 @@ class SimConfig(BaseModel):
         "prefill that later finds no room preempts the newest running request); False: on its "
         "whole prompt's (vLLM V0's can_allocate, SGLang)",
     )
+    admit_headroom_blocks: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_SIM_COUNT,
+        description="blocks a new admission must leave free (vLLM V0's watermark, 1% of the "
+        "pool: block_manager.py can_allocate)",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,
@@ -686,7 +693,8 @@ class _IterationLoop:
                     # its whole output budget (clipped), whatever the ratio: the ratio
                     # discounts only requests already running
                     need += -(-min(self.clip, self.output[i]) // block)
-                if in_use + need > pool and (running or in_use):
+                headroom = self.cfg.admit_headroom_blocks if not swapped[i] else 0
+                if in_use + need + headroom > pool and (running or in_use):
                     break
                 if swapped[i]:
                     swap_ms += need * self.cfg.swap_ms_per_block
