@@ -1017,7 +1017,8 @@ def predict(
         sources["available_kv_bytes"] = "derived"
         notes.append(
             "extensible KV cache: sized after warm-up from the memory then free, less a margin "
-            "of max(1 GiB, 0.75 x the activation peak) and the peak itself"
+            "of max(1 GiB, 0.75 x the activation peak) and the peak itself (the release's "
+            "formula; no start-up log of it checked yet)"
             + (" (3 GiB floor on ROCm)" if gpu.vendor == "amd" else "")
             + (
                 f"; other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB are not free "
