@@ -356,27 +356,33 @@ def test_metrics_name_a_different_model_is_drift(cli: Cli, tmp_path: Path) -> No
 def test_an_unset_utilization_reads_as_the_extensible_caches_default(
     cli: Cli, tmp_path: Path
 ) -> None:
-    """vLLM 0.34 reports gpu_memory_utilization="None" when the flag is unset and runs 1.0 with
-    its extensible KV cache (0.92 without): a plan that pins 1 is not drift there, one that
-    pins 0.92 is, and with the extensible cache off 0.92 is the default."""
+    """vLLM 0.34 reports gpu_memory_utilization="None" when the flag is unset, and runs 1.0
+    with its extensible KV cache, 0.92 without. A plan that pins 0.92 (0.33's line) is clean
+    against an unset server with the extensible cache off and drifted with it on; 0.34's own
+    line leaves the flag unset, so only the pool's tokens are compared."""
     plan = tmp_path / "plan.yaml"
     base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100")
     assert cli(*base, "--save", str(plan)).code == 0
     older = tmp_path / "older.yaml"
     assert cli(*base, "--engine-version", "0.33", "--save", str(older)).code == 0
 
-    def page(extensible: str) -> str:
-        tokens = int(plan.read_text().split("engine.kv_cache_tokens: ")[1].split()[0])
+    def page(lock: Path, extensible: str) -> str:
+        tokens = int(lock.read_text().split("engine.kv_cache_tokens: ")[1].split()[0])
         return (
-            f'vllm:cache_config_info{{block_size="64",cache_dtype="auto",engine="0",'
+            f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
             f'enable_extensible_kv_cache="{extensible}",gpu_memory_utilization="None",'
             f'kv_cache_size_tokens="{tokens}"}} 1.0\n'
         )
 
-    with metrics_server({"/on/metrics": page("True"), "/off/metrics": page("False")}) as url:
-        on = cli("drift", str(plan), "--against-metrics", f"{url}/on/metrics", "--json")
-        off = cli("drift", str(plan), "--against-metrics", f"{url}/off/metrics", "--json")
-        old = cli("drift", str(older), "--against-metrics", f"{url}/off/metrics", "--json")
-    assert on.code == 0, on.out
-    assert {d["key"] for d in off.json()["differences"]} == {"gpu_memory_utilization"}
-    assert "gpu_memory_utilization" not in {d["key"] for d in old.json()["differences"]}
+    pages = {
+        "/on/metrics": page(older, "True"),
+        "/off/metrics": page(older, "False"),
+        "/new/metrics": page(plan, "True").replace('block_size="16"', 'block_size="64"'),
+    }
+    with metrics_server(pages) as url:
+        on = cli("drift", str(older), "--against-metrics", f"{url}/on/metrics", "--json")
+        off = cli("drift", str(older), "--against-metrics", f"{url}/off/metrics", "--json")
+        new = cli("drift", str(plan), "--against-metrics", f"{url}/new/metrics", "--json")
+    assert off.code == 0, off.out
+    assert {d["key"] for d in on.json()["differences"]} == {"gpu_memory_utilization"}
+    assert new.code == 0, new.out

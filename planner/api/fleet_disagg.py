@@ -93,11 +93,12 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> di
         seqs = pool.plan.max_num_seqs
         if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
             seqs *= own.get("groups", 1)
-        # the pool's own memory fraction, pinned as its line pins it: SGLang sizes a decode
-        # instance's reserve by its running cap, so the unpinned heuristic would move the pool
-        fraction = pool.plan.prediction.settings.get(
-            "mem_fraction_static" if inst.engine == "sglang" else "gpu_memory_utilization"
-        )
+        # SGLang: the pool's own memory fraction, pinned as its line pins it (SGLang sizes a
+        # decode instance's reserve by its running cap, so the unpinned heuristic would move
+        # the pool); vLLM's fraction does not move with the role
+        fraction = None
+        if inst.engine == "sglang":
+            fraction = pool.plan.prediction.settings.get("mem_fraction_static")
         values = serve_values(own) | {
             "max_num_seqs": seqs,
             "disagg": flags,

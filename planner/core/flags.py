@@ -155,7 +155,7 @@ def spec_flags(
 
 
 # Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.
-# The values vLLM's optional booleans took before 0.9 (`--flag False`), read as that flag's value.
+# The values vLLM's optional booleans took through 0.8.4 (`--flag False`), read as the flag's value.
 BOOLEAN_WORDS = ("true", "false")
 BOOLEAN_FLAGS = {
     "--enforce-eager",

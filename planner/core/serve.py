@@ -454,7 +454,17 @@ def plan_serve(
     # Pin the defaults the engine picked, so the line states them and they cannot move.
     # The line prints the fraction to 4 decimals: pin it there (floored, never above what the
     # engine would take), so the printed value is the one predicted.
-    fraction = pinned_fraction(_fraction(p))
+    fraction: float | None = pinned_fraction(_fraction(p))
+    if s.memory_fraction is None and p.settings.get("extensible_kv_cache"):
+        # vLLM 0.34's default sizes the cache from the memory free after warm-up and keeps its
+        # own margin (and falls back to 0.92 where the extensible cache is off): the line leaves
+        # the flag unset rather than pin a 1.0 that would also bind that fallback
+        fraction = None
+        warnings.append(
+            "the line leaves --gpu-memory-utilization unset: vLLM 0.34 sizes its extensible KV "
+            "cache from the memory free after warm-up, less its own margin (where it cannot, "
+            "e.g. without CUDA VMM, it falls back to 0.92 and a smaller pool)"
+        )
     tokens = _batched_tokens(p)
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).

@@ -1017,9 +1017,9 @@ def predict(
         sources["available_kv_bytes"] = "derived"
         notes.append(
             "extensible KV cache: sized after warm-up from the memory then free, less a margin "
-            "of max(1 GiB, 0.75 x the activation peak) and the peak itself (the release's "
-            "formula; no start-up log of it checked yet)"
+            "of max(1 GiB, 0.75 x the activation peak) and the peak itself"
             + (" (3 GiB floor on ROCm)" if gpu.vendor == "amd" else "")
+            + " (the release's formula; no start-up log of it checked yet)"
             + (
                 f"; other processes' {s.reserved_bytes / GIB_BYTES:.2f} GiB are not free "
                 "at start, so they come off it"
@@ -1108,6 +1108,7 @@ def predict(
             "enable_chunked_prefill": chunked,
             "data_parallel_size": dp,
             "colocated": s.colocated,
+            "extensible_kv_cache": extensible,
             "model_runner": profile.runner,
             "profile_sampler": profile.sampler,
         },
