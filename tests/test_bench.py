@@ -56,6 +56,19 @@ def run(
     )
 
 
+def v0_chunked_512(load: Load) -> dict[str, Any]:
+    """benchmark() arguments for Llama-3.1-8B on an H100 under vLLM 0.6.3 (V0) with chunked
+    prefill on and a 512-token budget, at `load`."""
+    return {
+        "gpu": "h100",
+        "preset": "llama-3.1-8b",
+        "model": None,
+        "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
+        "load": load,
+        "chunked_prefill": True,
+    }
+
+
 def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     r = cli(
         "simulate",
@@ -320,14 +333,8 @@ def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() 
     carries the prefill chunks beside the decodes, the rest decode only, so under a saturating
     load the longer the round, the fewer prompts a second gets through: throughput falls and
     the first token waits longer, while each decode step pays 1/n of the overhead."""
-    common: dict[str, Any] = {
-        "gpu": "h100",
-        "preset": "llama-3.1-8b",
-        "model": None,
-        "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
-        "load": Load(rate_per_s=40.0, requests=400),
-        "lengths": Lengths(prompt_len=400, output_len=200, len_range=0.25),
-        "chunked_prefill": True,
+    common = v0_chunked_512(Load(rate_per_s=40.0, requests=400)) | {
+        "lengths": Lengths(prompt_len=400, output_len=200, len_range=0.25)
     }
     got = {n: benchmark(**common, scheduler_steps=n) for n in (1, 4, 16)}
     assert "--num-scheduler-steps 16" in got[16]["deployment"]["scheduler"]
@@ -902,15 +909,7 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     """vLLM V0's multi-step rounds with chunked prefill do not chunk prompts and finish a
     prompt longer than --max-num-batched-tokens at once with no output: the rest are served
     and the output says how many were ignored; a workload of only such prompts is one error."""
-    common: dict[str, Any] = {
-        "gpu": "h100",
-        "preset": "llama-3.1-8b",
-        "model": None,
-        "settings": {"version": "0.6.3", "max_num_batched_tokens": 512},
-        "load": Load(rate_per_s=10.0, requests=200),
-        "chunked_prefill": True,
-        "scheduler_steps": 8,
-    }
+    common = v0_chunked_512(Load(rate_per_s=10.0, requests=200)) | {"scheduler_steps": 8}
     with pytest.raises(InputError, match="ignore every prompt longer"):
         benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50))
     whole = benchmark(**common, lengths=Lengths(prompt_len=500, output_len=50))

@@ -63,10 +63,9 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # 0.6.2 and 0.6.3 wheels): a round's first step carries the prompts beside the decodes, whole,
 # and the prompts it completes decode through the rest of the round (lookahead slots); new
 # requests join only between rounds, which is what the simulator's rounds do. Its default
-# budget is max(max_model_len, 2048) tokens, as without chunked prefill, so the default does not
-# turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
+# budget is max(max_model_len, 2048) tokens, as without chunked prefill (V0_MIN_BATCHED_TOKENS),
+# so the default does not turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
-VLLM_MULTI_STEP_MIN_BATCHED_TOKENS = 2048
 
 
 class Load(BaseModel):
@@ -708,8 +707,10 @@ def _instance(
         and plan.prediction.settings.get("enable_chunked_prefill") is True
     ):
         # V0's multi-step rounds with chunked prefill default the budget to the context
+        from planner.core.engines.vllm import V0_MIN_BATCHED_TOKENS
+
         context = int(str(plan.prediction.settings["max_model_len"]))
-        values["max_num_batched_tokens"] = max(context, VLLM_MULTI_STEP_MIN_BATCHED_TOKENS)
+        values["max_num_batched_tokens"] = max(context, V0_MIN_BATCHED_TOKENS)
         plan, payload = replan()
     if not plan.fits:
         raise WouldNotStart(list(plan.reasons))

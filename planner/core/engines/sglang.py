@@ -85,8 +85,8 @@ BREAKABLE_GRAPH_SINCE = (0, 5, 15)
 PD_ROLE_RESERVE_SINCE = (0, 5, 15)
 BREAKABLE_DP_ATTENTION_SINCE = (0, 5, 17)
 BREAKABLE_MLA_SINCE = (0, 5, 19)
-DP_ATTENTION_LARGE_BS = 300
-DP_ATTENTION_LARGE_BS_MIB = 1.5
+DP_ATTENTION_LARGE_BATCH = 300
+DP_ATTENTION_LARGE_BATCH_MIB_PER_BS = 1.5
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
 # (upper bound MiB, reserve MiB = base + per_rank x p).
 TIER_RESERVE_SINCE = (0, 4, 8)
@@ -275,8 +275,8 @@ def graph_reserve_mib(c: ReserveCase) -> float:
         graph += 2 * c.decode_bs
         if c.attn_dp > 1:
             graph += DP_ATTENTION_GRAPH_MIB_PER_BS * c.decode_bs * c.attn_dp
-            if c.decode_bs > DP_ATTENTION_LARGE_BS:
-                graph += DP_ATTENTION_LARGE_BS_MIB * c.decode_bs * c.attn_dp
+            if c.decode_bs > DP_ATTENTION_LARGE_BATCH:
+                graph += DP_ATTENTION_LARGE_BATCH_MIB_PER_BS * c.decode_bs * c.attn_dp
     if prefill_graphs_run(c):
         if c.mla:
             graph += MLA_PREFILL_GRAPH_RESERVE_MIB
