@@ -317,7 +317,8 @@ def test_reserved_gib_on_the_command_line(cli: Cli) -> None:
     assert bad.code == 2 and "--reserved-gib" in bad.err
     # 0.34's extensible KV cache is sized from the memory free after warm-up: it starts, and
     # the other processes' 10 GiB come off the KV cache byte for byte
-    pinned = (*base, "--max-num-seqs", "128")  # the same activation peak and graphs in both
+    # the same activation peak and graphs in both, at the release's own utilization
+    pinned = (*base, "--max-num-seqs", "128", "--gpu-memory-utilization", "1")
     alone = cli(*pinned, "--json").json()["engine"]["available_kv_bytes"]
     shared = cli(*pinned, "--reserved-gib", "10", "--json")
     assert shared.code == 0

@@ -71,15 +71,16 @@ def test_engine_ledger_is_the_default_with_the_same_keys(cli: Cli) -> None:
     ).json()
     assert engine.keys() >= textbook.keys() and engine["ledger"] == "engine"
     assert engine["engine"]["name"] == "vllm" and engine["fits"] is True
-    # vLLM 0.34 sizes its extensible KV cache against all of the CUDA-visible 191.57 GiB
-    # (utilization 1.0), less its own margin: the line leaves the flag to that default (a
-    # pinned 1.0 would also bind the 0.92 fallback where the extensible cache is off)
-    assert engine["engine"]["settings"]["gpu_memory_utilization"] == 1.0
-    assert "--gpu-memory-utilization" not in engine["flags"]["vllm"]
-    assert any("leaves --gpu-memory-utilization unset" in w for w in engine["warnings"])
-    older = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--engine-version",
-                "0.33", "--json").json()  # fmt: skip
-    assert "--gpu-memory-utilization 0.92" in older["flags"]["vllm"]
+    # vLLM's own default from 0.34 is 1.0 (its extensible KV cache): the plan pins the 0.92
+    # earlier releases took, of the CUDA-visible 191.57 GiB, not 0.98 of the datasheet GB, so
+    # a pasted line leaves the device slack, and says so
+    assert "--gpu-memory-utilization 0.92" in engine["flags"]["vllm"]
+    assert engine["engine"]["settings"]["gpu_memory_utilization"] == 0.92
+    assert any("0.92 pinned" in w for w in engine["warnings"])
+    own = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--gpu-memory-utilization",
+              "1", "--json").json()  # fmt: skip
+    assert own["engine"]["available_kv_bytes"] > engine["engine"]["available_kv_bytes"]
+    assert not any("pinned" in w for w in own["warnings"])
     assert engine["kv_pool_bytes"] == engine["engine"]["available_kv_bytes"]
     # what the KV cache holds at the mean bounds the printed max_num_seqs
     assert engine["operating_concurrency"] <= engine["max_seqs_paged"]

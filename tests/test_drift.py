@@ -358,8 +358,8 @@ def test_an_unset_utilization_reads_as_the_extensible_caches_default(
 ) -> None:
     """vLLM 0.34 reports gpu_memory_utilization="None" when the flag is unset, and runs 1.0
     with its extensible KV cache, 0.92 without. A plan that pins 0.92 (0.33's line) is clean
-    against an unset server with the extensible cache off and drifted with it on; 0.34's own
-    line leaves the flag unset, so only the pool's tokens are compared."""
+    against an unset server with the extensible cache off and drifted with it on; 0.34's line
+    pins 0.92 too, and a server launched with it reports 0.92."""
     plan = tmp_path / "plan.yaml"
     base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100")
     assert cli(*base, "--save", str(plan)).code == 0
@@ -377,7 +377,9 @@ def test_an_unset_utilization_reads_as_the_extensible_caches_default(
     pages = {
         "/on/metrics": page(older, "True"),
         "/off/metrics": page(older, "False"),
-        "/new/metrics": page(plan, "True").replace('block_size="16"', 'block_size="64"'),
+        "/new/metrics": page(plan, "True")
+        .replace('block_size="16"', 'block_size="64"')
+        .replace('gpu_memory_utilization="None"', 'gpu_memory_utilization="0.92"'),
     }
     with metrics_server(pages) as url:
         on = cli("drift", str(older), "--against-metrics", f"{url}/on/metrics", "--json")

@@ -393,6 +393,28 @@ def _batched_tokens(p: EnginePrediction) -> int:
     return int(str(p.settings[key]))
 
 
+def _with_slack(s: ServeSettings) -> tuple[ServeSettings, list[str]]:
+    """The settings planned: vLLM 0.34's default utilization (1.0, its extensible KV cache
+    sized from the memory free after warm-up) is pinned at the release's estimate-based
+    default instead, so a pasted line leaves the device the slack every earlier release left
+    (other processes, allocations vLLM does not measure) and binds the same where the
+    extensible cache falls back (no CUDA VMM, some KV connectors); a fraction asked for stands."""
+    if s.engine != "vllm" or s.memory_fraction is not None:
+        return s, []
+    from planner.core.engines.common import parse_version
+
+    rules = vllm.rules_for(parse_version(s.version) if s.version else vllm.NEWEST_VERSION)
+    if not rules.extensible_kv:
+        return s, []
+    util = rules.default_gpu_memory_utilization
+    return s.model_copy(update={"memory_fraction": util}), [
+        f"--gpu-memory-utilization {util} pinned: vLLM's own default from 0.34 is 1.0 (its "
+        "extensible KV cache, sized after warm-up less its margin); the line keeps the "
+        f"{round((1 - util) * 100)}% earlier releases left for memory vLLM does not measure, "
+        "and binds the same where that cache falls back to estimate-based sizing"
+    ]
+
+
 def _fraction(p: EnginePrediction) -> float:
     key = "gpu_memory_utilization" if p.name == "vllm" else "mem_fraction_static"
     return float(str(p.settings[key]))
@@ -435,6 +457,8 @@ def plan_serve(
     """
     check_flags(s, gpu, model)
     dtype, warnings = resolved_dtype(model, gpu, s)
+    s, slack = _with_slack(s)
+    warnings += slack
     groups = data_parallel_ranks(s)
     warnings += tp_replication(model, attention_tp(s))[1]
     reasons: list[str] = []
@@ -454,17 +478,7 @@ def plan_serve(
     # Pin the defaults the engine picked, so the line states them and they cannot move.
     # The line prints the fraction to 4 decimals: pin it there (floored, never above what the
     # engine would take), so the printed value is the one predicted.
-    fraction: float | None = pinned_fraction(_fraction(p))
-    if s.memory_fraction is None and p.settings.get("extensible_kv_cache"):
-        # vLLM 0.34's default sizes the cache from the memory free after warm-up and keeps its
-        # own margin (and falls back to 0.92 where the extensible cache is off): the line leaves
-        # the flag unset rather than pin a 1.0 that would also bind that fallback
-        fraction = None
-        warnings.append(
-            "the line leaves --gpu-memory-utilization unset: vLLM 0.34 sizes its extensible KV "
-            "cache from the memory free after warm-up, less its own margin (where it cannot, "
-            "e.g. without CUDA VMM, it falls back to 0.92 and a smaller pool)"
-        )
+    fraction = pinned_fraction(_fraction(p))
     tokens = _batched_tokens(p)
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).
@@ -514,7 +528,9 @@ def plan_serve(
                 "tokens the KV cache holds: expect preemptions at full load"
             )
     else:
-        seqs = min(cap, sequences_held(model, p, s.mean_tokens))
+        # at least one sequence is tried: the engine default's cap may leave too little for
+        # one at the mean (the sampler and CUDA graphs of 1,024 sequences) where one fits
+        seqs = max(1, min(cap, sequences_held(model, p, s.mean_tokens)))
         for _ in range(MAX_PLAN_PASSES):
             if seqs < 1:
                 break

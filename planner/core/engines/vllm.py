@@ -1108,7 +1108,6 @@ def predict(
             "enable_chunked_prefill": chunked,
             "data_parallel_size": dp,
             "colocated": s.colocated,
-            "extensible_kv_cache": extensible,
             "model_runner": profile.runner,
             "profile_sampler": profile.sampler,
         },
