@@ -922,6 +922,8 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     assert 0.2 * 200 < ignored < 0.4 * 200
     assert 25 * mixed["completed"] <= mixed["total_output_tokens"] <= 50 * mixed["completed"]
     assert any(f"{ignored:,} of 200 requests" in note for note in mixed["notes"])
+    # and how the client of that era counts them (TTFT 0: vLLM 0.6.3 backend_request_func.py)
+    assert any("TTFT of 0" in note for note in mixed["notes"])
     # left to its default, the budget under multi-step rounds is the context: none is ignored
     default = benchmark(
         **common | {"settings": {"version": "0.6.3"}},

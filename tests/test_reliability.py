@@ -331,6 +331,10 @@ def test_shared_prefix_applies_to_traces(cli: Cli, tmp_path: Path) -> None:
         ("INFO Available KV cache memory: 9" + "9" * 400 + " GiB", "out of range"),
         ("INFO non-default args: {'block_size': 'x'}", "block_size='x' is not a valid int"),
         ("INFO # GPU blocks: " + "9" * 5000, "is not a count"),
+        # vLLM 0.34 takes nvfp4 (scales beside the packed values): not sized as bytes
+        ("INFO non-default args: {'kv_cache_dtype': 'nvfp4'}", "'nvfp4' is not a KV cache"),
+        ("INFO non-default args: {'kv_cache_dtype': 'abc'}", "'abc' is not a KV cache"),
+        ("INFO server_args=ServerArgs(kv_cache_dtype='fp4_e2m1')", "'fp4_e2m1' is not a KV"),
     ],
 )
 def test_log_figures_are_checked_with_their_line(line: str, message: str | None) -> None:
@@ -340,6 +344,25 @@ def test_log_figures_are_checked_with_their_line(line: str, message: str | None)
         return
     with pytest.raises(InputError, match=rf"l line 2: .*{message}"):
         parse_startup_log(text, "l")
+
+
+def test_a_logged_16_bit_kv_cache_dtype_plans_as_auto(cli: Cli, tmp_path: Path) -> None:
+    """vLLM 0.34 and SGLang take --kv-cache-dtype bfloat16: a log that names it plans the same
+    two-byte cache as auto for a bf16 model (it used to end in a KeyError)."""
+    pools = []
+    for dtype in ("auto", "bfloat16"):
+        log = tmp_path / f"{dtype}.log"
+        log.write_text(
+            "INFO vLLM API server version 0.19.0\n"
+            f"INFO non-default args: {{'model': 'x', 'max_model_len': 8192, "
+            f"'kv_cache_dtype': '{dtype}'}}\n"
+            "INFO GPU KV cache size: 400,000 tokens\n"
+        )
+        args = ("--from-log", str(log), "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+        r = cli("capacity", *args)
+        assert r.code == 0, r.output
+        pools.append(r.json()["predicted"]["kv_cache_tokens"])
+    assert pools[0] == pools[1] > 0
 
 
 def test_big_log_is_scanned_fast() -> None:

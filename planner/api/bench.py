@@ -422,8 +422,9 @@ def benchmark(
         result["notes"].append(
             f"{metrics['ignored_requests']:,} of {trace.size:,} requests have prompts longer "
             f"than {budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
-            "finish those at once with no output (the figures are the other requests'; raise "
-            "--max-num-batched-tokens to serve them)"
+            "finish those at once with no output (the figures are the other requests'; the "
+            "benchmark_serving.py of that era counts them completed with a TTFT of 0, which "
+            "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
         )
     if sweep:
         points = []
@@ -488,8 +489,11 @@ def multi_step_ignored(trace: Any, cfg: Any) -> tuple[Any, int]:
     rounds do not chunk prompts: a prompt longer than min(max_model_len,
     max_num_batched_tokens) is finished at once with no output (vllm/core/scheduler.py 0.6.3,
     _get_prompt_limit, FINISHED_IGNORED). It takes no engine time, so the rest run as if it
-    were not sent; the figures are the served requests' (clients differ on whether a request
-    that streamed no token counts as completed)."""
+    were not sent; the figures are the served requests'. Clients count one differently: the
+    benchmark_serving.py of that era (vLLM 0.6.3 benchmarks/backend_request_func.py) times
+    the first token only on a chunk with text, so it counts the request completed with no
+    output and a TTFT of 0; `vllm bench serve` (0.33 benchmarks/lib/endpoint_request_func.py)
+    times it at its finishing chunk."""
     if not (cfg.whole_prompts and cfg.scheduler_steps > 1):
         return trace, 0
     keep = trace.prompt_tokens <= cfg.step_token_budget

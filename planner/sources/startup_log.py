@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.core.engines.common import KV_CACHE_DTYPE_NAMES
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
@@ -119,6 +120,11 @@ def _setting(key: str, value: Any) -> Any:
         ok = 0 < value <= 1
     if not ok:
         raise BadFigure(f"{key}={str(value)[:40]!r} is not a valid {kind.__name__}")
+    if key == "kv_cache_dtype" and value not in KV_CACHE_DTYPE_NAMES:
+        raise BadFigure(
+            f"kv_cache_dtype={value[:40]!r} is not a KV cache format the ledger models "
+            f"({', '.join(KV_CACHE_DTYPE_NAMES)})"
+        )
     return value
 
 
@@ -157,7 +163,7 @@ def _engine_config(log: StartupLog, m: re.Match[str]) -> None:
         tp = _setting("tensor_parallel_size", _int(found.group(1)))
         log.settings.setdefault("tensor_parallel_size", tp)
     if found := re.search(r"kv_cache_dtype=(\w+)", body):
-        log.settings.setdefault("kv_cache_dtype", found.group(1))
+        log.settings.setdefault("kv_cache_dtype", _setting("kv_cache_dtype", found.group(1)))
     if found := re.search(r"chunked_prefill_enabled=(True|False)", body):
         log.settings.setdefault("enable_chunked_prefill", found.group(1) == "True")
     if (found := re.search(r"quantization=(\w+)", body)) and found.group(1) != "None":
@@ -284,7 +290,7 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
                 raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
             log.settings[key] = value
     if found := re.search(r"kv_cache_dtype='(\w+)'", body):
-        log.settings["kv_cache_dtype"] = found.group(1)
+        log.settings["kv_cache_dtype"] = _setting("kv_cache_dtype", found.group(1))
 
 
 def _sglang_after_load(log: StartupLog, m: re.Match[str]) -> None:

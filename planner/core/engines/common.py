@@ -79,6 +79,37 @@ ENGINE_DTYPES = {
 }
 
 
+# vLLM / SGLang `--kv-cache-dtype` spellings of the plain one- and two-byte caches the ledger
+# models ("auto": the compute dtype). vLLM 0.34 (vllm/config/cache.py CacheDType) also takes
+# formats that store scales or packed values beside the elements (fp8_ds_mla,
+# *_per_token_head, nvfp4, TurboQuant); SGLang 0.5 takes fp4_e2m1: their page sizes are not
+# modelled, so they are refused rather than sized as one byte per element.
+KV_CACHE_DTYPES = {
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8_inc": "fp8",
+}
+KV_CACHE_DTYPE_NAMES = ("auto", *KV_CACHE_DTYPES)
+
+
+def kv_cache_dtype(flag: str, model: ModelSpec, run_flag: str) -> str:
+    """The KV cache's dtype (one of units.KV_DTYPES) for an engine's --kv-cache-dtype spelling:
+    the compute dtype for "auto"; ValueError for a format the ledger does not model."""
+    if flag in ("auto", ""):
+        return compute_dtype(model, run_flag)
+    if flag in KV_CACHE_DTYPES:
+        return KV_CACHE_DTYPES[flag]
+    raise ValueError(
+        f"kv_cache_dtype={flag[:40]!r} is not a KV cache format the ledger models "
+        f"({', '.join(KV_CACHE_DTYPE_NAMES)})"
+    )
+
+
 def compute_dtype(model: ModelSpec, flag: str) -> str:
     """The dtype the engine computes in: `--dtype auto` keeps bf16/fp16 and runs fp32 as fp16."""
     if flag in ("auto", ""):

@@ -25,6 +25,7 @@ from planner.core.engines.common import (
     TermSource,
     check_stages,
     compute_dtype,
+    kv_cache_dtype,
     outside_table,
     parse_version,
     total_term,
@@ -884,9 +885,10 @@ def predict(
     if s.block_size is None:
         defaults.append(f"block_size={block}")
     run_dtype = compute_dtype(model, s.dtype)
-    kv_dtype = run_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
-    if kv_dtype.startswith("fp8"):
-        kv_dtype = "fp8"
+    try:
+        kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
+    except ValueError as exc:
+        raise InputError("--kv-cache-dtype", str(exc)) from exc
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
 
