@@ -95,6 +95,16 @@ def test_version_table_utilization_graphs_and_log_format() -> None:
     assert newest.log_lines[2].startswith("GPU KV cache size: ")
 
 
+def test_gb10_takes_the_small_batch_tier_from_0_33() -> None:
+    """vLLM 0.33 keeps a GB10 (DGX Spark, 12.1) on the 2,048 / 256 tier its 119 GiB of unified
+    memory would otherwise lift to 8,192 / 1,024 (arg_utils.py is_gb10); an H200 keeps its tier."""
+    old = plan(gpu="gb10", version="0.32.0", max_model_len=8192)
+    new = plan(gpu="gb10", version="0.33.0", max_model_len=8192)
+    assert (old.settings["max_num_batched_tokens"], old.settings["max_num_seqs"]) == (8192, 1024)
+    assert (new.settings["max_num_batched_tokens"], new.settings["max_num_seqs"]) == (2048, 256)
+    assert plan(gpu="h200", version="0.33.0", max_model_len=8192).settings["max_num_seqs"] == 1024
+
+
 def test_null_block_is_reserved_but_counted_in_the_log() -> None:
     p = plan(version="0.19.0", max_model_len=8192, gpu_memory_utilization=0.95)
     assert p.usable_blocks == p.num_gpu_blocks - 1

@@ -490,6 +490,13 @@ class MeasuredTerms(BaseModel):
     cudagraph_bytes: int | None = None
 
 
+# vLLM 0.33.0 keeps the GB10 (DGX Spark, compute capability 12.1) on the small batch tier:
+# "has the memory but not the compute of a large discrete GPU" (vllm/engine/arg_utils.py
+# _get_batch_defaults, is_gb10; absent from 0.32.0).
+GB10_CAPABILITY = "12.1"
+GB10_SMALL_TIER_SINCE = (0, 33, 0)
+
+
 def batch_defaults(
     kind: str,
     memory_bytes: int,
@@ -498,10 +505,12 @@ def batch_defaults(
     max_model_len: int,
     chunked: bool,
     version: tuple[int, int, int] = NEWEST_VERSION,
+    compute_capability: str | None = None,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2).
     Without chunked prefill (`chunked`: `chunked_prefill`'s answer) a step must hold a whole
-    prompt, so the budget is raised to max_model_len."""
+    prompt, so the budget is raised to max_model_len. From 0.33 a GB10 (DGX Spark) stays on
+    the small tier whatever its unified memory."""
     if kind == "v0":
         if chunked:
             old = version < V0_CHUNKED_BATCHED_TOKENS_SINCE
@@ -511,7 +520,10 @@ def batch_defaults(
     gib = memory_bytes / GIB_BYTES
     serve = usage == "serve"
     is_a100 = "a100" in gpu_name.lower()
-    if kind == "with_160gib" and gib >= 160:
+    small = compute_capability == GB10_CAPABILITY and version >= GB10_SMALL_TIER_SINCE
+    if small:
+        tokens, seqs = (2048 if serve else 8192), 256
+    elif kind == "with_160gib" and gib >= 160:
         tokens, seqs = 16384, 1024
     elif gib >= 70 and not (is_a100 and kind != "two_tier"):
         tokens, seqs = (8192 if serve else 16384), 1024
@@ -1145,7 +1157,14 @@ def _scheduler_limits(
     if at.engine == "v1" and kind == "v0":
         kind = "two_tier"
     d_tokens, d_seqs = batch_defaults(
-        kind, total, at.gpu.name, s.usage_context, max_len, chunked, at.version
+        kind,
+        total,
+        at.gpu.name,
+        s.usage_context,
+        max_len,
+        chunked,
+        at.version,
+        at.gpu.compute_capability,
     )
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
