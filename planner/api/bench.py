@@ -460,8 +460,6 @@ def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed:
 
 def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) -> str | None:
     """Where the simulated batch outgrew the largest one the engine captures a graph for."""
-    from planner.core.engines.vllm import capture_sizes
-
     settings = prediction.settings
     if engine == "sglang":
         largest = int(settings.get("cuda_graph_max_bs_decode") or 0)
@@ -469,12 +467,7 @@ def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) 
     elif v0:
         largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
     else:
-        largest = capture_sizes(
-            int(settings["max_num_seqs"]),
-            int(settings["max_num_batched_tokens"]),
-            settings.get("max_cudagraph_capture_size"),
-        )[-1]
-        flag = "--max-cudagraph-capture-size"
+        largest, flag = prediction.graph_max_batch or 0, "--max-cudagraph-capture-size"
     if not largest or peak_running <= largest:
         return None
     return (

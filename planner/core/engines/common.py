@@ -130,6 +130,12 @@ class EnginePrediction(BaseModel):
     activation_peak_bytes: int
     non_torch_bytes: int
     cudagraph_bytes: int
+    graph_max_batch: int | None = Field(
+        default=None,
+        ge=0,
+        description="the largest decode batch the engine captures a CUDA graph for (vLLM V1; "
+        "0 in eager mode; None where the engine's own setting says)",
+    )
     connector_bytes: int = Field(
         default=0, ge=0, description="a KV connector's GPU-side buffers (LMCache's staging chunk)"
     )

@@ -180,7 +180,12 @@ V0_CHUNKED_BATCHED_TOKENS_SINCE = (0, 6, 5)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
-CUDAGRAPH_CAPTURE_CAP = 512  # max_cudagraph_capture_size cap (1024 on data-centre Blackwell)
+# Default ceiling of --max-cudagraph-capture-size: min(2 x max_num_seqs, 512), and 1024 on
+# data-centre Blackwell (compute capability 10.x: B200, B300, GB200) from 0.28.0
+# (vllm/config/vllm.py _set_cudagraph_sizes, default_max_graph_size; 512 everywhere in 0.27.1).
+CUDAGRAPH_CAPTURE_CAP = 512
+BLACKWELL_CUDAGRAPH_CAPTURE_CAP = 1024
+BLACKWELL_CAPTURE_CAP_SINCE = (0, 28, 0)
 SWAP_SPACE_BYTES = 4 * GIB_BYTES  # V0 --swap-space default (CPU blocks in its log)
 NEWEST_VERSION = (0, 34, 0)
 # The oldest release a logged start-up checks (a v0.2.x PagedAttention profile, docs/engines.md).
@@ -582,13 +587,24 @@ def allreduce_fusion(
     )
 
 
+def capture_cap(version: tuple[int, int, int], compute_capability: str | None) -> int:
+    """The release's default ceiling on CUDA-graph capture sizes for this card."""
+    blackwell = (compute_capability or "").split(".")[0] == "10"
+    if blackwell and version >= BLACKWELL_CAPTURE_CAP_SINCE:
+        return BLACKWELL_CUDAGRAPH_CAPTURE_CAP
+    return CUDAGRAPH_CAPTURE_CAP
+
+
 def capture_sizes(
-    max_num_seqs: int, max_num_batched_tokens: int, largest: int | None = None
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    largest: int | None = None,
+    cap: int = CUDAGRAPH_CAPTURE_CAP,
 ) -> list[int]:
     """CUDA-graph capture sizes (vllm.md section 1.4): 1, 2, 4, every 8 to 248, every 16 from
-    256, up to --max-cudagraph-capture-size (`largest`; default min(2 x max_num_seqs, 512)),
-    never past max_num_batched_tokens."""
-    top = min(largest or min(max_num_seqs * 2, CUDAGRAPH_CAPTURE_CAP), max_num_batched_tokens)
+    256, up to --max-cudagraph-capture-size (`largest`; default min(2 x max_num_seqs, `cap`),
+    `capture_cap`'s), never past max_num_batched_tokens."""
+    top = min(largest or min(max_num_seqs * 2, cap), max_num_batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= top]
     sizes += list(range(8, min(248, top) + 1, 8))
     sizes += list(range(256, top + 1, 16))
@@ -988,6 +1004,11 @@ def predict(
         sources["connector_bytes"] = "derived"
         connector = correct(cal, "connector_bytes", connector, sources)
     graph = _cudagraph_bytes(at, profile.runner, seqs, tokens, m, sources)
+    graph_max_batch = None
+    if engine == "v1":
+        cap = capture_cap(version, gpu.compute_capability)
+        largest = capture_sizes(seqs, tokens, s.max_cudagraph_capture_size, cap)[-1]
+        graph_max_batch = 0 if s.enforce_eager else largest
 
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
@@ -1093,6 +1114,7 @@ def predict(
         activation_peak_bytes=act,
         non_torch_bytes=non_torch,
         cudagraph_bytes=graph,
+        graph_max_batch=graph_max_batch,
         connector_bytes=connector,
         available_kv_bytes=available,
         bytes_per_block=pool.bytes_per_block,
@@ -1281,7 +1303,8 @@ def _cudagraph_bytes(
     )
     graph = 0
     if graphs_on and estimates_graphs:
-        n_sizes = len(capture_sizes(seqs, tokens, s.max_cudagraph_capture_size))
+        cap = capture_cap(version, at.gpu.compute_capability)
+        n_sizes = len(capture_sizes(seqs, tokens, s.max_cudagraph_capture_size, cap))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
         graph = correct(s.calibration, "cudagraph_bytes", graph, sources)
