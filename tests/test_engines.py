@@ -634,6 +634,33 @@ def test_sglang_vision_models_lower_the_default_fraction() -> None:
     )
 
 
+def test_log_parser_reads_the_length_max_model_len_auto_fitted() -> None:
+    """`--max-model-len auto` logs -1 among the non-default args, then the length vLLM fitted
+    to the KV cache: the reduction after warm-up wins over the tentative one before it (0.34),
+    and a model whose whole context fits keeps it (0.30's line)."""
+    head = (
+        "INFO vLLM API server version 0.34.0\n"
+        "INFO non-default args: {'model': 'x', 'max_model_len': -1}\n"
+    )
+    reduced = head + (
+        "INFO Auto-fit max_model_len: reduced from 131,072 to 60,000 to fit in available KV "
+        "cache memory (5.00 GiB); the final length is set after CUDA graph capture and warmup\n"
+        "INFO --max-model-len auto reduced max_model_len from 131072 to 59008 (4.90 GiB left "
+        "for the KV cache after CUDA graph capture and warmup).\n"
+        "INFO GPU KV cache size: 59,008 tokens\n"
+    )
+    assert parse_startup_log(reduced, "l").settings["max_model_len"] == 59008
+    whole = head + (
+        "INFO Auto-fit max_model_len: full model context length 131072 fits in available KV "
+        "cache memory (40.00 GiB)\n"
+        "INFO GPU KV cache size: 600,000 tokens\n"
+    )
+    assert parse_startup_log(whole, "l").settings["max_model_len"] == 131072
+    # without an auto-fit line the length is left to the model's own maximum, not refused
+    bare = head + "INFO GPU KV cache size: 59,008 tokens\n"
+    assert "max_model_len" not in parse_startup_log(bare, "l").settings
+
+
 def test_log_parser_reads_unsloths_batch_line() -> None:
     text = (
         "Unsloth: vLLM loading unsloth/Llama-3.2-3B-Instruct with actual GPU utilization = 79.08%\n"

@@ -128,6 +128,19 @@ def _setting(key: str, value: Any) -> Any:
     return value
 
 
+# `--max-model-len auto` reaches the non-default args as -1; vLLM then fits the length to the
+# KV cache and logs it (vllm/v1/core/kv_cache_utils.py 0.30, kv_cache_planning.py 0.34:
+# "Auto-fit max_model_len: ..." and, after warm-up, "--max-model-len auto reduced ...").
+MAX_MODEL_LEN_AUTO = -1
+
+
+def _auto_fit(log: StartupLog, m: re.Match[str]) -> None:
+    """The length `--max-model-len auto` settled on: the later figure of a reduction, else
+    the model's full context that fitted (a later line overrides an earlier tentative one)."""
+    fitted = m.group(2) or m.group(1)
+    log.settings["max_model_len"] = _setting("max_model_len", _int(fitted))
+
+
 def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
     text = m.group(1)
     args = _literal(text) if len(text) <= MAX_ARGS_CHARS else None
@@ -140,6 +153,8 @@ def _non_default_args(log: StartupLog, m: re.Match[str]) -> None:
         if isinstance(args.get(key), str):
             log.model = args[key]
     for key in SETTING_TYPES:
+        if key == "max_model_len" and args.get(key) == MAX_MODEL_LEN_AUTO:
+            continue  # --max-model-len auto: the fitted length is logged later (_auto_fit)
         if key != "kv_connector" and key in args and args[key] is not None:
             log.settings[key] = _setting(key, args[key])
     found = KV_CONNECTOR.search(text[:MAX_ARGS_CHARS])
@@ -386,6 +401,14 @@ PATTERNS: list[tuple[re.Pattern[str], Handler]] = [
         re.compile(r"Memory after warmup: .*? [0-9,]+ KV cache blocks \(" + _NUM + r" GiB\)"),
         _setter("log", "available_kv_bytes"),
     ),
+    (
+        re.compile(
+            r"(?:Auto-fit max_model_len: (?:reduced from|full model context length|using "
+            r"max_model_len=)|--max-model-len auto reduced max_model_len from) ?([0-9,]+)"
+            r"(?: to ([0-9,]+))?"
+        ),
+        _auto_fit,
+    ),
     (re.compile(r"KV cache size: " + _NUM + " tokens"), _setter("log", "kv_cache_tokens", "int")),
     (
         re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + "x"),
@@ -413,7 +436,7 @@ LINE_KEYWORDS = re.compile(
     r"|non-torch forward increase|non_torch_memory takes|total_gpu_memory \(|Free memory on device"
     r"|Desired GPU memory utilization|Actual usage is|Estimated CUDA graph memory"
     r"|Available KV cache memory|reserved for KV Cache|KV cache size: |Maximum concurrency for"
-    r"|Memory after warmup"
+    r"|Memory after warmup|Auto-fit max_model_len|--max-model-len auto"
     r"|blocks: |num_gpu_blocks is: |server_args=ServerArgs|Load weight begin|Load weight end"
     r"|max_total_num_tokens=|FlashInfer "
 )
