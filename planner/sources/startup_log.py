@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.core.engines.common import KV_CACHE_DTYPE_NAMES
+from planner.core.engines.common import kv_cache_dtype_refusal
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
@@ -120,11 +120,8 @@ def _setting(key: str, value: Any) -> Any:
         ok = 0 < value <= 1
     if not ok:
         raise BadFigure(f"{key}={str(value)[:40]!r} is not a valid {kind.__name__}")
-    if key == "kv_cache_dtype" and value not in KV_CACHE_DTYPE_NAMES:
-        raise BadFigure(
-            f"kv_cache_dtype={value[:40]!r} is not a KV cache format the ledger models "
-            f"({', '.join(KV_CACHE_DTYPE_NAMES)})"
-        )
+    if key == "kv_cache_dtype" and (refusal := kv_cache_dtype_refusal(value)):
+        raise BadFigure(refusal)
     return value
 
 

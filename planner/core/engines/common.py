@@ -97,17 +97,22 @@ KV_CACHE_DTYPES = {
 KV_CACHE_DTYPE_NAMES = ("auto", *KV_CACHE_DTYPES)
 
 
-def kv_cache_dtype(flag: str, model: ModelSpec, run_flag: str) -> str:
-    """The KV cache's dtype (one of units.KV_DTYPES) for an engine's --kv-cache-dtype spelling:
-    the compute dtype for "auto"; ValueError for a format the ledger does not model."""
-    if flag in ("auto", ""):
-        return compute_dtype(model, run_flag)
-    if flag in KV_CACHE_DTYPES:
-        return KV_CACHE_DTYPES[flag]
-    raise ValueError(
+def kv_cache_dtype_refusal(flag: str) -> str | None:
+    """Why an engine's --kv-cache-dtype spelling cannot be sized, or None."""
+    if flag in ("", *KV_CACHE_DTYPE_NAMES):
+        return None
+    return (
         f"kv_cache_dtype={flag[:40]!r} is not a KV cache format the ledger models "
         f"({', '.join(KV_CACHE_DTYPE_NAMES)})"
     )
+
+
+def kv_cache_dtype(flag: str, model: ModelSpec, run_flag: str) -> str:
+    """The KV cache's dtype (one of units.KV_DTYPES) for an engine's --kv-cache-dtype spelling:
+    the compute dtype for "auto"; ValueError for a format the ledger does not model."""
+    if refusal := kv_cache_dtype_refusal(flag):
+        raise ValueError(refusal)
+    return KV_CACHE_DTYPES.get(flag) or compute_dtype(model, run_flag)
 
 
 def compute_dtype(model: ModelSpec, flag: str) -> str:

@@ -1003,12 +1003,13 @@ def predict(
     if s.kv_connector is not None:
         sources["connector_bytes"] = "derived"
         connector = correct(cal, "connector_bytes", connector, sources)
-    graph = _cudagraph_bytes(at, profile.runner, seqs, tokens, m, sources)
+    sizes = capture_sizes(
+        seqs, tokens, s.max_cudagraph_capture_size, capture_cap(version, gpu.compute_capability)
+    )
+    graph = _cudagraph_bytes(at, profile.runner, len(sizes), m, sources)
     graph_max_batch = None
     if engine == "v1":
-        cap = capture_cap(version, gpu.compute_capability)
-        largest = capture_sizes(seqs, tokens, s.max_cudagraph_capture_size, cap)[-1]
-        graph_max_batch = 0 if s.enforce_eager else largest
+        graph_max_batch = 0 if s.enforce_eager else sizes[-1]
 
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
@@ -1285,13 +1286,13 @@ def _non_torch_bytes(at: _Release, notes: list[str]) -> int:
 def _cudagraph_bytes(
     at: _Release,
     runner: str,
-    seqs: int,
-    tokens: int,
+    n_sizes: int,
     m: MeasuredTerms,
     sources: dict[str, TermSource],
 ) -> int:
-    """The CUDA-graph memory the release subtracts before sizing the KV cache (0 where it
-    does not: older releases, eager mode, ROCm before its estimate)."""
+    """The CUDA-graph memory the release subtracts before sizing the KV cache for `n_sizes`
+    captured sizes (0 where it does not: older releases, eager mode, ROCm before its
+    estimate)."""
     model, s, version = at.model, at.settings, at.version
     layers_rank = ceil_div(sum(g.num_layers for g in model.kv_groups), s.pipeline_parallel_size)
     graphs_on = at.engine == "v1" and not s.enforce_eager
@@ -1303,8 +1304,6 @@ def _cudagraph_bytes(
     )
     graph = 0
     if graphs_on and estimates_graphs:
-        cap = capture_cap(version, at.gpu.compute_capability)
-        n_sizes = len(capture_sizes(seqs, tokens, s.max_cudagraph_capture_size, cap))
         graph = CUDAGRAPH_BYTES_PER_LAYER_PER_SIZE * layers_rank * n_sizes
         sources["cudagraph_bytes"] = "calibrated"
         graph = correct(s.calibration, "cudagraph_bytes", graph, sources)
