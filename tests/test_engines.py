@@ -207,6 +207,29 @@ def test_sglang_docs_case() -> None:
     assert replay.log_lines[0] == "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB."
 
 
+def test_sglang_page_size_follows_its_attention_backend() -> None:
+    """Unset, SGLang's page is 1, except where its attention backend sets it: 64 on B200 for
+    a plain-attention model from 0.5.7 (trtllm_mha), for DeepSeek-R1 from 0.5.4 (trtllm_mla),
+    and for DeepSeek-V3.2's sparse attention on any NVIDIA card from 0.5.4; an explicit page
+    is kept; AMD keeps 1."""
+
+    def page(**kw: object) -> object:
+        return engine_plan(**({"engine": "sglang", "context_length": 8192} | kw)).settings[
+            "page_size"
+        ]
+
+    assert page(gpu="b200", model=LLAMA8) == 64
+    assert page(gpu="b200", model=LLAMA8, version="0.5.6") == 1
+    assert page(gpu="h200", model=LLAMA8) == page(gpu="mi355x", model=LLAMA8) == 1
+    assert page(gpu="b200", model=LLAMA8, page_size=16) == 16
+    r1 = MODELS / "deepseek-ai--DeepSeek-R1"
+    assert page(gpu="b200", model=r1, tp_size=8) == 64
+    assert page(gpu="b200", model=r1, tp_size=8, version="0.5.3") == 1
+    assert page(gpu="h200", model=r1, tp_size=8) == 1
+    v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
+    assert page(gpu="h200", model=v32, tp_size=8) == 64
+
+
 def test_sglang_default_mem_fraction_h100() -> None:
     # sglang.md worked example: 81,559 MiB, TP 1, non-MLA, defaults -> 0.830
     p = engine_plan(engine="sglang", gpu="h100", model=LLAMA8, context_length=8192)

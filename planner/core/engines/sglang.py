@@ -115,6 +115,52 @@ VLM_BASELINE_HIDDEN = 1024
 VLM_SENSITIVITY = 0.1
 VLM_FACTOR_RANGE = (0.8, 1.05)
 VLM_ADJUST_SINCE = (0, 5, 5)
+
+# The page size SGLang's attention backend sets where --page-size is not given (the default
+# is 1): DeepSeek's sparse attention (V3.2's indexer) takes 64-token pages on NVIDIA from
+# 0.5.4 ("Setting page size to 64 for DeepSeek NSA / DSA"; 64 x the config's index_kpool in
+# 0.5.23), and on compute capability 10.x (B200, B300, GB200) the TensorRT-LLM kernels SGLang
+# picks raise pages of 1 to 64: trtllm_mha for gpt-oss (0.5.1), trtllm_mla for DeepSeek-V3
+# architectures (0.5.4), trtllm_mha as the default of plain-attention models (0.5.7)
+# (python/sglang/srt/server_args.py model_specific_adjustments and
+# _handle_attention_backend_compatibility, read in the 0.5.1-0.5.23 wheels; later releases
+# move them to arg_groups/). Other architectures carry per-model overrides and keep 1 here.
+TRTLLM_PAGE_TOKENS = 64
+DSA_PAGE_SINCE = (0, 5, 4)
+BLACKWELL_PAGE_SINCE = {
+    "GptOssForCausalLM": (0, 5, 1),
+    "DeepseekV3ForCausalLM": (0, 5, 4),
+}
+PLAIN_ATTENTION_PAGE_SINCE = (0, 5, 7)
+PLAIN_ATTENTION_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Phi3ForCausalLM",
+    }
+)
+
+
+def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> int:
+    """The page size SGLang runs with when --page-size is not given (see above)."""
+    if gpu.vendor != "nvidia":
+        return 1
+    if any(g.indexer_bytes_per_token for g in model.kv_groups):
+        return TRTLLM_PAGE_TOKENS if version >= DSA_PAGE_SINCE else 1
+    if (gpu.compute_capability or "").split(".")[0] != "10":
+        return 1
+    arch = model.architecture or ""
+    since = BLACKWELL_PAGE_SINCE.get(arch)
+    if since is None and arch in PLAIN_ATTENTION_ARCHITECTURES:
+        since = PLAIN_ATTENTION_PAGE_SINCE
+    return TRTLLM_PAGE_TOKENS if since is not None and version >= since else 1
+
+
 # Multimodal models reserve SGLANG_VLM_CACHE_SIZE_MB (100) of the KV budget for the embedding
 # cache allocated after the pool is sized (mm_runtime_reservation_gb; present by 0.5.20).
 VLM_CACHE_RESERVE_BYTES = 100 * MIB_BYTES
@@ -387,7 +433,9 @@ def predict(
     context = s.context_length or model.max_context_tokens
     if s.context_length is None:
         defaults.append(f"context_length={context} (the model's maximum)")
-    page = s.page_size or 1
+    page = s.page_size or default_page_size(model, gpu, version)
+    if s.page_size is None and page > 1:
+        defaults.append(f"page_size={page} (the attention backend's on this GPU)")
     run_dtype = compute_dtype(model, s.dtype)
     try:
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
