@@ -365,6 +365,23 @@ def test_a_logged_16_bit_kv_cache_dtype_plans_as_auto(cli: Cli, tmp_path: Path) 
     assert pools[0] == pools[1] > 0
 
 
+def test_a_logged_setting_the_model_refuses_names_the_log(cli: Cli, tmp_path: Path) -> None:
+    """A TP size the model cannot take came from the log, not from a --tp the user typed: the
+    one-line error names --from-log and the setting."""
+    log = tmp_path / "tp5.log"
+    log.write_text(
+        "INFO vLLM API server version 0.19.0\n"
+        "INFO non-default args: {'model': 'x', 'max_model_len': 8192, 'tensor_parallel_size': 5}\n"
+        "INFO GPU KV cache size: 400,000 tokens\n"
+    )
+    args = ("--from-log", str(log), "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    r = cli("capacity", *args)
+    assert r.code == 2
+    got = r.json()
+    assert got["field"] == "--from-log"
+    assert "a logged setting is refused: --tp: 5 does not divide" in got["error"]
+
+
 def test_big_log_is_scanned_fast() -> None:
     body = "x\n" * 5_000_000  # 10 MB of lines no pattern matches
     text = "vLLM API server version 0.19.0\n" + body + "GPU KV cache size: 1,024 tokens\n"

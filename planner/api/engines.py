@@ -114,8 +114,22 @@ class LoggedRun:
         return str(find_gpu(str(self.common["gpu"])).id)
 
     def plan(self, **extra: Any) -> Any:
-        """The engine model at the log's settings (plus `extra` engine_plan keywords)."""
-        return engine_plan(**self.common, **self.flags, spec=self.spec, **extra)
+        """The engine model at the log's settings (plus `extra` engine_plan keywords). A
+        setting the engine model refuses came from the log, so the error names the log (the
+        flags the user typed beside it keep their own names)."""
+        try:
+            return engine_plan(**self.common, **self.flags, spec=self.spec, **extra)
+        except InputError as exc:
+            if exc.field in TYPED_WITH_A_LOG:
+                raise
+            refused = f"{self.path}: a logged setting is refused: {exc.field}: {exc.message}"
+            raise InputError("--from-log", refused) from exc
+
+
+# The flags a user types beside --from-log; every other setting comes from the log.
+TYPED_WITH_A_LOG = frozenset(
+    {"--gpu", "--model", "--preset", "--revision", "--engine-version", "--calibration"}
+)
 
 
 def read_logged_run(
