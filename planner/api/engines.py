@@ -95,6 +95,7 @@ class LoggedRun:
         self.path, self.log, self.sha256, self.common, self.flags = path, log, sha256, common, flags
         self.notes: list[str] = []
         self.no_kv = False  # the engine model leaves the log's settings no KV cache
+        self.field = "--from-log"  # the option that named the log (calibrate: LOG)
         self._spec: Any = None
 
     @property
@@ -115,15 +116,15 @@ class LoggedRun:
 
     def plan(self, **extra: Any) -> Any:
         """The engine model at the log's settings (plus `extra` engine_plan keywords). A
-        setting the engine model refuses came from the log, so the error names the log (the
-        flags the user typed beside it keep their own names)."""
+        setting the engine model refuses came from the log, so the error names the option that
+        gave the log (the flags the user typed beside it keep their own names)."""
         try:
             return engine_plan(**self.common, **self.flags, spec=self.spec, **extra)
         except InputError as exc:
             if exc.field in TYPED_WITH_A_LOG:
                 raise
             refused = f"{self.path}: a logged setting is refused: {exc.field}: {exc.message}"
-            raise InputError("--from-log", refused) from exc
+            raise InputError(self.field, refused) from exc
 
 
 # The flags a user types beside --from-log; every other setting comes from the log.
@@ -178,6 +179,7 @@ def read_logged_run(
     }
     run = LoggedRun(log_path, log, hashlib.sha256(raw).hexdigest(), common, flags)
     run.notes = notes
+    run.field = field
     return run
 
 
