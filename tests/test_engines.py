@@ -394,6 +394,27 @@ def test_data_centre_blackwell_captures_graphs_up_to_1024_from_0_28() -> None:
     assert eager.graph_max_batch == 0
 
 
+def test_mla_block_size_follows_the_blackwell_backend_by_release() -> None:
+    """DeepSeek-R1 on a B200: CUTLASS MLA forces 128 (0.12), FlashInfer MLA forces 64 (0.16),
+    its preferred 32 stands for an unset size from 0.18 and a flag is kept, 0.34's default of 64
+    is accepted; Hopper keeps FlashMLA's 64 through 0.9 and the default after; V3.2's sparse MLA
+    takes 64 on Hopper."""
+    r1 = MODELS / "deepseek-ai--DeepSeek-R1"
+
+    def block(gpu: str, version: str, model: Path = r1, **kw: object) -> object:
+        settings = {"max_model_len": 8192, "tensor_parallel_size": 8} | kw
+        return plan(gpu=gpu, model=model, version=version, **settings).settings["block_size"]
+
+    assert block("b200", "0.12.0") == 128
+    assert block("b200", "0.12.0", block_size=256) == 256  # a multiple of 128 is kept
+    assert block("b200", "0.16.0") == 64
+    assert block("b200", "0.20.0") == 32
+    assert block("b200", "0.20.0", block_size=64) == 64
+    assert block("b200", "0.34.0") == 64
+    assert block("h200", "0.8.0") == 64 and block("h200", "0.20.0") == 16
+    assert block("h200", "0.20.0", model=MODELS / "deepseek-ai--DeepSeek-V3.2") == 64
+
+
 def test_capture_sizes_example() -> None:
     # vllm.md: H100 serve defaults -> max 512 -> 3 + 31 + 17 = 51 sizes
     assert len(vllm.capture_sizes(1024, 8192)) == 51

@@ -492,14 +492,14 @@ def plan_serve(
     if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
         block = default_block
     if s.engine == "vllm":
-        # a block size the platform imposes (FlashMLA: 64) is the one the line states
-        forced = vllm.forced_block_size(model, gpu, parse_version(p.version))
-        if forced is not None and s.block_size is not None and s.block_size != forced:
+        # a block size the MLA backend imposes (FlashMLA: 64) is the one the line states
+        forced = vllm.backend_block_size(model, gpu, parse_version(p.version), s.block_size)
+        if forced is not None and s.block_size is not None and s.block_size != forced[0]:
             warnings.append(
-                f"block_size {s.block_size} -> {forced}: vLLM {p.version} forces it for the "
-                "FlashMLA backend (MLA on Hopper); the line says what it runs"
+                f"block_size {s.block_size} -> {forced[0]}: vLLM {p.version} forces it for the "
+                f"{forced[1]} backend; the line says what it runs"
             )
-        block = forced or block
+        block = forced[0] if forced else block
     pinned = s.model_copy(update={"memory_fraction": fraction, "block_size": block})
     cap_engine = engine_cap(p)
     seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"

@@ -156,18 +156,60 @@ CUDA_CONTEXT_BYTES = NON_TORCH_WITH_CONTEXT_BYTES - NON_TORCH_BYTES
 # FlashMLA needs SM 9.0). Later releases pick other MLA backends first: a 0.19 start-up log
 # of DeepSeek-V2-Lite on an H100 (tests/data/calibration, llmd-h100-deepseek-v2-lite) keeps
 # blocks of 16 (94,097 blocks, 1,505,552 tokens). The rule is applied through 0.9.x, where it
-# is known; from 0.10 the default block stands. Blackwell's MLA backends are not modelled.
+# is known; from 0.10 the default block stands.
 FLASHMLA_BLOCK_SIZE = 64
 FLASHMLA_SINCE = (0, 7, 3)
 FLASHMLA_DEFAULT_UNTIL = (0, 10, 0)
+# Compute capability 10.x (B200, B300, GB200) runs MLA on other backends, each with its blocks
+# (vllm/platforms/cuda.py; from 0.18 AttentionBackend.get_preferred_block_size; read in the
+# 0.10-0.34 wheels): CUTLASS MLA from 0.10.1 (any size not a multiple of 128 forced to 128),
+# FlashInfer MLA first from 0.15 (forced to 64 unless 32 or a multiple of 64), and from 0.18
+# an unset size takes the backend's smallest, FlashInfer MLA's 32 (0.34's default of 64 it
+# accepts). DeepSeek-V3.2's sparse MLA (FlashMLA sparse) forced blocks of 64 from 0.11 to 0.17;
+# after, Hopper's sparse backends prefer multiples of 64 (Blackwell's pick by heads per rank:
+# not modelled).
+CUTLASS_MLA_BLOCK_SIZE = 128
+CUTLASS_MLA_SINCE = (0, 10, 1)
+FLASHINFER_MLA_FIRST_SINCE = (0, 15, 0)
+FLASHINFER_MLA_BLOCK_SIZE = 64
+PREFERRED_BLOCK_SINCE = (0, 18, 0)
+FLASHINFER_MLA_PREFERRED_BLOCK_SIZE = 32
+SPARSE_MLA_BLOCK_SIZE = 64
+SPARSE_MLA_SINCE = (0, 11, 0)
 
 
-def forced_block_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> int | None:
-    """The block size the platform imposes on this model and GPU, if any (FlashMLA)."""
+def backend_block_size(
+    model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], requested: int | None = None
+) -> tuple[int, str] | None:
+    """The KV block size the MLA attention backend runs with for this model, GPU and release,
+    given the --block-size asked (None: unset), and the backend; None where the release's
+    default (or the flag) stands."""
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
-    hopper = gpu.vendor == "nvidia" and (gpu.compute_capability or "").startswith("9.")
-    if mla and hopper and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
-        return FLASHMLA_BLOCK_SIZE
+    if not mla or gpu.vendor != "nvidia":
+        return None
+    major = (gpu.compute_capability or "").split(".")[0]
+    sparse = any(g.indexer_bytes_per_token for g in model.kv_groups)
+    if sparse and major in ("9", "10"):
+        if SPARSE_MLA_SINCE <= version < PREFERRED_BLOCK_SINCE:
+            return SPARSE_MLA_BLOCK_SIZE, "FlashMLA sparse"
+        if major == "9" and version >= PREFERRED_BLOCK_SINCE and requested is None:
+            return SPARSE_MLA_BLOCK_SIZE, "sparse MLA"
+        return None
+    if major == "9" and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
+        return FLASHMLA_BLOCK_SIZE, "FlashMLA"
+    if major != "10" or version < CUTLASS_MLA_SINCE:
+        return None
+    block = requested if requested is not None else 16
+    if version < FLASHINFER_MLA_FIRST_SINCE:
+        if block % CUTLASS_MLA_BLOCK_SIZE:
+            return CUTLASS_MLA_BLOCK_SIZE, "CUTLASS MLA"
+        return None
+    if version < PREFERRED_BLOCK_SINCE:
+        if block != FLASHINFER_MLA_PREFERRED_BLOCK_SIZE and block % FLASHINFER_MLA_BLOCK_SIZE:
+            return FLASHINFER_MLA_BLOCK_SIZE, "FlashInfer MLA"
+        return None
+    if requested is None and version < (0, 34, 0):
+        return FLASHINFER_MLA_PREFERRED_BLOCK_SIZE, "FlashInfer MLA"
     return None
 
 
@@ -908,8 +950,10 @@ def predict(
             + (" with the extensible KV cache)" if extensible else ")")
         )
     block = s.block_size or rules.default_block_size
-    # the platform's forced size wins over the flag (the serve plan says so when one was given)
-    block = forced_block_size(model, gpu, version) or block
+    # the MLA backend's size wins over the flag where it forces one (the serve plan says so
+    # when one was given)
+    backend = backend_block_size(model, gpu, version, s.block_size)
+    block = backend[0] if backend else block
     if s.block_size is None:
         defaults.append(f"block_size={block}")
     run_dtype = compute_dtype(model, s.dtype)
