@@ -230,6 +230,35 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
     assert page(gpu="h200", model=v32, tp_size=8) == 64
 
 
+def test_sglang_pools_window_layers_apart_only_for_the_models_it_lists() -> None:
+    """SGLang sizes window layers at 0.8 of the full layers' tokens only for listed
+    architectures: gpt-oss from 0.5.8 (not on B200's TensorRT-LLM MHA until 0.5.10), Llama 4's
+    chunked layers from 0.5.8; Gemma 3 and Mistral's window layers count as full ones, so the
+    same memory holds fewer tokens than with the split."""
+    from planner.core.engines.sglang import _token_cell_bytes, hybrid_swa
+
+    def spec(name: str) -> ModelSpec:
+        m = resolve_model(name, None, None)
+        return getattr(m, "spec", m)
+
+    oss, h200, b200 = spec("gpt-oss-120b"), find_gpu("h200"), find_gpu("b200")
+    assert not hybrid_swa(oss, h200, (0, 5, 2)) and hybrid_swa(oss, h200, (0, 5, 8))
+    assert not hybrid_swa(oss, b200, (0, 5, 9)) and hybrid_swa(oss, b200, (0, 5, 10))
+    scout = spec("llama-4-scout")
+    assert not hybrid_swa(scout, h200, (0, 5, 7)) and hybrid_swa(scout, h200, (0, 5, 8))
+    for name in ("gemma-3-27b", "mistral-7b-v0.1"):
+        assert not hybrid_swa(spec(name), h200, (0, 5, 23))
+    # gpt-oss: 18 window + 18 full layers, 8 KV heads of 64 (K and V), 2 bytes, TP 1
+    per_layer = 8 * (64 + 64) * 2
+    assert _token_cell_bytes(oss, 1, 1, 2, swa=False) == 36 * per_layer
+    assert _token_cell_bytes(oss, 1, 1, 2, swa=True) == 18 * per_layer + int(
+        18 * per_layer * 0.8
+    )
+    old = engine_plan(engine="sglang", gpu="h200", preset="gpt-oss-120b", version="0.5.2")
+    new = engine_plan(engine="sglang", gpu="h200", preset="gpt-oss-120b", version="0.5.10")
+    assert old.kv_cache_tokens < new.kv_cache_tokens
+
+
 def test_sglang_default_mem_fraction_h100() -> None:
     # sglang.md worked example: 81,559 MiB, TP 1, non-MLA, defaults -> 0.830
     p = engine_plan(engine="sglang", gpu="h100", model=LLAMA8, context_length=8192)

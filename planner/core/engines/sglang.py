@@ -44,6 +44,23 @@ OLDEST_VERSION = (0, 3, 0)
 PRE_LOAD_USED_BYTES = round(0.38 * GIB_BYTES)
 # Hybrid SWA models: SWA-layer tokens per full-layer token (--swa-full-tokens-ratio default).
 SWA_FULL_TOKENS_RATIO = 0.8
+# SGLang pools a model's window layers apart (at that ratio of the full layers' tokens) only
+# for the architectures it lists (python/sglang/srt/configs/model_config.py
+# is_hybrid_swa_model, from 0.5.8; Llama 4's chunked layers are its window layers). Before,
+# the runner's own test found no common model it did not switch off: gpt-oss and Gemma 2 / 3
+# set disable_hybrid_swa_memory (0.4.10.post2-0.5.7). Every other model sizes its window
+# layers as full ones, Gemma 2 / 3 in every release. gpt-oss kept it off on the TensorRT-LLM
+# MHA backend (compute capability 10.x) in 0.5.8-0.5.9. Read in the 0.4.10-0.5.23 wheels.
+HYBRID_SWA_SINCE = {
+    "GptOssForCausalLM": (0, 5, 8),
+    "Llama4ForConditionalGeneration": (0, 5, 8),
+    "MiMoV2FlashForCausalLM": (0, 5, 8),
+    "Step3p5ForCausalLM": (0, 5, 9),
+    "Gemma4ForCausalLM": (0, 5, 11),
+    "Gemma4ForConditionalGeneration": (0, 5, 11),
+    "Gemma4UnifiedForConditionalGeneration": (0, 5, 13),
+}
+GPT_OSS_TRTLLM_SWA_SINCE = (0, 5, 10)
 # Default chunked-prefill size and decode capture max batch by GPU memory (MiB):
 # (upper bound, chunked, max_bs tp<4, max_bs tp>=4), per release (server_args.py /
 # arg_groups/memory_hook.py, read at 0.5.10 and 0.5.20-0.5.23).
@@ -483,7 +500,8 @@ def predict(
         )
     mamba_slots, mamba_bytes = _mamba_pool(model, s, available, fraction, notes)
     available -= mamba_bytes
-    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes)
+    swa = hybrid_swa(model, gpu, version)
+    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes, swa)
     if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
         tokens = context
         notes.append("no attention KV: the token pool is nominal (context length)")
@@ -598,10 +616,20 @@ def _mamba_pool(
     return slots, state_bytes
 
 
-def _token_cell_bytes(model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int) -> int:
+def hybrid_swa(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> bool:
+    """Whether SGLang pools this model's window layers apart from its full ones (above)."""
+    since = HYBRID_SWA_SINCE.get(model.architecture or "")
+    if since is None or version < since:
+        return False
+    blackwell = gpu.vendor == "nvidia" and (gpu.compute_capability or "").startswith("10.")
+    trtllm = model.architecture == "GptOssForCausalLM" and blackwell
+    return not (trtllm and version < GPT_OSS_TRTLLM_SWA_SINCE)
+
+
+def _token_cell_bytes(model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int, swa: bool) -> int:
     """Bytes one token of the pool costs on a rank: every attention layer's KV (MLA: the
-    latent and the indexer's key), sliding-window layers at the SWA pool's share of the
-    full one."""
+    latent and the indexer's key); with a hybrid SWA pool (`swa`), the window layers at the
+    SWA pool's share of the full one."""
     cell = 0
     for g in model.kv_groups:
         layers = ceil_div(g.num_layers, pp)
@@ -610,7 +638,8 @@ def _token_cell_bytes(model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int) ->
         elif g.kind.per_token:
             heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)
             per = layers * heads * (g.head_dim_k + g.head_dim_v)
-            ratio = SWA_FULL_TOKENS_RATIO if g.kind is KvKind.SLIDING else 1.0
+            window = g.kind in (KvKind.SLIDING, KvKind.CHUNKED)
+            ratio = SWA_FULL_TOKENS_RATIO if swa and window else 1.0
             cell += int(per * kv_bytes * ratio)
     return cell
 
