@@ -251,9 +251,7 @@ def test_sglang_pools_window_layers_apart_only_for_the_models_it_lists() -> None
     # gpt-oss: 18 window + 18 full layers, 8 KV heads of 64 (K and V), 2 bytes, TP 1
     per_layer = 8 * (64 + 64) * 2
     assert _token_cell_bytes(oss, 1, 1, 2, swa=False) == 36 * per_layer
-    assert _token_cell_bytes(oss, 1, 1, 2, swa=True) == 18 * per_layer + int(
-        18 * per_layer * 0.8
-    )
+    assert _token_cell_bytes(oss, 1, 1, 2, swa=True) == 18 * per_layer + int(18 * per_layer * 0.8)
     old = engine_plan(engine="sglang", gpu="h200", preset="gpt-oss-120b", version="0.5.2")
     new = engine_plan(engine="sglang", gpu="h200", preset="gpt-oss-120b", version="0.5.10")
     assert old.kv_cache_tokens < new.kv_cache_tokens
