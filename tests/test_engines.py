@@ -219,6 +219,9 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
         ]
 
     assert page(gpu="b200", model=LLAMA8) == 64
+    gemma4 = MODELS / "google--gemma-4-31B-it"
+    assert page(gpu="b200", model=gemma4) == 64
+    assert page(gpu="b200", model=gemma4, version="0.5.12") == 1  # Triton until then
     assert page(gpu="b200", model=LLAMA8, version="0.5.6") == 1
     assert page(gpu="h200", model=LLAMA8) == page(gpu="mi355x", model=LLAMA8) == 1
     assert page(gpu="b200", model=LLAMA8, page_size=16) == 16

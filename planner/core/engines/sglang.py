@@ -137,8 +137,9 @@ VLM_ADJUST_SINCE = (0, 5, 5)
 # is 1): DeepSeek's sparse attention (V3.2's indexer) takes 64-token pages on NVIDIA from
 # 0.5.4 ("Setting page size to 64 for DeepSeek NSA / DSA"; 64 x the config's index_kpool in
 # 0.5.23), and on compute capability 10.x (B200, B300, GB200) the TensorRT-LLM kernels SGLang
-# picks raise pages of 1 to 64: trtllm_mha for gpt-oss (0.5.1), trtllm_mla for DeepSeek-V3
-# architectures (0.5.4), trtllm_mha as the default of plain-attention models (0.5.7)
+# picks raise pages of 1 to 64: trtllm_mha for gpt-oss (0.5.1), Llama 4 (0.5.5) and Gemma 4
+# (0.5.13), trtllm_mla for DeepSeek-V3 architectures (0.5.4), trtllm_mha as the default of
+# plain-attention models (0.5.7)
 # (python/sglang/srt/server_args.py model_specific_adjustments and
 # _handle_attention_backend_compatibility, read in the 0.5.1-0.5.23 wheels; later releases
 # move them to arg_groups/). Other architectures carry per-model overrides and keep 1 here.
@@ -147,6 +148,10 @@ DSA_PAGE_SINCE = (0, 5, 4)
 BLACKWELL_PAGE_SINCE = {
     "GptOssForCausalLM": (0, 5, 1),
     "DeepseekV3ForCausalLM": (0, 5, 4),
+    "Llama4ForConditionalGeneration": (0, 5, 5),
+    # Gemma 4 ran Triton attention until 0.5.12 (its ModelOpt FP4 MoE variant still does)
+    "Gemma4ForCausalLM": (0, 5, 13),
+    "Gemma4ForConditionalGeneration": (0, 5, 13),
 }
 PLAIN_ATTENTION_PAGE_SINCE = (0, 5, 7)
 PLAIN_ATTENTION_ARCHITECTURES = frozenset(
