@@ -500,3 +500,31 @@ def test_a_fraction_on_the_printed_grid_is_pinned_as_it_is() -> None:
     assert pinned_fraction(0.92) == 0.92
     assert pinned_fraction(0.76049) == 0.7604
     assert pinned_fraction(0.8123456) == 0.8123
+
+
+def test_16_bit_kv_cache_dtype_spellings_from_the_release_that_takes_them() -> None:
+    """vLLM takes --kv-cache-dtype bfloat16 from 0.11 and float16 from 0.18, SGLang bf16 /
+    bfloat16 from 0.5.4 (their CacheDType / choices); earlier releases refuse them, and the
+    error names the release and what it takes."""
+    from planner.core.serve import check_kv_cache_dtype
+    from planner.errors import InputError
+
+    def check(engine: str, version: str, dtype: str) -> None:
+        settings = ServeSettings(
+            engine=engine,  # type: ignore[arg-type]
+            version=version,
+            kv_cache_dtype=dtype,
+            context_tokens=8192,
+            mean_tokens=2000,
+        )
+        check_kv_cache_dtype(settings)
+
+    check("vllm", "0.11.0", "bfloat16")
+    check("vllm", "0.18.0", "float16")
+    check("sglang", "0.5.4", "bf16")
+    with pytest.raises(InputError, match=r"vLLM 0\.10\.0 takes auto, fp8, fp8_e4m3, fp8_e5m2$"):
+        check("vllm", "0.10.0", "bfloat16")
+    with pytest.raises(InputError, match=r"vLLM 0\.17\.0 takes .*bfloat16$"):
+        check("vllm", "0.17.0", "float16")
+    with pytest.raises(InputError, match=r"SGLang 0\.5\.3 takes auto, fp8_e4m3, fp8_e5m2$"):
+        check("sglang", "0.5.3", "bfloat16")

@@ -42,6 +42,11 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 HYBRID_BLOCK_ALIGNMENT = 16
 VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
+# 16-bit --kv-cache-dtype spellings and the first release that takes each (vLLM
+# vllm/config/cache.py CacheDType: bfloat16 from 0.11, float16 from 0.18; SGLang server_args.py
+# choices: bf16 / bfloat16 from 0.5.4); the ledger sizes them at two bytes.
+VLLM_16BIT_KV_SINCE = {"bfloat16": (0, 11, 0), "float16": (0, 18, 0)}
+SGLANG_16BIT_KV_SINCE = {"bf16": (0, 5, 4), "bfloat16": (0, 5, 4)}
 ENGINE_DTYPES = ("auto", *DTYPE_FLAG_NAMES)
 # Utilisation the suggestions may go up to: the engines' own defaults leave 8-10% of the device
 # to the allocator's fragmentation, other processes and peaks the profile does not see.
@@ -141,6 +146,28 @@ class ServePlan(BaseModel):
 ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 
 
+def check_kv_cache_dtype(s: ServeSettings) -> None:
+    """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
+    from planner.core.engines import sglang
+    from planner.core.engines.common import parse_version
+
+    plain: tuple[str, ...]
+    if s.engine == "vllm":
+        name, plain, since = "vLLM", VLLM_KV_CACHE_DTYPES, VLLM_16BIT_KV_SINCE
+        newest = vllm.NEWEST_VERSION
+    else:
+        name, plain, since = "SGLang", SGLANG_KV_CACHE_DTYPES, SGLANG_16BIT_KV_SINCE
+        newest = sglang.NEWEST_VERSION
+    version = parse_version(s.version) if s.version else newest
+    accepted = (*plain, *(k for k, v in since.items() if version >= v))
+    if s.kv_cache_dtype not in accepted:
+        raise InputError(
+            "--kv-cache-dtype",
+            f"{s.kv_cache_dtype!r}: {name} {'.'.join(map(str, version))} takes "
+            + ", ".join(accepted),
+        )
+
+
 def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) -> None:
     """Refuse values the engine's own parser (or the GPU) would refuse, naming the flag."""
     if gpu.vendor not in ENGINE_MODEL_VENDORS:
@@ -162,10 +189,7 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
                 "--block-size",
                 f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {block})",
             )
-        if s.kv_cache_dtype not in VLLM_KV_CACHE_DTYPES:
-            raise InputError("--kv-cache-dtype", f"vLLM accepts {', '.join(VLLM_KV_CACHE_DTYPES)}")
-    elif s.kv_cache_dtype not in SGLANG_KV_CACHE_DTYPES:
-        raise InputError("--kv-cache-dtype", f"SGLang accepts {', '.join(SGLANG_KV_CACHE_DTYPES)}")
+    check_kv_cache_dtype(s)
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
