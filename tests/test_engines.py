@@ -445,6 +445,17 @@ def test_mla_block_size_follows_the_blackwell_backend_by_release() -> None:
     assert block("h200", "0.20.0", model=MODELS / "deepseek-ai--DeepSeek-V3.2") == 64
 
 
+def test_rocm_keeps_blocks_of_16_under_0_34_for_its_native_attention() -> None:
+    """vLLM 0.34 defaults to 64-token blocks, but on ROCm plain attention runs ROCM_ATTN first,
+    whose preferred size is 16 (its native kernel's); gpt-oss (attention sinks) and a KV
+    connector take other backends and the default; an explicit size is kept."""
+    assert plan(gpu="mi300x", max_model_len=8192).settings["block_size"] == 16
+    assert plan(gpu="mi300x", max_model_len=8192, block_size=64).settings["block_size"] == 64
+    assert plan(gpu="h100", max_model_len=8192).settings["block_size"] == 64
+    oss = plan(gpu="mi300x", preset="gpt-oss-120b", model=None, max_model_len=8192)
+    assert oss.settings["block_size"] == 64
+
+
 def test_capture_sizes_example() -> None:
     # vllm.md: H100 serve defaults -> max 512 -> 3 + 31 + 17 = 51 sizes
     assert len(vllm.capture_sizes(1024, 8192)) == 51

@@ -517,7 +517,13 @@ def plan_serve(
         block = default_block
     if s.engine == "vllm":
         # a block size the MLA backend imposes (FlashMLA: 64) is the one the line states
-        forced = vllm.backend_block_size(model, gpu, parse_version(p.version), s.block_size)
+        forced = vllm.backend_block_size(
+            model,
+            gpu,
+            parse_version(p.version),
+            s.block_size,
+            connector=vllm_connector(s)[0] is not None,
+        )
         if forced is not None and s.block_size is not None and s.block_size != forced[0]:
             warnings.append(
                 f"block_size {s.block_size} -> {forced[0]}: vLLM {p.version} forces it for the "

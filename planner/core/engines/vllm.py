@@ -176,15 +176,37 @@ PREFERRED_BLOCK_SINCE = (0, 18, 0)
 FLASHINFER_MLA_PREFERRED_BLOCK_SIZE = 32
 SPARSE_MLA_BLOCK_SIZE = 64
 SPARSE_MLA_SINCE = (0, 11, 0)
+# ROCm runs plain attention on the ROCM_ATTN backend first, whose native paged-attention
+# kernel takes blocks of 16 or 32: an unset size is 16 whatever the release's default (its
+# get_preferred_block_size; vllm/v1/attention/backends/rocm_attn.py and platforms/rocm.py
+# backend priorities, 0.34, where the default became 64). It does not run attention sinks
+# (gpt-oss), KV connectors or head sizes outside its list; those models take the default.
+ROCM_ATTN_BLOCK_SIZE = 16
+ROCM_ATTN_PREFERENCE_SINCE = (0, 34, 0)
+ROCM_ATTN_HEAD_SIZES = frozenset({32, 64, 80, 96, 128, 160, 192, 224, 256})
+SINK_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
 def backend_block_size(
-    model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], requested: int | None = None
+    model: ModelSpec,
+    gpu: GpuSpec,
+    version: tuple[int, int, int],
+    requested: int | None = None,
+    connector: bool = False,
 ) -> tuple[int, str] | None:
-    """The KV block size the MLA attention backend runs with for this model, GPU and release,
-    given the --block-size asked (None: unset), and the backend; None where the release's
-    default (or the flag) stands."""
+    """The KV block size the attention backend runs with for this model, GPU and release,
+    given the --block-size asked (None: unset) and whether a KV connector runs, and the
+    backend; None where the release's default (or the flag) stands."""
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    if gpu.vendor == "amd" and not mla:
+        heads = {g.head_dim_k for g in model.kv_groups if g.kind.per_token}
+        native = bool(heads) and heads <= ROCM_ATTN_HEAD_SIZES
+        sinks = model.architecture in SINK_ARCHITECTURES
+        unset = requested is None and version >= ROCM_ATTN_PREFERENCE_SINCE
+        plain = all(g.kind.per_token for g in model.kv_groups)  # no Mamba / linear state
+        if unset and native and plain and not sinks and not connector:
+            return ROCM_ATTN_BLOCK_SIZE, "ROCm paged attention"
+        return None
     if not mla or gpu.vendor != "nvidia":
         return None
     major = (gpu.compute_capability or "").split(".")[0]
@@ -952,7 +974,9 @@ def predict(
     block = s.block_size or rules.default_block_size
     # the MLA backend's size wins over the flag where it forces one (the serve plan says so
     # when one was given)
-    backend = backend_block_size(model, gpu, version, s.block_size)
+    backend = backend_block_size(
+        model, gpu, version, s.block_size, connector=s.kv_connector is not None
+    )
     block = backend[0] if backend else block
     if s.block_size is None:
         defaults.append(f"block_size={block}")
