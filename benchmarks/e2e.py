@@ -35,7 +35,9 @@ from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
+from planner.core.engines.common import parse_version
 from planner.core.parallel import ranks_share_tp
+from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
 from planner.sources.models import resolve_model
@@ -244,7 +246,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     dated = release_on(family, run_date(row) or "") if not version else None
     if version:
         settings["version"] = version.group(0)
-    elif dated and (steps == 1 or tuple(map(int, dated.split("."))) < (0, 8)):
+    elif dated and (steps == 1 or parse_version(dated) < VLLM_V1_SINCE):
         settings["version"] = dated  # the image's `latest` on the run date
     elif steps > 1:
         # --num-scheduler-steps exists only in vLLM V0 (0.6.0-0.7.x): the newest V0 release

@@ -414,8 +414,9 @@ def test_data_centre_blackwell_captures_graphs_up_to_1024_from_0_28() -> None:
     """vLLM 0.28 raised the default capture ceiling to 1,024 on compute capability 10.x (B200,
     B300, GB200; config/vllm.py default_max_graph_size): 83 sizes against 51, so more graph
     memory comes off the KV cache; an H200 and 0.27 keep 512."""
-    assert len(vllm.capture_sizes(1024, 16384, cap=vllm.capture_cap((0, 28, 0), "10.0"))) == 83
-    assert vllm.capture_cap((0, 27, 1), "10.0") == vllm.capture_cap((0, 34, 0), "9.0") == 512
+    b200, h200 = find_gpu("b200"), find_gpu("h200")
+    assert len(vllm.capture_sizes(1024, 16384, cap=vllm.capture_cap((0, 28, 0), b200))) == 83
+    assert vllm.capture_cap((0, 27, 1), b200) == vllm.capture_cap((0, 34, 0), h200) == 512
     b200 = plan(gpu="b200", version="0.34.0", max_model_len=8192)
     assert b200.graph_max_batch == 1024
     assert plan(gpu="b200", version="0.27.1", max_model_len=8192).graph_max_batch == 512

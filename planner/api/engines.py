@@ -90,12 +90,18 @@ class LoggedRun:
     """A start-up log read for re-running: what it printed, and the plan inputs it implies."""
 
     def __init__(
-        self, path: str, log: Any, sha256: str, common: dict[str, Any], flags: dict[str, Any]
+        self,
+        path: str,
+        log: Any,
+        sha256: str,
+        common: dict[str, Any],
+        flags: dict[str, Any],
+        field: str = "--from-log",
     ):
         self.path, self.log, self.sha256, self.common, self.flags = path, log, sha256, common, flags
+        self.field = field  # the option that named the log (calibrate: LOG)
         self.notes: list[str] = []
         self.no_kv = False  # the engine model leaves the log's settings no KV cache
-        self.field = "--from-log"  # the option that named the log (calibrate: LOG)
         self._spec: Any = None
 
     @property
@@ -177,9 +183,8 @@ def read_logged_run(
         "revision": revision,
         "quantization": quantization,
     }
-    run = LoggedRun(log_path, log, hashlib.sha256(raw).hexdigest(), common, flags)
+    run = LoggedRun(log_path, log, hashlib.sha256(raw).hexdigest(), common, flags, field)
     run.notes = notes
-    run.field = field
     return run
 
 

@@ -515,21 +515,19 @@ def plan_serve(
     )
     if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
         block = default_block
-    if s.engine == "vllm":
-        # a block size the MLA backend imposes (FlashMLA: 64) is the one the line states
-        forced = vllm.backend_block_size(
-            model,
-            gpu,
-            parse_version(p.version),
-            s.block_size,
-            connector=vllm_connector(s)[0] is not None,
-        )
-        if forced is not None and s.block_size is not None and s.block_size != forced[0]:
+    if s.engine == "vllm" and not is_hybrid(model):
+        # the block the prediction runs (an attention backend may impose one: its note names
+        # it) is the one the line states
+        runs = int(str(p.settings["block_size"]))
+        if s.block_size is not None and s.block_size != runs:
+            # the prediction's note names the backend that set it
+            why = next((n for n in p.notes if n.startswith(f"block_size {runs}: ")), "")
             warnings.append(
-                f"block_size {s.block_size} -> {forced[0]}: vLLM {p.version} forces it for the "
-                f"{forced[1]} backend; the line says what it runs"
+                f"block_size {s.block_size} -> {runs} on vLLM {p.version}: "
+                f"{why.partition(': ')[2] or 'set by its attention backend'}; the line says "
+                "what it runs"
             )
-        block = forced[0] if forced else block
+        block = runs
     pinned = s.model_copy(update={"memory_fraction": fraction, "block_size": block})
     cap_engine = engine_cap(p)
     seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"

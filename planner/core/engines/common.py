@@ -115,6 +115,19 @@ def kv_cache_dtype(flag: str, model: ModelSpec, run_flag: str) -> str:
     return KV_CACHE_DTYPES.get(flag) or compute_dtype(model, run_flag)
 
 
+# CUDA compute capability majors the engines switch kernels on (developer.nvidia.com/cuda-gpus).
+HOPPER_MAJOR = 9  # H100, H200, H20, GH200: 9.0
+BLACKWELL_MAJOR = 10  # data-centre Blackwell: B200 and GB200 10.0, B300 10.3
+
+
+def capability(gpu: GpuSpec) -> tuple[int, int]:
+    """The card's CUDA compute capability; (99, 0) where unknown or not NVIDIA (no switch)."""
+    if gpu.vendor.lower() != "nvidia" or gpu.compute_capability is None:
+        return (99, 0)
+    major, minor = gpu.compute_capability.split(".")
+    return int(major), int(minor)
+
+
 def compute_dtype(model: ModelSpec, flag: str) -> str:
     """The dtype the engine computes in: `--dtype auto` keeps bf16/fp16 and runs fp32 as fp16."""
     if flag in ("auto", ""):

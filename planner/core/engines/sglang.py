@@ -15,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
+    BLACKWELL_MAJOR,
     EnginePrediction,
     NoKvCache,
     Sharding,
     TermSource,
+    capability,
     check_stages,
     compute_dtype,
     kv_cache_dtype,
@@ -174,7 +176,7 @@ def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
         return 1
     if any(g.indexer_bytes_per_token for g in model.kv_groups):
         return TRTLLM_PAGE_TOKENS if version >= DSA_PAGE_SINCE else 1
-    if (gpu.compute_capability or "").split(".")[0] != "10":
+    if capability(gpu)[0] != BLACKWELL_MAJOR:
         return 1
     arch = model.architecture or ""
     since = BLACKWELL_PAGE_SINCE.get(arch)
@@ -626,7 +628,7 @@ def hybrid_swa(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) ->
     since = HYBRID_SWA_SINCE.get(model.architecture or "")
     if since is None or version < since:
         return False
-    blackwell = gpu.vendor == "nvidia" and (gpu.compute_capability or "").startswith("10.")
+    blackwell = capability(gpu)[0] == BLACKWELL_MAJOR
     trtllm = model.architecture == "GptOssForCausalLM" and blackwell
     return not (trtllm and version < GPT_OSS_TRTLLM_SWA_SINCE)
 

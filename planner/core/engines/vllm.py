@@ -19,10 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
+    BLACKWELL_MAJOR,
+    HOPPER_MAJOR,
     EnginePrediction,
     NoKvCache,
     Sharding,
     TermSource,
+    capability,
     check_stages,
     compute_dtype,
     kv_cache_dtype,
@@ -209,28 +212,28 @@ def backend_block_size(
         return None
     if not mla or gpu.vendor != "nvidia":
         return None
-    major = (gpu.compute_capability or "").split(".")[0]
+    major = capability(gpu)[0]
     sparse = any(g.indexer_bytes_per_token for g in model.kv_groups)
-    if sparse and major in ("9", "10"):
+    if sparse and major in (HOPPER_MAJOR, BLACKWELL_MAJOR):
         if SPARSE_MLA_SINCE <= version < PREFERRED_BLOCK_SINCE:
             return SPARSE_MLA_BLOCK_SIZE, "FlashMLA sparse"
-        if major == "9" and version >= PREFERRED_BLOCK_SINCE and requested is None:
+        if major == HOPPER_MAJOR and version >= PREFERRED_BLOCK_SINCE and requested is None:
             return SPARSE_MLA_BLOCK_SIZE, "sparse MLA"
         return None
-    if major == "9" and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
+    if major == HOPPER_MAJOR and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
         return FLASHMLA_BLOCK_SIZE, "FlashMLA"
-    if major != "10" or version < CUTLASS_MLA_SINCE:
+    if major != BLACKWELL_MAJOR or version < CUTLASS_MLA_SINCE:
         return None
-    block = requested if requested is not None else 16
+    block = requested if requested is not None else default_block_size(version)
     if version < FLASHINFER_MLA_FIRST_SINCE:
         if block % CUTLASS_MLA_BLOCK_SIZE:
             return CUTLASS_MLA_BLOCK_SIZE, "CUTLASS MLA"
         return None
+    takes = block == FLASHINFER_MLA_PREFERRED_BLOCK_SIZE or block % FLASHINFER_MLA_BLOCK_SIZE == 0
     if version < PREFERRED_BLOCK_SINCE:
-        if block != FLASHINFER_MLA_PREFERRED_BLOCK_SIZE and block % FLASHINFER_MLA_BLOCK_SIZE:
-            return FLASHINFER_MLA_BLOCK_SIZE, "FlashInfer MLA"
-        return None
-    if requested is None and version < (0, 34, 0):
+        return None if takes else (FLASHINFER_MLA_BLOCK_SIZE, "FlashInfer MLA")
+    # an unset size the backend does not take becomes its smallest (0.34's 64 it takes)
+    if requested is None and not takes:
         return FLASHINFER_MLA_PREFERRED_BLOCK_SIZE, "FlashInfer MLA"
     return None
 
@@ -562,7 +565,7 @@ class MeasuredTerms(BaseModel):
 # vLLM 0.33.0 keeps the GB10 (DGX Spark, compute capability 12.1) on the small batch tier:
 # "has the memory but not the compute of a large discrete GPU" (vllm/engine/arg_utils.py
 # _get_batch_defaults, is_gb10; absent from 0.32.0).
-GB10_CAPABILITY = "12.1"
+GB10_CAPABILITY = (12, 1)
 GB10_SMALL_TIER_SINCE = (0, 33, 0)
 
 
@@ -574,7 +577,7 @@ def batch_defaults(
     max_model_len: int,
     chunked: bool,
     version: tuple[int, int, int] = NEWEST_VERSION,
-    compute_capability: str | None = None,
+    gpu_capability: tuple[int, int] = (99, 0),
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM picks when unset (vllm.md section 2).
     Without chunked prefill (`chunked`: `chunked_prefill`'s answer) a step must hold a whole
@@ -589,7 +592,7 @@ def batch_defaults(
     gib = memory_bytes / GIB_BYTES
     serve = usage == "serve"
     is_a100 = "a100" in gpu_name.lower()
-    small = compute_capability == GB10_CAPABILITY and version >= GB10_SMALL_TIER_SINCE
+    small = gpu_capability == GB10_CAPABILITY and version >= GB10_SMALL_TIER_SINCE
     if small:
         tokens, seqs = (2048 if serve else 8192), 256
     elif kind == "with_160gib" and gib >= 160:
@@ -628,14 +631,6 @@ def unchunked_budget_refusal(settings: dict[str, object]) -> str | None:
     )
 
 
-def capability(gpu: GpuSpec) -> tuple[int, int]:
-    """The card's CUDA compute capability; (99, 0) where unknown or not NVIDIA (no switch)."""
-    if gpu.vendor.lower() != "nvidia" or gpu.compute_capability is None:
-        return (99, 0)
-    major, minor = gpu.compute_capability.split(".")
-    return int(major), int(minor)
-
-
 def allreduce_fusion(
     gpu: GpuSpec, version: tuple[int, int, int], tp: int, pp: int, eager: bool
 ) -> bool:
@@ -651,10 +646,9 @@ def allreduce_fusion(
     )
 
 
-def capture_cap(version: tuple[int, int, int], compute_capability: str | None) -> int:
+def capture_cap(version: tuple[int, int, int], gpu: GpuSpec) -> int:
     """The release's default ceiling on CUDA-graph capture sizes for this card."""
-    blackwell = (compute_capability or "").split(".")[0] == "10"
-    if blackwell and version >= BLACKWELL_CAPTURE_CAP_SINCE:
+    if capability(gpu)[0] == BLACKWELL_MAJOR and version >= BLACKWELL_CAPTURE_CAP_SINCE:
         return BLACKWELL_CUDAGRAPH_CAPTURE_CAP
     return CUDAGRAPH_CAPTURE_CAP
 
@@ -977,7 +971,10 @@ def predict(
     backend = backend_block_size(
         model, gpu, version, s.block_size, connector=s.kv_connector is not None
     )
-    block = backend[0] if backend else block
+    block_note = None
+    if backend is not None and backend[0] != block:
+        block_note = f"block_size {backend[0]}: set by the {backend[1]} attention backend"
+        block = backend[0]
     if s.block_size is None:
         defaults.append(f"block_size={block}")
     run_dtype = compute_dtype(model, s.dtype)
@@ -1018,6 +1015,8 @@ def predict(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
     )
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
+    if block_note is not None:
+        notes.append(block_note)
     if dp > 1:
         notes.append(
             f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
@@ -1071,9 +1070,7 @@ def predict(
     if s.kv_connector is not None:
         sources["connector_bytes"] = "derived"
         connector = correct(cal, "connector_bytes", connector, sources)
-    sizes = capture_sizes(
-        seqs, tokens, s.max_cudagraph_capture_size, capture_cap(version, gpu.compute_capability)
-    )
+    sizes = capture_sizes(seqs, tokens, s.max_cudagraph_capture_size, capture_cap(version, gpu))
     graph = _cudagraph_bytes(at, profile.runner, len(sizes), m, sources)
     graph_max_batch = None
     if engine == "v1":
@@ -1255,7 +1252,7 @@ def _scheduler_limits(
         max_len,
         chunked,
         at.version,
-        at.gpu.compute_capability,
+        capability(at.gpu),
     )
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
@@ -1440,11 +1437,8 @@ def extensible_kv_bytes(
     everything resident but the KV (`resident`: weights, non-torch memory, CUDA graphs, the
     connector's buffers) and the transient peak; memory other processes hold (`reserved`) and
     this process's CUDA context are not free at start (measure_kv_cache_bytes)."""
-    floor = (
-        EXTENSIBLE_MARGIN_FLOOR_ROCM_BYTES
-        if gpu.vendor == "amd"
-        else (EXTENSIBLE_MARGIN_FLOOR_BYTES)
-    )
+    amd = gpu.vendor == "amd"
+    floor = EXTENSIBLE_MARGIN_FLOOR_ROCM_BYTES if amd else EXTENSIBLE_MARGIN_FLOOR_BYTES
     margin = max(floor, int(peak * EXTENSIBLE_MARGIN_FRACTION))
     headroom = total - CUDA_CONTEXT_BYTES - reserved - resident
     return min(requested - resident, headroom - margin) - peak
