@@ -300,6 +300,15 @@ def test_hybrid_block_size_is_the_engines_own(cli: Cli, tmp_path: Path) -> None:
     with metrics_server({"/metrics": scrape}) as url:
         r = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
     assert r.code == 0, (tokens, r.out)
+    # a scrape without the block label counts its blocks at the plan's block, not vLLM's 16
+    unlabelled = scrape.replace('block_size="544",', "")
+    with metrics_server({"/metrics": unlabelled}) as url:
+        r = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
+    assert r.code == 0, (tokens, r.out)
+    fewer = unlabelled.replace(f'num_gpu_blocks="{blocks}"', f'num_gpu_blocks="{blocks // 2}"')
+    with metrics_server({"/metrics": fewer}) as url:
+        r = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
+    assert r.code == 1 and "kv_cache_tokens" in r.out
 
 
 def test_drift_reads_the_engines_own_spellings(cli: Cli, tmp_path: Path) -> None:

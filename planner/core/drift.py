@@ -249,7 +249,11 @@ def compare_metrics(
         if raw == "None":
             raw = labels.get("num_gpu_blocks", "None")
             blocks = _count(raw)  # summed over DP engines
-            block = _count(labels.get("block_size", DEFAULT_BLOCK_SIZE))
+            # a scrape without the block label: the block the plan runs (else vLLM's default)
+            planned_block = lock.figures.get("engine.block_size") or planned.get(
+                "--block-size", DEFAULT_BLOCK_SIZE
+            )
+            block = _count(labels.get("block_size", planned_block))
             actual_tokens = blocks * block // len(engines) if blocks is not None and block else None
             if blocks is not None and not block:
                 raw = labels.get("block_size")
