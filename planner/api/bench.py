@@ -651,7 +651,7 @@ def _instance(
     whose tokens meet in the MoE layers (vLLM --data-parallel-size on a MoE model: one DP rank
     at TP `tp`; SGLang data-parallel attention: `tp` GPUs, the group's attention on
     tp / groups of them). Its scheduler, KV pool and running cap are the group's."""
-    from planner.api.capacity import serve_report
+    from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
     from planner.sim.engine import CurveCost, SimConfig
@@ -693,9 +693,8 @@ def _instance(
         # its memory fraction stays the one the line pins, as SGLang's heuristic would size a
         # decode instance's reserve by the running cap)
         values["max_num_seqs"] = plan.cap * (attention_groups if sglang_groups else 1)
-        first = plan.prediction
-        if engine_name == "sglang" and first is not None and values.get("memory_fraction") is None:
-            values["memory_fraction"] = first.settings.get("mem_fraction_static")
+        if values.get("memory_fraction") is None:
+            values["memory_fraction"] = pinned_memory_fraction(plan)
         plan, payload = replan()
     if (
         scheduler_steps > 1

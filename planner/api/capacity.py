@@ -278,6 +278,15 @@ def _checkpoint_method(spec: Any) -> str | None:
     )
 
 
+def pinned_memory_fraction(plan: Any) -> Any:
+    """The memory fraction to pin when a plan is made again with another running cap: SGLang's
+    as this plan resolved it (SGLang sizes its reserve by the running cap, so an unpinned
+    heuristic would move the pool); None for vLLM, whose fraction does not move with the cap."""
+    if plan.engine != "sglang" or plan.prediction is None:
+        return None
+    return plan.prediction.settings.get("mem_fraction_static")
+
+
 def serve_report(
     *,
     gpu: str,

@@ -79,7 +79,7 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> di
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
     instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
     prefill and decode instances."""
-    from planner.api.capacity import serve_report
+    from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.api.fleet import serve_values
     from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
 
@@ -93,16 +93,11 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> di
         seqs = pool.plan.max_num_seqs
         if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
             seqs *= own.get("groups", 1)
-        # SGLang: the pool's own memory fraction, pinned as its line pins it (SGLang sizes a
-        # decode instance's reserve by its running cap, so the unpinned heuristic would move
-        # the pool); vLLM's fraction does not move with the role
-        fraction = None
-        if inst.engine == "sglang":
-            fraction = pool.plan.prediction.settings.get("mem_fraction_static")
+        # the pool's own memory fraction, as its line pins it
         values = serve_values(own) | {
             "max_num_seqs": seqs,
             "disagg": flags,
-            "memory_fraction": fraction,
+            "memory_fraction": pinned_memory_fraction(pool.plan),
         }
         plan, _ = serve_report(
             gpu=job["card"].id,
