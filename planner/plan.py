@@ -79,6 +79,7 @@ ENGINE_FIGURE_KEYS = ("kv_cache_tokens", "num_gpu_blocks", "available_kv_bytes")
 SETTING_KEYS = (
     "tp",
     "context_tokens",
+    "max_model_len_auto",
     "mean_tokens",
     "block_tokens",
     "kv_dtype",
@@ -171,7 +172,8 @@ def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
                 f"inputs.settings.{key}",
                 f"{origin}{where}: unknown setting; accepted: {', '.join(SETTING_KEYS)}",
             )
-        if not (value is None or isinstance(value, str | dict) or _finite_number(value)):
+        flag = key == "max_model_len_auto" and isinstance(value, bool)
+        if not (flag or value is None or isinstance(value, str | dict) or _finite_number(value)):
             line = yaml_line_of(node, ("inputs", "settings", key))
             where = f" line {line}" if line else ""
             raise InputError(

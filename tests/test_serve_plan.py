@@ -9,11 +9,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from helpers import MODELS, Result, model_config
 
 from planner.api.engines import SIZED_QUANTIZATIONS
+from planner.core.engines import vllm
 from planner.core.flags import parse_argv
 from planner.core.hf_config import quantized_weights_bytes
 from planner.core.serve import (
@@ -26,6 +29,7 @@ from planner.core.serve import (
     plan_serve,
     predict,
 )
+from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -528,3 +532,86 @@ def test_16_bit_kv_cache_dtype_spellings_from_the_release_that_takes_them() -> N
         check("vllm", "0.17.0", "float16")
     with pytest.raises(InputError, match=r"SGLang 0\.5\.3 takes auto, fp8_e4m3, fp8_e5m2$"):
         check("sglang", "0.5.3", "bfloat16")
+
+
+def test_max_model_len_auto_fits_the_pool_as_vllm_does(cli: Cli) -> None:
+    # Llama-3.1-70B (full attention only) on 2x A100-80GB, vLLM 0.14: `auto` starts from the
+    # model's 131,072 tokens and lowers it to the blocks the pool has, x 16 tokens each
+    llama = resolve_model(None, LLAMA70)
+    a100 = find_gpu("a100-sxm4-80gb")
+    auto = vllm_predict(llama, a100, "0.14", -1, tp=2)
+    blocks, block = auto.num_gpu_blocks, int(str(auto.settings["block_size"]))
+    assert block == 16 and auto.settings["max_model_len"] == blocks * block < 131_072
+    assert f"Auto-fit max_model_len: reduced from 131072 to {blocks * block}" in auto.log_lines
+    # the same pool as a plain 131,072-token start (the fit moves only the length)
+    full = vllm_predict(llama, a100, "0.14", 131_072, tp=2)
+    assert (full.num_gpu_blocks, full.available_kv_bytes) == (blocks, auto.available_kv_bytes)
+    # the start check counts the null block; serving does not: the note says a request of
+    # the whole fitted length cannot run
+    assert any("cannot run in full" in n for n in auto.notes)
+    # more memory never fits a shorter length
+    lengths = [
+        int(str(vllm_predict(llama, a100, "0.20", -1, util, tp=2).settings["max_model_len"]))
+        for util in (0.88, 0.9, 0.92, 0.95)
+    ]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
+    # before 0.14 vLLM takes a number only
+    with pytest.raises(InputError, match=r"from 0\.14\.0; 0\.13\.0 takes a number"):
+        vllm_predict(llama, a100, "0.13", -1, tp=2)
+
+
+def test_max_model_len_auto_counts_kv_groups_by_release() -> None:
+    # Gemma-3-27B (sliding layers first, then every sixth full) on one A100 at 0.74: 0.14-0.18
+    # count the first KV group's blocks (a sliding group: any length passes), 0.19+ all groups
+    gemma = resolve_model("gemma-3-27b", None)
+    a100 = find_gpu("a100-sxm4-80gb")
+    old = vllm_predict(gemma, a100, "0.16", -1, 0.74)
+    new = vllm_predict(gemma, a100, "0.20", -1, 0.74)
+    assert old.settings["max_model_len"] == 131_072
+    assert any("check the first KV group's blocks only" in n for n in old.notes)
+    fitted = int(str(new.settings["max_model_len"]))
+    assert fitted < 131_072
+    assert vllm.start_blocks(gemma, new, fitted) <= new.num_gpu_blocks
+    assert vllm.start_blocks(gemma, new, fitted + 1) > new.num_gpu_blocks
+
+
+def test_capacity_max_model_len_auto_line_and_refusals(cli: Cli, tmp_path: Path) -> None:
+    r = cli("capacity", "--model", LLAMA70, "--gpu", "a100-sxm4-80gb", "--tp", "2",
+            "--max-model-len", "auto", "--engine-version", "0.20", "--json")  # fmt: skip
+    assert r.code == 0, r.out
+    data = r.json()
+    fitted = data["engine"]["settings"]["max_model_len"]
+    assert data["settings"]["context_tokens"] == fitted < 131_072
+    assert "--max-model-len auto " in data["flags"]["vllm"]
+    # what the line says is what a running server's `-1` says, and the plan recomputes
+    lock = tmp_path / "auto.yaml"
+    assert cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--context", "auto",
+               "--save", str(lock)).code == 0  # fmt: skip
+    line = yaml.safe_load(lock.read_text())["flags"]["vllm"]
+    assert cli("drift", str(lock)).code == 0
+    deployed = line.replace("--max-model-len auto", "--max-model-len -1")
+    assert cli("drift", str(lock), "--against-args", deployed).code == 0
+    assert cli("drift", str(lock), "--against-args", line.replace("auto", "131072", 1)).code == 1
+    for args, field in (
+        (("--engine", "sglang"), "--context"),
+        (("--ledger", "textbook"), "--context"),
+        (("--engine-version", "0.10"), "--max-model-len"),
+    ):
+        bad = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--context", "auto",
+                  *args, "--json")  # fmt: skip
+        assert bad.code == 2 and bad.json()["field"] == field, bad.out
+    typo = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--context", "autox")
+    assert typo.code == 2 and "or auto" in typo.err
+
+
+def vllm_predict(
+    model: Any, gpu: Any, version: str, max_model_len: int, util: float | None = None, tp: int = 1
+) -> Any:
+    """vLLM's prediction for these flags (None: its default utilization)."""
+    settings = vllm.VllmSettings(
+        version=version,
+        max_model_len=max_model_len,
+        tensor_parallel_size=tp,
+        gpu_memory_utilization=util,
+    )
+    return vllm.predict(model, gpu, settings)

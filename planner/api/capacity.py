@@ -312,6 +312,9 @@ def serve_report(
         spec = resolve_model(preset, model, revision)
     card, measured, basis = _card(gpu, gpu_memory_gib)
     values = dict(settings)
+    if values.get("max_model_len_auto"):
+        # vLLM's `auto` starts from the model's own length and fits it to the KV cache
+        values["context_tokens"] = spec.max_context_tokens
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     values.setdefault("mean_tokens", min(DEFAULT_MEAN_TOKENS, values["context_tokens"]))
     if values["context_tokens"] > spec.max_context_tokens:
@@ -372,6 +375,10 @@ def serve_report(
     except ValidationError as exc:
         raise settings_error(exc) from exc
     plan = plan_serve(spec, card, serve_settings, weights, exact, measured=measured)
+    if serve_settings.max_model_len_auto and plan.prediction is not None:
+        # the figures are at the length vLLM fitted
+        fitted = int(str(plan.prediction.settings["max_model_len"]))
+        serve_settings = serve_settings.model_copy(update={"context_tokens": fitted})
     if speculation is not None and plan.fits:
         plan = _with_speculation(plan, spec, card, serve_settings, speculation)
     payload = serve_json(plan, spec, card, serve_settings)

@@ -10,6 +10,7 @@ from planner.cli.numbers import (
     HubTimeout,
     ReservedGib,
     apply_hub_timeout,
+    max_model_len_value,
     reserved_bytes,
 )
 from planner.cli.render import (
@@ -52,12 +53,13 @@ def capacity(
         typer.Option("--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size."),
     ] = 1,
     context: Annotated[
-        int | None,
+        str | None,
         typer.Option(
             "--context",
             "--max-model-len",
             "--context-length",
-            help="Max model length in tokens [default: min(8192, model max)].",
+            help="Max model length in tokens, or auto (vLLM 0.14+: the longest the KV cache "
+            "holds) [default: min(8192, model max)].",
         ),
     ] = None,
     mean_len: Annotated[
@@ -117,7 +119,7 @@ def capacity(
     ] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM flag.")] = None,
     max_model_len: Annotated[
-        int | None, typer.Option(help="vLLM flag (same as --context).")
+        str | None, typer.Option(help="vLLM flag (same as --context; or auto).")
     ] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     max_num_seqs: Annotated[
@@ -250,7 +252,7 @@ def capacity(
     ] = None,
     max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     context_length: Annotated[
-        int | None, typer.Option(help="SGLang flag (same as --context).")
+        str | None, typer.Option(help="SGLang flag (same as --context).")
     ] = None,
     kv_offloading_size: Annotated[
         float | None,
@@ -305,6 +307,7 @@ def capacity(
 ) -> None:
     """Does the model fit, how many sequences run at once, what binds them, and the flags."""
     apply_hub_timeout(hub_timeout)
+    from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
     from planner.errors import InputError
     from planner.sources.files import check_writable
 
@@ -339,14 +342,24 @@ def capacity(
     if not enable_lora and (max_lora_rank is not None or max_loras is not None):
         typed = "--max-lora-rank" if max_lora_rank is not None else "--max-loras"
         raise InputError(typed, "--max-lora-rank / --max-loras need --enable-lora")
-    lengths = [v for v in (context, max_model_len, context_length) if v is not None]
+    given_lengths = (("--context", context), ("--max-model-len", max_model_len))
+    lengths = [max_model_len_value(v, f) for f, v in given_lengths if v is not None]
+    if context_length is not None:
+        lengths.append(max_model_len_value(context_length, "--context-length"))
     if len(set(lengths)) > 1:
         raise InputError("--context", "--context, --max-model-len and --context-length disagree")
     ctx = lengths[0] if lengths else None
+    auto = ctx == MAX_MODEL_LEN_AUTO
+    if auto:
+        ctx = None  # vLLM starts from the model's own length and fits it
     blocks = {v for v in (block_size, page_size) if v is not None}
     if len(blocks) > 1:
         raise InputError("--block-size", "--block-size and --page-size disagree")
     block = blocks.pop() if blocks else None
+    if auto and ledger != "engine":
+        raise InputError(
+            "--context", "auto is vLLM's fit to its KV cache; the textbook ledger takes a length"
+        )
     if ledger == "engine":
         textbook_only = {
             "--headroom": headroom,
@@ -397,6 +410,7 @@ def capacity(
             "tp": tp,
             "pp": pp,
             "context_tokens": ctx,
+            "max_model_len_auto": auto,
             "mean_tokens": mean_len,
             "kv_cache_dtype": _engine_kv_dtype(name, kv_dtype),
             "dtype": dtype or "auto",

@@ -164,3 +164,23 @@ def checked(fn: F) -> F:
         return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def max_model_len_value(value: str, flag: str) -> int:
+    """A --max-model-len / --context value: a positive token count, or `auto` (vLLM 0.14+'s
+    fit to the KV cache, which vLLM also reads from -1; here a negative count is refused like
+    every other), returned as the engine model's MAX_MODEL_LEN_AUTO."""
+    from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
+
+    text = value.strip().lower()
+    if text == "auto":
+        return MAX_MODEL_LEN_AUTO
+    try:
+        number = int(text.replace("_", ""))
+    except ValueError:
+        number = 0
+    if not 0 < number <= MAX_CLI_INT:
+        raise InputError(
+            flag, f"{value[:40]!r}; accepted: a positive number of tokens, or auto (vLLM 0.14+)"
+        )
+    return number

@@ -297,4 +297,6 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         for name in HUMAN_INT_FLAGS:
             if name in flags:
                 flags[name] = human_int(flags[name])
+        if flags.get("--max-model-len", "").strip().lower() in ("auto", "-1"):
+            flags["--max-model-len"] = "auto"  # vLLM 0.14+ reads both as auto (arg_utils.py)
     return Deployed(where=where, engine=engine, flags=flags)

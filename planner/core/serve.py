@@ -78,6 +78,11 @@ class ServeSettings(BaseModel):
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
     context_tokens: int = Field(gt=0, description="--max-model-len / --context-length")
+    max_model_len_auto: bool = Field(
+        default=False,
+        description="vLLM --max-model-len auto (0.14+): the engine fits the length to its KV "
+        "cache, starting from context_tokens (the model's own length)",
+    )
     mean_tokens: int = Field(gt=0)
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"
@@ -176,6 +181,11 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
             f"{gpu.id} ({gpu.vendor}) runs {s.engine} through its own backend (vllm-gaudi on "
             "Gaudi), whose memory the engine model does not cover; `--ledger textbook` plans it "
             "from the teaching ledger",
+        )
+    if s.max_model_len_auto and s.engine != "vllm":
+        raise InputError(
+            "--context",
+            "auto is vLLM's --max-model-len auto (0.14+); SGLang's --context-length takes a length",
         )
     if s.engine == "vllm":
         block = s.block_size
@@ -277,7 +287,7 @@ def _engine_fields(
         fields: dict[str, Any] = {
             "tensor_parallel_size": s.tp,
             "pipeline_parallel_size": s.pp,
-            "max_model_len": s.context_tokens,
+            "max_model_len": vllm.MAX_MODEL_LEN_AUTO if s.max_model_len_auto else s.context_tokens,
             "gpu_memory_utilization": s.memory_fraction,
             "max_num_seqs": seqs,
             "max_num_batched_tokens": tokens,
@@ -450,11 +460,13 @@ def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> s
         unchunked = vllm.unchunked_budget_refusal(p.settings)
         if unchunked:
             return unchunked
-        need = vllm.request_blocks(model, p, s.context_tokens)
-        if p.usable_blocks < need:
+        # vLLM compares one request's blocks, in bytes, with the KV memory: the null block it
+        # later keeps back counts (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
+        need = vllm.start_blocks(model, p, s.context_tokens)
+        if p.num_gpu_blocks < need:
             return (
                 f"vLLM refuses to start: one {s.context_tokens:,}-token request needs {need:,} "
-                f"blocks, the KV cache holds {max(p.usable_blocks, 0):,} "
+                f"blocks, the KV cache holds {max(p.num_gpu_blocks, 0):,} "
                 f"({p.available_kv_bytes / GIB_BYTES:.2f} GiB)"
             )
         return None
@@ -592,6 +604,14 @@ def plan_serve(
                 low, p, fields, seqs = mid, q, trial, mid
             else:
                 high = mid - 1
+    if s.max_model_len_auto:
+        # the length vLLM fitted is the context every figure below is at
+        s = s.model_copy(update={"context_tokens": int(str(p.settings["max_model_len"]))})
+        if s.mean_tokens > s.context_tokens:
+            warnings.append(
+                f"max_model_len auto fits {s.context_tokens:,} tokens, below the mean of "
+                f"{s.mean_tokens:,}: vLLM refuses longer requests"
+            )
     held_mean = sequences_held(model, p, s.mean_tokens)
     held_context = sequences_held(model, p, s.context_tokens)
     refusal = _start_refusal(model, p, s)
@@ -727,8 +747,9 @@ def suggestions(
     for tp in valid_tp(model):
         if tp > s.tp and attempt(f"--tensor-parallel-size {tp}", s.model_copy(update={"tp": tp})):
             break
-    low, high, best = s.mean_tokens, s.context_tokens - 1, None
-    while low <= high:  # the largest context that still starts
+    # the largest context that still starts (auto has already fitted it)
+    low, high, best = s.mean_tokens, -1 if s.max_model_len_auto else s.context_tokens - 1, None
+    while low <= high:
         mid = (low + high) // 2
         if fits(s.model_copy(update={"context_tokens": mid})):
             best, low = mid, mid + 1
@@ -903,6 +924,8 @@ def command_line(
             continue
         if value is True:
             parts.append(flag)
+        elif field == "max_model_len" and value == vllm.MAX_MODEL_LEN_AUTO:
+            parts += [flag, "auto"]
         elif isinstance(value, float):
             parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
         else:

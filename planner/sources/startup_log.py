@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.core.engines.common import kv_cache_dtype_refusal
+from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
@@ -125,10 +126,10 @@ def _setting(key: str, value: Any) -> Any:
     return value
 
 
-# `--max-model-len auto` reaches the non-default args as -1; vLLM then fits the length to the
-# KV cache and logs it (vllm/v1/core/kv_cache_utils.py 0.30, kv_cache_planning.py 0.34:
-# "Auto-fit max_model_len: ..." and, after warm-up, "--max-model-len auto reduced ...").
-MAX_MODEL_LEN_AUTO = -1
+# `--max-model-len auto` reaches the non-default args as -1 (MAX_MODEL_LEN_AUTO); vLLM then
+# fits the length to the KV cache and logs it (vllm/v1/core/kv_cache_utils.py 0.30,
+# kv_cache_planning.py 0.34: "Auto-fit max_model_len: ..." and, after warm-up,
+# "--max-model-len auto reduced ...").
 
 
 def _auto_fit(log: StartupLog, m: re.Match[str]) -> None:

@@ -244,6 +244,15 @@ V0_MIN_BATCHED_TOKENS = 2048
 # (vllm/config.py SchedulerConfig, read in the 0.5.5 - 0.7.3 wheels).
 V0_CHUNKED_BATCHED_TOKENS_OLD = 512
 V0_CHUNKED_BATCHED_TOKENS_SINCE = (0, 6, 5)
+# `--max-model-len auto` (or -1): vLLM derives the model's own length, plans the KV cache, then
+# lowers the length to the longest one request whose blocks fit in the KV memory (binary search;
+# vllm/engine/arg_utils.py human_readable_int_or_auto and vllm/v1/core/kv_cache_utils.py
+# _auto_fit_max_model_len, from 0.14; absent in 0.13). The request's blocks: from 0.19 the sum
+# over KV-cache groups (each group claims its own blocks); 0.14-0.18 counted only the first
+# group's (_max_memory_usage_bytes_from_groups, read in 0.14-0.19 and 0.34).
+MAX_MODEL_LEN_AUTO = -1
+AUTO_FIT_SINCE = (0, 14, 0)
+AUTO_FIT_SUMS_GROUPS_SINCE = (0, 19, 0)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -488,7 +497,11 @@ class VllmSettings(BaseModel):
     engine: Literal["v0", "v1"] | None = None
     usage_context: Literal["serve", "llm"] = "serve"
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    max_model_len: int | None = Field(default=None, gt=0)
+    max_model_len: int | None = Field(
+        default=None,
+        ge=MAX_MODEL_LEN_AUTO,
+        description="--max-model-len; MAX_MODEL_LEN_AUTO (-1): `auto`, fitted to the KV cache",
+    )
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     max_num_seqs: int | None = Field(default=None, gt=0)
     block_size: int | None = Field(default=None, gt=0)
@@ -819,6 +832,28 @@ def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
 
 
+def start_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
+    """Blocks vLLM's start check (and `--max-model-len auto`) counts for one request of
+    `tokens` tokens: the sum over KV-cache groups, or 0.14-0.18's first group alone."""
+    block = int(str(p.settings["block_size"]))
+    tp = int(str(p.settings["tensor_parallel_size"]))
+    pp = int(str(p.settings["pipeline_parallel_size"]))
+    in_flight = int(str(p.settings["max_num_batched_tokens"]))
+    groups = _counted_groups(_buckets(model, tp, pp, block, 1), parse_version(p.version))
+    return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
+
+
+def _counted_groups(
+    buckets: list[_Bucket], version: tuple[int, int, int]
+) -> list[tuple[_Bucket, int]]:
+    """The KV-cache groups whose blocks vLLM's start check adds up for one request (see
+    MAX_MODEL_LEN_AUTO): all of them, or 0.14-0.18's first one standing for the rest."""
+    _size, groups = _kv_groups(buckets)
+    if AUTO_FIT_SINCE <= version < AUTO_FIT_SUMS_GROUPS_SINCE:
+        return [(groups[0][0], 1)]
+    return groups
+
+
 def pp_partition(num_layers: int, pp: int) -> list[int]:
     """Decoder layers per pipeline stage (vllm/distributed/utils.py get_pp_indices): even, the
     remainder to the stages before the last."""
@@ -949,7 +984,7 @@ def predict(
             "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
         )
     check_stages(model, pp)
-    max_len = _max_model_len(model, s, defaults)
+    max_len = _max_model_len(model, s, version, defaults)
     extensible = (
         rules.extensible_kv
         and engine == rules.engine
@@ -1154,6 +1189,32 @@ def predict(
     pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens, granule)
     if pool.block != block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
+    fit_line = None
+    if s.max_model_len == MAX_MODEL_LEN_AUTO:
+        derived = max_len
+        max_len = _auto_fit(at, pool, kv_bytes, stage_layers, derived, tokens)
+        if max_len < derived:
+            pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens, granule)
+            fit_line = f"Auto-fit max_model_len: reduced from {derived} to {max_len}"
+        fitted = f"max_model_len auto: {max_len:,} tokens, " + (
+            f"the longest request whose KV blocks fit (the model's {derived:,} do not)"
+            if max_len < derived
+            else "the model's full length (it fits)"
+        )
+        if pool.blocks_per_request > pool.num_blocks - 1:
+            # the null block is kept back after the check; 0.14-0.18 count one group only
+            fitted += (
+                f"; a request that long needs {pool.blocks_per_request:,} blocks of the "
+                f"{pool.num_blocks - 1:,} vLLM hands out (it keeps a null block back), so "
+                "cannot run in full"
+                + (
+                    " (vLLM 0.14-0.18 check the first KV group's blocks only)"
+                    if AUTO_FIT_SINCE <= version < AUTO_FIT_SUMS_GROUPS_SINCE
+                    and len(model.kv_groups) > 1
+                    else ""
+                )
+            )
+        notes.append(fitted)
     lines = _log_lines(
         rules,
         engine,
@@ -1164,6 +1225,8 @@ def predict(
         pool.concurrency,
         max_len,
     )
+    if fit_line is not None:
+        lines.insert(1, fit_line)
     if extensible:
         lines.insert(
             1,
@@ -1220,10 +1283,22 @@ def predict(
     )
 
 
-def _max_model_len(model: ModelSpec, s: VllmSettings, defaults: list[str]) -> int:
-    """--max-model-len, or the model's own maximum (vLLM refuses a longer one)."""
-    if s.max_model_len is None:
-        defaults.append(f"max_model_len={model.max_context_tokens} (the model's maximum)")
+def _max_model_len(
+    model: ModelSpec, s: VllmSettings, version: tuple[int, int, int], defaults: list[str]
+) -> int:
+    """--max-model-len, or the model's own maximum (vLLM refuses a longer one; `auto` starts
+    from it and is fitted once the KV cache is known)."""
+    if s.max_model_len == 0:
+        raise InputError("--max-model-len", "0; accepted: a positive length, or auto (-1)")
+    if s.max_model_len == MAX_MODEL_LEN_AUTO and version < AUTO_FIT_SINCE:
+        raise InputError(
+            "--max-model-len",
+            f"auto: vLLM fits the length itself from {version_text(AUTO_FIT_SINCE)}; "
+            f"{version_text(version)} takes a number",
+        )
+    if s.max_model_len in (None, MAX_MODEL_LEN_AUTO):
+        if s.max_model_len is None:
+            defaults.append(f"max_model_len={model.max_context_tokens} (the model's maximum)")
         return model.max_context_tokens
     if s.max_model_len > model.max_context_tokens:
         raise InputError(
@@ -1428,6 +1503,40 @@ def _kv_pool(
     return _Pool(
         block, bytes_per_block, num_blocks, per_request, num_groups, kv_tokens, concurrency
     )
+
+
+def _auto_fit(
+    at: _Release,
+    pool: _Pool,
+    kv_bytes: int,
+    stage_layers: int | None,
+    derived: int,
+    in_flight: int,
+) -> int:
+    """`--max-model-len auto`: the longest length, up to the derived one, whose request's
+    blocks fit in the KV memory (the release's count of them: see MAX_MODEL_LEN_AUTO)."""
+    tp, pp = at.settings.tensor_parallel_size, at.settings.pipeline_parallel_size
+    buckets = _buckets(at.model, tp, pp, pool.block, kv_bytes, stage_layers)
+    groups = _counted_groups(buckets, at.version)
+    budget = pool.num_blocks  # available // bytes_per_block, or the extensible pool's granules
+
+    def fits(length: int) -> bool:
+        need = sum(n * _request_blocks(b, length, pool.block, in_flight) for b, n in groups)
+        return need <= budget
+
+    if not fits(1):
+        raise NoKvCache(
+            "--max-model-len",
+            "auto: the KV cache holds no block for even one token (vLLM refuses to start)",
+        )
+    low, high = 1, derived
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def extensible_kv_bytes(
