@@ -528,3 +528,21 @@ def test_gamma_gaps_invert_the_same_uniforms_at_every_cv() -> None:
     # a shorter trace of the same seed is the longer one's start (a rate search re-draws it)
     short = generate(base.model_copy(update={"cv": 3.0, "requests": 500}))
     assert np.array_equal(short.arrival_s, traces[3.0].arrival_s[:500])
+
+
+def test_simulate_runs_the_server_vllm_fits_with_max_model_len_auto(cli: Cli) -> None:
+    # Llama-3.1-70B on 2x A100-80GB, vLLM 0.20: the fitted length is the pool's (full attention:
+    # blocks x 16 tokens), the line says auto, and a request longer than the fit is refused
+    base = ("simulate", "--preset", "llama-3.1-70b", "--gpu", "a100-sxm4-80gb", "--tp", "2",
+            "--engine-version", "0.20", "--max-model-len", "auto", "--concurrency", "2",
+            "--requests", "20", "--json")  # fmt: skip
+    r = cli(*base, "--prompt-len", "1000", "--output-len", "100")
+    assert r.code == 0, r.out
+    deployment = r.json()["deployment"]
+    assert "--max-model-len auto " in deployment["command"]
+    fitted = deployment["kv_cache_tokens"]
+    assert fitted % 16 == 0 and 1100 < fitted < 131_072
+    long = cli(*base, "--prompt-len", str(fitted + 1000), "--output-len", "100",
+               "--len-range", "0.1")  # fmt: skip
+    assert long.code == 2 and long.json()["field"] == "--context"
+    assert f"auto fits {fitted:,} tokens" in long.json()["error"]

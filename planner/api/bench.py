@@ -291,7 +291,9 @@ def benchmark(
             "enable_chunked_prefill": chunked_prefill
         }
     context = values.get("context_tokens")
-    if context is None:
+    if values.get("max_model_len_auto"):
+        pass  # vLLM fits it to the KV cache; each instance checks the longest request fits
+    elif context is None:
         values["context_tokens"] = max(
             longest, min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens)
         )
@@ -302,7 +304,10 @@ def benchmark(
     mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
     if prefix is not None:
         mean_total += prefix.share * prefix.tokens
-    values.setdefault("mean_tokens", min(max(1, math.ceil(mean_total)), values["context_tokens"]))
+    values.setdefault(
+        "mean_tokens",
+        min(max(1, math.ceil(mean_total)), values.get("context_tokens", spec.max_context_tokens)),
+    )
 
     def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
@@ -712,6 +717,13 @@ def _instance(
         raise WouldNotStart(list(plan.reasons))
     p = plan.prediction
     assert p is not None
+    fitted = int(str(p.settings.get("max_model_len") or 0))
+    if values.get("max_model_len_auto") and fitted < longest:
+        raise InputError(
+            "--context",
+            f"auto fits {fitted:,} tokens, shorter than the longest request ({longest:,} "
+            "tokens): vLLM refuses those",
+        )
     engine = plan.engine
     version = parse_version(p.version)
     vllm_engine = engine == "vllm"

@@ -20,6 +20,7 @@ from planner.cli.numbers import (
     PrefixTokens,
     apply_hub_timeout,
     gamma_cv,
+    max_model_len_value,
 )
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import console, emit_json, fit_columns, print_table
@@ -244,8 +245,13 @@ def simulate(
         ),
     ] = None,
     context: Annotated[
-        int | None,
-        typer.Option("--context", "--max-model-len", help="Server max model length, tokens."),
+        str | None,
+        typer.Option(
+            "--context",
+            "--max-model-len",
+            help="Server max model length, tokens, or auto (vLLM 0.14+: the longest the KV "
+            "cache holds).",
+        ),
     ] = None,
     num_scheduler_steps: Annotated[
         int | None,
@@ -323,6 +329,7 @@ def simulate(
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
+    from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
     from planner.errors import InputError, validation_text
 
     if gpu is not None:
@@ -384,7 +391,11 @@ def simulate(
             "max_num_batched_tokens": max_num_batched_tokens,
         }
         if context is not None:
-            settings["context_tokens"] = context
+            length = max_model_len_value(context, "--context")
+            if length == MAX_MODEL_LEN_AUTO:
+                settings["max_model_len_auto"] = True
+            else:
+                settings["context_tokens"] = length
         settings["offload"] = offload_settings(
             gpu=gpu,
             kv_offloading_size=kv_offloading_size,
