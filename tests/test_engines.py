@@ -7,6 +7,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import DATA, MODELS, Result
@@ -231,6 +232,43 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
     assert page(gpu="h200", model=r1, tp_size=8) == 1
     v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
     assert page(gpu="h200", model=v32, tp_size=8) == 64
+
+
+def test_sglang_runs_deepseek_sparse_attention_in_fp8_on_blackwell() -> None:
+    """DeepSeek-V3.2 (61 layers, a 512 + 64 latent, a 128-value fp8 indexer key with its fp32
+    scale: 132 bytes) on SGLang: `auto` caches fp8 on B200 (0.5.5+; 0.5.4 whatever the flag),
+    bf16 on H200; the pool's cell is the raw 576 bytes until 0.5.16 and on Blackwell's
+    TensorRT-LLM layout, 656 (scales, bf16 rope) for Hopper's fp8 from 0.5.17."""
+    from planner.core.engines import engine_kv_dtype
+    from planner.core.engines.sglang import _token_cell_bytes
+
+    v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
+    spec = resolve_model(None, str(v32))
+    spec = getattr(spec, "spec", spec)
+    assert _token_cell_bytes(spec, 1, 8, 1, swa=False) == 61 * (576 + 132)
+    assert _token_cell_bytes(spec, 1, 8, 1, swa=False, scaled=True) == 61 * (656 + 132)
+    assert _token_cell_bytes(spec, 1, 8, 2, swa=False) == 61 * (1152 + 132)
+
+    def plan(gpu: str, version: str, kv: str = "auto") -> Any:
+        return engine_plan(engine="sglang", gpu=gpu, model=v32, tp_size=8, version=version,
+                           kv_cache_dtype=kv, mem_fraction_static=0.8)  # fmt: skip
+
+    auto, fp8, bf16 = (plan("b200", "0.5.23", kv) for kv in ("auto", "fp8_e4m3", "bfloat16"))
+    assert auto.kv_cache_tokens == fp8.kv_cache_tokens
+    assert auto.kv_dtype == "fp8" and "torch.float8_e4m3fn" in auto.log_lines[0]
+    assert any("sets it for DeepSeek's sparse attention" in n for n in auto.notes)
+    ratio = auto.kv_cache_tokens / bf16.kv_cache_tokens
+    assert ratio == pytest.approx((1152 + 132) / (576 + 132), rel=0.001)
+    assert plan("b200", "0.5.4", "bfloat16").kv_dtype == "fp8"  # 0.5.4 overrides the flag
+    assert plan("b200", "0.5.5", "bfloat16").kv_dtype == "bf16"
+    assert plan("h200", "0.5.23").kv_dtype == "bf16"
+    assert any("data-parallel attention" in n for n in plan("b200", "0.5.5").notes)
+    hopper = {v: plan("h200", v, "fp8_e4m3").kv_cache_tokens for v in ("0.5.16", "0.5.17")}
+    assert hopper["0.5.16"] / hopper["0.5.17"] == pytest.approx(788 / 708, rel=0.001)
+    b200, h200 = find_gpu("b200"), find_gpu("h200")
+    assert engine_kv_dtype("sglang", spec, b200, "0.5.23", "auto") == "fp8"
+    assert engine_kv_dtype("vllm", spec, b200, None, "auto") == "bf16"
+    assert engine_kv_dtype("sglang", spec, h200, "0.5.23", "auto") == "bf16"
 
 
 def test_sglang_pools_window_layers_apart_only_for_the_models_it_lists() -> None:

@@ -737,10 +737,9 @@ def _instance(
     variant = values.get("weight_dtype")
     if variant is not None:
         weight_dtype = str(variant).lower()
-    # the engines' auto KV dtype is the model's (fp32 models cache in fp16), fp8 is one byte
-    native = "fp16" if spec.native_dtype == "fp32" else spec.native_dtype
-    fp8_kv = str(values.get("kv_cache_dtype", "auto")).startswith("fp8")
-    kv_bytes = 1 if fp8_kv else dtype_bytes(native)
+    # the KV dtype the engine resolved (SGLang runs DeepSeek's sparse attention in fp8 on
+    # Blackwell whatever `auto` would say)
+    kv_bytes = dtype_bytes(p.kv_dtype or spec.native_dtype)
     card = find_gpu(gpu)
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
     attention_tp = tp // attention_groups if sglang_groups else tp

@@ -478,16 +478,20 @@ def _latency_cap(
     """The batch cap a TPOT budget allows on the roofline step model (as `planner slo`)."""
     from planner.api.latency import step_model_from_curve
     from planner.core import slo
+    from planner.core.engines import engine_kv_dtype
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
     tp = int(values.get("tp", 1))
     kv = str(values.get("kv_cache_dtype", "auto"))
-    kv_bytes = 1 if kv.startswith("fp8") else dtype_bytes(spec.native_dtype)
     mean = int(values["mean_tokens"])
     engine = str(values.get("engine", "vllm"))
     version = values.get("version")
+    try:
+        kv_bytes = dtype_bytes(engine_kv_dtype(engine, spec, card, version, kv))
+    except ValueError as exc:
+        raise InputError("--kv-cache-dtype", str(exc)) from exc
     curve = step_time_for(
         spec,
         card,

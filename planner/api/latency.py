@@ -50,9 +50,11 @@ def serve_roofline(
     from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
+    prediction = plan.prediction
     native = "fp16" if model.native_dtype == "fp32" else model.native_dtype
     kv_bytes = 1 if kv_cache_dtype.startswith("fp8") else dtype_bytes(native)
-    prediction = plan.prediction
+    if prediction.kv_dtype is not None:
+        kv_bytes = dtype_bytes(prediction.kv_dtype)  # the dtype the engine resolved
     curve = step_time_for(
         model,
         gpu,
@@ -114,16 +116,18 @@ def derived_step_model(
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
     step_calibration: Any = None,
+    kv_dtype: str | None = None,
     **efficiencies: float,
 ) -> StepModel:
     """The step-time model of a plan (docs/method.md §3) under one engine and release,
     linearised to a and b for display and the simulator; efficiencies override the calibrated
     terms (bandwidth_efficiency, flops_efficiency, overhead_ms); `step_calibration`: the step
-    terms of a `calibrate --bench` profile."""
+    terms of a `calibrate --bench` profile; `kv_dtype`: the one the engine runs, where it is
+    not the plan's."""
     from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
-    kvb = dtype_bytes(plan.settings.kv_dtype)
+    kvb = dtype_bytes(kv_dtype or plan.settings.kv_dtype)
     curve = step_time_for(
         plan.model,
         plan.gpu,

@@ -505,11 +505,17 @@ def _resolve_step_model(
                 instance.curve, plan.settings.mean_tokens, **source.efficiencies
             )
         else:
+            # the KV dtype the engine runs (SGLang picks fp8 for DeepSeek's sparse attention
+            # on Blackwell where the flag is auto)
+            from planner.core.engines import engine_kv_dtype
+
+            flag = serve_values(settings, engine, engine_version)["kv_cache_dtype"]
             derived = derived_step_model(
                 plan,
                 engine=engine,
                 version=version,
                 step_calibration=stepped,
+                kv_dtype=engine_kv_dtype(engine, plan.model, plan.gpu, engine_version, flag),
                 **source.efficiencies,
             )
         if fit_path is not None:

@@ -92,6 +92,7 @@ class _Layer:
     state_bytes: int = 0
     state_heads: int = 1
     latent_dim: int = 0
+    rope_dim: int = 0  # MLA: the RoPE part of latent_dim
     indexer_bytes: int = 0  # DeepSeek-V3.2 indexer key cache per token
     attention_params: int = 0  # the attention matrices inside linear_params
     linear_params: int = 0  # quantisable matrices (attention, MLP, experts, SSM projections)
@@ -754,6 +755,7 @@ def model_spec_from_config(
                 layer = _Layer(
                     kind=KvKind.MLA,
                     latent_dim=latent,
+                    rope_dim=_require_int(t, "qk_rope_head_dim"),
                     indexer_bytes=_indexer_bytes(t),
                     linear_params=mats,
                     other_params=other,
@@ -921,6 +923,7 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
             ly.head_dim,
             ly.window,
             ly.latent_dim,
+            ly.rope_dim,
             ly.indexer_bytes,
             ly.state_bytes,
         )
@@ -937,6 +940,7 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
                 head_dim_k=ly.head_dim,
                 head_dim_v=ly.head_dim,
                 latent_dim=ly.latent_dim,
+                rope_dim=ly.rope_dim,
                 indexer_bytes_per_token=ly.indexer_bytes,
                 window_tokens=ly.window,
                 state_bytes_per_layer=ly.state_bytes,

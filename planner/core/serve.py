@@ -996,15 +996,14 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
 
 def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> dict[str, Any]:
     """The `--json` object: the textbook ledger's keys filled from the engine, plus its own."""
+    from planner.core.engines import engine_kv_dtype
     from planner.core.kv import group_rows, kv_bytes_per_sequence, kv_bytes_per_token
     from planner.units import dtype_bytes
 
     p = plan.prediction
-    kv_bytes = (
-        1
-        if s.kv_cache_dtype.startswith("fp8")
-        else dtype_bytes("fp16" if model.native_dtype == "fp32" else model.native_dtype)
-    )
+    kv_bytes = dtype_bytes(engine_kv_dtype(s.engine, model, gpu, s.version, s.kv_cache_dtype))
+    if p is not None and p.kv_dtype is not None:
+        kv_bytes = dtype_bytes(p.kv_dtype)  # the dtype the engine resolved
     total = p.total_memory_bytes if p else 0
     workspace = (p.activation_peak_bytes + p.non_torch_bytes + p.cudagraph_bytes) if p else 0
     return {

@@ -36,6 +36,7 @@ class KvLayerGroup(BaseModel):
     head_dim_k: int = Field(default=0, ge=0)
     head_dim_v: int = Field(default=0, ge=0)
     latent_dim: int = Field(default=0, ge=0, description="MLA: kv_lora_rank + qk_rope_head_dim")
+    rope_dim: int = Field(default=0, ge=0, description="MLA: qk_rope_head_dim (in latent_dim)")
     indexer_bytes_per_token: int = Field(
         default=0,
         ge=0,

@@ -158,6 +158,11 @@ class EnginePrediction(BaseModel):
         default=0, ge=0, description="a KV connector's GPU-side buffers (LMCache's staging chunk)"
     )
     available_kv_bytes: int
+    kv_dtype: str | None = Field(
+        default=None,
+        description="the KV cache's dtype as the engine resolves --kv-cache-dtype (a units "
+        "dtype name: bf16, fp16, fp8, ...)",
+    )
     bytes_per_block: int
     num_gpu_blocks: int
     usable_blocks: int = Field(description="num_gpu_blocks minus the reserved null block")

@@ -170,6 +170,41 @@ PLAIN_ATTENTION_ARCHITECTURES = frozenset(
 )
 
 
+# DeepSeek's sparse attention (V3.2: "NSA" in SGLang's code, "DSA" from 0.5.13) on NVIDIA
+# compute capability 10 and up stores its latent cache in fp8_e4m3: 0.5.4 sets it whatever
+# --kv-cache-dtype says, 0.5.5 on where the flag is `auto` (Hopper's `auto` stays bf16)
+# (server_args.py _handle_model_specific_adjustments 0.5.4-0.5.13, arg_groups/overrides.py
+# _dsa_kv_cache_dtype_default 0.5.16-0.5.23). 0.5.4 and 0.5.5 also turn on data-parallel
+# attention with --dp-size = --tp-size for it (not modelled: the prediction says so).
+DSA_FP8_KV_SINCE = (0, 5, 4)
+DSA_FP8_KV_AUTO_ONLY_SINCE = (0, 5, 5)
+DSA_DP_ATTENTION_UNTIL = (0, 5, 6)
+# The DSA pool's token cell: kv_lora_rank + rope at the KV dtype's size until 0.5.16, whatever
+# the stored layout; from 0.5.17 the layout's own width (kv_cache_configurator.py
+# calculate_mla_kv_cache_dim): the fp8 FlashMLA layout Hopper defaults to keeps one fp32 scale
+# per 128 latent values and the rope in bf16 (656 bytes for V3.2), the TensorRT-LLM layout
+# compute capability 10+ defaults to keeps the raw 576.
+DSA_SCALED_LAYOUT_SINCE = (0, 5, 17)
+DSA_QUANT_BLOCK = 128  # DSATokenToKVPool.quant_block_size
+DSA_SCALE_BYTES = 4  # one fp32 scale per block
+DSA_ROPE_BYTES = 2  # DSATokenToKVPool.rope_storage_dtype, bf16
+
+
+def is_dsa(model: ModelSpec) -> bool:
+    """DeepSeek's sparse attention: the layers keep a lightning-indexer key beside the latent."""
+    return any(g.indexer_bytes_per_token for g in model.kv_groups)
+
+
+def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str) -> bool:
+    """Whether SGLang runs a DSA model's KV cache in fp8_e4m3 whatever the flag asked (see
+    DSA_FP8_KV_SINCE)."""
+    if not is_dsa(model) or gpu.vendor != "nvidia" or version < DSA_FP8_KV_SINCE:
+        return False
+    if capability(gpu)[0] < BLACKWELL_MAJOR:
+        return False
+    return version < DSA_FP8_KV_AUTO_ONLY_SINCE or flag == "auto"
+
+
 def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> int:
     """The page size SGLang runs with when --page-size is not given (see above)."""
     if gpu.vendor != "nvidia":
@@ -465,10 +500,24 @@ def predict(
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
     except ValueError as exc:
         raise InputError("--kv-cache-dtype", str(exc)) from exc
+    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
+    if kv_dtype != "fp8" and dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
+        kv_dtype = "fp8"
+        notes.append(
+            f"KV cache fp8_e4m3: SGLang {version_text(version)} sets it for DeepSeek's sparse "
+            f"attention on compute capability {BLACKWELL_MAJOR}+"
+            + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
+        )
+    forced_dp = DSA_FP8_KV_SINCE <= version < DSA_DP_ATTENTION_UNTIL
+    if is_dsa(model) and gpu.vendor == "nvidia" and forced_dp and s.attn_dp_size != tp:
+        notes.append(
+            f"SGLang {version_text(version)} turns on data-parallel attention with --dp-size "
+            f"{tp} for DeepSeek's sparse attention: not modelled here (plan it with "
+            f"--dp-attention --dp {tp}); the figures are pure TP's"
+        )
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
 
-    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     sharding = None
     if attn_dp > 1:
@@ -508,7 +557,14 @@ def predict(
     mamba_slots, mamba_bytes = _mamba_pool(model, s, available, fraction, notes)
     available -= mamba_bytes
     swa = hybrid_swa(model, gpu, version)
-    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes, swa)
+    scaled = (
+        is_dsa(model)
+        and kv_bytes == 1
+        and version >= DSA_SCALED_LAYOUT_SINCE
+        and gpu.vendor == "nvidia"
+        and capability(gpu)[0] < BLACKWELL_MAJOR
+    )
+    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes, swa, scaled)
     if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
         tokens = context
         notes.append("no attention KV: the token pool is nominal (context length)")
@@ -522,7 +578,7 @@ def predict(
         tokens=tokens,
         size_gib=(tokens + page) * cell / 2 / GIB_BYTES,
         mla=mla,
-        kv_dtype=s.kv_cache_dtype if kv_dtype == "fp8" else kv_dtype,
+        kv_dtype=s.kv_cache_dtype if s.kv_cache_dtype.startswith("fp8") else kv_dtype,
         chunk=chunk,
         running=running,
         context=context,
@@ -537,6 +593,7 @@ def predict(
         non_torch_bytes=total - pre_free,
         cudagraph_bytes=0,
         available_kv_bytes=available,
+        kv_dtype=kv_dtype,
         bytes_per_block=cell * page,
         num_gpu_blocks=tokens // page,
         usable_blocks=tokens // page,
@@ -633,15 +690,23 @@ def hybrid_swa(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) ->
     return not (trtllm and version < GPT_OSS_TRTLLM_SWA_SINCE)
 
 
-def _token_cell_bytes(model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int, swa: bool) -> int:
+def _token_cell_bytes(
+    model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int, swa: bool, scaled: bool = False
+) -> int:
     """Bytes one token of the pool costs on a rank: every attention layer's KV (MLA: the
-    latent and the indexer's key); with a hybrid SWA pool (`swa`), the window layers at the
-    SWA pool's share of the full one."""
+    latent and the indexer's key; `scaled`: DSA's fp8 layout with its scales and a bf16 rope);
+    with a hybrid SWA pool (`swa`), the window layers at the SWA pool's share of the full one."""
     cell = 0
     for g in model.kv_groups:
         layers = ceil_div(g.num_layers, pp)
         if g.kind is KvKind.MLA:
-            cell += layers * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
+            latent = g.latent_dim * kv_bytes
+            if scaled:
+                nope = g.latent_dim - g.rope_dim
+                latent = (
+                    nope + nope // DSA_QUANT_BLOCK * DSA_SCALE_BYTES + g.rope_dim * DSA_ROPE_BYTES
+                )
+            cell += layers * (latent + g.indexer_bytes_per_token)
         elif g.kind.per_token:
             heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)
             per = layers * heads * (g.head_dim_k + g.head_dim_v)

@@ -1246,6 +1246,7 @@ def predict(
         graph_max_batch=graph_max_batch,
         connector_bytes=connector,
         available_kv_bytes=available,
+        kv_dtype=kv_dtype,
         bytes_per_block=pool.bytes_per_block,
         num_gpu_blocks=pool.num_blocks,
         usable_blocks=pool.num_blocks - 1,
