@@ -271,6 +271,32 @@ def test_sglang_runs_deepseek_sparse_attention_in_fp8_on_blackwell() -> None:
     assert engine_kv_dtype("sglang", spec, h200, "0.5.23", "auto") == "bf16"
 
 
+def test_vllm_stores_deepseek_sparse_attention_in_its_scaled_fp8_layout() -> None:
+    """vLLM's fp8_ds_mla for DeepSeek-V3.2: 656 bytes of latent per token and layer (512 fp8,
+    four fp32 scales, 64 bf16) beside the 132-byte indexer key; 0.11 takes it for `auto` and
+    fp8, 0.12-0.17 for fp8 only, 0.18 keeps the flag (576 raw fp8 bytes)."""
+    from planner.core.engines import engine_kv_dtype
+    from planner.core.engines.common import ds_mla_latent_bytes
+
+    assert ds_mla_latent_bytes(576, 64) == 656
+    v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
+
+    def per_token_layer(version: str, kv: str) -> float:
+        p = engine_plan(engine="vllm", gpu="h200", model=v32, tensor_parallel_size=8,
+                        version=version, kv_cache_dtype=kv, max_model_len=8192)  # fmt: skip
+        return p.bytes_per_block / int(str(p.settings["block_size"])) / 61
+
+    assert per_token_layer("0.11", "auto") == per_token_layer("0.11", "fp8") == 656 + 132
+    assert per_token_layer("0.12", "auto") == 1152 + 132
+    assert per_token_layer("0.17", "fp8") == 656 + 132
+    assert per_token_layer("0.18", "fp8") == 576 + 132
+    spec = resolve_model(None, str(v32))
+    spec = getattr(spec, "spec", spec)
+    h200 = find_gpu("h200")
+    assert engine_kv_dtype("vllm", spec, h200, "0.11", "auto") == "fp8"
+    assert engine_kv_dtype("vllm", spec, h200, "0.12", "auto") == "bf16"
+
+
 def test_sglang_pools_window_layers_apart_only_for_the_models_it_lists() -> None:
     """SGLang sizes window layers at 0.8 of the full layers' tokens only for listed
     architectures: gpt-oss from 0.5.8 (not on B200's TensorRT-LLM MHA until 0.5.10), Llama 4's

@@ -9,13 +9,15 @@ def engine_kv_dtype(
     engine: str, model: ModelSpec, gpu: GpuSpec, version: str | None, flag: str
 ) -> str:
     """The KV cache's dtype (a units dtype name) an engine release runs for --kv-cache-dtype
-    `flag`: the checkpoint's for `auto`, except where the engine picks its own (SGLang's fp8
-    for DeepSeek's sparse attention on Blackwell). ValueError for a format not modelled."""
-    from planner.core.engines import sglang
+    `flag`: the checkpoint's for `auto`, except where the engine picks its own for DeepSeek's
+    sparse attention (SGLang's fp8 on Blackwell, vLLM 0.11's fp8_ds_mla). ValueError for a
+    format not modelled."""
+    from planner.core.engines import sglang, vllm
     from planner.core.engines.common import kv_cache_dtype, parse_version
 
     dtype = kv_cache_dtype(flag, model, "auto")
-    if engine != "sglang":
-        return dtype
-    release = parse_version(version) if version else sglang.NEWEST_VERSION
-    return "fp8" if sglang.dsa_fp8_kv(model, gpu, release, flag) else dtype
+    if engine == "sglang":
+        release = parse_version(version) if version else sglang.NEWEST_VERSION
+        return "fp8" if sglang.dsa_fp8_kv(model, gpu, release, flag) else dtype
+    release = parse_version(version) if version else vllm.NEWEST_VERSION
+    return "fp8" if vllm.ds_mla_layout(model, release, flag) else dtype

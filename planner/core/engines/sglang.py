@@ -23,6 +23,7 @@ from planner.core.engines.common import (
     capability,
     check_stages,
     compute_dtype,
+    ds_mla_latent_bytes,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -181,13 +182,10 @@ DSA_FP8_KV_AUTO_ONLY_SINCE = (0, 5, 5)
 DSA_DP_ATTENTION_UNTIL = (0, 5, 6)
 # The DSA pool's token cell: kv_lora_rank + rope at the KV dtype's size until 0.5.16, whatever
 # the stored layout; from 0.5.17 the layout's own width (kv_cache_configurator.py
-# calculate_mla_kv_cache_dim): the fp8 FlashMLA layout Hopper defaults to keeps one fp32 scale
-# per 128 latent values and the rope in bf16 (656 bytes for V3.2), the TensorRT-LLM layout
-# compute capability 10+ defaults to keeps the raw 576.
+# calculate_mla_kv_cache_dim): the fp8 FlashMLA layout Hopper defaults to is DeepSeek's scaled
+# one (common.ds_mla_latent_bytes: 656 bytes for V3.2), the TensorRT-LLM layout compute
+# capability 10+ defaults to keeps the raw 576.
 DSA_SCALED_LAYOUT_SINCE = (0, 5, 17)
-DSA_QUANT_BLOCK = 128  # DSATokenToKVPool.quant_block_size
-DSA_SCALE_BYTES = 4  # one fp32 scale per block
-DSA_ROPE_BYTES = 2  # DSATokenToKVPool.rope_storage_dtype, bf16
 
 
 def is_dsa(model: ModelSpec) -> bool:
@@ -702,10 +700,7 @@ def _token_cell_bytes(
         if g.kind is KvKind.MLA:
             latent = g.latent_dim * kv_bytes
             if scaled:
-                nope = g.latent_dim - g.rope_dim
-                latent = (
-                    nope + nope // DSA_QUANT_BLOCK * DSA_SCALE_BYTES + g.rope_dim * DSA_ROPE_BYTES
-                )
+                latent = ds_mla_latent_bytes(g.latent_dim, g.rope_dim)
             cell += layers * (latent + g.indexer_bytes_per_token)
         elif g.kind.per_token:
             heads = kv_heads_per_rank(g.num_kv_heads, attn_tp)

@@ -28,6 +28,7 @@ from planner.core.engines.common import (
     capability,
     check_stages,
     compute_dtype,
+    ds_mla_latent_bytes,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -253,6 +254,14 @@ V0_CHUNKED_BATCHED_TOKENS_SINCE = (0, 6, 5)
 MAX_MODEL_LEN_AUTO = -1
 AUTO_FIT_SINCE = (0, 14, 0)
 AUTO_FIT_SUMS_GROUPS_SINCE = (0, 19, 0)
+# DeepSeek-V3.2 (sparse attention): vLLM stores an fp8 KV cache in DeepSeek's scaled layout
+# ("fp8_ds_mla", common.ds_mla_latent_bytes: 656 bytes per token per layer): 0.11 turns `auto`
+# and any fp8 spelling into it, 0.12-0.17 any fp8 spelling (`auto` stays bf16), and from 0.18
+# the flag is kept (vllm/model_executor/models/config.py DeepseekV32ForCausalLM, read in the
+# 0.10.2-0.34 wheels; absent in 0.10.2).
+DS_MLA_SINCE = (0, 11, 0)
+DS_MLA_AUTO_UNTIL = (0, 12, 0)
+DS_MLA_UNTIL = (0, 18, 0)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -766,7 +775,13 @@ def lora_bytes(
 
 
 def connector_buffer_bytes(
-    model: ModelSpec, tp: int, pp: int, kv_bytes: int, connector: str | None, chunk_tokens: int
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    kv_bytes: int,
+    connector: str | None,
+    chunk_tokens: int,
+    ds_mla: bool = False,
 ) -> int:
     """A KV connector's GPU-side buffer on one GPU, as modelled. LMCache's GPU connector
     stages one chunk of this rank's KV (chunk_size tokens x every layer's K and V) to copy it
@@ -775,9 +790,8 @@ def connector_buffer_bytes(
     (`planner calibrate`: the non-KV remainder a connector's log leaves)."""
     if connector is None or not connector.lower().startswith("lmcache"):
         return 0
-    per_token = sum(
-        b.layers * b.page_bytes for b in _buckets(model, tp, pp, 1, kv_bytes) if b.kind.per_token
-    )
+    buckets = _buckets(model, tp, pp, 1, kv_bytes, ds_mla=ds_mla)
+    per_token = sum(b.layers * b.page_bytes for b in buckets if b.kind.per_token)
     return chunk_tokens * per_token
 
 
@@ -790,21 +804,42 @@ class _Bucket:
 
 
 def _buckets(
-    model: ModelSpec, tp: int, pp: int, block: int, kv_bytes: int, stage: int | None = None
+    model: ModelSpec,
+    tp: int,
+    pp: int,
+    block: int,
+    kv_bytes: int,
+    stage: int | None = None,
+    ds_mla: bool = False,
 ) -> list[_Bucket]:
-    """Layer buckets of one rank: `stage` layers of the model's when a PP stage is named."""
+    """Layer buckets of one rank: `stage` layers of the model's when a PP stage is named
+    (`ds_mla`: MLA latents in DeepSeek's scaled fp8 layout)."""
     out = []
     for g in model.kv_groups:
         layers = ceil_div(g.num_layers, pp)
         if stage is not None:
             layers = ceil_div(g.num_layers * stage, model.num_layers)
-        out.append(_Bucket(g.kind, layers, _page_bytes(g, tp, block, kv_bytes), g.window_tokens))
+        page = _page_bytes(g, tp, block, kv_bytes, ds_mla)
+        out.append(_Bucket(g.kind, layers, page, g.window_tokens))
     return out
 
 
-def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int) -> int:
+def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) -> bool:
+    """Whether a vLLM release stores this model's KV in DeepSeek's scaled fp8 layout for the
+    --kv-cache-dtype spelling `flag` (see DS_MLA_SINCE)."""
+    if not any(g.indexer_bytes_per_token for g in model.kv_groups):
+        return False
+    if not DS_MLA_SINCE <= version < DS_MLA_UNTIL:
+        return False
+    return flag.startswith("fp8") or (flag == "auto" and version < DS_MLA_AUTO_UNTIL)
+
+
+def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int, ds_mla: bool = False) -> int:
     if g.kind is KvKind.MLA:
-        return block * (g.latent_dim * kv_bytes + g.indexer_bytes_per_token)
+        latent = g.latent_dim * kv_bytes
+        if ds_mla:
+            latent = ds_mla_latent_bytes(g.latent_dim, g.rope_dim)
+        return block * (latent + g.indexer_bytes_per_token)
     if g.kind.per_token:
         return (
             block * kv_heads_per_rank(g.num_kv_heads, tp) * (g.head_dim_k + g.head_dim_v) * kv_bytes
@@ -886,6 +921,7 @@ def _binding_stage(
     act_without_sampler: int,
     act_modelled: int,
     budget: int,
+    ds_mla: bool = False,
 ) -> tuple[_Stage, list[_Stage]]:
     """Each PP stage's memory, and the one with the fewest KV blocks (vLLM takes the minimum).
 
@@ -907,7 +943,7 @@ def _binding_stage(
         weights = w_avg + ceil_div(own, tp) - even
         activation = act if i == pp - 1 else round(act_without_sampler * ratio)
         graph = graph_avg * n // layers_even
-        buckets = _buckets(model, tp, pp, block, kv_bytes, stage=n)
+        buckets = _buckets(model, tp, pp, block, kv_bytes, stage=n, ds_mla=ds_mla)
         group_size, _groups = _kv_groups(buckets)
         per_block = group_size * max(b.page_bytes for b in buckets)
         blocks = (budget - weights - activation - graph) // per_block
@@ -1017,6 +1053,9 @@ def predict(
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
     except ValueError as exc:
         raise InputError("--kv-cache-dtype", str(exc)) from exc
+    ds_mla = ds_mla_layout(model, version, s.kv_cache_dtype)
+    if ds_mla:
+        kv_dtype = "fp8"
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
 
@@ -1052,6 +1091,12 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if block_note is not None:
         notes.append(block_note)
+    if ds_mla:
+        notes.append(
+            f"KV cache fp8_ds_mla: vLLM {version_text(version)} stores DeepSeek's sparse-attention "
+            "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
+            "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
+        )
     if dp > 1:
         notes.append(
             f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
@@ -1100,7 +1145,7 @@ def predict(
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
     connector = connector_buffer_bytes(
-        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens
+        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens, ds_mla
     )
     if s.kv_connector is not None:
         sources["connector_bytes"] = "derived"
@@ -1134,6 +1179,7 @@ def predict(
             ),
             act_modelled,
             requested - non_torch - connector,
+            ds_mla,
         )
         w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
         notes.append(
@@ -1471,7 +1517,8 @@ def _kv_pool(
     cache), so the blocks are those whose rounded-up pages fit."""
     model, rules, engine = at.model, at.rules, at.engine
     tp, pp = at.settings.tensor_parallel_size, at.settings.pipeline_parallel_size
-    buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
+    ds_mla = ds_mla_layout(model, at.version, at.settings.kv_cache_dtype)
+    buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
     if attn_pages and state_pages and max(state_pages) > max(attn_pages):
@@ -1482,7 +1529,7 @@ def _kv_pool(
         per_token = max(attn_pages) // block
         align = max(KERNEL_MIN_BLOCK_SIZE, block)
         block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
-        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers)
+        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
