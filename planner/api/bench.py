@@ -717,13 +717,14 @@ def _instance(
         raise WouldNotStart(list(plan.reasons))
     p = plan.prediction
     assert p is not None
-    fitted = int(str(p.settings.get("max_model_len") or 0))
-    if values.get("max_model_len_auto") and fitted < longest:
-        raise InputError(
-            "--context",
-            f"auto fits {fitted:,} tokens, shorter than the longest request ({longest:,} "
-            "tokens): vLLM refuses those",
-        )
+    if values.get("max_model_len_auto"):
+        fitted = int(str(p.settings["max_model_len"]))
+        if fitted < longest:
+            raise InputError(
+                "--context",
+                f"auto fits {fitted:,} tokens, shorter than the longest request ({longest:,} "
+                "tokens): vLLM refuses those",
+            )
     engine = plan.engine
     version = parse_version(p.version)
     vllm_engine = engine == "vllm"
