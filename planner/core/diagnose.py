@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.search import largest_passing
+
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 # Metric names by what they measure, newest first (vLLM V1, V0, SGLang, SGLang 2024).
@@ -527,13 +529,7 @@ def _tpot_action(
         return (f"lower {cap_flag} until TPOT fits ({why})", None)
     step = fx.step_ms
     scale = measured_ms / step(now)  # the model anchored on what this server does at `now`
-    low, high = 0, now
-    while low < high:
-        mid = (low + high + 1) // 2
-        if scale * step(mid) <= tpot_ms:
-            low = mid
-        else:
-            high = mid - 1
+    low = largest_passing(0, now, lambda b: scale * step(b) <= tpot_ms)
     slack = "" if usage is None else f" with KV at {usage:.0%}"
     if low == 0:
         return (

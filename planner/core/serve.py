@@ -22,6 +22,7 @@ from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
 from planner.core.parallel import ranks_share_tp
+from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -747,14 +748,15 @@ def suggestions(
     for tp in valid_tp(model):
         if tp > s.tp and attempt(f"--tensor-parallel-size {tp}", s.model_copy(update={"tp": tp})):
             break
+
     # the largest context that still starts (auto has already fitted it)
-    low, high, best = s.mean_tokens, -1 if s.max_model_len_auto else s.context_tokens - 1, None
-    while low <= high:
-        mid = (low + high) // 2
-        if fits(s.model_copy(update={"context_tokens": mid})):
-            best, low = mid, mid + 1
-        else:
-            high = mid - 1
+    def starts(length: int) -> bool:
+        return fits(s.model_copy(update={"context_tokens": length}))
+
+    low, high = s.mean_tokens, s.context_tokens - 1
+    best = None
+    if not s.max_model_len_auto and low <= high and starts(low):
+        best = largest_passing(low, high, starts)
     if best is not None:
         attempt(f"--max-model-len {best}", s.model_copy(update={"context_tokens": best}))
     start = round((s.memory_fraction or 0.5) * 100) + 1

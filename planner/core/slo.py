@@ -13,6 +13,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.search import largest_passing
 from planner.core.step import StepTime
 from planner.errors import InputError
 
@@ -92,13 +93,7 @@ def _curve_cap(model: StepModel, tpot_ms: float) -> int:
     while high < MAX_CURVE_BATCH and model.step_ms(high * 2) <= tpot_ms:
         high *= 2
     high = min(high * 2, MAX_CURVE_BATCH)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if model.step_ms(mid) <= tpot_ms:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    return largest_passing(low, high, lambda b: model.step_ms(b) <= tpot_ms)
 
 
 # The largest batch a curve is searched to: beyond any engine's max_num_seqs.

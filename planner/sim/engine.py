@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.search import largest_passing
 from planner.errors import InputError
 from planner.sim.workload import Trace
 
@@ -1122,14 +1123,7 @@ def _steps_within_pool(fits: Callable[[int], bool], steps: int) -> int:
     (`fits(s)`: whether it does after s more steps; monotone), at least one."""
     if fits(steps):
         return steps
-    lo, hi = 1, steps  # fits(lo - 1) holds; find the last s that fits, at least one step
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return max(1, lo)
+    return largest_passing(1, steps, fits)  # at least one step
 
 
 def _accepted(rng: np.random.Generator, alpha: float, k: int, n: int) -> NDArray[np.int64]:

@@ -38,6 +38,7 @@ from planner.core.engines.common import (
 )
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
+from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div, dtype_bytes
@@ -1577,14 +1578,7 @@ def _auto_fit(
             "--max-model-len",
             "auto: the KV cache holds no block for even one token (vLLM refuses to start)",
         )
-    low, high = 1, derived
-    while low < high:
-        mid = (low + high + 1) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    return largest_passing(1, derived, fits)
 
 
 def extensible_kv_bytes(
