@@ -16,6 +16,7 @@ from planner.api import engine_plan, from_log_report
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction
 from planner.core.specs import ModelSpec
+from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 from planner.sources.startup_log import parse_startup_log
@@ -290,6 +291,9 @@ def test_vllm_stores_deepseek_sparse_attention_in_its_scaled_fp8_layout() -> Non
     assert per_token_layer("0.12", "auto") == 1152 + 132
     assert per_token_layer("0.17", "fp8") == 656 + 132
     assert per_token_layer("0.18", "fp8") == 576 + 132
+    assert per_token_layer("0.34", "fp8_ds_mla") == 656 + 132  # its own spelling, from 0.12
+    with pytest.raises(InputError, match="has no sparse attention"):
+        engine_plan(engine="vllm", gpu="h200", model=LLAMA8, kv_cache_dtype="fp8_ds_mla")
     spec = resolve_model(None, str(v32))
     spec = getattr(spec, "spec", spec)
     h200 = find_gpu("h200")

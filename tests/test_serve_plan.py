@@ -507,9 +507,9 @@ def test_a_fraction_on_the_printed_grid_is_pinned_as_it_is() -> None:
 
 
 def test_16_bit_kv_cache_dtype_spellings_from_the_release_that_takes_them() -> None:
-    """vLLM takes --kv-cache-dtype bfloat16 from 0.11 and float16 from 0.18, SGLang bf16 /
-    bfloat16 from 0.5.4 (their CacheDType / choices); earlier releases refuse them, and the
-    error names the release and what it takes."""
+    """vLLM takes --kv-cache-dtype bfloat16 from 0.11, fp8_ds_mla from 0.12 and float16 from
+    0.18, SGLang bf16 / bfloat16 from 0.5.4 (their CacheDType / choices); earlier releases
+    refuse them, and the error names the release and what it takes."""
     from planner.core.serve import check_kv_cache_dtype
     from planner.errors import InputError
 
@@ -528,8 +528,11 @@ def test_16_bit_kv_cache_dtype_spellings_from_the_release_that_takes_them() -> N
     check("sglang", "0.5.4", "bf16")
     with pytest.raises(InputError, match=r"vLLM 0\.10\.0 takes auto, fp8, fp8_e4m3, fp8_e5m2$"):
         check("vllm", "0.10.0", "bfloat16")
-    with pytest.raises(InputError, match=r"vLLM 0\.17\.0 takes .*bfloat16$"):
+    with pytest.raises(InputError, match=r"vLLM 0\.17\.0 takes .*bfloat16, fp8_ds_mla$"):
         check("vllm", "0.17.0", "float16")
+    check("vllm", "0.12.0", "fp8_ds_mla")
+    with pytest.raises(InputError, match=r"vLLM 0\.11\.0 takes .*bfloat16$"):
+        check("vllm", "0.11.0", "fp8_ds_mla")
     with pytest.raises(InputError, match=r"SGLang 0\.5\.3 takes auto, fp8_e4m3, fp8_e5m2$"):
         check("sglang", "0.5.3", "bfloat16")
 
@@ -615,3 +618,19 @@ def vllm_predict(
         gpu_memory_utilization=util,
     )
     return vllm.predict(model, gpu, settings)
+
+
+def test_bf16_kv_keeps_the_release_spelling_where_auto_is_not_16_bits(cli: Cli) -> None:
+    # DeepSeek-V3.2 on SGLang caches fp8 on B200 under `auto`: --kv-dtype bf16 says bf16 (0.5.4+)
+    v32 = str(MODELS / "deepseek-ai--DeepSeek-V3.2")
+    base = ("capacity", "--model", v32, "--gpu", "b200", "--tp", "8", "--engine", "sglang",
+            "--json")  # fmt: skip
+    auto, bf16 = cli(*base).json(), cli(*base, "--kv-dtype", "bf16").json()
+    assert "--kv-cache-dtype bf16 " in bf16["flags"]["sglang"]
+    assert "--kv-cache-dtype auto " in auto["flags"]["sglang"]
+    # 61 layers x (576 latent + 132 indexer) bytes per token in fp8, (1152 + 132) in bf16
+    ratio = auto["engine"]["kv_cache_tokens"] / bf16["engine"]["kv_cache_tokens"]
+    assert ratio == pytest.approx(1284 / 708, rel=0.002)
+    old = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--kv-dtype", "bf16",
+              "--engine-version", "0.10", "--json").json()  # fmt: skip
+    assert "--kv-cache-dtype auto" in old["flags"]["vllm"]  # no bfloat16 spelling before 0.11

@@ -95,7 +95,7 @@ def calibrate(
         settings: dict[str, Any] = {
             "engine": engine,
             "tp": 1 if tp is None else tp,
-            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype),
+            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype, engine_version),
         }
         if engine_version:
             settings["version"] = engine_version

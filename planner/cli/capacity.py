@@ -412,7 +412,7 @@ def capacity(
             "context_tokens": ctx,
             "max_model_len_auto": auto,
             "mean_tokens": mean_len,
-            "kv_cache_dtype": _engine_kv_dtype(name, kv_dtype),
+            "kv_cache_dtype": _engine_kv_dtype(name, kv_dtype, engine_version),
             "dtype": dtype or "auto",
             "quantization": quantization,
             "weight_dtype": weight_dtype,
@@ -605,18 +605,30 @@ def offload_settings(
     return {k: v for k, v in out.items() if v is not None and v is not False}
 
 
-def _engine_kv_dtype(engine: str, kv_dtype: str | None) -> str:
-    """Our --kv-dtype as the engine's --kv-cache-dtype (16-bit KV is the engine's auto)."""
+def _engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = None) -> str:
+    """Our --kv-dtype as the engine's --kv-cache-dtype. 16-bit KV is the engine's auto (the
+    model's dtype), but bf16 keeps the release's own spelling where it has one: `auto` is not
+    16 bits for DeepSeek's sparse attention there (vLLM 0.11's fp8_ds_mla, SGLang's fp8 on
+    Blackwell)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.serve import SGLANG_16BIT_KV_SINCE, VLLM_KV_DTYPE_SINCE
     from planner.errors import InputError
     from planner.units import KV_DTYPES, normalize_dtype
 
-    if kv_dtype is None or kv_dtype.strip().lower() == "auto":
+    text = (kv_dtype or "auto").strip().lower()
+    if text == "auto":
         return "auto"
-    if kv_dtype.strip().lower() in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
-        return kv_dtype.strip().lower() if engine == "sglang" else "fp8"
-    name = normalize_dtype(kv_dtype, "--kv-dtype", KV_DTYPES)
-    if name in ("fp16", "bf16"):
-        return "auto"  # 16-bit KV is the engine's auto: the model's dtype
+    if text in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
+        return text if engine == "sglang" else "fp8"
+    if text == "fp8_ds_mla":  # vLLM's DeepSeek layout (the engine model checks the model)
+        return text
+    name = normalize_dtype(text, "--kv-dtype", KV_DTYPES)
+    if name == "bf16":
+        spelling = "bfloat16" if engine == "vllm" else "bf16"
+        since = (VLLM_KV_DTYPE_SINCE if engine == "vllm" else SGLANG_16BIT_KV_SINCE)[spelling]
+        return spelling if version is None or parse_version(version) >= since else "auto"
+    if name == "fp16":
+        return "auto"
     if name == "fp8":
         return "fp8" if engine == "vllm" else "fp8_e4m3"
     raise InputError(

@@ -385,7 +385,7 @@ def simulate(
             "version": engine_version,
             "tp": tp,
             "pp": pp,
-            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype),
+            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype, engine_version),
             "weight_dtype": weight_dtype,
             "max_num_seqs": max_num_seqs,
             "max_num_batched_tokens": max_num_batched_tokens,

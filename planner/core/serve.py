@@ -43,10 +43,10 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 HYBRID_BLOCK_ALIGNMENT = 16
 VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
-# 16-bit --kv-cache-dtype spellings and the first release that takes each (vLLM
-# vllm/config/cache.py CacheDType: bfloat16 from 0.11, float16 from 0.18; SGLang server_args.py
-# choices: bf16 / bfloat16 from 0.5.4); the ledger sizes them at two bytes.
-VLLM_16BIT_KV_SINCE = {"bfloat16": (0, 11, 0), "float16": (0, 18, 0)}
+# --kv-cache-dtype spellings and the first release that takes each (vLLM vllm/config/cache.py
+# CacheDType: bfloat16 from 0.11, float16 from 0.18, DeepSeek's fp8_ds_mla from 0.12; SGLang
+# server_args.py choices: bf16 / bfloat16 from 0.5.4); the 16-bit ones are two bytes.
+VLLM_KV_DTYPE_SINCE = {"bfloat16": (0, 11, 0), "float16": (0, 18, 0), "fp8_ds_mla": (0, 12, 0)}
 SGLANG_16BIT_KV_SINCE = {"bf16": (0, 5, 4), "bfloat16": (0, 5, 4)}
 ENGINE_DTYPES = ("auto", *DTYPE_FLAG_NAMES)
 # Utilisation the suggestions may go up to: the engines' own defaults leave 8-10% of the device
@@ -159,7 +159,7 @@ def check_kv_cache_dtype(s: ServeSettings) -> None:
 
     plain: tuple[str, ...]
     if s.engine == "vllm":
-        name, plain, since = "vLLM", VLLM_KV_CACHE_DTYPES, VLLM_16BIT_KV_SINCE
+        name, plain, since = "vLLM", VLLM_KV_CACHE_DTYPES, VLLM_KV_DTYPE_SINCE
         newest = vllm.NEWEST_VERSION
     else:
         name, plain, since = "SGLang", SGLANG_KV_CACHE_DTYPES, SGLANG_16BIT_KV_SINCE

@@ -79,11 +79,13 @@ ENGINE_DTYPES = {
 }
 
 
-# vLLM / SGLang `--kv-cache-dtype` spellings of the plain one- and two-byte caches the ledger
-# models ("auto": the compute dtype). vLLM 0.34 (vllm/config/cache.py CacheDType) also takes
-# formats that store scales or packed values beside the elements (fp8_ds_mla,
-# *_per_token_head, nvfp4, TurboQuant); SGLang 0.5 takes fp4_e2m1: their page sizes are not
-# modelled, so they are refused rather than sized as one byte per element.
+# vLLM / SGLang `--kv-cache-dtype` spellings of the one- and two-byte caches the ledger models
+# ("auto": the compute dtype). vLLM's fp8_ds_mla is DeepSeek's scaled fp8 layout for sparse
+# attention: one byte per element here, its scales and bf16 RoPE part added by the vLLM model
+# (vllm.ds_mla_layout). vLLM 0.34 (vllm/config/cache.py CacheDType) also takes other formats
+# that store scales or packed values beside the elements (*_per_token_head, nvfp4,
+# TurboQuant); SGLang 0.5 takes fp4_e2m1: their page sizes are not modelled, so they are
+# refused rather than sized as one byte per element.
 KV_CACHE_DTYPES = {
     "float16": "fp16",
     "half": "fp16",
@@ -93,6 +95,7 @@ KV_CACHE_DTYPES = {
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
     "fp8_inc": "fp8",
+    "fp8_ds_mla": "fp8",
 }
 KV_CACHE_DTYPE_NAMES = ("auto", *KV_CACHE_DTYPES)
 

@@ -494,6 +494,8 @@ def predict(
     if s.page_size is None and page > 1:
         defaults.append(f"page_size={page} (the attention backend's on this GPU)")
     run_dtype = compute_dtype(model, s.dtype)
+    if s.kv_cache_dtype == "fp8_ds_mla":
+        raise InputError("--kv-cache-dtype", "fp8_ds_mla is vLLM's spelling; SGLang's: fp8_e4m3")
     try:
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
     except ValueError as exc:

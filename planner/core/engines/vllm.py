@@ -263,6 +263,8 @@ AUTO_FIT_SUMS_GROUPS_SINCE = (0, 19, 0)
 DS_MLA_SINCE = (0, 11, 0)
 DS_MLA_AUTO_UNTIL = (0, 12, 0)
 DS_MLA_UNTIL = (0, 18, 0)
+# The layout's own --kv-cache-dtype spelling (CacheDType from 0.12; any release from 0.11 runs it).
+DS_MLA_FLAG = "fp8_ds_mla"
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -830,6 +832,8 @@ def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) ->
     --kv-cache-dtype spelling `flag` (see DS_MLA_SINCE)."""
     if not any(g.indexer_bytes_per_token for g in model.kv_groups):
         return False
+    if flag == DS_MLA_FLAG:
+        return version >= DS_MLA_SINCE
     if not DS_MLA_SINCE <= version < DS_MLA_UNTIL:
         return False
     return flag.startswith("fp8") or (flag == "auto" and version < DS_MLA_AUTO_UNTIL)
@@ -1055,6 +1059,16 @@ def predict(
     except ValueError as exc:
         raise InputError("--kv-cache-dtype", str(exc)) from exc
     ds_mla = ds_mla_layout(model, version, s.kv_cache_dtype)
+    if s.kv_cache_dtype == DS_MLA_FLAG and not ds_mla:
+        raise InputError(
+            "--kv-cache-dtype",
+            f"{DS_MLA_FLAG} is DeepSeek's sparse-attention layout (vLLM 0.11+): "
+            + (
+                f"{model.name} has no sparse attention"
+                if version >= DS_MLA_SINCE
+                else f"vLLM {version_text(version)} predates it"
+            ),
+        )
     if ds_mla:
         kv_dtype = "fp8"
     kv_bytes = dtype_bytes(kv_dtype)
