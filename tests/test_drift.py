@@ -397,3 +397,29 @@ def test_an_unset_utilization_reads_as_the_extensible_caches_default(
     assert off.code == 0, off.out
     assert {d["key"] for d in on.json()["differences"]} == {"gpu_memory_utilization"}
     assert new.code == 0, new.out
+
+
+def test_vllm_reports_v32_kv_dtype_by_the_name_it_rewrote(cli: Cli, tmp_path: Path) -> None:
+    # vLLM 0.11 turns DeepSeek-V3.2's `auto` into fp8_ds_mla before cache_config_info reports it
+    lock = tmp_path / "v32.yaml"
+    v32 = str(MODELS / "deepseek-ai--DeepSeek-V3.2")
+    args = ("capacity", "--model", v32, "--gpu", "h200", "--tp", "8", "--engine-version", "0.11")
+    plan = cli(*args, "--json", "--save", str(lock)).json()
+    engine = plan["engine"]
+    assert "--kv-cache-dtype auto" in plan["flags"]["vllm"]
+
+    def scrape(cache_dtype: str) -> str:
+        return (
+            "# TYPE vllm:cache_config_info gauge\n"
+            f'vllm:cache_config_info{{block_size="{engine["settings"]["block_size"]}",'
+            f'cache_dtype="{cache_dtype}",engine="0",gpu_memory_utilization='
+            f'"{engine["settings"]["gpu_memory_utilization"]}",'
+            f'num_gpu_blocks="{engine["num_gpu_blocks"]}"}} 1.0\n'
+        )
+
+    with metrics_server({"/metrics": scrape("fp8_ds_mla")}) as url:
+        clean = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    assert clean.code == 0, clean.out
+    with metrics_server({"/metrics": scrape("fp8_e5m2")}) as url:
+        drifted = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    assert drifted.code == 1 and "cache_dtype" in drifted.out

@@ -197,6 +197,21 @@ def _model_differs(
     return [Difference(where=where, key="model", planned=planned, actual=actual, tolerance="exact")]
 
 
+# --kv-cache-dtype spellings vLLM rewrites before its config is reported, so that
+# cache_config_info's cache_dtype names another: DeepSeek-V3.2's fp8 layout (0.11: auto and fp8
+# spellings, 0.12-0.17: fp8 spellings) and its bfloat16 (reported as auto from 0.11)
+# (vllm/model_executor/models/config.py DeepseekV32ForCausalLM).
+VLLM_RESOLVED_KV_DTYPES = frozenset(
+    {
+        ("auto", vllm.DS_MLA_FLAG),
+        ("fp8", vllm.DS_MLA_FLAG),
+        ("fp8_e4m3", vllm.DS_MLA_FLAG),
+        ("fp8_e5m2", vllm.DS_MLA_FLAG),
+        ("bfloat16", "auto"),
+    }
+)
+
+
 def compare_metrics(
     lock: PlanLock,
     samples: dict[str, list[tuple[dict[str, str], float]]],
@@ -232,6 +247,9 @@ def compare_metrics(
                 if extensible
                 else vllm.rules_for(vllm.NEWEST_VERSION).default_gpu_memory_utilization
             )
+        if (planned.get("--kv-cache-dtype"), labels.get("cache_dtype")) in VLLM_RESOLVED_KV_DTYPES:
+            # the spelling vLLM rewrote the flag to for DeepSeek-V3.2 is the flag as planned
+            labels["cache_dtype"] = planned["--kv-cache-dtype"]
         for flag, label in checks:
             if flag in planned and label in labels and _differs(planned[flag], labels[label], 0):
                 rows.append(
