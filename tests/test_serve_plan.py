@@ -634,3 +634,15 @@ def test_bf16_kv_keeps_the_release_spelling_where_auto_is_not_16_bits(cli: Cli) 
     old = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--kv-dtype", "bf16",
               "--engine-version", "0.10", "--json").json()  # fmt: skip
     assert "--kv-cache-dtype auto" in old["flags"]["vllm"]  # no bfloat16 spelling before 0.11
+
+
+def test_sglang_starts_with_a_pool_smaller_than_the_context(cli: Cli) -> None:
+    # Llama-3.1-8B on 2x L4 at a 131,072-token context: SGLang's pool is smaller than one
+    # request of that length, and SGLang starts anyway, capping requests at the pool
+    r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "l4", "--tp", "2", "--engine",
+            "sglang", "--context", "131072", "--json")  # fmt: skip
+    assert r.code == 0, r.out
+    data = r.json()
+    tokens = data["engine"]["kv_cache_tokens"]
+    assert data["fits"] and tokens < 131_072 and data["max_seqs_contiguous"] == 0
+    assert any(f"refuses requests longer than {tokens - 1:,} tokens" in w for w in data["warnings"])

@@ -65,6 +65,11 @@ def pinned_fraction(fraction: float) -> float:
     return math.floor(fraction * FRACTION_SCALE + FRACTION_GRID_TOLERANCE) / FRACTION_SCALE
 
 
+# SGLang starts with a pool smaller than --context-length: it caps a request at
+# min(context, pool) - 1 tokens and its input 5 below that, and refuses to start only when no
+# input is left ("Memory pool size is too small"; managers/tp_worker.py, read in 0.4.10 and
+# 0.5.4-0.5.23, where 0.5.23 also logs a warning for the small pool).
+SGLANG_REQUEST_INPUT_MARGIN = 5
 # TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
 SUGGESTED_TP_LIMIT = 64
 
@@ -471,12 +476,24 @@ def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> s
                 f"({p.available_kv_bytes / GIB_BYTES:.2f} GiB)"
             )
         return None
-    if p.kv_cache_tokens < s.context_tokens:
+    if min(s.context_tokens, p.kv_cache_tokens) - 1 - SGLANG_REQUEST_INPUT_MARGIN <= 0:
         return (
-            f"SGLang's pool holds {p.kv_cache_tokens:,} tokens, fewer than one "
-            f"{s.context_tokens:,}-token request"
+            f"SGLang refuses to start: its pool of {p.kv_cache_tokens:,} tokens leaves no "
+            "request input (Memory pool size is too small)"
         )
     return None
+
+
+def _context_caps(p: EnginePrediction, s: ServeSettings) -> str | None:
+    """SGLang with a pool smaller than the context: a warning, not a refusal (see
+    SGLANG_REQUEST_INPUT_MARGIN)."""
+    if p.name != "sglang" or p.kv_cache_tokens >= s.context_tokens:
+        return None
+    return (
+        f"SGLang's pool holds {p.kv_cache_tokens:,} tokens, fewer than one "
+        f"{s.context_tokens:,}-token request: it starts and refuses requests longer than "
+        f"{p.kv_cache_tokens - 1:,} tokens"
+    )
 
 
 def plan_serve(
@@ -618,6 +635,8 @@ def plan_serve(
     refusal = _start_refusal(model, p, s)
     if refusal:
         reasons.append(refusal)
+    elif caps := _context_caps(p, s):
+        warnings.append(caps)
     tiers = offload_tiers(model, p, s)
     if tiers is not None and tiers.fits_host is False and tiers.host_memory_bytes is not None:
         need_gib = tiers.host_bytes_per_node / GIB_BYTES
