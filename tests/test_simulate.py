@@ -546,3 +546,13 @@ def test_simulate_runs_the_server_vllm_fits_with_max_model_len_auto(cli: Cli) ->
                "--len-range", "0.1")  # fmt: skip
     assert long.code == 2 and long.json()["field"] == "--context"
     assert f"auto fits {fitted:,} tokens" in long.json()["error"]
+
+
+def test_sglang_pool_below_the_longest_request_is_a_finding_not_a_start_failure(cli: Cli) -> None:
+    # Llama-3.1-8B on 2x L4 with SGLang: the pool (~119k tokens) starts the server but is
+    # shorter than the trace's longest request, which SGLang refuses or truncates: exit 1
+    r = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "l4", "--tp", "2", "--engine",
+            "sglang", "--concurrency", "2", "--prompt-len", "125000", "--len-range", "0.1",
+            "--output-len", "100", "--requests", "20", "--json")  # fmt: skip
+    assert r.code == 1, r.out
+    assert r.json()["error"].startswith("the engine starts but cannot serve the workload")

@@ -610,9 +610,16 @@ def check_scheduler_steps(steps: int, engine: str, version: tuple[int, int, int]
 class WouldNotStart(PlannerError):
     """The engine refuses the instance's settings; `reasons` says why, as the plan does."""
 
-    def __init__(self, reasons: list[str]) -> None:
+    def __init__(self, reasons: list[str], lead: str = "the engine would not start") -> None:
         self.reasons = reasons
-        super().__init__("the engine would not start: " + "; ".join(reasons))
+        super().__init__(f"{lead}: " + "; ".join(reasons))
+
+
+class CannotServe(WouldNotStart):
+    """The engine starts, but refuses requests of the workload (SGLang's length cap)."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__(reasons, "the engine starts but cannot serve the workload")
 
 
 @dataclass(frozen=True)
@@ -717,6 +724,15 @@ def _instance(
         raise WouldNotStart(list(plan.reasons))
     p = plan.prediction
     assert p is not None
+    if plan.engine == "sglang" and longest > p.kv_cache_tokens - 1:
+        # SGLang starts with a pool smaller than the context but caps requests at it
+        raise CannotServe(
+            [
+                f"requests of up to {longest:,} tokens, and SGLang's pool of "
+                f"{p.kv_cache_tokens:,} tokens refuses or truncates those past "
+                f"{p.kv_cache_tokens - 1:,}"
+            ]
+        )
     if values.get("max_model_len_auto"):
         fitted = int(str(p.settings["max_model_len"]))
         if fitted < longest:

@@ -583,7 +583,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     # advised max_num_seqs (what the KV cache holds at the mean length)
     try:
         inst = job_instance(job, as_launched=False)
-    except WouldNotStart as exc:
+    except WouldNotStart as exc:  # or starts but cannot serve the workload: not a replica
         return row | {"fits": False, "reason": exc.reasons[0], "starts": False}
     row["starts"] = True
     plan = inst.plan
