@@ -58,6 +58,7 @@ def capacity(
             "--context",
             "--max-model-len",
             "--context-length",
+            metavar="<int|auto>",
             help="Max model length in tokens, or auto (vLLM 0.14+: the longest the KV cache "
             "holds) [default: min(8192, model max)].",
         ),
@@ -119,7 +120,7 @@ def capacity(
     ] = None,
     gpu_memory_utilization: Annotated[float | None, typer.Option(help="vLLM flag.")] = None,
     max_model_len: Annotated[
-        str | None, typer.Option(help="vLLM flag (same as --context; or auto).")
+        str | None, typer.Option(metavar="<int|auto>", help="vLLM flag (same as --context).")
     ] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     max_num_seqs: Annotated[
@@ -252,7 +253,7 @@ def capacity(
     ] = None,
     max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     context_length: Annotated[
-        str | None, typer.Option(help="SGLang flag (same as --context).")
+        str | None, typer.Option(metavar="<int>", help="SGLang flag (same as --context).")
     ] = None,
     kv_offloading_size: Annotated[
         float | None,

@@ -249,6 +249,7 @@ def simulate(
         typer.Option(
             "--context",
             "--max-model-len",
+            metavar="<int|auto>",
             help="Server max model length, tokens, or auto (vLLM 0.14+: the longest the KV "
             "cache holds).",
         ),
