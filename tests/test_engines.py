@@ -1158,3 +1158,41 @@ def test_a_logged_server_keeps_its_chunked_prefill_setting() -> None:
     assert planned.settings["max_num_batched_tokens"] == 16384  # 8,192 with it on
     on = vllm.predict(spec, card, vllm.VllmSettings(version="0.10.1.1", max_model_len=16384))
     assert on.settings["max_num_batched_tokens"] == 8192
+
+
+def test_sglang_log_replays_its_parallel_layout(tmp_path: Path) -> None:
+    """A ServerArgs repr records the layout SGLang ran after its own adjustments: attention-DP
+    groups (dp_size with enable_dp_attention, or 0.5.23's attn_dp_size), whole replicas
+    (dp_size alone) and expert parallelism; the replay plans that layout, not pure TP."""
+    args = (
+        "server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-R1', tp_size=8, "
+        "mem_fraction_static=0.8, chunked_prefill_size=8192, page_size=1, kv_cache_dtype='auto', "
+        "{layout}, moe_dense_tp_size=None)"
+    )
+    tail = (
+        "KV Cache is allocated. #tokens: 500000, KV size: 30.00 GB\n"
+        "max_total_num_tokens=500000, chunked_prefill_size=1024, max_prefill_tokens=16384, "
+        "max_running_requests=1024, context_len=163840\n"
+    )
+    layouts = {
+        "dp_size=8, ep_size=8, enable_dp_attention=True": {"attn_dp_size": 8, "ep_size": 8},
+        "attn_dp_size=4, dp_size=1": {"attn_dp_size": 4},
+        "dp_size=2, enable_dp_attention=False": {"dp_size": 2},
+        "dp_size=1, ep_size=1": {},
+    }
+    for layout, settings in layouts.items():
+        log = parse_startup_log(args.format(layout=layout) + "\n" + tail, "sglang.log")
+        assert {k: log.settings[k] for k in settings} == settings
+        assert not {"attn_dp_size", "dp_size", "ep_size"} - set(settings) & set(log.settings)
+    path = tmp_path / "sglang.log"
+    path.write_text(args.format(layout=next(iter(layouts))) + "\n" + tail)
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    report = from_log_report(log_path=str(path), gpu="h200", model=r1, version="0.5.4")
+    predicted = report["predicted"]
+    assert predicted["settings"]["attn_dp_size"] == 8 and predicted["settings"]["ep_size"] == 8
+    logged = {"mem_fraction_static": 0.8, "chunked_prefill_size": 8192, "page_size": 1}
+    pure_tp = engine_plan(
+        engine="sglang", gpu="h200", model=r1, version="0.5.4", tp_size=8, **logged
+    )
+    # attention weights whole on every GPU: more weight bytes per GPU than pure TP's
+    assert predicted["weights_bytes"] > pure_tp.weights_bytes

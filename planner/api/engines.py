@@ -283,4 +283,7 @@ SGLANG_LOG_KEYS = (
     "context_length",
     "page_size",
     "kv_cache_dtype",
+    "attn_dp_size",
+    "dp_size",
+    "ep_size",
 )

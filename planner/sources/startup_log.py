@@ -304,6 +304,32 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
             log.settings[key] = value
     if found := re.search(r"kv_cache_dtype='(\w+)'", body):
         log.settings["kv_cache_dtype"] = _setting("kv_cache_dtype", found.group(1))
+    log.settings |= _sglang_layout(body)
+
+
+def _sglang_layout(body: str) -> dict[str, int]:
+    """The parallel layout a ServerArgs repr records after SGLang's own adjustments:
+    data-parallel attention groups (`attn_dp_size`, 0.5.23; `dp_size` with
+    `enable_dp_attention=True` before, which 0.5.4-0.5.5 set by themselves for DeepSeek-V3.2),
+    whole replicas (`dp_size` without it) and expert parallelism (`ep_size`)."""
+    sizes: dict[str, int] = {}
+    for key in ("attn_dp_size", "dp_size", "ep_size"):
+        if found := re.search(rf"\b{key}=([0-9]+)\b", body):
+            value = _int(found.group(1))
+            if not 0 < value <= MAX_LOG_INT:
+                raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
+            sizes[key] = value
+    out: dict[str, int] = {}
+    dp = sizes.get("dp_size", 1)
+    if sizes.get("attn_dp_size", 1) > 1:
+        out["attn_dp_size"] = sizes["attn_dp_size"]
+    elif re.search(r"\benable_dp_attention=True\b", body) and dp > 1:
+        out["attn_dp_size"] = dp
+    elif dp > 1:
+        out["dp_size"] = dp
+    if sizes.get("ep_size", 1) > 1:
+        out["ep_size"] = sizes["ep_size"]
+    return out
 
 
 def _sglang_after_load(log: StartupLog, m: re.Match[str]) -> None:
