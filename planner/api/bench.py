@@ -756,7 +756,7 @@ def _instance(
         weight_dtype = str(variant).lower()
     # the KV dtype the engine resolved (SGLang runs DeepSeek's sparse attention in fp8 on
     # Blackwell whatever `auto` would say)
-    kv_bytes = dtype_bytes(p.kv_dtype or spec.native_dtype)
+    kv_bytes = dtype_bytes(p.kv_dtype)
     card = find_gpu(gpu)
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
     attention_tp = tp // attention_groups if sglang_groups else tp

@@ -418,7 +418,6 @@ def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str
         tp=s.tp,
         mean_tokens=s.mean_tokens,
         weight_dtype=str(s.quantization or spec.weight_dtype),
-        kv_cache_dtype=s.kv_cache_dtype,
     )
     batch = max(1, plan.max_num_seqs)
     point = load_points(roofline, alpha, ks, [batch], draft_cost)[0]

@@ -40,7 +40,6 @@ def serve_roofline(
     tp: int,
     mean_tokens: int,
     weight_dtype: str,
-    kv_cache_dtype: str,
 ) -> Roofline:
     """The speculative-decoding roofline of an engine's serve plan: the step-time model of
     that engine and release on the weights it loads, read at the plan's max_num_seqs (`capacity
@@ -51,10 +50,7 @@ def serve_roofline(
     from planner.units import dtype_bytes
 
     prediction = plan.prediction
-    native = "fp16" if model.native_dtype == "fp32" else model.native_dtype
-    kv_bytes = 1 if kv_cache_dtype.startswith("fp8") else dtype_bytes(native)
-    if prediction.kv_dtype is not None:
-        kv_bytes = dtype_bytes(prediction.kv_dtype)  # the dtype the engine resolved
+    kv_bytes = dtype_bytes(prediction.kv_dtype)  # the dtype the engine resolved
     curve = step_time_for(
         model,
         gpu,

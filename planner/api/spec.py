@@ -152,7 +152,6 @@ def spec_advice(
             tp=plan.settings.tp,
             mean_tokens=plan.settings.mean_tokens,
             weight_dtype=plan.weight_dtype,
-            kv_cache_dtype="auto",
         )
         if serve.fits
         else roofline_for(plan)

@@ -1022,9 +1022,11 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
     from planner.units import dtype_bytes
 
     p = plan.prediction
-    kv_bytes = dtype_bytes(engine_kv_dtype(s.engine, model, gpu, s.version, s.kv_cache_dtype))
-    if p is not None and p.kv_dtype is not None:
-        kv_bytes = dtype_bytes(p.kv_dtype)  # the dtype the engine resolved
+    # the dtype the engine resolved (a refused plan has no prediction: the engine's rule)
+    kv_dtype = (
+        p.kv_dtype if p else engine_kv_dtype(s.engine, model, gpu, s.version, s.kv_cache_dtype)
+    )
+    kv_bytes = dtype_bytes(kv_dtype)
     total = p.total_memory_bytes if p else 0
     workspace = (p.activation_peak_bytes + p.non_torch_bytes + p.cudagraph_bytes) if p else 0
     return {

@@ -176,8 +176,7 @@ class EnginePrediction(BaseModel):
         default=0, ge=0, description="a KV connector's GPU-side buffers (LMCache's staging chunk)"
     )
     available_kv_bytes: int
-    kv_dtype: str | None = Field(
-        default=None,
+    kv_dtype: str = Field(
         description="the KV cache's dtype as the engine resolves --kv-cache-dtype (a units "
         "dtype name: bf16, fp16, fp8, ...)",
     )
