@@ -219,8 +219,9 @@ def _attention_params(
     return mats, other
 
 
-def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int]:
-    """(matrix params, other params, latent dim) of one MLA block (DeepSeek-V2/V3)."""
+def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int, int]:
+    """(matrix params, other params, latent dim, its RoPE part) of one MLA block
+    (DeepSeek-V2/V3)."""
     kv_rank = _require_int(cfg, "kv_lora_rank")
     rope = _require_int(cfg, "qk_rope_head_dim")
     nope = _require_int(cfg, "qk_nope_head_dim")
@@ -239,7 +240,7 @@ def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int]:
         ih, idim = _require_int(cfg, "index_n_heads"), _require_int(cfg, "index_head_dim")
         mats += (q_rank or hidden) * ih * idim + hidden * idim + hidden * ih
         other += 2 * idim
-    return mats, other, kv_rank + rope
+    return mats, other, kv_rank + rope, rope
 
 
 def _indexer_bytes(cfg: Config) -> int:
@@ -751,11 +752,11 @@ def model_spec_from_config(
             elif kind is None:
                 layer = _Layer(kind=None)
             elif is_mla:
-                mats, other, latent = _mla_params(t, hidden, heads)
+                mats, other, latent, rope = _mla_params(t, hidden, heads)
                 layer = _Layer(
                     kind=KvKind.MLA,
                     latent_dim=latent,
-                    rope_dim=_require_int(t, "qk_rope_head_dim"),
+                    rope_dim=rope,
                     indexer_bytes=_indexer_bytes(t),
                     linear_params=mats,
                     other_params=other,

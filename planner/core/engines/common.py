@@ -132,6 +132,11 @@ DS_MLA_SCALE_BYTES = 4
 DS_MLA_ROPE_BYTES = 2
 
 
+def is_dsa(model: ModelSpec) -> bool:
+    """DeepSeek's sparse attention: the layers keep a lightning-indexer key beside the latent."""
+    return any(g.indexer_bytes_per_token for g in model.kv_groups)
+
+
 def ds_mla_latent_bytes(latent_dim: int, rope_dim: int) -> int:
     """Bytes one token's latent takes per layer in DeepSeek's scaled fp8 MLA layout."""
     nope = latent_dim - rope_dim

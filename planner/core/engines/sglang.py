@@ -24,6 +24,7 @@ from planner.core.engines.common import (
     check_stages,
     compute_dtype,
     ds_mla_latent_bytes,
+    is_dsa,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -188,11 +189,6 @@ DSA_DP_ATTENTION_UNTIL = (0, 5, 6)
 DSA_SCALED_LAYOUT_SINCE = (0, 5, 17)
 
 
-def is_dsa(model: ModelSpec) -> bool:
-    """DeepSeek's sparse attention: the layers keep a lightning-indexer key beside the latent."""
-    return any(g.indexer_bytes_per_token for g in model.kv_groups)
-
-
 def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str) -> bool:
     """Whether SGLang runs a DSA model's KV cache in fp8_e4m3 whatever the flag asked (see
     DSA_FP8_KV_SINCE)."""
@@ -207,7 +203,7 @@ def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
     """The page size SGLang runs with when --page-size is not given (see above)."""
     if gpu.vendor != "nvidia":
         return 1
-    if any(g.indexer_bytes_per_token for g in model.kv_groups):
+    if is_dsa(model):
         return TRTLLM_PAGE_TOKENS if version >= DSA_PAGE_SINCE else 1
     if capability(gpu)[0] != BLACKWELL_MAJOR:
         return 1

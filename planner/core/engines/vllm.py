@@ -29,6 +29,7 @@ from planner.core.engines.common import (
     check_stages,
     compute_dtype,
     ds_mla_latent_bytes,
+    is_dsa,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -215,8 +216,7 @@ def backend_block_size(
     if not mla or gpu.vendor != "nvidia":
         return None
     major = capability(gpu)[0]
-    sparse = any(g.indexer_bytes_per_token for g in model.kv_groups)
-    if sparse and major in (HOPPER_MAJOR, BLACKWELL_MAJOR):
+    if is_dsa(model) and major in (HOPPER_MAJOR, BLACKWELL_MAJOR):
         if SPARSE_MLA_SINCE <= version < PREFERRED_BLOCK_SINCE:
             return SPARSE_MLA_BLOCK_SIZE, "FlashMLA sparse"
         if major == HOPPER_MAJOR and version >= PREFERRED_BLOCK_SINCE and requested is None:
@@ -830,7 +830,7 @@ def _buckets(
 def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) -> bool:
     """Whether a vLLM release stores this model's KV in DeepSeek's scaled fp8 layout for the
     --kv-cache-dtype spelling `flag` (see DS_MLA_SINCE)."""
-    if not any(g.indexer_bytes_per_token for g in model.kv_groups):
+    if not is_dsa(model):
         return False
     if flag == DS_MLA_FLAG:
         return version >= DS_MLA_SINCE
@@ -864,22 +864,34 @@ def _kv_groups(buckets: list[_Bucket]) -> tuple[int, list[tuple[_Bucket, int]]]:
 
 def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     """Blocks one request of `tokens` tokens holds under a prediction's settings."""
-    block = int(str(p.settings["block_size"]))
-    tp = int(str(p.settings["tensor_parallel_size"]))
-    pp = int(str(p.settings["pipeline_parallel_size"]))
-    in_flight = int(str(p.settings["max_num_batched_tokens"]))
-    _size, groups = _kv_groups(_buckets(model, tp, pp, block, 1))
-    return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
+    return _prediction_blocks(model, p, tokens, start_check=False)
 
 
 def start_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     """Blocks vLLM's start check (and `--max-model-len auto`) counts for one request of
     `tokens` tokens: the sum over KV-cache groups, or 0.14-0.18's first group alone."""
+    return _prediction_blocks(model, p, tokens, start_check=True)
+
+
+def _prediction_blocks(
+    model: ModelSpec, p: EnginePrediction, tokens: int, start_check: bool
+) -> int:
+    """One request's blocks under a prediction's settings, as held or as the start check
+    counts them."""
     block = int(str(p.settings["block_size"]))
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
-    groups = _counted_groups(_buckets(model, tp, pp, block, 1), parse_version(p.version))
+    buckets = _buckets(model, tp, pp, block, 1)
+    if start_check:
+        groups = _counted_groups(buckets, parse_version(p.version))
+    else:
+        groups = _kv_groups(buckets)[1]
+    return _blocks(groups, tokens, block, in_flight)
+
+
+def _blocks(groups: list[tuple[_Bucket, int]], tokens: int, block: int, in_flight: int) -> int:
+    """Blocks one request of `tokens` tokens takes over KV-cache groups (bucket, how many)."""
     return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
 
 
@@ -1553,7 +1565,7 @@ def _kv_pool(
     if granule:
         per_tensor = available // group_size // granule * granule
         num_blocks = per_tensor // page
-    per_request = sum(n * _request_blocks(b, max_len, block, tokens) for b, n in groups)
+    per_request = _blocks(groups, max_len, block, tokens)
     concurrency = num_blocks / per_request
     if rules.tokens == "blocks" or engine == "v0":
         kv_tokens = num_blocks * block
@@ -1584,8 +1596,7 @@ def _auto_fit(
     budget = pool.num_blocks  # available // bytes_per_block, or the extensible pool's granules
 
     def fits(length: int) -> bool:
-        need = sum(n * _request_blocks(b, length, pool.block, in_flight) for b, n in groups)
-        return need <= budget
+        return _blocks(groups, length, pool.block, in_flight) <= budget
 
     if not fits(1):
         raise NoKvCache(
