@@ -297,10 +297,7 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
         ("context_length", _int),
         ("page_size", _int),
     ):
-        if found := re.search(rf"\b{key}=([0-9.]+)", body):
-            value = convert(found.group(1))
-            if not 0 < value <= (1 if key == "mem_fraction_static" else MAX_LOG_INT):
-                raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
+        if (value := _server_arg(body, key, convert)) is not None:
             log.settings[key] = value
     if found := re.search(r"kv_cache_dtype='(\w+)'", body):
         log.settings["kv_cache_dtype"] = _setting("kv_cache_dtype", found.group(1))
@@ -312,24 +309,32 @@ def _sglang_layout(body: str) -> dict[str, int]:
     data-parallel attention groups (`attn_dp_size`, 0.5.23; `dp_size` with
     `enable_dp_attention=True` before, which 0.5.4-0.5.5 set by themselves for DeepSeek-V3.2),
     whole replicas (`dp_size` without it) and expert parallelism (`ep_size`)."""
-    sizes: dict[str, int] = {}
-    for key in ("attn_dp_size", "dp_size", "ep_size"):
-        if found := re.search(rf"\b{key}=([0-9]+)\b", body):
-            value = _int(found.group(1))
-            if not 0 < value <= MAX_LOG_INT:
-                raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
-            sizes[key] = value
+    attn_dp, dp, ep = (int(_server_arg(body, key, _int) or 1) for key in SGLANG_LAYOUT_KEYS)
     out: dict[str, int] = {}
-    dp = sizes.get("dp_size", 1)
-    if sizes.get("attn_dp_size", 1) > 1:
-        out["attn_dp_size"] = sizes["attn_dp_size"]
+    if attn_dp > 1:
+        out["attn_dp_size"] = attn_dp
     elif re.search(r"\benable_dp_attention=True\b", body) and dp > 1:
         out["attn_dp_size"] = dp
     elif dp > 1:
         out["dp_size"] = dp
-    if sizes.get("ep_size", 1) > 1:
-        out["ep_size"] = sizes["ep_size"]
+    if ep > 1:
+        out["ep_size"] = ep
     return out
+
+
+SGLANG_LAYOUT_KEYS = ("attn_dp_size", "dp_size", "ep_size")
+
+
+def _server_arg(body: str, key: str, convert: Callable[[str], float]) -> float | None:
+    """One number of a ServerArgs repr (None where it is absent), refused out of range (a
+    memory fraction in (0, 1], a count in (0, MAX_LOG_INT])."""
+    found = re.search(rf"\b{key}=([0-9.]+)", body)
+    if found is None:
+        return None
+    value = convert(found.group(1))
+    if not 0 < value <= (1 if key == "mem_fraction_static" else MAX_LOG_INT):
+        raise BadFigure(f"{key}={found.group(1)[:40]} is out of range")
+    return value
 
 
 def _sglang_after_load(log: StartupLog, m: re.Match[str]) -> None:
