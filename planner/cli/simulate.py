@@ -330,7 +330,6 @@ def simulate(
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
-    from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
     from planner.errors import InputError, validation_text
 
     if gpu is not None:
@@ -392,6 +391,8 @@ def simulate(
             "max_num_batched_tokens": max_num_batched_tokens,
         }
         if context is not None:
+            from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
+
             length = max_model_len_value(context, "--context")
             if length == MAX_MODEL_LEN_AUTO:
                 settings["max_model_len_auto"] = True
