@@ -69,7 +69,7 @@ def pinned_fraction(fraction: float) -> float:
 # min(context, pool) - 1 tokens and its input 5 below that, and refuses to start only when no
 # input is left ("Memory pool size is too small"; managers/tp_worker.py, read in 0.4.10 and
 # 0.5.4-0.5.23, where 0.5.23 also logs a warning for the small pool).
-SGLANG_REQUEST_INPUT_MARGIN = 5
+SGLANG_REQUEST_INPUT_MARGIN_TOKENS = 5
 # TP sizes tried for a suggestion: one node of up to 8 GPUs, then multi-node groups.
 SUGGESTED_TP_LIMIT = 64
 
@@ -476,7 +476,7 @@ def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> s
                 f"({p.available_kv_bytes / GIB_BYTES:.2f} GiB)"
             )
         return None
-    if min(s.context_tokens, p.kv_cache_tokens) - 1 - SGLANG_REQUEST_INPUT_MARGIN <= 0:
+    if min(s.context_tokens, p.kv_cache_tokens) - 1 - SGLANG_REQUEST_INPUT_MARGIN_TOKENS <= 0:
         return (
             f"SGLang refuses to start: its pool of {p.kv_cache_tokens:,} tokens leaves no "
             "request input (Memory pool size is too small)"
@@ -486,7 +486,7 @@ def _start_refusal(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> s
 
 def _context_caps(p: EnginePrediction, s: ServeSettings) -> str | None:
     """SGLang with a pool smaller than the context: a warning, not a refusal (see
-    SGLANG_REQUEST_INPUT_MARGIN)."""
+    SGLANG_REQUEST_INPUT_MARGIN_TOKENS)."""
     if p.name != "sglang" or p.kv_cache_tokens >= s.context_tokens:
         return None
     return (

@@ -127,7 +127,7 @@ BLACKWELL_MAJOR = 10  # data-centre Blackwell: B200 and GB200 10.0, B300 10.3
 # "fp8_ds_mla", vllm/v1/kv_cache_interface.py MLAAttentionSpec; SGLang's DSA pool,
 # DSATokenToKVPool): the latent's no-RoPE part in fp8 with one fp32 scale per 128 values, the
 # RoPE part in bf16: 656 bytes per token per layer for DeepSeek-V3.2's 512 + 64.
-DS_MLA_QUANT_BLOCK = 128
+DS_MLA_QUANT_BLOCK_VALUES = 128
 DS_MLA_SCALE_BYTES = 4
 DS_MLA_ROPE_BYTES = 2
 
@@ -140,7 +140,9 @@ def is_dsa(model: ModelSpec) -> bool:
 def ds_mla_latent_bytes(latent_dim: int, rope_dim: int) -> int:
     """Bytes one token's latent takes per layer in DeepSeek's scaled fp8 MLA layout."""
     nope = latent_dim - rope_dim
-    return nope + nope // DS_MLA_QUANT_BLOCK * DS_MLA_SCALE_BYTES + rope_dim * DS_MLA_ROPE_BYTES
+    return (
+        nope + nope // DS_MLA_QUANT_BLOCK_VALUES * DS_MLA_SCALE_BYTES + rope_dim * DS_MLA_ROPE_BYTES
+    )
 
 
 def capability(gpu: GpuSpec) -> tuple[int, int]:
