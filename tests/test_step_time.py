@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, Result
 
+from planner.core.specs import ModelSpec
 from planner.core.step import step_time_for
 from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, load_model_preset
+
+Cli = Callable[..., Result]
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA8 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-8B"))
@@ -257,6 +260,77 @@ def test_fp8_gemms_reach_less_of_their_rate_and_attention_runs_at_16_bits() -> N
         assert fp8.prefill_attention_ms(pairs) == pytest.approx(bf16.prefill_attention_ms(pairs))
     # weights whose GEMMs run at the 16-bit rate (int4 weight-only) keep the 16-bit share
     assert step_time_for(LLAMA8, find_gpu("h100"), weight_dtype="int4").low_precision_scale == 1
+
+
+def _quantized_llama70b(tmp_path: Path, quantization: dict[str, object]) -> ModelSpec:
+    """Llama-3.1-70B's config with a `quantization_config`, resolved."""
+    cfg = json.loads((MODELS / "meta-llama--Llama-3.1-70B" / "config.json").read_text())
+    cfg["quantization_config"] = quantization
+    folder = tmp_path / str(quantization["quant_method"])
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return resolve_model(None, str(folder))
+
+
+def test_row_scaled_fp8_on_rocm_before_vllm_0_7_3_pays_the_unfused_dequantization(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """vLLM 0.6.3-0.7.2 on ROCm runs an fp8 linear whose weights scale per output channel or
+    whose activations scale per token as a GEMM writing fp32, then two scale multiplies and a
+    cast, each a pass over the output: 24 bytes per output element beyond a fused GEMM's. The
+    layers a checkpoint keeps in bf16 do not pay it; neither do per-tensor scales, CUDA (CUTLASS
+    fuses them), nor 0.7.3+ (a row-wise scaled GEMM)."""
+    # FBGEMM (Meta's FP8 exports): every MLP but the first and last; attention stays bf16
+    skip = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(80) for p in "qkvo"]
+    skip += [f"model.layers.{i}.mlp.{p}_proj" for i in (0, 79) for p in ("gate", "up", "down")]
+    fbgemm = _quantized_llama70b(
+        tmp_path, {"quant_method": "fbgemm_fp8", "modules_to_not_convert": skip}
+    )
+    assert fbgemm.rowwise_fp8_outputs == (78 * 2 * 28_672, 78 * 8_192)
+    mi300x = find_gpu("mi300x")
+    old = step_time_for(fbgemm, mi300x, tp=4, engine="vllm", version=(0, 6, 3))
+    per_gpu = 78 * 2 * 28_672 // 4 + 78 * 8_192  # gate / up split by TP, down's whole hidden
+    assert old.dequant_bytes_per_token == 24 * per_gpu
+    fixed = step_time_for(fbgemm, mi300x, tp=4, engine="vllm", version=(0, 7, 3))
+    assert fixed.dequant_bytes_per_token == 0
+    rate = mi300x.hbm_bandwidth_bytes_per_s * old.bandwidth_efficiency
+    for batch in (1, 256):
+        extra = batch * 24 * per_gpu / rate * 1e3
+        assert old.terms(batch, 1024).dequant_ms == pytest.approx(extra)
+        assert old.step_ms(batch, 1024) == pytest.approx(fixed.step_ms(batch, 1024) + extra)
+    h100 = find_gpu("h100")
+    assert step_time_for(fbgemm, h100, tp=4, version=(0, 6, 3)).dequant_bytes_per_token == 0
+    # compressed-tensors FP8-dynamic: channel-wise weights, per-token activations, every layer
+    dynamic = {
+        "weights": {"type": "float", "num_bits": 8, "strategy": "channel"},
+        "input_activations": {"type": "float", "num_bits": 8, "strategy": "token"},
+    }
+    ct = _quantized_llama70b(
+        tmp_path,
+        {"quant_method": "compressed-tensors", "config_groups": {"group_0": dynamic}},
+    )
+    attention = (64 + 2 * 8) * 128
+    assert ct.rowwise_fp8_outputs == (80 * (attention + 2 * 28_672), 80 * 2 * 8_192)
+    # Quark's per-tensor export (amd/...-FP8-KV) fuses its scales
+    fp8 = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}
+    quark = _quantized_llama70b(
+        tmp_path,
+        {
+            "quant_method": "quark",
+            "exclude": ["lm_head"],
+            "global_quant_config": {"weight": fp8, "input_tensors": fp8},
+        },
+    )
+    assert quark.rowwise_fp8_outputs == (0, 0)
+    assert step_time_for(quark, mi300x, version=(0, 6, 3)).dequant_bytes_per_token == 0
+    # simulate prices it and says so
+    folder = str(tmp_path / "fbgemm_fp8")
+    where = ("--model", folder, "--gpu", "mi300x", "--tp", "4", "--concurrency", "8")
+    where += ("--prompt-len", "256", "--output-len", "64", "--requests", "16", "--json")
+    runs = {v: cli("simulate", *where, "--engine-version", v).json() for v in ("0.6.3", "0.7.3")}
+    assert runs["0.6.3"]["median_tpot_ms"] > runs["0.7.3"]["median_tpot_ms"]
+    assert [n for n in runs["0.6.3"]["notes"] if "row-wise scaled fp8" in n]
+    assert not [n for n in runs["0.7.3"]["notes"] if "row-wise scaled fp8" in n]
 
 
 def test_a_moe_chunk_streams_its_experts_while_its_attention_projections_compute() -> None:

@@ -423,6 +423,13 @@ def benchmark(
         "sweep": None,
     }
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
+    if curve.dequant_bytes_per_token:
+        result["notes"].append(
+            f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
+            "checkpoint's per-channel / per-token fp8 linears write fp32 and rescale in "
+            f"separate passes, {curve.dequant_bytes_per_token / 1e6:,.1f} MB of HBM traffic "
+            "per token per GPU, priced in every step"
+        )
     if metrics["ignored_requests"]:
         result["notes"].append(
             f"{metrics['ignored_requests']:,} of {trace.size:,} requests have prompts longer "

@@ -99,6 +99,9 @@ class _Layer:
     other_params: int = 0  # norms, biases, routers, SSM scalars
     active_linear_params: int = 0
     quantized_linear_params: int = 0  # the part the checkpoint's quantisation covers
+    attention_outputs: int = 0  # Q, K, V output features (column-parallel; O writes hidden)
+    mlp_outputs: int = 0  # a dense MLP's gate / up output features (down writes hidden)
+    quantized_outputs: tuple[int, int] = (0, 0)  # (column, row) features of quantized ones
 
 
 def _get(cfg: Config, *names: str, default: Any = None) -> Any:
@@ -406,13 +409,19 @@ def _moe_layout(cfg: Config, n: int) -> list[bool]:
     return [i not in only_dense and (i + 1) % step == 0 for i in range(n)]
 
 
+def _dense_inter(cfg: Config) -> int:
+    """A dense FFN's intermediate width."""
+    inter = (
+        _opt_int(cfg, "intermediate_size_mlp") if cfg.get("model_type") == "llama4_text" else None
+    )
+    return inter or _require_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
+
+
 def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
     """(matrix params, active matrix params, other params) of one FFN block."""
     mtype = str(cfg.get("model_type"))
     if not moe:
-        inter = _opt_int(cfg, "intermediate_size_mlp") if mtype == "llama4_text" else None
-        inter = inter or _require_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
-        mats = _mlp_params(cfg, hidden, inter)
+        mats = _mlp_params(cfg, hidden, _dense_inter(cfg))
         return mats, mats, 0
     experts = _require_int(cfg, "n_routed_experts", "num_local_experts", "num_experts")
     top_k = _require_int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
@@ -617,6 +626,37 @@ def _quantization(
     )
 
 
+def _rowwise_scaled_fp8(cfg: Config) -> bool:
+    """Whether the checkpoint's fp8 linears scale per output channel or per token: FBGEMM's
+    (Meta's Llama-3.1 FP8), compressed-tensors' channel / token strategies (the FP8-dynamic
+    exports), Quark's per_channel / per_token schemes. A per-tensor fp8 GEMM fuses its scales;
+    these need a row-wise scaled GEMM, which some engines and cards lack (step.gemm)."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return False
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fbgemm_fp8":
+        return True
+    schemes: list[tuple[Any, Any, str]] = []  # (weights, activations, key naming the scheme)
+    if method == "compressed-tensors" and isinstance(q.get("config_groups"), Mapping):
+        for grp in q["config_groups"].values():
+            if isinstance(grp, Mapping):
+                schemes.append((grp.get("weights"), grp.get("input_activations"), "strategy"))
+    if method == "quark" and isinstance(q.get("global_quant_config"), Mapping):
+        quant = q["global_quant_config"]
+        schemes.append((quant.get("weight"), quant.get("input_tensors"), "qscheme"))
+    for weights, acts, key in schemes:
+        if not isinstance(weights, Mapping):
+            continue
+        fp8 = str(weights.get("type", "")) == "float" or str(weights.get("dtype", "")).startswith(
+            "fp8"
+        )
+        scales = [str(d.get(key, "")) for d in (weights, acts) if isinstance(d, Mapping)]
+        if fp8 and any(s in ("channel", "token", "per_channel", "per_token") for s in scales):
+            return True
+    return False
+
+
 def _quant_bits(value: Any, field: str) -> int:
     """A quantised weight width in bits."""
     bits = _size(value, field)
@@ -653,8 +693,9 @@ _LAYER = re.compile(
 )
 
 
-def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
-    """Mark which linear params the checkpoint's quantisation covers."""
+def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
+    """Mark which linear params the checkpoint's quantisation covers, and the output features
+    of the attention and dense-MLP linears among them (column- and row-parallel)."""
     q = cfg.get("quantization_config")
     if not isinstance(q, Mapping):
         return
@@ -670,13 +711,23 @@ def _quantized_share(cfg: Config, layers: list[_Layer]) -> None:
     mlp_in = {i for i, part in named if part == "mlp"}
     for i, layer in enumerate(layers):
         layer.quantized_linear_params = layer.linear_params
+        attention = True
         if str(q.get("quant_method")) == "mxfp4":
             # gpt-oss: only the MoE experts are MXFP4; attention and router stay bf16.
             layer.quantized_linear_params = layer.linear_params - layer.attention_params
+            attention = False
         elif attention_everywhere or i in attention_in:
             layer.quantized_linear_params = layer.linear_params - layer.attention_params
-        if i in mlp_in:  # the layer's MLP too: what is left quantized is nothing but attention
+            attention = False
+        mlp = i not in mlp_in
+        if not mlp:  # the layer's MLP too: what is left quantized is nothing but attention
             layer.quantized_linear_params -= layer.linear_params - layer.attention_params
+        blocks = [
+            out
+            for out, kept in ((layer.attention_outputs, attention), (layer.mlp_outputs, mlp))
+            if kept and out
+        ]
+        layer.quantized_outputs = (sum(blocks), hidden * len(blocks))
 
 
 def model_spec_from_config(
@@ -781,6 +832,7 @@ def model_spec_from_config(
                     window=window,
                     linear_params=mats,
                     other_params=other,
+                    attention_outputs=(mats - heads * layer_dim * hidden) // hidden,
                 )
             if kind is not None and kind.per_token:
                 layer.attention_params = layer.linear_params
@@ -796,6 +848,8 @@ def model_spec_from_config(
                 layer.other_params += hidden  # one norm per pattern block
             elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
                 mats, active, other = _ffn(t, hidden, moe[i])
+                if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
+                    layer.mlp_outputs = mats // hidden - _dense_inter(t)
                 layer.linear_params += mats
                 layer.active_linear_params += active
                 layer.other_params += other + 2 * hidden
@@ -806,7 +860,7 @@ def model_spec_from_config(
             for layer in layers:
                 layer.other_params += 2 * hidden  # pre/post feed-forward norms
 
-    _quantized_share(t, layers)
+    _quantized_share(t, layers, hidden)
 
     tie = t.get("tie_word_embeddings", mtype not in UNTIED_BY_DEFAULT)
     embed = vocab * hidden
@@ -820,6 +874,11 @@ def model_spec_from_config(
 
     quantized = sum(ly.quantized_linear_params for ly in layers)
     quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
+    rowwise = (
+        tuple(sum(part) for part in zip(*(ly.quantized_outputs for ly in layers), strict=True))
+        if _rowwise_scaled_fp8(t)
+        else (0, 0)
+    )
     if not quant_label:
         linear_bytes = ceil_div(linear * bits, 8)
     weights = linear_bytes + ceil_div((other + embed + head + extra) * bits, 8)
@@ -864,6 +923,7 @@ def model_spec_from_config(
         weights_basis=basis,
         quantizable_params=linear,
         plain_linear_params=linear - quantized if quant_label else 0,
+        rowwise_fp8_outputs=rowwise,
         num_experts=experts or None,
         experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
         moe_intermediate_size=(

@@ -86,6 +86,13 @@ class ModelSpec(BaseModel):
         description="linear parameters a quantized checkpoint keeps in its native dtype "
         "(modules_to_not_convert, gpt-oss's attention): their GEMMs run at the 16-bit rate",
     )
+    rowwise_fp8_outputs: tuple[int, int] = Field(
+        default=(0, 0),
+        description="output features, summed over the layers, of the attention and dense-MLP "
+        "fp8 linears whose scales are per output channel or per token (column-parallel ones, "
+        "split by TP; row-parallel ones, hidden each on every GPU): what a GEMM without "
+        "row-wise scaling rescales in separate passes, per token",
+    )
     num_experts: int | None = None
     experts_per_token: int | None = None
     moe_intermediate_size: int | None = Field(default=None, description="per-expert FFN width")

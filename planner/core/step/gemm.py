@@ -26,6 +26,27 @@ MXFP4_DTYPES = ("mxfp4",)
 # Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
 # tensors float8 (its FP8-dynamic exports quantize activations per token).
 FP8_LABELS = ("compressed-tensors-float8",)
+# vLLM's fp8 linears on ROCm before 0.7.3 have no row-wise scaled GEMM: apply_fp8_linear
+# (vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 0.6.3-0.7.2) fuses the scales
+# only when both are per-tensor (or on CUDA's CUTLASS kernels). A checkpoint whose weights scale
+# per output channel or whose activations scale per token (FBGEMM's, FP8-dynamic) takes its
+# "unfused DQ" fallback: torch._scaled_mm with unit scales writes an fp32 output, then
+# `output * x_scale * weight_scale.t()` and `.to(bf16)` run as separate passes. 0.7.3 added
+# USE_ROWWISE_TORCH_SCALED_MM (ROCm, gfx94x and later): one fused row-wise GEMM.
+VLLM_ROCM_ROWWISE_FP8_SINCE = (0, 7, 3)
+# HBM bytes that fallback moves per output element beyond a fused GEMM's 2-byte bf16 write:
+# fp32 write (4) instead of bf16 (2) = +2, each of the two scale multiplies reads and writes
+# fp32 (8 + 8), the cast reads fp32 and writes bf16 (6): 24.
+UNFUSED_DEQUANT_BYTES_PER_OUTPUT = 24
+
+
+def unfused_dequant_bytes_per_token(rowwise_outputs: tuple[int, int], tp: int, pp: int = 1) -> int:
+    """The unfused dequantization's extra HBM bytes per token on one GPU: column-parallel
+    linears write their 1/TP of the features, row-parallel ones (O, down) the whole hidden
+    before the all-reduce; a pipeline stage holds 1/PP of the layers."""
+    column, row = rowwise_outputs
+    per_gpu = -(-column // tp) + row
+    return -(-UNFUSED_DEQUANT_BYTES_PER_OUTPUT * per_gpu // pp)
 
 
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:

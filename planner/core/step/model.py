@@ -29,6 +29,11 @@ class StepTerms(BaseModel):
         "each memory- or compute-bound on its own, one after another, ms"
     )
     dense_linear_ms: float = Field(description="the dense body's linear layers, ms")
+    dequant_ms: float = Field(
+        default=0.0,
+        description="inside dense_linear_ms: the fp8 linears' unfused dequantization passes "
+        "(row-wise scales on an engine without a row-wise scaled GEMM), ms",
+    )
     experts_ms: float = Field(description="the routed experts' grouped GEMMs, ms")
     lm_head_ms: float = Field(description="the lm_head over the sampled tokens, ms")
     kernels_ms: float
@@ -88,6 +93,12 @@ class StepTime(BaseModel):
         le=1,
         description="the fp8 / fp4 GEMMs' share of their rate relative to the 16-bit share "
         "(1: the quantized layers run at the 16-bit rate)",
+    )
+    dequant_bytes_per_token: int = Field(
+        default=0,
+        ge=0,
+        description="HBM bytes per token of the fp8 linears' unfused dequantization passes, "
+        "per GPU (0: the GEMMs fuse their scales)",
     )
     layers: int = Field(gt=0)
     kernel_ms_per_layer: float = Field(default=overhead.KERNEL_MS_PER_LAYER, ge=0)
@@ -204,6 +215,7 @@ class StepTime(BaseModel):
             gemm.compute_ms(plain, tokens, plain_rate)
             + gemm.compute_ms(body - plain - experts, tokens, quantized_rate),
         )
+        body_ms += self.dequant_ms(tokens)
         experts_ms = 0.0
         if self.num_experts:
             experts_ms = max(
@@ -211,6 +223,12 @@ class StepTime(BaseModel):
                 gemm.compute_ms(experts, tokens, quantized_rate),
             )
         return body_ms, experts_ms, head_ms
+
+    def dequant_ms(self, tokens: int) -> float:
+        """The unfused dequantization passes over `tokens` tokens' outputs, ms: separate
+        elementwise kernels after each GEMM, so they add to it."""
+        read = tokens * self.dequant_bytes_per_token
+        return gemm.read_ms(read, self._bandwidth()) * self.memory_scale
 
     def gemm(self, tokens: int, sampled: int | None = None) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
@@ -334,6 +352,7 @@ class StepTime(BaseModel):
             compute_ms=compute_ms,
             linear_ms=linear_ms,
             dense_linear_ms=body_ms,
+            dequant_ms=self.dequant_ms(micro),
             experts_ms=experts_ms,
             lm_head_ms=head_ms,
             kernels_ms=kernels_ms,
@@ -399,6 +418,16 @@ def step_time_for(
     # re-quantization is taken to cover every linear layer)
     own = weight_dtype is None or weight_dtype == model.weight_dtype
     plain = model.plain_linear_params if own else 0
+    dequant = 0
+    if (
+        own
+        and engine == "vllm"
+        and gpu.vendor == "amd"
+        and gpu.fp8_dense_flops
+        and version is not None
+        and version < gemm.VLLM_ROCM_ROWWISE_FP8_SINCE
+    ):
+        dequant = gemm.unfused_dequant_bytes_per_token(model.rowwise_fp8_outputs, tp, pp)
     if not gpu.hbm_bandwidth_bytes_per_s or not flops:
         from planner.errors import InputError
 
@@ -436,6 +465,7 @@ def step_time_for(
         low_precision_scale=family.low_precision_scale if flops > plain_rate else 1.0,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
         attention_bandwidth_scale=family.attention_bandwidth_scale,
+        dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
