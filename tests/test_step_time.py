@@ -10,11 +10,13 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import MODELS, Result
 
+from planner.core.latency import Roofline
 from planner.core.specs import ModelSpec
-from planner.core.step import step_time_for
+from planner.core.step import StepTime, step_time_for
 from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, load_model_preset
@@ -300,6 +302,19 @@ def test_row_scaled_fp8_on_rocm_before_vllm_0_7_3_pays_the_unfused_dequantizatio
         assert old.step_ms(batch, 1024) == pytest.approx(fixed.step_ms(batch, 1024) + extra)
     h100 = find_gpu("h100")
     assert step_time_for(fbgemm, h100, tp=4, version=(0, 6, 3)).dequant_bytes_per_token == 0
+    # the speculative-decoding roofline prices it per scored token as well
+    from planner.api.latency import curve_rates, roofline_from
+    from planner.core.latency import step_ms
+
+    def roofline(curve: StepTime) -> Roofline:
+        return roofline_from(
+            mi300x, weights_per_gpu=10**10, kv_per_sequence=10**6, active_params_per_gpu=10**10,
+            **curve_rates(curve),
+        )  # fmt: skip
+
+    batch = np.array([8.0, 64.0])
+    gap = step_ms(roofline(old), batch, 3.0) - step_ms(roofline(fixed), batch, 3.0)
+    assert gap == pytest.approx(batch * 3 * 24 * per_gpu / rate * 1e3)
     # compressed-tensors FP8-dynamic: channel-wise weights, per-token activations, every layer
     dynamic = {
         "weights": {"type": "float", "num_bits": 8, "strategy": "channel"},

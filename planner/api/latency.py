@@ -74,12 +74,14 @@ def serve_roofline(
 
 def curve_rates(curve: StepTime) -> dict[str, float]:
     """The step model's rates a roofline prices with: the GEMMs' rate (the weights' dtype's,
-    at its low-precision share) and efficiency, the bandwidth share and the KV read's."""
+    at its low-precision share) and efficiency, the bandwidth share, the KV read's, and any
+    unfused dequantization's bytes per token."""
     return {
         "flops_per_s": curve.flops_per_s * curve.low_precision_scale,
         "flops_efficiency": curve.flops_efficiency,
         "bandwidth_efficiency": curve.bandwidth_efficiency,
         "attention_bandwidth_scale": curve.attention_bandwidth_scale,
+        "dequant_bytes_per_token": curve.dequant_bytes_per_token,
     }
 
 

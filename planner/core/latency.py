@@ -40,6 +40,12 @@ class Roofline(BaseModel):
     attention_bandwidth_scale: float = Field(
         default=1.0, gt=0, le=1, description="the KV read's share of bandwidth / the weights'"
     )
+    dequant_bytes_per_token: int = Field(
+        default=0,
+        ge=0,
+        description="HBM bytes per token of unfused fp8 dequantization passes (step.gemm), "
+        "separate kernels after the GEMMs",
+    )
 
 
 def step_ms(
@@ -53,7 +59,8 @@ def step_ms(
     compute = (
         FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu * batch * tokens_per_seq / flops * 1e3
     )
-    return np.maximum(memory, compute) + r.overhead_ms
+    dequant = batch * tokens_per_seq * r.dequant_bytes_per_token / bw * 1e3
+    return np.maximum(memory, compute) + dequant + r.overhead_ms
 
 
 def verify_cost(r: Roofline, batch: NDArray[np.float64], k: int) -> NDArray[np.float64]:
