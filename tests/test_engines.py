@@ -212,8 +212,8 @@ def test_sglang_docs_case() -> None:
 def test_sglang_page_size_follows_its_attention_backend() -> None:
     """Unset, SGLang's page is 1, except where its attention backend sets it: 64 on B200 for
     a plain-attention model from 0.5.7 (trtllm_mha), for DeepSeek-R1 from 0.5.4 (trtllm_mla),
-    and for DeepSeek-V3.2's sparse attention on any NVIDIA card from 0.5.4; an explicit page
-    is kept; AMD keeps 1."""
+    and for DeepSeek-V3.2's sparse attention on any NVIDIA card from 0.5.4 (on ROCm by release);
+    an explicit page is kept; AMD keeps 1 otherwise."""
 
     def page(**kw: object) -> object:
         return engine_plan(**({"engine": "sglang", "context_length": 8192} | kw)).settings[
@@ -233,6 +233,14 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
     assert page(gpu="h200", model=r1, tp_size=8) == 1
     v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
     assert page(gpu="h200", model=v32, tp_size=8) == 64
+    # on ROCm: 64 through 0.5.7, 1 in 0.5.8-0.5.11, 64 from 0.5.12 (aiter's preshuffle path)
+    expected = {"0.5.3": 1, "0.5.4": 64, "0.5.7": 64, "0.5.8": 1, "0.5.11": 1, "0.5.12": 64}
+    for version, size in (expected | {"0.5.23": 64}).items():
+        assert page(gpu="mi355x", model=v32, tp_size=8, version=version) == size, version
+    rocm_plan = engine_plan(
+        engine="sglang", gpu="mi355x", model=v32, tp_size=8, context_length=8192
+    )
+    assert any("page_size=64" in d and "Triton < 3.5" in d for d in rocm_plan.defaults_used)
 
 
 def test_sglang_runs_deepseek_sparse_attention_in_fp8_on_blackwell() -> None:

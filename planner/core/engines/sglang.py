@@ -147,8 +147,14 @@ VLM_ADJUST_SINCE = (0, 5, 5)
 # (python/sglang/srt/server_args.py model_specific_adjustments and
 # _handle_attention_backend_compatibility, read in the 0.5.1-0.5.23 wheels; later releases
 # move them to arg_groups/). Other architectures carry per-model overrides and keep 1 here.
+# On ROCm DSA takes 64 as well through 0.5.7 (the override is `if not is_npu()`), 1 from 0.5.8
+# ("Setting page size to 1 for DeepSeek DSA on ROCm"), and from 0.5.12 64 again where aiter's
+# preshuffle paged-MQA kernel runs (dsa/utils.py aiter_can_use_preshuffle_paged_mqa: Triton
+# >= 3.5 with SGLANG_USE_AITER on; 1 otherwise).
 TRTLLM_PAGE_TOKENS = 64
 DSA_PAGE_SINCE = (0, 5, 4)
+DSA_ROCM_PAGE_ONE_SINCE = (0, 5, 8)
+DSA_ROCM_PRESHUFFLE_SINCE = (0, 5, 12)
 BLACKWELL_PAGE_SINCE = {
     "GptOssForCausalLM": (0, 5, 1),
     "DeepseekV3ForCausalLM": (0, 5, 4),
@@ -201,10 +207,11 @@ def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], fl
 
 def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> int:
     """The page size SGLang runs with when --page-size is not given (see above)."""
-    if gpu.vendor != "nvidia":
+    if is_dsa(model) and gpu.vendor in ("nvidia", "amd") and version >= DSA_PAGE_SINCE:
+        rocm_one = DSA_ROCM_PAGE_ONE_SINCE <= version < DSA_ROCM_PRESHUFFLE_SINCE
+        return 1 if gpu.vendor == "amd" and rocm_one else TRTLLM_PAGE_TOKENS
+    if gpu.vendor != "nvidia" or is_dsa(model):
         return 1
-    if is_dsa(model):
-        return TRTLLM_PAGE_TOKENS if version >= DSA_PAGE_SINCE else 1
     if capability(gpu)[0] != BLACKWELL_MAJOR:
         return 1
     arch = model.architecture or ""
@@ -488,7 +495,10 @@ def predict(
         defaults.append(f"context_length={context} (the model's maximum)")
     page = s.page_size or default_page_size(model, gpu, version)
     if s.page_size is None and page > 1:
-        defaults.append(f"page_size={page} (the attention backend's on this GPU)")
+        runtime = ""
+        if gpu.vendor == "amd" and version >= DSA_ROCM_PRESHUFFLE_SINCE:
+            runtime = "; 1 where the image lacks aiter's preshuffle paged-MQA path, Triton < 3.5"
+        defaults.append(f"page_size={page} (the attention backend's on this GPU{runtime})")
     run_dtype = compute_dtype(model, s.dtype)
     if s.kv_cache_dtype == "fp8_ds_mla":
         raise InputError("--kv-cache-dtype", "fp8_ds_mla is vLLM's spelling; SGLang's: fp8_e4m3")
@@ -505,7 +515,7 @@ def predict(
             + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
         )
     forced_dp = DSA_FP8_KV_SINCE <= version < DSA_DP_ATTENTION_UNTIL
-    if is_dsa(model) and gpu.vendor == "nvidia" and forced_dp and s.attn_dp_size != tp:
+    if is_dsa(model) and forced_dp and s.attn_dp_size != tp:
         notes.append(
             f"SGLang {version_text(version)} turns on data-parallel attention with --dp-size "
             f"{tp} for DeepSeek's sparse attention: not modelled here (plan it with "
