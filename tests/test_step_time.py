@@ -269,7 +269,7 @@ def _quantized_llama70b(tmp_path: Path, quantization: dict[str, object]) -> Mode
     cfg = json.loads((MODELS / "meta-llama--Llama-3.1-70B" / "config.json").read_text())
     cfg["quantization_config"] = quantization
     folder = tmp_path / str(quantization["quant_method"])
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(cfg))
     return resolve_model(None, str(folder))
 
@@ -326,6 +326,13 @@ def test_row_scaled_fp8_on_rocm_before_vllm_0_7_3_pays_the_unfused_dequantizatio
     )
     attention = (64 + 2 * 8) * 128
     assert ct.rowwise_fp8_outputs == (80 * (attention + 2 * 28_672), 80 * 2 * 8_192)
+    # 4-bit floats (compressed-tensors NVFP4) are not fp8
+    nvfp4 = {"weights": {"type": "float", "num_bits": 4, "strategy": "tensor_group"}}
+    fp4 = _quantized_llama70b(
+        tmp_path / "nvfp4",
+        {"quant_method": "compressed-tensors", "config_groups": {"group_0": nvfp4}},
+    )
+    assert fp4.rowwise_fp8_outputs == (0, 0)
     # Quark's per-tensor export (amd/...-FP8-KV) fuses its scales
     fp8 = {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}
     quark = _quantized_llama70b(

@@ -648,9 +648,8 @@ def _rowwise_scaled_fp8(cfg: Config) -> bool:
     for weights, acts, key in schemes:
         if not isinstance(weights, Mapping):
             continue
-        fp8 = str(weights.get("type", "")) == "float" or str(weights.get("dtype", "")).startswith(
-            "fp8"
-        )
+        float8 = str(weights.get("type", "")) == "float" and weights.get("num_bits") == 8
+        fp8 = float8 or str(weights.get("dtype", "")).startswith("fp8")
         scales = [str(d.get(key, "")) for d in (weights, acts) if isinstance(d, Mapping)]
         if fp8 and any(s in ("channel", "token", "per_channel", "per_token") for s in scales):
             return True

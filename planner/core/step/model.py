@@ -227,8 +227,8 @@ class StepTime(BaseModel):
     def dequant_ms(self, tokens: int) -> float:
         """The unfused dequantization passes over `tokens` tokens' outputs, ms: separate
         elementwise kernels after each GEMM, so they add to it."""
-        read = tokens * self.dequant_bytes_per_token
-        return gemm.read_ms(read, self._bandwidth()) * self.memory_scale
+        moved_bytes = tokens * self.dequant_bytes_per_token
+        return gemm.read_ms(moved_bytes, self._bandwidth()) * self.memory_scale
 
     def gemm(self, tokens: int, sampled: int | None = None) -> tuple[int, float, float]:
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
