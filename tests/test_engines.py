@@ -243,6 +243,44 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
     assert any("page_size=64" in d and "Triton < 3.5" in d for d in rocm_plan.defaults_used)
 
 
+def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:
+    """SGLang 0.5.4 and 0.5.5 turn on data-parallel attention (--dp-size = TP) for DeepSeek-V3.2
+    by themselves, after the memory heuristic ran without it: the plan is that of the explicit
+    flags at the fraction of none, each group chunking its share of the chunked-prefill size;
+    `simulate` runs the same groups and pool; 0.5.6 runs pure TP."""
+    v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
+    where = {"engine": "sglang", "gpu": "h200", "model": v32, "tp_size": 8, "context_length": 8192}
+    forced = engine_plan(**where, version="0.5.4")
+    assert forced.settings["attn_dp_size"] == 8
+    assert any("turns on data-parallel attention" in n for n in forced.notes)
+    assert forced.settings["chunked_prefill_per_group"] == 8192 // 8  # H200: an 8,192 flag
+    assert "chunked_prefill_size=1024," in forced.log_lines[-1]
+    fraction = forced.settings["mem_fraction_static"]
+    flags = engine_plan(**where, version="0.5.4", attn_dp_size=8)
+    assert flags.settings["mem_fraction_static"] < fraction  # the flag's reserve is larger
+    pinned = engine_plan(**where, version="0.5.4", attn_dp_size=8, mem_fraction_static=fraction)
+    assert pinned.kv_cache_tokens == forced.kv_cache_tokens
+    assert engine_plan(**where, version="0.5.6").settings["attn_dp_size"] == 1
+    run = cli(
+        "simulate", "--model", str(v32), "--gpu", "h200", "--tp", "8", "--engine", "sglang",
+        "--engine-version", "0.5.4", "--context", "8192", "--concurrency", "8",
+        "--prompt-len", "512", "--output-len", "32", "--requests", "16", "--json",
+    ).json()  # fmt: skip
+    deployment = run["deployment"]
+    assert deployment["dp_attention"] and run["gpus"] == 8
+    assert deployment["kv_cache_tokens"] == forced.kv_cache_tokens
+    assert deployment["max_num_batched_tokens"] == 1024
+    assert "--enable-dp-attention" not in deployment["command"]  # the server sets it itself
+    # capacity plans the same pool, and its line's running cap is the deployment's (8 groups)
+    plan = cli(
+        "capacity", "--model", str(v32), "--gpu", "h200", "--tp", "8", "--engine", "sglang",
+        "--engine-version", "0.5.4", "--context", "8192", "--json",
+    ).json()  # fmt: skip
+    assert plan["engine"]["kv_cache_tokens"] == forced.kv_cache_tokens
+    assert plan["settings"]["data_parallel_ranks"] == 8
+    assert f"--max-running-requests {plan['max_seqs_paged'] * 8} " in plan["flags"]["sglang"]
+
+
 def test_sglang_runs_deepseek_sparse_attention_in_fp8_on_blackwell() -> None:
     """DeepSeek-V3.2 (61 layers, a 512 + 64 latent, a 128-value fp8 indexer key with its fp32
     scale: 132 bytes) on SGLang: `auto` caches fp8 on B200 (0.5.5+; 0.5.4 whatever the flag),
@@ -1171,12 +1209,14 @@ def test_a_logged_server_keeps_its_chunked_prefill_setting() -> None:
 def test_sglang_log_replays_its_parallel_layout(tmp_path: Path) -> None:
     """A ServerArgs repr records the layout SGLang ran after its own adjustments: attention-DP
     groups (dp_size with enable_dp_attention, or 0.5.23's attn_dp_size), whole replicas
-    (dp_size alone) and expert parallelism; the replay plans that layout, not pure TP."""
+    (dp_size alone) and expert parallelism; the replay plans that layout, not pure TP. Its
+    chunked_prefill_size is each attention-DP group's share of the flag (SGLang divides it)."""
     args = (
         "server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-R1', tp_size=8, "
-        "mem_fraction_static=0.8, chunked_prefill_size=8192, page_size=1, kv_cache_dtype='auto', "
-        "{layout}, moe_dense_tp_size=None)"
+        "mem_fraction_static=0.8, chunked_prefill_size={chunk}, page_size=1, "
+        "kv_cache_dtype='auto', {layout}, moe_dense_tp_size=None)"
     )
+    chunks = {8: 1024, 4: 2048, 1: 8192}  # the 8,192-token flag's share per group
     tail = (
         "KV Cache is allocated. #tokens: 500000, KV size: 30.00 GB\n"
         "max_total_num_tokens=500000, chunked_prefill_size=1024, max_prefill_tokens=16384, "
@@ -1189,15 +1229,19 @@ def test_sglang_log_replays_its_parallel_layout(tmp_path: Path) -> None:
         "dp_size=1, ep_size=1": {},
     }
     for layout, settings in layouts.items():
-        log = parse_startup_log(args.format(layout=layout) + "\n" + tail, "sglang.log")
+        chunk = chunks[int(str(settings.get("attn_dp_size", 1)))]
+        log = parse_startup_log(args.format(layout=layout, chunk=chunk) + "\n" + tail, "s.log")
         assert {k: log.settings[k] for k in settings} == settings
         assert not {"attn_dp_size", "dp_size", "ep_size"} - set(settings) & set(log.settings)
+        assert log.settings["chunked_prefill_size"] == 8192  # the flag that launched it
     path = tmp_path / "sglang.log"
-    path.write_text(args.format(layout=next(iter(layouts))) + "\n" + tail)
+    path.write_text(args.format(layout=next(iter(layouts)), chunk=1024) + "\n" + tail)
     r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
     report = from_log_report(log_path=str(path), gpu="h200", model=r1, version="0.5.4")
     predicted = report["predicted"]
     assert predicted["settings"]["attn_dp_size"] == 8 and predicted["settings"]["ep_size"] == 8
+    assert predicted["settings"]["chunked_prefill_per_group"] == 1024
+    assert "chunked_prefill_size=1024," in predicted["log_lines"][-1]
     logged = {"mem_fraction_static": 0.8, "chunked_prefill_size": 8192, "page_size": 1}
     pure_tp = engine_plan(
         engine="sglang", gpu="h200", model=r1, version="0.5.4", tp_size=8, **logged

@@ -371,7 +371,7 @@ def benchmark(
     # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
     one = trace.share(dp)
     metrics = run_at(share(closed) if closed else None, one)
-    gpus = deployment_gpus(engine, tp, pp, dp, attention_groups)
+    gpus = deployment_gpus(engine, tp, pp, dp, inst.attention_groups)
     result: dict[str, Any] = {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -391,7 +391,7 @@ def benchmark(
             "tp": tp,
             "pp": pp,
             "dp": dp,
-            "dp_attention": attention_groups > 1,
+            "dp_attention": inst.attention_groups > 1,
             "ep": ep or 1,
             "weight_dtype": weight_dtype,
             "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
@@ -636,6 +636,7 @@ class Instance:
     plan: Any  # planner.core.serve.ServePlan
     payload: dict[str, Any]
     prediction: Any  # its EnginePrediction
+    attention_groups: int  # data-parallel attention groups it runs (the engine's own for SGLang)
     curve: Any  # planner.core.step.StepTime
     cost: Any  # planner.sim.engine.CurveCost
     cfg: Any  # planner.sim.engine.SimConfig, without the load (its block and scheduler)
@@ -700,6 +701,10 @@ def _instance(
         )
 
     plan, payload = replan()
+    if engine_name == "sglang" and plan.prediction is not None:
+        # the attention-DP groups the server runs: the flag's, or those it sets by itself
+        attention_groups = int(str(plan.prediction.settings.get("attn_dp_size", 1)))
+        sglang_groups = attention_groups > 1
     if (
         as_launched
         and plan.fits
@@ -752,8 +757,9 @@ def _instance(
     version = parse_version(p.version)
     vllm_engine = engine == "vllm"
     block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
+    # SGLang: each attention-DP group's share of the chunked-prefill size, as the server runs it
     budget = int(
-        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_size"])
+        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
     )
     if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
         budget = longest
@@ -786,8 +792,6 @@ def _instance(
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
         # those, and a step waits for the rank that drew the most: StepTime)
         curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
-    if sglang_groups and budget > 0:
-        budget = max(1, budget // attention_groups)  # each group chunks its share
     calibrated = None
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
@@ -838,6 +842,7 @@ def _instance(
         plan=plan,
         payload=payload,
         prediction=p,
+        attention_groups=attention_groups,
         curve=curve,
         cost=cost,
         cfg=cfg,

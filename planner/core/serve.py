@@ -272,23 +272,33 @@ def _check_derived_block(
         )
 
 
-def data_parallel_ranks(s: ServeSettings) -> int:
+def data_parallel_ranks(s: ServeSettings, model: ModelSpec) -> int:
     """Data-parallel ranks of the deployment, each with its own scheduler and KV pool (vLLM
-    --data-parallel-size, SGLang attention-DP groups); the plan's figures are one rank's."""
+    --data-parallel-size, SGLang attention-DP groups: the flag's, or those the server sets by
+    itself); the plan's figures are one rank's."""
+    if s.engine == "sglang":
+        from planner.core.engines import sglang
+        from planner.core.engines.common import parse_version
+
+        version = parse_version(s.version) if s.version else sglang.NEWEST_VERSION
+        forced = sglang.forced_attention_dp(model, version, s.tp)
+        if forced > 1:
+            return forced
     key = "data_parallel_size" if s.engine == "vllm" else "attn_dp_size"
     return int(s.extra.get(key) or 1)
 
 
-def attention_tp(s: ServeSettings) -> int:
+def attention_tp(s: ServeSettings, model: ModelSpec) -> int:
     """GPUs one attention layer is split over: the TP size, or under SGLang's data-parallel
     attention its share of the TP group."""
-    return s.tp // data_parallel_ranks(s) if ranks_share_tp(s.engine) else s.tp
+    return s.tp // data_parallel_ranks(s, model) if ranks_share_tp(s.engine) else s.tp
 
 
 def _engine_fields(
-    s: ServeSettings, dtype: str, seqs: int | None, tokens: int | None
+    s: ServeSettings, dtype: str, seqs: int | None, tokens: int | None, groups: int = 1
 ) -> dict[str, Any]:
-    """The engine's Settings fields for one pass (None = engine default)."""
+    """The engine's Settings fields for one pass (None = engine default); `groups`: the
+    deployment's data-parallel ranks (data_parallel_ranks)."""
     if s.engine == "vllm":
         fields: dict[str, Any] = {
             "tensor_parallel_size": s.tp,
@@ -309,7 +319,7 @@ def _engine_fields(
             "context_length": s.context_tokens,
             "mem_fraction_static": s.memory_fraction,
             # the flag is the deployment's: SGLang gives each attention-DP group its share
-            "max_running_requests": seqs * int(s.extra.get("attn_dp_size") or 1) if seqs else None,
+            "max_running_requests": seqs * groups if seqs else None,
             "chunked_prefill_size": tokens,
             "page_size": s.block_size,
             "kv_cache_dtype": s.kv_cache_dtype,
@@ -513,15 +523,15 @@ def plan_serve(
     dtype, warnings = resolved_dtype(model, gpu, s)
     s, slack = _with_slack(s)
     warnings += slack
-    groups = data_parallel_ranks(s)
-    warnings += tp_replication(model, attention_tp(s))[1]
+    groups = data_parallel_ranks(s, model)
+    warnings += tp_replication(model, attention_tp(s, model))[1]
     reasons: list[str] = []
     # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
     # --max-running-requests is the deployment's, each attention-DP group taking its share
     given_seqs = s.max_num_seqs
     if given_seqs is not None and s.engine == "sglang":
         given_seqs = max(1, given_seqs // groups)
-    fields = _engine_fields(s, dtype, given_seqs, s.max_num_batched_tokens)
+    fields = _engine_fields(s, dtype, given_seqs, s.max_num_batched_tokens, groups)
     weights = (weights_bytes, weights_exact)
     if s.engine == "vllm" and s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
         _check_derived_block(model, gpu, fields, weights, measured)
@@ -574,6 +584,7 @@ def plan_serve(
             dtype,
             seqs,
             given_tokens or (max(tokens, seqs) if s.engine == "vllm" else tokens),
+            groups,
         )
         try:
             p = predict(model, gpu, s.engine, fields, *weights, measured)
@@ -594,7 +605,7 @@ def plan_serve(
                 break
             # vLLM requires max_num_batched_tokens >= max_num_seqs
             batched = max(tokens, seqs) if s.engine == "vllm" else tokens
-            fields = _engine_fields(pinned, dtype, seqs, batched)
+            fields = _engine_fields(pinned, dtype, seqs, batched, groups)
             try:
                 p = predict(model, gpu, s.engine, fields, *weights, measured)
             except NoKvCache as exc:
@@ -612,7 +623,7 @@ def plan_serve(
         while 1 <= low < high:
             mid = (low + high + 1) // 2
             batched = max(tokens, mid) if s.engine == "vllm" else tokens
-            trial = _engine_fields(pinned, dtype, mid, batched)
+            trial = _engine_fields(pinned, dtype, mid, batched, groups)
             try:
                 q = predict(model, gpu, s.engine, trial, *weights, measured)
             except NoKvCache:
@@ -1062,8 +1073,8 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
             "block_tokens": plan.flags.get("block_size", plan.flags.get("page_size")),
             "kv_dtype": "fp8" if s.kv_cache_dtype.startswith("fp8") else "auto",
             "latency_cap": s.latency_cap,
-            "data_parallel_ranks": data_parallel_ranks(s),
-            "attention_tp": attention_tp(s),
+            "data_parallel_ranks": data_parallel_ranks(s, model),
+            "attention_tp": attention_tp(s, model),
         },
         "hbm_bytes": total,
         "hbm_basis": "cuda",
@@ -1082,7 +1093,7 @@ def serve_json(plan: ServePlan, model: ModelSpec, gpu: GpuSpec, s: ServeSettings
         "operating_concurrency": plan.max_num_seqs,
         "binding": plan.binding,
         "binding_reason": plan.binding_reason,
-        "kv_replication_factor": tp_replication(model, attention_tp(s))[0],
+        "kv_replication_factor": tp_replication(model, attention_tp(s, model))[0],
         "warnings": plan.warnings,
         "flags": {s.engine: plan.command},
         "engine": p.model_dump() if p else None,

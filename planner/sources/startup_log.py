@@ -301,7 +301,14 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
             log.settings[key] = value
     if found := re.search(r"kv_cache_dtype='(\w+)'", body):
         log.settings["kv_cache_dtype"] = _setting("kv_cache_dtype", found.group(1))
-    log.settings |= _sglang_layout(body)
+    layout = _sglang_layout(body)
+    log.settings |= layout
+    groups = layout.get("attn_dp_size", 1)
+    chunk = log.settings.get("chunked_prefill_size")
+    if groups > 1 and isinstance(chunk, int) and chunk > 0:
+        # the repr holds each attention-DP group's share (SGLang divides the flag among them):
+        # the flag that launched it is the share times the groups
+        log.settings["chunked_prefill_size"] = chunk * groups
 
 
 def _sglang_layout(body: str) -> dict[str, int]:

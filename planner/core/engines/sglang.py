@@ -183,7 +183,10 @@ PLAIN_ATTENTION_ARCHITECTURES = frozenset(
 # --kv-cache-dtype says, 0.5.5 on where the flag is `auto` (Hopper's `auto` stays bf16)
 # (server_args.py _handle_model_specific_adjustments 0.5.4-0.5.13, arg_groups/overrides.py
 # _dsa_kv_cache_dtype_default 0.5.16-0.5.23). 0.5.4 and 0.5.5 also turn on data-parallel
-# attention with --dp-size = --tp-size for it (not modelled: the prediction says so).
+# attention with --dp-size = --tp-size for it on any GPU (`if not is_npu()`), after the memory
+# heuristic has run (_handle_gpu_memory_settings precedes _handle_model_specific_adjustments
+# in __post_init__): the fraction is the one without it, the rest runs with it, the
+# chunked-prefill size divided among the groups as for the flag (_handle_data_parallelism).
 DSA_FP8_KV_SINCE = (0, 5, 4)
 DSA_FP8_KV_AUTO_ONLY_SINCE = (0, 5, 5)
 DSA_DP_ATTENTION_UNTIL = (0, 5, 6)
@@ -193,6 +196,20 @@ DSA_DP_ATTENTION_UNTIL = (0, 5, 6)
 # one (common.ds_mla_latent_bytes: 656 bytes for V3.2), the TensorRT-LLM layout compute
 # capability 10+ defaults to keeps the raw 576.
 DSA_SCALED_LAYOUT_SINCE = (0, 5, 17)
+
+
+def forced_attention_dp(model: ModelSpec, version: tuple[int, int, int], tp: int) -> int:
+    """The attention-DP groups SGLang turns on by itself (see DSA_DP_ATTENTION_UNTIL): TP of
+    them for DeepSeek's sparse attention in 0.5.4-0.5.5, else 1."""
+    forced = is_dsa(model) and DSA_FP8_KV_SINCE <= version < DSA_DP_ATTENTION_UNTIL
+    return tp if forced else 1
+
+
+def group_chunk(chunk: int, attn_dp: int) -> int:
+    """The chunked-prefill size each attention-DP group runs: SGLang divides the flag's
+    among the groups (_handle_data_parallelism; arg_groups/parallel_hook.py in 0.5.23);
+    -1 (no chunking) stays."""
+    return chunk // attn_dp if chunk > 0 and attn_dp > 1 else chunk
 
 
 def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str) -> bool:
@@ -458,11 +475,14 @@ def predict(
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
     decode_bs = s.cuda_graph_max_bs_decode or default_bs
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
-    attn_dp = s.attn_dp_size
-    if tp % attn_dp:
+    if tp % s.attn_dp_size:
         raise InputError(
-            "--dp", f"{attn_dp} attention-DP groups must divide the TP size {tp} (SGLang refuses)"
+            "--dp",
+            f"{s.attn_dp_size} attention-DP groups must divide the TP size {tp} (SGLang refuses)",
         )
+    # the groups the server runs: the ones it sets by itself (whatever the flags), else the flag's
+    forced = forced_attention_dp(model, version, tp)
+    attn_dp = forced if forced > 1 else s.attn_dp_size
     attn_tp = tp // attn_dp
     fraction = s.mem_fraction_static
     if fraction is None:
@@ -475,7 +495,7 @@ def predict(
                 chunked=max(chunk, 0),
                 decode_bs=decode_bs,
                 mla=mla,
-                attn_dp=attn_dp,
+                attn_dp=s.attn_dp_size,  # the heuristic runs before a forced DP attention
                 cuda=gpu.vendor == "nvidia",
                 multimodal=model.has_vision,
                 role=s.disaggregation_mode,
@@ -514,12 +534,11 @@ def predict(
             f"attention on compute capability {BLACKWELL_MAJOR}+"
             + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
         )
-    forced_dp = DSA_FP8_KV_SINCE <= version < DSA_DP_ATTENTION_UNTIL
-    if is_dsa(model) and forced_dp and s.attn_dp_size != tp:
+    if forced > 1 and s.attn_dp_size != forced:
         notes.append(
             f"SGLang {version_text(version)} turns on data-parallel attention with --dp-size "
-            f"{tp} for DeepSeek's sparse attention: not modelled here (plan it with "
-            f"--dp-attention --dp {tp}); the figures are pure TP's"
+            f"{tp} for DeepSeek's sparse attention by itself (after sizing its memory fraction "
+            "without it): planned so"
         )
     kv_bytes = dtype_bytes(kv_dtype)
     act_bytes = dtype_bytes(run_dtype)
@@ -578,14 +597,14 @@ def predict(
         tokens = available // cell
     tokens -= tokens % page
     concurrency = tokens / context
-    running = _max_running_requests(s, version, tokens, context, mamba_slots)
+    running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
     lines = _log_lines(
         version,
         tokens=tokens,
         size_gib=(tokens + page) * cell / 2 / GIB_BYTES,
         mla=mla,
         kv_dtype=s.kv_cache_dtype if s.kv_cache_dtype.startswith("fp8") else kv_dtype,
-        chunk=chunk,
+        chunk=group_chunk(chunk, attn_dp),
         running=running,
         context=context,
     )
@@ -611,6 +630,7 @@ def predict(
             "mem_fraction_static": fraction,
             "context_length": context,
             "chunked_prefill_size": chunk,
+            "chunked_prefill_per_group": group_chunk(chunk, attn_dp),
             "cuda_graph_max_bs_decode": decode_bs,
             "page_size": page,
             "kv_cache_dtype": s.kv_cache_dtype,
@@ -725,13 +745,14 @@ def _max_running_requests(
     tokens: int,
     context: int,
     mamba_slots: int,
+    attn_dp: int,
 ) -> int:
     """The running-request cap of one scheduler: resolve_max_num_reqs (sglang.md 3.4),
-    clamp(tokens / context x 512, 2048, 4096), or the user's cap shared among the DP groups;
-    never above half the token pool nor the Mamba slots' share."""
+    clamp(tokens / context x 512, 2048, 4096), or the user's cap shared among the `attn_dp`
+    groups; never above half the token pool nor the Mamba slots' share."""
     running = min(max(int(tokens / context * 512), 2048), 4096)
     if s.max_running_requests is not None:
-        running = max(1, s.max_running_requests // s.attn_dp_size)
+        running = max(1, s.max_running_requests // attn_dp)
     running = min(running, tokens // 2)
     if mamba_slots:
         running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
