@@ -297,3 +297,34 @@ def test_unknown_hybrid_block_is_an_error_not_dense() -> None:
     cfg["hybrid_override_pattern"] = "X" + cfg["hybrid_override_pattern"][1:]
     with pytest.raises(InputError, match=r"hybrid_override_pattern\[0\]"):
         model_spec_from_config(cfg, name="x", source="local")
+
+
+# GLM-4.5's config.json (zai-org/GLM-4.5, model_type glm4_moe): DeepSeek-style MoE whose first
+# three layers keep a dense MLP.
+GLM45 = {
+    "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True,
+    "head_dim": 128, "hidden_size": 5120, "intermediate_size": 12288, "partial_rotary_factor": 0.5,
+    "max_position_embeddings": 131072, "moe_intermediate_size": 1536, "num_attention_heads": 96,
+    "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "num_hidden_layers": 92, "num_key_value_heads": 8,
+    "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "use_qk_norm": True, "vocab_size": 151552,
+}  # fmt: skip
+
+
+def test_glm4_moe_keeps_its_first_k_layers_dense() -> None:
+    """`first_k_dense_replace` means what it means in DeepSeek's configs for every model that
+    carries it (transformers Glm4MoeDecoderLayer: experts from layer 3 of GLM-4.5); GLM's
+    attention bias covers Q, K and V (o_proj has none), its QK norm is one head_dim each, its
+    router keeps DeepSeek's correction bias. Hand-derived to the parameter."""
+    m = model_spec_from_config(GLM45, name="glm-4.5", source="test")
+    assert m.moe_layers == 89
+    attention = 5120 * 12288 * 2 + 2 * 5120 * 1024 + (96 + 16) * 128 + 2 * 128 + 2 * 5120
+    moe = 161 * 3 * 5120 * 1536 + 160 * 5120 + 160  # routed + shared experts, router, bias
+    dense = 3 * 5120 * 12288
+    embeddings = 2 * 151552 * 5120  # untied
+    assert m.params_total == 92 * attention + 89 * moe + 3 * dense + 5120 + embeddings
+    # the model card's "355B total parameters, 32B active" (the active figure without the
+    # embedding tables)
+    assert m.params_total == pytest.approx(355e9, rel=0.01)
+    assert m.params_active - embeddings == pytest.approx(32e9, rel=0.02)

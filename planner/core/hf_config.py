@@ -213,11 +213,13 @@ def _attention_params(
     other = 0
     if cfg.get("attention_bias") or cfg.get("model_type") in QKV_BIAS_TYPES:
         other += (heads + 2 * kv) * head_dim
-        if cfg.get("attention_bias"):
+        # GLM-4 MoE's attention_bias covers Q, K, V only (modeling_glm4_moe.py: o_proj bias=False)
+        if cfg.get("attention_bias") and cfg.get("model_type") != "glm4_moe":
             other += hidden
     if cfg.get("model_type") == "gpt_oss":
         other += heads  # attention sinks
-    if cfg.get("model_type") in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text"):
+    qk_norm = cfg.get("model_type") in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
+    if qk_norm or (cfg.get("model_type") == "glm4_moe" and cfg.get("use_qk_norm")):
         other += 2 * head_dim  # q_norm, k_norm
     return mats, other
 
@@ -385,13 +387,20 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
     return [KvKind.SLIDING] * n
 
 
+# DeepSeek-style MoE model types (V2 first: it routes without a correction bias).
+DEEPSEEK_MOE_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2")
+
+
 def _moe_layout(cfg: Config, n: int) -> list[bool]:
     """Which layers carry routed experts."""
     experts = _get(cfg, "n_routed_experts", "num_local_experts", "num_experts")
     if not experts:
         return [False] * n
     mtype = str(cfg.get("model_type"))
-    if mtype in ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"):
+    # DeepSeek's layout key, which GLM-4.5+ (glm4_moe) and other DeepSeek-style MoE configs
+    # share: the first k layers keep a dense MLP (transformers modeling_glm4_moe.py
+    # Glm4MoeDecoderLayer: experts where layer_idx >= first_k_dense_replace)
+    if mtype in DEEPSEEK_MOE_TYPES or "first_k_dense_replace" in cfg:
         first = _opt_int(cfg, "first_k_dense_replace", default=0) or 0
         freq = _opt_positive(cfg, "moe_layer_freq", default=1)
         return [i >= first and i % freq == 0 for i in range(n)]
@@ -442,8 +451,8 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
         other += hidden  # shared_expert_gate
     elif mtype == "llama4_text":
         shared = per_expert
-    if mtype in ("deepseek_v3", "deepseek_v32", "kimi_k2"):
-        other += experts  # e_score_correction_bias
+    if mtype in (*DEEPSEEK_MOE_TYPES[1:], "glm4_moe"):
+        other += experts  # e_score_correction_bias (noaux_tc routing)
     mats = experts * per_expert + shared
     return mats, top_k * per_expert + shared, other
 
