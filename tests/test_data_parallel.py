@@ -194,9 +194,13 @@ def test_simulate_vllm_dp_on_moe_spreads_the_experts_and_prints_the_flag(cli: Cl
     # a quarter of the experts per GPU leaves each rank more KV than a whole replica's
     assert dp4["deployment"]["kv_cache_tokens"] > one["deployment"]["kv_cache_tokens"]
     # before the V1 engine (0.8) DP ranks were separate servers: whole replicas, no flag
-    old = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1", "--dp", "4", "--engine-version", "0.6.3")
+    # (DeepSeek-V2-Lite: a MoE model 0.6.3 serves; its registry lists Qwen3-MoE from 0.8.4)
+    lite = str(MODELS / "deepseek-ai--DeepSeek-V2-Lite")
+    new = _simulate(cli, lite, "h100", "--tp", "1", "--dp", "4", "--ep", "4")
+    old = _simulate(cli, lite, "h100", "--tp", "1", "--dp", "4", "--engine-version", "0.6.3")
     assert "--data-parallel-size" not in old["deployment"]["command"]
-    assert old["deployment"]["kv_cache_tokens"] < dp4["deployment"]["kv_cache_tokens"]
+    assert "--data-parallel-size 4" in new["deployment"]["command"]
+    assert old["deployment"]["kv_cache_tokens"] < new["deployment"]["kv_cache_tokens"]
 
 
 @pytest.mark.parametrize(

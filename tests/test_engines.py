@@ -1248,3 +1248,30 @@ def test_sglang_log_replays_its_parallel_layout(tmp_path: Path) -> None:
     )
     # attention weights whole on every GPU: more weight bytes per GPU than pure TP's
     assert predicted["weights_bytes"] > pure_tp.weights_bytes
+
+
+def test_a_release_before_the_engines_native_model_says_so(cli: Cli) -> None:
+    """Each engine's registry, read release by release: an architecture arrives in one release
+    (gpt-oss in vLLM 0.10.1, DeepSeek-V3.2 in vLLM 0.11.0 and SGLang 0.5.3). An older release
+    refuses the model outright before its Transformers-backend fallback (vLLM 0.7.2) and, after
+    it, may run the model on transformers' class: the plan warns that it is the native one's."""
+    from planner.core.engines.registry import native_since, registry_gap
+
+    assert native_since("vllm", "GptOssForCausalLM") == "0.10.1"
+    assert native_since("vllm", "DeepseekV32ForCausalLM") == "0.11.0"
+    assert native_since("sglang", "DeepseekV32ForCausalLM") == "0.5.3"
+    assert native_since("vllm", "LlamaForCausalLM") == "0.2.0"
+    old = registry_gap("vllm", "GptOssForCausalLM", (0, 6, 3))
+    assert old is not None and old[1] and "first in 0.10.1" in old[0]
+    fallback = registry_gap("vllm", "DeepseekV32ForCausalLM", (0, 10, 2))
+    assert fallback is not None and not fallback[1] and "Transformers backend" in fallback[0]
+    assert registry_gap("vllm", "DeepseekV32ForCausalLM", (0, 11, 0)) is None
+    unknown = registry_gap("sglang", "NoSuchModelForCausalLM", (0, 5, 23))
+    assert unknown is not None and "no release through 0.5.23" in unknown[0]
+    assert registry_gap("sglang", "NoSuchModelForCausalLM", (0, 6, 0)) is None  # not read
+    gpt_oss = ("--model", str(MODELS / "openai--gpt-oss-120b"), "--gpu", "h100", "--tp", "4")
+    refused = cli("capacity", *gpt_oss, "--engine-version", "0.6.3", "--json")
+    assert refused.code == 1 and not refused.json()["fits"]
+    assert any("vLLM 0.6.3 has no GptOssForCausalLM" in r for r in refused.json()["reasons"])
+    served = cli("capacity", *gpt_oss, "--engine-version", "0.10.1", "--json").json()
+    assert served["fits"] and not any("GptOssForCausalLM" in w for w in served["warnings"])

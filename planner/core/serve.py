@@ -19,6 +19,7 @@ from planner.core.disagg import DisaggRole
 from planner.core.engines import vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
+from planner.core.engines.registry import registry_gap
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
 from planner.core.parallel import ranks_share_tp
@@ -643,6 +644,9 @@ def plan_serve(
             )
     held_mean = sequences_held(model, p, s.mean_tokens)
     held_context = sequences_held(model, p, s.context_tokens)
+    gap = registry_gap(s.engine, model.architecture, parse_version(p.version))
+    if gap is not None:
+        (reasons if gap[1] else warnings).append(gap[0])
     refusal = _start_refusal(model, p, s)
     if refusal:
         reasons.append(refusal)
