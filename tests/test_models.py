@@ -328,3 +328,33 @@ def test_glm4_moe_keeps_its_first_k_layers_dense() -> None:
     # embedding tables)
     assert m.params_total == pytest.approx(355e9, rel=0.01)
     assert m.params_active - embeddings == pytest.approx(32e9, rel=0.02)
+
+
+# Ernie 4.5 MoE as transformers' Ernie4_5_MoeConfig defaults it ("ERNIE-4.5-21B-A3B style"):
+# its own keys for the experts (moe_num_experts, moe_k, moe_num_shared_experts) and the layers
+# that carry them (moe_layer_start_index / _end_index / _interval).
+ERNIE45 = {
+    "architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe",
+    "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
+    "num_attention_heads": 20, "num_key_value_heads": 4, "max_position_embeddings": 131072,
+    "vocab_size": 103424, "tie_word_embeddings": True, "moe_intermediate_size": 1536, "moe_k": 6,
+    "moe_num_experts": 64, "moe_num_shared_experts": 2, "moe_layer_start_index": 1,
+    "moe_layer_end_index": -1, "moe_layer_interval": 1, "torch_dtype": "bfloat16",
+}  # fmt: skip
+
+
+def test_ernie45_moe_reads_its_own_expert_keys() -> None:
+    """Ernie4_5_MoeDecoderLayer carries experts where (i + 1) % interval == 0 and start <= i <=
+    end (-1: the last layer): 27 of 28 layers here, 64 experts, top 6, two shared experts as one
+    MLP twice as wide, the router's correction bias. Hand-derived to the parameter; the name's
+    21B total / 3B active."""
+    m = model_spec_from_config(ERNIE45, name="ernie-4.5-21b-a3b", source="test")
+    assert (m.moe_layers, m.num_experts, m.experts_per_token) == (27, 64, 6)
+    attention = 2560 * 2560 * 2 + 2 * 2560 * 512 + 2 * 2560
+    moe = 64 * 3 * 2560 * 1536 + 3 * 2560 * 3072 + 64 * 2560 + 64
+    assert m.params_total == 28 * attention + 27 * moe + 3 * 2560 * 12288 + 103424 * 2560 + 2560
+    assert m.params_total == pytest.approx(21.8e9, rel=0.01)
+    assert m.params_active == pytest.approx(3.35e9, rel=0.01)
+    # the last MoE layer, when the config names one, closes the range
+    ends = model_spec_from_config(ERNIE45 | {"moe_layer_end_index": 20}, name="e", source="t")
+    assert ends.moe_layers == 20

@@ -389,11 +389,16 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
 
 # DeepSeek-style MoE model types (V2 first: it routes without a correction bias).
 DEEPSEEK_MOE_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2")
+# The config keys of a MoE's routed-expert count and top-k, by family: DeepSeek's, Mixtral's,
+# Qwen's; Ernie 4.5's moe_num_experts / moe_k (transformers Ernie4_5_MoeConfig attribute_map);
+# Hunyuan's moe_topk.
+EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
+EXPERT_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k")
 
 
 def _moe_layout(cfg: Config, n: int) -> list[bool]:
     """Which layers carry routed experts."""
-    experts = _get(cfg, "n_routed_experts", "num_local_experts", "num_experts")
+    experts = _get(cfg, *EXPERT_COUNT_KEYS)
     if not experts:
         return [False] * n
     mtype = str(cfg.get("model_type"))
@@ -407,6 +412,14 @@ def _moe_layout(cfg: Config, n: int) -> list[bool]:
     if mtype == "llama4_text":
         step = _opt_positive(cfg, "interleave_moe_layer_step", default=1)
         return [(i + 1) % step == 0 for i in range(n)]
+    if mtype == "ernie4_5_moe":
+        # Ernie4_5_MoeDecoderLayer: experts where (i + 1) % interval == 0 and start <= i <= end
+        # (end -1: the last layer; transformers configuration_ernie4_5_moe.py defaults)
+        start = _opt_int(cfg, "moe_layer_start_index", default=1) or 0
+        raw_end = cfg.get("moe_layer_end_index")
+        last = n - 1 if raw_end in (None, -1) else _size(raw_end, "moe_layer_end_index")
+        step = _opt_positive(cfg, "moe_layer_interval", default=1)
+        return [(i + 1) % step == 0 and start <= i <= last for i in range(n)]
     if "expert_layer_period" in cfg:  # Jamba: experts every `period` layers from `offset`
         period = _opt_positive(cfg, "expert_layer_period", default=1)
         offset = _opt_int(cfg, "expert_layer_offset", default=0) or 0
@@ -432,8 +445,8 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
     if not moe:
         mats = _mlp_params(cfg, hidden, _dense_inter(cfg))
         return mats, mats, 0
-    experts = _require_int(cfg, "n_routed_experts", "num_local_experts", "num_experts")
-    top_k = _require_int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    experts = _require_int(cfg, *EXPERT_COUNT_KEYS)
+    top_k = _require_int(cfg, *EXPERT_TOP_K_KEYS)
     if top_k > experts:
         raise InputError("num_experts_per_tok", f"{top_k} is more than the {experts} experts")
     inter = _require_int(cfg, "moe_intermediate_size", "intermediate_size")
@@ -442,7 +455,7 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
     if mtype == "gpt_oss":
         other += experts + experts * (2 * inter + hidden)  # router bias, expert biases
     shared = 0
-    n_shared = _opt_int(cfg, "n_shared_experts", default=0) or 0
+    n_shared = _opt_int(cfg, "n_shared_experts", "moe_num_shared_experts", default=0) or 0
     if n_shared:
         shared_inter = _opt_int(cfg, "moe_shared_expert_intermediate_size") or inter * n_shared
         shared = _mlp_params(cfg, hidden, shared_inter)
@@ -451,8 +464,8 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
         other += hidden  # shared_expert_gate
     elif mtype == "llama4_text":
         shared = per_expert
-    if mtype in (*DEEPSEEK_MOE_TYPES[1:], "glm4_moe"):
-        other += experts  # e_score_correction_bias (noaux_tc routing)
+    if mtype in (*DEEPSEEK_MOE_TYPES[1:], "glm4_moe", "ernie4_5_moe"):
+        other += experts  # e_score_correction_bias (Ernie's moe_statics holds one as well)
     mats = experts * per_expert + shared
     return mats, top_k * per_expert + shared, other
 
@@ -901,7 +914,7 @@ def model_spec_from_config(
     groups = _group_layers(layers, mtype)
     if not groups:
         raise InputError("num_hidden_layers", "no layer keeps a KV cache or state")
-    experts = _opt_int(t, "n_routed_experts", "num_local_experts", "num_experts")
+    experts = _opt_int(t, *EXPERT_COUNT_KEYS)
     architectures = _list(cfg.get("architectures"), "architectures")
     if architectures and not isinstance(architectures[0], str):
         raise InputError("architectures", f"must be a list of names, got {_shown(architectures)}")
@@ -933,7 +946,7 @@ def model_spec_from_config(
         plain_linear_params=linear - quantized if quant_label else 0,
         rowwise_fp8_outputs=rowwise,
         num_experts=experts or None,
-        experts_per_token=_opt_int(t, "num_experts_per_tok", "experts_per_token"),
+        experts_per_token=_opt_int(t, *EXPERT_TOP_K_KEYS),
         moe_intermediate_size=(
             _opt_int(t, "moe_intermediate_size", "intermediate_size") if experts else None
         ),
