@@ -1273,5 +1273,8 @@ def test_a_release_before_the_engines_native_model_says_so(cli: Cli) -> None:
     refused = cli("capacity", *gpt_oss, "--engine-version", "0.6.3", "--json")
     assert refused.code == 1 and not refused.json()["fits"]
     assert any("vLLM 0.6.3 has no GptOssForCausalLM" in r for r in refused.json()["reasons"])
+    # the one change that starts it: the first release with the model
+    changes = [s["change"] for s in refused.json()["suggestions"]]
+    assert changes == ["--engine-version 0.10.1 (the first with GptOssForCausalLM)"]
     served = cli("capacity", *gpt_oss, "--engine-version", "0.10.1", "--json").json()
     assert served["fits"] and not any("GptOssForCausalLM" in w for w in served["warnings"])

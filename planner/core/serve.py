@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.core.disagg import DisaggRole
 from planner.core.engines import vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
-from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource
-from planner.core.engines.registry import registry_gap
+from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource, parse_version
+from planner.core.engines.registry import native_since, registry_gap
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
 from planner.core.parallel import ranks_share_tp
@@ -161,7 +161,6 @@ ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 def check_kv_cache_dtype(s: ServeSettings) -> None:
     """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
     from planner.core.engines import sglang
-    from planner.core.engines.common import parse_version
 
     plain: tuple[str, ...]
     if s.engine == "vllm":
@@ -279,7 +278,6 @@ def data_parallel_ranks(s: ServeSettings, model: ModelSpec) -> int:
     itself); the plan's figures are one rank's."""
     if s.engine == "sglang":
         from planner.core.engines import sglang
-        from planner.core.engines.common import parse_version
 
         version = parse_version(s.version) if s.version else sglang.NEWEST_VERSION
         forced = sglang.forced_attention_dp(model, version, s.tp)
@@ -392,7 +390,6 @@ def _shown(fields: dict[str, Any], s: ServeSettings) -> dict[str, Any]:
 
 def offload_tiers(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> KvTiers | None:
     """The KV tiers the offload flags give this plan (None: nothing offloaded)."""
-    from planner.core.engines.common import parse_version
     from planner.core.offload import kv_tiers
 
     if s.offload is None:
@@ -452,7 +449,6 @@ def _with_slack(s: ServeSettings) -> tuple[ServeSettings, list[str]]:
     extensible cache falls back (no CUDA VMM, some KV connectors); a fraction asked for stands."""
     if s.engine != "vllm" or s.memory_fraction is not None:
         return s, []
-    from planner.core.engines.common import parse_version
 
     rules = vllm.rules_for(parse_version(s.version) if s.version else vllm.NEWEST_VERSION)
     if not rules.extensible_kv:
@@ -548,8 +544,6 @@ def plan_serve(
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).
     # A hybrid model's derived size (checked above) is set by vLLM from the default flag.
-    from planner.core.engines.common import parse_version
-
     default_block = vllm.default_block_size(parse_version(p.version)) if s.engine == "vllm" else 0
     block = s.block_size or (
         default_block if s.engine == "vllm" else int(str(p.settings["page_size"]))
@@ -779,6 +773,18 @@ def suggestions(
         )
         return True
 
+    # a release without the model: only one that has it starts, whatever else changes
+    gap = (
+        registry_gap(s.engine, model.architecture, parse_version(s.version)) if s.version else None
+    )
+    if gap is not None and gap[1]:
+        since = native_since(s.engine, model.architecture or "")
+        if since is not None:
+            attempt(
+                f"--engine-version {since} (the first with {model.architecture})",
+                s.model_copy(update={"version": since}),
+            )
+        return out
     for tp in valid_tp(model):
         if tp > s.tp and attempt(f"--tensor-parallel-size {tp}", s.model_copy(update={"tp": tp})):
             break
@@ -918,8 +924,6 @@ def command_line(
 ) -> str:
     """The launch line setting exactly `fields` (booleans as bare flags, defaults left out), in
     the form the engine release accepts."""
-    from planner.core.engines.common import parse_version
-
     ref = model.serve_id or MODEL_PLACEHOLDER
     release = parse_version(version) if version else None
     old_vllm = engine == "vllm" and release is not None and release < VLLM_SERVE_SINCE
