@@ -12,6 +12,8 @@ whole registry). An architecture a later release dropped is not tracked.
 
 from __future__ import annotations
 
+from planner.core.engines.common import parse_version
+
 # vllm: the release that first lists each architecture (0.2.0-0.34.0 read).
 # fmt: off
 VLLM_ARCHITECTURES_SINCE: dict[str, tuple[str, ...]] = {
@@ -513,8 +515,6 @@ def registry_gap(
     """Why `version` of `engine` has no native implementation of `architecture`, and whether
     that release refuses the model outright (no Transformers backend to fall back on yet); None
     where it has one, or where the engine or the release is not one whose registry was read."""
-    from planner.core.engines.common import parse_version
-
     table = _TABLES.get(engine)
     if table is None or not architecture:
         return None
