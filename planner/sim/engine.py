@@ -496,6 +496,9 @@ class _IterationLoop:
             self.curve.curve.overhead_ms if self.curve is not None else self.overhead_ms
         )
         self.round_saving_ms = step_overhead_ms * (1.0 - 1.0 / self.multi)
+        # the scheduler's per-sequence work is paid once per round as well
+        host_ms = self.curve.curve.host_ms_per_seq if self.curve is not None else 0.0
+        self.round_saving_ms_per_seq = host_ms * (1.0 - 1.0 / self.multi)
         self.round_left = 0  # steps left in the current multi-step round
         self.preempted_last = False  # the last step preempted: it admits nothing new
         reserve = self.reserve = cfg.reserve
@@ -708,6 +711,10 @@ class _IterationLoop:
                 self.pending.append(i)
         return swap_ms
 
+    def round_saving(self, n_decoding: int) -> float:
+        """What a step inside a multi-step round saves of the engine's own time, ms."""
+        return self.round_saving_ms + self.round_saving_ms_per_seq * n_decoding
+
     def prefill_work(self, n_decoding: int) -> dict[int, int]:
         """Prompt tokens each prefilling request runs this step: whole prompts (continuous
         batching), or chunks under the step's token budget (chunked prefill; vLLM mixes them
@@ -772,7 +779,7 @@ class _IterationLoop:
             mid = self.decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
             dt = self.curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
             if self.multi > 1:
-                dt -= self.round_saving_ms
+                dt -= self.round_saving(n_decoding)
         return steps, dt
 
     def decode(self, steps: int, dt: float, n_decoding: int) -> None:
@@ -898,7 +905,7 @@ class _IterationLoop:
             if not self.round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
                 self.round_left = 1 if take and not self.mixed else multi
             if self.round_left > 1 or self.mixed or not take:
-                dt -= self.round_saving_ms
+                dt -= self.round_saving(n_decoding)
         dt += swap_ms
 
         steps = 1

@@ -108,6 +108,11 @@ class StepTime(BaseModel):
     link_bytes_per_s: float = Field(default=comm.DEFAULT_LINK_BYTES_PER_S, gt=0)
     allreduce_hop_ms: float = Field(default=comm.ALLREDUCE_HOP_MS, ge=0)
     overhead_ms: float = Field(default=overhead.ENGINE_OVERHEAD_MS["vllm"], ge=0)
+    host_ms_per_seq: float = Field(
+        default=0.0,
+        ge=0,
+        description="the scheduler's CPU time per running sequence, in series with the GPU, ms",
+    )
     engine: str = "vllm"
     attention_flops_per_pair: float = Field(
         default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
@@ -297,8 +302,13 @@ class StepTime(BaseModel):
         rate = (self.plain_flops_per_s or self.flops_per_s) * self.attention_flops_efficiency
         return attention.prefill_ms(pairs, self.attention_flops_per_pair, rate)
 
-    def _pipelined(self, stage_ms: float) -> float:
-        return comm.pipelined_ms(stage_ms, self.overhead_ms, self.pp, self.pp_hop_ms)
+    def step_overhead_ms(self, seqs: int) -> float:
+        """The engine's own time in a step of `seqs` sequences, ms: its fixed overhead and the
+        scheduler's serial work per sequence."""
+        return self.overhead_ms + self.host_ms_per_seq * seqs
+
+    def _pipelined(self, stage_ms: float, overhead_ms: float) -> float:
+        return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
 
     def mixed_ms(
         self, decode_seqs: int, decode_kv_bytes: int, prefill_tokens: int, prefill_pairs: float
@@ -316,6 +326,7 @@ class StepTime(BaseModel):
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return 0.0
+        own_ms = self.step_overhead_ms(decode_seqs)
         return self._pipelined(
             self.linear_ms(tokens, sampled=decode_seqs)
             + self.kv_read_ms(decode_kv_bytes)
@@ -323,7 +334,8 @@ class StepTime(BaseModel):
             + self.layers * self.kernel_ms_per_layer
             + self.moe_fixed_ms(tokens)
             + self.allreduce_ms(tokens)
-            + self.overhead_ms
+            + own_ms,
+            own_ms,
         )
 
     def terms(self, batch: int, context: int) -> StepTerms:
@@ -341,7 +353,8 @@ class StepTime(BaseModel):
         kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
         allreduce_ms = self.allreduce_ms(micro)
         step = linear_ms + attention_ms + kernels_ms + allreduce_ms
-        step = self._pipelined(step + self.overhead_ms)
+        own_ms = self.step_overhead_ms(micro)
+        step = self._pipelined(step + own_ms, own_ms)
         return StepTerms(
             batch=batch,
             context_tokens=context,
@@ -357,7 +370,7 @@ class StepTime(BaseModel):
             lm_head_ms=head_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
-            overhead_ms=self.overhead_ms,
+            overhead_ms=own_ms,
             step_ms=step,
             experts_read_per_layer=experts if self.num_experts else None,
         )
@@ -471,6 +484,7 @@ def step_time_for(
         hidden_size=model.hidden_size,
         link_bytes_per_s=comm.link_bytes_per_s(gpu),
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
+        host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
         window_flops_per_pair=tuple(

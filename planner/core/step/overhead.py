@@ -16,6 +16,28 @@ ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0
 VLLM_V1_SINCE = (0, 8, 0)
 
 
+# The scheduler's own CPU time per running request per step, where the engine runs it in series
+# with the GPU, ms. Measured with the engines' scheduler classes on a CPU (AMD EPYC, Python
+# 3.11, B = 32-1,024 requests decoding after 1,000-token prompts; benchmarks/host_overhead.py,
+# benchmarks/data/host-overhead.jsonl): vLLM V0 0.6.3.post1 Scheduler.schedule() 11.5 us; V1
+# schedule() + update_from_output() 6.1 us in 0.10.1 and 5.1 us in 0.13.0 (5.6, their mean).
+# The workers' input preparation is not in them: a floor. V1 overlaps the scheduler with the
+# GPU from 0.14 (async scheduling on by default unless PP > 1: vllm/config/vllm.py, 0.14.0),
+# SGLang since its overlap scheduler (0.4); those steps pay none of it.
+HOST_MS_PER_SEQ = {"vllm-v0": 0.0115, "vllm": 0.0056}
+VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+
+
+def host_ms_per_seq(engine: str, version: tuple[int, int, int] | None, pp: int = 1) -> float:
+    """The scheduler's serial CPU time per running request per step, ms (0 where the engine
+    overlaps it with the GPU, or the release is not known)."""
+    if engine != "vllm" or version is None:
+        return 0.0
+    if version >= VLLM_ASYNC_SCHEDULING_SINCE and pp == 1:
+        return 0.0
+    return HOST_MS_PER_SEQ[engine_key(engine, version)]
+
+
 def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
     """The ENGINE_OVERHEAD_MS entry for an engine (vLLM before 0.8 ran the V0 engine)."""
     if engine == "vllm" and version is not None and version < VLLM_V1_SINCE:

@@ -1,0 +1,237 @@
+"""The engine's own CPU time per decode step, by running batch: vLLM's scheduler on the CPU.
+
+The step model prices what the GPU does; an engine that schedules the next step only after the
+last one finished adds its scheduler's time to every step. This measures that time with the
+engine's own scheduler classes on the CPU (no GPU, no model): B requests of 1,000-token prompts
+are admitted and prefilled, then each decode step is timed:
+
+- vLLM V1 (0.8 on): `Scheduler.schedule()` and `update_from_output()` with one sampled token
+  per request (what EngineCore.step runs around the model; the workers' input preparation is
+  not included, so the figure is a floor).
+- vLLM V0 (before 0.8): `Scheduler.schedule()`; the token append the engine's output processing
+  does is timed apart (V0 from 0.6.0 overlaps output processing with the next step).
+
+Run it in a virtual environment holding the release to measure and a CPU build of torch (the
+scheduler needs no GPU; a CUDA wheel's kernels are never called):
+
+    pip install torch --index-url https://download.pytorch.org/whl/cpu
+    pip install vllm==0.10.1 --no-deps   # then the imports it asks for
+    python benchmarks/host_overhead.py --config tests/data/models/meta-llama--Llama-3.1-8B
+
+It appends one JSON line per run to benchmarks/data/host-overhead.jsonl (release, CPU, Python,
+microseconds per request at each batch). The step model's per-sequence host constants cite it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
+PROMPT_TOKENS = 1000
+BLOCKS = 200_000  # KV blocks: far more than any batch here holds (no preemption)
+TIMED_STEPS = 200
+OUT = Path(__file__).parent / "data" / "host-overhead.jsonl"
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def build(cls: Any, **kwargs: Any) -> Any:
+    """`cls(**kwargs)` with only the arguments this release's `cls` takes (the constructors
+    gained and lost arguments between releases)."""
+    import inspect
+
+    names = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in kwargs.items() if k in names})
+
+
+def v1_steps(config: str, batch: int) -> list[float]:
+    """Decode-step times (ms) of vLLM V1's scheduler at `batch` running requests."""
+    import torch
+    import vllm.platforms as platforms
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    platforms._current_platform = CpuPlatform()  # no GPU here: the scheduler never asks for one
+    model = ModelConfig(
+        model=config, tokenizer=config, skip_tokenizer_init=True, max_model_len=4096
+    )
+    # prefix caching off (a server's default has it on, which hashes each filled block too)
+    cache = build(
+        CacheConfig,
+        block_size=16,
+        gpu_memory_utilization=0.9,
+        swap_space=0,
+        enable_prefix_caching=False,
+    )
+    cache.num_gpu_blocks = BLOCKS
+    vllm_config = VllmConfig(
+        model_config=model,
+        scheduler_config=build(
+            SchedulerConfig,
+            max_num_seqs=batch,
+            max_num_batched_tokens=max(8192, batch),
+            max_model_len=4096,
+            is_encoder_decoder=False,
+        ),
+        cache_config=cache,
+        device_config=DeviceConfig(device="cpu"),
+    )
+    spec = build(
+        FullAttentionSpec,
+        block_size=16,
+        num_kv_heads=8,
+        head_size=128,
+        dtype=torch.bfloat16,
+        use_mla=False,
+    )
+    kv = KVCacheConfig(
+        num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l"], spec)]
+    )
+    scheduler = build(
+        Scheduler,
+        vllm_config=vllm_config,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=16,
+        log_stats=True,
+    )
+    for i in range(batch):
+        scheduler.add_request(
+            build(
+                Request,
+                request_id=str(i),
+                prompt_token_ids=[1] * PROMPT_TOKENS,
+                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
+                pooling_params=None,
+                eos_token_id=2,
+                multi_modal_kwargs=None,
+                multi_modal_hashes=None,
+                multi_modal_placeholders=None,
+            )
+        )
+
+    def step() -> float:
+        start = time.perf_counter()
+        out = scheduler.schedule()
+        ids = list(out.num_scheduled_tokens)
+        result = build(
+            ModelRunnerOutput,
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=[[7] for _ in ids],
+            spec_token_ids=None,
+            logprobs=None,
+            prompt_logprobs_dict={},
+            pooler_output=[],
+        )
+        scheduler.update_from_output(out, result)
+        return (time.perf_counter() - start) * 1e3
+
+    while scheduler.waiting or len(scheduler.running) < batch:
+        step()
+    for _ in range(5):
+        step()
+    return [step() for _ in range(TIMED_STEPS)]
+
+
+def v0_steps(batch: int) -> list[float]:
+    """Decode-step times (ms) of vLLM V0's Scheduler.schedule() at `batch` running sequences."""
+    from vllm.config import CacheConfig, SchedulerConfig
+    from vllm.core.scheduler import Scheduler
+    from vllm.sampling_params import SamplingParams
+    from vllm.sequence import Logprob, Sequence, SequenceGroup
+
+    cache = CacheConfig(block_size=16, gpu_memory_utilization=0.9, swap_space=0, cache_dtype="auto")
+    cache.num_gpu_blocks, cache.num_cpu_blocks = BLOCKS, 0
+    config = SchedulerConfig(
+        max_num_batched_tokens=max(8192, batch), max_num_seqs=batch, max_model_len=4096
+    )
+    scheduler = Scheduler(config, cache, None)
+    for i in range(batch):
+        seq = Sequence(i, {"prompt_token_ids": [1] * PROMPT_TOKENS}, 16, eos_token_id=2)
+        scheduler.add_seq_group(
+            SequenceGroup(
+                str(i),
+                [seq],
+                time.time(),
+                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
+            )
+        )
+
+    def step() -> float:
+        start = time.perf_counter()
+        _, out, _ = scheduler.schedule()
+        spent = (time.perf_counter() - start) * 1e3
+        for scheduled in out.scheduled_seq_groups:  # what the engine does between steps
+            group = scheduled.seq_group
+            group.update_num_computed_tokens(scheduled.token_chunk_size)
+            if not group.is_prefill():
+                for seq in group.get_seqs():
+                    seq.append_token_id(7, {7: Logprob(0.0)})
+        return spent
+
+    while scheduler.waiting or any(g.is_prefill() for g in scheduler.running):
+        step()
+    for _ in range(5):
+        step()
+    return [step() for _ in range(TIMED_STEPS)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--config", required=True, help="a folder holding a config.json")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    import vllm
+
+    version = vllm.__version__
+    v1 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 8)
+    step_ms: dict[str, float] = {}
+    for batch in BATCHES:
+        times = v1_steps(args.config, batch) if v1 else v0_steps(batch)
+        ms = statistics.median(times)
+        step_ms[str(batch)] = round(ms, 4)
+        print(f"B {batch:5d}  step {ms:8.3f} ms  {ms / batch * 1e3:7.2f} us per request")
+    # the marginal cost of one more running request: least squares over the batches from 32
+    points = [(int(b), ms) for b, ms in step_ms.items() if int(b) >= 32]
+    slope = statistics.linear_regression([b for b, _ in points], [ms for _, ms in points]).slope
+    print(f"marginal: {slope * 1e3:.2f} us per running request")
+    record: dict[str, Any] = {
+        "what": "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()",
+        "vllm": version,
+        "python": platform.python_version(),
+        "cpu": cpu_name(),
+        "date": datetime.date.today().isoformat(),
+        "prompt_tokens": PROMPT_TOKENS,
+        "step_ms": step_ms,
+        "marginal_us_per_request": round(slope * 1e3, 2),
+    }
+    with args.out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"appended to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
