@@ -423,6 +423,12 @@ def benchmark(
         "sweep": None,
     }
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
+    if curve.host_ms_per_seq:
+        result["notes"].append(
+            f"vLLM {p.version} schedules each step in series with the GPU: "
+            f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added (its "
+            "scheduler alone, measured on a CPU; the workers' input preparation is not priced)"
+        )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
             f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
