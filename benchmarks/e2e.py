@@ -15,8 +15,11 @@ lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps 
 multi-step scheduling (with chunked prefill as well from 0.6.3, which first ran the two
 together). A row that names no release is posed at the one current on its run date (an
 image's `latest` tag; by the PyPI wheels' build dates), else, for multi-step rows, at the
-newest V0 release (the flag exists only there). Rows that cannot be posed are counted with
-their one-line reason.
+newest V0 release (the flag exists only there). The server's context is the one a row states
+(--max-model-len / --context-length), else the model's own maximum, which is what the engines
+run without the flag (it sets vLLM V0's default batched-token budget with chunked prefill off);
+where the engine could not start with it, the run must have set a smaller one and the row is
+posed at 8,192. Rows that cannot be posed are counted with their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -125,6 +128,32 @@ def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
         mean("mean_input_tokens_per_request", "total_input_tokens"),
         mean("mean_output_tokens_per_request", "total_output_tokens"),
     )
+
+
+def stated_context(row: dict[str, Any]) -> int | None:
+    """The context the server was started with, where the row states it (its engine config,
+    or a --max-model-len / --context-length in its notes or command)."""
+    config = row.get("engine_config") or {}
+    for key in ("max_model_len", "context_length"):
+        if str(config.get(key) or "").isdigit():
+            return int(config[key])
+    text = " ".join(str(row.get(k) or "") for k in ("notes", "command"))
+    found = re.search(r"--(?:max-model-len|context-length)[ =](\d+)", text)
+    return int(found.group(1)) if found else None
+
+
+def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """benchmark() on a posed row. A row that states no context is posed at the model's own
+    maximum (what `vllm serve` and SGLang run without --max-model-len / --context-length);
+    where the engine could not have started with it, the run must have set a smaller one,
+    and it is posed at the planner's default context instead."""
+    try:
+        return benchmark(**kwargs)
+    except PlannerError as exc:
+        if stated_context(row) is not None or "would not start" not in str(exc):
+            raise
+    settings = {k: v for k, v in kwargs["settings"].items() if k != "context_tokens"}
+    return benchmark(**(kwargs | {"settings": settings}))
 
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
@@ -240,7 +269,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         DEFAULT_CONTEXT_TOKENS
     ):
         # vLLM refuses to start with chunked prefill off and a budget under max_model_len
-        # (posed at 8,192 or more here; the server's own was the model's maximum): a run that
+        # (posed at the model's maximum, or 8,192 where that would not start): a run that
         # completed cannot have used the recorded budget, so it is posed at the engine's default
         del settings["max_num_batched_tokens"]
     dated = release_on(family, run_date(row) or "") if not version else None
@@ -256,6 +285,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         settings["weight_dtype"] = weights
     if kv:
         settings["kv_cache_dtype"] = "fp8" if family == "vllm" else "fp8_e4m3"
+    # the server's context: as stated, else the model's own maximum (the engines' default)
+    settings["context_tokens"] = (
+        stated_context(row) or resolve_model(None, str(folder)).max_context_tokens
+    )
     return {
         "gpu": gpu,
         "preset": None,
@@ -377,7 +410,7 @@ def main() -> None:
             refused[why] += 1
             continue
         try:
-            got = benchmark(**kwargs)
+            got = predict(row, kwargs)
         except PlannerError as exc:
             refused[f"planner: {exc}"[:100]] += 1
             continue

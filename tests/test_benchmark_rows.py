@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import MODELS, Result
 
+from planner.errors import PlannerError
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from rows import catalog_gpu, checkpoint_config, engine_settings
 
@@ -198,3 +200,48 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     assert e2e.pose(named, MODELS)[0]["settings"]["version"] == "0.5.13"
     undated = row | {"source": {"date": "2025-09"}}
     assert "version" not in e2e.pose(undated, MODELS)[0]["settings"]
+
+
+def test_a_row_is_posed_at_the_context_its_server_ran() -> None:
+    """A row that states --max-model-len / --context-length is posed at it; one that does not,
+    at the model's own maximum (the engines' default: Llama-3.1's 131,072), which with chunked
+    prefill off is vLLM V0's batched-token budget too. On eight H100s vLLM 0.6.3 could not
+    start with that budget (its profile run leaves no KV cache), so a run that completed set a
+    smaller context: it is posed at 8,192. Eight MI300X start with it."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_family": "vllm",
+        "engine_version": "0.6.3",
+        "model": "meta-llama/Llama-3.1-405B-FP8",
+        "gpu_norm": "H100",
+        "gpu_count": 8,
+        "tp": 8,
+        "precision": {"weights": "fp8"},
+        "workload": {
+            "dataset": "random",
+            "input_len": 200,
+            "output_len": 20,
+            "request_rate": 4.0,
+            "num_prompts": 16,
+        },
+        "engine_config": {"enable_chunked_prefill": "FALSE"},
+        "measured": {},
+    }
+    assert e2e.stated_context(row) is None
+    assert e2e.stated_context(row | {"notes": "vllm serve m --max-model-len 32768 -tp 8"}) == 32768
+    assert e2e.stated_context(row | {"engine_config": {"context_length": "4096"}}) == 4096
+    args, why = e2e.pose(row, MODELS)
+    assert why is None and args["settings"]["context_tokens"] == 131_072
+    h100 = e2e.predict(row, args)["deployment"]
+    assert "--max-model-len 8192 " in h100["command"]
+    assert h100["max_num_batched_tokens"] == 8192
+    mi300x = row | {"gpu_norm": "MI300X"}
+    got = e2e.predict(mi300x, e2e.pose(mi300x, MODELS)[0])["deployment"]
+    assert "--max-model-len 131072 " in got["command"]
+    assert got["max_num_batched_tokens"] == 131_072
+    # a context the row states is kept, even where the engine refuses it
+    stated = row | {"notes": "--max-model-len 131072"}
+    with pytest.raises(PlannerError, match="would not start"):
+        e2e.predict(stated, e2e.pose(stated, MODELS)[0])
