@@ -959,3 +959,24 @@ def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:
     assert any("mix prefill chunks into decodes" in n for n in runs[65536]["notes"])
     with pytest.raises(InputError, match="SGLang chunks prompts"):
         run(4, 200, 50, requests=8, chunked_prefill=False, engine="sglang")
+
+
+def test_the_api_server_sets_the_pace_past_what_it_streams_per_step() -> None:
+    """gpt-oss-20b on a B200 at 1,024 clients: the GPU step is shorter than the 24 us per
+    token vLLM's API server spends streaming 1,024 tokens (benchmarks/data/host-overhead.jsonl),
+    so TPOT follows the API server and the output says so; at 16 clients it does not."""
+
+    def closed(n: int) -> dict[str, Any]:
+        return benchmark(
+            gpu="b200",
+            preset="gpt-oss-20b",
+            model=None,
+            settings={"version": "0.14.0"},
+            load=Load(concurrency=n, requests=2 * n),
+            lengths=Lengths(prompt_len=200, output_len=100),
+        )
+
+    wide = closed(1024)
+    assert wide["median_tpot_ms"] >= 0.95 * 1024 * 0.024
+    assert any("API server" in n for n in wide["notes"])
+    assert not any("API server" in n for n in closed(16)["notes"])

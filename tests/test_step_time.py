@@ -420,3 +420,23 @@ def test_sliding_window_layers_attend_inside_their_window_only() -> None:
     assert gpt.chunk_pairs(0, 100) == causal_pairs(0, 100)
     # a model without windows counts every pair
     assert step_time_for(LLAMA8, find_gpu("h200")).chunk_pairs(500, 300) == causal_pairs(500, 300)
+
+
+def test_the_api_server_streams_no_faster_than_its_time_per_token() -> None:
+    """vLLM V1 streams every token from one API server process, 24 us each
+    (benchmarks/data/host-overhead.jsonl): beside a fast GPU and a large batch the step lasts
+    that long for the clients; a small batch hides it. V0 and SGLang are not measured: none."""
+    model = load_model_preset("gpt-oss-20b")
+    b200 = find_gpu("b200")
+    v1 = step_time_for(model, b200, engine="vllm", version=(0, 14, 0))
+    assert v1.frontend_ms_per_token == pytest.approx(0.024)
+    big = v1.terms(1024, 2000)
+    assert big.frontend_ms == pytest.approx(1024 * 0.024)
+    assert big.step_ms == pytest.approx(big.frontend_ms)  # the API server binds
+    small = v1.terms(8, 2000)
+    assert small.frontend_ms < small.step_ms  # the GPU binds
+    # a mixed step with prefill streams only its decode tokens
+    assert v1.mixed_ms(1024, 0, 0, 0.0) >= 1024 * 0.024
+    for engine, version in (("sglang", (0, 5, 13)), ("vllm", (0, 6, 3))):
+        other = step_time_for(model, b200, engine=engine, version=version)
+        assert other.frontend_ms_per_token == 0.0 and other.terms(1024, 2000).frontend_ms == 0.0

@@ -429,6 +429,15 @@ def benchmark(
             f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added (its "
             "scheduler alone, measured on a CPU; the workers' input preparation is not priced)"
         )
+    peak = metrics["peak_running_seqs"]
+    streamed = curve.terms(max(1, peak), max(1, round(mean_total))) if peak else None
+    if streamed is not None and streamed.frontend_ms and streamed.frontend_ms >= streamed.step_ms:
+        result["notes"].append(
+            f"at {peak:,} running sequences vLLM's API server, "
+            f"{curve.frontend_ms_per_token * 1e3:.0f} us per streamed token (measured on a CPU), "
+            "takes longer than the GPU step: tokens "
+            "reach the clients at its pace (one process unless --api-server-count says more)"
+        )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
             f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "

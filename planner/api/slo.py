@@ -553,6 +553,7 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
         "kernels_ms": t.kernels_ms,
         "allreduce_ms": t.allreduce_ms,
         "overhead_ms": t.overhead_ms,
+        "frontend_ms": t.frontend_ms,
         "weights_read_bytes": float(t.weights_read_bytes),
         "kv_read_bytes": float(t.kv_read_bytes),
         "experts_read_per_layer": t.experts_read_per_layer or 0.0,

@@ -39,6 +39,11 @@ class StepTerms(BaseModel):
     kernels_ms: float
     allreduce_ms: float
     overhead_ms: float
+    frontend_ms: float = Field(
+        default=0.0,
+        description="the API server streaming the step's tokens, in its own process beside "
+        "the engine: the step lasts at least this long for the clients, ms",
+    )
     step_ms: float
     experts_read_per_layer: float | None = None
 
@@ -112,6 +117,9 @@ class StepTime(BaseModel):
         default=0.0,
         ge=0,
         description="the scheduler's CPU time per running sequence, in series with the GPU, ms",
+    )
+    frontend_ms_per_token: float = Field(
+        default=0.0, ge=0, description="the API server's time per streamed token, ms"
     )
     engine: str = "vllm"
     attention_flops_per_pair: float = Field(
@@ -318,6 +326,7 @@ class StepTime(BaseModel):
         layers see every token once (their dense body, routed experts and lm_head each memory-
         or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
         the engine's overhead."""
+        streamed_ms = self.frontend_ms_per_token * decode_seqs
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_seqs = ceil_div(decode_seqs, self.pp)
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
@@ -327,7 +336,7 @@ class StepTime(BaseModel):
         if tokens <= 0:
             return 0.0
         own_ms = self.step_overhead_ms(decode_seqs)
-        return self._pipelined(
+        engine_ms = self._pipelined(
             self.linear_ms(tokens, sampled=decode_seqs)
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
@@ -337,6 +346,7 @@ class StepTime(BaseModel):
             + own_ms,
             own_ms,
         )
+        return max(engine_ms, streamed_ms)
 
     def terms(self, batch: int, context: int) -> StepTerms:
         """Every term of one decode step of `batch` sequences at `context` tokens (under
@@ -354,7 +364,8 @@ class StepTime(BaseModel):
         allreduce_ms = self.allreduce_ms(micro)
         step = linear_ms + attention_ms + kernels_ms + allreduce_ms
         own_ms = self.step_overhead_ms(micro)
-        step = self._pipelined(step + own_ms, own_ms)
+        streamed_ms = self.frontend_ms_per_token * batch
+        step = max(self._pipelined(step + own_ms, own_ms), streamed_ms)
         return StepTerms(
             batch=batch,
             context_tokens=context,
@@ -371,6 +382,7 @@ class StepTime(BaseModel):
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
             overhead_ms=own_ms,
+            frontend_ms=streamed_ms,
             step_ms=step,
             experts_read_per_layer=experts if self.num_experts else None,
         )
@@ -485,6 +497,7 @@ def step_time_for(
         link_bytes_per_s=comm.link_bytes_per_s(gpu),
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
+        frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
         window_flops_per_pair=tuple(

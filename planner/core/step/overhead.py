@@ -28,6 +28,23 @@ HOST_MS_PER_SEQ = {"vllm-v0": 0.0115, "vllm": 0.0056}
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 
 
+# vLLM V1's API server, per token it streams, ms: decoding the engine core's output message,
+# OutputProcessor (detokenizing), building and serializing the OpenAI stream chunk, and writing
+# it over HTTP (uvicorn). It runs in its own process (one unless data-parallel:
+# --api-server-count), beside the engine, so a step's tokens reach the clients no faster than
+# it handles them. Measured on a CPU with each release's own code (AMD EPYC, Python 3.11,
+# B = 32-1,024 tokens a step; benchmarks/frontend_overhead.py, benchmarks/data/
+# host-overhead.jsonl): 21.9 / 22.7 / 21.4 / 29.6 us in 0.10.1 / 0.13.0 / 0.14.0 / 0.30.0
+# (output processing 14.2-18.9, HTTP 6.8-10.7): 24, their mean. V0 and SGLang: not measured.
+FRONTEND_MS_PER_TOKEN = {"vllm": 0.024}
+
+
+def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> float:
+    """The API server's time per streamed token, ms (0 where not measured; no release: the
+    newest, a V1 one for vLLM)."""
+    return FRONTEND_MS_PER_TOKEN.get(engine_key(engine, version), 0.0)
+
+
 def host_ms_per_seq(engine: str, version: tuple[int, int, int] | None, pp: int = 1) -> float:
     """The scheduler's serial CPU time per running request per step, ms (0 where the engine
     overlaps it with the GPU, or the release is not known)."""
