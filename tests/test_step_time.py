@@ -440,3 +440,14 @@ def test_the_api_server_streams_no_faster_than_its_time_per_token() -> None:
     for engine, version in (("sglang", (0, 5, 13)), ("vllm", (0, 6, 3))):
         other = step_time_for(model, b200, engine=engine, version=version)
         assert other.frontend_ms_per_token == 0.0 and other.terms(1024, 2000).frontend_ms == 0.0
+
+
+def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) -> None:
+    where = ("slo", "--tpot", "50", "--preset", "gpt-oss-20b", "--gpu", "b200")
+    data = cli(*where, "--batch", "8,1024", "--json").json()
+    assert data["terms_at"]["1024"]["frontend_ms"] == pytest.approx(1024 * 0.024)
+    assert data["step_ms_at"]["1024"] == pytest.approx(1024 * 0.024)
+    text = " ".join(cli(*where, "--batch", "8,1024").out.split())
+    small, large = text.split("t(8) = ")[1].split("t(1024) = ")
+    assert "sets the step" not in small
+    assert "the API server's streaming 24.58 sets the step" in large

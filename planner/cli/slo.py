@@ -301,8 +301,12 @@ def render(r: dict[str, Any]) -> None:
                 f" (linear layers {terms['linear_ms']:.2f}: weights read "
                 f"{terms['weights_ms']:.2f}, compute {terms['compute_ms']:.2f}; attention "
                 f"{terms['attention_ms']:.2f}, kernels {terms['kernels_ms']:.2f}, all-reduce "
-                f"{terms['allreduce_ms']:.2f}, overhead {terms['overhead_ms']:.2f})"
+                f"{terms['allreduce_ms']:.2f}, overhead {terms['overhead_ms']:.2f}"
             )
+            streamed = terms.get("frontend_ms") or 0.0
+            if streamed >= ms:  # the API server, beside the engine, sets the clients' pace
+                detail += f"; the API server's streaming {streamed:.2f} sets the step"
+            detail += ")"
         out.print(f"t({b}) = {ms:.2f} ms{detail}", markup=False)
     for row in r["fit_residuals"]:
         out.print(
