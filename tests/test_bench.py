@@ -980,3 +980,26 @@ def test_the_api_server_sets_the_pace_past_what_it_streams_per_step() -> None:
     assert wide["median_tpot_ms"] >= 0.95 * 1024 * 0.024
     assert any("API server" in n for n in wide["notes"])
     assert not any("API server" in n for n in closed(16)["notes"])
+
+
+def test_one_api_server_streams_every_data_parallel_rank_before_vllm_0_15() -> None:
+    """vLLM before 0.15 starts one API server for all --data-parallel-size ranks; from 0.15
+    one per rank. Two ranks of 512 sequences each: the single server streams 1,024 tokens a
+    step (24 us each), the pair of servers 512 each."""
+
+    def two_ranks(version: str) -> dict[str, Any]:
+        return benchmark(
+            gpu="b200",
+            preset="gpt-oss-20b",
+            model=None,
+            settings={"version": version},
+            dp=2,
+            load=Load(concurrency=1024, requests=2048),
+            lengths=Lengths(prompt_len=200, output_len=100),
+        )
+
+    one_server, per_rank = two_ranks("0.14.0"), two_ranks("0.15.0")
+    assert one_server["median_tpot_ms"] >= 0.95 * 1024 * 0.024
+    assert per_rank["median_tpot_ms"] < 0.8 * one_server["median_tpot_ms"]
+    assert any("all 2 ranks' tokens" in n for n in one_server["notes"])
+    assert not any("all 2 ranks' tokens" in n for n in per_rank["notes"])

@@ -66,6 +66,10 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # budget is max(max_model_len, 2048) tokens, as without chunked prefill (V0_MIN_BATCHED_TOKENS),
 # so the default does not turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
+# vLLM starts one API server per data-parallel rank by default from 0.15 (--api-server-count
+# None -> --data-parallel-size; 1 through 0.14: vllm/entrypoints/openai/cli_args.py and
+# cli/serve.py, read in the 0.14.0 and 0.15.0 wheels).
+VLLM_API_SERVER_PER_RANK_SINCE = (0, 15, 0)
 
 
 class Load(BaseModel):
@@ -313,6 +317,7 @@ def benchmark(
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
         attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups)."""
         return _instance(
+            ranks_per_api_server=ranks_per_api_server(engine_name, settings.get("version"), dp),
             gpu=gpu,
             preset=preset,
             model=model,
@@ -432,11 +437,17 @@ def benchmark(
     peak = metrics["peak_running_seqs"]
     streamed = curve.terms(max(1, peak), max(1, round(mean_total))) if peak else None
     if streamed is not None and streamed.frontend_ms and streamed.frontend_ms >= streamed.step_ms:
+        ranks = ranks_per_api_server(engine, settings.get("version"), dp)
+        shared = (
+            f" per DP rank, one API server streaming all {ranks} ranks' tokens (vLLM before "
+            "0.15 starts one unless --api-server-count says more)"
+            if ranks > 1
+            else " vLLM's API server (one process unless --api-server-count says more)"
+        )
         result["notes"].append(
-            f"at {peak:,} running sequences vLLM's API server, "
-            f"{curve.frontend_ms_per_token * 1e3:.0f} us per streamed token (measured on a CPU), "
-            "takes longer than the GPU step: tokens "
-            "reach the clients at its pace (one process unless --api-server-count says more)"
+            f"at {peak:,} running sequences{shared}, "
+            f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token (measured "
+            "on a CPU), takes longer than the GPU step: tokens reach the clients at its pace"
         )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
@@ -464,6 +475,17 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
+    """The data-parallel ranks one vLLM API server streams for: all of them before 0.15
+    (--api-server-count defaulted to 1), one each from 0.15 (it defaults to the DP size:
+    vllm/entrypoints/cli/serve.py, read in 0.14.0 and 0.15.0). No release: the newest."""
+    from planner.core.engines.common import parse_version
+
+    if engine != "vllm" or dp < 2 or version is None:
+        return 1
+    return dp if parse_version(version) < VLLM_API_SERVER_PER_RANK_SINCE else 1
 
 
 def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
@@ -677,6 +699,7 @@ def _instance(
     scheduler_steps: int = 1,
     as_launched: bool = True,
     attention_groups: int = 1,
+    ranks_per_api_server: int = 1,
 ) -> Instance:
     """Plan one engine instance and build its step model and scheduler settings. As launched
     (a benchmark's server) it runs the engine's own running cap unless `values` sets
@@ -685,7 +708,9 @@ def _instance(
     `attention_groups` > 1: the instance is one of that many data-parallel attention groups
     whose tokens meet in the MoE layers (vLLM --data-parallel-size on a MoE model: one DP rank
     at TP `tp`; SGLang data-parallel attention: `tp` GPUs, the group's attention on
-    tp / groups of them). Its scheduler, KV pool and running cap are the group's."""
+    tp / groups of them). Its scheduler, KV pool and running cap are the group's.
+    `ranks_per_api_server`: the DP ranks whose tokens one API server streams (each rank's step
+    lasts at least their tokens' streaming)."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
@@ -803,6 +828,9 @@ def _instance(
         pp=pp,
         attention_dp=groups,
     )
+    if ranks_per_api_server > 1:
+        streamed = curve.frontend_ms_per_token * ranks_per_api_server
+        curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
         # those, and a step waits for the rank that drew the most: StepTime)
