@@ -451,3 +451,9 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     small, large = text.split("t(8) = ")[1].split("t(1024) = ")
     assert "sets the step" not in small
     assert "the API server's streaming 24.58 sets the step" in large
+    # capacity --tpot runs the same cap and names what sets the step there
+    where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--tpot", "20", "--json")
+    reason = cli("capacity", *where).json()["binding_reason"]
+    assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
+    llama = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "30", "--json")
+    assert "API server" not in cli("capacity", *llama).json()["binding_reason"]

@@ -510,6 +510,12 @@ def _latency_cap(
     if roomy < cap:  # as `planner slo`: a step of the batch still carries a prefill chunk
         reason += f", leaving room for a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk"
         cap = roomy
+    at_cap = curve.terms(max(1, cap), mean)
+    if at_cap.frontend_ms and at_cap.frontend_ms >= at_cap.step_ms:
+        reason += (
+            f" (there vLLM's API server, streaming {curve.frontend_ms_per_token * 1e3:.0f}"
+            " us a token, sets the step)"
+        )
     return {"latency_cap": cap, "latency_reason": reason}
 
 
