@@ -19,7 +19,9 @@ newest V0 release (the flag exists only there). The server's context is the one 
 (--max-model-len / --context-length), else the model's own maximum, which is what the engines
 run without the flag (it sets vLLM V0's default batched-token budget with chunked prefill off);
 where the engine could not start with it, the run must have set a smaller one and the row is
-posed at 8,192. Rows that cannot be posed are counted with their one-line reason.
+posed at 8,192. A run whose requests partly failed (completed < sent) is not compared on
+throughput: the benchmark divides by a duration their timeouts set. Rows that cannot be posed
+are counted with their one-line reason.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -325,6 +327,12 @@ def measured(row: dict[str, Any]) -> dict[str, float | None]:
     per_gpu = m.get("output_tokens_per_s_per_gpu")
     if per_gpu is None and m.get("output_tokens_per_s") and row.get("gpu_count"):
         per_gpu = m["output_tokens_per_s"] / row["gpu_count"]
+    done = m.get("completed_requests") or m.get("completed")
+    sent = m.get("num_prompts") or row["workload"].get("num_prompts")
+    if done and sent and done < sent:
+        # requests failed: the benchmark divides by a duration their timeouts set, not the
+        # server's pace (the latencies are the completed requests' own and still count)
+        per_gpu = None
     return {"tok_s_gpu": per_gpu, "tpot": pick("tpot_ms"), "ttft": pick("ttft_ms")}
 
 

@@ -245,3 +245,22 @@ def test_a_row_is_posed_at_the_context_its_server_ran() -> None:
     stated = row | {"notes": "--max-model-len 131072"}
     with pytest.raises(PlannerError, match="would not start"):
         e2e.predict(stated, e2e.pose(stated, MODELS)[0])
+
+
+def test_a_run_with_failed_requests_is_not_compared_on_throughput() -> None:
+    """380 of 500 requests completed: the benchmark's throughput divides by a duration the
+    failures' timeouts set, so only the completed requests' latencies are compared."""
+    import e2e
+
+    row = {
+        "workload": {"num_prompts": 500},
+        "measured": {
+            "output_tokens_per_s_per_gpu": 1.9,
+            "tpot_ms": {"median": 10.7},
+            "ttft_ms": {"median": 1294.2},
+            "completed_requests": 380,
+        },
+    }
+    assert e2e.measured(row) == {"tok_s_gpu": None, "tpot": 10.7, "ttft": 1294.2}
+    row["measured"]["completed_requests"] = 500
+    assert e2e.measured(row)["tok_s_gpu"] == 1.9
