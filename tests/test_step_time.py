@@ -457,3 +457,24 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
     llama = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "30", "--json")
     assert "API server" not in cli("capacity", *llama).json()["binding_reason"]
+
+
+def test_the_scheduler_runs_in_series_only_where_nothing_overlaps_it() -> None:
+    """vLLM V0 (11.5 us a sequence) and V1 before 0.14 (5.6 us) schedule between GPU steps;
+    async scheduling (0.14 on), a pipeline's batch queue and SGLang's overlap scheduler hide
+    it (benchmarks/data/host-overhead.jsonl)."""
+    h100 = find_gpu("h100")
+    cases = [
+        ("vllm", (0, 6, 3), 1, 0.0115),
+        ("vllm", (0, 13, 0), 1, 0.0056),
+        ("vllm", (0, 13, 0), 2, 0.0),
+        ("vllm", (0, 14, 0), 1, 0.0),
+        ("sglang", (0, 5, 2), 1, 0.0),
+    ]
+    for engine, version, pp, host in cases:
+        curve = step_time_for(LLAMA8, h100, engine=engine, version=version, pp=pp)
+        assert curve.host_ms_per_seq == pytest.approx(host), (engine, version, pp)
+    serial = step_time_for(LLAMA8, h100, engine="vllm", version=(0, 13, 0))
+    overlapped = step_time_for(LLAMA8, h100, engine="vllm", version=(0, 14, 0))
+    gap = serial.step_ms(256, 1000) - overlapped.step_ms(256, 1000)
+    assert gap == pytest.approx(256 * 0.0056)

@@ -22,8 +22,11 @@ VLLM_V1_SINCE = (0, 8, 0)
 # benchmarks/data/host-overhead.jsonl): vLLM V0 0.6.3.post1 Scheduler.schedule() 11.5 us; V1
 # schedule() + update_from_output() 6.1 us in 0.10.1 and 5.1 us in 0.13.0 (5.6, their mean).
 # The workers' input preparation is not in them: a floor. V1 overlaps the scheduler with the
-# GPU from 0.14 (async scheduling on by default unless PP > 1: vllm/config/vllm.py, 0.14.0),
-# SGLang since its overlap scheduler (0.4); those steps pay none of it.
+# GPU from 0.14 (async scheduling on by default unless PP > 1: vllm/config/vllm.py, 0.14.0) and,
+# under PP, in every release (its batch queue keeps PP batches in flight while it schedules the
+# next: EngineCore.step_with_batch_queue, max_concurrent_batches = PP, read in 0.10.1; V0 ran
+# one virtual engine per stage, scheduled while the others' batches ran); SGLang since its
+# overlap scheduler (0.4). Those steps pay none of it.
 HOST_MS_PER_SEQ = {"vllm-v0": 0.0115, "vllm": 0.0056}
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 
@@ -48,9 +51,9 @@ def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> 
 def host_ms_per_seq(engine: str, version: tuple[int, int, int] | None, pp: int = 1) -> float:
     """The scheduler's serial CPU time per running request per step, ms (0 where the engine
     overlaps it with the GPU, or the release is not known)."""
-    if engine != "vllm" or version is None:
+    if engine != "vllm" or version is None or pp > 1:
         return 0.0
-    if version >= VLLM_ASYNC_SCHEDULING_SINCE and pp == 1:
+    if version >= VLLM_ASYNC_SCHEDULING_SINCE:
         return 0.0
     return HOST_MS_PER_SEQ[engine_key(engine, version)]
 
