@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import inspect
 import json
 import os
 import platform
@@ -42,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from host_overhead import build, cpu_name  # same folder: the script's own sys.path[0]
+
 BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
 TIMED_STEPS = 40
 PROMPT_TOKENS = 64
@@ -54,23 +55,6 @@ CHUNK = (
     '"model":"m","choices":[{"index":0,"text":" word","logprobs":null,"finish_reason":null,'
     '"stop_reason":null}],"usage":null}\n\n'
 )
-
-
-def cpu_name() -> str:
-    """The CPU's model name (/proc/cpuinfo), else what platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def build(cls: Any, **kwargs: Any) -> Any:
-    """`cls(**kwargs)` with only the arguments this release's `cls` takes."""
-    names = inspect.signature(cls).parameters
-    return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
 def synthetic_tokenizer(folder: Path) -> None:
