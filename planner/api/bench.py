@@ -25,7 +25,9 @@ from planner.sim.arrivals import MAX_ARRIVAL_CV
 DEFAULT_BENCH_REQUESTS = 1000
 # A closed loop runs at least this many requests per client by default, so the steady state
 # outweighs the ramp at the start and the drain at the end (a benchmark's own choice; the
-# public sweeps use 5-10 per client).
+# public sweeps use 5-10 per client, and the SGLang cookbook's "standard benchmark" is
+# num_prompts = concurrency x 5: sgl-project/sgl-cookbook, docs/autoregressive/DeepSeek/
+# DeepSeek-R1.md).
 REQUESTS_PER_CLIENT = 5
 # SGLang admits a request only while its pool keeps room for the running requests' remaining
 # outputs times a new-token ratio: 0.7 at start, decaying over 600 decode steps to 0.7 x 0.14,
