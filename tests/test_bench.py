@@ -1003,3 +1003,23 @@ def test_one_api_server_streams_every_data_parallel_rank_before_vllm_0_15() -> N
     assert per_rank["median_tpot_ms"] < 0.8 * one_server["median_tpot_ms"]
     assert any("all 2 ranks' tokens" in n for n in one_server["notes"])
     assert not any("all 2 ranks' tokens" in n for n in per_rank["notes"])
+
+
+def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind() -> None:
+    """SGLang's API server is not measured: where streaming the peak batch's tokens at vLLM
+    V1's measured 24 us each would outlast the GPU step, the output says TPOT may be
+    optimistic instead of borrowing the number; at a small batch it says nothing."""
+
+    def sglang(n: int) -> dict[str, Any]:
+        return benchmark(
+            gpu="b200",
+            preset="gpt-oss-20b",
+            model=None,
+            settings={"engine": "sglang"},
+            load=Load(concurrency=n, requests=2 * n),
+            lengths=Lengths(prompt_len=200, output_len=100),
+        )
+
+    (note,) = [n for n in sglang(1024)["notes"] if "API server" in n]
+    assert note.startswith("SGLang's API server is not priced") and "optimistic" in note
+    assert not any("API server" in n for n in sglang(16)["notes"])

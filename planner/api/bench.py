@@ -436,21 +436,14 @@ def benchmark(
             f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added (its "
             "scheduler alone, measured on a CPU; the workers' input preparation is not priced)"
         )
-    peak = metrics["peak_running_seqs"]
-    streamed = curve.terms(max(1, peak), max(1, round(mean_total))) if peak else None
-    if streamed is not None and streamed.frontend_ms and streamed.frontend_ms >= streamed.step_ms:
-        ranks = ranks_per_api_server(engine, settings.get("version"), dp)
-        shared = (
-            f" per DP rank, one API server streaming all {ranks} ranks' tokens (vLLM before "
-            "0.15 starts one unless --api-server-count says more)"
-            if ranks > 1
-            else " vLLM's API server (one process unless --api-server-count says more)"
-        )
-        result["notes"].append(
-            f"at {peak:,} running sequences{shared}, "
-            f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token (measured "
-            "on a CPU), takes longer than the GPU step: tokens reach the clients at its pace"
-        )
+    result["notes"] += frontend_notes(
+        curve,
+        engine,
+        p.version,
+        metrics["peak_running_seqs"],
+        max(1, round(mean_total)),
+        ranks_per_api_server(engine, settings.get("version"), dp),
+    )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
             f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
@@ -477,6 +470,43 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def frontend_notes(
+    curve: Any, engine: str, version: str, peak: int, context: int, ranks: int
+) -> list[str]:
+    """What the API server did at the run's peak batch: vLLM V1's, measured, where streaming
+    the step's tokens outlasted the GPU step (`ranks` DP ranks sharing one server); an
+    engine whose API server is not measured (SGLang, vLLM V0), where vLLM V1's would have:
+    the figures may be optimistic, and the output says so rather than borrow the number."""
+    from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN
+
+    if not peak:
+        return []
+    terms = curve.terms(peak, context)
+    if curve.frontend_ms_per_token:
+        if terms.frontend_ms < terms.step_ms:
+            return []
+        shared = (
+            f" per DP rank, one API server streaming all {ranks} ranks' tokens (vLLM before "
+            "0.15 starts one unless --api-server-count says more)"
+            if ranks > 1
+            else " vLLM's API server (one process unless --api-server-count says more)"
+        )
+        return [
+            f"at {peak:,} running sequences{shared}, "
+            f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token (measured "
+            "on a CPU), takes longer than the GPU step: tokens reach the clients at its pace"
+        ]
+    per_token_ms = FRONTEND_MS_PER_TOKEN["vllm"]
+    if peak * per_token_ms < terms.step_ms:
+        return []
+    name = "SGLang" if engine == "sglang" else f"vLLM {version}"
+    return [
+        f"{name}'s API server is not priced: streaming {peak:,} tokens a step would take vLLM "
+        f"V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, measured), "
+        f"more than the {terms.step_ms:.1f} ms GPU step, so TPOT here may be optimistic"
+    ]
 
 
 def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
@@ -1181,9 +1211,18 @@ def _disaggregated(
         "calibration": None,
         "step_ms": {},
         "sweep": None,
-        # the decode pool's batch against its CUDA graphs (its steps are decode-only)
+        # the decode pool's batch against its CUDA graphs (its steps are decode-only) and its
+        # API server
         "notes": graph_coverage_notes(
             dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
+        )
+        + frontend_notes(
+            dec.curve,
+            dec.engine,
+            dec.prediction.version,
+            metrics["peak_running_seqs"],
+            max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
+            1,
         ),
     }
 
