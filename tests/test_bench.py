@@ -961,44 +961,36 @@ def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:
         run(4, 200, 50, requests=8, chunked_prefill=False, engine="sglang")
 
 
+def gpt_oss_20b_on_b200(clients: int, dp: int = 1, **settings: Any) -> dict[str, Any]:
+    """A closed loop of gpt-oss-20b on B200s: 200-token prompts, 100-token outputs, two
+    requests per client (a batch large enough for the API server to matter)."""
+    return benchmark(
+        gpu="b200",
+        preset="gpt-oss-20b",
+        model=None,
+        settings=settings,
+        dp=dp,
+        load=Load(concurrency=clients, requests=2 * clients),
+        lengths=Lengths(prompt_len=200, output_len=100),
+    )
+
+
 def test_the_api_server_sets_the_pace_past_what_it_streams_per_step() -> None:
     """gpt-oss-20b on a B200 at 1,024 clients: the GPU step is shorter than the 24 us per
     token vLLM's API server spends streaming 1,024 tokens (benchmarks/data/host-overhead.jsonl),
     so TPOT follows the API server and the output says so; at 16 clients it does not."""
-
-    def closed(n: int) -> dict[str, Any]:
-        return benchmark(
-            gpu="b200",
-            preset="gpt-oss-20b",
-            model=None,
-            settings={"version": "0.14.0"},
-            load=Load(concurrency=n, requests=2 * n),
-            lengths=Lengths(prompt_len=200, output_len=100),
-        )
-
-    wide = closed(1024)
+    wide = gpt_oss_20b_on_b200(1024, version="0.14.0")
     assert wide["median_tpot_ms"] >= 0.95 * 1024 * 0.024
     assert any("API server" in n for n in wide["notes"])
-    assert not any("API server" in n for n in closed(16)["notes"])
+    assert not any("API server" in n for n in gpt_oss_20b_on_b200(16, version="0.14.0")["notes"])
 
 
 def test_one_api_server_streams_every_data_parallel_rank_before_vllm_0_15() -> None:
     """vLLM before 0.15 starts one API server for all --data-parallel-size ranks; from 0.15
     one per rank. Two ranks of 512 sequences each: the single server streams 1,024 tokens a
     step (24 us each), the pair of servers 512 each."""
-
-    def two_ranks(version: str) -> dict[str, Any]:
-        return benchmark(
-            gpu="b200",
-            preset="gpt-oss-20b",
-            model=None,
-            settings={"version": version},
-            dp=2,
-            load=Load(concurrency=1024, requests=2048),
-            lengths=Lengths(prompt_len=200, output_len=100),
-        )
-
-    one_server, per_rank = two_ranks("0.14.0"), two_ranks("0.15.0")
+    one_server = gpt_oss_20b_on_b200(1024, dp=2, version="0.14.0")
+    per_rank = gpt_oss_20b_on_b200(1024, dp=2, version="0.15.0")
     assert one_server["median_tpot_ms"] >= 0.95 * 1024 * 0.024
     assert per_rank["median_tpot_ms"] < 0.8 * one_server["median_tpot_ms"]
     assert any("all 2 ranks' tokens" in n for n in one_server["notes"])
@@ -1009,17 +1001,6 @@ def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind
     """SGLang's API server is not measured: where streaming the peak batch's tokens at vLLM
     V1's measured 24 us each would outlast the GPU step, the output says TPOT may be
     optimistic instead of borrowing the number; at a small batch it says nothing."""
-
-    def sglang(n: int) -> dict[str, Any]:
-        return benchmark(
-            gpu="b200",
-            preset="gpt-oss-20b",
-            model=None,
-            settings={"engine": "sglang"},
-            load=Load(concurrency=n, requests=2 * n),
-            lengths=Lengths(prompt_len=200, output_len=100),
-        )
-
-    (note,) = [n for n in sglang(1024)["notes"] if "API server" in n]
+    (note,) = [n for n in gpt_oss_20b_on_b200(1024, engine="sglang")["notes"] if "API server" in n]
     assert note.startswith("SGLang's API server is not priced") and "optimistic" in note
-    assert not any("API server" in n for n in sglang(16)["notes"])
+    assert not any("API server" in n for n in gpt_oss_20b_on_b200(16, engine="sglang")["notes"])
