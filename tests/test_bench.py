@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import Result
+from helpers import MODELS, Result
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.core.step import step_time_for
@@ -998,9 +998,25 @@ def test_one_api_server_streams_every_data_parallel_rank_before_vllm_0_15() -> N
 
 
 def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind() -> None:
-    """SGLang's API server is not measured: where streaming the peak batch's tokens at vLLM
+    """vLLM V0's API server is not measured: where streaming the peak batch's tokens at vLLM
     V1's measured 24 us each would outlast the GPU step, the output says TPOT may be
-    optimistic instead of borrowing the number; at a small batch it says nothing."""
-    (note,) = [n for n in gpt_oss_20b_on_b200(1024, engine="sglang")["notes"] if "API server" in n]
-    assert note.startswith("SGLang's API server is not priced") and "optimistic" in note
-    assert not any("API server" in n for n in gpt_oss_20b_on_b200(16, engine="sglang")["notes"])
+    optimistic instead of borrowing the number; at a small batch it says nothing. SGLang's is
+    measured (18 us a token, a floor) and priced like vLLM V1's."""
+
+    def llama_1b(clients: int, **settings: Any) -> dict[str, Any]:
+        return benchmark(
+            gpu="h100",
+            preset=None,
+            model=str(MODELS / "meta-llama--Llama-3.2-1B-Instruct"),
+            settings=settings,
+            load=Load(concurrency=clients, requests=2 * clients),
+            lengths=Lengths(prompt_len=200, output_len=100),
+        )
+
+    (note,) = [n for n in llama_1b(1024, version="0.6.3")["notes"] if "API server" in n]
+    assert note.startswith("vLLM 0.6.3's API server is not priced") and "optimistic" in note
+    assert not any("API server" in n for n in llama_1b(16, version="0.6.3")["notes"])
+    sglang = gpt_oss_20b_on_b200(1024, engine="sglang")
+    (note,) = [n for n in sglang["notes"] if "API server" in n]
+    assert "SGLang's API server" in note and "--tokenizer-worker-num" in note
+    assert sglang["median_tpot_ms"] >= 0.95 * 1024 * 0.018

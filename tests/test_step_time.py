@@ -425,7 +425,7 @@ def test_sliding_window_layers_attend_inside_their_window_only() -> None:
 def test_the_api_server_streams_no_faster_than_its_time_per_token() -> None:
     """vLLM V1 streams every token from one API server process, 24 us each
     (benchmarks/data/host-overhead.jsonl): beside a fast GPU and a large batch the step lasts
-    that long for the clients; a small batch hides it. V0 and SGLang are not measured: none."""
+    that long for the clients; a small batch hides it. SGLang's: 18 us; vLLM V0's: none."""
     model = load_model_preset("gpt-oss-20b")
     b200 = find_gpu("b200")
     v1 = step_time_for(model, b200, engine="vllm", version=(0, 14, 0))
@@ -437,9 +437,12 @@ def test_the_api_server_streams_no_faster_than_its_time_per_token() -> None:
     assert small.frontend_ms < small.step_ms  # the GPU binds
     # a mixed step with prefill streams only its decode tokens
     assert v1.mixed_ms(1024, 0, 0, 0.0) >= 1024 * 0.024
-    for engine, version in (("sglang", (0, 5, 13)), ("vllm", (0, 6, 3))):
-        other = step_time_for(model, b200, engine=engine, version=version)
-        assert other.frontend_ms_per_token == 0.0 and other.terms(1024, 2000).frontend_ms == 0.0
+    # SGLang's TokenizerManager: 10.6 us + 7.3 us of HTTP a token (a floor: its stream resends
+    # the whole output); vLLM V0's API server is not measured: none
+    sglang = step_time_for(model, b200, engine="sglang", version=(0, 5, 13))
+    assert sglang.terms(1024, 2000).frontend_ms == pytest.approx(1024 * 0.018)
+    v0 = step_time_for(model, b200, engine="vllm", version=(0, 6, 3))
+    assert v0.frontend_ms_per_token == 0.0 and v0.terms(1024, 2000).frontend_ms == 0.0
 
 
 def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) -> None:

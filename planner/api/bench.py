@@ -318,8 +318,10 @@ def benchmark(
     def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
         attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups)."""
+        # the DP ranks behind one API server: the deployment's, or a pool's groups
+        ranks = ranks_per_api_server(engine_name, settings.get("version"), max(dp, groups))
         return _instance(
-            ranks_per_api_server=ranks_per_api_server(engine_name, settings.get("version"), dp),
+            ranks_per_api_server=ranks,
             gpu=gpu,
             preset=preset,
             model=model,
@@ -487,11 +489,13 @@ def frontend_notes(
     if curve.frontend_ms_per_token:
         if terms.frontend_ms < terms.step_ms:
             return []
+        flag = "--tokenizer-worker-num" if engine == "sglang" else "--api-server-count"
+        name = "SGLang's" if engine == "sglang" else "vLLM's"
         shared = (
-            f" per DP rank, one API server streaming all {ranks} ranks' tokens (vLLM before "
-            "0.15 starts one unless --api-server-count says more)"
+            f" per DP rank, one API server streaming all {ranks} ranks' tokens ({name} "
+            f"default: one unless {flag} says more)"
             if ranks > 1
-            else " vLLM's API server (one process unless --api-server-count says more)"
+            else f" {name} API server (one process unless {flag} says more)"
         )
         return [
             f"at {peak:,} running sequences{shared}, "
@@ -510,12 +514,17 @@ def frontend_notes(
 
 
 def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
-    """The data-parallel ranks one vLLM API server streams for: all of them before 0.15
+    """The data-parallel ranks one API server streams for. vLLM: all of them before 0.15
     (--api-server-count defaulted to 1), one each from 0.15 (it defaults to the DP size:
-    vllm/entrypoints/cli/serve.py, read in 0.14.0 and 0.15.0). No release: the newest."""
+    vllm/entrypoints/cli/serve.py, read in 0.14.0 and 0.15.0; no release: the newest). SGLang:
+    all of them, one TokenizerManager per server unless --tokenizer-worker-num says more."""
     from planner.core.engines.common import parse_version
 
-    if engine != "vllm" or dp < 2 or version is None:
+    if dp < 2:
+        return 1
+    if engine == "sglang":
+        return dp
+    if engine != "vllm" or version is None:
         return 1
     return dp if parse_version(version) < VLLM_API_SERVER_PER_RANK_SINCE else 1
 
@@ -1222,7 +1231,7 @@ def _disaggregated(
             dec.prediction.version,
             metrics["peak_running_seqs"],
             max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
-            1,
+            ranks_per_api_server(dec.engine, version, disagg.decode_dp),
         ),
     }
 

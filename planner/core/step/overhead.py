@@ -38,8 +38,15 @@ VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 # it handles them. Measured on a CPU with each release's own code (AMD EPYC, Python 3.11,
 # B = 32-1,024 tokens a step; benchmarks/frontend_overhead.py, benchmarks/data/
 # host-overhead.jsonl): 21.9 / 22.7 / 21.4 / 29.6 us in 0.10.1 / 0.13.0 / 0.14.0 / 0.30.0
-# (output processing 14.2-18.9, HTTP 6.8-10.7): 24, their mean. V0 and SGLang: not measured.
-FRONTEND_MS_PER_TOKEN = {"vllm": 0.024}
+# (output processing 14.2-18.9, HTTP 6.8-10.7): 24, their mean. SGLang streams from its
+# TokenizerManager (the HTTP server's process; one for all DP ranks unless
+# --tokenizer-worker-num): 10.6 us a token at B = 1,024 at the start of an output
+# (benchmarks/sglang_frontend_overhead.py, 0.5.13: `_handle_batch_output`, the request's
+# `_wait_one_response`, the native stream's `dumps_json`) + 7.3 us of uvicorn per chunk (the
+# median of the four HTTP figures above): 18. A floor: its default stream resends the whole
+# output in every chunk, 15 / 21 us a token after 500 / 2,000 tokens, which this does not
+# price. vLLM V0: not measured.
+FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
 
 
 def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> float:
