@@ -172,14 +172,22 @@ async def output_steps(folder: Path, batch: int) -> list[float]:
         for k in range(0, len(got.outputs), 128):
             processor.process_outputs(got.outputs[k : k + 128])
             await asyncio.sleep(0)
-        while len(written) < batch:
-            await asyncio.sleep(0)
+        ms = await until_written(written, batch, start)
         if step >= 5:
-            times.append((time.perf_counter() - start) * 1e3)
-        written.clear()
+            times.append(ms)
     for task in tasks:
         task.cancel()
     return times
+
+
+async def until_written(written: list[Any], batch: int, start: float) -> float:
+    """Wait until every request's stream wrote its chunk for the step; the step's ms since
+    `start` (the chunks are cleared for the next step)."""
+    while len(written) < batch:
+        await asyncio.sleep(0)
+    ms = (time.perf_counter() - start) * 1e3
+    written.clear()
+    return ms
 
 
 def serve_chunks(port: int) -> None:

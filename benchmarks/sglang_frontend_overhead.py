@@ -33,7 +33,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-from host_overhead import cpu_name  # same folder: the script's own sys.path[0]
+from frontend_overhead import until_written  # same folder: the script's own sys.path[0]
+from host_overhead import cpu_name
 
 BATCHES = (32, 256, 1024)
 GENERATED = (0, 500, 2000)
@@ -136,11 +137,9 @@ async def step_ms(batch: int, generated: int) -> float:
         message = step_output(rids, generated + step)
         start = time.perf_counter()
         await manager._handle_batch_output(message)
-        while len(written) < batch:
-            await asyncio.sleep(0)
+        ms = await until_written(written, batch, start)
         if step >= 5:
-            times.append((time.perf_counter() - start) * 1e3)
-        written.clear()
+            times.append(ms)
     for task in tasks:
         task.cancel()
     return statistics.median(times)
