@@ -458,6 +458,8 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--tpot", "20", "--json")
     reason = cli("capacity", *where).json()["binding_reason"]
     assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
+    sglang = cli("capacity", *where, "--engine", "sglang").json()["binding_reason"]
+    assert "SGLang's API server, streaming 18 us a token, sets the step" in sglang
     llama = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "30", "--json")
     assert "API server" not in cli("capacity", *llama).json()["binding_reason"]
 

@@ -17,7 +17,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
-from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
+from planner.core.step.overhead import (
+    FRONTEND_MS_PER_TOKEN,
+    REQUEST_PATH_MS,
+    VLLM_V1_SINCE,
+    api_server_label,
+)
 from planner.errors import InputError, PlannerError
 from planner.sim.arrivals import MAX_ARRIVAL_CV
 
@@ -318,10 +323,8 @@ def benchmark(
     def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
         attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups)."""
-        # the DP ranks behind one API server: the deployment's, or a pool's groups
-        ranks = ranks_per_api_server(engine_name, settings.get("version"), max(dp, groups))
         return _instance(
-            ranks_per_api_server=ranks,
+            replicas=dp,
             gpu=gpu,
             preset=preset,
             model=model,
@@ -444,7 +447,7 @@ def benchmark(
         p.version,
         metrics["peak_running_seqs"],
         max(1, round(mean_total)),
-        ranks_per_api_server(engine, settings.get("version"), dp),
+        inst.api_server_ranks,
     )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
@@ -481,16 +484,13 @@ def frontend_notes(
     the step's tokens outlasted the GPU step (`ranks` DP ranks sharing one server); an
     engine whose API server is not measured (SGLang, vLLM V0), where vLLM V1's would have:
     the figures may be optimistic, and the output says so rather than borrow the number."""
-    from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN
-
     if not peak:
         return []
     terms = curve.terms(peak, context)
     if curve.frontend_ms_per_token:
         if terms.frontend_ms < terms.step_ms:
             return []
-        flag = "--tokenizer-worker-num" if engine == "sglang" else "--api-server-count"
-        name = "SGLang's" if engine == "sglang" else "vLLM's"
+        name, flag = api_server_label(engine)
         shared = (
             f" per DP rank, one API server streaming all {ranks} ranks' tokens ({name} "
             f"default: one unless {flag} says more)"
@@ -715,6 +715,7 @@ class Instance:
     payload: dict[str, Any]
     prediction: Any  # its EnginePrediction
     attention_groups: int  # data-parallel attention groups it runs (the engine's own for SGLang)
+    api_server_ranks: int  # data-parallel ranks whose tokens its API server streams
     curve: Any  # planner.core.step.StepTime
     cost: Any  # planner.sim.engine.CurveCost
     cfg: Any  # planner.sim.engine.SimConfig, without the load (its block and scheduler)
@@ -740,7 +741,7 @@ def _instance(
     scheduler_steps: int = 1,
     as_launched: bool = True,
     attention_groups: int = 1,
-    ranks_per_api_server: int = 1,
+    replicas: int = 1,
 ) -> Instance:
     """Plan one engine instance and build its step model and scheduler settings. As launched
     (a benchmark's server) it runs the engine's own running cap unless `values` sets
@@ -750,8 +751,9 @@ def _instance(
     whose tokens meet in the MoE layers (vLLM --data-parallel-size on a MoE model: one DP rank
     at TP `tp`; SGLang data-parallel attention: `tp` GPUs, the group's attention on
     tp / groups of them). Its scheduler, KV pool and running cap are the group's.
-    `ranks_per_api_server`: the DP ranks whose tokens one API server streams (each rank's step
-    lasts at least their tokens' streaming)."""
+    `replicas`: the deployment's data-parallel ranks beside the groups (vLLM
+    --data-parallel-size on a dense model); with the groups, they say how many ranks' tokens one
+    API server streams (each rank's step lasts at least their streaming)."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
@@ -869,8 +871,10 @@ def _instance(
         pp=pp,
         attention_dp=groups,
     )
-    if ranks_per_api_server > 1:
-        streamed = curve.frontend_ms_per_token * ranks_per_api_server
+    # the ranks one API server streams for: the groups this instance resolved, or the replicas
+    api_ranks = ranks_per_api_server(engine, p.version, max(replicas, attention_groups))
+    if api_ranks > 1:
+        streamed = curve.frontend_ms_per_token * api_ranks
         curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
@@ -927,6 +931,7 @@ def _instance(
         payload=payload,
         prediction=p,
         attention_groups=attention_groups,
+        api_server_ranks=api_ranks,
         curve=curve,
         cost=cost,
         cfg=cfg,
@@ -1231,7 +1236,7 @@ def _disaggregated(
             dec.prediction.version,
             metrics["peak_running_seqs"],
             max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
-            ranks_per_api_server(dec.engine, version, disagg.decode_dp),
+            dec.api_server_ranks,
         ),
     }
 

@@ -512,9 +512,11 @@ def _latency_cap(
         cap = roomy
     at_cap = curve.terms(max(1, cap), mean)
     if at_cap.frontend_ms and at_cap.frontend_ms >= at_cap.step_ms:
+        from planner.core.step.overhead import api_server_label
+
         reason += (
-            f" (there vLLM's API server, streaming {curve.frontend_ms_per_token * 1e3:.0f}"
-            " us a token, sets the step)"
+            f" (there {api_server_label(engine)[0]} API server, streaming "
+            f"{curve.frontend_ms_per_token * 1e3:.0f} us a token, sets the step)"
         )
     return {"latency_cap": cap, "latency_reason": reason}
 

@@ -500,11 +500,9 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
 def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
     """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
     launched: the engine's running cap; else the plan's advised max_num_seqs)."""
-    from planner.api.bench import _instance, ranks_per_api_server
+    from planner.api.bench import _instance
 
-    groups = int(job.get("groups", 1))
     return _instance(
-        ranks_per_api_server=ranks_per_api_server(job["engine"], job["engine_version"], groups),
         gpu=job["card"].id,
         preset=job["preset"],
         model=job["model"],
@@ -516,7 +514,7 @@ def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
         calibration=None,
         seed=0,
         as_launched=as_launched,
-        attention_groups=groups,
+        attention_groups=job.get("groups", 1),
     )
 
 

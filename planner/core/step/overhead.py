@@ -55,6 +55,13 @@ def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> 
     return FRONTEND_MS_PER_TOKEN.get(engine_key(engine, version), 0.0)
 
 
+def api_server_label(engine: str) -> tuple[str, str]:
+    """Whose API server streams the tokens, and the flag that runs more of them."""
+    if engine == "sglang":
+        return "SGLang's", "--tokenizer-worker-num"
+    return "vLLM's", "--api-server-count"
+
+
 def host_ms_per_seq(engine: str, version: tuple[int, int, int] | None, pp: int = 1) -> float:
     """The scheduler's serial CPU time per running request per step, ms (0 where the engine
     overlaps it with the GPU, or the release is not known)."""
