@@ -144,6 +144,20 @@ def stated_context(row: dict[str, Any]) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def bench_client(row: dict[str, Any]) -> str | None:
+    """The client that read the run's streams, as its source names it: SGLang's bench_serving
+    (its native stream), a vLLM benchmark script (OpenAI stream deltas), MLPerf's LoadGen (not
+    one Python process reading every stream); None: the engine's own."""
+    text = f"{row['workload'].get('dataset')} {(row.get('source') or {}).get('kind')}"
+    if "sglang bench_serving" in text:
+        return "sglang"
+    if "vllm bench serve" in text or "benchmark_serving" in text:
+        return "vllm"
+    if "MLPerf" in text:
+        return "none"
+    return None
+
+
 def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """benchmark() on a posed row. A row that states no context is posed at the model's own
     maximum (what `vllm serve` and SGLang run without --max-model-len / --context-length);
@@ -292,6 +306,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         stated_context(row) or resolve_model(None, str(folder)).max_context_tokens
     )
     return {
+        "client": bench_client(row),
         "gpu": gpu,
         "preset": None,
         "model": str(folder),

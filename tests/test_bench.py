@@ -12,7 +12,7 @@ from helpers import MODELS, Result
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.core.step import step_time_for
-from planner.core.step.overhead import REQUEST_PATH_MS
+from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
 from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -115,6 +115,8 @@ def test_metric_percentiles_name_their_keys_as_the_benchmark_does(cli: Cli) -> N
     for text in ("0", "90,nan", "abc", ",".join(["50"] * 11)):
         r = cli(*base, "--metric-percentiles", text, "--json")
         assert r.code == 2 and r.json()["field"] == "--metric-percentiles"
+    r = cli(*base, "--bench-client", "genai-perf", "--json")
+    assert r.code == 2 and r.json()["field"] == "--bench-client"
 
 
 def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
@@ -581,6 +583,7 @@ def test_bad_deployment_input_exits_2(cli: Cli, args: list[str], text: str) -> N
         ("--kv-dtype", "fp8"),
         ("--disagg-link", "rdma"),
         ("--prefixes", "3"),
+        ("--bench-client", "none"),
     ],
 )
 def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli, args: tuple[str, ...]) -> None:
@@ -961,9 +964,12 @@ def test_v0_runs_the_chunked_prefill_its_plan_resolves() -> None:
         run(4, 200, 50, requests=8, chunked_prefill=False, engine="sglang")
 
 
-def gpt_oss_20b_on_b200(clients: int, dp: int = 1, **settings: Any) -> dict[str, Any]:
+def gpt_oss_20b_on_b200(
+    clients: int, dp: int = 1, client: str | None = "none", **settings: Any
+) -> dict[str, Any]:
     """A closed loop of gpt-oss-20b on B200s: 200-token prompts, 100-token outputs, two
-    requests per client (a batch large enough for the API server to matter)."""
+    requests per client (a batch large enough for the API server to matter); the benchmark
+    client not priced unless `client` names one."""
     return benchmark(
         gpu="b200",
         preset="gpt-oss-20b",
@@ -972,6 +978,7 @@ def gpt_oss_20b_on_b200(clients: int, dp: int = 1, **settings: Any) -> dict[str,
         dp=dp,
         load=Load(concurrency=clients, requests=2 * clients),
         lengths=Lengths(prompt_len=200, output_len=100),
+        client=client,
     )
 
 
@@ -1011,6 +1018,7 @@ def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind
             settings=settings,
             load=Load(concurrency=clients, requests=2 * clients),
             lengths=Lengths(prompt_len=200, output_len=100),
+            client="none",
         )
 
     (note,) = [n for n in llama_1b(1024, version="0.6.3")["notes"] if "API server" in n]
@@ -1020,3 +1028,36 @@ def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind
     (note,) = [n for n in sglang["notes"] if "API server" in n]
     assert "SGLang's API server" in note and "--tokenizer-worker-num" in note
     assert sglang["median_tpot_ms"] >= 0.95 * 1024 * 0.018
+
+
+def test_the_benchmark_client_reads_every_stream_at_its_own_pace() -> None:
+    """vllm bench serve reads all 1,024 streams in one process, 32 us a chunk
+    (benchmarks/data/host-overhead.jsonl): slower than vLLM's API server (24 us a token), so
+    the TPOT it prints is its pace and the output says so; `none` prints the engine's. Two DP
+    ranks stream to the same client: it reads both ranks' chunks every step."""
+    engine_pace = gpt_oss_20b_on_b200(1024, version="0.14.0")
+    client_pace = gpt_oss_20b_on_b200(1024, client=None, version="0.14.0")
+    assert client_pace["median_tpot_ms"] >= 0.95 * 1024 * 0.032
+    assert engine_pace["median_tpot_ms"] < 0.9 * client_pace["median_tpot_ms"]
+    assert client_pace["output_throughput"] < engine_pace["output_throughput"]
+    (note,) = [n for n in client_pace["notes"] if "benchmark client" in n]
+    assert "--bench-client none" in note
+    assert not any("benchmark client" in n for n in engine_pace["notes"])
+    # the same client against vLLM 0.15's API server per rank: 2 x 512 chunks a step
+    two_ranks = gpt_oss_20b_on_b200(1024, dp=2, client="vllm", version="0.15.0")
+    assert two_ranks["median_tpot_ms"] >= 0.95 * 1024 * 0.032
+    with pytest.raises(InputError, match="vllm, sglang or none"):
+        gpt_oss_20b_on_b200(4, client="genai-perf")
+
+
+def test_sglang_native_stream_costs_its_client_more_as_the_output_grows() -> None:
+    """sglang.bench_serving reads SGLang's native stream, whose every chunk carries the whole
+    output so far: 35 us a chunk at its start, +0.033 us per token already generated (85-116
+    us measured after 2,000); an OpenAI-stream client reads one token a chunk, 32 us whatever
+    the length."""
+    assert bench_client_ms_per_chunk("sglang", 0) == pytest.approx(0.035)
+    assert bench_client_ms_per_chunk("sglang", 2000) == pytest.approx(0.101)
+    assert bench_client_ms_per_chunk("vllm", 2000) == bench_client_ms_per_chunk("vllm", 0)
+    short = gpt_oss_20b_on_b200(1024, client="sglang", engine="sglang")
+    openai = gpt_oss_20b_on_b200(1024, client="vllm", engine="sglang")
+    assert short["median_tpot_ms"] > openai["median_tpot_ms"]

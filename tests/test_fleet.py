@@ -564,6 +564,7 @@ def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
         dp_attention=engine == "sglang",
         load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
         lengths=Lengths(workload="reference"),
+        client="none",  # fleet plans the service, not one benchmark process reading it
     )
     assert sim["gpus"] == 8
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])

@@ -11,17 +11,19 @@ says so.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
 from planner.core.step.overhead import (
+    BENCH_CLIENT_MS_PER_CHUNK,
     FRONTEND_MS_PER_TOKEN,
     REQUEST_PATH_MS,
     VLLM_V1_SINCE,
     api_server_label,
+    bench_client_ms_per_chunk,
 )
 from planner.errors import InputError, PlannerError
 from planner.sim.arrivals import MAX_ARRIVAL_CV
@@ -230,6 +232,7 @@ def benchmark(
     disagg: Any = None,
     disagg_link: str | None = None,
     percentiles: tuple[float, ...] | None = None,
+    client: str | None = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
@@ -237,7 +240,11 @@ def benchmark(
     steps, as V1 always does); None: the release's default. `scheduler_steps`: vLLM V0's
     --num-scheduler-steps (multi-step scheduling). `prefix`: a PrefixShare, served
     from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled.
-    `percentiles`: the tail figures to print (--metric-percentiles; default 99)."""
+    `percentiles`: the tail figures to print (--metric-percentiles; default 99).
+    `client`: the benchmark client, which reads every stream in one process and whose time per
+    chunk paces what it prints where the engine streams faster: "vllm" (an OpenAI-stream
+    client such as vllm bench serve), "sglang" (sglang.bench_serving's native stream), "none"
+    (the engine's pace); None: the engine's own."""
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sim.bench import DEFAULT_PERCENTILES, bench_metrics
@@ -245,6 +252,8 @@ def benchmark(
     from planner.sources.models import resolve_model
 
     tails = percentiles or DEFAULT_PERCENTILES
+    if client is not None and client not in (*BENCH_CLIENT_MS_PER_CHUNK, "none"):
+        raise InputError("--bench-client", f"{client!r}: vllm, sglang or none")
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -355,8 +364,11 @@ def benchmark(
             workload_echo=workload_echo,
             instance=instance,
             percentiles=tails,
+            client=client,
         )
     inst = instance(tp, ep, attention_groups)
+    # one client process reads every replica's and DP rank's streams
+    inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
     engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
     block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
@@ -480,36 +492,48 @@ def benchmark(
 def frontend_notes(
     curve: Any, engine: str, version: str, peak: int, context: int, ranks: int
 ) -> list[str]:
-    """What the API server did at the run's peak batch: vLLM V1's, measured, where streaming
-    the step's tokens outlasted the GPU step (`ranks` DP ranks sharing one server); an
-    engine whose API server is not measured (SGLang, vLLM V0), where vLLM V1's would have:
-    the figures may be optimistic, and the output says so rather than borrow the number."""
+    """What streamed the tokens at the run's peak batch where that outlasted the GPU step:
+    the API server (`ranks` DP ranks sharing one) or the benchmark client, measured; an engine
+    whose API server is not measured (vLLM V0), where vLLM V1's would have set the pace: the
+    figures may be optimistic, and the output says so rather than borrow the number."""
     if not peak:
         return []
     terms = curve.terms(peak, context)
-    if curve.frontend_ms_per_token:
-        if terms.frontend_ms < terms.step_ms:
-            return []
-        name, flag = api_server_label(engine)
-        shared = (
-            f" per DP rank, one API server streaming all {ranks} ranks' tokens ({name} "
-            f"default: one unless {flag} says more)"
-            if ranks > 1
-            else f" {name} API server (one process unless {flag} says more)"
-        )
-        return [
-            f"at {peak:,} running sequences{shared}, "
-            f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token (measured "
-            "on a CPU), takes longer than the GPU step: tokens reach the clients at its pace"
-        ]
+    notes = []
+    if terms.frontend_ms >= terms.step_ms > 0:
+        gpu_ms = curve.model_copy(
+            update={"frontend_ms_per_token": 0.0, "client_ms_per_token": 0.0}
+        ).step_ms(peak, context)
+        if curve.client_ms_per_token > curve.frontend_ms_per_token:
+            notes.append(
+                f"at {peak:,} running sequences the benchmark client (one process reads every "
+                f"stream) takes {terms.frontend_ms:.1f} ms to read a step's chunks (measured on "
+                f"a CPU), more than the {gpu_ms:.1f} ms GPU step: the ITL, TPOT and duration it "
+                "prints are its own pace (--bench-client none: the engine's)"
+            )
+        else:
+            name, flag = api_server_label(engine)
+            shared = (
+                f" per DP rank, one API server streaming all {ranks} ranks' tokens ({name} "
+                f"default: one unless {flag} says more)"
+                if ranks > 1
+                else f" {name} API server (one process unless {flag} says more)"
+            )
+            notes.append(
+                f"at {peak:,} running sequences{shared}, "
+                f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token "
+                f"(measured on a CPU), takes longer than the {gpu_ms:.1f} ms GPU step: tokens "
+                "reach the clients at its pace"
+            )
     per_token_ms = FRONTEND_MS_PER_TOKEN["vllm"]
-    if peak * per_token_ms < terms.step_ms:
-        return []
+    if curve.frontend_ms_per_token or peak * per_token_ms < terms.step_ms:
+        return notes
     name = "SGLang" if engine == "sglang" else f"vLLM {version}"
     return [
+        *notes,
         f"{name}'s API server is not priced: streaming {peak:,} tokens a step would take vLLM "
         f"V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, measured), "
-        f"more than the {terms.step_ms:.1f} ms GPU step, so TPOT here may be optimistic"
+        f"more than the {terms.step_ms:.1f} ms step, so TPOT here may be optimistic",
     ]
 
 
@@ -724,6 +748,23 @@ class Instance:
     calibrated: Any
     weight_dtype: str
     card: Any
+
+
+def with_bench_client(inst: Instance, trace: Any, streams: int, client: str | None) -> Instance:
+    """The instance as the benchmark client sees it (`client`; None: the engine's own): that
+    one process reads the streams of `streams` schedulers stepping side by side, each chunk at
+    its measured time for the run's mean length already generated (SGLang's native chunks
+    carry the whole output so far)."""
+    from planner.sim.engine import CurveCost
+
+    client = client or (inst.engine if inst.engine in BENCH_CLIENT_MS_PER_CHUNK else "vllm")
+    if client == "none":
+        return inst
+    out = trace.output_tokens.astype(float)
+    mean_generated = float((out * (out + 1) / 2).sum() / max(out.sum(), 1.0))
+    per_chunk_ms = bench_client_ms_per_chunk(client, mean_generated) * streams
+    curve = inst.curve.model_copy(update={"client_ms_per_token": per_chunk_ms})
+    return replace(inst, curve=curve, cost=CurveCost(curve, inst.cost.source))
 
 
 def _instance(
@@ -1130,9 +1171,11 @@ def _disaggregated(
     workload_echo: dict[str, Any],
     instance: Any,
     percentiles: tuple[float, ...],
+    client: str | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
-    attention-DP groups (SGLang) are its schedulers, each with its share of the requests."""
+    attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
+    benchmark client reads every decode scheduler's streams."""
     import numpy as np
 
     from planner.sim.bench import bench_metrics
@@ -1159,6 +1202,7 @@ def _disaggregated(
     dec = instance(
         disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
     )
+    dec = with_bench_client(dec, trace, disagg.decode_schedulers, client)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
     metrics = bench_metrics(state, trace, percentiles=percentiles)
     gpus = disagg.gpus

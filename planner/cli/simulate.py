@@ -104,6 +104,15 @@ def simulate(
         float | None,
         typer.Option(help="vllm bench serve's gamma shape: --cv 1/sqrt(B) (below 1 is burstier)."),
     ] = None,
+    bench_client: Annotated[
+        str | None,
+        typer.Option(
+            help="The benchmark client reading every stream in one process, priced where it "
+            "reads slower than the engine streams: vllm (vllm bench serve, or any client of "
+            "the OpenAI stream), sglang (sglang.bench_serving's native stream) or none (the "
+            "engine's own pace) [the engine's own].",
+        ),
+    ] = None,
     prompt_len: Annotated[
         int | None,
         typer.Option("--prompt-len", "--random-input-len", help="Fixed prompt length, tokens."),
@@ -531,6 +540,7 @@ def simulate(
             disagg=layout,
             disagg_link=disagg_link,
             percentiles=parse_percentiles(metric_percentiles),
+            client=bench_client,
         )
         if json_out:
             emit_json(bench)
@@ -541,6 +551,7 @@ def simulate(
         ("--concurrency", concurrency),
         ("--burstiness", burstiness),
         ("--metric-percentiles", metric_percentiles),
+        ("--bench-client", bench_client),
         ("--prompt-len", prompt_len),
         ("--output-len", output_len),
         ("--len-range", len_range),

@@ -121,6 +121,12 @@ class StepTime(BaseModel):
     frontend_ms_per_token: float = Field(
         default=0.0, ge=0, description="the API server's time per streamed token, ms"
     )
+    client_ms_per_token: float = Field(
+        default=0.0,
+        ge=0,
+        description="the benchmark client's time per chunk it reads, ms (simulate only: it "
+        "runs in parallel with the API server, and the slower of the two paces the stream)",
+    )
     engine: str = "vllm"
     attention_flops_per_pair: float = Field(
         default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
@@ -315,6 +321,11 @@ class StepTime(BaseModel):
         scheduler's serial work per sequence."""
         return self.overhead_ms + self.host_ms_per_seq * seqs
 
+    def streamed_ms(self, seqs: int) -> float:
+        """Streaming one token to each of `seqs` sequences, ms: the API server and, in a
+        benchmark, its client work in parallel, and the slower one sets the pace."""
+        return max(self.frontend_ms_per_token, self.client_ms_per_token) * seqs
+
     def _pipelined(self, stage_ms: float, overhead_ms: float) -> float:
         return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
 
@@ -326,7 +337,7 @@ class StepTime(BaseModel):
         layers see every token once (their dense body, routed experts and lm_head each memory-
         or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
         the engine's overhead."""
-        streamed_ms = self.frontend_ms_per_token * decode_seqs
+        streamed_ms = self.streamed_ms(decode_seqs)
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_seqs = ceil_div(decode_seqs, self.pp)
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
@@ -364,7 +375,7 @@ class StepTime(BaseModel):
         allreduce_ms = self.allreduce_ms(micro)
         step = linear_ms + attention_ms + kernels_ms + allreduce_ms
         own_ms = self.step_overhead_ms(micro)
-        streamed_ms = self.frontend_ms_per_token * batch
+        streamed_ms = self.streamed_ms(batch)
         step = max(self._pipelined(step + own_ms, own_ms), streamed_ms)
         return StepTerms(
             batch=batch,

@@ -49,6 +49,30 @@ VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
 
 
+# The benchmark client's CPU time per chunk it reads, ms. `vllm bench serve` and SGLang's
+# `bench_serving` read every stream of a run in one asyncio process (aiohttp's line reader, the
+# request function's JSON parse and timestamps), so a step's B chunks take B times this on the
+# client, in parallel with the server; when that outlasts the step, the ITL, TPOT and duration
+# it prints are its own pace. Measured with each client's own request function on a CPU (AMD
+# EPYC, Python 3.11, B = 64-1,024 streams; benchmarks/client_overhead.py, benchmarks/data/
+# host-overhead.jsonl): vLLM's 26-38 us per chunk (0.10.1 and 0.30.0; 32, the median); SGLang
+# 0.5.13's native stream resends the whole output in every chunk, 32-50 us per chunk at the
+# start of an output, 36-49 after 500 tokens and 85-116 after 2,000: 35 us + 0.033 us per token
+# already generated (its `--backend sglang-oai` reads OpenAI deltas, as vLLM's does).
+# Production clients are many processes: only `simulate`, which predicts what the benchmark
+# prints, counts it.
+BENCH_CLIENT_MS_PER_CHUNK = {"vllm": 0.032, "sglang": 0.035}
+BENCH_CLIENT_MS_PER_GENERATED_TOKEN = {"sglang": 0.000033}
+
+
+def bench_client_ms_per_chunk(client: str, mean_generated: float) -> float:
+    """A benchmark client's CPU time per chunk, ms ("vllm": one token a chunk, as vllm bench
+    serve reads any OpenAI stream; "sglang": sglang.bench_serving's native stream), at
+    `mean_generated` tokens already generated per chunk (the run's mean)."""
+    fixed = BENCH_CLIENT_MS_PER_CHUNK[client]
+    return fixed + BENCH_CLIENT_MS_PER_GENERATED_TOKEN.get(client, 0.0) * mean_generated
+
+
 def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> float:
     """The API server's time per streamed token, ms (0 where not measured; no release: the
     newest, a V1 one for vLLM)."""
