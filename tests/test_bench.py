@@ -748,6 +748,29 @@ def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:
     assert replay["workload"]["cv"] == pytest.approx(2.0)
 
 
+def test_a_result_is_replayed_with_the_client_that_read_it(tmp_path: Path) -> None:
+    """A result names its client: vllm bench serve writes `endpoint_type` (an OpenAI stream
+    whatever the backend), sglang.bench_serving `backend` alone (its own backend reads the
+    native stream, sglang-oai an OpenAI one); a file naming neither is the engine's own."""
+    from planner.sources.bench_result import read_bench_results
+
+    body = {
+        "completed": 10, "total_input_tokens": 8000, "total_output_tokens": 1200,
+        "median_tpot_ms": 9.0, "output_throughput": 900.0,
+    }  # fmt: skip
+    for extra, client in (
+        ({"endpoint_type": "openai", "backend": "sglang"}, "vllm"),
+        ({"backend": "sglang"}, "sglang"),
+        ({"backend": "sglang-native"}, "sglang"),
+        ({"backend": "sglang-oai"}, "vllm"),
+        ({}, None),
+    ):
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps(body | extra))
+        (record,) = read_bench_results(str(path))
+        assert record.client == client, extra
+
+
 _KWARGS: dict[str, Any] = {
     "gpu": "h100",
     "preset": "llama-3.1-8b",

@@ -55,7 +55,9 @@ def _replay(
         prompt_len=max(1, round(record.mean_input_tokens)),
         output_len=max(2, round(record.mean_output_tokens)),
     )
-    return benchmark(**kwargs, load=load, lengths=lengths, calibration=profile)
+    return benchmark(
+        **kwargs, load=load, lengths=lengths, calibration=profile, client=record.client
+    )
 
 
 def bench_calibration(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
+from typing import Any, Literal
 
 from planner.core.engines.calibration import BenchRecord
 from planner.errors import InputError
@@ -37,6 +37,23 @@ def _number(obj: dict[str, Any], key: str, where: str, *, positive: bool) -> flo
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise InputError(FIELD, f"{where}: {key} is {value!r}, not a usable figure")
     return float(value)
+
+
+# sglang.bench_serving's backends that read SGLang's native stream (every other backend of
+# either tool reads an OpenAI stream: python/sglang/bench_serving.py ASYNC_REQUEST_FUNCS, 0.5.13)
+SGLANG_NATIVE_BACKENDS = ("sglang", "sglang-native")
+
+
+def _client(obj: dict[str, Any]) -> Literal["vllm", "sglang"] | None:
+    """The client that read the run's streams: vllm bench serve writes `endpoint_type` (and,
+    from 0.11, `backend`), and reads OpenAI streams whatever the backend; sglang.bench_serving
+    writes `backend` alone, native for its own backend."""
+    if "endpoint_type" in obj:
+        return "vllm"
+    backend = obj.get("backend")
+    if not isinstance(backend, str):
+        return None
+    return "sglang" if backend in SGLANG_NATIVE_BACKENDS else "vllm"
 
 
 def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
@@ -79,6 +96,7 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
         mean_output_tokens=_number(obj, "total_output_tokens", where, positive=True) / completed,
         median_tpot_ms=_number(obj, "median_tpot_ms", where, positive=True),
         output_throughput=_number(obj, "output_throughput", where, positive=True),
+        client=_client(obj),
     )
 
 

@@ -113,6 +113,11 @@ class BenchRecord(BaseModel):
     mean_output_tokens: float
     median_tpot_ms: float
     output_throughput: float
+    client: Literal["vllm", "sglang"] | None = Field(
+        default=None,
+        description="the client that read the streams: sglang (sglang.bench_serving's native "
+        "stream), vllm (an OpenAI stream), None: not stated (the engine's own)",
+    )
 
 
 class Calibration(BaseModel):
