@@ -29,15 +29,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from host_overhead import cpu_name  # same folder: the script's own sys.path[0]
+from host_overhead import append_record  # same folder: the script's own sys.path[0]
 
 OUT = Path(__file__).parent / "data" / "host-overhead.jsonl"
 BATCHES = (64, 256, 1024)
@@ -223,18 +221,14 @@ def main() -> None:
         for batch in BATCHES:
             row[str(batch)] = round(us_per_chunk(args.client, batch, start), 2)
             print(f"generated {start:5d}  B {batch:5d}  {row[str(batch)]:6.2f} us per chunk")
-    record = {
-        "what": f"benchmark client ({args.client}): CPU per streamed chunk, by tokens generated "
-        "so far and batch",
-        args.client: package.__version__,
-        "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "date": datetime.date.today().isoformat(),
-        "us_per_chunk": result,
-    }
-    with args.out.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(f"appended to {args.out}")
+    append_record(
+        args.out,
+        f"benchmark client ({args.client}): CPU per streamed chunk, by tokens generated so far "
+        "and batch",
+        args.client,
+        package.__version__,
+        us_per_chunk=result,
+    )
 
 
 if __name__ == "__main__":

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import string
@@ -41,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from host_overhead import build, cpu_name  # same folder: the script's own sys.path[0]
+from host_overhead import append_record, build  # same folder: the script's own sys.path[0]
 
 BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
 TIMED_STEPS = 40
@@ -264,19 +262,15 @@ def main() -> None:
     slope = statistics.linear_regression([b for b, _ in points], [ms for _, ms in points]).slope
     http = http_us_per_chunk()
     print(f"marginal: {slope * 1e3:.2f} us per token; HTTP {http:.2f} us per chunk")
-    record = {
-        "what": "V1 API server: output processing + stream chunk, and HTTP write per chunk",
-        "vllm": vllm.__version__,
-        "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "date": datetime.date.today().isoformat(),
-        "step_ms": step_ms,
-        "marginal_us_per_token": round(slope * 1e3, 2),
-        "http_us_per_chunk": round(http, 2),
-    }
-    with args.out.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(f"appended to {args.out}")
+    append_record(
+        args.out,
+        "V1 API server: output processing + stream chunk, and HTTP write per chunk",
+        "vllm",
+        vllm.__version__,
+        step_ms=step_ms,
+        marginal_us_per_token=round(slope * 1e3, 2),
+        http_us_per_chunk=round(http, 2),
+    )
 
 
 if __name__ == "__main__":

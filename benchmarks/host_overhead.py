@@ -51,6 +51,22 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def append_record(out: Path, what: str, package: str, version: str, **figures: Any) -> None:
+    """Append one measurement to `out` (JSON lines): what was timed, the release, this
+    machine's Python and CPU, the date and the figures."""
+    record = {
+        "what": what,
+        package: version,
+        "python": platform.python_version(),
+        "cpu": cpu_name(),
+        "date": datetime.date.today().isoformat(),
+        **figures,
+    }
+    with out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"appended to {out}")
+
+
 def build(cls: Any, **kwargs: Any) -> Any:
     """`cls(**kwargs)` with only the arguments this release's `cls` takes (the constructors
     gained and lost arguments between releases)."""
@@ -218,19 +234,15 @@ def main() -> None:
     points = [(int(b), ms) for b, ms in step_ms.items() if int(b) >= 32]
     slope = statistics.linear_regression([b for b, _ in points], [ms for _, ms in points]).slope
     print(f"marginal: {slope * 1e3:.2f} us per running request")
-    record: dict[str, Any] = {
-        "what": "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()",
-        "vllm": version,
-        "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "date": datetime.date.today().isoformat(),
-        "prompt_tokens": PROMPT_TOKENS,
-        "step_ms": step_ms,
-        "marginal_us_per_request": round(slope * 1e3, 2),
-    }
-    with args.out.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(f"appended to {args.out}")
+    append_record(
+        args.out,
+        "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()",
+        "vllm",
+        version,
+        prompt_tokens=PROMPT_TOKENS,
+        step_ms=step_ms,
+        marginal_us_per_request=round(slope * 1e3, 2),
+    )
 
 
 if __name__ == "__main__":

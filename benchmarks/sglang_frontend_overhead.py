@@ -24,9 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import datetime
-import json
-import platform
 import statistics
 import time
 import types
@@ -34,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from frontend_overhead import until_written  # same folder: the script's own sys.path[0]
-from host_overhead import cpu_name
+from host_overhead import append_record
 
 BATCHES = (32, 256, 1024)
 GENERATED = (0, 500, 2000)
@@ -160,19 +157,15 @@ def main() -> None:
             print(
                 f"generated {generated:5d}  B {batch:5d}  {ms:8.3f} ms  {row[str(batch)]} us/token"
             )
-    record = {
-        "what": "SGLang TokenizerManager: _handle_batch_output + _wait_one_response + "
-        "dumps_json per streamed token (native /generate, non-incremental), by tokens "
-        "generated so far and batch",
-        "sglang": sglang.__version__,
-        "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "date": datetime.date.today().isoformat(),
-        "us_per_token": us_per_token,
-    }
-    with args.out.open("a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(f"appended to {args.out}")
+    append_record(
+        args.out,
+        "SGLang TokenizerManager: _handle_batch_output + _wait_one_response + dumps_json per "
+        "streamed token (native /generate, non-incremental), by tokens generated so far and "
+        "batch",
+        "sglang",
+        sglang.__version__,
+        us_per_token=us_per_token,
+    )
 
 
 if __name__ == "__main__":
