@@ -231,3 +231,29 @@ def test_a_decode_pool_past_its_cuda_graphs_says_so() -> None:
         assert got["peak_running_seqs"] == clients
         notes[clients] = got["notes"]
     assert notes[32] == [] and "past the 512" in notes[700][0]
+
+
+def test_the_benchmark_client_reads_every_decode_instance() -> None:
+    """One benchmark process reads the streams of every decode instance: gpt-oss-20b 1P2D on
+    B200s at 1,024 clients, one decode instance's batch and the other's are two batches of
+    chunks a step at 32 us each, past the GPU step; `none` prints the decode pool's pace."""
+
+    def split(client: str | None) -> dict[str, object]:
+        return benchmark(
+            gpu="b200",
+            preset="gpt-oss-20b",
+            model=None,
+            settings={"engine": "vllm", "tp": 1},
+            load=Load(concurrency=1024, requests=2048),
+            lengths=Lengths(prompt_len=200, output_len=100),
+            disagg=disagg.DisaggLayout(prefill=1, decode=2),
+            client=client,
+        )
+
+    read, engine = split(None), split("none")
+    peak = int(read["peak_running_seqs"])  # type: ignore[call-overload]
+    # the busiest decode scheduler's batch, twice over (both instances' chunks), 32 us each
+    assert float(read["median_tpot_ms"]) >= 0.8 * 2 * peak * 0.032  # type: ignore[arg-type]
+    assert float(engine["median_tpot_ms"]) < 0.8 * float(read["median_tpot_ms"])  # type: ignore[arg-type]
+    assert any("benchmark client" in n for n in read["notes"])  # type: ignore[attr-defined]
+    assert not any("benchmark client" in n for n in engine["notes"])  # type: ignore[attr-defined]

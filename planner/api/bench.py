@@ -460,6 +460,7 @@ def benchmark(
         metrics["peak_running_seqs"],
         max(1, round(mean_total)),
         inst.api_server_ranks,
+        client,
     )
     if curve.dequant_bytes_per_token:
         result["notes"].append(
@@ -490,7 +491,13 @@ def benchmark(
 
 
 def frontend_notes(
-    curve: Any, engine: str, version: str, peak: int, context: int, ranks: int
+    curve: Any,
+    engine: str,
+    version: str,
+    peak: int,
+    context: int,
+    ranks: int,
+    client: str | None = None,
 ) -> list[str]:
     """What streamed the tokens at the run's peak batch where that outlasted the GPU step:
     the API server (`ranks` DP ranks sharing one) or the benchmark client, measured; an engine
@@ -506,10 +513,11 @@ def frontend_notes(
         ).step_ms(peak, context)
         if curve.client_ms_per_token > curve.frontend_ms_per_token:
             notes.append(
-                f"at {peak:,} running sequences the benchmark client (one process reads every "
-                f"stream) takes {terms.frontend_ms:.1f} ms to read a step's chunks (measured on "
-                f"a CPU), more than the {gpu_ms:.1f} ms GPU step: the ITL, TPOT and duration it "
-                "prints are its own pace (--bench-client none: the engine's)"
+                f"at {peak:,} running sequences the benchmark client "
+                f"({BENCH_CLIENT_NAMES[bench_client_of(engine, client)]}: one process reads "
+                f"every stream) takes {terms.frontend_ms:.1f} ms to read a step's chunks "
+                f"(measured on a CPU), more than the {gpu_ms:.1f} ms GPU step: the ITL, TPOT and "
+                "duration it prints are its own pace (--bench-client none: the engine's)"
             )
         else:
             name, flag = api_server_label(engine)
@@ -750,6 +758,18 @@ class Instance:
     card: Any
 
 
+# How the output names each benchmark client.
+BENCH_CLIENT_NAMES = {
+    "vllm": "vllm bench serve, or any client of the OpenAI stream",
+    "sglang": "sglang.bench_serving on SGLang's native stream",
+}
+
+
+def bench_client_of(engine: str, client: str | None) -> str:
+    """The benchmark client a run is read by: the one named, else the engine's own."""
+    return client or (engine if engine in BENCH_CLIENT_MS_PER_CHUNK else "vllm")
+
+
 def with_bench_client(inst: Instance, trace: Any, streams: int, client: str | None) -> Instance:
     """The instance as the benchmark client sees it (`client`; None: the engine's own): that
     one process reads the streams of `streams` schedulers stepping side by side, each chunk at
@@ -757,7 +777,7 @@ def with_bench_client(inst: Instance, trace: Any, streams: int, client: str | No
     carry the whole output so far)."""
     from planner.sim.engine import CurveCost
 
-    client = client or (inst.engine if inst.engine in BENCH_CLIENT_MS_PER_CHUNK else "vllm")
+    client = bench_client_of(inst.engine, client)
     if client == "none":
         return inst
     out = trace.output_tokens.astype(float)
@@ -1281,6 +1301,7 @@ def _disaggregated(
             metrics["peak_running_seqs"],
             max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
             dec.api_server_ranks,
+            client,
         ),
     }
 
