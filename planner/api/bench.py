@@ -367,6 +367,7 @@ def benchmark(
             client=client,
         )
     inst = instance(tp, ep, attention_groups)
+    served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
     # one client process reads every replica's and DP rank's streams
     inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
@@ -441,7 +442,7 @@ def benchmark(
         "workload": workload_echo,
         "calibration": None if calibrated is None else calibrated.model_dump(),
         "step_ms": {
-            str(b): curve.step_ms(b, max(1, round(mean_total)))
+            str(b): served_step.step_ms(b, max(1, round(mean_total)))
             for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
         },
         "sweep": None,

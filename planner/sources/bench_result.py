@@ -45,8 +45,8 @@ SGLANG_NATIVE_BACKENDS = ("sglang", "sglang-native")
 
 
 def _client(obj: dict[str, Any]) -> Literal["vllm", "sglang"] | None:
-    """The client that read the run's streams: vllm bench serve writes `endpoint_type` (and,
-    from 0.11, `backend`), and reads OpenAI streams whatever the backend; sglang.bench_serving
+    """The client that read the run's streams: vllm bench serve writes `endpoint_type` (later
+    releases `backend` too) and reads OpenAI streams whatever the backend; sglang.bench_serving
     writes `backend` alone, native for its own backend."""
     if "endpoint_type" in obj:
         return "vllm"
