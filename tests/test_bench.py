@@ -1068,6 +1068,7 @@ def test_the_benchmark_client_reads_every_stream_at_its_own_pace() -> None:
     assert not any("benchmark client" in n for n in engine_pace["notes"])
     # the step model it reports is the service's, as `slo` prices it, either way
     assert client_pace["step_ms"] == engine_pace["step_ms"]
+    assert (client_pace["bench_client"], engine_pace["bench_client"]) == ("vllm", "none")
     # the same client against vLLM 0.15's API server per rank: 2 x 512 chunks a step
     two_ranks = gpt_oss_20b_on_b200(1024, dp=2, client="vllm", version="0.15.0")
     assert two_ranks["median_tpot_ms"] >= 0.95 * 1024 * 0.032

@@ -408,6 +408,7 @@ def benchmark(
         ),
         "step_constants": step_constants(curve, calibrated),
         "request_path_ms": REQUEST_PATH_MS,
+        "bench_client": bench_client_of(engine_name, client),
         "deployment": {
             "model": spec.name,
             "gpu": card.id,
@@ -1251,6 +1252,7 @@ def _disaggregated(
         ),
         "step_constants": step_constants(pre.curve, None),
         "request_path_ms": REQUEST_PATH_MS,
+        "bench_client": bench_client_of(engine, client),
         "deployment": {
             "model": spec.name,
             "gpu": pre.card.id,
