@@ -538,12 +538,11 @@ def frontend_notes(
     per_token_ms = FRONTEND_MS_PER_TOKEN["vllm"]
     if curve.frontend_ms_per_token or peak * per_token_ms < terms.step_ms:
         return notes
-    name = "SGLang" if engine == "sglang" else f"vLLM {version}"
     return [
         *notes,
-        f"{name}'s API server is not priced: streaming {peak:,} tokens a step would take vLLM "
-        f"V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, measured), "
-        f"more than the {terms.step_ms:.1f} ms step, so TPOT here may be optimistic",
+        f"vLLM {version}'s API server is not priced: streaming {peak:,} tokens a step would "
+        f"take vLLM V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, "
+        f"measured), more than the {terms.step_ms:.1f} ms step, so TPOT here may be optimistic",
     ]
 
 

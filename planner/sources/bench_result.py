@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Literal
+from typing import Any
 
-from planner.core.engines.calibration import BenchRecord
+from planner.core.engines.calibration import BenchClient, BenchRecord
 from planner.errors import InputError
 from planner.sim.arrivals import cv_of_burstiness
 from planner.sources.files import ARGS_LIMIT_BYTES, parse_json, read_bytes
@@ -44,7 +44,7 @@ def _number(obj: dict[str, Any], key: str, where: str, *, positive: bool) -> flo
 SGLANG_NATIVE_BACKENDS = ("sglang", "sglang-native")
 
 
-def _client(obj: dict[str, Any]) -> Literal["vllm", "sglang"] | None:
+def _client(obj: dict[str, Any]) -> BenchClient | None:
     """The client that read the run's streams: vllm bench serve writes `endpoint_type` (later
     releases `backend` too) and reads OpenAI streams whatever the backend; sglang.bench_serving
     writes `backend` alone, native for its own backend."""

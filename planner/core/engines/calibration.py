@@ -96,6 +96,10 @@ class StepCalibration(BaseModel):
     results: int = Field(ge=1, description="how many benchmark results it was fitted on")
 
 
+# The benchmark clients whose reading pace `simulate` prices (planner.core.step.overhead).
+BenchClient = Literal["vllm", "sglang"]
+
+
 class BenchRecord(BaseModel):
     """One serving-benchmark result a profile's step terms were fitted on."""
 
@@ -113,7 +117,7 @@ class BenchRecord(BaseModel):
     mean_output_tokens: float
     median_tpot_ms: float
     output_throughput: float
-    client: Literal["vllm", "sglang"] | None = Field(
+    client: BenchClient | None = Field(
         default=None,
         description="the client that read the streams: sglang (sglang.bench_serving's native "
         "stream), vllm (an OpenAI stream), None: not stated (the engine's own)",
