@@ -49,6 +49,11 @@ def test_transfer_bytes_are_the_prompts_kv() -> None:
     assert how["kv_bytes_per_token"] == 27 * 576 * 2 and how["parallel_ranks"] == 1
     assert how["setup_ms"] == SGLANG_PD_HANDOFF_MS  # measured on SGLang's PD rows
     assert ms[0] == pytest.approx(1000 * 31104 / 50e9 * 1e3 + how["setup_ms"])
+    # two MI300X of one board exchange over the one xGMI link between them (64 GB/s a way),
+    # not the 7 links' sum; each KV-head shard moves on its own pair's link
+    ms, how = transfer_plan(llama, prompts, 2, 2, 2, None, 4, find_gpu("mi300x"), "vllm")
+    assert how["link"] == "nvlink" and how["link_bytes_per_s"] == pytest.approx(64e9)
+    assert ms[1] == pytest.approx(4000 * 131072 / (2 * 64e9) * 1e3 + how["setup_ms"])
 
 
 def sim_parts() -> tuple[CurveCost, SimConfig]:

@@ -17,6 +17,14 @@ from helpers import MODELS, Result
 from planner.core.latency import Roofline
 from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, step_time_for
+from planner.core.step.comm import (
+    ALLREDUCE_HOP_MS,
+    PP_HOP_MS,
+    RDMA_NIC_BYTES_PER_S,
+    Fabric,
+    allreduce_ms,
+    fabric_of,
+)
 from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, load_model_preset
@@ -38,6 +46,35 @@ def test_all_reduce_is_zero_at_tp1_and_grows_with_tp_and_hidden() -> None:
     wide = step_time_for(load_model_preset("gqa-70b"), gpu, tp=8).terms(256, 2000)
     narrow = step_time_for(LLAMA8, gpu, tp=8).terms(256, 2000)
     assert wide.allreduce_ms > narrow.allreduce_ms  # hidden 8192 vs 4096, more layers
+
+
+def test_a_mesh_gives_a_group_only_the_links_among_its_gpus() -> None:
+    """MI300X-class boards join 8 GPUs in a full mesh of 7 xGMI links each: TP 2 runs on one
+    link, TP 8 on all seven; NVSwitch boards give any group the whole rate; a group wider
+    than the fabric crosses nodes over the NIC, and one more RDMA hop per all-reduce."""
+    mesh = fabric_of(find_gpu("mi300x"))
+    assert mesh.peer_links == 7
+    assert mesh.collective_bytes_per_s(2) == pytest.approx(896e9 / 2 / 7)  # one link
+    assert mesh.collective_bytes_per_s(4) == pytest.approx(896e9 / 2 * 3 / 7)
+    assert mesh.collective_bytes_per_s(8) == pytest.approx(896e9 / 2)
+    assert mesh.peer_bytes_per_s() == mesh.collective_bytes_per_s(2)
+    switched = fabric_of(find_gpu("h100"))
+    assert switched.collective_bytes_per_s(2) == switched.collective_bytes_per_s(8) == 450e9
+    assert switched.collective_bytes_per_s(16) == RDMA_NIC_BYTES_PER_S
+    assert fabric_of(find_gpu("gb200")).collective_bytes_per_s(16) == 900e9  # NVL72 domain
+    message = 256 * 8192 * 2
+    within = allreduce_ms(8, 80, message, ALLREDUCE_HOP_MS, switched)
+    across = allreduce_ms(16, 80, message, ALLREDUCE_HOP_MS, switched)
+    hop_only = allreduce_ms(16, 80, 0, ALLREDUCE_HOP_MS, switched)
+    assert hop_only == pytest.approx(2 * 80 * (15 * ALLREDUCE_HOP_MS + PP_HOP_MS))
+    assert across > within
+    # the same TP 4 all-reduce over a mesh's 3 links takes longer than over NVSwitch at the
+    # same total rate, and TP 8 the same time
+    flat = Fabric(bytes_per_s=mesh.bytes_per_s)
+    assert allreduce_ms(4, 80, message, 0.0, mesh) == pytest.approx(
+        allreduce_ms(4, 80, message, 0.0, flat) * 7 / 3
+    )
+    assert allreduce_ms(8, 80, message, 0.0, mesh) == allreduce_ms(8, 80, message, 0.0, flat)
 
 
 def test_moe_reads_top_k_experts_at_one_token_and_all_of_them_at_many() -> None:

@@ -1090,12 +1090,9 @@ def _attention_groups(
     return dp
 
 
-# KV transfer between the pools. Within one node the link is the GPUs' own (NVLink / xGMI, one
-# direction of the catalog's figure); across nodes each GPU's RDMA NIC: 400 Gb/s (one
-# ConnectX-7 per GPU in NVIDIA DGX / HGX H100 and H200 systems, DGX H100 user guide; the same
-# 400G class on MI300X platforms).
-RDMA_NIC_BYTES_PER_S = 50e9
-GPUS_PER_NODE = 8
+# KV transfer between the pools: within one fabric over the GPUs' own links (NVLink through
+# NVSwitch at the full rate, one xGMI link between two MI300X-class GPUs), across nodes over
+# each GPU's RDMA NIC (planner.core.step.comm.Fabric).
 # Per request, beside the bytes: the hand-off from the prefill instance to the decode
 # instance until the decode instance emits the first token, by engine.
 # SGLang: the router's hop to both servers, the decode server's own tokenization, the
@@ -1132,15 +1129,16 @@ def transfer_plan(
 
     from planner.core.kv import kv_bytes_per_token
     from planner.core.specs import KvKind
-    from planner.core.step.comm import link_bytes_per_s
+    from planner.core.step.comm import fabric_of
 
     per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
     mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
-    where = link or ("nvlink" if gpus <= GPUS_PER_NODE else "rdma")
+    fabric = fabric_of(card)
+    where = link or ("rdma" if fabric.crosses_nodes(gpus) else "nvlink")
     if where not in ("nvlink", "rdma"):
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
-    rate = link_bytes_per_s(card) if where == "nvlink" else RDMA_NIC_BYTES_PER_S
+    rate = fabric.peer_bytes_per_s() if where == "nvlink" else fabric.nic_bytes_per_s
     bytes_ = np.asarray(prompt_tokens, dtype=np.float64) * per_token
     setup = disagg_handoff_ms(engine)
     ms = bytes_ / (rate * parallel) * 1e3 + setup

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from planner.core.specs import GpuSpec
 
 # One-shot all-reduce latency per peer (each rank reads every other rank's buffer: latency
@@ -22,16 +24,78 @@ NVLINK_C2C_BYTES_PER_S = 450e9
 GRACE_PREFIXES = ("gh200", "gb200", "gb300")
 # All-reduces per decoder layer: after attention's output projection and after the MLP.
 ALLREDUCES_PER_LAYER = 2
+# AMD Instinct 8-GPU platforms (MI300X, MI325X, MI355X) join their GPUs in a full mesh: each
+# GPU has 7 xGMI links, one to each peer, and the catalog's figure is their sum (AMD Instinct
+# MI300X platform data sheet: 896 GB/s = 7 x 128 GB/s; MI355X 7 x 153.6 GB/s). A collective
+# over k of the GPUs runs on the k - 1 links among them, a transfer between two on one link.
+# NVLink boards join their GPUs through NVSwitch chips, so any group reaches the full rate.
+XGMI_PEER_LINKS = 7
+# GPUs one NVLink / xGMI fabric joins: the 8 of an HGX / DGX / OAM baseboard, and the 72 of a
+# GB200 / GB300 NVL72 rack (NVIDIA GB200 NVL72 product page: "72 Blackwell GPUs ... a single
+# NVLink domain"). A collective over more GPUs crosses nodes.
+NODE_DOMAIN_GPUS = 8
+NVL72_DOMAIN_GPUS = 72
+NVL72_PREFIXES = ("gb200", "gb300")
+# Across nodes each GPU has its RDMA NIC: 400 Gb/s (one ConnectX-7 per GPU in NVIDIA DGX /
+# HGX H100 and H200 systems, DGX H100 user guide; the same 400G class on MI300X platforms).
+RDMA_NIC_BYTES_PER_S = 50e9
+
+
+class Fabric(BaseModel):
+    """The links among a platform's GPUs: the rate each GPU reaches over them (one direction,
+    all its links), whether those links are a full mesh (one per peer) or switched, how many
+    GPUs they join, and the NIC beyond them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bytes_per_s: float = Field(default=DEFAULT_LINK_BYTES_PER_S, gt=0)
+    peer_links: int = Field(
+        default=0, ge=0, description="mesh: links per GPU, one per peer (0: switched)"
+    )
+    domain_gpus: int = Field(default=NODE_DOMAIN_GPUS, ge=1)
+    nic_bytes_per_s: float = Field(default=RDMA_NIC_BYTES_PER_S, gt=0)
+
+    def crosses_nodes(self, ranks: int) -> bool:
+        """Whether a group of `ranks` GPUs spans more than one fabric."""
+        return ranks > self.domain_gpus
+
+    def collective_bytes_per_s(self, ranks: int) -> float:
+        """The rate one GPU sends at in a collective over `ranks` GPUs: the NIC across
+        nodes, the k - 1 links to its peers on a mesh, the whole fabric when switched."""
+        if self.crosses_nodes(ranks):
+            return min(self.nic_bytes_per_s, self.bytes_per_s)
+        if self.peer_links:
+            return self.bytes_per_s * min(max(1, ranks - 1), self.peer_links) / self.peer_links
+        return self.bytes_per_s
+
+    def peer_bytes_per_s(self) -> float:
+        """The rate between two GPUs of one fabric: one link on a mesh."""
+        return self.collective_bytes_per_s(2)
+
+
+def fabric_of(gpu: GpuSpec) -> Fabric:
+    """The card's platform fabric from its catalog interconnect (xGMI: a full mesh)."""
+    mesh = "XGMI" in (gpu.interconnect or "").upper()
+    domain = NVL72_DOMAIN_GPUS if gpu.id.startswith(NVL72_PREFIXES) else NODE_DOMAIN_GPUS
+    return Fabric(
+        bytes_per_s=link_bytes_per_s(gpu),
+        peer_links=XGMI_PEER_LINKS if mesh else 0,
+        domain_gpus=domain,
+    )
 
 
 def allreduce_ms(
-    tp: int, layers: int, message_bytes: int, hop_ms: float, link_bytes_per_s: float
+    tp: int, layers: int, message_bytes: int, hop_ms: float, fabric: Fabric
 ) -> float:
     """TP all-reduces of one forward pass (two per layer), each (TP - 1) hop latencies plus
-    the ring's 2 (TP - 1) / TP of the message over the link, ms; zero at TP 1."""
+    the ring's 2 (TP - 1) / TP of the message at the group's rate over the fabric, ms, and
+    one RDMA hop (PP_HOP_MS) where the group spans nodes; zero at TP 1."""
     if tp <= 1:
         return 0.0
-    one = (tp - 1) * hop_ms + message_bytes * 2 * (tp - 1) / tp / link_bytes_per_s * 1e3
+    rate = fabric.collective_bytes_per_s(tp)
+    one = (tp - 1) * hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
+    if fabric.crosses_nodes(tp):
+        one += PP_HOP_MS
     return ALLREDUCES_PER_LAYER * layers * one
 
 

@@ -110,7 +110,9 @@ class StepTime(BaseModel):
     tp: int = Field(default=1, ge=1)
     hidden_size: int = Field(gt=0)
     activation_bytes: int = Field(default=2, gt=0)
-    link_bytes_per_s: float = Field(default=comm.DEFAULT_LINK_BYTES_PER_S, gt=0)
+    fabric: comm.Fabric = Field(
+        default_factory=comm.Fabric, description="the links the collectives run over"
+    )
     allreduce_hop_ms: float = Field(default=comm.ALLREDUCE_HOP_MS, ge=0)
     overhead_ms: float = Field(default=overhead.ENGINE_OVERHEAD_MS["vllm"], ge=0)
     host_ms_per_seq: float = Field(
@@ -281,7 +283,7 @@ class StepTime(BaseModel):
         FFN / MoE half gathers every group's tokens over the MoE ranks and scatters them back
         (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch)."""
         message = tokens * self.hidden_size * self.activation_bytes
-        hop, link = self.allreduce_hop_ms, self.link_bytes_per_s
+        hop, link = self.allreduce_hop_ms, self.fabric
         if self.attention_dp == 1 and self._moe_ranks() == self.tp:
             return comm.allreduce_ms(self.tp, self.layers, message, hop, link)
         per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
@@ -505,7 +507,7 @@ def step_time_for(
         layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
-        link_bytes_per_s=comm.link_bytes_per_s(gpu),
+        fabric=comm.fabric_of(gpu),
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
