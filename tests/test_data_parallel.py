@@ -341,3 +341,26 @@ def test_capacity_and_simulate_plan_one_pool_for_dp_attention(cli: Cli) -> None:
     capacity_tokens = plan.json()["engine"]["kv_cache_tokens"]
     assert sim.json()["deployment"]["kv_cache_tokens"] == capacity_tokens
     assert plan.json()["settings"]["data_parallel_ranks"] == 8
+
+
+def test_sglang_moe_across_nodes_plans_deepep_and_prices_its_all_to_all() -> None:
+    """SGLang's MoE layers on 16 H200s span two 8-GPU boards: the plan runs DeepEP
+    (--moe-a2a-backend deepep; --enable-deepep-moe before 0.5), which moves each token to its
+    experts' ranks over the NIC instead of gathering every token on every rank; on one board
+    the line leaves the default."""
+    wide = _plan("sglang", 16, {"attn_dp_size": 16}, model=DEEPSEEK)
+    assert "--moe-a2a-backend deepep" in wide.command
+    old = _plan("sglang", 16, {"attn_dp_size": 16}, model=DEEPSEEK, version="0.4.9")
+    assert "--enable-deepep-moe" in old.command and "--moe-a2a-backend" not in old.command
+    one_board = _plan("sglang", 8, {"attn_dp_size": 8}, model=DEEPSEEK)
+    assert "deepep" not in one_board.command
+    # pasted back, both lines are the same deployment
+    for plan in (wide, old):
+        assert fields_from_line("sglang", plan.command)["moe_a2a_backend"] == "deepep"
+    spec = resolve_model(None, DEEPSEEK, None)
+    h200 = find_gpu("h200")
+    sglang = step_time_for(spec, h200, tp=1, attention_dp=16, engine="sglang")
+    vllm = step_time_for(spec, h200, tp=1, attention_dp=16, engine="vllm")
+    assert sglang.moe_all_to_all and not vllm.moe_all_to_all
+    # 64 tokens a rank: DeepEP sends 8 expert copies of each, the gather all 16 ranks' tokens
+    assert 0 < sglang.allreduce_ms(64) < vllm.allreduce_ms(64) / 2

@@ -449,6 +449,7 @@ def benchmark(
         "sweep": None,
     }
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
+    result["notes"] += fabric_notes(curve, engine)
     if curve.host_ms_per_seq:
         result["notes"].append(
             f"vLLM {p.version} schedules each step in series with the GPU: "
@@ -544,6 +545,34 @@ def frontend_notes(
         f"take vLLM V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, "
         f"measured), more than the {terms.step_ms:.1f} ms step, so TPOT here may be optimistic",
     ]
+
+
+def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
+    """Where a collective leaves the GPUs' fabric for the NIC: a TP group wider than one node,
+    MoE layers spanning nodes (SGLang: DeepEP's all-to-all, priced; vLLM: its default gather,
+    DeepEP not modelled)."""
+    fabric, notes = curve.fabric, []
+    if fabric.crosses_nodes(curve.tp):
+        notes.append(
+            f"{role}the TP group of {curve.tp} spans nodes ({fabric.domain_gpus} GPUs a "
+            "fabric): its all-reduces run over each GPU's 400 Gb/s NIC"
+        )
+    ranks = curve.moe_ranks or curve.tp
+    if not curve.moe_layers or not fabric.crosses_nodes(ranks):
+        return notes
+    if curve.moe_all_to_all:
+        notes.append(
+            f"{role}the MoE layers span {ranks} GPUs across nodes: priced as DeepEP's dispatch "
+            "and combine at the NIC's rate (--moe-a2a-backend deepep, on the line); overlapping "
+            "them with compute (two-batch overlap) is not modelled"
+        )
+    elif ranks != curve.tp:
+        notes.append(
+            f"{role}the MoE layers span {ranks} GPUs across nodes: priced as {engine}'s default "
+            "exchange, every token gathered on every rank over the NIC; DeepEP "
+            "(VLLM_ALL2ALL_BACKEND) is not modelled"
+        )
+    return notes
 
 
 def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
@@ -1294,6 +1323,8 @@ def _disaggregated(
         "notes": graph_coverage_notes(
             dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
         )
+        + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
+        + fabric_notes(dec.curve, dec.engine, "decode pool: ")
         + frontend_notes(
             dec.curve,
             dec.engine,

@@ -161,6 +161,7 @@ BOOLEAN_FLAGS = {
     "--enforce-eager",
     "--enable-expert-parallel",
     "--enable-dp-attention",
+    "--enable-deepep-moe",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",

@@ -34,3 +34,11 @@ def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]
     if ep is not None and ep > 1:
         fields |= {"ep_size": ep} if ranks_share_tp(engine) else {"enable_expert_parallel": True}
     return fields
+
+
+def deepep_across_nodes(engine: str, moe: bool, moe_ranks: int, domain_gpus: int) -> bool:
+    """Whether the planned deployment exchanges its MoE tokens with DeepEP: SGLang's, where the
+    MoE layers span more GPUs than one NVLink / xGMI fabric joins (its default gathers every
+    token on every rank over the NIC; wide expert parallelism runs --moe-a2a-backend deepep).
+    vLLM's is set by VLLM_ALL2ALL_BACKEND, an environment variable the line does not carry."""
+    return engine == "sglang" and moe and moe_ranks > domain_gpus

@@ -377,10 +377,14 @@ def predict(
     return sglang.predict(model, gpu, sg_settings, sg_terms, weights_bytes, weights_exact)
 
 
-def _shown(fields: dict[str, Any], s: ServeSettings) -> dict[str, Any]:
-    """The fields the line states: the engine settings plus the weights' --quantization and
-    the offload flags."""
+def _shown(
+    fields: dict[str, Any], s: ServeSettings, p: EnginePrediction | None = None
+) -> dict[str, Any]:
+    """The fields the line states: the engine settings plus the weights' --quantization, the
+    offload flags and what the plan chose for the layout (SGLang's DeepEP across nodes)."""
     shown = fields | ({"quantization": s.quantization} if s.quantization else {})
+    if p is not None and p.settings.get("moe_a2a_backend"):
+        shown["moe_a2a_backend"] = p.settings["moe_a2a_backend"]
     if s.offload is not None:
         shown |= {k: v for k, v in s.offload.line_fields(s.engine).items() if v is not None}
     if s.disagg is not None:
@@ -691,8 +695,8 @@ def plan_serve(
         fits=fits,
         reasons=reasons,
         prediction=p,
-        flags=_shown(fields, s),
-        command=command_line(model, s.engine, _shown(fields, s), p.version),
+        flags=_shown(fields, s, p),
+        command=command_line(model, s.engine, _shown(fields, s, p), p.version),
         max_num_seqs=max(seqs, 0),
         max_seqs_at_mean=held_mean,
         max_seqs_at_context=held_context,
@@ -879,6 +883,8 @@ SGLANG_FLAGS = (
     ("hicache_size", "--hicache-size"),
     ("disaggregation_mode", "--disaggregation-mode"),
     ("disaggregation_transfer_backend", "--disaggregation-transfer-backend"),
+    ("moe_a2a_backend", "--moe-a2a-backend"),
+    ("enable_deepep_moe", "--enable-deepep-moe"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -894,6 +900,10 @@ LINE_DEFAULTS: dict[str, Any] = {
 # SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
 # --enable-dp-attention, which 0.5.23 still rewrites to attn_dp_size = N (server_args.py).
 SGLANG_ATTN_DP_SIZE_SINCE = (0, 5, 23)
+# SGLang chose the MoE all-to-all with --moe-a2a-backend from 0.5.0 (0.4.10.post2 took both);
+# before, DeepEP was --enable-deepep-moe (server_args.py, read in the 0.4.9.post6, 0.4.10 and
+# 0.4.10.post2 wheels).
+SGLANG_MOE_A2A_BACKEND_SINCE = (0, 5, 0)
 # Engine settings fields whose flag is spelled differently.
 ENGINE_FLAG_NAMES = {
     "cuda_graph_max_bs_decode": "cuda_graph_max_bs",
@@ -946,6 +956,9 @@ def command_line(
     old_sglang = engine == "sglang" and release is not None and release < SGLANG_ATTN_DP_SIZE_SINCE
     if old_sglang and attn_dp > 1:
         fields |= {"attn_dp_size": None, "dp_size": attn_dp, "enable_dp_attention": True}
+    old_a2a = engine == "sglang" and release is not None and release < SGLANG_MOE_A2A_BACKEND_SINCE
+    if old_a2a and fields.get("moe_a2a_backend") == "deepep":
+        fields |= {"moe_a2a_backend": None, "enable_deepep_moe": True}
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         if field == "enable_chunked_prefill" and value is False:
@@ -986,6 +999,7 @@ STRING_FIELDS = (
     "kv_transfer_config",
     "disaggregation_mode",
     "disaggregation_transfer_backend",
+    "moe_a2a_backend",
 )
 # Line fields that are bare flags, and those that take a decimal number.
 BOOLEAN_FIELDS = (
@@ -994,6 +1008,7 @@ BOOLEAN_FIELDS = (
     "enable_expert_parallel",
     "enable_dp_attention",
     "enable_hierarchical_cache",
+    "enable_deepep_moe",
 )
 FLOAT_FIELDS = (
     "gpu_memory_utilization",
@@ -1031,6 +1046,8 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
             out[field] = int(raw)
     if out.pop("enable_dp_attention", False) and "dp_size" in out:
         out["attn_dp_size"] = out.pop("dp_size")  # SGLang's own rewrite (0.5.23)
+    if out.pop("enable_deepep_moe", False):
+        out["moe_a2a_backend"] = "deepep"  # SGLang's own rewrite (0.4.10.post2)
     return out
 
 

@@ -33,7 +33,9 @@ from planner.core.engines.common import (
     weights_term,
 )
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
+from planner.core.parallel import deepep_across_nodes
 from planner.core.specs import GpuSpec, KvKind, ModelSpec
+from planner.core.step.comm import fabric_of
 from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
@@ -302,6 +304,11 @@ class SglangSettings(BaseModel):
         "attention): each one's memory is this plan's",
     )
     max_running_requests: int | None = Field(default=None, gt=0)
+    moe_a2a_backend: Literal["none", "deepep"] | None = Field(
+        default=None,
+        description="the MoE all-to-all (--moe-a2a-backend; None: DeepEP where the MoE layers "
+        "span nodes, else none)",
+    )
     disaggregation_mode: Literal["prefill", "decode"] | None = Field(
         default=None,
         description="this instance's role in a disaggregated deployment (its reserve follows it)",
@@ -598,6 +605,18 @@ def predict(
     tokens -= tokens % page
     concurrency = tokens / context
     running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
+    domain = fabric_of(gpu).domain_gpus
+    deepep = (
+        s.moe_a2a_backend == "deepep"
+        if s.moe_a2a_backend is not None
+        else deepep_across_nodes("sglang", bool(model.num_experts), tp, domain)
+    )
+    if deepep and s.moe_a2a_backend is None:
+        notes.append(
+            f"the MoE layers span {tp} GPUs, past one {domain}-GPU fabric: "
+            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its buffers come out "
+            "of the memory left beside the static pool"
+        )
     lines = _log_lines(
         version,
         tokens=tokens,
@@ -641,6 +660,7 @@ def predict(
             "dp_size": s.dp_size,
             "max_running_requests": running,
             "max_mamba_cache_size": mamba_slots or None,
+            "moe_a2a_backend": "deepep" if deepep else None,
         },
         defaults_used=defaults,
         term_sources=sources

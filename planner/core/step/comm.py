@@ -41,6 +41,20 @@ NVL72_PREFIXES = ("gb200", "gb300")
 RDMA_NIC_BYTES_PER_S = 50e9
 
 
+# DeepEP (deepseek-ai/DeepEP) moves a MoE layer's tokens to the GPUs of their experts and
+# back when the experts span nodes. Its low-latency kernels (decode: up to 128 tokens a rank,
+# SGLang's SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK default) send one copy per routed
+# expert, fp8 on the way out (1 byte and a 4-byte scale per 128 values) and bf16 back (2
+# bytes); its normal kernels (prefill) send each token once to every other node holding one of
+# its experts and forward it over NVLink there. Both run at about the NIC's rate: DeepEP's
+# docs/legacy.md (H800, one 400 Gb/s CX7 each) times low-latency dispatch / combine of 128
+# tokens x top-8 x 7,168 at EP 32 at 155 / 273 us (48 / 53 GB/s) and 39-63 GB/s from EP 16 to
+# 256, normal kernels at 43-58 GB/s of RDMA from EP 16 to 64.
+DEEPEP_LOW_LATENCY_MAX_TOKENS = 128
+DEEPEP_DISPATCH_BYTES_PER_VALUE = 1 + 4 / 128
+DEEPEP_COMBINE_BYTES_PER_VALUE = 2
+
+
 class Fabric(BaseModel):
     """The links among a platform's GPUs: the rate each GPU reaches over them (one direction,
     all its links), whether those links are a full mesh (one per peer) or switched, how many
@@ -73,6 +87,23 @@ class Fabric(BaseModel):
         return self.collective_bytes_per_s(2)
 
 
+def deepep_ms(
+    tokens_per_rank: int, experts_per_token: int, hidden: int, ranks: int, fabric: Fabric
+) -> float:
+    """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms: a copy per routed
+    expert at decode sizes (low-latency kernels), a copy per other node its experts sit on
+    beyond them (normal kernels; top-k experts spread uniformly over the nodes), over the NIC."""
+    if tokens_per_rank <= 0 or experts_per_token <= 0:
+        return 0.0
+    if tokens_per_rank <= DEEPEP_LOW_LATENCY_MAX_TOKENS:
+        copies = float(experts_per_token)
+    else:
+        nodes = max(1.0, ranks / fabric.domain_gpus)
+        copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
+    per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
+    return tokens_per_rank * copies * hidden * per_value / fabric.nic_bytes_per_s * 1e3
+
+
 def fabric_of(gpu: GpuSpec) -> Fabric:
     """The card's platform fabric from its catalog interconnect (xGMI: a full mesh)."""
     mesh = "XGMI" in (gpu.interconnect or "").upper()
@@ -84,9 +115,7 @@ def fabric_of(gpu: GpuSpec) -> Fabric:
     )
 
 
-def allreduce_ms(
-    tp: int, layers: int, message_bytes: int, hop_ms: float, fabric: Fabric
-) -> float:
+def allreduce_ms(tp: int, layers: int, message_bytes: int, hop_ms: float, fabric: Fabric) -> float:
     """TP all-reduces of one forward pass (two per layer), each (TP - 1) hop latencies plus
     the ring's 2 (TP - 1) / TP of the message at the group's rate over the fabric, ms, and
     one RDMA hop (PP_HOP_MS) where the group spans nodes; zero at TP 1."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.kv import kv_bytes_per_sequence
+from planner.core.parallel import deepep_across_nodes
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import attention, comm, gemm, moe, overhead
 from planner.core.step.family import Family, bandwidth_efficiency, family_of
@@ -163,6 +164,10 @@ class StepTime(BaseModel):
     moe_ranks: int = Field(
         default=0, ge=0, description="GPUs the MoE layers span (0: the TP group)"
     )
+    moe_all_to_all: bool = Field(
+        default=False,
+        description="the MoE layers exchange tokens with DeepEP's all-to-all (across nodes)",
+    )
 
     def _moe_ranks(self) -> int:
         return self.moe_ranks or self.tp
@@ -284,13 +289,25 @@ class StepTime(BaseModel):
         (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch)."""
         message = tokens * self.hidden_size * self.activation_bytes
         hop, link = self.allreduce_hop_ms, self.fabric
-        if self.attention_dp == 1 and self._moe_ranks() == self.tp:
+        all_to_all = self.moe_all_to_all and self.moe_layers > 0
+        if self.attention_dp == 1 and self._moe_ranks() == self.tp and not all_to_all:
             return comm.allreduce_ms(self.tp, self.layers, message, hop, link)
         per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
         attention = comm.allreduce_ms(self.tp, self.layers, message, hop, link) / per_layer
         gathered = message * self.attention_dp
-        ffn = comm.allreduce_ms(self._moe_ranks(), self.layers, gathered, hop, link) / per_layer
-        return attention + ffn
+        ranks = self._moe_ranks()
+        if not all_to_all:
+            return (
+                attention + comm.allreduce_ms(ranks, self.layers, gathered, hop, link) / per_layer
+            )
+        # DeepEP: each GPU sends its share of its group's tokens to their experts and back;
+        # the dense FFN layers before the first MoE one still gather
+        per_rank = -(-tokens // self.tp)
+        routed = self.moe_layers * comm.deepep_ms(
+            per_rank, self.experts_per_token, self.hidden_size, ranks, link
+        )
+        dense = self.layers - self.moe_layers
+        return attention + routed + comm.allreduce_ms(ranks, dense, gathered, hop, link) / per_layer
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
@@ -442,6 +459,7 @@ def step_time_for(
         expert_all = expert_one * (model.num_experts or 0)
     dense = max(total - embedding - expert_all, 0)
     moe_ranks = tp * attention_dp
+    fabric = comm.fabric_of(gpu)
     dense_per_gpu = ceil_div(dense, tp * pp)
     if attention_dp > 1 and engine == "sglang":
         attention_bytes = min(dense, round(model.attention_params * scale))
@@ -507,7 +525,7 @@ def step_time_for(
         layers=ceil_div(model.num_layers, pp),
         tp=tp,
         hidden_size=model.hidden_size,
-        fabric=comm.fabric_of(gpu),
+        fabric=fabric,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
@@ -521,4 +539,7 @@ def step_time_for(
         family=family,
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
+        moe_all_to_all=deepep_across_nodes(
+            engine, bool(model.num_experts), moe_ranks, fabric.domain_gpus
+        ),
     )
