@@ -614,8 +614,8 @@ def predict(
     if deepep and s.moe_a2a_backend is None:
         notes.append(
             f"the MoE layers span {tp} GPUs, past one {domain}-GPU fabric: "
-            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its buffers come out "
-            "of the memory left beside the static pool"
+            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
+            "buffers are not in this ledger"
         )
     lines = _log_lines(
         version,

@@ -29,6 +29,7 @@ ALLREDUCES_PER_LAYER = 2
 # MI300X platform data sheet: 896 GB/s = 7 x 128 GB/s; MI355X 7 x 153.6 GB/s). A collective
 # over k of the GPUs runs on the k - 1 links among them, a transfer between two on one link.
 # NVLink boards join their GPUs through NVSwitch chips, so any group reaches the full rate.
+# MI250X boards (two dies per OAM, links of unequal width) are read the same way: an estimate.
 XGMI_PEER_LINKS = 7
 # GPUs one NVLink / xGMI fabric joins: the 8 of an HGX / DGX / OAM baseboard, and the 72 of a
 # GB200 / GB300 NVL72 rack (NVIDIA GB200 NVL72 product page: "72 Blackwell GPUs ... a single

@@ -286,7 +286,10 @@ class StepTime(BaseModel):
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
         FFN / MoE half gathers every group's tokens over the MoE ranks and scatters them back
-        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch)."""
+        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch). Where
+        the MoE layers run DeepEP (`moe_all_to_all`), each MoE layer's half is its dispatch and
+        combine instead (comm.deepep_ms). Each collective runs at its group's rate over the
+        fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
         hop, link = self.allreduce_hop_ms, self.fabric
         all_to_all = self.moe_all_to_all and self.moe_layers > 0
