@@ -363,4 +363,20 @@ def test_sglang_moe_across_nodes_plans_deepep_and_prices_its_all_to_all() -> Non
     vllm = step_time_for(spec, h200, tp=1, attention_dp=16, engine="vllm")
     assert sglang.moe_all_to_all and not vllm.moe_all_to_all
     # 64 tokens a rank: DeepEP sends 8 expert copies of each, the gather all 16 ranks' tokens
-    assert 0 < sglang.allreduce_ms(64) < vllm.allreduce_ms(64) / 2
+    assert 0 < sglang.collectives_ms(64) < vllm.collectives_ms(64) / 2
+    assert vllm.all_to_all_ms(64) == 0
+    # DeepEP's share is its own term: 58 MoE layers of DeepSeek-R1 (3 dense ones still gather)
+    per_layer = sglang.all_to_all_ms(64) / 58
+    assert per_layer == pytest.approx(64 * 8 * 7168 * (1 + 4 / 128 + 2) / 50e9 * 1e3)
+    terms = sglang.terms(64, 2000)
+    assert terms.all_to_all_ms == sglang.all_to_all_ms(64) > 0
+
+
+def test_slo_json_names_the_deepep_term(cli: Cli) -> None:
+    r = cli(
+        "slo", "--tpot", "100", "--model", DEEPSEEK, "--gpu", "h200", "--tp", "16", "--dp", "16",
+        "--dp-attention", "--engine", "sglang", "--batch", "64", "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    terms = r.json()["terms_at"]["64"]
+    assert terms["all_to_all_ms"] > 0 and terms["allreduce_ms"] > 0

@@ -163,7 +163,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     ref = curve.terms(SLOPE_REFERENCE_BATCH, context)
     b = (ref.step_ms - one.step_ms) / (SLOPE_REFERENCE_BATCH - 1)
     a = one.step_ms - b
-    fixed = one.kernels_ms + one.allreduce_ms + one.overhead_ms
+    fixed = one.kernels_ms + one.allreduce_ms + one.all_to_all_ms + one.overhead_ms
     prefill = curve.gemm(1, sampled=0)[2]  # the linear layers' work per prompt token, ms
     if not all(math.isfinite(x) for x in (a, b, prefill)):
         # only a share small enough to underflow (1e-320) gets here: name what was given
@@ -189,7 +189,12 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         ),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
-        f"engine overhead {one.overhead_ms:.2f} ms ({curve.engine})",
+        + (
+            f"DeepEP all-to-all {one.all_to_all_ms:.2f} ms (MoE across nodes), "
+            if one.all_to_all_ms
+            else ""
+        )
+        + f"engine overhead {one.overhead_ms:.2f} ms ({curve.engine})",
         f"t(1) = {one.step_ms:.3f} ms, t({SLOPE_REFERENCE_BATCH}) = {ref.step_ms:.3f} ms -> "
         f"a = {a:.3f} ms, b = {b:.4f} ms per sequence (the curve itself sets the cap)",
     )

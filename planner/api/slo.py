@@ -552,6 +552,7 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
         "lm_head_ms": t.lm_head_ms,
         "kernels_ms": t.kernels_ms,
         "allreduce_ms": t.allreduce_ms,
+        "all_to_all_ms": t.all_to_all_ms,
         "overhead_ms": t.overhead_ms,
         "frontend_ms": t.frontend_ms,
         "weights_read_bytes": float(t.weights_read_bytes),

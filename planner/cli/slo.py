@@ -301,7 +301,13 @@ def render(r: dict[str, Any]) -> None:
                 f" (linear layers {terms['linear_ms']:.2f}: weights read "
                 f"{terms['weights_ms']:.2f}, compute {terms['compute_ms']:.2f}; attention "
                 f"{terms['attention_ms']:.2f}, kernels {terms['kernels_ms']:.2f}, all-reduce "
-                f"{terms['allreduce_ms']:.2f}, overhead {terms['overhead_ms']:.2f}"
+                f"{terms['allreduce_ms']:.2f}"
+                + (
+                    f", DeepEP all-to-all {terms['all_to_all_ms']:.2f}"
+                    if terms.get("all_to_all_ms")
+                    else ""
+                )
+                + f", overhead {terms['overhead_ms']:.2f}"
             )
             streamed = terms.get("frontend_ms") or 0.0
             if streamed >= ms:  # the API server, beside the engine, sets the clients' pace

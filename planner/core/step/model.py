@@ -38,7 +38,12 @@ class StepTerms(BaseModel):
     experts_ms: float = Field(description="the routed experts' grouped GEMMs, ms")
     lm_head_ms: float = Field(description="the lm_head over the sampled tokens, ms")
     kernels_ms: float
-    allreduce_ms: float
+    allreduce_ms: float = Field(
+        description="the TP all-reduces and data-parallel gathers of the step, ms"
+    )
+    all_to_all_ms: float = Field(
+        default=0.0, description="DeepEP's MoE dispatch and combine across nodes, ms"
+    )
     overhead_ms: float
     frontend_ms: float = Field(
         default=0.0,
@@ -282,35 +287,42 @@ class StepTime(BaseModel):
             self.moe_ms_per_local_expert,
         )
 
+    def collectives_ms(self, tokens: int) -> float:
+        """Every collective of one forward pass over `tokens` tokens, ms."""
+        return self.allreduce_ms(tokens) + self.all_to_all_ms(tokens)
+
+    def _all_to_all(self) -> bool:
+        return self.moe_all_to_all and self.moe_layers > 0
+
     def allreduce_ms(self, tokens: int) -> float:
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
         FFN / MoE half gathers every group's tokens over the MoE ranks and scatters them back
-        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch). Where
-        the MoE layers run DeepEP (`moe_all_to_all`), each MoE layer's half is its dispatch and
-        combine instead (comm.deepep_ms). Each collective runs at its group's rate over the
-        fabric (comm.Fabric)."""
+        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch), except
+        in the MoE layers that run DeepEP (`all_to_all_ms`). Each collective runs at its
+        group's rate over the fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
         hop, link = self.allreduce_hop_ms, self.fabric
-        all_to_all = self.moe_all_to_all and self.moe_layers > 0
+        all_to_all = self._all_to_all()
         if self.attention_dp == 1 and self._moe_ranks() == self.tp and not all_to_all:
             return comm.allreduce_ms(self.tp, self.layers, message, hop, link)
         per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
         attention = comm.allreduce_ms(self.tp, self.layers, message, hop, link) / per_layer
         gathered = message * self.attention_dp
-        ranks = self._moe_ranks()
-        if not all_to_all:
-            return (
-                attention + comm.allreduce_ms(ranks, self.layers, gathered, hop, link) / per_layer
-            )
-        # DeepEP: each GPU sends its share of its group's tokens to their experts and back;
-        # the dense FFN layers before the first MoE one still gather
+        # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
+        gathering = self.layers - self.moe_layers if all_to_all else self.layers
+        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, hop, link)
+        return attention + ffn / per_layer
+
+    def all_to_all_ms(self, tokens: int) -> float:
+        """DeepEP's dispatch and combine in every MoE layer (where the MoE layers span nodes),
+        each GPU sending its share of its group's `tokens`, ms; zero elsewhere."""
+        if not self._all_to_all():
+            return 0.0
         per_rank = -(-tokens // self.tp)
-        routed = self.moe_layers * comm.deepep_ms(
-            per_rank, self.experts_per_token, self.hidden_size, ranks, link
+        return self.moe_layers * comm.deepep_ms(
+            per_rank, self.experts_per_token, self.hidden_size, self._moe_ranks(), self.fabric
         )
-        dense = self.layers - self.moe_layers
-        return attention + routed + comm.allreduce_ms(ranks, dense, gathered, hop, link) / per_layer
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
@@ -375,7 +387,7 @@ class StepTime(BaseModel):
             + self.prefill_attention_ms(prefill_pairs)
             + self.layers * self.kernel_ms_per_layer
             + self.moe_fixed_ms(tokens)
-            + self.allreduce_ms(tokens)
+            + self.collectives_ms(tokens)
             + own_ms,
             own_ms,
         )
@@ -395,7 +407,8 @@ class StepTime(BaseModel):
         memory_ms = weights_ms + attention_ms
         kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
         allreduce_ms = self.allreduce_ms(micro)
-        step = linear_ms + attention_ms + kernels_ms + allreduce_ms
+        all_to_all_ms = self.all_to_all_ms(micro)
+        step = linear_ms + attention_ms + kernels_ms + allreduce_ms + all_to_all_ms
         own_ms = self.step_overhead_ms(micro)
         streamed_ms = self.streamed_ms(batch)
         step = max(self._pipelined(step + own_ms, own_ms), streamed_ms)
@@ -414,6 +427,7 @@ class StepTime(BaseModel):
             lm_head_ms=head_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
+            all_to_all_ms=all_to_all_ms,
             overhead_ms=own_ms,
             frontend_ms=streamed_ms,
             step_ms=step,
