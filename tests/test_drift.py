@@ -423,3 +423,21 @@ def test_vllm_reports_v32_kv_dtype_by_the_name_it_rewrote(cli: Cli, tmp_path: Pa
     with metrics_server({"/metrics": scrape("fp8_e5m2")}) as url:
         drifted = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
     assert drifted.code == 1 and "cache_dtype" in drifted.out
+
+
+def test_sglang_deepep_plan_reads_both_spellings_and_flags_its_absence(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A plan whose MoE layers span two boards runs DeepEP: a deployment spelling it the old
+    way (--enable-deepep-moe) is the same deployment, one without it drifts."""
+    lock = tmp_path / "wide.yaml"
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    args = ("capacity", "--model", r1, "--gpu", "h200", "--tp", "16", "--dp", "16")
+    plan = cli(*args, "--dp-attention", "--engine", "sglang", "--json", "--save", str(lock)).json()
+    line = plan["flags"]["sglang"]
+    assert "--moe-a2a-backend deepep" in line
+    old = line.replace("--moe-a2a-backend deepep", "--enable-deepep-moe")
+    assert cli("drift", str(lock), "--against-args", old).code == 0
+    bare = line.replace(" --moe-a2a-backend deepep", "")
+    drifted = cli("drift", str(lock), "--against-args", bare, "--format", "json")
+    assert drifted.code == 1 and "--moe-a2a-backend" in drifted.out

@@ -190,6 +190,7 @@ ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
         "--ep-size": "1",
         "--kv-cache-dtype": "auto",
         "--page-size": "1",
+        "--moe-a2a-backend": "none",
     },
 }
 
@@ -294,6 +295,9 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         i += 1
     if "--model-path" in flags:
         flags["--model"] = flags.pop("--model-path")
+    if engine == "sglang" and flags.pop("--enable-deepep-moe", "false") == "true":
+        # SGLang's own rewrite of its deprecated spelling (server_args.py, 0.4.10.post2 on)
+        flags.setdefault("--moe-a2a-backend", "deepep")
     if engine == "vllm":
         for name in HUMAN_INT_FLAGS:
             if name in flags:
