@@ -43,15 +43,14 @@ RDMA_NIC_BYTES_PER_S = 50e9
 
 
 # DeepEP (deepseek-ai/DeepEP) moves a MoE layer's tokens to the GPUs of their experts and
-# back when the experts span nodes. Its low-latency kernels (decode: up to 128 tokens a rank,
-# SGLang's SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK default) send one copy per routed
-# expert, fp8 on the way out (1 byte and a 4-byte scale per 128 values) and bf16 back (2
-# bytes); its normal kernels (prefill) send each token once to every other node holding one of
-# its experts and forward it over NVLink there. Both run at about the NIC's rate: DeepEP's
-# docs/legacy.md (H800, one 400 Gb/s CX7 each) times low-latency dispatch / combine of 128
-# tokens x top-8 x 7,168 at EP 32 at 155 / 273 us (48 / 53 GB/s) and 39-63 GB/s from EP 16 to
-# 256, normal kernels at 43-58 GB/s of RDMA from EP 16 to 64.
-DEEPEP_LOW_LATENCY_MAX_TOKENS = 128
+# back when the experts span nodes. Its low-latency kernels (decode steps under SGLang's
+# --deepep-mode auto) send one copy per routed expert, fp8 on the way out (1 byte and a 4-byte
+# scale per 128 values) and bf16 back (2 bytes); its normal kernels (prefill steps) send each
+# token once to every other node holding one of its experts and forward it over NVLink there.
+# Both run at about the NIC's rate: DeepEP's docs/legacy.md (H800, one 400 Gb/s CX7 each)
+# times low-latency dispatch / combine of 128 tokens x top-8 x 7,168 at EP 32 at 155 / 273 us
+# (48 / 53 GB/s) and 39-63 GB/s from EP 16 to 256, normal kernels at 43-58 GB/s of RDMA from
+# EP 16 to 64.
 DEEPEP_DISPATCH_BYTES_PER_VALUE = 1 + 4 / 128
 DEEPEP_COMBINE_BYTES_PER_VALUE = 2
 
@@ -89,14 +88,19 @@ class Fabric(BaseModel):
 
 
 def deepep_ms(
-    tokens_per_rank: int, experts_per_token: int, hidden: int, ranks: int, fabric: Fabric
+    tokens_per_rank: int,
+    experts_per_token: int,
+    hidden: int,
+    ranks: int,
+    fabric: Fabric,
+    low_latency: bool = True,
 ) -> float:
     """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms: a copy per routed
-    expert at decode sizes (low-latency kernels), a copy per other node its experts sit on
-    beyond them (normal kernels; top-k experts spread uniformly over the nodes), over the NIC."""
+    expert (low-latency kernels), or a copy per other node its experts sit on (normal kernels;
+    top-k experts spread uniformly over the nodes), over the NIC."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
-    if tokens_per_rank <= DEEPEP_LOW_LATENCY_MAX_TOKENS:
+    if low_latency:
         copies = float(experts_per_token)
     else:
         nodes = max(1.0, ranks / fabric.domain_gpus)

@@ -287,9 +287,9 @@ class StepTime(BaseModel):
             self.moe_ms_per_local_expert,
         )
 
-    def collectives_ms(self, tokens: int) -> float:
+    def collectives_ms(self, tokens: int, decode: bool = True) -> float:
         """Every collective of one forward pass over `tokens` tokens, ms."""
-        return self.allreduce_ms(tokens) + self.all_to_all_ms(tokens)
+        return self.allreduce_ms(tokens) + self.all_to_all_ms(tokens, decode)
 
     def _all_to_all(self) -> bool:
         return self.moe_all_to_all and self.moe_layers > 0
@@ -314,14 +314,21 @@ class StepTime(BaseModel):
         ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, hop, link)
         return attention + ffn / per_layer
 
-    def all_to_all_ms(self, tokens: int) -> float:
+    def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
         """DeepEP's dispatch and combine in every MoE layer (where the MoE layers span nodes),
-        each GPU sending its share of its group's `tokens`, ms; zero elsewhere."""
+        each GPU sending its share of its group's `tokens`, ms; zero elsewhere. A decode step
+        runs the low-latency kernels, a step with prompt tokens the normal ones (SGLang's
+        --deepep-mode auto)."""
         if not self._all_to_all():
             return 0.0
         per_rank = -(-tokens // self.tp)
         return self.moe_layers * comm.deepep_ms(
-            per_rank, self.experts_per_token, self.hidden_size, self._moe_ranks(), self.fabric
+            per_rank,
+            self.experts_per_token,
+            self.hidden_size,
+            self._moe_ranks(),
+            self.fabric,
+            low_latency=decode,
         )
 
     def kv_read_ms(self, kv_bytes: int) -> float:
@@ -387,7 +394,8 @@ class StepTime(BaseModel):
             + self.prefill_attention_ms(prefill_pairs)
             + self.layers * self.kernel_ms_per_layer
             + self.moe_fixed_ms(tokens)
-            + self.collectives_ms(tokens)
+            + self.allreduce_ms(tokens)
+            + self.all_to_all_ms(tokens, decode=prefill_tokens == 0)
             + own_ms,
             own_ms,
         )
