@@ -95,6 +95,28 @@ def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     assert "--max-num-seqs 1024" in data["deployment"]["command"]
 
 
+def test_the_memory_fraction_a_deployment_pins_sizes_its_kv_pool(cli: Cli) -> None:
+    """--gpu-memory-utilization (vLLM) / --mem-fraction-static (SGLang) is the deployment's:
+    the line carries it and a smaller share leaves a smaller KV pool, as capacity plans it."""
+    base = ("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4",
+            "--prompt-len", "500", "--output-len", "20", "--requests", "16", "--json")  # fmt: skip
+    pools = {}
+    for share in ("0.5", "0.8"):
+        r = cli(*base, "--gpu-memory-utilization", share)
+        assert r.code == 0, r.err
+        deployment = r.json()["deployment"]
+        assert f"--gpu-memory-utilization {share}" in deployment["command"]
+        pools[share] = deployment["kv_cache_tokens"]
+        # the same deployment (its running cap included) in capacity: the same pool
+        plan = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100",
+                   "--gpu-memory-utilization", share, "--max-num-seqs",
+                   str(deployment["max_num_seqs"]), "--json").json()  # fmt: skip
+        assert plan["engine"]["kv_cache_tokens"] == pools[share]
+    assert pools["0.5"] < pools["0.8"]
+    sglang = cli(*base, "--engine", "sglang", "--mem-fraction-static", "0.6")
+    assert "--mem-fraction-static 0.6" in sglang.json()["deployment"]["command"]
+
+
 def test_metric_percentiles_name_their_keys_as_the_benchmark_does(cli: Cli) -> None:
     """--metric-percentiles 90,95,99.9 adds p90_ / p95_ / p99.9_ keys for TTFT, TPOT, ITL and
     E2EL (vllm bench serve's names: a whole percentile without its decimals) in place of the

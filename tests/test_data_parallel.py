@@ -380,3 +380,16 @@ def test_slo_json_names_the_deepep_term(cli: Cli) -> None:
     assert r.code == 0, r.err
     terms = r.json()["terms_at"]["64"]
     assert terms["all_to_all_ms"] > 0 and terms["allreduce_ms"] > 0
+
+
+def test_sglang_refuses_an_expert_split_with_a_remainder(cli: Cli) -> None:
+    """SGLang asserts its experts divide evenly over the expert-parallel ranks (DeepEP sets
+    them to the TP size): DeepSeek-R1's 256 experts over 72 ranks are refused, over 64 run."""
+    base = ("simulate", "--model", DEEPSEEK, "--gpu", "h100", "--engine", "sglang",
+            "--mem-fraction-static", "0.8", "--concurrency", "64", "--prompt-len", "200",
+            "--output-len", "10", "--requests", "64", "--json")  # fmt: skip
+    refused = cli(*base, "--tp", "72", "--dp", "72", "--dp-attention")
+    assert refused.code == 2 and refused.json()["field"] == "--tp"
+    assert "256 experts" in refused.json()["error"]
+    ran = cli(*base, "--tp", "64", "--dp", "64", "--dp-attention")
+    assert ran.code == 0, ran.out

@@ -147,6 +147,9 @@ def test_cli_disagg(cli: Cli) -> None:
         (("--disagg", "1P1D", "--decode-tp", "0"), "--decode-tp"),
         (("--disagg", "1P1D", "--dp", "2"), "--dp"),
         (("--disagg", "1P1D", "--disagg-link", "carrier-pigeon"), "--disagg-link"),
+        (("--disagg", "1P1D", "--decode-tp", "4096"), "--decode-tp"),
+        (("--disagg", "2000P1D"), "--disagg"),
+        (("--gpu-memory-utilization", "1.2"), "--gpu-memory-utilization / --mem-fraction-static"),
     ):
         bad = cli(
             "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8",
@@ -262,3 +265,24 @@ def test_the_benchmark_client_reads_every_decode_instance() -> None:
     assert float(engine["median_tpot_ms"]) < 0.8 * float(read["median_tpot_ms"])  # type: ignore[arg-type]
     assert any("benchmark client" in n for n in read["notes"])  # type: ignore[attr-defined]
     assert not any("benchmark client" in n for n in engine["notes"])  # type: ignore[attr-defined]
+
+
+def test_a_wide_expert_parallel_decode_pool_spans_nodes_with_deepep(cli: Cli) -> None:
+    """SGLang's wide-EP PD layout: a 16-GPU prefill instance and a 64-GPU decode instance of
+    DeepSeek-R1, each with data-parallel attention over its TP, the memory fraction pinned as
+    such deployments pin it; both pools exchange MoE tokens with DeepEP over the NIC."""
+    r = cli(
+        "simulate", "--model", str(MODELS / "deepseek-ai--DeepSeek-R1"), "--gpu", "h100",
+        "--engine", "sglang", "--disagg", "1P1D", "--prefill-tp", "16", "--prefill-dp", "16",
+        "--decode-tp", "64", "--decode-dp", "64", "--mem-fraction-static", "0.8",
+        "--concurrency", "256", "--prompt-len", "2000", "--output-len", "50", "--requests", "512",
+        "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.out
+    body = r.json()
+    assert body["gpus"] == 80
+    pools = body["deployment"]["disagg"]
+    for role in ("prefill", "decode"):
+        line = pools[role]["command"]
+        assert "--moe-a2a-backend deepep" in line and "--mem-fraction-static 0.8" in line
+    assert sum("DeepEP" in note for note in body["notes"]) == 2

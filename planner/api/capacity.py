@@ -365,7 +365,10 @@ def serve_report(
         raise InputError("--tp", f"must be a positive integer (got {tp})")
     from planner.core.kv import check_tp
 
-    check_tp(spec, tp)
+    # SGLang's attention-DP groups split the TP group: the heads shard over each group's share
+    groups = (values.get("extra") or {}).get("attn_dp_size") or 1
+    split = isinstance(groups, int) and groups > 1 and tp % groups == 0
+    check_tp(spec, tp // groups if split else tp)
     if tpot_ms is not None:
         values |= _latency_cap(spec, card, values, tpot_ms, weights)
     if calibration is not None:

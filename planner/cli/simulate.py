@@ -253,6 +253,15 @@ def simulate(
             help="Tokens per step (default: the engine's).",
         ),
     ] = None,
+    memory_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--gpu-memory-utilization",
+            "--mem-fraction-static",
+            help="Share of GPU memory the engine may take (vLLM) / its static pool takes "
+            "(SGLang) (default: the engine's).",
+        ),
+    ] = None,
     context: Annotated[
         str | None,
         typer.Option(
@@ -398,6 +407,7 @@ def simulate(
             "weight_dtype": weight_dtype,
             "max_num_seqs": max_num_seqs,
             "max_num_batched_tokens": max_num_batched_tokens,
+            "memory_fraction": memory_fraction,
         }
         if context is not None:
             from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
@@ -432,7 +442,13 @@ def simulate(
                 layout = DisaggLayout(
                     prefill=x, decode=y, prefill_tp=prefill_tp or tp, decode_tp=decode_tp or tp
                 )
-            except (ValueError, ValidationError) as exc:
+            except ValidationError as exc:
+                where = str(exc.errors()[0]["loc"][0])
+                flag = {"prefill_tp": "--prefill-tp", "decode_tp": "--decode-tp"}.get(
+                    where, "--disagg"
+                )
+                raise InputError(flag, exc.errors()[0]["msg"].lower()) from exc
+            except ValueError as exc:
                 raise InputError(
                     "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
                 ) from exc
@@ -581,6 +597,7 @@ def simulate(
         ("--engine", engine),
         ("--max-num-seqs", max_num_seqs),
         ("--max-num-batched-tokens", max_num_batched_tokens),
+        ("--gpu-memory-utilization", memory_fraction),
         ("--context", context),
         ("--prefill-tp", prefill_tp),
         ("--decode-tp", decode_tp),

@@ -28,6 +28,7 @@ from planner.sim.workload import Trace
 # clients: 23 passes, the makespan moving 4% after pass 10); past this the last pass is used.
 MAX_CLOSED_LOOP_PASSES = 30
 SETTLED_MS = 1.0
+MAX_POOL_RANKS = 1024
 
 
 class DisaggLayout(BaseModel):
@@ -37,15 +38,23 @@ class DisaggLayout(BaseModel):
 
     prefill: int = Field(gt=0, le=1024)
     decode: int = Field(gt=0, le=1024)
-    prefill_tp: int = Field(default=1, gt=0, le=64)
-    decode_tp: int = Field(default=1, gt=0, le=64)
-    prefill_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
-    decode_ep: int = Field(default=1, gt=0, le=64, description="1, or the pool's TP")
+    # wide expert parallelism runs instances of up to hundreds of GPUs (DeepEP is measured to
+    # EP 256); the cap keeps the pools' sizes finite
+    prefill_tp: int = Field(default=1, gt=0, le=MAX_POOL_RANKS)
+    decode_tp: int = Field(default=1, gt=0, le=MAX_POOL_RANKS)
+    prefill_ep: int = Field(default=1, gt=0, le=MAX_POOL_RANKS, description="1, or the pool's TP")
+    decode_ep: int = Field(default=1, gt=0, le=MAX_POOL_RANKS, description="1, or the pool's TP")
     prefill_dp: int = Field(
-        default=1, gt=0, le=64, description="data-parallel ranks (schedulers) per prefill instance"
+        default=1,
+        gt=0,
+        le=MAX_POOL_RANKS,
+        description="data-parallel ranks (schedulers) per prefill instance",
     )
     decode_dp: int = Field(
-        default=1, gt=0, le=64, description="data-parallel ranks (schedulers) per decode instance"
+        default=1,
+        gt=0,
+        le=MAX_POOL_RANKS,
+        description="data-parallel ranks (schedulers) per decode instance",
     )
     dp_within_tp: bool = Field(
         default=True,

@@ -611,6 +611,14 @@ def predict(
         if s.moe_a2a_backend is not None
         else deepep_across_nodes("sglang", bool(model.num_experts), tp, domain)
     )
+    ep = tp if deepep else s.ep_size  # DeepEP sets --ep-size to the TP size
+    if model.num_experts and ep > 1 and model.num_experts % ep:
+        raise InputError(
+            "--ep" if s.ep_size > 1 else "--tp",
+            f"{ep}: SGLang places {model.name}'s {model.num_experts} experts evenly over its "
+            f"{ep} expert-parallel ranks and refuses a split that leaves a remainder "
+            "(redundant experts are not modelled)",
+        )
     if deepep and s.moe_a2a_backend is None:
         notes.append(
             f"the MoE layers span {tp} GPUs, past one {domain}-GPU fabric: "
