@@ -393,3 +393,20 @@ def test_sglang_refuses_an_expert_split_with_a_remainder(cli: Cli) -> None:
     assert "256 experts" in refused.json()["error"]
     ran = cli(*base, "--tp", "64", "--dp", "64", "--dp-attention")
     assert ran.code == 0, ran.out
+
+
+def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
+    """Past one 8-GPU board SGLang runs DeepEP on NVIDIA: inside a GB200 NVL72 rack at the
+    NVLink rate (no NIC), across H200 nodes over the NIC. DeepEP is NVIDIA's: SGLang on
+    MI300X nodes keeps its default gather over the NIC."""
+    spec = resolve_model(None, DEEPSEEK, None)
+    per_value = 1 + 4 / 128 + 2
+    rack = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=16, engine="sglang")
+    nodes = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=16, engine="sglang")
+    assert rack.moe_all_to_all and nodes.moe_all_to_all
+    assert rack.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 900e9 * 1e3)
+    assert nodes.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 50e9 * 1e3)
+    amd = step_time_for(spec, find_gpu("mi300x"), tp=1, attention_dp=16, engine="sglang")
+    assert not amd.moe_all_to_all and amd.all_to_all_ms(64) == 0
+    one_board = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=8, engine="sglang")
+    assert not one_board.moe_all_to_all

@@ -548,9 +548,9 @@ def frontend_notes(
 
 
 def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
-    """Where a collective leaves the GPUs' fabric for the NIC: a TP group wider than one node,
-    MoE layers spanning nodes (SGLang: DeepEP's all-to-all, priced; vLLM: its default gather,
-    DeepEP not modelled)."""
+    """Where the collectives leave one board: a TP group spanning nodes, and wide expert
+    parallelism (SGLang on NVIDIA: DeepEP's all-to-all, priced; otherwise the engine's default
+    gather, its all-to-all backends not modelled)."""
     fabric, notes = curve.fabric, []
     if fabric.crosses_nodes(curve.tp):
         notes.append(
@@ -558,19 +558,19 @@ def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
             "fabric): its all-reduces run over each GPU's 400 Gb/s NIC"
         )
     ranks = curve.moe_ranks or curve.tp
-    if not curve.moe_layers or not fabric.crosses_nodes(ranks):
-        return notes
-    if curve.moe_all_to_all:
+    where = "across nodes" if fabric.crosses_nodes(ranks) else "over NVLink"
+    if curve.moe_layers and curve.moe_all_to_all:
         notes.append(
-            f"{role}the MoE layers span {ranks} GPUs across nodes: priced as DeepEP's dispatch "
-            "and combine at the NIC's rate (--moe-a2a-backend deepep, on the line); overlapping "
-            "them with compute (two-batch overlap) is not modelled"
+            f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
+            f"{where} (--moe-a2a-backend deepep, on the line); overlapping them with compute "
+            "(two-batch overlap) is not modelled"
         )
-    elif ranks != curve.tp:
+    elif curve.moe_layers and fabric.crosses_nodes(ranks):
+        backend = "VLLM_ALL2ALL_BACKEND" if engine == "vllm" else "--moe-a2a-backend"
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs across nodes: priced as {engine}'s default "
-            "exchange, every token gathered on every rank over the NIC; DeepEP "
-            "(VLLM_ALL2ALL_BACKEND) is not modelled"
+            f"exchange, every token gathered on every rank over the NIC; its all-to-all "
+            f"backends ({backend}) are not modelled"
         )
     return notes
 

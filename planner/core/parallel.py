@@ -4,6 +4,9 @@ deployment takes and the ranks its MoE layers span follow from that."""
 
 from __future__ import annotations
 
+# Expert parallelism past one 8-GPU HGX board is "wide": the MoE exchange leaves the board.
+WIDE_EP_RANKS = 8
+
 
 def ranks_share_tp(engine: str) -> bool:
     """Whether the engine's data-parallel groups live inside its TP group (SGLang's
@@ -36,9 +39,11 @@ def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]
     return fields
 
 
-def deepep_across_nodes(engine: str, moe: bool, moe_ranks: int, domain_gpus: int) -> bool:
-    """Whether the planned deployment exchanges its MoE tokens with DeepEP: SGLang's, where the
-    MoE layers span more GPUs than one NVLink / xGMI fabric joins (its default gathers every
-    token on every rank over the NIC; wide expert parallelism runs --moe-a2a-backend deepep).
-    vLLM's is set by VLLM_ALL2ALL_BACKEND, an environment variable the line does not carry."""
-    return engine == "sglang" and moe and moe_ranks > domain_gpus
+def deepep_wide(engine: str, moe: bool, moe_ranks: int, vendor: str) -> bool:
+    """Whether the planned deployment exchanges its MoE tokens with DeepEP: SGLang's on NVIDIA
+    GPUs where the MoE layers span more than one 8-GPU board (WIDE_EP_RANKS: across nodes,
+    or across an NVL72 rack's trays), as wide expert parallelism runs it
+    (--moe-a2a-backend deepep); its default gathers every token on every rank. DeepEP is
+    NVIDIA's; vLLM's exchange is set by VLLM_ALL2ALL_BACKEND, an environment variable the
+    line does not carry."""
+    return engine == "sglang" and moe and moe_ranks > WIDE_EP_RANKS and vendor == "nvidia"

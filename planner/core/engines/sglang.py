@@ -33,9 +33,8 @@ from planner.core.engines.common import (
     weights_term,
 )
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
-from planner.core.parallel import deepep_across_nodes
+from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, KvKind, ModelSpec
-from planner.core.step.comm import fabric_of
 from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
@@ -605,11 +604,10 @@ def predict(
     tokens -= tokens % page
     concurrency = tokens / context
     running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
-    domain = fabric_of(gpu).domain_gpus
     deepep = (
         s.moe_a2a_backend == "deepep"
         if s.moe_a2a_backend is not None
-        else deepep_across_nodes("sglang", bool(model.num_experts), tp, domain)
+        else deepep_wide("sglang", bool(model.num_experts), tp, gpu.vendor)
     )
     ep = tp if deepep else s.ep_size  # DeepEP sets --ep-size to the TP size
     if model.num_experts and ep > 1 and model.num_experts % ep:
@@ -621,7 +619,7 @@ def predict(
         )
     if deepep and s.moe_a2a_backend is None:
         notes.append(
-            f"the MoE layers span {tp} GPUs, past one {domain}-GPU fabric: "
+            f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
             "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
             "buffers are not in this ledger"
         )

@@ -95,18 +95,19 @@ def deepep_ms(
     fabric: Fabric,
     low_latency: bool = True,
 ) -> float:
-    """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms: a copy per routed
-    expert (low-latency kernels), or a copy per other node its experts sit on (normal kernels;
-    top-k experts spread uniformly over the nodes), over the NIC."""
+    """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms, at the group's
+    rate over the fabric (the NIC across nodes, NVLink inside an NVL72 rack): a copy per routed
+    expert (low-latency kernels, and any kernel inside one fabric), or across nodes a copy per
+    other node its experts sit on (normal kernels; top-k experts spread uniformly)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
-    if low_latency:
-        copies = float(experts_per_token)
-    else:
-        nodes = max(1.0, ranks / fabric.domain_gpus)
+    copies = float(experts_per_token)
+    if not low_latency and fabric.crosses_nodes(ranks):
+        nodes = ranks / fabric.domain_gpus
         copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
-    return tokens_per_rank * copies * hidden * per_value / fabric.nic_bytes_per_s * 1e3
+    rate = fabric.collective_bytes_per_s(ranks)
+    return tokens_per_rank * copies * hidden * per_value / rate * 1e3
 
 
 def fabric_of(gpu: GpuSpec) -> Fabric:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.kv import kv_bytes_per_sequence
-from planner.core.parallel import deepep_across_nodes
+from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import attention, comm, gemm, moe, overhead
 from planner.core.step.family import Family, bandwidth_efficiency, family_of
@@ -171,7 +171,7 @@ class StepTime(BaseModel):
     )
     moe_all_to_all: bool = Field(
         default=False,
-        description="the MoE layers exchange tokens with DeepEP's all-to-all (across nodes)",
+        description="the MoE layers exchange tokens with DeepEP's all-to-all (wide EP)",
     )
 
     def _moe_ranks(self) -> int:
@@ -315,7 +315,7 @@ class StepTime(BaseModel):
         return attention + ffn / per_layer
 
     def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
-        """DeepEP's dispatch and combine in every MoE layer (where the MoE layers span nodes),
+        """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
         each GPU sending its share of its group's `tokens`, ms; zero elsewhere. A decode step
         runs the low-latency kernels, a step with prompt tokens the normal ones (SGLang's
         --deepep-mode auto)."""
@@ -564,7 +564,5 @@ def step_time_for(
         family=family,
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
-        moe_all_to_all=deepep_across_nodes(
-            engine, bool(model.num_experts), moe_ranks, fabric.domain_gpus
-        ),
+        moe_all_to_all=deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor),
     )
