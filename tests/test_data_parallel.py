@@ -404,6 +404,8 @@ def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
     rack = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=16, engine="sglang")
     nodes = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=16, engine="sglang")
     assert rack.moe_all_to_all and nodes.moe_all_to_all
+    # DeepEP is expert parallelism: each of the 16 ranks holds 16 whole experts
+    assert nodes.experts_per_gpu == 16
     assert rack.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 900e9 * 1e3)
     assert nodes.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 50e9 * 1e3)
     amd = step_time_for(spec, find_gpu("mi300x"), tp=1, attention_dp=16, engine="sglang")

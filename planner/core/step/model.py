@@ -485,6 +485,7 @@ def step_time_for(
     dense = max(total - embedding - expert_all, 0)
     moe_ranks = tp * attention_dp
     fabric = comm.fabric_of(gpu)
+    wide = deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
     dense_per_gpu = ceil_div(dense, tp * pp)
     if attention_dp > 1 and engine == "sglang":
         attention_bytes = min(dense, round(model.attention_params * scale))
@@ -564,5 +565,7 @@ def step_time_for(
         family=family,
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
-        moe_all_to_all=deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor),
+        moe_all_to_all=wide,
+        # DeepEP is expert parallelism: SGLang sets --ep-size to the TP size with it
+        experts_per_gpu=ceil_div(model.num_experts or 0, moe_ranks) if wide else 0,
     )
