@@ -412,3 +412,40 @@ def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
     assert not amd.moe_all_to_all and amd.all_to_all_ms(64) == 0
     one_board = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=8, engine="sglang")
     assert not one_board.moe_all_to_all
+
+
+def test_redundant_experts_let_sglang_spread_experts_over_72_ranks(cli: Cli) -> None:
+    """SGLang's wide-EP deployments add redundant experts so (E + R) divides the EP ranks:
+    256 + 32 over 72. Each rank holds R / EP more experts, whose weights come off its KV pool;
+    the line carries the flag and pastes back as the same deployment."""
+    spec = resolve_model(None, DEEPSEEK, None)
+
+    def plan(tp: int, redundant: int) -> EnginePrediction:
+        extra: dict[str, object] = {"attn_dp_size": tp}
+        if redundant:
+            extra["ep_num_redundant_experts"] = redundant
+        settings = {"engine": "sglang", "tp": tp, "memory_fraction": 0.8, "extra": extra}
+        made, _ = serve_report(
+            gpu="h100", preset=None, model=DEEPSEEK, revision=None, gpu_memory_gib=None,
+            settings=settings,
+        )  # fmt: skip
+        assert made.prediction is not None
+        if redundant:
+            assert f"--ep-num-redundant-experts {redundant}" in made.command
+            assert fields_from_line("sglang", made.command)["ep_num_redundant_experts"] == redundant
+        return made.prediction
+
+    assert plan(72, 32).kv_cache_tokens > 0
+    # 64 redundant experts over 64 ranks: one more expert a rank, at the checkpoint's bytes
+    fp8_expert = spec.expert_params / 256 * spec.weights_bytes / spec.params_total
+    extra = plan(64, 64).weights_bytes - plan(64, 0).weights_bytes
+    assert extra == ceil_div(round(64 * fp8_expert), 64)
+    base = ("simulate", "--model", DEEPSEEK, "--gpu", "h100", "--engine", "sglang", "--tp", "72",
+            "--dp", "72", "--dp-attention", "--mem-fraction-static", "0.8", "--concurrency",
+            "144", "--prompt-len", "200", "--output-len", "10", "--requests", "144",
+            "--json")  # fmt: skip
+    assert cli(*base, "--ep-num-redundant-experts", "32").code == 0
+    refused = cli(*base)  # 256 experts do not divide 72 ranks
+    assert refused.code == 2 and refused.json()["field"] == "--tp"
+    bad = cli(*base, "--ep-num-redundant-experts", "30")
+    assert bad.code == 2 and bad.json()["field"] == "--ep-num-redundant-experts"

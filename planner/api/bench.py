@@ -967,10 +967,15 @@ def _instance(
     if api_ranks > 1:
         streamed = curve.frontend_ms_per_token * api_ranks
         curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
+    redundant = int(str(p.settings.get("ep_num_redundant_experts") or 0))
     if ep is not None and ep > 1 and spec.num_experts:
-        # expert parallelism: each GPU holds E / EP whole experts (the routing kernels walk
-        # those, and a step waits for the rank that drew the most: StepTime)
-        curve = curve.model_copy(update={"experts_per_gpu": math.ceil(spec.num_experts / ep)})
+        # expert parallelism: each GPU holds (E + redundant) / EP whole experts (the routing
+        # kernels walk those, and a step waits for the rank that drew the most: StepTime)
+        local = math.ceil((spec.num_experts + redundant) / ep)
+        curve = curve.model_copy(update={"experts_per_gpu": local})
+    elif redundant and curve.experts_per_gpu:
+        local = math.ceil((spec.num_experts + redundant) / (curve.moe_ranks or curve.tp))
+        curve = curve.model_copy(update={"experts_per_gpu": local})
     calibrated = None
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)

@@ -235,6 +235,13 @@ def capacity(
             "--ep-size", "--expert-parallel-size", help="SGLang flag: expert-parallel size."
         ),
     ] = None,
+    ep_num_redundant_experts: Annotated[
+        int | None,
+        typer.Option(
+            "--ep-num-redundant-experts",
+            help="SGLang flag: extra expert replicas spread over the EP ranks.",
+        ),
+    ] = None,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -399,6 +406,7 @@ def capacity(
             "--dp-attention": dp_attention or None,
             "--attn-dp-size": attn_dp_size,
             "--ep-size": ep_size,
+            "--ep-num-redundant-experts": ep_num_redundant_experts,
         }
         other = sglang_only if name == "vllm" else vllm_only
         for flag, given_value in other.items():
@@ -438,6 +446,7 @@ def capacity(
                 colocated=colocated,
                 reserved_bytes=reserved_bytes(reserved_gib),
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
+                ep_num_redundant_experts=ep_num_redundant_experts,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
             )
@@ -482,6 +491,7 @@ def capacity(
         "--dp-attention": dp_attention or None,
         "--attn-dp-size": attn_dp_size,
         "--ep-size": ep_size,
+        "--ep-num-redundant-experts": ep_num_redundant_experts,
         "--tpot": tpot,
         "--dtype": dtype,
         "--spec-alpha": spec_alpha,
@@ -704,7 +714,12 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
                 if given[k] is not None:
                     extra[k] = given[k]
         return extra
-    keys = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")
+    keys = (
+        "cuda_graph_max_bs_decode",
+        "mamba_full_memory_ratio",
+        "max_mamba_cache_size",
+        "ep_num_redundant_experts",
+    )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 
 

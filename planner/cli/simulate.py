@@ -253,6 +253,13 @@ def simulate(
             help="Tokens per step (default: the engine's).",
         ),
     ] = None,
+    ep_num_redundant_experts: Annotated[
+        int | None,
+        typer.Option(
+            "--ep-num-redundant-experts",
+            help="SGLang: extra expert replicas spread over the EP ranks [0].",
+        ),
+    ] = None,
     memory_fraction: Annotated[
         float | None,
         typer.Option(
@@ -409,6 +416,10 @@ def simulate(
             "max_num_batched_tokens": max_num_batched_tokens,
             "memory_fraction": memory_fraction,
         }
+        if ep_num_redundant_experts is not None:
+            if engine != "sglang":
+                raise InputError("--ep-num-redundant-experts", "an SGLang flag (--engine sglang)")
+            settings["extra"] = {"ep_num_redundant_experts": ep_num_redundant_experts}
         if context is not None:
             from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
 
@@ -598,6 +609,7 @@ def simulate(
         ("--max-num-seqs", max_num_seqs),
         ("--max-num-batched-tokens", max_num_batched_tokens),
         ("--gpu-memory-utilization", memory_fraction),
+        ("--ep-num-redundant-experts", ep_num_redundant_experts),
         ("--context", context),
         ("--prefill-tp", prefill_tp),
         ("--decode-tp", decode_tp),

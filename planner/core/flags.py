@@ -191,6 +191,7 @@ ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
         "--kv-cache-dtype": "auto",
         "--page-size": "1",
         "--moe-a2a-backend": "none",
+        "--ep-num-redundant-experts": "0",
     },
 }
 

@@ -884,6 +884,7 @@ SGLANG_FLAGS = (
     ("disaggregation_mode", "--disaggregation-mode"),
     ("disaggregation_transfer_backend", "--disaggregation-transfer-backend"),
     ("moe_a2a_backend", "--moe-a2a-backend"),
+    ("ep_num_redundant_experts", "--ep-num-redundant-experts"),
     ("enable_deepep_moe", "--enable-deepep-moe"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change

@@ -303,6 +303,12 @@ class SglangSettings(BaseModel):
         "attention): each one's memory is this plan's",
     )
     max_running_requests: int | None = Field(default=None, gt=0)
+    ep_num_redundant_experts: int = Field(
+        default=0,
+        ge=0,
+        description="expert replicas beside the routed experts, spread over the EP ranks "
+        "(--ep-num-redundant-experts): each rank holds (E + R) / EP experts",
+    )
     moe_a2a_backend: Literal["none", "deepep"] | None = Field(
         default=None,
         description="the MoE all-to-all (--moe-a2a-backend; None: DeepEP where the MoE layers "
@@ -573,6 +579,38 @@ def predict(
     )
     if m.weights_bytes is None:
         w = correct(cal, "weights_bytes", w, sources)
+    deepep = (
+        s.moe_a2a_backend == "deepep"
+        if s.moe_a2a_backend is not None
+        else deepep_wide("sglang", bool(model.num_experts), tp, gpu.vendor)
+    )
+    ep = tp if deepep else s.ep_size  # DeepEP sets --ep-size to the TP size
+    redundant = s.ep_num_redundant_experts
+    if redundant and (not model.num_experts or ep < 2):
+        raise InputError(
+            "--ep-num-redundant-experts",
+            f"{redundant}: redundant experts spread over expert-parallel ranks (--ep > 1 or "
+            "DeepEP) of a MoE model",
+        )
+    physical = (model.num_experts or 0) + redundant
+    if model.num_experts and ep > 1 and physical % ep:
+        raise InputError(
+            "--ep-num-redundant-experts" if redundant else ("--ep" if s.ep_size > 1 else "--tp"),
+            f"{ep}: SGLang places {model.name}'s {physical} experts "
+            f"({model.num_experts} routed + {redundant} redundant) evenly over its {ep} "
+            "expert-parallel ranks and refuses a split that leaves a remainder",
+        )
+    if redundant and model.num_experts:
+        # each rank holds R / EP more experts, at the checkpoint's mean bytes per parameter
+        loaded = weights_bytes if weights_bytes is not None else model.weights_bytes
+        expert_bytes = model.expert_params / model.num_experts * loaded / model.params_total
+        extra_bytes = ceil_div(round(redundant * expert_bytes), ep * pp)
+        w += extra_bytes
+        sources["weights_bytes"] = "derived"
+        notes.append(
+            f"{redundant} redundant experts: {redundant / ep:g} more a rank, "
+            f"{extra_bytes / GIB_BYTES:.2f} GiB of weights (by parameter count)"
+        )
     available = int(pre_free * fraction) - w
     sources["available_kv_bytes"] = "derived"
     if cal is not None:
@@ -604,19 +642,6 @@ def predict(
     tokens -= tokens % page
     concurrency = tokens / context
     running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
-    deepep = (
-        s.moe_a2a_backend == "deepep"
-        if s.moe_a2a_backend is not None
-        else deepep_wide("sglang", bool(model.num_experts), tp, gpu.vendor)
-    )
-    ep = tp if deepep else s.ep_size  # DeepEP sets --ep-size to the TP size
-    if model.num_experts and ep > 1 and model.num_experts % ep:
-        raise InputError(
-            "--ep" if s.ep_size > 1 else "--tp",
-            f"{ep}: SGLang places {model.name}'s {model.num_experts} experts evenly over its "
-            f"{ep} expert-parallel ranks and refuses a split that leaves a remainder "
-            "(redundant experts are not modelled)",
-        )
     if deepep and s.moe_a2a_backend is None:
         notes.append(
             f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
@@ -667,6 +692,7 @@ def predict(
             "max_running_requests": running,
             "max_mamba_cache_size": mamba_slots or None,
             "moe_a2a_backend": "deepep" if deepep else None,
+            "ep_num_redundant_experts": redundant or None,
         },
         defaults_used=defaults,
         term_sources=sources
