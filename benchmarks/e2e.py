@@ -277,6 +277,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings: dict[str, Any] = {"engine": family, "tp": tp}
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
+    if "ep_num_redundant_experts" in settings:  # an SGLang engine field, not a plan setting
+        settings["extra"] = {"ep_num_redundant_experts": settings.pop("ep_num_redundant_experts")}
     chunked = None
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"

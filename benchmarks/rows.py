@@ -118,6 +118,7 @@ ROW_SETTINGS = {
     "page_size": "block_size",
     "max_model_len": "context_tokens",
     "context_length": "context_tokens",
+    "ep_num_redundant_experts": "ep_num_redundant_experts",
 }
 
 

@@ -64,7 +64,7 @@ def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
     row = {
         "engine_config": {"max_num_seqs": "256", "max_num_batched_tokens": "default"},
         "notes": "Server flags: --mem-fraction-static 0.85 --chunked-prefill-size -1 "
-        "--page-size 64 --context-length 32768.",
+        "--page-size 64 --context-length 32768 --ep-num-redundant-experts 32.",
     }
     # "default" and SGLang's -1 (off) leave the engine's own value; the config wins over prose
     assert engine_settings(row) == {
@@ -72,6 +72,7 @@ def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
         "memory_fraction": 0.85,
         "block_size": 64,
         "context_tokens": 32768,
+        "ep_num_redundant_experts": 32,
     }
 
 
