@@ -312,7 +312,7 @@ class SglangSettings(BaseModel):
     moe_a2a_backend: Literal["none", "deepep"] | None = Field(
         default=None,
         description="the MoE all-to-all (--moe-a2a-backend; None: DeepEP where the MoE layers "
-        "span nodes, else none)",
+        "span more than one 8-GPU board on NVIDIA, else none)",
     )
     disaggregation_mode: Literal["prefill", "decode"] | None = Field(
         default=None,
@@ -596,9 +596,14 @@ def predict(
     if model.num_experts and ep > 1 and physical % ep:
         raise InputError(
             "--ep-num-redundant-experts" if redundant else ("--ep" if s.ep_size > 1 else "--tp"),
-            f"{ep}: SGLang places {model.name}'s {physical} experts "
-            f"({model.num_experts} routed + {redundant} redundant) evenly over its {ep} "
-            "expert-parallel ranks and refuses a split that leaves a remainder",
+            f"{redundant if redundant else ep}: SGLang places {model.name}'s {physical} "
+            + (
+                f"experts ({model.num_experts} routed + {redundant} redundant)"
+                if redundant
+                else "experts"
+            )
+            + f" evenly over its {ep} expert-parallel ranks and refuses a split that leaves a "
+            "remainder",
         )
     if redundant and model.num_experts:
         # each rank holds R / EP more experts, at the checkpoint's mean bytes per parameter
