@@ -449,3 +449,29 @@ def test_redundant_experts_let_sglang_spread_experts_over_72_ranks(cli: Cli) -> 
     assert refused.code == 2 and refused.json()["field"] == "--tp"
     bad = cli(*base, "--ep-num-redundant-experts", "30")
     assert bad.code == 2 and bad.json()["field"] == "--ep-num-redundant-experts"
+
+
+def test_two_batch_overlap_hides_the_all_to_all_under_the_other_halfs_work(cli: Cli) -> None:
+    """SGLang's --enable-two-batch-overlap runs a batch as two halves: each launches every
+    kernel, and one half's DeepEP dispatch and combine run under the other's linear layers
+    and attention. It needs an all-to-all backend (SGLang refuses it with none)."""
+    spec = resolve_model(None, DEEPSEEK, None)
+    plain = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=16, engine="sglang")
+    tbo = plain.model_copy(update={"overlap_all_to_all": True})
+    a, b = plain.terms(64, 2000), tbo.terms(64, 2000)
+    work = a.linear_ms + a.attention_ms
+    assert b.kernels_ms == pytest.approx(2 * a.kernels_ms)
+    assert b.all_to_all_ms == pytest.approx(max(0.0, a.all_to_all_ms - work))
+    assert b.step_ms < a.step_ms  # at 64 tokens a rank the hidden exchange outweighs the launches
+    # one token cannot be split: no overlap, no second launch
+    assert tbo.terms(1, 2000).step_ms == pytest.approx(plain.terms(1, 2000).step_ms)
+    base = ("simulate", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang",
+            "--concurrency", "16", "--prompt-len", "200", "--output-len", "10", "--requests",
+            "32", "--enable-two-batch-overlap", "--json")  # fmt: skip
+    refused = cli(*base, "--tp", "8")  # one board: no all-to-all to overlap
+    assert refused.code == 2 and refused.json()["field"] == "--enable-two-batch-overlap"
+    wide = cli(*base, "--tp", "16", "--dp", "16", "--dp-attention")
+    assert wide.code == 0, wide.out
+    line = wide.json()["deployment"]["command"]
+    assert "--moe-a2a-backend deepep --enable-two-batch-overlap" in line
+    assert fields_from_line("sglang", line)["enable_two_batch_overlap"] is True

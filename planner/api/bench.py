@@ -560,10 +560,14 @@ def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
     ranks = curve.moe_ranks or curve.tp
     where = "across nodes" if fabric.crosses_nodes(ranks) else "over NVLink"
     if curve.moe_layers and curve.moe_all_to_all:
+        overlap = (
+            "half-batches overlap it with compute (--enable-two-batch-overlap)"
+            if curve.overlap_all_to_all
+            else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
+        )
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
-            f"{where} (--moe-a2a-backend deepep, on the line); overlapping them with compute "
-            "(two-batch overlap) is not modelled"
+            f"{where} (--moe-a2a-backend deepep, on the line); {overlap}"
         )
     elif curve.moe_layers and fabric.crosses_nodes(ranks):
         backend = "VLLM_ALL2ALL_BACKEND" if engine == "vllm" else "--moe-a2a-backend"
@@ -967,6 +971,8 @@ def _instance(
     if api_ranks > 1:
         streamed = curve.frontend_ms_per_token * api_ranks
         curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
+    if p.settings.get("enable_two_batch_overlap"):
+        curve = curve.model_copy(update={"overlap_all_to_all": True})
     redundant = int(str(p.settings.get("ep_num_redundant_experts") or 0))
     if ep is not None and ep > 1 and spec.num_experts:
         # expert parallelism: each GPU holds (E + redundant) / EP whole experts (the routing

@@ -242,6 +242,13 @@ def capacity(
             help="SGLang flag: extra expert replicas spread over the EP ranks.",
         ),
     ] = None,
+    enable_two_batch_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--enable-two-batch-overlap",
+            help="SGLang flag: overlap the MoE all-to-all with compute (wide EP).",
+        ),
+    ] = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -407,6 +414,7 @@ def capacity(
             "--attn-dp-size": attn_dp_size,
             "--ep-size": ep_size,
             "--ep-num-redundant-experts": ep_num_redundant_experts,
+            "--enable-two-batch-overlap": enable_two_batch_overlap or None,
         }
         other = sglang_only if name == "vllm" else vllm_only
         for flag, given_value in other.items():
@@ -447,6 +455,7 @@ def capacity(
                 reserved_bytes=reserved_bytes(reserved_gib),
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
                 ep_num_redundant_experts=ep_num_redundant_experts,
+                enable_two_batch_overlap=enable_two_batch_overlap or None,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
             )
@@ -492,6 +501,7 @@ def capacity(
         "--attn-dp-size": attn_dp_size,
         "--ep-size": ep_size,
         "--ep-num-redundant-experts": ep_num_redundant_experts,
+        "--enable-two-batch-overlap": enable_two_batch_overlap or None,
         "--tpot": tpot,
         "--dtype": dtype,
         "--spec-alpha": spec_alpha,
@@ -719,6 +729,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "mamba_full_memory_ratio",
         "max_mamba_cache_size",
         "ep_num_redundant_experts",
+        "enable_two_batch_overlap",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

@@ -260,6 +260,13 @@ def simulate(
             help="SGLang: extra expert replicas spread over the EP ranks [0].",
         ),
     ] = None,
+    enable_two_batch_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--enable-two-batch-overlap",
+            help="SGLang: overlap the MoE all-to-all with compute (wide EP, DeepEP).",
+        ),
+    ] = False,
     memory_fraction: Annotated[
         float | None,
         typer.Option(
@@ -416,10 +423,16 @@ def simulate(
             "max_num_batched_tokens": max_num_batched_tokens,
             "memory_fraction": memory_fraction,
         }
-        if ep_num_redundant_experts is not None:
+        sglang_extra = {
+            "ep_num_redundant_experts": ep_num_redundant_experts,
+            "enable_two_batch_overlap": enable_two_batch_overlap or None,
+        }
+        for field, stated in sglang_extra.items():
+            if stated is None:
+                continue
             if engine != "sglang":
-                raise InputError("--ep-num-redundant-experts", "an SGLang flag (--engine sglang)")
-            settings["extra"] = {"ep_num_redundant_experts": ep_num_redundant_experts}
+                raise InputError("--" + field.replace("_", "-"), "an SGLang flag (--engine sglang)")
+            settings.setdefault("extra", {})[field] = stated
         if context is not None:
             from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
 
@@ -610,6 +623,7 @@ def simulate(
         ("--max-num-batched-tokens", max_num_batched_tokens),
         ("--gpu-memory-utilization", memory_fraction),
         ("--ep-num-redundant-experts", ep_num_redundant_experts),
+        ("--enable-two-batch-overlap", enable_two_batch_overlap or None),
         ("--context", context),
         ("--prefill-tp", prefill_tp),
         ("--decode-tp", decode_tp),

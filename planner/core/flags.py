@@ -162,6 +162,7 @@ BOOLEAN_FLAGS = {
     "--enable-expert-parallel",
     "--enable-dp-attention",
     "--enable-deepep-moe",
+    "--enable-two-batch-overlap",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",

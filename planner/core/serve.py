@@ -885,6 +885,7 @@ SGLANG_FLAGS = (
     ("disaggregation_transfer_backend", "--disaggregation-transfer-backend"),
     ("moe_a2a_backend", "--moe-a2a-backend"),
     ("ep_num_redundant_experts", "--ep-num-redundant-experts"),
+    ("enable_two_batch_overlap", "--enable-two-batch-overlap"),
     ("enable_deepep_moe", "--enable-deepep-moe"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
@@ -1010,6 +1011,7 @@ BOOLEAN_FIELDS = (
     "enable_dp_attention",
     "enable_hierarchical_cache",
     "enable_deepep_moe",
+    "enable_two_batch_overlap",
 )
 FLOAT_FIELDS = (
     "gpu_memory_utilization",

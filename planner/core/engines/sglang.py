@@ -309,6 +309,11 @@ class SglangSettings(BaseModel):
         description="expert replicas beside the routed experts, spread over the EP ranks "
         "(--ep-num-redundant-experts): each rank holds (E + R) / EP experts",
     )
+    enable_two_batch_overlap: bool = Field(
+        default=False,
+        description="split each batch in two so one half's MoE all-to-all runs under the "
+        "other's compute (--enable-two-batch-overlap; needs an all-to-all backend)",
+    )
     moe_a2a_backend: Literal["none", "deepep"] | None = Field(
         default=None,
         description="the MoE all-to-all (--moe-a2a-backend; None: DeepEP where the MoE layers "
@@ -647,6 +652,12 @@ def predict(
     tokens -= tokens % page
     concurrency = tokens / context
     running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
+    if s.enable_two_batch_overlap and not deepep:
+        raise InputError(
+            "--enable-two-batch-overlap",
+            "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
+            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP)",
+        )
     if deepep and s.moe_a2a_backend is None:
         notes.append(
             f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
@@ -698,6 +709,7 @@ def predict(
             "max_mamba_cache_size": mamba_slots or None,
             "moe_a2a_backend": "deepep" if deepep else None,
             "ep_num_redundant_experts": redundant or None,
+            "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
         },
         defaults_used=defaults,
         term_sources=sources

@@ -42,7 +42,9 @@ class StepTerms(BaseModel):
         description="the TP all-reduces and data-parallel gathers of the step, ms"
     )
     all_to_all_ms: float = Field(
-        default=0.0, description="DeepEP's MoE dispatch and combine across nodes, ms"
+        default=0.0,
+        description="DeepEP's MoE dispatch and combine, ms: what the step shows of it (under "
+        "two-batch overlap, the part the other half's work does not hide)",
     )
     overhead_ms: float
     frontend_ms: float = Field(
@@ -172,6 +174,11 @@ class StepTime(BaseModel):
     moe_all_to_all: bool = Field(
         default=False,
         description="the MoE layers exchange tokens with DeepEP's all-to-all (wide EP)",
+    )
+    overlap_all_to_all: bool = Field(
+        default=False,
+        description="two-batch overlap: each half of a batch runs its all-to-all under the "
+        "other half's compute, and every kernel launches twice",
     )
 
     def _moe_ranks(self) -> int:
@@ -370,6 +377,17 @@ class StepTime(BaseModel):
     def _pipelined(self, stage_ms: float, overhead_ms: float) -> float:
         return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
 
+    def _overlapped(
+        self, work_ms: float, kernels_ms: float, all_to_all_ms: float, tokens: int
+    ) -> tuple[float, float]:
+        """The kernels' fixed cost and the all-to-all time a step shows: under two-batch
+        overlap (SGLang --enable-two-batch-overlap) a batch of two tokens or more runs as two
+        halves, each launching every kernel, one half's dispatch and combine under the other
+        half's linear layers and attention."""
+        if not self.overlap_all_to_all or all_to_all_ms <= 0 or tokens < 2:
+            return kernels_ms, all_to_all_ms
+        return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
+
     def mixed_ms(
         self, decode_seqs: int, decode_kv_bytes: int, prefill_tokens: int, prefill_pairs: float
     ) -> float:
@@ -388,15 +406,19 @@ class StepTime(BaseModel):
         if tokens <= 0:
             return 0.0
         own_ms = self.step_overhead_ms(decode_seqs)
-        engine_ms = self._pipelined(
+        work_ms = (
             self.linear_ms(tokens, sampled=decode_seqs)
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
-            + self.layers * self.kernel_ms_per_layer
-            + self.moe_fixed_ms(tokens)
-            + self.allreduce_ms(tokens)
-            + self.all_to_all_ms(tokens, decode=prefill_tokens == 0)
-            + own_ms,
+        )
+        kernels_ms, all_to_all_ms = self._overlapped(
+            work_ms,
+            self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens),
+            self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
+            tokens,
+        )
+        engine_ms = self._pipelined(
+            work_ms + kernels_ms + self.allreduce_ms(tokens) + all_to_all_ms + own_ms,
             own_ms,
         )
         return max(engine_ms, streamed_ms)
@@ -413,9 +435,13 @@ class StepTime(BaseModel):
         kv = micro * self.kv_bytes(context)
         attention_ms = self.kv_read_ms(kv)
         memory_ms = weights_ms + attention_ms
-        kernels_ms = self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro)
+        kernels_ms, all_to_all_ms = self._overlapped(
+            linear_ms + attention_ms,
+            self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro),
+            self.all_to_all_ms(micro),
+            micro,
+        )
         allreduce_ms = self.allreduce_ms(micro)
-        all_to_all_ms = self.all_to_all_ms(micro)
         step = linear_ms + attention_ms + kernels_ms + allreduce_ms + all_to_all_ms
         own_ms = self.step_overhead_ms(micro)
         streamed_ms = self.streamed_ms(batch)
