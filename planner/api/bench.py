@@ -570,11 +570,15 @@ def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
             f"{where} (--moe-a2a-backend deepep, on the line); {overlap}"
         )
     elif curve.moe_layers and fabric.crosses_nodes(ranks):
-        backend = "VLLM_ALL2ALL_BACKEND" if engine == "vllm" else "--moe-a2a-backend"
+        other = (
+            "DeepEP through VLLM_ALL2ALL_BACKEND is not modelled"
+            if engine == "vllm"
+            else "--moe-a2a-backend deepep would run DeepEP on NVIDIA; AMD's MoRI backend is "
+            "not modelled"
+        )
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs across nodes: priced as {engine}'s default "
-            f"exchange, every token gathered on every rank over the NIC; its all-to-all "
-            f"backends ({backend}) are not modelled"
+            f"exchange, every token gathered on every rank over the NIC; {other}"
         )
     return notes
 
@@ -971,6 +975,13 @@ def _instance(
     if api_ranks > 1:
         streamed = curve.frontend_ms_per_token * api_ranks
         curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
+    if engine == "sglang" and spec.num_experts:
+        # the all-to-all the plan runs: DeepEP past one board unless the line says otherwise
+        deepep = p.settings.get("moe_a2a_backend") == "deepep"
+        local = math.ceil(spec.num_experts / (curve.moe_ranks or curve.tp)) if deepep else 0
+        curve = curve.model_copy(
+            update={"moe_all_to_all": deepep, "experts_per_gpu": local or curve.experts_per_gpu}
+        )
     if p.settings.get("enable_two_batch_overlap"):
         curve = curve.model_copy(update={"overlap_all_to_all": True})
     redundant = int(str(p.settings.get("ep_num_redundant_experts") or 0))

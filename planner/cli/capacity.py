@@ -242,6 +242,13 @@ def capacity(
             help="SGLang flag: extra expert replicas spread over the EP ranks.",
         ),
     ] = None,
+    moe_a2a_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--moe-a2a-backend",
+            help="SGLang flag: none or deepep [deepep past one 8-GPU board on NVIDIA].",
+        ),
+    ] = None,
     enable_two_batch_overlap: Annotated[
         bool,
         typer.Option(
@@ -415,6 +422,7 @@ def capacity(
             "--ep-size": ep_size,
             "--ep-num-redundant-experts": ep_num_redundant_experts,
             "--enable-two-batch-overlap": enable_two_batch_overlap or None,
+            "--moe-a2a-backend": moe_a2a_backend,
         }
         other = sglang_only if name == "vllm" else vllm_only
         for flag, given_value in other.items():
@@ -456,6 +464,7 @@ def capacity(
                 cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
                 ep_num_redundant_experts=ep_num_redundant_experts,
                 enable_two_batch_overlap=enable_two_batch_overlap or None,
+                moe_a2a_backend=moe_a2a_backend,
                 mamba_full_memory_ratio=mamba_full_memory_ratio,
                 max_mamba_cache_size=max_mamba_cache_size,
             )
@@ -502,6 +511,7 @@ def capacity(
         "--ep-size": ep_size,
         "--ep-num-redundant-experts": ep_num_redundant_experts,
         "--enable-two-batch-overlap": enable_two_batch_overlap or None,
+        "--moe-a2a-backend": moe_a2a_backend,
         "--tpot": tpot,
         "--dtype": dtype,
         "--spec-alpha": spec_alpha,
@@ -730,6 +740,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "max_mamba_cache_size",
         "ep_num_redundant_experts",
         "enable_two_batch_overlap",
+        "moe_a2a_backend",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

@@ -260,6 +260,13 @@ def simulate(
             help="SGLang: extra expert replicas spread over the EP ranks [0].",
         ),
     ] = None,
+    moe_a2a_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--moe-a2a-backend",
+            help="SGLang: none or deepep [deepep past one 8-GPU board on NVIDIA, else none].",
+        ),
+    ] = None,
     enable_two_batch_overlap: Annotated[
         bool,
         typer.Option(
@@ -424,6 +431,7 @@ def simulate(
             "memory_fraction": memory_fraction,
         }
         sglang_extra = {
+            "moe_a2a_backend": moe_a2a_backend,
             "ep_num_redundant_experts": ep_num_redundant_experts,
             "enable_two_batch_overlap": enable_two_batch_overlap or None,
         }
@@ -624,6 +632,7 @@ def simulate(
         ("--gpu-memory-utilization", memory_fraction),
         ("--ep-num-redundant-experts", ep_num_redundant_experts),
         ("--enable-two-batch-overlap", enable_two_batch_overlap or None),
+        ("--moe-a2a-backend", moe_a2a_backend),
         ("--context", context),
         ("--prefill-tp", prefill_tp),
         ("--decode-tp", decode_tp),

@@ -898,6 +898,7 @@ LINE_DEFAULTS: dict[str, Any] = {
     "dp_size": 1,
     "ep_size": 1,
     "dtype": "auto",
+    "moe_a2a_backend": "none",
 }
 # SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
 # --enable-dp-attention, which 0.5.23 still rewrites to attn_dp_size = N (server_args.py).

@@ -98,7 +98,8 @@ def deepep_ms(
     """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms, at the group's
     rate over the fabric (the NIC across nodes, NVLink inside an NVL72 rack): a copy per routed
     expert (low-latency kernels, and any kernel inside one fabric), or across nodes a copy per
-    other node its experts sit on (normal kernels; top-k experts spread uniformly)."""
+    other node its experts sit on (normal kernels; top-k experts spread uniformly); never less
+    than one hop's latency each way (an RDMA hop across nodes, an NVLink peer's inside)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
     copies = float(experts_per_token)
@@ -107,7 +108,9 @@ def deepep_ms(
         copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
     rate = fabric.collective_bytes_per_s(ranks)
-    return tokens_per_rank * copies * hidden * per_value / rate * 1e3
+    # a few tokens still pay each transfer's latency: one hop for dispatch, one for combine
+    hop_ms = PP_HOP_MS if fabric.crosses_nodes(ranks) else ALLREDUCE_HOP_MS
+    return max(tokens_per_rank * copies * hidden * per_value / rate * 1e3, 2 * hop_ms)
 
 
 def fabric_of(gpu: GpuSpec) -> Fabric:
