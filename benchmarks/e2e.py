@@ -50,7 +50,7 @@ from planner.sources.models import resolve_model
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config, engine_settings  # noqa: E402
+from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields  # noqa: E402
 
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
 DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
@@ -277,8 +277,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings: dict[str, Any] = {"engine": family, "tp": tp}
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
-    if "ep_num_redundant_experts" in settings:  # an SGLang engine field, not a plan setting
-        settings["extra"] = {"ep_num_redundant_experts": settings.pop("ep_num_redundant_experts")}
+    # SGLang engine fields, not plan settings: they go in as the line's own
+    sglang = sglang_fields(row) if family == "sglang" else {}
+    if "ep_num_redundant_experts" in settings:
+        sglang["ep_num_redundant_experts"] = settings.pop("ep_num_redundant_experts")
+    if sglang:
+        settings["extra"] = sglang
     chunked = None
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"

@@ -147,3 +147,28 @@ def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
         elif number >= 1 and number == int(number):
             out[target] = int(number)
     return out
+
+
+# SGLang engine fields a row's notes may quote: the MoE all-to-all backend (a word) and
+# two-batch overlap (a bare flag).
+SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep")}
+SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
+
+
+def sglang_fields(row: dict[str, object]) -> dict[str, object]:
+    """The SGLang engine fields a row states in its engine_config or its notes' flags."""
+    notes = str(row.get("notes") or "")
+    config = row.get("engine_config")
+    given: dict[str, object] = dict(config) if isinstance(config, dict) else {}
+    out: dict[str, object] = {}
+    for field, words in SGLANG_WORD_FLAGS.items():
+        flag = "--" + field.replace("_", "-")
+        found = re.search(re.escape(flag) + r"[ =]([a-z_]+)", notes)
+        value = str(given.get(field) or (found.group(1) if found else ""))
+        if value in words:
+            out[field] = value
+    for field in SGLANG_BARE_FLAGS:
+        flag = "--" + field.replace("_", "-")
+        if re.search(re.escape(flag) + r"(?![\w-])", notes) or given.get(field) in (True, "true"):
+            out[field] = True
+    return out

@@ -13,7 +13,7 @@ from helpers import MODELS, Result
 from planner.errors import PlannerError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config, engine_settings
+from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields
 
 Cli = Callable[..., Result]
 
@@ -74,6 +74,16 @@ def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
         "context_tokens": 32768,
         "ep_num_redundant_experts": 32,
     }
+
+
+def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
+    notes = "Server flags: --tp 16 --moe-a2a-backend deepep --enable-two-batch-overlap."
+    assert sglang_fields({"notes": notes}) == {
+        "moe_a2a_backend": "deepep",
+        "enable_two_batch_overlap": True,
+    }
+    # a longer flag is not this one; an unknown backend is left to the engine's default
+    assert sglang_fields({"notes": "--enable-two-batch-overlap-x --moe-a2a-backend mori"}) == {}
 
 
 def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -> None:
