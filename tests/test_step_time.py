@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import MODELS, Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.core.latency import Roofline
 from planner.core.specs import ModelSpec
@@ -30,7 +32,7 @@ from planner.core.step.comm import (
 )
 from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
 from planner.sources.models import resolve_model
-from planner.sources.presets import find_gpu, load_model_preset
+from planner.sources.presets import find_gpu, gpu_catalog, load_model_preset
 
 Cli = Callable[..., Result]
 
@@ -78,6 +80,31 @@ def test_a_mesh_gives_a_group_only_the_links_among_its_gpus() -> None:
         allreduce_ms(4, 80, message, 0.0, flat) * 7 / 3
     )
     assert allreduce_ms(8, 80, message, 0.0, mesh) == allreduce_ms(8, 80, message, 0.0, flat)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    card=st.sampled_from([g.id for g in gpu_catalog()]),
+    ranks=st.integers(min_value=1, max_value=256),
+    tokens=st.integers(min_value=1, max_value=4096),
+    extra=st.integers(min_value=1, max_value=4096),
+)
+def test_fabric_invariants(card: str, ranks: int, tokens: int, extra: int) -> None:
+    """A group never sends faster than its GPU's links, nor faster than the NIC once it spans
+    nodes; more tokens never make DeepEP's exchange or a larger message's all-reduce cheaper."""
+    fabric = fabric_of(find_gpu(card))
+    rate = fabric.collective_bytes_per_s(ranks)
+    assert 0 < rate <= fabric.bytes_per_s
+    if fabric.crosses_nodes(ranks):
+        assert rate <= fabric.nic_bytes_per_s
+    for low_latency in (True, False):
+        fewer = deepep_ms(tokens, 8, 7168, max(ranks, 2), fabric, low_latency=low_latency)
+        more = deepep_ms(tokens + extra, 8, 7168, max(ranks, 2), fabric, low_latency=low_latency)
+        assert 0 < fewer <= more
+    message = tokens * 8192 * 2
+    assert allreduce_ms(ranks, 80, message, ALLREDUCE_HOP_MS, fabric) <= allreduce_ms(
+        ranks, 80, message + extra, ALLREDUCE_HOP_MS, fabric
+    )
 
 
 def test_deepep_all_to_all_matches_its_published_low_latency_time() -> None:
