@@ -42,6 +42,7 @@ from planner.api.bench import Lengths, Load, benchmark
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.engines.common import parse_version
 from planner.core.parallel import ranks_share_tp
+from planner.core.step.comm import NODE_DOMAIN_GPUS
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
@@ -325,6 +326,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "chunked_prefill": chunked,
         "scheduler_steps": steps,
         "disagg": layout,
+        # NIXL (UCX's CUDA IPC) rides NVLink inside a node; Mooncake, SGLang's default, RDMA
+        "disagg_link": (
+            "nvlink"
+            if split and split.get("transfer_backend") == "nixl" and layout.gpus <= NODE_DOMAIN_GPUS
+            else None
+        ),
     }, None
 
 

@@ -49,6 +49,11 @@ def test_transfer_bytes_are_the_prompts_kv() -> None:
     assert how["kv_bytes_per_token"] == 27 * 576 * 2 and how["parallel_ranks"] == 1
     assert how["setup_ms"] == SGLANG_PD_HANDOFF_MS  # measured on SGLang's PD rows
     assert ms[0] == pytest.approx(1000 * 31104 / 50e9 * 1e3 + how["setup_ms"])
+    # SGLang's default backend (Mooncake) moves KV over RDMA even inside a node; vLLM's NIXL
+    # connector rides NVLink there
+    _, sglang_how = transfer_plan(llama, prompts, 2, 1, 1, None, 2, h100, "sglang")
+    _, vllm_how = transfer_plan(llama, prompts, 2, 1, 1, None, 2, h100, "vllm")
+    assert (sglang_how["link"], vllm_how["link"]) == ("rdma", "nvlink")
     # two MI300X of one board exchange over the one xGMI link between them (64 GB/s a way),
     # not the 7 links' sum; each KV-head shard moves on its own pair's link
     ms, how = transfer_plan(llama, prompts, 2, 2, 2, None, 4, find_gpu("mi300x"), "vllm")

@@ -1143,7 +1143,10 @@ def _attention_groups(
 
 # KV transfer between the pools: within one fabric over the GPUs' own links (NVLink through
 # NVSwitch at the full rate, one xGMI link between two MI300X-class GPUs), across nodes over
-# each GPU's RDMA NIC (planner.core.step.comm.Fabric).
+# each GPU's RDMA NIC (planner.core.step.comm.Fabric). SGLang's default transfer backend,
+# Mooncake, moves KV over RDMA even between GPUs of one node (MOONCAKE_PROTOCOL defaults to
+# "rdma", python/sglang/srt/environ.py, read in 0.5.13; its NVLink pools are opt-in); vLLM's
+# NIXL connector rides NVLink inside a node (UCX's CUDA IPC).
 # Per request, beside the bytes: the hand-off from the prefill instance to the decode
 # instance until the decode instance emits the first token, by engine.
 # SGLang: the router's hop to both servers, the decode server's own tokenization, the
@@ -1186,7 +1189,8 @@ def transfer_plan(
     mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
     fabric = fabric_of(card)
-    where = link or ("rdma" if fabric.crosses_nodes(gpus) else "nvlink")
+    default = "rdma" if fabric.crosses_nodes(gpus) or engine == "sglang" else "nvlink"
+    where = link or default
     if where not in ("nvlink", "rdma"):
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
     rate = fabric.peer_bytes_per_s() if where == "nvlink" else fabric.nic_bytes_per_s

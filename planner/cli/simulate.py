@@ -356,7 +356,7 @@ def simulate(
         str | None,
         typer.Option(
             help="KV transfer link: nvlink (one node) or rdma (a 400G NIC per GPU) "
-            "[default: nvlink up to 8 GPUs]."
+            "[default: rdma for SGLang's Mooncake and across nodes, else nvlink]."
         ),
     ] = None,
     hub_timeout: HubTimeout = None,
