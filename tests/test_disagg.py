@@ -291,3 +291,30 @@ def test_a_wide_expert_parallel_decode_pool_spans_nodes_with_deepep(cli: Cli) ->
         line = pools[role]["command"]
         assert "--moe-a2a-backend deepep" in line and "--mem-fraction-static 0.8" in line
     assert sum("DeepEP" in note for note in body["notes"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("engine", "prefill_flag", "decode_flag"),
+    [
+        ("sglang", "--disaggregation-mode prefill", "--disaggregation-mode decode"),
+        ("vllm", '"kv_connector":"NixlConnector"', '"kv_connector":"NixlConnector"'),
+    ],
+)
+def test_each_pool_line_starts_its_role(
+    cli: Cli, engine: str, prefill_flag: str, decode_flag: str
+) -> None:
+    """simulate --disagg prints the lines that start the deployment it simulated: each pool's
+    role flags (SGLang's mode and Mooncake backend, vLLM's NIXL connector), its memory
+    fraction pinned, and the router in front."""
+    r = cli(
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+        "--disagg", "2P1D", "--concurrency", "8", "--prompt-len", "500", "--output-len", "50",
+        "--requests", "16", "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    d = r.json()["deployment"]["disagg"]
+    assert prefill_flag in d["prefill"]["command"] and decode_flag in d["decode"]["command"]
+    fraction = "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
+    assert all(fraction in d[k]["command"] for k in ("prefill", "decode"))
+    if engine == "sglang":
+        assert d["router"].count("--prefill http") == 2 and d["router"].count("--decode") == 1

@@ -618,8 +618,8 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
     )  # fmt: skip
     assert r.code == 0, r.err
     decode = r.json()["deployment"]["disagg"]["decode"]["command"]
-    role = " --disaggregation-mode decode --disaggregation-transfer-backend mooncake"
-    assert decode == pools["decode_command"].replace(role, "")
+    assert "--disaggregation-mode decode --disaggregation-transfer-backend mooncake" in decode
+    assert decode == pools["decode_command"]
 
 
 def _fixed(tokens: int) -> dict[str, Any]:

@@ -365,6 +365,7 @@ def benchmark(
             instance=instance,
             percentiles=tails,
             client=client,
+            source={"preset": preset, "model": model},
         )
     inst = instance(tp, ep, attention_groups)
     served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
@@ -794,6 +795,7 @@ class Instance:
     calibrated: Any
     weight_dtype: str
     card: Any
+    values: dict[str, Any]  # the serve settings its plan was made with (the line's)
 
 
 # How the output names each benchmark client.
@@ -1053,7 +1055,50 @@ def _instance(
         calibrated=calibrated,
         weight_dtype=weight_dtype,
         card=card,
+        values=values,
     )
+
+
+def pd_command(
+    values: dict[str, Any],
+    plan: Any,
+    role: Literal["prefill", "decode"],
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    spec: Any,
+) -> str:
+    """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
+    role's flags (SGLang --disaggregation-mode with the Mooncake backend; vLLM
+    --kv-transfer-config with the NIXL connector, each instance both sending and receiving)
+    and the memory fraction its plan ran with pinned, so the line starts the pool simulated."""
+    import json
+
+    from planner.api.capacity import pinned_memory_fraction, serve_report
+    from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
+
+    if values.get("engine") == "sglang":
+        flags = DisaggRole(mode=role, transfer_backend="mooncake")
+    else:
+        flags = DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
+    pinned = values | {"disagg": flags, "memory_fraction": pinned_memory_fraction(plan)}
+    made, _ = serve_report(
+        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None,
+        settings=pinned, spec=spec,
+    )  # fmt: skip
+    return str(made.command)
+
+
+def pd_router(engine: str, prefill: int, decode: int) -> str:
+    """What fronts the pools: SGLang's router in PD mode over every instance, or for vLLM a
+    prefill/decode-aware router."""
+    if engine == "sglang":
+        return "python -m sglang_router.launch_router --pd-disaggregation " + " ".join(
+            [f"--prefill http://prefill-{i}:30000" for i in range(prefill)]
+            + [f"--decode http://decode-{i}:30000" for i in range(decode)]
+        )
+    return "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools"
 
 
 def check_ep(ep: int | None, engine: str, tp: int, groups: int) -> None:
@@ -1246,6 +1291,7 @@ def _disaggregated(
     instance: Any,
     percentiles: tuple[float, ...],
     client: str | None = None,
+    source: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
@@ -1281,8 +1327,12 @@ def _disaggregated(
     metrics = bench_metrics(state, trace, percentiles=percentiles)
     gpus = disagg.gpus
 
-    def pool(inst: Any, count: int, tp_size: int, ep: int, groups: int) -> dict[str, Any]:
+    def pool(
+        inst: Any, role: Literal["prefill", "decode"], count: int, tp_size: int, ep: int,
+        groups: int,
+    ) -> dict[str, Any]:  # fmt: skip
         p = inst.prediction
+        where = {"gpu": inst.card.id, "spec": spec} | (source or {})
         return {
             "instances": count,
             "tp": tp_size,
@@ -1290,7 +1340,7 @@ def _disaggregated(
             "dp": groups,
             "max_num_seqs": inst.plan.max_num_seqs,
             "kv_cache_tokens": p.kv_cache_tokens,
-            "command": inst.plan.command,
+            "command": pd_command(inst.values, inst.plan, role, **where),
         }
 
     return {
@@ -1326,11 +1376,22 @@ def _disaggregated(
             "disagg": {
                 "layout": disagg.label,
                 "prefill": pool(
-                    pre, disagg.prefill, disagg.prefill_tp, disagg.prefill_ep, disagg.prefill_dp
+                    pre,
+                    "prefill",
+                    disagg.prefill,
+                    disagg.prefill_tp,
+                    disagg.prefill_ep,
+                    disagg.prefill_dp,
                 ),
                 "decode": pool(
-                    dec, disagg.decode, disagg.decode_tp, disagg.decode_ep, disagg.decode_dp
+                    dec,
+                    "decode",
+                    disagg.decode,
+                    disagg.decode_tp,
+                    disagg.decode_ep,
+                    disagg.decode_dp,
                 ),
+                "router": pd_router(engine, disagg.prefill, disagg.decode),
                 "transfer": how
                 | {
                     "mean_bytes_per_request": float(trace.prompt_tokens.mean())

@@ -9,7 +9,6 @@ whole units.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 # P:D ratios a unit may take (at most four instances: the shapes the SGLang and Dynamo docs
@@ -79,44 +78,21 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> di
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
     instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
     prefill and decode instances."""
-    from planner.api.capacity import pinned_memory_fraction, serve_report
+    from planner.api.bench import pd_command, pd_router
     from planner.api.fleet import serve_values
-    from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
 
     def line(role: Literal["prefill", "decode"]) -> str:
-        if inst.engine == "sglang":
-            flags = DisaggRole(mode=role, transfer_backend="mooncake")
-        else:
-            connector = json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":"))
-            flags = DisaggRole(kv_transfer_config=connector)
         own, pool = (job, inst) if role == "prefill" else (decode_job(job), dec)
         seqs = pool.plan.max_num_seqs
         if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
             seqs *= own.get("groups", 1)
-        # the pool's own memory fraction, as its line pins it
-        values = serve_values(own) | {
-            "max_num_seqs": seqs,
-            "disagg": flags,
-            "memory_fraction": pinned_memory_fraction(pool.plan),
-        }
-        plan, _ = serve_report(
-            gpu=job["card"].id,
-            preset=job["preset"],
-            model=job["model"],
-            revision=None,
-            gpu_memory_gib=None,
-            settings=values,
-            spec=job["spec"],
-        )
-        return str(plan.command)
+        values = serve_values(own) | {"max_num_seqs": seqs}
+        return pd_command(
+            values, pool.plan, role, gpu=job["card"].id, preset=job["preset"],
+            model=job["model"], spec=job["spec"],
+        )  # fmt: skip
 
-    if inst.engine == "sglang":
-        router = "python -m sglang_router.launch_router --pd-disaggregation " + " ".join(
-            [f"--prefill http://prefill-{i}:30000" for i in range(layout.prefill)]
-            + [f"--decode http://decode-{i}:30000" for i in range(layout.decode)]
-        )
-    else:
-        router = "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools"
+    router = pd_router(inst.engine, layout.prefill, layout.decode)
     return {"prefill": line("prefill"), "decode": line("decode"), "router": router}
 
 
