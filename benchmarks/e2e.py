@@ -40,9 +40,9 @@ from typing import Any
 
 from planner.api.bench import Lengths, Load, benchmark
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
+from planner.core.disagg import SGLANG_TRANSFER_BACKENDS as TRANSFER_BACKENDS
 from planner.core.engines.common import parse_version
 from planner.core.parallel import ranks_share_tp
-from planner.core.step.comm import NODE_DOMAIN_GPUS
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
@@ -326,10 +326,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "chunked_prefill": chunked,
         "scheduler_steps": steps,
         "disagg": layout,
-        # NIXL (UCX's CUDA IPC) rides NVLink inside a node; Mooncake, SGLang's default, RDMA
-        "disagg_link": (
-            "nvlink"
-            if split and split.get("transfer_backend") == "nixl" and layout.gpus <= NODE_DOMAIN_GPUS
+        # the transfer backend the row names (NIXL rides NVLink inside a node; Mooncake,
+        # SGLang's default, RDMA)
+        "disagg_backend": (
+            split.get("transfer_backend")
+            if split and family == "sglang" and split.get("transfer_backend") in TRANSFER_BACKENDS
             else None
         ),
     }, None

@@ -155,6 +155,10 @@ def test_cli_disagg(cli: Cli) -> None:
         (("--disagg", "1P1D", "--decode-tp", "4096"), "--decode-tp"),
         (("--disagg", "2000P1D"), "--disagg"),
         (("--gpu-memory-utilization", "1.2"), "--gpu-memory-utilization / --mem-fraction-static"),
+        (
+            ("--disagg", "1P1D", "--disaggregation-transfer-backend", "nixl"),
+            "--disaggregation-transfer-backend",
+        ),  # vLLM's pools run the NIXL connector
     ):
         bad = cli(
             "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8",
@@ -318,3 +322,18 @@ def test_each_pool_line_starts_its_role(
     assert all(fraction in d[k]["command"] for k in ("prefill", "decode"))
     if engine == "sglang":
         assert d["router"].count("--prefill http") == 2 and d["router"].count("--decode") == 1
+
+
+def test_sglang_on_nixl_rides_nvlink_and_its_line_says_so(cli: Cli) -> None:
+    """--disaggregation-transfer-backend nixl: SGLang's pools move KV over NVLink inside a node
+    (UCX's CUDA IPC), where its default Mooncake goes over RDMA; each line names the backend."""
+    base = ("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang",
+            "--disagg", "1P1D", "--concurrency", "8", "--prompt-len", "4000", "--output-len",
+            "20", "--requests", "16", "--json")  # fmt: skip
+    mooncake, nixl = cli(*base), cli(*base, "--disaggregation-transfer-backend", "nixl")
+    assert mooncake.code == 0 and nixl.code == 0, (mooncake.err, nixl.err)
+    slow, fast = (r.json()["deployment"]["disagg"] for r in (mooncake, nixl))
+    assert (slow["transfer"]["link"], fast["transfer"]["link"]) == ("rdma", "nvlink")
+    assert slow["transfer"]["median_ms"] > fast["transfer"]["median_ms"]
+    assert "--disaggregation-transfer-backend nixl" in fast["decode"]["command"]
+    assert "--disaggregation-transfer-backend mooncake" in slow["prefill"]["command"]

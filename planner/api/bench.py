@@ -231,6 +231,7 @@ def benchmark(
     prefix: Any = None,
     disagg: Any = None,
     disagg_link: str | None = None,
+    disagg_backend: str | None = None,
     percentiles: tuple[float, ...] | None = None,
     client: str | None = None,
 ) -> dict[str, Any]:
@@ -366,6 +367,7 @@ def benchmark(
             percentiles=tails,
             client=client,
             source={"preset": preset, "model": model},
+            backend=disagg_backend,
         )
     inst = instance(tp, ep, attention_groups)
     served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
@@ -1068,9 +1070,11 @@ def pd_command(
     preset: str | None,
     model: str | None,
     spec: Any,
+    backend: str | None = None,
 ) -> str:
     """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
-    role's flags (SGLang --disaggregation-mode with the Mooncake backend; vLLM
+    role's flags (SGLang --disaggregation-mode with its transfer `backend`, Mooncake unless
+    named; vLLM
     --kv-transfer-config with the NIXL connector, each instance both sending and receiving)
     and the memory fraction its plan ran with pinned, so the line starts the pool simulated."""
     import json
@@ -1079,7 +1083,7 @@ def pd_command(
     from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
 
     if values.get("engine") == "sglang":
-        flags = DisaggRole(mode=role, transfer_backend="mooncake")
+        flags = DisaggRole(mode=role, transfer_backend=backend or "mooncake")
     else:
         flags = DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
     pinned = values | {"disagg": flags, "memory_fraction": pinned_memory_fraction(plan)}
@@ -1217,7 +1221,7 @@ def disagg_handoff_ms(engine: str) -> float:
 
 def transfer_plan(
     spec: Any, prompt_tokens: Any, kv_dtype_bytes: int, prefill_tp: int, decode_tp: int,
-    link: str | None, gpus: int, card: Any, engine: str,
+    link: str | None, gpus: int, card: Any, engine: str, backend: str | None = None,
 ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
     """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
     was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
@@ -1234,7 +1238,9 @@ def transfer_plan(
     mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
     fabric = fabric_of(card)
-    default = "rdma" if fabric.crosses_nodes(gpus) or engine == "sglang" else "nvlink"
+    # SGLang's backends other than NIXL (Mooncake by default) move KV over RDMA in a node too
+    rdma_in_node = engine == "sglang" and backend != "nixl"
+    default = "rdma" if fabric.crosses_nodes(gpus) or rdma_in_node else "nvlink"
     where = link or default
     if where not in ("nvlink", "rdma"):
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
@@ -1253,7 +1259,7 @@ def transfer_plan(
 
 def run_pools(
     spec: Any, trace: Any, layout: Any, pre: Instance, dec: Instance, link: str | None,
-    concurrency: int | None,
+    concurrency: int | None, backend: str | None = None,
 ) -> tuple[Any, dict[str, Any], Any, dict[str, Any]]:  # fmt: skip
     """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
     clients): the client-side RunState, the pools' figures, each request's transfer time and
@@ -1262,7 +1268,7 @@ def run_pools(
 
     ms, how = transfer_plan(
         spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
-        layout.gpus, pre.card, pre.engine,
+        layout.gpus, pre.card, pre.engine, backend,
     )  # fmt: skip
     state, info = dis.run(
         trace,
@@ -1292,6 +1298,7 @@ def _disaggregated(
     percentiles: tuple[float, ...],
     client: str | None = None,
     source: dict[str, str | None] | None = None,
+    backend: str | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
@@ -1323,7 +1330,7 @@ def _disaggregated(
         disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
     )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client)
-    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed)
+    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
     metrics = bench_metrics(state, trace, percentiles=percentiles)
     gpus = disagg.gpus
 
@@ -1340,7 +1347,7 @@ def _disaggregated(
             "dp": groups,
             "max_num_seqs": inst.plan.max_num_seqs,
             "kv_cache_tokens": p.kv_cache_tokens,
-            "command": pd_command(inst.values, inst.plan, role, **where),
+            "command": pd_command(inst.values, inst.plan, role, **where, backend=backend),
         }
 
     return {

@@ -352,6 +352,14 @@ def simulate(
             help="Data-parallel ranks in each decode instance (as --prefill-dp) [1].",
         ),
     ] = None,
+    disagg_transfer_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--disaggregation-transfer-backend",
+            help="SGLang: the pools' KV transfer backend, mooncake (over RDMA, also inside a "
+            "node) or nixl (NVLink inside a node) [mooncake].",
+        ),
+    ] = None,
     disagg_link: Annotated[
         str | None,
         typer.Option(
@@ -525,6 +533,19 @@ def simulate(
                 "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
                 "--decode-dp / --disagg-link need --disagg",
             )
+        if disagg_transfer_backend is not None:
+            from planner.core.disagg import SGLANG_TRANSFER_BACKENDS
+
+            flag = "--disaggregation-transfer-backend"
+            if disagg is None:
+                raise InputError(flag, "needs --disagg")
+            if engine != "sglang":
+                raise InputError(flag, "an SGLang flag (vLLM's pools run the NIXL connector)")
+            if disagg_transfer_backend not in SGLANG_TRANSFER_BACKENDS:
+                raise InputError(
+                    flag,
+                    f"{disagg_transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
+                )
         cv = gamma_cv(cv, burstiness)
         if random_range_ratio is not None:
             if len_range is not None or len_spread is not None:
@@ -587,6 +608,7 @@ def simulate(
             prefix=shared,
             disagg=layout,
             disagg_link=disagg_link,
+            disagg_backend=disagg_transfer_backend,
             percentiles=parse_percentiles(metric_percentiles),
             client=bench_client,
         )
@@ -641,6 +663,7 @@ def simulate(
         ("--prefill-dp", prefill_dp),
         ("--decode-dp", decode_dp),
         ("--disagg-link", disagg_link),
+        ("--disaggregation-transfer-backend", disagg_transfer_backend),
         ("--prefixes", None if prefixes == 1 else prefixes),
     ):
         if value is not None:
