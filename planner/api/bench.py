@@ -973,30 +973,17 @@ def _instance(
         version=version,
         pp=pp,
         attention_dp=groups,
+        # the exchange and expert split the plan's line runs (SGLang: DeepEP as it says)
+        all_to_all=p.settings.get("moe_a2a_backend") == "deepep" if engine == "sglang" else None,
+        expert_ranks=ep if ep is not None and ep > 1 else None,
+        redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
+        two_batch_overlap=bool(p.settings.get("enable_two_batch_overlap")),
     )
     # the ranks one API server streams for: the groups this instance resolved, or the replicas
     api_ranks = ranks_per_api_server(engine, p.version, max(replicas, attention_groups))
     if api_ranks > 1:
         streamed = curve.frontend_ms_per_token * api_ranks
         curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
-    if engine == "sglang" and spec.num_experts:
-        # the all-to-all the plan runs: DeepEP past one board unless the line says otherwise
-        deepep = p.settings.get("moe_a2a_backend") == "deepep"
-        local = math.ceil(spec.num_experts / (curve.moe_ranks or curve.tp)) if deepep else 0
-        curve = curve.model_copy(
-            update={"moe_all_to_all": deepep, "experts_per_gpu": local or curve.experts_per_gpu}
-        )
-    if p.settings.get("enable_two_batch_overlap"):
-        curve = curve.model_copy(update={"overlap_all_to_all": True})
-    redundant = int(str(p.settings.get("ep_num_redundant_experts") or 0))
-    if ep is not None and ep > 1 and spec.num_experts:
-        # expert parallelism: each GPU holds (E + redundant) / EP whole experts (the routing
-        # kernels walk those, and a step waits for the rank that drew the most: StepTime)
-        local = math.ceil((spec.num_experts + redundant) / ep)
-        curve = curve.model_copy(update={"experts_per_gpu": local})
-    elif redundant and curve.experts_per_gpu:
-        local = math.ceil((spec.num_experts + redundant) / (curve.moe_ranks or curve.tp))
-        curve = curve.model_copy(update={"experts_per_gpu": local})
     calibrated = None
     if calibration is not None:
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)

@@ -4,9 +4,6 @@ deployment takes and the ranks its MoE layers span follow from that."""
 
 from __future__ import annotations
 
-# Expert parallelism past one 8-GPU HGX board is "wide": the MoE exchange leaves the board.
-WIDE_EP_RANKS = 8
-
 
 def ranks_share_tp(engine: str) -> bool:
     """Whether the engine's data-parallel groups live inside its TP group (SGLang's
@@ -41,9 +38,11 @@ def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]
 
 def deepep_wide(engine: str, moe: bool, moe_ranks: int, vendor: str) -> bool:
     """Whether the planned deployment exchanges its MoE tokens with DeepEP: SGLang's on NVIDIA
-    GPUs where the MoE layers span more than one 8-GPU board (WIDE_EP_RANKS: across nodes,
+    GPUs where the MoE layers span more than one 8-GPU board (NODE_DOMAIN_GPUS: across nodes,
     or across an NVL72 rack's trays), as wide expert parallelism runs it
     (--moe-a2a-backend deepep); its default gathers every token on every rank. DeepEP is
     NVIDIA's; vLLM's exchange is set by VLLM_ALL2ALL_BACKEND, an environment variable the
     line does not carry."""
-    return engine == "sglang" and moe and moe_ranks > WIDE_EP_RANKS and vendor == "nvidia"
+    from planner.core.step.comm import NODE_DOMAIN_GPUS  # (planner.core.step imports this)
+
+    return engine == "sglang" and moe and moe_ranks > NODE_DOMAIN_GPUS and vendor == "nvidia"

@@ -485,6 +485,10 @@ def step_time_for(
     version: tuple[int, int, int] | None = None,
     pp: int = 1,
     attention_dp: int = 1,
+    all_to_all: bool | None = None,
+    expert_ranks: int | None = None,
+    redundant_experts: int = 0,
+    two_batch_overlap: bool = False,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -493,7 +497,13 @@ def step_time_for(
     `attention_dp` > 1: data-parallel attention, `tp` being the attention TP group and the MoE
     layers spanning tp x attention_dp GPUs (vLLM --data-parallel-size on a MoE model, SGLang
     --enable-dp-attention). vLLM keeps every non-expert weight at TP `tp` in each DP rank;
-    SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs."""
+    SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs.
+
+    The MoE layers' exchange: DeepEP's all-to-all where `all_to_all` says so (None: where the
+    planner plans it, parallel.deepep_wide), half-batches overlapping it with
+    `two_batch_overlap`. Under expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
+    the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
+    experts."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
@@ -511,7 +521,15 @@ def step_time_for(
     dense = max(total - embedding - expert_all, 0)
     moe_ranks = tp * attention_dp
     fabric = comm.fabric_of(gpu)
-    wide = deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
+    wide = (
+        deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
+        if all_to_all is None
+        else all_to_all and bool(model.num_experts)
+    )
+    ep_size = moe_ranks if wide else (expert_ranks or 1)
+    local_experts = (
+        ceil_div((model.num_experts or 0) + redundant_experts, ep_size) if ep_size > 1 else 0
+    )
     dense_per_gpu = ceil_div(dense, tp * pp)
     if attention_dp > 1 and engine == "sglang":
         attention_bytes = min(dense, round(model.attention_params * scale))
@@ -592,6 +610,6 @@ def step_time_for(
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
         moe_all_to_all=wide,
-        # DeepEP is expert parallelism: SGLang sets --ep-size to the TP size with it
-        experts_per_gpu=ceil_div(model.num_experts or 0, moe_ranks) if wide else 0,
+        experts_per_gpu=local_experts if model.num_experts else 0,
+        overlap_all_to_all=two_batch_overlap and wide,
     )
