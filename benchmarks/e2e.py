@@ -204,8 +204,15 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if gpu is None:
         return {}, f"GPU {row['gpu_norm']} not in the catalog"
     dp_attention = bool(row.get("dp_attention"))
+    tp = int(row.get("tp") or 1)
+    dp = int(row.get("dp") or 1)
     if dp_attention and family != "sglang":
-        return {}, "data-parallel attention outside SGLang (vLLM: DP ranks of a MoE model)"
+        # vLLM runs a MoE model's --data-parallel-size ranks as attention DP on its own, each
+        # rank a TP group (GPUs = TP x DP); a row in SGLang's notation (the groups inside the
+        # TP size) names the same layout with attention TP = TP / DP
+        dp_attention = False
+        if row.get("gpu_count") == tp and dp > 1 and tp % dp == 0:
+            tp //= dp
     name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
     folder, variant = checkpoint_config(name, models)
     if folder is None:
@@ -217,8 +224,6 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         weights = "fp8"
     kv = "fp8" if str(precision.get("kv") or "").startswith("fp8") else None
     w = row["workload"]
-    tp = int(row.get("tp") or 1)
-    dp = int(row.get("dp") or 1)
     if layout is not None:
         if row.get("gpu_count") and layout.gpus != row["gpu_count"]:
             return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"

@@ -84,11 +84,11 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
 def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:
     """The catalog id of a row's GPU: the benchmark's own table for its short name, else the
     catalog's names and aliases for it, else the catalog card whose device name (as NVML / the
-    driver reports it) the row's full description contains, the longest such name winning
-    (None where nothing matches: an H100 64GB HBM2e is not an H100 80GB HBM3)."""
-    for key, gid in table.items():
-        if key == short or (full and key in full):
-            return gid
+    driver reports it) the row's full description contains, the longest such name winning,
+    else a table name standing as a whole word in the description (None where nothing
+    matches: an H100 64GB HBM2e is not an H100 80GB HBM3, nor the B200 of a GB200 a B200)."""
+    if short in table:
+        return table[short]
     for spelling in (short, (short or "").replace(" ", "-")):
         if spelling:
             try:
@@ -102,7 +102,12 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
         for name in (*card.device_names, card.name)
         if name and name.lower() in text
     ]
-    return max(named)[1] if named else None
+    if named:
+        return max(named)[1]
+    for key in sorted(table, key=len, reverse=True):
+        if re.search(rf"(?<![\w-]){re.escape(key.lower())}(?![\w-])", text):
+            return table[key]
+    return None
 
 
 # Engine settings a row may carry, in either engine's spelling (its engine_config keys, or

@@ -38,6 +38,26 @@ def test_a_rows_gpu_is_the_catalog_card_it_names(
 
 
 @pytest.mark.parametrize(
+    ("short", "full", "card"),
+    [
+        # a table's B200 is not the B200 inside "GB200", nor its H100 an H100 NVL
+        ("GB200", "NVIDIA GB200 NVL72", "gb200-per-gpu"),
+        (None, "NVIDIA GB300 NVL72 (Blackwell Ultra)", "gb300-per-gpu"),
+        (None, "NVIDIA H100 NVL (94 GB)", "h100-nvl-94gb"),
+        ("H100", "NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"),
+        # a table name standing as a whole word of the description, where nothing else names it
+        (None, "8x MI300X (OAM)", "mi300x"),
+    ],
+)
+def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
+    short: str | None, full: str | None, card: str
+) -> None:
+    import e2e
+
+    assert catalog_gpu(short, full, e2e.GPUS) == card
+
+
+@pytest.mark.parametrize(
     ("name", "folder", "weights"),
     [
         ("openai/gpt-oss-120b", "openai--gpt-oss-120b", None),
@@ -275,3 +295,40 @@ def test_a_run_with_failed_requests_is_not_compared_on_throughput() -> None:
     assert e2e.measured(row) == {"tok_s_gpu": None, "tpot": 10.7, "ttft": 1294.2}
     row["measured"]["completed_requests"] = 500
     assert e2e.measured(row)["tok_s_gpu"] == 1.9
+
+
+def test_a_vllm_row_with_attention_dp_is_posed_as_vllms_data_parallel_ranks() -> None:
+    """vLLM runs a MoE model's DP ranks as attention DP by itself (GPUs = TP x DP): a row in
+    that notation is posed as it is, one in SGLang's (the groups inside the TP size) at
+    attention TP = TP / DP, neither refused."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_family": "vllm",
+        "engine_version": "0.11.0",
+        "model": "deepseek-ai/DeepSeek-R1",
+        "gpu_norm": "H200",
+        "gpu_count": 8,
+        "tp": 1,
+        "dp": 8,
+        "ep": 8,
+        "dp_attention": True,
+        "workload": {
+            "dataset": "random",
+            "input_len": 1024,
+            "output_len": 1024,
+            "concurrency": 64,
+            "num_prompts": 320,
+        },
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert (args["settings"]["tp"], args["dp"], args["dp_attention"]) == (1, 8, False)
+    row["tp"] = 8  # SGLang's notation for the same eight GPUs
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert (args["settings"]["tp"], args["dp"]) == (1, 8)
+    out = e2e.predict(row, args)
+    assert out["gpus"] == 8
+    assert "--data-parallel-size 8" in out["deployment"]["command"]

@@ -1168,7 +1168,9 @@ def _attention_groups(
         return dp if newest else 1
     if engine == "vllm":
         raise InputError(
-            flag, "is SGLang's; vLLM runs attention data-parallel on any MoE model given --dp"
+            flag,
+            "is SGLang's; vLLM runs a MoE model's --dp ranks as attention DP by itself, each "
+            "rank a --tp group (GPUs = TP x DP: --tp 1 --dp 8 for eight one-GPU groups)",
         )
     if dp < 2 or tp % dp:
         raise InputError(flag, f"needs groups that divide the TP size {tp} (got {dp})")
