@@ -13,16 +13,34 @@ from planner.sources.presets import find_gpu, gpu_catalog
 
 # Name suffixes of quantized exports of a published model, and the weights they carry: the
 # export keeps the architecture, so the base model's config.json with these weights poses it
-# (ModelOpt / RedHat / AMD Quark naming: -FP8, -FP8-dynamic, -FP8-KV, -FP4 / -NVFP4, AWQ).
+# (ModelOpt / RedHat / AMD Quark naming: -FP8, -FP8-dynamic, -FP8-KV, -FP4 / -NVFP4, -MXFP4,
+# AMD's gpt-oss with fp8 activations, AWQ / GPTQ / w4a16 int4). A release tag after it
+# (-Preview, -v2) names the same weights.
 VARIANT_SUFFIXES = (
     ("-fp8-dynamic", "fp8"),
     ("-fp8-kv", "fp8"),
+    ("-w-mxfp4-a-fp8", "mxfp4"),
     ("-fp8", "fp8"),
     ("-nvfp4", "nvfp4"),
     ("-fp4", "nvfp4"),
     ("-mxfp4", "mxfp4"),
     ("-awq", "int4"),
+    ("-awq-int4", "int4"),
+    ("-gptq-int4", "int4"),
+    ("-quantized.w4a16", "int4"),
 )
+RELEASE_TAG = re.compile(r"(-preview|-v\d+)$", re.IGNORECASE)
+# Releases that keep an earlier one's architecture (every shape field of config.json), posed
+# on its config: DeepSeek-V3.1 / -Terminus on V3's (as R1 is: their configs agree), the R1
+# distill of Llama on Llama-3.3-70B-Instruct (its base), MiniMax-M2 / M2.1 on M2.5's (the M2
+# series shares one geometry: ai-dynamo/aiconfigurator commit 1266c183, "identical to M2.5").
+SAME_ARCHITECTURE = {
+    "deepseek-v3.1": "deepseek-v3",
+    "deepseek-v3.1-terminus": "deepseek-v3",
+    "deepseek-r1-distill-llama-70b": "llama-3.3-70b-instruct",
+    "minimax-m2": "minimax-m2.5",
+    "minimax-m2.1": "minimax-m2.5",
+}
 
 
 # Meta's own FP8 exports of Llama 3.1 (meta-llama/...-FP8) quantize the MLPs only, with FBGEMM
@@ -31,9 +49,12 @@ VARIANT_SUFFIXES = (
 META_FP8_PREFIX = "meta-llama/"
 
 
-def meta_fp8_config(base: Path, name: str) -> Path:
-    """A folder holding the config.json of Meta's FP8 export of the model in `base`."""
+def meta_fp8_config(base: Path, name: str) -> Path | None:
+    """A folder holding the config.json of Meta's FP8 export of the Llama 3 model in `base`
+    (None for another family: Llama 4's exports keep other layers, and are posed at fp8)."""
     cfg = json.loads((base / "config.json").read_text())
+    if cfg.get("model_type") != "llama" or "num_hidden_layers" not in cfg:
+        return None
     n = int(cfg["num_hidden_layers"])
     skip = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(n) for p in "qkvo"]
     skip += [f"model.layers.{i}.mlp.{p}_proj" for i in (0, n - 1) for p in ("gate", "up", "down")]
@@ -61,6 +82,8 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     if exact.is_dir():
         return exact, None
     base = name.rpartition("/")[2]
+    while RELEASE_TAG.search(base):
+        base = RELEASE_TAG.sub("", base)
     weights = None
     for suffix, dtype in VARIANT_SUFFIXES:
         if base.lower().endswith(suffix):
@@ -69,6 +92,7 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     stems = [base, re.sub(r"-\d{4}$", "", base)]
     stems = [t for s in stems for t in (s, s.removeprefix("Meta-"))]
     stems = [t for s in stems for t in (s, s.removesuffix("-Instruct"), s + "-Instruct")]
+    stems += [SAME_ARCHITECTURE[t.lower()] for t in stems if t.lower() in SAME_ARCHITECTURE]
     if weights == "fp8":
         for stem in stems:
             if f"{stem}-fp8".lower() in folders:
@@ -76,7 +100,9 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     for stem in stems:
         if stem.lower() in folders:
             if weights == "fp8" and name.lower().startswith(META_FP8_PREFIX):
-                return meta_fp8_config(folders[stem.lower()], name), None
+                mixed = meta_fp8_config(folders[stem.lower()], name)
+                if mixed is not None:
+                    return mixed, None
             return folders[stem.lower()], weights
     return None, None
 

@@ -70,6 +70,24 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
         ("meta-llama/Meta-Llama-3.1-70B-Instruct", "meta-llama--Llama-3.1-70B-Instruct", None),
         # an FP8 export whose base ships its own FP8 checkpoint takes that config as it is
         ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-FP8", None),
+        # a release tag after the format, AMD's fp8-activation gpt-oss, w4a16 int4
+        ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-ai--DeepSeek-R1", "mxfp4"),
+        ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-ai--DeepSeek-R1", "nvfp4"),
+        ("amd/gpt-oss-120b-w-mxfp4-a-fp8", "openai--gpt-oss-120b", "mxfp4"),
+        (
+            "RedHatAI/Llama-3.3-70B-Instruct-quantized.w4a16",
+            "meta-llama--Llama-3.3-70B-Instruct",
+            "int4",
+        ),
+        # a release that keeps an earlier one's architecture
+        ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-ai--DeepSeek-V3", "nvfp4"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "meta-llama--Llama-3.3-70B-Instruct", None),
+        # Meta's FP8 export of a Llama 4 is not the Llama 3 mixed precision: posed at fp8
+        (
+            "meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8",
+            "meta-llama--Llama-4-Scout-17B-16E-Instruct",
+            "fp8",
+        ),
         ("acme/Unknown-Model-FP8", None, None),
     ],
 )

@@ -149,6 +149,7 @@ EXPECTED = {
     "mistralai--Mixtral-8x22B-Instruct-v0.1": [
         ("full", 56, 2 * 56 * 8 * (6144 // 48) * BF16, None, 0)
     ],
+    "MiniMaxAI--MiniMax-M2.5": [("full", 62, 2 * 62 * 8 * 128 * BF16, None, 0)],
     "MiniMaxAI--MiniMax-M2.7": [("full", 62, 2 * 62 * 8 * 128 * BF16, None, 0)],
     # Gemma 4 31B: layer_types 5 sliding : 1 full over 60 layers; the full layers use
     # global_head_dim 512 with num_global_key_value_heads 4 (K and V both held: k_eq_v shares
