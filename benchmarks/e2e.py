@@ -47,11 +47,18 @@ from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
 from planner.sources.models import resolve_model
+from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields  # noqa: E402
+from rows import (  # noqa: E402
+    catalog_gpu,
+    checkpoint_config,
+    engine_settings,
+    sglang_fields,
+    stated_weights,
+)
 
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
 DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
@@ -76,8 +83,9 @@ CHECKPOINTS = {
 
 # The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
 V0_NEWEST = "0.7.3"
-# Releases by the build date of their PyPI wheel (the newest file time stamp inside it): a row
-# that names no version ran the release current on its run date (an image's `latest` tag).
+# Releases by the build date of their PyPI wheel (the newest file time stamp inside it; vLLM
+# after 0.7.0 by PyPI's upload time, pypi.org/pypi/vllm/json): a row that names no version ran
+# the release current on its run date (an image's `latest` tag).
 RELEASE_DATES = {
     "sglang": (
         ("2024-12-03", "0.4.0"), ("2024-12-25", "0.4.1"), ("2025-01-27", "0.4.2"),
@@ -98,13 +106,32 @@ RELEASE_DATES = {
         ("2024-09-11", "0.6.1"), ("2024-09-25", "0.6.2"), ("2024-10-14", "0.6.3"),
         ("2024-11-15", "0.6.4"), ("2024-12-17", "0.6.5"), ("2024-12-27", "0.6.6"),
         ("2025-01-27", "0.7.0"),
+        ("2025-02-01", "0.7.1"), ("2025-02-06", "0.7.2"), ("2025-02-20", "0.7.3"),
+        ("2025-03-18", "0.8.0"), ("2025-03-19", "0.8.1"), ("2025-03-25", "0.8.2"),
+        ("2025-04-06", "0.8.3"), ("2025-04-15", "0.8.4"), ("2025-04-28", "0.8.5"),
+        ("2025-05-28", "0.9.0"), ("2025-06-10", "0.9.1"), ("2025-07-08", "0.9.2"),
+        ("2025-07-25", "0.10.0"), ("2025-08-19", "0.10.1"), ("2025-09-13", "0.10.2"),
+        ("2025-10-04", "0.11.0"), ("2025-11-19", "0.11.1"), ("2025-11-20", "0.11.2"),
+        ("2025-12-03", "0.12.0"), ("2025-12-19", "0.13.0"), ("2026-01-20", "0.14.0"),
+        ("2026-01-24", "0.14.1"), ("2026-01-29", "0.15.0"), ("2026-02-05", "0.15.1"),
+        ("2026-02-26", "0.16.0"), ("2026-03-07", "0.17.0"), ("2026-03-11", "0.17.1"),
+        ("2026-03-20", "0.18.0"), ("2026-03-31", "0.18.1"), ("2026-04-03", "0.19.0"),
+        ("2026-04-18", "0.19.1"), ("2026-04-27", "0.20.0"), ("2026-05-03", "0.20.1"),
+        ("2026-05-10", "0.20.2"), ("2026-05-15", "0.21.0"), ("2026-05-29", "0.22.0"),
+        ("2026-06-05", "0.22.1"), ("2026-06-13", "0.23.0"), ("2026-06-30", "0.24.0"),
+        ("2026-07-11", "0.25.0"), ("2026-07-14", "0.25.1"), ("2026-07-25", "0.26.0"),
+        ("2026-08-10", "0.27.0"), ("2026-08-11", "0.27.1"), ("2026-08-26", "0.28.0"),
+        ("2026-09-09", "0.29.0"), ("2026-09-22", "0.30.0"), ("2026-10-05", "0.31.0"),
+        ("2026-10-18", "0.32.0"), ("2026-11-02", "0.33.0"), ("2026-11-16", "0.34.0"),
     ),
 }  # fmt: skip
 
 
 def run_date(row: dict[str, Any]) -> str | None:
-    """The first run date a row's source gives (YYYYMMDD in it), as YYYY-MM-DD."""
-    found = re.search(r"(20\d\d)(\d\d)(\d\d)", str((row.get("source") or {}).get("date") or ""))
+    """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it), as
+    YYYY-MM-DD."""
+    text = str((row.get("source") or {}).get("date") or "")
+    found = re.search(r"(20\d\d)-?(\d\d)-?(\d\d)", text)
     return "-".join(found.groups()) if found else None
 
 
@@ -219,10 +246,14 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"no config for {name}"
     weights = weights or variant
     precision = row.get("precision") or {}
-    text = str(precision.get("weights") or "")
-    if weights is None and text.startswith("fp8") and "FP8" not in row["model"]:
-        weights = "fp8"
-    kv = "fp8" if str(precision.get("kv") or "").startswith("fp8") else None
+    if weights is None:
+        stated = stated_weights(str(precision.get("weights") or ""), find_gpu(gpu).vendor)
+        own = resolve_model(None, str(folder)).weight_dtype or ""
+        # a format the checkpoint does not already carry: a re-quantization (online fp8) or
+        # a variant checkpoint of the same architecture
+        if stated and not own.lower().startswith(stated):
+            weights = stated
+    kv = "fp8" if str(precision.get("kv") or "").lower().startswith("fp8") else None
     w = row["workload"]
     if layout is not None:
         if row.get("gpu_count") and layout.gpus != row["gpu_count"]:

@@ -43,6 +43,32 @@ SAME_ARCHITECTURE = {
 }
 
 
+# A row's stated weight precision -> the weights it poses: the first word of its text
+# ("fp8 (block)", "FP4", "int4 AWQ"). A bare "fp4" is NVIDIA's NVFP4 on NVIDIA cards and the
+# OCP MXFP4 AMD Instinct cards run (AMD Quark's exports).
+PRECISION_WORDS = (
+    ("fp8", "fp8"),
+    ("nvfp4", "nvfp4"),
+    ("mxfp4", "mxfp4"),
+    ("fp4", "fp4"),
+    ("int4", "int4"),
+    ("awq", "int4"),
+    ("gptq", "int4"),
+    ("w4a16", "int4"),
+)
+
+
+def stated_weights(text: str, vendor: str) -> str | None:
+    """The weight format a row's precision text names (None: 16-bit, or none named)."""
+    word = text.strip().lower()
+    for prefix, dtype in PRECISION_WORDS:
+        if word.startswith(prefix):
+            if dtype == "fp4":
+                return "mxfp4" if vendor == "amd" else "nvfp4"
+            return dtype
+    return None
+
+
 # Meta's own FP8 exports of Llama 3.1 (meta-llama/...-FP8) quantize the MLPs only, with FBGEMM
 # row-wise FP8: every layer's attention and the first and last layers stay bf16 (The Llama 3
 # Herd of Models, 2024, section 6.2; the checkpoints list them in modules_to_not_convert).

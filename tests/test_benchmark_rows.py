@@ -249,6 +249,45 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     assert e2e.pose(named, MODELS)[0]["settings"]["version"] == "0.5.13"
     undated = row | {"source": {"date": "2025-09"}}
     assert "version" not in e2e.pose(undated, MODELS)[0]["settings"]
+    # vLLM's `latest` in October 2025 was a V1 release (0.11.0, uploaded 2025-10-04), not the
+    # last V0 one
+    vllm = row | {"engine": "vllm", "engine_family": "vllm", "engine_version": "latest"}
+    vllm["source"] = {"date": "2025-10-15"}
+    assert e2e.pose(vllm, MODELS)[0]["settings"]["version"] == "0.11.0"
+
+
+@pytest.mark.parametrize(
+    ("model", "text", "gpu", "weights"),
+    [
+        # a 16-bit checkpoint stated at fp8 or fp4 is re-quantized (online fp8, a variant)
+        ("meta-llama/Llama-3.1-8B-Instruct", "FP8 (dynamic)", "H100", "fp8"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "fp4", "B200", "nvfp4"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "fp4", "MI355X", "mxfp4"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "int4 (AWQ)", "H100", "int4"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "H100", None),
+        # a checkpoint already in the stated format keeps its own
+        ("openai/gpt-oss-120b", "mxfp4 (native)", "H100", None),
+        ("deepseek-ai/DeepSeek-V3", "fp8", "H200", None),
+    ],
+)
+def test_a_rows_stated_precision_poses_its_weights(
+    model: str, text: str, gpu: str, weights: str | None
+) -> None:
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "model": model,
+        "gpu_norm": gpu,
+        "gpu_count": 8,
+        "tp": 8,
+        "precision": {"weights": text},
+        "workload": {"dataset": "random", "input_len": 128, "output_len": 64, "concurrency": 4},
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert args["settings"].get("weight_dtype") == weights
 
 
 def test_a_row_is_posed_at_the_context_its_server_ran() -> None:
