@@ -200,11 +200,27 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     return benchmark(**(kwargs | {"settings": settings}))
 
 
+def number(value: Any) -> float | None:
+    """A load figure as a row gives it: a number, a numeric string, or "inf" / "inf (closed
+    loop)" for requests sent at once (None: none given)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value or "").strip().lower()
+    if text.startswith("inf"):
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
     """The benchmark() arguments for a row, or a reason it cannot be posed."""
-    family = row.get("engine_family") or row["engine"]
+    family = str(row.get("engine_family") or row.get("engine") or "").lower()
     if family not in ("vllm", "sglang"):
-        return {}, f"engine {row['engine']}"
+        return {}, f"engine {row.get('engine')}"
     if row.get("spec_decode") not in (None, "none"):
         return {}, "speculative"
     split = row.get("disagg")
@@ -266,10 +282,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
     mean_in, mean_out = run_means(row)
-    if "ShareGPT" in dataset:
+    lengths_given = all(isinstance(w.get(k), int) for k in ("input_len", "output_len"))
+    if "sharegpt" in dataset.lower():
         # the lengths the run produced (outputs stop at EOS, short of the references)
         lengths = Lengths(workload="sharegpt", prompt_mean=mean_in, output_mean=mean_out)
-    elif dataset.startswith("random"):
+    elif dataset.lower().startswith("random") and lengths_given:
         ratio = w.get("range_ratio")
         # The client decides what --random-range-ratio means. SGLang's bench_serving (and
         # vLLM's 2024 benchmark_serving.py) draw uniform in [r L, L], SGLang's default 0.0 being
@@ -299,15 +316,13 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         lengths = Lengths(prompt_len=max(1, round(mean_in)), output_len=max(1, round(mean_out)))
     else:
         return {}, "dataset lengths not modelled (no mean lengths reported)"
-    rate = w.get("request_rate")
-    if isinstance(w.get("concurrency"), int):
-        load["concurrency"] = w["concurrency"]
-        if isinstance(rate, (int, float)) and math.isfinite(rate):
-            load["rate_per_s"] = float(rate)  # released at the rate, at most N in flight
-    elif isinstance(rate, (int, float)):
-        load["rate_per_s"] = float(rate)
-    elif "inf" in str(rate):
-        load["rate_per_s"] = math.inf
+    rate, clients = number(w.get("request_rate")), number(w.get("concurrency"))
+    if clients is not None and math.isfinite(clients) and clients >= 1:
+        load["concurrency"] = int(clients)
+        if rate is not None and math.isfinite(rate):
+            load["rate_per_s"] = rate  # released at the rate, at most N in flight
+    elif rate is not None:
+        load["rate_per_s"] = rate
     else:
         return {}, "no load given"
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
@@ -455,7 +470,7 @@ def kendall_tau(groups: dict[str, dict[str, list[tuple[float, float]]]]) -> tupl
 def _bar_kind(row: dict[str, Any]) -> str | None:
     """Which bar a row counts toward: "aggregated" (the benchmark predictor's), "disaggregated"
     (prefill/decode disaggregation's), or None (another engine, or speculative decoding)."""
-    family = row.get("engine_family") or row["engine"]
+    family = str(row.get("engine_family") or row.get("engine") or "").lower()
     if family not in ("vllm", "sglang") or row.get("spec_decode") not in (None, "none"):
         return None
     return "disaggregated" if row.get("disagg") else "aggregated"
@@ -478,18 +493,22 @@ def main() -> None:
         kind = _bar_kind(row)
         if kind:
             eligible[kind][1] += 1
-        kwargs, why = pose(row, args.models)
+        try:
+            kwargs, why = pose(row, args.models)
+            meas = measured(row)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a row whose fields are not the schema's: counted as not posed, never fatal
+            kwargs, why = {}, f"row not readable: {type(exc).__name__} {exc}"[:100]
         if why is not None:
             refused[why] += 1
             continue
         try:
             got = predict(row, kwargs)
-        except PlannerError as exc:
+        except (PlannerError, ValueError) as exc:
             refused[f"planner: {exc}"[:100]] += 1
             continue
         if kind:
             eligible[kind][0] += 1
-        meas = measured(row)
         pred = {
             "tok_s_gpu": got["output_throughput_per_gpu"],
             "tpot": got["median_tpot_ms"],

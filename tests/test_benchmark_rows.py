@@ -389,3 +389,41 @@ def test_a_vllm_row_with_attention_dp_is_posed_as_vllms_data_parallel_ranks() ->
     out = e2e.predict(row, args)
     assert out["gpus"] == 8
     assert "--data-parallel-size 8" in out["deployment"]["command"]
+
+
+def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Numbers as strings, "inf" for requests sent at once, a lower-case sharegpt; a row the
+    harness cannot read is counted as not posed, and the run goes on."""
+    import e2e
+
+    assert [e2e.number(v) for v in ("16", 2.5, "inf (closed loop)", None, "n/a", True)] == [
+        16.0,
+        2.5,
+        float("inf"),
+        None,
+        None,
+        None,
+    ]
+    row = {
+        "engine": "vLLM",
+        "engine_version": "0.11.0",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {"dataset": "sharegpt", "concurrency": "32", "num_prompts": 320},
+        "measured": {
+            "mean_input_tokens_per_request": 220.0,
+            "mean_output_tokens_per_request": 190.0,
+        },
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert (args["load"].concurrency, args["lengths"].workload) == (32, "sharegpt")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "broken", "engine": "vllm", "workload": {}}\n')
+    monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows)])
+    e2e.main()
+    assert "row not readable: KeyError" in capsys.readouterr().out
