@@ -152,14 +152,20 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
         (len(name), card.id)
         for card in gpu_catalog()
         for name in (*card.device_names, card.name)
-        if name and name.lower() in text
+        if name and whole_word(name, text)
     ]
     if named:
         return max(named)[1]
     for key in sorted(table, key=len, reverse=True):
-        if re.search(rf"(?<![\w-]){re.escape(key.lower())}(?![\w-])", text):
+        if whole_word(key, text):
             return table[key]
     return None
+
+
+def whole_word(name: str, text: str) -> bool:
+    """Whether `name` stands in lower-case `text` as a whole word: "NVIDIA A10" is not in
+    "NVIDIA A100-80G", nor "B200" in "GB200"."""
+    return re.search(rf"(?<![\w-]){re.escape(name.lower())}(?![\w-])", text) is not None
 
 
 # Engine settings a row may carry, in either engine's spelling (its engine_config keys, or

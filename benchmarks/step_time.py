@@ -22,6 +22,7 @@ from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
 from planner.core.step import step_time_for
 from planner.core.step.family import family_of
+from planner.errors import PlannerError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -47,11 +48,15 @@ def gpu_id(row: dict[str, object]) -> str | None:
 
 
 def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]:
-    """(engine key, version) of a row."""
-    engine = str(row["engine"])
+    """(engine key, version) of a row: the release it names, or None (the newest modelled)
+    where it names none ("nightly", "latest", nothing)."""
+    engine = str(row.get("engine") or "").lower()
     if engine.startswith("lmdeploy"):
         return "lmdeploy", None
-    return engine, parse_version(str(row["engine_version"]))
+    try:
+        return engine, parse_version(str(row.get("engine_version") or ""))
+    except PlannerError:
+        return engine, None
 
 
 def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
@@ -114,12 +119,17 @@ def main() -> None:
     errors: list[float] = []
     groups: dict[str, list[float]] = defaultdict(list)
     skipped = 0
+    unreadable = 0
     for row in rows:
-        predicted = predict(row, args.models)
+        try:
+            predicted = predict(row, args.models)
+            measured = float(row["measured_ms"])
+        except (KeyError, TypeError, ValueError, PlannerError):
+            unreadable += 1  # fields not the schema's, or a layout the engine refuses
+            continue
         if predicted is None:
             skipped += 1
             continue
-        measured = float(row["measured_ms"])
         error = (predicted - measured) / measured
         errors.append(error)
         card = find_gpu(str(gpu_id(row)))
@@ -134,7 +144,10 @@ def main() -> None:
             f"{row['id'][:48]:48s} {where}  measured {measured:7.2f}  predicted {predicted:7.2f}"
             f"  {error:+7.2%}"
         )
-    print(f"\nall rows: {summary(errors)}  (skipped {skipped}: GPU or model not in the catalog)")
+    print(
+        f"\nall rows: {summary(errors)}  (skipped {skipped}: GPU or model not in the catalog; "
+        f"{unreadable} not readable)"
+    )
     for name in sorted(groups):
         print(f"  {name:28s} {summary(groups[name])}")
     floor = json.loads(FLOOR.read_text())

@@ -28,6 +28,8 @@ Cli = Callable[..., Result]
         (None, "NVIDIA H100 80GB HBM3 (SXM5)", "h100-sxm5-80gb"),
         # a card the catalog does not hold is not taken for its nearest name
         (None, "NVIDIA H100 64GB HBM2e (MareNostrum 5)", None),
+        # nor for a card whose name it begins with (the catalog's NVIDIA A10)
+        (None, "NVIDIA A100-80G (x8 A100-80G server)", None),
         ("Foo", "Bar", None),
     ],
 )
