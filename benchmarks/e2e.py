@@ -81,6 +81,9 @@ CHECKPOINTS = {
 }
 
 
+# The first date vLLM's benchmark client is known to stamp TTFT at the first chunk, text or
+# not (planner.sim.bench.TEXT_TTFT_CLIENTS): runs before it read as "vllm-2024".
+VLLM_FIRST_CHUNK_TTFT_BY = "2025-01-01"
 # The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
 V0_NEWEST = "0.7.3"
 # Releases by the build date of their PyPI wheel (the newest file time stamp inside it; vLLM
@@ -180,7 +183,10 @@ def bench_client(row: dict[str, Any]) -> str | None:
     if "sglang bench_serving" in text:
         return "sglang"
     if "vllm bench serve" in text or "benchmark_serving" in text:
-        return "vllm"
+        # vLLM's script stamped TTFT at the first chunk with text through 2024 (a request
+        # that streams none recording 0), at the first chunk by 0.9.0 (2025-05); a run between
+        # the two is taken as the newer
+        return "vllm-2024" if (run_date(row) or "9999") < VLLM_FIRST_CHUNK_TTFT_BY else "vllm"
     if "MLPerf" in text:
         return "none"
     return None
@@ -198,6 +204,16 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
             raise
     settings = {k: v for k, v in kwargs["settings"].items() if k != "context_tokens"}
     return benchmark(**(kwargs | {"settings": settings}))
+
+
+def sharegpt_output_mean(requests: Any) -> float:
+    """The mean output of the sharegpt workload's references as simulate draws them for a run
+    of `requests` (1,000 where not given)."""
+    from planner.api.bench import _trace
+
+    n = int(requests) if isinstance(requests, int) and requests > 0 else 1000
+    trace, _ = _trace(Load(requests=n), Lengths(workload="sharegpt"))
+    return float(trace.output_tokens.mean())
 
 
 def number(value: Any) -> float | None:
@@ -284,8 +300,19 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     mean_in, mean_out = run_means(row)
     lengths_given = all(isinstance(w.get(k), int) for k in ("input_len", "output_len"))
     if "sharegpt" in dataset.lower():
-        # the lengths the run produced (outputs stop at EOS, short of the references)
-        lengths = Lengths(workload="sharegpt", prompt_mean=mean_in, output_mean=mean_out)
+        # the lengths the run produced: prompts at its mean; outputs stop at EOS short of the
+        # references (the sampler's max_tokens), and a run whose mean falls below theirs lost
+        # it to requests that ended at their first token (dstack's raw per-request results,
+        # 2024: 37.8% of 1,000 ShareGPT requests stream no text, the rest average 196.5 tokens
+        # against the references' 197-200)
+        reference = sharegpt_output_mean(w.get("num_prompts"))
+        empty = 1.0 - mean_out / reference if mean_out and mean_out < reference else None
+        lengths = Lengths(
+            workload="sharegpt",
+            prompt_mean=mean_in,
+            output_mean=mean_out if empty is None else None,
+            empty_share=empty,
+        )
     elif dataset.lower().startswith("random") and lengths_given:
         ratio = w.get("range_ratio")
         # The client decides what --random-range-ratio means. SGLang's bench_serving (and

@@ -1094,7 +1094,7 @@ def test_the_benchmark_client_reads_every_stream_at_its_own_pace() -> None:
     # the same client against vLLM 0.15's API server per rank: 2 x 512 chunks a step
     two_ranks = gpt_oss_20b_on_b200(1024, dp=2, client="vllm", version="0.15.0")
     assert two_ranks["median_tpot_ms"] >= 0.95 * 1024 * 0.032
-    with pytest.raises(InputError, match="vllm, sglang or none"):
+    with pytest.raises(InputError, match="vllm, sglang, vllm-2024 or none"):
         gpt_oss_20b_on_b200(4, client="genai-perf")
 
 
@@ -1109,3 +1109,75 @@ def test_sglang_native_stream_costs_its_client_more_as_the_output_grows() -> Non
     short = gpt_oss_20b_on_b200(1024, client="sglang", engine="sglang")
     openai = gpt_oss_20b_on_b200(1024, client="vllm", engine="sglang")
     assert short["median_tpot_ms"] > openai["median_tpot_ms"]
+
+
+def test_the_sharegpt_preset_is_the_samplers_measured_lengths() -> None:
+    """The preset lists the 1,000 prompt lengths vLLM's ShareGPT sampler drew and the 622 output
+    lengths of a run that streamed text (dstack's raw results); a run of 1,000 draws each prompt
+    length once, a longer one draws with replacement."""
+    from planner.api.simulate import load_workload
+
+    w = load_workload("sharegpt")
+    prompts, outputs = w.prompt_tokens, w.output_tokens
+    assert (len(prompts.values), sum(prompts.values)) == (1000, 215_196)
+    assert (len(outputs.values), round(sum(outputs.values) / len(outputs.values), 1)) == (
+        622,
+        196.5,
+    )
+    import numpy as np
+
+    once = prompts.draw(np.random.default_rng(3), 1000)
+    assert sorted(once.tolist()) == sorted(prompts.values)
+    again = prompts.draw(np.random.default_rng(3), 3000)
+    assert set(again.tolist()) <= set(prompts.values) and len(again) == 3000
+
+
+def test_empty_outputs_stream_no_text_and_a_text_client_counts_their_ttft_as_zero() -> None:
+    """A base model on chat prompts ends some requests at their first token (EOS: no text).
+    They still cost a prefill; their outputs count no tokens; a client that stamps TTFT on the
+    first chunk with text (sglang.bench_serving, vLLM's 2024 script) records 0 for them and
+    keeps them in its TTFT figures, so its median falls below every real first token's."""
+
+    def run_with(share: float | None, client: str) -> dict[str, Any]:
+        return benchmark(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            load=Load(concurrency=16, requests=400),
+            lengths=Lengths(prompt_len=512, output_len=64, empty_share=share),
+            client=client,
+        )
+
+    plain = run_with(None, "vllm")
+    newer = run_with(0.4, "vllm")
+    older = run_with(0.4, "vllm-2024")
+    empty = 400 - newer["total_output_tokens"] // 64
+    assert 120 < empty < 200  # about 40% of 400, each an output of no text
+    assert newer["total_output_tokens"] == (400 - empty) * 64
+    # the same run read by both clients: vllm bench serve stamps the first chunk (empty text
+    # too), so each TTFT is at least the request's way in; the 2024 script records 0 for the
+    # empty ones, about 40% of its TTFTs
+    assert newer["median_ttft_ms"] > REQUEST_PATH_MS
+    assert older["median_ttft_ms"] < newer["median_ttft_ms"]
+    assert older["mean_ttft_ms"] < newer["mean_ttft_ms"] * (400 - empty / 2) / 400
+    assert older["p99_ttft_ms"] == pytest.approx(newer["p99_ttft_ms"], rel=0.05)
+    assert plain["total_output_tokens"] == 400 * 64
+    # TPOT is over the requests that streamed more than one token: the same for both clients
+    assert older["median_tpot_ms"] == pytest.approx(newer["median_tpot_ms"], rel=1e-9)
+    assert "40% end at their first token" in older["workload"]["description"]
+
+
+def test_empty_outputs_need_a_generated_workload(cli: Cli, tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n')
+    r = cli(
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--trace", str(trace),
+        "--empty-outputs", "0.3", "--json",
+    )  # fmt: skip
+    assert r.code == 2 and "--empty-outputs" in r.json()["error"]
+    r = cli(
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4",
+        "--prompt-len", "64", "--output-len", "8", "--bench-client", "curl", "--json",
+    )  # fmt: skip
+    assert r.code == 2 and "vllm-2024" in r.json()["error"]

@@ -429,3 +429,42 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows)])
     e2e.main()
     assert "row not readable: KeyError" in capsys.readouterr().out
+
+
+def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() -> None:
+    """A ShareGPT run whose outputs averaged 122 tokens against the measured 196.5 of outputs
+    that stream text lost the rest to requests that ended at their first token (dstack's raw
+    results: 37.8%); vLLM's 2024 script counted their TTFT as 0, vllm bench serve would not."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.6.3",
+        "source": {"date": "2024-11 (runs dated 20241109)"},
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {
+            "dataset": "ShareGPT_V3_unfiltered_cleaned_split (vLLM benchmark_serving sharegpt)",
+            "request_rate": 16.0,
+            "num_prompts": 1000,
+        },
+        "measured": {
+            "mean_input_tokens_per_request": 215.2,
+            "mean_output_tokens_per_request": 122.2,
+        },
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    lengths = args["lengths"]
+    assert lengths.output_mean is None
+    assert lengths.empty_share == pytest.approx(1 - 122.2 / e2e.sharegpt_output_mean(1000))
+    assert 0.3 < lengths.empty_share < 0.45
+    assert args["client"] == "vllm-2024"
+    # a run as long as the references is not given any; a 2025 run reads as vllm bench serve
+    row["measured"]["mean_output_tokens_per_request"] = 210.0
+    row["source"] = {"date": "2025-06-02"}
+    args, _ = e2e.pose(row, MODELS)
+    assert (args["lengths"].empty_share, args["lengths"].output_mean) == (None, 210.0)
+    assert args["client"] == "vllm"

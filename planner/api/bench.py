@@ -107,6 +107,13 @@ class Lengths(BaseModel):
     trace: str | None = None
     prompt_mean: float | None = Field(default=None, ge=1, le=2**24)
     output_mean: float | None = Field(default=None, ge=1, le=2**24)
+    empty_share: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="share of requests whose first token is EOS: no text, one engine step "
+        "after the prefill (the rest stream at least one token)",
+    )
 
 
 def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
@@ -114,7 +121,14 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
     import numpy as np
 
     from planner.api.simulate import load_workload
-    from planner.sim.workload import LengthDist, Workload, generate, load_trace, with_means
+    from planner.sim.workload import (
+        LengthDist,
+        Workload,
+        generate,
+        load_trace,
+        with_empty_outputs,
+        with_means,
+    )
 
     for flag, mean, fixed in (
         ("--prompt-mean", lengths.prompt_mean, lengths.prompt_len),
@@ -134,6 +148,8 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
                 raise InputError(
                     flag, f"with --output-len, outputs stop at EOS: give a mean below {fixed}"
                 )
+    if lengths.trace is not None and lengths.empty_share:
+        raise InputError("--empty-outputs", "draws on a generated workload; a --trace has its own")
     if lengths.trace is not None:
         from planner.sources.files import TRACE_LIMIT_BYTES, read_text
 
@@ -185,6 +201,7 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         output_tokens=output,
     )
     trace = with_means(generate(w), lengths.prompt_mean, output_mean)
+    trace = with_empty_outputs(trace, lengths.empty_share or 0.0, load.seed)
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -208,6 +225,9 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         if mean is not None:
             summary += f", {name}s scaled to mean {mean:g}"
             echo[f"{name}_mean"] = mean
+    if lengths.empty_share:
+        summary += f", {lengths.empty_share:.0%} end at their first token (no text)"
+        echo["empty_output_share"] = lengths.empty_share
     echo["description"] = summary
     return trace, echo
 
@@ -248,13 +268,19 @@ def benchmark(
     (the engine's pace); None: the engine's own."""
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
-    from planner.sim.bench import DEFAULT_PERCENTILES, bench_metrics
+    from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model
 
     tails = percentiles or DEFAULT_PERCENTILES
     if client is not None and client not in (*BENCH_CLIENT_MS_PER_CHUNK, "none"):
-        raise InputError("--bench-client", f"{client!r}: vllm, sglang or none")
+        raise InputError("--bench-client", f"{client!r}: vllm, sglang, vllm-2024 or none")
+    # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
+    empty = {
+        "empty_outputs": bool(lengths.empty_share),
+        "text_ttft": bench_client_of(str(settings.get("engine", "vllm")), client)
+        in TEXT_TTFT_CLIENTS,
+    }
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -368,6 +394,7 @@ def benchmark(
             client=client,
             source={"preset": preset, "model": model},
             backend=disagg_backend,
+            empty=empty,
         )
     inst = instance(tp, ep, attention_groups)
     served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
@@ -387,7 +414,7 @@ def benchmark(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
         )
         run = execute(served, cost, cfg, delay)
-        metrics = bench_metrics(run, served, replicas=dp, percentiles=tails)
+        metrics = bench_metrics(run, served, replicas=dp, percentiles=tails, **empty)
         metrics["ignored_requests"] = ignored * dp
         if hits is not None:
             metrics["prefix_cache"] = hits
@@ -804,6 +831,7 @@ class Instance:
 BENCH_CLIENT_NAMES = {
     "vllm": "vllm bench serve, or any client of the OpenAI stream",
     "sglang": "sglang.bench_serving on SGLang's native stream",
+    "vllm-2024": "vLLM's 2024 benchmark_serving.py on the OpenAI stream",
 }
 
 
@@ -1288,6 +1316,7 @@ def _disaggregated(
     client: str | None = None,
     source: dict[str, str | None] | None = None,
     backend: str | None = None,
+    empty: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
@@ -1320,7 +1349,7 @@ def _disaggregated(
     )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
-    metrics = bench_metrics(state, trace, percentiles=percentiles)
+    metrics = bench_metrics(state, trace, percentiles=percentiles, **(empty or {}))
     gpus = disagg.gpus
 
     def pool(

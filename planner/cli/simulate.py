@@ -39,6 +39,7 @@ BENCH_FLAGS = {
     "len_spread": "--len-spread",
     "prompt_mean": "--prompt-mean",
     "output_mean": "--output-mean",
+    "empty_share": "--empty-outputs",
 }
 
 POLICIES = ("static", "continuous", "chunked")
@@ -109,8 +110,9 @@ def simulate(
         typer.Option(
             help="The benchmark client reading every stream in one process, priced where it "
             "reads slower than the engine streams: vllm (vllm bench serve, or any client of "
-            "the OpenAI stream), sglang (sglang.bench_serving's native stream) or none (the "
-            "engine's own pace) [the engine's own].",
+            "the OpenAI stream), sglang (sglang.bench_serving's native stream), vllm-2024 "
+            "(vLLM's 2024 benchmark_serving.py: like sglang's, an output with no text counts "
+            "TTFT 0) or none (the engine's own pace) [the engine's own].",
         ),
     ] = None,
     prompt_len: Annotated[
@@ -150,6 +152,13 @@ def simulate(
         typer.Option(
             help="Outputs stopped at EOS: scale the workload's to this mean; with --output-len, "
             "lengths stop at EOS with this mean, capped at it (no --ignore-eos)."
+        ),
+    ] = None,
+    empty_outputs: Annotated[
+        float | None,
+        typer.Option(
+            help="Share of requests whose first token is EOS: no text, a prefill and one step "
+            "(a base model on chat prompts; the rest stream at least one token)."
         ),
     ] = None,
     requests: Annotated[
@@ -571,6 +580,7 @@ def simulate(
                 trace=trace,
                 prompt_mean=prompt_mean,
                 output_mean=output_mean,
+                empty_share=empty_outputs,
             )
         except ValidationError as exc:
             err = exc.errors()[0]
@@ -629,6 +639,7 @@ def simulate(
         ("--random-range-ratio", random_range_ratio),
         ("--prompt-mean", prompt_mean),
         ("--output-mean", output_mean),
+        ("--empty-outputs", empty_outputs),
         ("--weight-dtype", weight_dtype),
         ("--engine-version", engine_version),
         ("--calibration", calibration),

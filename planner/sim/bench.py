@@ -15,6 +15,15 @@ from numpy.typing import NDArray
 from planner.sim.engine import RunState
 from planner.sim.workload import Trace
 
+# Benchmark clients whose TTFT waits for the first chunk carrying text, and which count a
+# request that streams none (its first token was EOS) at TTFT 0 among the rest:
+# sglang.bench_serving (`if data["choices"][0]["text"]` / `if data["text"]` before it stamps
+# TTFT, then ttfts.append for every successful request; python/sglang/bench_serving.py, read in
+# 0.5.13), and vLLM's benchmarks/benchmark_serving.py as run in 2024 (dstackai/benchmarks
+# raw_data, 2024-11: the 378 of 1,000 ShareGPT requests with no output text record TTFT 0.0).
+# `vllm bench serve` stamps TTFT at the first chunk whether or not it has text ("text could be
+# empty here", vllm/benchmarks/endpoint_request_func.py, read in 0.9.0 and 0.30.0).
+TEXT_TTFT_CLIENTS = frozenset({"sglang", "vllm-2024"})
 # Percentiles `vllm bench serve` prints by default (--metric-percentiles 99) plus the median.
 BENCH_PERCENTILE = 99
 DEFAULT_PERCENTILES = (float(BENCH_PERCENTILE),)
@@ -68,13 +77,20 @@ def bench_metrics(
     trace: Trace,
     replicas: int = 1,
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES,
+    empty_outputs: bool = False,
+    text_ttft: bool = False,
 ) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
     multiply the throughputs (each served its share of the load); `percentiles` the tail
-    figures it prints (--metric-percentiles)."""
+    figures it prints (--metric-percentiles). `empty_outputs`: the trace's one-token outputs
+    are EOS at once (planner.sim.workload.with_empty_outputs): they stream no text, so count no
+    output tokens, and a `text_ttft` client (TEXT_TTFT_CLIENTS) records their TTFT as 0."""
     start = float(np.min(run.arrival_ms))
     duration_s = (float(np.nanmax(run.finish_ms)) - start) / 1000.0
     ttft = run.first_ms - run.arrival_ms
+    empty = trace.output_tokens == 1 if empty_outputs else np.zeros(trace.size, dtype=bool)
+    if text_ttft:
+        ttft = np.where(empty, 0.0, ttft)
     e2el = run.finish_ms - run.arrival_ms
     multi = run.output > 1
     tpot = (e2el[multi] - ttft[multi]) / (run.output[multi] - 1)
@@ -88,7 +104,7 @@ def bench_metrics(
     if counts.sum():
         itl_std = float(np.sqrt((counts * (gaps - itl_mean) ** 2).sum() / counts.sum()))
     inputs = int(trace.prompt_tokens.sum()) * replicas
-    outputs = int(trace.output_tokens.sum()) * replicas
+    outputs = (int(trace.output_tokens.sum()) - int(empty.sum())) * replicas
     completed = trace.size * replicas
     return {
         "completed": completed,

@@ -27,6 +27,12 @@ MIN_RATE_PER_S = 1.0 / 86_400
 MAX_RATE_PER_S = 1e6
 # Arrival times beyond 10^12 s (~31,700 years) are not a trace.
 MAX_TRACE_ARRIVAL_S = 1e12
+# Measured lengths a workload file may list for one distribution.
+MAX_EMPIRICAL_VALUES = 100_000
+
+# The random stream the empty outputs are drawn from, apart from the lengths' and arrivals'
+# (a share of empty outputs leaves every other draw of the same seed as it was).
+EMPTY_OUTPUT_STREAM = 7
 
 
 class LengthDist(BaseModel):
@@ -34,11 +40,12 @@ class LengthDist(BaseModel):
 
     "eos": outputs that stop at EOS before the length asked for (a benchmark without
     --ignore-eos): the model ends a sequence with the same chance after every token, so the
-    lengths are geometric, capped at `max`, with that chance set so their mean is `mean`."""
+    lengths are geometric, capped at `max`, with that chance set so their mean is `mean`.
+    "empirical": lengths drawn (with replacement) from measured `values`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    distribution: Literal["lognormal", "fixed", "uniform", "eos"] = "lognormal"
+    distribution: Literal["lognormal", "fixed", "uniform", "eos", "empirical"] = "lognormal"
     median: float = Field(
         default=100, gt=0, allow_inf_nan=False, description="lognormal median / fixed value"
     )
@@ -51,6 +58,9 @@ class LengthDist(BaseModel):
     )
     min: int = Field(default=1, ge=1, le=MAX_TRACE_REQUEST_TOKENS)
     max: int = Field(default=8192, ge=1, le=MAX_TRACE_REQUEST_TOKENS)
+    values: tuple[int, ...] = Field(
+        default=(), max_length=MAX_EMPIRICAL_VALUES, description="empirical: measured lengths"
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> LengthDist:
@@ -58,6 +68,10 @@ class LengthDist(BaseModel):
             raise ValueError(f"min {self.min} > max {self.max}")
         if self.distribution == "eos" and (self.mean is None or self.mean >= self.max):
             raise ValueError(f"eos lengths need a mean below the cap {self.max}")
+        if (self.distribution == "empirical") != bool(self.values):
+            raise ValueError("measured values go with an empirical distribution, and only there")
+        if self.values and not all(1 <= v <= MAX_TRACE_REQUEST_TOKENS for v in self.values):
+            raise ValueError(f"empirical values must be in [1, {MAX_TRACE_REQUEST_TOKENS}]")
         return self
 
     def stop_probability(self) -> float:
@@ -89,6 +103,9 @@ class LengthDist(BaseModel):
             raw = rng.uniform(self.min, self.max, n)
         elif self.distribution == "eos":
             raw = rng.geometric(self.stop_probability(), n)
+        elif self.distribution == "empirical":
+            # a run no longer than the sample draws each measured length at most once
+            raw = rng.choice(np.asarray(self.values), n, replace=n > len(self.values))
         else:
             raw = rng.lognormal(np.log(self.median), self.sigma, n)
         clipped: NDArray[np.int64] = np.clip(np.rint(raw), self.min, self.max).astype(np.int64)
@@ -126,6 +143,8 @@ class Workload(BaseModel):
                 return f"uniform {d.min}-{d.max}"
             if d.distribution == "eos":
                 return f"stops at EOS (mean {d.mean:g}), at most {d.max}"
+            if d.distribution == "empirical":
+                return f"measured ({len(d.values):,} lengths, mean {np.mean(d.values):.0f})"
             return f"lognormal (median {d.median:g}, sigma {d.sigma:g})"
 
         text = (
@@ -212,6 +231,18 @@ def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | Non
         scaled(trace.output_tokens, output_mean),
         np.minimum(trace.cached_prefix_tokens, prompt),  # a prefix is never longer than its prompt
     )
+
+
+def with_empty_outputs(trace: Trace, share: float, seed: int) -> Trace:
+    """The trace with a seeded `share` of its requests ending at their first token (the model
+    samples EOS at once: one engine token, no text), every other output at least two tokens
+    (a text token and the EOS after it), so a one-token output is an empty one."""
+    if share <= 0 or trace.size == 0:
+        return trace
+    rng = np.random.default_rng([seed, EMPTY_OUTPUT_STREAM])
+    empty = rng.random(trace.size) < share
+    output = np.where(empty, 1, np.maximum(trace.output_tokens, 2)).astype(np.int64)
+    return Trace(trace.arrival_s, trace.prompt_tokens, output, trace.cached_prefix_tokens)
 
 
 def with_shared_prefix(

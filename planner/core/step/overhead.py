@@ -61,7 +61,9 @@ FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
 # already generated (its `--backend sglang-oai` reads OpenAI deltas, as vLLM's does).
 # Production clients are many processes: only `simulate`, which predicts what the benchmark
 # prints, counts it.
-BENCH_CLIENT_MS_PER_CHUNK = {"vllm": 0.032, "sglang": 0.035}
+# vLLM's 2024 benchmark_serving.py ("vllm-2024": planner.sim.bench.TEXT_TTFT_CLIENTS) reads
+# the OpenAI stream with the same loop: vLLM's figure.
+BENCH_CLIENT_MS_PER_CHUNK = {"vllm": 0.032, "sglang": 0.035, "vllm-2024": 0.032}
 BENCH_CLIENT_MS_PER_GENERATED_TOKEN = {"sglang": 0.000033}
 
 
