@@ -559,6 +559,7 @@ def main() -> None:
             basis = got["step_constants"]  # the GPU family the prediction was priced on
             for g in (
                 "all",
+                *([f"{kind} (the issue's bar)"] if kind else []),
                 f"vendor {vendor}",
                 f"family {basis['gpu_family']} ({basis['basis']})",
                 f"engine {row['engine']}",
