@@ -81,6 +81,9 @@ CHECKPOINTS = {
 }
 
 
+# Checkpoint names of a model tuned to answer (instruct, chat, Gemma's -it, reasoning tunes),
+# not a base model continuing text.
+INSTRUCT = re.compile(r"instruct|chat|-it\b|thinking|distill|gpt-oss", re.IGNORECASE)
 # The first date vLLM's benchmark client is known to stamp TTFT at the first chunk, text or
 # not (planner.sim.bench.TEXT_TTFT_CLIENTS): runs before it read as "vllm-2024".
 VLLM_FIRST_CHUNK_TTFT_BY = "2025-01-01"
@@ -206,14 +209,12 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     return benchmark(**(kwargs | {"settings": settings}))
 
 
-def sharegpt_output_mean(requests: Any) -> float:
-    """The mean output of the sharegpt workload's references as simulate draws them for a run
-    of `requests` (1,000 where not given)."""
-    from planner.api.bench import _trace
+def sharegpt_base_output_mean() -> float:
+    """The mean of the sharegpt-base workload's outputs that stream text."""
+    from planner.api.simulate import load_workload
 
-    n = int(requests) if isinstance(requests, int) and requests > 0 else 1000
-    trace, _ = _trace(Load(requests=n), Lengths(workload="sharegpt"))
-    return float(trace.output_tokens.mean())
+    values = load_workload("sharegpt-base").output_tokens.values
+    return float(sum(values)) / len(values)
 
 
 def number(value: Any) -> float | None:
@@ -301,16 +302,22 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     lengths_given = all(isinstance(w.get(k), int) for k in ("input_len", "output_len"))
     if "sharegpt" in dataset.lower():
         # the lengths the run produced: prompts at its mean; outputs stop at EOS short of the
-        # references (the sampler's max_tokens), and a run whose mean falls below theirs lost
-        # it to requests that ended at their first token (dstack's raw per-request results,
-        # 2024: 37.8% of 1,000 ShareGPT requests stream no text, the rest average 196.5 tokens
-        # against the references' 197-200)
-        reference = sharegpt_output_mean(w.get("num_prompts"))
-        empty = 1.0 - mean_out / reference if mean_out and mean_out < reference else None
+        # references (the sampler's max_tokens). A base model on these chat prompts loses the
+        # difference to requests that end at their first token, the rest as measured
+        # (sharegpt-base: dstack's raw per-request results, 2024); an instruct model's answers
+        # end early, the references' lengths scaled to the run's mean
+        base = not INSTRUCT.search(str(row.get("model")))
+        empty = output_mean = None
+        if base and mean_out:
+            streamed = sharegpt_base_output_mean()
+            empty = max(0.0, 1.0 - mean_out / streamed)
+            output_mean = mean_out if mean_out > streamed else None
+        elif mean_out:
+            output_mean = mean_out
         lengths = Lengths(
-            workload="sharegpt",
+            workload="sharegpt-base" if base else "sharegpt",
             prompt_mean=mean_in,
-            output_mean=mean_out if empty is None else None,
+            output_mean=output_mean,
             empty_share=empty,
         )
     elif dataset.lower().startswith("random") and lengths_given:

@@ -1111,25 +1111,37 @@ def test_sglang_native_stream_costs_its_client_more_as_the_output_grows() -> Non
     assert short["median_tpot_ms"] > openai["median_tpot_ms"]
 
 
-def test_the_sharegpt_preset_is_the_samplers_measured_lengths() -> None:
-    """The preset lists the 1,000 prompt lengths vLLM's ShareGPT sampler drew and the 622 output
-    lengths of a run that streamed text (dstack's raw results); a run of 1,000 draws each prompt
-    length once, a longer one draws with replacement."""
-    from planner.api.simulate import load_workload
-
-    w = load_workload("sharegpt")
-    prompts, outputs = w.prompt_tokens, w.output_tokens
-    assert (len(prompts.values), sum(prompts.values)) == (1000, 215_196)
-    assert (len(outputs.values), round(sum(outputs.values) / len(outputs.values), 1)) == (
-        622,
-        196.5,
-    )
+def test_the_sharegpt_presets_are_the_samplers_measured_lengths() -> None:
+    """Both presets list the 1,000 prompt lengths vLLM's ShareGPT sampler drew (dstack's raw
+    results); sharegpt-base adds what a base model made of them: 37.8% ended at their first
+    token, the other 622 outputs as measured. A run of 1,000 draws each prompt length once, a
+    longer one draws with replacement."""
     import numpy as np
 
+    from planner.api.simulate import load_workload
+
+    ref, base = load_workload("sharegpt"), load_workload("sharegpt-base")
+    prompts = ref.prompt_tokens
+    assert (len(prompts.values), sum(prompts.values)) == (1000, 215_196)
+    assert base.prompt_tokens == prompts
+    outputs = base.output_tokens.values
+    assert (len(outputs), round(sum(outputs) / len(outputs), 1)) == (622, 196.5)
+    assert (ref.empty_output_share, base.empty_output_share) == (0.0, 0.378)
     once = prompts.draw(np.random.default_rng(3), 1000)
     assert sorted(once.tolist()) == sorted(prompts.values)
     again = prompts.draw(np.random.default_rng(3), 3000)
     assert set(again.tolist()) <= set(prompts.values) and len(again) == 3000
+    # the base model's run: 122 tokens a request over all 1,000 (dstack: 122,195)
+    got = benchmark(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(rate_per_s=4.0),
+        lengths=Lengths(workload="sharegpt-base"),
+    )
+    assert got["total_output_tokens"] == pytest.approx(122_195, rel=0.05)
+    assert "38% end at their first token" in got["workload"]["description"]
 
 
 def test_empty_outputs_stream_no_text_and_a_text_client_counts_their_ttft_as_zero() -> None:

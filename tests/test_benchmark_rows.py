@@ -432,16 +432,17 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
 
 
 def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() -> None:
-    """A ShareGPT run whose outputs averaged 122 tokens against the measured 196.5 of outputs
-    that stream text lost the rest to requests that ended at their first token (dstack's raw
-    results: 37.8%); vLLM's 2024 script counted their TTFT as 0, vllm bench serve would not."""
+    """A base model's ShareGPT run whose outputs averaged 122 tokens against the 196.5 of
+    outputs that stream text lost the rest to requests that ended at their first token
+    (dstack's raw results: 37.8%); vLLM's 2024 script counted their TTFT as 0, vllm bench serve
+    would not. An instruct model's answers end early instead: its lengths are scaled."""
     import e2e
 
     row = {
         "engine": "vllm",
         "engine_version": "0.6.3",
         "source": {"date": "2024-11 (runs dated 20241109)"},
-        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "model": "meta-llama/Llama-3.1-8B",
         "gpu_norm": "H100",
         "gpu_count": 1,
         "tp": 1,
@@ -458,13 +459,16 @@ def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() ->
     args, why = e2e.pose(row, MODELS)
     assert why is None
     lengths = args["lengths"]
-    assert lengths.output_mean is None
-    assert lengths.empty_share == pytest.approx(1 - 122.2 / e2e.sharegpt_output_mean(1000))
-    assert 0.3 < lengths.empty_share < 0.45
+    assert (lengths.workload, lengths.output_mean) == ("sharegpt-base", None)
+    assert lengths.empty_share == pytest.approx(1 - 122.2 / 196.455, abs=1e-3)
     assert args["client"] == "vllm-2024"
-    # a run as long as the references is not given any; a 2025 run reads as vllm bench serve
-    row["measured"]["mean_output_tokens_per_request"] = 210.0
+    instruct = row | {"model": "meta-llama/Llama-3.1-8B-Instruct"}
+    lengths = e2e.pose(instruct, MODELS)[0]["lengths"]
+    assert (lengths.workload, lengths.output_mean, lengths.empty_share) == (
+        "sharegpt",
+        122.2,
+        None,
+    )
+    # a 2025 run reads as vllm bench serve
     row["source"] = {"date": "2025-06-02"}
-    args, _ = e2e.pose(row, MODELS)
-    assert (args["lengths"].empty_share, args["lengths"].output_mean) == (None, 210.0)
-    assert args["client"] == "vllm"
+    assert e2e.pose(row, MODELS)[0]["client"] == "vllm"

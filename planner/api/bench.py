@@ -201,7 +201,10 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         output_tokens=output,
     )
     trace = with_means(generate(w), lengths.prompt_mean, output_mean)
-    trace = with_empty_outputs(trace, lengths.empty_share or 0.0, load.seed)
+    # after the means (a one-token output is an empty one): the share asked for, else the
+    # workload's own
+    empty_share = base.empty_output_share if lengths.empty_share is None else lengths.empty_share
+    trace = with_empty_outputs(trace, empty_share, load.seed)
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -209,7 +212,14 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
             trace.output_tokens,
             trace.cached_prefix_tokens,
         )
-    echo = w.model_dump(exclude={"description", "shared_prefix_fraction", "shared_prefix_tokens"})
+    echo = w.model_dump(
+        exclude={
+            "description",
+            "shared_prefix_fraction",
+            "shared_prefix_tokens",
+            "empty_output_share",
+        }
+    )
     summary = w.summary()
     if load.concurrency is not None and math.isfinite(rate):
         # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
@@ -225,9 +235,9 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
         if mean is not None:
             summary += f", {name}s scaled to mean {mean:g}"
             echo[f"{name}_mean"] = mean
-    if lengths.empty_share:
-        summary += f", {lengths.empty_share:.0%} end at their first token (no text)"
-        echo["empty_output_share"] = lengths.empty_share
+    if empty_share:
+        summary += f", {empty_share:.0%} end at their first token (no text)"
+        echo["empty_output_share"] = empty_share
     echo["description"] = summary
     return trace, echo
 
@@ -275,12 +285,6 @@ def benchmark(
     tails = percentiles or DEFAULT_PERCENTILES
     if client is not None and client not in (*BENCH_CLIENT_MS_PER_CHUNK, "none"):
         raise InputError("--bench-client", f"{client!r}: vllm, sglang, vllm-2024 or none")
-    # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
-    empty = {
-        "empty_outputs": bool(lengths.empty_share),
-        "text_ttft": bench_client_of(str(settings.get("engine", "vllm")), client)
-        in TEXT_TTFT_CLIENTS,
-    }
 
     tp = int(settings.get("tp", 1))
     pp = int(settings.get("pp", 1))
@@ -307,6 +311,12 @@ def benchmark(
         and math.isfinite(load.rate_per_s)
     )
     trace, workload_echo = _trace(load, lengths)
+    # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
+    empty = {
+        "empty_outputs": bool(workload_echo.get("empty_output_share")),
+        "text_ttft": bench_client_of(str(settings.get("engine", "vllm")), client)
+        in TEXT_TTFT_CLIENTS,
+    }
     spec = resolve_model(preset, model, revision)
     attention_groups = _attention_groups(
         engine_name,

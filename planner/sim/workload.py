@@ -132,6 +132,13 @@ class Workload(BaseModel):
     output_tokens: LengthDist
     shared_prefix_fraction: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
     shared_prefix_tokens: int = Field(default=0, ge=0, le=MAX_TRACE_REQUEST_TOKENS)
+    empty_output_share: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="requests whose first token is EOS: no text (with_empty_outputs)",
+    )
 
     def summary(self) -> str:
         """One line describing these exact settings (echoed in reports)."""
@@ -156,6 +163,8 @@ class Workload(BaseModel):
                 f", {self.shared_prefix_fraction:.0%} share a {self.shared_prefix_tokens:,}-token "
                 "prefix"
             )
+        if self.empty_output_share:
+            text += f", {self.empty_output_share:.0%} end at their first token (no text)"
         return text
 
 
@@ -210,7 +219,8 @@ def generate(w: Workload) -> Trace:
     prompt = w.prompt_tokens.draw(rng, n)
     output = w.output_tokens.draw(rng, n)
     trace = Trace(arrival, prompt, output, np.zeros(n, dtype=np.int64))
-    return with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
+    trace = with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
+    return with_empty_outputs(trace, w.empty_output_share, w.seed)
 
 
 def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | None) -> Trace:
