@@ -81,11 +81,27 @@ CHECKPOINTS = {
 }
 
 
-# Checkpoint names of a model tuned to answer (instruct, chat, Gemma's -it, reasoning tunes),
-# not a base model continuing text.
-INSTRUCT = re.compile(r"instruct|chat|-it\b|thinking|distill|gpt-oss", re.IGNORECASE)
-# The first date vLLM's benchmark client is known to stamp TTFT at the first chunk, text or
-# not (planner.sim.bench.TEXT_TTFT_CLIENTS): runs before it read as "vllm-2024".
+# A base model (no chat tuning): a name that says so, or the plain name of a family that
+# publishes its base model under it (Llama 2 / 3, Mistral and Mixtral, Qwen 2 / 2.5, Yi, Gemma
+# 2 / 3) without an instruct, chat or -it suffix. Other families' plain names (Qwen3, DeepSeek
+# V3 / R1, gpt-oss, MiniMax, Kimi) are their chat models.
+BASE_NAMED = re.compile(r"-base\b", re.IGNORECASE)
+BASE_FAMILIES = re.compile(
+    r"(^|/)((meta-)?llama-[23]|mistral-|mixtral-|qwen2(\.5)?-|yi-|gemma-[23]-)", re.IGNORECASE
+)
+TUNED = re.compile(r"instruct|chat|-it\b", re.IGNORECASE)
+
+
+def base_model(name: str) -> bool:
+    """Whether a checkpoint name is a base model's (BASE_NAMED, BASE_FAMILIES)."""
+    return bool(BASE_NAMED.search(name)) or bool(
+        BASE_FAMILIES.search(name) and not TUNED.search(name)
+    )
+
+
+# vLLM benchmark runs before this date read as "vllm-2024" (planner.sim.bench.TEXT_TTFT_CLIENTS:
+# dstack's 2024-11 runs record TTFT 0 for an output with no text); the 0.9.0 wheel's client
+# (2025-05) stamps the first chunk, text or not, and a run between the two is taken as the newer.
 VLLM_FIRST_CHUNK_TTFT_BY = "2025-01-01"
 # The newest vLLM release whose default engine was V0 (V1 became the default in 0.8.0).
 V0_NEWEST = "0.7.3"
@@ -186,9 +202,7 @@ def bench_client(row: dict[str, Any]) -> str | None:
     if "sglang bench_serving" in text:
         return "sglang"
     if "vllm bench serve" in text or "benchmark_serving" in text:
-        # vLLM's script stamped TTFT at the first chunk with text through 2024 (a request
-        # that streams none recording 0), at the first chunk by 0.9.0 (2025-05); a run between
-        # the two is taken as the newer
+        # the script's TTFT for an output with no text changed between 2024 and 0.9.0
         return "vllm-2024" if (run_date(row) or "9999") < VLLM_FIRST_CHUNK_TTFT_BY else "vllm"
     if "MLPerf" in text:
         return "none"
@@ -262,7 +276,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         )
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
     if gpu is None:
-        return {}, f"GPU {row['gpu_norm']} not in the catalog"
+        return {}, f"GPU {row.get('gpu_norm') or row.get('gpu')} not in the catalog"
     dp_attention = bool(row.get("dp_attention"))
     tp = int(row.get("tp") or 1)
     dp = int(row.get("dp") or 1)
@@ -306,7 +320,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         # difference to requests that end at their first token, the rest as measured
         # (sharegpt-base: dstack's raw per-request results, 2024); an instruct model's answers
         # end early, the references' lengths scaled to the run's mean
-        base = not INSTRUCT.search(str(row.get("model")))
+        base = base_model(str(row.get("model")))
         empty = output_mean = None
         if base and mean_out:
             streamed = sharegpt_base_output_mean()

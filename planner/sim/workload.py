@@ -41,7 +41,8 @@ class LengthDist(BaseModel):
     "eos": outputs that stop at EOS before the length asked for (a benchmark without
     --ignore-eos): the model ends a sequence with the same chance after every token, so the
     lengths are geometric, capped at `max`, with that chance set so their mean is `mean`.
-    "empirical": lengths drawn (with replacement) from measured `values`."""
+    "empirical": lengths drawn from measured `values`, each at most once while a run is no
+    longer than the sample (a benchmark's own draw), with replacement beyond it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
