@@ -472,3 +472,24 @@ def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() ->
     # a 2025 run reads as vllm bench serve
     row["source"] = {"date": "2025-06-02"}
     assert e2e.pose(row, MODELS)[0]["client"] == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("name", "base"),
+    [
+        ("meta-llama/Llama-3.1-405B-FP8", True),
+        ("amd/Llama-3.1-405B-Instruct-FP8-KV", False),
+        ("meta-llama/Llama-2-70b-chat-hf", False),
+        ("mistralai/Mixtral-8x7B-v0.1", True),
+        ("google/gemma-2-9b-it", False),
+        ("Qwen/Qwen3-8B-Base", True),
+        # families whose plain name is the chat model
+        ("Qwen/Qwen3-8B", False),
+        ("deepseek-ai/DeepSeek-R1", False),
+        ("openai/gpt-oss-120b", False),
+    ],
+)
+def test_a_base_model_is_told_by_its_name(name: str, base: bool) -> None:
+    import e2e
+
+    assert e2e.base_model(name) is base
