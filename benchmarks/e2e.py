@@ -280,6 +280,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     dp_attention = bool(row.get("dp_attention"))
     tp = int(row.get("tp") or 1)
     dp = int(row.get("dp") or 1)
+    pp = int(row.get("pp") or 1)
     if dp_attention and family != "sglang":
         # vLLM runs a MoE model's --data-parallel-size ranks as attention DP on its own, each
         # rank a TP group (GPUs = TP x DP); a row in SGLang's notation (the groups inside the
@@ -305,11 +306,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if layout is not None:
         if row.get("gpu_count") and layout.gpus != row["gpu_count"]:
             return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"
-    elif row.get("gpu_count") and (tp if dp_attention else tp * dp) != row["gpu_count"]:
+    elif row.get("gpu_count") and (tp if dp_attention else tp * dp) * pp != row["gpu_count"]:
         # SGLang's attention-DP groups live inside its TP group
         if row.get("tp") is None and row.get("dp") is None:
             return {}, f"layout not given for {row['gpu_count']} GPUs"
-        return {}, f"layout TP {tp} x DP {dp} != {row['gpu_count']} GPUs"
+        return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {row['gpu_count']} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
     mean_in, mean_out = run_means(row)
@@ -374,7 +375,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     else:
         return {}, "no load given"
     version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
-    settings: dict[str, Any] = {"engine": family, "tp": tp}
+    settings: dict[str, Any] = {"engine": family, "tp": tp} | ({"pp": pp} if pp > 1 else {})
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
     # SGLang engine fields, not plan settings: they go in as the line's own

@@ -493,3 +493,22 @@ def test_a_base_model_is_told_by_its_name(name: str, base: bool) -> None:
     import e2e
 
     assert e2e.base_model(name) is base
+
+
+def test_a_row_with_pipeline_stages_is_posed_with_them() -> None:
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "model": "meta-llama/Llama-3.1-405B",
+        "gpu_norm": "H100",
+        "gpu_count": 16,
+        "tp": 8,
+        "pp": 2,
+        "workload": {"dataset": "random", "input_len": 1024, "output_len": 1024, "concurrency": 32},
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None and (args["settings"]["tp"], args["settings"]["pp"]) == (8, 2)
+    row["gpu_count"] = 8
+    assert e2e.pose(row, MODELS)[1] == "layout TP 8 x PP 2 x DP 1 != 8 GPUs"
