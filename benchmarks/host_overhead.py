@@ -9,7 +9,11 @@ are admitted and prefilled, then each decode step is timed:
   per request (what EngineCore.step runs around the model; the workers' input preparation is
   not included, so the figure is a floor).
 - vLLM V0 (before 0.8): `Scheduler.schedule()`; the token append the engine's output processing
-  does is timed apart (V0 from 0.6.0 overlaps output processing with the next step).
+  does is timed apart (V0 from 0.6.0 overlaps output processing with the next step). With
+  `--v0-input-prep`, the driver worker's input preparation instead, which runs between the
+  schedule and the forward: `ModelInputForGPUBuilder` (positions, slot mapping, block tables,
+  CUDA-graph padding; its attention-metadata builder the common one, tensors left on the CPU)
+  and `SamplingMetadata.prepare`, for B decoding sequences at 1,200 tokens of context.
 
 Run it in a virtual environment holding the release to measure and a CPU build of torch (the
 scheduler needs no GPU; a CUDA wheel's kernels are never called):
@@ -215,18 +219,121 @@ def v0_steps(batch: int) -> list[float]:
     return [step() for _ in range(TIMED_STEPS)]
 
 
+def v0_input_prep_steps(batch: int) -> list[float]:
+    """Per-step times (ms) of vLLM V0's input preparation for `batch` decoding sequences: the
+    driver worker's ModelInputForGPUBuilder and SamplingMetadata.prepare (no GPU: tensors stay
+    on the CPU, the attention-metadata builder is the common one the backends share)."""
+    import types
+
+    import numpy as np
+    import torch
+    from vllm.attention.backends.utils import CommonMetadataBuilder
+    from vllm.model_executor.sampling_metadata import SamplingMetadata, SamplingMetadataCache
+    from vllm.sampling_params import SamplingParams
+    from vllm.sequence import SequenceData, SequenceGroupMetadata
+    from vllm.worker.model_runner import (
+        ModelInputForGPUBuilder,
+        ModelInputForGPUWithSamplingMetadata,
+    )
+
+    class Metadata:
+        def __init__(self, **fields: Any) -> None:
+            self.__dict__.update(fields)
+
+    class Builder(CommonMetadataBuilder):  # type: ignore[misc]
+        _metadata_cls = Metadata
+
+    class Backend:
+        @staticmethod
+        def get_builder_cls() -> type:
+            return Builder
+
+        @staticmethod
+        def make_metadata_builder(*args: Any, **kwargs: Any) -> Any:
+            return Builder(*args, **kwargs)
+
+        @staticmethod
+        def make_metadata(**fields: Any) -> Any:
+            return Metadata(**fields)
+
+        @staticmethod
+        def get_name() -> str:
+            return "common"
+
+    block, context, graphs = 16, PROMPT_TOKENS + 200, 512
+    runner = types.SimpleNamespace(
+        _model_input_cls=ModelInputForGPUWithSamplingMetadata,
+        attn_backend=Backend,
+        block_size=block,
+        device=torch.device("cpu"),
+        inter_data_cache={},
+        lora_config=None,
+        max_batchsize_to_capture=graphs,
+        max_seq_len_to_capture=8192,
+        model_config=types.SimpleNamespace(
+            enforce_eager=False, hf_config=None, is_encoder_decoder_model=False
+        ),
+        model_is_mrope=False,
+        multi_modal_input_mapper=None,
+        pin_memory=False,
+        prompt_adapter_config=None,
+        scheduler_config=types.SimpleNamespace(chunked_prefill_enabled=True, is_multi_step=False),
+        sliding_window=None,
+        graph_block_tables=np.zeros((graphs, 8192 // block), dtype=np.int32),
+    )
+    groups = []
+    for i in range(batch):
+        data = SequenceData.from_seqs([1] * PROMPT_TOKENS, [7] * (context - PROMPT_TOKENS))
+        data.update_num_computed_tokens(context - 1)
+        groups.append(
+            SequenceGroupMetadata(
+                request_id=str(i),
+                is_prompt=False,
+                seq_data={i: data},
+                sampling_params=SamplingParams(temperature=0.0, max_tokens=100_000),
+                block_tables={i: list(range(i * 100, i * 100 + -(-context // block)))},
+                do_sample=True,
+                token_chunk_size=1,
+            )
+        )
+    cache = SamplingMetadataCache()
+
+    def step() -> float:
+        start = time.perf_counter()
+        builder = ModelInputForGPUBuilder(runner, None)
+        for group in groups:
+            builder.add_seq_group(group)
+        builder.reset_cached_inter_data()
+        model_input = builder.build()
+        SamplingMetadata.prepare(
+            groups, model_input.seq_lens, model_input.query_lens, runner.device, False, {}, cache
+        )
+        return (time.perf_counter() - start) * 1e3
+
+    for _ in range(5):
+        step()
+    return [step() for _ in range(TIMED_STEPS // 4)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--config", required=True, help="a folder holding a config.json")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--v0-input-prep", action="store_true", help="V0: time the input preparation instead"
+    )
     args = parser.parse_args()
     import vllm
 
     version = vllm.__version__
     v1 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 8)
+    prep = args.v0_input_prep and not v1
     step_ms: dict[str, float] = {}
     for batch in BATCHES:
-        times = v1_steps(args.config, batch) if v1 else v0_steps(batch)
+        if prep:
+            times = v0_input_prep_steps(batch)
+        else:
+            times = v1_steps(args.config, batch) if v1 else v0_steps(batch)
         ms = statistics.median(times)
         step_ms[str(batch)] = round(ms, 4)
         print(f"B {batch:5d}  step {ms:8.3f} ms  {ms / batch * 1e3:7.2f} us per request")
@@ -234,9 +341,12 @@ def main() -> None:
     points = [(int(b), ms) for b, ms in step_ms.items() if int(b) >= 32]
     slope = statistics.linear_regression([b for b, _ in points], [ms for _, ms in points]).slope
     print(f"marginal: {slope * 1e3:.2f} us per running request")
+    what = "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()"
+    if prep:
+        what = "V0 driver input prep: ModelInputForGPUBuilder + SamplingMetadata.prepare"
     append_record(
         args.out,
-        "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()",
+        what,
         "vllm",
         version,
         prompt_tokens=PROMPT_TOKENS,
