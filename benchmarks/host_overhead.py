@@ -14,6 +14,9 @@ are admitted and prefilled, then each decode step is timed:
   schedule and the forward: `ModelInputForGPUBuilder` (positions, slot mapping, block tables,
   CUDA-graph padding; its attention-metadata builder the common one, tensors left on the CPU)
   and `SamplingMetadata.prepare`, for B decoding sequences at 1,200 tokens of context.
+- vLLM V1 with `--v1-input-prep`: the worker's `_update_states` and `_prepare_inputs` (numpy
+  over the persistent batch, attention metadata), through V1's CPU model runner on a one-layer
+  Llama with dummy weights, for the scheduler's own outputs at B requests.
 
 Run it in a virtual environment holding the release to measure and a CPU build of torch (the
 scheduler needs no GPU; a CUDA wheel's kernels are never called):
@@ -315,6 +318,158 @@ def v0_input_prep_steps(batch: int) -> list[float]:
     return [step() for _ in range(TIMED_STEPS // 4)]
 
 
+def v1_input_prep_steps(batch: int) -> list[float]:
+    """Per-step times (ms) of vLLM V1's worker input preparation for `batch` decoding requests:
+    GPUModelRunner._update_states and _prepare_inputs, run by V1's CPU model runner (the same
+    code, its tensors on the CPU) on a one-layer Llama with dummy weights."""
+    import tempfile
+
+    import torch
+    import vllm.platforms as platforms
+    from vllm.platforms.cpu import CpuPlatform
+
+    # before the modules that read the platform at import time (the attention selector)
+    platforms._current_platform = CpuPlatform()
+    from vllm.config import (
+        CacheConfig,
+        DeviceConfig,
+        LoadConfig,
+        ModelConfig,
+        SchedulerConfig,
+        VllmConfig,
+        set_current_vllm_config,
+    )
+    from vllm.distributed import (
+        init_distributed_environment,
+        initialize_model_parallel,
+        model_parallel_is_initialized,
+    )
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        KVCacheTensor,
+    )
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+    folder = tempfile.mkdtemp()
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "num_hidden_layers": 1,
+        "vocab_size": 32000,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "torch_dtype": "bfloat16",
+    }
+    Path(folder, "config.json").write_text(json.dumps(config))
+    if not model_parallel_is_initialized():
+        init_distributed_environment(1, 0, "tcp://127.0.0.1:29533", 0, "gloo")
+        initialize_model_parallel(1, 1)
+    block, layer = 16, "model.layers.0.self_attn.attn"
+    blocks = batch * (PROMPT_TOKENS // block + 24) + 64
+    cache = build(
+        CacheConfig,
+        block_size=block,
+        gpu_memory_utilization=0.9,
+        swap_space=0,
+        enable_prefix_caching=False,
+    )
+    cache.num_gpu_blocks = blocks
+    vllm_config = VllmConfig(
+        model_config=ModelConfig(
+            model=folder,
+            tokenizer=folder,
+            skip_tokenizer_init=True,
+            max_model_len=4096,
+            dtype="bfloat16",
+        ),
+        scheduler_config=build(
+            SchedulerConfig,
+            max_num_seqs=batch,
+            max_num_batched_tokens=max(8192, batch),
+            max_model_len=4096,
+            is_encoder_decoder=False,
+        ),
+        cache_config=cache,
+        device_config=DeviceConfig(device="cpu"),
+        load_config=LoadConfig(load_format="dummy"),
+    )
+    spec = build(
+        FullAttentionSpec,
+        block_size=block,
+        num_kv_heads=1,
+        head_size=64,
+        dtype=torch.bfloat16,
+        use_mla=False,
+    )
+    kv = KVCacheConfig(
+        num_blocks=blocks,
+        kv_cache_tensors=[KVCacheTensor(size=spec.page_size_bytes * blocks, shared_by=[layer])],
+        kv_cache_groups=[KVCacheGroupSpec([layer], spec)],
+    )
+    scheduler = build(
+        Scheduler,
+        vllm_config=vllm_config,
+        kv_cache_config=kv,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        log_stats=False,
+    )
+    with set_current_vllm_config(vllm_config):
+        runner = CPUModelRunner(vllm_config, torch.device("cpu"))
+        runner.load_model()
+    runner.initialize_kv_cache(kv)
+    for i in range(batch):
+        scheduler.add_request(
+            build(
+                Request,
+                request_id=str(i),
+                prompt_token_ids=[1] * PROMPT_TOKENS,
+                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
+                pooling_params=None,
+                eos_token_id=2,
+                multi_modal_kwargs=None,
+                multi_modal_hashes=None,
+                multi_modal_placeholders=None,
+            )
+        )
+
+    def step() -> float:
+        out = scheduler.schedule()
+        start = time.perf_counter()
+        runner._update_states(out)
+        runner._prepare_inputs(out)
+        spent = (time.perf_counter() - start) * 1e3
+        ids = list(out.num_scheduled_tokens)
+        result = build(
+            ModelRunnerOutput,
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=[[7] for _ in ids],
+            spec_token_ids=None,
+            logprobs=None,
+            prompt_logprobs_dict={},
+            pooler_output=[],
+        )
+        scheduler.update_from_output(out, result)
+        return spent
+
+    while scheduler.waiting or len(scheduler.running) < batch:
+        step()
+    for _ in range(10):
+        step()
+    return [step() for _ in range(TIMED_STEPS // 4)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--config", required=True, help="a folder holding a config.json")
@@ -322,16 +477,22 @@ def main() -> None:
     parser.add_argument(
         "--v0-input-prep", action="store_true", help="V0: time the input preparation instead"
     )
+    parser.add_argument(
+        "--v1-input-prep", action="store_true", help="V1: time the input preparation instead"
+    )
     args = parser.parse_args()
     import vllm
 
     version = vllm.__version__
     v1 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 8)
     prep = args.v0_input_prep and not v1
+    prep_v1 = args.v1_input_prep and v1
     step_ms: dict[str, float] = {}
     for batch in BATCHES:
         if prep:
             times = v0_input_prep_steps(batch)
+        elif prep_v1:
+            times = v1_input_prep_steps(batch)
         else:
             times = v1_steps(args.config, batch) if v1 else v0_steps(batch)
         ms = statistics.median(times)
@@ -344,6 +505,8 @@ def main() -> None:
     what = "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()"
     if prep:
         what = "V0 driver input prep: ModelInputForGPUBuilder + SamplingMetadata.prepare"
+    if prep_v1:
+        what = "V1 worker input prep: GPUModelRunner._update_states + _prepare_inputs (CPU runner)"
     append_record(
         args.out,
         what,

@@ -496,7 +496,7 @@ def benchmark(
         what = (
             "its scheduler and its driver's input preparation"
             if parse_version(p.version) < VLLM_V1_SINCE
-            else "its scheduler alone; the workers' input preparation is not priced"
+            else "its scheduler and its worker's input preparation"
         )
         result["notes"].append(
             f"vLLM {p.version} schedules each step in series with the GPU: "

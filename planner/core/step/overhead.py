@@ -16,23 +16,29 @@ ENGINE_OVERHEAD_MS = {"vllm": 0.2, "vllm-v0": 0.5, "sglang": 0.35, "lmdeploy": 0
 VLLM_V1_SINCE = (0, 8, 0)
 
 
-# The scheduler's own CPU time per running request per step, where the engine runs it in series with
-# the GPU, ms. Measured with the engines' scheduler classes on a CPU (AMD EPYC, Python 3.11, B =
-# 32-1,024 requests decoding after 1,000-token prompts; benchmarks/host_overhead.py,
-# benchmarks/data/host-overhead.jsonl): vLLM V0 0.6.3.post1 Scheduler.schedule() 11.5 us; V1
-# schedule() + update_from_output() 6.1 us in 0.10.1 and 5.1 us in 0.13.0 (5.6, their mean). V0's
-# driver worker then prepares the step's inputs in series too: ModelInputForGPUBuilder and
-# SamplingMetadata.prepare, 18.4 us a sequence (0.6.3.post1, B = 32-1,024 at 1,200 tokens of
-# context, the median of four runs' marginals, 13.5-22.7: `host_overhead.py --v0-input-prep`). V1's
-# input preparation (numpy over a persistent batch) is not measured: its figure is a floor. V1
-# overlaps the scheduler with the GPU from 0.14 (async scheduling on by default unless PP > 1:
-# vllm/config/vllm.py, 0.14.0) and, under PP, in every release (its batch queue keeps PP batches in
-# flight while it schedules the next: EngineCore.step_with_batch_queue, max_concurrent_batches = PP,
-# read in 0.10.1; V0 ran one virtual engine per stage, scheduled while the others' batches ran);
-# SGLang since its overlap scheduler (0.4). Those steps pay none of it.
+# The engine's own CPU time per running request per step, where it runs in series with the GPU, ms:
+# its scheduler and its worker's input preparation. Measured with the engines' scheduler classes on
+# a CPU (AMD EPYC, Python 3.11, B = 32-1,024 requests decoding after 1,000-token prompts;
+# benchmarks/host_overhead.py, benchmarks/data/host-overhead.jsonl): vLLM V0 0.6.3.post1
+# Scheduler.schedule() 11.5 us; V1 schedule() + update_from_output() 6.1 us in 0.10.1 and 5.1 us in
+# 0.13.0 (5.6, their mean). V0's driver worker then prepares the step's inputs in series too:
+# ModelInputForGPUBuilder and SamplingMetadata.prepare, 18.4 us a sequence (0.6.3.post1, B =
+# 32-1,024 at 1,200 tokens of context, the median of four runs' marginals, 13.5-22.7:
+# `host_overhead.py --v0-input-prep`). V1's worker prepares its inputs with numpy over a persistent
+# batch: 1.2 us a request (_update_states + _prepare_inputs, 0.10.1's CPU model runner: `--v1-input-
+# prep`). V1 overlaps the scheduler with the GPU from 0.14 (async scheduling on by default unless PP
+# > 1: vllm/config/vllm.py, 0.14.0) and, under PP, in every release (its batch queue keeps PP
+# batches in flight while it schedules the next: EngineCore.step_with_batch_queue,
+# max_concurrent_batches = PP, read in 0.10.1; V0 ran one virtual engine per stage, scheduled while
+# the others' batches ran); SGLang since its overlap scheduler (0.4). Those steps pay none of it.
 V0_SCHEDULE_MS_PER_SEQ = 0.0115
 V0_INPUT_PREP_MS_PER_SEQ = 0.0184
-HOST_MS_PER_SEQ = {"vllm-v0": V0_SCHEDULE_MS_PER_SEQ + V0_INPUT_PREP_MS_PER_SEQ, "vllm": 0.0056}
+V1_SCHEDULE_MS_PER_SEQ = 0.0056
+V1_INPUT_PREP_MS_PER_SEQ = 0.0012
+HOST_MS_PER_SEQ = {
+    "vllm-v0": V0_SCHEDULE_MS_PER_SEQ + V0_INPUT_PREP_MS_PER_SEQ,
+    "vllm": V1_SCHEDULE_MS_PER_SEQ + V1_INPUT_PREP_MS_PER_SEQ,
+}
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
 
 
