@@ -83,17 +83,53 @@ def build(cls: Any, **kwargs: Any) -> Any:
     return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
+def add_v1_requests(scheduler: Any, batch: int) -> None:
+    """`batch` requests of PROMPT_TOKENS-token prompts that never stop, into a V1 scheduler."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    for i in range(batch):
+        scheduler.add_request(
+            build(
+                Request,
+                request_id=str(i),
+                prompt_token_ids=[1] * PROMPT_TOKENS,
+                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
+                pooling_params=None,
+                eos_token_id=2,
+                multi_modal_kwargs=None,
+                multi_modal_hashes=None,
+                multi_modal_placeholders=None,
+            )
+        )
+
+
+def one_token_each(scheduler: Any, out: Any) -> None:
+    """Report one sampled token for every request a V1 scheduler output scheduled."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    ids = list(out.num_scheduled_tokens)
+    result = build(
+        ModelRunnerOutput,
+        req_ids=ids,
+        req_id_to_index={r: i for i, r in enumerate(ids)},
+        sampled_token_ids=[[7] for _ in ids],
+        spec_token_ids=None,
+        logprobs=None,
+        prompt_logprobs_dict={},
+        pooler_output=[],
+    )
+    scheduler.update_from_output(out, result)
+
+
 def v1_steps(config: str, batch: int) -> list[float]:
     """Decode-step times (ms) of vLLM V1's scheduler at `batch` running requests."""
     import torch
     import vllm.platforms as platforms
     from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.platforms.cpu import CpuPlatform
-    from vllm.sampling_params import SamplingParams
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
 
     platforms._current_platform = CpuPlatform()  # no GPU here: the scheduler never asks for one
@@ -140,36 +176,12 @@ def v1_steps(config: str, batch: int) -> list[float]:
         block_size=16,
         log_stats=True,
     )
-    for i in range(batch):
-        scheduler.add_request(
-            build(
-                Request,
-                request_id=str(i),
-                prompt_token_ids=[1] * PROMPT_TOKENS,
-                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
-                pooling_params=None,
-                eos_token_id=2,
-                multi_modal_kwargs=None,
-                multi_modal_hashes=None,
-                multi_modal_placeholders=None,
-            )
-        )
+    add_v1_requests(scheduler, batch)
 
     def step() -> float:
         start = time.perf_counter()
         out = scheduler.schedule()
-        ids = list(out.num_scheduled_tokens)
-        result = build(
-            ModelRunnerOutput,
-            req_ids=ids,
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=[[7] for _ in ids],
-            spec_token_ids=None,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-        )
-        scheduler.update_from_output(out, result)
+        one_token_each(scheduler, out)
         return (time.perf_counter() - start) * 1e3
 
     while scheduler.waiting or len(scheduler.running) < batch:
@@ -344,7 +356,6 @@ def v1_input_prep_steps(batch: int) -> list[float]:
         initialize_model_parallel,
         model_parallel_is_initialized,
     )
-    from vllm.sampling_params import SamplingParams
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import (
         FullAttentionSpec,
@@ -352,8 +363,6 @@ def v1_input_prep_steps(batch: int) -> list[float]:
         KVCacheGroupSpec,
         KVCacheTensor,
     )
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
     from vllm.v1.structured_output import StructuredOutputManager
     from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
@@ -428,20 +437,7 @@ def v1_input_prep_steps(batch: int) -> list[float]:
         runner = CPUModelRunner(vllm_config, torch.device("cpu"))
         runner.load_model()
     runner.initialize_kv_cache(kv)
-    for i in range(batch):
-        scheduler.add_request(
-            build(
-                Request,
-                request_id=str(i),
-                prompt_token_ids=[1] * PROMPT_TOKENS,
-                sampling_params=SamplingParams(max_tokens=100_000, ignore_eos=True),
-                pooling_params=None,
-                eos_token_id=2,
-                multi_modal_kwargs=None,
-                multi_modal_hashes=None,
-                multi_modal_placeholders=None,
-            )
-        )
+    add_v1_requests(scheduler, batch)
 
     def step() -> float:
         out = scheduler.schedule()
@@ -449,18 +445,7 @@ def v1_input_prep_steps(batch: int) -> list[float]:
         runner._update_states(out)
         runner._prepare_inputs(out)
         spent = (time.perf_counter() - start) * 1e3
-        ids = list(out.num_scheduled_tokens)
-        result = build(
-            ModelRunnerOutput,
-            req_ids=ids,
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=[[7] for _ in ids],
-            spec_token_ids=None,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-        )
-        scheduler.update_from_output(out, result)
+        one_token_each(scheduler, out)
         return spent
 
     while scheduler.waiting or len(scheduler.running) < batch:
