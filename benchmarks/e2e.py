@@ -29,6 +29,7 @@ are counted with their one-line reason.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -223,6 +224,7 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     return benchmark(**(kwargs | {"settings": settings}))
 
 
+@functools.cache
 def sharegpt_base_output_mean() -> float:
     """The mean of the sharegpt-base workload's outputs that stream text."""
     from planner.api.simulate import load_workload
@@ -294,9 +296,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"no config for {name}"
     weights = weights or variant
     precision = row.get("precision") or {}
+    spec = resolve_model(None, str(folder))
     if weights is None:
         stated = stated_weights(str(precision.get("weights") or ""), find_gpu(gpu).vendor)
-        own = resolve_model(None, str(folder)).weight_dtype or ""
+        own = spec.weight_dtype or ""
         # a format the checkpoint does not already carry: a re-quantization (online fp8) or
         # a variant checkpoint of the same architecture
         if stated and not own.lower().startswith(stated):
@@ -409,9 +412,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if kv:
         settings["kv_cache_dtype"] = "fp8" if family == "vllm" else "fp8_e4m3"
     # the server's context: as stated, else the model's own maximum (the engines' default)
-    settings["context_tokens"] = (
-        stated_context(row) or resolve_model(None, str(folder)).max_context_tokens
-    )
+    settings["context_tokens"] = stated_context(row) or spec.max_context_tokens
     return {
         "client": bench_client(row),
         "gpu": gpu,

@@ -314,8 +314,7 @@ def benchmark(
     # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
     empty = {
         "empty_outputs": bool(workload_echo.get("empty_output_share")),
-        "text_ttft": bench_client_of(str(settings.get("engine", "vllm")), client)
-        in TEXT_TTFT_CLIENTS,
+        "text_ttft": bench_client_of(engine_name, client) in TEXT_TTFT_CLIENTS,
     }
     spec = resolve_model(preset, model, revision)
     attention_groups = _attention_groups(
@@ -491,17 +490,10 @@ def benchmark(
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
     result["notes"] += fabric_notes(curve, engine)
     if curve.host_ms_per_seq:
-        from planner.core.engines.common import parse_version
-
-        what = (
-            "its scheduler and its driver's input preparation"
-            if parse_version(p.version) < VLLM_V1_SINCE
-            else "its scheduler and its worker's input preparation"
-        )
         result["notes"].append(
             f"vLLM {p.version} schedules each step in series with the GPU: "
             f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
-            f"({what}, measured on a CPU)"
+            "(its scheduler and its input preparation, measured on a CPU)"
             + (f", once per round of {scheduler_steps} steps" if scheduler_steps > 1 else "")
         )
     result["notes"] += frontend_notes(
@@ -1112,9 +1104,9 @@ def pd_command(
 ) -> str:
     """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
     role's flags (SGLang --disaggregation-mode with its transfer `backend`, Mooncake unless
-    named; vLLM
-    --kv-transfer-config with the NIXL connector, each instance both sending and receiving)
-    and the memory fraction its plan ran with pinned, so the line starts the pool simulated."""
+    named; vLLM --kv-transfer-config with the NIXL connector, each instance both sending and
+    receiving) and the memory fraction its plan ran with pinned, so the line starts the pool
+    simulated."""
     import json
 
     from planner.api.capacity import pinned_memory_fraction, serve_report

@@ -190,7 +190,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
         + (
-            f"DeepEP all-to-all {one.all_to_all_ms:.2f} ms (MoE across nodes), "
+            f"DeepEP all-to-all {one.all_to_all_ms:.2f} ms (wide expert parallelism), "
             if one.all_to_all_ms
             else ""
         )
