@@ -22,6 +22,8 @@ Cli = Callable[..., Result]
     ("short", "full", "card"),
     [
         ("MI355X", None, "mi355x"),
+        (None, "AMD Instinct MI350X (288 GB)", "mi350x"),
+        ("L20", None, "l20"),
         ("B300", None, "b300-sxm-288gb"),
         ("RTX 4090", None, "rtx-4090"),
         (None, "NVIDIA H200 NVL (PCIe)", "h200-nvl-141gb"),

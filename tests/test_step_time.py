@@ -265,6 +265,8 @@ def test_pipeline_stages_split_the_model_and_a_token_crosses_them_all() -> None:
         ("b200", "blackwell", "extrapolated"),
         ("mi300x", "cdna3", "extrapolated"),
         ("mi355x", "cdna4", "extrapolated"),
+        ("mi350x", "cdna4", "extrapolated"),
+        ("l20", "ada", "extrapolated"),
         ("gaudi3", "intel", "extrapolated"),
     ],
 )
