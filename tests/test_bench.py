@@ -185,7 +185,11 @@ def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     # and the request's path through the server and back (REQUEST_PATH_MS)
     prefill = curve.mixed_ms(0, 0, prompt, prompt * (prompt + 1) / 2)
     assert got["request_path_ms"] == REQUEST_PATH_MS == 7.0
-    assert got["median_ttft_ms"] == pytest.approx(prefill + REQUEST_PATH_MS, rel=1e-6)
+    # and the front door: the client's and the API server's serial work on it, the slower
+    door = got["front_door"]
+    sent = max(door["client_ms"], door["server_ms"] + door["server_ms_per_prompt_token"] * prompt)
+    assert sent == pytest.approx(0.86)
+    assert got["median_ttft_ms"] == pytest.approx(prefill + REQUEST_PATH_MS + sent, rel=1e-6)
     # end to end: that, then output - 1 decode steps
     assert got["median_e2el_ms"] == pytest.approx(
         got["median_ttft_ms"] + (output - 1) * got["median_tpot_ms"], rel=0.01
@@ -1100,7 +1104,8 @@ def test_the_benchmark_client_reads_every_stream_at_its_own_pace() -> None:
     ranks stream to the same client: it reads both ranks' chunks every step."""
     engine_pace = gpt_oss_20b_on_b200(1024, version="0.14.0")
     client_pace = gpt_oss_20b_on_b200(1024, client=None, version="0.14.0")
-    assert client_pace["median_tpot_ms"] >= 0.95 * 1024 * 0.032
+    # (the first wave of 1,024 requests enters over 1,024 front-door times, 0.9 s)
+    assert client_pace["median_tpot_ms"] >= 0.9 * 1024 * 0.032
     assert engine_pace["median_tpot_ms"] < 0.9 * client_pace["median_tpot_ms"]
     assert client_pace["output_throughput"] < engine_pace["output_throughput"]
     (note,) = [n for n in client_pace["notes"] if "benchmark client" in n]

@@ -373,6 +373,7 @@ def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> No
                 concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)
             ),
             lengths=Lengths(workload="reference"),
+            client="none",  # a fleet serves many clients; no one benchmark process
         )
         assert sim["output_throughput_per_gpu"] == pytest.approx(
             point["output_tokens_per_s_per_gpu"]
@@ -648,6 +649,7 @@ def _simulated_point(
         load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
         lengths=Lengths(prompt_len=prompt, output_len=output),
         prefix=prefix,
+        client="none",  # a fleet serves many clients; no one benchmark process
     )
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from planner.api import load_workload
 from planner.errors import InputError
+from planner.sim.door import Door, FrontDoor
 from planner.sim.engine import (
     CostModel,
     PolicyMetrics,
@@ -165,6 +166,7 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
     paced=st.booleans(),
     delayed=st.booleans(),
     cached=st.booleans(),
+    door=st.booleans(),
 )
 def test_unbounded_loop_is_the_general_loop_float_for_float(
     seed: int,
@@ -178,6 +180,7 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
     paced: bool,
     delayed: bool,
     cached: bool,
+    door: bool,
 ) -> None:
     """The loop without a KV pool, speculation or multi-step (what the reference workload
     runs) returns exactly the state the general loop returns on the same input."""
@@ -197,11 +200,14 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
         mixed=mixed,
         concurrency=closed,
         paced=paced and closed is not None,
+        front_door=FrontDoor(client_ms=1.3, server_ms=0.4, server_ms_per_prompt_token=0.01)
+        if door
+        else None,
     )
     delay = rng.uniform(0.0, 30.0, n) if delayed else None
     general, light = RunState(trace), RunState(trace)
     _iteration_level(general, CostModel(), cfg, trace, delay)
-    _unbounded(light, CostModel(), cfg, delay)
+    _unbounded(light, CostModel(), cfg, trace, delay)
     for name, value in vars(general).items():
         other = getattr(light, name)
         if isinstance(value, np.ndarray):
@@ -556,3 +562,39 @@ def test_sglang_pool_below_the_longest_request_is_a_finding_not_a_start_failure(
             "--output-len", "100", "--requests", "20", "--json")  # fmt: skip
     assert r.code == 1, r.out
     assert r.json()["error"].startswith("the engine starts but cannot serve the workload")
+
+
+def test_the_front_door_serves_each_request_at_the_slower_process_pace() -> None:
+    """The client and the API server work as a pipeline: a request takes the slower one's
+    time (the server's grows with the prompt it tokenizes); requests queue first come."""
+    door = FrontDoor(client_ms=1.3, server_ms=0.4, server_ms_per_prompt_token=0.001)
+    assert door.service_ms(np.array([100, 2000])) == pytest.approx([1.3, 2.4])
+    queue = Door([2.0, 2.0, 2.0])
+    assert [queue.through(0, 0.0), queue.through(1, 0.0), queue.through(2, 10.0)] == [
+        2.0,
+        4.0,
+        12.0,
+    ]
+
+
+@pytest.mark.parametrize("closed", [None, 50])
+def test_a_burst_reaches_the_scheduler_one_service_time_apart(closed: int | None) -> None:
+    """Fifty requests sent at once (open loop at t=0, or fifty clients starting together):
+    the k-th leaves the door after k + 1 service times, its TTFT counts the wait, and its
+    arrival stays the time it was sent."""
+    n, service_ms = 50, 3.0
+    trace = Trace(
+        np.zeros(n),
+        np.full(n, 10, dtype=np.int64),
+        np.full(n, 2, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+    )
+    cost = CostModel(a_ms=0.01, b_ms=0.0, prefill_ms_per_token=0.0, overhead_ms=0.0)
+    base = SimConfig(policy="chunked", max_batch=n, step_token_budget=4096, concurrency=closed)
+    plain = execute(trace, cost, base)
+    door = execute(trace, cost, base.model_copy(update={"front_door": FrontDoor(client_ms=3.0)}))
+    np.testing.assert_array_equal(door.arrival_ms, np.zeros(n))
+    ttft = door.first_ms - door.arrival_ms
+    assert (ttft >= service_ms * np.arange(1, n + 1)).all()
+    assert (ttft <= service_ms * np.arange(1, n + 1) + 1.0).all()
+    assert (plain.first_ms - plain.arrival_ms < 1.0).all()

@@ -30,7 +30,11 @@ from planner.core.step.comm import (
     deepep_ms,
     fabric_of,
 )
-from planner.core.step.overhead import ENGINE_OVERHEAD_MS, KERNEL_MS_PER_LAYER
+from planner.core.step.overhead import (
+    ENGINE_OVERHEAD_MS,
+    KERNEL_MS_PER_LAYER,
+    api_server_ms_per_request,
+)
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog, load_model_preset
 
@@ -567,3 +571,13 @@ def test_the_scheduler_runs_in_series_only_where_nothing_overlaps_it() -> None:
     overlapped = step_time_for(LLAMA8, h100, engine="vllm", version=(0, 14, 0))
     gap = serial.step_ms(256, 1000) - overlapped.step_ms(256, 1000)
     assert gap == pytest.approx(256 * 0.0068)
+
+
+def test_only_the_measured_api_server_admits_at_a_cost() -> None:
+    """vLLM V1's API server's per-request work is the measured 159 + 160 us beside 0.084 us a
+    prompt token; V0's and SGLang's servers were not measured and cost nothing."""
+    fixed, per_token = api_server_ms_per_request("vllm", (0, 10, 1))
+    assert fixed == pytest.approx(0.319) and per_token == pytest.approx(0.000084)
+    assert api_server_ms_per_request("vllm", (0, 6, 3)) == (0.0, 0.0)
+    assert api_server_ms_per_request("sglang", (0, 5, 13)) == (0.0, 0.0)
+    assert api_server_ms_per_request("vllm", None) == (0.0, 0.0)

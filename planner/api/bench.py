@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
 from planner.core.step.overhead import (
     BENCH_CLIENT_MS_PER_CHUNK,
+    BENCH_CLIENT_MS_PER_REQUEST,
     FRONTEND_MS_PER_TOKEN,
     REQUEST_PATH_MS,
     VLLM_V1_SINCE,
     api_server_label,
+    api_server_ms_per_request,
     bench_client_ms_per_chunk,
 )
 from planner.errors import InputError, PlannerError
@@ -447,6 +449,7 @@ def benchmark(
         ),
         "step_constants": step_constants(curve, calibrated),
         "request_path_ms": REQUEST_PATH_MS,
+        "front_door": inst.cfg.front_door.model_dump() if inst.cfg.front_door else None,
         "bench_client": bench_client_of(engine_name, client),
         "deployment": {
             "model": spec.name,
@@ -855,16 +858,22 @@ def bench_client_of(engine: str, client: str | None) -> str:
     return client or (engine if engine in BENCH_CLIENT_MS_PER_CHUNK else "vllm")
 
 
-def with_bench_client(inst: Instance, trace: Any, streams: int, client: str | None) -> Instance:
+def with_bench_client(
+    inst: Instance, trace: Any, streams: int, client: str | None, sends: bool = True
+) -> Instance:
     """The instance as the benchmark client sees it (`client`; None: the engine's own): that
     one process reads the streams of `streams` schedulers stepping side by side, each chunk at
     its measured time for the run's mean length already generated (SGLang's native chunks
-    carry the whole output so far)."""
+    carry the whole output so far), and (`sends`: the requests reach this instance from the
+    client) sends every request, in series with the API server's admission of it."""
     from planner.sim.engine import CurveCost
 
     client = bench_client_of(inst.engine, client)
     if client == "none":
         return inst
+    if sends and inst.cfg.front_door is not None:
+        door = inst.cfg.front_door.model_copy(update={"client_ms": BENCH_CLIENT_MS_PER_REQUEST})
+        inst = replace(inst, cfg=inst.cfg.model_copy(update={"front_door": door}))
     out = trace.output_tokens.astype(float)
     mean_generated = float((out * (out + 1) / 2).sum() / max(out.sum(), 1.0))
     per_chunk_ms = bench_client_ms_per_chunk(client, mean_generated) * streams
@@ -903,6 +912,7 @@ def _instance(
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
+    from planner.sim.door import FrontDoor
     from planner.sim.engine import CurveCost, SimConfig
     from planner.sources.presets import find_gpu
     from planner.units import dtype_bytes
@@ -1052,9 +1062,11 @@ def _instance(
         )
     cost = CurveCost(curve, f"step-time model: {curve.label}")
 
+    server_ms, server_ms_per_token = api_server_ms_per_request(engine, version)
     cfg = SimConfig(
         policy="chunked",
         request_path_ms=REQUEST_PATH_MS,
+        front_door=FrontDoor(server_ms=server_ms, server_ms_per_prompt_token=server_ms_per_token),
         max_batch=plan.max_num_seqs,
         step_token_budget=max(budget, plan.max_num_seqs),
         chunk_tokens=max(budget, plan.max_num_seqs),
@@ -1362,7 +1374,7 @@ def _disaggregated(
     dec = instance(
         disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
     )
-    dec = with_bench_client(dec, trace, disagg.decode_schedulers, client)
+    dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
     metrics = bench_metrics(state, trace, percentiles=percentiles, **(empty or {}))
     gpus = disagg.gpus

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.search import largest_passing
 from planner.errors import InputError
+from planner.sim.door import Door, FrontDoor
 from planner.sim.workload import Trace
 
 if TYPE_CHECKING:
@@ -169,6 +170,11 @@ class SimConfig(BaseModel):
         ge=0,
         description="each request's way between the client and the scheduler (server, "
         "tokenizer, hand-off, the first token's way back): TTFT and end-to-end latency count it",
+    )
+    front_door: FrontDoor | None = Field(
+        default=None,
+        description="the serial per-request work of the client and the API server: a burst "
+        "of requests reaches the scheduler one service time apart; TTFT counts the wait",
     )
     reserve: ReserveAdmission | None = Field(
         default=None,
@@ -360,7 +366,7 @@ def execute(
         and cfg.scheduler_steps == 1
         and not cfg.whole_prompts
     ):
-        _unbounded(run, cost, cfg, delay_ms)
+        _unbounded(run, cost, cfg, trace, delay_ms)
     else:
         _iteration_level(run, cost, cfg, trace, delay_ms)
     return run
@@ -470,7 +476,9 @@ class _IterationLoop:
         delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
         arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
         self.delay = delay
-        self.arrival, self.released, self.sent = _clients(run, cfg, arrival, delay)
+        self.arrival, self.released, self.sent, self.send = _clients(
+            run, cfg, trace, arrival, delay
+        )
         self.output: list[int] = run.output.tolist()
         self.target: list[int] = run.target.tolist()
         self.prefilled: list[int] = run.prefilled.tolist()
@@ -857,7 +865,7 @@ class _IterationLoop:
             if self.released < self.n:  # closed loop: this client sends its next request now
                 released = self.released
                 go = self.sent[released]  # paced: not before its arrival time
-                self.arrival[released] = (t if t > go else go) + self.delay[released]
+                self.arrival[released] = self.send(released, t if t > go else go)
                 self.released += 1
         for i in done:  # finished requests leave the running set (a C-level scan each)
             self.running.remove(i)
@@ -956,7 +964,11 @@ class _IterationLoop:
 
 
 def _unbounded(
-    run: RunState, cost: CostModel, cfg: SimConfig, delay_ms: NDArray[np.float64] | None
+    run: RunState,
+    cost: CostModel,
+    cfg: SimConfig,
+    trace: Trace,
+    delay_ms: NDArray[np.float64] | None,
 ) -> None:
     """`_iteration_level` where nothing bounds the running set but max_batch: no KV pool (so
     no preemption), no speculation, one step per scheduling pass, a linear cost. Each request
@@ -966,7 +978,7 @@ def _unbounded(
     n = run.arrival_ms.size
     delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
     arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
-    arrival, released, sent = _clients(run, cfg, arrival, delay)
+    arrival, released, sent, send = _clients(run, cfg, trace, arrival, delay)
     output: list[int] = run.output.tolist()
     target: list[int] = run.target.tolist()
     prefilled = [0] * n
@@ -997,7 +1009,7 @@ def _unbounded(
             running -= 1
             if released < n:
                 go = sent[released]
-                arrival[released] = (t if t > go else go) + delay[released]
+                arrival[released] = send(released, t if t > go else go)
                 released += 1
 
     while nxt < n or waiting or running:
@@ -1110,19 +1122,31 @@ def _unbounded(
 
 
 def _clients(
-    run: RunState, cfg: SimConfig, arrival: list[float], delay: list[float]
-) -> tuple[list[float], int, list[float]]:
-    """Arrival times as the scheduler sees them, how many requests are released, and the
-    earliest each may be sent. Open loop: the trace's (all released). Closed loop: the first N
-    requests go at once (paced: at their arrival times), each later one when a client's last
-    request finishes (set in the loop, in finish order), paced ones not before their time."""
+    run: RunState, cfg: SimConfig, trace: Trace, arrival: list[float], delay: list[float]
+) -> tuple[list[float], int, list[float], Callable[[int, float], float]]:
+    """Arrival times as the scheduler sees them, how many requests are released, the earliest
+    each may be sent, and `send(i, t)`: when request i sent at t reaches the scheduler (through
+    the front door, whose wait joins its delay). Open loop: the trace's (all released). Closed
+    loop: the first N requests go at once (paced: at their arrival times), each later one when
+    a client's last request finishes (set in the loop, in finish order), paced ones not before
+    their time."""
     n = len(arrival)
+    door = Door(cfg.front_door.service_ms(trace.prompt_tokens)) if cfg.front_door else None
+
+    def send(i: int, t: float) -> float:
+        if door is not None:
+            delay[i] += door.through(i, t) - t
+        return t + delay[i]
+
     if cfg.concurrency is None:
-        return arrival, n, []
+        if door is None:
+            return arrival, n, [], send
+        sent_ms = run.arrival_ms.tolist()
+        return [send(i, sent_ms[i]) for i in range(n)], n, [], send
     released = min(cfg.concurrency, n)
     sent: list[float] = run.arrival_ms.tolist() if cfg.paced else [0.0] * n
-    first = [sent[i] + delay[i] for i in range(released)]
-    return first + [math.inf] * (n - released), released, sent
+    first = [send(i, sent[i]) for i in range(released)]
+    return first + [math.inf] * (n - released), released, sent, send
 
 
 def _steps_within_pool(fits: Callable[[int], bool], steps: int) -> int:

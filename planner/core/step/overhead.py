@@ -78,6 +78,36 @@ BENCH_CLIENT_MS_PER_CHUNK = {"vllm": 0.032, "sglang": 0.035, "vllm-2024": 0.032}
 BENCH_CLIENT_MS_PER_GENERATED_TOKEN = {"sglang": 0.000033}
 
 
+# A new request's serial CPU work before the engine sees it, ms. vLLM V1's one API server
+# process accepts the connection, validates the completions body, builds the engine's request
+# (Processor.process_inputs), registers its output state and sends it over ZMQ; the benchmark
+# client's one asyncio process opens a connection and posts it. Measured with each one's own
+# code on a CPU (AMD EPYC, Python 3.11, vLLM 0.10.1; benchmarks/request_overhead.py, benchmarks/
+# data/host-overhead.jsonl): the API server's event loop 181 us at a 263-token prompt and 355
+# at 2,322 beside tokenizing (0.084 us a prompt token, 159 us beside it) + 160 us of HTTP; the
+# client 0.85 ms a request with a new session each (the 2024 script; SGLang's bench_serving
+# opens one per request the same way) and 0.88 ms with `vllm bench serve`'s one session when a
+# burst opens a connection per request: one figure for every client, 0.86, their mean. Three
+# runs on the 2-core measuring machine spread 160-290 us (HTTP) and 0.85-1.41 ms (client);
+# these are the recorded run's. Tokenizing (0.79 us a token here) is not counted: the server
+# runs it on its own thread, in batches the Rust tokenizer spreads over cores (0.10's
+# AsyncMicrobatchTokenizer). Requests sent together thus reach the scheduler most of a
+# millisecond apart. Other engines' servers: not measured (0).
+API_SERVER_MS_PER_REQUEST = {"vllm": 0.159 + 0.160}
+API_SERVER_MS_PER_PROMPT_TOKEN = {"vllm": 0.000084}
+BENCH_CLIENT_MS_PER_REQUEST = 0.86
+
+
+def api_server_ms_per_request(
+    engine: str, version: tuple[int, int, int] | None
+) -> tuple[float, float]:
+    """The API server's serial work per new request, ms, and per prompt token (zeros where not
+    measured: vLLM's V0 server and SGLang's)."""
+    if engine != "vllm" or version is None or version < VLLM_V1_SINCE:
+        return 0.0, 0.0
+    return API_SERVER_MS_PER_REQUEST[engine], API_SERVER_MS_PER_PROMPT_TOKEN[engine]
+
+
 def bench_client_ms_per_chunk(client: str, mean_generated: float) -> float:
     """A benchmark client's CPU time per chunk, ms ("vllm": one token a chunk, as vllm bench
     serve reads any OpenAI stream; "sglang": sglang.bench_serving's native stream), at
