@@ -165,6 +165,16 @@ def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
     assert both.code == 2 and both.json()["field"] == "--random-range-ratio"
     rate = cli("simulate", *model, *ours[2:], "--request-rate", "-1")
     assert rate.code == 2 and "--rate/--request-rate" in rate.json()["error"]
+    # vllm bench serve's default --request-rate inf: every request at once, as when none given
+    burst = cli("simulate", *model, *ours[2:], "--request-rate", "inf").json()
+    assert burst == cli("simulate", *model, *ours[2:]).json()
+    assert burst["request_rate"] is None and burst["median_ttft_ms"] > 0
+    alone = cli("simulate", "--rate", "inf", "--json")
+    assert alone.code == 2 and alone.json()["field"] == "--rate"
+    assert "give --gpu" in alone.json()["error"]
+    for text in ("-inf", "nan"):
+        r = cli("simulate", *model, *ours[2:], "--rate", text)
+        assert r.code == 2 and r.json()["field"].startswith("--rate")
     # vllm bench serve's --burstiness B is gamma gaps of shape B: CV 1 / sqrt(B)
     lengths = ours[2:]
     bursty = cli("simulate", *model, *lengths, "--request-rate", "8", "--burstiness", "0.25")

@@ -150,6 +150,11 @@ def number_problem(value: Any) -> str | None:
     return None
 
 
+# Options where +inf is a value the user means: `--rate inf` is `vllm bench serve
+# --request-rate inf`, its default (every request sent at once).
+INFINITE_ALLOWED = frozenset({"rate"})
+
+
 def checked(fn: F) -> F:
     """Wrap a Typer command so its numeric arguments are refused, naming the flag, when
     `number_problem` finds one. The flag names are read from the signature only on that path:
@@ -158,6 +163,8 @@ def checked(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for name, value in kwargs.items():
+            if name in INFINITE_ALLOWED and value == math.inf:
+                continue
             problem = number_problem(value)
             if problem is not None:
                 raise InputError(_flag_names(fn).get(name, name), problem)

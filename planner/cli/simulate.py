@@ -388,6 +388,10 @@ def simulate(
     from planner.api import simulation
     from planner.errors import InputError, validation_text
 
+    if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
+        if gpu is None:
+            raise InputError("--rate", "inf (every request at once) poses a deployment: give --gpu")
+        rate = None
     if gpu is not None:
         from planner.api.bench import Lengths, Load, benchmark
         from planner.cli.capacity import _engine_kv_dtype, offload_settings
