@@ -25,10 +25,8 @@ It appends one JSON line per run to benchmarks/data/host-overhead.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import string
@@ -39,7 +37,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from host_overhead import append_record, build  # same folder: the script's own sys.path[0]
+from host_overhead import (  # same folder: the script's own sys.path[0]
+    append_record,
+    build,
+    process_cpu_s,
+    server_script_args,
+)
 
 BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
 TIMED_STEPS = 40
@@ -213,10 +216,6 @@ def http_us_per_chunk(port: int = 18123) -> float:
     """The streaming server's CPU time per chunk written, microseconds."""
     child = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
 
-    def cpu_s() -> float:
-        fields = Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     async def read_one() -> int:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(f"GET /stream/{HTTP_CHUNKS} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -230,9 +229,9 @@ def http_us_per_chunk(port: int = 18123) -> float:
         return seen
 
     async def run() -> float:
-        before = cpu_s()
+        before = process_cpu_s(child.pid)
         seen = await asyncio.gather(*[read_one() for _ in range(HTTP_CONNECTIONS)])
-        return (cpu_s() - before) / sum(seen) * 1e6
+        return (process_cpu_s(child.pid) - before) / sum(seen) * 1e6
 
     try:
         time.sleep(3)
@@ -242,10 +241,7 @@ def http_us_per_chunk(port: int = 18123) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = server_script_args(__doc__ or "", OUT)
     if args.serve:
         serve_chunks(args.serve)
         return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import time
@@ -56,6 +57,21 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def process_cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_script_args(doc: str, out: Path) -> argparse.Namespace:
+    """The command line of a script that measures against a local server it starts as a
+    child of itself: --out, and the hidden --serve PORT the child runs with."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    return parser.parse_args()
 
 
 def append_record(out: Path, what: str, package: str, version: str, **figures: Any) -> None:

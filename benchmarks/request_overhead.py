@@ -32,10 +32,8 @@ It appends one JSON line per run to benchmarks/data/host-overhead.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -46,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from frontend_overhead import synthetic_tokenizer  # same folder: the script's own sys.path[0]
-from host_overhead import append_record, build
+from host_overhead import append_record, build, process_cpu_s, server_script_args
 
 PROMPT_TOKENS = 215  # the ShareGPT prompts' mean (presets/workloads/sharegpt.yaml)
 LONG_PROMPT_TOKENS = 2000
@@ -156,12 +154,6 @@ def serve(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def cpu_s(pid: int) -> float:
-    """A process's user + system CPU seconds so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def bench_requests(port: int, n: int, prompt: str, shared: bool) -> None:
     """The benchmark's request loop, as its completions request function runs it: the POST, the
     stream read line by line to [DONE]; in a new aiohttp session per request (the 2024 script)
@@ -198,9 +190,9 @@ def http_us(prompt: str, shared: bool, port: int = 18124) -> tuple[float, float]
         time.sleep(3)
         server, client = [], []
         for _ in range(RUNS):
-            s0, c0 = cpu_s(child.pid), time.process_time()
+            s0, c0 = process_cpu_s(child.pid), time.process_time()
             asyncio.run(bench_requests(port, HTTP_REQUESTS, prompt, shared))
-            server.append((cpu_s(child.pid) - s0) / HTTP_REQUESTS * 1e6)
+            server.append((process_cpu_s(child.pid) - s0) / HTTP_REQUESTS * 1e6)
             client.append((time.process_time() - c0) / HTTP_REQUESTS * 1e6)
         return statistics.median(server), statistics.median(client)
     finally:
@@ -208,10 +200,7 @@ def http_us(prompt: str, shared: bool, port: int = 18124) -> tuple[float, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = server_script_args(__doc__ or "", OUT)
     if args.serve:
         serve(args.serve)
         return
