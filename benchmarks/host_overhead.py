@@ -13,7 +13,11 @@ are admitted and prefilled, then each decode step is timed:
   `--v0-input-prep`, the driver worker's input preparation instead, which runs between the
   schedule and the forward: `ModelInputForGPUBuilder` (positions, slot mapping, block tables,
   CUDA-graph padding; its attention-metadata builder the common one, tensors left on the CPU)
-  and `SamplingMetadata.prepare`, for B decoding sequences at 1,200 tokens of context.
+  and `SamplingMetadata.prepare`, for B decoding sequences at 1,200 tokens of context. With
+  `--v0-sampler`, the driver's `Sampler` on those sequences' logits: its sampling tensors, the
+  greedy pick, the sampled tokens' logprobs and ranks and the per-sequence output objects, which
+  run after the forward and before the next step is scheduled (a 512-token vocabulary keeps the
+  tensor math, a GPU's in a server, out of the CPU time).
 - vLLM V1 with `--v1-input-prep`: the worker's `_update_states` and `_prepare_inputs` (numpy
   over the persistent batch, attention metadata), through V1's CPU model runner on a one-layer
   Llama with dummy weights, for the scheduler's own outputs at B requests.
@@ -44,6 +48,7 @@ from typing import Any
 BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
 PROMPT_TOKENS = 1000
 BLOCKS = 200_000  # KV blocks: far more than any batch here holds (no preemption)
+SAMPLER_VOCAB = 512
 TIMED_STEPS = 200
 OUT = Path(__file__).parent / "data" / "host-overhead.jsonl"
 
@@ -250,10 +255,11 @@ def v0_steps(batch: int) -> list[float]:
     return [step() for _ in range(TIMED_STEPS)]
 
 
-def v0_input_prep_steps(batch: int) -> list[float]:
+def v0_input_prep_steps(batch: int, sampler: bool = False) -> list[float]:
     """Per-step times (ms) of vLLM V0's input preparation for `batch` decoding sequences: the
     driver worker's ModelInputForGPUBuilder and SamplingMetadata.prepare (no GPU: tensors stay
-    on the CPU, the attention-metadata builder is the common one the backends share)."""
+    on the CPU, the attention-metadata builder is the common one the backends share); with
+    `sampler`, of its Sampler on the step's logits instead."""
     import types
 
     import numpy as np
@@ -329,17 +335,39 @@ def v0_input_prep_steps(batch: int) -> list[float]:
         )
     cache = SamplingMetadataCache()
 
-    def step() -> float:
-        start = time.perf_counter()
+    def prepare() -> Any:
         builder = ModelInputForGPUBuilder(runner, None)
         for group in groups:
             builder.add_seq_group(group)
         builder.reset_cached_inter_data()
         model_input = builder.build()
-        SamplingMetadata.prepare(
+        return SamplingMetadata.prepare(
             groups, model_input.seq_lens, model_input.query_lens, runner.device, False, {}, cache
         )
-        return (time.perf_counter() - start) * 1e3
+
+    if sampler:
+        # the sampler's own work on the step's logits: sampling tensors, the greedy pick, the
+        # sampled tokens' logprobs and ranks and the per-sequence output objects; a 512-token
+        # vocabulary keeps the tensor math (a GPU's, in a server) out of the CPU time
+        import vllm.model_executor.sampling_metadata as sampling
+        from vllm.model_executor.layers.sampler import Sampler
+
+        sampling.is_pin_memory_available = lambda: False  # no accelerator to pin for
+        sample = Sampler()
+        metadata = prepare()
+        logits = torch.randn(batch, SAMPLER_VOCAB)
+
+        def step() -> float:
+            start = time.perf_counter()
+            sample(logits, metadata)
+            return (time.perf_counter() - start) * 1e3
+
+    else:
+
+        def step() -> float:
+            start = time.perf_counter()
+            prepare()
+            return (time.perf_counter() - start) * 1e3
 
     for _ in range(5):
         step()
@@ -481,17 +509,19 @@ def main() -> None:
     parser.add_argument(
         "--v1-input-prep", action="store_true", help="V1: time the input preparation instead"
     )
+    parser.add_argument("--v0-sampler", action="store_true", help="V0: time the sampler instead")
     args = parser.parse_args()
     import vllm
 
     version = vllm.__version__
     v1 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 8)
-    prep = args.v0_input_prep and not v1
+    sampler = args.v0_sampler and not v1
+    prep = (args.v0_input_prep or sampler) and not v1
     prep_v1 = args.v1_input_prep and v1
     step_ms: dict[str, float] = {}
     for batch in BATCHES:
         if prep:
-            times = v0_input_prep_steps(batch)
+            times = v0_input_prep_steps(batch, sampler)
         elif prep_v1:
             times = v1_input_prep_steps(batch)
         else:
@@ -506,6 +536,8 @@ def main() -> None:
     what = "V1 Scheduler.schedule()+update_from_output()" if v1 else "V0 Scheduler.schedule()"
     if prep:
         what = "V0 driver input prep: ModelInputForGPUBuilder + SamplingMetadata.prepare"
+    if sampler:
+        what = f"V0 Sampler.forward on the CPU ({SAMPLER_VOCAB}-token vocabulary)"
     if prep_v1:
         what = "V1 worker input prep: GPUModelRunner._update_states + _prepare_inputs (CPU runner)"
     append_record(

@@ -1092,7 +1092,7 @@ def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind
             scheduler_steps=scheduler_steps,
         )
 
-    # V0's own serial work per sequence (29.9 us) outlasts V1's API server (24 us a token)
+    # V0's own serial work per sequence (35.8 us) outlasts V1's API server (24 us a token)
     # in a single-step engine; a multi-step round pays it once, and its steps are shorter
     assert not any("API server" in n for n in llama_1b(1024, version="0.6.3")["notes"])
     rounds = llama_1b(1024, version="0.6.3", scheduler_steps=8)["notes"]

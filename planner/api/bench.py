@@ -496,7 +496,8 @@ def benchmark(
         result["notes"].append(
             f"vLLM {p.version} schedules each step in series with the GPU: "
             f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
-            "(its scheduler and its input preparation, measured on a CPU)"
+            "(its scheduler, its input preparation and, in V0, its sampler's outputs, "
+            "measured on a CPU)"
             + (f", once per round of {scheduler_steps} steps" if scheduler_steps > 1 else "")
         )
     result["notes"] += frontend_notes(

@@ -24,7 +24,10 @@ VLLM_V1_SINCE = (0, 8, 0)
 # 0.13.0 (5.6, their mean). V0's driver worker then prepares the step's inputs in series too:
 # ModelInputForGPUBuilder and SamplingMetadata.prepare, 18.4 us a sequence (0.6.3.post1, B =
 # 32-1,024 at 1,200 tokens of context, the median of four runs' marginals, 13.5-22.7:
-# `host_overhead.py --v0-input-prep`). V1's worker prepares its inputs with numpy over a persistent
+# `host_overhead.py --v0-input-prep`); after the forward its Sampler builds the sampling tensors,
+# the sampled tokens' logprobs and ranks and an output object per sequence before the next step
+# is scheduled: 5.9 us a sequence (0.6.3.post1, the median of four runs' marginals, 4.8-6.9:
+# `--v0-sampler`). V1's worker prepares its inputs with numpy over a persistent
 # batch: 1.2 us a request (_update_states + _prepare_inputs, 0.10.1's CPU model runner: `--v1-input-
 # prep`). V1 overlaps the scheduler with the GPU from 0.14 (async scheduling on by default unless PP
 # > 1: vllm/config/vllm.py, 0.14.0) and, under PP, in every release (its batch queue keeps PP
@@ -33,10 +36,11 @@ VLLM_V1_SINCE = (0, 8, 0)
 # the others' batches ran); SGLang since its overlap scheduler (0.4). Those steps pay none of it.
 V0_SCHEDULE_MS_PER_SEQ = 0.0115
 V0_INPUT_PREP_MS_PER_SEQ = 0.0184
+V0_SAMPLER_MS_PER_SEQ = 0.0059
 V1_SCHEDULE_MS_PER_SEQ = 0.0056
 V1_INPUT_PREP_MS_PER_SEQ = 0.0012
 HOST_MS_PER_SEQ = {
-    "vllm-v0": V0_SCHEDULE_MS_PER_SEQ + V0_INPUT_PREP_MS_PER_SEQ,
+    "vllm-v0": V0_SCHEDULE_MS_PER_SEQ + V0_INPUT_PREP_MS_PER_SEQ + V0_SAMPLER_MS_PER_SEQ,
     "vllm": V1_SCHEDULE_MS_PER_SEQ + V1_INPUT_PREP_MS_PER_SEQ,
 }
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
