@@ -570,17 +570,18 @@ def test_the_front_door_serves_each_request_at_the_slower_process_pace() -> None
     door = FrontDoor(client_ms=1.3, server_ms=0.4, server_ms_per_prompt_token=0.001)
     assert door.service_ms(np.array([100, 2000])) == pytest.approx([1.3, 2.4])
     queue = Door([2.0, 2.0, 2.0])
-    assert [queue.through(0, 0.0), queue.through(1, 0.0), queue.through(2, 10.0)] == [
+    assert [queue.wait(0, 0.0), queue.wait(1, 0.0), queue.wait(2, 3.0), queue.wait(2, 10.0)] == [
+        0.0,
         2.0,
-        4.0,
-        12.0,
+        1.0,
+        0.0,
     ]
 
 
 @pytest.mark.parametrize("closed", [None, 50])
 def test_a_burst_reaches_the_scheduler_one_service_time_apart(closed: int | None) -> None:
     """Fifty requests sent at once (open loop at t=0, or fifty clients starting together):
-    the k-th leaves the door after k + 1 service times, its TTFT counts the wait, and its
+    the k-th (from 0) waits k service times at the door, its TTFT counts the wait, and its
     arrival stays the time it was sent."""
     n, service_ms = 50, 3.0
     trace = Trace(
@@ -595,6 +596,6 @@ def test_a_burst_reaches_the_scheduler_one_service_time_apart(closed: int | None
     door = execute(trace, cost, base.model_copy(update={"front_door": FrontDoor(client_ms=3.0)}))
     np.testing.assert_array_equal(door.arrival_ms, np.zeros(n))
     ttft = door.first_ms - door.arrival_ms
-    assert (ttft >= service_ms * np.arange(1, n + 1)).all()
-    assert (ttft <= service_ms * np.arange(1, n + 1) + 1.0).all()
+    assert (ttft >= service_ms * np.arange(n)).all()
+    assert (ttft <= service_ms * np.arange(n) + 1.0).all()
     assert (plain.first_ms - plain.arrival_ms < 1.0).all()

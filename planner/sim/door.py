@@ -1,5 +1,7 @@
 """The front door: the serial CPU work each request costs before the scheduler sees it (the
-benchmark client sending it, the API server admitting it), as one first-come queue."""
+benchmark client sending it, the API server admitting it), as one first-come queue. Its service
+at an idle door is part of the request path the simulator already counts; what the door adds
+is the wait behind requests sent before."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class FrontDoor(BaseModel):
     """Per-request CPU time of the two processes every request passes through in series: the
-    benchmark client (one asyncio process: a connection and the POST) and the API server (one
-    process: HTTP, validating, tokenizing, the engine's request). They work as a pipeline, so
-    requests leave at the pace of the slower; a request waits behind those sent before it."""
+    benchmark client (one asyncio process: a connection and the POST) and the API server's
+    event loop (HTTP, validating, the engine's request; it tokenizes on another thread). They
+    work as a pipeline, so requests leave at the pace of the slower; a request waits behind
+    those sent before it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -29,15 +32,15 @@ class FrontDoor(BaseModel):
 
 
 class Door:
-    """A first-come queue over the requests' service times: `through(i, t)` is when request
-    `i`, sent at `t`, leaves the door."""
+    """A first-come queue over the requests' service times: `wait(i, t)` is how long request
+    `i`, sent at `t`, waits for the requests ahead of it."""
 
     def __init__(self, service_ms: list[float]) -> None:
         self.service_ms = service_ms
         self.free_ms = -math.inf
 
-    def through(self, i: int, t: float) -> float:
+    def wait(self, i: int, t: float) -> float:
         """Request `i` sent at `t` waits for the door to free, then takes its service time."""
         start = t if t > self.free_ms else self.free_ms
         self.free_ms = start + self.service_ms[i]
-        return self.free_ms
+        return start - t

@@ -174,7 +174,8 @@ class SimConfig(BaseModel):
     front_door: FrontDoor | None = Field(
         default=None,
         description="the serial per-request work of the client and the API server: a burst "
-        "of requests reaches the scheduler one service time apart; TTFT counts the wait",
+        "of requests reaches the scheduler one service time apart; TTFT counts the wait (the "
+        "service itself is inside `request_path_ms`)",
     )
     reserve: ReserveAdmission | None = Field(
         default=None,
@@ -1125,8 +1126,8 @@ def _clients(
     run: RunState, cfg: SimConfig, trace: Trace, arrival: list[float], delay: list[float]
 ) -> tuple[list[float], int, list[float], Callable[[int, float], float]]:
     """Arrival times as the scheduler sees them, how many requests are released, the earliest
-    each may be sent, and `send(i, t)`: when request i sent at t reaches the scheduler (through
-    the front door, whose wait joins its delay). Open loop: the trace's (all released). Closed
+    each may be sent, and `send(i, t)`: when request i sent at t reaches the scheduler (its
+    wait at the front door joins its delay). Open loop: the trace's (all released). Closed
     loop: the first N requests go at once (paced: at their arrival times), each later one when
     a client's last request finishes (set in the loop, in finish order), paced ones not before
     their time."""
@@ -1135,7 +1136,7 @@ def _clients(
 
     def send(i: int, t: float) -> float:
         if door is not None:
-            delay[i] += door.through(i, t) - t
+            delay[i] += door.wait(i, t)
         return t + delay[i]
 
     if cfg.concurrency is None:
