@@ -34,12 +34,26 @@ RELEASE_TAG = re.compile(r"(-preview|-v\d+)$", re.IGNORECASE)
 # on its config: DeepSeek-V3.1 / -Terminus on V3's (as R1 is: their configs agree), the R1
 # distill of Llama on Llama-3.3-70B-Instruct (its base), MiniMax-M2 / M2.1 on M2.5's (the M2
 # series shares one geometry: ai-dynamo/aiconfigurator commit 1266c183, "identical to M2.5").
+# Their published config.json files agree in every shape the planner reads (layers, heads, KV
+# heads, hidden and MLP sizes, vocabulary, tied embeddings, context; as published on the Hub,
+# not re-read from this repository's copies, which hold the targets only): the
+# Llama 2 chat models and their bases; the R1 distills of Qwen 32B / 7B and Llama 8B and
+# Qwen2.5-32B / -7B and Llama-3.1-8B; Qwen3-Next's Instruct and Thinking releases; DeepSeek-V3.2
+# and V3.2-Exp (V3.2's model card: the same architecture).
 SAME_ARCHITECTURE = {
     "deepseek-v3.1": "deepseek-v3",
     "deepseek-v3.1-terminus": "deepseek-v3",
+    "deepseek-v3.2-exp": "deepseek-v3.2",
     "deepseek-r1-distill-llama-70b": "llama-3.3-70b-instruct",
+    "deepseek-r1-distill-llama-8b": "llama-3.1-8b",
+    "deepseek-r1-distill-qwen-32b": "qwen2.5-32b",
+    "deepseek-r1-distill-qwen-7b": "qwen2.5-7b",
+    "llama-2-7b-chat-hf": "llama-2-7b-hf",
+    "llama-2-13b-chat-hf": "llama-2-13b-hf",
+    "llama-2-70b-chat-hf": "llama-2-70b-hf",
     "minimax-m2": "minimax-m2.5",
     "minimax-m2.1": "minimax-m2.5",
+    "qwen3-next-80b-a3b-instruct": "qwen3-next-80b-a3b-thinking",
 }
 
 

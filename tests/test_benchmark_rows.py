@@ -86,6 +86,10 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
         # a release that keeps an earlier one's architecture
         ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-ai--DeepSeek-V3", "nvfp4"),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "meta-llama--Llama-3.3-70B-Instruct", None),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "Qwen--Qwen2.5-32B", None),
+        ("meta-llama/Llama-2-70b-chat-hf", "meta-llama--Llama-2-70b-hf", None),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai--DeepSeek-V3.2", None),
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "Qwen--Qwen3-Next-80B-A3B-Thinking", "fp8"),
         # Meta's FP8 export of a Llama 4 is not the Llama 3 mixed precision: posed at fp8
         (
             "meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8",
