@@ -144,6 +144,14 @@ LAYOUTS = [
     ["--preset", "deepseek-v2-lite", "--gpu", "h100", "--engine", "sglang", "--tp", "2",
      "--dp", "2", "--dp-attention"],
     ["--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--pp", "2"],
+    # no layout beyond TP: the same instance, in every precision capacity and simulate take
+    ["--preset", "llama-3.1-70b", "--gpu", "b200", "--engine", "vllm", "--tp", "2"],
+    ["--preset", "llama-3.1-70b", "--gpu", "b200", "--engine", "sglang", "--tp", "2",
+     "--weight-dtype", "nvfp4"],
+    ["--preset", "llama-3.1-70b", "--gpu", "b200", "--engine", "vllm", "--tp", "2",
+     "--weight-dtype", "mxfp4"],
+    ["--preset", "llama-3.1-70b", "--gpu", "h100", "--engine", "vllm", "--tp", "4",
+     "--weight-dtype", "fp8"],
 ]  # fmt: skip
 
 
@@ -180,3 +188,19 @@ def test_slo_refuses_a_layout_it_cannot_lay_out(cli: Cli) -> None:
         "--ep", "3", "--json",
     )  # fmt: skip
     assert ep.code == 2 and "--ep" in ep.json()["error"]
+
+
+def test_every_command_takes_the_four_bit_formats_capacity_takes(cli: Cli) -> None:
+    """NVFP4 and MXFP4 are 4-bit weights to the textbook ledger (its fp4), variant checkpoints
+    to the engine's; no command refuses a name another accepts."""
+    where = ("--preset", "llama-3.1-70b", "--gpu", "b200", "--tp", "2", "--json")
+    textbook = {
+        dtype: cli("capacity", "--ledger", "textbook", *where, "--weight-dtype", dtype).json()
+        for dtype in ("fp4", "nvfp4", "mxfp4")
+    }
+    assert textbook["nvfp4"]["weights_bytes_per_gpu"] == textbook["fp4"]["weights_bytes_per_gpu"]
+    assert textbook["mxfp4"]["weights_bytes_per_gpu"] == textbook["fp4"]["weights_bytes_per_gpu"]
+    for dtype in ("nvfp4", "mxfp4"):
+        for command in (("capacity",), ("slo", "--tpot", "50")):
+            r = cli(*command, *where, "--weight-dtype", dtype)
+            assert r.code == 0, (command, dtype, r.out)

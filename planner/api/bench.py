@@ -1013,7 +1013,8 @@ def _instance(
     card = find_gpu(gpu)
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
     attention_tp = tp // attention_groups if sglang_groups else tp
-    whole = p.weights_bytes * tp * pp
+    # the ranks' weights as the step streams them: without the RoPE cache each one holds whole
+    whole = (p.weights_bytes - p.rope_cache_bytes) * tp * pp
     if groups > 1:  # the ranks' weights are not 1/TP of the model: the whole as loaded
         whole = int(payload["model"]["loaded_weights_bytes"])
     curve = step_time_for(

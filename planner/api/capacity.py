@@ -89,8 +89,9 @@ def capacity_plan(
     kv = values.get("kv_dtype") or spec.native_dtype
     values["kv_dtype"] = normalize_dtype(kv, "--kv-dtype", KV_DTYPES)
     if values.get("weight_dtype") is not None:
+        named = str(values["weight_dtype"]).strip().lower()
         values["weight_dtype"] = normalize_dtype(
-            values["weight_dtype"], "--weight-dtype", WEIGHT_DTYPES
+            FOUR_BIT_FORMATS.get(named, named), "--weight-dtype", WEIGHT_DTYPES
         )
     if gpu_memory_bytes is not None:
         values["hbm_bytes"], values["hbm_basis"] = gpu_memory_bytes, "user"
@@ -262,6 +263,9 @@ DEFAULT_MEAN_TOKENS = 2000
 # --weight-dtype values that name a variant checkpoint of the same architecture (sized by its
 # quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, and
 # 4-bit AWQ for int4.
+# The 4-bit float formats the engine ledger sizes as variant checkpoints, at the textbook's
+# 4 bits a weight.
+FOUR_BIT_FORMATS = {"nvfp4": "fp4", "mxfp4": "fp4"}
 VARIANT_CHECKPOINTS = {
     "fp4": "modelopt_fp4",
     "nvfp4": "modelopt_fp4",

@@ -441,8 +441,8 @@ def _resolve_step_model(
     settings: dict[str, Any],
 ) -> tuple[StepModel, list[dict[str, float]], Any, Any, int]:
     """The step model `slo` caps with, the fit's residuals, the capacity plan (None without a
-    GPU), the engine instance of a laid-out deployment (PP / DP / EP / attention DP: the one
-    `simulate` plans) and its attention-DP groups."""
+    GPU), the engine instance (vLLM / SGLang: the one `simulate` plans for the same flags, so
+    both print one t(B)) and its attention-DP groups."""
     from planner.core import slo
     from planner.core.engines.common import parse_version
 
@@ -463,7 +463,7 @@ def _resolve_step_model(
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
-        if laid_out:
+        if laid_out or engine in ("vllm", "sglang"):
             from planner.api.bench import WouldNotStart, deployment_instance
 
             try:

@@ -182,6 +182,12 @@ class EnginePrediction(BaseModel):
     connector_bytes: int = Field(
         default=0, ge=0, description="a KV connector's GPU-side buffers (LMCache's staging chunk)"
     )
+    rope_cache_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="the RoPE cos/sin cache inside weights_bytes (allocated with the weights, "
+        "not streamed every step as they are)",
+    )
     available_kv_bytes: int
     kv_dtype: str = Field(
         description="the KV cache's dtype as the engine resolves --kv-cache-dtype (a units "
@@ -271,7 +277,7 @@ def sharded_weights_bytes(
     attention = min(weights_bytes - experts, round(model.attention_params * per_param))
     embedding = round(model.embedding_params * per_param) if sharding.embedding_ranks else 0
     rest = max(0, weights_bytes - experts - attention - embedding)
-    rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
+    rope = rope_cache_bytes(model, dtype_bytes)
     return (
         ceil_div(experts, sharding.expert_ranks * pp)
         + ceil_div(attention, sharding.attention_ranks * pp)
@@ -290,6 +296,11 @@ def cuda_total_bytes(gpu: GpuSpec) -> tuple[int, TermSource]:
     return gpu.memory_bytes_marketed, "derived"
 
 
+def rope_cache_bytes(model: ModelSpec, dtype_bytes: int) -> int:
+    """The RoPE cos/sin cache each rank allocates with its weights: a row per position."""
+    return model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
+
+
 def rotary_dim(model: ModelSpec) -> int:
     """Width of the RoPE cos/sin cache rows (the head dimension)."""
     return model.head_dim
@@ -299,8 +310,7 @@ def loaded_weights_bytes(
     model: ModelSpec, weights_bytes: int, tp: int, pp: int, dtype_bytes: int
 ) -> int:
     """Weights as the engine holds them on one rank: the checkpoint share plus the RoPE cache."""
-    rope = model.max_context_tokens * rotary_dim(model) * dtype_bytes * ROTARY_CACHE_COPIES
-    return ceil_div(weights_bytes, tp * pp) + rope
+    return ceil_div(weights_bytes, tp * pp) + rope_cache_bytes(model, dtype_bytes)
 
 
 def check_stages(model: ModelSpec, pp: int) -> None:
