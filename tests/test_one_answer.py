@@ -204,3 +204,19 @@ def test_every_command_takes_the_four_bit_formats_capacity_takes(cli: Cli) -> No
         for command in (("capacity",), ("slo", "--tpot", "50")):
             r = cli(*command, *where, "--weight-dtype", dtype)
             assert r.code == 0, (command, dtype, r.out)
+
+
+def test_sixteen_bit_weights_are_a_sixteen_bit_checkpoint_as_it_is(cli: Cli) -> None:
+    """--weight-dtype bf16 (or fp16) on a 16-bit checkpoint is that checkpoint as stored, in
+    every command; on a quantized one it is refused naming the flag (the engines do not
+    dequantize a checkpoint to serve it)."""
+    where = ("--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--json")
+    for command in (("capacity",), ("slo", "--tpot", "50", "--batch", "1,64")):
+        plain = cli(*command, *where).json()
+        for dtype in ("bf16", "fp16"):
+            got = cli(*command, *where, "--weight-dtype", dtype).json()
+            assert got == plain, (command, dtype)
+    fp8 = cli("capacity", "--preset", "qwen3-235b-a22b-fp8", "--gpu", "h100", "--tp", "8",
+              "--weight-dtype", "bf16", "--json")  # fmt: skip
+    assert fp8.code == 2 and fp8.json()["field"] == "--weight-dtype"
+    assert "serve as stored" in fp8.json()["error"]

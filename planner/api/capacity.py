@@ -333,14 +333,26 @@ def serve_report(
         variant = VARIANT_CHECKPOINTS.get(weight_dtype.strip().lower())
         if variant is None:
             weight_dtype = normalize_dtype(weight_dtype, "--weight-dtype", WEIGHT_DTYPES)
-            if weight_dtype != "fp8":
+            sixteen = ("bf16", "fp16")
+            if weight_dtype in sixteen and spec.weight_dtype in sixteen:
+                # the checkpoint's own 16 bits (the run dtype, bf16 or fp16, is --dtype's)
+                weight_dtype = None
+            elif weight_dtype in sixteen:
+                raise InputError(
+                    "--weight-dtype",
+                    f"{weight_dtype}: {spec.name} stores {spec.weight_dtype} weights, which the "
+                    "engines serve as stored (16 bits needs a 16-bit checkpoint); use --ledger "
+                    "textbook to size one",
+                )
+            elif weight_dtype != "fp8":
                 raise InputError(
                     "--weight-dtype",
                     f"{weight_dtype}: the engine ledger re-stores weights as fp8 (online "
                     f"--quantization fp8) or sizes a variant checkpoint "
                     f"({', '.join(VARIANT_CHECKPOINTS)}); use --ledger textbook for others",
                 )
-            values.setdefault("quantization", "fp8")
+            else:
+                values.setdefault("quantization", "fp8")
     weights = exact = None
     quantization = values.get("quantization")
     if variant is not None:
