@@ -263,15 +263,14 @@ DEFAULT_MEAN_TOKENS = 2000
 # --weight-dtype values that name a variant checkpoint of the same architecture (sized by its
 # quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, and
 # 4-bit AWQ for int4.
-# The 4-bit float formats the engine ledger sizes as variant checkpoints, at the textbook's
-# 4 bits a weight.
-FOUR_BIT_FORMATS = {"nvfp4": "fp4", "mxfp4": "fp4"}
 VARIANT_CHECKPOINTS = {
     "fp4": "modelopt_fp4",
     "nvfp4": "modelopt_fp4",
     "mxfp4": "mxfp4",
     "int4": "awq",
 }
+# The 4-bit float formats among them, which the textbook ledger sizes at its 4 bits a weight.
+FOUR_BIT_FORMATS = {"nvfp4": "fp4", "mxfp4": "fp4"}
 
 
 def _checkpoint_method(spec: Any) -> str | None:
