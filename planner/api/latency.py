@@ -55,7 +55,7 @@ def serve_roofline(
         model,
         gpu,
         tp=tp,
-        weights_bytes=prediction.weights_bytes * tp,
+        weights_bytes=(prediction.weights_bytes - prediction.rope_cache_bytes) * tp,
         weight_dtype=weight_dtype,
         kv_dtype_bytes=kv_bytes,
         engine=plan.engine,
