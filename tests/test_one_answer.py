@@ -102,6 +102,39 @@ def test_capacity_and_spec_print_one_speedup(cli: Cli, preset: str, gpu: str) ->
     assert stop == capacity["disable_above_concurrency"]
 
 
+@pytest.mark.parametrize(
+    "deployment",
+    [
+        ("--weight-dtype", "fp8", "--tp", "4"),
+        ("--kv-dtype", "fp8", "--tp", "4"),
+        ("--engine", "sglang", "--tp", "4"),
+        ("--engine-version", "0.6.3", "--tp", "4"),
+    ],
+)
+def test_spec_takes_the_deployment_capacity_takes(cli: Cli, deployment: tuple[str, ...]) -> None:
+    """spec prices speculation on the same line as capacity for the same precision, engine
+    and release: one operating point, one speedup, one concurrency it stops paying above."""
+    where = ("--preset", "llama-3.1-70b", "--gpu", "h100", *deployment, "--json")
+    plan = cli("capacity", *where, "--spec-alpha", "0.7").json()
+    capacity = plan["speculation"]
+    spec = cli("spec", "--alpha", "0.7", *where).json()
+    assert spec["operating_concurrency"] == plan["operating_concurrency"]
+    chosen = spec["chosen"]
+    assert (chosen["k"], chosen["concurrency"]) == (capacity["k"], capacity["concurrency"])
+    assert chosen["speedup"] == capacity["speedup"]
+    stop = spec["disable_above_concurrency"][0]["concurrency"]
+    assert stop == capacity["disable_above_concurrency"]
+
+
+def test_spec_refuses_deployment_options_without_a_deployment(cli: Cli) -> None:
+    for flag, value in (("--weight-dtype", "fp8"), ("--engine", "sglang")):
+        r = cli("spec", "--alpha", "0.7", flag, value, "--json")
+        assert r.code == 2 and r.json()["field"] == flag
+    r = cli("spec", "--alpha", "0.7", "--preset", "llama-3.1-8b", "--gpu", "h100",
+            "--engine", "lmdeploy", "--json")  # fmt: skip
+    assert r.code == 2 and r.json()["field"] == "--engine"
+
+
 @pytest.mark.parametrize(("preset", "gpu"), PAIRS)
 def test_fleet_candidates_hold_the_pool_capacity_plans(cli: Cli, preset: str, gpu: str) -> None:
     # a fleet candidate's line is a capacity plan: pasted into capacity at the same mean

@@ -58,15 +58,21 @@ def spec_advice(
     preset: str | None = None,
     model: str | None = None,
     draft_model: str | None = None,
+    engine: str = "vllm",
+    engine_version: str | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
-    """Everything `planner spec` reports, as its documented JSON object."""
+    """Everything `planner spec` reports, as its documented JSON object (`settings`: the
+    target's deployment, as `slo` takes it: tp, context_tokens, mean_tokens, weight_dtype,
+    kv_dtype)."""
     from planner.core import speculative as sp
     from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
     from planner.core.kv import kv_bytes_per_sequence
     from planner.core.spec_load import disable_above, load_points
     from planner.units import dtype_bytes
 
+    if engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
     if method not in SPEC_METHODS:
         raise InputError("--method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
     if max_batch < 1:
@@ -113,7 +119,9 @@ def spec_advice(
         )
     draft_line = None
     if draft_model is not None:
-        draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(settings | {"tp": 1}))
+        # the draft runs as its own checkpoint stores it, beside the target on one GPU
+        own = {k: v for k, v in settings.items() if k != "weight_dtype"}
+        draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(own | {"tp": 1}))
         draft_line = roofline_for(draft_plan)
         kvb = dtype_bytes(plan.settings.kv_dtype)
         draft_seq = kv_bytes_per_sequence(
@@ -131,9 +139,11 @@ def spec_advice(
     # The operating point is what the engine will run: the serve plan's max_num_seqs, and no
     # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
     from planner.api.capacity import serve_report
+    from planner.api.slo import serve_values
 
-    serve_settings = {k: v for k, v in settings.items() if k in ("tp", "context_tokens")}
-    serve_settings["mean_tokens"] = plan.settings.mean_tokens
+    serve_settings = serve_values(
+        settings | {"mean_tokens": plan.settings.mean_tokens}, engine, engine_version
+    )
     serve, _payload = serve_report(
         gpu=gpu,
         preset=preset,
@@ -151,7 +161,8 @@ def spec_advice(
             plan.gpu,
             tp=plan.settings.tp,
             mean_tokens=plan.settings.mean_tokens,
-            weight_dtype=plan.weight_dtype,
+            # the format as named (MXFP4 multiplies at its activations' rate, NVFP4 at fp4's)
+            weight_dtype=str(settings.get("weight_dtype") or plan.weight_dtype).lower(),
         )
         if serve.fits
         else roofline_for(plan)

@@ -43,6 +43,23 @@ def spec(
     gpu: Annotated[str | None, typer.Option(help="GPU for the load coupling.")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size [1].")] = None,
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--weight-dtype",
+            "--quantization",
+            help="Target weights as served, as `capacity` takes them [the checkpoint's].",
+        ),
+    ] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="vllm or sglang: the engine the target runs on [vllm].")
+    ] = None,
+    engine_version: Annotated[
+        str | None, typer.Option(help="Engine release [the newest modelled].")
+    ] = None,
     mean_len: Annotated[int | None, typer.Option(help="Mean tokens per sequence [2000].")] = None,
     max_batch: Annotated[
         int | None, typer.Option(help="Largest concurrency scanned [4096].")
@@ -70,6 +87,10 @@ def spec(
             ("--context", context),
             ("--mean-len", mean_len),
             ("--max-batch", max_batch),
+            ("--weight-dtype", weight_dtype),
+            ("--kv-dtype", kv_dtype),
+            ("--engine", engine),
+            ("--engine-version", engine_version),
         ):
             if value is not None:
                 raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
@@ -79,6 +100,11 @@ def spec(
     }
     if context is not None:
         settings["context_tokens"] = context
+    if weight_dtype is not None:
+        settings["weight_dtype"] = weight_dtype
+    if kv_dtype is not None:
+        kv = kv_dtype.strip().lower()
+        settings["kv_dtype"] = "fp8" if kv.startswith("fp8") else kv
     result = spec_advice(
         alphas=parse_floats(alpha, "--alpha"),
         ks=parse_ks(k),
@@ -91,6 +117,8 @@ def spec(
         preset=preset,
         model=model,
         draft_model=draft_model,
+        engine=engine or "vllm",
+        engine_version=engine_version,
         **settings,
     )
     if plot is not None:
