@@ -253,3 +253,19 @@ def test_sixteen_bit_weights_are_a_sixteen_bit_checkpoint_as_it_is(cli: Cli) -> 
               "--weight-dtype", "bf16", "--json")  # fmt: skip
     assert fp8.code == 2 and fp8.json()["field"] == "--weight-dtype"
     assert "serve as stored" in fp8.json()["error"]
+
+
+def test_diagnose_prices_the_step_slo_and_simulate_price(cli: Cli) -> None:
+    """diagnose's step model for a deployment is the engine instance slo prices (weights as
+    the engine loads them, its release's overheads): one t(B) and one TPOT cap."""
+    from planner.api.diagnose import effects_for
+
+    fx = effects_for(
+        plan_path=None, preset="llama-3.1-70b", model=None, gpu="h100", settings={"tp": 4}
+    )
+    slo = cli("slo", "--tpot", "50", "--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4",
+              "--batch", "1,64", "--json").json()  # fmt: skip
+    assert fx.step_ms is not None and fx.batch_cap is not None
+    assert fx.step_ms(1) == pytest.approx(slo["step_ms_at"]["1"], rel=1e-12)
+    assert fx.step_ms(64) == pytest.approx(slo["step_ms_at"]["64"], rel=1e-12)
+    assert fx.batch_cap(50) == slo["batch_cap"]

@@ -92,11 +92,16 @@ def effects_for(
         gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
     )
     spec = resolve_model(preset, model)
-    card = find_gpu(gpu)
-    tp = int(values.get("tp", 1))
     mean = int(_payload["settings"]["mean_tokens"])
-    step = step_model_from_curve(step_time_for(spec, card, tp=tp), mean)
     prediction = plan.prediction
+    if plan.fits:
+        # the engine instance `simulate` and `slo` price for the same line: one t(B)
+        from planner.api.bench import deployment_instance
+
+        curve = deployment_instance(gpu=gpu, preset=preset, model=model, settings=values)[0].curve
+    else:  # a deployment that would not start: the checkpoint's weights on the card
+        curve = step_time_for(spec, find_gpu(gpu), tp=int(values.get("tp", 1)))
+    step = step_model_from_curve(curve, mean)
 
     def kv_sequences_at(tokens: int) -> int:
         return 0 if prediction is None else sequences_held(spec, prediction, tokens)
