@@ -169,6 +169,16 @@ def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
         assert slo["batch_cap"] > capacity and slo["prefill_room_at_full_batch_tokens"] >= 512
 
 
+@pytest.mark.parametrize("dtype", ["nvfp4", "mxfp4", "int4"])
+def test_capacity_tpot_and_slo_cap_a_variant_checkpoint_alike(cli: Cli, dtype: str) -> None:
+    # an NVFP4 export multiplies at the B200's fp4 rate, MXFP4 and AWQ at their activations'
+    where = ("--preset", "llama-3.1-70b", "--gpu", "b200", "--tp", "2", "--weight-dtype", dtype)
+    for tpot in ("20", "40"):
+        line = cli("capacity", *where, "--tpot", tpot, "--json").json()
+        slo = cli("slo", *where, "--tpot", tpot, "--json").json()
+        assert line["engine"]["settings"]["max_num_seqs"] == slo["operating_concurrency"]
+
+
 LAYOUTS = [
     # vLLM DP ranks of a MoE model: experts over TP x DP
     ["--preset", "qwen3-30b-a3b", "--gpu", "h100", "--engine", "vllm", "--tp", "2", "--dp", "2",
