@@ -279,3 +279,22 @@ def test_diagnose_prices_the_step_slo_and_simulate_price(cli: Cli) -> None:
     assert fx.step_ms(1) == pytest.approx(slo["step_ms_at"]["1"], rel=1e-12)
     assert fx.step_ms(64) == pytest.approx(slo["step_ms_at"]["64"], rel=1e-12)
     assert fx.batch_cap(50) == slo["batch_cap"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "own"),
+    [
+        (["--engine", "vllm", "--tp", "2", "--dp", "2"], ["--enable-expert-parallel"]),
+        (["--engine", "sglang", "--tp", "4"], ["--ep-size", "4"]),
+    ],
+)
+def test_capacity_takes_ep_as_slo_and_simulate_do(
+    cli: Cli, layout: list[str], own: list[str]
+) -> None:
+    """`capacity --ep N` is the engine's own expert-parallel flag (vLLM's experts over TP x
+    DP, SGLang's --ep-size); a size the layout does not give, or both spellings, is refused."""
+    where = ["--preset", "qwen3-30b-a3b", "--gpu", "h100", *layout, "--json"]
+    assert cli("capacity", *where, "--ep", "4").json() == cli("capacity", *where, *own).json()
+    for extra in (["--ep", "3"], ["--ep", "4", *own]):
+        bad = cli("capacity", *where, *extra)
+        assert bad.code == 2 and bad.json()["field"] == "--ep"

@@ -235,6 +235,14 @@ def capacity(
             "--ep-size", "--expert-parallel-size", help="SGLang flag: expert-parallel size."
         ),
     ] = None,
+    ep: Annotated[
+        int | None,
+        typer.Option(
+            "--ep",
+            help="Expert-parallel size as slo and simulate take it: the GPUs the MoE layers "
+            "span (vLLM: TP x DP, its --enable-expert-parallel; SGLang: TP, its --ep-size).",
+        ),
+    ] = None,
     ep_num_redundant_experts: Annotated[
         int | None,
         typer.Option(
@@ -392,6 +400,10 @@ def capacity(
             if value is not None:
                 raise InputError(flag, "a textbook-ledger knob: add --ledger textbook")
         name = engine or "vllm"
+        if ep is not None:
+            ep_size, enable_expert_parallel = _expert_parallel(
+                name, tp, dp, dp_attention, attn_dp_size, ep, ep_size, enable_expert_parallel
+            )
         vllm_only: dict[str, object] = {
             "--gpu-memory-utilization": gpu_memory_utilization,
             "--max-num-batched-tokens": max_num_batched_tokens,
@@ -505,6 +517,7 @@ def capacity(
         )
         return
     engine_only: dict[str, object] = {
+        "--ep": ep,
         "--dp": dp,
         "--dp-attention": dp_attention or None,
         "--attn-dp-size": attn_dp_size,
@@ -669,6 +682,38 @@ def _engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = No
 
 # Data-parallel / expert-parallel ranks beyond any deployment the engine model describes.
 MAX_PARALLEL_RANKS = 4096
+
+
+def _expert_parallel(
+    engine: str,
+    tp: int,
+    dp: int | None,
+    dp_attention: bool,
+    attn_dp_size: int | None,
+    ep: int,
+    ep_size: int | None,
+    enable_expert_parallel: bool,
+) -> tuple[int | None, bool]:
+    """--ep as the engine's own flags: SGLang's --ep-size, vLLM's --enable-expert-parallel
+    (its experts then span TP x DP); 1 or the span the engine's layout gives (as `simulate`
+    checks it), never beside the engine's own flag."""
+    from planner.api.bench import check_ep
+    from planner.errors import InputError
+
+    if ep_size is not None or enable_expert_parallel:
+        own = "--ep-size" if ep_size is not None else "--enable-expert-parallel"
+        raise InputError("--ep", f"give --ep or the engine's own {own}, not both")
+    if not 1 <= ep <= MAX_PARALLEL_RANKS:
+        raise InputError("--ep", f"must be in [1, {MAX_PARALLEL_RANKS:,}] (got {ep})")
+    groups = 1
+    if engine == "vllm":
+        groups = dp or 1
+    elif dp_attention or attn_dp_size:
+        groups = attn_dp_size or dp or 1
+    check_ep(ep, engine, tp, groups)
+    if ep == 1:
+        return None, False
+    return (ep, False) if engine == "sglang" else (None, True)
 
 
 def _data_parallel(
