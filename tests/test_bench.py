@@ -175,6 +175,9 @@ def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
     for text in ("-inf", "nan"):
         r = cli("simulate", *model, *ours[2:], "--rate", text)
         assert r.code == 2 and r.json()["field"].startswith("--rate")
+    # only simulate reads inf as the benchmark's default: slo's validation rate stays finite
+    slo = cli("slo", "--tpot", "50", *model[:4], "--validate", "--rate", "inf", "--json")
+    assert slo.code == 2 and "finite number" in slo.json()["error"]
     # vllm bench serve's --burstiness B is gamma gaps of shape B: CV 1 / sqrt(B)
     lengths = ours[2:]
     bursty = cli("simulate", *model, *lengths, "--request-rate", "8", "--burstiness", "0.25")

@@ -150,9 +150,10 @@ def number_problem(value: Any) -> str | None:
     return None
 
 
-# Options where +inf is a value the user means: `--rate inf` is `vllm bench serve
-# --request-rate inf`, its default (every request sent at once).
-INFINITE_ALLOWED = frozenset({"rate"})
+# (command, option) pairs where +inf is a value the user means: `simulate --rate inf` is
+# `vllm bench serve --request-rate inf`, its default (every request sent at once). Every other
+# command's rate stays finite.
+INFINITE_ALLOWED = frozenset({("simulate", "rate")})
 
 
 def checked(fn: F) -> F:
@@ -163,7 +164,7 @@ def checked(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         for name, value in kwargs.items():
-            if name in INFINITE_ALLOWED and value == math.inf:
+            if (fn.__name__, name) in INFINITE_ALLOWED and value == math.inf:
                 continue
             problem = number_problem(value)
             if problem is not None:
