@@ -48,7 +48,7 @@ from typing import Any
 BATCHES = (1, 8, 32, 64, 128, 256, 512, 1024)
 PROMPT_TOKENS = 1000
 BLOCKS = 200_000  # KV blocks: far more than any batch here holds (no preemption)
-SAMPLER_VOCAB = 512
+SAMPLER_VOCAB_TOKENS = 512
 TIMED_STEPS = 200
 OUT = Path(__file__).parent / "data" / "host-overhead.jsonl"
 
@@ -143,11 +143,25 @@ def one_token_each(scheduler: Any, out: Any) -> None:
     scheduler.update_from_output(out, result)
 
 
+def v1_scheduler_config(batch: int) -> Any:
+    """vLLM V1's scheduler settings for `batch` running requests (the budget at least the
+    batch, so every request decodes each step)."""
+    from vllm.config import SchedulerConfig
+
+    return build(
+        SchedulerConfig,
+        max_num_seqs=batch,
+        max_num_batched_tokens=max(8192, batch),
+        max_model_len=4096,
+        is_encoder_decoder=False,
+    )
+
+
 def v1_steps(config: str, batch: int) -> list[float]:
     """Decode-step times (ms) of vLLM V1's scheduler at `batch` running requests."""
     import torch
     import vllm.platforms as platforms
-    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, VllmConfig
     from vllm.platforms.cpu import CpuPlatform
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -168,13 +182,7 @@ def v1_steps(config: str, batch: int) -> list[float]:
     cache.num_gpu_blocks = BLOCKS
     vllm_config = VllmConfig(
         model_config=model,
-        scheduler_config=build(
-            SchedulerConfig,
-            max_num_seqs=batch,
-            max_num_batched_tokens=max(8192, batch),
-            max_model_len=4096,
-            is_encoder_decoder=False,
-        ),
+        scheduler_config=v1_scheduler_config(batch),
         cache_config=cache,
         device_config=DeviceConfig(device="cpu"),
     )
@@ -355,7 +363,7 @@ def v0_input_prep_steps(batch: int, sampler: bool = False) -> list[float]:
         sampling.is_pin_memory_available = lambda: False  # no accelerator to pin for
         sample = Sampler()
         metadata = prepare()
-        logits = torch.randn(batch, SAMPLER_VOCAB)
+        logits = torch.randn(batch, SAMPLER_VOCAB_TOKENS)
 
         def step() -> float:
             start = time.perf_counter()
@@ -391,7 +399,6 @@ def v1_input_prep_steps(batch: int) -> list[float]:
         DeviceConfig,
         LoadConfig,
         ModelConfig,
-        SchedulerConfig,
         VllmConfig,
         set_current_vllm_config,
     )
@@ -446,13 +453,7 @@ def v1_input_prep_steps(batch: int) -> list[float]:
             max_model_len=4096,
             dtype="bfloat16",
         ),
-        scheduler_config=build(
-            SchedulerConfig,
-            max_num_seqs=batch,
-            max_num_batched_tokens=max(8192, batch),
-            max_model_len=4096,
-            is_encoder_decoder=False,
-        ),
+        scheduler_config=v1_scheduler_config(batch),
         cache_config=cache,
         device_config=DeviceConfig(device="cpu"),
         load_config=LoadConfig(load_format="dummy"),
@@ -537,7 +538,7 @@ def main() -> None:
     if prep:
         what = "V0 driver input prep: ModelInputForGPUBuilder + SamplingMetadata.prepare"
     if sampler:
-        what = f"V0 Sampler.forward on the CPU ({SAMPLER_VOCAB}-token vocabulary)"
+        what = f"V0 Sampler.forward on the CPU ({SAMPLER_VOCAB_TOKENS}-token vocabulary)"
     if prep_v1:
         what = "V1 worker input prep: GPUModelRunner._update_states + _prepare_inputs (CPU runner)"
     append_record(
