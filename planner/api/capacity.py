@@ -385,8 +385,8 @@ def serve_report(
     split = isinstance(groups, int) and groups > 1 and tp % groups == 0
     check_tp(spec, tp // groups if split else tp)
     if tpot_ms is not None:
-        named = str(weight_dtype).lower() if variant is not None else None
-        values |= _latency_cap(spec, card, values, tpot_ms, weights, named)
+        variant_dtype = str(weight_dtype).lower() if variant is not None else None
+        values |= _latency_cap(spec, card, values, tpot_ms, weights, variant_dtype)
     if calibration is not None:
         values["extra"] = dict(values.get("extra") or {}) | {"calibration": calibration}
     try:
@@ -496,11 +496,11 @@ def _latency_cap(
     values: dict[str, Any],
     tpot_ms: float,
     weights: int | None,
-    variant: str | None = None,
+    variant_dtype: str | None = None,
 ) -> dict[str, Any]:
     """The batch cap a TPOT budget allows on the roofline step model (as `planner slo`);
-    `variant`: the format of a variant checkpoint as named (NVFP4 multiplies at the fp4 rate,
-    MXFP4 and int4 at their activations')."""
+    `variant_dtype`: a variant checkpoint's format as the user named it (NVFP4 multiplies at
+    the fp4 rate, MXFP4 and int4 at their activations')."""
     from planner.api.latency import step_model_from_curve
     from planner.core import slo
     from planner.core.engines import engine_kv_dtype
@@ -522,7 +522,7 @@ def _latency_cap(
         card,
         tp=tp,
         weights_bytes=weights,
-        weight_dtype=str(values.get("quantization") or variant or spec.weight_dtype),
+        weight_dtype=str(values.get("quantization") or variant_dtype or spec.weight_dtype),
         kv_dtype_bytes=kv_bytes,
         engine=engine,
         version=parse_version(str(version)) if version else None,
