@@ -776,6 +776,14 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
     for key in ("median_tpot_ms", "output_throughput"):
         assert fitted[key] == pytest.approx(measured[key], rel=0.10)
         assert abs(plain[key] - measured[key]) > abs(fitted[key] - measured[key])
+    # capacity --tpot and slo cap the batch on the same calibrated step (slower: fewer seqs)
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "40", "--json")
+    capped = [
+        cli("capacity", *where, *cal).json()["engine"]["settings"]["max_num_seqs"]
+        for cal in ((), ("--calibration", str(profile)))
+    ]
+    slo = cli("slo", *where, "--calibration", str(profile)).json()
+    assert capped[1] == slo["operating_concurrency"] < capped[0]
 
 
 def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:

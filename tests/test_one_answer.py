@@ -218,6 +218,21 @@ def test_slo_and_simulate_run_one_step_model_for_a_layout(cli: Cli, layout: list
     assert f"--max-running-requests {want} " in got["flags"]["sglang"]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS[:3])
+def test_capacity_tpot_caps_a_layout_as_slo_does(cli: Cli, layout: list[str]) -> None:
+    """capacity --tpot prices the same engine instance as slo: PP stages, vLLM DP ranks with
+    experts over TP x DP, SGLang attention groups (a TP-only step model capped Llama-3.1-8B
+    at PP 2 to 1 sequence where slo ran 128)."""
+    for tpot in ("20", "40"):
+        where = (*layout, "--tpot", tpot, "--mean-len", "2000", "--json")
+        line = cli("capacity", *where).json()
+        settings = line["engine"]["settings"]
+        seqs = settings.get("max_num_seqs") or settings["max_running_requests"]
+        if tpot == "20":
+            assert line["binding"] == "latency"
+        assert seqs == cli("slo", *where).json()["operating_concurrency"]
+
+
 def test_slo_refuses_a_layout_it_cannot_lay_out(cli: Cli) -> None:
     no_gpu = cli("slo", "--tpot", "50", "--dp", "2", "--json")
     assert no_gpu.code == 2 and "--pp/--dp/--ep" in no_gpu.json()["error"]

@@ -898,6 +898,7 @@ def _instance(
     as_launched: bool = True,
     attention_groups: int = 1,
     replicas: int = 1,
+    gpu_memory_gib: float | None = None,
 ) -> Instance:
     """Plan one engine instance and build its step model and scheduler settings. As launched
     (a benchmark's server) it runs the engine's own running cap unless `values` sets
@@ -909,7 +910,8 @@ def _instance(
     tp / groups of them). Its scheduler, KV pool and running cap are the group's.
     `replicas`: the deployment's data-parallel ranks beside the groups (vLLM
     --data-parallel-size on a dense model); with the groups, they say how many ranks' tokens one
-    API server streams (each rank's step lasts at least their streaming)."""
+    API server streams (each rank's step lasts at least their streaming). `gpu_memory_gib`: the
+    memory to plan against where the user gave it (capacity's --gpu-memory-gib)."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
@@ -935,7 +937,7 @@ def _instance(
             preset=preset,
             model=model,
             revision=revision,
-            gpu_memory_gib=None,
+            gpu_memory_gib=gpu_memory_gib,
             settings=values,
             spec=spec,
         )

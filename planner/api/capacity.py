@@ -385,8 +385,26 @@ def serve_report(
     split = isinstance(groups, int) and groups > 1 and tp % groups == 0
     check_tp(spec, tp // groups if split else tp)
     if tpot_ms is not None:
-        variant_dtype = str(weight_dtype).lower() if variant is not None else None
-        values |= _latency_cap(spec, card, values, tpot_ms, weights, variant_dtype)
+        from planner.units import GIB_BYTES
+
+        # the gpu as resolved (a detected card's name, its measured memory as the user's)
+        values |= _latency_cap(
+            gpu=card.id,
+            preset=preset,
+            model=model,
+            revision=revision,
+            gpu_memory_gib=None if measured is None else measured[0] / GIB_BYTES,
+            settings=settings
+            | {
+                k: values[k]
+                for k in ("context_tokens", "mean_tokens", "max_model_len_auto")
+                if k in values
+            },
+            spec=spec,
+            mean_tokens=int(values["mean_tokens"]),
+            tpot_ms=tpot_ms,
+            calibration=calibration,
+        )
     if calibration is not None:
         values["extra"] = dict(values.get("extra") or {}) | {"calibration": calibration}
     try:
@@ -491,43 +509,72 @@ def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
 
 
 def _latency_cap(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
     spec: Any,
-    card: Any,
-    values: dict[str, Any],
+    mean_tokens: int,
     tpot_ms: float,
-    weights: int | None,
-    variant_dtype: str | None = None,
+    calibration: Any,
 ) -> dict[str, Any]:
-    """The batch cap a TPOT budget allows on the roofline step model (as `planner slo`);
-    `variant_dtype`: a variant checkpoint's format as the user named it (NVFP4 multiplies at
-    the fp4 rate, MXFP4 and int4 at their activations')."""
+    """The batch cap a TPOT budget allows on the step model of the engine instance `simulate`
+    and `slo` plan for the same line (its PP stages, data-parallel ranks or attention groups
+    and expert parallelism included). None where that instance would not start: the plan then
+    says why."""
+    from planner.api.bench import WouldNotStart, _attention_groups, _instance
     from planner.api.latency import step_model_from_curve
     from planner.core import slo
-    from planner.core.engines import engine_kv_dtype
-    from planner.core.engines.common import parse_version
-    from planner.core.step import step_time_for
-    from planner.units import dtype_bytes
+    from planner.core.parallel import moe_ranks
 
-    tp = int(values.get("tp", 1))
-    kv = str(values.get("kv_cache_dtype", "auto"))
-    mean = int(values["mean_tokens"])
+    values = dict(settings)
+    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     engine = str(values.get("engine", "vllm"))
-    version = values.get("version")
-    try:
-        kv_bytes = dtype_bytes(engine_kv_dtype(engine, spec, card, version, kv))
-    except ValueError as exc:
-        raise InputError("--kv-cache-dtype", str(exc)) from exc
-    curve = step_time_for(
-        spec,
-        card,
-        tp=tp,
-        weights_bytes=weights,
-        weight_dtype=str(values.get("quantization") or variant_dtype or spec.weight_dtype),
-        kv_dtype_bytes=kv_bytes,
-        engine=engine,
-        version=parse_version(str(version)) if version else None,
+    tp = int(values.get("tp", 1))
+    extra = dict(values.get("extra") or {})
+    # the layout as the line's own fields state it (capacity's --dp / --dp-attention / --ep)
+    if engine == "sglang":
+        dp = int(extra.get("attn_dp_size") or extra.get("dp_size") or 1)
+        split = bool(extra.get("attn_dp_size"))
+    else:
+        dp, split = int(extra.get("data_parallel_size") or 1), False
+    groups = _attention_groups(
+        engine,
+        tp,
+        dp,
+        split,
+        moe=bool(spec.num_experts),
+        version=values.get("version"),
+        flag="--dp-attention",
     )
-    step = step_model_from_curve(curve, mean)
+    ep = extra.get("ep_size")
+    if extra.get("enable_expert_parallel"):
+        ep = moe_ranks(engine, tp, groups)
+    profile = calibration if calibration is not None and calibration.step is not None else None
+    try:
+        inst = _instance(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            values=values,
+            spec=spec,
+            longest=1,  # no workload: only the step matters
+            ep=None if ep is None else int(ep),
+            calibration=profile,
+            seed=0,
+            as_launched=False,
+            attention_groups=groups,
+            replicas=1 if groups > 1 else dp,
+            gpu_memory_gib=gpu_memory_gib,
+        )
+    except WouldNotStart:
+        return {}
+    curve = inst.curve
+    step = step_model_from_curve(curve, mean_tokens)
     cap = slo.batch_cap(step, tpot_ms)
     reason = (
         f"TPOT {tpot_ms:g} ms (estimated step time, t(B) = {step.a_ms:.2f} + {step.b_ms:.4f} B ms)"
@@ -536,12 +583,12 @@ def _latency_cap(
     if roomy < cap:  # as `planner slo`: a step of the batch still carries a prefill chunk
         reason += f", leaving room for a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk"
         cap = roomy
-    at_cap = curve.terms(max(1, cap), mean)
+    at_cap = curve.terms(max(1, cap), mean_tokens)
     if at_cap.frontend_ms and at_cap.frontend_ms >= at_cap.step_ms:
         from planner.core.step.overhead import api_server_label
 
         reason += (
-            f" (there {api_server_label(engine)[0]} API server, streaming "
+            f" (there {api_server_label(inst.engine)[0]} API server, streaming "
             f"{curve.frontend_ms_per_token * 1e3:.0f} us a token, sets the step)"
         )
     return {"latency_cap": cap, "latency_reason": reason}
