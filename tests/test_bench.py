@@ -784,6 +784,12 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
     ]
     slo = cli("slo", *where, "--calibration", str(profile)).json()
     assert capped[1] == slo["operating_concurrency"] < capped[0]
+    # spec and capacity --spec-alpha price speculation on that calibrated step too
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    cal = ("--calibration", str(profile))
+    spec = [cli("spec", "--alpha", "0.7", *where, *c).json()["chosen"] for c in ((), cal)]
+    line = cli("capacity", *where, *cal, "--spec-alpha", "0.7").json()["speculation"]
+    assert spec[1]["speedup"] == line["speedup"] != spec[0]["speedup"]
 
 
 def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:

@@ -233,6 +233,22 @@ def test_capacity_tpot_caps_a_layout_as_slo_does(cli: Cli, layout: list[str]) ->
         assert seqs == cli("slo", *where).json()["operating_concurrency"]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS[:3])
+def test_spec_prices_speculation_on_the_layout_capacity_plans(cli: Cli, layout: list[str]) -> None:
+    """spec takes the PP / DP / EP options and prices speculation on the same engine instance
+    as capacity --spec-alpha: one speedup and one concurrency it stops paying above."""
+    where = (*layout, "--mean-len", "2000", "--json")
+    capacity = cli("capacity", *where, "--spec-alpha", "0.7").json()["speculation"]
+    spec = cli("spec", "--alpha", "0.7", *where).json()
+    chosen = spec["chosen"]
+    assert (chosen["k"], chosen["concurrency"]) == (capacity["k"], capacity["concurrency"])
+    assert chosen["speedup"] == capacity["speedup"]
+    assert (
+        spec["disable_above_concurrency"][0]["concurrency"]
+        == (capacity["disable_above_concurrency"])
+    )
+
+
 def test_slo_refuses_a_layout_it_cannot_lay_out(cli: Cli) -> None:
     no_gpu = cli("slo", "--tpot", "50", "--dp", "2", "--json")
     assert no_gpu.code == 2 and "--pp/--dp/--ep" in no_gpu.json()["error"]

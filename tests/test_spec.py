@@ -254,3 +254,25 @@ def test_load_options_without_a_model_are_refused(cli: Cli, flag: str, value: st
     assert cli(*coupled, flag, value).code == 0
     if flag == "--tp":  # a 0 is refused, not taken for "unset"
         assert cli(*coupled, flag, "0").code == 2
+
+
+def test_verifying_drafts_on_a_moe_reads_the_experts_they_touch() -> None:
+    """The target's verification step is the engine's step model at B x (1 + k) tokens: on a
+    MoE model the drafted tokens route to more experts, whose weights the step reads too (a
+    roofline with the weights read fixed at the batch prices them free)."""
+    import numpy as np
+
+    from planner.core.spec_load import curve_cost
+    from planner.core.step import step_time_for
+    from planner.core.step.gemm import read_ms
+    from planner.sources.presets import find_gpu, load_model_preset
+
+    model = load_model_preset("deepseek-v3")
+    curve = step_time_for(model, find_gpu("h200"), tp=8, engine="sglang", version=(0, 5, 13))
+    step = curve_cost(curve, 2000)
+    one = np.asarray([1.0])
+    gap = float(step(one, 4)[0] - step(one, 1)[0])
+    bandwidth = curve.bandwidth_bytes_per_s * curve.bandwidth_efficiency
+    touched = read_ms(curve.expert_weights_bytes(4) - curve.expert_weights_bytes(1), bandwidth)
+    assert touched > 1.0  # top-8 of 256 experts: 4 tokens touch ~4x the weights of one
+    assert touched <= gap <= touched * 1.25

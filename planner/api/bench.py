@@ -1168,10 +1168,12 @@ def deployment_instance(
     ep: int | None = None,
     dp_attention: bool = False,
     calibration: Any = None,
+    longest: int | None = None,
 ) -> tuple[Instance, int]:
     """One engine instance of a deployment exactly as `simulate` plans it (serve plan, step
     model, scheduler), for commands that ask about its step time without a load (`slo`), and
-    the number of data-parallel attention groups it is one of (1: none)."""
+    the number of data-parallel attention groups it is one of (1: none). `longest`: the
+    longest request it must serve (default: its context; 1 where only the step matters)."""
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sources.models import resolve_model
 
@@ -1193,12 +1195,13 @@ def deployment_instance(
         revision=None,
         values=values,
         spec=spec,
-        longest=int(values["context_tokens"]),
+        longest=int(values["context_tokens"]) if longest is None else longest,
         ep=ep,
         calibration=calibration,
         seed=0,
         as_launched=False,
         attention_groups=groups,
+        replicas=dp,
     )
     return inst, groups
 

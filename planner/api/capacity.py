@@ -384,11 +384,12 @@ def serve_report(
     groups = (values.get("extra") or {}).get("attn_dp_size") or 1
     split = isinstance(groups, int) and groups > 1 and tp % groups == 0
     check_tp(spec, tp // groups if split else tp)
-    if tpot_ms is not None:
+    served = None  # the engine instance simulate plans for this line, where a step is asked
+    if tpot_ms is not None or speculation is not None:
         from planner.units import GIB_BYTES
 
         # the gpu as resolved (a detected card's name, its measured memory as the user's)
-        values |= _latency_cap(
+        served = _served_instance(
             gpu=card.id,
             preset=preset,
             model=model,
@@ -401,10 +402,10 @@ def serve_report(
                 if k in values
             },
             spec=spec,
-            mean_tokens=int(values["mean_tokens"]),
-            tpot_ms=tpot_ms,
             calibration=calibration,
         )
+    if tpot_ms is not None and served is not None:
+        values |= _latency_cap(served, int(values["mean_tokens"]), tpot_ms)
     if calibration is not None:
         values["extra"] = dict(values.get("extra") or {}) | {"calibration": calibration}
     try:
@@ -416,8 +417,8 @@ def serve_report(
         # the figures are at the length vLLM fitted
         fitted = int(str(plan.prediction.settings["max_model_len"]))
         serve_settings = serve_settings.model_copy(update={"context_tokens": fitted})
-    if speculation is not None and plan.fits:
-        plan = _with_speculation(plan, spec, card, serve_settings, speculation)
+    if speculation is not None and plan.fits and served is not None:
+        plan = _with_speculation(plan, spec, served.curve, serve_settings, speculation)
     payload = serve_json(plan, spec, card, serve_settings)
     if speculation is not None:
         payload["speculation"] = plan.speculation
@@ -433,11 +434,11 @@ def serve_report(
     return plan, payload
 
 
-def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str, Any]) -> Any:
-    """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`)."""
-    from planner.api.latency import serve_roofline
+def _with_speculation(plan: Any, spec: Any, curve: Any, s: Any, options: dict[str, Any]) -> Any:
+    """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`),
+    on `curve`, the step model of the engine instance simulate plans for the line."""
     from planner.core.flags import SPEC_METHODS, spec_flags
-    from planner.core.spec_load import disable_above, load_points
+    from planner.core.spec_load import curve_cost, disable_above, load_points
     from planner.core.speculative import validate
 
     alpha, method = float(options["alpha"]), str(options.get("method", "eagle3"))
@@ -448,17 +449,10 @@ def _with_speculation(plan: Any, spec: Any, card: Any, s: Any, options: dict[str
         raise InputError("--spec-method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
     if method == "mtp" and spec.mtp_layers == 0:
         raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
-    roofline = serve_roofline(
-        plan,
-        spec,
-        card,
-        tp=s.tp,
-        mean_tokens=s.mean_tokens,
-        weight_dtype=str(s.quantization or spec.weight_dtype),
-    )
+    step = curve_cost(curve, s.mean_tokens)
     batch = max(1, plan.max_num_seqs)
-    point = load_points(roofline, alpha, ks, [batch], draft_cost)[0]
-    stop = disable_above(roofline, alpha, ks, max(batch, plan.max_seqs_at_mean), draft_cost)
+    point = load_points(step, alpha, ks, [batch], draft_cost)[0]
+    stop = disable_above(step, alpha, ks, max(batch, plan.max_seqs_at_mean), draft_cost)
     decision: dict[str, Any] = {
         "alpha": alpha,
         "method": method,
@@ -508,7 +502,7 @@ def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
     return card, measured, basis
 
 
-def _latency_cap(
+def _served_instance(
     *,
     gpu: str,
     preset: str | None,
@@ -517,17 +511,13 @@ def _latency_cap(
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
     spec: Any,
-    mean_tokens: int,
-    tpot_ms: float,
     calibration: Any,
-) -> dict[str, Any]:
-    """The batch cap a TPOT budget allows on the step model of the engine instance `simulate`
-    and `slo` plan for the same line (its PP stages, data-parallel ranks or attention groups
-    and expert parallelism included). None where that instance would not start: the plan then
-    says why."""
+) -> Any:
+    """The engine instance `simulate` and `slo` plan for the same line (its PP stages,
+    data-parallel ranks or attention groups and expert parallelism included, a profile's step
+    terms applied): the step a TPOT cap and speculation are priced on. None where it would not
+    start: the plan then says why."""
     from planner.api.bench import WouldNotStart, _attention_groups, _instance
-    from planner.api.latency import step_model_from_curve
-    from planner.core import slo
     from planner.core.parallel import moe_ranks
 
     values = dict(settings)
@@ -555,7 +545,7 @@ def _latency_cap(
         ep = moe_ranks(engine, tp, groups)
     profile = calibration if calibration is not None and calibration.step is not None else None
     try:
-        inst = _instance(
+        return _instance(
             gpu=gpu,
             preset=preset,
             model=model,
@@ -568,12 +558,20 @@ def _latency_cap(
             seed=0,
             as_launched=False,
             attention_groups=groups,
-            replicas=1 if groups > 1 else dp,
+            replicas=dp,
             gpu_memory_gib=gpu_memory_gib,
         )
     except WouldNotStart:
-        return {}
-    curve = inst.curve
+        return None
+
+
+def _latency_cap(served: Any, mean_tokens: int, tpot_ms: float) -> dict[str, Any]:
+    """The batch cap a TPOT budget allows on the served instance's step model (as `planner
+    slo` caps it)."""
+    from planner.api.latency import step_model_from_curve
+    from planner.core import slo
+
+    curve = served.curve
     step = step_model_from_curve(curve, mean_tokens)
     cap = slo.batch_cap(step, tpot_ms)
     reason = (
@@ -588,7 +586,7 @@ def _latency_cap(
         from planner.core.step.overhead import api_server_label
 
         reason += (
-            f" (there {api_server_label(inst.engine)[0]} API server, streaming "
+            f" (there {api_server_label(served.engine)[0]} API server, streaming "
             f"{curve.frontend_ms_per_token * 1e3:.0f} us a token, sets the step)"
         )
     return {"latency_cap": cap, "latency_reason": reason}

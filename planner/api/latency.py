@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from planner.core.capacity import CapacityPlan
-from planner.core.specs import GpuSpec, ModelSpec
+from planner.core.specs import GpuSpec
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
@@ -29,46 +29,6 @@ def roofline_for(plan: CapacityPlan, **efficiencies: float) -> Roofline:
         kv_per_sequence=plan.kv_bytes_per_sequence_mean,
         active_params_per_gpu=max(1, plan.model.params_active // plan.settings.tp),
         **(values | efficiencies),
-    )
-
-
-def serve_roofline(
-    plan: Any,
-    model: ModelSpec,
-    gpu: GpuSpec,
-    *,
-    tp: int,
-    mean_tokens: int,
-    weight_dtype: str,
-) -> Roofline:
-    """The speculative-decoding roofline of an engine's serve plan: the step-time model of
-    that engine and release on the weights it loads, read at the plan's max_num_seqs (`capacity
-    --spec-alpha` and `spec` both price speculation on it, so they print one speedup)."""
-    from planner.core.engines.common import parse_version
-    from planner.core.kv import kv_bytes_per_sequence
-    from planner.core.step import step_time_for
-    from planner.units import dtype_bytes
-
-    prediction = plan.prediction
-    kv_bytes = dtype_bytes(prediction.kv_dtype)  # the dtype the engine resolved
-    curve = step_time_for(
-        model,
-        gpu,
-        tp=tp,
-        weights_bytes=(prediction.weights_bytes - prediction.rope_cache_bytes) * tp,
-        weight_dtype=weight_dtype,
-        kv_dtype_bytes=kv_bytes,
-        engine=plan.engine,
-        version=parse_version(prediction.version),
-    )
-    terms = curve.terms(max(1, plan.max_num_seqs), mean_tokens)
-    return roofline_from(
-        gpu,
-        weights_per_gpu=terms.weights_read_bytes,
-        kv_per_sequence=kv_bytes_per_sequence(model, mean_tokens, tp, kv_bytes),
-        active_params_per_gpu=max(1, model.params_active // tp),
-        overhead_ms=terms.kernels_ms + terms.overhead_ms,
-        **curve_rates(curve),
     )
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
-from planner.api.latency import roofline_for, serve_roofline
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
-    pass
+    from planner.core.capacity import CapacityPlan
+    from planner.core.spec_load import StepCost
 
 
 def parse_floats(text: str, field: str) -> list[float]:
@@ -60,11 +60,16 @@ def spec_advice(
     draft_model: str | None = None,
     engine: str = "vllm",
     engine_version: str | None = None,
+    dp: int = 1,
+    ep: int | None = None,
+    dp_attention: bool = False,
+    calibration: Any = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Everything `planner spec` reports, as its documented JSON object (`settings`: the
-    target's deployment, as `slo` takes it: tp, context_tokens, mean_tokens, weight_dtype,
-    kv_dtype)."""
+    target's deployment, as `slo` takes it: tp, pp, context_tokens, mean_tokens, weight_dtype,
+    kv_dtype; `dp`, `ep`, `dp_attention`: its data- and expert-parallel layout, as `slo` and
+    `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
     from planner.core import speculative as sp
     from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
     from planner.core.kv import kv_bytes_per_sequence
@@ -102,7 +107,11 @@ def spec_advice(
         "load": None,
         "draft": None,
     }
+    pp = int(settings.pop("pp", None) or 1)  # the engine's layout: not the textbook plan's
+    laid_out = pp > 1 or dp > 1 or (ep or 1) > 1 or dp_attention
     if gpu is None:
+        if laid_out:
+            raise InputError("--pp/--dp/--ep", "need a model and GPU (--preset/--model, --gpu)")
         if preset or model or draft_model:
             raise InputError("--gpu", "required with --preset/--model/--draft-model")
         if concurrency is not None:
@@ -122,7 +131,7 @@ def spec_advice(
         # the draft runs as its own checkpoint stores it, beside the target on one GPU
         own = {k: v for k, v in settings.items() if k != "weight_dtype"}
         draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(own | {"tp": 1}))
-        draft_line = roofline_for(draft_plan)
+        draft_line = _plan_step(draft_plan)
         kvb = dtype_bytes(plan.settings.kv_dtype)
         draft_seq = kv_bytes_per_sequence(
             draft_plan.model, plan.settings.mean_tokens, 1, kvb, plan.settings.block_tokens
@@ -138,36 +147,39 @@ def spec_advice(
         }
     # The operating point is what the engine will run: the serve plan's max_num_seqs, and no
     # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
-    from planner.api.capacity import serve_report
+    # Speculation is priced on the step model of the engine instance `simulate` plans for the
+    # same flags (every term of it, the layout's included), as `capacity --spec-alpha` does.
+    from planner.api.bench import WouldNotStart, deployment_instance
     from planner.api.slo import serve_values
+    from planner.core.spec_load import curve_cost
 
-    serve_settings = serve_values(
-        settings | {"mean_tokens": plan.settings.mean_tokens}, engine, engine_version
-    )
-    serve, _payload = serve_report(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=None,
-        gpu_memory_gib=None,
-        settings=serve_settings,
-    )
-    # speculation is priced on the engine's own step model at the line's max_num_seqs, the
-    # roofline `capacity --spec-alpha` decides on (one speedup for one deployment)
-    target = (
-        serve_roofline(
-            serve,
-            plan.model,
-            plan.gpu,
-            tp=plan.settings.tp,
-            mean_tokens=plan.settings.mean_tokens,
-            # the format as named (MXFP4 multiplies at its activations' rate, NVFP4 at fp4's)
-            weight_dtype=str(settings.get("weight_dtype") or plan.weight_dtype).lower(),
+    try:
+        served, _groups = deployment_instance(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            settings=serve_values(
+                settings | {"mean_tokens": plan.settings.mean_tokens, "pp": pp},
+                engine,
+                engine_version,
+            ),
+            dp=dp,
+            ep=ep,
+            dp_attention=dp_attention,
+            calibration=calibration,
+            longest=1,
         )
-        if serve.fits
-        else roofline_for(plan)
+    except WouldNotStart as e:
+        if laid_out or calibration is not None:
+            raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
+        served = None
+    serve = None if served is None else served.plan
+    target = (
+        curve_cost(served.curve, plan.settings.mean_tokens)
+        if served is not None
+        else _plan_step(plan)
     )
-    capacity = serve.max_seqs_at_mean if serve.fits else plan.max_seqs_paged
+    capacity = serve.max_seqs_at_mean if serve is not None else plan.max_seqs_paged
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -182,7 +194,7 @@ def spec_advice(
         for a in alphas
         for p in load_points(target, a, ks, grid, draft_cost, draft_line)
     ]
-    operating = serve.max_num_seqs if serve.fits else plan.operating_concurrency
+    operating = serve.max_num_seqs if serve is not None else plan.operating_concurrency
     result["operating_concurrency"] = operating
     at = min(concurrency or operating, limit)
     point = load_points(target, top, ks, [max(1, at)], draft_cost, draft_line)[0]
@@ -191,6 +203,17 @@ def spec_advice(
     return result | _decision(
         method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch
     )
+
+
+def _plan_step(plan: CapacityPlan) -> StepCost:
+    """The step of a plan without an engine instance (a draft model, a target the engine would
+    not start): the step-time model of its TP group, at the plan's mean context."""
+    from planner.api.latency import derived_step_model
+    from planner.core.spec_load import curve_cost
+
+    curve = derived_step_model(plan).curve
+    assert curve is not None
+    return curve_cost(curve, plan.settings.mean_tokens)
 
 
 def _decision(

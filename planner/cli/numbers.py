@@ -53,6 +53,45 @@ Prefixes = Annotated[
 ]
 
 
+# A deployment's pipeline, data- and expert-parallel layout, as slo and spec declare it (the
+# names and meanings of capacity's and simulate's).
+PipelineParallel = Annotated[
+    int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")
+]
+DataParallel = Annotated[
+    int,
+    typer.Option(
+        "--dp",
+        "--data-parallel-size",
+        help="Data-parallel ranks (vLLM: a MoE model's experts span TP x DP). With "
+        "--dp-attention: SGLang's attention-DP groups inside --tp; the batch is one group's.",
+    ),
+]
+ExpertParallel = Annotated[
+    int | None,
+    typer.Option(
+        "--ep",
+        "--ep-size",
+        help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP).",
+    ),
+]
+DataParallelAttention = Annotated[
+    bool,
+    typer.Option(
+        "--dp-attention",
+        "--enable-dp-attention",
+        help="SGLang data-parallel attention: --dp groups of attention TP = tp / dp.",
+    ),
+]
+
+
+# --calibration, as slo and spec declare it: a profile's step terms.
+StepCalibration = Annotated[
+    str | None,
+    typer.Option(help="Step terms from `planner calibrate --bench` (same deployment)."),
+]
+
+
 # The KV offload tiers' flags, as simulate and fleet declare them.
 KvOffloadingSize = Annotated[
     float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")

@@ -4,7 +4,15 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import HubTimeout, apply_hub_timeout
+from planner.cli.numbers import (
+    DataParallel,
+    DataParallelAttention,
+    ExpertParallel,
+    HubTimeout,
+    PipelineParallel,
+    StepCalibration,
+    apply_hub_timeout,
+)
 from planner.cli.render import console, emit_json
 
 # The longest per-step engine overhead accepted: a second per step is not a serving engine.
@@ -41,35 +49,10 @@ def slo(
     tp: Annotated[
         int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
     ] = 1,
-    pp: Annotated[
-        int,
-        typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size."),
-    ] = 1,
-    dp: Annotated[
-        int,
-        typer.Option(
-            "--dp",
-            "--data-parallel-size",
-            help="Data-parallel ranks (vLLM: a MoE model's experts span TP x DP). With "
-            "--dp-attention: SGLang's attention-DP groups inside --tp; the batch is one group's.",
-        ),
-    ] = 1,
-    ep: Annotated[
-        int | None,
-        typer.Option(
-            "--ep",
-            "--ep-size",
-            help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP).",
-        ),
-    ] = None,
-    dp_attention: Annotated[
-        bool,
-        typer.Option(
-            "--dp-attention",
-            "--enable-dp-attention",
-            help="SGLang data-parallel attention: --dp groups of attention TP = tp / dp.",
-        ),
-    ] = False,
+    pp: PipelineParallel = 1,
+    dp: DataParallel = 1,
+    ep: ExpertParallel = None,
+    dp_attention: DataParallelAttention = False,
     context: Annotated[
         int | None, typer.Option("--context", "--max-model-len", help="Max model length.")
     ] = None,
@@ -90,10 +73,7 @@ def slo(
     engine_version: Annotated[
         str | None, typer.Option(help="Engine release (vLLM before 0.8: the V0 engine).")
     ] = None,
-    calibration: Annotated[
-        str | None,
-        typer.Option(help="Step terms from `planner calibrate --bench` (same deployment)."),
-    ] = None,
+    calibration: StepCalibration = None,
     mean_len: Annotated[int, typer.Option(help="Working context per sequence.")] = 2000,
     bandwidth_efficiency: Annotated[
         float | None,

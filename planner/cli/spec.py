@@ -4,7 +4,15 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.numbers import HubTimeout, apply_hub_timeout
+from planner.cli.numbers import (
+    DataParallel,
+    DataParallelAttention,
+    ExpertParallel,
+    HubTimeout,
+    PipelineParallel,
+    StepCalibration,
+    apply_hub_timeout,
+)
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 BARS = " ▁▂▃▄▅▆▇█"
@@ -42,6 +50,11 @@ def spec(
     ] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the load coupling.")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size [1].")] = None,
+    pp: PipelineParallel = 1,
+    dp: DataParallel = 1,
+    ep: ExpertParallel = None,
+    dp_attention: DataParallelAttention = False,
+    calibration: StepCalibration = None,
     context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
     weight_dtype: Annotated[
         str | None,
@@ -79,6 +92,7 @@ def spec(
     from planner.api import parse_floats, parse_ks, spec_advice
     from planner.api.capacity import DEFAULT_MEAN_TOKENS
     from planner.errors import InputError
+    from planner.sources.calibration import load_calibration
 
     if gpu is None and preset is None and model is None:
         # these size the deployment the speculation is coupled to: alone they change nothing
@@ -91,11 +105,17 @@ def spec(
             ("--kv-dtype", kv_dtype),
             ("--engine", engine),
             ("--engine-version", engine_version),
+            ("--pp", pp if pp != 1 else None),
+            ("--dp", dp if dp != 1 else None),
+            ("--ep", ep),
+            ("--dp-attention", dp_attention or None),
+            ("--calibration", calibration),
         ):
             if value is not None:
                 raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
     settings: dict[str, Any] = {
         "tp": 1 if tp is None else tp,
+        "pp": pp,
         "mean_tokens": DEFAULT_MEAN_TOKENS if mean_len is None else mean_len,
     }
     if context is not None:
@@ -119,6 +139,10 @@ def spec(
         draft_model=draft_model,
         engine=engine or "vllm",
         engine_version=engine_version,
+        dp=dp,
+        ep=ep,
+        dp_attention=dp_attention,
+        calibration=None if calibration is None else load_calibration(calibration),
         **settings,
     )
     if plot is not None:

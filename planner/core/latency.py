@@ -61,9 +61,3 @@ def step_ms(
     )
     dequant = batch * tokens_per_seq * r.dequant_bytes_per_token / bw * 1e3
     return np.maximum(memory, compute) + dequant + r.overhead_ms
-
-
-def verify_cost(r: Roofline, batch: NDArray[np.float64], k: int) -> NDArray[np.float64]:
-    """v: marginal cost of each extra scored position, relative to a plain step, per batch."""
-    plain = step_ms(r, batch, 1.0)
-    return (step_ms(r, batch, 1.0 + k) - plain) / (k * plain)

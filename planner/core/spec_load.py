@@ -1,13 +1,51 @@
-"""Speculative decoding under load: v from the step-time model, where speculation stops paying."""
+"""Speculative decoding under load: c and v from the step-time model, where speculation stops
+paying."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from planner.core.latency import Roofline, step_ms, verify_cost
 from planner.core.speculative import expected_tokens
+
+if TYPE_CHECKING:
+    from planner.core.step import StepTime
+
+# A step's time in ms for each batch size, each sequence scoring `tokens` positions (1: a plain
+# decode step; 1 + k: the target verifying k drafted tokens).
+StepCost = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
+
+
+def curve_cost(curve: StepTime, context: int) -> StepCost:
+    """The engine's step model (planner.core.step), every term of it: B sequences at `context`
+    tokens each score `tokens` positions in one step. The linear layers (routed experts
+    included: more tokens touch more of them), the collectives and the lm_head see B x tokens;
+    attention reads each sequence's KV once, and the drafted positions attend over the
+    context as a chunk of cached prefill does."""
+    kv = curve.kv_bytes(context)
+
+    def cost(batch: NDArray[np.float64], tokens: int) -> NDArray[np.float64]:
+        extra = max(0, tokens - 1)
+        return np.fromiter(
+            (
+                curve.mixed_ms(
+                    b,
+                    b * kv,
+                    b * extra,
+                    b * extra * (context + (extra + 1) / 2),
+                    sampled=b * tokens,
+                )
+                for b in (max(1, int(x)) for x in batch)
+            ),
+            dtype=np.float64,
+            count=batch.size,
+        )
+
+    return cost
 
 
 class LoadPoint(BaseModel):
@@ -23,20 +61,23 @@ class LoadPoint(BaseModel):
 
 
 def best_speedup_by_batch(
-    target: Roofline,
+    target: StepCost,
     alpha: float,
     ks: list[int],
     batches: NDArray[np.int64],
     draft_cost: float,
-    draft: Roofline | None = None,
+    draft: StepCost | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-    """(best speedup, best k, c, v at best k) for every batch size, vectorised over batches."""
+    """(best speedup, best k, c, v at best k) for every batch size, vectorised over batches:
+    v is each scored position's marginal cost relative to a plain step, c the draft's step
+    relative to it (or `draft_cost` without a draft model)."""
     b = batches.astype(np.float64)
-    c = step_ms(draft, b) / step_ms(target, b) if draft is not None else np.full_like(b, draft_cost)
+    plain = target(b, 1)
+    c = draft(b, 1) / plain if draft is not None else np.full_like(b, draft_cost)
     speeds = []
     vs = []
     for k in ks:
-        v = verify_cost(target, b, k)
+        v = (target(b, 1 + k) - plain) / (k * plain)
         speeds.append(expected_tokens(alpha, k) / (1.0 + k * c + k * v))
         vs.append(v)
     s = np.vstack(speeds)
@@ -46,12 +87,12 @@ def best_speedup_by_batch(
 
 
 def disable_above(
-    target: Roofline,
+    target: StepCost,
     alpha: float,
     ks: list[int],
     max_batch: int,
     draft_cost: float,
-    draft: Roofline | None = None,
+    draft: StepCost | None = None,
 ) -> int | None:
     """Largest concurrency at which the best k still pays (S >= 1); None if it pays up to max.
 
@@ -66,12 +107,12 @@ def disable_above(
 
 
 def load_points(
-    target: Roofline,
+    target: StepCost,
     alpha: float,
     ks: list[int],
     batches: list[int],
     draft_cost: float,
-    draft: Roofline | None = None,
+    draft: StepCost | None = None,
 ) -> list[LoadPoint]:
     """The table of speculation at a few concurrencies."""
     arr = np.asarray(batches)

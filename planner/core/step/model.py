@@ -389,25 +389,33 @@ class StepTime(BaseModel):
         return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
 
     def mixed_ms(
-        self, decode_seqs: int, decode_kv_bytes: int, prefill_tokens: int, prefill_pairs: float
+        self,
+        decode_seqs: int,
+        decode_kv_bytes: int,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        sampled: int | None = None,
     ) -> float:
         """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
         `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
         layers see every token once (their dense body, routed experts and lm_head each memory-
         or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
-        the engine's overhead."""
+        the engine's overhead. `sampled`: the positions the lm_head scores (default: one per
+        decoding sequence; speculative verification scores every drafted one too)."""
         streamed_ms = self.streamed_ms(decode_seqs)
+        sampled = decode_seqs if sampled is None else sampled
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_seqs = ceil_div(decode_seqs, self.pp)
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
             prefill_tokens = ceil_div(prefill_tokens, self.pp)
             prefill_pairs = prefill_pairs / self.pp
+            sampled = ceil_div(sampled, self.pp)
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return 0.0
         own_ms = self.step_overhead_ms(decode_seqs)
         work_ms = (
-            self.linear_ms(tokens, sampled=decode_seqs)
+            self.linear_ms(tokens, sampled=sampled)
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
         )
