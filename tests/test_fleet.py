@@ -307,6 +307,21 @@ def test_candidates_table_fits_the_terminal_by_dropping_whole_columns(
     assert "h100-sxm5-80gb" in table and "fp8" in table  # ids and precision kept whole
 
 
+def test_the_table_names_the_promised_percentile_and_its_bound(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The latency columns are the promise's percentile at its upper confidence bound (what the
+    promise is judged on), named by --percentile, not a fixed p95."""
+    monkeypatch.setenv("COLUMNS", "200")
+    r = cli(
+        "fleet", "--preset", "llama-3.1-8b", "--rate", "5", "--tpot", "50", "--ttft", "1000",
+        "--gpus", "h100", "--workers", "1", "--percentile", "90",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    table = r.out[r.out.index("Candidates") : r.out.index("Pareto front")]
+    assert "p90" in table and "(bound)" in table and "p95" not in table
+
+
 def test_burstier_arrivals_never_raise_the_rate_and_cost_it_no_more_than_kingman() -> None:
     # A100 TP 2 under gamma arrivals of CV 1, 1.5, 2, 3. Kingman's G/G/1 approximation waits
     # (ca^2 + cs^2) / 2 x rho / (1 - rho) service times: holding the wait, rho/(1 - rho) falls at
