@@ -213,7 +213,8 @@ def render(r: dict[str, Any]) -> None:
     out.print(f"sensitivity to v at alpha {alphas[-1]}: {sens}", soft_wrap=True)
     if r["load"]:
         load = Table(
-            title="Under load (v from the step-time roofline; estimate)", title_justify="left"
+            title="Under load (v from the engine's step-time model; an estimate)",
+            title_justify="left",
         )
         for col in ("alpha", "concurrency", "c", "v", "best k", "S"):
             load.add_column(col, justify="right")
