@@ -406,3 +406,30 @@ def test_options_of_the_other_source_are_refused(cli: Cli, tmp_path: Path) -> No
     r = cli(*saved, "--json", "--format", "github")
     assert r.code == 2 and r.json()["field"] == "--format"
     assert cli(*saved, "--json", "--format", "json").out == cli(*saved, "--json").out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # SGLang, fp8 weights, data-parallel attention on a MoE model
+        ("--preset", "deepseek-v2-lite", "--gpu", "h100", "--engine", "sglang", "--tp", "2",
+         "--dp", "2", "--dp-attention", "--weight-dtype", "fp8"),
+        # a vLLM V0 release at PP 2
+        ("--preset", "llama-3.1-8b", "--gpu", "l40s", "--pp", "2", "--engine-version", "0.6.3"),
+    ],
+)  # fmt: skip
+def test_a_saved_plan_is_priced_as_it_was_planned(
+    cli: Cli, tmp_path: Path, line: tuple[str, ...]
+) -> None:
+    """diagnose --plan prices the line the plan saved (engine, release, precision, layout):
+    the step `slo` prices for the same flags, not the checkpoint on vLLM at TP alone."""
+    from planner.api.diagnose import effects_for
+
+    plan = tmp_path / "plan.yaml"
+    saved = cli("capacity", *line, "--save", str(plan))
+    assert saved.code == 0, saved.err
+    fx = effects_for(plan_path=str(plan), preset=None, model=None, gpu=None, settings={})
+    assert fx.step_ms is not None
+    slo = cli("slo", "--tpot", "50", *line, "--batch", "1,64", "--json").json()
+    for batch in (1, 64):
+        assert fx.step_ms(batch) == pytest.approx(slo["step_ms_at"][str(batch)], rel=1e-9)

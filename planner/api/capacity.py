@@ -389,7 +389,7 @@ def serve_report(
         from planner.units import GIB_BYTES
 
         # the gpu as resolved (a detected card's name, its measured memory as the user's)
-        served = _served_instance(
+        served = served_instance(
             gpu=card.id,
             preset=preset,
             model=model,
@@ -502,7 +502,7 @@ def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
     return card, measured, basis
 
 
-def _served_instance(
+def served_instance(
     *,
     gpu: str,
     preset: str | None,

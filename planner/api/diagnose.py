@@ -70,37 +70,75 @@ def effects_for(
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
+    tpot_ms = gpu_memory_gib = profile = None
     if plan_path is not None:
+        from planner.api.drift import lock_serve_settings, model_relative_to
         from planner.plan import load
         from planner.sources.files import PLAN_LIMIT_BYTES, read_text
 
         lock = load(read_text(plan_path, "--plan", PLAN_LIMIT_BYTES), plan_path)
         i = lock.inputs
-        preset, model, gpu = i.preset, i.model, i.gpu
-        stored = dict(i.settings)
-        settings = {
-            "tp": stored.get("tp", 1),
-            "context_tokens": stored.get("context_tokens"),
-            "mean_tokens": stored.get("mean_tokens"),
-        } | {k: v for k, v in settings.items() if v is not None}
+        preset, gpu, gpu_memory_gib = i.preset, i.gpu, i.gpu_memory_gib
+        model = model_relative_to(i.model, plan_path)  # as `drift` reads a saved plan's
+        given = {k: v for k, v in settings.items() if v is not None}
+        if i.ledger == "engine":
+            # the line as planned: engine, release, precision, layout, its TPOT cap and
+            # calibration (the flags given here win)
+            stored, tpot_ms = lock_serve_settings(lock)
+            settings = stored | given
+            calibration = model_relative_to(i.calibration, plan_path)
+            if calibration is not None:
+                from planner.sources.calibration import load_calibration
+
+                profile = load_calibration(calibration)
+        else:  # a textbook plan's settings are not an engine's: its size and lengths
+            stored = dict(i.settings)
+            settings = {
+                "tp": stored.get("tp", 1),
+                "context_tokens": stored.get("context_tokens"),
+                "mean_tokens": stored.get("mean_tokens"),
+            } | given
     if gpu is None or (preset is None and model is None):
         if preset is not None or model is not None:
             raise InputError("--gpu", "required with --preset/--model")
         return Effects()
     values = {k: v for k, v in settings.items() if v is not None}
-    plan, _payload = serve_report(
-        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
-    )
     spec = resolve_model(preset, model)
+    plan, _payload = serve_report(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=None,
+        gpu_memory_gib=gpu_memory_gib,
+        settings=values,
+        tpot_ms=tpot_ms,
+        calibration=profile,
+        spec=spec,
+    )
     mean = int(_payload["settings"]["mean_tokens"])
     prediction = plan.prediction
+    served = None
     if plan.fits:
-        # the engine instance `simulate` and `slo` price for the same line: one t(B)
-        from planner.api.bench import deployment_instance
+        # the engine instance `simulate`, `slo` and `capacity --tpot` price for the same line
+        # (its PP / DP / EP layout and a profile's step terms included): one t(B)
+        from planner.api.capacity import served_instance
 
-        curve = deployment_instance(gpu=gpu, preset=preset, model=model, settings=values)[0].curve
-    else:  # a deployment that would not start: the checkpoint's weights on the card
-        curve = step_time_for(spec, find_gpu(gpu), tp=int(values.get("tp", 1)))
+        served = served_instance(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=None,
+            gpu_memory_gib=gpu_memory_gib,
+            settings=values | {"mean_tokens": mean},
+            spec=spec,
+            calibration=profile,
+        )
+    # a deployment that would not start: the checkpoint's weights on the card
+    curve = (
+        served.curve
+        if served is not None
+        else step_time_for(spec, find_gpu(gpu), tp=int(values.get("tp", 1)))
+    )
     step = step_model_from_curve(curve, mean)
 
     def kv_sequences_at(tokens: int) -> int:

@@ -39,18 +39,9 @@ def _recompute(
 
     i = lock.inputs
     if i.ledger == "engine":
-        settings = dict(i.settings)
-        tpot = settings.pop("tpot_ms", None)
-        if i.engine is not None:
-            if i.engine.flags:
-                raise InputError(
-                    "inputs.engine.flags",
-                    "an engine-ledger plan keeps its engine settings under inputs.settings",
-                )
-            settings |= {"engine": i.engine.name, "version": i.engine.version}
+        settings, tpot = lock_serve_settings(lock)
         if version is not None:
             settings["version"] = version
-        settings = {k: v for k, v in settings.items() if v is not None}
         _plan, payload = serve_report(
             gpu=i.gpu,
             preset=i.preset,
@@ -77,6 +68,23 @@ def _recompute(
     if prediction is not None:
         payload["engine"] = prediction.model_dump()
     return payload
+
+
+def lock_serve_settings(lock: Any) -> tuple[dict[str, Any], float | None]:
+    """An engine-ledger plan's serve settings as `capacity` planned them (its engine and
+    release included), and the TPOT budget it capped the batch for: what `drift` recomputes
+    and `diagnose` prices the running server with."""
+    i = lock.inputs
+    settings = dict(i.settings)
+    tpot = settings.pop("tpot_ms", None)
+    if i.engine is not None:
+        if i.engine.flags:
+            raise InputError(
+                "inputs.engine.flags",
+                "an engine-ledger plan keeps its engine settings under inputs.settings",
+            )
+        settings |= {"engine": i.engine.name, "version": i.engine.version}
+    return {k: v for k, v in settings.items() if v is not None}, tpot
 
 
 def _profile(lock: Any, plan_path: str, given: str | None, rows: list[Any]) -> Any:
