@@ -1206,6 +1206,69 @@ def deployment_instance(
     return inst, groups
 
 
+def line_instance(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    spec: Any,
+    calibration: Any,
+) -> Instance | None:
+    """The engine instance `simulate` and `slo` plan for a serve line's settings, its layout
+    read from the line's own fields (capacity's --dp / --dp-attention / --ep: PP stages,
+    data-parallel ranks or attention groups, expert parallelism) and a profile's step terms
+    applied: the step `capacity --tpot`, `--spec-alpha` and `diagnose --plan` price. None where
+    it would not start: the plan then says why."""
+    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
+    from planner.core.parallel import moe_ranks
+
+    values = dict(settings)
+    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
+    engine = str(values.get("engine", "vllm"))
+    tp = int(values.get("tp", 1))
+    extra = dict(values.get("extra") or {})
+    if engine == "sglang":
+        dp = int(extra.get("attn_dp_size") or extra.get("dp_size") or 1)
+        split = bool(extra.get("attn_dp_size"))
+    else:
+        dp, split = int(extra.get("data_parallel_size") or 1), False
+    groups = _attention_groups(
+        engine,
+        tp,
+        dp,
+        split,
+        moe=bool(spec.num_experts),
+        version=values.get("version"),
+        flag="--dp-attention",
+    )
+    ep = extra.get("ep_size")
+    if extra.get("enable_expert_parallel"):
+        ep = moe_ranks(engine, tp, groups)
+    profile = calibration if calibration is not None and calibration.step is not None else None
+    try:
+        return _instance(
+            gpu=gpu,
+            preset=preset,
+            model=model,
+            revision=revision,
+            values=values,
+            spec=spec,
+            longest=1,  # no workload: only the step matters
+            ep=None if ep is None else int(ep),
+            calibration=profile,
+            seed=0,
+            as_launched=False,
+            attention_groups=groups,
+            replicas=dp,
+            gpu_memory_gib=gpu_memory_gib,
+        )
+    except WouldNotStart:
+        return None
+
+
 def _attention_groups(
     engine: str,
     tp: int,

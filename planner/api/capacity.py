@@ -386,10 +386,11 @@ def serve_report(
     check_tp(spec, tp // groups if split else tp)
     served = None  # the engine instance simulate plans for this line, where a step is asked
     if tpot_ms is not None or speculation is not None:
+        from planner.api.bench import line_instance
         from planner.units import GIB_BYTES
 
         # the gpu as resolved (a detected card's name, its measured memory as the user's)
-        served = served_instance(
+        served = line_instance(
             gpu=card.id,
             preset=preset,
             model=model,
@@ -500,69 +501,6 @@ def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
     if gpu_memory_gib:
         measured, basis = (round(gpu_memory_gib * GIB_BYTES), "user"), "user"
     return card, measured, basis
-
-
-def served_instance(
-    *,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    revision: str | None,
-    gpu_memory_gib: float | None,
-    settings: dict[str, Any],
-    spec: Any,
-    calibration: Any,
-) -> Any:
-    """The engine instance `simulate` and `slo` plan for the same line (its PP stages,
-    data-parallel ranks or attention groups and expert parallelism included, a profile's step
-    terms applied): the step a TPOT cap and speculation are priced on. None where it would not
-    start: the plan then says why."""
-    from planner.api.bench import WouldNotStart, _attention_groups, _instance
-    from planner.core.parallel import moe_ranks
-
-    values = dict(settings)
-    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
-    engine = str(values.get("engine", "vllm"))
-    tp = int(values.get("tp", 1))
-    extra = dict(values.get("extra") or {})
-    # the layout as the line's own fields state it (capacity's --dp / --dp-attention / --ep)
-    if engine == "sglang":
-        dp = int(extra.get("attn_dp_size") or extra.get("dp_size") or 1)
-        split = bool(extra.get("attn_dp_size"))
-    else:
-        dp, split = int(extra.get("data_parallel_size") or 1), False
-    groups = _attention_groups(
-        engine,
-        tp,
-        dp,
-        split,
-        moe=bool(spec.num_experts),
-        version=values.get("version"),
-        flag="--dp-attention",
-    )
-    ep = extra.get("ep_size")
-    if extra.get("enable_expert_parallel"):
-        ep = moe_ranks(engine, tp, groups)
-    profile = calibration if calibration is not None and calibration.step is not None else None
-    try:
-        return _instance(
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            values=values,
-            spec=spec,
-            longest=1,  # no workload: only the step matters
-            ep=None if ep is None else int(ep),
-            calibration=profile,
-            seed=0,
-            as_launched=False,
-            attention_groups=groups,
-            replicas=dp,
-            gpu_memory_gib=gpu_memory_gib,
-        )
-    except WouldNotStart:
-        return None
 
 
 def _latency_cap(served: Any, mean_tokens: int, tpot_ms: float) -> dict[str, Any]:
