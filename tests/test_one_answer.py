@@ -329,3 +329,20 @@ def test_capacity_takes_ep_as_slo_and_simulate_do(
     for extra in (["--ep", "3"], ["--ep", "4", *own]):
         bad = cli("capacity", *where, *extra)
         assert bad.code == 2 and bad.json()["field"] == "--ep"
+
+
+def test_slo_validates_a_cap_on_the_run_simulate_predicts(cli: Cli) -> None:
+    """slo --validate runs each cap as simulate runs that deployment at that --max-num-seqs:
+    the engine instance's scheduler, token budget and KV pool, on the same requests."""
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100")
+    slo = cli("slo", "--tpot", "30", *where, "--validate", "--rate", "20", "--json").json()
+    assert slo["validation"]["simulator"].startswith("the engine instance")
+    for row in slo["validation"]["caps"][:2]:
+        sim = cli(
+            "simulate", *where, "--max-num-seqs", str(row["max_batch"]), "--rate", "20",
+            "--workload", "reference", "--bench-client", "none", "--metric-percentiles", "95",
+            "--json",
+        ).json()  # fmt: skip
+        assert row["tpot_p95_ms"] == pytest.approx(sim["p95_tpot_ms"], rel=1e-12)
+        assert row["ttft_p95_ms"] == pytest.approx(sim["p95_ttft_ms"], rel=1e-12)
+        assert row["tok_s"] == pytest.approx(sim["output_throughput"], rel=1e-12)

@@ -13,6 +13,8 @@ from planner.core.slo import check_budget
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    from collections.abc import Callable
+
     from planner.core.slo import StepModel
 
 
@@ -311,7 +313,30 @@ def slo_advice(
                 f"{memory} the KV pool holds"
             )
     if validate_rate is not None:
-        result |= _validate_cap(step, cap, tpot_ms, ttft_ms, validate_rate, workload)
+        engine_at = None
+        as_derived = a_ms is None and b_ms is None and fit_path is None
+        if instance is not None and as_derived and not efficiencies and not prefill_ms_per_token:
+            # the engine instance simulate runs, planned at each cap tried (its KV pool, token
+            # budget and scheduler), serving one data-parallel rank's share of the rate
+            def engine_at(seqs: int) -> Any:
+                from planner.api.bench import deployment_instance
+
+                shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
+                values = serve_values(settings | {"pp": pp}, engine, engine_version)
+                return deployment_instance(
+                    gpu=str(gpu),
+                    preset=preset,
+                    model=model,
+                    settings=values | {"max_num_seqs": shared},
+                    dp=dp,
+                    ep=ep,
+                    dp_attention=dp_attention,
+                    calibration=calibration,
+                )[0]
+
+        result |= _validate_cap(
+            step, cap, tpot_ms, ttft_ms, validate_rate, workload, engine_at=engine_at, ranks=dp
+        )
         validated = result["validated_cap"]
         if validated < result["operating_concurrency"]:
             result["operating_concurrency"] = validated
@@ -562,9 +587,21 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
 
 
 def _validate_cap(
-    step: StepModel, cap: int, tpot_ms: float, ttft_ms: float | None, rate: float, workload: str
+    step: StepModel,
+    cap: int,
+    tpot_ms: float,
+    ttft_ms: float | None,
+    rate: float,
+    workload: str,
+    engine_at: Callable[[int], Any] | None = None,
+    ranks: int = 1,
 ) -> dict[str, Any]:
-    """Simulate chunked serving at caps up to the curve's and keep the goodput-maximising one."""
+    """Simulate chunked serving at caps up to the curve's and keep the goodput-maximising one.
+
+    `engine_at`: the engine instance planned at a running cap (an engine deployment's derived
+    model): each cap runs as `simulate` runs it, its step model, token budget, scheduler and
+    KV pool, at one of its `ranks` data-parallel ranks' share of the rate. Without it, the
+    a + b x B cost model under a 512-token chunk."""
     from planner.sim.engine import CostModel, SimConfig, simulate
     from planner.sim.workload import MAX_RATE_PER_S, MIN_RATE_PER_S, generate
 
@@ -572,8 +609,14 @@ def _validate_cap(
         raise InputError(
             "--rate", f"must be in [{MIN_RATE_PER_S:.3g}, {MAX_RATE_PER_S:g}] req/s (got {rate:g})"
         )
-    cost = CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
-    trace = generate(load_workload(workload).model_copy(update={"rate_per_s": rate}))
+    cost: Any = CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
+    each = rate / max(1, ranks)
+    if engine_at is not None:  # the requests `simulate --workload W --rate R` sends one rank
+        from planner.api.bench import Lengths, Load, _trace
+
+        trace = _trace(Load(rate_per_s=each), Lengths(workload=workload))[0]
+    else:
+        trace = generate(load_workload(workload).model_copy(update={"rate_per_s": each}))
     fractions = (1 / 8, 1 / 6, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0)
     caps = sorted({max(1, round(cap * f)) for f in fractions})
     budget = max(caps[-1], 512)
@@ -588,6 +631,10 @@ def _validate_cap(
             slo_ttft_ms=ttft_slo,
             slo_tpot_ms=tpot_ms,
         )
+        if engine_at is not None:
+            inst = engine_at(c)
+            cost = inst.cost
+            cfg = inst.cfg.model_copy(update={"slo_ttft_ms": ttft_slo, "slo_tpot_ms": tpot_ms})
         m = simulate(trace, cost, cfg)
         rows.append(
             {
@@ -603,6 +650,12 @@ def _validate_cap(
         "validated_cap": best["max_batch"],
         "validation": {
             "rate_per_s": rate,
+            "rate_per_rank_per_s": each,
+            "simulator": (
+                "the engine instance, as simulate runs it (step model, scheduler, KV pool)"
+                if engine_at is not None
+                else "a + b x B with prefill per token, 512-token chunks"
+            ),
             "workload": workload,
             "slo_ttft_ms": ttft_slo,
             "caps": rows,
