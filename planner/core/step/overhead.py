@@ -96,9 +96,17 @@ BENCH_CLIENT_MS_PER_GENERATED_TOKEN = {"sglang": 0.000033}
 # these are the recorded run's. Tokenizing (0.79 us a token here) is not counted: the server
 # runs it on its own thread, in batches the Rust tokenizer spreads over cores (0.10's
 # AsyncMicrobatchTokenizer). Requests sent together thus reach the scheduler most of a
-# millisecond apart. Other engines' servers: not measured (0).
-API_SERVER_MS_PER_REQUEST = {"vllm": 0.159 + 0.160}
-API_SERVER_MS_PER_PROMPT_TOKEN = {"vllm": 0.000084}
+# millisecond apart.
+# SGLang's HTTP server and TokenizerManager share one event loop, which tokenizes in line by
+# default (no --enable-dynamic-batch-tokenizer, one --tokenizer-worker-num): normalizing the
+# GenerateReqInput, registering its state, tokenizing, building the TokenizedGenerateReqInput
+# and pickling it to the scheduler took 408 / 339 / 423 us at a 263-token prompt and 1,991 /
+# 2,896 / 2,288 at 2,322 (SGLang 0.5.13, three runs on the same machine, of which tokenizing
+# 218-347 and 1,541-2,557; benchmarks/sglang_request_overhead.py): through the medians, 168 us
+# + 0.913 us a prompt token, + the same 160 us of HTTP (uvicorn and FastAPI). vLLM V0's server:
+# not measured (0).
+API_SERVER_MS_PER_REQUEST = {"vllm": 0.159 + 0.160, "sglang": 0.168 + 0.160}
+API_SERVER_MS_PER_PROMPT_TOKEN = {"vllm": 0.000084, "sglang": 0.000913}
 BENCH_CLIENT_MS_PER_REQUEST = 0.86
 
 
@@ -106,8 +114,10 @@ def api_server_ms_per_request(
     engine: str, version: tuple[int, int, int] | None
 ) -> tuple[float, float]:
     """The API server's serial work per new request, ms, and per prompt token (zeros where not
-    measured: vLLM's V0 server and SGLang's)."""
-    if engine != "vllm" or version is None or version < VLLM_V1_SINCE:
+    measured: vLLM's V0 server, and engines other than vLLM and SGLang)."""
+    if engine not in API_SERVER_MS_PER_REQUEST or version is None:
+        return 0.0, 0.0
+    if engine == "vllm" and version < VLLM_V1_SINCE:
         return 0.0, 0.0
     return API_SERVER_MS_PER_REQUEST[engine], API_SERVER_MS_PER_PROMPT_TOKEN[engine]
 
