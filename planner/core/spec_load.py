@@ -49,7 +49,7 @@ def curve_cost(curve: StepTime, context: int) -> StepCost:
 
 
 class LoadPoint(BaseModel):
-    """Speculation at one concurrency: v per the roofline, the best k and its speedup."""
+    """Speculation at one concurrency: v per the step model, the best k and its speedup."""
 
     model_config = ConfigDict(extra="forbid")
 
