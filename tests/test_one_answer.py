@@ -347,3 +347,20 @@ def test_slo_validates_a_cap_on_the_run_simulate_predicts(cli: Cli) -> None:
         assert row["tpot_p95_ms"] == pytest.approx(sim["p95_tpot_ms"], rel=1e-12)
         assert row["ttft_p95_ms"] == pytest.approx(sim["p95_ttft_ms"], rel=1e-12)
         assert row["tok_s"] == pytest.approx(sim["output_throughput"], rel=1e-12)
+
+
+def test_slo_and_spec_plan_a_model_that_needs_its_pipeline_stages(cli: Cli) -> None:
+    """DeepSeek-V3 does not fit one TP-8 group of H100s; at PP 2 the engine starts it. slo and
+    spec plan that deployment as capacity does (the textbook plan of one TP group no longer
+    refuses it): one memory cap and one speedup."""
+    where = ("--preset", "deepseek-v3", "--gpu", "h100", "--tp", "8", "--pp", "2", "--json")
+    line = cli("capacity", *where, "--spec-alpha", "0.7", "--spec-method", "mtp").json()
+    seqs = line["engine"]["settings"]["max_num_seqs"]
+    slo = cli("slo", "--tpot", "200", *where).json()
+    assert slo["memory_cap"] == seqs and slo["layout"]["pp"] == 2
+    spec = cli("spec", "--alpha", "0.7", "--method", "mtp", *where).json()
+    assert spec["operating_concurrency"] == seqs
+    assert spec["chosen"]["speedup"] == line["speculation"]["speedup"]
+    # without the stages it is refused, as before
+    one_group = cli("slo", "--tpot", "200", *where[:6], "--json")
+    assert one_group.code != 0 and "raise --tp" in one_group.json()["error"]

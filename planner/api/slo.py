@@ -10,7 +10,7 @@ from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_step_model, sim_cost_from, step_model_from_curve
 from planner.api.simulate import load_workload
 from planner.core.slo import check_budget
-from planner.errors import InputError
+from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from collections.abc import Callable
@@ -293,7 +293,7 @@ def slo_advice(
             "attention_groups": groups,
             "step_model": instance.curve.label,
         }
-    if plan is not None:
+    if plan is not None or instance is not None:
         memory = (
             instance.plan.max_seqs_at_mean
             if instance is not None
@@ -384,7 +384,12 @@ def slo_advice(
             f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
         )
     result["warnings"] = warnings
-    ref = plan.model.serve_id if plan and plan.model.serve_id else MODEL_PLACEHOLDER
+    served_model = plan.model if plan is not None else None
+    if served_model is None and instance is not None:  # planned by the engine's layout alone
+        from planner.sources.models import resolve_model
+
+        served_model = resolve_model(preset, model)
+    ref = served_model.serve_id if served_model and served_model.serve_id else MODEL_PLACEHOLDER
     vllm_line = f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}"
     if _v0_release(engine_version):
         # V0 chunks prompts only with chunked prefill on (its default above 32K): without it a
@@ -487,7 +492,14 @@ def _resolve_step_model(
     if gpu is not None or preset is not None or model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
-        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        try:
+            plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        except PlannerError:
+            if pp < 2:
+                raise
+            # the textbook plan is one TP group's: a model that needs the pipeline's stages to
+            # fit is the engine instance's to plan (below)
+            plan = None
         if laid_out or engine in ("vllm", "sglang"):
             from planner.api.bench import WouldNotStart, deployment_instance
 
@@ -504,7 +516,7 @@ def _resolve_step_model(
                 )
             except WouldNotStart as e:
                 raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
-        if calibration is not None:
+        if calibration is not None and plan is not None:
             from planner.api.bench import check_step_calibration
 
             stepped = check_step_calibration(
@@ -522,14 +534,14 @@ def _resolve_step_model(
         if a_ms < 0 or b_ms < 0:
             raise InputError("--a-ms/--b-ms", "must be >= 0")
         step = slo.StepModel(a_ms=a_ms, b_ms=b_ms, prefill_ms_per_token=prefill, source="given")
-    elif plan is not None:
+    elif plan is not None or instance is not None:
         # the derived curve: the engine instance simulate plans for a laid-out deployment,
         # else the plan's TP group
         if instance is not None:
-            derived = step_model_from_curve(
-                instance.curve, plan.settings.mean_tokens, **source.efficiencies
-            )
+            mean = int(instance.payload["settings"]["mean_tokens"])
+            derived = step_model_from_curve(instance.curve, mean, **source.efficiencies)
         else:
+            assert plan is not None
             # the KV dtype the engine runs (SGLang picks fp8 for DeepSeek's sparse attention
             # on Blackwell where the flag is auto)
             from planner.core.engines import engine_kv_dtype

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
-from planner.errors import InputError
+from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.capacity import CapacityPlan
@@ -119,15 +119,36 @@ def spec_advice(
         chosen = bests[top]
         where = f"alpha {top:g}, c {draft_cost:g}, v {verify_cost:g}"
         return result | _decision(method, draft_model, top, chosen.k, chosen.speedup, where, None)
-    plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
-    if method == "mtp" and plan.model.mtp_layers == 0:
+    from planner.sources.models import resolve_model
+
+    target_model = resolve_model(preset, model)
+    plan: CapacityPlan | None = None
+    try:
+        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+    except PlannerError:
+        if pp < 2:
+            raise
+        # the textbook plan is one TP group's: a model that needs the pipeline's stages to fit
+        # is the engine instance's to plan (below)
+    if method == "mtp" and target_model.mtp_layers == 0:
         raise InputError(
             "--method",
-            f"mtp needs a target with MTP layers; {plan.model.name} has none "
+            f"mtp needs a target with MTP layers; {target_model.name} has none "
             "(num_nextn_predict_layers is 0 or absent): use eagle3, ngram or draft",
         )
+    if plan is not None:
+        mean_tokens = plan.settings.mean_tokens
+    else:
+        from planner.api.capacity import DEFAULT_MEAN_TOKENS
+
+        mean_tokens = int(settings.get("mean_tokens") or DEFAULT_MEAN_TOKENS)
     draft_line = None
     if draft_model is not None:
+        if plan is None:
+            raise InputError(
+                "--draft-model",
+                "sizes the draft in one TP group's KV pool; this target needs --pp to fit",
+            )
         # the draft runs as its own checkpoint stores it, beside the target on one GPU
         own = {k: v for k, v in settings.items() if k != "weight_dtype"}
         draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(own | {"tp": 1}))
@@ -159,7 +180,7 @@ def spec_advice(
             preset=preset,
             model=model,
             settings=serve_values(
-                settings | {"mean_tokens": plan.settings.mean_tokens, "pp": pp},
+                settings | {"mean_tokens": mean_tokens, "pp": pp},
                 engine,
                 engine_version,
             ),
@@ -173,13 +194,14 @@ def spec_advice(
         if laid_out or calibration is not None:
             raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
         served = None
-    serve = None if served is None else served.plan
-    target = (
-        curve_cost(served.curve, plan.settings.mean_tokens)
-        if served is not None
-        else _plan_step(plan)
-    )
-    capacity = serve.max_seqs_at_mean if serve is not None else plan.max_seqs_paged
+    if served is not None:
+        serve, target = served.plan, curve_cost(served.curve, mean_tokens)
+        capacity = serve.max_seqs_at_mean
+        operating = serve.max_num_seqs
+    else:
+        assert plan is not None  # (a pipeline deployment that would not start was refused)
+        target = _plan_step(plan)
+        capacity, operating = plan.max_seqs_paged, plan.operating_concurrency
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -188,13 +210,12 @@ def spec_advice(
         {"alpha": a, "concurrency": disable_above(target, a, ks, limit, draft_cost, draft_line)}
         for a in alphas
     ]
-    grid = sorted({b for b in (1, 8, 32, 128, plan.operating_concurrency, limit) if 0 < b <= limit})
+    grid = sorted({b for b in (1, 8, 32, 128, operating, limit) if 0 < b <= limit})
     result["load"] = [
         {"alpha": a, **p.model_dump()}
         for a in alphas
         for p in load_points(target, a, ks, grid, draft_cost, draft_line)
     ]
-    operating = serve.max_num_seqs if serve is not None else plan.operating_concurrency
     result["operating_concurrency"] = operating
     at = min(concurrency or operating, limit)
     point = load_points(target, top, ks, [max(1, at)], draft_cost, draft_line)[0]
