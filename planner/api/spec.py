@@ -121,7 +121,6 @@ def spec_advice(
         return result | _decision(method, draft_model, top, chosen.k, chosen.speedup, where, None)
     from planner.sources.models import resolve_model
 
-    target_model = resolve_model(preset, model)
     plan: CapacityPlan | None = None
     try:
         plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
@@ -130,6 +129,7 @@ def spec_advice(
             raise
         # the textbook plan is one TP group's: a model that needs the pipeline's stages to fit
         # is the engine instance's to plan (below)
+    target_model = plan.model if plan is not None else resolve_model(preset, model)
     if method == "mtp" and target_model.mtp_layers == 0:
         raise InputError(
             "--method",
