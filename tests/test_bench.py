@@ -646,7 +646,6 @@ def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli, args: tuple[str, 
         ("--max-batch", "8", "--max-num-seqs"),
         ("--step-token-budget", "512", "--max-num-batched-tokens"),
         ("--kv-blocks", "700", "the KV pool is the engine's"),
-        ("--spec-alpha", "0.7", "planner spec"),
         ("--tpot", "50", "planner fleet"),
         ("--a-ms", "5", "calibrate --bench"),
         ("--policy", "chunked", "the engine's scheduler"),
@@ -1231,3 +1230,29 @@ def test_empty_outputs_need_a_generated_workload(cli: Cli, tmp_path: Path) -> No
         "--prompt-len", "64", "--output-len", "8", "--bench-client", "curl", "--json",
     )  # fmt: skip
     assert r.code == 2 and "vllm-2024" in r.json()["error"]
+
+
+def test_a_deployment_speculates_as_spec_prices_it(cli: Cli) -> None:
+    """simulate --spec-alpha with a deployment: each decode step is the target verifying k
+    drafts on the step model plus the drafts' forwards, so at one client the TPOT falls by the
+    speedup `planner spec` prints there; at alpha 0 nothing is accepted and it rises by the
+    cost of drafting and verifying, 1 + k c + k v."""
+    where = ("--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4")
+    run = (
+        "simulate", *where, "--concurrency", "1", "--requests", "20", "--prompt-len", "1000",
+        "--output-len", "300", "--json",
+    )  # fmt: skip
+    plain = cli(*run).json()["median_tpot_ms"]
+    fast = cli(*run, "--spec-alpha", "0.7").json()
+    assert fast["speculation"]["k"] == 4 and "verifies 4 drafts" in " ".join(fast["notes"])
+    spec = cli(
+        "spec", "--alpha", "0.7", "--k", "4", *where, "--concurrency", "1", "--mean-len", "1150",
+        "--json",
+    ).json()  # fmt: skip
+    assert plain / fast["median_tpot_ms"] == pytest.approx(spec["chosen"]["speedup"], rel=0.05)
+    load = spec["load"][0]
+    cost = 1 + 4 * (load["draft_cost"] + load["verify_cost_best_k"])
+    slow = cli(*run, "--spec-alpha", "0").json()["median_tpot_ms"]
+    assert slow / plain == pytest.approx(cost, rel=0.02)
+    refused = cli(*run, "--spec-k", "3")
+    assert refused.code == 2 and "--spec-alpha" in refused.json()["error"]

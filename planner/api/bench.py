@@ -118,6 +118,19 @@ class Lengths(BaseModel):
     )
 
 
+class Speculation(BaseModel):
+    """Speculative decoding in the benchmark: each sequence's draft proposes `k` tokens a step,
+    each accepted with probability `alpha` (the first rejection ends the run), each draft
+    forward costing `draft_cost` x a plain target step (an EAGLE head ~0.05; a draft model its
+    own step over the target's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alpha: float = Field(ge=0, le=1)
+    k: int = Field(default=4, ge=1, le=64)
+    draft_cost: float = Field(default=0.05, ge=0, le=10)
+
+
 def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
     """The requests to send and a description of them."""
     import numpy as np
@@ -266,6 +279,7 @@ def benchmark(
     disagg_backend: str | None = None,
     percentiles: tuple[float, ...] | None = None,
     client: str | None = None,
+    speculation: Speculation | None = None,
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
@@ -277,7 +291,9 @@ def benchmark(
     `client`: the benchmark client, which reads every stream in one process and whose time per
     chunk paces what it prints where the engine streams faster: "vllm" (an OpenAI-stream
     client such as vllm bench serve), "sglang" (sglang.bench_serving's native stream), "none"
-    (the engine's pace); None: the engine's own."""
+    (the engine's pace); None: the engine's own. `speculation`: speculative decoding, each
+    decode step the target's verification of k drafts per sequence on the step model plus the
+    drafts' forwards, each sequence emitting the tokens its draw accepts (+1)."""
 
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
@@ -302,6 +318,7 @@ def benchmark(
             ("--calibration", calibration is not None),
             ("--num-scheduler-steps", scheduler_steps != 1),
             ("--rate", load.concurrency is not None and load.rate_per_s is not None),
+            ("--spec-alpha", speculation is not None),
         ):
             if given:
                 raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
@@ -411,6 +428,8 @@ def benchmark(
     served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
     # one client process reads every replica's and DP rank's streams
     inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
+    if speculation is not None:
+        inst = with_speculation(inst, speculation, scheduler_steps)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
     engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
     block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
@@ -492,6 +511,19 @@ def benchmark(
     }
     result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
     result["notes"] += fabric_notes(curve, engine)
+    result["speculation"] = None
+    if speculation is not None:
+        from planner.core.speculative import expected_tokens
+
+        tokens = expected_tokens(speculation.alpha, speculation.k)
+        result["speculation"] = speculation.model_dump() | {"expected_tokens_per_step": tokens}
+        result["notes"].append(
+            f"speculative decoding: each decode step verifies {speculation.k} drafts per "
+            f"sequence on the step model ({tokens:.2f} tokens expected at alpha "
+            f"{speculation.alpha:g}) after {speculation.k} draft forwards of "
+            f"{speculation.draft_cost:g} x a plain step; the draft's weights and KV are not in "
+            "the engine's pool here"
+        )
     if curve.host_ms_per_seq:
         result["notes"].append(
             f"vLLM {p.version} schedules each step in series with the GPU: "
@@ -880,6 +912,30 @@ def with_bench_client(
     per_chunk_ms = bench_client_ms_per_chunk(client, mean_generated) * streams
     curve = inst.curve.model_copy(update={"client_ms_per_token": per_chunk_ms})
     return replace(inst, curve=curve, cost=CurveCost(curve, inst.cost.source))
+
+
+def with_speculation(inst: Instance, speculation: Speculation, scheduler_steps: int) -> Instance:
+    """The instance running speculative decoding: its scheduler draws each sequence's accepted
+    drafts, and every decode step costs the target's verification of k drafts per sequence
+    (planner.core.spec_load.verify_ms) plus k draft forwards."""
+    from planner.sim.engine import CurveCost
+
+    if scheduler_steps > 1:
+        raise InputError("--spec-alpha", "vLLM V0's multi-step rounds do not run speculation")
+    cfg = inst.cfg.model_copy(
+        update={
+            "spec_alpha": speculation.alpha,
+            "spec_k": speculation.k,
+            "spec_draft_cost": speculation.draft_cost,
+        }
+    )
+    cost = CurveCost(
+        inst.curve,
+        f"{inst.cost.source}, verifying {speculation.k} drafts a step",
+        spec_k=speculation.k,
+        spec_draft_cost=speculation.draft_cost,
+    )
+    return replace(inst, cfg=cfg, cost=cost)
 
 
 def _instance(

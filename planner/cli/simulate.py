@@ -420,9 +420,6 @@ def simulate(
                 "--preemption": preemption,
                 "--shared-prefix-fraction": shared_prefix_fraction,
                 "--shared-prefix-tokens": shared_prefix_tokens,
-                "--spec-alpha": spec_alpha,
-                "--spec-k": spec_k,
-                "--draft-cost": draft_cost,
                 "--slo-ttft-ms/--ttft": slo_ttft_ms,
                 "--slo-tpot-ms/--tpot": slo_tpot_ms,
                 "--a-ms": a_ms,
@@ -625,6 +622,7 @@ def simulate(
             disagg_backend=disagg_transfer_backend,
             percentiles=parse_percentiles(metric_percentiles),
             client=bench_client,
+            speculation=_speculation(spec_alpha, spec_k, draft_cost),
         )
         if json_out:
             emit_json(bench)
@@ -871,9 +869,6 @@ DEPLOYMENT_EQUIVALENT = {
     "--preemption": "the engine preempts as it does (vLLM recomputes, SGLang retracts)",
     "--shared-prefix-fraction": "--prefix-share / --prefix-tokens pose a shared prefix",
     "--shared-prefix-tokens": "--prefix-share / --prefix-tokens pose a shared prefix",
-    "--spec-alpha": "speculative decoding is priced by `planner spec`, not simulated here",
-    "--spec-k": "speculative decoding is priced by `planner spec`, not simulated here",
-    "--draft-cost": "speculative decoding is priced by `planner spec`, not simulated here",
     "--slo-ttft-ms/--ttft": "the benchmark prints latencies, not goodput (`planner fleet` "
     "sizes to an SLO)",
     "--slo-tpot-ms/--tpot": "the benchmark prints latencies, not goodput (`planner fleet` "
@@ -883,6 +878,28 @@ DEPLOYMENT_EQUIVALENT = {
     "--prefill-ms-per-token": "the step model is derived (`planner calibrate --bench` fits it)",
     "--overhead-ms": "the step model is derived (`planner calibrate --bench` fits it)",
 }
+
+
+def _speculation(alpha: float | None, k: int | None, draft_cost: float | None) -> Any:
+    """--spec-alpha / --spec-k / --draft-cost for a deployment (None without --spec-alpha; the
+    other two alone are an error naming it)."""
+    from pydantic import ValidationError
+
+    from planner.api.bench import Speculation
+    from planner.errors import InputError
+
+    if alpha is None:
+        for flag, value in (("--spec-k", k), ("--draft-cost", draft_cost)):
+            if value is not None:
+                raise InputError(flag, "sets speculative decoding: give --spec-alpha too")
+        return None
+    given = {"alpha": alpha, "k": k, "draft_cost": draft_cost}
+    try:
+        return Speculation(**{key: v for key, v in given.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        names = {"alpha": "--spec-alpha", "k": "--spec-k", "draft_cost": "--draft-cost"}
+        raise InputError(names[str(err["loc"][0])], err["msg"].lower()) from exc
 
 
 def _refuse_policy_options(given: dict[str, object]) -> None:

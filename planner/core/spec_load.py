@@ -20,6 +20,29 @@ if TYPE_CHECKING:
 StepCost = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
 
 
+def verify_ms(
+    curve: StepTime,
+    seqs: int,
+    kv_bytes: int,
+    context: int,
+    k: int,
+    prefill_tokens: int = 0,
+    prefill_pairs: float = 0.0,
+) -> float:
+    """The target's step verifying k drafts for each of `seqs` sequences at `context` tokens
+    (reading `kv_bytes` of KV), beside any prefill chunk: one engine step of seqs x (1 + k)
+    scored positions (planner.core.step.StepTime.mixed_ms) whose drafted ones attend over the
+    context as cached prefill does."""
+    extra = seqs * k
+    return curve.mixed_ms(
+        seqs,
+        kv_bytes,
+        prefill_tokens + extra,
+        prefill_pairs + extra * (context + (k + 1) / 2),
+        sampled=seqs * (1 + k),
+    )
+
+
 def curve_cost(curve: StepTime, context: int) -> StepCost:
     """The engine's step model (planner.core.step), every term of it: B sequences at `context`
     tokens each score `tokens` positions in one step. The linear layers (routed experts
@@ -29,18 +52,9 @@ def curve_cost(curve: StepTime, context: int) -> StepCost:
     kv = curve.kv_bytes(context)
 
     def cost(batch: NDArray[np.float64], tokens: int) -> NDArray[np.float64]:
-        extra = max(0, tokens - 1)
+        k = max(0, tokens - 1)
         return np.fromiter(
-            (
-                curve.mixed_ms(
-                    b,
-                    b * kv,
-                    b * extra,
-                    b * extra * (context + (extra + 1) / 2),
-                    sampled=b * tokens,
-                )
-                for b in (max(1, int(x)) for x in batch)
-            ),
+            (verify_ms(curve, b, b * kv, context, k) for b in (max(1, int(x)) for x in batch)),
             dtype=np.float64,
             count=batch.size,
         )

@@ -82,24 +82,42 @@ class CurveCost:
 
     source = "step-time model"
 
-    def __init__(self, curve: StepTime, source: str | None = None) -> None:
+    def __init__(
+        self,
+        curve: StepTime,
+        source: str | None = None,
+        spec_k: int = 0,
+        spec_draft_cost: float = 0.0,
+    ) -> None:
         self.curve = curve
         if source is not None:
             self.source = source
         self._kv_bytes: dict[int, int] = {}  # KV bytes one sequence reads, by its context
+        # speculative decoding: each decode step verifies `spec_k` drafts per sequence, after
+        # `spec_k` draft forwards of `spec_draft_cost` x a plain step each
+        self.spec_k, self.spec_draft_cost = spec_k, spec_draft_cost
 
     def step_ms(
         self, decode_seqs: int, decode_tokens: int, prefill_tokens: int, prefill_pairs: float
     ) -> float:
         """One step: `decode_seqs` sequences holding `decode_tokens` tokens in all, plus
         `prefill_tokens` prompt tokens spanning `prefill_pairs` attention pairs."""
-        kv = 0
+        kv = context = 0
         if decode_seqs:
             context = max(1, decode_tokens // decode_seqs)
             one = self._kv_bytes.get(context)
             if one is None:
                 one = self._kv_bytes[context] = self.curve.kv_bytes(context)
             kv = decode_seqs * one
+        if self.spec_k and decode_seqs:
+            from planner.core.spec_load import verify_ms
+
+            k = self.spec_k
+            drafts = k * self.spec_draft_cost * self.curve.mixed_ms(decode_seqs, kv, 0, 0.0)
+            verify = verify_ms(
+                self.curve, decode_seqs, kv, context, k, prefill_tokens, prefill_pairs
+            )
+            return verify + drafts
         return self.curve.mixed_ms(decode_seqs, kv, prefill_tokens, prefill_pairs)
 
 
@@ -472,7 +490,9 @@ class _IterationLoop:
         self.rng = np.random.default_rng(cfg.seed)
         self.spec = cfg.spec_alpha
         self.spec_factor = 1.0
-        if self.spec is not None:
+        if self.spec is not None and not (isinstance(cost, CurveCost) and cost.spec_k):
+            # a linear cost model scales its decode step; a step-model cost prices the
+            # verification and the drafts itself
             self.spec_factor = 1.0 + cfg.spec_k * (cfg.spec_draft_cost + cfg.spec_verify_cost)
         delay: list[float] = [0.0] * n if delay_ms is None else delay_ms.tolist()
         arrival: list[float] = (run.arrival_ms + (0.0 if delay_ms is None else delay_ms)).tolist()
