@@ -29,6 +29,7 @@ from planner.core.step.overhead import (
 )
 from planner.errors import InputError, PlannerError
 from planner.sim.arrivals import MAX_ARRIVAL_CV
+from planner.sim.engine import MAX_SPEC_K
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
 DEFAULT_BENCH_REQUESTS = 1000
@@ -118,6 +119,11 @@ class Lengths(BaseModel):
     )
 
 
+# A draft forward dearer than ten target steps is no draft (its c: a draft model's step over
+# the target's): above it, a typo.
+MAX_DRAFT_COST = 10.0
+
+
 class Speculation(BaseModel):
     """Speculative decoding in the benchmark: each sequence's draft proposes `k` tokens a step,
     each accepted with probability `alpha` (the first rejection ends the run), each draft
@@ -127,8 +133,8 @@ class Speculation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     alpha: float = Field(ge=0, le=1)
-    k: int = Field(default=4, ge=1, le=64)
-    draft_cost: float = Field(default=0.05, ge=0, le=10)
+    k: int = Field(default=4, ge=1, le=MAX_SPEC_K)
+    draft_cost: float = Field(default=0.05, ge=0, le=MAX_DRAFT_COST)
 
 
 def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
