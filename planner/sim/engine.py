@@ -755,7 +755,10 @@ class _IterationLoop:
         if not self.chunked:
             return {i: target[i] - prefilled[i] for i in self.pending}
         take: dict[int, int] = {}
-        budget = self.budget_tokens - (n_decoding if self.mixed else 0)
+        # a decoding sequence takes its token of the step's budget, and under speculation the
+        # drafts it verifies too (vLLM V1 schedules num_tokens_with_spec)
+        per_decode = 1 + (self.cfg.spec_k if self.spec is not None else 0)
+        budget = self.budget_tokens - (n_decoding * per_decode if self.mixed else 0)
         for i in self.pending:
             if budget <= 0:
                 break
