@@ -503,3 +503,22 @@ def test_the_all_to_all_the_line_names_is_the_one_priced(cli: Cli) -> None:
     assert "--moe-a2a-backend" not in none["deployment"]["command"]  # SGLang's default
     assert any("gathered on every rank over the NIC" in n for n in none["notes"])
     assert none["step_ms"]["64"] > run(*wide)["step_ms"]["64"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("groups", [1, 2, 4])
+@pytest.mark.parametrize("ep", [None, 8])
+def test_a_lines_fields_give_back_the_layout_they_state(
+    engine: str, groups: int, ep: int | None
+) -> None:
+    """fields_layout reads a line's engine fields back as the layout layout_fields wrote
+    (capacity --tpot, --spec-alpha and diagnose --plan price the instance those fields state)."""
+    from planner.core.parallel import fields_layout, layout_fields
+
+    dp, split, ep_size, spans = fields_layout(engine, layout_fields(engine, groups, ep))
+    assert dp == groups
+    assert split == (engine == "sglang" and groups > 1)
+    assert ep_size == (ep if engine == "sglang" else None)
+    assert spans == (engine == "vllm" and ep is not None)
+    # SGLang replicas behind its DP controller are ranks, not attention groups
+    assert fields_layout("sglang", {"dp_size": 3}) == (3, False, None, False)

@@ -16,7 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.parallel import deployment_gpus, layout_fields, moe_ranks, ranks_share_tp
+from planner.core.parallel import (
+    deployment_gpus,
+    fields_layout,
+    layout_fields,
+    moe_ranks,
+    ranks_share_tp,
+)
 from planner.core.step.overhead import (
     BENCH_CLIENT_MS_PER_CHUNK,
     BENCH_CLIENT_MS_PER_REQUEST,
@@ -435,7 +441,7 @@ def benchmark(
     # one client process reads every replica's and DP rank's streams
     inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
     if speculation is not None:
-        inst = with_speculation(inst, speculation, scheduler_steps)
+        inst = with_speculation(inst, speculation)
     plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
     engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
     block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
@@ -920,14 +926,13 @@ def with_bench_client(
     return replace(inst, curve=curve, cost=CurveCost(curve, inst.cost.source))
 
 
-def with_speculation(inst: Instance, speculation: Speculation, scheduler_steps: int) -> Instance:
+def with_speculation(inst: Instance, speculation: Speculation) -> Instance:
     """The instance running speculative decoding: its scheduler draws each sequence's accepted
     drafts, and every decode step costs the target's verification of k drafts per sequence
-    (planner.core.spec_load.verify_ms) plus k draft forwards."""
+    (planner.core.spec_load.verify_ms) plus k draft forwards (V0's multi-step rounds, which do
+    not speculate, are refused by the simulator's own check)."""
     from planner.sim.engine import CurveCost
 
-    if scheduler_steps > 1:
-        raise InputError("--spec-alpha", "vLLM V0's multi-step rounds do not run speculation")
     cfg = inst.cfg.model_copy(
         update={
             "spec_alpha": speculation.alpha,
@@ -1285,18 +1290,12 @@ def line_instance(
     applied: the step `capacity --tpot`, `--spec-alpha` and `diagnose --plan` price. None where
     it would not start: the plan then says why."""
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
-    from planner.core.parallel import moe_ranks
 
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     engine = str(values.get("engine", "vllm"))
     tp = int(values.get("tp", 1))
-    extra = dict(values.get("extra") or {})
-    if engine == "sglang":
-        dp = int(extra.get("attn_dp_size") or extra.get("dp_size") or 1)
-        split = bool(extra.get("attn_dp_size"))
-    else:
-        dp, split = int(extra.get("data_parallel_size") or 1), False
+    dp, split, ep, spans = fields_layout(engine, dict(values.get("extra") or {}))
     groups = _attention_groups(
         engine,
         tp,
@@ -1306,8 +1305,7 @@ def line_instance(
         version=values.get("version"),
         flag="--dp-attention",
     )
-    ep = extra.get("ep_size")
-    if extra.get("enable_expert_parallel"):
+    if spans:  # vLLM's --enable-expert-parallel: the experts span the layout's MoE ranks
         ep = moe_ranks(engine, tp, groups)
     profile = calibration if calibration is not None and calibration.step is not None else None
     try:
@@ -1319,7 +1317,7 @@ def line_instance(
             values=values,
             spec=spec,
             longest=1,  # no workload: only the step matters
-            ep=None if ep is None else int(ep),
+            ep=ep,
             calibration=profile,
             seed=0,
             as_launched=False,

@@ -40,6 +40,10 @@ BENCH_FLAGS = {
     "prompt_mean": "--prompt-mean",
     "output_mean": "--output-mean",
     "empty_share": "--empty-outputs",
+    # planner.api.bench.Speculation
+    "alpha": "--spec-alpha",
+    "k": "--spec-k",
+    "draft_cost": "--draft-cost",
 }
 
 POLICIES = ("static", "continuous", "chunked")
@@ -583,6 +587,7 @@ def simulate(
                 output_mean=output_mean,
                 empty_share=empty_outputs,
             )
+            speculation = _speculation(spec_alpha, spec_k, draft_cost)
         except ValidationError as exc:
             err = exc.errors()[0]
             key = str(err["loc"][0]) if err["loc"] else "load"
@@ -622,7 +627,7 @@ def simulate(
             disagg_backend=disagg_transfer_backend,
             percentiles=parse_percentiles(metric_percentiles),
             client=bench_client,
-            speculation=_speculation(spec_alpha, spec_k, draft_cost),
+            speculation=speculation,
         )
         if json_out:
             emit_json(bench)
@@ -882,9 +887,8 @@ DEPLOYMENT_EQUIVALENT = {
 
 def _speculation(alpha: float | None, k: int | None, draft_cost: float | None) -> Any:
     """--spec-alpha / --spec-k / --draft-cost for a deployment (None without --spec-alpha; the
-    other two alone are an error naming it)."""
-    from pydantic import ValidationError
-
+    other two alone are an error naming it). A value out of range raises pydantic's error,
+    which the caller names by BENCH_FLAGS."""
     from planner.api.bench import Speculation
     from planner.errors import InputError
 
@@ -894,12 +898,7 @@ def _speculation(alpha: float | None, k: int | None, draft_cost: float | None) -
                 raise InputError(flag, "sets speculative decoding: give --spec-alpha too")
         return None
     given = {"alpha": alpha, "k": k, "draft_cost": draft_cost}
-    try:
-        return Speculation(**{key: v for key, v in given.items() if v is not None})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        names = {"alpha": "--spec-alpha", "k": "--spec-k", "draft_cost": "--draft-cost"}
-        raise InputError(names[str(err["loc"][0])], err["msg"].lower()) from exc
+    return Speculation(**{key: v for key, v in given.items() if v is not None})
 
 
 def _refuse_policy_options(given: dict[str, object]) -> None:

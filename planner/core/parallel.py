@@ -36,6 +36,20 @@ def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]
     return fields
 
 
+def fields_layout(engine: str, extra: dict[str, object]) -> tuple[int, bool, int | None, bool]:
+    """The layout a line's engine fields state, the inverse of `layout_fields`: its
+    data-parallel ranks (SGLang: attention groups, else --dp-size replicas), whether they are
+    SGLang attention groups, SGLang's --ep-size, and whether vLLM's
+    --enable-expert-parallel spreads the experts."""
+    if ranks_share_tp(engine):
+        groups = extra.get("attn_dp_size")
+        dp = groups or extra.get("dp_size") or 1
+        ep = extra.get("ep_size")
+        return int(str(dp)), bool(groups), None if ep is None else int(str(ep)), False
+    dp = extra.get("data_parallel_size") or 1
+    return int(str(dp)), False, None, bool(extra.get("enable_expert_parallel"))
+
+
 def deepep_wide(engine: str, moe: bool, moe_ranks: int, vendor: str) -> bool:
     """Whether the planned deployment exchanges its MoE tokens with DeepEP: SGLang's on NVIDIA
     GPUs where the MoE layers span more than one 8-GPU board (NODE_DOMAIN_GPUS: across nodes,

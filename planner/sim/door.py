@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class FrontDoor(BaseModel):
     """Per-request CPU time of the two processes every request passes through in series: the
     benchmark client (one asyncio process: a connection and the POST) and the API server's
-    event loop (HTTP, validating, the engine's request; it tokenizes on another thread). They
+    event loop (HTTP, validating, the engine's request; vLLM V1 tokenizes on another thread,
+    SGLang's loop in line). They
     work as a pipeline, so requests leave at the pace of the slower; a request waits behind
     those sent before it."""
 

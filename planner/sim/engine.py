@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.search import largest_passing
+from planner.core.spec_load import verify_ms
 from planner.errors import InputError
 from planner.sim.door import Door, FrontDoor
 from planner.sim.workload import Trace
@@ -110,8 +111,6 @@ class CurveCost:
                 one = self._kv_bytes[context] = self.curve.kv_bytes(context)
             kv = decode_seqs * one
         if self.spec_k and decode_seqs:
-            from planner.core.spec_load import verify_ms
-
             k = self.spec_k
             drafts = k * self.spec_draft_cost * self.curve.mixed_ms(decode_seqs, kv, 0, 0.0)
             verify = verify_ms(
