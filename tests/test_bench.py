@@ -95,6 +95,34 @@ def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     assert "--max-num-seqs 1024" in data["deployment"]["command"]
 
 
+@pytest.mark.parametrize(
+    ("gpu", "model", "engine", "version", "window_tokens"),
+    [
+        # SGLang pools Gemma 4's window layers apart from 0.5.11: 0.8 of the full pool's
+        # 134,719 tokens (one-token pages), before it one pool of window layers sized as full
+        ("mi300x", "google--gemma-4-31B-it", "sglang", "0.5.13", int(134_719 * 0.8)),
+        ("mi300x", "google--gemma-4-31B-it", "sglang", "0.5.10", None),
+        ("h200", "openai--gpt-oss-120b", "sglang", "0.5.13", int(1_056_147 * 0.8)),
+        ("mi300x", "google--gemma-4-31B-it", "vllm", "0.19.0", None),  # vLLM: one pool
+        ("h100", "meta-llama--Llama-3.1-8B-Instruct", "sglang", "0.5.13", None),  # no window
+    ],
+)
+def test_sglang_hybrid_window_models_run_a_second_pool(
+    gpu: str, model: str, engine: str, version: str, window_tokens: int | None
+) -> None:
+    got = benchmark(
+        gpu=gpu,
+        preset=None,
+        model=str(MODELS / model),
+        settings={"engine": engine, "version": version},
+        load=Load(concurrency=2, requests=4),
+        lengths=Lengths(prompt_len=100, output_len=20),
+    )["deployment"]
+    assert got["kv_window_tokens"] == window_tokens
+    if window_tokens is not None:
+        assert got["kv_window_tokens"] == int(got["kv_cache_tokens"] * 0.8)
+
+
 def test_the_memory_fraction_a_deployment_pins_sizes_its_kv_pool(cli: Cli) -> None:
     """--gpu-memory-utilization (vLLM) / --mem-fraction-static (SGLang) is the deployment's:
     the line carries it and a smaller share leaves a smaller KV pool, as capacity plans it."""

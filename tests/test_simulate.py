@@ -22,6 +22,7 @@ from planner.sim.engine import (
     ReserveAdmission,
     RunState,
     SimConfig,
+    WindowPool,
     _iteration_level,
     _unbounded,
     execute,
@@ -320,6 +321,60 @@ def test_sglang_resets_its_new_token_ratio_when_idle() -> None:
     first = execute(trace, CostModel(), cfg).first_ms
     assert np.allclose(np.sort(first[n:]) - 1e6, np.sort(first[:n]))
     assert (first[:n] == first[:n].min()).sum() == 12
+
+
+def test_the_window_pool_frees_decoded_tokens_a_window_behind_every_window() -> None:
+    # SGLang's maybe_evict_swa runs at decode steps W + 1, 2W + 1, ... and frees the decoded
+    # tokens more than a window and a page behind: with W = 4 nothing goes before step 9
+    # (2W + 1), which leaves W + 2; from there the held tokens climb to 2W + 1 and drop again.
+    pool = WindowPool(tokens=1000, window=4)
+    held = [pool.decoded_held(d) for d in range(18)]
+    assert held == [*range(9), 6, 7, 8, 9, 6, 7, 8, 9, 6]
+    assert pool.admission_need(100, 16) == 17  # its first chunk and a page
+    assert pool.admission_need(2, 16) == 5  # at least a window and a page
+
+
+def test_an_sglang_window_pool_retracts_where_the_full_pool_would_not() -> None:
+    # 24 requests of 100 + 400 tokens, a full pool that holds them all (20,000 tokens) and a
+    # window of 512 (every decoded token stays): with the window layers' own pool of 6,000
+    # tokens, SGLang admits while that pool keeps a window free and reserves nothing for the
+    # running requests' growth, so decode steps fill it and retract; a pool larger than every
+    # request together changes nothing at all.
+    trace = overload()
+    cfg = {"policy": "continuous", "max_batch": 64, "kv_blocks": 20_000, "block_tokens": 1}
+    alone = execute(trace, CostModel(), SimConfig(**cfg, reserve=SGLANG))  # type: ignore[arg-type]
+    tight = WindowPool(tokens=6000, window=512)
+    roomy = WindowPool(tokens=20_000, window=512)
+    windowed = execute(
+        trace,
+        CostModel(),
+        SimConfig(**cfg, reserve=SGLANG, window_pool=tight),  # type: ignore[arg-type]
+    )
+    same = execute(
+        trace,
+        CostModel(),
+        SimConfig(**cfg, reserve=SGLANG, window_pool=roomy),  # type: ignore[arg-type]
+    )
+    assert alone.preemptions == 0 < windowed.preemptions
+    assert (windowed.generated == trace.output_tokens).all()
+    assert windowed.finish_ms.max() > alone.finish_ms.max()
+    assert np.array_equal(same.first_ms, alone.first_ms)
+    assert np.array_equal(same.finish_ms, alone.finish_ms)
+
+
+def test_a_window_pool_needs_sglangs_admission_and_room_for_one_request() -> None:
+    # a request of 100 + 400 tokens under a 64-token window holds at most its prompt and two
+    # windows and a page of decoded tokens (just before each eviction): 229 tokens
+    pool = WindowPool(tokens=228, window=64)
+    for n in range(401):  # the peak is the largest the request holds on its way
+        assert pool.peak_held(n) == max(pool.decoded_held(d) for d in range(n + 1))
+    with pytest.raises(ValueError, match="SGLang's admission"):
+        SimConfig(policy="continuous", kv_blocks=1000, window_pool=pool)
+    cfg = SimConfig(policy="continuous", kv_blocks=1000, reserve=SGLANG, window_pool=pool)
+    with pytest.raises(InputError, match=r"sliding-window pool's 228 tokens .*\(229 at its peak"):
+        execute(overload(n=2), CostModel(), cfg)
+    fits = cfg.model_copy(update={"window_pool": pool.model_copy(update={"tokens": 229})})
+    assert (execute(overload(n=2), CostModel(), fits).generated == 400).all()
 
 
 def test_vllm_v1_admits_on_its_first_chunk_and_v0_on_the_whole_prompt() -> None:

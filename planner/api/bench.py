@@ -497,6 +497,7 @@ def benchmark(
             "max_num_seqs": plan.max_num_seqs,
             "max_num_batched_tokens": budget,
             "kv_cache_tokens": p.kv_cache_tokens,
+            "kv_window_tokens": window_tokens(inst.cfg),
             "block_size": block,
             "scheduler": (
                 "prefill chunks mixed into decode steps"
@@ -794,6 +795,11 @@ def prefix_served(
     return served, delay, hits.model_dump()
 
 
+def window_tokens(cfg: Any) -> int | None:
+    """The sliding-window pool's tokens where the engine keeps one (SGLang, hybrid SWA)."""
+    return None if cfg.window_pool is None else int(cfg.window_pool.tokens)
+
+
 def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
     """Where the step model's constants for this card come from: its GPU family's, fitted on
     measured step times or extrapolated from other families, or the user's calibration."""
@@ -981,9 +987,11 @@ def _instance(
     memory to plan against where the user gave it (capacity's --gpu-memory-gib)."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
+    from planner.core.engines.sglang import SWA_FULL_TOKENS_RATIO
+    from planner.core.engines.sglang import window_pool as sglang_window_pool
     from planner.core.step import step_time_for
     from planner.sim.door import FrontDoor
-    from planner.sim.engine import CurveCost, SimConfig
+    from planner.sim.engine import CurveCost, SimConfig, WindowPool
     from planner.sources.presets import find_gpu
     from planner.units import dtype_bytes
 
@@ -1066,6 +1074,21 @@ def _instance(
     version = parse_version(p.version)
     vllm_engine = engine == "vllm"
     block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
+    window = None
+    card = find_gpu(gpu)
+    sized = (
+        None if vllm_engine else sglang_window_pool(spec, card, version, p.kv_cache_tokens, block)
+    )
+    if sized is not None:
+        window = WindowPool(tokens=sized[0], window=sized[1], page=block)
+        if longest > window.tokens:
+            raise CannotServe(
+                [
+                    f"requests of up to {longest:,} tokens, and SGLang's sliding-window pool of "
+                    f"{window.tokens:,} tokens ({SWA_FULL_TOKENS_RATIO} of the full pool's) "
+                    "cannot hold one whole"
+                ]
+            )
     # SGLang: each attention-DP group's share of the chunked-prefill size, as the server runs it
     budget = int(
         str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
@@ -1079,7 +1102,6 @@ def _instance(
     # the KV dtype the engine resolved (SGLang runs DeepSeek's sparse attention in fp8 on
     # Blackwell whatever `auto` would say)
     kv_bytes = dtype_bytes(p.kv_dtype)
-    card = find_gpu(gpu)
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
     attention_tp = tp // attention_groups if sglang_groups else tp
     # the ranks' weights as the step streams them: without the RoPE cache each one holds whole
@@ -1145,6 +1167,7 @@ def _instance(
         block_tokens=block,
         mixed=mixed,
         reserve=reserve,
+        window_pool=window,
         seed=seed,
         scheduler_steps=scheduler_steps,
         whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
@@ -1551,6 +1574,7 @@ def _disaggregated(
             "max_num_seqs": dec.plan.max_num_seqs,
             "max_num_batched_tokens": pre.budget,
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
+            "kv_window_tokens": window_tokens(dec.cfg),
             "block_size": dec.cfg.block_tokens,
             "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
             "command": dec.plan.command,

@@ -937,7 +937,13 @@ def render_bench(result: dict[str, Any]) -> None:
             [
                 f"max_num_seqs {d['max_num_seqs']:,}",
                 f"{d['max_num_batched_tokens']:,} tokens/step",
-                f"KV {d['kv_cache_tokens']:,} tokens" + (" per DP rank" if d["dp"] > 1 else ""),
+                f"KV {d['kv_cache_tokens']:,} tokens"
+                + (
+                    f" (window layers {d['kv_window_tokens']:,})"
+                    if d.get("kv_window_tokens")
+                    else ""
+                )
+                + (" per DP rank" if d["dp"] > 1 else ""),
             ],
             width,
         ),

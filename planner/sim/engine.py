@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.core.search import largest_passing
 from planner.core.spec_load import verify_ms
@@ -149,6 +149,45 @@ class ReserveAdmission(BaseModel):
     )
 
 
+class WindowPool(BaseModel):
+    """SGLang's second KV pool for a hybrid sliding-window model: its window layers keep their
+    tokens in a pool of `tokens` (--swa-full-tokens-ratio, 0.8, of the full layers' pool:
+    pool_configurator.py _solve_pool_sizes). A running request holds its prompt there whole
+    (the radix cache locks it until the request ends) and its decoded tokens until they fall
+    a window behind, freed only every `window` decode steps (schedule_batch.py
+    maybe_evict_swa, SGLANG_SWA_EVICTION_INTERVAL_MULTIPLIER 1.0). A new request is admitted
+    while the pool keeps max(its chunk, window) + a page free (schedule_policy.py
+    _swa_budget_for_req), nothing kept for the running requests' growth, so a decode step
+    that finds the pool full retracts as the full pool's does (read in SGLang 0.5.13)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int = Field(gt=0, le=MAX_SIM_COUNT)
+    window: int = Field(gt=0, le=MAX_SIM_COUNT)
+    page: int = Field(default=1, gt=0, le=MAX_SIM_COUNT)
+
+    def decoded_held(self, decoded: int) -> int:
+        """Decoded tokens still in the pool after `decoded` decode steps: all of them until
+        the eviction at step 2 x window + 1, then a window and a page plus what has been
+        decoded since the last eviction."""
+        window = self.window
+        if decoded <= 2 * window:
+            return decoded
+        return decoded - ((decoded - 1) // window - 1) * window + self.page
+
+    def peak_held(self, output: int) -> int:
+        """The most decoded tokens a request of `output` tokens holds at once: all of them up
+        to two windows, then at most two windows and a page (just before each eviction)."""
+        window = self.window
+        if output <= 2 * window:
+            return output
+        return min(2 * window + self.page, max(2 * window, output - window + self.page))
+
+    def admission_need(self, prompt_left: int, chunk_tokens: int) -> int:
+        """Room a new request must find: its first chunk, at least a window, and a page."""
+        return max(min(prompt_left, chunk_tokens), self.window) + self.page
+
+
 class SimConfig(BaseModel):
     """Scheduler and measurement settings for one simulated policy."""
 
@@ -200,6 +239,11 @@ class SimConfig(BaseModel):
         "running requests' outputs); None: vLLM's (admit on the prompt's blocks, preempt the "
         "newest to the queue's front)",
     )
+    window_pool: WindowPool | None = Field(
+        default=None,
+        description="SGLang's sliding-window pool beside the full one (hybrid SWA models); "
+        "admission and retraction watch both",
+    )
     mixed: bool = Field(
         default=True,
         description="prefill chunks share a step with the decode tokens (vLLM); False: a step "
@@ -233,6 +277,13 @@ class SimConfig(BaseModel):
         "decode steps; requests join and prefill only between rounds, and the engine's "
         "per-step overhead is paid once per round",
     )
+
+    @model_validator(mode="after")
+    def _window_pool_is_sglangs(self) -> SimConfig:
+        """The window pool is SGLang's: it needs the full pool and SGLang's admission."""
+        if self.window_pool is not None and (self.kv_blocks is None or self.reserve is None):
+            raise ValueError("a window pool runs beside a KV pool, under SGLang's admission")
+        return self
 
 
 class Percentiles(BaseModel):
@@ -343,6 +394,17 @@ def check(trace: Trace, cfg: SimConfig) -> None:
                 f"{cfg.step_token_budget:,}: vLLM V0's multi-step rounds do not chunk prompts, "
                 f"so it ignores prompts longer than that (finished with no output), and these "
                 f"run up to {longest:,} tokens; raise it to hold the longest prompt",
+            )
+    wp = cfg.window_pool
+    if wp is not None:
+        out, two = trace.output_tokens, 2 * wp.window
+        late = np.minimum(two + wp.page, np.maximum(two, out - wp.window + wp.page))
+        held = int(np.max(trace.prompt_tokens + np.where(out <= two, out, late)))  # peak_held
+        if held > wp.tokens:
+            raise InputError(
+                "--kv-blocks",
+                f"the sliding-window pool's {wp.tokens:,} tokens cannot hold one request of "
+                f"the trace ({held:,} at its peak: a prompt whole and two windows of output)",
             )
     if cfg.kv_blocks is not None:
         need = int(np.max(_blocks(trace.prompt_tokens + trace.output_tokens, cfg.block_tokens)))
@@ -535,6 +597,10 @@ class _IterationLoop:
         if reserve is not None:
             self.ratio_decay = (reserve.init_ratio - reserve.min_ratio) / reserve.decay_steps
         self.clip = reserve.clip_tokens if reserve is not None else MAX_SIM_COUNT
+        self.window_pool = cfg.window_pool
+        # decoding requests whose output runs past two windows: the only ones the window
+        # pool's eviction can reach (for the rest it holds what the full pool holds)
+        self.window_late: set[int] = set()
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
         # sum over decoding sequences of (prefilled + post_off): their tokens = + clock x n
         self.decode_base = 0
@@ -580,12 +646,15 @@ class _IterationLoop:
         self.rem_base += output[i] - self.gen_off[i]
         if output[i] - self.gen_off[i] - clock > self.clip:
             self.long.add(i)
+        if self.window_pool is not None and output[i] > 2 * self.window_pool.window:
+            self.window_late.add(i)
         self.count_base(i, 1)
         heapq.heappush(self.heap, (output[i] - self.gen_off[i], i, self.version[i]))
 
     def stop_decoding(self, i: int) -> None:
         self.rem_base -= self.output[i] - self.gen_off[i]
         self.long.discard(i)
+        self.window_late.discard(i)
         self.count_base(i, -1)
         self.generated[i] = self.gen_off[i] + self.clock
         self.post[i] = self.post_off[i] + self.clock
@@ -618,6 +687,29 @@ class _IterationLoop:
     def remaining_output(self, i: int) -> int:
         """Tokens request i has still to generate, as the admission counts them."""
         return min(self.clip, max(0, self.output[i] - self.generated_now(i)))
+
+    def window_held(self, i: int) -> int:
+        """Tokens request i holds in the window pool: its prompt whole, its decoded tokens
+        until they are evicted."""
+        wp = self.window_pool
+        assert wp is not None
+        post = self.post_off[i] + self.clock if self.decoding_now[i] else self.post[i]
+        return self.prefilled[i] + wp.decoded_held(post)
+
+    def window_in_use(self) -> int:
+        """Tokens the running requests hold in the window pool: the tokens they hold, less
+        what eviction has freed of the decoded tokens of those past two windows."""
+        wp = self.window_pool
+        assert wp is not None
+        prefilled, post = self.prefilled, self.post
+        decoding = len(self.running) - len(self.pending)
+        held = self.decode_base + self.clock * decoding
+        held += sum(prefilled[i] + post[i] for i in self.pending)
+        clock, post_off = self.clock, self.post_off
+        for i in self.window_late:
+            decoded = post_off[i] + clock
+            held -= decoded - wp.decoded_held(decoded)
+        return held
 
     def remaining_running(self) -> int:
         """sum(remaining_output(j) for j in running), from the running totals."""
@@ -665,16 +757,21 @@ class _IterationLoop:
     def retract(self, ids: list[int], in_use: int) -> int:
         """SGLang's retraction: fewest outputs (longest prompt among equals) leave first, to
         the back of the queue, until each one left has room for `keep_steps` tokens."""
-        reserve, pool = self.reserve, self.pool
+        reserve, pool, wp = self.reserve, self.pool, self.window_pool
         assert reserve is not None and pool is not None
         target = self.target
         order = sorted(ids, key=lambda j: (self.generated_now(j), -target[j]), reverse=True)
-        while (
-            len(order) > 1
-            and in_use + math.ceil(reserve.keep_steps * len(order) / self.block) > pool
+        # the window pool (hybrid SWA) must also hold the next steps' tokens
+        window_used = self.window_in_use() if wp is not None else 0
+        window_room = wp.tokens if wp is not None else MAX_SIM_COUNT
+        while len(order) > 1 and (
+            in_use + math.ceil(reserve.keep_steps * len(order) / self.block) > pool
+            or window_used + reserve.keep_steps * len(order) > window_room
         ):
             victim = order.pop()
             ids.remove(victim)
+            if wp is not None:
+                window_used -= self.window_held(victim)
             in_use -= self.evict(victim)
             self.waiting.append(victim)
         return in_use
@@ -685,7 +782,11 @@ class _IterationLoop:
         pool, reserve, running = self.pool, self.reserve, self.running
         assert pool is not None
         in_use = self.held_running() if running else 0
-        self.preempted_last = in_use > pool
+        self.preempted_last = in_use > pool or (
+            self.window_pool is not None
+            and bool(running)
+            and self.window_in_use() > self.window_pool.tokens
+        )
         if self.preempted_last and reserve is not None:
             in_use = self.retract(running, in_use)
             decoded = sum(self.generated_now(j) for j in running)
@@ -714,8 +815,17 @@ class _IterationLoop:
             # SGLang-style admission: room is kept for the running requests' remaining
             # outputs, times the engine's new-token ratio
             in_use += math.ceil(self.reserve_ratio * self.remaining_running() / block)
+        wp = self.window_pool
+        window_free = wp.tokens - self.window_in_use() if wp is not None else 0
         while waiting and len(running) < self.max_batch:
             i = waiting[0]
+            if wp is not None:
+                # the window pool: room for its first chunk or a window, none kept for the
+                # running requests' growth
+                window_need = wp.admission_need(target[i] - prefilled[i], self.chunk_tokens)
+                if window_need >= window_free and running:
+                    break
+                window_free -= window_need
             if pool is not None:
                 tokens = prefilled[i] + post[i] if swapped[i] else target[i]
                 if self.cfg.admit_chunk and not swapped[i]:
@@ -801,6 +911,9 @@ class _IterationLoop:
                 return self.decoding_blocks(at + more) <= free
 
             steps = _steps_within_pool(fits, steps)
+        wp = self.window_pool
+        if wp is not None:  # a decoding request adds at most a token a step to the window pool
+            steps = min(steps, max(1, (wp.tokens - self.window_in_use()) // n_decoding))
         if self.waiting and self.reserve_ratio > (reserve.min_ratio if reserve else 0.0):
             # the decaying ratio may let the queue in mid-jump: look again soon
             steps = min(steps, RESERVE_RECHECK_STEPS)

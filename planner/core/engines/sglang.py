@@ -787,6 +787,24 @@ def hybrid_swa(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) ->
     return not (trtllm and version < GPT_OSS_TRTLLM_SWA_SINCE)
 
 
+def window_pool(
+    model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], full_tokens: int, page: int
+) -> tuple[int, int] | None:
+    """A hybrid SWA model's second pool beside the full one of `full_tokens`: its tokens
+    (the ratio of the full pool's, page-aligned: pool_configurator.py _solve_pool_sizes) and
+    the window its radix cache evicts behind (the model's; Llama 4's attention chunk), or
+    None where SGLang keeps one pool."""
+    windows = [
+        g.window_tokens
+        for g in model.kv_groups
+        if g.kind in (KvKind.SLIDING, KvKind.CHUNKED) and g.window_tokens
+    ]
+    if not windows or not hybrid_swa(model, gpu, version):
+        return None
+    tokens = int(full_tokens * SWA_FULL_TOKENS_RATIO)
+    return tokens - tokens % page, max(windows)
+
+
 def _token_cell_bytes(
     model: ModelSpec, pp: int, attn_tp: int, kv_bytes: int, swa: bool, scaled: bool = False
 ) -> int:
