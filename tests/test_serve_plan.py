@@ -147,6 +147,24 @@ def test_llama_70b_on_one_h200_does_not_fit_and_tp2_does(cli: Cli) -> None:
     assert again["operating_concurrency"] == tp2["max_num_seqs"]
 
 
+def test_sglangs_window_pool_holds_fewer_sequences_than_its_full_pool(cli: Cli) -> None:
+    # Gemma-4-31B under SGLang 0.5.13 on one MI300X: a full pool of 134,719 tokens and a
+    # window-layer pool of 0.8 x that, 107,775. A 2,000-token sequence (output within two
+    # 1,024-token windows) holds all its tokens in both: 107,775 // 2,000 = 53, not the full
+    # pool's 67; before 0.5.11 SGLang keeps one pool and the full count holds.
+    gemma = str(MODELS / "google--gemma-4-31B-it")
+    args = ("capacity", "--model", gemma, "--gpu", "mi300x", "--engine", "sglang", "--json")
+    now = cli(*args, "--engine-version", "0.5.13").json()
+    assert now["engine"]["settings"]["swa_max_total_num_tokens"] == int(134_719 * 0.8)
+    assert now["operating_concurrency"] == 107_775 // 2000
+    assert "the window layers' pool (107,775 tokens) holds 53" in now["binding_reason"]
+    before = cli(*args, "--engine-version", "0.5.10").json()
+    assert before["engine"]["settings"]["swa_max_total_num_tokens"] is None
+    tokens = before["engine"]["kv_cache_tokens"]
+    assert before["operating_concurrency"] == tokens // 2000
+    assert "window" not in before["binding_reason"]
+
+
 def test_kv_that_cannot_hold_one_request_is_a_refusal(cli: Cli) -> None:
     # Llama-3.1-70B on 2x H100 at 128K: one sequence needs 20 GiB per GPU, the cache has less.
     r = cli("capacity", "--model", LLAMA70, "--gpu", "h100", "--tp", "2", "--context", "131072")

@@ -988,7 +988,6 @@ def _instance(
     from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import SWA_FULL_TOKENS_RATIO
-    from planner.core.engines.sglang import window_pool as sglang_window_pool
     from planner.core.step import step_time_for
     from planner.sim.door import FrontDoor
     from planner.sim.engine import CurveCost, SimConfig, WindowPool
@@ -1076,11 +1075,12 @@ def _instance(
     block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
     window = None
     card = find_gpu(gpu)
-    sized = (
-        None if vllm_engine else sglang_window_pool(spec, card, version, p.kv_cache_tokens, block)
-    )
-    if sized is not None:
-        window = WindowPool(tokens=sized[0], window=sized[1], page=block)
+    if p.settings.get("swa_max_total_num_tokens"):
+        window = WindowPool(
+            tokens=int(str(p.settings["swa_max_total_num_tokens"])),
+            window=int(str(p.settings["sliding_window_size"])),
+            page=block,
+        )
         if longest > window.tokens:
             raise CannotServe(
                 [

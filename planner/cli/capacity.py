@@ -1167,6 +1167,11 @@ def render_engine(pred: object, title: str | None = None) -> None:
                     f"{pred.num_kv_groups} / {pred.blocks_per_request:,}",
                 ),
                 ("KV cache tokens", f"{pred.kv_cache_tokens:,}"),
+                *(
+                    [("SWA pool tokens (window layers)", f"{window:,}")]
+                    if (window := pred.settings.get("swa_max_total_num_tokens"))
+                    else []
+                ),
                 ("max concurrency", f"{pred.max_concurrency:.2f}x"),
             ],
         )

@@ -417,8 +417,9 @@ def offload_tiers(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> Kv
     )
 
 
-def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
-    """Sequences of `tokens` tokens the predicted KV cache holds at once."""
+def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int, window: bool = True) -> int:
+    """Sequences of `tokens` tokens the predicted KV cache holds at once (`window`: SGLang's
+    window-layer pool counted too)."""
     if p.name == "vllm":
         per_request = vllm.request_blocks(model, p, tokens)
         return max(0, p.usable_blocks) // per_request
@@ -426,6 +427,12 @@ def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     held = p.kv_cache_tokens // (ceil_div(tokens, page) * page)
     if not any(g.kind.per_token for g in model.kv_groups):
         held = p.kv_cache_tokens  # no attention KV: only the state pool limits
+    window_tokens = p.settings.get("swa_max_total_num_tokens")
+    if window_tokens and window:
+        # SGLang's window-layer pool holds a running sequence's prompt and up to two windows
+        # of its output (engines/sglang.py window_pool): counted whole, as outputs that short
+        # are held
+        held = min(held, int(str(window_tokens)) // (ceil_div(tokens, page) * page))
     mamba = p.settings.get("max_mamba_cache_size")
     if mamba:
         from planner.core.engines.sglang import MAMBA_SLOTS_PER_RUNNING_REQUEST
@@ -672,6 +679,12 @@ def plan_serve(
             f"memory binds: the KV cache holds {held_mean:,} sequences of ~{s.mean_tokens:,} "
             f"tokens, fewer than the {cap_source} cap of {cap:,}"
         )
+        window_tokens = p.settings.get("swa_max_total_num_tokens")
+        if window_tokens and sequences_held(model, p, s.mean_tokens, window=False) > held_mean:
+            why = why.replace(
+                "the KV cache holds",
+                f"the window layers' pool ({int(str(window_tokens)):,} tokens) holds",
+            )
         if groups > 1:
             why = why.replace(
                 "the KV cache holds", f"each of the {groups} DP ranks' KV caches holds"

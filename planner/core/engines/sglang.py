@@ -651,6 +651,7 @@ def predict(
     else:
         tokens = available // cell
     tokens -= tokens % page
+    windowed = window_pool(model, gpu, version, tokens, page)
     concurrency = tokens / context
     running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
     if s.enable_two_batch_overlap and not deepep:
@@ -708,6 +709,8 @@ def predict(
             "ep_size": s.ep_size,
             "dp_size": s.dp_size,
             "max_running_requests": running,
+            "swa_max_total_num_tokens": windowed[0] if windowed else None,
+            "sliding_window_size": windowed[1] if windowed else None,
             "max_mamba_cache_size": mamba_slots or None,
             "moe_a2a_backend": "deepep" if deepep else None,
             "ep_num_redundant_experts": redundant or None,
