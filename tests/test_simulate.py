@@ -362,6 +362,44 @@ def test_an_sglang_window_pool_retracts_where_the_full_pool_would_not() -> None:
     assert np.array_equal(same.finish_ms, alone.finish_ms)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 40),
+    window=st.integers(1, 64),
+    spare=st.integers(0, 400),
+    full=st.integers(0, 2000),
+    closed=st.one_of(st.none(), st.integers(1, 12)),
+    mixed=st.booleans(),
+)
+def test_a_window_pool_always_finishes_every_request(
+    seed: int, n: int, window: int, spare: int, full: int, closed: int | None, mixed: bool
+) -> None:
+    # Any window pool that holds each request at its peak, beside any full pool that holds
+    # each one whole: SGLang's admission and retraction run every request to its end.
+    rng = np.random.default_rng(seed)
+    prompts = rng.integers(1, 120, n)
+    outputs = rng.integers(1, 300, n)
+    trace = Trace(np.sort(rng.uniform(0, 2.0, n)), prompts, outputs, np.zeros(n, dtype=np.int64))
+    pool = WindowPool(tokens=1, window=window)
+    peak = int(max(p + pool.peak_held(int(o)) for p, o in zip(prompts, outputs, strict=True)))
+    cfg = SimConfig(
+        policy="chunked",
+        max_batch=16,
+        step_token_budget=64,
+        chunk_tokens=64,
+        kv_blocks=int((prompts + outputs).max()) + full,
+        block_tokens=1,
+        reserve=SGLANG,
+        window_pool=pool.model_copy(update={"tokens": peak + spare}),
+        mixed=mixed,
+        concurrency=closed,
+    )
+    run = execute(trace, CostModel(), cfg)
+    assert (run.generated == outputs).all()
+    assert (run.finish_ms >= run.first_ms).all() and (run.first_ms >= run.arrival_ms).all()
+
+
 def test_a_window_pool_needs_sglangs_admission_and_room_for_one_request() -> None:
     # a request of 100 + 400 tokens under a 64-token window holds at most its prompt and two
     # windows and a page of decoded tokens (just before each eviction): 229 tokens
