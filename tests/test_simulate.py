@@ -24,6 +24,7 @@ from planner.sim.engine import (
     SimConfig,
     WindowPool,
     _iteration_level,
+    _IterationLoop,
     _unbounded,
     execute,
     simulate,
@@ -398,6 +399,43 @@ def test_a_window_pool_always_finishes_every_request(
     run = execute(trace, CostModel(), cfg)
     assert (run.generated == outputs).all()
     assert (run.finish_ms >= run.first_ms).all() and (run.first_ms >= run.arrival_ms).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    window=st.integers(2, 48),
+    page=st.integers(1, 2),
+    spec=st.booleans(),
+)
+def test_the_window_pools_running_total_is_the_sum_of_what_each_request_holds(
+    seed: int, window: int, page: int, spec: bool
+) -> None:
+    # The loop keeps the window pool's use from a heap of evictions, not a pass over the
+    # running requests: after every step it equals that pass (prompt whole, decoded tokens
+    # less those a window behind), retractions and speculation's jumps included.
+    rng = np.random.default_rng(seed)
+    n = 30
+    prompts, outputs = rng.integers(1, 100, n), rng.integers(1, 300, n)
+    trace = Trace(np.sort(rng.uniform(0, 1.0, n)), prompts, outputs, np.zeros(n, dtype=np.int64))
+    pool = WindowPool(tokens=1, window=window, page=page)
+    peak = int(max(p + pool.peak_held(int(o)) for p, o in zip(prompts, outputs, strict=True)))
+    cfg = SimConfig(
+        policy="chunked",
+        max_batch=24,
+        kv_blocks=5000,
+        block_tokens=1,
+        reserve=SGLANG,
+        window_pool=pool.model_copy(update={"tokens": peak + 200}),
+        spec_alpha=0.6 if spec else None,
+    )
+    loop = _IterationLoop(RunState(trace), CostModel(), cfg, trace, None)
+    steps = 0
+    while loop.nxt < loop.n or loop.waiting or loop.running:
+        loop.step()
+        steps += 1
+        assert loop.window_in_use() == sum(loop.window_held(i) for i in loop.running)
+    assert steps > 0 and (np.asarray(loop.generated) == outputs).all()
 
 
 def test_a_window_pool_needs_sglangs_admission_and_room_for_one_request() -> None:

@@ -1076,10 +1076,11 @@ def _instance(
     window = None
     card = find_gpu(gpu)
     if p.settings.get("swa_max_total_num_tokens"):
+        span = int(str(p.settings["sliding_window_size"]))
         window = WindowPool(
             tokens=int(str(p.settings["swa_max_total_num_tokens"])),
-            window=int(str(p.settings["sliding_window_size"])),
-            page=block,
+            window=span,
+            page=min(block, span),
         )
         if longest > window.tokens:
             raise CannotServe(

@@ -166,6 +166,14 @@ class WindowPool(BaseModel):
     window: int = Field(gt=0, le=MAX_SIM_COUNT)
     page: int = Field(default=1, gt=0, le=MAX_SIM_COUNT)
 
+    @model_validator(mode="after")
+    def _page_within_window(self) -> WindowPool:
+        """A page no larger than the window (SGLang's windows are 128 tokens and up, its pages
+        64 at most)."""
+        if self.page > self.window:
+            raise ValueError(f"a {self.page}-token page exceeds the {self.window}-token window")
+        return self
+
     def decoded_held(self, decoded: int) -> int:
         """Decoded tokens still in the pool after `decoded` decode steps: all of them until
         the eviction at step 2 x window + 1, then a window and a page plus what has been
@@ -598,9 +606,12 @@ class _IterationLoop:
             self.ratio_decay = (reserve.init_ratio - reserve.min_ratio) / reserve.decay_steps
         self.clip = reserve.clip_tokens if reserve is not None else MAX_SIM_COUNT
         self.window_pool = cfg.window_pool
-        # decoding requests whose output runs past two windows: the only ones the window
-        # pool's eviction can reach (for the rest it holds what the full pool holds)
-        self.window_late: set[int] = set()
+        # What the window pool's evictions have freed of each decoding request's output (and
+        # in all), brought up to the clock by a heap of each one's next eviction: the pool then
+        # holds the running requests' tokens less that total.
+        self.window_freed = [0] * n
+        self.window_freed_total = 0
+        self.window_events: list[tuple[int, int, int]] = []  # (clock at it, id, version)
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
         # sum over decoding sequences of (prefilled + post_off): their tokens = + clock x n
         self.decode_base = 0
@@ -647,14 +658,15 @@ class _IterationLoop:
         if output[i] - self.gen_off[i] - clock > self.clip:
             self.long.add(i)
         if self.window_pool is not None and output[i] > 2 * self.window_pool.window:
-            self.window_late.add(i)
+            self.window_start(i)  # only an output past two windows is ever evicted
         self.count_base(i, 1)
         heapq.heappush(self.heap, (output[i] - self.gen_off[i], i, self.version[i]))
 
     def stop_decoding(self, i: int) -> None:
         self.rem_base -= self.output[i] - self.gen_off[i]
         self.long.discard(i)
-        self.window_late.discard(i)
+        self.window_freed_total -= self.window_freed[i]
+        self.window_freed[i] = 0
         self.count_base(i, -1)
         self.generated[i] = self.gen_off[i] + self.clock
         self.post[i] = self.post_off[i] + self.clock
@@ -696,20 +708,41 @@ class _IterationLoop:
         post = self.post_off[i] + self.clock if self.decoding_now[i] else self.post[i]
         return self.prefilled[i] + wp.decoded_held(post)
 
-    def window_in_use(self) -> int:
-        """Tokens the running requests hold in the window pool: the tokens they hold, less
-        what eviction has freed of the decoded tokens of those past two windows."""
+    def window_start(self, i: int) -> None:
+        """A decoding request's freed tokens at its decoded count now, and its next eviction
+        on the heap (again whenever its count jumps: speculation)."""
         wp = self.window_pool
         assert wp is not None
+        decoded = self.post_off[i] + self.clock
+        freed = decoded - wp.decoded_held(decoded)
+        self.window_freed_total += freed - self.window_freed[i]
+        self.window_freed[i] = freed
+        window = wp.window
+        at = max(2, (decoded - 1) // window + 1) * window + 1  # the next count evicted at
+        heapq.heappush(self.window_events, (at - self.post_off[i], i, self.version[i]))
+
+    def window_in_use(self) -> int:
+        """Tokens the running requests hold in the window pool: the tokens they hold, less
+        what eviction has freed of the decoded tokens of those past two windows (the
+        evictions due by the clock applied first)."""
+        wp = self.window_pool
+        assert wp is not None
+        events, version, decoding_now = self.window_events, self.version, self.decoding_now
+        clock, post_off, freed = self.clock, self.post_off, self.window_freed
+        while events and events[0][0] <= clock:
+            at, i, ver = heapq.heappop(events)
+            if ver != version[i] or not decoding_now[i]:
+                continue  # stale: it stopped decoding or its count moved
+            decoded = at + post_off[i]
+            now = decoded - wp.decoded_held(decoded)
+            self.window_freed_total += now - freed[i]
+            freed[i] = now
+            heapq.heappush(events, (at + wp.window, i, ver))
         prefilled, post = self.prefilled, self.post
         decoding = len(self.running) - len(self.pending)
-        held = self.decode_base + self.clock * decoding
+        held = self.decode_base + clock * decoding
         held += sum(prefilled[i] + post[i] for i in self.pending)
-        clock, post_off = self.clock, self.post_off
-        for i in self.window_late:
-            decoded = post_off[i] + clock
-            held -= decoded - wp.decoded_held(decoded)
-        return held
+        return held - self.window_freed_total
 
     def remaining_running(self) -> int:
         """sum(remaining_output(j) for j in running), from the running totals."""
@@ -964,6 +997,8 @@ class _IterationLoop:
             self.decode_base += got - steps
             self.version[i] += 1
             heapq.heappush(self.heap, (output[i] - gen_off[i], i, self.version[i]))
+            if self.window_pool is not None and output[i] > 2 * self.window_pool.window:
+                self.window_start(i)
 
     def complete_prefills(self, take: dict[int, int]) -> None:
         """Add this step's prompt tokens; a prompt done samples its first token and decodes."""
