@@ -579,6 +579,9 @@ def main() -> None:
                 continue
             error = (pred[key] - meas[key]) / meas[key]
             line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
+            if key != "tok_s_gpu" and "median" not in (row["measured"].get(f"{key}_ms") or {}):
+                # compared at the median; the source does not say which statistic it printed
+                line[-1] += f" [statistic not stated; mean {got[f'mean_{key}_ms']:.1f}]"
             basis = got["step_constants"]  # the GPU family the prediction was priced on
             for g in (
                 "all",
