@@ -685,6 +685,12 @@ def plan_serve(
                 "the KV cache holds",
                 f"the window layers' pool ({int(str(window_tokens)):,} tokens) holds",
             )
+            span = int(str(p.settings["sliding_window_size"]))
+            if s.mean_tokens > 2 * span:
+                why += (
+                    f" (each counted whole: one whose output runs past two {span:,}-token "
+                    "windows holds less there; `simulate` runs the pool per request)"
+                )
         if groups > 1:
             why = why.replace(
                 "the KV cache holds", f"each of the {groups} DP ranks' KV caches holds"
