@@ -16,6 +16,8 @@ from planner.api.bench import (
     Lengths,
     Load,
     benchmark,
+    decode_pool_config,
+    deployment_instance,
     transfer_plan,
 )
 from planner.core.step import step_time_for
@@ -123,6 +125,21 @@ def test_long_prompts_and_a_tight_tpot_favour_disaggregation() -> None:
     assert split["output_throughput_per_gpu"] == pytest.approx(
         agg["output_throughput_per_gpu"], rel=0.02
     )  # the offered load is served either way
+
+
+@pytest.mark.parametrize(("engine", "flat"), [("sglang", 512), ("vllm", None)])
+def test_an_sglang_decode_pool_admits_on_its_flat_reserve(engine: str, flat: int | None) -> None:
+    # SGLang's decode instance keeps 512 tokens free per request (DecodePreallocQueue), not the
+    # new-token ratio its aggregated server uses; vLLM's decode instance admits as vLLM does.
+    inst, _ = deployment_instance(
+        gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": engine}
+    )
+    cfg = decode_pool_config(inst)
+    if flat is None:
+        assert cfg.reserve is None and cfg == inst.cfg
+    else:
+        assert cfg.reserve.flat_tokens == flat and cfg.reserve.init_ratio == 0.0
+        assert inst.cfg.reserve.flat_tokens is None  # the aggregated server keeps its ratio
 
 
 @pytest.mark.parametrize("rate", [0.5, 2.0])

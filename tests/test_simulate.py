@@ -273,6 +273,46 @@ def test_sglang_reserve_admits_fewer_at_first_then_more_as_the_ratio_decays() ->
         assert run.peak_blocks <= 6000
 
 
+def test_an_sglang_decode_instance_keeps_512_tokens_free_for_each_request() -> None:
+    # SGLang's PD decode instance pre-allocates a landing request while its pool keeps 512
+    # tokens for every request it holds and for the new one beside its prompt: six 1,000-token
+    # prompts in a 5,000-token pool start three at once (3 x 1,000 + 3 x 512 + 1,000 + 512 >
+    # 5,000 for the fourth); without the reserve five fit their prompts.
+    trace = overload(n=6, prompt=1000, output=100)
+    pd = SGLANG.model_copy(update={"flat_tokens": 512, "init_ratio": 0.0, "min_ratio": 0.0})
+    bare = SGLANG.model_copy(update={"flat_tokens": 0, "init_ratio": 0.0, "min_ratio": 0.0})
+
+    def at_once(reserve: ReserveAdmission) -> int:
+        cfg = SimConfig(
+            policy="continuous", max_batch=8, kv_blocks=5000, block_tokens=1, reserve=reserve
+        )
+        run = execute(trace, CostModel(), cfg)
+        assert (run.generated == 100).all()
+        return int((run.first_ms == run.first_ms.min()).sum())
+
+    assert at_once(pd) == 3
+    assert at_once(bare) == 5
+
+
+def test_an_sglang_decode_instance_resumes_what_it_retracted_first() -> None:
+    # A PD decode instance resumes its retracted requests before it pre-allocates new ones;
+    # an aggregated SGLang server sends them to the back of its queue. Three 300 + 300-token
+    # requests fill a 1,000-token pool as they decode while a fourth waits: the one retracted
+    # goes ahead of it.
+    trace = Trace(
+        np.array([0.0, 0.0, 0.0, 0.001]),
+        np.full(4, 300, dtype=np.int64),
+        np.full(4, 300, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+    )
+    pd = SGLANG.model_copy(update={"flat_tokens": 0, "init_ratio": 0.0, "min_ratio": 0.0})
+    cfg = SimConfig(policy="continuous", max_batch=3, kv_blocks=1000, block_tokens=1, reserve=pd)
+    loop = _IterationLoop(RunState(trace), CostModel(), cfg, trace, None)
+    while not loop.run.preemptions:
+        loop.step()
+    assert list(loop.waiting)[-1] == 3 and loop.waiting[0] in (0, 1, 2)
+
+
 def test_sglang_admission_keeps_a_new_requests_whole_output_free() -> None:
     # SGLang's PrefillAdder counts a request it admits at its prompt plus its whole output
     # budget; only running requests are discounted by the new-token ratio. Two requests of

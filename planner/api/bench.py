@@ -57,6 +57,12 @@ SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
 SGLANG_RETRACT_DECODE_STEPS = 20
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096
+# A PD decode instance pre-allocates a landing request's KV only while its pool keeps 512 tokens
+# free for every request it holds (running, transferring or waiting) and for the new one beside
+# its prompt, not SGLang's new-token ratio (disaggregation/decode.py DecodePreallocQueue
+# _allocatable_tokens, num_reserved_decode_tokens: SGLANG_NUM_RESERVED_DECODE_TOKENS in 0.4.7,
+# --num-reserved-decode-tokens from 0.4.8; read in the 0.4.7, 0.5.2 and 0.5.13 wheels).
+SGLANG_PD_RESERVED_DECODE_TOKENS = 512
 # A retraction frees requests until the rest have room for retract_decode_steps (20) more
 # tokens each before SGLang 0.5.2, and from 0.5.2 only until the next decode step fits
 # (schedule_batch.py retract_decode: get_required_tokens in 0.5.1, check_decode_mem in 0.5.2).
@@ -1455,6 +1461,23 @@ def transfer_plan(
     }
 
 
+def decode_pool_config(dec: Instance) -> Any:
+    """A decode instance's scheduler settings: the engine's, except that SGLang's decode
+    instance admits on its flat per-request reserve (SGLANG_PD_RESERVED_DECODE_TOKENS), not
+    the new-token ratio of an aggregated server."""
+    cfg = dec.cfg
+    if dec.engine != "sglang" or cfg.reserve is None:
+        return cfg
+    flat = cfg.reserve.model_copy(
+        update={
+            "flat_tokens": SGLANG_PD_RESERVED_DECODE_TOKENS,
+            "init_ratio": 0.0,
+            "min_ratio": 0.0,
+        }
+    )
+    return cfg.model_copy(update={"reserve": flat})
+
+
 def run_pools(
     spec: Any, trace: Any, layout: Any, pre: Instance, dec: Instance, link: str | None,
     concurrency: int | None, backend: str | None = None,
@@ -1474,7 +1497,7 @@ def run_pools(
         prefill_cost=pre.cost,
         prefill_cfg=pre.cfg,
         decode_cost=dis.DecodeOnlyCost(dec.cost),
-        decode_cfg=dec.cfg,
+        decode_cfg=decode_pool_config(dec),
         transfer_ms=ms,
         concurrency=concurrency,
     )

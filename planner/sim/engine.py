@@ -147,6 +147,14 @@ class ReserveAdmission(BaseModel):
     clip_tokens: int = Field(
         gt=0, le=MAX_SIM_COUNT, description="a request's remaining output counts at most this"
     )
+    flat_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SIM_COUNT,
+        description="a PD decode instance's admission: every running request, and the new one "
+        "beside its prompt, keeps this many tokens free instead of the ratio of its remaining "
+        "output (its whole output for the new one)",
+    )
 
 
 class WindowPool(BaseModel):
@@ -789,7 +797,9 @@ class _IterationLoop:
 
     def retract(self, ids: list[int], in_use: int) -> int:
         """SGLang's retraction: fewest outputs (longest prompt among equals) leave first, to
-        the back of the queue, until each one left has room for `keep_steps` tokens."""
+        the back of the queue (a PD decode instance's to the front: it resumes them before it
+        pre-allocates new arrivals, disaggregation/decode.py resume_retracted_reqs), until each
+        one left has room for `keep_steps` tokens."""
         reserve, pool, wp = self.reserve, self.pool, self.window_pool
         assert reserve is not None and pool is not None
         target = self.target
@@ -806,7 +816,10 @@ class _IterationLoop:
             if wp is not None:
                 window_used -= self.window_held(victim)
             in_use -= self.evict(victim)
-            self.waiting.append(victim)
+            if reserve.flat_tokens is None:
+                self.waiting.append(victim)
+            else:  # a PD decode instance resumes its retracted requests before new ones land
+                self.waiting.appendleft(victim)
         return in_use
 
     def relieve_pool(self) -> None:
@@ -822,6 +835,7 @@ class _IterationLoop:
         )
         if self.preempted_last and reserve is not None:
             in_use = self.retract(running, in_use)
+        if self.preempted_last and reserve is not None and reserve.flat_tokens is None:
             decoded = sum(self.generated_now(j) for j in running)
             budget_out = sum(self.output[j] for j in running)
             self.reserve_ratio = min(
@@ -844,10 +858,15 @@ class _IterationLoop:
         prefilled, post, target, swapped = self.prefilled, self.post, self.target, self.swapped
         swap_ms = 0.0
         in_use = self.held_running() if pool is not None and running else 0
+        flat = reserve.flat_tokens if reserve is not None else None
         if reserve is not None and pool is not None:
             # SGLang-style admission: room is kept for the running requests' remaining
-            # outputs, times the engine's new-token ratio
-            in_use += math.ceil(self.reserve_ratio * self.remaining_running() / block)
+            # outputs, times the engine's new-token ratio (a PD decode instance: a flat
+            # number of tokens each)
+            if flat is not None:
+                in_use += math.ceil(flat * len(running) / block)
+            else:
+                in_use += math.ceil(self.reserve_ratio * self.remaining_running() / block)
         wp = self.window_pool
         window_free = wp.tokens - self.window_in_use() if wp is not None else 0
         while waiting and len(running) < self.max_batch:
@@ -866,8 +885,10 @@ class _IterationLoop:
                 need = -(-tokens // block)
                 if reserve is not None:
                     # its whole output budget (clipped), whatever the ratio: the ratio
-                    # discounts only requests already running
-                    need += -(-min(self.clip, self.output[i]) // block)
+                    # discounts only requests already running (a PD decode instance: the
+                    # same flat reserve as the running ones)
+                    extra = min(self.clip, self.output[i]) if flat is None else flat
+                    need += -(-extra // block)
                 headroom = self.cfg.admit_headroom_blocks if not swapped[i] else 0
                 if in_use + need + headroom > pool and (running or in_use):
                     break
