@@ -403,6 +403,19 @@ def test_an_sglang_window_pool_retracts_where_the_full_pool_would_not() -> None:
     assert np.array_equal(same.finish_ms, alone.finish_ms)
 
 
+def windowed_trace(
+    seed: int, n: int, longest_prompt: int, span_s: float, window: int, page: int = 1
+) -> tuple[Trace, WindowPool]:
+    """n random requests (prompts up to `longest_prompt`, outputs up to 300 tokens) arriving
+    over `span_s`, and a window pool that holds the largest of them at its peak."""
+    rng = np.random.default_rng(seed)
+    prompts, outputs = rng.integers(1, longest_prompt, n), rng.integers(1, 300, n)
+    trace = Trace(np.sort(rng.uniform(0, span_s, n)), prompts, outputs, np.zeros(n, np.int64))
+    pool = WindowPool(tokens=1, window=window, page=page)
+    peak = max(int(p) + pool.peak_held(int(o)) for p, o in zip(prompts, outputs, strict=True))
+    return trace, pool.model_copy(update={"tokens": peak})
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     seed=st.integers(0, 2**16),
@@ -418,26 +431,21 @@ def test_a_window_pool_always_finishes_every_request(
 ) -> None:
     # Any window pool that holds each request at its peak, beside any full pool that holds
     # each one whole: SGLang's admission and retraction run every request to its end.
-    rng = np.random.default_rng(seed)
-    prompts = rng.integers(1, 120, n)
-    outputs = rng.integers(1, 300, n)
-    trace = Trace(np.sort(rng.uniform(0, 2.0, n)), prompts, outputs, np.zeros(n, dtype=np.int64))
-    pool = WindowPool(tokens=1, window=window)
-    peak = int(max(p + pool.peak_held(int(o)) for p, o in zip(prompts, outputs, strict=True)))
+    trace, pool = windowed_trace(seed, n, 120, 2.0, window)
     cfg = SimConfig(
         policy="chunked",
         max_batch=16,
         step_token_budget=64,
         chunk_tokens=64,
-        kv_blocks=int((prompts + outputs).max()) + full,
+        kv_blocks=int((trace.prompt_tokens + trace.output_tokens).max()) + full,
         block_tokens=1,
         reserve=SGLANG,
-        window_pool=pool.model_copy(update={"tokens": peak + spare}),
+        window_pool=pool.model_copy(update={"tokens": pool.tokens + spare}),
         mixed=mixed,
         concurrency=closed,
     )
     run = execute(trace, CostModel(), cfg)
-    assert (run.generated == outputs).all()
+    assert (run.generated == trace.output_tokens).all()
     assert (run.finish_ms >= run.first_ms).all() and (run.first_ms >= run.arrival_ms).all()
 
 
@@ -454,19 +462,14 @@ def test_the_window_pools_running_total_is_the_sum_of_what_each_request_holds(
     # The loop keeps the window pool's use from a heap of evictions, not a pass over the
     # running requests: after every step it equals that pass (prompt whole, decoded tokens
     # less those a window behind), retractions and speculation's jumps included.
-    rng = np.random.default_rng(seed)
-    n = 30
-    prompts, outputs = rng.integers(1, 100, n), rng.integers(1, 300, n)
-    trace = Trace(np.sort(rng.uniform(0, 1.0, n)), prompts, outputs, np.zeros(n, dtype=np.int64))
-    pool = WindowPool(tokens=1, window=window, page=page)
-    peak = int(max(p + pool.peak_held(int(o)) for p, o in zip(prompts, outputs, strict=True)))
+    trace, pool = windowed_trace(seed, 30, 100, 1.0, window, page)
     cfg = SimConfig(
         policy="chunked",
         max_batch=24,
         kv_blocks=5000,
         block_tokens=1,
         reserve=SGLANG,
-        window_pool=pool.model_copy(update={"tokens": peak + 200}),
+        window_pool=pool.model_copy(update={"tokens": pool.tokens + 200}),
         spec_alpha=0.6 if spec else None,
     )
     loop = _IterationLoop(RunState(trace), CostModel(), cfg, trace, None)
@@ -475,7 +478,7 @@ def test_the_window_pools_running_total_is_the_sum_of_what_each_request_holds(
         loop.step()
         steps += 1
         assert loop.window_in_use() == sum(loop.window_held(i) for i in loop.running)
-    assert steps > 0 and (np.asarray(loop.generated) == outputs).all()
+    assert steps > 0 and (np.asarray(loop.generated) == trace.output_tokens).all()
 
 
 def test_a_window_pool_needs_sglangs_admission_and_room_for_one_request() -> None:
