@@ -413,9 +413,10 @@ def check(trace: Trace, cfg: SimConfig) -> None:
             )
     wp = cfg.window_pool
     if wp is not None:
-        out, two = trace.output_tokens, 2 * wp.window
-        late = np.minimum(two + wp.page, np.maximum(two, out - wp.window + wp.page))
-        held = int(np.max(trace.prompt_tokens + np.where(out <= two, out, late)))  # peak_held
+        # each distinct output length's peak, once (a trace has far fewer than requests)
+        lengths, which = np.unique(trace.output_tokens, return_inverse=True)
+        peaks = np.asarray([wp.peak_held(int(o)) for o in lengths], dtype=np.int64)
+        held = int(np.max(trace.prompt_tokens + peaks[which]))
         if held > wp.tokens:
             raise InputError(
                 "--kv-blocks",
