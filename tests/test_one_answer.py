@@ -158,16 +158,18 @@ def test_fleet_candidates_hold_the_pool_capacity_plans(cli: Cli, preset: str, gp
 
 @pytest.mark.parametrize("tpot", ["12", "30", "50"])
 def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
-    # one latency cap, prefill room included: at TPOT 30 ms on Llama-3.1-8B / H100 the curve
-    # allows 221 sequences but only 97 leave a 512-token prefill chunk inside a step
+    # one latency cap, prefill included: at TPOT 30 ms on Llama-3.1-8B / H100 the decode
+    # steps allow 221 sequences, 150 with the prompts the reference workload's requests bring
     where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", tpot, "--json")
     capacity = cli("capacity", *where).json()["engine"]["settings"]["max_num_seqs"]
     slo = cli("slo", *where).json()
     assert capacity == slo["operating_concurrency"]
     assert f"--max-num-seqs {capacity} " in slo["flags"]["vllm"]
     if tpot == "30":
-        assert slo["batch_cap"] == 221 and capacity == 97
-        assert slo["prefill_room_at_full_batch_tokens"] >= 512
+        assert slo["batch_cap"] == 221 and capacity == 150
+        # the room a step of 150 leaves is at least the prompts they bring per step
+        ratio = slo["prompt_tokens_per_output_token"]
+        assert slo["prefill_room_at_full_batch_tokens"] >= 150 * ratio
 
 
 @pytest.mark.parametrize("dtype", ["nvfp4", "mxfp4", "int4"])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from helpers import Result
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.core import slo
 from planner.errors import InputError
@@ -65,10 +67,20 @@ def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     # the memory cap is the engine's own pool, as `planner capacity` plans it (one answer)
     engine = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--engine-version", "0.33",
                  "--json").json()  # fmt: skip
-    assert data["memory_cap"] == engine["max_seqs_paged"] == 67 and data["binding"] == "memory"
-    assert data["operating_concurrency"] == 67
-    assert "--max-num-seqs 67" in data["flags"]["vllm"]
-    assert "--max-running-requests 67" in data["flags"]["sglang"]
+    assert data["memory_cap"] == engine["max_seqs_paged"] == 67 and data["binding"] == "latency"
+    # the decode steps alone allow 85, but each output token brings 1.97 prompt tokens of the
+    # reference workload at 0.305 ms each: a + B (b + 1.97 x 0.305) <= 80 holds to B = 34
+    ratio = data["prompt_tokens_per_output_token"]
+    assert ratio == pytest.approx(1.97, abs=0.005) and data["batch_cap"] == 85
+    per_seq = data["b_ms"] + ratio * data["prefill_ms_per_token"]
+    assert data["operating_concurrency"] == int((80 - data["a_ms"]) / per_seq) == 34
+    assert "--max-num-seqs 34" in data["flags"]["vllm"]
+    # at 150 ms the KV pool's 67 bind before the 103 that budget balances
+    loose = cli("slo", "--tpot", "150", "--preset", "gqa-70b", "--gpu", "mi300x",
+                "--engine-version", "0.33", "--json").json()  # fmt: skip
+    assert loose["binding"] == "memory" and loose["operating_concurrency"] == 67
+    assert "--max-num-seqs 67" in loose["flags"]["vllm"]
+    assert "--max-running-requests 67" in loose["flags"]["sglang"]
 
 
 def test_compute_bound_knee_switches_the_slope() -> None:
@@ -107,14 +119,16 @@ def test_json_keys_and_chunk_flags(cli: Cli) -> None:
     assert data["max_prefill_chunk_tokens"] == 957  # (50 - 5) / 0.047
     assert data["ttft_single_prefill_fits"] is True  # 193 ms <= 300 ms
     assert "--chunked-prefill-size 957" in data["flags"]["sglang"]
-    # at B = 523 the step is 49.98 ms: no prompt token fits inside TPOT 50 ms, so the line runs
-    # the largest batch whose step still carries a 512-token chunk: 5 + 0.086 B + 512 x 0.047
-    # <= 50 at B = 243 (25.90 ms + 24.06 ms), and budgets its decodes plus that room
-    assert data["batch_cap"] == 523 and data["operating_concurrency"] == 243
-    assert data["prefill_room_at_full_batch_tokens"] == 512
-    assert "--max-num-seqs 243 --max-num-batched-tokens 755" in data["flags"]["vllm"]
-    assert "--max-running-requests 243" in data["flags"]["sglang"]
-    assert any("runs 243 to keep room" in w for w in data["warnings"])
+    # at B = 523 the decode step alone is 49.98 ms; the reference workload's requests bring
+    # 1.97 prompt tokens per output token, so the mean step is 5 + B (0.086 + 1.97 x 0.047)
+    # <= 50 up to B = 251 (49.98 ms), and the line budgets its decodes plus the room left:
+    # (50 - 5 - 0.086 x 251) / 0.047 = 498 prompt tokens
+    assert data["prompt_tokens_per_output_token"] == pytest.approx(1.9698, abs=1e-4)
+    assert data["batch_cap"] == 523 and data["operating_concurrency"] == 251
+    assert data["prefill_room_at_full_batch_tokens"] == 498
+    assert "--max-num-seqs 251 --max-num-batched-tokens 749" in data["flags"]["vllm"]
+    assert "--max-running-requests 251" in data["flags"]["sglang"]
+    assert any("the line runs 251" in w for w in data["warnings"])
 
 
 def test_validated_cap_is_what_the_flags_run(cli: Cli) -> None:
@@ -124,12 +138,56 @@ def test_validated_cap_is_what_the_flags_run(cli: Cli) -> None:
     assert f"--max-num-seqs {data['validated_cap']} " in data["flags"]["vllm"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.floats(0.5, 50),
+    b=st.floats(0.001, 2),
+    prefill=st.floats(0.001, 1),
+    ratio=st.floats(0.01, 30),
+    budgets=st.tuples(st.floats(1, 500), st.floats(1, 500)),
+)
+def test_balanced_cap_never_falls_as_the_budget_loosens(
+    a: float, b: float, prefill: float, ratio: float, budgets: tuple[float, float]
+) -> None:
+    model = slo.StepModel(a_ms=a, b_ms=b, prefill_ms_per_token=prefill, source="given")
+    tight, loose = sorted(budgets)
+    if model.step_ms(1) > tight:
+        return  # no batch meets the tighter budget
+    caps = [
+        slo.balanced_cap(model, budget, slo.batch_cap(model, budget), ratio)
+        for budget in (tight, loose)
+    ]
+    assert 1 <= caps[0] <= caps[1]
+    # the cap is the largest batch whose mean step meets the budget (or the floor of one)
+    assert caps[0] == 1 or slo.mean_step_ms(model, caps[0], ratio) <= tight + 1e-9
+    assert slo.mean_step_ms(model, caps[0] + 1, ratio) > tight or caps[0] == slo.batch_cap(
+        model, tight
+    )
+
+
+def test_a_looser_tpot_never_runs_fewer_sequences(cli: Cli) -> None:
+    # the old rule (keep a 512-token chunk, dropped where one sequence could not) ran 117 at
+    # 19 ms and 1 at 20 ms for Llama-3.1-8B on an H100
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    lines = [
+        cli("slo", *where, "--tpot", str(t)).json()["operating_concurrency"]
+        for t in (12, 19, 20, 21, 30)
+    ]
+    assert lines == sorted(lines) and lines[1] > 1
+
+
+def test_the_workload_sets_how_much_prefill_a_batch_brings(cli: Cli) -> None:
+    # sharegpt's requests bring 1.07 prompt tokens per output token, the reference's 1.97:
+    # 5 + B (0.086 + 1.0688 x 0.047) <= 50 holds to B = 330
+    data = cli("slo", "--tpot", "50", "--workload", "sharegpt", "--json").json()
+    assert data["prompt_tokens_per_output_token"] == pytest.approx(1.0688, abs=1e-4)
+    assert data["operating_concurrency"] == 330
+    assert "--max-num-seqs 330 " in data["flags"]["vllm"]
+
+
 def test_rate_without_validate_is_an_error(cli: Cli) -> None:
     r = cli("slo", "--tpot", "12", "--rate", "20")
     assert r.code == 2 and "--rate" in r.err and "--validate" in r.err
-    # the workload is --validate's too: alone it would change nothing
-    r = cli("slo", "--tpot", "12", "--workload", "sharegpt")
-    assert r.code == 2 and "--workload" in r.err and "--validate" in r.err
 
 
 def test_ttft_warning_when_a_full_batch_leaves_little_prefill_room(cli: Cli) -> None:

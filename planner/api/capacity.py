@@ -503,10 +503,16 @@ def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
     return card, measured, basis
 
 
+# The workload whose prompt-to-output ratio `capacity --tpot` balances its cap with: `planner
+# slo`'s default (presets/workloads/reference.yaml).
+BALANCE_WORKLOAD = "reference"
+
+
 def _latency_cap(served: Any, mean_tokens: int, tpot_ms: float) -> dict[str, Any]:
     """The batch cap a TPOT budget allows on the served instance's step model (as `planner
     slo` caps it)."""
     from planner.api.latency import step_model_from_curve
+    from planner.api.simulate import prompt_per_output
     from planner.core import slo
 
     curve = served.curve
@@ -515,10 +521,15 @@ def _latency_cap(served: Any, mean_tokens: int, tpot_ms: float) -> dict[str, Any
     reason = (
         f"TPOT {tpot_ms:g} ms (estimated step time, t(B) = {step.a_ms:.2f} + {step.b_ms:.4f} B ms)"
     )
-    roomy = slo.roomy_cap(step, tpot_ms, cap)
-    if roomy < cap:  # as `planner slo`: a step of the batch still carries a prefill chunk
-        reason += f", leaving room for a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk"
-        cap = roomy
+    # as `planner slo`: the mean step, the prompts the batch's requests bring included
+    ratio = prompt_per_output(BALANCE_WORKLOAD)
+    balanced = slo.balanced_cap(step, tpot_ms, cap, ratio)
+    if balanced < cap:
+        reason += (
+            f", with the prefill of {ratio:.2f} prompt tokens per output token (the "
+            f"{BALANCE_WORKLOAD} workload) inside it"
+        )
+        cap = balanced
     at_cap = curve.terms(max(1, cap), mean_tokens)
     if at_cap.frontend_ms and at_cap.frontend_ms >= at_cap.step_ms:
         from planner.core.step.overhead import api_server_label

@@ -34,6 +34,16 @@ def load_workload(name: str) -> Any:
         raise InputError("--workload", f"{path}: {validation_message(exc)}") from exc
 
 
+def prompt_per_output(name: str) -> float:
+    """Prompt tokens a workload preset's requests prefill per token they decode (its seeded
+    trace, prefix-cache hits skipped): the prefill each decoded token brings into the steps."""
+    from planner.sim.workload import generate
+
+    trace = generate(load_workload(name))
+    prefilled = int(trace.prompt_tokens.sum() - trace.cached_prefix_tokens.sum())
+    return prefilled / max(int(trace.output_tokens.sum()), 1)
+
+
 def simulation(
     *,
     workload: str = "reference",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_step_model, sim_cost_from, step_model_from_curve
-from planner.api.simulate import load_workload
+from planner.api.simulate import load_workload, prompt_per_output
 from planner.core.slo import check_budget
 from planner.errors import InputError, PlannerError
 
@@ -351,19 +351,25 @@ def slo_advice(
         return slo.prefill_room(step, tpot_ms, batch) if step.prefill_ms_per_token else chunk
 
     warnings: list[str] = []
-    roomy = slo.roomy_cap(step, tpot_ms, seqs)
-    if roomy < seqs:
-        # A full batch would leave arrivals no room: the line runs the largest batch whose
-        # step still carries one prefill chunk inside TPOT (as `capacity --tpot` caps it).
+    ratio = prompt_per_output(workload)
+    result["prompt_tokens_per_output_token"] = ratio
+    balanced = slo.balanced_cap(step, tpot_ms, seqs, ratio)
+    if balanced < seqs:
+        # The prompts a full batch's requests bring would stretch the mean step past TPOT:
+        # the line runs the largest batch whose decodes and prefill together stay inside it
+        # (as `capacity --tpot` caps it).
+        mean_ms = slo.mean_step_ms(step, seqs, ratio)
         warnings.append(
-            f"a full batch of {seqs} leaves {room_at(seqs)} prompt tokens per step inside TPOT "
-            f"{tpot_ms:g} ms: the line runs {roomy} to keep room for a "
-            f"{slo.PREFILL_ROOM_TOKENS}-token prefill chunk in every step"
+            f"a full batch of {seqs} with the prompts its requests bring ({ratio:.2f} prompt "
+            f"tokens per output token, the {workload} workload) averages {mean_ms:.1f} ms a "
+            f"step, over TPOT {tpot_ms:g} ms: the line runs {balanced}"
         )
-        result["binding_reason"] += (
-            f"; {roomy} keep a {slo.PREFILL_ROOM_TOKENS}-token prefill chunk inside it"
+        result["binding"] = "latency"
+        result["binding_reason"] = (
+            f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences on decode steps "
+            f"alone, {balanced} with the prefill of the prompts they bring"
         )
-        seqs = result["operating_concurrency"] = roomy
+        seqs = result["operating_concurrency"] = balanced
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
     room = room_at(seqs)

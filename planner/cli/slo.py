@@ -93,7 +93,11 @@ def slo(
     ] = False,
     rate: Annotated[float | None, typer.Option(help="Arrival rate for --validate, req/s.")] = None,
     workload: Annotated[
-        str | None, typer.Option(help="Workload for --validate [reference].")
+        str | None,
+        typer.Option(
+            help="Workload whose prompts share the steps (its prompt tokens per output token "
+            "cap the line's batch), and --validate's [reference]."
+        ),
     ] = None,
     plot: Annotated[
         str | None, typer.Option(help="Also save the chart as an image (plot extra).")
@@ -110,10 +114,6 @@ def slo(
         raise InputError("--rate", "required with --validate (arrival rate, req/s)")
     if rate is not None and not validate:
         raise InputError("--rate", "only used by --validate (add --validate to simulate at it)")
-    if workload is not None and not validate:
-        raise InputError(
-            "--workload", "only used by --validate (add --validate and --rate to simulate it)"
-        )
     for name, value in (
         ("--bandwidth-efficiency", bandwidth_efficiency),
         ("--flops-efficiency", flops_efficiency),

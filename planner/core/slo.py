@@ -109,12 +109,6 @@ def max_prefill_chunk(model: StepModel, budget_ms: float) -> int:
     return max(0, math.floor((budget_ms - model.a_ms) / model.prefill_ms_per_token + 1e-9))
 
 
-# The prefill a step of a full batch must still carry inside TPOT, or every arrival stretches a
-# step past the budget: one chunk of 512 tokens, vLLM V0's default chunked-prefill budget
-# (SchedulerConfig max_num_batched_tokens with chunked prefill, vllm/config.py 0.4-0.7).
-PREFILL_ROOM_TOKENS = 512
-
-
 def prefill_room(model: StepModel, budget_ms: float, batch: int) -> int:
     """Prompt tokens a step of `batch` decodes still carries inside the budget."""
     if not model.prefill_ms_per_token:
@@ -123,15 +117,30 @@ def prefill_room(model: StepModel, budget_ms: float, batch: int) -> int:
     return max(0, math.floor(spare + 1e-9))
 
 
-def roomy_cap(model: StepModel, budget_ms: float, cap: int) -> int:
-    """The largest batch (<= cap) whose step still carries a PREFILL_ROOM_TOKENS chunk inside
-    the budget: the batch cap of the budget less that chunk's prefill; `cap` itself where it
-    already leaves the room, or where even one sequence cannot."""
-    if not model.prefill_ms_per_token or prefill_room(model, budget_ms, cap) >= PREFILL_ROOM_TOKENS:
+def mean_step_ms(model: StepModel, batch: int, prompt_per_output: float) -> float:
+    """The mean step of `batch` running sequences in steady state, ms: their decodes, plus the
+    prompts their requests bring. Each request prefills P prompt tokens for the O it decodes,
+    so B sequences bring B x P / O prompt tokens per step on average (in the step's own
+    chunk under vLLM, in prefill steps between the decodes under SGLang: the same time either
+    way), and the mean TPOT is this step's length."""
+    return model.step_ms(batch) + batch * prompt_per_output * model.prefill_ms_per_token
+
+
+def balanced_cap(model: StepModel, budget_ms: float, cap: int, prompt_per_output: float) -> int:
+    """The largest batch (<= cap) whose mean step, its prompts' prefill included, stays inside
+    the budget (`mean_step_ms`); 1 where even one sequence's does not. Monotone in the budget:
+    a looser TPOT never runs fewer sequences."""
+    if not model.prefill_ms_per_token or prompt_per_output <= 0:
         return cap
-    if prefill_room(model, budget_ms, 1) < PREFILL_ROOM_TOKENS:
+
+    def inside(batch: int) -> bool:
+        return mean_step_ms(model, batch, prompt_per_output) <= budget_ms
+
+    if inside(cap):
         return cap
-    return min(cap, batch_cap(model, budget_ms - PREFILL_ROOM_TOKENS * model.prefill_ms_per_token))
+    if not inside(1):
+        return 1
+    return largest_passing(1, cap, inside)
 
 
 def prefill_ms(model: StepModel, prompt_tokens: int) -> float:
