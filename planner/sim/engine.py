@@ -1216,7 +1216,8 @@ def _unbounded(
         while waiting and running < max_batch:
             pending.append(waiting.popleft())
             running += 1
-        peak_running = max(peak_running, running)
+        if running > peak_running:
+            peak_running = running
         n_decoding = running - len(pending)  # a new prompt has a token left (target >= 1)
         if not pending:
             # Decode-only: jump to the next finish (or to the next arrival while a slot is
@@ -1241,7 +1242,8 @@ def _unbounded(
                     stall_ms = 0.0
                 else:
                     itl[dt] += n_decoding * steps
-                retire()
+                if heap[0][0] <= clock:  # (a call per jump costs more than the test)
+                    retire()
                 n_decoding = running
                 while nxt < n and arrival[nxt] <= t:
                     waiting.append(nxt)
@@ -1297,7 +1299,8 @@ def _unbounded(
             pending = []  # the usual case: every pending prompt finished this step
         elif done_prefill:
             pending = [i for i in pending if prefilled[i] < target[i]]
-        retire()
+        if heap and heap[0][0] <= clock:
+            retire()
     for gap_ms, tokens in itl.items():
         run.itl_tokens[gap_ms] = run.itl_tokens.get(gap_ms, 0) + tokens
     run.idle_ms += idle_ms
