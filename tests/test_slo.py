@@ -54,28 +54,38 @@ def test_fit_recovers_a_line_and_reports_r2() -> None:
 def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     # vLLM 0.33's pool (0.92 of the card): memory binds before the latency cap
     data = cli("slo", "--tpot", "80", "--preset", "gqa-70b", "--gpu", "mi300x",
-               "--engine-version", "0.33", "--json").json()  # fmt: skip
+               "--engine-version", "0.33", "--batch", "1,32", "--json").json()  # fmt: skip
     spec = load_model_preset("gqa-70b")
     bandwidth = 5.3e12 * 0.60  # MI300X 5.3 TB/s x the AMD achievable share
     embedding = spec.vocab_size * spec.hidden_size * 2  # gathered, not read
     fixed = 80 * 0.017 + 0.2  # 80 layers x 17 us of kernels + vLLM's step overhead
-    assert data["a_ms"] == pytest.approx((140e9 - embedding) / bandwidth * 1e3 + fixed)
     # a 2,000-token KV read, at half the weights' share (CDNA's decode attention)
-    assert data["b_ms"] == pytest.approx(327_680 * 2000 / (bandwidth * 0.5) * 1e3)
+    kv_ms = 327_680 * 2000 / (bandwidth * 0.5) * 1e3
+    # one sequence: a pass over the weights (one token's multiply adds about 1 us to it under
+    # the GEMMs' norm), the fixed costs and its KV read
+    t1 = data["step_ms_at"]["1"]
+    assert t1 == pytest.approx((140e9 - embedding) / bandwidth * 1e3 + fixed + kv_ms, abs=0.002)
+    # b, read between 1 and 32 sequences: the KV read and what the multiply of 32 tokens adds
+    # to the weights' stream under the norm (a twelfth of it here)
+    terms = data["terms_at"]
+    growth = (terms["32"]["linear_ms"] - terms["1"]["linear_ms"]) / 31
+    assert 0 < growth < kv_ms / 10
+    assert data["b_ms"] == pytest.approx(kv_ms + growth)
+    assert data["a_ms"] == pytest.approx(t1 - data["b_ms"])
     assert any("weights read per step" in line for line in data["arithmetic"])
     assert any("the KV at x 0.5 of that: cdna3's decode attention" in x for x in data["arithmetic"])
     # the memory cap is the engine's own pool, as `planner capacity` plans it (one answer)
     engine = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--engine-version", "0.33",
                  "--json").json()  # fmt: skip
     assert data["memory_cap"] == engine["max_seqs_paged"] == 67 and data["binding"] == "latency"
-    # the decode steps alone allow 85, but each output token brings 1.97 prompt tokens of the
-    # reference workload at 0.305 ms each: a + B (b + 1.97 x 0.305) <= 80 holds to B = 34
+    # the decode steps alone allow 72, but each output token brings 1.97 prompt tokens of the
+    # reference workload at 0.305 ms each: a + B (b + 1.97 x 0.305) <= 80 holds to B = 33
     ratio = data["prompt_tokens_per_output_token"]
-    assert ratio == pytest.approx(1.97, abs=0.005) and data["batch_cap"] == 85
+    assert ratio == pytest.approx(1.97, abs=0.005) and data["batch_cap"] == 72
     per_seq = data["b_ms"] + ratio * data["prefill_ms_per_token"]
-    assert data["operating_concurrency"] == int((80 - data["a_ms"]) / per_seq) == 34
-    assert "--max-num-seqs 34" in data["flags"]["vllm"]
-    # at 150 ms the KV pool's 67 bind before the 103 that budget balances
+    assert data["operating_concurrency"] == int((80 - data["a_ms"]) / per_seq) == 33
+    assert "--max-num-seqs 33" in data["flags"]["vllm"]
+    # at 150 ms the KV pool's 67 bind first
     loose = cli("slo", "--tpot", "150", "--preset", "gqa-70b", "--gpu", "mi300x",
                 "--engine-version", "0.33", "--json").json()  # fmt: skip
     assert loose["binding"] == "memory" and loose["operating_concurrency"] == 67

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from planner.core.latency import Roofline
 from planner.core.specs import ModelSpec
-from planner.core.step import StepTime, step_time_for
+from planner.core.step import StepTime, gemm, step_time_for
 from planner.core.step.comm import (
     ALLREDUCE_HOP_MS,
     DEEPEP_COMBINE_BYTES_PER_VALUE,
@@ -451,21 +451,46 @@ def test_a_moe_chunk_streams_its_experts_while_its_attention_projections_compute
     h200 = find_gpu("h200")
     step = step_time_for(r1, h200, tp=8, engine="vllm")
     tokens = 2048
-    experts_ms = step.expert_weights_bytes(tokens) / (h200.hbm_bandwidth_bytes_per_s * 0.655)
+    bandwidth = h200.hbm_bandwidth_bytes_per_s * 0.655
+    experts_read_ms = step.expert_weights_bytes(tokens) / bandwidth
     active = r1.expert_params // r1.num_experts * r1.experts_per_token // 8
     assert step.expert_active_params_per_gpu == active
     body = step.active_params_per_gpu - step.embedding_params_per_gpu - active
     plain = min(step.plain_params_per_gpu, body)
     rate = h200.fp8_dense_flops * 0.55 * 0.65 / 0.73
+    experts_multiply_ms = 2 * tokens * active / rate
     dense_ms = 2 * tokens * (plain / (h200.bf16_dense_flops * 0.55) + (body - plain) / rate)
-    assert dense_ms * 1e3 > step.dense_weights_bytes / (h200.hbm_bandwidth_bytes_per_s * 0.655)
+    head_bytes = step.lm_head_params_per_gpu * 2  # the bf16 lm_head: no token samples here
+    dense_read_ms = (step.dense_weights_bytes - head_bytes) / bandwidth
+    assert dense_ms > 10 * dense_read_ms and experts_read_ms > 2 * experts_multiply_ms
+    # each class its own GEMM: the Euclidean norm of its stream and its multiply (the larger
+    # term and up to a tenth more here), the two classes one after another
     linear = step.linear_ms(tokens, sampled=0)
-    assert linear == pytest.approx((experts_ms + dense_ms) * 1e3, rel=1e-6)
+    experts_ms = math.hypot(experts_read_ms, experts_multiply_ms)
+    expected = experts_ms + math.hypot(dense_read_ms, dense_ms)
+    assert linear == pytest.approx(expected * 1e3, rel=1e-6)
     _, memory_ms, compute_ms = step.gemm(tokens, sampled=0)
     assert linear > 1.2 * max(memory_ms, compute_ms)
-    # a decode step is memory-bound throughout: the classes' reads add up as before
+    # a decode step is memory-bound throughout: the classes' reads add up, the norm adding
+    # under 0.1% for the multiply of 8 tokens
     _, memory_ms, compute_ms = step.gemm(8)
-    assert step.linear_ms(8) == pytest.approx(memory_ms, rel=1e-6)
+    assert memory_ms < step.linear_ms(8) < memory_ms * 1.001
+
+
+def test_a_gemm_at_the_ridge_overlaps_its_stream_and_multiply_only_in_part() -> None:
+    # DeepGEMM's table (H800, FP8): M = 256, N = 4,096, K = 7,168 takes 16.1 us, where its
+    # 33.3 MB of operands stream in 12.5 us (2,668 GB/s) and the multiply takes 11.5 us (its
+    # 1,304 TFLOPS at M = 4,096): the max says 12.5, the norm 17.0
+    stream_us = (4096 * 7168 + 256 * 7168 + 256 * 4096 * 2) / 2668e9 * 1e6
+    multiply_us = 2 * 256 * 4096 * 7168 / 1304e12 * 1e6
+    assert stream_us == pytest.approx(12.5, abs=0.05)
+    assert multiply_us == pytest.approx(11.5, abs=0.05)
+    assert gemm.overlapped_ms(stream_us, multiply_us) == pytest.approx(16.1, rel=0.07)
+    assert max(stream_us, multiply_us) < 16.1 * 0.8
+    # equal terms: 1.41x; one term ten times the other: within 0.5% of it; one alone: itself
+    assert gemm.overlapped_ms(3.0, 3.0) == pytest.approx(3.0 * math.sqrt(2))
+    assert 10.0 < gemm.overlapped_ms(10.0, 1.0) < 10.05
+    assert gemm.overlapped_ms(0.0, 4.0) == gemm.overlapped_ms(4.0, 0.0) == 4.0
 
 
 def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only() -> None:
@@ -542,7 +567,7 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     assert "sets the step" not in small
     assert "the API server's streaming 24.58 sets the step" in large
     # capacity --tpot runs the same cap and names what sets the step there
-    where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--tpot", "20", "--json")
+    where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--tpot", "25", "--json")
     reason = cli("capacity", *where).json()["binding_reason"]
     assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
     sglang = cli("capacity", *where, "--engine", "sglang").json()["binding_reason"]

@@ -9,7 +9,8 @@ one module per family of operations (docs/method.md §3).
     overhead  kernels per layer and the engine's per-step overhead
     model     StepTime: the operations summed as the GPU runs them
 
-    t(B, ctx) = max(weights, compute) + attention + kernels + all-reduce + engine overhead
+    t(B, ctx) = hypot(weights, compute) per class of linear layers + attention + kernels
+                + all-reduce + engine overhead
 
 Constants were fitted on public measurements (benchmarks/data/step-time.jsonl: LMDeploy on
 A100, vLLM on H100 and A100, with sources) and checked against an ideal-step floor measured on

@@ -67,6 +67,30 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
     return base
 
 
+# A GEMM near the ridge, where streaming its operands and multiplying take about as long,
+# overlaps the two only in part: its time is the Euclidean norm of the two terms, not their max.
+# Measured on DeepGEMM's published table (deepseek-ai/DeepGEMM README, first release, 2025-02:
+# FP8 GEMMs on an H800 SXM5), with the operands streamed at the table's best bandwidth (2,668
+# GB/s: M = 64, N = 7,168, K = 16,384) and the multiply at its M = 4,096-8,192 rate, at M = 256,
+# 512 and 1,024 tokens for N = 4,096 / K = 7,168 and N = 7,168 / K = 2,048: the norm is within
+# -8% to +7% of the six measured times, the max 5-23% short (M = 256, N = 4,096: 16.1 us
+# measured, 12.5 us of stream and 11.5 of multiply; the norm 17.0). Far from the ridge the norm
+# is the larger term to within a few percent: decode GEMVs stay at their weight read, long
+# prefills at their FLOPs.
+GEMM_OVERLAP_NORM = 2
+
+
+def overlapped_ms(memory_ms: float, compute_ms: float) -> float:
+    """One GEMM's time from its weight stream and its multiply, ms: their GEMM_OVERLAP_NORM-norm
+    (the larger alone far from the ridge, 1.41x it where the two are equal), taken relative to
+    the larger so that no power overflows."""
+    larger, smaller = max(memory_ms, compute_ms), min(memory_ms, compute_ms)
+    if smaller <= 0:
+        return larger
+    share = smaller / larger
+    return float(larger * (1.0 + share**GEMM_OVERLAP_NORM) ** (1.0 / GEMM_OVERLAP_NORM))
+
+
 def read_ms(read_bytes: float, bandwidth_bytes_per_s: float) -> float:
     """Streaming `read_bytes` from HBM at an achievable bandwidth, ms."""
     return read_bytes / bandwidth_bytes_per_s * 1e3

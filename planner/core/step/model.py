@@ -27,7 +27,7 @@ class StepTerms(BaseModel):
     compute_ms: float
     linear_ms: float = Field(
         description="the linear layers: the dense body, the routed experts and the lm_head, "
-        "each memory- or compute-bound on its own, one after another, ms"
+        "each the norm of its weight stream and its multiply, one after another, ms"
     )
     dense_linear_ms: float = Field(description="the dense body's linear layers, ms")
     dequant_ms: float = Field(
@@ -229,10 +229,10 @@ class StepTime(BaseModel):
 
     def linear_parts(self, tokens: int, sampled: int | None = None) -> tuple[float, float, float]:
         """The dense body, the routed experts and the lm_head (over the `sampled` tokens only;
-        default all) of one forward pass, ms: they run one after another, each memory- or
-        compute-bound on its own. A MoE prefill chunk streams every expert (a few tokens each:
-        memory-bound) while its attention projections are compute-bound; one max over their
-        sums would hide the one behind the other."""
+        default all) of one forward pass, ms: they run one after another, each the norm of its
+        weight stream and its multiply (gemm.overlapped_ms). A MoE prefill chunk streams every
+        expert (a few tokens each: memory-bound) while its attention projections are
+        compute-bound; one max over their sums would hide the one behind the other."""
         bandwidth = self._bandwidth()
         plain_rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
@@ -244,11 +244,11 @@ class StepTime(BaseModel):
         )
         head_ms = 0.0
         if head_tokens > 0:
-            head_ms = max(
+            head_ms = gemm.overlapped_ms(
                 gemm.read_ms(head_bytes, bandwidth) * self.memory_scale,
                 gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
             )
-        body_ms = max(
+        body_ms = gemm.overlapped_ms(
             gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
             gemm.compute_ms(plain, tokens, plain_rate)
             + gemm.compute_ms(body - plain - experts, tokens, quantized_rate),
@@ -256,7 +256,7 @@ class StepTime(BaseModel):
         body_ms += self.dequant_ms(tokens)
         experts_ms = 0.0
         if self.num_experts:
-            experts_ms = max(
+            experts_ms = gemm.overlapped_ms(
                 gemm.read_ms(self.expert_weights_bytes(tokens), bandwidth) * self.memory_scale,
                 gemm.compute_ms(experts, tokens, quantized_rate),
             )
