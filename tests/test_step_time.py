@@ -491,6 +491,7 @@ def test_a_gemm_at_the_ridge_overlaps_its_stream_and_multiply_only_in_part() -> 
     assert gemm.overlapped_ms(3.0, 3.0) == pytest.approx(3.0 * math.sqrt(2))
     assert 10.0 < gemm.overlapped_ms(10.0, 1.0) < 10.05
     assert gemm.overlapped_ms(0.0, 4.0) == gemm.overlapped_ms(4.0, 0.0) == 4.0
+    assert gemm.overlapped_ms(math.inf, math.inf) == gemm.overlapped_ms(math.inf, 1.0) == math.inf
 
 
 def test_the_embedding_is_gathered_and_the_lm_head_runs_for_sampled_tokens_only() -> None:

@@ -3,6 +3,8 @@ work it does, at the rate of the weights' dtype on the card."""
 
 from __future__ import annotations
 
+import math
+
 from planner.core.specs import GpuSpec
 
 # Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
@@ -85,7 +87,7 @@ def overlapped_ms(memory_ms: float, compute_ms: float) -> float:
     (the larger alone far from the ridge, 1.41x it where the two are equal), taken relative to
     the larger so that no power overflows."""
     larger, smaller = max(memory_ms, compute_ms), min(memory_ms, compute_ms)
-    if smaller <= 0:
+    if smaller <= 0 or math.isinf(larger):
         return larger
     share = smaller / larger
     return float(larger * (1.0 + share**GEMM_OVERLAP_NORM) ** (1.0 / GEMM_OVERLAP_NORM))
