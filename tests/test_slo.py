@@ -195,6 +195,17 @@ def test_the_workload_sets_how_much_prefill_a_batch_brings(cli: Cli) -> None:
     assert "--max-num-seqs 330 " in data["flags"]["vllm"]
 
 
+def test_the_lengths_given_set_how_much_prefill_a_batch_brings(cli: Cli) -> None:
+    # 8,000-token prompts for 1,000-token outputs: 5 + B (0.086 + 8 x 0.047) <= 50 to B = 97,
+    # whatever the workload (which stays --validate's)
+    args = ("--tpot", "50", "--prompt-len", "8000", "--output-len", "1000", "--json")
+    data = cli("slo", *args).json()
+    assert data["prompt_tokens_per_output_token"] == 8.0
+    assert data["operating_concurrency"] == 97 == int(45 / (0.086 + 8 * 0.047))
+    assert any("the lengths given" in w for w in data["warnings"])
+    assert cli("slo", *args, "--workload", "sharegpt").json()["operating_concurrency"] == 97
+
+
 def test_rate_without_validate_is_an_error(cli: Cli) -> None:
     r = cli("slo", "--tpot", "12", "--rate", "20")
     assert r.code == 2 and "--rate" in r.err and "--validate" in r.err
@@ -225,6 +236,8 @@ def test_fit_file(cli: Cli, tmp_path: Path) -> None:
         (["--tpot", "nan"], "--tpot: must be a finite number"),
         (["--tpot", "-3"], "--tpot"),
         (["--tpot", "50", "--ttft", "100"], "--prompt-len"),
+        (["--tpot", "50", "--output-len", "100"], "--prompt-len: required with --output-len"),
+        (["--tpot", "50", "--prompt-len", "10", "--output-len", "0"], "--output-len: must be >= 1"),
         (["--tpot", "50", "--a-ms", "5"], "give both a and b"),
         (["--tpot", "50", "--validate"], "--rate"),
         (["--tpot", "50", "--preset", "gqa-70b"], "--gpu"),

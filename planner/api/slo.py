@@ -182,6 +182,7 @@ def slo_advice(
     tpot_ms: float,
     ttft_ms: float | None = None,
     prompt_tokens: int | None = None,
+    output_tokens: int | None = None,
     a_ms: float | None = None,
     b_ms: float | None = None,
     prefill_ms_per_token: float | None = None,
@@ -212,6 +213,10 @@ def slo_advice(
     from planner.core.flags import MODEL_PLACEHOLDER
 
     prefill = _check_inputs(tpot_ms, ttft_ms, prompt_tokens, prefill_ms_per_token, engine)
+    if output_tokens is not None and prompt_tokens is None:
+        raise InputError("--prompt-len", "required with --output-len (the ratio of the two)")
+    if output_tokens is not None and output_tokens < 1:
+        raise InputError("--output-len", f"must be >= 1 (got {output_tokens})")
     pp = int(settings.pop("pp", 1) or 1)
     source = _StepSource(
         a_ms=a_ms,
@@ -351,7 +356,11 @@ def slo_advice(
         return slo.prefill_room(step, tpot_ms, batch) if step.prefill_ms_per_token else chunk
 
     warnings: list[str] = []
-    ratio = prompt_per_output(workload)
+    # the prompt tokens each output token brings: the lengths given, else the workload's
+    if prompt_tokens is not None and output_tokens is not None:
+        ratio, brought_by = prompt_tokens / output_tokens, "the lengths given"
+    else:
+        ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
     result["prompt_tokens_per_output_token"] = ratio
     balanced = slo.balanced_cap(step, tpot_ms, seqs, ratio)
     if balanced < seqs:
@@ -361,8 +370,8 @@ def slo_advice(
         mean_ms = slo.mean_step_ms(step, seqs, ratio)
         warnings.append(
             f"a full batch of {seqs} with the prompts its requests bring ({ratio:.2f} prompt "
-            f"tokens per output token, the {workload} workload) averages {mean_ms:.1f} ms a "
-            f"step, over TPOT {tpot_ms:g} ms: the line runs {balanced}"
+            f"tokens per output token, {brought_by}) averages {mean_ms:.1f} ms a step, over "
+            f"TPOT {tpot_ms:g} ms: the line runs {balanced}"
         )
         result["binding"] = "latency"
         result["binding_reason"] = (

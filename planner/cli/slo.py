@@ -23,7 +23,14 @@ def slo(
     tpot: Annotated[float, typer.Option(help="TPOT budget per output token, ms.")],
     ttft: Annotated[float | None, typer.Option(help="TTFT budget, ms (with --prompt-len).")] = None,
     prompt_len: Annotated[
-        int | None, typer.Option(help="Prompt tokens for the TTFT check.")
+        int | None,
+        typer.Option(
+            help="Prompt tokens for the TTFT check; with --output-len, also the prompt tokens "
+            "per output token the line's batch brings (instead of --workload's)."
+        ),
+    ] = None,
+    output_len: Annotated[
+        int | None, typer.Option(help="Output tokens per request (with --prompt-len).")
     ] = None,
     a_ms: Annotated[float | None, typer.Option(help="Given fixed step cost a, ms.")] = None,
     b_ms: Annotated[float | None, typer.Option(help="Given per-sequence cost b, ms.")] = None,
@@ -136,6 +143,7 @@ def slo(
         tpot_ms=tpot,
         ttft_ms=ttft,
         prompt_tokens=prompt_len,
+        output_tokens=output_len,
         a_ms=a_ms,
         b_ms=b_ms,
         prefill_ms_per_token=prefill_ms_per_token,
