@@ -666,8 +666,7 @@ class _IterationLoop:
         self.rem_base += output[i] - self.gen_off[i]
         if output[i] - self.gen_off[i] - clock > self.clip:
             self.long.add(i)
-        if self.window_pool is not None and output[i] > 2 * self.window_pool.window:
-            self.window_start(i)  # only an output past two windows is ever evicted
+        self.window_start(i)
         self.count_base(i, 1)
         heapq.heappush(self.heap, (output[i] - self.gen_off[i], i, self.version[i]))
 
@@ -719,9 +718,11 @@ class _IterationLoop:
 
     def window_start(self, i: int) -> None:
         """A decoding request's freed tokens at its decoded count now, and its next eviction
-        on the heap (again whenever its count jumps: speculation)."""
+        on the heap (again whenever its count jumps: speculation); nothing without a window
+        pool, or for an output no longer than two windows (never evicted)."""
         wp = self.window_pool
-        assert wp is not None
+        if wp is None or self.output[i] <= 2 * wp.window:
+            return
         decoded = self.post_off[i] + self.clock
         freed = decoded - wp.decoded_held(decoded)
         self.window_freed_total += freed - self.window_freed[i]
@@ -836,12 +837,12 @@ class _IterationLoop:
         )
         if self.preempted_last and reserve is not None:
             in_use = self.retract(running, in_use)
-        if self.preempted_last and reserve is not None and reserve.flat_tokens is None:
-            decoded = sum(self.generated_now(j) for j in running)
-            budget_out = sum(self.output[j] for j in running)
-            self.reserve_ratio = min(
-                1.0, (decoded + reserve.retract_steps * len(running)) / max(1, budget_out)
-            )
+            if reserve.flat_tokens is None:  # a flat reserve (PD decode) has no ratio to raise
+                decoded = sum(self.generated_now(j) for j in running)
+                budget_out = sum(self.output[j] for j in running)
+                self.reserve_ratio = min(
+                    1.0, (decoded + reserve.retract_steps * len(running)) / max(1, budget_out)
+                )
         while running and in_use > pool:
             victim = running.pop()  # the most recently admitted gives way
             in_use -= self.evict(victim)
@@ -1019,8 +1020,7 @@ class _IterationLoop:
             self.decode_base += got - steps
             self.version[i] += 1
             heapq.heappush(self.heap, (output[i] - gen_off[i], i, self.version[i]))
-            if self.window_pool is not None and output[i] > 2 * self.window_pool.window:
-                self.window_start(i)
+            self.window_start(i)
 
     def complete_prefills(self, take: dict[int, int]) -> None:
         """Add this step's prompt tokens; a prompt done samples its first token and decodes."""
