@@ -265,6 +265,7 @@ def test_verifying_drafts_on_a_moe_reads_the_experts_they_touch() -> None:
     from planner.core.spec_load import curve_cost
     from planner.core.step import step_time_for
     from planner.core.step.gemm import read_ms
+    from planner.core.step.moe import MOE_MS_PER_IDLE_EXPERT
     from planner.sources.presets import find_gpu, load_model_preset
 
     model = load_model_preset("deepseek-v3")
@@ -275,4 +276,8 @@ def test_verifying_drafts_on_a_moe_reads_the_experts_they_touch() -> None:
     bandwidth = curve.bandwidth_bytes_per_s * curve.bandwidth_efficiency
     touched = read_ms(curve.expert_weights_bytes(4) - curve.expert_weights_bytes(1), bandwidth)
     assert touched > 1.0  # top-8 of 256 experts: 4 tokens touch ~4x the weights of one
-    assert touched <= gap <= touched * 1.25
+    # each newly routed expert's read replaces the early exit of its idle blocks
+    exits = curve.moe_fixed_ms(1) - curve.moe_fixed_ms(4)
+    newly_routed = curve.experts_read(4) - curve.experts_read(1)
+    assert exits == pytest.approx(curve.moe_layers * newly_routed * MOE_MS_PER_IDLE_EXPERT)
+    assert touched - exits <= gap <= (touched - exits) * 1.25

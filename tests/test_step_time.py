@@ -30,6 +30,7 @@ from planner.core.step.comm import (
     deepep_ms,
     fabric_of,
 )
+from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
     KERNEL_MS_PER_LAYER,
@@ -135,6 +136,21 @@ def test_moe_reads_top_k_experts_at_one_token_and_all_of_them_at_many() -> None:
     assert st.dense_weights_bytes + 8 * st.expert_bytes == pytest.approx(
         (MIXTRAL.weights_bytes - MIXTRAL.vocab_size * MIXTRAL.hidden_size * 2) / 4, rel=1e-3
     )
+
+
+def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -> None:
+    # Qwen3-30B-A3B: 48 MoE layers of 128 experts, top-8. At one token 120 experts are idle in
+    # every layer; at 1,024 tokens none is: the fixed cost falls to the routing kernels.
+    qwen = resolve_model(None, str(MODELS / "Qwen--Qwen3-30B-A3B"))
+    st = step_time_for(qwen, find_gpu("a100-sxm4-80gb"), tp=1)
+    per_layer = KERNEL_MS_PER_LAYER + MOE_KERNEL_MS_PER_LAYER
+    assert st.terms(1, 100).kernels_ms == pytest.approx(
+        48 * (per_layer + 120 * MOE_MS_PER_IDLE_EXPERT)
+    )
+    assert st.terms(1024, 100).kernels_ms == pytest.approx(48 * per_layer, rel=1e-6)
+    # the read of a newly routed expert outlasts the exit it replaces: a step never shortens
+    times = [st.step_ms(b, 100) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    assert times == sorted(times)
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:

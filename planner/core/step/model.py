@@ -68,7 +68,7 @@ class StepTime(BaseModel):
     experts_per_token: int = Field(default=0, ge=0)
     moe_layers: int = Field(default=0, ge=0, description="layers with routed experts")
     moe_kernel_ms_per_layer: float = Field(default=moe.MOE_KERNEL_MS_PER_LAYER, ge=0)
-    moe_ms_per_local_expert: float = Field(default=moe.MOE_MS_PER_LOCAL_EXPERT, ge=0)
+    moe_ms_per_idle_expert: float = Field(default=moe.MOE_MS_PER_IDLE_EXPERT, ge=0)
     experts_per_gpu: int = Field(
         default=0, ge=0, description="experts resident on one GPU (all under TP, E / EP)"
     )
@@ -284,14 +284,16 @@ class StepTime(BaseModel):
         return weights, memory_ms, compute_ms
 
     def moe_fixed_ms(self, tokens: int) -> float:
-        """The MoE layers' routing kernels and their per-expert part (fixed per step), ms."""
+        """The MoE layers' routing kernels and their idle local experts' early exits for a
+        step of `tokens` tokens, ms. A GPU's idle experts are its local ones less those the
+        step routes to (under expert parallelism, its share of them)."""
         if not self.num_experts or not self.moe_layers or tokens <= 0:
             return 0.0
+        local = self.experts_per_gpu or self.num_experts
+        routed = self.experts_read(tokens * self.attention_dp)
+        idle = local * (1.0 - routed / self.num_experts)
         return moe.routing_ms(
-            self.moe_layers,
-            self.experts_per_gpu or self.num_experts,
-            self.moe_kernel_ms_per_layer,
-            self.moe_ms_per_local_expert,
+            self.moe_layers, idle, self.moe_kernel_ms_per_layer, self.moe_ms_per_idle_expert
         )
 
     def collectives_ms(self, tokens: int, decode: bool = True) -> float:

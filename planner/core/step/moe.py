@@ -11,15 +11,18 @@ from planner.core.specs import ModelSpec
 # A MoE layer launches kernels a dense one does not: the router GEMM, top-k softmax, the token
 # sort / block alignment of fused MoE and the weighted combine (vLLM fused_moe.py: 4 kernels
 # beside the two grouped GEMMs), 30 us per MoE layer at the 4-9 us a kernel costs
-# (overhead.KERNEL_MS_PER_LAYER). The alignment kernel walks every local expert and the grouped
-# GEMMs launch a grid over all of them (most blocks exit at once when few tokens route), so
-# part of the cost grows with the experts on the GPU: 0.5 us per local expert, an estimate
-# that puts Qwen3-30B-A3B (128 experts) at batch 1 on an A100 at 9.6 ms against its published
-# 9.7 ms, while the Mixtral-8x22B rows (8 experts) of benchmarks/data/step-time.jsonl barely
-# move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1 on 2 x MI300X is still 10.1 ms
-# against the 14.9 ms of SGLang PR 31044 (benchmarks/data/e2e.jsonl): the AMD side is unsettled.
+# (overhead.KERNEL_MS_PER_LAYER). The grouped GEMMs launch a grid sized for every local expert
+# (fused_moe's EM = tokens x top-k + E x (BLOCK_M - 1) rows of padding room): the blocks of an
+# expert no token routed to find nothing and exit at once, and that cost grows with the idle
+# experts; an expert with tokens spends its blocks streaming its weights, time the weight
+# read already counts (a whole expert's read, several us, outlasts the exit). 0.5 us per idle
+# local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
+# A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
+# benchmarks/data/step-time.jsonl barely move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1
+# on 2 x MI300X is still 10.1 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
+# e2e.jsonl): the AMD side is unsettled.
 MOE_KERNEL_MS_PER_LAYER = 0.03
-MOE_MS_PER_LOCAL_EXPERT = 0.0005
+MOE_MS_PER_IDLE_EXPERT = 0.0005
 
 
 def experts_read(num_experts: int, experts_per_token: int, tokens: int) -> float:
@@ -52,10 +55,11 @@ def expected_max_of_normals(n: int) -> float:
 
 
 def routing_ms(
-    moe_layers: int, local_experts: int, kernel_ms: float, per_expert_ms: float
+    moe_layers: int, idle_experts: float, kernel_ms: float, per_expert_ms: float
 ) -> float:
-    """The MoE layers' routing kernels and their per-local-expert part (fixed per step), ms."""
-    return moe_layers * (kernel_ms + local_experts * per_expert_ms)
+    """The MoE layers' routing kernels and the early exits of their idle local experts'
+    blocks (fixed per step for a given batch), ms."""
+    return moe_layers * (kernel_ms + idle_experts * per_expert_ms)
 
 
 def moe_layers(model: ModelSpec) -> int:
