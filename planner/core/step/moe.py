@@ -11,10 +11,11 @@ from planner.core.specs import ModelSpec
 # A MoE layer launches kernels a dense one does not: the router GEMM, top-k softmax, the token
 # sort / block alignment of fused MoE and the weighted combine (vLLM fused_moe.py: 4 kernels
 # beside the two grouped GEMMs), 30 us per MoE layer at the 4-9 us a kernel costs
-# (overhead.KERNEL_MS_PER_LAYER). The grouped GEMMs launch a grid sized for every local expert
-# (fused_moe's EM = tokens x top-k + E x (BLOCK_M - 1) rows of padding room): the blocks of an
-# expert no token routed to find nothing and exit at once, and that cost grows with the idle
-# experts; an expert with tokens spends its blocks streaming its weights, time the weight
+# (overhead.KERNEL_MS_PER_LAYER). The grouped GEMMs launch a grid sized for every local expert:
+# cdiv(tokens x top-k + E x (BLOCK_M - 1), BLOCK_M) row blocks (moe_align_block_size's
+# max_num_tokens_padded, vllm/model_executor/layers/fused_moe/fused_moe.py, 0.6.3), of which
+# those past the routed experts' padded rows exit at once: about one per idle expert (E less
+# those routed). An expert with tokens spends its blocks streaming its weights, time the weight
 # read already counts (a whole expert's read, several us, outlasts the exit). 0.5 us per idle
 # local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
 # A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
