@@ -4,7 +4,8 @@ Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf In
 dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
 poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
 the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
-median TPOT and median TTFT, with median / p90 |error| by GPU vendor, engine and model class,
+TPOT and TTFT (the median; the mean where a source reports only that, as the SGLang cookbook's
+tables do), with median / p90 |error| by GPU vendor, engine and model class,
 and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
 measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
@@ -445,13 +446,34 @@ def load_band(load: Load) -> str:
     return f"load {'c1' if n == 1 else 'c2-16' if n <= 16 else 'c17-128' if n <= 128 else 'c>128'}"
 
 
+# The SGLang cookbook names the mean TTFT, TPOT and ITL as its key metrics ("Understanding the
+# Results", sgl-project/sgl-cookbook docs/autoregressive/*, 2026-05): a cookbook benchmark
+# table that labels no statistic reports those.
+MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
+
+
+def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
+    """Which statistic of `key` ("tpot", "ttft") the row is compared at, and whether its
+    source states it: the median where given, else the mean where given or where the source
+    reports means (MEAN_REPORTING_SOURCES), else the median, assumed."""
+    value = row["measured"].get(f"{key}_ms") or {}
+    if "median" in value:
+        return "median", True
+    if "mean" in value:
+        return "mean", True
+    if MEAN_REPORTING_SOURCES.search(str((row.get("source") or {}).get("kind", ""))):
+        return "mean", True
+    return "median", False
+
+
 def measured(row: dict[str, Any]) -> dict[str, float | None]:
-    """Output tok/s per GPU, median TPOT and TTFT as the row gives them."""
+    """Output tok/s per GPU, TPOT and TTFT as the row gives them (the statistic that
+    `statistic` picks)."""
     m = row["measured"]
 
     def pick(key: str) -> float | None:
-        value = m.get(key) or {}
-        got = value.get("median", value.get("as_reported"))
+        value = m.get(f"{key}_ms") or {}
+        got = value.get(statistic(row, key)[0], value.get("as_reported"))
         return float(got) if got is not None else None
 
     per_gpu = m.get("output_tokens_per_s_per_gpu")
@@ -463,7 +485,7 @@ def measured(row: dict[str, Any]) -> dict[str, float | None]:
         # requests failed: the benchmark divides by a duration their timeouts set, not the
         # server's pace (the latencies are the completed requests' own and still count)
         per_gpu = None
-    return {"tok_s_gpu": per_gpu, "tpot": pick("tpot_ms"), "ttft": pick("ttft_ms")}
+    return {"tok_s_gpu": per_gpu, "tpot": pick("tpot"), "ttft": pick("ttft")}
 
 
 def summary(errors: list[float]) -> str:
@@ -561,8 +583,8 @@ def main() -> None:
             eligible[kind][0] += 1
         pred = {
             "tok_s_gpu": got["output_throughput_per_gpu"],
-            "tpot": got["median_tpot_ms"],
-            "ttft": got["median_ttft_ms"],
+            "tpot": got[f"{statistic(row, 'tpot')[0]}_tpot_ms"],
+            "ttft": got[f"{statistic(row, 'ttft')[0]}_ttft_ms"],
         }
         vendor = row.get("gpu_vendor") or "?"
         # the class by the config's experts (what the step model sees), as well as the row's
@@ -579,9 +601,11 @@ def main() -> None:
                 continue
             error = (pred[key] - meas[key]) / meas[key]
             line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
-            if key != "tok_s_gpu" and "median" not in (row["measured"].get(f"{key}_ms") or {}):
-                # compared at the median; the source does not say which statistic it printed
-                line[-1] += f" [statistic not stated; mean {got[f'mean_{key}_ms']:.1f}]"
+            if key != "tok_s_gpu":
+                stat, stated = statistic(row, key)
+                other = "mean" if stat == "median" else "median"
+                note = "" if stated else "; not stated"
+                line[-1] += f" [{stat}{note}; {other} {got[f'{other}_{key}_ms']:.1f}]"
             basis = got["step_constants"]  # the GPU family the prediction was priced on
             for g in (
                 "all",
@@ -598,8 +622,8 @@ def main() -> None:
             print("  ".join(line))
     for key, title in (
         ("tok_s_gpu", "output tok/s per GPU"),
-        ("tpot", "median TPOT"),
-        ("ttft", "median TTFT"),
+        ("tpot", "TPOT (the median, or the mean where that is what the source reports)"),
+        ("ttft", "TTFT (the median, or the mean where that is what the source reports)"),
     ):
         print(f"\n{title}:")
         for g in sorted(groups[key], key=lambda x: (x != "all", x)):

@@ -518,3 +518,23 @@ def test_a_row_with_pipeline_stages_is_posed_with_them() -> None:
     assert why is None and (args["settings"]["tp"], args["settings"]["pp"]) == (8, 2)
     row["gpu_count"] = 8
     assert e2e.pose(row, MODELS)[1] == "layout TP 8 x PP 2 x DP 1 != 8 GPUs"
+
+
+def test_a_row_is_compared_at_the_statistic_its_source_reports() -> None:
+    """The median where a row gives it, the mean where it gives only that, and the mean for an
+    unlabelled figure from the SGLang cookbook (whose key metrics are the means); any other
+    unlabelled figure is taken for the median, and said to be assumed."""
+    import e2e
+
+    def row(value: dict[str, float], kind: str = "vendor blog") -> dict[str, object]:
+        return {"source": {"kind": kind}, "workload": {}, "measured": {"tpot_ms": value}}
+
+    both = row({"mean": 12.0, "median": 10.0})
+    assert e2e.statistic(both, "tpot") == ("median", True)
+    assert e2e.measured(both)["tpot"] == 10.0
+    assert e2e.statistic(row({"mean": 12.0}), "tpot") == ("mean", True)
+    assert e2e.measured(row({"mean": 12.0}))["tpot"] == 12.0
+    cookbook = row({"as_reported": 31.45}, "GitHub PR description table (SGLang cookbook data)")
+    assert e2e.statistic(cookbook, "tpot") == ("mean", True)
+    assert e2e.measured(cookbook)["tpot"] == 31.45
+    assert e2e.statistic(row({"as_reported": 31.45}), "tpot") == ("median", False)
