@@ -148,7 +148,13 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
             else ""
         ),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
-        f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
+        + (
+            f"+ {curve.moe_layers} MoE layers' routing kernels and idle experts' early exits "
+            f"({curve.moe_fixed_ms(1):.2f} ms at B = 1, fewer idle as B grows) "
+            if curve.num_experts and curve.moe_layers
+            else ""
+        )
+        + f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
         + (
             f"DeepEP all-to-all {one.all_to_all_ms:.2f} ms (wide expert parallelism), "
             if one.all_to_all_ms

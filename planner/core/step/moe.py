@@ -20,7 +20,7 @@ from planner.core.specs import ModelSpec
 # local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
 # A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
 # benchmarks/data/step-time.jsonl barely move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1
-# on 2 x MI300X is still 10.1 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
+# on 2 x MI300X is still 10.0 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
 # e2e.jsonl): the AMD side is unsettled.
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_IDLE_EXPERT = 0.0005
