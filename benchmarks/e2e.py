@@ -453,16 +453,16 @@ MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 
 
 def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
-    """Which statistic of `key` ("tpot", "ttft") the row is compared at, and whether its
-    source states it: the median where given, else the mean where given or where the source
-    reports means (MEAN_REPORTING_SOURCES), else the median, assumed."""
+    """Which statistic of `key` ("tpot", "ttft") the row is compared at, and whether the row
+    labels it: the median where given, else the mean where given, else (unlabelled) the mean
+    where the source reports means (MEAN_REPORTING_SOURCES) and the median elsewhere."""
     value = row["measured"].get(f"{key}_ms") or {}
     if "median" in value:
         return "median", True
     if "mean" in value:
         return "mean", True
     if MEAN_REPORTING_SOURCES.search(str((row.get("source") or {}).get("kind", ""))):
-        return "mean", True
+        return "mean", False
     return "median", False
 
 
@@ -604,7 +604,7 @@ def main() -> None:
             if key != "tok_s_gpu":
                 stat, stated = statistic(row, key)
                 other = "mean" if stat == "median" else "median"
-                note = "" if stated else "; not stated"
+                note = "" if stated else "; not labelled"
                 line[-1] += f" [{stat}{note}; {other} {got[f'{other}_{key}_ms']:.1f}]"
             basis = got["step_constants"]  # the GPU family the prediction was priced on
             for g in (
