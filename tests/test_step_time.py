@@ -151,6 +151,15 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
     # the read of a newly routed expert outlasts the exit it replaces: a step never shortens
     times = [st.step_ms(b, 100) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
     assert times == sorted(times)
+    # under expert parallelism a GPU's idle experts are its share: DeepSeek-V3 at EP 8 holds 32
+    # of 256 per GPU, of which 32 x (1 - 8 / 256) = 31 idle at one token, in 58 MoE layers
+    deepseek = load_model_preset("deepseek-v3")
+    ep = step_time_for(deepseek, find_gpu("h200"), tp=8, expert_ranks=8, engine="sglang")
+    assert ep.experts_per_gpu == 32
+    assert ep.moe_fixed_ms(1) == pytest.approx(
+        58 * (MOE_KERNEL_MS_PER_LAYER + 31 * MOE_MS_PER_IDLE_EXPERT)
+    )
+    assert ep.moe_fixed_ms(4096) == pytest.approx(58 * MOE_KERNEL_MS_PER_LAYER, rel=1e-6)
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:
