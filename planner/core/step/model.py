@@ -188,11 +188,16 @@ class StepTime(BaseModel):
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
         return moe.experts_read(self.num_experts, self.experts_per_token, batch)
 
+    def experts_routed(self, tokens: int) -> float:
+        """Experts a step of `tokens` tokens per attention group routes to, per MoE layer:
+        every group's tokens route (attention-DP gathers them for the MoE layers)."""
+        return self.experts_read(tokens * self.attention_dp)
+
     def expert_weights_bytes(self, tokens: int) -> int:
         """Expert weights the slowest GPU reads for `tokens` tokens, per step. Under TP every
         GPU reads its 1/TP of each routed expert; under expert parallelism a GPU reads its own
         routed experts whole, and the step waits for the rank that drew the most."""
-        read = self.experts_read(tokens * self.attention_dp)  # every group's tokens route
+        read = self.experts_routed(tokens)
         local = self.experts_per_gpu
         if not local or local >= self.num_experts:
             return round(read * self.expert_bytes)
@@ -290,8 +295,7 @@ class StepTime(BaseModel):
         if not self.num_experts or not self.moe_layers or tokens <= 0:
             return 0.0
         local = self.experts_per_gpu or self.num_experts
-        routed = self.experts_read(tokens * self.attention_dp)
-        idle = local * (1.0 - routed / self.num_experts)
+        idle = local * (1.0 - self.experts_routed(tokens) / self.num_experts)
         return moe.routing_ms(
             self.moe_layers, idle, self.moe_kernel_ms_per_layer, self.moe_ms_per_idle_expert
         )
