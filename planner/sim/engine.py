@@ -1193,18 +1193,6 @@ def _unbounded(
     pending: list[int] = []  # running, prompt not yet fully prefilled (admission order)
     heap: list[tuple[int, int]] = []  # (clock value at which it finishes, id)
 
-    def retire() -> None:
-        """Requests whose last token is due by `clock` finish at `t`; in a closed loop each
-        frees its client, whose next request goes then (paced: not before its arrival time)."""
-        nonlocal running, released
-        while heap and heap[0][0] <= clock:
-            finish[heappop(heap)[1]] = t
-            running -= 1
-            if released < n:
-                go = sent[released]
-                arrival[released] = send(released, t if t > go else go)
-                released += 1
-
     while nxt < n or waiting or running:
         while nxt < n and arrival[nxt] <= t:
             waiting.append(nxt)
@@ -1242,8 +1230,17 @@ def _unbounded(
                     stall_ms = 0.0
                 else:
                     itl[dt] += n_decoding * steps
-                if heap[0][0] <= clock:  # (a call per jump costs more than the test)
-                    retire()
+                # retire: requests whose last token is due by `clock` finish at `t`; in a
+                # closed loop each frees its client, whose next request goes then (paced: not
+                # before its time). Written out twice, not a closure: a closure's variables are
+                # cells, slower at every use in this loop (13% of a million-request run)
+                while heap and heap[0][0] <= clock:
+                    finish[heappop(heap)[1]] = t
+                    running -= 1
+                    if released < n:
+                        go = sent[released]
+                        arrival[released] = send(released, t if t > go else go)
+                        released += 1
                 n_decoding = running
                 while nxt < n and arrival[nxt] <= t:
                     waiting.append(nxt)
@@ -1299,8 +1296,14 @@ def _unbounded(
             pending = []  # the usual case: every pending prompt finished this step
         elif done_prefill:
             pending = [i for i in pending if prefilled[i] < target[i]]
-        if heap and heap[0][0] <= clock:
-            retire()
+        # retire, as in the decode jumps above
+        while heap and heap[0][0] <= clock:
+            finish[heappop(heap)[1]] = t
+            running -= 1
+            if released < n:
+                go = sent[released]
+                arrival[released] = send(released, t if t > go else go)
+                released += 1
     for gap_ms, tokens in itl.items():
         run.itl_tokens[gap_ms] = run.itl_tokens.get(gap_ms, 0) + tokens
     run.idle_ms += idle_ms
