@@ -30,12 +30,19 @@ class Family(BaseModel):
 # 0.75, fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100
 # Llama-2 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA
 # families run the same kernels (CUTLASS / FlashAttention / Triton) and take the same share:
-# extrapolated. AMD CDNA: 0.60, an assumption (ROCm kernels run further from peak; no
-# step-time row yet), which the one bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl
-# bears out: SGLang 0.5.13 on one MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms
-# measured against 21.5 ms modelled, nearly all of it the weight read (sgl-project/sglang PR
-# 31216, 2026-07). A card's own measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g.
-# the H200's) wins over its family's.
+# extrapolated. AMD CDNA: 0.60 (no step-time row yet). ROCm's own kernel tables put it there:
+# AITER's tuned fp8 GEMMs at M <= 16 tokens (ROCm/aiter aiter/configs/model_configs/
+# a8w8_blockscale_*tuned_gemm_*.csv, commit e404860, 2026-08; each row a measured kernel time)
+# stream their largest matrices, 89 and 131 MB, at 3.3-3.6 TB/s on gfx942 with 304 CUs (0.62-0.68
+# of MI300X's 5.3 TB/s, 0.54-0.60 of MI325X's 6.0: the tables do not say which card) and those of
+# 80 MB and more at a median 5.31 TB/s on gfx950 with 256 CUs (288 rows: 0.66 of MI350X /
+# MI355X's 8.0). Smaller matrices stream slower (40-80 MB: 2.2 and 4.2 TB/s), a fixed ~7-10 us
+# a kernel that the per-layer kernel cost stands for only in part. The one
+# bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl agrees: SGLang 0.5.13 on one
+# MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms measured against 21.5 ms modelled,
+# nearly all of it the weight read (sgl-project/sglang PR 31216, 2026-07). A card's own
+# measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g. the H200's) wins over its
+# family's.
 NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
 AMD_BANDWIDTH_EFFICIENCY = 0.60
 OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
@@ -65,7 +72,7 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.5
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
-AMD_EXTRAPOLATED = "from an assumed ROCm bandwidth share; no measured step times"
+AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
 
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
 NVIDIA_FAMILIES = {
