@@ -30,11 +30,13 @@ from planner.core.step.comm import (
     deepep_ms,
     fabric_of,
 )
+from planner.core.step.family import AMD_GEMM_FLOOR_MS
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
     KERNEL_MS_PER_LAYER,
     api_server_ms_per_request,
+    gemm_launches,
 )
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog, load_model_preset
@@ -160,6 +162,27 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
         58 * (MOE_KERNEL_MS_PER_LAYER + 31 * MOE_MS_PER_IDLE_EXPERT)
     )
     assert ep.moe_fixed_ms(4096) == pytest.approx(58 * MOE_KERNEL_MS_PER_LAYER, rel=1e-6)
+
+
+def test_an_amd_gemm_kernel_costs_its_floor_beyond_the_nvidia_layer_cost() -> None:
+    # Llama-3.1-8B: 32 layers, each a GQA attention block (fused QKV, O) and a dense MLP
+    # (gate_up, down): 4 GEMMs a layer, 6 us each on AMD, none on NVIDIA
+    assert gemm_launches(LLAMA8) == (4.0, 3)
+    amd = step_time_for(LLAMA8, find_gpu("mi300x")).terms(1, 1)
+    assert amd.kernels_ms == pytest.approx(32 * (KERNEL_MS_PER_LAYER + 4 * AMD_GEMM_FLOOR_MS))
+    nvidia = step_time_for(LLAMA8, find_gpu("h100")).terms(1, 1)
+    assert nvidia.kernels_ms == pytest.approx(32 * KERNEL_MS_PER_LAYER)
+    # DeepSeek-V3: 61 MLA blocks (5 GEMMs in the absorbed form), 3 dense MLPs, 58 MoE blocks
+    # (router and the grouped GEMM's two stages)
+    deepseek = load_model_preset("deepseek-v3")
+    assert gemm_launches(deepseek) == (pytest.approx((61 * 5 + 3 * 2) / 61), 3)
+    ds = step_time_for(deepseek, find_gpu("mi300x"), tp=8, engine="sglang")
+    fixed = 61 * (KERNEL_MS_PER_LAYER + (61 * 5 + 3 * 2) / 61 * AMD_GEMM_FLOOR_MS)
+    routing = 58 * (MOE_KERNEL_MS_PER_LAYER + 3 * AMD_GEMM_FLOOR_MS)
+    assert ds.terms(4096, 1).kernels_ms == pytest.approx(fixed + routing, rel=1e-6)
+    # Qwen3-30B-A3B: every layer a GQA block and a MoE block
+    qwen = resolve_model(None, str(MODELS / "Qwen--Qwen3-30B-A3B"))
+    assert gemm_launches(qwen) == (2.0, 3)
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:

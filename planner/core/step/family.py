@@ -22,6 +22,7 @@ class Family(BaseModel):
     compute_scale: float = 1.0
     low_precision_scale: float = 1.0
     attention_bandwidth_scale: float = 1.0
+    gemm_floor_ms: float = 0.0
     basis: Basis
     source: str
 
@@ -30,21 +31,20 @@ class Family(BaseModel):
 # 0.75, fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100
 # Llama-2 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA
 # families run the same kernels (CUTLASS / FlashAttention / Triton) and take the same share:
-# extrapolated. AMD CDNA: 0.60 (no step-time row yet). ROCm's own kernel tables put it there:
-# AITER's tuned fp8 GEMMs at M <= 16 tokens (ROCm/aiter aiter/configs/model_configs/
-# a8w8_blockscale_*tuned_gemm_*.csv, commit e404860, 2026-08; each row a measured kernel time)
-# stream their largest matrices, 89 and 131 MB, at 3.3-3.6 TB/s on gfx942 with 304 CUs (0.62-0.68
-# of MI300X's 5.3 TB/s, 0.54-0.60 of MI325X's 6.0: the tables do not say which card) and those of
-# 80 MB and more at a median 5.31 TB/s on gfx950 with 256 CUs (288 rows: 0.66 of MI350X /
-# MI355X's 8.0). Smaller matrices stream slower (40-80 MB: 2.2 and 4.2 TB/s), a fixed ~7-10 us
-# a kernel that the per-layer kernel cost stands for only in part. The one
-# bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl agrees: SGLang 0.5.13 on one
-# MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms measured against 21.5 ms modelled,
-# nearly all of it the weight read (sgl-project/sglang PR 31216, 2026-07). A card's own
-# measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g. the H200's) wins over its
-# family's.
+# extrapolated. AMD CDNA: 0.62 (no step-time row yet), from ROCm's own kernel tables: AITER
+# records the time of each GEMM it tunes (ROCm/aiter aiter/configs/model_configs/
+# a8w8_blockscale_*tuned_gemm_*.csv, commit e404860, 2026-08), and its fp8 GEMMs at 1-16
+# tokens on gfx942 with 304 CUs fit 6.3 us + bytes / 3.28 TB/s (92 rows, 1.6-131 MB): a fixed
+# cost a kernel (AMD_GEMM_FLOOR_MS, below) and a stream at 0.62 of MI300X's 5.3 TB/s (0.55 of
+# MI325X's 6.0, which shares those CUs: the tables do not say which card). On gfx950 with 256
+# CUs matrices of 80 MB and more stream at a median 5.31 TB/s (288 rows: 0.66 of MI350X /
+# MI355X's 8.0). The one bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl agrees:
+# SGLang 0.5.13 on one MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms measured
+# against 22.2 ms modelled, nearly all of it the weight read (sgl-project/sglang PR 31216,
+# 2026-07). A card's own measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g. the
+# H200's) wins over its family's.
 NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
-AMD_BANDWIDTH_EFFICIENCY = 0.60
+AMD_BANDWIDTH_EFFICIENCY = 0.62
 OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
 # Share of the datasheet's dense tensor-core rate a family's GEMM and attention kernels reach,
 # relative to NVIDIA's (whose absolute shares are gemm.FLOPS_EFFICIENCY and
@@ -63,12 +63,23 @@ NVIDIA_LOW_PRECISION_SCALE = 0.65 / 0.73
 AMD_LOW_PRECISION_SCALE = 0.38 / 0.47
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
-# weights). CDNA3: half, measured on the one AMD source with attention-bound rows
+# weights). CDNA3: 0.30 of peak, measured on the one AMD source with attention-bound rows
 # (sgl-project/sglang PR 31216, SGLang 0.5.13 on one MI300X, Gemma-4-31B bf16, 1,000-token
-# prompts and outputs): TPOT 21.49 / 31.45 / 62.93 ms at 1 / 16 / 64 clients against 21.3 /
-# 26.9 / 44.9 with the KV read at the weights' share, 21.5 / 30.4 / 58.6 at half of it (ROCm
-# runs those head sizes on the Triton attention backend). CDNA2 and CDNA4 take the same.
-AMD_ATTENTION_BANDWIDTH_SCALE = 0.5
+# prompts and outputs): TPOT 21.49 / 31.45 / 62.93 ms at 1 / 16 / 64 clients against 22.0 /
+# 27.6 / 46.4 with the KV read at the weights' share, 22.2 / 31.3 / 61.1 at 0.30 (ROCm runs
+# those head sizes on the Triton attention backend). CDNA2 and CDNA4 take the same.
+AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
+# Fixed time a GEMM kernel takes beyond its weight stream, over NVIDIA's (which the per-layer
+# kernel cost, fitted on NVIDIA rows, already holds), ms. The same fp8 block-scaled GEMMs at 64
+# tokens, timed by their kernels' authors: DeepGEMM on an H800 (deepseek-ai/DeepGEMM README,
+# first release, 2025-02) and AITER's CK kernels on gfx942 with 304 CUs (ROCm/aiter
+# a8w8_blockscale_tuned_gemm_ds_v3.csv, commit e404860): N = 2,112 / K = 7,168 in 9.4 and
+# 16.5 us, N = 7,168 / K = 2,048 in 6.4 and 11.1 us. Less each card's weight stream at its
+# family's share (0.75 of 3.35 TB/s, 0.62 of 5.3), the AMD kernel keeps 8.5 and 6.1 us more;
+# AITER's rows at 1-16 tokens keep 6.3 us (above). 6 us, below the three. gfx950's five
+# shapes in both tables keep a median 4.8 us more than the H800's (1.5-14): CDNA4 and CDNA2
+# take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches).
+AMD_GEMM_FLOOR_MS = 0.006
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
@@ -114,6 +125,7 @@ def family_of(gpu: GpuSpec) -> Family:
             compute_scale=AMD_COMPUTE_SCALE,
             low_precision_scale=AMD_LOW_PRECISION_SCALE,
             attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
+            gemm_floor_ms=AMD_GEMM_FLOOR_MS,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )

@@ -20,12 +20,12 @@ from planner.core.specs import ModelSpec
 # local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
 # A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
 # benchmarks/data/step-time.jsonl barely move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1
-# on 2 x MI300X is still 10.0 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
+# on 2 x MI300X is still 11.8 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
 # e2e.jsonl): the AMD side is unsettled. Not, it seems, in the grouped GEMM: ROCm's AITER fused
 # MoE, timed in its tuning table (ROCm/aiter a8w8_blockscale_tuned_fmoe_ds_v3.csv, commit
 # e404860: DeepSeek-V3 at EP 8 on gfx942 with 304 CUs, 32 experts and the shared one, fp8), takes
 # 354-363 us at 16-64 tokens, its 1.45 GB of experts at 4.0-4.1 TB/s, where the model charges
-# 454-462 us.
+# 439-448 us.
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_IDLE_EXPERT = 0.0005
 

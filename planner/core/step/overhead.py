@@ -3,10 +3,36 @@ scheduling overhead per step."""
 
 from __future__ import annotations
 
+from planner.core.specs import ModelSpec
+
 # Fixed cost per decoder layer per step: kernel launch and tail latency of the ~10 kernels a
 # layer runs (norms, RoPE, attention, activations), present even inside a CUDA graph. 17 us
 # fits the public rows and puts the H200 ideal floor (Llama-3.1-8B, 5.36 ms at B=1) exactly.
 KERNEL_MS_PER_LAYER = 0.017
+# GEMM kernels a decoder layer launches, by what it holds (vLLM and SGLang model code): a GQA /
+# MHA attention block its fused QKV and O projections; an MLA block five in its absorbed decode
+# form (the fused q_a / kv_a down-projection, q_b, the two batched up-projections W_UK and
+# W_UV, O); a dense MLP its fused gate_up and down; a MoE block its router and the grouped
+# GEMM's two stages. Linear-attention and Mamba blocks are counted as two (in and out).
+GEMMS_PER_ATTENTION = {"mla": 5}
+GEMMS_PER_OTHER_ATTENTION = 2
+GEMMS_PER_DENSE_MLP = 2
+GEMMS_PER_MOE_BLOCK = 3
+
+
+def gemm_launches(model: ModelSpec) -> tuple[float, int]:
+    """GEMM kernels per decoder layer outside the MoE blocks (averaged over the layers: every
+    attention block, and the MLPs of the layers without routed experts), and per MoE block."""
+    layers = model.num_layers
+    attention = sum(
+        g.num_layers * GEMMS_PER_ATTENTION.get(g.kind.value, GEMMS_PER_OTHER_ATTENTION)
+        for g in model.kv_groups
+    )
+    routed = model.moe_layers or (layers if model.num_experts else 0)
+    dense_mlps = GEMMS_PER_DENSE_MLP * max(layers - routed, 0)
+    return (attention + dense_mlps) / layers, GEMMS_PER_MOE_BLOCK
+
+
 # Per-step engine overhead not hidden behind the GPU (scheduling, sampling, input prep), ms,
 # fitted per engine on the public rows: vLLM's V1 engine overlaps most of it (async
 # scheduling); V0 (before 0.8) and SGLang's Python scheduler add more; LMDeploy's C++
