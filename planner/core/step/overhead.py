@@ -3,7 +3,7 @@ scheduling overhead per step."""
 
 from __future__ import annotations
 
-from planner.core.specs import ModelSpec
+from planner.core.specs import KvKind, ModelSpec
 
 # Fixed cost per decoder layer per step: kernel launch and tail latency of the ~10 kernels a
 # layer runs (norms, RoPE, attention, activations), present even inside a CUDA graph. 17 us
@@ -13,8 +13,9 @@ KERNEL_MS_PER_LAYER = 0.017
 # MHA attention block its fused QKV and O projections; an MLA block five in its absorbed decode
 # form (the fused q_a / kv_a down-projection, q_b, the two batched up-projections W_UK and
 # W_UV, O); a dense MLP its fused gate_up and down; a MoE block its router and the grouped
-# GEMM's two stages. Linear-attention and Mamba blocks are counted as two (in and out).
-GEMMS_PER_ATTENTION = {"mla": 5}
+# GEMM's two stages (a shared expert's two more are not counted: configs do not all name one).
+# Linear-attention and Mamba blocks are counted as two (in and out).
+GEMMS_PER_ATTENTION = {KvKind.MLA: 5}
 GEMMS_PER_OTHER_ATTENTION = 2
 GEMMS_PER_DENSE_MLP = 2
 GEMMS_PER_MOE_BLOCK = 3
@@ -25,7 +26,7 @@ def gemm_launches(model: ModelSpec) -> tuple[float, int]:
     attention block, and the MLPs of the layers without routed experts), and per MoE block."""
     layers = model.num_layers
     attention = sum(
-        g.num_layers * GEMMS_PER_ATTENTION.get(g.kind.value, GEMMS_PER_OTHER_ATTENTION)
+        g.num_layers * GEMMS_PER_ATTENTION.get(g.kind, GEMMS_PER_OTHER_ATTENTION)
         for g in model.kv_groups
     )
     routed = model.moe_layers or (layers if model.num_experts else 0)
