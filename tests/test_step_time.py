@@ -30,7 +30,7 @@ from planner.core.step.comm import (
     deepep_ms,
     fabric_of,
 )
-from planner.core.step.family import AMD_GEMM_FLOOR_MS
+from planner.core.step.family import AMD_BANDWIDTH_EFFICIENCY, AMD_GEMM_FLOOR_MS
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
@@ -183,6 +183,25 @@ def test_an_amd_gemm_kernel_costs_its_floor_beyond_the_nvidia_layer_cost() -> No
     # Qwen3-30B-A3B: every layer a GQA block and a MoE block
     qwen = resolve_model(None, str(MODELS / "Qwen--Qwen3-30B-A3B"))
     assert gemm_launches(qwen) == (2.0, 3)
+
+
+def test_amds_constants_are_what_the_published_kernel_tables_give() -> None:
+    # the streaming share is the fit of AITER's gfx942 GEMMs at 1-16 tokens on MI300X's peak, and
+    # the fixed cost a GEMM no more than what that fit and the same shapes against the H800 keep
+    spec = importlib.util.spec_from_file_location(
+        "gemm_kernels_bench", ROOT / "benchmarks" / "gemm_kernels.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.load(bench.ROWS)
+    fixed_us, stream, shapes = bench.decode_fit(rows, "gfx942")
+    assert shapes == 92
+    assert stream / 5.3e12 == pytest.approx(AMD_BANDWIDTH_EFFICIENCY, abs=0.005)
+    pairs = bench.same_shape_floors(rows, "gfx942", "mi300x")
+    assert len(pairs) == 2
+    kept = [amd - nvidia for _, amd, nvidia in pairs]
+    assert AMD_GEMM_FLOOR_MS * 1e3 <= min(fixed_us, *kept) < AMD_GEMM_FLOOR_MS * 1e3 + 0.5
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:

@@ -27,22 +27,22 @@ class Family(BaseModel):
     source: str
 
 
-# Achievable share of peak HBM bandwidth in decode GEMVs and attention. Ampere and Hopper:
-# 0.75, fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100
-# Llama-2 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA
-# families run the same kernels (CUTLASS / FlashAttention / Triton) and take the same share:
-# extrapolated. AMD CDNA: 0.62 (no step-time row yet), from ROCm's own kernel tables: AITER
-# records the time of each GEMM it tunes (ROCm/aiter aiter/configs/model_configs/
-# a8w8_blockscale_*tuned_gemm_*.csv, commit e404860, 2026-08), and its fp8 GEMMs at 1-16
-# tokens on gfx942 with 304 CUs fit 6.3 us + bytes / 3.28 TB/s (92 rows, 1.6-131 MB): a fixed
-# cost a kernel (AMD_GEMM_FLOOR_MS, below) and a stream at 0.62 of MI300X's 5.3 TB/s (0.55 of
-# MI325X's 6.0, which shares those CUs: the tables do not say which card). On gfx950 with 256
-# CUs matrices of 80 MB and more stream at a median 5.31 TB/s (288 rows: 0.66 of MI350X /
-# MI355X's 8.0). The one bandwidth-bound AMD serving row in benchmarks/data/e2e.jsonl agrees:
-# SGLang 0.5.13 on one MI300X, Gemma-4-31B in bf16 at one client, TPOT 21.49 ms measured
-# against 22.2 ms modelled, nearly all of it the weight read (sgl-project/sglang PR 31216,
-# 2026-07). A card's own measured figure (`GpuSpec.achievable_bandwidth_fraction`, e.g. the
-# H200's) wins over its family's.
+# Achievable share of peak HBM bandwidth in decode GEMVs and attention. Ampere and Hopper: 0.75,
+# fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100 Llama-2
+# 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA families run the
+# same kernels (CUTLASS / FlashAttention / Triton) and take the same share: extrapolated. AMD
+# CDNA: 0.62 (no step-time row yet), from ROCm's own kernel tables: AITER records the time of each
+# GEMM it tunes (ROCm/aiter aiter/configs/model_configs/a8w8_blockscale_*tuned_gemm_*.csv, commit
+# e404860, 2026-08; the rows used are in benchmarks/data/gemm-kernels.jsonl: `python
+# benchmarks/gemm_kernels.py`), and its fp8 GEMMs at 1-16 tokens on gfx942 with 304 CUs fit 6.3 us
+# + bytes / 3.28 TB/s (92 rows, 1.6-131 MB): a fixed cost a kernel (AMD_GEMM_FLOOR_MS, below) and
+# a stream at 0.62 of MI300X's 5.3 TB/s (0.55 of MI325X's 6.0, which shares those CUs: the tables
+# do not say which card). On gfx950 with 256 CUs matrices of 80 MB and more stream at a median
+# 5.01 TB/s (23 shapes: 0.63 of MI350X / MI355X's 8.0). The one bandwidth-bound AMD serving row in
+# benchmarks/data/e2e.jsonl agrees: SGLang 0.5.13 on one MI300X, Gemma-4-31B in bf16 at one
+# client, TPOT 21.49 ms measured against 22.2 ms modelled, nearly all of it the weight read
+# (sgl-project/sglang PR 31216, 2026-07). A card's own measured figure
+# (`GpuSpec.achievable_bandwidth_fraction`, e.g. the H200's) wins over its family's.
 NVIDIA_BANDWIDTH_EFFICIENCY = 0.75
 AMD_BANDWIDTH_EFFICIENCY = 0.62
 OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumption
@@ -77,7 +77,7 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # 16.5 us, N = 7,168 / K = 2,048 in 6.4 and 11.1 us. Less each card's weight stream at its
 # family's share (0.75 of 3.35 TB/s, 0.62 of 5.3), the AMD kernel keeps 8.5 and 6.1 us more;
 # AITER's rows at 1-16 tokens keep 6.3 us (above). 6 us, below the three. gfx950's five
-# shapes in both tables keep a median 4.8 us more than the H800's (1.5-14): CDNA4 and CDNA2
+# shapes in both tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2
 # take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches).
 AMD_GEMM_FLOOR_MS = 0.006
 # How each basis reads after "<family> constants <basis> ..." in the output.

@@ -24,8 +24,8 @@ from planner.core.specs import ModelSpec
 # e2e.jsonl): the AMD side is unsettled. Not, it seems, in the grouped GEMM: ROCm's AITER fused
 # MoE, timed in its tuning table (ROCm/aiter a8w8_blockscale_tuned_fmoe_ds_v3.csv, commit
 # e404860: DeepSeek-V3 at EP 8 on gfx942 with 304 CUs, 32 experts and the shared one, fp8), takes
-# 354-363 us at 16-64 tokens, its 1.45 GB of experts at 4.0-4.1 TB/s, where the model charges
-# 439-448 us.
+# 354-363 us at 16-64 tokens, its 1.45 GB of experts at 4.0-4.1 TB/s, where the model's read of
+# them alone takes 442 us (benchmarks/gemm_kernels.py).
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_IDLE_EXPERT = 0.0005
 

@@ -1,0 +1,132 @@
+"""Published GEMM kernel times against the step model's AMD constants.
+
+benchmarks/data/gemm-kernels.jsonl holds kernel times their authors published: ROCm's AITER
+tuning tables (each tuned GEMM's measured time, by CU count: 304 for gfx942, MI300X / MI325X;
+256 for gfx950, MI350X / MI355X; the fastest pick where several tables tune one shape) and
+DeepGEMM's README table for an H800. This prints what planner/core/step/family.py takes from
+them: the streaming share and fixed cost of AMD's decode GEMMs (a least-squares line through
+gfx942's rows at 1-16 tokens), the large matrices' share on gfx950, the fixed time an AMD GEMM
+keeps beyond an H800 one of the same shape, and AITER's fused MoE against the expert read the
+model charges.
+
+    python benchmarks/gemm_kernels.py [--rows FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.core.step import family
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = ROOT / "benchmarks" / "data" / "gemm-kernels.jsonl"
+# Peak HBM bandwidth, bytes/s (the catalog's datasheet figures): MI300X, MI325X (both gfx942
+# with 304 CUs), MI350X / MI355X (gfx950, 256 CUs), H800 SXM5.
+PEAK_BYTES_PER_S = {"mi300x": 5.3e12, "mi325x": 6.0e12, "mi355x": 8.0e12, "h800": 3.35e12}
+# Weight matrices of at least this many bytes count as large (the streaming share's regime).
+LARGE_BYTES = 80e6
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """The kernel rows, one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def gemm_us(row: dict[str, Any]) -> float:
+    """A GEMM row's time, us (DeepGEMM's table gives TFLOP/s)."""
+    if "us" in row:
+        return float(row["us"])
+    return 2 * row["m"] * row["n"] * row["k"] / (row["tflops"] * 1e12) * 1e6
+
+
+def fp8_bytes(row: dict[str, Any]) -> int:
+    """The weight matrix an fp8 GEMM streams: N x K bytes (its block scales are 1/16,384 of it)."""
+    return int(row["n"] * row["k"])
+
+
+def decode_fit(rows: list[dict[str, Any]], arch: str) -> tuple[float, float, int]:
+    """The least-squares line through an architecture's GEMMs at 1-16 tokens: fixed us a
+    kernel, the bytes/s its weights stream at, and how many shapes it went through."""
+    decode = [r for r in rows if "n" in r and r["arch"] == arch and r["m"] <= 16]
+    x = np.array([fp8_bytes(r) for r in decode], dtype=np.float64)
+    y = np.array([gemm_us(r) for r in decode])
+    fixed_us, us_per_byte = np.linalg.lstsq(np.vstack([np.ones_like(x), x]).T, y, rcond=None)[0]
+    return float(fixed_us), float(1e6 / us_per_byte), len(decode)
+
+
+def same_shape_floors(
+    rows: list[dict[str, Any]], arch: str, card: str
+) -> list[tuple[dict[str, Any], float, float]]:
+    """Each of an architecture's GEMMs DeepGEMM's H800 table also times, with the time each
+    keeps beyond its weight stream at its family's share (AMD's, then the H800's), us."""
+    h800 = {(r["m"], r["n"], r["k"]): r for r in rows if r["arch"].startswith("sm90")}
+    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S[card]
+    nvidia_rate = family.NVIDIA_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S["h800"]
+    pairs = []
+    for r in rows:
+        twin = h800.get((r.get("m"), r.get("n"), r.get("k")))
+        if r["arch"] != arch or twin is None:
+            continue
+        amd = gemm_us(r) - fp8_bytes(r) / amd_rate * 1e6
+        nvidia = gemm_us(twin) - fp8_bytes(twin) / nvidia_rate * 1e6
+        pairs.append((r, amd, nvidia))
+    return pairs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=Path, default=ROWS)
+    args = ap.parse_args()
+    rows = load(args.rows)
+    fixed_us, stream, shapes = decode_fit(rows, "gfx942")
+    sizes = [fp8_bytes(r) for r in rows if "n" in r and r["arch"] == "gfx942" and r["m"] <= 16]
+    print(
+        f"gfx942 GEMMs at 1-16 tokens ({shapes} shapes, {min(sizes) / 1e6:.1f}-"
+        f"{max(sizes) / 1e6:.0f} MB): {fixed_us:.1f} us + bytes / {stream / 1e12:.2f} TB/s = "
+        f"{stream / PEAK_BYTES_PER_S['mi300x']:.2f} of MI300X's peak, "
+        f"{stream / PEAK_BYTES_PER_S['mi325x']:.2f} of MI325X's "
+        f"(planner: {family.AMD_BANDWIDTH_EFFICIENCY})"
+    )
+    large = [r for r in rows if "n" in r and r["arch"] == "gfx950" and r["m"] <= 16]
+    large = [r for r in large if fp8_bytes(r) >= LARGE_BYTES]
+    if large:
+        rate = statistics.median(fp8_bytes(r) / gemm_us(r) * 1e6 for r in large)
+        print(
+            f"gfx950 GEMMs at 1-16 tokens, {LARGE_BYTES / 1e6:.0f} MB and more ({len(large)} "
+            f"shapes): median {rate / 1e12:.2f} TB/s = "
+            f"{rate / PEAK_BYTES_PER_S['mi355x']:.2f} of MI355X's peak"
+        )
+    for arch, card in (("gfx942", "mi300x"), ("gfx950", "mi355x")):
+        pairs = same_shape_floors(rows, arch, card)
+        for r, amd, nvidia in pairs:
+            print(
+                f"  M {r['m']} N {r['n']:,} K {r['k']:,}: {arch} {gemm_us(r):.1f} us; beyond "
+                f"their weight streams {amd:.1f} us, the H800's {nvidia:.1f}: "
+                f"{amd - nvidia:+.1f} us"
+            )
+        if pairs:
+            kept = statistics.median(amd - nvidia for _, amd, nvidia in pairs)
+            print(
+                f"{arch} keeps a median {kept:.1f} us more a GEMM than the H800 ({len(pairs)} "
+                f"shapes; planner: {family.AMD_GEMM_FLOOR_MS * 1e3:.0f} us)"
+            )
+    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S["mi300x"]
+    for r in (r for r in rows if "experts" in r and 16 <= r["tokens"] <= 64):
+        # every expert is routed at these token counts: their gate, up and down, one byte each
+        experts_bytes = r["experts"] * 3 * r["model_dim"] * r["inter_dim"]
+        print(
+            f"fused MoE on gfx942, {r['experts']} experts of {r['model_dim']:,} x "
+            f"{r['inter_dim']:,}, {r['tokens']} tokens: {r['us']:.0f} us measured, "
+            f"{experts_bytes / r['us'] / 1e6:.2f} TB/s; the model's read "
+            f"{experts_bytes / amd_rate * 1e6:.0f} us"
+        )
+
+
+if __name__ == "__main__":
+    main()
