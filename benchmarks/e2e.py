@@ -250,6 +250,15 @@ def number(value: Any) -> float | None:
         return None
 
 
+def integer(value: Any) -> int | None:
+    """A count as a row gives it: an int, or a number or numeric string that is a whole one
+    (None: absent or not a count)."""
+    got = number(value)
+    if got is None or not math.isfinite(got) or got != int(got):
+        return None
+    return int(got)
+
+
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
     """The benchmark() arguments for a row, or a reason it cannot be posed."""
     family = str(row.get("engine_family") or row.get("engine") or "").lower()
@@ -259,21 +268,27 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, "speculative"
     split = row.get("disagg")
     layout = None
+    gpu_count = integer(row.get("gpu_count"))
+    if split and not isinstance(split, dict):
+        return {}, "disaggregated layout not given per pool"
     if split:
-        keys = ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp")
-        if not all(isinstance(split.get(k), int) for k in keys):
+        pools = {
+            k: integer(split.get(k))
+            for k in ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp")
+        }
+        if not all(pools.values()):
             return {}, "disaggregated layout not given per pool"
         # optional per-pool expert and data parallelism, where a row states them
         extra = {
-            k: split[k]
+            k: got
             for k in ("prefill_ep", "decode_ep", "prefill_dp", "decode_dp")
-            if isinstance(split.get(k), int) and split[k] > 0
+            if (got := integer(split.get(k))) is not None and got > 0
         }
         layout = DisaggLayout(
-            prefill=split["prefill_workers"],
-            decode=split["decode_workers"],
-            prefill_tp=split["prefill_tp"],
-            decode_tp=split["decode_tp"],
+            prefill=pools["prefill_workers"],
+            decode=pools["decode_workers"],
+            prefill_tp=pools["prefill_tp"],
+            decode_tp=pools["decode_tp"],
             dp_within_tp=ranks_share_tp(family),
             **extra,
         )
@@ -289,7 +304,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         # rank a TP group (GPUs = TP x DP); a row in SGLang's notation (the groups inside the
         # TP size) names the same layout with attention TP = TP / DP
         dp_attention = False
-        if row.get("gpu_count") == tp and dp > 1 and tp % dp == 0:
+        if gpu_count == tp and dp > 1 and tp % dp == 0:
             tp //= dp
     name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
     folder, variant = checkpoint_config(name, models)
@@ -308,13 +323,13 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     kv = "fp8" if str(precision.get("kv") or "").lower().startswith("fp8") else None
     w = row["workload"]
     if layout is not None:
-        if row.get("gpu_count") and layout.gpus != row["gpu_count"]:
-            return {}, f"layout {layout.label} != {row['gpu_count']} GPUs"
-    elif row.get("gpu_count") and (tp if dp_attention else tp * dp) * pp != row["gpu_count"]:
+        if gpu_count and layout.gpus != gpu_count:
+            return {}, f"layout {layout.label} != {gpu_count} GPUs"
+    elif gpu_count and (tp if dp_attention else tp * dp) * pp != gpu_count:
         # SGLang's attention-DP groups live inside its TP group
         if row.get("tp") is None and row.get("dp") is None:
-            return {}, f"layout not given for {row['gpu_count']} GPUs"
-        return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {row['gpu_count']} GPUs"
+            return {}, f"layout not given for {gpu_count} GPUs"
+        return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {gpu_count} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
     mean_in, mean_out = run_means(row)
@@ -457,6 +472,8 @@ def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
     labels it: the median where given, else the mean where given, else (unlabelled) the mean
     where the source reports means (MEAN_REPORTING_SOURCES) and the median elsewhere."""
     value = row["measured"].get(f"{key}_ms") or {}
+    if not isinstance(value, dict):  # a bare figure, its statistic not labelled
+        value = {}
     if "median" in value:
         return "median", True
     if "mean" in value:
@@ -471,16 +488,23 @@ def measured(row: dict[str, Any]) -> dict[str, float | None]:
     `statistic` picks)."""
     m = row["measured"]
 
+    def positive(value: Any) -> float | None:
+        """A measured figure as a number (numeric strings too), None unless finite and > 0."""
+        got = number(value)
+        return got if got is not None and math.isfinite(got) and got > 0 else None
+
     def pick(key: str) -> float | None:
         value = m.get(f"{key}_ms") or {}
-        got = value.get(statistic(row, key)[0], value.get("as_reported"))
-        return float(got) if got is not None else None
+        if not isinstance(value, dict):  # a bare figure: as reported
+            return positive(value)
+        return positive(value.get(statistic(row, key)[0], value.get("as_reported")))
 
-    per_gpu = m.get("output_tokens_per_s_per_gpu")
-    if per_gpu is None and m.get("output_tokens_per_s") and row.get("gpu_count"):
-        per_gpu = m["output_tokens_per_s"] / row["gpu_count"]
-    done = m.get("completed_requests") or m.get("completed")
-    sent = m.get("num_prompts") or row["workload"].get("num_prompts")
+    per_gpu = positive(m.get("output_tokens_per_s_per_gpu"))
+    total, gpus = positive(m.get("output_tokens_per_s")), positive(row.get("gpu_count"))
+    if per_gpu is None and total and gpus:
+        per_gpu = total / gpus
+    done = positive(m.get("completed_requests") or m.get("completed"))
+    sent = positive(m.get("num_prompts") or row["workload"].get("num_prompts"))
     if done and sent and done < sent:
         # requests failed: the benchmark divides by a duration their timeouts set, not the
         # server's pace (the latencies are the completed requests' own and still count)
@@ -505,9 +529,9 @@ def ranking_key(row: dict[str, Any]) -> str:
     w = row["workload"]
     return json.dumps(
         [
-            row["model"],
-            row["engine_family"],
-            row["precision"],
+            row.get("model"),
+            row.get("engine_family") or row.get("engine"),
+            row.get("precision"),
             row.get("disagg"),
             w.get("input_len"),
             w.get("output_len"),
@@ -579,6 +603,10 @@ def main() -> None:
         except (PlannerError, ValueError) as exc:
             refused[f"planner: {exc}"[:100]] += 1
             continue
+        except (KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+            # a row posed from fields the schema does not promise: counted, named, never fatal
+            refused[f"planner failed: {type(exc).__name__} {exc}"[:100]] += 1
+            continue
         if kind:
             eligible[kind][0] += 1
         pred = {
@@ -591,10 +619,10 @@ def main() -> None:
         experts = resolve_model(None, kwargs["model"]).num_experts
         klass = "MoE" if experts or "moe" in str(row.get("model_class", "")).lower() else "dense"
         if meas["tok_s_gpu"]:
-            ranks[ranking_key(row)][row.get("gpu_norm") or row["gpu"]].append(
+            ranks[ranking_key(row)][row.get("gpu_norm") or row.get("gpu") or "?"].append(
                 (float(meas["tok_s_gpu"]), float(pred["tok_s_gpu"]))
             )
-        line = [f"{row['id'][:58]:58s}"]
+        line = [f"{str(row.get('id') or '?')[:58]:58s}"]
         for key in ("tok_s_gpu", "tpot", "ttft"):
             if meas[key] is None or not meas[key]:
                 line.append(f"{key} -")
@@ -612,7 +640,7 @@ def main() -> None:
                 *([f"{kind} (the issue's bar)"] if kind else []),
                 f"vendor {vendor}",
                 f"family {basis['gpu_family']} ({basis['basis']})",
-                f"engine {row['engine']}",
+                f"engine {row.get('engine') or row.get('engine_family') or '?'}",
                 f"class {klass}",
                 f"tp {kwargs['settings']['tp']}",
                 load_band(kwargs["load"]),

@@ -3,6 +3,7 @@ catalog card for its GPU, the shipped config for its checkpoint, the server sett
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -435,6 +436,47 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows)])
     e2e.main()
     assert "row not readable: KeyError" in capsys.readouterr().out
+
+
+def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_never_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts and figures as strings, no `engine` beside `engine_family`, a bare figure for a
+    latency: the row is posed and scored. A disaggregated row without its pools is refused by
+    name, and the table still prints."""
+    import e2e
+
+    assert [e2e.integer(v) for v in (8, "8", 8.0, "8.5", None, "n/a")] == [
+        8,
+        8,
+        8,
+        None,
+        None,
+        None,
+    ]
+    row = {
+        "id": "loose",
+        "engine_family": "SGLang",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": "1",
+        "tp": "1",
+        "workload": {"dataset": "random", "input_len": 512, "output_len": 128, "concurrency": 4},
+        "measured": {"tpot_ms": "9.5", "ttft_ms": 40, "output_tokens_per_s": "400"},
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None and args["settings"]["tp"] == 1
+    assert e2e.measured(row) == {"tok_s_gpu": 400.0, "tpot": 9.5, "ttft": 40.0}
+    assert e2e.statistic(row, "tpot") == ("median", False)
+    split = dict(row, id="split", disagg=True)
+    assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(json.dumps(r) for r in (row, split)) + "\n")
+    monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "-v"])
+    e2e.main()
+    out = capsys.readouterr().out
+    assert out.startswith("loose") and "tpot       9.5 ->" in out
+    assert "1  disaggregated layout not given per pool" in out
 
 
 def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() -> None:
