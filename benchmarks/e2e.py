@@ -250,6 +250,17 @@ def number(value: Any) -> float | None:
         return None
 
 
+def engine_of(row: dict[str, Any]) -> str:
+    """The engine whose scheduler and kernels ran the row, as the planner names it: "vllm" or
+    "sglang" wherever the row's engine family (else its engine) names one of them ("vLLM
+    (ROCm)", "SGLang PD"), else that name in lower case."""
+    name = str(row.get("engine_family") or row.get("engine") or "").lower()
+    for engine in ("sglang", "vllm"):
+        if engine in name:
+            return engine
+    return name
+
+
 def integer(value: Any) -> int | None:
     """A count as a row gives it: an int, or a number or numeric string that is a whole one
     (None: absent or not a count)."""
@@ -261,7 +272,7 @@ def integer(value: Any) -> int | None:
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
     """The benchmark() arguments for a row, or a reason it cannot be posed."""
-    family = str(row.get("engine_family") or row.get("engine") or "").lower()
+    family = engine_of(row)
     if family not in ("vllm", "sglang"):
         return {}, f"engine {row.get('engine')}"
     if row.get("spec_decode") not in (None, "none"):
@@ -566,7 +577,7 @@ def kendall_tau(groups: dict[str, dict[str, list[tuple[float, float]]]]) -> tupl
 def _bar_kind(row: dict[str, Any]) -> str | None:
     """Which bar a row counts toward: "aggregated" (the benchmark predictor's), "disaggregated"
     (prefill/decode disaggregation's), or None (another engine, or speculative decoding)."""
-    family = str(row.get("engine_family") or row.get("engine") or "").lower()
+    family = engine_of(row)
     if family not in ("vllm", "sglang") or row.get("spec_decode") not in (None, "none"):
         return None
     return "disaggregated" if row.get("disagg") else "aggregated"

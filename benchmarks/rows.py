@@ -57,9 +57,12 @@ SAME_ARCHITECTURE = {
 }
 
 
-# A row's stated weight precision -> the weights it poses: the first word of its text
-# ("fp8 (block)", "FP4", "int4 AWQ"). A bare "fp4" is NVIDIA's NVFP4 on NVIDIA cards and the
-# OCP MXFP4 AMD Instinct cards run (AMD Quark's exports).
+# A row's stated weight precision -> the weights it poses: the first word of its text that
+# names a format ("fp8 (block)", "FP4", "int4 AWQ", "W8A8-FP8"); a 16-bit word first means
+# 16-bit weights ("bf16, fp8 KV"). A bare "fp4" is NVIDIA's NVFP4 on NVIDIA cards and the OCP
+# MXFP4 AMD Instinct cards run (AMD Quark's exports). INT8 is passed on as such, for the
+# planner to refuse by name rather than price 16-bit weights.
+SIXTEEN_BIT_WORDS = ("bf16", "fp16", "fp32", "float16", "bfloat16")
 PRECISION_WORDS = (
     ("fp8", "fp8"),
     ("nvfp4", "nvfp4"),
@@ -69,17 +72,20 @@ PRECISION_WORDS = (
     ("awq", "int4"),
     ("gptq", "int4"),
     ("w4a16", "int4"),
+    ("int8", "int8"),
 )
 
 
 def stated_weights(text: str, vendor: str) -> str | None:
     """The weight format a row's precision text names (None: 16-bit, or none named)."""
-    word = text.strip().lower()
-    for prefix, dtype in PRECISION_WORDS:
-        if word.startswith(prefix):
-            if dtype == "fp4":
-                return "mxfp4" if vendor == "amd" else "nvfp4"
-            return dtype
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if word.startswith(SIXTEEN_BIT_WORDS):
+            return None
+        for prefix, dtype in PRECISION_WORDS:
+            if word.startswith(prefix):
+                if dtype == "fp4":
+                    return "mxfp4" if vendor == "amd" else "nvfp4"
+                return dtype
     return None
 
 

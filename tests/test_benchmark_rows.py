@@ -479,6 +479,24 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert "1  disaggregated layout not given per pool" in out
 
 
+def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
+    """The first word naming a format, wherever it stands ("W8A8-FP8"); a 16-bit word first
+    means 16-bit weights; INT8 is passed on for the planner to refuse, not priced as bf16."""
+    from rows import stated_weights
+
+    cases = {
+        "fp8 (block)": "fp8",
+        "W8A8-FP8": "fp8",
+        "mxfp4 (native gpt-oss checkpoint)": "mxfp4",
+        "INT4 (AWQ)": "int4",
+        "bf16 (fp8 KV)": None,
+        "w8a8 int8": "int8",
+        "auto": None,
+    }
+    assert {text: stated_weights(text, "nvidia") for text in cases} == cases
+    assert (stated_weights("FP4", "nvidia"), stated_weights("FP4", "amd")) == ("nvfp4", "mxfp4")
+
+
 def test_a_sharegpt_run_short_of_the_references_is_posed_with_empty_outputs() -> None:
     """A base model's ShareGPT run whose outputs averaged 122 tokens against the 196.5 of
     outputs that stream text lost the rest to requests that ended at their first token
