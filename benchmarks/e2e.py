@@ -196,17 +196,22 @@ def stated_context(row: dict[str, Any]) -> int | None:
     return int(found.group(1)) if found else None
 
 
+# SGLang's client as sources spell it: "sglang bench_serving", "python -m sglang.bench_serving",
+# "sglang-bench_serving".
+SGLANG_CLIENT = re.compile(r"sglang[\s._-]*bench[_ ]serving")
+
+
 def bench_client(row: dict[str, Any]) -> str | None:
     """The client that read the run's streams, as its source names it: SGLang's bench_serving
     (its native stream), a vLLM benchmark script (OpenAI stream deltas), MLPerf's LoadGen (not
     one Python process reading every stream); None: the engine's own."""
-    text = f"{row['workload'].get('dataset')} {(row.get('source') or {}).get('kind')}"
-    if "sglang bench_serving" in text:
+    text = f"{row['workload'].get('dataset')} {(row.get('source') or {}).get('kind')}".lower()
+    if SGLANG_CLIENT.search(text):
         return "sglang"
     if "vllm bench serve" in text or "benchmark_serving" in text:
         # the script's TTFT for an output with no text changed between 2024 and 0.9.0
         return "vllm-2024" if (run_date(row) or "9999") < VLLM_FIRST_CHUNK_TTFT_BY else "vllm"
-    if "MLPerf" in text:
+    if "mlperf" in text:
         return "none"
     return None
 
@@ -371,8 +376,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         # vLLM's 2024 benchmark_serving.py) draw uniform in [r L, L], SGLang's default 0.0 being
         # [1, L] (python/sglang/bench_serving.py); `vllm bench serve` draws in
         # [L (1 - r), L (1 + r)] with r < 1, default 0: fixed (vllm/benchmarks/datasets.py).
-        around = "vllm bench serve" in dataset
-        if ratio is None and "sglang" in dataset and not around:
+        around = "vllm bench serve" in dataset.lower()
+        if ratio is None and bench_client(row) == "sglang" and not around:
             ratio = 0.0
         out_len = w["output_len"]
         stopped = None
@@ -395,7 +400,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         lengths = Lengths(prompt_len=max(1, round(mean_in)), output_len=max(1, round(mean_out)))
     else:
         return {}, "dataset lengths not modelled (no mean lengths reported)"
-    rate, clients = number(w.get("request_rate")), number(w.get("concurrency"))
+    rate = number(w.get("request_rate"))
+    clients = number(w.get("concurrency", w.get("max_concurrency")))
     if clients is not None and math.isfinite(clients) and clients >= 1:
         load["concurrency"] = int(clients)
         if rate is not None and math.isfinite(rate):

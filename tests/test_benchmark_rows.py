@@ -468,6 +468,14 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert why is None and args["settings"]["tp"] == 1
     assert e2e.measured(row) == {"tok_s_gpu": 400.0, "tpot": 9.5, "ttft": 40.0}
     assert e2e.statistic(row, "tpot") == ("median", False)
+    # SGLang's client however the source spells it: its random lengths' default range [1, L]
+    sglang = dict(row, source={"kind": "table (python -m sglang.bench_serving)"})
+    assert e2e.bench_client(sglang) == "sglang"
+    assert e2e.pose(sglang, MODELS)[0]["lengths"].len_range == 0.0
+    assert e2e.pose(row, MODELS)[0]["lengths"].len_range is None  # no client named: fixed
+    closed = dict(row, workload={**row["workload"], "max_concurrency": 8})
+    del closed["workload"]["concurrency"]
+    assert e2e.pose(closed, MODELS)[0]["load"].concurrency == 8
     split = dict(row, id="split", disagg=True)
     assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
     rows = tmp_path / "rows.jsonl"
