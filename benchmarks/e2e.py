@@ -349,7 +349,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
     mean_in, mean_out = run_means(row)
-    lengths_given = all(isinstance(w.get(k), int) for k in ("input_len", "output_len"))
+    input_len, output_len = integer(w.get("input_len")), integer(w.get("output_len"))
+    lengths_given = bool(input_len and output_len)
     if "sharegpt" in dataset.lower():
         # the lengths the run produced: prompts at its mean; outputs stop at EOS short of the
         # references (the sampler's max_tokens). A base model on these chat prompts loses the
@@ -371,7 +372,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             empty_share=empty,
         )
     elif dataset.lower().startswith("random") and lengths_given:
-        ratio = w.get("range_ratio")
+        ratio = number(w.get("range_ratio"))
         # The client decides what --random-range-ratio means. SGLang's bench_serving (and
         # vLLM's 2024 benchmark_serving.py) draw uniform in [r L, L], SGLang's default 0.0 being
         # [1, L] (python/sglang/bench_serving.py); `vllm bench serve` draws in
@@ -379,7 +380,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         around = "vllm bench serve" in dataset.lower()
         if ratio is None and bench_client(row) == "sglang" and not around:
             ratio = 0.0
-        out_len = w["output_len"]
+        out_len = output_len
         stopped = None
         if "no --ignore-eos" in dataset and mean_out:
             # outputs stopped at EOS: at the mean the run produced, capped at what it asked for
@@ -388,7 +389,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             else:
                 out_len = max(1, round(mean_out))
         lengths = Lengths(
-            prompt_len=w["input_len"],
+            prompt_len=input_len,
             output_len=out_len,
             output_mean=stopped,
             len_range=None if around else ratio,

@@ -473,6 +473,19 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert e2e.bench_client(sglang) == "sglang"
     assert e2e.pose(sglang, MODELS)[0]["lengths"].len_range == 0.0
     assert e2e.pose(row, MODELS)[0]["lengths"].len_range is None  # no client named: fixed
+    # lengths and range as strings: vllm bench serve's [L (1 - r), L (1 + r)]
+    spread = dict(
+        row,
+        workload={
+            "dataset": "random (vllm bench serve)",
+            "input_len": "1024",
+            "output_len": "1024",
+            "range_ratio": "0.8",
+            "concurrency": "16",
+        },
+    )
+    lengths = e2e.pose(spread, MODELS)[0]["lengths"]
+    assert (lengths.prompt_len, lengths.output_len, lengths.len_spread) == (1024, 1024, 0.8)
     closed = dict(row, workload={**row["workload"], "max_concurrency": 8})
     del closed["workload"]["concurrency"]
     assert e2e.pose(closed, MODELS)[0]["load"].concurrency == 8
