@@ -257,13 +257,15 @@ def number(value: Any) -> float | None:
 
 def engine_of(row: dict[str, Any]) -> str:
     """The engine whose scheduler and kernels ran the row, as the planner names it: "vllm" or
-    "sglang" wherever the row's engine family (else its engine) names one of them ("vLLM
-    (ROCm)", "SGLang PD"), else that name in lower case."""
-    name = str(row.get("engine_family") or row.get("engine") or "").lower()
-    for engine in ("sglang", "vllm"):
-        if engine in name:
-            return engine
-    return name
+    "sglang" wherever the row's engine family or its engine names one of them ("vLLM (ROCm)",
+    "SGLang PD", a serving framework's "dynamo + vllm" backend), else the family (or engine)
+    in lower case."""
+    for field in ("engine_family", "engine"):
+        name = str(row.get(field) or "").lower()
+        for engine in ("sglang", "vllm"):
+            if engine in name:
+                return engine
+    return str(row.get("engine_family") or row.get("engine") or "").lower()
 
 
 def integer(value: Any) -> int | None:
@@ -453,9 +455,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "preset": None,
         "model": str(folder),
         "settings": settings,
-        "dp": dp,
-        "ep": row.get("ep"),
-        "dp_attention": dp_attention,
+        # a disaggregated row's pools carry their own layout (DisaggLayout), not the row's
+        "dp": 1 if layout else dp,
+        "ep": None if layout else row.get("ep"),
+        "dp_attention": dp_attention and not layout,
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
         "chunked_prefill": chunked,

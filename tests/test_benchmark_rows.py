@@ -489,6 +489,11 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     closed = dict(row, workload={**row["workload"], "max_concurrency": 8})
     del closed["workload"]["concurrency"]
     assert e2e.pose(closed, MODELS)[0]["load"].concurrency == 8
+    # a disaggregated row's layout is its pools', whatever its top-level DP says
+    pools = {"prefill_workers": 1, "decode_workers": 1, "prefill_tp": 1, "decode_tp": 1}
+    pd = dict(row, gpu_count=2, dp=8, dp_attention=True, disagg=pools)
+    args, why = e2e.pose(pd, MODELS)
+    assert why is None and (args["dp"], args["dp_attention"], args["disagg"].gpus) == (1, False, 2)
     split = dict(row, id="split", disagg=True)
     assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
     rows = tmp_path / "rows.jsonl"
