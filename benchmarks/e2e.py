@@ -22,7 +22,11 @@ run without the flag (it sets vLLM V0's default batched-token budget with chunke
 where the engine could not start with it, the run must have set a smaller one and the row is
 posed at 8,192. A run whose requests partly failed (completed < sent) is not compared on
 throughput: the benchmark divides by a duration their timeouts set. Rows that cannot be posed
-are counted with their one-line reason.
+are counted with their one-line reason, and no row stops the table: counts and figures given as
+numeric strings are read as numbers, the engine is vLLM or SGLang wherever the row's engine
+family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels), a precision is
+the first format its text names (an INT8 one goes to the planner, which refuses it), and a
+disaggregated row is posed on its pools' layout.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
