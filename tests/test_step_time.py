@@ -9,6 +9,7 @@ import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,6 +165,17 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
     assert ep.moe_fixed_ms(4096) == pytest.approx(58 * MOE_KERNEL_MS_PER_LAYER, rel=1e-6)
 
 
+def benchmark_script(name: str) -> Any:
+    """A script of benchmarks/ loaded as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        f"{name}_bench", ROOT / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_an_amd_gemm_kernel_costs_its_floor_beyond_the_nvidia_layer_cost() -> None:
     # Llama-3.1-8B: 32 layers, each a GQA attention block (fused QKV, O) and a dense MLP
     # (gate_up, down): 4 GEMMs a layer, 6 us each on AMD, none on NVIDIA
@@ -188,12 +200,7 @@ def test_an_amd_gemm_kernel_costs_its_floor_beyond_the_nvidia_layer_cost() -> No
 def test_amds_constants_are_what_the_published_kernel_tables_give() -> None:
     # the streaming share is the fit of AITER's gfx942 GEMMs at 1-16 tokens on MI300X's peak, and
     # the fixed cost a GEMM no more than what that fit and the same shapes against the H800 keep
-    spec = importlib.util.spec_from_file_location(
-        "gemm_kernels_bench", ROOT / "benchmarks" / "gemm_kernels.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = benchmark_script("gemm_kernels")
     rows = bench.load(bench.ROWS)
     fixed_us, stream, shapes = bench.decode_fit(rows, "gfx942")
     assert shapes == 92
@@ -229,12 +236,7 @@ def test_never_below_the_h200_ideal_floor(engine: str) -> None:
 
 
 def test_error_on_the_public_rows_is_within_bounds() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "step_time_bench", ROOT / "benchmarks" / "step_time.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = benchmark_script("step_time")
     rows = [json.loads(x) for x in bench.ROWS.read_text().splitlines() if x.strip()]
     errors = []
     for row in rows:
