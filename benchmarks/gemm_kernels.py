@@ -23,12 +23,10 @@ from typing import Any
 import numpy as np
 
 from planner.core.step import family
+from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = ROOT / "benchmarks" / "data" / "gemm-kernels.jsonl"
-# Peak HBM bandwidth, bytes/s (the catalog's datasheet figures): MI300X, MI325X (both gfx942
-# with 304 CUs), MI350X / MI355X (gfx950, 256 CUs), H800 SXM5.
-PEAK_BYTES_PER_S = {"mi300x": 5.3e12, "mi325x": 6.0e12, "mi355x": 8.0e12, "h800": 3.35e12}
 # Weight matrices of at least this many bytes count as large (the streaming share's regime).
 LARGE_BYTES = 80e6
 
@@ -50,10 +48,21 @@ def fp8_bytes(row: dict[str, Any]) -> int:
     return int(row["n"] * row["k"])
 
 
+def peak_bytes_per_s(gpu: str) -> float:
+    """A card's peak HBM bandwidth, bytes/s, from the catalog (gfx942 with 304 CUs is MI300X or
+    MI325X; gfx950 with 256 is MI350X or MI355X)."""
+    return float(find_gpu(gpu).hbm_bandwidth_bytes_per_s or 0)
+
+
+def decode_rows(rows: list[dict[str, Any]], arch: str) -> list[dict[str, Any]]:
+    """An architecture's GEMMs at 1-16 tokens (decode)."""
+    return [r for r in rows if "n" in r and r["arch"] == arch and r["m"] <= 16]
+
+
 def decode_fit(rows: list[dict[str, Any]], arch: str) -> tuple[float, float, int]:
     """The least-squares line through an architecture's GEMMs at 1-16 tokens: fixed us a
     kernel, the bytes/s its weights stream at, and how many shapes it went through."""
-    decode = [r for r in rows if "n" in r and r["arch"] == arch and r["m"] <= 16]
+    decode = decode_rows(rows, arch)
     x = np.array([fp8_bytes(r) for r in decode], dtype=np.float64)
     y = np.array([gemm_us(r) for r in decode])
     fixed_us, us_per_byte = np.linalg.lstsq(np.vstack([np.ones_like(x), x]).T, y, rcond=None)[0]
@@ -66,8 +75,8 @@ def same_shape_floors(
     """Each of an architecture's GEMMs DeepGEMM's H800 table also times, with the time each
     keeps beyond its weight stream at its family's share (AMD's, then the H800's), us."""
     h800 = {(r["m"], r["n"], r["k"]): r for r in rows if r["arch"].startswith("sm90")}
-    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S[card]
-    nvidia_rate = family.NVIDIA_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S["h800"]
+    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(card)
+    nvidia_rate = family.NVIDIA_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("h800")
     pairs = []
     for r in rows:
         twin = h800.get((r.get("m"), r.get("n"), r.get("k")))
@@ -85,22 +94,21 @@ def main() -> None:
     args = ap.parse_args()
     rows = load(args.rows)
     fixed_us, stream, shapes = decode_fit(rows, "gfx942")
-    sizes = [fp8_bytes(r) for r in rows if "n" in r and r["arch"] == "gfx942" and r["m"] <= 16]
+    sizes = [fp8_bytes(r) for r in decode_rows(rows, "gfx942")]
     print(
         f"gfx942 GEMMs at 1-16 tokens ({shapes} shapes, {min(sizes) / 1e6:.1f}-"
         f"{max(sizes) / 1e6:.0f} MB): {fixed_us:.1f} us + bytes / {stream / 1e12:.2f} TB/s = "
-        f"{stream / PEAK_BYTES_PER_S['mi300x']:.2f} of MI300X's peak, "
-        f"{stream / PEAK_BYTES_PER_S['mi325x']:.2f} of MI325X's "
+        f"{stream / peak_bytes_per_s('mi300x'):.2f} of MI300X's peak, "
+        f"{stream / peak_bytes_per_s('mi325x'):.2f} of MI325X's "
         f"(planner: {family.AMD_BANDWIDTH_EFFICIENCY})"
     )
-    large = [r for r in rows if "n" in r and r["arch"] == "gfx950" and r["m"] <= 16]
-    large = [r for r in large if fp8_bytes(r) >= LARGE_BYTES]
+    large = [r for r in decode_rows(rows, "gfx950") if fp8_bytes(r) >= LARGE_BYTES]
     if large:
         rate = statistics.median(fp8_bytes(r) / gemm_us(r) * 1e6 for r in large)
         print(
             f"gfx950 GEMMs at 1-16 tokens, {LARGE_BYTES / 1e6:.0f} MB and more ({len(large)} "
             f"shapes): median {rate / 1e12:.2f} TB/s = "
-            f"{rate / PEAK_BYTES_PER_S['mi355x']:.2f} of MI355X's peak"
+            f"{rate / peak_bytes_per_s('mi355x'):.2f} of MI355X's peak"
         )
     for arch, card in (("gfx942", "mi300x"), ("gfx950", "mi355x")):
         pairs = same_shape_floors(rows, arch, card)
@@ -116,7 +124,7 @@ def main() -> None:
                 f"{arch} keeps a median {kept:.1f} us more a GEMM than the H800 ({len(pairs)} "
                 f"shapes; planner: {family.AMD_GEMM_FLOOR_MS * 1e3:.0f} us)"
             )
-    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * PEAK_BYTES_PER_S["mi300x"]
+    amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if "experts" in r and 16 <= r["tokens"] <= 64):
         # every expert is routed at these token counts: their gate, up and down, one byte each
         experts_bytes = r["experts"] * 3 * r["model_dim"] * r["inter_dim"]

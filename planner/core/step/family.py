@@ -78,7 +78,7 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # family's share (0.75 of 3.35 TB/s, 0.62 of 5.3), the AMD kernel keeps 8.5 and 6.1 us more;
 # AITER's rows at 1-16 tokens keep 6.3 us (above). 6 us, below the three. gfx950's five
 # shapes in both tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2
-# take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches).
+# take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches_per_layer).
 AMD_GEMM_FLOOR_MS = 0.006
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"

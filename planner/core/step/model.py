@@ -573,7 +573,6 @@ def step_time_for(
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
     family = family_of(gpu)
-    dense_gemms, moe_gemms = overhead.gemm_launches(model)
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -608,8 +607,10 @@ def step_time_for(
         attention_bandwidth_scale=family.attention_bandwidth_scale,
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
-        kernel_ms_per_layer=overhead.KERNEL_MS_PER_LAYER + family.gemm_floor_ms * dense_gemms,
-        moe_kernel_ms_per_layer=moe.MOE_KERNEL_MS_PER_LAYER + family.gemm_floor_ms * moe_gemms,
+        kernel_ms_per_layer=overhead.KERNEL_MS_PER_LAYER
+        + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model),
+        moe_kernel_ms_per_layer=moe.MOE_KERNEL_MS_PER_LAYER
+        + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,
         tp=tp,
         hidden_size=model.hidden_size,
         fabric=fabric,

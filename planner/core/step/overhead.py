@@ -15,23 +15,24 @@ KERNEL_MS_PER_LAYER = 0.017
 # W_UV, O); a dense MLP its fused gate_up and down; a MoE block its router and the grouped
 # GEMM's two stages (a shared expert's two more are not counted: configs do not all name one).
 # Linear-attention and Mamba blocks are counted as two (in and out).
-GEMMS_PER_ATTENTION = {KvKind.MLA: 5}
-GEMMS_PER_OTHER_ATTENTION = 2
+GEMMS_PER_MLA_BLOCK = 5
+GEMMS_PER_ATTENTION_BLOCK = 2
 GEMMS_PER_DENSE_MLP = 2
 GEMMS_PER_MOE_BLOCK = 3
 
 
-def gemm_launches(model: ModelSpec) -> tuple[float, int]:
-    """GEMM kernels per decoder layer outside the MoE blocks (averaged over the layers: every
-    attention block, and the MLPs of the layers without routed experts), and per MoE block."""
+def gemm_launches_per_layer(model: ModelSpec) -> float:
+    """GEMM kernels a decoder layer launches outside its MoE block (GEMMS_PER_MOE_BLOCK),
+    averaged over the layers: every attention block, and the MLPs of the layers without routed
+    experts."""
     layers = model.num_layers
     attention = sum(
-        g.num_layers * GEMMS_PER_ATTENTION.get(g.kind, GEMMS_PER_OTHER_ATTENTION)
+        g.num_layers * (GEMMS_PER_MLA_BLOCK if g.kind is KvKind.MLA else GEMMS_PER_ATTENTION_BLOCK)
         for g in model.kv_groups
     )
     routed = model.moe_layers or (layers if model.num_experts else 0)
     dense_mlps = GEMMS_PER_DENSE_MLP * max(layers - routed, 0)
-    return (attention + dense_mlps) / layers, GEMMS_PER_MOE_BLOCK
+    return (attention + dense_mlps) / layers
 
 
 # Per-step engine overhead not hidden behind the GPU (scheduling, sampling, input prep), ms,
