@@ -183,6 +183,26 @@ def test_catalog_json_entries(cli: Cli) -> None:
         } <= g.keys()
 
 
+def test_every_card_has_a_tensor_rate_and_blackwell_keeps_its_ratios(cli: Cli) -> None:
+    """The step model prices a prefill at the card's tensor rate, so a card without one cannot
+    be simulated: every catalog card carries one. Blackwell tensor cores double the rate at
+    each halving of the width (B200: 2.25 / 4.5 / 9 PFLOPS dense BF16 / FP8 / FP4); the cards
+    whose rates are read off a sparse FP4 headline keep those ratios, and the A10G its
+    datasheet's 70 TFLOPS against the A10's 125."""
+    from planner.sources.presets import gpu_catalog
+
+    for card in gpu_catalog():
+        assert card.bf16_dense_flops or card.fp16_dense_flops, card.id
+    catalog = {g["id"]: g for g in cli("gpus", "--json").json()["catalog"]}
+    for gpu_id in ("b200-sxm-180gb", "rtx-pro-6000-blackwell", "gb10"):
+        g = catalog[gpu_id]
+        assert g["fp8_dense_flops"] == 2 * g["bf16_dense_flops"], gpu_id
+        assert g["fp4_dense_flops"] == 2 * g["fp8_dense_flops"], gpu_id
+    assert catalog["rtx-pro-6000-blackwell"]["fp4_dense_flops"] == 4000 * 10**12 // 2
+    assert catalog["a10g"]["bf16_dense_flops"] == 70 * 10**12
+    assert catalog["a10"]["bf16_dense_flops"] == 125 * 10**12
+
+
 def test_every_multi_gpu_board_names_its_scale_up_link() -> None:
     """SXM and OAM cards sit on 8-GPU boards joined by NVLink or Infinity Fabric: the
     all-reduce runs over that link, not over the PCIe fallback a card without one gets."""
