@@ -848,7 +848,9 @@ class _IterationLoop:
             in_use -= self.evict(victim)
             self.waiting.appendleft(victim)
         if running:
-            self.run.peak_blocks = max(self.run.peak_blocks, self.held_running())
+            # nothing left the pool: what it holds is what was counted above
+            held = self.held_running() if self.preempted_last else in_use
+            self.run.peak_blocks = max(self.run.peak_blocks, held)
 
     # -- the phases of one step -------------------------------------------------------------
 
