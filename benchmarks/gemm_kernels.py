@@ -6,8 +6,9 @@ tuning tables (each tuned GEMM's measured time, by CU count: 304 for gfx942, MI3
 DeepGEMM's README table for an H800. This prints what planner/core/step/family.py takes from
 them: the streaming share and fixed cost of AMD's decode GEMMs (a least-squares line through
 gfx942's rows at 1-16 tokens), the large matrices' share on gfx950, the fixed time an AMD GEMM
-keeps beyond an H800 one of the same shape, and AITER's fused MoE against the expert read the
-model charges.
+keeps beyond an H800 one of the same shape, the share of the tensor-core rate each kernel
+reaches at 8,192-32,768 tokens (prefill: CDNA4's BF16 and FP8 factors, block-scaled FP8 on
+both families), and AITER's fused MoE against the expert read the model charges.
 
     python benchmarks/gemm_kernels.py [--rows FILE]
 """
@@ -88,6 +89,49 @@ def same_shape_floors(
     return pairs
 
 
+# Token counts at which a GEMM's share of the tensor-core rate is read (prefill's regime), and
+# the smallest N and K that count as a large matrix there.
+LARGE_M = (8192, 16384, 32768)
+LARGE_NK = 2048
+# The card each architecture's rows are read against (gfx942 with 304 CUs: MI300X and MI325X
+# share its rates; gfx950 with 256: MI355X, whose rates the MI350X's trail by its clock).
+ARCH_CARD = {"gfx942": "mi300x", "gfx950": "mi355x"}
+
+
+def peak_flops(arch: str, kernel: str) -> float:
+    """The dense rate of a kernel's input dtype on the architecture's card, FLOP/s."""
+    gpu = find_gpu(ARCH_CARD[arch])
+    rate = {"bf16": gpu.bf16_dense_flops, "a8w8": gpu.fp8_dense_flops}.get(kernel.split()[0])
+    return float(rate or gpu.fp4_dense_flops or 0)
+
+
+def large_m_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, int]]:
+    """The median share of the tensor-core rate over each architecture's and kernel's GEMMs at
+    LARGE_M tokens with N, K >= LARGE_NK, and how many shapes it went through."""
+    shares: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if "n" not in r or r["m"] not in LARGE_M or min(r["n"], r["k"]) < LARGE_NK:
+            continue
+        flops = 2 * r["m"] * r["n"] * r["k"] / (gemm_us(r) * 1e-6)
+        share = flops / peak_flops(r["arch"], r["kernel"])
+        shares.setdefault((r["arch"], r["kernel"]), []).append(share)
+    return {key: (statistics.median(v), len(v)) for key, v in sorted(shares.items())}
+
+
+def modelled_shares() -> dict[tuple[str, str], float]:
+    """The isolated-GEMM shares the planner's AMD factors stand for (H100's BF16 share x the
+    family's compute factor x its low-precision or block-scaled factor)."""
+    cdna3 = family.HOPPER_BF16_GEMM_SHARE * family.AMD_COMPUTE_SCALE
+    cdna4 = family.HOPPER_BF16_GEMM_SHARE * family.CDNA4_COMPUTE_SCALE
+    return {
+        ("gfx942", "a8w8 block-scaled GEMM"): cdna3 * family.CDNA3_BLOCK_FP8_SCALE,
+        ("gfx950", "bf16 GEMM"): cdna4,
+        ("gfx950", "a8w8 GEMM"): cdna4 * family.CDNA4_LOW_PRECISION_SCALE,
+        ("gfx950", "a8w8 block-scaled GEMM"): cdna4 * family.CDNA4_BLOCK_FP8_SCALE,
+        ("gfx950", "a4w4 block-scaled GEMM"): cdna4 * family.CDNA4_LOW_PRECISION_SCALE,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=Path, default=ROWS)
@@ -124,6 +168,13 @@ def main() -> None:
                 f"{arch} keeps a median {kept:.1f} us more a GEMM than the H800 ({len(pairs)} "
                 f"shapes; planner: {family.AMD_GEMM_FLOOR_MS * 1e3:.0f} us)"
             )
+    modelled = modelled_shares()
+    for (arch, kernel), (share, shapes) in large_m_shares(rows).items():
+        print(
+            f"{arch} {kernel}s at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens, N and K >= "
+            f"{LARGE_NK:,} ({shapes} shapes): median {share:.3f} of the rate (planner: "
+            f"{modelled[arch, kernel]:.3f})"
+        )
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if "experts" in r and 16 <= r["tokens"] <= 64):
         # every expert is routed at these token counts: their gate, up and down, one byte each

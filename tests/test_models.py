@@ -219,6 +219,25 @@ def test_fp8_checkpoint_weights_are_about_one_byte_per_linear_param() -> None:
     assert 0.49 < fp8.weights_bytes / bf16.weights_bytes < 0.52
 
 
+def test_block_scaled_fp8_is_read_from_the_quantization_config() -> None:
+    # a weight_block_size (Qwen3's FP8 export, as DeepSeek-V3's) or compressed-tensors' block
+    # strategy means 2-D tile scales; the fp8 method without one and a channel strategy do not
+    assert spec("Qwen--Qwen3-235B-A22B-FP8").fp8_block_scaled
+    assert not spec("Qwen--Qwen3-235B-A22B").fp8_block_scaled
+    base = model_config("Qwen--Qwen3-8B")
+    per_tensor = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+    weights = {"type": "float", "num_bits": 8, "strategy": "block", "block_structure": [128, 128]}
+    block = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": weights}}}
+    channel = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": weights | {"strategy": "channel"}}},
+    }
+    expected = ((per_tensor, False), (block, True), (channel, False))
+    for q, scaled in expected:
+        m = model_spec_from_config(base | {"quantization_config": q}, name="q", source="local")
+        assert m.fp8_block_scaled is scaled, q
+
+
 def test_gpt_oss_mxfp4_quantises_only_the_experts() -> None:
     m = spec("openai--gpt-oss-20b")
     assert m.weight_dtype == "mxfp4"

@@ -678,6 +678,29 @@ def _rowwise_scaled_fp8(cfg: Config) -> bool:
     return False
 
 
+def _block_scaled_fp8(cfg: Config) -> bool:
+    """Whether the checkpoint's fp8 linears scale per 2-D tile: the fp8 method with a
+    weight_block_size (DeepSeek-V3 and the FP8 exports that follow it), compressed-tensors'
+    block strategy (its FP8-block exports)."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return False
+    method = str(q.get("quant_method", "")).lower()
+    if method == "fp8":
+        return q.get("weight_block_size") is not None
+    if method == "compressed-tensors" and isinstance(q.get("config_groups"), Mapping):
+        for grp in q["config_groups"].values():
+            weights = grp.get("weights") if isinstance(grp, Mapping) else None
+            if (
+                isinstance(weights, Mapping)
+                and str(weights.get("type", "")) == "float"
+                and weights.get("num_bits") == 8
+                and str(weights.get("strategy", "")) == "block"
+            ):
+                return True
+    return False
+
+
 def _quant_bits(value: Any, field: str) -> int:
     """A quantised weight width in bits."""
     bits = _size(value, field)
@@ -945,6 +968,7 @@ def model_spec_from_config(
         quantizable_params=linear,
         plain_linear_params=linear - quantized if quant_label else 0,
         rowwise_fp8_outputs=rowwise,
+        fp8_block_scaled=_block_scaled_fp8(t),
         num_experts=experts or None,
         experts_per_token=_opt_int(t, *EXPERT_TOP_K_KEYS),
         moe_intermediate_size=(

@@ -93,6 +93,12 @@ class ModelSpec(BaseModel):
         "split by TP; row-parallel ones, hidden each on every GPU): what a GEMM without "
         "row-wise scaling rescales in separate passes, per token",
     )
+    fp8_block_scaled: bool = Field(
+        default=False,
+        description="the checkpoint's fp8 linears scale per 2-D tile (DeepSeek-V3's "
+        "weight_block_size [128, 128], compressed-tensors' block strategy): a block-scaled "
+        "GEMM, which some families run further from their fp8 rate (step.family)",
+    )
     num_experts: int | None = None
     experts_per_token: int | None = None
     moe_intermediate_size: int | None = Field(default=None, description="per-expert FFN width")

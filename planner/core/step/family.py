@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
 
@@ -21,6 +21,10 @@ class Family(BaseModel):
     bandwidth_efficiency: float
     compute_scale: float = 1.0
     low_precision_scale: float = 1.0
+    block_fp8_scale: float | None = Field(
+        default=None,
+        description="low_precision_scale for block-scaled fp8 checkpoints (None: the same)",
+    )
     attention_bandwidth_scale: float = 1.0
     gemm_floor_ms: float = 0.0
     basis: Basis
@@ -51,16 +55,38 @@ OTHER_BANDWIDTH_EFFICIENCY = 0.70  # other vendors: between the two, an assumpti
 # attention.ATTENTION_FLOPS_EFFICIENCY). SemiAnalysis, "MI300X vs H100 vs H200 Benchmark Part 1:
 # Training" (2024-12), measured large BF16 GEMMs at about 620 TFLOP/s on MI300X (47% of its
 # 1,307) against about 720 on H100 (73% of 989), and FP8 at about 38% against 65%: CDNA3 reaches
-# about 0.62 of Hopper's share. CDNA4 and CDNA2 take the same factor (extrapolated).
+# about 0.62 of Hopper's share. CDNA2 takes the same factor (extrapolated); CDNA4 its own
+# (below).
 AMD_COMPUTE_SCALE = 0.62
+# H100's large BF16 GEMMs' share of its rate in those measurements: the isolated-kernel share
+# the other families' kernel tables are read against.
+HOPPER_BF16_GEMM_SHARE = 0.73
 # Share of the fp8 (and fp4) tensor-core rate the linear layers reach, relative to the 16-bit
 # GEMMs' share of theirs: the same SemiAnalysis measurements put H100's FP8 GEMMs at about 65%
 # of their 1,979 TFLOP/s against 73% for BF16 (0.89), MI300X's at about 38% against 47% (0.81).
 # Low-precision GEMMs keep the same tiles and epilogues while the multiply runs twice as fast,
 # so a larger part of their time is not the multiply. FP4 (NVFP4 / MXFP4 w4a4) takes the same
-# factor: extrapolated, no measurement.
+# factor (measured on CDNA4 only, below).
 NVIDIA_LOW_PRECISION_SCALE = 0.65 / 0.73
 AMD_LOW_PRECISION_SCALE = 0.38 / 0.47
+# CDNA4 from ROCm's own kernel tables (ROCm/aiter aiter/configs/**/*tuned_gemm*.csv, commit
+# e404860; the rows used are in benchmarks/data/gemm-kernels.jsonl, `python
+# benchmarks/gemm_kernels.py`): the median share of the datasheet rate over the tuned GEMMs of
+# M = 8,192 / 16,384 / 32,768 tokens and N, K >= 2,048 on gfx950 with 256 CUs (MI350X /
+# MI355X; the fastest kernel where several tables tune a shape). BF16: 0.581 of 2.5 PFLOP/s
+# (144 shapes), 0.80 of H100's 0.73; per-token / per-tensor FP8: 0.491 of 5.0 (147 shapes),
+# 0.85 of BF16's share (CDNA3: 0.81, above); block-scaled FP8 (below): 0.349 (135 shapes).
+# Its MXFP4 w4a4 GEMMs reach 0.486 of 10 PFLOP/s (165 shapes), 0.84: FP4 takes the FP8 figure.
+CDNA4_COMPUTE_SCALE = 0.581 / HOPPER_BF16_GEMM_SHARE
+CDNA4_LOW_PRECISION_SCALE = 0.491 / 0.581
+# Block-scaled FP8 (a scale per 128 x 128 tile: DeepSeek-V3 and the exports that follow it)
+# against the family's 16-bit GEMMs. NVIDIA runs it as fast as per-tensor FP8 (DeepGEMM on an
+# H800 up to 1,550 TFLOP/s, 0.78 of peak: deepseek-ai/DeepGEMM README, first release): the
+# same factor. AMD's block-scaled kernels stay further from the rate: the same tables and
+# selection give 0.316 of MI300X's 2.6 PFLOP/s on gfx942 with 304 CUs (96 shapes; 0.70 of the
+# 0.45 BF16 share CDNA3's factor above gives) and 0.349 on gfx950 (0.60 of its 0.581).
+CDNA3_BLOCK_FP8_SCALE = 0.316 / (HOPPER_BF16_GEMM_SHARE * AMD_COMPUTE_SCALE)
+CDNA4_BLOCK_FP8_SCALE = 0.349 / 0.581
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
 # weights). CDNA3: 0.30 of peak, measured on the one AMD source with attention-bound rows
@@ -119,11 +145,13 @@ def family_of(gpu: GpuSpec) -> Family:
         )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
+        cdna4 = name == "cdna4"
         return Family(
             name=name,
             bandwidth_efficiency=AMD_BANDWIDTH_EFFICIENCY,
-            compute_scale=AMD_COMPUTE_SCALE,
-            low_precision_scale=AMD_LOW_PRECISION_SCALE,
+            compute_scale=CDNA4_COMPUTE_SCALE if cdna4 else AMD_COMPUTE_SCALE,
+            low_precision_scale=CDNA4_LOW_PRECISION_SCALE if cdna4 else AMD_LOW_PRECISION_SCALE,
+            block_fp8_scale=CDNA4_BLOCK_FP8_SCALE if cdna4 else CDNA3_BLOCK_FP8_SCALE,
             attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
             gemm_floor_ms=AMD_GEMM_FLOOR_MS,
             basis="extrapolated",

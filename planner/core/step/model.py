@@ -487,6 +487,15 @@ class StepTime(BaseModel):
         return self.terms(batch, context).step_ms
 
 
+def low_precision_scale(family: Family, model: ModelSpec, own: bool) -> float:
+    """The share of an fp8 / fp4 rate the linear layers reach relative to 16-bit GEMMs' share
+    of theirs: the family's block-scaled figure for a checkpoint's own block-scaled fp8 (an
+    online re-quantization scales per tensor)."""
+    if own and model.fp8_block_scaled and family.block_fp8_scale is not None:
+        return family.block_fp8_scale
+    return family.low_precision_scale
+
+
 def step_time_for(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -602,7 +611,8 @@ def step_time_for(
         plain_flops_per_s=float(plain_rate),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs
-        low_precision_scale=family.low_precision_scale if flops > plain_rate else 1.0,
+        # (the checkpoint's own block-scaled fp8 less again on some families)
+        low_precision_scale=low_precision_scale(family, model, own) if flops > plain_rate else 1.0,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
         attention_bandwidth_scale=family.attention_bandwidth_scale,
         dequant_bytes_per_token=dequant,
