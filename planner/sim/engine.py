@@ -29,6 +29,7 @@ from planner.sim.workload import Trace
 
 if TYPE_CHECKING:
     from planner.core.step import StepTime
+    from planner.core.step.model import TokenParts
 
 # docs/method.md §3 cost model ("reference"): a = 5.00 ms, b = 0.086 ms per sequence,
 # 47 us per prefill token, 0.3 ms launch overhead per step.
@@ -94,6 +95,7 @@ class CurveCost:
         if source is not None:
             self.source = source
         self._kv_bytes: dict[int, int] = {}  # KV bytes one sequence reads, by its context
+        self._parts: dict[tuple[int, int, int | None], TokenParts] = {}  # by token counts
         # speculative decoding: each decode step verifies `spec_k` drafts per sequence, after
         # `spec_k` draft forwards of `spec_draft_cost` x a plain step each
         self.spec_k, self.spec_draft_cost = spec_k, spec_draft_cost
@@ -117,7 +119,9 @@ class CurveCost:
                 self.curve, decode_seqs, kv, context, k, prefill_tokens, prefill_pairs
             )
             return verify + drafts
-        return self.curve.mixed_ms(decode_seqs, kv, prefill_tokens, prefill_pairs)
+        return self.curve.mixed_ms(
+            decode_seqs, kv, prefill_tokens, prefill_pairs, parts=self._parts
+        )
 
 
 class ReserveAdmission(BaseModel):

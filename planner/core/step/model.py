@@ -3,6 +3,8 @@ forward pass summed as the GPU runs them (docs/method.md §3)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.kv import kv_bytes_per_sequence
@@ -54,6 +56,20 @@ class StepTerms(BaseModel):
     )
     step_ms: float
     experts_read_per_layer: float | None = None
+
+
+class TokenParts(NamedTuple):
+    """The terms of one step fixed by its token counts (StepTime.token_parts), ms: the
+    serving pipeline's floor, the engine's own time, the linear layers, the fixed kernels,
+    the MoE all-to-all and the all-reduces; `tokens` per micro-batch (0: an empty step)."""
+
+    tokens: int
+    streamed_ms: float = 0.0
+    own_ms: float = 0.0
+    linear_ms: float = 0.0
+    fixed_ms: float = 0.0
+    all_to_all_ms: float = 0.0
+    allreduce_ms: float = 0.0
 
 
 class StepTime(BaseModel):
@@ -394,6 +410,29 @@ class StepTime(BaseModel):
             return kernels_ms, all_to_all_ms
         return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
 
+    def token_parts(
+        self, decode_seqs: int, prefill_tokens: int, sampled: int | None = None
+    ) -> TokenParts:
+        """The terms of a step that depend on its token counts alone (see `mixed_ms`)."""
+        streamed_ms = self.streamed_ms(decode_seqs)
+        sampled = decode_seqs if sampled is None else sampled
+        if self.pp > 1:  # one micro-batch's share of the step, through every stage
+            decode_seqs = ceil_div(decode_seqs, self.pp)
+            prefill_tokens = ceil_div(prefill_tokens, self.pp)
+            sampled = ceil_div(sampled, self.pp)
+        tokens = decode_seqs + prefill_tokens
+        if tokens <= 0:
+            return TokenParts(tokens=0)
+        return TokenParts(
+            tokens=tokens,
+            streamed_ms=streamed_ms,
+            own_ms=self.step_overhead_ms(decode_seqs),
+            linear_ms=self.linear_ms(tokens, sampled=sampled),
+            fixed_ms=self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens),
+            all_to_all_ms=self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
+            allreduce_ms=self.allreduce_ms(tokens),
+        )
+
     def mixed_ms(
         self,
         decode_seqs: int,
@@ -401,41 +440,39 @@ class StepTime(BaseModel):
         prefill_tokens: int,
         prefill_pairs: float,
         sampled: int | None = None,
+        parts: dict[tuple[int, int, int | None], TokenParts] | None = None,
     ) -> float:
         """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
         `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
         layers see every token once (their dense body, routed experts and lm_head each memory-
         or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
         the engine's overhead. `sampled`: the positions the lm_head scores (default: one per
-        decoding sequence; speculative verification scores every drafted one too)."""
-        streamed_ms = self.streamed_ms(decode_seqs)
-        sampled = decode_seqs if sampled is None else sampled
-        if self.pp > 1:  # one micro-batch's share of the step, through every stage
-            decode_seqs = ceil_div(decode_seqs, self.pp)
-            decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
-            prefill_tokens = ceil_div(prefill_tokens, self.pp)
-            prefill_pairs = prefill_pairs / self.pp
-            sampled = ceil_div(sampled, self.pp)
-        tokens = decode_seqs + prefill_tokens
-        if tokens <= 0:
+        decoding sequence; speculative verification scores every drafted one too). `parts`:
+        a caller's cache of `token_parts` by token counts (a simulation meets the same counts
+        many times)."""
+        key = (decode_seqs, prefill_tokens, sampled)
+        got = parts.get(key) if parts is not None else None
+        if got is None:
+            got = self.token_parts(decode_seqs, prefill_tokens, sampled)
+            if parts is not None:
+                parts[key] = got
+        if got.tokens <= 0:
             return 0.0
-        own_ms = self.step_overhead_ms(decode_seqs)
+        if self.pp > 1:  # one micro-batch's share of the step, through every stage
+            decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
+            prefill_pairs = prefill_pairs / self.pp
         work_ms = (
-            self.linear_ms(tokens, sampled=sampled)
+            got.linear_ms
             + self.kv_read_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
         )
         kernels_ms, all_to_all_ms = self._overlapped(
-            work_ms,
-            self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens),
-            self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
-            tokens,
+            work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens
         )
         engine_ms = self._pipelined(
-            work_ms + kernels_ms + self.allreduce_ms(tokens) + all_to_all_ms + own_ms,
-            own_ms,
+            work_ms + kernels_ms + got.allreduce_ms + all_to_all_ms + got.own_ms, got.own_ms
         )
-        return max(engine_ms, streamed_ms)
+        return max(engine_ms, got.streamed_ms)
 
     def terms(self, batch: int, context: int) -> StepTerms:
         """Every term of one decode step of `batch` sequences at `context` tokens (under
