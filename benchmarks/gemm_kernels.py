@@ -8,7 +8,9 @@ them: the streaming share and fixed cost of AMD's decode GEMMs (a least-squares 
 gfx942's rows at 1-16 tokens), the large matrices' share on gfx950, the fixed time an AMD GEMM
 keeps beyond an H800 one of the same shape, the share of the tensor-core rate each kernel
 reaches at 8,192-32,768 tokens (prefill: CDNA4's BF16 and FP8 factors, block-scaled FP8 on
-both families), and AITER's fused MoE against the expert read the model charges.
+both families), how much longer than modelled the GEMMs at 128-4,096 tokens take (large
+decode batches and prefill chunks: not yet in the model), and AITER's fused MoE against the
+expert read the model charges.
 
     python benchmarks/gemm_kernels.py [--rows FILE]
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.core.step import family
+from planner.core.step import family, gemm
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,18 +72,23 @@ def decode_fit(rows: list[dict[str, Any]], arch: str) -> tuple[float, float, int
     return float(fixed_us), float(1e6 / us_per_byte), len(decode)
 
 
+# The AMD kernel DeepGEMM's block-scaled FP8 GEMMs are compared with.
+BLOCK_FP8 = "a8w8 block-scaled GEMM"
+
+
 def same_shape_floors(
     rows: list[dict[str, Any]], arch: str, card: str
 ) -> list[tuple[dict[str, Any], float, float]]:
-    """Each of an architecture's GEMMs DeepGEMM's H800 table also times, with the time each
-    keeps beyond its weight stream at its family's share (AMD's, then the H800's), us."""
+    """Each of an architecture's block-scaled FP8 GEMMs DeepGEMM's H800 table also times, with
+    the time each keeps beyond its weight stream at its family's share (AMD's, then the
+    H800's), us."""
     h800 = {(r["m"], r["n"], r["k"]): r for r in rows if r["arch"].startswith("sm90")}
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(card)
     nvidia_rate = family.NVIDIA_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("h800")
     pairs = []
     for r in rows:
         twin = h800.get((r.get("m"), r.get("n"), r.get("k")))
-        if r["arch"] != arch or twin is None:
+        if r["arch"] != arch or twin is None or r.get("kernel") != BLOCK_FP8:
             continue
         amd = gemm_us(r) - fp8_bytes(r) / amd_rate * 1e6
         nvidia = gemm_us(twin) - fp8_bytes(twin) / nvidia_rate * 1e6
@@ -132,6 +139,39 @@ def modelled_shares() -> dict[tuple[str, str], float]:
     }
 
 
+# Token counts between decode and the large-M regime at which measured and modelled GEMM times
+# are set side by side.
+MID_M = (128, 256, 512, 1024, 2048, 4096)
+
+
+def modelled_us(row: dict[str, Any], share: float) -> float:
+    """The step model's time for a GEMM row, us: its weights streamed at the AMD share of the
+    card's bandwidth and its multiply at `share` of the rate, overlapped as gemm.overlapped_ms
+    overlaps them (the per-kernel floor aside)."""
+    arch, kernel = row["arch"], row["kernel"]
+    weight_bytes = row["n"] * row["k"] * (2 if kernel.startswith("bf16") else 1)
+    stream_us = weight_bytes / (family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(ARCH_CARD[arch]))
+    multiply_us = 2 * row["m"] * row["n"] * row["k"] / (peak_flops(arch, kernel) * share)
+    return gemm.overlapped_ms(stream_us * 1e6, multiply_us * 1e6)
+
+
+def mid_m_ratios(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
+    """The median of measured over modelled time of each architecture's and kernel's GEMMs at
+    each of MID_M tokens (N, K >= LARGE_NK), where the planner models its share of the rate."""
+    shares = modelled_shares()
+    got: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for r in rows:
+        key = (r.get("arch", ""), r.get("kernel", ""))
+        if key not in shares or r["m"] not in MID_M or min(r["n"], r["k"]) < LARGE_NK:
+            continue
+        ratio = gemm_us(r) / modelled_us(r, shares[key])
+        got.setdefault(key, {}).setdefault(r["m"], []).append(ratio)
+    return {
+        key: {m: statistics.median(v) for m, v in sorted(by_m.items())}
+        for key, by_m in sorted(got.items())
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=Path, default=ROWS)
@@ -175,6 +215,10 @@ def main() -> None:
             f"{LARGE_NK:,} ({shapes} shapes): median {share:.3f} of the rate (planner: "
             f"{modelled[arch, kernel]:.3f})"
         )
+    print("measured / modelled time of the GEMMs between decode and prefill (median by tokens):")
+    for (arch, kernel), by_m in mid_m_ratios(rows).items():
+        cells = "  ".join(f"{m:,}: {ratio:.2f}" for m, ratio in by_m.items())
+        print(f"  {arch} {kernel}s  {cells}")
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if "experts" in r and 16 <= r["tokens"] <= 64):
         # every expert is routed at these token counts: their gate, up and down, one byte each
