@@ -8,9 +8,9 @@ them: the streaming share and fixed cost of AMD's decode GEMMs (a least-squares 
 gfx942's rows at 1-16 tokens), the large matrices' share on gfx950, the fixed time an AMD GEMM
 keeps beyond an H800 one of the same shape, the share of the tensor-core rate each kernel
 reaches at 8,192-32,768 tokens (prefill: CDNA4's BF16 and FP8 factors, block-scaled FP8 on
-both families), how much longer than modelled the GEMMs at 128-4,096 tokens take (large
-decode batches and prefill chunks: not yet in the model), and AITER's fused MoE against the
-expert read the model charges.
+both families), how much longer than the overlapped stream and multiply the GEMMs at
+128-8,192 tokens take (large decode batches and prefill chunks: the mid-M factors SGLang's
+steps take on AMD), and AITER's fused MoE against the expert read the model charges.
 
     python benchmarks/gemm_kernels.py [--rows FILE]
 """
@@ -141,7 +141,7 @@ def modelled_shares() -> dict[tuple[str, str], float]:
 
 # Token counts between decode and the large-M regime at which measured and modelled GEMM times
 # are set side by side.
-MID_M = (128, 256, 512, 1024, 2048, 4096)
+MID_M = (128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 def modelled_us(row: dict[str, Any], share: float) -> float:
@@ -156,15 +156,17 @@ def modelled_us(row: dict[str, Any], share: float) -> float:
 
 
 def mid_m_ratios(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:
-    """The median of measured over modelled time of each architecture's and kernel's GEMMs at
-    each of MID_M tokens (N, K >= LARGE_NK), where the planner models its share of the rate."""
+    """The median of measured (less the per-kernel floor the model adds apart) over modelled
+    time of each architecture's and kernel's GEMMs at each of MID_M tokens (N, K >=
+    LARGE_NK), where the planner models its share of the rate."""
     shares = modelled_shares()
+    floor_us = family.AMD_GEMM_FLOOR_MS * 1e3
     got: dict[tuple[str, str], dict[int, list[float]]] = {}
     for r in rows:
         key = (r.get("arch", ""), r.get("kernel", ""))
         if key not in shares or r["m"] not in MID_M or min(r["n"], r["k"]) < LARGE_NK:
             continue
-        ratio = gemm_us(r) / modelled_us(r, shares[key])
+        ratio = (gemm_us(r) - floor_us) / modelled_us(r, shares[key])
         got.setdefault(key, {}).setdefault(r["m"], []).append(ratio)
     return {
         key: {m: statistics.median(v) for m, v in sorted(by_m.items())}
@@ -215,7 +217,10 @@ def main() -> None:
             f"{LARGE_NK:,} ({shapes} shapes): median {share:.3f} of the rate (planner: "
             f"{modelled[arch, kernel]:.3f})"
         )
-    print("measured / modelled time of the GEMMs between decode and prefill (median by tokens):")
+    print(
+        "(measured - the 6 us floor) / modelled time of the GEMMs between decode and prefill "
+        "(median by tokens; the planner's factors for SGLang: family.*_MID_M_SLOWDOWN):"
+    )
     for (arch, kernel), by_m in mid_m_ratios(rows).items():
         cells = "  ".join(f"{m:,}: {ratio:.2f}" for m, ratio in by_m.items())
         print(f"  {arch} {kernel}s  {cells}")

@@ -410,3 +410,17 @@ def test_a_serial_scheduler_costs_per_running_sequence(cli: Cli) -> None:
     overlapped = cli(*where, *batches, "--engine-version", "0.14.0").json()["step_ms_at"]
     assert sync["256"] - overlapped["256"] == pytest.approx(256 * 0.0068)
     assert sync["1"] - overlapped["1"] == pytest.approx(0.0068)
+
+
+def test_slo_says_where_amd_gemms_run_slower_between_decode_and_prefill(cli: Cli) -> None:
+    # SGLang's linears on an MI355X are AITER's, whose tables put the mid-M factors in the
+    # step; vLLM's (hipBLASLt) take none, and neither does an NVIDIA card
+    def arithmetic(engine: str, gpu: str) -> list[str]:
+        args = ["slo", "--tpot", "80", "--preset", "llama-3.1-8b", "--gpu", gpu, "--json"]
+        return list(cli(*args, "--engine", engine).json()["arithmetic"])
+
+    line = "linear: the dense bf16 GEMMs over B tokens take longer than their stream and multiply"
+    shown = [x for x in arithmetic("sglang", "mi355x") if x.startswith(line)]
+    assert shown and "x 1.10 at 32, x 1.52 at 256, x 1.35 at 1,024, x 1.09 at 4,096" in shown[0]
+    for engine, gpu in (("vllm", "mi355x"), ("sglang", "h200")):
+        assert not any(x.startswith("linear:") for x in arithmetic(engine, gpu)), (engine, gpu)

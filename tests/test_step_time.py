@@ -31,7 +31,13 @@ from planner.core.step.comm import (
     deepep_ms,
     fabric_of,
 )
-from planner.core.step.family import AMD_BANDWIDTH_EFFICIENCY, AMD_GEMM_FLOOR_MS
+from planner.core.step.family import (
+    AMD_BANDWIDTH_EFFICIENCY,
+    AMD_GEMM_FLOOR_MS,
+    CDNA3_MID_M_SLOWDOWN,
+    CDNA4_MID_M_SLOWDOWN,
+    slowdown_at,
+)
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
@@ -224,6 +230,54 @@ def test_amd_prefill_factors_are_what_the_kernel_tables_give() -> None:
         assert shapes >= 90, key
         tolerance = 0.01 if key[1].startswith("a4w4") else 0.0005
         assert modelled[key] == pytest.approx(share, abs=tolerance), key
+
+
+def test_amd_mid_m_slowdowns_are_what_the_kernel_tables_give() -> None:
+    # each factor the planner gives SGLang's AMD GEMMs between decode and prefill is AITER's
+    # median (time - the floor) / modelled time at that token count, to the table's 2 decimals
+    bench = benchmark_script("gemm_kernels")
+    measured = bench.mid_m_ratios(bench.load(bench.ROWS))
+    kernels = {"bf16": "bf16 GEMM", "fp8": "a8w8 GEMM", "fp8-block": "a8w8 block-scaled GEMM"}
+    for arch, table in (("gfx950", CDNA4_MID_M_SLOWDOWN), ("gfx942", CDNA3_MID_M_SLOWDOWN)):
+        for kind, points in table.items():
+            for tokens, factor in points[1:-1]:
+                got = measured[arch, kernels[kind]][tokens]
+                assert factor == pytest.approx(got, abs=0.006), (arch, kind, tokens)
+            assert points[0] == (16, 1.0) and points[-1][1] == 1.0
+            assert measured[arch, kernels[kind]][points[-1][0]] == pytest.approx(1.0, abs=0.025)
+
+
+def test_mid_m_slowdown_runs_in_log_tokens_between_its_points() -> None:
+    points = CDNA4_MID_M_SLOWDOWN["bf16"]
+    assert slowdown_at(points, 1) == slowdown_at(points, 16) == 1.0
+    assert slowdown_at(points, 512) == pytest.approx(1.57)
+    assert slowdown_at(points, 32) == pytest.approx(1 + 0.29 * math.log(2) / math.log(8))
+    assert slowdown_at(points, 362) == pytest.approx(
+        1.52 + 0.05 * math.log(362 / 256) / math.log(2)
+    )
+    assert slowdown_at(points, 8192) == slowdown_at(points, 65536) == slowdown_at((), 512) == 1.0
+
+
+def test_sglang_on_amd_pays_the_mid_m_slowdown_vllm_and_nvidia_do_not() -> None:
+    # Llama-3.1-8B in bf16: a 512-token prefill chunk's dense GEMMs on an MI355X under SGLang
+    # take 1.57x what vLLM's (hipBLASLt, unmeasured) take; decode at 8 and prefill at 8,192 the
+    # same; on an MI300X AITER tunes no 16-bit GEMM, and NVIDIA's are within the overlap
+    def body_ms(gpu_id: str, engine: str, tokens: int) -> float:
+        return step_time_for(LLAMA8, find_gpu(gpu_id), engine=engine).linear_parts(tokens)[0]
+
+    assert body_ms("mi355x", "sglang", 512) == pytest.approx(1.57 * body_ms("mi355x", "vllm", 512))
+    for tokens in (8, 8192):
+        assert body_ms("mi355x", "sglang", tokens) == pytest.approx(
+            body_ms("mi355x", "vllm", tokens)
+        )
+    for gpu_id in ("mi300x", "h200"):
+        assert body_ms(gpu_id, "sglang", 512) == pytest.approx(body_ms(gpu_id, "vllm", 512))
+    # DeepSeek-V3's block-scaled fp8 on an MI300X under SGLang: its dense GEMMs at 256 tokens
+    v3 = load_model_preset("deepseek-v3")
+    sglang = step_time_for(v3, find_gpu("mi300x"), tp=8, engine="sglang")
+    vllm = step_time_for(v3, find_gpu("mi300x"), tp=8, engine="vllm")
+    assert sglang.gemm_kind == "fp8-block"
+    assert sglang.linear_parts(256)[0] == pytest.approx(1.61 * vllm.linear_parts(256)[0])
 
 
 def test_block_scaled_fp8_prefills_slower_on_amd_only() -> None:

@@ -147,6 +147,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
             if curve.attention_bandwidth_scale != 1 and curve.family is not None
             else ""
         ),
+        *mid_m_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         + (
             f"(each GEMM {curve.family.gemm_floor_ms * 1e3:.0f} us more on {curve.family.name}) "
@@ -179,6 +180,21 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         source=f"derived: {curve.label} (step-time model, an estimate)",
         curve=curve,
         context_tokens=context,
+    )
+
+
+def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
+    """The family's slowdown of dense GEMMs between decode and prefill, where it has one."""
+    if curve.mid_m_slowdown(curve.gemm_kind, SLOPE_REFERENCE_BATCH) == 1.0:
+        return ()
+    name = curve.family.name if curve.family is not None else "this family"
+    at = ", ".join(
+        f"x {curve.mid_m_slowdown(curve.gemm_kind, tokens):.2f} at {tokens:,}"
+        for tokens in (SLOPE_REFERENCE_BATCH, 256, 1024, 4096)
+    )
+    return (
+        f"linear: the dense {curve.gemm_kind} GEMMs over B tokens take longer than their stream "
+        f"and multiply on {name} ({at} tokens; ROCm's kernel tables)",
     )
 
 

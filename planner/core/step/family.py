@@ -3,6 +3,8 @@ efficiencies, and whether a family's figures were fitted on measurements or extr
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +29,11 @@ class Family(BaseModel):
     )
     attention_bandwidth_scale: float = 1.0
     gemm_floor_ms: float = 0.0
+    mid_m_slowdown: dict[str, tuple[tuple[int, float], ...]] = Field(
+        default_factory=dict,
+        description="by the weights' GEMM kind (bf16, fp8, fp8-block): (tokens, factor) points "
+        "on the dense GEMMs' time between decode and prefill (none: 1)",
+    )
     basis: Basis
     source: str
 
@@ -106,6 +113,38 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # shapes in both tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2
 # take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches_per_layer).
 AMD_GEMM_FLOOR_MS = 0.006
+# How much longer AMD's dense GEMMs take than their overlapped stream and multiply (above) between
+# decode and prefill, by the tokens they multiply: AITER's tuned GEMMs (benchmarks/data/gemm-
+# kernels.jsonl, N and K >= 2,048; `python benchmarks/gemm_kernels.py`), the median of (time -
+# the 6 us floor) / modelled time at each token count. gfx950 BF16: 1.29 / 1.52 / 1.57 / 1.35 /
+# 1.18 / 1.09 at 128 / 256 / 512 / 1,024 / 2,048 / 4,096 tokens (51-65 shapes each), 1.00 at
+# 8,192; per-token FP8 1.20 / 1.37 / 1.31 / 1.28 / 1.15 / 1.08 (48-53), 1.01; block-scaled FP8
+# 1.53 / 1.64 / 1.53 / 1.43 / 1.25 / 1.12 (46), 1.02, and on gfx942 1.60 / 1.61 / 1.52 / 1.37 /
+# 1.14 / 1.03 (34), 0.99. Decode (16 tokens and fewer) keeps the fit above: 1 there, the factor
+# running from it in log(tokens) to the first point. DeepGEMM's H800 times at 256-1,024 tokens
+# are within 8% of the overlap itself: NVIDIA takes none. The tables time AITER's kernels, which
+# SGLang's ROCm build runs its linear layers on where AITER tunes the shape (16-bit ones through
+# aiter.tuned_gemm.tgemm, else torch's hipBLASLt; block-scaled FP8 through AITER's block-scale
+# GEMM; under the SGLANG_USE_AITER its ROCm images set: sglang/srt/layers/quantization/
+# unquant.py, 0.5.13). On gfx942 with 304 CUs AITER tunes block-scaled FP8 only (no 16-bit
+# GEMM, per-token FP8 for two shapes with a side under 2,048), so only those take it on CDNA3;
+# CDNA2 none. vLLM's ROCm build runs hipBLASLt unless VLLM_ROCM_USE_AITER is exported (off by
+# default), whose times no public table gives: it takes none. The fused MoE kernels are not
+# slowed: AITER's stream experts faster than the model charges (above).
+MID_M_ENGINES = frozenset({"sglang"})
+MID_M_TOKENS = (16, 128, 256, 512, 1024, 2048, 4096, 8192)
+CDNA4_MID_M_SLOWDOWN = {
+    "bf16": tuple(zip(MID_M_TOKENS, (1.0, 1.29, 1.52, 1.57, 1.35, 1.18, 1.09, 1.0), strict=True)),
+    "fp8": tuple(zip(MID_M_TOKENS, (1.0, 1.20, 1.37, 1.31, 1.28, 1.15, 1.08, 1.0), strict=True)),
+    "fp8-block": tuple(
+        zip(MID_M_TOKENS, (1.0, 1.53, 1.64, 1.53, 1.43, 1.25, 1.12, 1.0), strict=True)
+    ),
+}
+CDNA3_MID_M_SLOWDOWN = {
+    "fp8-block": tuple(
+        zip(MID_M_TOKENS, (1.0, 1.60, 1.61, 1.52, 1.37, 1.14, 1.03, 1.0), strict=True)
+    ),
+}
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
@@ -154,6 +193,9 @@ def family_of(gpu: GpuSpec) -> Family:
             block_fp8_scale=CDNA4_BLOCK_FP8_SCALE if cdna4 else CDNA3_BLOCK_FP8_SCALE,
             attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
             gemm_floor_ms=AMD_GEMM_FLOOR_MS,
+            mid_m_slowdown=(
+                CDNA4_MID_M_SLOWDOWN if cdna4 else CDNA3_MID_M_SLOWDOWN if name == "cdna3" else {}
+            ),
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )
@@ -163,6 +205,18 @@ def family_of(gpu: GpuSpec) -> Family:
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
     )
+
+
+def slowdown_at(points: tuple[tuple[int, float], ...], tokens: int) -> float:
+    """The factor on a dense GEMM's time at `tokens` from (tokens, factor) points: 1 before
+    the first and after the last, linear in log(tokens) between them."""
+    if not points or tokens <= points[0][0] or tokens >= points[-1][0]:
+        return 1.0
+    for (lo, f_lo), (hi, f_hi) in itertools.pairwise(points):
+        if tokens <= hi:
+            share = math.log(tokens / lo) / math.log(hi / lo)
+            return f_lo + (f_hi - f_lo) * share
+    return 1.0
 
 
 def bandwidth_efficiency(gpu: GpuSpec) -> float:

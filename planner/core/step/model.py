@@ -11,7 +11,13 @@ from planner.core.kv import kv_bytes_per_sequence
 from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import attention, comm, gemm, moe, overhead
-from planner.core.step.family import Family, bandwidth_efficiency, family_of
+from planner.core.step.family import (
+    MID_M_ENGINES,
+    Family,
+    bandwidth_efficiency,
+    family_of,
+    slowdown_at,
+)
 from planner.units import bytes_for_elements, ceil_div
 
 
@@ -178,6 +184,11 @@ class StepTime(BaseModel):
     family: Family | None = Field(
         default=None, description="the GPU family whose constants these are (None: given)"
     )
+    gemm_kind: str = Field(
+        default="bf16",
+        description="the weights' GEMM kind (bf16, fp8, fp8-block): which of the family's "
+        "mid-M slowdowns the dense GEMMs take",
+    )
     attention_dp: int = Field(
         default=1,
         ge=1,
@@ -268,12 +279,12 @@ class StepTime(BaseModel):
             head_ms = gemm.overlapped_ms(
                 gemm.read_ms(head_bytes, bandwidth) * self.memory_scale,
                 gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
-            )
+            ) * self.mid_m_slowdown("bf16", head_tokens)
         body_ms = gemm.overlapped_ms(
             gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
             gemm.compute_ms(plain, tokens, plain_rate)
             + gemm.compute_ms(body - plain - experts, tokens, quantized_rate),
-        )
+        ) * self.mid_m_slowdown(self.gemm_kind, tokens)
         body_ms += self.dequant_ms(tokens)
         experts_ms = 0.0
         if self.num_experts:
@@ -282,6 +293,14 @@ class StepTime(BaseModel):
                 gemm.compute_ms(experts, tokens, quantized_rate),
             )
         return body_ms, experts_ms, head_ms
+
+    def mid_m_slowdown(self, kind: str, tokens: int) -> float:
+        """The family's factor on a dense GEMM of `kind` over `tokens` tokens (1 where it
+        has none: NVIDIA, an engine not on the measured kernels, decode and long prefill)."""
+        family = self.family
+        if family is None or kind not in family.mid_m_slowdown or self.engine not in MID_M_ENGINES:
+            return 1.0
+        return slowdown_at(family.mid_m_slowdown[kind], tokens)
 
     def dequant_ms(self, tokens: int) -> float:
         """The unfused dequantization passes over `tokens` tokens' outputs, ms: separate
@@ -524,6 +543,14 @@ class StepTime(BaseModel):
         return self.terms(batch, context).step_ms
 
 
+def gemm_kind(model: ModelSpec, own: bool, quantized_rate: bool) -> str:
+    """The weights' GEMM kind: the checkpoint's own block-scaled fp8, another fp8 / fp4 rate,
+    or 16-bit."""
+    if not quantized_rate:
+        return "bf16"
+    return "fp8-block" if own and model.fp8_block_scaled else "fp8"
+
+
 def low_precision_scale(family: Family, model: ModelSpec, own: bool) -> float:
     """The share of an fp8 / fp4 rate the linear layers reach relative to 16-bit GEMMs' share
     of theirs: the family's block-scaled figure for a checkpoint's own block-scaled fp8 (an
@@ -672,6 +699,7 @@ def step_time_for(
         pp=pp,
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
+        gemm_kind=gemm_kind(model, own, flops > plain_rate),
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
         moe_all_to_all=wide,
