@@ -124,9 +124,10 @@ AMD_GEMM_FLOOR_MS = 0.006
 # running from it in log(tokens) to the first point. DeepGEMM's H800 times at 256-1,024 tokens
 # are within 8% of the overlap itself: NVIDIA takes none. The tables time AITER's kernels, which
 # SGLang's ROCm build runs its linear layers on where AITER tunes the shape (16-bit ones through
-# aiter.tuned_gemm.tgemm, else torch's hipBLASLt; block-scaled FP8 through AITER's block-scale
-# GEMM; under the SGLANG_USE_AITER its ROCm images set: sglang/srt/layers/quantization/
-# unquant.py, 0.5.13). On gfx942 with 304 CUs AITER tunes block-scaled FP8 only (no 16-bit
+# aiter.tuned_gemm.tgemm, else torch's hipBLASLt; block-scaled and per-token FP8 through AITER's
+# block-scale and pre-shuffled GEMMs: sglang/srt/layers/quantization/unquant.py and fp8_utils.py,
+# 0.5.13) under SGLANG_USE_AITER=1, which the SGLang cookbook's AMD configurations set
+# (sgl-project/sgl-cookbook data/optimal-configs). On gfx942 with 304 CUs AITER tunes block-scaled FP8 only (no 16-bit
 # GEMM, per-token FP8 for two shapes with a side under 2,048), so only those take it on CDNA3;
 # CDNA2 none. vLLM's ROCm build runs hipBLASLt unless VLLM_ROCM_USE_AITER is exported (off by
 # default), whose times no public table gives: it takes none. The fused MoE kernels are not
