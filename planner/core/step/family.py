@@ -127,11 +127,12 @@ AMD_GEMM_FLOOR_MS = 0.006
 # aiter.tuned_gemm.tgemm, else torch's hipBLASLt; block-scaled and per-token FP8 through AITER's
 # block-scale and pre-shuffled GEMMs: sglang/srt/layers/quantization/unquant.py and fp8_utils.py,
 # 0.5.13) under SGLANG_USE_AITER=1, which the SGLang cookbook's AMD configurations set
-# (sgl-project/sgl-cookbook data/optimal-configs). On gfx942 with 304 CUs AITER tunes block-scaled FP8 only (no 16-bit
-# GEMM, per-token FP8 for two shapes with a side under 2,048), so only those take it on CDNA3;
-# CDNA2 none. vLLM's ROCm build runs hipBLASLt unless VLLM_ROCM_USE_AITER is exported (off by
-# default), whose times no public table gives: it takes none. The fused MoE kernels are not
-# slowed: AITER's stream experts faster than the model charges (above).
+# (sgl-project/sgl-cookbook data/optimal-configs). On gfx942 with 304 CUs AITER tunes
+# block-scaled FP8 only (no 16-bit GEMM, per-token FP8 for two shapes with a side under 2,048),
+# so only those take it on CDNA3; CDNA2 none. vLLM's ROCm build runs hipBLASLt unless
+# VLLM_ROCM_USE_AITER is exported (off by default), whose times no public table gives: it takes
+# none. The fused MoE kernels are not slowed: AITER's stream experts faster than the model
+# charges (above).
 MID_M_ENGINES = frozenset({"sglang"})
 MID_M_TOKENS = (16, 128, 256, 512, 1024, 2048, 4096, 8192)
 CDNA4_MID_M_SLOWDOWN = {
