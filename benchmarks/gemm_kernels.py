@@ -108,8 +108,8 @@ ARCH_CARD = {"gfx942": "mi300x", "gfx950": "mi355x"}
 def peak_flops(arch: str, kernel: str) -> float:
     """The dense rate of a kernel's input dtype on the architecture's card, FLOP/s."""
     gpu = find_gpu(ARCH_CARD[arch])
-    rate = {"bf16": gpu.bf16_dense_flops, "a8w8": gpu.fp8_dense_flops}.get(kernel.split()[0])
-    return float(rate or gpu.fp4_dense_flops or 0)
+    rates = {"bf16": gpu.bf16_dense_flops, "a8w8": gpu.fp8_dense_flops, "a4w4": gpu.fp4_dense_flops}
+    return float(rates[kernel.split()[0]] or 0)
 
 
 def large_m_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, int]]:
@@ -150,9 +150,10 @@ def modelled_us(row: dict[str, Any], share: float) -> float:
     overlaps them (the per-kernel floor aside)."""
     arch, kernel = row["arch"], row["kernel"]
     weight_bytes = row["n"] * row["k"] * (2 if kernel.startswith("bf16") else 1)
-    stream_us = weight_bytes / (family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(ARCH_CARD[arch]))
-    multiply_us = 2 * row["m"] * row["n"] * row["k"] / (peak_flops(arch, kernel) * share)
-    return gemm.overlapped_ms(stream_us * 1e6, multiply_us * 1e6)
+    stream_s = weight_bytes / (family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(ARCH_CARD[arch]))
+    multiply_s = 2 * row["m"] * row["n"] * row["k"] / (peak_flops(arch, kernel) * share)
+    # the overlap is a norm of the two times, the same in any unit
+    return gemm.overlapped_ms(stream_s * 1e6, multiply_s * 1e6)
 
 
 def mid_m_ratios(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, float]]:

@@ -84,16 +84,20 @@ AMD_LOW_PRECISION_SCALE = 0.38 / 0.47
 # (144 shapes), 0.80 of H100's 0.73; per-token / per-tensor FP8: 0.491 of 5.0 (147 shapes),
 # 0.85 of BF16's share (CDNA3: 0.81, above); block-scaled FP8 (below): 0.349 (135 shapes).
 # Its MXFP4 w4a4 GEMMs reach 0.486 of 10 PFLOP/s (165 shapes), 0.84: FP4 takes the FP8 figure.
-CDNA4_COMPUTE_SCALE = 0.581 / HOPPER_BF16_GEMM_SHARE
-CDNA4_LOW_PRECISION_SCALE = 0.491 / 0.581
+CDNA4_BF16_GEMM_SHARE = 0.581
+CDNA4_FP8_GEMM_SHARE = 0.491
+CDNA4_COMPUTE_SCALE = CDNA4_BF16_GEMM_SHARE / HOPPER_BF16_GEMM_SHARE
+CDNA4_LOW_PRECISION_SCALE = CDNA4_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
 # Block-scaled FP8 (a scale per 128 x 128 tile: DeepSeek-V3 and the exports that follow it)
 # against the family's 16-bit GEMMs. NVIDIA runs it as fast as per-tensor FP8 (DeepGEMM on an
 # H800 up to 1,550 TFLOP/s, 0.78 of peak: deepseek-ai/DeepGEMM README, first release): the
 # same factor. AMD's block-scaled kernels stay further from the rate: the same tables and
 # selection give 0.316 of MI300X's 2.6 PFLOP/s on gfx942 with 304 CUs (96 shapes; 0.70 of the
 # 0.45 BF16 share CDNA3's factor above gives) and 0.349 on gfx950 (0.60 of its 0.581).
-CDNA3_BLOCK_FP8_SCALE = 0.316 / (HOPPER_BF16_GEMM_SHARE * AMD_COMPUTE_SCALE)
-CDNA4_BLOCK_FP8_SCALE = 0.349 / 0.581
+CDNA3_BLOCK_FP8_GEMM_SHARE = 0.316
+CDNA4_BLOCK_FP8_GEMM_SHARE = 0.349
+CDNA3_BLOCK_FP8_SCALE = CDNA3_BLOCK_FP8_GEMM_SHARE / (HOPPER_BF16_GEMM_SHARE * AMD_COMPUTE_SCALE)
+CDNA4_BLOCK_FP8_SCALE = CDNA4_BLOCK_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
 # weights). CDNA3: 0.30 of peak, measured on the one AMD source with attention-bound rows
@@ -135,18 +139,19 @@ AMD_GEMM_FLOOR_MS = 0.006
 # charges (above).
 MID_M_ENGINES = frozenset({"sglang"})
 MID_M_TOKENS = (16, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def _at_mid_m(*factors: float) -> tuple[tuple[int, float], ...]:
+    """(tokens, factor) points at MID_M_TOKENS, 1 at both ends."""
+    return tuple(zip(MID_M_TOKENS, (1.0, *factors, 1.0), strict=True))
+
+
 CDNA4_MID_M_SLOWDOWN = {
-    "bf16": tuple(zip(MID_M_TOKENS, (1.0, 1.29, 1.52, 1.57, 1.35, 1.18, 1.09, 1.0), strict=True)),
-    "fp8": tuple(zip(MID_M_TOKENS, (1.0, 1.20, 1.37, 1.31, 1.28, 1.15, 1.08, 1.0), strict=True)),
-    "fp8-block": tuple(
-        zip(MID_M_TOKENS, (1.0, 1.53, 1.64, 1.53, 1.43, 1.25, 1.12, 1.0), strict=True)
-    ),
+    "bf16": _at_mid_m(1.29, 1.52, 1.57, 1.35, 1.18, 1.09),
+    "fp8": _at_mid_m(1.20, 1.37, 1.31, 1.28, 1.15, 1.08),
+    "fp8-block": _at_mid_m(1.53, 1.64, 1.53, 1.43, 1.25, 1.12),
 }
-CDNA3_MID_M_SLOWDOWN = {
-    "fp8-block": tuple(
-        zip(MID_M_TOKENS, (1.0, 1.60, 1.61, 1.52, 1.37, 1.14, 1.03, 1.0), strict=True)
-    ),
-}
+CDNA3_MID_M_SLOWDOWN = {"fp8-block": _at_mid_m(1.60, 1.61, 1.52, 1.37, 1.14, 1.03)}
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
