@@ -1015,6 +1015,47 @@ class _Pool:
     concurrency: float
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What the flags resolve to before any memory is counted: the context, the share of the
+    card asked for, the KV block and the dtypes the pool and the activations are stored in."""
+
+    max_len: int
+    extensible: bool
+    util: float
+    block: int
+    block_note: str | None
+    kv_dtype: str
+    kv_bytes: int
+    act_bytes: int
+    ds_mla: bool
+
+
+@dataclass(frozen=True)
+class _Ledger:
+    """The memory the start-up profile charges before the KV cache, and the scheduler limits
+    it was profiled at."""
+
+    total: int
+    requested: int
+    weights: int
+    activation: int
+    non_torch: int
+    connector: int
+    graph: int
+    graph_max_batch: int | None
+    stage_layers: int | None
+    tokens: int
+    seqs: int
+    chunked: bool
+    profile: _Profile
+
+    @property
+    def charged(self) -> int:
+        """Everything the profile takes out of the requested memory but the KV cache."""
+        return self.weights + self.activation + self.non_torch + self.graph + self.connector
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1028,10 +1069,99 @@ def predict(
     s = settings
     version = parse_version(s.version)
     rules = rules_for(version)
-    engine = s.engine or rules.engine
-    m = measured or MeasuredTerms()
+    at = _Release(model, gpu, s, s.engine or rules.engine, rules, version)
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
+    lay = _layout(at, defaults)
+    notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
+    if lay.block_note is not None:
+        notes.append(lay.block_note)
+    if lay.ds_mla:
+        notes.append(
+            f"KV cache fp8_ds_mla: vLLM {version_text(version)} stores DeepSeek's sparse-attention "
+            "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
+            "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
+        )
+    led = _ledger(
+        at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
+    )
+    available, profiled = _available_kv(at, lay, led, sources, notes)
+    pool, max_len, fit_line = _fitted_pool(at, lay, led, available, notes)
+    lines = _log_lines(
+        rules,
+        at.engine,
+        profiled if lay.extensible else available,
+        pool.num_blocks,
+        pool.bytes_per_block,
+        pool.kv_tokens,
+        pool.concurrency,
+        max_len,
+    )
+    if fit_line is not None:
+        lines.insert(1, fit_line)
+    if lay.extensible:
+        lines.insert(
+            1,
+            f"Memory after warmup: ... {pool.num_blocks} KV cache blocks "
+            f"({pool.num_blocks * pool.bytes_per_block / GIB_BYTES:.2f} GiB) fit within the "
+            f"requested {led.requested / GIB_BYTES:.2f} GiB.",
+        )
+    return EnginePrediction(
+        name="vllm",
+        version=version_text(version),
+        total_memory_bytes=led.total,
+        requested_memory_bytes=led.requested,
+        weights_bytes=led.weights,
+        rope_cache_bytes=rope_cache_bytes(model, lay.act_bytes),
+        activation_peak_bytes=led.activation,
+        non_torch_bytes=led.non_torch,
+        cudagraph_bytes=led.graph,
+        graph_max_batch=led.graph_max_batch,
+        connector_bytes=led.connector,
+        available_kv_bytes=available,
+        kv_dtype=lay.kv_dtype,
+        bytes_per_block=pool.bytes_per_block,
+        num_gpu_blocks=pool.num_blocks,
+        usable_blocks=pool.num_blocks - 1,
+        kv_cache_tokens=pool.kv_tokens,
+        max_concurrency=pool.concurrency,
+        blocks_per_request=pool.blocks_per_request,
+        num_kv_groups=pool.num_groups,
+        settings={
+            "engine": at.engine,
+            "gpu_memory_utilization": lay.util,
+            "max_model_len": max_len,
+            "max_num_batched_tokens": led.tokens,
+            "max_num_seqs": led.seqs,
+            "block_size": pool.block,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": s.dtype,
+            "enforce_eager": s.enforce_eager,
+            "tensor_parallel_size": s.tensor_parallel_size,
+            "pipeline_parallel_size": s.pipeline_parallel_size,
+            "enable_lora": s.enable_lora,
+            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
+            "max_loras": s.max_loras if s.enable_lora else None,
+            "enable_expert_parallel": s.enable_expert_parallel,
+            "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
+            "enable_chunked_prefill": led.chunked,
+            "data_parallel_size": s.data_parallel_size,
+            "colocated": s.colocated,
+            "model_runner": led.profile.runner,
+            "profile_sampler": led.profile.sampler,
+        },
+        defaults_used=defaults,
+        term_sources=sources,
+        log_lines=lines,
+        notes=notes,
+    )
+
+
+def _layout(at: _Release, defaults: list[str]) -> _Layout:
+    """Resolve the flags that shape the pool: the context, the utilization (the extensible KV
+    cache's default where it runs), the block size the attention backend settles on, and the
+    KV and activation dtypes. Refuses a TP that splits heads and a layout the model lacks."""
+    model, gpu, s, version = at.model, at.gpu, at.settings, at.version
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
     if model.num_attention_heads % tp:
         raise InputError(
@@ -1040,21 +1170,23 @@ def predict(
     check_stages(model, pp)
     max_len = _max_model_len(model, s, version, defaults)
     extensible = (
-        rules.extensible_kv
-        and engine == rules.engine
+        at.rules.extensible_kv
+        and at.engine == at.rules.engine
         and gpu.vendor in ("nvidia", "amd")
         and s.kv_cache_memory_bytes is None
     )
     util = s.gpu_memory_utilization
     if util is None:
         util = (
-            EXTENSIBLE_DEFAULT_UTILIZATION if extensible else rules.default_gpu_memory_utilization
+            EXTENSIBLE_DEFAULT_UTILIZATION
+            if extensible
+            else at.rules.default_gpu_memory_utilization
         )
         defaults.append(
             f"gpu_memory_utilization={util} (vLLM {version_text(version)} default"
             + (" with the extensible KV cache)" if extensible else ")")
         )
-    block = s.block_size or rules.default_block_size
+    block = s.block_size or at.rules.default_block_size
     # the MLA backend's size wins over the flag where it forces one (the serve plan says so
     # when one was given)
     backend = backend_block_size(
@@ -1084,20 +1216,43 @@ def predict(
         )
     if ds_mla:
         kv_dtype = "fp8"
-    kv_bytes = dtype_bytes(kv_dtype)
-    act_bytes = dtype_bytes(run_dtype)
+    return _Layout(
+        max_len=max_len,
+        extensible=extensible,
+        util=util,
+        block=block,
+        block_note=block_note,
+        kv_dtype=kv_dtype,
+        kv_bytes=dtype_bytes(kv_dtype),
+        act_bytes=dtype_bytes(run_dtype),
+        ds_mla=ds_mla,
+    )
 
+
+def _ledger(
+    at: _Release,
+    lay: _Layout,
+    m: MeasuredTerms,
+    weights_bytes: int | None,
+    weights_exact: bool | None,
+    sources: dict[str, TermSource],
+    defaults: list[str],
+    notes: list[str],
+) -> _Ledger:
+    """Each memory term the start-up profile charges (a term a log gave wins over the model's,
+    a calibration corrects the model's), at the scheduler limits it profiles; under PP, the
+    stage with the fewest KV blocks'."""
+    model, gpu, s, version, engine = at.model, at.gpu, at.settings, at.version, at.engine
+    tp, pp, dp = s.tensor_parallel_size, s.pipeline_parallel_size, s.data_parallel_size
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source
     )
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
-    at = _Release(model, gpu, s, engine, rules, version)
-    chunked = chunked_prefill(engine, s.enable_chunked_prefill, max_len)
-    tokens, seqs = _scheduler_limits(at, total, max_len, chunked, defaults)
-    requested = math.ceil(total * util)
-    dp = s.data_parallel_size
+    chunked = chunked_prefill(engine, s.enable_chunked_prefill, lay.max_len)
+    tokens, seqs = _scheduler_limits(at, total, lay.max_len, chunked, defaults)
+    requested = math.ceil(total * lay.util)
     if dp > 1 and engine != "v1":
         # DP ranks in one server (and a MoE model's experts across them) are the V1 engine's;
         # V0 deployments ran one server per replica, each planned as this one
@@ -1114,17 +1269,8 @@ def predict(
         # with --enable-expert-parallel): docs.vllm.ai, "Data Parallel Deployment".
         sharding = Sharding(attention_ranks=tp, dense_ranks=tp, expert_ranks=moe_ranks)
     w, sources["weights_bytes"] = weights_term(
-        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, lay.act_bytes, sharding
     )
-    notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
-    if block_note is not None:
-        notes.append(block_note)
-    if ds_mla:
-        notes.append(
-            f"KV cache fp8_ds_mla: vLLM {version_text(version)} stores DeepSeek's sparse-attention "
-            "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
-            "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
-        )
     if dp > 1:
         notes.append(
             f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
@@ -1136,7 +1282,7 @@ def predict(
             )
         )
     if s.enable_lora and m.weights_bytes is None:
-        lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, act_bytes, version)
+        lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, lay.act_bytes, version)
         w += lora
         notes.append(
             f"LoRA buffers {lora / GIB_BYTES:.3f} GiB (max_loras {s.max_loras} x rank "
@@ -1153,7 +1299,7 @@ def predict(
         tokens,
         min(seqs, tokens),
         tp,
-        act_bytes,
+        lay.act_bytes,
         profile.sampler,
         profile.xformers,
         ep,
@@ -1173,7 +1319,7 @@ def predict(
     if m.non_torch_bytes is not None:
         non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
     connector = connector_buffer_bytes(
-        model, tp, pp, kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens, ds_mla
+        model, tp, pp, lay.kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens, lay.ds_mla
     )
     if s.kv_connector is not None:
         sources["connector_bytes"] = "derived"
@@ -1190,9 +1336,9 @@ def predict(
             model,
             tp,
             pp,
-            block,
-            kv_bytes,
-            act_bytes,
+            lay.block,
+            lay.kv_bytes,
+            lay.act_bytes,
             model.weights_bytes if weights_bytes is None else weights_bytes,
             (w, act, graph),
             activation_peak_bytes(
@@ -1200,14 +1346,14 @@ def predict(
                 tokens,
                 0,
                 tp,
-                act_bytes,
+                lay.act_bytes,
                 profile.sampler,
                 profile.xformers,
                 ep,
             ),
             act_modelled,
             requested - non_torch - connector,
-            ds_mla,
+            lay.ds_mla,
         )
         w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
         notes.append(
@@ -1216,13 +1362,46 @@ def predict(
             "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
             f"{bound.index}'s"
         )
-    profiled = requested - w - act - non_torch - graph - connector
+    return _Ledger(
+        total=total,
+        requested=requested,
+        weights=w,
+        activation=act,
+        non_torch=non_torch,
+        connector=connector,
+        graph=graph,
+        graph_max_batch=graph_max_batch,
+        stage_layers=stage_layers,
+        tokens=tokens,
+        seqs=seqs,
+        chunked=chunked,
+        profile=profile,
+    )
+
+
+def _available_kv(
+    at: _Release,
+    lay: _Layout,
+    led: _Ledger,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> tuple[int, int]:
+    """The bytes the KV cache gets, and what the profile left (the two differ under the
+    extensible KV cache, sized after warm-up, and a given --kv-cache-memory-bytes). Raises
+    NoKvCache where nothing is left."""
+    s, gpu, engine, version = at.settings, at.gpu, at.engine, at.version
+    profiled = led.requested - led.charged
     if s.kv_cache_memory_bytes is not None:
         available = s.kv_cache_memory_bytes
         sources["available_kv_bytes"] = "user"
-    elif extensible:
+    elif lay.extensible:
         available = extensible_kv_bytes(
-            total, requested, w + non_torch + graph + connector, act, s.reserved_bytes, gpu
+            led.total,
+            led.requested,
+            led.weights + led.non_torch + led.graph + led.connector,
+            led.activation,
+            s.reserved_bytes,
+            gpu,
         )
         sources["available_kv_bytes"] = "derived"
         notes.append(
@@ -1240,123 +1419,80 @@ def predict(
     else:
         available = profiled
         sources["available_kv_bytes"] = "derived"
-    if s.reserved_bytes and not extensible:
-        charged = rules.non_torch_counts_context and engine == rules.engine
+    if s.reserved_bytes and not lay.extensible:
+        charged = at.rules.non_torch_counts_context and engine == at.rules.engine
         available -= _other_tenants(
-            s.reserved_bytes, engine, version, total, requested, charged, notes
+            s.reserved_bytes, engine, version, led.total, led.requested, charged, notes
         )
-    if cal is not None:
-        notes += cal_notes(cal, "vllm", version_text(version), gpu.id, model.name, tp, pp)
+    if s.calibration is not None:
+        notes += cal_notes(
+            s.calibration,
+            "vllm",
+            version_text(version),
+            gpu.id,
+            at.model.name,
+            s.tensor_parallel_size,
+            s.pipeline_parallel_size,
+        )
     if available <= 0:
         raise NoKvCache(
             "--gpu-memory-utilization",
-            f"{util} leaves no KV cache: {requested / GIB_BYTES:.2f} GiB requested, "
-            f"{(w + act + non_torch + graph + connector) / GIB_BYTES:.2f} GiB taken by "
+            f"{lay.util} leaves no KV cache: {led.requested / GIB_BYTES:.2f} GiB requested, "
+            f"{led.charged / GIB_BYTES:.2f} GiB taken by "
             + (
                 "weights, activations, non-torch memory, CUDA graphs and the KV connector"
-                if connector
+                if led.connector
                 else "weights, activations, non-torch memory and CUDA graphs"
             ),
         )
+    return available, profiled
 
-    granule = EXTENSIBLE_GRANULE_BYTES if extensible else 0
-    pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens, granule)
-    if pool.block != block:
+
+def _fitted_pool(
+    at: _Release, lay: _Layout, led: _Ledger, available: int, notes: list[str]
+) -> tuple[_Pool, int, str | None]:
+    """The KV pool the available bytes buy, the context it serves and, under --max-model-len
+    auto, the log line of the fit (vLLM shortens the context to the longest request whose
+    blocks fit)."""
+    granule = EXTENSIBLE_GRANULE_BYTES if lay.extensible else 0
+    max_len = lay.max_len
+
+    def pool_at(length: int) -> _Pool:
+        return _kv_pool(
+            at, lay.block, lay.kv_bytes, led.stage_layers, available, length, led.tokens, granule
+        )
+
+    pool = pool_at(max_len)
+    if pool.block != lay.block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
+    if at.settings.max_model_len != MAX_MODEL_LEN_AUTO:
+        return pool, max_len, None
     fit_line = None
-    if s.max_model_len == MAX_MODEL_LEN_AUTO:
-        derived = max_len
-        max_len = _auto_fit(at, pool, kv_bytes, stage_layers, derived, tokens)
-        if max_len < derived:
-            pool = _kv_pool(at, block, kv_bytes, stage_layers, available, max_len, tokens, granule)
-            fit_line = f"Auto-fit max_model_len: reduced from {derived} to {max_len}"
-        fitted = f"max_model_len auto: {max_len:,} tokens, " + (
-            f"the longest request whose KV blocks fit (the model's {derived:,} do not)"
-            if max_len < derived
-            else "the model's full length (it fits)"
-        )
-        if pool.blocks_per_request > pool.num_blocks - 1:
-            # the null block is kept back after the check; 0.14-0.18 count one group only
-            fitted += (
-                f"; a request that long needs {pool.blocks_per_request:,} blocks of the "
-                f"{pool.num_blocks - 1:,} vLLM hands out (it keeps a null block back), so "
-                "cannot run in full"
-                + (
-                    " (vLLM 0.14-0.18 check the first KV group's blocks only)"
-                    if AUTO_FIT_SINCE <= version < AUTO_FIT_SUMS_GROUPS_SINCE
-                    and len(model.kv_groups) > 1
-                    else ""
-                )
+    derived = max_len
+    max_len = _auto_fit(at, pool, lay.kv_bytes, led.stage_layers, derived, led.tokens)
+    if max_len < derived:
+        pool = pool_at(max_len)
+        fit_line = f"Auto-fit max_model_len: reduced from {derived} to {max_len}"
+    fitted = f"max_model_len auto: {max_len:,} tokens, " + (
+        f"the longest request whose KV blocks fit (the model's {derived:,} do not)"
+        if max_len < derived
+        else "the model's full length (it fits)"
+    )
+    if pool.blocks_per_request > pool.num_blocks - 1:
+        # the null block is kept back after the check; 0.14-0.18 count one group only
+        fitted += (
+            f"; a request that long needs {pool.blocks_per_request:,} blocks of the "
+            f"{pool.num_blocks - 1:,} vLLM hands out (it keeps a null block back), so "
+            "cannot run in full"
+            + (
+                " (vLLM 0.14-0.18 check the first KV group's blocks only)"
+                if AUTO_FIT_SINCE <= at.version < AUTO_FIT_SUMS_GROUPS_SINCE
+                and len(at.model.kv_groups) > 1
+                else ""
             )
-        notes.append(fitted)
-    lines = _log_lines(
-        rules,
-        engine,
-        profiled if extensible else available,
-        pool.num_blocks,
-        pool.bytes_per_block,
-        pool.kv_tokens,
-        pool.concurrency,
-        max_len,
-    )
-    if fit_line is not None:
-        lines.insert(1, fit_line)
-    if extensible:
-        lines.insert(
-            1,
-            f"Memory after warmup: ... {pool.num_blocks} KV cache blocks "
-            f"({pool.num_blocks * pool.bytes_per_block / GIB_BYTES:.2f} GiB) fit within the "
-            f"requested {requested / GIB_BYTES:.2f} GiB.",
         )
-    return EnginePrediction(
-        name="vllm",
-        version=version_text(version),
-        total_memory_bytes=total,
-        requested_memory_bytes=requested,
-        weights_bytes=w,
-        rope_cache_bytes=rope_cache_bytes(model, act_bytes),
-        activation_peak_bytes=act,
-        non_torch_bytes=non_torch,
-        cudagraph_bytes=graph,
-        graph_max_batch=graph_max_batch,
-        connector_bytes=connector,
-        available_kv_bytes=available,
-        kv_dtype=kv_dtype,
-        bytes_per_block=pool.bytes_per_block,
-        num_gpu_blocks=pool.num_blocks,
-        usable_blocks=pool.num_blocks - 1,
-        kv_cache_tokens=pool.kv_tokens,
-        max_concurrency=pool.concurrency,
-        blocks_per_request=pool.blocks_per_request,
-        num_kv_groups=pool.num_groups,
-        settings={
-            "engine": engine,
-            "gpu_memory_utilization": util,
-            "max_model_len": max_len,
-            "max_num_batched_tokens": tokens,
-            "max_num_seqs": seqs,
-            "block_size": pool.block,
-            "kv_cache_dtype": s.kv_cache_dtype,
-            "dtype": s.dtype,
-            "enforce_eager": s.enforce_eager,
-            "tensor_parallel_size": tp,
-            "pipeline_parallel_size": pp,
-            "enable_lora": s.enable_lora,
-            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
-            "max_loras": s.max_loras if s.enable_lora else None,
-            "enable_expert_parallel": s.enable_expert_parallel,
-            "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
-            "enable_chunked_prefill": chunked,
-            "data_parallel_size": dp,
-            "colocated": s.colocated,
-            "model_runner": profile.runner,
-            "profile_sampler": profile.sampler,
-        },
-        defaults_used=defaults,
-        term_sources=sources,
-        log_lines=lines,
-        notes=notes,
-    )
+    notes.append(fitted)
+    return pool, max_len, fit_line
 
 
 def _max_model_len(
