@@ -313,7 +313,6 @@ def benchmark(
     decode step the target's verification of k drafts per sequence on the step model plus the
     drafts' forwards, each sequence emitting the tokens its draw accepts (+1)."""
 
-    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model
@@ -365,42 +364,7 @@ def benchmark(
     # the ranks the MoE layers span: the DP ranks' experts are one group only where the engine
     # runs them that way; SGLang's --dp-size and old vLLM replicas each keep their own
     check_ep(ep, engine_name, tp, attention_groups)
-    extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
-    longest = int((trace.prompt_tokens + trace.output_tokens).max()) + extra_prompt
-    if longest > spec.max_context_tokens:
-        raise InputError(
-            "--prompt-len",
-            f"requests of up to {longest:,} tokens exceed {spec.name}'s maximum of "
-            f"{spec.max_context_tokens:,} (the engines refuse them)",
-        )
-    values = dict(settings)
-    if chunked_prefill is not None:
-        if engine_name != "vllm":
-            raise InputError(
-                "--enable-chunked-prefill",
-                "vLLM's flag: SGLang chunks prompts by --chunked-prefill-size (-1 turns it off)",
-            )
-        values["extra"] = dict(values.get("extra") or {}) | {
-            "enable_chunked_prefill": chunked_prefill
-        }
-    context = values.get("context_tokens")
-    if values.get("max_model_len_auto"):
-        pass  # vLLM fits it to the KV cache; each instance checks the longest request fits
-    elif context is None:
-        values["context_tokens"] = max(
-            longest, min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens)
-        )
-    elif context < longest:
-        raise InputError(
-            "--context", f"{context:,} is shorter than the longest request ({longest:,} tokens)"
-        )
-    mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
-    if prefix is not None:
-        mean_total += prefix.share * prefix.tokens
-    values.setdefault(
-        "mean_tokens",
-        min(max(1, math.ceil(mean_total)), values.get("context_tokens", spec.max_context_tokens)),
-    )
+    values, longest, mean_total = _serve_values(settings, spec, trace, prefix, chunked_prefill)
 
     def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
@@ -448,10 +412,7 @@ def benchmark(
     inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
     if speculation is not None:
         inst = with_speculation(inst, speculation)
-    plan, p, curve, cost = inst.plan, inst.prediction, inst.curve, inst.cost
-    engine, budget, calibrated = inst.engine, inst.budget, inst.calibrated
-    block, mixed = inst.cfg.block_tokens, inst.cfg.mixed
-    weight_dtype, card = inst.weight_dtype, inst.card
+    plan = inst.plan
 
     def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
         cfg = inst.cfg.model_copy(
@@ -461,7 +422,7 @@ def benchmark(
         served, delay, hits = prefix_served(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
         )
-        run = execute(served, cost, cfg, delay)
+        run = execute(served, inst.cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp, percentiles=tails, **empty)
         metrics["ignored_requests"] = ignored * dp
         if hits is not None:
@@ -474,7 +435,8 @@ def benchmark(
     # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
     one = trace.share(dp)
     metrics = run_at(share(closed) if closed else None, one)
-    gpus = deployment_gpus(engine, tp, pp, dp, inst.attention_groups)
+    gpus = deployment_gpus(inst.engine, tp, pp, dp, inst.attention_groups)
+    mean_tokens = max(1, round(mean_total))
     result: dict[str, Any] = {
         **_per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -484,98 +446,28 @@ def benchmark(
             "predicted by the step-time model and the engine's scheduler (docs/simulate.md); "
             "not a measurement"
         ),
-        "step_constants": step_constants(curve, calibrated),
+        "step_constants": step_constants(inst.curve, inst.calibrated),
         "request_path_ms": REQUEST_PATH_MS,
         "front_door": inst.cfg.front_door.model_dump() if inst.cfg.front_door else None,
         "bench_client": bench_client_of(engine_name, client),
-        "deployment": {
-            "model": spec.name,
-            "gpu": card.id,
-            "engine": engine,
-            "engine_version": p.version,
-            "tp": tp,
-            "pp": pp,
-            "dp": dp,
-            "dp_attention": inst.attention_groups > 1,
-            "ep": ep or 1,
-            "weight_dtype": weight_dtype,
-            "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
-            "max_num_seqs": plan.max_num_seqs,
-            "max_num_batched_tokens": budget,
-            "kv_cache_tokens": p.kv_cache_tokens,
-            "kv_window_tokens": window_tokens(inst.cfg),
-            "block_size": block,
-            "scheduler": (
-                "prefill chunks mixed into decode steps"
-                if mixed
-                else "prefill-only steps (decode waits)"
-            )
-            + (
-                f"; multi-step: {scheduler_steps} decode steps per scheduling round "
-                f"(--num-scheduler-steps {scheduler_steps})"
-                if scheduler_steps > 1
-                else ""
-            ),
-            "num_scheduler_steps": scheduler_steps,
-            "command": plan.command,
-            "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
-        },
+        "deployment": _deployment_echo(inst, spec, dp, ep, scheduler_steps),
         "workload": workload_echo,
-        "calibration": None if calibrated is None else calibrated.model_dump(),
+        "calibration": None if inst.calibrated is None else inst.calibrated.model_dump(),
         "step_ms": {
-            str(b): served_step.step_ms(b, max(1, round(mean_total)))
+            str(b): served_step.step_ms(b, mean_tokens)
             for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
         },
         "sweep": None,
+        "speculation": None,
     }
-    result["notes"] = graph_coverage_notes(engine, p, metrics["peak_running_seqs"], mixed)
-    result["notes"] += fabric_notes(curve, engine)
-    result["speculation"] = None
     if speculation is not None:
         from planner.core.speculative import expected_tokens
 
         tokens = expected_tokens(speculation.alpha, speculation.k)
         result["speculation"] = speculation.model_dump() | {"expected_tokens_per_step": tokens}
-        result["notes"].append(
-            f"speculative decoding: each decode step verifies {speculation.k} drafts per "
-            f"sequence on the step model ({tokens:.2f} tokens expected at alpha "
-            f"{speculation.alpha:g}) after {speculation.k} draft forwards of "
-            f"{speculation.draft_cost:g} x a plain step; the draft's weights and KV are not in "
-            "the engine's pool here"
-        )
-    if curve.host_ms_per_seq:
-        result["notes"].append(
-            f"vLLM {p.version} schedules each step in series with the GPU: "
-            f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
-            "(its scheduler, its input preparation and, in V0, its sampler's outputs, "
-            "measured on a CPU)"
-            + (f", once per round of {scheduler_steps} steps" if scheduler_steps > 1 else "")
-        )
-    result["notes"] += frontend_notes(
-        curve,
-        engine,
-        p.version,
-        metrics["peak_running_seqs"],
-        max(1, round(mean_total)),
-        inst.api_server_ranks,
-        client,
-        scheduler_steps,
+    result["notes"] = _run_notes(
+        inst, metrics, trace.size, mean_tokens, client, scheduler_steps, speculation
     )
-    if curve.dequant_bytes_per_token:
-        result["notes"].append(
-            f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
-            "checkpoint's per-channel / per-token fp8 linears write fp32 and rescale in "
-            f"separate passes, {curve.dequant_bytes_per_token / 1e6:,.1f} MB of HBM traffic "
-            "per token per GPU, priced in every step"
-        )
-    if metrics["ignored_requests"]:
-        result["notes"].append(
-            f"{metrics['ignored_requests']:,} of {trace.size:,} requests have prompts longer "
-            f"than {budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
-            "finish those at once with no output (the figures are the other requests'; the "
-            "benchmark_serving.py of that era counts them completed with a TTFT of 0, which "
-            "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
-        )
     if sweep:
         points = []
         for n in sweep:
@@ -587,6 +479,155 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def _serve_values(
+    settings: dict[str, Any],
+    spec: Any,
+    trace: Any,
+    prefix: Any,
+    chunked_prefill: bool | None,
+) -> tuple[dict[str, Any], int, float]:
+    """The serve settings each instance is planned with, the longest request of the run and
+    its mean tokens (prompt, output and a shared prefix). The context is the one given, else
+    the planner's default stretched to the longest request; a context shorter than a request,
+    or a request longer than the model's maximum, is refused."""
+    from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
+
+    engine = str(settings.get("engine", "vllm"))
+    extra_prompt = prefix.tokens if prefix is not None and prefix.share > 0 else 0
+    longest = int((trace.prompt_tokens + trace.output_tokens).max()) + extra_prompt
+    if longest > spec.max_context_tokens:
+        raise InputError(
+            "--prompt-len",
+            f"requests of up to {longest:,} tokens exceed {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} (the engines refuse them)",
+        )
+    values = dict(settings)
+    if chunked_prefill is not None:
+        if engine != "vllm":
+            raise InputError(
+                "--enable-chunked-prefill",
+                "vLLM's flag: SGLang chunks prompts by --chunked-prefill-size (-1 turns it off)",
+            )
+        values["extra"] = dict(values.get("extra") or {}) | {
+            "enable_chunked_prefill": chunked_prefill
+        }
+    context = values.get("context_tokens")
+    if values.get("max_model_len_auto"):
+        pass  # vLLM fits it to the KV cache; each instance checks the longest request fits
+    elif context is None:
+        values["context_tokens"] = max(
+            longest, min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens)
+        )
+    elif context < longest:
+        raise InputError(
+            "--context", f"{context:,} is shorter than the longest request ({longest:,} tokens)"
+        )
+    mean_total = float((trace.prompt_tokens + trace.output_tokens).mean())
+    if prefix is not None:
+        mean_total += prefix.share * prefix.tokens
+    values.setdefault(
+        "mean_tokens",
+        min(max(1, math.ceil(mean_total)), values.get("context_tokens", spec.max_context_tokens)),
+    )
+    return values, longest, mean_total
+
+
+def _deployment_echo(
+    inst: Instance, spec: Any, dp: int, ep: int | None, scheduler_steps: int
+) -> dict[str, Any]:
+    """The deployment as the output echoes it: the layout, the engine's resolved scheduler
+    settings and pool, and the launch command its plan prints."""
+    plan, p, cfg, values = inst.plan, inst.prediction, inst.cfg, inst.values
+    scheduler = (
+        "prefill chunks mixed into decode steps"
+        if cfg.mixed
+        else "prefill-only steps (decode waits)"
+    )
+    if scheduler_steps > 1:
+        scheduler += (
+            f"; multi-step: {scheduler_steps} decode steps per scheduling round "
+            f"(--num-scheduler-steps {scheduler_steps})"
+        )
+    return {
+        "model": spec.name,
+        "gpu": inst.card.id,
+        "engine": inst.engine,
+        "engine_version": p.version,
+        "tp": int(values.get("tp", 1)),
+        "pp": int(values.get("pp", 1)),
+        "dp": dp,
+        "dp_attention": inst.attention_groups > 1,
+        "ep": ep or 1,
+        "weight_dtype": inst.weight_dtype,
+        "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
+        "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": inst.budget,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "kv_window_tokens": window_tokens(cfg),
+        "block_size": cfg.block_tokens,
+        "scheduler": scheduler,
+        "num_scheduler_steps": scheduler_steps,
+        "command": plan.command,
+        "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
+    }
+
+
+def _run_notes(
+    inst: Instance,
+    metrics: dict[str, Any],
+    requests: int,
+    mean_tokens: int,
+    client: str | None,
+    scheduler_steps: int,
+    speculation: Speculation | None,
+) -> list[str]:
+    """What the run's figures leave out or assume, each in one line: steps outside the
+    engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
+    the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore."""
+    curve, p, engine = inst.curve, inst.prediction, inst.engine
+    peak = metrics["peak_running_seqs"]
+    notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
+    notes += fabric_notes(curve, engine)
+    if speculation is not None:
+        from planner.core.speculative import expected_tokens
+
+        tokens = expected_tokens(speculation.alpha, speculation.k)
+        notes.append(
+            f"speculative decoding: each decode step verifies {speculation.k} drafts per "
+            f"sequence on the step model ({tokens:.2f} tokens expected at alpha "
+            f"{speculation.alpha:g}) after {speculation.k} draft forwards of "
+            f"{speculation.draft_cost:g} x a plain step; the draft's weights and KV are not in "
+            "the engine's pool here"
+        )
+    if curve.host_ms_per_seq:
+        notes.append(
+            f"vLLM {p.version} schedules each step in series with the GPU: "
+            f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
+            "(its scheduler, its input preparation and, in V0, its sampler's outputs, "
+            "measured on a CPU)"
+            + (f", once per round of {scheduler_steps} steps" if scheduler_steps > 1 else "")
+        )
+    notes += frontend_notes(
+        curve, engine, p.version, peak, mean_tokens, inst.api_server_ranks, client, scheduler_steps
+    )
+    if curve.dequant_bytes_per_token:
+        notes.append(
+            f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
+            "checkpoint's per-channel / per-token fp8 linears write fp32 and rescale in "
+            f"separate passes, {curve.dequant_bytes_per_token / 1e6:,.1f} MB of HBM traffic "
+            "per token per GPU, priced in every step"
+        )
+    if metrics["ignored_requests"]:
+        notes.append(
+            f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "
+            f"than {inst.budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
+            "finish those at once with no output (the figures are the other requests'; the "
+            "benchmark_serving.py of that era counts them completed with a TTFT of 0, which "
+            "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
+        )
+    return notes
 
 
 def frontend_notes(
