@@ -1032,36 +1032,89 @@ def _instance(
     --data-parallel-size on a dense model); with the groups, they say how many ranks' tokens one
     API server streams (each rank's step lasts at least their streaming). `gpu_memory_gib`: the
     memory to plan against where the user gave it (capacity's --gpu-memory-gib)."""
-    from planner.api.capacity import pinned_memory_fraction, serve_report
     from planner.core.engines.common import parse_version
-    from planner.core.engines.sglang import SWA_FULL_TOKENS_RATIO
-    from planner.core.step import step_time_for
-    from planner.sim.door import FrontDoor
-    from planner.sim.engine import CurveCost, SimConfig, WindowPool
+    from planner.sim.engine import CurveCost
     from planner.sources.presets import find_gpu
-    from planner.units import dtype_bytes
 
-    values = dict(values)
-    tp = int(values.get("tp", 1))
-    pp = int(values.get("pp", 1))
     engine_name = str(values.get("engine", "vllm"))
-    sglang_groups = ranks_share_tp(engine_name) and attention_groups > 1
     # the line says so: the DP ranks or attention groups, and the expert parallelism
+    values = dict(values)
     extra = dict(values.get("extra") or {})
     extra |= layout_fields(engine_name, attention_groups, ep if spec.num_experts else None)
     if extra:
         values["extra"] = extra
+    plan, payload, attention_groups = _launched_plan(
+        values,
+        spec,
+        attention_groups,
+        scheduler_steps,
+        as_launched,
+        source={"gpu": gpu, "preset": preset, "model": model, "revision": revision},
+        gpu_memory_gib=gpu_memory_gib,
+    )
+    p = plan.prediction
+    _check_serves(plan, values, longest)
+    engine = plan.engine
+    version = parse_version(p.version)
+    card = find_gpu(gpu)
+    variant = values.get("weight_dtype")
+    weight_dtype = (
+        str(payload["model"]["weight_dtype"]) if variant is None else str(variant).lower()
+    )
+    sglang_groups = ranks_share_tp(engine_name) and attention_groups > 1
+    curve = _instance_curve(
+        spec, card, plan, payload, values, weight_dtype, attention_groups, sglang_groups, ep
+    )
+    # the ranks one API server streams for: the groups this instance resolved, or the replicas
+    api_ranks = ranks_per_api_server(engine, p.version, max(replicas, attention_groups))
+    if api_ranks > 1:
+        streamed = curve.frontend_ms_per_token * api_ranks
+        curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
+    calibrated = None
+    if calibration is not None:
+        tp = int(values.get("tp", 1))
+        calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
+        curve = apply_step_calibration(curve, calibrated)
+    check_scheduler_steps(scheduler_steps, engine, version)
+    cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
+    return Instance(
+        plan=plan,
+        payload=payload,
+        prediction=p,
+        attention_groups=attention_groups,
+        api_server_ranks=api_ranks,
+        curve=curve,
+        cost=CurveCost(curve, f"step-time model: {curve.label}"),
+        cfg=cfg,
+        engine=engine,
+        budget=budget,
+        calibrated=calibrated,
+        weight_dtype=weight_dtype,
+        card=card,
+        values=values,
+    )
+
+
+def _launched_plan(
+    values: dict[str, Any],
+    spec: Any,
+    attention_groups: int,
+    scheduler_steps: int,
+    as_launched: bool,
+    source: dict[str, Any],
+    gpu_memory_gib: float | None,
+) -> tuple[Any, dict[str, Any], int]:
+    """The serve plan of the instance as it is launched, its payload and the attention-DP
+    groups it runs. `values` (updated in place) gains what the launch pins: the engine's own
+    running cap where a benchmark's server runs it (with the memory fraction the line pins),
+    and V0 multi-step's budget. Raises WouldNotStart where the engine refuses the settings."""
+    from planner.api.capacity import pinned_memory_fraction, serve_report
+
+    engine_name = str(values.get("engine", "vllm"))
+    sglang_groups = ranks_share_tp(engine_name) and attention_groups > 1
 
     def replan() -> tuple[Any, dict[str, Any]]:
-        return serve_report(
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=gpu_memory_gib,
-            settings=values,
-            spec=spec,
-        )
+        return serve_report(**source, gpu_memory_gib=gpu_memory_gib, settings=values, spec=spec)
 
     plan, payload = replan()
     if engine_name == "sglang" and plan.prediction is not None:
@@ -1097,8 +1150,16 @@ def _instance(
         plan, payload = replan()
     if not plan.fits:
         raise WouldNotStart(list(plan.reasons))
+    assert plan.prediction is not None
+    return plan, payload, attention_groups
+
+
+def _check_serves(plan: Any, values: dict[str, Any], longest: int) -> None:
+    """Refuse an instance that starts but cannot hold the run's longest request: SGLang's
+    pool (or its sliding-window pool) smaller than it, vLLM's auto-fitted context shorter."""
+    from planner.core.engines.sglang import SWA_FULL_TOKENS_RATIO
+
     p = plan.prediction
-    assert p is not None
     if plan.engine == "sglang" and longest > p.kv_cache_tokens - 1:
         # SGLang starts with a pool smaller than the context but caps requests at it
         raise CannotServe(
@@ -1116,55 +1177,68 @@ def _instance(
                 f"auto fits {fitted:,} tokens, shorter than the longest request ({longest:,} "
                 "tokens): vLLM refuses those",
             )
-    engine = plan.engine
-    version = parse_version(p.version)
-    vllm_engine = engine == "vllm"
-    block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
-    window = None
-    card = find_gpu(gpu)
-    if p.settings.get("swa_max_total_num_tokens"):
-        span = int(str(p.settings["sliding_window_size"]))
-        window = WindowPool(
-            tokens=int(str(p.settings["swa_max_total_num_tokens"])),
-            window=span,
-            page=min(block, span),
+    window = _window_pool(p)
+    if window is not None and longest > window.tokens:
+        raise CannotServe(
+            [
+                f"requests of up to {longest:,} tokens, and SGLang's sliding-window pool of "
+                f"{window.tokens:,} tokens ({SWA_FULL_TOKENS_RATIO} of the full pool's) "
+                "cannot hold one whole"
+            ]
         )
-        if longest > window.tokens:
-            raise CannotServe(
-                [
-                    f"requests of up to {longest:,} tokens, and SGLang's sliding-window pool of "
-                    f"{window.tokens:,} tokens ({SWA_FULL_TOKENS_RATIO} of the full pool's) "
-                    "cannot hold one whole"
-                ]
-            )
-    # SGLang: each attention-DP group's share of the chunked-prefill size, as the server runs it
-    budget = int(
-        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
+
+
+def _window_pool(p: Any) -> Any:
+    """SGLang's sliding-window pool where the prediction keeps one (hybrid SWA), else None."""
+    from planner.sim.engine import WindowPool
+
+    if not p.settings.get("swa_max_total_num_tokens"):
+        return None
+    block = int(str(p.settings["page_size"]))
+    span = int(str(p.settings["sliding_window_size"]))
+    return WindowPool(
+        tokens=int(str(p.settings["swa_max_total_num_tokens"])),
+        window=span,
+        page=min(block, span),
     )
-    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
-        budget = longest
-    weight_dtype = str(payload["model"]["weight_dtype"])
-    variant = values.get("weight_dtype")
-    if variant is not None:
-        weight_dtype = str(variant).lower()
-    # the KV dtype the engine resolved (SGLang runs DeepSeek's sparse attention in fp8 on
-    # Blackwell whatever `auto` would say)
-    kv_bytes = dtype_bytes(p.kv_dtype)
+
+
+def _instance_curve(
+    spec: Any,
+    card: Any,
+    plan: Any,
+    payload: dict[str, Any],
+    values: dict[str, Any],
+    weight_dtype: str,
+    attention_groups: int,
+    sglang_groups: bool,
+    ep: int | None,
+) -> Any:
+    """The instance's step model: its ranks' weights as the step streams them, the KV dtype
+    the engine resolved, and the exchange and expert split its plan's line runs."""
+    from planner.core.engines.common import parse_version
+    from planner.core.step import step_time_for
+    from planner.units import dtype_bytes
+
+    p, engine = plan.prediction, plan.engine
+    tp = int(values.get("tp", 1))
+    pp = int(values.get("pp", 1))
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
-    attention_tp = tp // attention_groups if sglang_groups else tp
     # the ranks' weights as the step streams them: without the RoPE cache each one holds whole
     whole = (p.weights_bytes - p.rope_cache_bytes) * tp * pp
     if groups > 1:  # the ranks' weights are not 1/TP of the model: the whole as loaded
         whole = int(payload["model"]["loaded_weights_bytes"])
-    curve = step_time_for(
+    return step_time_for(
         spec,
         card,
-        tp=attention_tp,
+        tp=tp // attention_groups if sglang_groups else tp,
         weights_bytes=whole,
         weight_dtype=weight_dtype,
-        kv_dtype_bytes=kv_bytes,
+        # the KV dtype the engine resolved (SGLang runs DeepSeek's sparse attention in fp8 on
+        # Blackwell whatever `auto` would say)
+        kv_dtype_bytes=dtype_bytes(p.kv_dtype),
         engine=engine,
-        version=version,
+        version=parse_version(p.version),
         pp=pp,
         attention_dp=groups,
         # the exchange and expert split the plan's line runs (SGLang: DeepEP as it says)
@@ -1173,16 +1247,27 @@ def _instance(
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(p.settings.get("enable_two_batch_overlap")),
     )
-    # the ranks one API server streams for: the groups this instance resolved, or the replicas
-    api_ranks = ranks_per_api_server(engine, p.version, max(replicas, attention_groups))
-    if api_ranks > 1:
-        streamed = curve.frontend_ms_per_token * api_ranks
-        curve = curve.model_copy(update={"frontend_ms_per_token": streamed})
-    calibrated = None
-    if calibration is not None:
-        calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
-        curve = apply_step_calibration(curve, calibrated)
-    check_scheduler_steps(scheduler_steps, engine, version)
+
+
+def _scheduler_config(
+    plan: Any, longest: int, seed: int, scheduler_steps: int, sglang_groups: bool
+) -> tuple[Any, int]:
+    """The simulator's settings for the engine's scheduler as the plan resolves it (its running
+    cap, token budget, KV pool and admission), and the token budget a step runs."""
+    from planner.core.engines.common import parse_version
+    from planner.sim.door import FrontDoor
+    from planner.sim.engine import SimConfig
+
+    p, engine = plan.prediction, plan.engine
+    version = parse_version(p.version)
+    vllm_engine = engine == "vllm"
+    block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
+    # SGLang: each attention-DP group's share of the chunked-prefill size, as the server runs it
+    budget = int(
+        str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
+    )
+    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
+        budget = longest
     # vLLM's resolved chunked prefill (the flag, else the release's default for this
     # max_model_len); without it, or in V0's multi-step rounds, prompts are not split
     chunked = bool(p.settings.get("enable_chunked_prefill", True)) if vllm_engine else True
@@ -1201,8 +1286,6 @@ def _instance(
             f"vLLM {'.'.join(map(str, version))} predates multi-step scheduling with chunked "
             "prefill (0.6.3); pose it with --no-enable-chunked-prefill",
         )
-    cost = CurveCost(curve, f"step-time model: {curve.label}")
-
     server_ms, server_ms_per_token = api_server_ms_per_request(engine, version)
     cfg = SimConfig(
         policy="chunked",
@@ -1215,7 +1298,7 @@ def _instance(
         block_tokens=block,
         mixed=mixed,
         reserve=reserve,
-        window_pool=window,
+        window_pool=_window_pool(p),
         seed=seed,
         scheduler_steps=scheduler_steps,
         whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
@@ -1227,22 +1310,7 @@ def _instance(
             else 0
         ),
     )
-    return Instance(
-        plan=plan,
-        payload=payload,
-        prediction=p,
-        attention_groups=attention_groups,
-        api_server_ranks=api_ranks,
-        curve=curve,
-        cost=cost,
-        cfg=cfg,
-        engine=engine,
-        budget=budget,
-        calibrated=calibrated,
-        weight_dtype=weight_dtype,
-        card=card,
-        values=values,
-    )
+    return cfg, budget
 
 
 def pd_command(
