@@ -482,84 +482,19 @@ def simulate(
             host_memory_gib=None,
         )
         shared = parse_prefix(prefix_share, prefix_tokens, prefixes)
-        layout = None
-        if disagg is not None:
-            from planner.core.parallel import moe_ranks, ranks_share_tp
-            from planner.sim.disagg import DisaggLayout, parse_layout
-
-            for flag, pool_tp in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
-                if pool_tp is not None and pool_tp < 1:
-                    raise InputError(flag, f"must be >= 1 (got {pool_tp})")
-
-            try:
-                x, y = parse_layout(disagg)
-                layout = DisaggLayout(
-                    prefill=x, decode=y, prefill_tp=prefill_tp or tp, decode_tp=decode_tp or tp
-                )
-            except ValidationError as exc:
-                where = str(exc.errors()[0]["loc"][0])
-                flag = {"prefill_tp": "--prefill-tp", "decode_tp": "--decode-tp"}.get(
-                    where, "--disagg"
-                )
-                raise InputError(flag, exc.errors()[0]["msg"].lower()) from exc
-            except ValueError as exc:
-                raise InputError(
-                    "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
-                ) from exc
-            for flag, groups in (("--prefill-dp", prefill_dp), ("--decode-dp", decode_dp)):
-                if groups is not None and groups < 1:
-                    raise InputError(flag, f"must be >= 1 (got {groups})")
-            for flag, pool_ep, pool_tp, ranks in (
-                ("--prefill-ep", prefill_ep, layout.prefill_tp, prefill_dp or 1),
-                ("--decode-ep", decode_ep, layout.decode_tp, decode_dp or 1),
-            ):
-                # an instance's MoE layers span its TP GPUs, and vLLM's DP ranks' too
-                span = moe_ranks(engine, pool_tp, ranks)
-                if pool_ep is not None and pool_ep not in (1, span):
-                    raise InputError(
-                        flag,
-                        f"{pool_ep}: a pool's expert parallelism spans its instance's MoE ranks "
-                        f"(1 or {span})",
-                    )
-            layout = layout.model_copy(
-                update={
-                    "prefill_ep": prefill_ep or 1,
-                    "decode_ep": decode_ep or 1,
-                    "prefill_dp": prefill_dp or 1,
-                    "decode_dp": decode_dp or 1,
-                    "dp_within_tp": ranks_share_tp(engine),
-                }
-            )
-        elif any(
-            v is not None
-            for v in (
-                prefill_tp,
-                decode_tp,
-                prefill_ep,
-                decode_ep,
-                prefill_dp,
-                decode_dp,
-                disagg_link,
-            )
-        ):
-            raise InputError(
-                "--prefill-tp",
-                "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
-                "--decode-dp / --disagg-link need --disagg",
-            )
-        if disagg_transfer_backend is not None:
-            from planner.core.disagg import SGLANG_TRANSFER_BACKENDS
-
-            flag = "--disaggregation-transfer-backend"
-            if disagg is None:
-                raise InputError(flag, "needs --disagg")
-            if engine != "sglang":
-                raise InputError(flag, "an SGLang flag (vLLM's pools run the NIXL connector)")
-            if disagg_transfer_backend not in SGLANG_TRANSFER_BACKENDS:
-                raise InputError(
-                    flag,
-                    f"{disagg_transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
-                )
+        layout = _disagg_layout(
+            engine,
+            tp,
+            disagg,
+            prefill_tp=prefill_tp,
+            decode_tp=decode_tp,
+            prefill_ep=prefill_ep,
+            decode_ep=decode_ep,
+            prefill_dp=prefill_dp,
+            decode_dp=decode_dp,
+            disagg_link=disagg_link,
+            disagg_transfer_backend=disagg_transfer_backend,
+        )
         cv = gamma_cv(cv, burstiness)
         if random_range_ratio is not None:
             if len_range is not None or len_spread is not None:
@@ -748,28 +683,7 @@ def simulate(
         capacity_settings={"tp": 1},
     )
     if plot is not None:
-        if not result["sweep"]:
-            raise InputError("--plot", "charts a --sweep; add --sweep max_batch=...")
-        from planner.cli.plot import Chart, Series, save
-
-        rows = result["sweep"]
-        caps = [r["max_batch"] for r in rows]
-        peak = result["goodput_peak"]["max_batch"]
-        save(
-            Chart(
-                title="Batch-cap sweep",
-                x_label="max_batch",
-                y_label="output tok/s",
-                right_label="goodput %",
-                log_x=True,
-                series=[
-                    Series("tok/s", caps, [r["tok_s"] for r in rows]),
-                    Series("goodput %", caps, [r["goodput_pct"] for r in rows], right_axis=True),
-                ],
-                marks=[(peak, f"goodput peak {peak}")],
-            ),
-            plot,
-        )
+        _save_sweep_chart(result, plot)
     if json_out:
         emit_json(result)
     elif csv_out:
@@ -899,6 +813,123 @@ def _speculation(alpha: float | None, k: int | None, draft_cost: float | None) -
         return None
     given = {"alpha": alpha, "k": k, "draft_cost": draft_cost}
     return Speculation(**{key: v for key, v in given.items() if v is not None})
+
+
+def _disagg_layout(
+    engine: str,
+    tp: int,
+    disagg: str | None,
+    *,
+    prefill_tp: int | None,
+    decode_tp: int | None,
+    prefill_ep: int | None,
+    decode_ep: int | None,
+    prefill_dp: int | None,
+    decode_dp: int | None,
+    disagg_link: str | None,
+    disagg_transfer_backend: str | None,
+) -> Any:
+    """The prefill/decode pools --disagg and each pool's --prefill-* / --decode-* options
+    describe (a DisaggLayout; None without --disagg), each bad value one error naming its
+    flag; the pool options, the link and SGLang's transfer backend are refused without it."""
+    from planner.errors import InputError
+
+    pools = (prefill_tp, decode_tp, prefill_ep, decode_ep, prefill_dp, decode_dp)
+    layout = None
+    if disagg is not None:
+        from planner.core.parallel import moe_ranks, ranks_share_tp
+        from planner.sim.disagg import DisaggLayout, parse_layout
+
+        for flag, pool_tp in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
+            if pool_tp is not None and pool_tp < 1:
+                raise InputError(flag, f"must be >= 1 (got {pool_tp})")
+
+        try:
+            x, y = parse_layout(disagg)
+            layout = DisaggLayout(
+                prefill=x, decode=y, prefill_tp=prefill_tp or tp, decode_tp=decode_tp or tp
+            )
+        except ValidationError as exc:
+            where = str(exc.errors()[0]["loc"][0])
+            flag = {"prefill_tp": "--prefill-tp", "decode_tp": "--decode-tp"}.get(where, "--disagg")
+            raise InputError(flag, exc.errors()[0]["msg"].lower()) from exc
+        except ValueError as exc:
+            raise InputError(
+                "--disagg", f"{disagg!r}; expected xPyD (1P1D, 2P6D ...) with x, y >= 1"
+            ) from exc
+        for flag, groups in (("--prefill-dp", prefill_dp), ("--decode-dp", decode_dp)):
+            if groups is not None and groups < 1:
+                raise InputError(flag, f"must be >= 1 (got {groups})")
+        for flag, pool_ep, pool_tp, ranks in (
+            ("--prefill-ep", prefill_ep, layout.prefill_tp, prefill_dp or 1),
+            ("--decode-ep", decode_ep, layout.decode_tp, decode_dp or 1),
+        ):
+            # an instance's MoE layers span its TP GPUs, and vLLM's DP ranks' too
+            span = moe_ranks(engine, pool_tp, ranks)
+            if pool_ep is not None and pool_ep not in (1, span):
+                raise InputError(
+                    flag,
+                    f"{pool_ep}: a pool's expert parallelism spans its instance's MoE ranks "
+                    f"(1 or {span})",
+                )
+        layout = layout.model_copy(
+            update={
+                "prefill_ep": prefill_ep or 1,
+                "decode_ep": decode_ep or 1,
+                "prefill_dp": prefill_dp or 1,
+                "decode_dp": decode_dp or 1,
+                "dp_within_tp": ranks_share_tp(engine),
+            }
+        )
+    elif any(v is not None for v in (*pools, disagg_link)):
+        raise InputError(
+            "--prefill-tp",
+            "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
+            "--decode-dp / --disagg-link need --disagg",
+        )
+    if disagg_transfer_backend is not None:
+        from planner.core.disagg import SGLANG_TRANSFER_BACKENDS
+
+        flag = "--disaggregation-transfer-backend"
+        if disagg is None:
+            raise InputError(flag, "needs --disagg")
+        if engine != "sglang":
+            raise InputError(flag, "an SGLang flag (vLLM's pools run the NIXL connector)")
+        if disagg_transfer_backend not in SGLANG_TRANSFER_BACKENDS:
+            raise InputError(
+                flag,
+                f"{disagg_transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
+            )
+    return layout
+
+
+def _save_sweep_chart(result: dict[str, Any], path: str) -> None:
+    """Chart a policy simulation's batch-cap sweep (tok/s and goodput by max_batch) to
+    `path` (--plot; the plot extra)."""
+    from planner.errors import InputError
+
+    if not result["sweep"]:
+        raise InputError("--plot", "charts a --sweep; add --sweep max_batch=...")
+    from planner.cli.plot import Chart, Series, save
+
+    rows = result["sweep"]
+    caps = [r["max_batch"] for r in rows]
+    peak = result["goodput_peak"]["max_batch"]
+    save(
+        Chart(
+            title="Batch-cap sweep",
+            x_label="max_batch",
+            y_label="output tok/s",
+            right_label="goodput %",
+            log_x=True,
+            series=[
+                Series("tok/s", caps, [r["tok_s"] for r in rows]),
+                Series("goodput %", caps, [r["goodput_pct"] for r in rows], right_axis=True),
+            ],
+            marks=[(peak, f"goodput peak {peak}")],
+        ),
+        path,
+    )
 
 
 def _refuse_policy_options(given: dict[str, object]) -> None:
