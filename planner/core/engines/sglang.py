@@ -9,6 +9,7 @@ Activations and CUDA graphs are not measured: they must fit in (1 - mem_fraction
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -465,6 +466,34 @@ def mamba_state_bytes_per_request(model: ModelSpec, tp: int, pp: int) -> int:
     return sum(ceil_div(g.num_layers, pp) * layer_state_bytes(g, tp) for g in model.kv_groups)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What SGLang's flags and heuristics resolve to before the pool is sized: the chunk and
+    graph batch, the attention-DP groups it runs, its static memory fraction, context, page
+    and the KV dtype."""
+
+    chunk: int
+    decode_bs: int
+    mla: bool
+    attn_dp: int
+    attn_tp: int
+    fraction: float
+    context: int
+    page: int
+    kv_dtype: str
+    act_bytes: int
+
+
+@dataclass(frozen=True)
+class _Experts:
+    """How the MoE layers are spread: DeepEP's all-to-all or not, the expert-parallel ranks
+    and the redundant experts placed on them."""
+
+    deepep: bool
+    ep: int
+    redundant: int
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -488,6 +517,134 @@ def predict(
     )
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
+    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
+    lay = _layout(model, gpu, s, version, total, sources, defaults, notes)
+    pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
+    w = _weights(model, s, version, lay, weights_bytes, weights_exact, m, sources, notes)
+    experts = _experts(model, gpu, s)
+    w += _redundant_bytes(model, experts, pp, weights_bytes, sources, notes)
+    available = int(pre_free * lay.fraction) - w
+    sources["available_kv_bytes"] = "derived"
+    if cal is not None:
+        notes += cal_notes(cal, "sglang", version_text(version), gpu.id, model.name, tp, pp)
+    if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
+        available -= VLM_CACHE_RESERVE_BYTES
+        notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
+    if available <= 0:
+        raise NoKvCache(
+            "--mem-fraction-static",
+            f"loaded weights leave no KV cache under --mem-fraction-static={lay.fraction}",
+        )
+    mamba_slots, mamba_bytes = _mamba_pool(model, s, available, lay.fraction, notes)
+    available -= mamba_bytes
+    kv_bytes = dtype_bytes(lay.kv_dtype)
+    swa = hybrid_swa(model, gpu, version)
+    scaled = (
+        is_dsa(model)
+        and kv_bytes == 1
+        and version >= DSA_SCALED_LAYOUT_SINCE
+        and gpu.vendor == "nvidia"
+        and capability(gpu)[0] < BLACKWELL_MAJOR
+    )
+    cell = _token_cell_bytes(model, pp, lay.attn_tp, kv_bytes, swa, scaled)
+    if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
+        tokens = lay.context
+        notes.append("no attention KV: the token pool is nominal (context length)")
+    else:
+        tokens = available // cell
+    tokens -= tokens % lay.page
+    windowed = window_pool(model, gpu, version, tokens, lay.page)
+    running = _max_running_requests(s, version, tokens, lay.context, mamba_slots, lay.attn_dp)
+    if s.enable_two_batch_overlap and not experts.deepep:
+        raise InputError(
+            "--enable-two-batch-overlap",
+            "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
+            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP)",
+        )
+    if experts.deepep and s.moe_a2a_backend is None:
+        notes.append(
+            f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
+            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
+            "buffers are not in this ledger"
+        )
+    chunk_per_group = group_chunk(lay.chunk, lay.attn_dp)
+    lines = _log_lines(
+        version,
+        tokens=tokens,
+        size_gib=(tokens + lay.page) * cell / 2 / GIB_BYTES,
+        mla=lay.mla,
+        kv_dtype=s.kv_cache_dtype if s.kv_cache_dtype.startswith("fp8") else lay.kv_dtype,
+        chunk=chunk_per_group,
+        running=running,
+        context=lay.context,
+    )
+    return EnginePrediction(
+        name="sglang",
+        version=version_text(version),
+        total_memory_bytes=total,
+        requested_memory_bytes=int(pre_free * lay.fraction),
+        weights_bytes=w,
+        rope_cache_bytes=rope_cache_bytes(model, lay.act_bytes),
+        activation_peak_bytes=0,
+        non_torch_bytes=total - pre_free,
+        cudagraph_bytes=0,
+        available_kv_bytes=available,
+        kv_dtype=lay.kv_dtype,
+        bytes_per_block=cell * lay.page,
+        num_gpu_blocks=tokens // lay.page,
+        usable_blocks=tokens // lay.page,
+        kv_cache_tokens=tokens,
+        max_concurrency=tokens / lay.context,
+        blocks_per_request=ceil_div(lay.context, lay.page),
+        num_kv_groups=len(model.kv_groups),
+        settings={
+            "mem_fraction_static": lay.fraction,
+            "context_length": lay.context,
+            "chunked_prefill_size": lay.chunk,
+            "chunked_prefill_per_group": chunk_per_group,
+            "cuda_graph_max_bs_decode": lay.decode_bs,
+            "page_size": lay.page,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "tp_size": tp,
+            "pp_size": pp,
+            "attn_dp_size": lay.attn_dp,
+            "ep_size": s.ep_size,
+            "dp_size": s.dp_size,
+            "max_running_requests": running,
+            "swa_max_total_num_tokens": windowed[0] if windowed else None,
+            "sliding_window_size": windowed[1] if windowed else None,
+            "max_mamba_cache_size": mamba_slots or None,
+            "moe_a2a_backend": "deepep" if experts.deepep else None,
+            "ep_num_redundant_experts": experts.redundant or None,
+            "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
+        },
+        defaults_used=defaults,
+        term_sources=sources
+        | {
+            "activation_peak_bytes": "exact",
+            "cudagraph_bytes": "exact",
+            "non_torch_bytes": sources["pre_load_free_bytes"],
+        },
+        log_lines=lines,
+        notes=notes,
+    )
+
+
+def _layout(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: SglangSettings,
+    version: tuple[int, int, int],
+    total: int,
+    sources: dict[str, TermSource],
+    defaults: list[str],
+    notes: list[str],
+) -> _Layout:
+    """Resolve the server arguments SGLang's heuristics set for this card and layout: the
+    chunk and decode graph batch, the attention-DP groups (the flag's, or those it forces for
+    DeepSeek's sparse attention), --mem-fraction-static, the context, the page and the KV
+    dtype it stores (fp8 where it forces that)."""
+    tp, pp = s.tp_size, s.pp_size
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
@@ -501,7 +658,6 @@ def predict(
     # the groups the server runs: the ones it sets by itself (whatever the flags), else the flag's
     forced = forced_attention_dp(model, version, tp)
     attn_dp = forced if forced > 1 else s.attn_dp_size
-    attn_tp = tp // attn_dp
     fraction = s.mem_fraction_static
     if fraction is None:
         fraction = default_mem_fraction(
@@ -544,7 +700,6 @@ def predict(
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
     except ValueError as exc:
         raise InputError("--kv-cache-dtype", str(exc)) from exc
-    notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     if kv_dtype != "fp8" and dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
         kv_dtype = "fp8"
         notes.append(
@@ -558,10 +713,35 @@ def predict(
             f"{tp} for DeepSeek's sparse attention by itself (after sizing its memory fraction "
             "without it): planned so"
         )
-    kv_bytes = dtype_bytes(kv_dtype)
-    act_bytes = dtype_bytes(run_dtype)
+    return _Layout(
+        chunk=chunk,
+        decode_bs=decode_bs,
+        mla=mla,
+        attn_dp=attn_dp,
+        attn_tp=tp // attn_dp,
+        fraction=fraction,
+        context=context,
+        page=page,
+        kv_dtype=kv_dtype,
+        act_bytes=dtype_bytes(run_dtype),
+    )
 
-    pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
+
+def _weights(
+    model: ModelSpec,
+    s: SglangSettings,
+    version: tuple[int, int, int],
+    lay: _Layout,
+    weights_bytes: int | None,
+    weights_exact: bool | None,
+    m: MeasuredTerms,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> int:
+    """A GPU's weights as loaded: 1/TP of the model, except under data-parallel attention,
+    whose attention weights (and, in later releases, embedding) are split over the attention
+    TP group only; a log's figure wins, a calibration corrects the model's."""
+    tp, pp, attn_dp, attn_tp = s.tp_size, s.pp_size, lay.attn_dp, lay.attn_tp
     sharding = None
     if attn_dp > 1:
         since = DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE.get(
@@ -581,10 +761,18 @@ def predict(
             f"embedding {embedding} (weights split by parameter count: an estimate)"
         )
     w, sources["weights_bytes"] = weights_term(
-        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, act_bytes, sharding
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, lay.act_bytes, sharding
     )
     if m.weights_bytes is None:
-        w = correct(cal, "weights_bytes", w, sources)
+        w = correct(s.calibration, "weights_bytes", w, sources)
+    return w
+
+
+def _experts(model: ModelSpec, gpu: GpuSpec, s: SglangSettings) -> _Experts:
+    """The MoE layers' spread: DeepEP where the flag or the planner's wide-EP default runs it
+    (it sets --ep-size to the TP size), and the redundant experts, refused where SGLang would
+    refuse them (no expert parallelism, or a split that leaves a remainder)."""
+    tp = s.tp_size
     deepep = (
         s.moe_a2a_backend == "deepep"
         if s.moe_a2a_backend is not None
@@ -611,121 +799,31 @@ def predict(
             + f" evenly over its {ep} expert-parallel ranks and refuses a split that leaves a "
             "remainder",
         )
-    if redundant and model.num_experts:
-        # each rank holds R / EP more experts, at the checkpoint's mean bytes per parameter
-        loaded = weights_bytes if weights_bytes is not None else model.weights_bytes
-        expert_bytes = model.expert_params / model.num_experts * loaded / model.params_total
-        extra_bytes = ceil_div(round(redundant * expert_bytes), ep * pp)
-        w += extra_bytes
-        sources["weights_bytes"] = "derived"
-        notes.append(
-            f"{redundant} redundant experts: {redundant / ep:g} more a rank, "
-            f"{extra_bytes / GIB_BYTES:.2f} GiB of weights (by parameter count)"
-        )
-    available = int(pre_free * fraction) - w
-    sources["available_kv_bytes"] = "derived"
-    if cal is not None:
-        notes += cal_notes(cal, "sglang", version_text(version), gpu.id, model.name, tp, pp)
-    if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
-        available -= VLM_CACHE_RESERVE_BYTES
-        notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
-    if available <= 0:
-        raise NoKvCache(
-            "--mem-fraction-static",
-            f"loaded weights leave no KV cache under --mem-fraction-static={fraction}",
-        )
-    mamba_slots, mamba_bytes = _mamba_pool(model, s, available, fraction, notes)
-    available -= mamba_bytes
-    swa = hybrid_swa(model, gpu, version)
-    scaled = (
-        is_dsa(model)
-        and kv_bytes == 1
-        and version >= DSA_SCALED_LAYOUT_SINCE
-        and gpu.vendor == "nvidia"
-        and capability(gpu)[0] < BLACKWELL_MAJOR
+    return _Experts(deepep=deepep, ep=ep, redundant=redundant)
+
+
+def _redundant_bytes(
+    model: ModelSpec,
+    experts: _Experts,
+    pp: int,
+    weights_bytes: int | None,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> int:
+    """A GPU's weights for its share of the redundant experts: R / EP more a rank, at the
+    checkpoint's mean bytes per parameter."""
+    redundant, ep = experts.redundant, experts.ep
+    if not (redundant and model.num_experts):
+        return 0
+    loaded = weights_bytes if weights_bytes is not None else model.weights_bytes
+    expert_bytes = model.expert_params / model.num_experts * loaded / model.params_total
+    extra_bytes = ceil_div(round(redundant * expert_bytes), ep * pp)
+    sources["weights_bytes"] = "derived"
+    notes.append(
+        f"{redundant} redundant experts: {redundant / ep:g} more a rank, "
+        f"{extra_bytes / GIB_BYTES:.2f} GiB of weights (by parameter count)"
     )
-    cell = _token_cell_bytes(model, pp, attn_tp, kv_bytes, swa, scaled)
-    if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
-        tokens = context
-        notes.append("no attention KV: the token pool is nominal (context length)")
-    else:
-        tokens = available // cell
-    tokens -= tokens % page
-    windowed = window_pool(model, gpu, version, tokens, page)
-    concurrency = tokens / context
-    running = _max_running_requests(s, version, tokens, context, mamba_slots, attn_dp)
-    if s.enable_two_batch_overlap and not deepep:
-        raise InputError(
-            "--enable-two-batch-overlap",
-            "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
-            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP)",
-        )
-    if deepep and s.moe_a2a_backend is None:
-        notes.append(
-            f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
-            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
-            "buffers are not in this ledger"
-        )
-    lines = _log_lines(
-        version,
-        tokens=tokens,
-        size_gib=(tokens + page) * cell / 2 / GIB_BYTES,
-        mla=mla,
-        kv_dtype=s.kv_cache_dtype if s.kv_cache_dtype.startswith("fp8") else kv_dtype,
-        chunk=group_chunk(chunk, attn_dp),
-        running=running,
-        context=context,
-    )
-    return EnginePrediction(
-        name="sglang",
-        version=version_text(version),
-        total_memory_bytes=total,
-        requested_memory_bytes=int(pre_free * fraction),
-        weights_bytes=w,
-        rope_cache_bytes=rope_cache_bytes(model, act_bytes),
-        activation_peak_bytes=0,
-        non_torch_bytes=total - pre_free,
-        cudagraph_bytes=0,
-        available_kv_bytes=available,
-        kv_dtype=kv_dtype,
-        bytes_per_block=cell * page,
-        num_gpu_blocks=tokens // page,
-        usable_blocks=tokens // page,
-        kv_cache_tokens=tokens,
-        max_concurrency=concurrency,
-        blocks_per_request=ceil_div(context, page),
-        num_kv_groups=len(model.kv_groups),
-        settings={
-            "mem_fraction_static": fraction,
-            "context_length": context,
-            "chunked_prefill_size": chunk,
-            "chunked_prefill_per_group": group_chunk(chunk, attn_dp),
-            "cuda_graph_max_bs_decode": decode_bs,
-            "page_size": page,
-            "kv_cache_dtype": s.kv_cache_dtype,
-            "tp_size": tp,
-            "pp_size": pp,
-            "attn_dp_size": attn_dp,
-            "ep_size": s.ep_size,
-            "dp_size": s.dp_size,
-            "max_running_requests": running,
-            "swa_max_total_num_tokens": windowed[0] if windowed else None,
-            "sliding_window_size": windowed[1] if windowed else None,
-            "max_mamba_cache_size": mamba_slots or None,
-            "moe_a2a_backend": "deepep" if deepep else None,
-            "ep_num_redundant_experts": redundant or None,
-            "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
-        },
-        defaults_used=defaults,
-        term_sources=sources
-        | {
-            "activation_peak_bytes": "exact",
-            "cudagraph_bytes": "exact",
-            "non_torch_bytes": sources["pre_load_free_bytes"],
-        },
-        log_lines=lines,
-        notes=notes,
-    )
+    return extra_bytes
 
 
 def _pre_load_free_bytes(
