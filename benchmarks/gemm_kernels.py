@@ -10,7 +10,9 @@ keeps beyond an H800 one of the same shape, the share of the tensor-core rate ea
 reaches at 8,192-32,768 tokens (prefill: CDNA4's BF16 and FP8 factors, block-scaled FP8 on
 both families), how much longer than the overlapped stream and multiply the GEMMs at
 128-8,192 tokens take (large decode batches and prefill chunks: the mid-M factors SGLang's
-steps take on AMD), and AITER's fused MoE against the expert read the model charges.
+steps take on AMD), and AITER's fused MoE: the share of the rate it reaches at 8,192-32,768
+tokens (the family's MoE factors) and, at 16-64 tokens, against the expert read the model
+charges.
 
     python benchmarks/gemm_kernels.py [--rows FILE]
 """
@@ -139,6 +141,32 @@ def modelled_shares() -> dict[tuple[str, str], float]:
     }
 
 
+# The planner's MoE kinds by the fused MoE rows' kernel names, and the rate each is read against
+# (MXFP4 with FP8 activations at the FP8 rate, as the planner runs MXFP4 on AMD).
+MOE_KINDS = {
+    "fused MoE, bf16": ("bf16", "bf16"),
+    "fused MoE, fp8 per-token": ("fp8", "a8w8"),
+    "fused MoE, fp8 block-scaled": ("fp8-block", "a8w8"),
+    "fused MoE, mxfp4 w4a8": ("mxfp4", "a8w8"),
+    "fused MoE, mxfp4 w4a4": ("fp4", "a4w4"),
+}
+
+
+def moe_large_m_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, int]]:
+    """The median share of the rate AITER's fused MoE layers reach at LARGE_M tokens (both
+    grouped GEMMs: 6 x tokens x top-k x model_dim x inter_dim FLOPs), by architecture and the
+    planner's MoE kind, and how many shapes it went through."""
+    shares: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if "experts" not in r or r["tokens"] not in LARGE_M:
+            continue
+        kind, rate = MOE_KINDS[r["kernel"]]
+        flops = 6 * r["tokens"] * r["topk"] * r["model_dim"] * r["inter_dim"]
+        share = flops / (r["us"] * 1e-6) / peak_flops(r["arch"], rate)
+        shares.setdefault((r["arch"], kind), []).append(share)
+    return {key: (statistics.median(v), len(v)) for key, v in sorted(shares.items())}
+
+
 # Token counts between decode and the large-M regime at which measured and modelled GEMM times
 # are set side by side.
 MID_M = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -173,6 +201,17 @@ def mid_m_ratios(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, 
         key: {m: statistics.median(v) for m, v in sorted(by_m.items())}
         for key, by_m in sorted(got.items())
     }
+
+
+def _every_fp8_expert_routed(row: dict[str, Any]) -> bool:
+    """A gfx942 block-scaled fp8 fused MoE row at 16-64 tokens that routes to 99% of its
+    experts (the regime where the whole expert read is the kernel's floor)."""
+    if row.get("kernel") != "fused MoE, fp8 block-scaled" or row["arch"] != "gfx942":
+        return False
+    if not 16 <= row["tokens"] <= 64:
+        return False
+    unrouted = (1 - row["topk"] / row["experts"]) ** row["tokens"]
+    return bool(unrouted <= 0.01)
 
 
 def main() -> None:
@@ -225,9 +264,20 @@ def main() -> None:
     for (arch, kernel), by_m in mid_m_ratios(rows).items():
         cells = "  ".join(f"{m:,}: {ratio:.2f}" for m, ratio in by_m.items())
         print(f"  {arch} {kernel}s  {cells}")
+    planner_moe = {
+        "gfx942": (family.CDNA3_MOE_GEMM_SHARES, family.CDNA3_DENSE_GEMM_SHARES),
+        "gfx950": (family.CDNA4_MOE_GEMM_SHARES, family.CDNA4_DENSE_GEMM_SHARES),
+    }
+    for (arch, kind), (share, shapes) in moe_large_m_shares(rows).items():
+        moe_shares, dense_shares = planner_moe[arch]
+        print(
+            f"{arch} fused MoE ({kind}) at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens "
+            f"({shapes} shapes): median {share:.3f} of the rate, {share / dense_shares[kind]:.2f} "
+            f"of the dense share (planner: {moe_shares.get(kind, 0):.3f})"
+        )
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
-    for r in (r for r in rows if "experts" in r and 16 <= r["tokens"] <= 64):
-        # every expert is routed at these token counts: their gate, up and down, one byte each
+    for r in (r for r in rows if _every_fp8_expert_routed(r)):
+        # every expert is routed: their gate, up and down, one byte each
         experts_bytes = r["experts"] * 3 * r["model_dim"] * r["inter_dim"]
         print(
             f"fused MoE on gfx942, {r['experts']} experts of {r['model_dim']:,} x "

@@ -424,3 +424,19 @@ def test_slo_says_where_amd_gemms_run_slower_between_decode_and_prefill(cli: Cli
     assert shown and "x 1.10 at 32, x 1.52 at 256, x 1.35 at 1,024, x 1.09 at 4,096" in shown[0]
     for engine, gpu in (("vllm", "mi355x"), ("sglang", "h200")):
         assert not any(x.startswith("linear:") for x in arithmetic(engine, gpu)), (engine, gpu)
+
+
+def test_slo_says_where_amd_moe_kernels_reach_less_of_the_rate(cli: Cli) -> None:
+    # DeepSeek-V3's block-scaled fp8 experts on an MI355X: the fused MoE share over the dense
+    # one (0.148 / 0.349, ROCm's kernel tables), for either engine; none on an H200 or for a
+    # dense model
+    def experts(preset: str, engine: str, gpu: str) -> list[str]:
+        args = ["slo", "--tpot", "80", "--preset", preset, "--gpu", gpu, "--tp", "8", "--json"]
+        got = cli(*args, "--engine", engine).json()["arithmetic"]
+        return [x for x in got if x.startswith("experts:")]
+
+    for engine in ("sglang", "vllm"):
+        shown = experts("deepseek-v3", engine, "mi355x")
+        assert len(shown) == 1 and "x 0.42 of the dense GEMMs' share" in shown[0], engine
+    assert not experts("deepseek-v3", "sglang", "h200")
+    assert not experts("llama-3.1-70b", "sglang", "mi355x")

@@ -34,8 +34,12 @@ from planner.core.step.comm import (
 from planner.core.step.family import (
     AMD_BANDWIDTH_EFFICIENCY,
     AMD_GEMM_FLOOR_MS,
+    CDNA3_DENSE_GEMM_SHARES,
     CDNA3_MID_M_SLOWDOWN,
+    CDNA3_MOE_GEMM_SHARES,
+    CDNA4_DENSE_GEMM_SHARES,
     CDNA4_MID_M_SLOWDOWN,
+    CDNA4_MOE_GEMM_SHARES,
     slowdown_at,
 )
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
@@ -292,6 +296,45 @@ def test_block_scaled_fp8_prefills_slower_on_amd_only() -> None:
         online = step_time_for(per_tensor, find_gpu(gpu_id), tp=8)
         assert (own.linear_ms(8192) > online.linear_ms(8192) * 1.1) is slower, gpu_id
         assert own.step_ms(8, 2000) == pytest.approx(online.step_ms(8, 2000), rel=0.01), gpu_id
+
+
+def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
+    # each family's fused-MoE share is the median share of the rate AITER's tuned fused MoE
+    # layers reach at 8K-32K tokens, and every kind the tables time has one
+    bench = benchmark_script("gemm_kernels")
+    measured = bench.moe_large_m_shares(bench.load(bench.ROWS))
+    planner = {"gfx942": CDNA3_MOE_GEMM_SHARES, "gfx950": CDNA4_MOE_GEMM_SHARES}
+    assert {(arch, kind) for arch, shares in planner.items() for kind in shares} == set(measured)
+    for (arch, kind), (share, shapes) in measured.items():
+        assert shapes >= 3, (arch, kind)
+        assert planner[arch][kind] == pytest.approx(share, abs=0.0005), (arch, kind)
+    # the factor is that share over the dense GEMMs' share of the same kind: below 1 each time
+    for shares, dense in (
+        (CDNA3_MOE_GEMM_SHARES, CDNA3_DENSE_GEMM_SHARES),
+        (CDNA4_MOE_GEMM_SHARES, CDNA4_DENSE_GEMM_SHARES),
+    ):
+        assert all(0.2 < shares[k] / dense[k] < 0.8 for k in shares)
+
+
+def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None:
+    # DeepSeek-V3's experts (block-scaled fp8) over a 16K-token prefill: the multiply sets their
+    # time, so it grows by about 1 / the factor on AMD; a decode step streams the same experts
+    # and moves by under 1%; NVIDIA and the dense layers are untouched
+    v3 = load_model_preset("deepseek-v3")
+    for gpu_id, kind_share in (("mi355x", 0.148 / 0.349), ("mi300x", 0.239 / 0.316), ("h200", 1)):
+        curve = step_time_for(v3, find_gpu(gpu_id), tp=8, engine="sglang")
+        assert curve.moe_gemm_scale == pytest.approx(kind_share, rel=1e-3), gpu_id
+        plain = curve.model_copy(update={"moe_gemm_scale": 1.0})
+        body, experts, head = curve.linear_parts(16384)
+        assert (body, head) == plain.linear_parts(16384)[::2]
+        grown = experts / plain.linear_parts(16384)[1]
+        assert grown == pytest.approx(1 / kind_share, rel=0.1), gpu_id
+        assert curve.step_ms(8, 2000) == pytest.approx(plain.step_ms(8, 2000), rel=0.01)
+    # gpt-oss's MXFP4 experts run with fp8 activations on CDNA4: their own (larger) share
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
+    curve = step_time_for(oss, find_gpu("mi355x"), tp=1)
+    assert curve.moe_gemm_scale == pytest.approx(0.272 / 0.491, rel=1e-3)
+    assert step_time_for(oss, find_gpu("mi300x"), tp=1).moe_gemm_scale == 1.0  # no table
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:

@@ -148,6 +148,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
             else ""
         ),
         *mid_m_lines(curve),
+        *moe_gemm_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         + (
             f"(each GEMM {curve.family.gemm_floor_ms * 1e3:.0f} us more on {curve.family.name}) "
@@ -195,6 +196,19 @@ def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
     return (
         f"linear: the dense {curve.gemm_kind} GEMMs over B tokens take longer than their stream "
         f"and multiply on {name} ({at} tokens; ROCm's kernel tables)",
+    )
+
+
+def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
+    """The family's share for the routed experts' multiply, where its fused MoE kernels reach
+    less of the rate than its dense GEMMs."""
+    if not curve.num_experts or curve.moe_gemm_scale == 1.0:
+        return ()
+    name = curve.family.name if curve.family is not None else "this family"
+    return (
+        f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share of "
+        f"the rate on {name} (fused MoE kernels at 8K-32K tokens; ROCm's kernel tables): it "
+        "sets a long prefill's expert time, not decode's expert read",
     )
 
 

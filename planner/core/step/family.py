@@ -34,6 +34,12 @@ class Family(BaseModel):
         description="by the weights' GEMM kind (bf16, fp8, fp8-block): (tokens, factor) points "
         "on the dense GEMMs' time between decode and prefill (none: 1)",
     )
+    moe_gemm_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="by the experts' GEMM kind (bf16, fp8, fp8-block, mxfp4, fp4): the share of "
+        "the rate the fused MoE kernels reach, relative to the dense GEMMs' of that kind "
+        "(none: 1)",
+    )
     basis: Basis
     source: str
 
@@ -68,6 +74,8 @@ AMD_COMPUTE_SCALE = 0.62
 # H100's large BF16 GEMMs' share of its rate in those measurements: the isolated-kernel share
 # the other families' kernel tables are read against.
 HOPPER_BF16_GEMM_SHARE = 0.73
+# CDNA3's large BF16 GEMMs' share as the planner models it (about 0.45; SemiAnalysis: 0.47).
+CDNA3_BF16_GEMM_SHARE = HOPPER_BF16_GEMM_SHARE * AMD_COMPUTE_SCALE
 # Share of the fp8 (and fp4) tensor-core rate the linear layers reach, relative to the 16-bit
 # GEMMs' share of theirs: the same SemiAnalysis measurements put H100's FP8 GEMMs at about 65%
 # of their 1,979 TFLOP/s against 73% for BF16 (0.89), MI300X's at about 38% against 47% (0.81).
@@ -96,8 +104,45 @@ CDNA4_LOW_PRECISION_SCALE = CDNA4_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
 # 0.45 BF16 share CDNA3's factor above gives) and 0.349 on gfx950 (0.60 of its 0.581).
 CDNA3_BLOCK_FP8_GEMM_SHARE = 0.316
 CDNA4_BLOCK_FP8_GEMM_SHARE = 0.349
-CDNA3_BLOCK_FP8_SCALE = CDNA3_BLOCK_FP8_GEMM_SHARE / (HOPPER_BF16_GEMM_SHARE * AMD_COMPUTE_SCALE)
+CDNA3_BLOCK_FP8_SCALE = CDNA3_BLOCK_FP8_GEMM_SHARE / CDNA3_BF16_GEMM_SHARE
 CDNA4_BLOCK_FP8_SCALE = CDNA4_BLOCK_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
+# AMD's fused MoE kernels against its dense GEMMs of the same kind: the median share of the rate
+# AITER's tuned fused MoE layers reach (both grouped GEMMs, gate-up and down: 6 x tokens x top-k x
+# model_dim x inter_dim FLOPs) at M = 8,192 / 16,384 / 32,768 tokens, from the same tables and
+# selection (ROCm/aiter aiter/configs/**/*tuned_fmoe*.csv, commit e404860; the rows used are in
+# benchmarks/data/gemm-kernels.jsonl: `python benchmarks/gemm_kernels.py`), over the family's
+# modelled dense share of that kind (above). gfx950 with 256 CUs: BF16 0.220 (3 shapes: 0.38 of
+# 0.581), per-token FP8 0.196 (12: 0.40 of 0.491), block-scaled FP8 0.148 (46: 0.42 of 0.349),
+# MXFP4 weights with FP8 activations 0.272 of the FP8 rate (50: 0.55 of the 0.491 MXFP4 takes)
+# and with FP4 ones 0.138 of the FP4 rate (93: 0.28). gfx942 with 304 CUs: BF16 0.191 (6: 0.42 of
+# 0.453) and block-scaled FP8 0.239 (9: 0.76 of 0.316); per-token FP8 has no row (1). The
+# grouped GEMMs of many small experts (inter_dim 192-2,048 after TP) reach less of the rate than
+# one large matrix; between decode and prefill the factor leaves the model within 0.72-1.0 of
+# the tables' times (decode stays at the expert read). Both engines take it: SGLang's ROCm build
+# runs these kernels (SGLANG_USE_AITER=1), vLLM's its Triton fused MoE by default, whose times
+# no public table gives (AITER's tuned kernels taken as its bound). NVIDIA takes none: DeepGEMM's
+# grouped GEMMs for MoE reach 1,093-1,297 TFLOP/s on an H800 at 4,096-8,192 tokens a group
+# (deepseek-ai/DeepGEMM README, first release), about its dense GEMMs' share.
+CDNA4_MOE_GEMM_SHARES = {
+    "bf16": 0.220,
+    "fp8": 0.196,
+    "fp8-block": 0.148,
+    "mxfp4": 0.272,
+    "fp4": 0.138,
+}
+CDNA3_MOE_GEMM_SHARES = {"bf16": 0.191, "fp8-block": 0.239}
+# The dense share the planner models for each kind (MXFP4 runs at the FP8 rate on AMD, FP4 at
+# the FP4 rate; both take the FP8 factor).
+CDNA4_DENSE_GEMM_SHARES = {
+    "bf16": CDNA4_BF16_GEMM_SHARE,
+    "fp8": CDNA4_FP8_GEMM_SHARE,
+    "fp8-block": CDNA4_BLOCK_FP8_GEMM_SHARE,
+    "mxfp4": CDNA4_FP8_GEMM_SHARE,
+    "fp4": CDNA4_FP8_GEMM_SHARE,
+}
+CDNA3_DENSE_GEMM_SHARES = {"bf16": CDNA3_BF16_GEMM_SHARE, "fp8-block": CDNA3_BLOCK_FP8_GEMM_SHARE}
+CDNA4_MOE_GEMM_SCALE = {k: v / CDNA4_DENSE_GEMM_SHARES[k] for k, v in CDNA4_MOE_GEMM_SHARES.items()}
+CDNA3_MOE_GEMM_SCALE = {k: v / CDNA3_DENSE_GEMM_SHARES[k] for k, v in CDNA3_MOE_GEMM_SHARES.items()}
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
 # weights). CDNA3: 0.30 of peak, measured on the one AMD source with attention-bound rows
@@ -202,6 +247,9 @@ def family_of(gpu: GpuSpec) -> Family:
             gemm_floor_ms=AMD_GEMM_FLOOR_MS,
             mid_m_slowdown=(
                 CDNA4_MID_M_SLOWDOWN if cdna4 else CDNA3_MID_M_SLOWDOWN if name == "cdna3" else {}
+            ),
+            moe_gemm_scale=(
+                CDNA4_MOE_GEMM_SCALE if cdna4 else CDNA3_MOE_GEMM_SCALE if name == "cdna3" else {}
             ),
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,

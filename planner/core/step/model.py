@@ -189,6 +189,13 @@ class StepTime(BaseModel):
         description="the weights' GEMM kind (bf16, fp8, fp8-block): which of the family's "
         "mid-M slowdowns the dense GEMMs take",
     )
+    moe_gemm_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="the share of the weights' rate the routed experts' fused MoE kernels "
+        "reach, relative to the dense GEMMs' share (the family's, by the experts' kind)",
+    )
     attention_dp: int = Field(
         default=1,
         ge=1,
@@ -290,7 +297,7 @@ class StepTime(BaseModel):
         if self.num_experts:
             experts_ms = gemm.overlapped_ms(
                 gemm.read_ms(self.expert_weights_bytes(tokens), bandwidth) * self.memory_scale,
-                gemm.compute_ms(experts, tokens, quantized_rate),
+                gemm.compute_ms(experts, tokens, quantized_rate * self.moe_gemm_scale),
             )
         return body_ms, experts_ms, head_ms
 
@@ -316,7 +323,9 @@ class StepTime(BaseModel):
         memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
         rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
-        compute_ms = gemm.compute_ms(body - plain, tokens, quantized_rate)
+        experts = min(self.expert_active_params_per_gpu, body - plain) if self.num_experts else 0
+        compute_ms = gemm.compute_ms(body - plain - experts, tokens, quantized_rate)
+        compute_ms += gemm.compute_ms(experts, tokens, quantized_rate * self.moe_gemm_scale)
         # the layers the checkpoint left in 16 bits, and the lm_head, at the 16-bit rate
         compute_ms += gemm.compute_ms(plain, tokens, rate)
         head_tokens = tokens if sampled is None else sampled
@@ -551,6 +560,17 @@ def gemm_kind(model: ModelSpec, own: bool, quantized_rate: bool) -> str:
     return "fp8-block" if own and model.fp8_block_scaled else "fp8"
 
 
+def moe_gemm_kind(model: ModelSpec, weight_dtype: str, own: bool, quantized_rate: bool) -> str:
+    """The routed experts' GEMM kind: MXFP4 (FP8 activations on AMD) and FP4 (w4a4) beside
+    the dense kinds (gemm_kind)."""
+    dtype = weight_dtype.lower()
+    if dtype.startswith(gemm.MXFP4_DTYPES):
+        return "mxfp4"
+    if dtype.startswith(gemm.FP4_DTYPES) and quantized_rate:
+        return "fp4"
+    return gemm_kind(model, own, quantized_rate)
+
+
 def low_precision_scale(family: Family, model: ModelSpec, own: bool) -> float:
     """The share of an fp8 / fp4 rate the linear layers reach relative to 16-bit GEMMs' share
     of theirs: the family's block-scaled figure for a checkpoint's own block-scaled fp8 (an
@@ -700,6 +720,10 @@ def step_time_for(
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
         gemm_kind=gemm_kind(model, own, flops > plain_rate),
+        moe_gemm_scale=family.moe_gemm_scale.get(
+            moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate),
+            1.0,
+        ),
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
         moe_all_to_all=wide,
