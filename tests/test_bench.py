@@ -218,6 +218,42 @@ def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
         assert r.code == 2 and text in r.json()["error"]
 
 
+def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
+    """`--dataset-name random|sharegpt`, `--ignore-eos` and the engines' layout flags
+    (`--data-parallel-size`, `--pipeline-parallel-size`, vLLM's `--enable-expert-parallel`)
+    pose the run the planner's own names pose; what they cannot pose is one error each."""
+    model = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--json"]
+    load = ["--max-concurrency", "8", "--num-prompts", "40"]
+    lengths = ["--random-input-len", "512", "--random-output-len", "128"]
+    ours = cli("simulate", *model, *load, *lengths).json()
+    theirs = cli(
+        "simulate", *model, *load, "--dataset-name", "random", *lengths, "--ignore-eos",
+        "--data-parallel-size", "1", "--pipeline-parallel-size", "1",
+    ).json()  # fmt: skip
+    assert theirs == ours
+    sharegpt = cli("simulate", *model, *load, "--dataset-name", "sharegpt").json()
+    assert sharegpt == cli("simulate", *model, *load, "--workload", "sharegpt").json()
+    # vLLM's --enable-expert-parallel: the experts span TP x DP, as --ep TP x DP
+    moe = ["--preset", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--json", *load, *lengths]
+    flag = cli("simulate", *moe, "--enable-expert-parallel").json()
+    assert flag == cli("simulate", *moe, "--ep", "2").json()
+    assert flag != cli("simulate", *moe).json()
+    for extra, field in (
+        (["--dataset-name", "sonnet", *lengths], "--dataset-name"),
+        (["--dataset-name", "random", "--random-input-len", "512"], "--dataset-name"),
+        (["--dataset-name", "sharegpt", "--random-input-len", "512"], "--random-input-len"),
+        (["--dataset-name", "sharegpt", "--workload", "sharegpt"], "--dataset-name"),
+        ([*lengths, "--ignore-eos", "--output-mean", "64"], "--ignore-eos"),
+        ([*lengths, "--enable-expert-parallel", "--ep", "1"], "--ep"),
+        ([*lengths, "--enable-expert-parallel", "--engine", "sglang"], "--enable-expert-parallel"),
+    ):
+        r = cli("simulate", *model, *load, *extra)
+        assert r.code == 2 and r.json()["field"] == field, extra
+    # without a deployment they describe nothing simulate's policy comparison runs
+    alone = cli("simulate", "--dataset-name", "sharegpt", "--json")
+    assert alone.code == 2 and alone.json()["field"] == "--dataset-name"
+
+
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     prompt, output = 1000, 200
     got = run(1, prompt, output, requests=20)

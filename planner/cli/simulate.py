@@ -78,6 +78,22 @@ def simulate(
             help="Workload preset (presets/workloads) [default: reference].", show_default=False
         ),
     ] = None,
+    dataset_name: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset-name",
+            help="vllm bench serve's and sglang.bench_serving's dataset: random (with "
+            "--random-input-len / --random-output-len) or sharegpt (--workload sharegpt).",
+        ),
+    ] = None,
+    ignore_eos: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-eos",
+            help="Outputs run to their length, as --output-len and the workloads' lengths "
+            "always do here (accepted for the benchmark's command line).",
+        ),
+    ] = False,
     trace: Annotated[
         str | None, typer.Option(help="JSONL trace: arrival_s, prompt_tokens, output_tokens.")
     ] = None,
@@ -216,25 +232,42 @@ def simulate(
         int | None,
         typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size [1]."),
     ] = None,
-    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel size [1].")] = None,
+    pp: Annotated[
+        int | None,
+        typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size [1]."),
+    ] = None,
     dp: Annotated[
         int | None,
         typer.Option(
+            "--dp",
+            "--data-parallel-size",
+            "--dp-size",
             help="Data-parallel ranks (GPUs = TP x PP x DP; vLLM: a MoE model's experts span "
-            "them all). With --dp-attention: SGLang's attention-DP groups inside --tp [1]."
+            "them all). With --dp-attention: SGLang's attention-DP groups inside --tp [1].",
         ),
     ] = None,
     ep: Annotated[
         int | None,
         typer.Option(
-            help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP)."
+            "--ep",
+            "--ep-size",
+            help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP).",
         ),
     ] = None,
+    enable_expert_parallel: Annotated[
+        bool,
+        typer.Option(
+            "--enable-expert-parallel",
+            help="vLLM's flag: the experts span TP x DP whole (--ep TP x DP).",
+        ),
+    ] = False,
     dp_attention: Annotated[
         bool,
         typer.Option(
+            "--dp-attention/--no-dp-attention",
+            "--enable-dp-attention",
             help="SGLang data-parallel attention (--attn-dp-size / --enable-dp-attention): --dp "
-            "groups of attention TP = tp / dp, MoE over all --tp GPUs."
+            "groups of attention TP = tp / dp, MoE over all --tp GPUs.",
         ),
     ] = False,
     weight_dtype: Annotated[
@@ -391,6 +424,18 @@ def simulate(
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
     from planner.errors import InputError, validation_text
+
+    workload = _dataset_workload(dataset_name, workload, prompt_len, output_len)
+    if ignore_eos and output_mean is not None:
+        raise InputError(
+            "--ignore-eos", "outputs run to their length; --output-mean stops them at EOS: give one"
+        )
+    if enable_expert_parallel:
+        if ep is not None:
+            raise InputError("--ep", "give --ep or vLLM's own --enable-expert-parallel, not both")
+        if engine not in (None, "vllm"):
+            raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
+        ep = (tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
 
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
         if gpu is None:
@@ -618,6 +663,9 @@ def simulate(
         ("--disagg-link", disagg_link),
         ("--disaggregation-transfer-backend", disagg_transfer_backend),
         ("--prefixes", None if prefixes == 1 else prefixes),
+        ("--dataset-name", dataset_name),
+        ("--ignore-eos", ignore_eos or None),
+        ("--enable-expert-parallel", enable_expert_parallel or None),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
@@ -901,6 +949,40 @@ def _disagg_layout(
                 f"{disagg_transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
             )
     return layout
+
+
+# vllm bench serve's and sglang.bench_serving's --dataset-name values simulate poses, and the
+# workload each one stands for (random: the fixed lengths --random-input-len / -output-len give).
+DATASET_WORKLOADS = {"random": None, "sharegpt": "sharegpt"}
+
+
+def _dataset_workload(
+    dataset: str | None, workload: str | None, prompt_len: int | None, output_len: int | None
+) -> str | None:
+    """The workload a benchmark's --dataset-name names (--workload where none is given)."""
+    from planner.errors import InputError
+
+    if dataset is None:
+        return workload
+    if dataset not in DATASET_WORKLOADS:
+        raise InputError(
+            "--dataset-name",
+            f"{dataset!r}; accepted: {', '.join(DATASET_WORKLOADS)} (or --trace with your own "
+            "lengths)",
+        )
+    if workload is not None:
+        raise InputError("--dataset-name", "is --workload: give one of them")
+    if dataset == "random" and (prompt_len is None or output_len is None):
+        raise InputError(
+            "--dataset-name", "random needs --random-input-len and --random-output-len"
+        )
+    if dataset != "random" and (prompt_len is not None or output_len is not None):
+        raise InputError(
+            "--random-input-len" if prompt_len is not None else "--random-output-len",
+            f"describes the random dataset; {dataset}'s lengths are its own (--prompt-mean / "
+            "--output-mean scale them to your run's)",
+        )
+    return DATASET_WORKLOADS[dataset]
 
 
 def _save_sweep_chart(result: dict[str, Any], path: str) -> None:
