@@ -238,6 +238,22 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
     flag = cli("simulate", *moe, "--enable-expert-parallel").json()
     assert flag == cli("simulate", *moe, "--ep", "2").json()
     assert flag != cli("simulate", *moe).json()
+    # SGLang's launch names: --tp-size, --context-length, --attn-dp-size N (--dp N
+    # --dp-attention); each engine's graph cap goes on its line
+    sglang = ["--preset", "qwen3-30b-a3b", "--gpu", "h100", "--engine", "sglang", "--json"]
+    sglang += [*load, *lengths]
+    named = cli("simulate", *sglang, "--tp-size", "2", "--attn-dp-size", "2", "--context-length",
+                "8192").json()  # fmt: skip
+    assert (
+        named
+        == cli(
+            "simulate", *sglang, "--tp", "2", "--dp", "2", "--dp-attention", "--context", "8192"
+        ).json()
+    )
+    capped = cli("simulate", *sglang, "--cuda-graph-max-bs", "64").json()
+    assert capped["deployment"]["command"].endswith("--cuda-graph-max-bs 64")
+    vllm = cli("simulate", *moe, "--max-cudagraph-capture-size", "128").json()
+    assert "--max-cudagraph-capture-size 128" in vllm["deployment"]["command"]
     for extra, field in (
         (["--dataset-name", "sonnet", *lengths], "--dataset-name"),
         (["--dataset-name", "random", "--random-input-len", "512"], "--dataset-name"),
@@ -246,6 +262,12 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
         ([*lengths, "--ignore-eos", "--output-mean", "64"], "--ignore-eos"),
         ([*lengths, "--enable-expert-parallel", "--ep", "1"], "--ep"),
         ([*lengths, "--enable-expert-parallel", "--engine", "sglang"], "--enable-expert-parallel"),
+        ([*lengths, "--attn-dp-size", "2"], "--attn-dp-size"),
+        ([*lengths, "--cuda-graph-max-bs", "64"], "--cuda-graph-max-bs"),
+        (
+            [*lengths, "--engine", "sglang", "--max-cudagraph-capture-size", "64"],
+            "--max-cudagraph-capture-size",
+        ),
     ):
         r = cli("simulate", *model, *load, *extra)
         assert r.code == 2 and r.json()["field"] == field, extra

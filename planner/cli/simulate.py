@@ -230,7 +230,9 @@ def simulate(
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived cost model.")] = None,
     tp: Annotated[
         int | None,
-        typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size [1]."),
+        typer.Option(
+            "--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size [1]."
+        ),
     ] = None,
     pp: Annotated[
         int | None,
@@ -261,6 +263,26 @@ def simulate(
             help="vLLM's flag: the experts span TP x DP whole (--ep TP x DP).",
         ),
     ] = False,
+    attn_dp_size: Annotated[
+        int | None,
+        typer.Option(
+            "--attn-dp-size",
+            help="SGLang 0.5.23+ flag: attention-DP groups (the same as --dp N --dp-attention).",
+        ),
+    ] = None,
+    cuda_graph_max_bs: Annotated[
+        int | None,
+        typer.Option(
+            "--cuda-graph-max-bs", help="SGLang: the largest decode batch it captures a graph for."
+        ),
+    ] = None,
+    max_cudagraph_capture_size: Annotated[
+        int | None,
+        typer.Option(
+            "--max-cudagraph-capture-size",
+            help="vLLM: the largest batch it captures a CUDA graph for.",
+        ),
+    ] = None,
     dp_attention: Annotated[
         bool,
         typer.Option(
@@ -334,6 +356,7 @@ def simulate(
         typer.Option(
             "--context",
             "--max-model-len",
+            "--context-length",
             metavar="<int|auto>",
             help="Server max model length, tokens, or auto (vLLM 0.14+: the longest the KV "
             "cache holds).",
@@ -436,6 +459,14 @@ def simulate(
         if engine not in (None, "vllm"):
             raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
         ep = (tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
+    if attn_dp_size is not None:
+        if engine != "sglang":
+            raise InputError("--attn-dp-size", "an SGLang flag (--engine sglang)")
+        if dp not in (None, attn_dp_size):
+            raise InputError(
+                "--attn-dp-size", f"is --dp {attn_dp_size} --dp-attention: not --dp {dp}"
+            )
+        dp, dp_attention = attn_dp_size, True
 
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
         if gpu is None:
@@ -497,16 +528,25 @@ def simulate(
             "max_num_batched_tokens": max_num_batched_tokens,
             "memory_fraction": memory_fraction,
         }
-        sglang_extra = {
-            "moe_a2a_backend": moe_a2a_backend,
-            "ep_num_redundant_experts": ep_num_redundant_experts,
-            "enable_two_batch_overlap": enable_two_batch_overlap or None,
+        engine_extra = {
+            ("sglang", "--moe-a2a-backend", "moe_a2a_backend"): moe_a2a_backend,
+            ("sglang", "--ep-num-redundant-experts", "ep_num_redundant_experts"): (
+                ep_num_redundant_experts
+            ),
+            ("sglang", "--enable-two-batch-overlap", "enable_two_batch_overlap"): (
+                enable_two_batch_overlap or None
+            ),
+            ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"): cuda_graph_max_bs,
+            ("vllm", "--max-cudagraph-capture-size", "max_cudagraph_capture_size"): (
+                max_cudagraph_capture_size
+            ),
         }
-        for field, stated in sglang_extra.items():
+        for (owner, flag, field), stated in engine_extra.items():
             if stated is None:
                 continue
-            if engine != "sglang":
-                raise InputError("--" + field.replace("_", "-"), "an SGLang flag (--engine sglang)")
+            if engine != owner:
+                name = "an SGLang" if owner == "sglang" else "a vLLM"
+                raise InputError(flag, f"{name} flag (--engine {owner})")
             settings.setdefault("extra", {})[field] = stated
         if context is not None:
             from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
@@ -666,6 +706,9 @@ def simulate(
         ("--dataset-name", dataset_name),
         ("--ignore-eos", ignore_eos or None),
         ("--enable-expert-parallel", enable_expert_parallel or None),
+        ("--attn-dp-size", attn_dp_size),
+        ("--cuda-graph-max-bs", cuda_graph_max_bs),
+        ("--max-cudagraph-capture-size", max_cudagraph_capture_size),
     ):
         if value is not None:
             raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
