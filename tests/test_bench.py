@@ -250,6 +250,9 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
             "simulate", *sglang, "--tp", "2", "--dp", "2", "--dp-attention", "--context", "8192"
         ).json()
     )
+    enabled = cli("simulate", *sglang, "--tp", "2", "--dp-size", "2", "--enable-dp-attention",
+                  "--context-length", "8192").json()  # fmt: skip
+    assert enabled == named
     capped = cli("simulate", *sglang, "--cuda-graph-max-bs", "64").json()
     assert capped["deployment"]["command"].endswith("--cuda-graph-max-bs 64")
     vllm = cli("simulate", *moe, "--max-cudagraph-capture-size", "128").json()
