@@ -231,6 +231,13 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
         "--data-parallel-size", "1", "--pipeline-parallel-size", "1",
     ).json()  # fmt: skip
     assert theirs == ours
+    # without --ignore-eos the benchmark's outputs stop at EOS: the output says it ran them out
+    eos = cli("simulate", *model, *load, "--dataset-name", "random", *lengths).json()
+    assert [n for n in eos["notes"] if n not in ours["notes"]] == [
+        "--dataset-name random without --ignore-eos: the benchmark's outputs stop at EOS, "
+        "short of --random-output-len; here they run to it (--output-mean with your run's "
+        "mean output poses the shorter ones)"
+    ]
     sharegpt = cli("simulate", *model, *load, "--dataset-name", "sharegpt").json()
     assert sharegpt == cli("simulate", *model, *load, "--workload", "sharegpt").json()
     # vLLM's --enable-expert-parallel: the experts span TP x DP, as --ep TP x DP

@@ -649,6 +649,12 @@ def simulate(
             client=bench_client,
             speculation=speculation,
         )
+        if dataset_name == "random" and not ignore_eos and output_mean is None:
+            bench["notes"].append(
+                "--dataset-name random without --ignore-eos: the benchmark's outputs stop at EOS, "
+                "short of --random-output-len; here they run to it (--output-mean with your "
+                "run's mean output poses the shorter ones)"
+            )
         if json_out:
             emit_json(bench)
         else:
