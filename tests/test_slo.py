@@ -440,3 +440,13 @@ def test_slo_says_where_amd_moe_kernels_reach_less_of_the_rate(cli: Cli) -> None
         assert len(shown) == 1 and "x 0.42 of the dense GEMMs' share" in shown[0], engine
     assert not experts("deepseek-v3", "sglang", "h200")
     assert not experts("llama-3.1-70b", "sglang", "mi355x")
+
+
+@pytest.mark.parametrize("command", [("slo", "--tpot", "50"), ("spec", "--alpha", "0.7")])
+def test_slo_and_spec_take_the_engines_layout_names(cli: Cli, command: tuple[str, ...]) -> None:
+    # SGLang's --tp-size / --context-length and vLLM's --tensor-parallel-size / --max-model-len
+    # name what --tp / --context do, as in capacity and simulate
+    where = (*command, "--preset", "llama-3.1-70b", "--gpu", "h100", "--json")
+    ours = cli(*where, "--tp", "4", "--context", "8192").json()
+    for names in (("--tp-size", "--context-length"), ("--tensor-parallel-size", "--max-model-len")):
+        assert cli(*where, names[0], "4", names[1], "8192").json() == ours, names

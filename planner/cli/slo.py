@@ -54,14 +54,16 @@ def slo(
     model: Annotated[str | None, typer.Option(help="... or a config / Hub id.")] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
     tp: Annotated[
-        int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size.")
+        int,
+        typer.Option("--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size."),
     ] = 1,
     pp: PipelineParallel = 1,
     dp: DataParallel = 1,
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
     context: Annotated[
-        int | None, typer.Option("--context", "--max-model-len", help="Max model length.")
+        int | None,
+        typer.Option("--context", "--max-model-len", "--context-length", help="Max model length."),
     ] = None,
     weight_dtype: Annotated[
         str | None,

@@ -49,13 +49,21 @@ def spec(
         str | None, typer.Option(help="Draft model: derive c and its memory cost.")
     ] = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the load coupling.")] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size [1].")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option(
+            "--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size [1]."
+        ),
+    ] = None,
     pp: PipelineParallel = 1,
     dp: DataParallel = 1,
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
     calibration: StepCalibration = None,
-    context: Annotated[int | None, typer.Option(help="Max model length.")] = None,
+    context: Annotated[
+        int | None,
+        typer.Option("--context", "--max-model-len", "--context-length", help="Max model length."),
+    ] = None,
     weight_dtype: Annotated[
         str | None,
         typer.Option(
