@@ -238,6 +238,9 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
         "short of --random-output-len; here they run to it (--output-mean with your run's "
         "mean output poses the shorter ones)"
     ]
+    # SGLang's docs type the lengths as argparse's prefixes: --random-input / --random-output
+    short = ["--random-input", "512", "--random-output", "128", "--ignore-eos"]
+    assert cli("simulate", *model, *load, "--dataset-name", "random", *short).json() == ours
     sharegpt = cli("simulate", *model, *load, "--dataset-name", "sharegpt").json()
     assert sharegpt == cli("simulate", *model, *load, "--workload", "sharegpt").json()
     # vLLM's --enable-expert-parallel: the experts span TP x DP, as --ep TP x DP

@@ -137,13 +137,19 @@ def simulate(
     ] = None,
     prompt_len: Annotated[
         int | None,
-        typer.Option("--prompt-len", "--random-input-len", help="Fixed prompt length, tokens."),
+        typer.Option(
+            "--prompt-len",
+            "--random-input-len",
+            "--random-input",
+            help="Fixed prompt length, tokens.",
+        ),
     ] = None,
     output_len: Annotated[
         int | None,
         typer.Option(
             "--output-len",
             "--random-output-len",
+            "--random-output",
             help="Fixed output length, tokens (runs to it: ignore-eos; with --output-mean, the "
             "cap outputs stop at EOS under).",
         ),
