@@ -285,8 +285,13 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
         r = cli("simulate", *model, *load, *extra)
         assert r.code == 2 and r.json()["field"] == field, extra
     # without a deployment they describe nothing simulate's policy comparison runs
-    alone = cli("simulate", "--dataset-name", "sharegpt", "--json")
-    assert alone.code == 2 and alone.json()["field"] == "--dataset-name"
+    for flag in (
+        ("--dataset-name", "sharegpt"),
+        ("--enable-expert-parallel",),
+        ("--attn-dp-size", "2"),
+    ):
+        alone = cli("simulate", *flag, "--json")
+        assert alone.code == 2 and alone.json()["field"] == flag[0]
 
 
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:

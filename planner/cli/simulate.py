@@ -459,13 +459,15 @@ def simulate(
         raise InputError(
             "--ignore-eos", "outputs run to their length; --output-mean stops them at EOS: give one"
         )
-    if enable_expert_parallel:
+    # the engines' own layout flags, where a deployment takes them (without one, each is
+    # refused below by its own name)
+    if enable_expert_parallel and gpu is not None:
         if ep is not None:
             raise InputError("--ep", "give --ep or vLLM's own --enable-expert-parallel, not both")
         if engine not in (None, "vllm"):
             raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
         ep = (tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
-    if attn_dp_size is not None:
+    if attn_dp_size is not None and gpu is not None:
         if engine != "sglang":
             raise InputError("--attn-dp-size", "an SGLang flag (--engine sglang)")
         if dp not in (None, attn_dp_size):
