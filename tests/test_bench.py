@@ -241,8 +241,8 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
     # SGLang's docs type the lengths as argparse's prefixes: --random-input / --random-output
     short = ["--random-input", "512", "--random-output", "128", "--ignore-eos"]
     assert cli("simulate", *model, *load, "--dataset-name", "random", *short).json() == ours
-    sharegpt = cli("simulate", *model, *load, "--dataset-name", "sharegpt").json()
-    assert sharegpt == cli("simulate", *model, *load, "--workload", "sharegpt").json()
+    sharegpt = cli("simulate", *model, *load, "--dataset-name", "sharegpt", "--ignore-eos")
+    assert sharegpt.json() == cli("simulate", *model, *load, "--workload", "sharegpt").json()
     # vLLM's --enable-expert-parallel: the experts span TP x DP, as --ep TP x DP
     moe = ["--preset", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "2", "--json", *load, *lengths]
     flag = cli("simulate", *moe, "--enable-expert-parallel").json()

@@ -657,10 +657,11 @@ def simulate(
             client=bench_client,
             speculation=speculation,
         )
-        if dataset_name == "random" and not ignore_eos and output_mean is None:
+        if dataset_name is not None and not ignore_eos and output_mean is None:
+            cap = "--random-output-len" if dataset_name == "random" else "its reference lengths"
             bench["notes"].append(
-                "--dataset-name random without --ignore-eos: the benchmark's outputs stop at EOS, "
-                "short of --random-output-len; here they run to it (--output-mean with your "
+                f"--dataset-name {dataset_name} without --ignore-eos: the benchmark's outputs "
+                f"stop at EOS, short of {cap}; here they run to it (--output-mean with your "
                 "run's mean output poses the shorter ones)"
             )
         if json_out:
