@@ -450,3 +450,21 @@ def test_slo_and_spec_take_the_engines_layout_names(cli: Cli, command: tuple[str
     ours = cli(*where, "--tp", "4", "--context", "8192").json()
     for names in (("--tp-size", "--context-length"), ("--tensor-parallel-size", "--max-model-len")):
         assert cli(*where, names[0], "4", names[1], "8192").json() == ours, names
+
+
+@pytest.mark.parametrize(
+    ("method", "dtype"),
+    [("modelopt_fp4", "nvfp4"), ("awq", "int4"), ("gptq_marlin", "int4"), ("modelopt", "fp8")],
+)
+def test_the_engines_quantization_methods_name_the_format_they_run(
+    cli: Cli, method: str, dtype: str
+) -> None:
+    # a launch line's --quantization pastes into slo and simulate as the format it runs
+    where = ("--preset", "llama-3.1-70b", "--gpu", "b200", "--tp", "2", "--json")
+    slo = ("slo", "--tpot", "50", *where)
+    assert cli(*slo, "--quantization", method).json() == cli(*slo, "--weight-dtype", dtype).json()
+    load = ("--max-concurrency", "4", "--num-prompts", "12", "--prompt-len", "256")
+    sim = ("simulate", *where, *load, "--output-len", "32")
+    got = cli(*sim, "--quantization", method).json()
+    assert got == cli(*sim, "--weight-dtype", dtype).json()
+    assert got["deployment"]["weight_dtype"] == dtype

@@ -453,6 +453,9 @@ def simulate(
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
     from planner.errors import InputError, validation_text
+    from planner.units import served_weight_dtype
+
+    weight_dtype = served_weight_dtype(weight_dtype)
 
     workload = _dataset_workload(dataset_name, workload, prompt_len, output_len)
     if ignore_eos and output_mean is not None:

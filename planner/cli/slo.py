@@ -118,6 +118,9 @@ def slo(
     apply_hub_timeout(hub_timeout)
     from planner.api import slo_advice
     from planner.errors import InputError
+    from planner.units import served_weight_dtype
+
+    weight_dtype = served_weight_dtype(weight_dtype)
 
     if validate and rate is None:
         raise InputError("--rate", "required with --validate (arrival rate, req/s)")

@@ -101,6 +101,9 @@ def spec(
     from planner.api.capacity import DEFAULT_MEAN_TOKENS
     from planner.errors import InputError
     from planner.sources.calibration import load_calibration
+    from planner.units import served_weight_dtype
+
+    weight_dtype = served_weight_dtype(weight_dtype)
 
     if gpu is None and preset is None and model is None:
         # these size the deployment the speculation is coupled to: alone they change nothing
