@@ -36,28 +36,6 @@ TORCH_DTYPE_ALIASES: dict[str, str] = {
 }
 
 
-# The engines' --quantization method names for the formats --weight-dtype names, so a launch
-# line's flag pastes in: ModelOpt's NVFP4 and FP8 exports, and the 4-bit weight-only AWQ / GPTQ
-# ones and their Marlin kernels (vLLM's QUANTIZATION_METHODS,
-# vllm/model_executor/layers/quantization/__init__.py; SGLang spells them alike). GPTQ is read
-# as its 4-bit exports (an 8-bit one is not what these name).
-ENGINE_QUANTIZATION_NAMES: dict[str, str] = {
-    "modelopt_fp4": "nvfp4",
-    "modelopt": "fp8",
-    "awq": "int4",
-    "awq_marlin": "int4",
-    "gptq": "int4",
-    "gptq_marlin": "int4",
-}
-
-
-def served_weight_dtype(name: str | None) -> str | None:
-    """--weight-dtype as typed, an engine's --quantization method read as the format it runs."""
-    if name is None:
-        return None
-    return ENGINE_QUANTIZATION_NAMES.get(name.strip().lower(), name)
-
-
 def normalize_dtype(name: str, field: str, accepted: tuple[str, ...]) -> str:
     """Map a user or config dtype spelling onto one of `accepted`, or raise naming `field`."""
     key = name.strip().lower()

@@ -458,15 +458,10 @@ def benchmark(
             for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
         },
         "sweep": None,
-        "speculation": None,
+        "speculation": _speculation_echo(speculation),
     }
-    if speculation is not None:
-        from planner.core.speculative import expected_tokens
-
-        tokens = expected_tokens(speculation.alpha, speculation.k)
-        result["speculation"] = speculation.model_dump() | {"expected_tokens_per_step": tokens}
     result["notes"] = _run_notes(
-        inst, metrics, trace.size, mean_tokens, client, scheduler_steps, speculation
+        inst, metrics, trace.size, mean_tokens, client, scheduler_steps, result["speculation"]
     )
     if sweep:
         points = []
@@ -574,6 +569,17 @@ def _deployment_echo(
     }
 
 
+def _speculation_echo(speculation: Speculation | None) -> dict[str, Any] | None:
+    """The run's speculative decoding as the output echoes it, with the tokens a step is
+    expected to emit per sequence (None: no speculation)."""
+    if speculation is None:
+        return None
+    from planner.core.speculative import expected_tokens
+
+    tokens = expected_tokens(speculation.alpha, speculation.k)
+    return speculation.model_dump() | {"expected_tokens_per_step": tokens}
+
+
 def _run_notes(
     inst: Instance,
     metrics: dict[str, Any],
@@ -581,24 +587,23 @@ def _run_notes(
     mean_tokens: int,
     client: str | None,
     scheduler_steps: int,
-    speculation: Speculation | None,
+    speculation: dict[str, Any] | None,
 ) -> list[str]:
     """What the run's figures leave out or assume, each in one line: steps outside the
     engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
-    the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore."""
+    the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore.
+    `speculation`: the run's echo of it (_speculation_echo)."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if speculation is not None:
-        from planner.core.speculative import expected_tokens
-
-        tokens = expected_tokens(speculation.alpha, speculation.k)
+        k = speculation["k"]
         notes.append(
-            f"speculative decoding: each decode step verifies {speculation.k} drafts per "
-            f"sequence on the step model ({tokens:.2f} tokens expected at alpha "
-            f"{speculation.alpha:g}) after {speculation.k} draft forwards of "
-            f"{speculation.draft_cost:g} x a plain step; the draft's weights and KV are not in "
+            f"speculative decoding: each decode step verifies {k} drafts per sequence on the "
+            f"step model ({speculation['expected_tokens_per_step']:.2f} tokens expected at "
+            f"alpha {speculation['alpha']:g}) after {k} draft forwards of "
+            f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
             "the engine's pool here"
         )
     if curve.host_ms_per_seq:

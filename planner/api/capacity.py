@@ -271,6 +271,20 @@ VARIANT_CHECKPOINTS = {
 }
 # The 4-bit float formats among them, which the textbook ledger sizes at its 4 bits a weight.
 FOUR_BIT_FORMATS = {"nvfp4": "fp4", "mxfp4": "fp4"}
+# The engines' --quantization method names read as the format each runs, so a launch line's flag
+# pastes into --weight-dtype: each variant's method above, AWQ's Marlin kernel, GPTQ and its
+# Marlin kernel (read as their 4-bit exports) and ModelOpt's FP8 (vLLM's QUANTIZATION_METHODS,
+# vllm/model_executor/layers/quantization/__init__.py; SGLang spells them alike).
+ENGINE_QUANTIZATION_NAMES = {
+    method: dtype for dtype, method in VARIANT_CHECKPOINTS.items() if dtype != "fp4"
+} | {"awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "modelopt": "fp8"}
+
+
+def served_weight_dtype(name: str | None) -> str | None:
+    """--weight-dtype as typed, an engine's --quantization method read as the format it runs."""
+    if name is None:
+        return None
+    return ENGINE_QUANTIZATION_NAMES.get(name.strip().lower(), name)
 
 
 def _checkpoint_method(spec: Any) -> str | None:

@@ -186,29 +186,27 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
 
 def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
     """The family's slowdown of dense GEMMs between decode and prefill, where it has one."""
-    if curve.mid_m_slowdown(curve.gemm_kind, SLOPE_REFERENCE_BATCH) == 1.0:
+    if curve.family is None or curve.mid_m_slowdown(curve.gemm_kind, SLOPE_REFERENCE_BATCH) == 1:
         return ()
-    name = curve.family.name if curve.family is not None else "this family"
     at = ", ".join(
         f"x {curve.mid_m_slowdown(curve.gemm_kind, tokens):.2f} at {tokens:,}"
         for tokens in (SLOPE_REFERENCE_BATCH, 256, 1024, 4096)
     )
     return (
         f"linear: the dense {curve.gemm_kind} GEMMs over B tokens take longer than their stream "
-        f"and multiply on {name} ({at} tokens; ROCm's kernel tables)",
+        f"and multiply on {curve.family.name} ({at} tokens; ROCm's kernel tables)",
     )
 
 
 def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     """The family's share for the routed experts' multiply, where its fused MoE kernels reach
     less of the rate than its dense GEMMs."""
-    if not curve.num_experts or curve.moe_gemm_scale == 1.0:
+    if curve.family is None or not curve.num_experts or curve.moe_gemm_scale == 1:
         return ()
-    name = curve.family.name if curve.family is not None else "this family"
     return (
         f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share of "
-        f"the rate on {name} (fused MoE kernels at 8K-32K tokens; ROCm's kernel tables): it "
-        "sets a long prefill's expert time, not decode's expert read",
+        f"the rate on {curve.family.name} (fused MoE kernels at 8K-32K tokens; ROCm's kernel "
+        "tables): it sets a long prefill's expert time, not decode's expert read",
     )
 
 

@@ -452,8 +452,8 @@ def simulate(
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
     apply_hub_timeout(hub_timeout)
     from planner.api import simulation
+    from planner.api.capacity import served_weight_dtype
     from planner.errors import InputError, validation_text
-    from planner.units import served_weight_dtype
 
     weight_dtype = served_weight_dtype(weight_dtype)
 

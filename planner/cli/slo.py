@@ -117,8 +117,8 @@ def slo(
     """The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and flags."""
     apply_hub_timeout(hub_timeout)
     from planner.api import slo_advice
+    from planner.api.capacity import served_weight_dtype
     from planner.errors import InputError
-    from planner.units import served_weight_dtype
 
     weight_dtype = served_weight_dtype(weight_dtype)
 

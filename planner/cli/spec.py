@@ -98,10 +98,9 @@ def spec(
     """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
     apply_hub_timeout(hub_timeout)
     from planner.api import parse_floats, parse_ks, spec_advice
-    from planner.api.capacity import DEFAULT_MEAN_TOKENS
+    from planner.api.capacity import DEFAULT_MEAN_TOKENS, served_weight_dtype
     from planner.errors import InputError
     from planner.sources.calibration import load_calibration
-    from planner.units import served_weight_dtype
 
     weight_dtype = served_weight_dtype(weight_dtype)
 
