@@ -130,7 +130,7 @@ def large_m_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[fl
 def modelled_shares() -> dict[tuple[str, str], float]:
     """The isolated-GEMM shares the planner's AMD factors stand for (H100's BF16 share x the
     family's compute factor x its low-precision or block-scaled factor)."""
-    cdna3 = family.HOPPER_BF16_GEMM_SHARE * family.AMD_COMPUTE_SCALE
+    cdna3 = family.CDNA3_BF16_GEMM_SHARE
     cdna4 = family.HOPPER_BF16_GEMM_SHARE * family.CDNA4_COMPUTE_SCALE
     return {
         ("gfx942", "a8w8 block-scaled GEMM"): cdna3 * family.CDNA3_BLOCK_FP8_SCALE,
