@@ -163,6 +163,23 @@ def run_date(row: dict[str, Any]) -> str | None:
     return "-".join(found.groups()) if found else None
 
 
+# An engine's release number in a version string or image tag: "0.6.3.post2.dev308+g...",
+# "v0.10.1rc1", "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x", "rocm/vllm:rocm6.3.1_vllm_0.8.3_
+# 20250415". A number glued to letters other than a "v" is another component's (rocm6.3.1,
+# cu12.8, py3.12, torch2.7), not the engine's.
+RELEASE_NUMBER = re.compile(r"(?<![A-Za-uw-z\d.])v?(\d+\.\d+(?:\.\d+)?)")
+
+
+def engine_release(row: dict[str, Any]) -> str | None:
+    """The engine release a row names: in its engine version, else in its image's tag (None:
+    neither names one, e.g. a `latest` tag)."""
+    for field in ("engine_version", "engine_image"):
+        found = RELEASE_NUMBER.search(str(row.get(field) or ""))
+        if found:
+            return found.group(1)
+    return None
+
+
 def release_on(engine: str, date: str) -> str | None:
     """The newest release of `engine` built on or before `date` (None: none known then)."""
     known = [version for built, version in RELEASE_DATES.get(engine, ()) if built <= date]
@@ -417,7 +434,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         load["rate_per_s"] = rate
     else:
         return {}, "no load given"
-    version = re.search(r"\d+\.\d+(\.\d+)?", str(row.get("engine_version") or ""))
+    version = engine_release(row)
     settings: dict[str, Any] = {"engine": family, "tp": tp} | ({"pp": pp} if pp > 1 else {})
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
@@ -440,7 +457,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         del settings["max_num_batched_tokens"]
     dated = release_on(family, run_date(row) or "") if not version else None
     if version:
-        settings["version"] = version.group(0)
+        settings["version"] = version
     elif dated and (steps == 1 or parse_version(dated) < VLLM_V1_SINCE):
         settings["version"] = dated  # the image's `latest` on the run date
     elif steps > 1:

@@ -256,6 +256,14 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     assert e2e.release_on("sglang", "2025-09-10") == "0.5.1"
     named = row | {"engine_version": "0.5.13"}
     assert e2e.pose(named, MODELS)[0]["settings"]["version"] == "0.5.13"
+    # a version field naming no release leaves it to the image's tag, whose ROCm or CUDA
+    # number beside the engine's is not the engine's
+    tagged = row | {"engine_image": "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x"}
+    assert e2e.pose(tagged, MODELS)[0]["settings"]["version"] == "0.5.13"
+    assert e2e.engine_release({"engine_image": "rocm/vllm:rocm6.3.1_vllm_0.8.3_20250415"}) == (
+        "0.8.3"
+    )
+    assert e2e.engine_release({"engine_version": "vllm/vllm-openai:nightly-cu12.8"}) is None
     undated = row | {"source": {"date": "2025-09"}}
     assert "version" not in e2e.pose(undated, MODELS)[0]["settings"]
     # vLLM's `latest` in October 2025 was a V1 release (0.11.0, uploaded 2025-10-04), not the
