@@ -210,7 +210,8 @@ def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
     notes quote. "default", "auto" and SGLang's -1 (off) leave the engine's own value."""
     given: dict[str, object] = {}
     notes = str(row.get("notes") or "")
-    for flag, value in re.findall(r"--([a-z][a-z0-9-]*)[ =]([^\s,;]+)", notes):
+    # a bare flag (--enable-dp-attention) takes no value: the next flag is not its value
+    for flag, value in re.findall(r"--([a-z][a-z0-9-]*)[ =](?!--)([^\s,;]+)", notes):
         given[flag.replace("-", "_")] = value
     config = row.get("engine_config")
     if isinstance(config, dict):

@@ -121,6 +121,11 @@ def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
         "context_tokens": 32768,
         "ep_num_redundant_experts": 32,
     }
+    # a bare flag before a valued one does not take that flag for its value
+    bare = {
+        "notes": "--enable-dp-attention --ep-num-redundant-experts 32 --enable-two-batch-overlap"
+    }
+    assert engine_settings(bare) == {"ep_num_redundant_experts": 32}
 
 
 def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
