@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from helpers import MODELS, Result
 
-from planner.api.bench import Lengths, Load, benchmark
+from planner.api.bench import (
+    Lengths,
+    Load,
+    Speculation,
+    benchmark,
+    deployment_instance,
+    with_speculation,
+)
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
 from planner.errors import InputError
@@ -1360,3 +1367,24 @@ def test_a_deployment_speculates_as_spec_prices_it(cli: Cli) -> None:
     assert slow / plain == pytest.approx(cost, rel=0.02)
     refused = cli(*run, "--spec-k", "3")
     assert refused.code == 2 and "--spec-alpha" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("version", "pp", "late"),
+    [
+        ("0.5.2", 1, False),  # before async output processing (0.6.0)
+        ("0.6.3", 1, True),  # V0: a step's tokens leave with the next step
+        ("0.6.3", 2, False),  # V0 turns it off under pipeline parallelism
+        ("0.10.1", 1, False),  # V1's engine core returns a step's outputs as it ends
+    ],
+)
+def test_vllm_v0_delivers_tokens_a_step_late(version: str, pp: int, late: bool) -> None:
+    inst, _ = deployment_instance(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={"engine": "vllm", "version": version, "tp": 1, "pp": pp},
+    )
+    assert inst.cfg.outputs_one_step_late is late
+    speculating = with_speculation(inst, Speculation(alpha=0.7, k=3, draft_cost=0.05))
+    assert speculating.cfg.outputs_one_step_late is False  # off under speculative decoding

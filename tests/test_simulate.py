@@ -776,3 +776,25 @@ def test_a_burst_reaches_the_scheduler_one_service_time_apart(closed: int | None
     assert (ttft >= service_ms * np.arange(n)).all()
     assert (ttft <= service_ms * np.arange(n) + 1.0).all()
     assert (plain.first_ms - plain.arrival_ms < 1.0).all()
+
+
+def test_vllm_v0_hands_a_steps_tokens_over_when_the_next_step_ends() -> None:
+    """vLLM V0's async output processing: a step's outputs are processed during the next
+    step's forward and returned when it ends, so a first token reaches its client a step late,
+    and so does a finish while other requests are still unfinished; the last one drains at
+    once. Two requests at t = 0 (prompts 100, outputs 2 and 5) on a cost of 10 ms + 1 ms a
+    decode slot + 0.1 ms a prompt token: one prefill step of both prompts (30 ms), a decode
+    step of two (12 ms), then steps of one (11 ms)."""
+    trace = Trace(np.zeros(2), np.array([100, 100]), np.array([2, 5]), np.zeros(2, dtype=np.int64))
+    cost = CostModel(a_ms=10.0, b_ms=1.0, prefill_ms_per_token=0.1, overhead_ms=0.0)
+    cfg = SimConfig(policy="continuous", max_batch=2, step_token_budget=512)
+    at_once = execute(trace, cost, cfg)
+    assert at_once.first_ms.tolist() == pytest.approx([30.0, 30.0])
+    assert at_once.finish_ms.tolist() == pytest.approx([42.0, 75.0])
+    late = execute(trace, cost, cfg.model_copy(update={"outputs_one_step_late": True}))
+    # the first tokens wait for the decode step after the prefill; the first request's finish
+    # for the step after its last token, the second's (nothing left unfinished) for none
+    assert late.first_ms.tolist() == pytest.approx([42.0, 42.0])
+    assert late.finish_ms.tolist() == pytest.approx([53.0, 75.0])
+    # the engine ran the same steps
+    assert late.busy_ms == pytest.approx(at_once.busy_ms)

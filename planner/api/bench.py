@@ -90,6 +90,14 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # budget is max(max_model_len, 2048) tokens, as without chunked prefill (V0_MIN_BATCHED_TOKENS),
 # so the default does not turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
+# vLLM V0's async output processing (0.6.0 on, default): the engine's step() processes the
+# previous step's outputs in a callback while this step's forward runs, and returns them when
+# it ends, so a step's tokens reach the client one step late (the first, and the last, whose
+# client then sends its next request); with nothing left unfinished it drains them at once
+# (vllm/engine/llm_engine.py LLMEngine.step, 0.6.3). Off under pipeline parallelism and
+# speculative decoding (vllm/config.py ModelConfig.verify_async_output_proc). V1's engine
+# core returns a step's outputs as it ends.
+VLLM_ASYNC_OUTPUT_SINCE = (0, 6, 0)
 # vLLM starts one API server per data-parallel rank by default from 0.15 (--api-server-count
 # None -> --data-parallel-size; 1 through 0.14: vllm/entrypoints/openai/cli_args.py and
 # cli/serve.py, read in the 0.14.0 and 0.15.0 wheels).
@@ -996,6 +1004,8 @@ def with_speculation(inst: Instance, speculation: Speculation) -> Instance:
             "spec_alpha": speculation.alpha,
             "spec_k": speculation.k,
             "spec_draft_cost": speculation.draft_cost,
+            # V0 turns async output processing off under speculative decoding
+            "outputs_one_step_late": False,
         }
     )
     cost = CurveCost(
@@ -1313,6 +1323,11 @@ def _scheduler_config(
             int(VLLM_V0_WATERMARK * p.kv_cache_tokens // block)
             if vllm_engine and version < VLLM_V1_SINCE
             else 0
+        ),
+        outputs_one_step_late=(
+            vllm_engine
+            and VLLM_ASYNC_OUTPUT_SINCE <= version < VLLM_V1_SINCE
+            and int(str(p.settings.get("pipeline_parallel_size", 1))) == 1
         ),
     )
     return cfg, budget

@@ -289,6 +289,11 @@ class SimConfig(BaseModel):
         description="blocks a new admission must leave free (vLLM V0's watermark, 1% of the "
         "pool: block_manager.py can_allocate)",
     )
+    outputs_one_step_late: bool = Field(
+        default=False,
+        description="a step's tokens reach the client when the next step ends (vLLM V0's "
+        "async output processing); when nothing is left unfinished they go at once",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,
@@ -466,6 +471,7 @@ def execute(
         and cfg.spec_alpha is None
         and cfg.scheduler_steps == 1
         and not cfg.whole_prompts
+        and not cfg.outputs_one_step_late
     ):
         _unbounded(run, cost, cfg, trace, delay_ms)
     else:
@@ -626,6 +632,11 @@ class _IterationLoop:
         self.window_freed_total = 0
         self.window_events: list[tuple[int, int, int]] = []  # (clock at it, id, version)
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
+        # vLLM V0's async output processing: the first tokens and finishes of the last step,
+        # delivered when the next step ends (and a finish's client sends its next request then)
+        self.late = cfg.outputs_one_step_late
+        self.late_first: list[int] = []
+        self.late_finish: list[int] = []
         # sum over decoding sequences of (prefilled + post_off): their tokens = + clock x n
         self.decode_base = 0
         self.busy_ms = self.overhead_total_ms = self.slot_ms = 0.0
@@ -1038,7 +1049,11 @@ class _IterationLoop:
                 self.generated[i] += 1
                 self.post[i] = 1
                 if math.isnan(first[i]):
-                    first[i] = self.t
+                    if self.late:
+                        first[i] = -math.inf  # sampled: delivered after the next step
+                        self.late_first.append(i)
+                    else:
+                        first[i] = self.t
                 self.start_decoding(i)
                 done_prefill = True
         if done_prefill:
@@ -1059,15 +1074,33 @@ class _IterationLoop:
                 break
             heapq.heappop(heap)
             self.stop_decoding(i)
-            self.finish[i] = t
             done.append(i)
-            if self.released < self.n:  # closed loop: this client sends its next request now
-                released = self.released
-                go = self.sent[released]  # paced: not before its arrival time
-                self.arrival[released] = self.send(released, t if t > go else go)
-                self.released += 1
+            if self.late:
+                self.late_finish.append(i)  # delivered after the next step
+            else:
+                self.deliver_finish(i, t)
         for i in done:  # finished requests leave the running set (a C-level scan each)
             self.running.remove(i)
+
+    def deliver_finish(self, i: int, t: float) -> None:
+        """Request i's last token reaches its client at `t`; in a closed loop the client
+        sends its next request then (paced: not before that one's arrival time)."""
+        self.finish[i] = t
+        if self.released < self.n:
+            released = self.released
+            go = self.sent[released]
+            self.arrival[released] = self.send(released, t if t > go else go)
+            self.released += 1
+
+    def deliver_late(self, t: float) -> None:
+        """The last step's first tokens and finishes, delivered at `t` (vLLM V0's async output
+        processing hands them over when the step after them ends)."""
+        first = self.first
+        for i in self.late_first:
+            first[i] = t
+        for i in self.late_finish:
+            self.deliver_finish(i, t)
+        self.late_first, self.late_finish = [], []
 
     def step(self) -> None:
         """One scheduler iteration (or a jump of identical decode-only ones)."""
@@ -1114,6 +1147,8 @@ class _IterationLoop:
             if self.round_left > 1 or self.mixed or not take:
                 dt -= self.round_saving(n_decoding)
         dt += swap_ms
+        if self.late_first or self.late_finish:
+            self.deliver_late(self.t + dt)  # the last step's outputs, as this one ends
 
         steps = 1
         if not take and self.spec is None and n_decoding:
@@ -1139,6 +1174,8 @@ class _IterationLoop:
         self.retire()
         if self.pool is not None:
             self.relieve_pool()
+        if (self.late_first or self.late_finish) and not (self.running or self.waiting):
+            self.deliver_late(self.t)  # nothing left unfinished: the engine drains at once
 
     def run_all(self) -> None:
         """Steps until every request has arrived and finished."""
