@@ -167,7 +167,7 @@ def run_date(row: dict[str, Any]) -> str | None:
 # "v0.10.1rc1", "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x", "rocm/vllm:rocm6.3.1_vllm_0.8.3_
 # 20250415". A number glued to letters other than a "v" is another component's (rocm6.3.1,
 # cu12.8, py3.12, torch2.7), not the engine's.
-RELEASE_NUMBER = re.compile(r"(?<![A-Za-uw-z\d.])v?(\d+\.\d+(?:\.\d+)?)")
+RELEASE_NUMBER = re.compile(r"(?<![A-UW-Za-uw-z\d.])[vV]?(\d+\.\d+(?:\.\d+)?)")
 
 
 def engine_release(row: dict[str, Any]) -> str | None:
