@@ -139,6 +139,31 @@ def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
     assert "mi300x" in cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300").err
 
 
+@pytest.mark.parametrize(
+    ("typed", "card"),
+    [
+        ("H100 SXM5", "h100-sxm5-80gb"),
+        ("h200-sxm", "h200-sxm-141gb"),
+        ("A100 80GB PCIe", "a100-pcie-80gb"),
+        ("A100_SXM_80GB", "a100-sxm4-80gb"),
+    ],
+)
+def test_a_gpu_spelled_by_its_words_is_the_card_they_name(cli: Cli, typed: str, card: str) -> None:
+    r = cli("capacity", "--preset", "gqa-8b", "--gpu", typed, "--json")
+    assert r.code == 0, r.err
+    assert r.json()["gpu"]["id"] == card
+
+
+def test_a_gpu_spelling_that_names_two_cards_lists_both(cli: Cli) -> None:
+    r = cli("capacity", "--preset", "gqa-8b", "--gpu", "a100-pcie")
+    assert r.code == 2
+    assert "--gpu: 'a100-pcie' names 2 cards (a100-pcie-40gb, a100-pcie-80gb)" in r.err
+    # a size the catalog has no card of is still unknown (an H100 64GB is not the 80GB one)
+    assert (
+        "unknown GPU 'h100 64gb'" in cli("capacity", "--preset", "gqa-8b", "--gpu", "h100 64gb").err
+    )
+
+
 def test_invalid_tp_lists_valid_sizes(cli: Cli) -> None:
     err = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--tp", "3").err
     assert "valid: 1, 2, 4, 8, 16, 32, 64" in err

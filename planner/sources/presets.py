@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -155,5 +156,28 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     for gpu in gpu_catalog():
         if any(key == d.lower() for d in gpu.device_names):
             return gpu
+    spelled = _cards_spelled(key)
+    if len(spelled) == 1:
+        return spelled[0]
+    if spelled:
+        ids = ", ".join(g.id for g in spelled)
+        raise InputError(field, f"{name!r} names {len(spelled)} cards ({ids}): give one")
     known = [g.id for g in gpu_catalog()] + [a for g in gpu_catalog() for a in g.aliases]
     raise unknown_name_error(field, "GPU", name, known)
+
+
+def _cards_spelled(key: str) -> list[GpuSpec]:
+    """The catalog cards a looser spelling names: its words, split at spaces, hyphens or
+    underscores, are the card's chip (the id's first word) and the starts of its other words
+    ("H100 SXM5", "h200-sxm", "A100 80GB PCIe" name h100-sxm5-80gb, h200-sxm-141gb and
+    a100-pcie-80gb; "a100-pcie" names two)."""
+    words = [w for w in re.split(r"[\s_-]+", key) if w]
+    if len(words) < 2:
+        return []
+    chip, rest = words[0], words[1:]
+    found = []
+    for gpu in gpu_catalog():
+        parts = gpu.id.split("-")
+        if parts[0] == chip and all(any(p.startswith(w) for p in parts[1:]) for w in rest):
+            found.append(gpu)
+    return found
