@@ -115,12 +115,42 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
     return out
 
 
+# Llama 3 (April 2024) has Llama 3.1's geometry at 8,192 tokens of context and without 3.1's
+# RoPE scaling: Meta-Llama-3-8B / -70B(-Instruct) config.json on the Hub set
+# max_position_embeddings 8192 and rope_scaling null, where 3.1's set 131072 and the llama3
+# scaling; every other shape field is the same. Posed on the 3.1 config of its size with those
+# two fields set back.
+LLAMA3 = re.compile(r"^(meta-)?llama-3-(8b|70b)(-instruct)?$", re.IGNORECASE)
+LLAMA3_CONTEXT = 8192
+
+
+def llama3_config(folders: dict[str, Path], stem: str) -> Path | None:
+    """A folder holding the config.json of the Llama 3 checkpoint `stem` names (None: not a
+    Llama 3 8B / 70B name, or no Llama 3.1 config of its size to derive it from)."""
+    found = LLAMA3.match(stem)
+    if found is None:
+        return None
+    size, instruct = found.group(2).lower(), found.group(3) or ""
+    for candidate in (f"llama-3.1-{size}{instruct}", f"llama-3.1-{size}-instruct"):
+        if candidate.lower() in folders:
+            cfg = json.loads((folders[candidate.lower()] / "config.json").read_text())
+            cfg["max_position_embeddings"] = LLAMA3_CONTEXT
+            cfg["rope_scaling"] = None
+            name = f"meta-llama--Meta-Llama-3-{size.upper()}{instruct}"
+            out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text(json.dumps(cfg))
+            return out
+    return None
+
+
 def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
     """The config folder for a checkpoint, and the weights of a quantized export of it: the
     folder of the same name, else the base model's (the export's suffix, a date revision such
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
-    export whose base ships its own FP8 checkpoint takes that one's config as it is, and
-    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config)."""
+    export whose base ships its own FP8 checkpoint takes that one's config as it is,
+    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), and Llama 3
+    its 3.1 sibling's at Llama 3's context (llama3_config)."""
     if not models.is_dir():
         return None, None
     folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
@@ -150,6 +180,9 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
                 if mixed is not None:
                     return mixed, None
             return folders[stem.lower()], weights
+    derived = llama3_config(folders, base)
+    if derived is not None:
+        return derived, weights
     return None, None
 
 

@@ -107,6 +107,32 @@ def test_a_quantized_export_is_posed_on_its_base_config(
     assert (got.name if got else None, dtype) == (folder, weights)
 
 
+@pytest.mark.parametrize(
+    ("name", "layers", "weights"),
+    [
+        ("meta-llama/Meta-Llama-3-70B-Instruct", 80, None),
+        ("meta-llama/Meta-Llama-3-8B", 32, None),
+        ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", 32, "fp8"),
+    ],
+)
+def test_llama_3_is_posed_on_its_31_siblings_geometry_at_its_own_context(
+    name: str, layers: int, weights: str | None
+) -> None:
+    """Llama 3 has no config of its own here: Llama 3.1's of its size, at 8,192 tokens and
+    without 3.1's RoPE scaling (Meta-Llama-3 config.json), so its engines start at 8,192."""
+    from planner.sources.models import resolve_model
+
+    got, dtype = checkpoint_config(name, MODELS)
+    assert got is not None and dtype == weights
+    config = json.loads((got / "config.json").read_text())
+    assert config["max_position_embeddings"] == 8192 and config["rope_scaling"] is None
+    spec = resolve_model(None, str(got))
+    assert (spec.num_layers, spec.max_context_tokens) == (layers, 8192)
+    # Llama 3.1 keeps its own context
+    own, _ = checkpoint_config("meta-llama/Llama-3.1-8B-Instruct", MODELS)
+    assert own is not None and resolve_model(None, str(own)).max_context_tokens == 131072
+
+
 def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
     row = {
         "engine_config": {"max_num_seqs": "256", "max_num_batched_tokens": "default"},
