@@ -115,29 +115,45 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
     return out
 
 
-# Llama 3 (April 2024) has Llama 3.1's geometry at 8,192 tokens of context and without 3.1's
-# RoPE scaling: Meta-Llama-3-8B / -70B(-Instruct) config.json on the Hub set
-# max_position_embeddings 8192 and rope_scaling null, where 3.1's set 131072 and the llama3
-# scaling; every other shape field is the same. Posed on the 3.1 config of its size with those
-# two fields set back.
-LLAMA3 = re.compile(r"^(meta-)?llama-3-(8b|70b)(-instruct)?$", re.IGNORECASE)
-LLAMA3_CONTEXT = 8192
+# Checkpoints posed on a sibling's geometry at their own context: the sibling's config with
+# the fields that differ set back (every shape field agrees).
+# - Llama 3 (April 2024) has Llama 3.1's geometry at 8,192 tokens and without 3.1's RoPE
+#   scaling: Meta-Llama-3-8B / -70B(-Instruct) config.json set max_position_embeddings 8192
+#   and rope_scaling null, where 3.1's set 131072 and the llama3 scaling.
+# - Qwen2.5's Instruct models have their base's geometry at 32,768 tokens where the base has
+#   131,072 (the 7B and 1.5B pairs in tests/data/models differ in that field alone among the
+#   shape fields; the 72B, 32B and 14B Instruct configs on the Hub set 32768 as well).
+SIBLINGS = (
+    (
+        re.compile(r"^(meta-)?llama-3-(?P<size>8b|70b)(?P<tuned>-instruct)?$", re.IGNORECASE),
+        ("llama-3.1-{size}{tuned}", "llama-3.1-{size}-instruct", "llama-3.1-{size}"),
+        {"max_position_embeddings": 8192, "rope_scaling": None},
+    ),
+    (
+        re.compile(r"^qwen2\.5-(?P<size>\d+(\.\d+)?b)(?P<tuned>-instruct)$", re.IGNORECASE),
+        ("qwen2.5-{size}",),
+        {"max_position_embeddings": 32768},
+    ),
+)
 
 
-def llama3_config(folders: dict[str, Path], stem: str) -> Path | None:
-    """A folder holding the config.json of the Llama 3 checkpoint `stem` names (None: not a
-    Llama 3 8B / 70B name, or no Llama 3.1 config of its size to derive it from)."""
-    found = LLAMA3.match(stem)
-    if found is None:
-        return None
-    size, instruct = found.group(2).lower(), found.group(3) or ""
-    for candidate in (f"llama-3.1-{size}{instruct}", f"llama-3.1-{size}-instruct"):
-        if candidate.lower() in folders:
-            cfg = json.loads((folders[candidate.lower()] / "config.json").read_text())
-            cfg["max_position_embeddings"] = LLAMA3_CONTEXT
-            cfg["rope_scaling"] = None
-            name = f"meta-llama--Meta-Llama-3-{size.upper()}{instruct}"
-            out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name
+def sibling_config(folders: dict[str, Path], stem: str, name: str) -> Path | None:
+    """A folder holding the config.json of checkpoint `name` (its `stem` without an export's
+    suffix), from its sibling's (SIBLINGS; None: not one of them, or no sibling config here to
+    derive it from)."""
+    if stem.lower() in folders:
+        return None  # its own config is here
+    for pattern, candidates, fields in SIBLINGS:
+        found = pattern.match(stem)
+        if found is None:
+            continue
+        words = {k: (v or "").lower() for k, v in found.groupdict().items()}
+        for candidate in candidates:
+            folder = folders.get(candidate.format(**words))
+            if folder is None:
+                continue
+            cfg = json.loads((folder / "config.json").read_text()) | fields
+            out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name.replace("/", "--")
             out.mkdir(parents=True, exist_ok=True)
             (out / "config.json").write_text(json.dumps(cfg))
             return out
@@ -150,7 +166,7 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
     export whose base ships its own FP8 checkpoint takes that one's config as it is,
     Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), and Llama 3
-    its 3.1 sibling's at Llama 3's context (llama3_config)."""
+    and Qwen2.5's Instruct models a sibling's at their own context (sibling_config)."""
     if not models.is_dir():
         return None, None
     folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
@@ -173,6 +189,9 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
         for stem in stems:
             if f"{stem}-fp8".lower() in folders:
                 return folders[f"{stem}-fp8".lower()], None
+    derived = sibling_config(folders, base, name)
+    if derived is not None:
+        return derived, weights
     for stem in stems:
         if stem.lower() in folders:
             if weights == "fp8" and name.lower().startswith(META_FP8_PREFIX):
@@ -180,9 +199,6 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
                 if mixed is not None:
                     return mixed, None
             return folders[stem.lower()], weights
-    derived = llama3_config(folders, base)
-    if derived is not None:
-        return derived, weights
     return None, None
 
 

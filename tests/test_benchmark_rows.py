@@ -108,29 +108,38 @@ def test_a_quantized_export_is_posed_on_its_base_config(
 
 
 @pytest.mark.parametrize(
-    ("name", "layers", "weights"),
+    ("name", "layers", "context", "weights"),
     [
-        ("meta-llama/Meta-Llama-3-70B-Instruct", 80, None),
-        ("meta-llama/Meta-Llama-3-8B", 32, None),
-        ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", 32, "fp8"),
+        ("meta-llama/Meta-Llama-3-70B-Instruct", 80, 8192, None),
+        ("meta-llama/Meta-Llama-3-8B", 32, 8192, None),
+        ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", 32, 8192, "fp8"),
+        ("Qwen/Qwen2.5-72B-Instruct", 80, 32768, None),
+        ("Qwen/Qwen2.5-72B-Instruct-AWQ", 80, 32768, "int4"),
     ],
 )
-def test_llama_3_is_posed_on_its_31_siblings_geometry_at_its_own_context(
-    name: str, layers: int, weights: str | None
+def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
+    name: str, layers: int, context: int, weights: str | None
 ) -> None:
-    """Llama 3 has no config of its own here: Llama 3.1's of its size, at 8,192 tokens and
-    without 3.1's RoPE scaling (Meta-Llama-3 config.json), so its engines start at 8,192."""
+    """Llama 3 on Llama 3.1's config of its size at 8,192 tokens without 3.1's RoPE scaling,
+    Qwen2.5's Instruct models on their base's at 32,768 (their own config.json files), so the
+    engines start at the context they would."""
     from planner.sources.models import resolve_model
 
     got, dtype = checkpoint_config(name, MODELS)
     assert got is not None and dtype == weights
     config = json.loads((got / "config.json").read_text())
-    assert config["max_position_embeddings"] == 8192 and config["rope_scaling"] is None
+    assert config["max_position_embeddings"] == context
+    if "llama" in name.lower():
+        assert config["rope_scaling"] is None
     spec = resolve_model(None, str(got))
-    assert (spec.num_layers, spec.max_context_tokens) == (layers, 8192)
-    # Llama 3.1 keeps its own context
-    own, _ = checkpoint_config("meta-llama/Llama-3.1-8B-Instruct", MODELS)
-    assert own is not None and resolve_model(None, str(own)).max_context_tokens == 131072
+    assert (spec.num_layers, spec.max_context_tokens) == (layers, context)
+    # an Instruct model whose own config is here is posed on it
+    own_folder, _ = checkpoint_config("Qwen/Qwen2.5-7B-Instruct-AWQ", MODELS)
+    assert own_folder is not None and own_folder.name == "Qwen--Qwen2.5-7B-Instruct"
+    # the siblings keep their own context
+    for own, length in (("meta-llama/Llama-3.1-8B-Instruct", 131072), ("Qwen/Qwen2.5-72B", 131072)):
+        folder, _ = checkpoint_config(own, MODELS)
+        assert folder is not None and resolve_model(None, str(folder)).max_context_tokens == length
 
 
 def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
