@@ -116,13 +116,19 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
 
 
 # Checkpoints posed on a sibling's geometry at their own context: the sibling's config with
-# the fields that differ set back (every shape field agrees).
+# the fields that differ set back (every other shape field agrees).
 # - Llama 3 (April 2024) has Llama 3.1's geometry at 8,192 tokens and without 3.1's RoPE
 #   scaling: Meta-Llama-3-8B / -70B(-Instruct) config.json set max_position_embeddings 8192
 #   and rope_scaling null, where 3.1's set 131072 and the llama3 scaling.
 # - Qwen2.5's Instruct models have their base's geometry at 32,768 tokens where the base has
 #   131,072 (the 7B and 1.5B pairs in tests/data/models differ in that field alone among the
 #   shape fields; the 72B, 32B and 14B Instruct configs on the Hub set 32768 as well).
+# - Qwen2's 0.5B / 1.5B / 7B / 72B are the geometry Qwen2.5 kept at those sizes (Qwen2.5
+#   changed the data, not the architecture), at the same contexts (bases 131,072, Instruct
+#   32,768).
+# - Mistral-7B-Instruct-v0.2 is v0.3's geometry with the 32,000-token vocabulary v0.3 extended
+#   to 32,768 (Mistral's v0.3 release notes); both have no sliding window and RoPE theta 1e6.
+QWEN2_SIZES = r"(?P<size>0\.5b|1\.5b|7b|72b)"
 SIBLINGS = (
     (
         re.compile(r"^(meta-)?llama-3-(?P<size>8b|70b)(?P<tuned>-instruct)?$", re.IGNORECASE),
@@ -130,9 +136,20 @@ SIBLINGS = (
         {"max_position_embeddings": 8192, "rope_scaling": None},
     ),
     (
-        re.compile(r"^qwen2\.5-(?P<size>\d+(\.\d+)?b)(?P<tuned>-instruct)$", re.IGNORECASE),
+        re.compile(r"^qwen2\.5-(?P<size>\d+(\.\d+)?b)-instruct$", re.IGNORECASE),
         ("qwen2.5-{size}",),
         {"max_position_embeddings": 32768},
+    ),
+    (
+        re.compile(rf"^qwen2-{QWEN2_SIZES}-instruct$", re.IGNORECASE),
+        ("qwen2.5-{size}",),
+        {"max_position_embeddings": 32768},
+    ),
+    (re.compile(rf"^qwen2-{QWEN2_SIZES}$", re.IGNORECASE), ("qwen2.5-{size}",), {}),
+    (
+        re.compile(r"^mistral-7b-instruct-v0\.2$", re.IGNORECASE),
+        ("mistral-7b-instruct-v0.3",),
+        {"vocab_size": 32000},
     ),
 )
 
@@ -165,8 +182,9 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     folder of the same name, else the base model's (the export's suffix, a date revision such
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
     export whose base ships its own FP8 checkpoint takes that one's config as it is,
-    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), and Llama 3
-    and Qwen2.5's Instruct models a sibling's at their own context (sibling_config)."""
+    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), and Llama 3,
+    Qwen2 / Qwen2.5 Instruct and Mistral-7B-Instruct-v0.2 a sibling's with the fields that
+    differ set back (sibling_config)."""
     if not models.is_dir():
         return None, None
     folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}

@@ -115,14 +115,18 @@ def test_a_quantized_export_is_posed_on_its_base_config(
         ("neuralmagic/Meta-Llama-3-8B-Instruct-FP8", 32, 8192, "fp8"),
         ("Qwen/Qwen2.5-72B-Instruct", 80, 32768, None),
         ("Qwen/Qwen2.5-72B-Instruct-AWQ", 80, 32768, "int4"),
+        ("Qwen/Qwen2-7B-Instruct", 28, 32768, None),
+        ("Qwen/Qwen2-72B", 80, 131072, None),
+        ("mistralai/Mistral-7B-Instruct-v0.2", 32, 32768, None),
     ],
 )
 def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
     name: str, layers: int, context: int, weights: str | None
 ) -> None:
     """Llama 3 on Llama 3.1's config of its size at 8,192 tokens without 3.1's RoPE scaling,
-    Qwen2.5's Instruct models on their base's at 32,768 (their own config.json files), so the
-    engines start at the context they would."""
+    Qwen2.5's Instruct models on their base's at 32,768, Qwen2 on Qwen2.5's, Mistral-7B v0.2 on
+    v0.3's with its 32,000-token vocabulary (their own config.json files), so the engines start
+    at the context, and hold the weights, they would."""
     from planner.sources.models import resolve_model
 
     got, dtype = checkpoint_config(name, MODELS)
@@ -131,6 +135,8 @@ def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
     assert config["max_position_embeddings"] == context
     if "llama" in name.lower():
         assert config["rope_scaling"] is None
+    if "mistral" in name.lower():  # v0.3 extended v0.2's vocabulary
+        assert config["vocab_size"] == 32000 and config["sliding_window"] is None
     spec = resolve_model(None, str(got))
     assert (spec.num_layers, spec.max_context_tokens) == (layers, context)
     # an Instruct model whose own config is here is posed on it
