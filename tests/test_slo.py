@@ -450,6 +450,8 @@ def test_slo_and_spec_take_the_engines_layout_names(cli: Cli, command: tuple[str
     ours = cli(*where, "--tp", "4", "--context", "8192").json()
     for names in (("--tp-size", "--context-length"), ("--tensor-parallel-size", "--max-model-len")):
         assert cli(*where, names[0], "4", names[1], "8192").json() == ours, names
+    # and SGLang's --dp-size is --dp, as capacity and simulate read it
+    assert cli(*where, "--dp-size", "2").json() == cli(*where, "--dp", "2").json()
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,9 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.numbers import (
+    CONTEXT_FLAGS,
     MAX_GPU_MEMORY_GIB,
+    TP_FLAGS,
     HubTimeout,
     ReservedGib,
     apply_hub_timeout,
@@ -50,14 +52,12 @@ def capacity(
     ] = "engine",
     tp: Annotated[
         int,
-        typer.Option("--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size."),
+        typer.Option(*TP_FLAGS, help="Tensor-parallel size."),
     ] = 1,
     context: Annotated[
         str | None,
         typer.Option(
-            "--context",
-            "--max-model-len",
-            "--context-length",
+            *CONTEXT_FLAGS,
             metavar="<int|auto>",
             help="Max model length in tokens, or auto (vLLM 0.14+: the longest the KV cache "
             "holds) [default: min(8192, model max)].",

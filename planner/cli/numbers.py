@@ -53,6 +53,13 @@ Prefixes = Annotated[
 ]
 
 
+# The engines' names for the tensor-parallel size and the server's context, which every command
+# taking a deployment accepts (vLLM's --tensor-parallel-size / --max-model-len, SGLang's
+# --tp-size / --context-length).
+TP_FLAGS = ("--tp", "--tensor-parallel-size", "--tp-size")
+CONTEXT_FLAGS = ("--context", "--max-model-len", "--context-length")
+# The server's context as slo and spec declare it.
+ModelLength = Annotated[int | None, typer.Option(*CONTEXT_FLAGS, help="Max model length.")]
 # A deployment's pipeline, data- and expert-parallel layout, as slo and spec declare it (the
 # names and meanings of capacity's and simulate's).
 PipelineParallel = Annotated[
@@ -63,6 +70,7 @@ DataParallel = Annotated[
     typer.Option(
         "--dp",
         "--data-parallel-size",
+        "--dp-size",
         help="Data-parallel ranks (vLLM: a MoE model's experts span TP x DP). With "
         "--dp-attention: SGLang's attention-DP groups inside --tp; the batch is one group's.",
     ),

@@ -9,6 +9,8 @@ import typer
 from pydantic import ValidationError
 
 from planner.cli.numbers import (
+    CONTEXT_FLAGS,
+    TP_FLAGS,
     EnableHierarchicalCache,
     HicacheRatio,
     HicacheSize,
@@ -236,9 +238,7 @@ def simulate(
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived cost model.")] = None,
     tp: Annotated[
         int | None,
-        typer.Option(
-            "--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size [1]."
-        ),
+        typer.Option(*TP_FLAGS, help="Tensor-parallel size [1]."),
     ] = None,
     pp: Annotated[
         int | None,
@@ -360,9 +360,7 @@ def simulate(
     context: Annotated[
         str | None,
         typer.Option(
-            "--context",
-            "--max-model-len",
-            "--context-length",
+            *CONTEXT_FLAGS,
             metavar="<int|auto>",
             help="Server max model length, tokens, or auto (vLLM 0.14+: the longest the KV "
             "cache holds).",

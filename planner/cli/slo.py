@@ -5,10 +5,12 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.numbers import (
+    TP_FLAGS,
     DataParallel,
     DataParallelAttention,
     ExpertParallel,
     HubTimeout,
+    ModelLength,
     PipelineParallel,
     StepCalibration,
     apply_hub_timeout,
@@ -55,16 +57,13 @@ def slo(
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
     tp: Annotated[
         int,
-        typer.Option("--tp", "--tensor-parallel-size", "--tp-size", help="Tensor-parallel size."),
+        typer.Option(*TP_FLAGS, help="Tensor-parallel size."),
     ] = 1,
     pp: PipelineParallel = 1,
     dp: DataParallel = 1,
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
-    context: Annotated[
-        int | None,
-        typer.Option("--context", "--max-model-len", "--context-length", help="Max model length."),
-    ] = None,
+    context: ModelLength = None,
     weight_dtype: Annotated[
         str | None,
         typer.Option(
