@@ -109,6 +109,12 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
         "modules_to_not_convert": [*skip, "lm_head"],
         "quant_method": "fbgemm_fp8",
     }
+    return derived_config(cfg, name)
+
+
+def derived_config(cfg: dict[str, object], name: str) -> Path:
+    """A folder under the temporary directory holding `cfg` as checkpoint `name`'s config.json
+    (the configs this module derives: meta_fp8_config, sibling_config)."""
     out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name.replace("/", "--")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg))
@@ -169,11 +175,7 @@ def sibling_config(folders: dict[str, Path], stem: str, name: str) -> Path | Non
             folder = folders.get(candidate.format(**words))
             if folder is None:
                 continue
-            cfg = json.loads((folder / "config.json").read_text()) | fields
-            out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name.replace("/", "--")
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "config.json").write_text(json.dumps(cfg))
-            return out
+            return derived_config(json.loads((folder / "config.json").read_text()) | fields, name)
     return None
 
 
