@@ -1,6 +1,7 @@
 """`planner capacity`: the HBM ledger, contiguous vs paged concurrency, binding, launch flags."""
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import typer
@@ -336,257 +337,377 @@ def capacity(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Does the model fit, how many sequences run at once, what binds them, and the flags."""
+    flags = CapacityFlags(**locals())
     apply_hub_timeout(hub_timeout)
+    if flags.from_log is not None:
+        _replay_log(flags, flags.from_log)
+        return
+    ctx, auto, block = _checked_common(flags)
+    if flags.ledger == "engine":
+        _serve(
+            calibration=flags.calibration,
+            compare_version=flags.compare_version,
+            gpu=flags.gpu,
+            preset=flags.preset,
+            model=flags.model,
+            revision=flags.revision,
+            gpu_memory_gib=flags.gpu_memory_gib,
+            settings=_engine_ledger_settings(flags, ctx, auto, block),
+            tpot=flags.tpot,
+            speculation=None
+            if flags.spec_alpha is None
+            else {"alpha": flags.spec_alpha, "method": flags.spec_method},
+            explain=flags.explain,
+            save=flags.save,
+            json_out=flags.json_out,
+        )
+        return
+    _refuse_engine_options(flags)
+    _textbook(
+        gpu=flags.gpu,
+        preset=flags.preset,
+        model=flags.model,
+        revision=flags.revision,
+        gpu_memory_gib=flags.gpu_memory_gib,
+        settings={
+            "tp": flags.tp,
+            "context_tokens": ctx,
+            "mean_tokens": flags.mean_len,
+            "block_tokens": block,
+            "kv_dtype": flags.kv_dtype,
+            "weight_dtype": flags.weight_dtype,
+            "headroom_fraction": flags.headroom,
+            "workspace_gib": flags.workspace_gib,
+            "compute_batch_cap": flags.compute_batch_cap,
+        },
+        explain=flags.explain,
+        save=flags.save,
+        json_out=flags.json_out,
+    )
+
+
+@dataclass(frozen=True)
+class CapacityFlags:
+    """Every flag `planner capacity` was given, under its parameter's name: its three modes
+    (a start-up log's replay, the engine ledger, the textbook ledger) each read theirs."""
+
+    preset: str | None
+    model: str | None
+    revision: str | None
+    gpu: str
+    ledger: str
+    tp: int
+    context: str | None
+    mean_len: int | None
+    block_size: int | None
+    kv_dtype: str | None
+    weight_dtype: str | None
+    dtype: str | None
+    tpot: float | None
+    spec_alpha: float | None
+    spec_method: str
+    headroom: float | None
+    workspace_gib: float | None
+    compute_batch_cap: int | None
+    gpu_memory_gib: float | None
+    explain: bool
+    engine: str | None
+    engine_version: str | None
+    gpu_memory_utilization: float | None
+    max_model_len: str | None
+    max_num_batched_tokens: int | None
+    max_num_seqs: int | None
+    enforce_eager: bool
+    kv_cache_memory_bytes: int | None
+    enable_lora: bool
+    max_lora_rank: int | None
+    max_loras: int | None
+    enable_expert_parallel: bool
+    max_cudagraph_capture_size: int | None
+    enable_chunked_prefill: bool | None
+    flashinfer: bool | None
+    usage_context: str
+    colocated: bool
+    reserved_gib: float | None
+    calibration: str | None
+    compare_version: str | None
+    trust_remote_code: bool
+    pp: int
+    dp: int | None
+    dp_attention: bool
+    attn_dp_size: int | None
+    ep_size: int | None
+    ep: int | None
+    ep_num_redundant_experts: int | None
+    moe_a2a_backend: str | None
+    enable_two_batch_overlap: bool
+    quantization: str | None
+    mem_fraction_static: float | None
+    chunked_prefill_size: int | None
+    cuda_graph_max_bs_decode: int | None
+    page_size: int | None
+    max_running_requests: int | None
+    mamba_full_memory_ratio: float | None
+    max_mamba_cache_size: int | None
+    context_length: str | None
+    kv_offloading_size: float | None
+    kv_offloading_backend: str | None
+    lmcache_config: str | None
+    enable_hierarchical_cache: bool
+    hicache_ratio: float | None
+    hicache_size: float | None
+    host_memory_gib: float | None
+    disaggregation_mode: str | None
+    disaggregation_transfer_backend: str | None
+    kv_transfer_config: str | None
+    from_log: str | None
+    save: str | None
+    hub_timeout: float | None
+    json_out: bool
+
+
+def _replay_log(f: CapacityFlags, log_path: str) -> None:
+    """--from-log: re-run a vLLM / SGLang start-up log through the engine model, term by term."""
+    from planner.api import from_log_report
+
+    report = from_log_report(
+        log_path=log_path,
+        gpu=f.gpu or None,
+        preset=f.preset,
+        model=f.model,
+        revision=f.revision,
+        version=f.engine_version,
+    )
+    if f.json_out:
+        emit_json(report)
+    else:
+        render_log_report(report)
+
+
+def _checked_common(f: CapacityFlags) -> tuple[int | None, bool, int | None]:
+    """The checks both ledgers share, each failure one error naming its flag, and what they
+    agree on: the context (None: the model's own), whether it is vLLM's `auto`, the block
+    size."""
     from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
     from planner.errors import InputError
     from planner.sources.files import check_writable
 
-    if from_log is not None:
-        from planner.api import from_log_report
-
-        report = from_log_report(
-            log_path=from_log,
-            gpu=gpu or None,
-            preset=preset,
-            model=model,
-            revision=revision,
-            version=engine_version,
-        )
-        if json_out:
-            emit_json(report)
-        else:
-            render_log_report(report)
-        return
-    if not gpu:
+    if not f.gpu:
         raise InputError("--gpu", "required: a GPU id such as mi300x or h100 (see `planner gpus`)")
-    if save is not None:
-        check_writable(save, "--save")
-    if gpu_memory_gib is not None and not 0 < gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
+    if f.save is not None:
+        check_writable(f.save, "--save")
+    if f.gpu_memory_gib is not None and not 0 < f.gpu_memory_gib <= MAX_GPU_MEMORY_GIB:
         raise InputError(
-            "--gpu-memory-gib", f"must be in (0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {gpu_memory_gib})"
+            "--gpu-memory-gib",
+            f"must be in (0, {MAX_GPU_MEMORY_GIB:,}] GiB (got {f.gpu_memory_gib})",
         )
-    if ledger not in ("engine", "textbook"):
-        raise InputError("--ledger", f"{ledger!r}; accepted: engine, textbook")
-    if engine is not None and engine not in ("vllm", "sglang"):
-        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
-    if not enable_lora and (max_lora_rank is not None or max_loras is not None):
-        typed = "--max-lora-rank" if max_lora_rank is not None else "--max-loras"
+    if f.ledger not in ("engine", "textbook"):
+        raise InputError("--ledger", f"{f.ledger!r}; accepted: engine, textbook")
+    if f.engine is not None and f.engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{f.engine!r}; accepted: vllm, sglang")
+    if not f.enable_lora and (f.max_lora_rank is not None or f.max_loras is not None):
+        typed = "--max-lora-rank" if f.max_lora_rank is not None else "--max-loras"
         raise InputError(typed, "--max-lora-rank / --max-loras need --enable-lora")
-    given_lengths = (("--context", context), ("--max-model-len", max_model_len))
-    lengths = [max_model_len_value(v, f) for f, v in given_lengths if v is not None]
-    if context_length is not None:
-        lengths.append(max_model_len_value(context_length, "--context-length"))
+    given_lengths = (
+        ("--context", f.context),
+        ("--max-model-len", f.max_model_len),
+        ("--context-length", f.context_length),
+    )
+    lengths = [max_model_len_value(v, flag) for flag, v in given_lengths if v is not None]
     if len(set(lengths)) > 1:
         raise InputError("--context", "--context, --max-model-len and --context-length disagree")
     ctx = lengths[0] if lengths else None
     auto = ctx == MAX_MODEL_LEN_AUTO
     if auto:
         ctx = None  # vLLM starts from the model's own length and fits it
-    blocks = {v for v in (block_size, page_size) if v is not None}
+    blocks = {v for v in (f.block_size, f.page_size) if v is not None}
     if len(blocks) > 1:
         raise InputError("--block-size", "--block-size and --page-size disagree")
     block = blocks.pop() if blocks else None
-    if auto and ledger != "engine":
+    if auto and f.ledger != "engine":
         raise InputError(
             "--context", "auto is vLLM's fit to its KV cache; the textbook ledger takes a length"
         )
-    if ledger == "engine":
-        textbook_only = {
-            "--headroom": headroom,
-            "--workspace-gib": workspace_gib,
-            "--compute-batch-cap": compute_batch_cap,
-        }
-        for flag, value in textbook_only.items():
-            if value is not None:
-                raise InputError(flag, "a textbook-ledger knob: add --ledger textbook")
-        name = engine or "vllm"
-        if ep is not None:
-            ep_size, enable_expert_parallel = _expert_parallel(
-                name, tp, dp, dp_attention, attn_dp_size, ep, ep_size, enable_expert_parallel
-            )
-        vllm_only: dict[str, object] = {
-            "--gpu-memory-utilization": gpu_memory_utilization,
-            "--max-num-batched-tokens": max_num_batched_tokens,
-            "--max-num-seqs": max_num_seqs,
-            "--kv-cache-memory-bytes": kv_cache_memory_bytes,
-            "--enable-expert-parallel": enable_expert_parallel or None,
-            "--max-cudagraph-capture-size": max_cudagraph_capture_size,
-            "--enable-chunked-prefill": enable_chunked_prefill,
-            "--flashinfer": flashinfer,
-            "--kv-offloading-size": kv_offloading_size,
-            "--kv-offloading-backend": kv_offloading_backend,
-            "--lmcache-config": lmcache_config,
-        }
-        sglang_only: dict[str, object] = {
-            "--mem-fraction-static": mem_fraction_static,
-            "--chunked-prefill-size": chunked_prefill_size,
-            "--max-running-requests": max_running_requests,
-            "--cuda-graph-max-bs": cuda_graph_max_bs_decode,
-            "--mamba-full-memory-ratio": mamba_full_memory_ratio,
-            "--max-mamba-cache-size": max_mamba_cache_size,
-            "--enable-hierarchical-cache": enable_hierarchical_cache or None,
-            "--hicache-ratio": hicache_ratio,
-            "--hicache-size": hicache_size,
-        }
-        sglang_only |= {
-            "--dp-attention": dp_attention or None,
-            "--attn-dp-size": attn_dp_size,
-            "--ep-size": ep_size,
-            "--ep-num-redundant-experts": ep_num_redundant_experts,
-            "--enable-two-batch-overlap": enable_two_batch_overlap or None,
-            "--moe-a2a-backend": moe_a2a_backend,
-        }
-        other = sglang_only if name == "vllm" else vllm_only
-        for flag, given_value in other.items():
-            if given_value is not None:
-                raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
-        parallel = _data_parallel(name, tp, dp, dp_attention, attn_dp_size, ep_size)
-        settings: dict[str, object] = {
-            "engine": name,
-            "version": engine_version,
-            "tp": tp,
-            "pp": pp,
-            "context_tokens": ctx,
-            "max_model_len_auto": auto,
-            "mean_tokens": mean_len,
-            "kv_cache_dtype": _engine_kv_dtype(name, kv_dtype, engine_version),
-            "dtype": dtype or "auto",
-            "quantization": quantization,
-            "weight_dtype": weight_dtype,
-            "memory_fraction": gpu_memory_utilization if name == "vllm" else mem_fraction_static,
-            "max_num_seqs": max_num_seqs if name == "vllm" else max_running_requests,
-            "block_size": block,
-            "max_num_batched_tokens": max_num_batched_tokens
-            if name == "vllm"
-            else chunked_prefill_size,
-            "extra": _engine_extra(
-                name,
-                enforce_eager=enforce_eager,
-                kv_cache_memory_bytes=kv_cache_memory_bytes,
-                enable_lora=enable_lora,
-                enable_expert_parallel=enable_expert_parallel,
-                max_cudagraph_capture_size=max_cudagraph_capture_size,
-                enable_chunked_prefill=enable_chunked_prefill,
-                flashinfer=flashinfer,
-                max_lora_rank=max_lora_rank,
-                max_loras=max_loras,
-                usage_context=usage_context,
-                colocated=colocated,
-                reserved_bytes=reserved_bytes(reserved_gib),
-                cuda_graph_max_bs_decode=cuda_graph_max_bs_decode,
-                ep_num_redundant_experts=ep_num_redundant_experts,
-                enable_two_batch_overlap=enable_two_batch_overlap or None,
-                moe_a2a_backend=moe_a2a_backend,
-                mamba_full_memory_ratio=mamba_full_memory_ratio,
-                max_mamba_cache_size=max_mamba_cache_size,
-            )
-            | parallel,
-        }
-        settings["offload"] = offload_settings(
-            gpu=gpu,
-            kv_offloading_size=kv_offloading_size,
-            kv_offloading_backend=kv_offloading_backend,
-            lmcache_config=lmcache_config,
-            hicache=enable_hierarchical_cache,
-            hicache_ratio=hicache_ratio,
-            hicache_size=hicache_size,
-            host_memory_gib=host_memory_gib,
-        )
-        from planner.core.disagg import disagg_role
+    return ctx, auto, block
 
-        settings["disagg"] = disagg_role(
-            name, disaggregation_mode, disaggregation_transfer_backend, kv_transfer_config
+
+def _engine_ledger_settings(
+    f: CapacityFlags, ctx: int | None, auto: bool, block: int | None
+) -> dict[str, object]:
+    """The serve plan's settings the flags state for the engine ledger; a textbook knob, or
+    the other engine's flag, is one error naming it."""
+    from planner.core.disagg import disagg_role
+    from planner.errors import InputError
+
+    textbook_only = {
+        "--headroom": f.headroom,
+        "--workspace-gib": f.workspace_gib,
+        "--compute-batch-cap": f.compute_batch_cap,
+    }
+    for flag, value in textbook_only.items():
+        if value is not None:
+            raise InputError(flag, "a textbook-ledger knob: add --ledger textbook")
+    name = f.engine or "vllm"
+    if f.ep is not None:
+        ep_size, enable_expert_parallel = _expert_parallel(
+            name,
+            f.tp,
+            f.dp,
+            f.dp_attention,
+            f.attn_dp_size,
+            f.ep,
+            f.ep_size,
+            f.enable_expert_parallel,
         )
-        settings = {k: v for k, v in settings.items() if v is not None}
-        _serve(
-            calibration=calibration,
-            compare_version=compare_version,
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=gpu_memory_gib,
-            settings=settings,
-            tpot=tpot,
-            speculation=None
-            if spec_alpha is None
-            else {"alpha": spec_alpha, "method": spec_method},
-            explain=explain,
-            save=save,
-            json_out=json_out,
+        f = replace(f, ep_size=ep_size, enable_expert_parallel=enable_expert_parallel)
+    vllm_only: dict[str, object] = {
+        "--gpu-memory-utilization": f.gpu_memory_utilization,
+        "--max-num-batched-tokens": f.max_num_batched_tokens,
+        "--max-num-seqs": f.max_num_seqs,
+        "--kv-cache-memory-bytes": f.kv_cache_memory_bytes,
+        "--enable-expert-parallel": f.enable_expert_parallel or None,
+        "--max-cudagraph-capture-size": f.max_cudagraph_capture_size,
+        "--enable-chunked-prefill": f.enable_chunked_prefill,
+        "--flashinfer": f.flashinfer,
+        "--kv-offloading-size": f.kv_offloading_size,
+        "--kv-offloading-backend": f.kv_offloading_backend,
+        "--lmcache-config": f.lmcache_config,
+    }
+    sglang_only: dict[str, object] = {
+        "--mem-fraction-static": f.mem_fraction_static,
+        "--chunked-prefill-size": f.chunked_prefill_size,
+        "--max-running-requests": f.max_running_requests,
+        "--cuda-graph-max-bs": f.cuda_graph_max_bs_decode,
+        "--mamba-full-memory-ratio": f.mamba_full_memory_ratio,
+        "--max-mamba-cache-size": f.max_mamba_cache_size,
+        "--enable-hierarchical-cache": f.enable_hierarchical_cache or None,
+        "--hicache-ratio": f.hicache_ratio,
+        "--hicache-size": f.hicache_size,
+    }
+    sglang_only |= {
+        "--dp-attention": f.dp_attention or None,
+        "--attn-dp-size": f.attn_dp_size,
+        "--ep-size": f.ep_size,
+        "--ep-num-redundant-experts": f.ep_num_redundant_experts,
+        "--enable-two-batch-overlap": f.enable_two_batch_overlap or None,
+        "--moe-a2a-backend": f.moe_a2a_backend,
+    }
+    other = sglang_only if name == "vllm" else vllm_only
+    for flag, given_value in other.items():
+        if given_value is not None:
+            raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
+    parallel = _data_parallel(name, f.tp, f.dp, f.dp_attention, f.attn_dp_size, f.ep_size)
+    settings: dict[str, object] = {
+        "engine": name,
+        "version": f.engine_version,
+        "tp": f.tp,
+        "pp": f.pp,
+        "context_tokens": ctx,
+        "max_model_len_auto": auto,
+        "mean_tokens": f.mean_len,
+        "kv_cache_dtype": _engine_kv_dtype(name, f.kv_dtype, f.engine_version),
+        "dtype": f.dtype or "auto",
+        "quantization": f.quantization,
+        "weight_dtype": f.weight_dtype,
+        "memory_fraction": f.gpu_memory_utilization if name == "vllm" else f.mem_fraction_static,
+        "max_num_seqs": f.max_num_seqs if name == "vllm" else f.max_running_requests,
+        "block_size": block,
+        "max_num_batched_tokens": f.max_num_batched_tokens
+        if name == "vllm"
+        else f.chunked_prefill_size,
+        "extra": _engine_extra(
+            name,
+            enforce_eager=f.enforce_eager,
+            kv_cache_memory_bytes=f.kv_cache_memory_bytes,
+            enable_lora=f.enable_lora,
+            enable_expert_parallel=f.enable_expert_parallel,
+            max_cudagraph_capture_size=f.max_cudagraph_capture_size,
+            enable_chunked_prefill=f.enable_chunked_prefill,
+            flashinfer=f.flashinfer,
+            max_lora_rank=f.max_lora_rank,
+            max_loras=f.max_loras,
+            usage_context=f.usage_context,
+            colocated=f.colocated,
+            reserved_bytes=reserved_bytes(f.reserved_gib),
+            cuda_graph_max_bs_decode=f.cuda_graph_max_bs_decode,
+            ep_num_redundant_experts=f.ep_num_redundant_experts,
+            enable_two_batch_overlap=f.enable_two_batch_overlap or None,
+            moe_a2a_backend=f.moe_a2a_backend,
+            mamba_full_memory_ratio=f.mamba_full_memory_ratio,
+            max_mamba_cache_size=f.max_mamba_cache_size,
         )
-        return
+        | parallel,
+    }
+    settings["offload"] = offload_settings(
+        gpu=f.gpu,
+        kv_offloading_size=f.kv_offloading_size,
+        kv_offloading_backend=f.kv_offloading_backend,
+        lmcache_config=f.lmcache_config,
+        hicache=f.enable_hierarchical_cache,
+        hicache_ratio=f.hicache_ratio,
+        hicache_size=f.hicache_size,
+        host_memory_gib=f.host_memory_gib,
+    )
+    settings["disagg"] = disagg_role(
+        name, f.disaggregation_mode, f.disaggregation_transfer_backend, f.kv_transfer_config
+    )
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def _refuse_engine_options(f: CapacityFlags) -> None:
+    """An engine-ledger option typed with --ledger textbook is one error naming it."""
+    from planner.errors import InputError
+
     engine_only: dict[str, object] = {
-        "--ep": ep,
-        "--dp": dp,
-        "--dp-attention": dp_attention or None,
-        "--attn-dp-size": attn_dp_size,
-        "--ep-size": ep_size,
-        "--ep-num-redundant-experts": ep_num_redundant_experts,
-        "--enable-two-batch-overlap": enable_two_batch_overlap or None,
-        "--moe-a2a-backend": moe_a2a_backend,
-        "--tpot": tpot,
-        "--dtype": dtype,
-        "--spec-alpha": spec_alpha,
-        "--engine": engine,
-        "--engine-version": engine_version,
-        "--quantization": quantization,
-        "--gpu-memory-utilization": gpu_memory_utilization,
-        "--max-num-batched-tokens": max_num_batched_tokens,
-        "--max-num-seqs": max_num_seqs,
-        "--kv-cache-memory-bytes": kv_cache_memory_bytes,
-        "--mem-fraction-static": mem_fraction_static,
-        "--chunked-prefill-size": chunked_prefill_size,
-        "--max-running-requests": max_running_requests,
-        "--cuda-graph-max-bs": cuda_graph_max_bs_decode,
-        "--mamba-full-memory-ratio": mamba_full_memory_ratio,
-        "--max-mamba-cache-size": max_mamba_cache_size,
-        "--enable-lora": enable_lora or None,
-        "--enable-expert-parallel": enable_expert_parallel or None,
-        "--max-cudagraph-capture-size": max_cudagraph_capture_size,
-        "--enable-chunked-prefill": enable_chunked_prefill,
-        "--flashinfer": flashinfer,
-        "--enforce-eager": enforce_eager or None,
-        "--colocated": colocated or None,
-        "--reserved-gib": reserved_gib,
-        "--calibration": calibration,
-        "--compare-version": compare_version,
-        "--pp": pp if pp != 1 else None,
-        "--kv-offloading-size": kv_offloading_size,
-        "--kv-offloading-backend": kv_offloading_backend,
-        "--lmcache-config": lmcache_config,
-        "--enable-hierarchical-cache": enable_hierarchical_cache or None,
-        "--hicache-ratio": hicache_ratio,
-        "--hicache-size": hicache_size,
-        "--host-memory-gib": host_memory_gib,
-        "--disaggregation-mode": disaggregation_mode,
-        "--disaggregation-transfer-backend": disaggregation_transfer_backend,
-        "--kv-transfer-config": kv_transfer_config,
+        "--ep": f.ep,
+        "--dp": f.dp,
+        "--dp-attention": f.dp_attention or None,
+        "--attn-dp-size": f.attn_dp_size,
+        "--ep-size": f.ep_size,
+        "--ep-num-redundant-experts": f.ep_num_redundant_experts,
+        "--enable-two-batch-overlap": f.enable_two_batch_overlap or None,
+        "--moe-a2a-backend": f.moe_a2a_backend,
+        "--tpot": f.tpot,
+        "--dtype": f.dtype,
+        "--spec-alpha": f.spec_alpha,
+        "--engine": f.engine,
+        "--engine-version": f.engine_version,
+        "--quantization": f.quantization,
+        "--gpu-memory-utilization": f.gpu_memory_utilization,
+        "--max-num-batched-tokens": f.max_num_batched_tokens,
+        "--max-num-seqs": f.max_num_seqs,
+        "--kv-cache-memory-bytes": f.kv_cache_memory_bytes,
+        "--mem-fraction-static": f.mem_fraction_static,
+        "--chunked-prefill-size": f.chunked_prefill_size,
+        "--max-running-requests": f.max_running_requests,
+        "--cuda-graph-max-bs": f.cuda_graph_max_bs_decode,
+        "--mamba-full-memory-ratio": f.mamba_full_memory_ratio,
+        "--max-mamba-cache-size": f.max_mamba_cache_size,
+        "--enable-lora": f.enable_lora or None,
+        "--enable-expert-parallel": f.enable_expert_parallel or None,
+        "--max-cudagraph-capture-size": f.max_cudagraph_capture_size,
+        "--enable-chunked-prefill": f.enable_chunked_prefill,
+        "--flashinfer": f.flashinfer,
+        "--enforce-eager": f.enforce_eager or None,
+        "--colocated": f.colocated or None,
+        "--reserved-gib": f.reserved_gib,
+        "--calibration": f.calibration,
+        "--compare-version": f.compare_version,
+        "--pp": f.pp if f.pp != 1 else None,
+        "--kv-offloading-size": f.kv_offloading_size,
+        "--kv-offloading-backend": f.kv_offloading_backend,
+        "--lmcache-config": f.lmcache_config,
+        "--enable-hierarchical-cache": f.enable_hierarchical_cache or None,
+        "--hicache-ratio": f.hicache_ratio,
+        "--hicache-size": f.hicache_size,
+        "--host-memory-gib": f.host_memory_gib,
+        "--disaggregation-mode": f.disaggregation_mode,
+        "--disaggregation-transfer-backend": f.disaggregation_transfer_backend,
+        "--kv-transfer-config": f.kv_transfer_config,
     }
     for engine_flag, given in engine_only.items():
         if given is not None:
             raise InputError(engine_flag, "an engine-ledger option (drop --ledger textbook)")
-    _textbook(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=revision,
-        gpu_memory_gib=gpu_memory_gib,
-        settings={
-            "tp": tp,
-            "context_tokens": ctx,
-            "mean_tokens": mean_len,
-            "block_tokens": block,
-            "kv_dtype": kv_dtype,
-            "weight_dtype": weight_dtype,
-            "headroom_fraction": headroom,
-            "workspace_gib": workspace_gib,
-            "compute_batch_cap": compute_batch_cap,
-        },
-        explain=explain,
-        save=save,
-        json_out=json_out,
-    )
 
 
 def offload_settings(

@@ -3,6 +3,7 @@
 import csv
 import io
 import sys
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import typer
@@ -448,352 +449,527 @@ def simulate(
     ] = None,
 ) -> None:
     """Throughput, latency percentiles and goodput of scheduling policies on one trace."""
+    flags = SimulateFlags(**locals())
     apply_hub_timeout(hub_timeout)
-    from planner.api import simulation
+    flags = _normalized(flags)
+    if flags.gpu is not None:
+        _run_benchmark(flags, flags.gpu)
+    else:
+        _run_policies(flags)
+
+
+@dataclass(frozen=True)
+class SimulateFlags:
+    """Every flag `planner simulate` was given, under its parameter's name: the command's two
+    modes (a deployment benchmark with --gpu, a policy simulation without) each read theirs."""
+
+    workload: str | None
+    dataset_name: str | None
+    ignore_eos: bool
+    trace: str | None
+    rate: float | None
+    concurrency: int | None
+    cv: float | None
+    metric_percentiles: str | None
+    burstiness: float | None
+    bench_client: str | None
+    prompt_len: int | None
+    output_len: int | None
+    len_range: float | None
+    len_spread: float | None
+    random_range_ratio: float | None
+    prompt_mean: float | None
+    output_mean: float | None
+    empty_outputs: float | None
+    requests: int | None
+    seed: int | None
+    policy: str | None
+    compare: str | None
+    sweep: str | None
+    max_batch: int | None
+    chunk_tokens: int | None
+    step_token_budget: int | None
+    kv_blocks: int | None
+    block_size: int | None
+    preemption: str | None
+    shared_prefix_fraction: float | None
+    shared_prefix_tokens: int | None
+    spec_alpha: float | None
+    spec_k: int | None
+    draft_cost: float | None
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    a_ms: float | None
+    b_ms: float | None
+    prefill_ms_per_token: float | None
+    overhead_ms: float | None
+    preset: str | None
+    model: str | None
+    gpu: str | None
+    tp: int | None
+    pp: int | None
+    dp: int | None
+    ep: int | None
+    enable_expert_parallel: bool
+    attn_dp_size: int | None
+    cuda_graph_max_bs: int | None
+    max_cudagraph_capture_size: int | None
+    dp_attention: bool
+    weight_dtype: str | None
+    kv_dtype: str | None
+    engine: str | None
+    engine_version: str | None
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    ep_num_redundant_experts: int | None
+    moe_a2a_backend: str | None
+    enable_two_batch_overlap: bool
+    memory_fraction: float | None
+    context: str | None
+    num_scheduler_steps: int | None
+    enable_chunked_prefill: bool | None
+    calibration: str | None
+    prefix_share: float | None
+    prefix_tokens: int | None
+    prefixes: int
+    kv_offloading_size: float | None
+    kv_offloading_backend: str | None
+    enable_hierarchical_cache: bool
+    hicache_ratio: float | None
+    hicache_size: float | None
+    disagg: str | None
+    prefill_tp: int | None
+    decode_tp: int | None
+    prefill_ep: int | None
+    decode_ep: int | None
+    prefill_dp: int | None
+    decode_dp: int | None
+    disagg_transfer_backend: str | None
+    disagg_link: str | None
+    hub_timeout: float | None
+    json_out: bool
+    csv_out: bool
+    plot: str | None
+
+
+def _normalized(f: SimulateFlags) -> SimulateFlags:
+    """The flags in the planner's own terms: the served weight dtype, the workload a
+    --dataset-name names, the engines' own layout flags (vLLM's --enable-expert-parallel,
+    SGLang's --attn-dp-size) as --ep / --dp --dp-attention, and --rate inf as no rate (every
+    request at once)."""
     from planner.api.capacity import served_weight_dtype
-    from planner.errors import InputError, validation_text
+    from planner.errors import InputError
 
-    weight_dtype = served_weight_dtype(weight_dtype)
-
-    workload = _dataset_workload(dataset_name, workload, prompt_len, output_len)
-    if ignore_eos and output_mean is not None:
+    workload = _dataset_workload(f.dataset_name, f.workload, f.prompt_len, f.output_len)
+    if f.ignore_eos and f.output_mean is not None:
         raise InputError(
             "--ignore-eos", "outputs run to their length; --output-mean stops them at EOS: give one"
         )
+    ep, dp, dp_attention = f.ep, f.dp, f.dp_attention
     # the engines' own layout flags, where a deployment takes them (without one, each is
-    # refused below by its own name)
-    if enable_expert_parallel and gpu is not None:
+    # refused by _refuse_deployment_flags by its own name)
+    if f.enable_expert_parallel and f.gpu is not None:
         if ep is not None:
             raise InputError("--ep", "give --ep or vLLM's own --enable-expert-parallel, not both")
-        if engine not in (None, "vllm"):
+        if f.engine not in (None, "vllm"):
             raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
-        ep = (tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
-    if attn_dp_size is not None and gpu is not None:
-        if engine != "sglang":
+        ep = (f.tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
+    if f.attn_dp_size is not None and f.gpu is not None:
+        if f.engine != "sglang":
             raise InputError("--attn-dp-size", "an SGLang flag (--engine sglang)")
-        if dp not in (None, attn_dp_size):
+        if dp not in (None, f.attn_dp_size):
             raise InputError(
-                "--attn-dp-size", f"is --dp {attn_dp_size} --dp-attention: not --dp {dp}"
+                "--attn-dp-size", f"is --dp {f.attn_dp_size} --dp-attention: not --dp {dp}"
             )
-        dp, dp_attention = attn_dp_size, True
-
+        dp, dp_attention = f.attn_dp_size, True
+    rate = f.rate
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
-        if gpu is None:
+        if f.gpu is None:
             raise InputError("--rate", "inf (every request at once) poses a deployment: give --gpu")
         rate = None
-    if gpu is not None:
-        from planner.api.bench import Lengths, Load, benchmark
-        from planner.cli.capacity import _engine_kv_dtype, offload_settings
+    return replace(
+        f,
+        weight_dtype=served_weight_dtype(f.weight_dtype),
+        workload=workload,
+        ep=ep,
+        dp=dp,
+        dp_attention=dp_attention,
+        rate=rate,
+    )
 
-        engine = "vllm" if engine is None else engine
-        tp = 1 if tp is None else tp
-        pp = 1 if pp is None else pp
-        dp = 1 if dp is None else dp
 
-        if engine not in ("vllm", "sglang"):
-            raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
-        if compare is not None:
-            raise InputError(
-                "--compare",
-                "with a deployment (--gpu) simulate runs the engine's own scheduler; drop --gpu "
-                "to compare policies on a given cost model",
-            )
-        _refuse_policy_options(
-            {
-                "--policy": policy,
-                "--max-batch": max_batch,
-                "--chunk-tokens": chunk_tokens,
-                "--step-token-budget": step_token_budget,
-                "--kv-blocks": kv_blocks,
-                "--block-size": block_size,
-                "--preemption": preemption,
-                "--shared-prefix-fraction": shared_prefix_fraction,
-                "--shared-prefix-tokens": shared_prefix_tokens,
-                "--slo-ttft-ms/--ttft": slo_ttft_ms,
-                "--slo-tpot-ms/--tpot": slo_tpot_ms,
-                "--a-ms": a_ms,
-                "--b-ms": b_ms,
-                "--prefill-ms-per-token": prefill_ms_per_token,
-                "--overhead-ms": overhead_ms,
-            }
+def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
+    """A deployment benchmark (--gpu): the engine's own scheduler, KV pool and step model
+    under the benchmark's load, printed as the benchmark prints it."""
+    from planner.api.bench import benchmark
+    from planner.errors import InputError
+
+    engine = "vllm" if f.engine is None else f.engine
+    if engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+    if f.compare is not None:
+        raise InputError(
+            "--compare",
+            "with a deployment (--gpu) simulate runs the engine's own scheduler; drop --gpu "
+            "to compare policies on a given cost model",
         )
-        points = None
-        if sweep:
-            key, _, values = sweep.partition("=")
-            if key.strip() != "concurrency" or not values:
-                raise InputError("--sweep", f"{sweep!r}; accepted: concurrency=1,4,16,64")
-            try:
-                points = [int(v) for v in values.split(",") if v.strip()]
-            except ValueError as exc:
-                raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
-        settings: dict[str, Any] = {
-            "engine": engine,
-            "version": engine_version,
-            "tp": tp,
-            "pp": pp,
-            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype, engine_version),
-            "weight_dtype": weight_dtype,
-            "max_num_seqs": max_num_seqs,
-            "max_num_batched_tokens": max_num_batched_tokens,
-            "memory_fraction": memory_fraction,
+    _refuse_policy_options(
+        {
+            "--policy": f.policy,
+            "--max-batch": f.max_batch,
+            "--chunk-tokens": f.chunk_tokens,
+            "--step-token-budget": f.step_token_budget,
+            "--kv-blocks": f.kv_blocks,
+            "--block-size": f.block_size,
+            "--preemption": f.preemption,
+            "--shared-prefix-fraction": f.shared_prefix_fraction,
+            "--shared-prefix-tokens": f.shared_prefix_tokens,
+            "--slo-ttft-ms/--ttft": f.slo_ttft_ms,
+            "--slo-tpot-ms/--tpot": f.slo_tpot_ms,
+            "--a-ms": f.a_ms,
+            "--b-ms": f.b_ms,
+            "--prefill-ms-per-token": f.prefill_ms_per_token,
+            "--overhead-ms": f.overhead_ms,
         }
-        engine_extra = {
-            ("sglang", "--moe-a2a-backend", "moe_a2a_backend"): moe_a2a_backend,
-            ("sglang", "--ep-num-redundant-experts", "ep_num_redundant_experts"): (
-                ep_num_redundant_experts
-            ),
-            ("sglang", "--enable-two-batch-overlap", "enable_two_batch_overlap"): (
-                enable_two_batch_overlap or None
-            ),
-            ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"): cuda_graph_max_bs,
-            ("vllm", "--max-cudagraph-capture-size", "max_cudagraph_capture_size"): (
-                max_cudagraph_capture_size
-            ),
-        }
-        for (owner, flag, field), stated in engine_extra.items():
-            if stated is None:
-                continue
-            if engine != owner:
-                name = "an SGLang" if owner == "sglang" else "a vLLM"
-                raise InputError(flag, f"{name} flag (--engine {owner})")
-            settings.setdefault("extra", {})[field] = stated
-        if context is not None:
-            from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
+    )
+    points = _sweep_values(f.sweep, "concurrency", "concurrency=1,4,16,64")
+    tp = 1 if f.tp is None else f.tp
+    settings = _engine_settings(f, engine, tp)
+    layout = _disagg_layout(
+        engine,
+        tp,
+        f.disagg,
+        prefill_tp=f.prefill_tp,
+        decode_tp=f.decode_tp,
+        prefill_ep=f.prefill_ep,
+        decode_ep=f.decode_ep,
+        prefill_dp=f.prefill_dp,
+        decode_dp=f.decode_dp,
+        disagg_link=f.disagg_link,
+        disagg_transfer_backend=f.disagg_transfer_backend,
+    )
+    load, lengths, speculation = _bench_load(f, engine)
+    profile = None
+    if f.calibration is not None:
+        from planner.sources.calibration import load_calibration
 
-            length = max_model_len_value(context, "--context")
-            if length == MAX_MODEL_LEN_AUTO:
-                settings["max_model_len_auto"] = True
-            else:
-                settings["context_tokens"] = length
-        settings["offload"] = offload_settings(
-            gpu=gpu,
-            kv_offloading_size=kv_offloading_size,
-            kv_offloading_backend=kv_offloading_backend,
-            lmcache_config=None,
-            hicache=enable_hierarchical_cache,
-            hicache_ratio=hicache_ratio,
-            hicache_size=hicache_size,
-            host_memory_gib=None,
+        profile = load_calibration(f.calibration)
+    bench = benchmark(
+        calibration=profile,
+        gpu=gpu,
+        preset=f.preset,
+        model=f.model,
+        settings={k: v for k, v in settings.items() if v is not None},
+        dp=1 if f.dp is None else f.dp,
+        ep=f.ep,
+        dp_attention=f.dp_attention,
+        load=load,
+        lengths=lengths,
+        sweep=points,
+        chunked_prefill=f.enable_chunked_prefill,
+        scheduler_steps=1 if f.num_scheduler_steps is None else f.num_scheduler_steps,
+        prefix=parse_prefix(f.prefix_share, f.prefix_tokens, f.prefixes),
+        disagg=layout,
+        disagg_link=f.disagg_link,
+        disagg_backend=f.disagg_transfer_backend,
+        percentiles=parse_percentiles(f.metric_percentiles),
+        client=f.bench_client,
+        speculation=speculation,
+    )
+    if f.dataset_name is not None and not f.ignore_eos and f.output_mean is None:
+        cap = "--random-output-len" if f.dataset_name == "random" else "its reference lengths"
+        bench["notes"].append(
+            f"--dataset-name {f.dataset_name} without --ignore-eos: the benchmark's outputs "
+            f"stop at EOS, short of {cap}; here they run to it (--output-mean with your "
+            "run's mean output poses the shorter ones)"
         )
-        shared = parse_prefix(prefix_share, prefix_tokens, prefixes)
-        layout = _disagg_layout(
-            engine,
-            tp,
-            disagg,
-            prefill_tp=prefill_tp,
-            decode_tp=decode_tp,
-            prefill_ep=prefill_ep,
-            decode_ep=decode_ep,
-            prefill_dp=prefill_dp,
-            decode_dp=decode_dp,
-            disagg_link=disagg_link,
-            disagg_transfer_backend=disagg_transfer_backend,
-        )
-        cv = gamma_cv(cv, burstiness)
-        if random_range_ratio is not None:
-            if len_range is not None or len_spread is not None:
-                raise InputError(
-                    "--random-range-ratio", "is --len-range or --len-spread: give one of them"
-                )
-            # the engine's own client: sglang.bench_serving draws in [r L, L], vllm bench
-            # serve in [L (1 - r), L (1 + r)] (docs/simulate.md)
-            if engine == "sglang":
-                len_range = random_range_ratio
-            else:
-                len_spread = random_range_ratio
-        try:
-            load = Load(
-                concurrency=concurrency, rate_per_s=rate, cv=cv, requests=requests, seed=seed or 0
-            )
-            lengths = Lengths(
-                workload=None if trace is not None else workload,
-                prompt_len=prompt_len,
-                output_len=output_len,
-                len_range=len_range,
-                len_spread=len_spread,
-                trace=trace,
-                prompt_mean=prompt_mean,
-                output_mean=output_mean,
-                empty_share=empty_outputs,
-            )
-            speculation = _speculation(spec_alpha, spec_k, draft_cost)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            key = str(err["loc"][0]) if err["loc"] else "load"
-            raise InputError(BENCH_FLAGS.get(key, key), validation_text(err)) from exc
-        if (
-            lengths.workload is None
-            and lengths.trace is None
-            and (prompt_len is None or output_len is None)
-        ):
-            raise InputError(
-                "--prompt-len",
-                "a deployment benchmark needs --prompt-len and --output-len, --workload "
-                "(e.g. sharegpt) or --trace",
-            )
-        profile = None
-        if calibration is not None:
-            from planner.sources.calibration import load_calibration
+    if f.json_out:
+        emit_json(bench)
+    else:
+        render_bench(bench)
 
-            profile = load_calibration(calibration)
-        bench = benchmark(
-            calibration=profile,
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            settings={k: v for k, v in settings.items() if v is not None},
-            dp=dp,
-            ep=ep,
-            dp_attention=dp_attention,
-            load=load,
-            lengths=lengths,
-            sweep=points,
-            chunked_prefill=enable_chunked_prefill,
-            scheduler_steps=1 if num_scheduler_steps is None else num_scheduler_steps,
-            prefix=shared,
-            disagg=layout,
-            disagg_link=disagg_link,
-            disagg_backend=disagg_transfer_backend,
-            percentiles=parse_percentiles(metric_percentiles),
-            client=bench_client,
-            speculation=speculation,
-        )
-        if dataset_name is not None and not ignore_eos and output_mean is None:
-            cap = "--random-output-len" if dataset_name == "random" else "its reference lengths"
-            bench["notes"].append(
-                f"--dataset-name {dataset_name} without --ignore-eos: the benchmark's outputs "
-                f"stop at EOS, short of {cap}; here they run to it (--output-mean with your "
-                "run's mean output poses the shorter ones)"
-            )
-        if json_out:
-            emit_json(bench)
+
+def _sweep_values(sweep: str | None, key: str, example: str) -> list[int] | None:
+    """--sweep KEY=v1,v2,... as integers (None without --sweep); another key, or a value that
+    is not an integer, is one error naming the flag."""
+    from planner.errors import InputError
+
+    if not sweep:
+        return None
+    name, _, values = sweep.partition("=")
+    if name.strip() != key or not values:
+        raise InputError("--sweep", f"{sweep!r}; accepted: {example}")
+    try:
+        return [int(v) for v in values.split(",") if v.strip()]
+    except ValueError as exc:
+        raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
+
+
+# The engines' own flags a deployment benchmark takes: (the engine, its flag, the settings
+# field), by the SimulateFlags field that holds it.
+ENGINE_EXTRA_FLAGS = {
+    "moe_a2a_backend": ("sglang", "--moe-a2a-backend", "moe_a2a_backend"),
+    "ep_num_redundant_experts": (
+        "sglang",
+        "--ep-num-redundant-experts",
+        "ep_num_redundant_experts",
+    ),
+    "enable_two_batch_overlap": (
+        "sglang",
+        "--enable-two-batch-overlap",
+        "enable_two_batch_overlap",
+    ),
+    "cuda_graph_max_bs": ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
+    "max_cudagraph_capture_size": (
+        "vllm",
+        "--max-cudagraph-capture-size",
+        "max_cudagraph_capture_size",
+    ),
+}
+
+
+def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
+    """The serve plan's settings the flags state (unset ones: the plan's defaults); an engine's
+    own flag under the other engine is one error naming it."""
+    from planner.cli.capacity import _engine_kv_dtype, offload_settings
+    from planner.errors import InputError
+
+    settings: dict[str, Any] = {
+        "engine": engine,
+        "version": f.engine_version,
+        "tp": tp,
+        "pp": 1 if f.pp is None else f.pp,
+        "kv_cache_dtype": _engine_kv_dtype(engine, f.kv_dtype, f.engine_version),
+        "weight_dtype": f.weight_dtype,
+        "max_num_seqs": f.max_num_seqs,
+        "max_num_batched_tokens": f.max_num_batched_tokens,
+        "memory_fraction": f.memory_fraction,
+    }
+    for name, (owner, flag, field) in ENGINE_EXTRA_FLAGS.items():
+        stated = getattr(f, name)
+        if stated is None or stated is False:
+            continue
+        if engine != owner:
+            which = "an SGLang" if owner == "sglang" else "a vLLM"
+            raise InputError(flag, f"{which} flag (--engine {owner})")
+        settings.setdefault("extra", {})[field] = stated
+    if f.context is not None:
+        from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
+
+        length = max_model_len_value(f.context, "--context")
+        if length == MAX_MODEL_LEN_AUTO:
+            settings["max_model_len_auto"] = True
         else:
-            render_bench(bench)
-        return
-    for flag, value in (
-        ("--concurrency", concurrency),
-        ("--burstiness", burstiness),
-        ("--metric-percentiles", metric_percentiles),
-        ("--bench-client", bench_client),
-        ("--prompt-len", prompt_len),
-        ("--output-len", output_len),
-        ("--len-range", len_range),
-        ("--len-spread", len_spread),
-        ("--random-range-ratio", random_range_ratio),
-        ("--prompt-mean", prompt_mean),
-        ("--output-mean", output_mean),
-        ("--empty-outputs", empty_outputs),
-        ("--weight-dtype", weight_dtype),
-        ("--engine-version", engine_version),
-        ("--calibration", calibration),
-        ("--prefix-share", prefix_share),
-        ("--disagg", disagg),
-        ("--prefix-tokens", prefix_tokens),
-        ("--kv-offloading-size", kv_offloading_size),
-        ("--kv-offloading-backend", kv_offloading_backend),
-        ("--enable-hierarchical-cache", enable_hierarchical_cache or None),
-        ("--hicache-ratio", hicache_ratio),
-        ("--hicache-size", hicache_size),
-        ("--num-scheduler-steps", num_scheduler_steps),
-        ("--enable-chunked-prefill", enable_chunked_prefill),
-        ("--tp", tp),
-        ("--pp", pp),
-        ("--dp", dp),
-        ("--ep", ep),
-        ("--dp-attention", dp_attention or None),
-        ("--kv-dtype", kv_dtype),
-        ("--engine", engine),
-        ("--max-num-seqs", max_num_seqs),
-        ("--max-num-batched-tokens", max_num_batched_tokens),
-        ("--gpu-memory-utilization", memory_fraction),
-        ("--ep-num-redundant-experts", ep_num_redundant_experts),
-        ("--enable-two-batch-overlap", enable_two_batch_overlap or None),
-        ("--moe-a2a-backend", moe_a2a_backend),
-        ("--context", context),
-        ("--prefill-tp", prefill_tp),
-        ("--decode-tp", decode_tp),
-        ("--prefill-ep", prefill_ep),
-        ("--decode-ep", decode_ep),
-        ("--prefill-dp", prefill_dp),
-        ("--decode-dp", decode_dp),
-        ("--disagg-link", disagg_link),
-        ("--disaggregation-transfer-backend", disagg_transfer_backend),
-        ("--prefixes", None if prefixes == 1 else prefixes),
-        ("--dataset-name", dataset_name),
-        ("--ignore-eos", ignore_eos or None),
-        ("--enable-expert-parallel", enable_expert_parallel or None),
-        ("--attn-dp-size", attn_dp_size),
-        ("--cuda-graph-max-bs", cuda_graph_max_bs),
-        ("--max-cudagraph-capture-size", max_cudagraph_capture_size),
+            settings["context_tokens"] = length
+    settings["offload"] = offload_settings(
+        gpu=f.gpu,
+        kv_offloading_size=f.kv_offloading_size,
+        kv_offloading_backend=f.kv_offloading_backend,
+        lmcache_config=None,
+        hicache=f.enable_hierarchical_cache,
+        hicache_ratio=f.hicache_ratio,
+        hicache_size=f.hicache_size,
+        host_memory_gib=None,
+    )
+    return settings
+
+
+def _bench_load(f: SimulateFlags, engine: str) -> tuple[Any, Any, Any]:
+    """The benchmark's load, lengths and speculation from the flags, each bad value one error
+    naming its flag (BENCH_FLAGS)."""
+    from planner.api.bench import Lengths, Load
+    from planner.errors import InputError, validation_text
+
+    cv = gamma_cv(f.cv, f.burstiness)
+    len_range, len_spread = f.len_range, f.len_spread
+    if f.random_range_ratio is not None:
+        if len_range is not None or len_spread is not None:
+            raise InputError(
+                "--random-range-ratio", "is --len-range or --len-spread: give one of them"
+            )
+        # the engine's own client: sglang.bench_serving draws in [r L, L], vllm bench
+        # serve in [L (1 - r), L (1 + r)] (docs/simulate.md)
+        if engine == "sglang":
+            len_range = f.random_range_ratio
+        else:
+            len_spread = f.random_range_ratio
+    try:
+        load = Load(
+            concurrency=f.concurrency,
+            rate_per_s=f.rate,
+            cv=cv,
+            requests=f.requests,
+            seed=f.seed or 0,
+        )
+        lengths = Lengths(
+            workload=None if f.trace is not None else f.workload,
+            prompt_len=f.prompt_len,
+            output_len=f.output_len,
+            len_range=len_range,
+            len_spread=len_spread,
+            trace=f.trace,
+            prompt_mean=f.prompt_mean,
+            output_mean=f.output_mean,
+            empty_share=f.empty_outputs,
+        )
+        speculation = _speculation(f.spec_alpha, f.spec_k, f.draft_cost)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "load"
+        raise InputError(BENCH_FLAGS.get(key, key), validation_text(err)) from exc
+    if (
+        lengths.workload is None
+        and lengths.trace is None
+        and (f.prompt_len is None or f.output_len is None)
     ):
-        if value is not None:
-            raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
-    names = [p.strip() for p in compare.split(",")] if compare else [policy or "chunked"]
+        raise InputError(
+            "--prompt-len",
+            "a deployment benchmark needs --prompt-len and --output-len, --workload "
+            "(e.g. sharegpt) or --trace",
+        )
+    return load, lengths, speculation
+
+
+# The flags that describe a deployment benchmark, by the SimulateFlags field that holds them:
+# without --gpu each is one error naming it (it would otherwise be ignored).
+DEPLOYMENT_FLAGS = {
+    "concurrency": "--concurrency",
+    "burstiness": "--burstiness",
+    "metric_percentiles": "--metric-percentiles",
+    "bench_client": "--bench-client",
+    "prompt_len": "--prompt-len",
+    "output_len": "--output-len",
+    "len_range": "--len-range",
+    "len_spread": "--len-spread",
+    "random_range_ratio": "--random-range-ratio",
+    "prompt_mean": "--prompt-mean",
+    "output_mean": "--output-mean",
+    "empty_outputs": "--empty-outputs",
+    "weight_dtype": "--weight-dtype",
+    "engine_version": "--engine-version",
+    "calibration": "--calibration",
+    "prefix_share": "--prefix-share",
+    "disagg": "--disagg",
+    "prefix_tokens": "--prefix-tokens",
+    "kv_offloading_size": "--kv-offloading-size",
+    "kv_offloading_backend": "--kv-offloading-backend",
+    "enable_hierarchical_cache": "--enable-hierarchical-cache",
+    "hicache_ratio": "--hicache-ratio",
+    "hicache_size": "--hicache-size",
+    "num_scheduler_steps": "--num-scheduler-steps",
+    "enable_chunked_prefill": "--enable-chunked-prefill",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "ep": "--ep",
+    "dp_attention": "--dp-attention",
+    "kv_dtype": "--kv-dtype",
+    "engine": "--engine",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "memory_fraction": "--gpu-memory-utilization",
+    "ep_num_redundant_experts": "--ep-num-redundant-experts",
+    "enable_two_batch_overlap": "--enable-two-batch-overlap",
+    "moe_a2a_backend": "--moe-a2a-backend",
+    "context": "--context",
+    "prefill_tp": "--prefill-tp",
+    "decode_tp": "--decode-tp",
+    "prefill_ep": "--prefill-ep",
+    "decode_ep": "--decode-ep",
+    "prefill_dp": "--prefill-dp",
+    "decode_dp": "--decode-dp",
+    "disagg_link": "--disagg-link",
+    "disagg_transfer_backend": "--disaggregation-transfer-backend",
+    "prefixes": "--prefixes",
+    "dataset_name": "--dataset-name",
+    "ignore_eos": "--ignore-eos",
+    "enable_expert_parallel": "--enable-expert-parallel",
+    "attn_dp_size": "--attn-dp-size",
+    "cuda_graph_max_bs": "--cuda-graph-max-bs",
+    "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
+}
+# A flag's value when it was not typed, where that is not None: the switches' False, one
+# prefix.
+UNSET_DEPLOYMENT_VALUES: dict[str, object] = {"prefixes": 1}
+
+
+def _refuse_deployment_flags(f: SimulateFlags) -> None:
+    """A deployment-benchmark flag typed without --gpu is one error naming it."""
+    from planner.errors import InputError
+
+    for name, flag in DEPLOYMENT_FLAGS.items():
+        value = getattr(f, name)
+        if value is None or value is False or value == UNSET_DEPLOYMENT_VALUES.get(name):
+            continue
+        raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
+
+
+def _run_policies(f: SimulateFlags) -> None:
+    """A policy simulation (no --gpu): static, continuous and chunked scheduling on a given or
+    derived cost model, with goodput against the SLO."""
+    from planner.api import simulation
+    from planner.errors import InputError
+
+    _refuse_deployment_flags(f)
+    names = [p.strip() for p in f.compare.split(",")] if f.compare else [f.policy or "chunked"]
     for name in names:
         if name not in POLICIES:
             raise InputError(
-                "--compare" if compare else "--policy", f"{name!r}; accepted: {', '.join(POLICIES)}"
+                "--compare" if f.compare else "--policy",
+                f"{name!r}; accepted: {', '.join(POLICIES)}",
             )
-    if preemption not in (None, "recompute", "swap"):
-        raise InputError("--preemption", f"{preemption!r}; accepted: recompute, swap")
-    caps = None
-    if sweep:
-        key, _, values = sweep.partition("=")
-        if key.strip() != "max_batch" or not values:
-            raise InputError("--sweep", f"{sweep!r}; accepted: max_batch=4,8,16")
-        try:
-            caps = [int(v) for v in values.split(",") if v.strip()]
-        except ValueError as exc:
-            raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
+    if f.preemption not in (None, "recompute", "swap"):
+        raise InputError("--preemption", f"{f.preemption!r}; accepted: recompute, swap")
+    caps = _sweep_values(f.sweep, "max_batch", "max_batch=4,8,16")
     given = {
-        "a_ms": a_ms,
-        "b_ms": b_ms,
-        "prefill_ms_per_token": prefill_ms_per_token,
-        "overhead_ms": overhead_ms,
+        "a_ms": f.a_ms,
+        "b_ms": f.b_ms,
+        "prefill_ms_per_token": f.prefill_ms_per_token,
+        "overhead_ms": f.overhead_ms,
     }
     cost: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-    if cost and not (preset or model):
+    if cost and not (f.preset or f.model):
         cost["source"] = "given"
     given_sim: dict[str, Any] = {
-        "max_batch": max_batch,
-        "chunk_tokens": chunk_tokens,
-        "step_token_budget": step_token_budget,
-        "block_tokens": block_size,
-        "preemption": preemption,
-        "spec_k": spec_k,
-        "spec_draft_cost": draft_cost,
-        "slo_ttft_ms": slo_ttft_ms,
-        "slo_tpot_ms": slo_tpot_ms,
+        "max_batch": f.max_batch,
+        "chunk_tokens": f.chunk_tokens,
+        "step_token_budget": f.step_token_budget,
+        "block_tokens": f.block_size,
+        "preemption": f.preemption,
+        "spec_k": f.spec_k,
+        "spec_draft_cost": f.draft_cost,
+        "slo_ttft_ms": f.slo_ttft_ms,
+        "slo_tpot_ms": f.slo_tpot_ms,
     }
     # unset ones take the simulator's defaults (SimConfig); these two are None when unset
     sim: dict[str, Any] = {k: v for k, v in given_sim.items() if v is not None}
-    sim |= {"kv_blocks": kv_blocks, "spec_alpha": spec_alpha}
+    sim |= {"kv_blocks": f.kv_blocks, "spec_alpha": f.spec_alpha}
     result = simulation(
-        workload=workload or "reference",
-        trace_path=trace,
+        workload=f.workload or "reference",
+        trace_path=f.trace,
         overrides={
-            "rate_per_s": rate,
-            "arrival": "gamma" if cv is not None else None,
-            "cv": cv,
-            "requests": requests,
-            "seed": seed,
-            "shared_prefix_fraction": shared_prefix_fraction,
-            "shared_prefix_tokens": shared_prefix_tokens,
+            "rate_per_s": f.rate,
+            "arrival": "gamma" if f.cv is not None else None,
+            "cv": f.cv,
+            "requests": f.requests,
+            "seed": f.seed,
+            "shared_prefix_fraction": f.shared_prefix_fraction,
+            "shared_prefix_tokens": f.shared_prefix_tokens,
         },
         policies=names,
         sweep=caps,
         cost=cost,
         sim=sim,
-        gpu=gpu,
-        preset=preset,
-        model=model,
+        gpu=f.gpu,
+        preset=f.preset,
+        model=f.model,
         capacity_settings={"tp": 1},
     )
-    if plot is not None:
-        _save_sweep_chart(result, plot)
-    if json_out:
+    if f.plot is not None:
+        _save_sweep_chart(result, f.plot)
+    if f.json_out:
         emit_json(result)
-    elif csv_out:
+    elif f.csv_out:
         emit_csv(result)
     else:
         render(result)
