@@ -746,12 +746,16 @@ def test_bad_deployment_input_exits_2(cli: Cli, args: list[str], text: str) -> N
         ("--disagg-link", "rdma"),
         ("--prefixes", "3"),
         ("--bench-client", "none"),
+        # a switch typed off is typed too (its unset value is None, not False)
+        ("--no-enable-chunked-prefill",),
+        ("--pp", "1"),
     ],
 )
 def test_benchmark_flags_without_a_deployment_exit_2(cli: Cli, args: tuple[str, ...]) -> None:
     """A deployment's options without --gpu would change nothing in the policy study."""
     r = cli("simulate", "--rate", "2", "--requests", "20", *args)
-    assert r.code == 2 and args[0] in r.err and "--gpu" in r.err
+    flag = args[0].replace("--no-", "--")
+    assert r.code == 2 and flag in r.err and "--gpu" in r.err
 
 
 @pytest.mark.parametrize(

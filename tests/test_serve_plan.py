@@ -358,7 +358,16 @@ def test_one_line_covers_memory_latency_and_speculation(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize(
-    "flag", [["--engine", "vllm"], ["--tpot", "50"], ["--max-num-seqs", "8"], ["--pp", "2"]]
+    "flag",
+    [
+        ["--engine", "vllm"],
+        ["--tpot", "50"],
+        ["--max-num-seqs", "8"],
+        ["--pp", "2"],
+        # a switch typed off is typed too (its unset value is None, not False)
+        ["--no-flashinfer"],
+        ["--no-enable-chunked-prefill"],
+    ],
 )
 def test_engine_options_are_refused_by_the_textbook_not_ignored(cli: Cli, flag: list[str]) -> None:
     r = cli("capacity", "--preset", "gqa-70b", "--gpu", "mi300x", "--ledger", "textbook", *flag)

@@ -1,5 +1,6 @@
 """`planner capacity`: the HBM ledger, contiguous vs paged concurrency, binding, launch flags."""
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
@@ -386,6 +387,10 @@ def capacity(
     )
 
 
+# Each flag's value when it is not typed (the command's defaults).
+_DEFAULTS = {name: p.default for name, p in inspect.signature(capacity).parameters.items()}
+
+
 @dataclass(frozen=True)
 class CapacityFlags:
     """Every flag `planner capacity` was given, under its parameter's name: its three modes
@@ -560,42 +565,8 @@ def _engine_ledger_settings(
             f.enable_expert_parallel,
         )
         f = replace(f, ep_size=ep_size, enable_expert_parallel=enable_expert_parallel)
-    vllm_only: dict[str, object] = {
-        "--gpu-memory-utilization": f.gpu_memory_utilization,
-        "--max-num-batched-tokens": f.max_num_batched_tokens,
-        "--max-num-seqs": f.max_num_seqs,
-        "--kv-cache-memory-bytes": f.kv_cache_memory_bytes,
-        "--enable-expert-parallel": f.enable_expert_parallel or None,
-        "--max-cudagraph-capture-size": f.max_cudagraph_capture_size,
-        "--enable-chunked-prefill": f.enable_chunked_prefill,
-        "--flashinfer": f.flashinfer,
-        "--kv-offloading-size": f.kv_offloading_size,
-        "--kv-offloading-backend": f.kv_offloading_backend,
-        "--lmcache-config": f.lmcache_config,
-    }
-    sglang_only: dict[str, object] = {
-        "--mem-fraction-static": f.mem_fraction_static,
-        "--chunked-prefill-size": f.chunked_prefill_size,
-        "--max-running-requests": f.max_running_requests,
-        "--cuda-graph-max-bs": f.cuda_graph_max_bs_decode,
-        "--mamba-full-memory-ratio": f.mamba_full_memory_ratio,
-        "--max-mamba-cache-size": f.max_mamba_cache_size,
-        "--enable-hierarchical-cache": f.enable_hierarchical_cache or None,
-        "--hicache-ratio": f.hicache_ratio,
-        "--hicache-size": f.hicache_size,
-    }
-    sglang_only |= {
-        "--dp-attention": f.dp_attention or None,
-        "--attn-dp-size": f.attn_dp_size,
-        "--ep-size": f.ep_size,
-        "--ep-num-redundant-experts": f.ep_num_redundant_experts,
-        "--enable-two-batch-overlap": f.enable_two_batch_overlap or None,
-        "--moe-a2a-backend": f.moe_a2a_backend,
-    }
-    other = sglang_only if name == "vllm" else vllm_only
-    for flag, given_value in other.items():
-        if given_value is not None:
-            raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
+    for flag in _given(f, SGLANG_ONLY_FLAGS if name == "vllm" else VLLM_ONLY_FLAGS):
+        raise InputError(flag, f"not a {name} flag (pass --engine to pick the engine)")
     parallel = _data_parallel(name, f.tp, f.dp, f.dp_attention, f.attn_dp_size, f.ep_size)
     settings: dict[str, object] = {
         "engine": name,
@@ -654,60 +625,72 @@ def _engine_ledger_settings(
     return {k: v for k, v in settings.items() if v is not None}
 
 
+# Each engine's own flags (the other engine refuses them), and the engine ledger's other
+# options (the textbook ledger refuses them all), by the CapacityFlags field that holds each.
+VLLM_ONLY_FLAGS = {
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--max-num-seqs": "max_num_seqs",
+    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
+    "--enable-expert-parallel": "enable_expert_parallel",
+    "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
+    "--enable-chunked-prefill": "enable_chunked_prefill",
+    "--flashinfer": "flashinfer",
+    "--kv-offloading-size": "kv_offloading_size",
+    "--kv-offloading-backend": "kv_offloading_backend",
+    "--lmcache-config": "lmcache_config",
+}
+SGLANG_ONLY_FLAGS = {
+    "--mem-fraction-static": "mem_fraction_static",
+    "--chunked-prefill-size": "chunked_prefill_size",
+    "--max-running-requests": "max_running_requests",
+    "--cuda-graph-max-bs": "cuda_graph_max_bs_decode",
+    "--mamba-full-memory-ratio": "mamba_full_memory_ratio",
+    "--max-mamba-cache-size": "max_mamba_cache_size",
+    "--enable-hierarchical-cache": "enable_hierarchical_cache",
+    "--hicache-ratio": "hicache_ratio",
+    "--hicache-size": "hicache_size",
+    "--dp-attention": "dp_attention",
+    "--attn-dp-size": "attn_dp_size",
+    "--ep-size": "ep_size",
+    "--ep-num-redundant-experts": "ep_num_redundant_experts",
+    "--enable-two-batch-overlap": "enable_two_batch_overlap",
+    "--moe-a2a-backend": "moe_a2a_backend",
+}
+ENGINE_LEDGER_FLAGS = {
+    "--ep": "ep",
+    "--dp": "dp",
+    "--tpot": "tpot",
+    "--dtype": "dtype",
+    "--spec-alpha": "spec_alpha",
+    "--engine": "engine",
+    "--engine-version": "engine_version",
+    "--quantization": "quantization",
+    "--enable-lora": "enable_lora",
+    "--enforce-eager": "enforce_eager",
+    "--colocated": "colocated",
+    "--reserved-gib": "reserved_gib",
+    "--calibration": "calibration",
+    "--compare-version": "compare_version",
+    "--pp": "pp",
+    "--host-memory-gib": "host_memory_gib",
+    "--disaggregation-mode": "disaggregation_mode",
+    "--disaggregation-transfer-backend": "disaggregation_transfer_backend",
+    "--kv-transfer-config": "kv_transfer_config",
+}
+
+
+def _given(f: CapacityFlags, table: dict[str, str]) -> list[str]:
+    """The flags of `table` the user typed: a value other than the command's default."""
+    return [flag for flag, name in table.items() if getattr(f, name) != _DEFAULTS[name]]
+
+
 def _refuse_engine_options(f: CapacityFlags) -> None:
     """An engine-ledger option typed with --ledger textbook is one error naming it."""
     from planner.errors import InputError
 
-    engine_only: dict[str, object] = {
-        "--ep": f.ep,
-        "--dp": f.dp,
-        "--dp-attention": f.dp_attention or None,
-        "--attn-dp-size": f.attn_dp_size,
-        "--ep-size": f.ep_size,
-        "--ep-num-redundant-experts": f.ep_num_redundant_experts,
-        "--enable-two-batch-overlap": f.enable_two_batch_overlap or None,
-        "--moe-a2a-backend": f.moe_a2a_backend,
-        "--tpot": f.tpot,
-        "--dtype": f.dtype,
-        "--spec-alpha": f.spec_alpha,
-        "--engine": f.engine,
-        "--engine-version": f.engine_version,
-        "--quantization": f.quantization,
-        "--gpu-memory-utilization": f.gpu_memory_utilization,
-        "--max-num-batched-tokens": f.max_num_batched_tokens,
-        "--max-num-seqs": f.max_num_seqs,
-        "--kv-cache-memory-bytes": f.kv_cache_memory_bytes,
-        "--mem-fraction-static": f.mem_fraction_static,
-        "--chunked-prefill-size": f.chunked_prefill_size,
-        "--max-running-requests": f.max_running_requests,
-        "--cuda-graph-max-bs": f.cuda_graph_max_bs_decode,
-        "--mamba-full-memory-ratio": f.mamba_full_memory_ratio,
-        "--max-mamba-cache-size": f.max_mamba_cache_size,
-        "--enable-lora": f.enable_lora or None,
-        "--enable-expert-parallel": f.enable_expert_parallel or None,
-        "--max-cudagraph-capture-size": f.max_cudagraph_capture_size,
-        "--enable-chunked-prefill": f.enable_chunked_prefill,
-        "--flashinfer": f.flashinfer,
-        "--enforce-eager": f.enforce_eager or None,
-        "--colocated": f.colocated or None,
-        "--reserved-gib": f.reserved_gib,
-        "--calibration": f.calibration,
-        "--compare-version": f.compare_version,
-        "--pp": f.pp if f.pp != 1 else None,
-        "--kv-offloading-size": f.kv_offloading_size,
-        "--kv-offloading-backend": f.kv_offloading_backend,
-        "--lmcache-config": f.lmcache_config,
-        "--enable-hierarchical-cache": f.enable_hierarchical_cache or None,
-        "--hicache-ratio": f.hicache_ratio,
-        "--hicache-size": f.hicache_size,
-        "--host-memory-gib": f.host_memory_gib,
-        "--disaggregation-mode": f.disaggregation_mode,
-        "--disaggregation-transfer-backend": f.disaggregation_transfer_backend,
-        "--kv-transfer-config": f.kv_transfer_config,
-    }
-    for engine_flag, given in engine_only.items():
-        if given is not None:
-            raise InputError(engine_flag, "an engine-ledger option (drop --ledger textbook)")
+    for flag in _given(f, VLLM_ONLY_FLAGS | SGLANG_ONLY_FLAGS | ENGINE_LEDGER_FLAGS):
+        raise InputError(flag, "an engine-ledger option (drop --ledger textbook)")
 
 
 def offload_settings(

@@ -1,6 +1,7 @@
 """`planner simulate`: replay a workload through static / continuous / chunked scheduling."""
 
 import csv
+import inspect
 import io
 import sys
 from dataclasses import dataclass, replace
@@ -747,7 +748,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
     }
     for name, (owner, flag, field) in ENGINE_EXTRA_FLAGS.items():
         stated = getattr(f, name)
-        if stated is None or stated is False:
+        if stated == _DEFAULTS[name]:
             continue
         if engine != owner:
             which = "an SGLang" if owner == "sglang" else "a vLLM"
@@ -888,9 +889,8 @@ DEPLOYMENT_FLAGS = {
     "cuda_graph_max_bs": "--cuda-graph-max-bs",
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
 }
-# A flag's value when it was not typed, where that is not None: the switches' False, one
-# prefix.
-UNSET_DEPLOYMENT_VALUES: dict[str, object] = {"prefixes": 1}
+# Each flag's value when it is not typed (the command's defaults).
+_DEFAULTS = {name: p.default for name, p in inspect.signature(simulate).parameters.items()}
 
 
 def _refuse_deployment_flags(f: SimulateFlags) -> None:
@@ -898,10 +898,8 @@ def _refuse_deployment_flags(f: SimulateFlags) -> None:
     from planner.errors import InputError
 
     for name, flag in DEPLOYMENT_FLAGS.items():
-        value = getattr(f, name)
-        if value is None or value is False or value == UNSET_DEPLOYMENT_VALUES.get(name):
-            continue
-        raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
+        if getattr(f, name) != _DEFAULTS[name]:
+            raise InputError(flag, "describes a deployment benchmark: add --gpu and a model")
 
 
 def _run_policies(f: SimulateFlags) -> None:
