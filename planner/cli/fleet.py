@@ -157,8 +157,7 @@ def fleet(
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
     apply_hub_timeout(hub_timeout)
-    from planner.api.fleet import DEFAULT_GPUS, fleet_report, layout_name, parse_prices
-    from planner.api.simulate import load_workload
+    from planner.api.fleet import DEFAULT_GPUS, fleet_report, parse_prices
     from planner.errors import InputError
     from planner.sources.files import check_writable
 
@@ -174,33 +173,7 @@ def fleet(
     for target, flag in ((save, "--save"), (k8s, "--k8s"), (plot, "--plot")):
         if target is not None:
             check_writable(target, flag)
-    base = load_workload(workload)
-    values = base.model_dump() | {"arrival": arrival, "cv": cv}
-    if len_spread is not None and len_range is not None:
-        raise InputError("--len-range", "give --len-spread or --len-range, not both")
-    for key, length, flag in (
-        ("prompt_tokens", prompt_len, "--prompt-len"),
-        ("output_tokens", output_len, "--output-len"),
-    ):
-        if length is None:
-            continue
-        if not 1 <= length <= 2**24:
-            raise InputError(flag, f"must be in [1, {2**24:,}] tokens (got {length})")
-        if len_spread is not None:  # a distribution around the length, never clipped below it
-            values[key] = {
-                "distribution": "lognormal",
-                "median": length,
-                "sigma": len_spread,
-                "min": 1,
-                "max": max(values[key]["max"], 4 * length),
-            }
-        elif len_range is not None:
-            if not 0 <= len_range <= 1:
-                raise InputError("--len-range", f"must be in [0, 1] (got {len_range})")
-            low = max(1, int(length * len_range))
-            values[key] = {"distribution": "uniform", "median": length, "min": low, "max": length}
-        else:
-            values[key] = {"distribution": "fixed", "median": length, "min": length, "max": length}
+    values = _workload_values(workload, arrival, cv, prompt_len, output_len, len_spread, len_range)
     tps = None if tp is None else _int_list(tp, "--tp")
     precisions = None
     if precision is not None:
@@ -267,7 +240,79 @@ def fleet(
     if show_progress:
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
-    if winner is not None and winner.get("pools") is not None:
+    if winner is not None:
+        _write_winner(report, winner, save, k8s, preset, model, calibration, profile, reserved)
+    if plot is not None:
+        _save_chart(report, plot, tpot)
+    if json_out:
+        emit_json(report)
+    else:
+        render(report)
+    if winner is None:
+        raise typer.Exit(1)
+
+
+def _workload_values(
+    workload: str,
+    arrival: str,
+    cv: float,
+    prompt_len: int | None,
+    output_len: int | None,
+    len_spread: float | None,
+    len_range: float | None,
+) -> dict[str, Any]:
+    """The workload's fields with the arrival process and any fixed lengths the flags give
+    (--len-spread: lognormal around them, --len-range: uniform below them), each bad value
+    one error naming its flag."""
+    from planner.api.simulate import load_workload
+    from planner.errors import InputError
+
+    base = load_workload(workload)
+    values: dict[str, Any] = base.model_dump() | {"arrival": arrival, "cv": cv}
+    if len_spread is not None and len_range is not None:
+        raise InputError("--len-range", "give --len-spread or --len-range, not both")
+    for key, length, flag in (
+        ("prompt_tokens", prompt_len, "--prompt-len"),
+        ("output_tokens", output_len, "--output-len"),
+    ):
+        if length is None:
+            continue
+        if not 1 <= length <= 2**24:
+            raise InputError(flag, f"must be in [1, {2**24:,}] tokens (got {length})")
+        if len_spread is not None:  # a distribution around the length, never clipped below it
+            values[key] = {
+                "distribution": "lognormal",
+                "median": length,
+                "sigma": len_spread,
+                "min": 1,
+                "max": max(values[key]["max"], 4 * length),
+            }
+        elif len_range is not None:
+            if not 0 <= len_range <= 1:
+                raise InputError("--len-range", f"must be in [0, 1] (got {len_range})")
+            low = max(1, int(length * len_range))
+            values[key] = {"distribution": "uniform", "median": length, "min": low, "max": length}
+        else:
+            values[key] = {"distribution": "fixed", "median": length, "min": length, "max": length}
+    return values
+
+
+def _write_winner(
+    report: dict[str, Any],
+    winner: dict[str, Any],
+    save: str | None,
+    k8s: str | None,
+    preset: str | None,
+    model: str | None,
+    calibration: str | None,
+    profile: Any,
+    reserved: int | None,
+) -> None:
+    """--save's plan lock and --k8s's manifests for the winner; where one cannot be written
+    for this winner yet, one error naming the flag and what to type instead."""
+    from planner.errors import InputError
+
+    if winner.get("pools") is not None:
         if save is not None:
             raise InputError(
                 "--save",
@@ -282,16 +327,16 @@ def fleet(
                 "router (llm-d, Dynamo) whose manifests planner does not write; each pool's line "
                 "is printed, or --engine sglang plans SGLang's router",
             )
-    if winner is not None and winner.get("pp", 1) > 1 and k8s is not None:
+    if winner.get("pp", 1) > 1 and k8s is not None:
         raise InputError(
             "--k8s",
             f"the winner spans {winner['pp']} nodes per replica (TP {winner['tp']} x PP "
             f"{winner['pp']}), which needs a multi-node workload (a LeaderWorkerSet or a Ray "
             "cluster) that is not written yet; --tp and --precision can pin a one-node layout",
         )
-    if winner is not None and save is not None:
+    if save is not None:
         _save(save, report, preset, model, calibration, profile, reserved)
-    if winner is not None and k8s is not None:
+    if k8s is not None:
         from planner.sources.files import write_file
 
         name = model or preset or "model"
@@ -301,34 +346,32 @@ def fleet(
             else k8s_deployment(winner, name)
         )
         write_file(k8s, "--k8s", manifest)
-    if plot is not None:
-        from planner.cli.plot import Chart, Series
-        from planner.cli.plot import save as save_chart
 
-        fitting = [c for c in report["candidates"] if c["ranked"]]
-        save_chart(
-            Chart(
-                title=f"{report['model']}: tokens/s per GPU against tokens/s per user",
-                x_label="tokens/s per user (1000 / median TPOT)",
-                y_label="output tokens/s per GPU",
-                series=[
-                    Series(
-                        layout_name(c),
-                        [q["tokens_per_s_per_user"] or 0.0 for q in c["curve"]],
-                        [q["output_tokens_per_s_per_gpu"] for q in c["curve"]],
-                    )
-                    for c in fitting
-                ],
-                marks=[(1000.0 / tpot, f"TPOT {tpot:g} ms")],
-            ),
-            plot,
-        )
-    if json_out:
-        emit_json(report)
-    else:
-        render(report)
-    if winner is None:
-        raise typer.Exit(1)
+
+def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:
+    """--plot: each ranked layout's curve, tokens/s per GPU against tokens/s per user."""
+    from planner.api.fleet import layout_name
+    from planner.cli.plot import Chart, Series
+    from planner.cli.plot import save as save_chart
+
+    fitting = [c for c in report["candidates"] if c["ranked"]]
+    save_chart(
+        Chart(
+            title=f"{report['model']}: tokens/s per GPU against tokens/s per user",
+            x_label="tokens/s per user (1000 / median TPOT)",
+            y_label="output tokens/s per GPU",
+            series=[
+                Series(
+                    layout_name(c),
+                    [q["tokens_per_s_per_user"] or 0.0 for q in c["curve"]],
+                    [q["output_tokens_per_s_per_gpu"] for q in c["curve"]],
+                )
+                for c in fitting
+            ],
+            marks=[(1000.0 / tpot, f"TPOT {tpot:g} ms")],
+        ),
+        path,
+    )
 
 
 # Engine fields of a winner's layout that its plan lock carries (the line's own values).
