@@ -80,10 +80,11 @@ GPUS = {
     "B200": "b200-sxm-180gb",
     "H100-PCIe": "h100-pcie-80gb",
 }
-# Checkpoints whose config is a base model's, and the precision that makes them the checkpoint.
+# Checkpoints whose config is a base model's, and the precision that makes them the checkpoint,
+# by their Hub id in lower case (the Hub matches ids without regard to case).
 CHECKPOINTS = {
-    "amd/Llama-3.1-405B-Instruct-FP8-KV": ("meta-llama/Llama-3.1-405B", "fp8"),
-    "meta-llama/Llama-2-70b-chat-hf": ("meta-llama/Llama-2-70b-hf", None),
+    "amd/llama-3.1-405b-instruct-fp8-kv": ("meta-llama/Llama-3.1-405B", "fp8"),
+    "meta-llama/llama-2-70b-chat-hf": ("meta-llama/Llama-2-70b-hf", None),
 }
 
 
@@ -345,7 +346,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         dp_attention = False
         if gpu_count == tp and dp > 1 and tp % dp == 0:
             tp //= dp
-    name, weights = CHECKPOINTS.get(row["model"], (row["model"], None))
+    name, weights = CHECKPOINTS.get(row["model"].lower(), (row["model"], None))
     folder, variant = checkpoint_config(name, models)
     if folder is None:
         return {}, f"no config for {name}"

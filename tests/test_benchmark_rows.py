@@ -678,3 +678,26 @@ def test_a_row_is_compared_at_the_statistic_its_source_reports() -> None:
     assert e2e.statistic(cookbook, "tpot") == ("mean", False)
     assert e2e.measured(cookbook)["tpot"] == 31.45
     assert e2e.statistic(row({"as_reported": 31.45}), "tpot") == ("median", False)
+
+
+def test_a_rows_checkpoint_id_is_read_without_regard_to_case() -> None:
+    """The Hub matches ids without regard to case, and so do the checkpoints posed on a base
+    model's config: AMD's Llama-3.1-405B-Instruct-FP8-KV in any spelling runs on
+    Llama-3.1-405B's config with fp8 weights."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_family": "vllm",
+        "model": "amd/Llama-3.1-405B-Instruct-FP8-KV",
+        "gpu_norm": "MI300X",
+        "gpu_count": 8,
+        "tp": 8,
+        "workload": {"dataset": "random", "input_len": 128, "output_len": 64, "concurrency": 4},
+        "measured": {},
+    }
+    canonical, why = e2e.pose(row, MODELS)
+    assert why is None and canonical["model"].endswith("meta-llama--Llama-3.1-405B")
+    assert canonical["settings"]["weight_dtype"] == "fp8"
+    lower, why = e2e.pose(row | {"model": row["model"].lower()}, MODELS)
+    assert why is None and lower == canonical
