@@ -221,6 +221,17 @@ def test_simulate_refuses_dp_attention_it_cannot_pose(
     assert r.code == 2 and "--dp-attention" in r.err and needle in r.err
 
 
+def test_a_run_of_lockstep_ranks_says_what_it_leaves_out(cli: Cli) -> None:
+    """Attention-DP groups step together: the run says another group's prefill is not priced
+    in this group's decode steps; a plain TP run of the same model has no such note."""
+    tp8 = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8")
+    dpa = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8", "--dp", "8",
+                    "--dp-attention")  # fmt: skip
+    assert not any("step together" in n for n in tp8["notes"])
+    (note,) = [n for n in dpa["notes"] if "step together" in n]
+    assert note.startswith("the 8 attention-DP groups") and "not priced" in note
+
+
 def test_disaggregated_pools_take_sglang_dp_attention(cli: Cli) -> None:
     base = ("--engine", "sglang", "--disagg", "1P1D", "--tp", "8", "--decode-ep", "8")
     plain = _simulate(cli, DEEPSEEK, "h200", *base)

@@ -605,6 +605,8 @@ def _run_notes(
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
+    if inst.attention_groups > 1:
+        notes.append(lockstep_note(engine, inst.attention_groups))
     if speculation is not None:
         k = speculation["k"]
         notes.append(
@@ -751,6 +753,26 @@ def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
     if engine != "vllm" or version is None:
         return 1
     return dp if parse_version(version) < VLLM_API_SERVER_PER_RANK_SINCE else 1
+
+
+def lockstep_note(engine: str, ranks: int) -> str:
+    """What the simulation assumes of data-parallel ranks that step together. Their MoE
+    layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
+    SGLang gathers each attention-DP group's batch before every forward and runs an idle one
+    where a group has none (managers/scheduler_components/dp_attn.py
+    prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
+    DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
+    DPEngineCoreProc). One rank is simulated with its share of the load, each of its prefill
+    steps priced as if every rank prefilled with it; the other ranks' prefills between its own,
+    which lengthen its decode steps, are not."""
+    who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
+    return (
+        f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
+        "step): one is simulated with its share of the load, its prefill steps priced as if "
+        "every rank prefilled with it; another rank's prefill between them, which holds this "
+        "rank's decode step as long, is not priced, so TPOT may be optimistic where prompts "
+        "arrive often (by how much is not measured)"
+    )
 
 
 def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
