@@ -345,32 +345,12 @@ def capacity(
         return
     ctx, auto, block = _checked_common(flags)
     if flags.ledger == "engine":
-        _serve(
-            calibration=flags.calibration,
-            compare_version=flags.compare_version,
-            gpu=flags.gpu,
-            preset=flags.preset,
-            model=flags.model,
-            revision=flags.revision,
-            gpu_memory_gib=flags.gpu_memory_gib,
-            settings=_engine_ledger_settings(flags, ctx, auto, block),
-            tpot=flags.tpot,
-            speculation=None
-            if flags.spec_alpha is None
-            else {"alpha": flags.spec_alpha, "method": flags.spec_method},
-            explain=flags.explain,
-            save=flags.save,
-            json_out=flags.json_out,
-        )
+        _serve(flags, _engine_ledger_settings(flags, ctx, auto, block))
         return
     _refuse_engine_options(flags)
     _textbook(
-        gpu=flags.gpu,
-        preset=flags.preset,
-        model=flags.model,
-        revision=flags.revision,
-        gpu_memory_gib=flags.gpu_memory_gib,
-        settings={
+        flags,
+        {
             "tp": flags.tp,
             "context_tokens": ctx,
             "mean_tokens": flags.mean_len,
@@ -381,9 +361,6 @@ def capacity(
             "workspace_gib": flags.workspace_gib,
             "compute_batch_cap": flags.compute_batch_cap,
         },
-        explain=flags.explain,
-        save=flags.save,
-        json_out=flags.json_out,
     )
 
 
@@ -894,90 +871,65 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 
 
-def _serve(
-    *,
-    calibration: str | None,
-    compare_version: str | None,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    revision: str | None,
-    gpu_memory_gib: float | None,
-    settings: dict[str, object],
-    tpot: float | None,
-    speculation: dict[str, object] | None,
-    explain: bool,
-    save: str | None,
-    json_out: bool,
-) -> None:
+def _serve(f: CapacityFlags, settings: dict[str, object]) -> None:
     """The engine ledger: plan, save, print; exit 1 when the engine would not start."""
     from planner.api import serve_report
 
     profile = None
-    if calibration is not None:
+    if f.calibration is not None:
         from planner.sources.calibration import load_calibration
 
-        profile = load_calibration(calibration)
+        profile = load_calibration(f.calibration)
 
     engine = settings.get("engine", "vllm")
+    speculation = None if f.spec_alpha is None else {"alpha": f.spec_alpha, "method": f.spec_method}
 
     def run(values: dict[str, object]) -> tuple[Any, dict[str, Any]]:
         return serve_report(
             calibration=profile if values.get("engine", "vllm") == engine else None,
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=gpu_memory_gib,
+            gpu=f.gpu,
+            preset=f.preset,
+            model=f.model,
+            revision=f.revision,
+            gpu_memory_gib=f.gpu_memory_gib,
             settings=dict(values),
-            tpot_ms=tpot,
+            tpot_ms=f.tpot,
             speculation=speculation,
         )
 
     plan, payload = run(settings)
-    if compare_version is not None:
+    if f.compare_version is not None:
         from planner.api.compare import version_comparison
 
-        payload["comparison"] = version_comparison(plan, payload, compare_version, run, settings)
-    if save is not None:
+        payload["comparison"] = version_comparison(plan, payload, f.compare_version, run, settings)
+    if f.save is not None:
         from planner.api import serve_lock
         from planner.plan import dump
         from planner.sources.files import saved_model_ref, write_file
 
         lock = serve_lock(
             payload,
-            preset=preset,
-            model=None if model is None else saved_model_ref(model, save),
-            revision=revision,
-            gpu=gpu,
-            gpu_memory_gib=gpu_memory_gib,
+            preset=f.preset,
+            model=None if f.model is None else saved_model_ref(f.model, f.save),
+            revision=f.revision,
+            gpu=f.gpu,
+            gpu_memory_gib=f.gpu_memory_gib,
             settings=settings,
-            tpot_ms=tpot,
-            calibration=None if calibration is None else saved_model_ref(calibration, save),
+            tpot_ms=f.tpot,
+            calibration=None if f.calibration is None else saved_model_ref(f.calibration, f.save),
         )
-        write_file(save, "--save", dump(lock))
-    if json_out:
+        write_file(f.save, "--save", dump(lock))
+    if f.json_out:
         emit_json(payload)
     else:
-        render_serve(plan, payload, explain)
-        if compare_version is not None:
+        render_serve(plan, payload, f.explain)
+        if f.compare_version is not None:
             render_comparison(payload["comparison"])
     if not plan.fits:
         raise typer.Exit(1)
 
 
-def _textbook(
-    *,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    revision: str | None,
-    gpu_memory_gib: float | None,
-    settings: dict[str, object],
-    explain: bool,
-    save: str | None,
-    json_out: bool,
-) -> None:
+def _textbook(f: CapacityFlags, settings: dict[str, object]) -> None:
     """The teaching ledger of docs/method.md, unchanged figures and keys."""
     from planner.api import capacity_report, lock_for
     from planner.core.capacity import DEFAULT_BLOCK_TOKENS, DoesNotFit, capacity_json
@@ -997,39 +949,39 @@ def _textbook(
     settings = {k: v for k, v in settings.items() if v is not None}
     try:
         plan, _prediction = capacity_report(
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=gpu_memory_gib,
+            gpu=f.gpu,
+            preset=f.preset,
+            model=f.model,
+            revision=f.revision,
+            gpu_memory_gib=f.gpu_memory_gib,
             settings=settings,
             engine=None,
         )
     except DoesNotFit as exc:
-        if not json_out:
+        if not f.json_out:
             raise
         emit_json({"ledger": "textbook", "fits": False, "reasons": [str(exc)], "suggestions": []})
         raise typer.Exit(1) from exc
-    if save is not None:
+    if f.save is not None:
         from planner.plan import dump
         from planner.sources.files import saved_model_ref, write_file
 
         lock = lock_for(
             plan,
             None,
-            preset=preset,
-            model=None if model is None else saved_model_ref(model, save),
-            revision=revision,
-            gpu=gpu,
-            gpu_memory_gib=gpu_memory_gib,
+            preset=f.preset,
+            model=None if f.model is None else saved_model_ref(f.model, f.save),
+            revision=f.revision,
+            gpu=f.gpu,
+            gpu_memory_gib=f.gpu_memory_gib,
             settings=settings,
             engine=None,
         )
-        write_file(save, "--save", dump(lock))
-    if json_out:
+        write_file(f.save, "--save", dump(lock))
+    if f.json_out:
         emit_json(capacity_json(plan))
         return
-    render_capacity(plan, explain)
+    render_capacity(plan, f.explain)
 
 
 def render_tiers(tiers: Any) -> None:
