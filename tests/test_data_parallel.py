@@ -158,6 +158,32 @@ def test_step_model_attention_dp_routes_every_groups_tokens() -> None:
     assert dpa.dense_weights_bytes > tp8.dense_weights_bytes
 
 
+def test_a_prefill_on_one_attention_group_meets_the_others_decode_tokens() -> None:
+    """One group prefills 8,192 tokens while the 7 others decode 16 sequences each: the MoE
+    layers meet 8,192 + 112 tokens, not 8 x 8,192, and each GPU's experts multiply an eighth
+    of them; the group's own attention and projections are the same either way."""
+    spec = resolve_model(None, DEEPSEEK, None)
+    dpa = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="sglang")
+    prompt, others = 8192, 7 * 16
+    assert dpa.gathered(prompt, others) == 8304 and dpa.gathered(prompt) == 8 * prompt
+    assert dpa.experts_routed(prompt, others) == dpa.experts_read(8304)
+    body, experts, head = dpa.linear_parts(prompt)
+    body_alone, experts_alone, head_alone = dpa.linear_parts(prompt, others=others)
+    assert (body_alone, head_alone) == (body, head)
+    # at 8,304 tokens every expert is read: the multiply shrinks from 8,192 tokens a GPU to
+    # 8,304 / 8, and the grouped GEMMs stay compute-bound (their weight stream is below it)
+    assert experts_alone < experts / 4
+    assert dpa.allreduce_ms(prompt, others) < dpa.allreduce_ms(prompt)
+    pairs = prompt * (prompt + 1) / 2
+    alone = dpa.mixed_ms(0, 0, prompt, pairs, others=others)
+    assert alone < dpa.mixed_ms(0, 0, prompt, pairs)
+    # the others prefilling as much is the symmetric step
+    assert dpa.mixed_ms(0, 0, prompt, pairs, others=7 * prompt) == dpa.mixed_ms(0, 0, prompt, pairs)
+    # without attention DP `others` means nothing
+    tp8 = step_time_for(spec, find_gpu("h200"), tp=8, engine="sglang")
+    assert tp8.mixed_ms(0, 0, prompt, pairs, others=others) == tp8.mixed_ms(0, 0, prompt, pairs)
+
+
 def _simulate(cli: Cli, model: str, gpu: str, *args: str) -> dict[str, Any]:
     r = cli(
         "simulate", "--model", model, "--gpu", gpu, "--concurrency", "64",
@@ -222,14 +248,14 @@ def test_simulate_refuses_dp_attention_it_cannot_pose(
 
 
 def test_a_run_of_lockstep_ranks_says_what_it_leaves_out(cli: Cli) -> None:
-    """Attention-DP groups step together: the run says another group's prefill is not priced
-    in this group's decode steps; a plain TP run of the same model has no such note."""
+    """Attention-DP groups step together: the run says how the other groups' prefills are
+    priced in this group's steps; a plain TP run of the same model has no such note."""
     tp8 = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8")
     dpa = _simulate(cli, DEEPSEEK, "h200", "--engine", "sglang", "--tp", "8", "--dp", "8",
                     "--dp-attention")  # fmt: skip
     assert not any("step together" in n for n in tp8["notes"])
     (note,) = [n for n in dpa["notes"] if "step together" in n]
-    assert note.startswith("the 8 attention-DP groups") and "not priced" in note
+    assert note.startswith("the 8 attention-DP groups") and "prefill as often" in note
 
 
 def test_disaggregated_pools_take_sglang_dp_attention(cli: Cli) -> None:

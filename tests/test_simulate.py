@@ -798,3 +798,43 @@ def test_vllm_v0_hands_a_steps_tokens_over_when_the_next_step_ends() -> None:
     assert late.finish_ms.tolist() == pytest.approx([53.0, 75.0])
     # the engine ran the same steps
     assert late.busy_ms == pytest.approx(at_once.busy_ms)
+
+
+def test_ranks_in_lockstep_stretch_the_decode_steps_their_prefills_land_on() -> None:
+    # One of 8 data-parallel ranks of a MoE model: each rank prefills as often as this one, at
+    # random among its steps, and a prefill anywhere holds every rank's step. A 10 ms decode
+    # step, a 20 ms unmixed prefill step (10 ms + 1,000 tokens x 0.01 ms). Request 0 prefills
+    # at step 1; request 1 arrives at 105 ms and prefills at step 11, ten steps after. The 7
+    # other ranks' prefills land on (11 - 1 - 1) x (1 - (1 - 1/10)^7) = 4.695 of the next
+    # decode steps in expectation: 4 whole ones at 20 ms, and 0.695 of a third's 10 ms.
+    trace = Trace(
+        np.array([0.0, 0.105]),
+        np.array([1000, 1000]),
+        np.array([50, 50]),
+        np.zeros(2, dtype=np.int64),
+    )
+    cost = CostModel(a_ms=10.0, b_ms=0.0, prefill_ms_per_token=0.01, overhead_ms=0.0)
+    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 2048, "mixed": False}
+    alone = execute(trace, cost, SimConfig(**base, chunk_tokens=2048))  # type: ignore[arg-type]
+    ranks = execute(
+        trace,
+        cost,
+        SimConfig(**base, chunk_tokens=2048, lockstep_groups=8),  # type: ignore[arg-type]
+    )
+    hit = 9 * (1 - 0.9**7)
+    assert hit == pytest.approx(4.695, abs=1e-3)
+    extra = 4 * 10.0 + (hit - 4) * 10.0
+    assert ranks.finish_ms - alone.finish_ms == pytest.approx([extra, extra])
+    # the first tokens came before any other rank's prefill could land
+    assert ranks.first_ms == pytest.approx(alone.first_ms)
+
+
+def test_ranks_in_lockstep_that_prefill_every_step_stretch_nothing() -> None:
+    # A rank that prefills every step meets the others' prefills in its own prefill steps:
+    # a burst of prompts that runs back to back leaves no decode step to stretch.
+    trace = Trace(np.zeros(4), np.full(4, 2048), np.full(4, 20), np.zeros(4, dtype=np.int64))
+    cost = CostModel(a_ms=10.0, b_ms=0.0, prefill_ms_per_token=0.01, overhead_ms=0.0)
+    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 2048, "chunk_tokens": 2048}
+    alone = execute(trace, cost, SimConfig(**base, mixed=False))  # type: ignore[arg-type]
+    ranks = execute(trace, cost, SimConfig(**base, mixed=False, lockstep_groups=8))  # type: ignore[arg-type]
+    assert ranks.finish_ms == pytest.approx(alone.finish_ms)

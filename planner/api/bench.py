@@ -605,8 +605,8 @@ def _run_notes(
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
-    if inst.attention_groups > 1:
-        notes.append(lockstep_note(engine, inst.attention_groups))
+    if inst.cfg.lockstep_groups > 1:
+        notes.append(lockstep_note(engine, inst.cfg.lockstep_groups))
     if speculation is not None:
         k = speculation["k"]
         notes.append(
@@ -762,16 +762,15 @@ def lockstep_note(engine: str, ranks: int) -> str:
     where a group has none (managers/scheduler_components/dp_attn.py
     prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
-    DPEngineCoreProc). One rank is simulated with its share of the load, each of its prefill
-    steps priced as if every rank prefilled with it; the other ranks' prefills between its own,
-    which lengthen its decode steps, are not."""
+    DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
+    to be as loaded (planner.sim.engine: `SimConfig.lockstep_groups`)."""
     who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
     return (
         f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
-        "step): one is simulated with its share of the load, its prefill steps priced as if "
-        "every rank prefilled with it; another rank's prefill between them, which holds this "
-        "rank's decode step as long, is not priced, so TPOT may be optimistic where prompts "
-        "arrive often (by how much is not measured)"
+        "step): one is simulated with its share of the load, and the others, as loaded, "
+        "prefill as often at random among its steps; each such prefill holds its decode step "
+        "as long as its own prefill step, and its prefill steps' MoE layers meet the others' "
+        "decode tokens (in expectation: no run with data-parallel attention has checked it)"
     )
 
 
@@ -1114,6 +1113,8 @@ def _instance(
         curve = apply_step_calibration(curve, calibrated)
     check_scheduler_steps(scheduler_steps, engine, version)
     cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
+    if spec.num_experts and attention_groups > 1:  # the ranks meet in every MoE layer
+        cfg = cfg.model_copy(update={"lockstep_groups": attention_groups})
     return Instance(
         plan=plan,
         payload=payload,
@@ -1642,13 +1643,16 @@ def run_pools(
         spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
         layout.gpus, pre.card, pre.engine, backend,
     )  # fmt: skip
+    # a pool's ranks run the same kind of step: all prefill, or all decode (a landing costs
+    # nothing), so none waits on another's different work
+    alone = {"lockstep_groups": 1}
     state, info = dis.run(
         trace,
         layout,
         prefill_cost=pre.cost,
-        prefill_cfg=pre.cfg,
+        prefill_cfg=pre.cfg.model_copy(update=alone),
         decode_cost=dis.DecodeOnlyCost(dec.cost),
-        decode_cfg=decode_pool_config(dec),
+        decode_cfg=decode_pool_config(dec).model_copy(update=alone),
         transfer_ms=ms,
         concurrency=concurrency,
     )

@@ -105,7 +105,12 @@ class DecodeOnlyCost(CurveCost):
         super().__init__(inner.curve, f"{inner.source} (decode pool)")
 
     def step_ms(
-        self, decode_seqs: int, decode_tokens: int, prefill_tokens: int, prefill_pairs: float
+        self,
+        decode_seqs: int,
+        decode_tokens: int,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        others: int | None = None,
     ) -> float:
         """Decode tokens only (a step that only lands KV costs one token's step)."""
         return super().step_ms(max(1, decode_seqs), decode_tokens, 0, 0.0)

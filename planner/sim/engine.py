@@ -95,16 +95,23 @@ class CurveCost:
         if source is not None:
             self.source = source
         self._kv_bytes: dict[int, int] = {}  # KV bytes one sequence reads, by its context
-        self._parts: dict[tuple[int, int, int | None], TokenParts] = {}  # by token counts
+        self._parts: dict[tuple[int, int, int | None, int | None], TokenParts] = {}
         # speculative decoding: each decode step verifies `spec_k` drafts per sequence, after
         # `spec_k` draft forwards of `spec_draft_cost` x a plain step each
         self.spec_k, self.spec_draft_cost = spec_k, spec_draft_cost
 
     def step_ms(
-        self, decode_seqs: int, decode_tokens: int, prefill_tokens: int, prefill_pairs: float
+        self,
+        decode_seqs: int,
+        decode_tokens: int,
+        prefill_tokens: int,
+        prefill_pairs: float,
+        others: int | None = None,
     ) -> float:
         """One step: `decode_seqs` sequences holding `decode_tokens` tokens in all, plus
-        `prefill_tokens` prompt tokens spanning `prefill_pairs` attention pairs."""
+        `prefill_tokens` prompt tokens spanning `prefill_pairs` attention pairs (`others`:
+        the tokens the other data-parallel attention groups bring to the MoE layers; None:
+        as many as this one's each)."""
         kv = context = 0
         if decode_seqs:
             context = max(1, decode_tokens // decode_seqs)
@@ -120,7 +127,7 @@ class CurveCost:
             )
             return verify + drafts
         return self.curve.mixed_ms(
-            decode_seqs, kv, prefill_tokens, prefill_pairs, parts=self._parts
+            decode_seqs, kv, prefill_tokens, prefill_pairs, parts=self._parts, others=others
         )
 
 
@@ -293,6 +300,15 @@ class SimConfig(BaseModel):
         default=False,
         description="a step's tokens reach the client when the next step ends (vLLM V0's "
         "async output processing); when nothing is left unfinished they go at once",
+    )
+    lockstep_groups: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SIM_COUNT,
+        description="data-parallel ranks of a MoE model that step together (SGLang's "
+        "data-parallel attention, vLLM's DP engine cores): the run is one rank's, and the "
+        "others, as loaded as it, prefill as often; a prefill on any rank holds every rank's "
+        "step, and its MoE layers meet the other ranks' tokens",
     )
     scheduler_steps: int = Field(
         default=1,
@@ -472,6 +488,7 @@ def execute(
         and cfg.scheduler_steps == 1
         and not cfg.whole_prompts
         and not cfg.outputs_one_step_late
+        and cfg.lockstep_groups == 1
     ):
         _unbounded(run, cost, cfg, trace, delay_ms)
     else:
@@ -632,6 +649,13 @@ class _IterationLoop:
         self.window_freed_total = 0
         self.window_events: list[tuple[int, int, int]] = []  # (clock at it, id, version)
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
+        # ranks in lockstep (`SimConfig.lockstep_groups`): the decode steps the other ranks'
+        # prefills are still to stretch (a fraction: in expectation), how long each lasts, and
+        # the step count at this rank's last prefill step
+        self.groups = cfg.lockstep_groups
+        self.foreign_steps = 0.0
+        self.foreign_ms = 0.0
+        self.prefilled_at_step = 0
         # vLLM V0's async output processing: the first tokens and finishes of the last step,
         # delivered when the next step ends (and a finish's client sends its next request then)
         self.late = cfg.outputs_one_step_late
@@ -952,8 +976,10 @@ class _IterationLoop:
             budget -= got
         return take
 
-    def step_ms(self, n_decoding: int, take: dict[int, int]) -> float:
-        """One step's time with `n_decoding` decode tokens and the prefill `take`, ms."""
+    def step_ms(self, n_decoding: int, take: dict[int, int], others: int | None = None) -> float:
+        """One step's time with `n_decoding` decode tokens and the prefill `take`, ms
+        (`others`: the tokens the ranks in lockstep bring to the MoE layers; None: as many as
+        this one's each)."""
         prefill_tokens = sum(take.values())
         factor = self.spec_factor if n_decoding else 1.0
         curve = self.curve
@@ -966,14 +992,50 @@ class _IterationLoop:
         prefilled = self.prefilled
         pairs = sum(curve.curve.chunk_pairs(prefilled[i], g) for i, g in take.items())
         decode_tokens = self.decode_base + self.clock * n_decoding if n_decoding else 0
-        return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs) * factor
+        return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs, others) * factor
 
-    def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
+    def prefill_interval(self) -> int:
+        """Steps from this rank's last prefill step to this one (1: it prefills every step)."""
+        return self.steps_total + 1 - self.prefilled_at_step
+
+    def others_tokens(self, decoders: int, prefill_tokens: int) -> int | None:
+        """What the other ranks in lockstep bring to this prefill step's MoE layers: each its
+        decoders (as many as this rank's) and, as often as this rank prefills, a prefill of
+        this one's size (None without ranks in lockstep)."""
+        if self.groups == 1:
+            return None
+        interval = self.prefill_interval()
+        return round((self.groups - 1) * (decoders + prefill_tokens / interval))
+
+    def foreign_prefills(self, interval: int, dt: float) -> None:
+        """This rank prefilled after `interval` steps (the last of them the prefill, `dt`
+        long): the other ranks, as loaded, prefill as often, each once in the next as many
+        steps at random. Expected decode steps they land on, at least one apiece:
+        (interval - 1) x (1 - (1 - 1/interval)^(ranks - 1)); each lasts as long as the
+        prefill (the ranks meet in every MoE layer)."""
+        hit = 1.0 - (1.0 - 1.0 / interval) ** (self.groups - 1)
+        self.foreign_steps += (interval - 1) * hit
+        self.foreign_ms = dt
+
+    def stretched(self, steps: int, dt: float) -> tuple[int, float]:
+        """Decode steps the other ranks' prefills land on: up to `steps` whole ones at the
+        prefill's length, or one step by the expected share of one."""
+        pending = self.foreign_steps
+        if pending >= 1.0:
+            steps = min(steps, int(pending))
+            self.foreign_steps = pending - steps
+            return steps, max(dt, self.foreign_ms)
+        self.foreign_steps = 0.0
+        return 1, dt + pending * max(0.0, self.foreign_ms - dt)
+
+    def jump(
+        self, dt: float, swap_ms: float, n_decoding: int, cap: int = NEVER
+    ) -> tuple[int, float]:
         """How many identical decode-only steps run before the next event (a finish, an
-        arrival that could be admitted, the pool filling, a multi-step round's end), and the
-        mean step over them (the KV read grows by a token per sequence per step)."""
+        arrival that could be admitted, the pool filling, a multi-step round's end, `cap`),
+        and the mean step over them (the KV read grows by a token per sequence per step)."""
         pool, reserve, clock = self.pool, self.reserve, self.clock
-        steps = self.next_finish() - clock
+        steps = min(self.next_finish() - clock, cap)
         arrival, nxt = self.arrival, self.nxt
         if nxt < self.n and len(self.running) < self.max_batch and arrival[nxt] < math.inf:
             steps = min(steps, max(1, math.ceil((arrival[nxt] - self.t) / dt)))
@@ -1113,6 +1175,7 @@ class _IterationLoop:
         if not running and not waiting:
             self.run.idle_ms += arrival[self.nxt] - self.t
             self.t = arrival[self.nxt]
+            self.foreign_steps = 0.0  # the other ranks' prefills held nobody here
             if self.reserve is not None:
                 # SGLang's idle housekeeping resets the new-token ratio (scheduler.py
                 # self_check_during_idle in 0.5.2, on_idle in 0.5.13)
@@ -1137,9 +1200,13 @@ class _IterationLoop:
         n_decoding = len(running) - len(self.pending)
         take = self.prefill_work(n_decoding)
         waiting_decoders = 0
+        others = self.others_tokens(n_decoding, sum(take.values())) if take else None
         if take and not self.mixed:
             waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
-        dt = self.step_ms(n_decoding, take)
+        dt = self.step_ms(n_decoding, take, others)
+        if take and self.groups > 1:
+            self.foreign_prefills(self.prefill_interval(), dt)
+            self.prefilled_at_step = self.steps_total + 1
         multi = self.multi
         if multi > 1:
             if not self.round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
@@ -1151,9 +1218,13 @@ class _IterationLoop:
             self.deliver_late(self.t + dt)  # the last step's outputs, as this one ends
 
         steps = 1
+        foreign = not take and n_decoding > 0 and self.foreign_steps > 0
         if not take and self.spec is None and n_decoding:
             # Identical decode-only steps until the next event: jump there in one move.
-            steps, dt = self.jump(dt, swap_ms, n_decoding)
+            cap = max(1, int(self.foreign_steps)) if foreign else NEVER
+            steps, dt = self.jump(dt, swap_ms, n_decoding, cap)
+        if foreign:  # the other ranks' prefills hold these decode steps
+            steps, dt = self.stretched(steps, dt)
         if multi > 1:
             self.round_left -= steps
             saved = self.round_saving_ms if self.round_left or self.mixed or not take else 0.0

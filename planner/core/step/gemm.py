@@ -98,7 +98,7 @@ def read_ms(read_bytes: float, bandwidth_bytes_per_s: float) -> float:
     return read_bytes / bandwidth_bytes_per_s * 1e3
 
 
-def compute_ms(active_params: int, tokens: int, flops_per_s: float) -> float:
+def compute_ms(active_params: int, tokens: float, flops_per_s: float) -> float:
     """The linear layers' multiply-adds for `tokens` tokens (2 FLOPs per parameter each) at
     an achievable rate, ms."""
     return 2 * active_params * tokens / flops_per_s * 1e3

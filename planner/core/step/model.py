@@ -222,16 +222,25 @@ class StepTime(BaseModel):
         """Expected distinct experts B tokens route to, per MoE layer (uniform routing)."""
         return moe.experts_read(self.num_experts, self.experts_per_token, batch)
 
-    def experts_routed(self, tokens: int) -> float:
-        """Experts a step of `tokens` tokens per attention group routes to, per MoE layer:
-        every group's tokens route (attention-DP gathers them for the MoE layers)."""
-        return self.experts_read(tokens * self.attention_dp)
+    def gathered(self, tokens: int, others: int | None = None) -> int:
+        """The tokens the MoE layers meet in a step of `tokens` tokens in this attention
+        group: every group's (attention-DP gathers them), the other groups bringing `others`
+        in all (None: as many as this one each, the groups in step on the same work)."""
+        if self.attention_dp == 1:
+            return tokens
+        return tokens * self.attention_dp if others is None else tokens + others
 
-    def expert_weights_bytes(self, tokens: int) -> int:
-        """Expert weights the slowest GPU reads for `tokens` tokens, per step. Under TP every
-        GPU reads its 1/TP of each routed expert; under expert parallelism a GPU reads its own
-        routed experts whole, and the step waits for the rank that drew the most."""
-        read = self.experts_routed(tokens)
+    def experts_routed(self, tokens: int, others: int | None = None) -> float:
+        """Experts a step of `tokens` tokens per attention group routes to, per MoE layer:
+        every group's tokens route (`gathered`)."""
+        return self.experts_read(self.gathered(tokens, others))
+
+    def expert_weights_bytes(self, tokens: int, others: int | None = None) -> int:
+        """Expert weights the slowest GPU reads for `tokens` tokens (and the other attention
+        groups' `others`), per step. Under TP every GPU reads its 1/TP of each routed expert;
+        under expert parallelism a GPU reads its own routed experts whole, and the step waits
+        for the rank that drew the most."""
+        read = self.experts_routed(tokens, others)
         local = self.experts_per_gpu
         if not local or local >= self.num_experts:
             return round(read * self.expert_bytes)
@@ -260,18 +269,24 @@ class StepTime(BaseModel):
         body = max(self.active_params_per_gpu - self.embedding_params_per_gpu, 0)
         return body, min(self.plain_params_per_gpu, body)
 
-    def linear_ms(self, tokens: int, sampled: int | None = None) -> float:
+    def linear_ms(
+        self, tokens: int, sampled: int | None = None, others: int | None = None
+    ) -> float:
         """The linear layers of one forward pass over `tokens` tokens, ms (`linear_parts`
         summed)."""
-        body_ms, experts_ms, head_ms = self.linear_parts(tokens, sampled)
+        body_ms, experts_ms, head_ms = self.linear_parts(tokens, sampled, others)
         return body_ms + experts_ms + head_ms
 
-    def linear_parts(self, tokens: int, sampled: int | None = None) -> tuple[float, float, float]:
+    def linear_parts(
+        self, tokens: int, sampled: int | None = None, others: int | None = None
+    ) -> tuple[float, float, float]:
         """The dense body, the routed experts and the lm_head (over the `sampled` tokens only;
         default all) of one forward pass, ms: they run one after another, each the norm of its
         weight stream and its multiply (gemm.overlapped_ms). A MoE prefill chunk streams every
         expert (a few tokens each: memory-bound) while its attention projections are
-        compute-bound; one max over their sums would hide the one behind the other."""
+        compute-bound; one max over their sums would hide the one behind the other. Under
+        data-parallel attention each GPU's experts multiply its share of the gathered tokens
+        (`others`: the other groups' in all, None: as many as this group's each)."""
         bandwidth = self._bandwidth()
         plain_rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
@@ -295,9 +310,12 @@ class StepTime(BaseModel):
         body_ms += self.dequant_ms(tokens)
         experts_ms = 0.0
         if self.num_experts:
+            # the gathered tokens spread over the groups' GPUs: each multiplies 1 / groups
+            share = self.gathered(tokens, others) / self.attention_dp
             experts_ms = gemm.overlapped_ms(
-                gemm.read_ms(self.expert_weights_bytes(tokens), bandwidth) * self.memory_scale,
-                gemm.compute_ms(experts, tokens, quantized_rate * self.moe_gemm_scale),
+                gemm.read_ms(self.expert_weights_bytes(tokens, others), bandwidth)
+                * self.memory_scale,
+                gemm.compute_ms(experts, share, quantized_rate * self.moe_gemm_scale),
             )
         return body_ms, experts_ms, head_ms
 
@@ -332,14 +350,15 @@ class StepTime(BaseModel):
         compute_ms += gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, rate)
         return weights, memory_ms, compute_ms
 
-    def moe_fixed_ms(self, tokens: int) -> float:
+    def moe_fixed_ms(self, tokens: int, others: int | None = None) -> float:
         """The MoE layers' routing kernels and their idle local experts' early exits for a
-        step of `tokens` tokens, ms. A GPU's idle experts are its local ones less those the
-        step routes to (under expert parallelism, its share of them)."""
+        step of `tokens` tokens (the other attention groups bringing `others`), ms. A GPU's
+        idle experts are its local ones less those the step routes to (under expert
+        parallelism, its share of them)."""
         if not self.num_experts or not self.moe_layers or tokens <= 0:
             return 0.0
         local = self.experts_per_gpu or self.num_experts
-        idle = local * (1.0 - self.experts_routed(tokens) / self.num_experts)
+        idle = local * (1.0 - self.experts_routed(tokens, others) / self.num_experts)
         return moe.routing_ms(
             self.moe_layers, idle, self.moe_kernel_ms_per_layer, self.moe_ms_per_idle_expert
         )
@@ -351,13 +370,13 @@ class StepTime(BaseModel):
     def _all_to_all(self) -> bool:
         return self.moe_all_to_all and self.moe_layers > 0
 
-    def allreduce_ms(self, tokens: int) -> float:
+    def allreduce_ms(self, tokens: int, others: int | None = None) -> float:
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
-        FFN / MoE half gathers every group's tokens over the MoE ranks and scatters them back
-        (all-gather + reduce-scatter: one all-reduce's traffic of the gathered batch), except
-        in the MoE layers that run DeepEP (`all_to_all_ms`). Each collective runs at its
-        group's rate over the fabric (comm.Fabric)."""
+        FFN / MoE half gathers every group's tokens (`gathered`) over the MoE ranks and
+        scatters them back (all-gather + reduce-scatter: one all-reduce's traffic of the
+        gathered batch), except in the MoE layers that run DeepEP (`all_to_all_ms`). Each
+        collective runs at its group's rate over the fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
         hop, link = self.allreduce_hop_ms, self.fabric
         all_to_all = self._all_to_all()
@@ -365,7 +384,7 @@ class StepTime(BaseModel):
             return comm.allreduce_ms(self.tp, self.layers, message, hop, link)
         per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
         attention = comm.allreduce_ms(self.tp, self.layers, message, hop, link) / per_layer
-        gathered = message * self.attention_dp
+        gathered = self.gathered(tokens, others) * self.hidden_size * self.activation_bytes
         # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
         gathering = self.layers - self.moe_layers if all_to_all else self.layers
         ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, hop, link)
@@ -439,7 +458,11 @@ class StepTime(BaseModel):
         return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
 
     def token_parts(
-        self, decode_seqs: int, prefill_tokens: int, sampled: int | None = None
+        self,
+        decode_seqs: int,
+        prefill_tokens: int,
+        sampled: int | None = None,
+        others: int | None = None,
     ) -> TokenParts:
         """The terms of a step that depend on its token counts alone (see `mixed_ms`)."""
         streamed_ms = self.streamed_ms(decode_seqs)
@@ -448,6 +471,7 @@ class StepTime(BaseModel):
             decode_seqs = ceil_div(decode_seqs, self.pp)
             prefill_tokens = ceil_div(prefill_tokens, self.pp)
             sampled = ceil_div(sampled, self.pp)
+            others = None if others is None else ceil_div(others, self.pp)
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return TokenParts(tokens=0)
@@ -455,10 +479,10 @@ class StepTime(BaseModel):
             tokens=tokens,
             streamed_ms=streamed_ms,
             own_ms=self.step_overhead_ms(decode_seqs),
-            linear_ms=self.linear_ms(tokens, sampled=sampled),
-            fixed_ms=self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens),
+            linear_ms=self.linear_ms(tokens, sampled=sampled, others=others),
+            fixed_ms=self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens, others),
             all_to_all_ms=self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
-            allreduce_ms=self.allreduce_ms(tokens),
+            allreduce_ms=self.allreduce_ms(tokens, others),
         )
 
     def mixed_ms(
@@ -468,7 +492,8 @@ class StepTime(BaseModel):
         prefill_tokens: int,
         prefill_pairs: float,
         sampled: int | None = None,
-        parts: dict[tuple[int, int, int | None], TokenParts] | None = None,
+        parts: dict[tuple[int, int, int | None, int | None], TokenParts] | None = None,
+        others: int | None = None,
     ) -> float:
         """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
         `prefill_tokens` prompt tokens whose attention spans `prefill_pairs` pairs. The linear
@@ -477,11 +502,12 @@ class StepTime(BaseModel):
         the engine's overhead. `sampled`: the positions the lm_head scores (default: one per
         decoding sequence; speculative verification scores every drafted one too). `parts`:
         a caller's cache of `token_parts` by token counts (a simulation meets the same counts
-        many times)."""
-        key = (decode_seqs, prefill_tokens, sampled)
+        many times). `others`: under data-parallel attention, the tokens the other groups
+        bring to the MoE layers in this step (None: as many as this group's each)."""
+        key = (decode_seqs, prefill_tokens, sampled, others)
         got = parts.get(key) if parts is not None else None
         if got is None:
-            got = self.token_parts(decode_seqs, prefill_tokens, sampled)
+            got = self.token_parts(decode_seqs, prefill_tokens, sampled, others)
             if parts is not None:
                 parts[key] = got
         if got.tokens <= 0:
