@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from helpers import MODELS, Result
 
 from planner.api import serve_report
+from planner.api.bench import deployment_instance
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
@@ -161,7 +163,8 @@ def test_step_model_attention_dp_routes_every_groups_tokens() -> None:
 def test_a_prefill_on_one_attention_group_meets_the_others_decode_tokens() -> None:
     """One group prefills 8,192 tokens while the 7 others decode 16 sequences each: the MoE
     layers meet 8,192 + 112 tokens, not 8 x 8,192, and each GPU's experts multiply an eighth
-    of them; the group's own attention and projections are the same either way."""
+    of them. SGLang runs the dense FFNs and shared experts on the gathered batch too; vLLM's
+    DP ranks keep them with their own attention."""
     spec = resolve_model(None, DEEPSEEK, None)
     dpa = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="sglang")
     prompt, others = 8192, 7 * 16
@@ -169,7 +172,14 @@ def test_a_prefill_on_one_attention_group_meets_the_others_decode_tokens() -> No
     assert dpa.experts_routed(prompt, others) == dpa.experts_read(8304)
     body, experts, head = dpa.linear_parts(prompt)
     body_alone, experts_alone, head_alone = dpa.linear_parts(prompt, others=others)
-    assert (body_alone, head_alone) == (body, head)
+    assert head_alone == head
+    # DeepSeek-R1's 3 dense FFNs, 58 shared experts and routers: 3.85 B of the 37.6 B active
+    # parameters; MLA's 11.4 B stay with the group's attention
+    assert dpa.gathered_params_per_gpu == pytest.approx(3.85e9, rel=1e-3)
+    assert body * 0.7 < body_alone < body
+    vllm = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="vllm")
+    assert vllm.gathered_params_per_gpu == 0
+    assert vllm.linear_parts(prompt, others=others)[0] == vllm.linear_parts(prompt)[0]
     # at 8,304 tokens every expert is read: the multiply shrinks from 8,192 tokens a GPU to
     # 8,304 / 8, and the grouped GEMMs stay compute-bound (their weight stream is below it)
     assert experts_alone < experts / 4
@@ -559,3 +569,63 @@ def test_a_lines_fields_give_back_the_layout_they_state(
     assert spans == (engine == "vllm" and ep is not None)
     # SGLang replicas behind its DP controller are ranks, not attention groups
     assert fields_layout("sglang", {"dp_size": 3}) == (3, False, None, False)
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "dp", "groups", "padded"),
+    [
+        ("vllm", "0.16.0", 2, 2, True),  # pads every rank to the most tokens, prefill too
+        ("vllm", "0.17.0", 2, 2, False),  # pads only steps every rank runs in a CUDA graph
+        ("sglang", "0.5.13", 2, 2, False),  # gathers the sum of the groups' tokens in a prefill
+        ("vllm", "0.17.0", 1, 1, False),  # one rank: nothing to step with
+    ],
+)  # fmt: skip
+def test_moe_ranks_step_together_padded_or_not_by_engine_release(
+    engine: str, version: str, dp: int, groups: int, padded: bool
+) -> None:
+    inst, got = deployment_instance(
+        gpu="h100",
+        preset=None,
+        model=QWEN3_MOE,
+        settings={"engine": engine, "version": version, "tp": 2},
+        dp=dp,
+        dp_attention=engine == "sglang" and dp > 1,
+        longest=4096,
+    )
+    assert got == groups and inst.cfg.lockstep_groups == groups
+    assert inst.cfg.lockstep_padded is padded
+    # a dense model's data-parallel ranks are replicas: they do not wait on each other
+    dense, _ = deployment_instance(
+        gpu="h100", preset="llama-3.1-8b", model=None,
+        settings={"engine": "vllm", "version": version, "tp": 1}, dp=2, longest=4096,
+    )  # fmt: skip
+    assert dense.cfg.lockstep_groups == 1
+
+
+def test_an_unpadded_prefill_meets_only_the_other_ranks_decode_tokens() -> None:
+    """The same run of one of 8 attention-DP ranks of DeepSeek-R1, its prefill steps padded on
+    every rank (vLLM before 0.17) or each rank running its own tokens (SGLang): two requests,
+    the second prompt arriving while the first decodes. Padded, the second prefill step runs
+    8 x its tokens through the experts; unpadded its own plus the others' decoders."""
+    from planner.sim.engine import CurveCost, SimConfig, execute
+    from planner.sim.workload import Trace
+
+    spec = resolve_model(None, DEEPSEEK, None)
+    curve = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="sglang")
+    trace = Trace(
+        np.array([0.0, 0.5]), np.array([2048, 2048]), np.array([200, 200]),
+        np.zeros(2, dtype=np.int64),
+    )  # fmt: skip
+    base = {"policy": "chunked", "step_token_budget": 2048, "chunk_tokens": 2048, "mixed": False}
+    runs = {
+        padded: execute(
+            trace, CurveCost(curve), SimConfig(**base, lockstep_groups=8, lockstep_padded=padded)
+        )
+        for padded in (True, False)
+    }
+    prefill = {
+        padded: runs[padded].first_ms[1] - runs[padded].first_ms[0] for padded in (True, False)
+    }
+    assert prefill[False] < prefill[True]
+    # the first prompt, prefilled before anything ran, is the symmetric step either way
+    assert runs[True].first_ms[0] == runs[False].first_ms[0]

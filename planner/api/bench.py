@@ -755,6 +755,16 @@ def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
     return dp if parse_version(version) < VLLM_API_SERVER_PER_RANK_SINCE else 1
 
 
+# vLLM's DP ranks agree on each step's token count and pad to the largest: through 0.16 whenever
+# CUDA graphs are configured (v1/worker/gpu_model_runner.py: allow_dp_padding = cudagraph_mode
+# != NONE, "to avoid excessive padding when running prefills" only under enforce-eager), so a
+# prefill on one rank runs as many tokens on every rank; from 0.17 only when every rank's step
+# runs in a CUDA graph (v1/worker/dp_utils.py: should_dp_pad = synced_cudagraph_mode != 0), which
+# a long prefill does not. SGLang gathers the sum of the groups' tokens in a step that prefills
+# (layers/dp_attention.py DpPaddingMode: SUM_LEN when an extend is in the batch).
+VLLM_DP_UNPADDED_PREFILL_SINCE = (0, 17, 0)
+
+
 def lockstep_note(engine: str, ranks: int) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
@@ -1114,7 +1124,12 @@ def _instance(
     check_scheduler_steps(scheduler_steps, engine, version)
     cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
     if spec.num_experts and attention_groups > 1:  # the ranks meet in every MoE layer
-        cfg = cfg.model_copy(update={"lockstep_groups": attention_groups})
+        cfg = cfg.model_copy(
+            update={
+                "lockstep_groups": attention_groups,
+                "lockstep_padded": engine == "vllm" and version < VLLM_DP_UNPADDED_PREFILL_SINCE,
+            }
+        )
     return Instance(
         plan=plan,
         payload=payload,

@@ -310,6 +310,12 @@ class SimConfig(BaseModel):
         "others, as loaded as it, prefill as often; a prefill on any rank holds every rank's "
         "step, and its MoE layers meet the other ranks' tokens",
     )
+    lockstep_padded: bool = Field(
+        default=False,
+        description="with `lockstep_groups`: every rank's forward is padded to the most tokens "
+        "any rank runs, so a prefill step is the same on every rank (vLLM before 0.17); False: "
+        "each runs its own tokens and the MoE layers meet their sum (SGLang, vLLM 0.17 on)",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,
@@ -1002,8 +1008,8 @@ class _IterationLoop:
         """What the other ranks in lockstep bring to this prefill step's MoE layers: each its
         decoders (as many as this rank's) and, as often as this rank prefills, a prefill of
         this one's size (None without ranks in lockstep)."""
-        if self.groups == 1:
-            return None
+        if self.groups == 1 or self.cfg.lockstep_padded:
+            return None  # padded: every rank runs this step's tokens, the symmetric step
         interval = self.prefill_interval()
         return round((self.groups - 1) * (decoders + prefill_tokens / interval))
 

@@ -205,6 +205,14 @@ class StepTime(BaseModel):
     moe_ranks: int = Field(
         default=0, ge=0, description="GPUs the MoE layers span (0: the TP group)"
     )
+    gathered_params_per_gpu: int = Field(
+        default=0,
+        ge=0,
+        description="dense parameters outside attention that multiply every attention group's "
+        "tokens, split over the MoE ranks (SGLang's data-parallel attention runs its dense "
+        "FFNs and shared experts on the gathered batch), as a share of active_params_per_gpu "
+        "at the attention TP",
+    )
     moe_all_to_all: bool = Field(
         default=False,
         description="the MoE layers exchange tokens with DeepEP's all-to-all (wide EP)",
@@ -291,6 +299,9 @@ class StepTime(BaseModel):
         plain_rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
         experts = min(self.expert_active_params_per_gpu, body - plain)
+        # the layers that meet every group's tokens multiply this GPU's share of them
+        share = self.gathered(tokens, others) / self.attention_dp
+        gathered = min(self.gathered_params_per_gpu, body - plain - experts)
         head_tokens = tokens if sampled is None else sampled
         # the lm_head stays in 16 bits in quantized checkpoints (inside the dense weights)
         head_bytes = min(
@@ -305,13 +316,12 @@ class StepTime(BaseModel):
         body_ms = gemm.overlapped_ms(
             gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
             gemm.compute_ms(plain, tokens, plain_rate)
-            + gemm.compute_ms(body - plain - experts, tokens, quantized_rate),
+            + gemm.compute_ms(body - plain - experts - gathered, tokens, quantized_rate)
+            + gemm.compute_ms(gathered, share, quantized_rate),
         ) * self.mid_m_slowdown(self.gemm_kind, tokens)
         body_ms += self.dequant_ms(tokens)
         experts_ms = 0.0
         if self.num_experts:
-            # the gathered tokens spread over the groups' GPUs: each multiplies 1 / groups
-            share = self.gathered(tokens, others) / self.attention_dp
             experts_ms = gemm.overlapped_ms(
                 gemm.read_ms(self.expert_weights_bytes(tokens, others), bandwidth)
                 * self.memory_scale,
@@ -664,11 +674,21 @@ def step_time_for(
         ceil_div((model.num_experts or 0) + redundant_experts, ep_size) if ep_size > 1 else 0
     )
     dense_per_gpu = ceil_div(dense, tp * pp)
+    expert_active = (
+        model.expert_params // model.num_experts * (model.experts_per_token or 0)
+        if model.expert_params and model.num_experts
+        else 0
+    )
+    gathered_params = 0
     if attention_dp > 1 and engine == "sglang":
         attention_bytes = min(dense, round(model.attention_params * scale))
         dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
             dense - attention_bytes, moe_ranks * pp
         )
+        # the dense FFNs and shared experts run on the gathered batch, over every GPU
+        untied = 1 if model.tied_embeddings else 2
+        outside = model.params_active - untied * embedding_params - model.attention_params
+        gathered_params = max(0, outside - expert_active) // (tp * pp)
     # the rate of what the tensor cores multiply: a re-quantization asked for, else the
     # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate)
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype)
@@ -701,11 +721,7 @@ def step_time_for(
         expert_bytes=ceil_div(expert_one, moe_ranks * pp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
-        expert_active_params_per_gpu=(
-            model.expert_params // model.num_experts * (model.experts_per_token or 0) // (tp * pp)
-            if model.expert_params and model.num_experts
-            else 0
-        ),
+        expert_active_params_per_gpu=expert_active // (tp * pp),
         moe_layers=ceil_div(moe.moe_layers(model), pp) if expert_one else 0,
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
@@ -752,6 +768,7 @@ def step_time_for(
         ),
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
+        gathered_params_per_gpu=gathered_params,
         moe_all_to_all=wide,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=two_batch_overlap and wide,
