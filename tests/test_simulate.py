@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -800,41 +801,59 @@ def test_vllm_v0_hands_a_steps_tokens_over_when_the_next_step_ends() -> None:
     assert late.busy_ms == pytest.approx(at_once.busy_ms)
 
 
-def test_ranks_in_lockstep_stretch_the_decode_steps_their_prefills_land_on() -> None:
-    # One of 8 data-parallel ranks of a MoE model: each rank prefills as often as this one, at
-    # random among its steps, and a prefill anywhere holds every rank's step. A 10 ms decode
-    # step, a 20 ms unmixed prefill step (10 ms + 1,000 tokens x 0.01 ms). Request 0 prefills
-    # at step 1; request 1 arrives at 105 ms and prefills at step 11, ten steps after. The 7
-    # other ranks' prefills land on (11 - 1 - 1) x (1 - (1 - 1/10)^7) = 4.695 of the next
-    # decode steps in expectation: 4 whole ones at 20 ms, and 0.695 of a third's 10 ms.
-    trace = Trace(
-        np.array([0.0, 0.105]),
-        np.array([1000, 1000]),
-        np.array([50, 50]),
-        np.zeros(2, dtype=np.int64),
-    )
+def _lockstep_loop(trace: Trace, groups: int, **cfg: Any) -> _IterationLoop:
     cost = CostModel(a_ms=10.0, b_ms=0.0, prefill_ms_per_token=0.01, overhead_ms=0.0)
-    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 2048, "mixed": False}
-    alone = execute(trace, cost, SimConfig(**base, chunk_tokens=2048))  # type: ignore[arg-type]
-    ranks = execute(
-        trace,
-        cost,
-        SimConfig(**base, chunk_tokens=2048, lockstep_groups=8),  # type: ignore[arg-type]
-    )
-    hit = 9 * (1 - 0.9**7)
-    assert hit == pytest.approx(4.695, abs=1e-3)
-    extra = 4 * 10.0 + (hit - 4) * 10.0
-    assert ranks.finish_ms - alone.finish_ms == pytest.approx([extra, extra])
-    # the first tokens came before any other rank's prefill could land
-    assert ranks.first_ms == pytest.approx(alone.first_ms)
+    base = {"policy": "chunked", "max_batch": 64, "step_token_budget": 2048, "chunk_tokens": 2048}
+    config = SimConfig(**(base | {"mixed": False, "lockstep_groups": groups} | cfg))
+    return _IterationLoop(RunState(trace), cost, config, trace, None)
 
 
-def test_ranks_in_lockstep_that_prefill_every_step_stretch_nothing() -> None:
-    # A rank that prefills every step meets the others' prefills in its own prefill steps:
-    # a burst of prompts that runs back to back leaves no decode step to stretch.
-    trace = Trace(np.zeros(4), np.full(4, 2048), np.full(4, 20), np.zeros(4, dtype=np.int64))
-    cost = CostModel(a_ms=10.0, b_ms=0.0, prefill_ms_per_token=0.01, overhead_ms=0.0)
-    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 2048, "chunk_tokens": 2048}
-    alone = execute(trace, cost, SimConfig(**base, mixed=False))  # type: ignore[arg-type]
-    ranks = execute(trace, cost, SimConfig(**base, mixed=False, lockstep_groups=8))  # type: ignore[arg-type]
-    assert ranks.finish_ms == pytest.approx(alone.finish_ms)
+def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_on_it() -> None:
+    # One of 8 data-parallel ranks of a MoE model: each other rank starts prefill steps at this
+    # one's steady rate, at random, and a prefill anywhere holds every rank's step. 10 requests
+    # finished in 1,000 ms, their prompts in 20 prefill steps of 30 ms mean: 0.02 prefill steps
+    # a ms. A 10 ms decode step escapes each other rank's with chance 1 - 0.2, all 7 with
+    # 0.8^7 = 0.2097; otherwise it lasts a prefill step: 10 + 0.7903 x (30 - 10) = 25.81 ms.
+    trace = Trace(np.zeros(1), np.array([100]), np.array([10]), np.zeros(1, dtype=np.int64))
+    loop = _lockstep_loop(trace, 8)
+    loop.t, loop.finished, loop.prompts_done = 1000.0, 10, 10
+    loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
+    assert loop.with_foreign(10.0) == pytest.approx(10 + (1 - 0.8**7) * 20)
+    assert loop.with_foreign(10.0) == pytest.approx(25.806, abs=1e-3)
+    # a prefill of 1,000 tokens meets the 7 others' 16 decoders each, and their prompts for the
+    # 0.02 x 30 = 0.6 of the time they spend prefilling: 7 x (16 + 600) = 4,312
+    assert loop.others_tokens(16, 1000) == 7 * (16 + 600)
+    # before any request has finished the run's first prompts reach every rank at once
+    loop.finished = 0
+    assert loop.with_foreign(10.0) == 10.0
+    assert loop.others_tokens(16, 1000) == 7 * (16 + 1000)
+    # one rank alone, or ranks in phase (a closed loop of identical requests), wait on nobody
+    loop.finished = 10
+    assert _lockstep_loop(trace, 1).others_tokens(16, 1000) is None
+    closed = _lockstep_loop(trace, 8, concurrency=4)
+    closed.t, closed.finished, closed.prompts_done = 1000.0, 10, 10
+    closed.prefill_steps, closed.prefill_ms_total = 20, 600.0
+    assert closed.in_phase and closed.with_foreign(10.0) == 10.0
+    assert closed.others_tokens(16, 1000) is None
+
+
+def test_ranks_in_lockstep_slow_a_poisson_run_and_leave_a_closed_loop_in_phase_alone() -> None:
+    rng = np.random.default_rng(7)
+    n = 200
+    poisson = Trace(
+        np.cumsum(rng.exponential(0.05, n)),
+        rng.integers(200, 2000, n),
+        rng.integers(20, 200, n),
+        np.zeros(n, dtype=np.int64),
+    )
+    cost = CostModel(a_ms=10.0, b_ms=0.05, prefill_ms_per_token=0.01, overhead_ms=0.0)
+    base = {"policy": "chunked", "max_batch": 64, "step_token_budget": 2048, "mixed": False}
+
+    def run(trace: Trace, **cfg: Any) -> PolicyMetrics:
+        return simulate(trace, cost, SimConfig(**(base | cfg)))
+
+    alone, ranks = run(poisson), run(poisson, lockstep_groups=8)
+    assert ranks.tpot_ms.p50 > alone.tpot_ms.p50
+    # fixed lengths in a closed loop: every rank prefills when this one does
+    fixed = Trace(np.zeros(n), np.full(n, 1000), np.full(n, 100), np.zeros(n, dtype=np.int64))
+    assert run(fixed, concurrency=16, lockstep_groups=8) == run(fixed, concurrency=16)

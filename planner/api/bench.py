@@ -778,9 +778,10 @@ def lockstep_note(engine: str, ranks: int) -> str:
     return (
         f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
         "step): one is simulated with its share of the load, and the others, as loaded, "
-        "prefill as often at random among its steps; each such prefill holds its decode step "
-        "as long as its own prefill step, and its prefill steps' MoE layers meet the others' "
-        "decode tokens (in expectation: no run with data-parallel attention has checked it)"
+        "start prefills at its steady rate at random, each holding its decode step as long as "
+        "a prefill step, while its own prefill steps meet their decode tokens (a closed loop "
+        "of identical requests keeps them in phase: they prefill together); an expectation no "
+        "run with data-parallel attention has checked"
     )
 
 

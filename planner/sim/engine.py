@@ -655,13 +655,19 @@ class _IterationLoop:
         self.window_freed_total = 0
         self.window_events: list[tuple[int, int, int]] = []  # (clock at it, id, version)
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
-        # ranks in lockstep (`SimConfig.lockstep_groups`): the decode steps the other ranks'
-        # prefills are still to stretch (a fraction: in expectation), how long each lasts, and
-        # the step count at this rank's last prefill step
+        # ranks in lockstep (`SimConfig.lockstep_groups`): this rank's prefill steps so far,
+        # their time, the prompts they completed and the requests finished (each other rank, as
+        # loaded, prefills as often and as long). A closed loop of identical requests keeps the
+        # ranks in phase: each prefills when this one does, and a step prefills on all or none.
         self.groups = cfg.lockstep_groups
-        self.foreign_steps = 0.0
-        self.foreign_ms = 0.0
-        self.prefilled_at_step = 0
+        self.in_phase = (
+            cfg.concurrency is not None
+            and not cfg.paced
+            and min(self.target, default=0) == max(self.target, default=0)
+            and min(self.output, default=0) == max(self.output, default=0)
+        )
+        self.prefill_steps = self.prompts_done = self.finished = 0
+        self.prefill_ms_total = 0.0
         # vLLM V0's async output processing: the first tokens and finishes of the last step,
         # delivered when the next step ends (and a finish's client sends its next request then)
         self.late = cfg.outputs_one_step_late
@@ -1000,48 +1006,48 @@ class _IterationLoop:
         decode_tokens = self.decode_base + self.clock * n_decoding if n_decoding else 0
         return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs, others) * factor
 
-    def prefill_interval(self) -> int:
-        """Steps from this rank's last prefill step to this one (1: it prefills every step)."""
-        return self.steps_total + 1 - self.prefilled_at_step
-
     def others_tokens(self, decoders: int, prefill_tokens: int) -> int | None:
         """What the other ranks in lockstep bring to this prefill step's MoE layers: each its
-        decoders (as many as this rank's) and, as often as this rank prefills, a prefill of
-        this one's size (None without ranks in lockstep)."""
-        if self.groups == 1 or self.cfg.lockstep_padded:
-            return None  # padded: every rank runs this step's tokens, the symmetric step
-        interval = self.prefill_interval()
-        return round((self.groups - 1) * (decoders + prefill_tokens / interval))
+        decoders (as many as this rank's) and, for the share of the time this rank has spent
+        prefilling since its first prefill, a prefill of this one's size (all of it at that
+        first one, which a burst brings to every rank at once). None: no ranks in lockstep,
+        or every rank running this step's tokens (padded, or in phase: the symmetric step)."""
+        if self.groups == 1 or self.cfg.lockstep_padded or self.in_phase:
+            return None
+        rate = self.prefill_rate()
+        busy = 1.0 if rate is None else min(1.0, rate * self.prefill_ms_total / self.prefill_steps)
+        return round((self.groups - 1) * (decoders + prefill_tokens * busy))
 
-    def foreign_prefills(self, interval: int, dt: float) -> None:
-        """This rank prefilled after `interval` steps (the last of them the prefill, `dt`
-        long): the other ranks, as loaded, prefill as often, each once in the next as many
-        steps at random. Expected decode steps they land on, at least one apiece:
-        (interval - 1) x (1 - (1 - 1/interval)^(ranks - 1)); each lasts as long as the
-        prefill (the ranks meet in every MoE layer)."""
-        hit = 1.0 - (1.0 - 1.0 / interval) ** (self.groups - 1)
-        self.foreign_steps += (interval - 1) * hit
-        self.foreign_ms = dt
+    def note_prefill(self, dt: float) -> None:
+        """Count a prefill step of `dt`."""
+        self.prefill_steps += 1
+        self.prefill_ms_total += dt
 
-    def stretched(self, steps: int, dt: float) -> tuple[int, float]:
-        """Decode steps the other ranks' prefills land on: up to `steps` whole ones at the
-        prefill's length, or one step by the expected share of one."""
-        pending = self.foreign_steps
-        if pending >= 1.0:
-            steps = min(steps, int(pending))
-            self.foreign_steps = pending - steps
-            return steps, max(dt, self.foreign_ms)
-        self.foreign_steps = 0.0
-        return 1, dt + pending * max(0.0, self.foreign_ms - dt)
+    def prefill_rate(self) -> float | None:
+        """Prefill steps a rank starts per ms in the steady state: the requests it finishes
+        per ms (as many start) x its prefill steps per prompt. None before a request has
+        finished: the run's first requests reach every rank at once."""
+        if not (self.finished and self.prompts_done and self.prefill_steps) or self.t <= 0:
+            return None
+        return self.finished / self.t * self.prefill_steps / self.prompts_done
 
-    def jump(
-        self, dt: float, swap_ms: float, n_decoding: int, cap: int = NEVER
-    ) -> tuple[int, float]:
+    def with_foreign(self, dt: float) -> float:
+        """A decode-only step of `dt` with the other ranks' prefills landing on it in
+        expectation. Each of the G - 1 starts prefill steps at this rank's steady rate r, at
+        random, so one within the step with chance r x dt; one landing holds the step as long
+        as a mean prefill step P: dt + (1 - (1 - r dt)^(G - 1)) x (P - dt)."""
+        rate = None if self.in_phase else self.prefill_rate()
+        if rate is None:
+            return dt
+        hit = 1.0 - max(0.0, 1.0 - rate * dt) ** (self.groups - 1)
+        return dt + hit * max(0.0, self.prefill_ms_total / self.prefill_steps - dt)
+
+    def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
         """How many identical decode-only steps run before the next event (a finish, an
-        arrival that could be admitted, the pool filling, a multi-step round's end, `cap`),
-        and the mean step over them (the KV read grows by a token per sequence per step)."""
+        arrival that could be admitted, the pool filling, a multi-step round's end), and the
+        mean step over them (the KV read grows by a token per sequence per step)."""
         pool, reserve, clock = self.pool, self.reserve, self.clock
-        steps = min(self.next_finish() - clock, cap)
+        steps = self.next_finish() - clock
         arrival, nxt = self.arrival, self.nxt
         if nxt < self.n and len(self.running) < self.max_batch and arrival[nxt] < math.inf:
             steps = min(steps, max(1, math.ceil((arrival[nxt] - self.t) / dt)))
@@ -1116,6 +1122,7 @@ class _IterationLoop:
             if prefilled[i] >= target[i]:
                 self.generated[i] += 1
                 self.post[i] = 1
+                self.prompts_done += 1
                 if math.isnan(first[i]):
                     if self.late:
                         first[i] = -math.inf  # sampled: delivered after the next step
@@ -1154,6 +1161,7 @@ class _IterationLoop:
         """Request i's last token reaches its client at `t`; in a closed loop the client
         sends its next request then (paced: not before that one's arrival time)."""
         self.finish[i] = t
+        self.finished += 1
         if self.released < self.n:
             released = self.released
             go = self.sent[released]
@@ -1181,7 +1189,6 @@ class _IterationLoop:
         if not running and not waiting:
             self.run.idle_ms += arrival[self.nxt] - self.t
             self.t = arrival[self.nxt]
-            self.foreign_steps = 0.0  # the other ranks' prefills held nobody here
             if self.reserve is not None:
                 # SGLang's idle housekeeping resets the new-token ratio (scheduler.py
                 # self_check_during_idle in 0.5.2, on_idle in 0.5.13)
@@ -1211,8 +1218,7 @@ class _IterationLoop:
             waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
         dt = self.step_ms(n_decoding, take, others)
         if take and self.groups > 1:
-            self.foreign_prefills(self.prefill_interval(), dt)
-            self.prefilled_at_step = self.steps_total + 1
+            self.note_prefill(dt)
         multi = self.multi
         if multi > 1:
             if not self.round_left:  # a round starts: V0 runs an unmixed prefill as a round of one
@@ -1224,13 +1230,11 @@ class _IterationLoop:
             self.deliver_late(self.t + dt)  # the last step's outputs, as this one ends
 
         steps = 1
-        foreign = not take and n_decoding > 0 and self.foreign_steps > 0
         if not take and self.spec is None and n_decoding:
             # Identical decode-only steps until the next event: jump there in one move.
-            cap = max(1, int(self.foreign_steps)) if foreign else NEVER
-            steps, dt = self.jump(dt, swap_ms, n_decoding, cap)
-        if foreign:  # the other ranks' prefills hold these decode steps
-            steps, dt = self.stretched(steps, dt)
+            steps, dt = self.jump(dt, swap_ms, n_decoding)
+        if self.groups > 1 and not take and n_decoding:
+            dt = self.with_foreign(dt)  # the other ranks' prefills hold some of these steps
         if multi > 1:
             self.round_left -= steps
             saved = self.round_saving_ms if self.round_left or self.mixed or not take else 0.0
