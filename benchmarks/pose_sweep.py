@@ -1,14 +1,16 @@
 """Every shipped model config through `planner simulate`, posed as the e2e harness poses a row.
 
 A robustness check, not an accuracy one: each config in tests/data/models is run on each GPU
-type of a held-out sweep (NVIDIA and AMD), under vLLM and SGLang, at TP 1 and 8, in bf16 and
+type of a held-out sweep (NVIDIA and AMD), under vLLM and SGLang, at TP 1 and 8 (and, with
+`--layouts tp1,tp8,dp8`, 8 data-parallel attention ranks: SGLang's TP 8 with --dp 8
+--enable-dp-attention, vLLM's --data-parallel-size 8; refused for dense models), in bf16 and
 fp8, as a random closed loop (1,024 / 1,024 tokens, range ratio 0.8) at 1, 8, 32 and 128
 clients. It prints any traceback (there should be none: bad input is one error naming its
 flag), the refusals counted by their reason, and where output tokens/s per GPU falls as
 clients are added (allowed only where the KV pool caps the running set). Deployments run in a
 process pool (~10 min on 2 cores).
 
-    python benchmarks/pose_sweep.py [--models DIR] [--gpus H100,MI300X] [-v]
+    python benchmarks/pose_sweep.py [--models DIR] [--gpus H100,MI300X] [--layouts tp1,tp8] [-v]
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from planner.errors import PlannerError  # noqa: E402
 
 GPUS = ("H100", "H200", "B200", "MI300X", "MI325X", "MI355X", "A100")
 ENGINES = ("vllm", "sglang")
-TPS = (1, 8)
+# Layouts by name: (TP, DP, data-parallel attention), in SGLang's notation (its attention
+# groups inside the TP size; the e2e harness poses vLLM's as TP 1 x DP 8).
+LAYOUTS = {"tp1": (1, 1, False), "tp8": (8, 1, False), "dp8": (8, 8, True)}
 PRECISIONS = ("bf16", "fp8")
 CLIENTS = (1, 8, 32, 128)
 PROMPT_TOKENS = OUTPUT_TOKENS = 1024
@@ -38,8 +42,11 @@ RANGE_RATIO = 0.8
 FALL_TOLERANCE = 0.02
 
 
-def row(model: str, gpu: str, engine: str, tp: int, precision: str, clients: int) -> dict[str, Any]:
+def row(
+    model: str, gpu: str, engine: str, layout: str, precision: str, clients: int
+) -> dict[str, Any]:
     """One deployment and load in the shape of an e2e row."""
+    tp, dp, dp_attention = LAYOUTS[layout]
     return {
         "model": model,
         "gpu_norm": gpu,
@@ -47,6 +54,8 @@ def row(model: str, gpu: str, engine: str, tp: int, precision: str, clients: int
         "engine": engine,
         "engine_family": engine,
         "tp": tp,
+        "dp": dp,
+        "dp_attention": dp_attention,
         "pp": 1,
         "gpu_count": tp,
         "precision": {"weights": precision},
@@ -62,14 +71,14 @@ def row(model: str, gpu: str, engine: str, tp: int, precision: str, clients: int
     }
 
 
-def deployment(job: tuple[str, str, str, int, str, str]) -> list[tuple[str, str]]:
+def deployment(job: tuple[str, str, str, str, str, str]) -> list[tuple[str, str]]:
     """One deployment at each load until one is refused: (kind, text) per event, kind one of
     ok, refused, falls, traceback."""
-    model, gpu, engine, tp, precision, models = job
+    model, gpu, engine, layout, precision, models = job
     events: list[tuple[str, str]] = []
     last = None
     for clients in CLIENTS:
-        r = row(model, gpu, engine, tp, precision, clients)
+        r = row(model, gpu, engine, layout, precision, clients)
         try:
             kwargs, why = e2e.pose(r, Path(models))
             if why:
@@ -95,22 +104,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=Path, default=e2e.DEFAULT_MODELS)
     parser.add_argument("--gpus", default=",".join(GPUS))
+    parser.add_argument("--layouts", default="tp1,tp8", help=f"of {', '.join(LAYOUTS)}")
     parser.add_argument("-v", action="store_true", help="print every refusal and fall")
     args = parser.parse_args()
     names = sorted(f.name.replace("--", "/", 1) for f in args.models.iterdir() if "--" in f.name)
     jobs = [
-        (m, g, e, tp, p, str(args.models))
+        (m, g, e, layout, p, str(args.models))
         for m in names
         for g in args.gpus.split(",")
         for e in ENGINES
-        for tp in TPS
+        for layout in args.layouts.split(",")
         for p in PRECISIONS
     ]
     kinds: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     with ProcessPoolExecutor() as pool:
         for job, events in zip(jobs, pool.map(deployment, jobs, chunksize=4), strict=True):
-            where = f"{job[0]} on {job[1]} {job[2]} TP {job[3]} {job[4]}"
+            where = f"{job[0]} on {job[1]} {job[2]} {job[3]} {job[4]}"
             for kind, text in events:
                 kinds[kind] += 1
                 if kind == "refused":
