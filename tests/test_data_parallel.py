@@ -628,3 +628,22 @@ def test_an_unpadded_prefill_meets_only_the_other_ranks_decode_tokens() -> None:
     }
     assert ttft[False][0] == ttft[True][0]
     assert ttft[False][1] < 0.75 * ttft[True][1]
+
+
+def test_an_sglang_group_prefills_its_share_of_the_chunk_however_many_it_runs() -> None:
+    # SGLang's prefill step runs alone, its chunk the whole budget (PrefillAdder's
+    # rem_chunk_tokens): each of 8 attention-DP groups takes 8,192 / 8 tokens a step, though it
+    # runs 2,048 requests (--max-running-requests 16384 for the 8); vLLM's budget is never below
+    # its running cap.
+    inst, groups = deployment_instance(
+        gpu="h200", preset=None, model=DEEPSEEK,
+        settings={"engine": "sglang", "tp": 8, "max_num_seqs": 16384}, dp=8, dp_attention=True,
+        longest=9000,
+    )  # fmt: skip
+    assert groups == 8 and inst.cfg.max_batch == 2048
+    assert inst.cfg.step_token_budget == inst.cfg.chunk_tokens == 8192 // 8
+    assert not inst.cfg.mixed
+    vllm, _ = deployment_instance(
+        gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": "vllm"}, longest=4096
+    )  # fmt: skip
+    assert vllm.cfg.mixed and vllm.cfg.step_token_budget >= vllm.cfg.max_batch

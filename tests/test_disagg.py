@@ -354,3 +354,34 @@ def test_sglang_on_nixl_rides_nvlink_and_its_line_says_so(cli: Cli) -> None:
     assert slow["transfer"]["median_ms"] > fast["transfer"]["median_ms"]
     assert "--disaggregation-transfer-backend nixl" in fast["decode"]["command"]
     assert "--disaggregation-transfer-backend mooncake" in slow["prefill"]["command"]
+
+
+def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills() -> None:
+    # docs/disagg.md's second worked case: DeepSeek-R1 under SGLang on 16 H200s, 256 clients
+    # of 8,192-token prompts and 1,024-token outputs (range ratio 0.8). Aggregated, two TP 8
+    # replicas of 8 attention-DP groups: a prefill on any group holds every group's decode
+    # step. Split, 1P1D with the decode instance's 8 groups decoding only.
+    spec = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    lengths = Lengths(prompt_len=8192, output_len=1024, len_range=0.8)
+    common = {"gpu": "h200", "preset": None, "model": spec, "lengths": lengths}
+    agg = benchmark(
+        **common,
+        settings={"engine": "sglang", "tp": 8},
+        dp=8,
+        dp_attention=True,
+        load=Load(concurrency=128, requests=384),  # one of the two replicas' share
+    )
+    layout = disagg.DisaggLayout(
+        prefill=1, decode=1, prefill_tp=8, decode_tp=8, decode_dp=8, dp_within_tp=True
+    )
+    split = benchmark(
+        **common,
+        settings={"engine": "sglang", "tp": 8},
+        load=Load(concurrency=256, requests=768),
+        disagg=layout,
+    )
+    assert (agg["gpus"], split["gpus"]) == (8, 16)
+    assert split["median_tpot_ms"] < 50 < agg["median_tpot_ms"]  # a 50 ms TPOT budget
+    assert split["p99_itl_ms"] < 0.2 * agg["p99_itl_ms"]  # no other group's prefill in decode
+    assert split["output_throughput_per_gpu"] > agg["output_throughput_per_gpu"]
+    assert split["median_ttft_ms"] > agg["median_ttft_ms"]  # one prefill instance queues

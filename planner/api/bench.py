@@ -1346,8 +1346,11 @@ def _scheduler_config(
         request_path_ms=REQUEST_PATH_MS,
         front_door=FrontDoor(server_ms=server_ms, server_ms_per_prompt_token=server_ms_per_token),
         max_batch=plan.max_num_seqs,
-        step_token_budget=max(budget, plan.max_num_seqs),
-        chunk_tokens=max(budget, plan.max_num_seqs),
+        # vLLM refuses a token budget below max_num_seqs; SGLang's prefill step runs alone,
+        # its chunk the whole budget (managers/schedule_policy.py PrefillAdder:
+        # rem_chunk_tokens, 0.5.13), however many requests it runs
+        step_token_budget=max(budget, plan.max_num_seqs) if vllm_engine else budget,
+        chunk_tokens=max(budget, plan.max_num_seqs) if vllm_engine else budget,
         kv_blocks=max(1, p.kv_cache_tokens // block),
         block_tokens=block,
         mixed=mixed,

@@ -419,7 +419,7 @@ def check(trace: Trace, cfg: SimConfig) -> None:
                 "--chunk-tokens",
                 f"{cfg.chunk_tokens} is larger than --step-token-budget {cfg.step_token_budget}",
             )
-        if cfg.max_batch > cfg.step_token_budget:
+        if cfg.mixed and cfg.max_batch > cfg.step_token_budget:  # unmixed: prefill alone
             raise InputError(
                 "--max-batch",
                 f"{cfg.max_batch} decode tokens do not fit --step-token-budget "
