@@ -1008,10 +1008,11 @@ class _IterationLoop:
 
     def others_tokens(self, decoders: int, prefill_tokens: int) -> int | None:
         """What the other ranks in lockstep bring to this prefill step's MoE layers: each its
-        decoders (as many as this rank's) and, for the share of the time this rank has spent
-        prefilling since its first prefill, a prefill of this one's size (all of it at that
-        first one, which a burst brings to every rank at once). None: no ranks in lockstep,
-        or every rank running this step's tokens (padded, or in phase: the symmetric step)."""
+        decoders (as many as this rank's) and, for the share of the time it spends prefilling
+        (steady rate x mean prefill step), a prefill of this one's size; all of it before a
+        request has finished (the run's first requests reach every rank at once). None: no
+        ranks in lockstep, or every rank running this step's tokens (padded, or in phase: the
+        symmetric step)."""
         if self.groups == 1 or self.cfg.lockstep_padded or self.in_phase:
             return None
         rate = self.prefill_rate()
