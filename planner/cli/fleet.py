@@ -2,6 +2,7 @@
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -197,7 +198,7 @@ def fleet(
     from planner.sources.calibration import load_calibration
 
     profile = None if calibration is None else load_calibration(calibration)
-    reserved = reserved_bytes(reserved_gib)
+    reserved_gpu_bytes = reserved_bytes(reserved_gib)
     priced, origin = parse_prices(price, prices, None if price_basis == "none" else price_basis)
     report = fleet_report(
         preset=preset,
@@ -218,7 +219,7 @@ def fleet(
         progress=progress,
         workers=_workers(workers),
         calibration=profile,
-        reserved_bytes=reserved,
+        reserved_bytes=reserved_gpu_bytes,
         context=context,
         objective=objective,
         tps=tps,
@@ -241,7 +242,8 @@ def fleet(
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
     if winner is not None:
-        _write_winner(report, winner, save, k8s, preset, model, calibration, profile, reserved)
+        source = LockSource(preset, model, calibration, profile, reserved_gpu_bytes)
+        _write_winner(report, save, k8s, source)
     if plot is not None:
         _save_chart(report, plot, tpot)
     if json_out:
@@ -297,21 +299,27 @@ def _workload_values(
     return values
 
 
+@dataclass(frozen=True)
+class LockSource:
+    """What a winner's plan lock is recomputed from beside the winner itself: the model as
+    the user named it, the calibration profile (its path and what it read) and the memory
+    reserved per GPU."""
+
+    preset: str | None
+    model: str | None
+    calibration: str | None
+    profile: Any
+    reserved_bytes: int | None
+
+
 def _write_winner(
-    report: dict[str, Any],
-    winner: dict[str, Any],
-    save: str | None,
-    k8s: str | None,
-    preset: str | None,
-    model: str | None,
-    calibration: str | None,
-    profile: Any,
-    reserved: int | None,
+    report: dict[str, Any], save: str | None, k8s: str | None, source: LockSource
 ) -> None:
-    """--save's plan lock and --k8s's manifests for the winner; where one cannot be written
-    for this winner yet, one error naming the flag and what to type instead."""
+    """--save's plan lock and --k8s's manifests for the report's winner; where one cannot be
+    written for this winner yet, one error naming the flag and what to type instead."""
     from planner.errors import InputError
 
+    winner = report["winner"]
     if winner.get("pools") is not None:
         if save is not None:
             raise InputError(
@@ -335,11 +343,11 @@ def _write_winner(
             "cluster) that is not written yet; --tp and --precision can pin a one-node layout",
         )
     if save is not None:
-        _save(save, report, preset, model, calibration, profile, reserved)
+        _save(save, report, source)
     if k8s is not None:
         from planner.sources.files import write_file
 
-        name = model or preset or "model"
+        name = source.model or source.preset or "model"
         manifest = (
             k8s_disaggregated(winner, name)
             if winner.get("pools") is not None
@@ -378,15 +386,7 @@ def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:
 LAYOUT_FIELDS = ("enable_expert_parallel", "data_parallel_size", "attn_dp_size", "ep_size")
 
 
-def _save(
-    path: str,
-    report: dict[str, Any],
-    preset: str | None,
-    model: str | None,
-    calibration: str | None,
-    profile: Any,
-    reserved: int | None,
-) -> None:
+def _save(path: str, report: dict[str, Any], source: LockSource) -> None:
     """The winner's plan lock, recomputed by `planner drift` like a capacity plan."""
     from planner.api import serve_lock, serve_report
     from planner.plan import dump
@@ -406,11 +406,12 @@ def _save(
         settings["quantization"] = "fp8"
     # the layout's engine fields as the line sets them (EP, DP ranks, attention groups)
     extra = {k: flags[k] for k in LAYOUT_FIELDS if flags.get(k) not in (None, False, 1)}
-    if reserved:
-        extra["reserved_bytes"] = reserved
+    if source.reserved_bytes:
+        extra["reserved_bytes"] = source.reserved_bytes
     if extra:
         settings["extra"] = extra
-    used = profile if w.get("calibrated") else None
+    used = source.profile if w.get("calibrated") else None
+    preset, model, calibration = source.preset, source.model, source.calibration
     _plan, payload = serve_report(
         gpu=w["gpu"],
         preset=preset,
