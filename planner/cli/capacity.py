@@ -1,6 +1,5 @@
 """`planner capacity`: the HBM ledger, contiguous vs paged concurrency, binding, launch flags."""
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
@@ -14,6 +13,7 @@ from planner.cli.numbers import (
     HubTimeout,
     ReservedGib,
     apply_hub_timeout,
+    defaults_of,
     max_model_len_value,
     reserved_bytes,
 )
@@ -365,7 +365,7 @@ def capacity(
 
 
 # Each flag's value when it is not typed (the command's defaults).
-_DEFAULTS = {name: p.default for name, p in inspect.signature(capacity).parameters.items()}
+_DEFAULTS = defaults_of(capacity)
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,13 @@ def number_problem(value: Any) -> str | None:
 INFINITE_ALLOWED = frozenset({("simulate", "rate")})
 
 
+def defaults_of(command: Callable[..., Any]) -> dict[str, Any]:
+    """Each option's default in a command's signature. An option counts as typed where its
+    value differs from this: a switch whose default is None reads False when the user typed
+    its --no- form, which a "not None and not False" rule would miss."""
+    return {name: p.default for name, p in inspect.signature(command).parameters.items()}
+
+
 def checked(fn: F) -> F:
     """Wrap a Typer command so its numeric arguments are refused, naming the flag, when
     `number_problem` finds one. The flag names are read from the signature only on that path:

@@ -1,7 +1,6 @@
 """`planner simulate`: replay a workload through static / continuous / chunked scheduling."""
 
 import csv
-import inspect
 import io
 import sys
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from planner.cli.numbers import (
     PrefixShareOption,
     PrefixTokens,
     apply_hub_timeout,
+    defaults_of,
     gamma_cv,
     max_model_len_value,
 )
@@ -890,7 +890,7 @@ DEPLOYMENT_FLAGS = {
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
 }
 # Each flag's value when it is not typed (the command's defaults).
-_DEFAULTS = {name: p.default for name, p in inspect.signature(simulate).parameters.items()}
+_DEFAULTS = defaults_of(simulate)
 
 
 def _refuse_deployment_flags(f: SimulateFlags) -> None:
