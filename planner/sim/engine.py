@@ -1015,8 +1015,9 @@ class _IterationLoop:
         symmetric step)."""
         if self.groups == 1 or self.cfg.lockstep_padded or self.in_phase:
             return None
-        rate = self.prefill_rate()
-        busy = 1.0 if rate is None else min(1.0, rate * self.prefill_ms_total / self.prefill_steps)
+        per_ms = self.prefill_steps_per_ms()
+        mean_ms = self.prefill_ms_total / max(1, self.prefill_steps)
+        busy = 1.0 if per_ms is None else min(1.0, per_ms * mean_ms)
         return round((self.groups - 1) * (decoders + prefill_tokens * busy))
 
     def note_prefill(self, dt: float) -> None:
@@ -1024,7 +1025,7 @@ class _IterationLoop:
         self.prefill_steps += 1
         self.prefill_ms_total += dt
 
-    def prefill_rate(self) -> float | None:
+    def prefill_steps_per_ms(self) -> float | None:
         """Prefill steps a rank starts per ms in the steady state: the requests it finishes
         per ms (as many start) x its prefill steps per prompt. None before a request has
         finished: the run's first requests reach every rank at once."""
@@ -1037,10 +1038,10 @@ class _IterationLoop:
         expectation. Each of the G - 1 starts prefill steps at this rank's steady rate r, at
         random, so one within the step with chance r x dt; one landing holds the step as long
         as a mean prefill step P: dt + (1 - (1 - r dt)^(G - 1)) x (P - dt)."""
-        rate = None if self.in_phase else self.prefill_rate()
-        if rate is None:
+        per_ms = None if self.in_phase else self.prefill_steps_per_ms()
+        if per_ms is None:
             return dt
-        hit = 1.0 - max(0.0, 1.0 - rate * dt) ** (self.groups - 1)
+        hit = 1.0 - max(0.0, 1.0 - per_ms * dt) ** (self.groups - 1)
         return dt + hit * max(0.0, self.prefill_ms_total / self.prefill_steps - dt)
 
     def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
