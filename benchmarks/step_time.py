@@ -33,6 +33,11 @@ from rows import catalog_gpu, checkpoint_config  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 FLOOR = ROOT / "benchmarks" / "data" / "step-floor.json"
+# Whole decode steps of several stacks measured on a lent GPU (benchmarks/step_floor.py).
+FLOORS = sorted((ROOT / "benchmarks" / "data").glob("step-floors-*.json"))
+# The variant of a measured stack that keeps only its linear layers (and the MoE routing):
+# no engine can run a step in less.
+LINEAR_ONLY = ["attention", "elementwise"]
 MODELS = ROOT / "tests" / "data" / "models"
 
 # How a row names its GPU -> the catalog id, before the catalog's own device names (rows on
@@ -161,6 +166,56 @@ def main() -> None:
         print(
             f"floor {floor['gpu']} B={batch}: measured ideal {ms} ms, model (no engine) "
             f"{ideal:.2f} ms: {verdict}"
+        )
+    print_floors()
+
+
+def floor_model_ms(stack: dict[str, object], gpu: str, batch: int, context: int) -> float:
+    """The step model's time for a measured stack: no engine overhead and no all-reduce
+    (the measurement runs one GPU's share of a TP group alone)."""
+    model = resolve_model(None, str(MODELS / str(stack["model"]).replace("/", "--")))
+    fp8 = stack["dtype"] == "fp8"
+    st = step_time_for(
+        model,
+        find_gpu(gpu),
+        tp=int(str(stack["tp"])),
+        weight_dtype="fp8" if fp8 else None,
+        weights_bytes=weights_bytes_for(model, "fp8")[0] if fp8 else None,
+    ).model_copy(update={"overhead_ms": 0.0})
+    return st.step_ms(batch, context) - st.allreduce_ms(batch)
+
+
+def measured_floors() -> list[dict[str, object]]:
+    """Per stack and batch: the fastest whole step measured (either KV split, compiled or
+    not), its linear layers alone, and the model's time (floor_model_ms)."""
+    out: list[dict[str, object]] = []
+    for path in FLOORS:
+        data = json.loads(path.read_text())
+        rows = data["floors"]
+        for stack in (r for r in rows if r["leave_out"] == LINEAR_ONLY):
+            name = stack["name"]
+            whole = [r for r in rows if r["name"] == name and not r["leave_out"]]
+            for batch, ms in stack["step_ms"].items():
+                out.append({
+                    "gpu": data["catalog_id"], "stack": name, "batch": int(batch),
+                    "whole_ms": min(float(r["step_ms"][batch]) for r in whole
+                                    if batch in r["step_ms"]),
+                    "linear_ms": float(ms),
+                    "model_ms": floor_model_ms(stack, data["catalog_id"], int(batch),
+                                               int(data["context_tokens"])),
+                })  # fmt: skip
+    return out
+
+
+def print_floors() -> None:
+    """The model against the measured stacks."""
+    for row in measured_floors():
+        verdict = "ok" if row["model_ms"] >= row["linear_ms"] else "BELOW ITS LINEAR LAYERS"
+        where = f"{row['gpu']} {row['stack']:20s} B={row['batch']:<3}"
+        print(
+            f"floor {where} whole step {row['whole_ms']:6.2f} ms, linear layers "
+            f"{row['linear_ms']:6.2f}, model (no engine, no all-reduce) {row['model_ms']:6.2f}: "
+            f"{verdict}"
         )
 
 

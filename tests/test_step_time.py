@@ -361,6 +361,21 @@ def test_never_below_the_h200_ideal_floor(engine: str) -> None:
     assert (floor["step_ms"]["1"], floor["step_ms"]["256"]) == (5.36, 26.2)
 
 
+def test_never_below_the_measured_linear_layers() -> None:
+    # Whole decode steps measured on an H200 (benchmarks/step_floor.py): a dense model, its fp8
+    # export, one GPU's share of a TP 8 group and a MoE model. Their linear layers alone (with
+    # the MoE routing) are a floor no engine goes under.
+    floors = benchmark_script("step_time").measured_floors()
+    assert {(f["stack"], f["batch"]) for f in floors} == {
+        (stack, batch)
+        for stack in ("llama-3.1-8b", "llama-3.1-8b-fp8", "llama-3.1-70b-tp8", "qwen3-30b-a3b")
+        for batch in (1, 64)
+    }
+    for floor in floors:
+        assert floor["linear_ms"] < floor["whole_ms"]
+        assert floor["model_ms"] >= floor["linear_ms"], floor
+
+
 def test_error_on_the_public_rows_is_within_bounds() -> None:
     bench = benchmark_script("step_time")
     rows = [json.loads(x) for x in bench.ROWS.read_text().splitlines() if x.strip()]
