@@ -316,6 +316,10 @@ def main() -> None:
         action="store_true",
         help="also time each stack's whole step with its layers compiled, at VARIANT_BATCHES",
     )
+    parser.add_argument("--stacks", default="", help="comma list of stack names (default all)")
+    parser.add_argument(
+        "--batches", default="", help="comma list of batches for every plan (default BATCHES)"
+    )
     parser.add_argument(
         "--variants",
         action="store_true",
@@ -334,7 +338,11 @@ def main() -> None:
     gid = catalog_gpu(None, name, {})
     out = args.out or ROOT / "benchmarks" / "data" / f"step-floors-{gid or 'gpu'}.json"
     stacks = (QUICK_STACK, QUICK_MOE) if args.quick else STACKS
+    if args.stacks:
+        stacks = tuple(s for s in stacks if s.name in args.stacks.split(","))
     batches = (1, 4) if args.quick else BATCHES
+    if args.batches:
+        batches = tuple(int(b) for b in args.batches.split(","))
     context = 512 if args.quick else CONTEXT
     timing = f"one step in a CUDA graph, median of {REPLAYS} replays"
     result = header(torch, __doc__, name, gid, timing, args.quick)
@@ -345,7 +353,7 @@ def main() -> None:
         f"chunked attention vs one call: relative error {result['split_check_relative_error']:.2e}"
     )
     for stack in stacks:
-        few = batches if args.quick else VARIANT_BATCHES
+        few = batches if args.quick or args.batches else VARIANT_BATCHES
         plans: list[tuple[tuple[str, ...], tuple[int, ...], bool]] = [((), batches, False)]
         if args.compile:
             plans.append(((), few, True))

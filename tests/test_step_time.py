@@ -353,19 +353,27 @@ def test_step_time_grows_with_batch_and_context() -> None:
 
 @pytest.mark.parametrize("engine", sorted(ENGINE_OVERHEAD_MS))
 def test_never_below_the_h200_ideal_floor(engine: str) -> None:
-    floor = json.loads((ROOT / "benchmarks" / "data" / "step-floor.json").read_text())
-    st = step_time_for(LLAMA8, find_gpu(floor["gpu"]), engine=engine)
+    # The fastest whole Llama-3.1-8B decode steps measured on an H200 with the engines' kinds
+    # of kernel (cuBLAS, fused elementwise passes, FlashAttention; benchmarks/step_floor.py),
+    # at 2,000 tokens of context: no engine runs a step faster, to within how far repeated runs
+    # of one measurement differ (2.7%).
+    bench = benchmark_script("step_time")
+    floors = {f["batch"]: f["whole_ms"] for f in bench.measured_floors()
+              if f["stack"] == "llama-3.1-8b"}  # fmt: skip
+    assert floors == {1: 5.033, 16: 6.42, 64: 8.926, 256: 25.211}
+    spread = bench.run_spread()
+    assert spread == pytest.approx(0.0267, abs=1e-4)
+    st = step_time_for(LLAMA8, find_gpu("h200"), engine=engine)
     ideal = st.model_copy(update={"overhead_ms": 0.0})  # no engine at all
-    for batch, ms in floor["step_ms"].items():
-        assert ideal.step_ms(int(batch), floor["context_tokens"]) >= ms
-    assert (floor["step_ms"]["1"], floor["step_ms"]["256"]) == (5.36, 26.2)
+    for batch, ms in floors.items():
+        assert ideal.step_ms(batch, 2000) >= ms * (1 - spread)
 
 
 def test_never_below_the_measured_linear_layers() -> None:
     # Whole decode steps measured on an H200 (benchmarks/step_floor.py): a dense model, its fp8
     # export, one GPU's share of a TP 8 group and a MoE model. Their linear layers alone (with
     # the MoE routing) are a floor no engine goes under.
-    floors = benchmark_script("step_time").measured_floors()
+    floors = [f for f in benchmark_script("step_time").measured_floors() if f["linear_ms"]]
     assert {(f["stack"], f["batch"]) for f in floors} == {
         (stack, batch)
         for stack in ("llama-3.1-8b", "llama-3.1-8b-fp8", "llama-3.1-70b-tp8", "qwen3-30b-a3b")
@@ -506,13 +514,17 @@ def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     assert nvidia.flops_efficiency == 0.55  # measured on public H100 prefill
     assert amd.flops_efficiency == pytest.approx(0.55 * 0.62)
     assert amd.attention_flops_efficiency == pytest.approx(0.5 * 0.62)
-    # decode attention streams the KV cache at half the weight reads' share on CDNA3, at the
-    # same share on NVIDIA
+    # decode attention streams the KV cache at half the weight reads' share on CDNA3, at 0.84
+    # of peak on Hopper (measured on an H200), above the weights' 0.75
     mi300x = find_gpu("mi300x")
     kv = 10**9
     assert amd.kv_read_ms(kv) == pytest.approx(kv / (mi300x.hbm_bandwidth_bytes_per_s * 0.3) * 1e3)
     assert nvidia.kv_read_ms(kv) == pytest.approx(
-        kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.75) * 1e3
+        kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.84) * 1e3
+    )
+    a100 = step_time_for(LLAMA8, find_gpu("a100"))  # no measurement: the weights' share
+    assert a100.kv_read_ms(kv) == pytest.approx(
+        kv / (find_gpu("a100").hbm_bandwidth_bytes_per_s * 0.75) * 1e3
     )
     _, _, compute = amd.gemm(4096, sampled=0)  # a prefill chunk: no lm_head, no table GEMM
     flops = 2 * (LLAMA8.params_active - 2 * LLAMA8.vocab_size * LLAMA8.hidden_size) * 4096

@@ -38,7 +38,7 @@ class Roofline(BaseModel):
     flops_efficiency: float = Field(default=DEFAULT_FLOPS_EFFICIENCY, gt=0, le=1)
     overhead_ms: float = Field(default=DEFAULT_STEP_OVERHEAD_MS, ge=0)
     attention_bandwidth_scale: float = Field(
-        default=1.0, gt=0, le=1, description="the KV read's share of bandwidth / the weights'"
+        default=1.0, gt=0, le=2, description="the KV read's share of bandwidth / the weights'"
     )
     dequant_bytes_per_token: int = Field(
         default=0,

@@ -28,6 +28,11 @@ class Family(BaseModel):
         description="low_precision_scale for block-scaled fp8 checkpoints (None: the same)",
     )
     attention_bandwidth_scale: float = 1.0
+    attention_bandwidth_fraction: float | None = Field(
+        default=None,
+        description="share of peak HBM bandwidth decode attention streams the KV cache at, "
+        "measured (None: the weights' share x attention_bandwidth_scale)",
+    )
     gemm_floor_ms: float = 0.0
     mid_m_slowdown: dict[str, tuple[tuple[int, float], ...]] = Field(
         default_factory=dict,
@@ -44,7 +49,8 @@ class Family(BaseModel):
     source: str
 
 
-# Achievable share of peak HBM bandwidth in decode GEMVs and attention. Ampere and Hopper: 0.75,
+# Achievable share of peak HBM bandwidth in decode GEMVs and attention (Hopper's attention apart:
+# HOPPER_ATTENTION_BANDWIDTH_FRACTION, below). Ampere and Hopper: 0.75,
 # fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100 Llama-2
 # 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA families run the
 # same kernels (CUTLASS / FlashAttention / Triton) and take the same share: extrapolated. AMD
@@ -151,6 +157,13 @@ CDNA3_MOE_GEMM_SCALE = {k: v / CDNA3_DENSE_GEMM_SHARES[k] for k, v in CDNA3_MOE_
 # 27.6 / 46.4 with the KV read at the weights' share, 22.2 / 31.3 / 61.1 at 0.30 (ROCm runs
 # those head sizes on the Triton attention backend). CDNA2 and CDNA4 take the same.
 AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
+# Hopper streams the KV cache faster than the weights' share, which holds each layer's fixed
+# costs at one sequence: 0.84 of peak, measured on an H200 (benchmarks/data/step-floors-h200-
+# sxm-141gb.json, `python benchmarks/step_floor.py --variants`): the attention of the Llama-3.1-8B
+# stack at 64 sequences x 2,000 tokens, the step less the step without it, reads its 16.8 GB of
+# KV at 4.0-4.1 TB/s (0.83 and 0.86 in two runs). The kernel alone (PyTorch SDPA,
+# FlashAttention-2) reaches 0.73-0.92 from 32 sequences (ops-h200-sxm-141gb.json).
+HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.84
 # Fixed time a GEMM kernel takes beyond its weight stream, over NVIDIA's (which the per-layer
 # kernel cost, fitted on NVIDIA rows, already holds), ms. The same fp8 block-scaled GEMMs at 64
 # tokens, timed by their kernels' authors: DeepGEMM on an H800 (deepseek-ai/DeepGEMM README,
@@ -231,6 +244,9 @@ def family_of(gpu: GpuSpec) -> Family:
         return Family(
             name=name,
             bandwidth_efficiency=NVIDIA_BANDWIDTH_EFFICIENCY,
+            attention_bandwidth_fraction=(
+                HOPPER_ATTENTION_BANDWIDTH_FRACTION if name == "hopper" else None
+            ),
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             basis="fitted" if fitted else "extrapolated",
             source=FITTED_SOURCE if fitted else NVIDIA_EXTRAPOLATED,
@@ -273,6 +289,15 @@ def slowdown_at(points: tuple[tuple[int, float], ...], tokens: int) -> float:
             share = math.log(tokens / lo) / math.log(hi / lo)
             return f_lo + (f_hi - f_lo) * share
     return 1.0
+
+
+def attention_bandwidth_scale(gpu: GpuSpec) -> float:
+    """Decode attention's bandwidth share over the weights' on this GPU: the family's measured
+    share of peak over the card's weight share, else the family's relative scale."""
+    family = family_of(gpu)
+    if family.attention_bandwidth_fraction is not None:
+        return family.attention_bandwidth_fraction / bandwidth_efficiency(gpu)
+    return family.attention_bandwidth_scale
 
 
 def bandwidth_efficiency(gpu: GpuSpec) -> float:

@@ -14,6 +14,7 @@ from planner.core.step import attention, comm, gemm, moe, overhead
 from planner.core.step.family import (
     MID_M_ENGINES,
     Family,
+    attention_bandwidth_scale,
     bandwidth_efficiency,
     family_of,
     slowdown_at,
@@ -175,7 +176,7 @@ class StepTime(BaseModel):
         default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
     )
     attention_bandwidth_scale: float = Field(
-        default=1.0, gt=0, le=1, description="decode attention's bandwidth share / the weights'"
+        default=1.0, gt=0, le=2, description="decode attention's bandwidth share / the weights'"
     )
     pp: int = Field(
         default=1, ge=1, description="pipeline stages: the fields above are one stage's"
@@ -740,7 +741,7 @@ def step_time_for(
         # (the checkpoint's own block-scaled fp8 less again on some families)
         low_precision_scale=low_precision_scale(family, model, own) if flops > plain_rate else 1.0,
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
-        attention_bandwidth_scale=family.attention_bandwidth_scale,
+        attention_bandwidth_scale=attention_bandwidth_scale(gpu),
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=overhead.KERNEL_MS_PER_LAYER
