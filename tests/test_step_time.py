@@ -522,6 +522,10 @@ def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     assert nvidia.kv_read_ms(kv) == pytest.approx(
         kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.84) * 1e3
     )
+    # a weights' share given as 1 (slo --bandwidth-efficiency 1) leaves the KV read at the peak
+    h100 = find_gpu("h100")
+    whole = nvidia.model_copy(update={"bandwidth_efficiency": 1.0})
+    assert whole.kv_read_ms(kv) == pytest.approx(kv / h100.hbm_bandwidth_bytes_per_s * 1e3)
     a100 = step_time_for(LLAMA8, find_gpu("a100"))  # no measurement: the weights' share
     assert a100.kv_read_ms(kv) == pytest.approx(
         kv / (find_gpu("a100").hbm_bandwidth_bytes_per_s * 0.75) * 1e3

@@ -38,7 +38,7 @@ class Roofline(BaseModel):
     flops_efficiency: float = Field(default=DEFAULT_FLOPS_EFFICIENCY, gt=0, le=1)
     overhead_ms: float = Field(default=DEFAULT_STEP_OVERHEAD_MS, ge=0)
     attention_bandwidth_scale: float = Field(
-        default=1.0, gt=0, le=2, description="the KV read's share of bandwidth / the weights'"
+        default=1.0, gt=0, description="the KV read's share of bandwidth / the weights'"
     )
     dequant_bytes_per_token: int = Field(
         default=0,
@@ -54,7 +54,9 @@ def step_ms(
     """Step time in ms for each batch size (vectorised)."""
     bw = r.bandwidth_bytes_per_s * r.bandwidth_efficiency
     flops = r.flops_per_s * r.flops_efficiency
-    kv = batch * r.kv_bytes_per_sequence / r.attention_bandwidth_scale
+    # the KV read's share, never above the peak whatever share the weights are given
+    kv_scale = min(r.attention_bandwidth_scale, 1.0 / r.bandwidth_efficiency)
+    kv = batch * r.kv_bytes_per_sequence / kv_scale
     memory = (r.weights_bytes_per_gpu + kv) / bw * 1e3
     compute = (
         FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu * batch * tokens_per_seq / flops * 1e3

@@ -176,7 +176,7 @@ class StepTime(BaseModel):
         default=1.0, gt=0, description="calibrated: measured / modelled time of HBM reads"
     )
     attention_bandwidth_scale: float = Field(
-        default=1.0, gt=0, le=2, description="decode attention's bandwidth share / the weights'"
+        default=1.0, gt=0, description="decode attention's bandwidth share / the weights'"
     )
     pp: int = Field(
         default=1, ge=1, description="pipeline stages: the fields above are one stage's"
@@ -420,8 +420,8 @@ class StepTime(BaseModel):
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
-        the bandwidth, ms."""
-        rate = self._bandwidth() * self.attention_bandwidth_scale
+        the bandwidth (never above the peak, whatever share the weights are given), ms."""
+        rate = min(self._bandwidth() * self.attention_bandwidth_scale, self.bandwidth_bytes_per_s)
         return gemm.read_ms(kv_bytes, rate) * self.memory_scale
 
     def chunk_pairs(self, cached: int, chunk: int) -> float:
