@@ -11,8 +11,9 @@ ratio measured / modelled (above 1: the model is optimistic). Printed by operati
 - the routed experts of one MoE layer by experts reached: the read of the reached experts,
   the multiply, and the idle local experts' early exits (moe.MOE_MS_PER_IDLE_EXPERT), without
   the routing kernels (which the measurement does not run);
-- decode attention by batch: the KV read at the card's share; prefill attention: causal FLOPs
-  at attention.ATTENTION_FLOPS_EFFICIENCY;
+- decode attention by batch: the KV read at the family's attention share (PyTorch's kernel
+  splits no KV, so one sequence runs on a few SMs); prefill attention: causal FLOPs at
+  attention.ATTENTION_FLOPS_EFFICIENCY;
 - a kernel's launch cost in a CUDA graph and eagerly.
 
 No GPU is needed: it reads the measurements.
@@ -32,7 +33,7 @@ from typing import Any
 
 from planner.core.specs import GpuSpec
 from planner.core.step import attention, gemm, moe
-from planner.core.step.family import bandwidth_efficiency, family_of
+from planner.core.step.family import attention_bandwidth_scale, bandwidth_efficiency, family_of
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +144,9 @@ def main() -> None:
     att = []
     for r in data["attention"]:
         if "ms" in r:
-            modelled = gemm.read_ms(r["kv_bytes"], _bandwidth(card))
+            kv_rate = min(_bandwidth(card) * attention_bandwidth_scale(card),
+                          card.hbm_bandwidth_bytes_per_s)  # fmt: skip
+            modelled = gemm.read_ms(r["kv_bytes"], kv_rate)
             att.append((f"decode attention B {r['batch']}", r["ms"] / modelled))
     for r in data.get("prefill_attention", []):
         if "ms" in r:
