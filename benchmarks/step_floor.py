@@ -281,6 +281,50 @@ def split_error(torch: Any) -> float:
     return float((a - b).norm() / b.norm())
 
 
+# Decode attention alone, chunked as above (--attention): (name, heads, KV heads, head dim) at
+# every batch and context, the KV bytes read per second against the peak.
+PROBE_HEADS = (("gqa-128", 64, 8, 128), ("gqa-64", 64, 8, 64))
+PROBE_BATCHES = (1, 2, 4, 8, 16, 64)
+PROBE_CONTEXTS = (2000, 8000, 32000)
+
+
+def attention_probe(torch: Any, peak_bytes_per_s: float | None) -> list[dict[str, Any]]:
+    """Chunked decode attention over a contiguous cache, one layer, captured in a graph."""
+    rows = []
+    for name, heads, kv_heads, head_dim in PROBE_HEADS:
+        for context in PROBE_CONTEXTS:
+            for batch in PROBE_BATCHES:
+                stack = Stack(name, "none", 1, 1, 256, heads, kv_heads, head_dim, 256, 256)
+                rows.append(probe_one(torch, stack, batch, context, peak_bytes_per_s))
+                gc.collect()
+                torch.cuda.empty_cache()
+    return rows
+
+
+def probe_one(
+    torch: Any, stack: Stack, batch: int, context: int, peak_bytes_per_s: float | None
+) -> dict[str, Any]:
+    """One batch and context of attention_probe."""
+    step = Step(torch, stack, batch, context, split=True)
+    k, v = step.kv[0]
+    q = torch.randn(batch, stack.heads * stack.head_dim, device="cuda", dtype=torch.bfloat16)
+    ms = time_step(torch, _Probe(lambda: step.attention(q, k, v)))  # type: ignore[arg-type]
+    kv_bytes = 2 * k.numel() * k.element_size()
+    share = kv_bytes / ms * 1e3 / peak_bytes_per_s if peak_bytes_per_s else None
+    return {
+        "heads": stack.name, "batch": batch, "context": context, "kv_chunks": step.chunks,
+        "ms": round(ms, 4), "kv_bytes": kv_bytes,
+        "bandwidth_share": round(share, 3) if share is not None else None,
+    }  # fmt: skip
+
+
+@dataclass
+class _Probe:
+    """Anything with a forward() time_step can capture."""
+
+    forward: Any
+
+
 def time_step(torch: Any, step: Step) -> float:
     """The step captured in one CUDA graph: median ms over REPLAYS replays."""
     stream = torch.cuda.Stream()
@@ -317,6 +361,9 @@ def main() -> None:
         help="also time each stack's whole step with its layers compiled, at VARIANT_BATCHES",
     )
     parser.add_argument("--stacks", default="", help="comma list of stack names (default all)")
+    parser.add_argument(
+        "--attention", action="store_true", help="also time chunked decode attention alone"
+    )
     parser.add_argument(
         "--batches", default="", help="comma list of batches for every plan (default BATCHES)"
     )
@@ -385,6 +432,14 @@ def main() -> None:
             print(f"{label}: {row['step_ms']} ({time.perf_counter() - t0:.1f} s)", flush=True)
             for batch, error in row.get("errors", {}).items():
                 print(f"  B={batch}: {error}", flush=True)
+    if args.attention:
+        from planner.sources.presets import find_gpu
+
+        peak = find_gpu(gid).hbm_bandwidth_bytes_per_s if gid else None
+        result["attention_probe"] = attention_probe(torch, peak)
+        out.write_text(json.dumps(result, indent=1) + "\n")
+        for row in result["attention_probe"]:
+            print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     print(f"-> {out}")
 
 
