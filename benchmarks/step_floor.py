@@ -21,14 +21,15 @@ each GEMM), lm_head and experts in bf16.
 `--compile` also times each whole step with its layers through torch.compile, which fuses the
 elementwise passes into a few Triton kernels as the engines' compiled model code does (the GEMMs
 stay cuBLAS calls). `--variants` times each stack with parts left out, to place its time among
-its operations by difference.
+its operations by difference. `--attention` times the chunked decode attention alone, one
+layer, by batch, context and head size (PROBE_*); `--stacks none` runs only that.
 
 An engine adds scheduling, sampling and its own kernels' overheads to these steps. The results
 are written to benchmarks/data/step-floors-<card>.json with the card, driver and library
 versions; `python benchmarks/step_time.py` holds the step model to them.
 
     pip install ".[gpu]"          # torch, the optional extra
-    python benchmarks/step_floor.py [--quick] [--out FILE]
+    python benchmarks/step_floor.py [--quick] [--compile] [--variants] [--attention] [--out FILE]
 """
 
 from __future__ import annotations
