@@ -836,3 +836,23 @@ def test_only_the_measured_api_servers_admit_at_a_cost() -> None:
     assert api_server_ms_per_request("vllm", (0, 6, 3)) == (0.0, 0.0)
     assert api_server_ms_per_request("lmdeploy", (0, 6, 0)) == (0.0, 0.0)
     assert api_server_ms_per_request("vllm", None) == (0.0, 0.0)
+
+
+def test_the_h200_operations_read_as_documented() -> None:
+    # The single-token GEMVs measured on an H200 (benchmarks/gpu_ops.py) fit 3.9 us + bytes /
+    # 3.81 TB/s, as docs/method.md quotes; the model prices a GEMM by the same terms it uses in
+    # a step (the card's 0.655 weight share, 0.55 of the bf16 peak), so a large one it prices
+    # slow and a small one (a TP 8 share) fast.
+    bench = benchmark_script("ops_vs_model")
+    data = json.loads(bench.OPS.read_text())
+    single = [r for r in data["gemm"] if r.get("m") == 1 and r["dtype"] == "bf16"]
+    a_ms, b_bytes_per_s = bench.gemv_line(single)
+    assert (round(a_ms * 1e3, 1), round(b_bytes_per_s / 1e12, 2)) == (3.9, 3.81)
+    card = find_gpu(data["catalog_id"])
+    large = bench.gemm_model_ms(card, "bf16", 1, 8192, 57344)  # 70B gate_up, 940 MB
+    assert large == pytest.approx(2 * 8192 * 57344 / (4.8e12 * 0.655) * 1e3, rel=1e-3)
+    ratios = {
+        (r["model"], r["op"]): r["ms"] / bench.gemm_model_ms(card, "bf16", 1, r["k"], r["n"])
+        for r in single
+    }
+    assert ratios[("70b", "gate_up")] < 1 < ratios[("70b-tp8", "qkv")]
