@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from planner.core.specs import GpuSpec
-from planner.core.step import attention, gemm, moe
-from planner.core.step.family import attention_bandwidth_scale, bandwidth_efficiency, family_of
+from planner.core.step import attention, gemm, moe, step_time_for
+from planner.core.step.family import bandwidth_efficiency, family_of
+from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = ROOT / "benchmarks" / "data" / "ops-h200-sxm-141gb.json"
+MODELS = ROOT / "tests" / "data" / "models"
 # Token bands of the GEMM table: decode GEMVs, the ridge, prefill.
 GEMM_BANDS = ((1, 16, "M 1-16"), (17, 256, "M 32-256"), (257, 2048, "M 512-2048"),
               (2049, 1 << 30, "M 4096-8192"))  # fmt: skip
@@ -62,7 +64,7 @@ def moe_model_ms(card: GpuSpec, row: dict[str, Any]) -> float:
     params = row["hidden"] * 3 * row["width"]
     stream = gemm.read_ms(row["experts_reached"] * params * BF16_BYTES, _bandwidth(card))
     rate = gemm.gemm_flops_per_s(card, "bf16") * _flops_share(card)
-    idle = row["experts_local"] - row["experts_reached"]
+    idle = int(row["experts_local"]) - int(row["experts_reached"])
     return gemm.overlapped_ms(stream, gemm.compute_ms(params, row["routed"], rate)) + (
         idle * moe.MOE_MS_PER_IDLE_EXPERT
     )
@@ -73,7 +75,7 @@ def _flops_share(card: GpuSpec) -> float:
 
 
 def _bandwidth(card: GpuSpec) -> float:
-    return card.hbm_bandwidth_bytes_per_s * bandwidth_efficiency(card)
+    return float(card.hbm_bandwidth_bytes_per_s or 0) * bandwidth_efficiency(card)
 
 
 def band(rows: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
@@ -103,7 +105,47 @@ def gemv_line(rows: list[dict[str, Any]]) -> tuple[float, float]:
     xs = [r["k"] * r["n"] * BF16_BYTES for r in rows]
     ys = [r["ms"] for r in rows]
     slope, intercept = statistics.linear_regression(xs, ys)
-    return intercept, 1e3 / slope
+    return float(intercept), 1e3 / float(slope)
+
+
+def gemm_ratios(card: GpuSpec, rows: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Dense GEMMs: (dtype, matrix size, token band) -> measured / modelled."""
+    out = []
+    for r in (r for r in rows if "ms" in r):
+        size = "small" if r["k"] * r["n"] * BF16_BYTES < SMALL_MATRIX_BYTES else "large"
+        label = next(name for lo, hi, name in GEMM_BANDS if lo <= r["m"] <= hi)
+        modelled = gemm_model_ms(card, r["dtype"], r["m"], r["k"], r["n"])
+        out.append((f"{r['dtype']} {size} {label}", r["ms"] / modelled))
+    return out
+
+
+def moe_ratios(card: GpuSpec, rows: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Routed-expert layers: (layer, experts reached) -> measured / modelled."""
+    out = []
+    for r in (r for r in rows if "ms" in r):
+        reached = r["experts_reached"]
+        label = "1-8" if reached <= 8 else "9-64" if reached <= 64 else "65+"
+        out.append((f"{r['layer']} experts {label}", r["ms"] / moe_model_ms(card, r)))
+    return out
+
+
+def attention_ratios(card: GpuSpec, data: dict[str, Any]) -> list[tuple[str, float]]:
+    """Decode attention by batch (the KV read as the step model prices it: StepTime.kv_read_ms,
+    on the 70B layer whose heads were measured) and causal prefill by length."""
+    model = resolve_model(
+        None, str(ROOT / "tests" / "data" / "models" / "meta-llama--Llama-3.1-70B")
+    )
+    st = step_time_for(model, card)
+    out = [
+        (f"decode attention B {r['batch']}", r["ms"] / st.kv_read_ms(r["kv_bytes"]))
+        for r in data["attention"]
+        if "ms" in r
+    ]
+    rate = float(card.bf16_dense_flops or 0) * attention.ATTENTION_FLOPS_EFFICIENCY
+    for r in (r for r in data.get("prefill_attention", []) if "ms" in r):
+        flops = 2 * r["tokens"] ** 2 * r["heads"] * r["head_dim"]
+        out.append((f"prefill attention S {r['tokens']}", r["ms"] / (flops / rate * 1e3)))
+    return out
 
 
 def main() -> None:
@@ -115,45 +157,22 @@ def main() -> None:
     card = find_gpu(data["catalog_id"])
     print(f"{data['device']} ({card.id}), measured {data['measured']}, {data['versions']}")
     print(f"model: bandwidth share {bandwidth_efficiency(card)}, GEMM FLOPs share "
-          f"{_flops_share(card):.2f}, family "
-          f"{family_of(card).name}")  # fmt: skip
-    ratios = []
-    for r in data["gemm"]:
-        if "ms" not in r:
-            continue
-        size = "small" if r["k"] * r["n"] * BF16_BYTES < SMALL_MATRIX_BYTES else "large"
-        label = next(name for lo, hi, name in GEMM_BANDS if lo <= r["m"] <= hi)
-        ratio = r["ms"] / gemm_model_ms(card, r["dtype"], r["m"], r["k"], r["n"])
-        ratios.append((f"{r['dtype']} {size} {label}", ratio))
-    show("dense GEMMs by dtype, matrix size (64 MiB) and tokens", band(ratios))
+          f"{_flops_share(card):.2f}, family {family_of(card).name}")  # fmt: skip
+    show(
+        "dense GEMMs by dtype, matrix size (64 MiB) and tokens",
+        band(gemm_ratios(card, data["gemm"])),
+    )
     single = [r for r in data["gemm"] if r.get("m") == 1 and r["dtype"] == "bf16"]
-    a_ms, b_bytes = gemv_line(single)
+    a_ms, b_bytes_per_s = gemv_line(single)
+    sizes_mib = [r["k"] * r["n"] * BF16_BYTES / 2**20 for r in single]
+    share = b_bytes_per_s / float(card.hbm_bandwidth_bytes_per_s or b_bytes_per_s)
     print(f"  single-token bf16 GEMVs: time = {a_ms * 1e3:.1f} us + bytes / "
-          f"{b_bytes / 1e12:.2f} TB/s ({b_bytes / card.hbm_bandwidth_bytes_per_s:.2f} of peak; "
-          f"{len(single)} shapes, {min(r['k'] * r['n'] * 2 for r in single) / 2**20:.0f}-"
-          f"{max(r['k'] * r['n'] * 2 for r in single) / 2**20:.0f} MiB)")  # fmt: skip
-    moe_ratios = []
-    for r in data["moe"]:
-        if "ms" not in r:
-            continue
-        reached = r["experts_reached"]
-        label = "1-8" if reached <= 8 else "9-64" if reached <= 64 else "65+"
-        ratio = r["ms"] / moe_model_ms(card, r)
-        moe_ratios.append((f"{r['layer']} experts {label}", ratio))
-    show("routed experts of one layer (grouped GEMM) by experts reached", band(moe_ratios))
-    att = []
-    for r in data["attention"]:
-        if "ms" in r:
-            kv_rate = min(_bandwidth(card) * attention_bandwidth_scale(card),
-                          card.hbm_bandwidth_bytes_per_s)  # fmt: skip
-            modelled = gemm.read_ms(r["kv_bytes"], kv_rate)
-            att.append((f"decode attention B {r['batch']}", r["ms"] / modelled))
-    for r in data.get("prefill_attention", []):
-        if "ms" in r:
-            flops = 2 * r["tokens"] ** 2 * r["heads"] * r["head_dim"]
-            rate = card.bf16_dense_flops * attention.ATTENTION_FLOPS_EFFICIENCY
-            att.append((f"prefill attention S {r['tokens']}", r["ms"] / (flops / rate * 1e3)))
-    show("attention (PyTorch SDPA: FlashAttention-2, no split-KV)", band(att))
+          f"{b_bytes_per_s / 1e12:.2f} TB/s ({share:.2f} of peak; {len(single)} shapes, "
+          f"{min(sizes_mib):.0f}-{max(sizes_mib):.0f} MiB)")  # fmt: skip
+    show("routed experts of one layer (grouped GEMM) by experts reached",
+         band(moe_ratios(card, data["moe"])))  # fmt: skip
+    show("attention (PyTorch SDPA: FlashAttention-2, no split-KV)",
+         band(attention_ratios(card, data)))  # fmt: skip
     for r in data.get("launch", []):
         print(f"  launch {r['timed']:5s}: {r['us_per_kernel']} us a kernel")
 

@@ -42,9 +42,10 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -84,7 +85,7 @@ STACKS = (
           experts=128, top_k=8, expert_width=768),
 )  # fmt: skip
 BATCHES = (1, 16, 64, 256)
-CONTEXT = 2000
+CONTEXT_TOKENS = 2000
 QUICK_STACK = Stack("tiny", "none", 1, 2, 256, 4, 2, 64, 512, 1000)
 QUICK_MOE = Stack("tiny-moe", "none", 1, 2, 256, 4, 2, 64, 0, 1000, experts=8, top_k=2,
                   expert_width=128)  # fmt: skip
@@ -309,7 +310,7 @@ def probe_one(
     step = Step(torch, stack, batch, context, split=True)
     k, v = step.kv[0]
     q = torch.randn(batch, stack.heads * stack.head_dim, device="cuda", dtype=torch.bfloat16)
-    ms = time_step(torch, _Probe(lambda: step.attention(q, k, v)))  # type: ignore[arg-type]
+    ms = time_step(torch, _Probe(lambda: step.attention(q, k, v)))
     kv_bytes = 2 * k.numel() * k.element_size()
     share = kv_bytes / ms * 1e3 / peak_bytes_per_s if peak_bytes_per_s else None
     return {
@@ -319,14 +320,20 @@ def probe_one(
     }  # fmt: skip
 
 
+class Forward(Protocol):
+    """What time_step captures: one forward pass."""
+
+    def forward(self) -> Any: ...
+
+
 @dataclass
 class _Probe:
-    """Anything with a forward() time_step can capture."""
+    """A callable as a Forward."""
 
-    forward: Any
+    forward: Callable[[], Any]
 
 
-def time_step(torch: Any, step: Step) -> float:
+def time_step(torch: Any, step: Forward) -> float:
     """The step captured in one CUDA graph: median ms over REPLAYS replays."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -385,13 +392,13 @@ def main() -> None:
     name = torch.cuda.get_device_name()
     gid = catalog_gpu(None, name, {})
     out = args.out or ROOT / "benchmarks" / "data" / f"step-floors-{gid or 'gpu'}.json"
-    stacks = (QUICK_STACK, QUICK_MOE) if args.quick else STACKS
+    stacks: tuple[Stack, ...] = (QUICK_STACK, QUICK_MOE) if args.quick else STACKS
     if args.stacks:
         stacks = tuple(s for s in stacks if s.name in args.stacks.split(","))
-    batches = (1, 4) if args.quick else BATCHES
+    batches: tuple[int, ...] = (1, 4) if args.quick else BATCHES
     if args.batches:
         batches = tuple(int(b) for b in args.batches.split(","))
-    context = 512 if args.quick else CONTEXT
+    context = 512 if args.quick else CONTEXT_TOKENS
     timing = f"one step in a CUDA graph, median of {REPLAYS} replays"
     result = header(torch, __doc__, name, gid, timing, args.quick)
     result.update({"context_tokens": context, "floors": []})

@@ -18,10 +18,11 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
-from planner.core.step import step_time_for
+from planner.core.step import StepTime, step_time_for
 from planner.core.step.family import family_of
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
@@ -164,45 +165,54 @@ def main() -> None:
     print_floors()
 
 
-def floor_model_ms(stack: dict[str, object], gpu: str, batch: int, context: int) -> float:
-    """The step model's time for a measured stack: no engine overhead and no all-reduce
-    (the measurement runs one GPU's share of a TP group alone)."""
+def floor_curve(stack: dict[str, Any], gpu: str) -> StepTime:
+    """The step model of a measured stack with no engine overhead (its all-reduce is taken off
+    per step in measured_floors: the measurement runs one GPU's share of a TP group alone)."""
     model = resolve_model(None, str(MODELS / str(stack["model"]).replace("/", "--")))
     fp8 = stack["dtype"] == "fp8"
-    st = step_time_for(
+    return step_time_for(
         model,
         find_gpu(gpu),
-        tp=int(str(stack["tp"])),
+        tp=int(stack["tp"]),
         weight_dtype="fp8" if fp8 else None,
         weights_bytes=weights_bytes_for(model, "fp8")[0] if fp8 else None,
     ).model_copy(update={"overhead_ms": 0.0})
-    return st.step_ms(batch, context) - st.allreduce_ms(batch)
 
 
-def measured_floors() -> list[dict[str, object]]:
-    """Per stack and batch: the fastest whole step measured (eager or compiled, either KV
-    split, any run), its linear layers alone where measured (else None), and the model's time
-    (floor_model_ms)."""
-    out: list[dict[str, object]] = []
+class Floor(NamedTuple):
+    """One measured stack at one batch: the fastest whole step measured (eager or compiled,
+    either KV split, any run), its linear layers alone where measured, and the model's time
+    (no engine, no all-reduce)."""
+
+    gpu: str
+    stack: str
+    batch: int
+    whole_ms: float
+    linear_ms: float | None
+    model_ms: float
+
+
+def measured_floors() -> list[Floor]:
+    """Every measured stack at every batch its whole step was timed at."""
+    out: list[Floor] = []
     for path in FLOORS:
         data = json.loads(path.read_text())
-        rows = data["floors"]
+        rows, gpu = data["floors"], str(data["catalog_id"])
         for name in dict.fromkeys(str(r["name"]) for r in rows):
             mine = [r for r in rows if r["name"] == name]
             whole = [r for r in mine if not r["leave_out"]]
             linear = [r for r in mine if r["leave_out"] == LINEAR_ONLY]
-            batches = sorted({int(b) for r in whole for b in r["step_ms"]})
-            for batch in batches:
+            curve = floor_curve(mine[0], gpu)
+            for batch in sorted({int(b) for r in whole for b in r["step_ms"]}):
                 key = str(batch)
                 alone = [float(r["step_ms"][key]) for r in linear if key in r["step_ms"]]
-                out.append({
-                    "gpu": data["catalog_id"], "stack": name, "batch": batch,
-                    "whole_ms": min(float(r["step_ms"][key]) for r in whole
-                                    if key in r["step_ms"]),
-                    "linear_ms": min(alone) if alone else None,
-                    "model_ms": floor_model_ms(mine[0], data["catalog_id"], batch,
-                                               int(data["context_tokens"])),
-                })  # fmt: skip
+                model_ms = curve.step_ms(batch, int(data["context_tokens"]))
+                out.append(Floor(
+                    gpu=gpu, stack=name, batch=batch,
+                    whole_ms=min(float(r["step_ms"][key]) for r in whole if key in r["step_ms"]),
+                    linear_ms=min(alone) if alone else None,
+                    model_ms=model_ms - curve.allreduce_ms(batch),
+                ))  # fmt: skip
     return out
 
 
@@ -214,7 +224,8 @@ def run_spread() -> float:
         for r in json.loads(path.read_text())["floors"]:
             kind = (path.name, r["name"], tuple(r["leave_out"]), r["split_kv"], r["compiled"])
             for batch, ms in r["step_ms"].items():
-                runs[(*kind, batch)].append(float(ms))
+                key = (*kind, batch)
+                runs[key].append(float(ms))
     return max((max(v) / min(v) - 1 for v in runs.values() if len(v) > 1), default=0.0)
 
 
@@ -224,19 +235,17 @@ def print_floors() -> None:
     runs' spread (run_spread)."""
     spread = run_spread()
     print(f"\nwhole steps measured on a GPU (repeated runs within {spread:.1%} of each other):")
-    for row in measured_floors():
-        model, whole, linear = row["model_ms"], row["whole_ms"], row["linear_ms"]
-        assert isinstance(model, float) and isinstance(whole, float)
+    for f in measured_floors():
         verdict = "ok"
-        if isinstance(linear, float) and model < linear:
+        if f.linear_ms is not None and f.model_ms < f.linear_ms:
             verdict = "BELOW ITS LINEAR LAYERS"
-        elif row["stack"] in IDEAL_STACKS and model < whole * (1 - spread):
+        elif f.stack in IDEAL_STACKS and f.model_ms < f.whole_ms * (1 - spread):
             verdict = "BELOW THE WHOLE STEP"
-        shown = f"{linear:6.2f}" if isinstance(linear, float) else "     -"
-        where = f"{row['gpu']} {row['stack']:20s} B={row['batch']:<3}"
+        shown = "     -" if f.linear_ms is None else f"{f.linear_ms:6.2f}"
         print(
-            f"floor {where} whole step {whole:6.2f} ms, linear layers {shown}, model (no "
-            f"engine, no all-reduce) {model:6.2f} ({model / whole - 1:+4.0%}): {verdict}"
+            f"floor {f.gpu} {f.stack:20s} B={f.batch:<3} whole step {f.whole_ms:6.2f} ms, linear "
+            f"layers {shown}, model (no engine, no all-reduce) {f.model_ms:6.2f} "
+            f"({f.model_ms / f.whole_ms - 1:+4.0%}): {verdict}"
         )
 
 

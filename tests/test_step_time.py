@@ -358,8 +358,7 @@ def test_never_below_the_h200_ideal_floor(engine: str) -> None:
     # at 2,000 tokens of context: no engine runs a step faster, to within how far repeated runs
     # of one measurement differ (2.7%).
     bench = benchmark_script("step_time")
-    floors = {f["batch"]: f["whole_ms"] for f in bench.measured_floors()
-              if f["stack"] == "llama-3.1-8b"}  # fmt: skip
+    floors = {f.batch: f.whole_ms for f in bench.measured_floors() if f.stack == "llama-3.1-8b"}
     assert floors == {1: 5.033, 16: 6.42, 64: 8.926, 256: 25.211}
     spread = bench.run_spread()
     assert spread == pytest.approx(0.0267, abs=1e-4)
@@ -373,15 +372,15 @@ def test_never_below_the_measured_linear_layers() -> None:
     # Whole decode steps measured on an H200 (benchmarks/step_floor.py): a dense model, its fp8
     # export, one GPU's share of a TP 8 group and a MoE model. Their linear layers alone (with
     # the MoE routing) are a floor no engine goes under.
-    floors = [f for f in benchmark_script("step_time").measured_floors() if f["linear_ms"]]
-    assert {(f["stack"], f["batch"]) for f in floors} == {
+    floors = [f for f in benchmark_script("step_time").measured_floors() if f.linear_ms]
+    assert {(f.stack, f.batch) for f in floors} == {
         (stack, batch)
         for stack in ("llama-3.1-8b", "llama-3.1-8b-fp8", "llama-3.1-70b-tp8", "qwen3-30b-a3b")
         for batch in (1, 64)
     }
     for floor in floors:
-        assert floor["linear_ms"] < floor["whole_ms"]
-        assert floor["model_ms"] >= floor["linear_ms"], floor
+        assert floor.linear_ms < floor.whole_ms
+        assert floor.model_ms >= floor.linear_ms, floor
 
 
 def test_error_on_the_public_rows_is_within_bounds() -> None:

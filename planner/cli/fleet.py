@@ -3,7 +3,7 @@
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,6 +22,9 @@ from planner.cli.numbers import (
 )
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import WIDEST_TABLE, console, emit_json, fit_columns, print_table
+
+if TYPE_CHECKING:  # the profile type only: the CLI loads calibration on demand
+    from planner.core.engines.calibration import Calibration
 
 # Candidate columns a narrow terminal leaves out first, in order (--json keeps them all).
 DROP_FIRST = (
@@ -308,7 +311,7 @@ class LockSource:
     preset: str | None
     model: str | None
     calibration: str | None
-    profile: Any
+    profile: "Calibration | None"
     reserved_bytes: int | None
 
 

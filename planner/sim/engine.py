@@ -1016,14 +1016,17 @@ class _IterationLoop:
         if self.groups == 1 or self.cfg.lockstep_padded or self.in_phase:
             return None
         per_ms = self.prefill_steps_per_ms()
-        mean_ms = self.prefill_ms_total / max(1, self.prefill_steps)
-        busy = 1.0 if per_ms is None else min(1.0, per_ms * mean_ms)
+        busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
         return round((self.groups - 1) * (decoders + prefill_tokens * busy))
 
     def note_prefill(self, dt: float) -> None:
         """Count a prefill step of `dt`."""
         self.prefill_steps += 1
         self.prefill_ms_total += dt
+
+    def mean_prefill_ms(self) -> float:
+        """This rank's mean prefill step so far, ms (0 before its first)."""
+        return self.prefill_ms_total / max(1, self.prefill_steps)
 
     def prefill_steps_per_ms(self) -> float | None:
         """Prefill steps a rank starts per ms in the steady state: the requests it finishes
@@ -1042,7 +1045,7 @@ class _IterationLoop:
         if per_ms is None:
             return dt
         hit = 1.0 - max(0.0, 1.0 - per_ms * dt) ** (self.groups - 1)
-        return dt + hit * max(0.0, self.prefill_ms_total / self.prefill_steps - dt)
+        return dt + hit * max(0.0, self.mean_prefill_ms() - dt)
 
     def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
         """How many identical decode-only steps run before the next event (a finish, an
