@@ -104,9 +104,9 @@ VARIANT_BATCHES = (1, 64)
 # weights.
 KV_BUDGET_BYTES = 40 * 2**30
 # Split the KV into chunks until B x KV heads x chunks reaches this many blocks (132 SMs on an
-# H200, two blocks each), each chunk at least MIN_CHUNK tokens.
+# H200, two blocks each), each chunk at least MIN_CHUNK_TOKENS tokens.
 TARGET_BLOCKS = 264
-MIN_CHUNK = 256
+MIN_CHUNK_TOKENS = 256
 
 
 class Step:
@@ -164,7 +164,7 @@ class Step:
         self.chunks = 1
         if split:
             # chunks that divide the context, so that each is a view of the cache
-            want = min(math.ceil(TARGET_BLOCKS / (batch * s.kv_heads)), context // MIN_CHUNK)
+            want = min(math.ceil(TARGET_BLOCKS / (batch * s.kv_heads)), context // MIN_CHUNK_TOKENS)
             self.chunks = max(n for n in range(1, max(want, 1) + 1) if context % n == 0)
         self.x = torch.randn(batch, s.hidden, device=dev, dtype=bf)
         self.rope = torch.randn(1, (s.heads + s.kv_heads) * s.head_dim, device=dev, dtype=bf)
