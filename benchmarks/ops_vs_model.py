@@ -49,13 +49,15 @@ BF16_BYTES = 2
 
 
 def gemm_model_ms(card: GpuSpec, dtype: str, m: int, k: int, n: int) -> float:
-    """One GEMM as the step model prices a layer's linears: stream and multiply overlapped."""
+    """One GEMM as the step model prices a layer's linears: the family's fixed cost a GEMM (in
+    the step's kernels term) and the stream and multiply overlapped."""
     weight_bytes = k * n * (1 if dtype == "fp8" else BF16_BYTES)
     stream = gemm.read_ms(weight_bytes + BF16_BYTES * m * (k + n), _bandwidth(card))
+    family = family_of(card)
     rate = gemm.gemm_flops_per_s(card, dtype) * _flops_share(card)
     if dtype == "fp8":
-        rate *= family_of(card).low_precision_scale
-    return gemm.overlapped_ms(stream, gemm.compute_ms(k * n, m, rate))
+        rate *= family.low_precision_scale
+    return family.gemm_floor_ms + gemm.overlapped_ms(stream, gemm.compute_ms(k * n, m, rate))
 
 
 def moe_model_ms(card: GpuSpec, row: dict[str, Any]) -> float:

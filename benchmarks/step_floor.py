@@ -14,22 +14,27 @@ and timed by replaying it (CUDA events, the median of REPLAYS replays):
 Decode attention runs PyTorch's FlashAttention kernel with the KV split into chunks where B x KV
 heads would leave SMs idle, the chunks combined by their log-sum-exp (flash-decoding, as the
 engines' decode kernels do); `--no-split` keeps one chunk, the plain SDPA call of the first floor
-(benchmarks/data/step-floor.json). A TP share runs no all-reduce: that is the link's, priced
-apart. fp8 runs the dense linears as per-tensor w8a8 (`torch._scaled_mm`, the activations cast
-each GEMM), lm_head and experts in bf16.
+(benchmarks/data/step-floor.json). `--attention-kernel triton` runs the flash-decoding kernel of
+benchmarks/triton_decode.py instead (one kernel over the chunks, the GQA group's queries in one
+tile, and a combine kernel: the engines' kind), `flex` FlexAttention's decoding kernel. A TP
+share runs no all-reduce: that is the link's, priced apart. fp8 runs the dense linears as
+per-tensor w8a8 (`torch._scaled_mm`, the activations cast each GEMM), lm_head and experts in
+bf16.
 
 `--compile` also times each whole step with its layers through torch.compile, which fuses the
 elementwise passes into a few Triton kernels as the engines' compiled model code does (the GEMMs
 stay cuBLAS calls). `--variants` times each stack with parts left out, to place its time among
-its operations by difference. `--attention` times the chunked decode attention alone, one
-layer, by batch, context and head size (PROBE_*); `--stacks none` runs only that.
+its operations by difference. `--attention` times the decode attention alone, one layer, by
+batch, context and head size (PROBE_*, `--probe-heads`, `--probe-contexts`, `--probe-batches`);
+`--stacks none` runs only that.
 
 An engine adds scheduling, sampling and its own kernels' overheads to these steps. The results
 are written to benchmarks/data/step-floors-<card>.json with the card, driver and library
 versions; `python benchmarks/step_time.py` holds the step model to them.
 
     pip install ".[gpu]"          # torch, the optional extra
-    python benchmarks/step_floor.py [--quick] [--compile] [--variants] [--attention] [--out FILE]
+    python benchmarks/step_floor.py [--quick] [--compile] [--variants] [--attention]
+        [--attention-kernel sdpa|flex|triton] [--out FILE]
 """
 
 from __future__ import annotations
@@ -106,6 +111,9 @@ KV_BUDGET_BYTES = 40 * 2**30
 # Split the KV into chunks until B x KV heads x chunks reaches this many blocks (132 SMs on an
 # H200, two blocks each), each chunk at least MIN_CHUNK_TOKENS tokens.
 TARGET_BLOCKS = 264
+# Decode attention kernels: PyTorch's FlashAttention in chunks combined by log-sum-exp,
+# FlexAttention's decoding kernel, and the flash-decoding kernel of triton_decode.py.
+ATTENTION_KERNELS = ("sdpa", "flex", "triton")
 MIN_CHUNK_TOKENS = 256
 
 
@@ -114,10 +122,17 @@ class Step:
 
     def __init__(
         self, torch: Any, stack: Stack, batch: int, context: int, split: bool,
-        leave_out: frozenset[str] = frozenset(), compiled: bool = False,
+        leave_out: frozenset[str] = frozenset(), compiled: bool = False, kernel: str = "sdpa",
     ) -> None:  # fmt: skip
         self.t, self.s, self.b, self.ctx = torch, stack, batch, context
         self.leave_out = leave_out
+        self.kernel = kernel
+        self.flex: Any = None
+        if kernel == "flex":
+            from torch.nn.attention.flex_attention import flex_attention
+
+            # inside a compiled layer dynamo compiles it with the rest; alone, compile it
+            self.flex = flex_attention if compiled else torch.compile(flex_attention, dynamic=False)
         # torch.compile fuses a layer's elementwise passes into a few Triton kernels, as the
         # engines' compiled model code does; its GEMMs stay cuBLAS calls
         self.run_layer = (
@@ -162,10 +177,18 @@ class Step:
         ]  # fmt: skip
         self.kv_buffers = buffers
         self.chunks = 1
-        if split:
+        if split and kernel != "flex":
             # chunks that divide the context, so that each is a view of the cache
             want = min(math.ceil(TARGET_BLOCKS / (batch * s.kv_heads)), context // MIN_CHUNK_TOKENS)
             self.chunks = max(n for n in range(1, max(want, 1) + 1) if context % n == 0)
+        self.triton: Any = None
+        if kernel == "triton":
+            from triton_decode import DecodeAttention
+
+            run = DecodeAttention(torch, batch, s.heads, s.kv_heads, s.head_dim, context,
+                                  self.chunks, dev)  # fmt: skip
+            # a compiled layer calls it outside the traced graph (one graph break)
+            self.triton = torch.compiler.disable(run.__call__) if compiled else run
         self.x = torch.randn(batch, s.hidden, device=dev, dtype=bf)
         self.rope = torch.randn(1, (s.heads + s.kv_heads) * s.head_dim, device=dev, dtype=bf)
         self.pos = context - 1  # the slot the new token's K and V are written to
@@ -186,6 +209,13 @@ class Step:
         """One query token per sequence over the cache: (B, heads x head_dim)."""
         t, s, b = self.t, self.s, self.b
         group = s.heads // s.kv_heads
+        if self.triton is not None:
+            out = self.triton(q.view(b, s.heads, s.head_dim), k_cache, v_cache)
+            return out.reshape(b, s.heads * s.head_dim)
+        if self.flex is not None:
+            # one query head group per KV head (head h reads KV head h // group)
+            out = self.flex(q.view(b, s.heads, 1, s.head_dim), k_cache, v_cache, enable_gqa=True)
+            return out.reshape(b, s.heads * s.head_dim)
         q = q.view(b, s.kv_heads, group, s.head_dim)
         if self.chunks == 1:
             out = t.nn.functional.scaled_dot_product_attention(q, k_cache, v_cache)
@@ -285,36 +315,62 @@ def split_error(torch: Any) -> float:
 
 # Decode attention alone, chunked as above (--attention): (name, heads, KV heads, head dim) at
 # every batch and context, the KV bytes read per second against the peak.
-PROBE_HEADS = (("gqa-128", 64, 8, 128), ("gqa-64", 64, 8, 64))
+PROBE_HEADS = (
+    ("gqa-128", 64, 8, 128),
+    ("gqa-64", 64, 8, 64),
+    ("llama-3.1-8b", 32, 8, 128),  # the 8B stack's heads
+    ("llama-3.1-70b-tp8", 8, 1, 128),  # one GPU's heads of the 70B at TP 8
+)
 PROBE_BATCHES = (1, 2, 4, 8, 16, 64)
 PROBE_CONTEXTS = (2000, 8000, 32000)
 
 
-def attention_probe(torch: Any, peak_bytes_per_s: float | None) -> list[dict[str, Any]]:
-    """Chunked decode attention over a contiguous cache, one layer, captured in a graph."""
+def attention_probe(
+    torch: Any,
+    peak_bytes_per_s: float | None,
+    heads: tuple[str, ...] = ("gqa-128", "gqa-64"),
+    contexts: tuple[int, ...] = PROBE_CONTEXTS,
+    batches: tuple[int, ...] = PROBE_BATCHES,
+    kernel: str = "sdpa",
+) -> list[dict[str, Any]]:
+    """Decode attention over a contiguous cache, one layer, captured in a graph, through
+    `kernel` (ATTENTION_KERNELS)."""
     rows = []
-    for name, heads, kv_heads, head_dim in PROBE_HEADS:
-        for context in PROBE_CONTEXTS:
-            for batch in PROBE_BATCHES:
-                stack = Stack(name, "none", 1, 1, 256, heads, kv_heads, head_dim, 256, 256)
-                rows.append(probe_one(torch, stack, batch, context, peak_bytes_per_s))
+    for name, q_heads, kv_heads, head_dim in PROBE_HEADS:
+        if name not in heads:
+            continue
+        for context in contexts:
+            for batch in batches:
+                stack = Stack(name, "none", 1, 1, 256, q_heads, kv_heads, head_dim, 256, 256)
+                torch._dynamo.reset()
+                try:
+                    rows.append(probe_one(torch, stack, batch, context, peak_bytes_per_s, kernel))
+                except Exception:
+                    rows.append({"heads": name, "batch": batch, "context": context,
+                                 "error": traceback.format_exc()[-600:]})  # fmt: skip
                 gc.collect()
                 torch.cuda.empty_cache()
     return rows
 
 
 def probe_one(
-    torch: Any, stack: Stack, batch: int, context: int, peak_bytes_per_s: float | None
+    torch: Any,
+    stack: Stack,
+    batch: int,
+    context: int,
+    peak_bytes_per_s: float | None,
+    kernel: str = "sdpa",
 ) -> dict[str, Any]:
     """One batch and context of attention_probe."""
-    step = Step(torch, stack, batch, context, split=True)
+    step = Step(torch, stack, batch, context, split=True, kernel=kernel)
     k, v = step.kv[0]
     q = torch.randn(batch, stack.heads * stack.head_dim, device="cuda", dtype=torch.bfloat16)
     ms = time_step(torch, _Probe(lambda: step.attention(q, k, v)))
     kv_bytes = 2 * k.numel() * k.element_size()
     share = kv_bytes / ms * 1e3 / peak_bytes_per_s if peak_bytes_per_s else None
     return {
-        "heads": stack.name, "batch": batch, "context": context, "kv_chunks": step.chunks,
+        "heads": stack.name, "kernel": kernel, "batch": batch,
+        "context": context, "kv_chunks": step.chunks,
         "ms": round(ms, 4), "kv_bytes": kv_bytes,
         "bandwidth_share": round(share, 3) if share is not None else None,
     }  # fmt: skip
@@ -373,6 +429,18 @@ def main() -> None:
         "--attention", action="store_true", help="also time chunked decode attention alone"
     )
     parser.add_argument(
+        "--attention-kernel",
+        choices=ATTENTION_KERNELS,
+        default="sdpa",
+        help="decode attention: chunked SDPA, FlexAttention's decoding kernel, or the "
+        "flash-decoding Triton kernel of benchmarks/triton_decode.py",
+    )
+    parser.add_argument(
+        "--probe-heads", default="gqa-128,gqa-64", help="comma list of PROBE_HEADS names"
+    )
+    parser.add_argument("--probe-contexts", default="", help="comma list (default PROBE_CONTEXTS)")
+    parser.add_argument("--probe-batches", default="", help="comma list (default PROBE_BATCHES)")
+    parser.add_argument(
         "--batches", default="", help="comma list of batches for every plan (default BATCHES)"
     )
     parser.add_argument(
@@ -417,6 +485,7 @@ def main() -> None:
         for leave_out, plan_batches, compiled in plans:
             row: dict[str, Any] = {**stack.__dict__, "leave_out": list(leave_out),
                                    "split_kv": not args.no_split, "compiled": compiled,
+                                   "attention_kernel": args.attention_kernel,
                                    "step_ms": {}, "kv_chunks": {}}  # fmt: skip
             t0 = time.perf_counter()
             for batch in plan_batches:
@@ -425,7 +494,8 @@ def main() -> None:
                     torch._dynamo.reset()  # a fresh cache: each Step is a new `self`
                 try:
                     step = Step(torch, stack, batch, context, split=not args.no_split,
-                                leave_out=frozenset(leave_out), compiled=compiled)  # fmt: skip
+                                leave_out=frozenset(leave_out), compiled=compiled,
+                                kernel=args.attention_kernel)  # fmt: skip
                     row["step_ms"][str(batch)] = round(time_step(torch, step), 3)
                     row["kv_chunks"][str(batch)] = step.chunks
                 except Exception:
@@ -444,7 +514,16 @@ def main() -> None:
         from planner.sources.presets import find_gpu
 
         peak = find_gpu(gid).hbm_bandwidth_bytes_per_s if gid else None
-        result["attention_probe"] = attention_probe(torch, peak)
+        contexts = tuple(int(c) for c in args.probe_contexts.split(",") if c) or PROBE_CONTEXTS
+        probe_batches = tuple(int(b) for b in args.probe_batches.split(",") if b) or PROBE_BATCHES
+        result["attention_probe"] = attention_probe(
+            torch,
+            peak,
+            tuple(args.probe_heads.split(",")),
+            contexts,
+            probe_batches,
+            args.attention_kernel,
+        )
         out.write_text(json.dumps(result, indent=1) + "\n")
         for row in result["attention_probe"]:
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)

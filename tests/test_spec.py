@@ -225,7 +225,7 @@ def test_mtp_needs_mtp_layers(cli: Cli) -> None:
 
 def test_the_speculation_roofline_reads_kv_as_the_step_model_does() -> None:
     """spec prices a step on the step model's terms: on AMD CDNA the KV read runs at 0.30 of
-    the peak bandwidth, 0.30 / 0.62 of the weight reads' share, on Hopper at 0.84, 0.84 / 0.75
+    the peak bandwidth, 0.30 / 0.62 of the weight reads' share, on Hopper at 0.89, 0.89 / 0.85
     of it, on Ampere at the weights' share, there too (one model everywhere)."""
     import numpy as np
 
@@ -233,7 +233,7 @@ def test_the_speculation_roofline_reads_kv_as_the_step_model_does() -> None:
     from planner.api.latency import roofline_for
     from planner.core.latency import step_ms
 
-    for gpu, share in (("mi300x", 0.30 / 0.62), ("h100", 0.84 / 0.75), ("a100", 1.0)):
+    for gpu, share in (("mi300x", 0.30 / 0.62), ("h100", 0.89 / 0.85), ("a100", 1.0)):
         roof = roofline_for(capacity_plan(gpu=gpu, preset="gqa-70b", tp=2))
         assert roof.attention_bandwidth_scale == pytest.approx(share)
         bw = roof.bandwidth_bytes_per_s * roof.bandwidth_efficiency

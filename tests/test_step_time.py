@@ -40,6 +40,8 @@ from planner.core.step.family import (
     CDNA4_DENSE_GEMM_SHARES,
     CDNA4_MID_M_SLOWDOWN,
     CDNA4_MOE_GEMM_SHARES,
+    HOPPER_GEMM_FLOOR_MS,
+    HOPPER_KERNEL_MS_PER_LAYER,
     slowdown_at,
 )
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
@@ -170,10 +172,10 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
     deepseek = load_model_preset("deepseek-v3")
     ep = step_time_for(deepseek, find_gpu("h200"), tp=8, expert_ranks=8, engine="sglang")
     assert ep.experts_per_gpu == 32
-    assert ep.moe_fixed_ms(1) == pytest.approx(
-        58 * (MOE_KERNEL_MS_PER_LAYER + 31 * MOE_MS_PER_IDLE_EXPERT)
-    )
-    assert ep.moe_fixed_ms(4096) == pytest.approx(58 * MOE_KERNEL_MS_PER_LAYER, rel=1e-6)
+    # (each MoE block's three GEMMs at Hopper's floor)
+    routing = MOE_KERNEL_MS_PER_LAYER + 3 * HOPPER_GEMM_FLOOR_MS
+    assert ep.moe_fixed_ms(1) == pytest.approx(58 * (routing + 31 * MOE_MS_PER_IDLE_EXPERT))
+    assert ep.moe_fixed_ms(4096) == pytest.approx(58 * routing, rel=1e-6)
 
 
 def benchmark_script(name: str) -> Any:
@@ -187,14 +189,20 @@ def benchmark_script(name: str) -> Any:
     return module
 
 
-def test_an_amd_gemm_kernel_costs_its_floor_beyond_the_nvidia_layer_cost() -> None:
+def test_a_gemm_kernel_costs_its_familys_floor_beyond_the_layer_cost() -> None:
     # Llama-3.1-8B: 32 layers, each a GQA attention block (fused QKV, O) and a dense MLP
-    # (gate_up, down): 4 GEMMs a layer, 6 us each on AMD, none on NVIDIA
+    # (gate_up, down): 4 GEMMs a layer, 6 us each on AMD, 3.9 us on Hopper (measured, beside
+    # its own 25 us a layer), none on Ampere (inside its fitted 17 us a layer)
     assert gemm_launches_per_layer(LLAMA8) == 4.0 and GEMMS_PER_MOE_BLOCK == 3
     amd = step_time_for(LLAMA8, find_gpu("mi300x")).terms(1, 1)
     assert amd.kernels_ms == pytest.approx(32 * (KERNEL_MS_PER_LAYER + 4 * AMD_GEMM_FLOOR_MS))
-    nvidia = step_time_for(LLAMA8, find_gpu("h100")).terms(1, 1)
-    assert nvidia.kernels_ms == pytest.approx(32 * KERNEL_MS_PER_LAYER)
+    hopper = step_time_for(LLAMA8, find_gpu("h100")).terms(1, 1)
+    assert hopper.kernels_ms == pytest.approx(
+        32 * (HOPPER_KERNEL_MS_PER_LAYER + 4 * HOPPER_GEMM_FLOOR_MS)
+    )
+    assert HOPPER_KERNEL_MS_PER_LAYER == 0.025 and HOPPER_GEMM_FLOOR_MS == 0.0039
+    ampere = step_time_for(LLAMA8, find_gpu("a100-sxm4-80gb")).terms(1, 1)
+    assert ampere.kernels_ms == pytest.approx(32 * KERNEL_MS_PER_LAYER)
     # DeepSeek-V3: 61 MLA blocks (5 GEMMs in the absorbed form), 3 dense MLPs, 58 MoE blocks
     # (router and the grouped GEMM's two stages)
     deepseek = load_model_preset("deepseek-v3")
@@ -338,7 +346,7 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:
-    terms = step_time_for(LLAMA8, find_gpu("h100"), engine="vllm").terms(1, 1)
+    terms = step_time_for(LLAMA8, find_gpu("a100-sxm4-80gb"), engine="vllm").terms(1, 1)
     assert terms.overhead_ms == ENGINE_OVERHEAD_MS["vllm"] > 0
     assert terms.kernels_ms == pytest.approx(32 * KERNEL_MS_PER_LAYER)
     assert terms.step_ms > terms.memory_ms + terms.kernels_ms
@@ -354,18 +362,27 @@ def test_step_time_grows_with_batch_and_context() -> None:
 @pytest.mark.parametrize("engine", sorted(ENGINE_OVERHEAD_MS))
 def test_never_below_the_h200_ideal_floor(engine: str) -> None:
     # The fastest whole Llama-3.1-8B decode steps measured on an H200 with the engines' kinds
-    # of kernel (cuBLAS, fused elementwise passes, FlashAttention; benchmarks/step_floor.py),
-    # at 2,000 tokens of context: no engine runs a step faster, to within how far repeated runs
-    # of one measurement differ (2.7%).
+    # of kernel (cuBLAS, fused elementwise passes, a flash-decoding attention kernel or
+    # FlashAttention-2; benchmarks/step_floor.py), at 2,000 tokens of context: no engine runs a
+    # step faster, to within how far repeated runs of one measurement differ (2.7%).
     bench = benchmark_script("step_time")
     floors = {f.batch: f.whole_ms for f in bench.measured_floors() if f.stack == "llama-3.1-8b"}
-    assert floors == {1: 5.033, 16: 6.42, 64: 8.926, 256: 25.211}
+    assert floors == {1: 4.974, 16: 5.899, 64: 8.926, 256: 22.792}
     spread = bench.run_spread()
-    assert spread == pytest.approx(0.0267, abs=1e-4)
+    assert spread == pytest.approx(0.0274, abs=1e-4)
     st = step_time_for(LLAMA8, find_gpu("h200"), engine=engine)
     ideal = st.model_copy(update={"overhead_ms": 0.0})  # no engine at all
     for batch, ms in floors.items():
         assert ideal.step_ms(batch, 2000) >= ms * (1 - spread)
+    # One GPU's share of Llama-3.1-70B at TP 8, with no all-reduce: the same, except at 4-16
+    # sequences, where cuBLAS runs these small GEMMs on slower kernels (the linear layers take
+    # 5.71-5.87 ms against 5.51-5.70 at 1 and 32 sequences) that the model does not price: at
+    # most 5% under there.
+    share = {f.batch: f for f in bench.measured_floors() if f.stack == "llama-3.1-70b-tp8"}
+    assert sorted(share) == [1, 4, 16, 32, 64, 256]
+    for batch, f in share.items():
+        slack = 0.05 if batch in (4, 16) else spread
+        assert f.model_ms >= f.whole_ms * (1 - slack), f
 
 
 def test_never_below_the_measured_linear_layers() -> None:
@@ -377,7 +394,7 @@ def test_never_below_the_measured_linear_layers() -> None:
         (stack, batch)
         for stack in ("llama-3.1-8b", "llama-3.1-8b-fp8", "llama-3.1-70b-tp8", "qwen3-30b-a3b")
         for batch in (1, 64)
-    }
+    } | {("llama-3.1-70b-tp8", batch) for batch in (4, 16, 32)}
     for floor in floors:
         assert floor.linear_ms < floor.whole_ms
         assert floor.model_ms >= floor.linear_ms, floor
@@ -500,8 +517,9 @@ def test_each_card_takes_its_familys_constants_and_says_if_they_were_measured(
 
     got = family_of(find_gpu(gpu))
     assert (got.name, got.basis) == (family, basis)
-    if gpu in ("a100", "h100"):
-        assert step_time_for(LLAMA8, find_gpu(gpu)).bandwidth_efficiency == 0.75
+    shares = {"a100": 0.75, "h100": 0.85, "b200": 0.85}  # Blackwell takes Hopper's, extrapolated
+    if gpu in shares:
+        assert step_time_for(LLAMA8, find_gpu(gpu)).bandwidth_efficiency == shares[gpu]
 
 
 def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
@@ -513,13 +531,13 @@ def test_amd_gemms_reach_a_smaller_share_of_their_datasheet_rate() -> None:
     assert nvidia.flops_efficiency == 0.55  # measured on public H100 prefill
     assert amd.flops_efficiency == pytest.approx(0.55 * 0.62)
     assert amd.attention_flops_efficiency == pytest.approx(0.5 * 0.62)
-    # decode attention streams the KV cache at half the weight reads' share on CDNA3, at 0.84
-    # of peak on Hopper (measured on an H200), above the weights' 0.75
+    # decode attention streams the KV cache at half the weight reads' share on CDNA3, at 0.89
+    # of peak on Hopper (measured on an H200), above the weights' 0.85
     mi300x = find_gpu("mi300x")
     kv = 10**9
     assert amd.kv_read_ms(kv) == pytest.approx(kv / (mi300x.hbm_bandwidth_bytes_per_s * 0.3) * 1e3)
     assert nvidia.kv_read_ms(kv) == pytest.approx(
-        kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.84) * 1e3
+        kv / (find_gpu("h100").hbm_bandwidth_bytes_per_s * 0.89) * 1e3
     )
     # a weights' share given as 1 (slo --bandwidth-efficiency 1) leaves the KV read at the peak
     h100 = find_gpu("h100")
@@ -676,7 +694,7 @@ def test_a_moe_chunk_streams_its_experts_while_its_attention_projections_compute
     h200 = find_gpu("h200")
     step = step_time_for(r1, h200, tp=8, engine="vllm")
     tokens = 2048
-    bandwidth = h200.hbm_bandwidth_bytes_per_s * 0.655
+    bandwidth = h200.hbm_bandwidth_bytes_per_s * 0.85
     experts_read_ms = step.expert_weights_bytes(tokens) / bandwidth
     active = r1.expert_params // r1.num_experts * r1.experts_per_token // 8
     assert step.expert_active_params_per_gpu == active
@@ -687,7 +705,7 @@ def test_a_moe_chunk_streams_its_experts_while_its_attention_projections_compute
     dense_ms = 2 * tokens * (plain / (h200.bf16_dense_flops * 0.55) + (body - plain) / rate)
     head_bytes = step.lm_head_params_per_gpu * 2  # the bf16 lm_head: no token samples here
     dense_read_ms = (step.dense_weights_bytes - head_bytes) / bandwidth
-    assert dense_ms > 10 * dense_read_ms and experts_read_ms > 2 * experts_multiply_ms
+    assert dense_ms > 10 * dense_read_ms and experts_read_ms > 1.5 * experts_multiply_ms
     # each class its own GEMM: the Euclidean norm of its stream and its multiply (the larger
     # term and up to a tenth more here), the two classes one after another
     linear = step.linear_ms(tokens, sampled=0)
@@ -840,8 +858,9 @@ def test_only_the_measured_api_servers_admit_at_a_cost() -> None:
 def test_the_h200_operations_read_as_documented() -> None:
     # The single-token GEMVs measured on an H200 (benchmarks/gpu_ops.py) fit 3.9 us + bytes /
     # 3.81 TB/s, as docs/method.md quotes; the model prices a GEMM by the same terms it uses in
-    # a step (the card's 0.655 weight share, 0.55 of the bf16 peak), so a large one it prices
-    # slow and a small one (a TP 8 share) fast.
+    # a step: Hopper's 3.9 us a GEMM and its weights at 0.85 of the peak (a stack's GEMMs run
+    # back to back faster than one alone), so each measured GEMV is within -14% / +26% of it,
+    # the small ones of a TP 8 share no longer priced a third fast.
     bench = benchmark_script("ops_vs_model")
     data = json.loads(bench.OPS.read_text())
     single = [r for r in data["gemm"] if r.get("m") == 1 and r["dtype"] == "bf16"]
@@ -849,9 +868,9 @@ def test_the_h200_operations_read_as_documented() -> None:
     assert (round(a_ms * 1e3, 1), round(b_bytes_per_s / 1e12, 2)) == (3.9, 3.81)
     card = find_gpu(data["catalog_id"])
     large = bench.gemm_model_ms(card, "bf16", 1, 8192, 57344)  # 70B gate_up, 940 MB
-    assert large == pytest.approx(2 * 8192 * 57344 / (4.8e12 * 0.655) * 1e3, rel=1e-3)
-    ratios = {
-        (r["model"], r["op"]): r["ms"] / bench.gemm_model_ms(card, "bf16", 1, r["k"], r["n"])
-        for r in single
-    }
-    assert ratios[("70b", "gate_up")] < 1 < ratios[("70b-tp8", "qkv")]
+    weights = 2 * 8192 * 57344 + 2 * (8192 + 57344)  # and the token in and out
+    assert large == pytest.approx(0.0039 + weights / (4.8e12 * 0.85) * 1e3, rel=1e-3)
+    ratios = [r["ms"] / bench.gemm_model_ms(card, "bf16", 1, r["k"], r["n"]) for r in single]
+    assert len(ratios) == 12
+    assert min(ratios) > 0.85 and max(ratios) < 1.3
+    assert statistics.median(ratios) == pytest.approx(1.0, abs=0.1)

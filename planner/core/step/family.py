@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
+from planner.core.step.overhead import KERNEL_MS_PER_LAYER
 
 Basis = Literal["fitted", "extrapolated"]
 
@@ -34,6 +35,10 @@ class Family(BaseModel):
         "measured (None: the weights' share x attention_bandwidth_scale)",
     )
     gemm_floor_ms: float = 0.0
+    kernel_ms_per_layer: float = Field(
+        default=KERNEL_MS_PER_LAYER,
+        description="fixed cost per decoder layer beside its GEMMs' own floors, ms",
+    )
     mid_m_slowdown: dict[str, tuple[tuple[int, float], ...]] = Field(
         default_factory=dict,
         description="by the weights' GEMM kind (bf16, fp8, fp8-block): (tokens, factor) points "
@@ -49,11 +54,12 @@ class Family(BaseModel):
     source: str
 
 
-# Achievable share of peak HBM bandwidth in decode GEMVs and attention (Hopper's attention apart:
-# HOPPER_ATTENTION_BANDWIDTH_FRACTION, below). Ampere and Hopper: 0.75,
-# fitted on the 38 public rows of benchmarks/data/step-time.jsonl (LMDeploy on A100 Llama-2
-# 7B/13B, vLLM on H100 Qwen3-8B, vLLM on A100 Mixtral-8x22B TP 4/8). Other NVIDIA families run the
-# same kernels (CUTLASS / FlashAttention / Triton) and take the same share: extrapolated. AMD
+# Achievable share of peak HBM bandwidth in decode GEMVs and attention (Hopper and Blackwell
+# apart: HOPPER_*, below, measured with their fixed costs split out). Ampere: 0.75, fitted with
+# the 17 us a layer of overhead.KERNEL_MS_PER_LAYER on the public rows of
+# benchmarks/data/step-time.jsonl (LMDeploy on A100 Llama-2 7B/13B, vLLM on A100 Mixtral-8x22B
+# TP 4/8). Other NVIDIA families run the same kernels (CUTLASS / FlashAttention / Triton) and
+# take the same share: extrapolated. AMD
 # CDNA: 0.62 (no step-time row yet), from ROCm's own kernel tables: AITER records the time of each
 # GEMM it tunes (ROCm/aiter aiter/configs/model_configs/a8w8_blockscale_*tuned_gemm_*.csv, commit
 # e404860, 2026-08; the rows used are in benchmarks/data/gemm-kernels.jsonl: `python
@@ -157,13 +163,13 @@ CDNA3_MOE_GEMM_SCALE = {k: v / CDNA3_DENSE_GEMM_SHARES[k] for k, v in CDNA3_MOE_
 # 27.6 / 46.4 with the KV read at the weights' share, 22.2 / 31.3 / 61.1 at 0.30 (ROCm runs
 # those head sizes on the Triton attention backend). CDNA2 and CDNA4 take the same.
 AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
-# Hopper streams the KV cache faster than the weights' share, which holds each layer's fixed
-# costs at one sequence: 0.84 of peak, measured on an H200 (benchmarks/data/step-floors-h200-
-# sxm-141gb.json, `python benchmarks/step_floor.py --variants`): the attention of the Llama-3.1-8B
-# stack at 64 sequences x 2,000 tokens, the step less the step without it, reads its 16.8 GB of
-# KV at 4.0-4.1 TB/s (0.83 and 0.86 in two runs). The kernel alone (PyTorch SDPA,
-# FlashAttention-2) reaches 0.73-0.92 from 32 sequences (ops-h200-sxm-141gb.json).
-HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.84
+# Hopper streams the KV cache faster than the weights: a flash-decoding kernel (benchmarks/
+# triton_decode.py) reads it on an H200 in 13.9 us + bytes / (0.89 x 4.8 TB/s) a layer over 20
+# probes (1-256 sequences, 2,000 and 8,000 tokens, 8 and 1 KV heads: median error 7%;
+# benchmarks/data/step-floors-h200-sxm-141gb.json, `python benchmarks/step_floor.py --attention
+# --attention-kernel triton`), and PyTorch's FlashAttention-2 at 256 sequences at 0.89-0.94. The
+# fixed part is inside the per-layer cost (HOPPER_KERNEL_MS_PER_LAYER, below).
+HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.89
 # Fixed time a GEMM kernel takes beyond its weight stream, over NVIDIA's (which the per-layer
 # kernel cost, fitted on NVIDIA rows, already holds), ms. The same fp8 block-scaled GEMMs at 64
 # tokens, timed by their kernels' authors: DeepGEMM on an H800 (deepseek-ai/DeepGEMM README,
@@ -175,6 +181,26 @@ HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.84
 # shapes in both tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2
 # take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches_per_layer).
 AMD_GEMM_FLOOR_MS = 0.006
+# Hopper's fixed costs, measured on an H200 in CUDA graphs (benchmarks/data/ops-h200-sxm-141gb.json
+# and step-floors-h200-sxm-141gb.json: `python benchmarks/ops_vs_model.py`, `python
+# benchmarks/step_time.py`). A GEMM kernel takes 3.9 us beyond its weight stream: single-token
+# GEMVs of 12 shapes, 16-896 MiB, fit 3.9 us + bytes / 3.81 TB/s. Beside its GEMMs a decoder
+# layer costs 25 us: one GPU's share of Llama-3.1-70B at TP 8, one sequence at 2,000 tokens,
+# compiled, with a flash-decoding attention kernel (benchmarks/triton_decode.py), takes
+# 7.44-7.65 ms a step (three runs) against 5.59-5.70 for its linear layers alone: 25 us a layer
+# in the two later runs, of which attention about 11 by difference and the fused norms, rotary
+# embedding, KV write, activation and residual adds the rest (Llama-3.1-8B: 25.6). With those
+# two, the weights stream at 0.85 of peak: the share that centres the 15 public H100 rows (vLLM
+# on Qwen3-8B, benchmarks/data/step-time.jsonl); the H200's measured linear layers agree
+# (Llama-3.1-8B 4.01-4.15 ms measured, 4.18 modelled; the 70B TP 8 share 5.59-5.87 and 5.51).
+# A TP 8 share's layers, with small GEMMs, thus cost more than one GPU's large ones, which the
+# single share before this (0.75 with 17 us a layer and no GEMM floor) could not show. Blackwell
+# runs the same kinds of kernel and takes these figures, extrapolated; Ampere keeps the
+# constants fitted on its own rows.
+HOPPER_BANDWIDTH_EFFICIENCY = 0.85
+HOPPER_GEMM_FLOOR_MS = 0.0039
+HOPPER_KERNEL_MS_PER_LAYER = 0.025
+HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
 # How much longer AMD's dense GEMMs take than their overlapped stream and multiply (above) between
 # decode and prefill, by the tokens they multiply: AITER's tuned GEMMs (benchmarks/data/gemm-
 # kernels.jsonl, N and K >= 2,048; `python benchmarks/gemm_kernels.py`), the median of (time -
@@ -213,7 +239,8 @@ CDNA4_MID_M_SLOWDOWN = {
 CDNA3_MID_M_SLOWDOWN = {"fp8-block": _at_mid_m(1.60, 1.61, 1.52, 1.37, 1.14, 1.03)}
 # How each basis reads after "<family> constants <basis> ..." in the output.
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
-NVIDIA_EXTRAPOLATED = "from Ampere and Hopper; no measured step times"
+NVIDIA_EXTRAPOLATED = "from Ampere; no measured step times"
+HOPPER_EXTRAPOLATED = "from Hopper's kernels measured on an H200; no measured step times"
 AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
 
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
@@ -241,15 +268,20 @@ def family_of(gpu: GpuSpec) -> Family:
     if gpu.vendor == "nvidia":
         name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
         fitted = name in FITTED_FAMILIES
+        hopper = name in HOPPER_CONSTANT_FAMILIES
         return Family(
             name=name,
-            bandwidth_efficiency=NVIDIA_BANDWIDTH_EFFICIENCY,
-            attention_bandwidth_fraction=(
-                HOPPER_ATTENTION_BANDWIDTH_FRACTION if name == "hopper" else None
+            bandwidth_efficiency=(
+                HOPPER_BANDWIDTH_EFFICIENCY if hopper else NVIDIA_BANDWIDTH_EFFICIENCY
             ),
+            gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
+            kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
+            attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             basis="fitted" if fitted else "extrapolated",
-            source=FITTED_SOURCE if fitted else NVIDIA_EXTRAPOLATED,
+            source=(
+                FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
+            ),
         )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")

@@ -744,7 +744,7 @@ def step_time_for(
         attention_bandwidth_scale=attention_bandwidth_scale(gpu),
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
-        kernel_ms_per_layer=overhead.KERNEL_MS_PER_LAYER
+        kernel_ms_per_layer=family.kernel_ms_per_layer
         + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model),
         moe_kernel_ms_per_layer=moe.MOE_KERNEL_MS_PER_LAYER
         + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,

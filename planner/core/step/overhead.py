@@ -6,8 +6,9 @@ from __future__ import annotations
 from planner.core.specs import KvKind, ModelSpec
 
 # Fixed cost per decoder layer per step: kernel launch and tail latency of the ~10 kernels a
-# layer runs (norms, RoPE, attention, activations), present even inside a CUDA graph. 17 us
-# fits the public rows and puts the H200 ideal floor (Llama-3.1-8B, 5.36 ms at B=1) exactly.
+# layer runs (norms, RoPE, attention, activations, and the GEMMs' own), present even inside a
+# CUDA graph. 17 us fits the public Ampere rows (benchmarks/data/step-time.jsonl); Hopper's is
+# measured and split from its GEMMs' (planner/core/step/family.py: HOPPER_KERNEL_MS_PER_LAYER).
 KERNEL_MS_PER_LAYER = 0.017
 # GEMM kernels a decoder layer launches, by what it holds (vLLM and SGLang model code): a GQA /
 # MHA attention block its fused QKV and O projections; an MLA block five in its absorbed decode
