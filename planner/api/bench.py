@@ -1558,8 +1558,14 @@ def _attention_groups(
             "is SGLang's; vLLM runs a MoE model's --dp ranks as attention DP by itself, each "
             "rank a --tp group (GPUs = TP x DP: --tp 1 --dp 8 for eight one-GPU groups)",
         )
-    if dp < 2 or tp % dp:
-        raise InputError(flag, f"needs groups that divide the TP size {tp} (got {dp})")
+    if dp < 2:
+        raise InputError(
+            flag,
+            f"needs --dp N, 2 or more attention-DP groups that divide --tp {tp} (SGLang's "
+            f"--dp N --enable-dp-attention; e.g. --dp {tp})",
+        )
+    if tp % dp:
+        raise InputError(flag, f"needs groups that divide the TP size {tp} (got --dp {dp})")
     if not moe:
         raise InputError(flag, "is modelled for MoE models (attention DP, experts over all GPUs)")
     return dp
