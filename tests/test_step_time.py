@@ -874,3 +874,31 @@ def test_the_h200_operations_read_as_documented() -> None:
     assert len(ratios) == 12
     assert min(ratios) > 0.85 and max(ratios) < 1.3
     assert statistics.median(ratios) == pytest.approx(1.0, abs=0.1)
+
+
+def test_hopper_all_reduces_take_the_measured_custom_all_reduce() -> None:
+    # vLLM (0.14 on) and SGLang (0.5.6 on) run their custom all-reduce over NVLink: 4.7 us an
+    # all-reduce whatever the TP size (NVIDIA's aiconfigurator tables: 4.2-4.7 us up to 8 KB
+    # on 2, 4 and 8 GPUs), beside the ring's bytes at 0.7 of the link. Older releases, LMDeploy
+    # and AMD keep (TP - 1) x 8 us a peer.
+    llama70 = load_model_preset("llama-3.1-70b")
+    h100 = find_gpu("h100")
+    message = 8192 * 2  # one token's hidden state in bf16
+    for tp in (2, 4, 8):
+        st = step_time_for(llama70, h100, tp=tp, engine="vllm")
+        link = st.fabric.collective_bytes_per_s(tp) * 0.7
+        one = 0.0047 + message * 2 * (tp - 1) / tp / link * 1e3
+        assert st.allreduce_ms(1) == pytest.approx(2 * 80 * one)
+    new = step_time_for(llama70, h100, tp=8, engine="sglang", version=(0, 5, 13))
+    old = step_time_for(llama70, h100, tp=8, engine="vllm", version=(0, 6, 3))
+    lmdeploy = step_time_for(llama70, h100, tp=8, engine="lmdeploy")
+    link = old.fabric.collective_bytes_per_s(8)
+    per_peer = 2 * 80 * (7 * ALLREDUCE_HOP_MS + message * 2 * 7 / 8 / link * 1e3)
+    assert old.allreduce_ms(1) == lmdeploy.allreduce_ms(1) == pytest.approx(per_peer)
+    assert old.allreduce_ms(1) > 10 * new.allreduce_ms(1)
+    amd = step_time_for(llama70, find_gpu("mi300x"), tp=8, engine="vllm")
+    assert (amd.allreduce_hop_ms, amd.allreduce_fixed_ms) == (ALLREDUCE_HOP_MS, 0.0)
+    # still zero at TP 1, and more with a larger message
+    assert step_time_for(llama70, h100, tp=1).allreduce_ms(64) == 0.0
+    st8 = step_time_for(llama70, h100, tp=8)
+    assert st8.allreduce_ms(256) > st8.allreduce_ms(1)

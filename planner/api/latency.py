@@ -142,7 +142,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         f" + B x {curve.kv_bytes(context) / 1e6:,.2f} MB KV at {context:,} tokens, over "
         f"{peak_tb:.2f} TB/s x {curve.bandwidth_efficiency} achievable"
         + (
-            f" (the KV at x {curve.attention_bandwidth_scale:.2g} of that: {curve.family.name}'s "
+            f" (the KV at x {curve.attention_bandwidth_scale:.3g} of that: {curve.family.name}'s "
             "decode attention)"
             if curve.attention_bandwidth_scale != 1 and curve.family is not None
             else ""
@@ -151,7 +151,8 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         *moe_gemm_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         + (
-            f"(each GEMM {curve.family.gemm_floor_ms * 1e3:.0f} us more on {curve.family.name}) "
+            f"(of which {curve.family.gemm_floor_ms * 1e3:.1f} us a GEMM kernel on "
+            f"{curve.family.name}) "
             if curve.family is not None and curve.family.gemm_floor_ms
             else ""
         )

@@ -124,14 +124,23 @@ def fabric_of(gpu: GpuSpec) -> Fabric:
     )
 
 
-def allreduce_ms(tp: int, layers: int, message_bytes: int, hop_ms: float, fabric: Fabric) -> float:
-    """TP all-reduces of one forward pass (two per layer), each (TP - 1) hop latencies plus
-    the ring's 2 (TP - 1) / TP of the message at the group's rate over the fabric, ms, and
-    one RDMA hop (PP_HOP_MS) where the group spans nodes; zero at TP 1."""
+def allreduce_ms(
+    tp: int,
+    layers: int,
+    message_bytes: int,
+    hop_ms: float,
+    fabric: Fabric,
+    fixed_ms: float = 0.0,
+    link_share: float = 1.0,
+) -> float:
+    """TP all-reduces of one forward pass (two per layer), each `fixed_ms` and (TP - 1) hop
+    latencies plus the ring's 2 (TP - 1) / TP of the message at `link_share` of the group's
+    rate over the fabric, ms, and one RDMA hop (PP_HOP_MS) where the group spans nodes; zero
+    at TP 1."""
     if tp <= 1:
         return 0.0
-    rate = fabric.collective_bytes_per_s(tp)
-    one = (tp - 1) * hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
+    rate = fabric.collective_bytes_per_s(tp) * link_share
+    one = fixed_ms + (tp - 1) * hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
     if fabric.crosses_nodes(tp):
         one += PP_HOP_MS
     return ALLREDUCES_PER_LAYER * layers * one

@@ -35,6 +35,14 @@ class Family(BaseModel):
         "measured (None: the weights' share x attention_bandwidth_scale)",
     )
     gemm_floor_ms: float = 0.0
+    allreduce_fixed_ms: float | None = Field(
+        default=None,
+        description="an all-reduce's latency in the engines' custom all-reduce, whatever the TP "
+        "size (None: comm.ALLREDUCE_HOP_MS a peer)",
+    )
+    allreduce_link_share: float = Field(
+        default=1.0, description="share of the link rate those all-reduces reach"
+    )
     kernel_ms_per_layer: float = Field(
         default=KERNEL_MS_PER_LAYER,
         description="fixed cost per decoder layer beside its GEMMs' own floors, ms",
@@ -201,6 +209,24 @@ HOPPER_BANDWIDTH_EFFICIENCY = 0.85
 HOPPER_GEMM_FLOOR_MS = 0.0039
 HOPPER_KERNEL_MS_PER_LAYER = 0.025
 HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
+# Hopper's all-reduce inside a decode step: vLLM's and SGLang's custom all-reduce (one- and
+# two-shot kernels over NVLink peer memory), replayed in a CUDA graph, timed by NVIDIA's
+# aiconfigurator collector (ai-dynamo/aiconfigurator @095f58a5, aic-core/.../systems/data/
+# h200_sxm/comm/vllm/0.18.0 and h100_sxm/comm/vllm/0.24.0 custom_allreduce_perf.parquet, bf16,
+# `vllm_graph`): 4.2-4.7 us up to 8 KB whatever the group (2, 4 or 8 GPUs; SGLang 0.5.14's
+# 2.4-4.8), not the (TP - 1) x 8 us a peer fitted on the A100 rows (56 us at TP 8). Above that
+# the time follows the ring's bytes at about 0.7 of one direction of NVLink (450 GB/s on H100 /
+# H200): at TP 8, 2 / 8 / 32 MB take 18.4 / 53.7 / 166 us measured, 15.8 / 49.1 / 182 so
+# priced. Blackwell takes the same, extrapolated; AMD keeps the per-peer figure.
+HOPPER_ALLREDUCE_MS = 0.0047
+HOPPER_ALLREDUCE_LINK_SHARE = 0.7
+# Engines whose custom all-reduce those tables time, from the oldest release measured (vLLM
+# 0.14.0, SGLang 0.5.6.post2). Older releases, whose public rows (vLLM 0.6 serving Llama-3.1-405B
+# on 8 x H100) still fit the per-peer figure, keep it, as do LMDeploy and other engines.
+CUSTOM_ALLREDUCE_ENGINES: dict[str, tuple[int, int, int]] = {
+    "vllm": (0, 14, 0),
+    "sglang": (0, 5, 6),
+}
 # How much longer AMD's dense GEMMs take than their overlapped stream and multiply (above) between
 # decode and prefill, by the tokens they multiply: AITER's tuned GEMMs (benchmarks/data/gemm-
 # kernels.jsonl, N and K >= 2,048; `python benchmarks/gemm_kernels.py`), the median of (time -
@@ -275,6 +301,8 @@ def family_of(gpu: GpuSpec) -> Family:
                 HOPPER_BANDWIDTH_EFFICIENCY if hopper else NVIDIA_BANDWIDTH_EFFICIENCY
             ),
             gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
+            allreduce_fixed_ms=HOPPER_ALLREDUCE_MS if hopper else None,
+            allreduce_link_share=HOPPER_ALLREDUCE_LINK_SHARE if hopper else 1.0,
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
             attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
