@@ -178,16 +178,16 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # --attention-kernel triton`), and PyTorch's FlashAttention-2 at 256 sequences at 0.89-0.94. The
 # fixed part is inside the per-layer cost (HOPPER_KERNEL_MS_PER_LAYER, below).
 HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.89
-# Fixed time a GEMM kernel takes beyond its weight stream, over NVIDIA's (which the per-layer
-# kernel cost, fitted on NVIDIA rows, already holds), ms. The same fp8 block-scaled GEMMs at 64
-# tokens, timed by their kernels' authors: DeepGEMM on an H800 (deepseek-ai/DeepGEMM README,
-# first release, 2025-02) and AITER's CK kernels on gfx942 with 304 CUs (ROCm/aiter
-# a8w8_blockscale_tuned_gemm_ds_v3.csv, commit e404860): N = 2,112 / K = 7,168 in 9.4 and
-# 16.5 us, N = 7,168 / K = 2,048 in 6.4 and 11.1 us. Less each card's weight stream at its
-# family's share (0.75 of 3.35 TB/s, 0.62 of 5.3), the AMD kernel keeps 8.5 and 6.1 us more;
-# AITER's rows at 1-16 tokens keep 6.3 us (above). 6 us, below the three. gfx950's five
-# shapes in both tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2
-# take the same 6. A layer pays it once a GEMM it launches (overhead.gemm_launches_per_layer).
+# Fixed time a GEMM kernel takes beyond its weight stream, on top of the 17 us a layer AMD takes
+# from the Ampere fit (overhead.KERNEL_MS_PER_LAYER, which holds NVIDIA's GEMMs' own), ms. The same
+# fp8 block-scaled GEMMs at 64 tokens, timed by their kernels' authors: DeepGEMM on an H800
+# (deepseek-ai/DeepGEMM README, first release, 2025-02) and AITER's CK kernels on gfx942 with 304
+# CUs (ROCm/aiter a8w8_blockscale_tuned_gemm_ds_v3.csv, commit e404860): N = 2,112 / K = 7,168 in
+# 9.4 and 16.5 us, N = 7,168 / K = 2,048 in 6.4 and 11.1 us. Less each card's weight stream at its
+# family's share (0.75 of 3.35 TB/s, 0.62 of 5.3), the AMD kernel keeps 8.5 and 6.1 us more; AITER's
+# rows at 1-16 tokens keep 6.3 us (above). 6 us, below the three. gfx950's five shapes in both
+# tables keep a median 4.8 us more than the H800's (1.4-14): CDNA4 and CDNA2 take the same 6. A
+# layer pays it once a GEMM it launches (overhead.gemm_launches_per_layer).
 AMD_GEMM_FLOOR_MS = 0.006
 # Hopper's fixed costs, measured on an H200 in CUDA graphs (benchmarks/data/ops-h200-sxm-141gb.json
 # and step-floors-h200-sxm-141gb.json: `python benchmarks/ops_vs_model.py`, `python
