@@ -176,7 +176,9 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # probes (1-256 sequences, 2,000 and 8,000 tokens, 8 and 1 KV heads: median error 7%;
 # benchmarks/data/step-floors-h200-sxm-141gb.json, `python benchmarks/step_floor.py --attention
 # --attention-kernel triton`), and PyTorch's FlashAttention-2 at 256 sequences at 0.89-0.94. The
-# fixed part is inside the per-layer cost (HOPPER_KERNEL_MS_PER_LAYER, below).
+# fixed part is inside the per-layer cost (HOPPER_KERNEL_MS_PER_LAYER, below). MLA's latent
+# cache streams alike: FlashMLA's dense decode kernel reaches up to 3,000 GB/s memory-bound on
+# an H800 SXM5, 0.90 of its 3.35 TB/s (deepseek-ai/FlashMLA README @9241ae3).
 HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.89
 # Fixed time a GEMM kernel takes beyond its weight stream, on top of the 17 us a layer AMD takes
 # from the Ampere fit (overhead.KERNEL_MS_PER_LAYER, which holds NVIDIA's GEMMs' own), ms. The same
