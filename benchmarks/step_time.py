@@ -41,11 +41,15 @@ FLOORS = sorted((ROOT / "benchmarks" / "data").glob("step-floors-*.json"))
 LINEAR_ONLY = ["attention", "elementwise"]
 # Stacks whose measured kernels are the engines' own kinds (cuBLAS GEMMs, fused elementwise
 # passes, a flash-decoding split-KV attention kernel: benchmarks/triton_decode.py): their fastest
-# whole step is a floor for the model too (the TP 8 share at 4-16 sequences excepted, by up to
-# 5%: cuBLAS runs its small GEMMs on slower kernels there). The fp8 stack pads and quantizes each
-# GEMM's input apart and the MoE stack runs torch's grouped GEMM and routing: engines run faster
-# kernels there, so only their linear layers bound the model.
+# whole step is a floor for the model too, to within the runs' spread. The fp8 stack pads and
+# quantizes each GEMM's input apart and the MoE stack runs torch's grouped GEMM and routing:
+# engines run faster kernels there, so only their linear layers bound the model.
 IDEAL_STACKS = ("llama-3.1-8b", "llama-3.1-70b-tp8")
+# Where the model may sit further under a floor: the TP 8 share at 4 and 16 sequences, whose
+# small GEMMs cuBLAS runs on slower kernels (its linear layers 5.71-5.87 ms against 5.51-5.70 at
+# 1 and 32 sequences, two runs), which a model monotone in the batch cannot follow.
+CUBLAS_SLOW_FLOORS = frozenset({("llama-3.1-70b-tp8", 4), ("llama-3.1-70b-tp8", 16)})
+CUBLAS_SLOW_SLACK = 0.05
 MODELS = ROOT / "tests" / "data" / "models"
 
 # How a row names its GPU -> the catalog id, before the catalog's own device names (rows on
@@ -237,6 +241,12 @@ def run_spread() -> float:
     return max((max(v) / min(v) - 1 for v in runs.values() if len(v) > 1), default=0.0)
 
 
+def floor_slack(floor: Floor, spread: float) -> float:
+    """How far under an ideal stack's fastest step the model may sit: the runs' spread, more
+    where cuBLAS's kernel choice makes the measured step non-monotone (CUBLAS_SLOW_FLOORS)."""
+    return CUBLAS_SLOW_SLACK if (floor.stack, floor.batch) in CUBLAS_SLOW_FLOORS else spread
+
+
 def print_floors() -> None:
     """The model against the measured stacks: never below the linear layers; for the stacks
     whose kernels are the engines' own (IDEAL_STACKS), never below the whole step less the
@@ -247,7 +257,7 @@ def print_floors() -> None:
         verdict = "ok"
         if f.linear_ms is not None and f.model_ms < f.linear_ms:
             verdict = "BELOW ITS LINEAR LAYERS"
-        elif f.stack in IDEAL_STACKS and f.model_ms < f.whole_ms * (1 - spread):
+        elif f.stack in IDEAL_STACKS and f.model_ms < f.whole_ms * (1 - floor_slack(f, spread)):
             verdict = "BELOW THE WHOLE STEP"
         shown = "     -" if f.linear_ms is None else f"{f.linear_ms:6.2f}"
         print(

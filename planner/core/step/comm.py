@@ -124,23 +124,28 @@ def fabric_of(gpu: GpuSpec) -> Fabric:
     )
 
 
+class AllReduceCost(BaseModel):
+    """What one all-reduce costs beside its ring's bytes: a latency, a latency per peer, and
+    the share of the group's link rate its bytes reach."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fixed_ms: float = Field(default=0.0, ge=0, description="once an all-reduce, ms")
+    hop_ms: float = Field(default=ALLREDUCE_HOP_MS, ge=0, description="per peer, ms")
+    link_share: float = Field(default=1.0, gt=0, le=1)
+
+
 def allreduce_ms(
-    tp: int,
-    layers: int,
-    message_bytes: int,
-    hop_ms: float,
-    fabric: Fabric,
-    fixed_ms: float = 0.0,
-    link_share: float = 1.0,
+    tp: int, layers: int, message_bytes: int, cost: AllReduceCost, fabric: Fabric
 ) -> float:
-    """TP all-reduces of one forward pass (two per layer), each `fixed_ms` and (TP - 1) hop
-    latencies plus the ring's 2 (TP - 1) / TP of the message at `link_share` of the group's
-    rate over the fabric, ms, and one RDMA hop (PP_HOP_MS) where the group spans nodes; zero
-    at TP 1."""
+    """TP all-reduces of one forward pass (two per layer), each its fixed and (TP - 1) hop
+    latencies plus the ring's 2 (TP - 1) / TP of the message at its share of the group's rate
+    over the fabric, ms, and one RDMA hop (PP_HOP_MS) where the group spans nodes; zero at
+    TP 1."""
     if tp <= 1:
         return 0.0
-    rate = fabric.collective_bytes_per_s(tp) * link_share
-    one = fixed_ms + (tp - 1) * hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
+    rate = fabric.collective_bytes_per_s(tp) * cost.link_share
+    one = cost.fixed_ms + (tp - 1) * cost.hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
     if fabric.crosses_nodes(tp):
         one += PP_HOP_MS
     return ALLREDUCES_PER_LAYER * layers * one

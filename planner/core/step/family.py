@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
+from planner.core.step.comm import AllReduceCost
 from planner.core.step.overhead import KERNEL_MS_PER_LAYER
 
 Basis = Literal["fitted", "extrapolated"]
@@ -35,13 +36,10 @@ class Family(BaseModel):
         "measured (None: the weights' share x attention_bandwidth_scale)",
     )
     gemm_floor_ms: float = 0.0
-    allreduce_fixed_ms: float | None = Field(
+    allreduce: AllReduceCost | None = Field(
         default=None,
-        description="an all-reduce's latency in the engines' custom all-reduce, whatever the TP "
-        "size (None: comm.ALLREDUCE_HOP_MS a peer)",
-    )
-    allreduce_link_share: float = Field(
-        default=1.0, description="share of the link rate those all-reduces reach"
+        description="one all-reduce in the engines' custom all-reduce, where measured (None: "
+        "comm.ALLREDUCE_HOP_MS a peer)",
     )
     kernel_ms_per_layer: float = Field(
         default=KERNEL_MS_PER_LAYER,
@@ -222,6 +220,9 @@ HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
 # priced. Blackwell takes the same, extrapolated; AMD keeps the per-peer figure.
 HOPPER_ALLREDUCE_MS = 0.0047
 HOPPER_ALLREDUCE_LINK_SHARE = 0.7
+HOPPER_ALLREDUCE = AllReduceCost(
+    fixed_ms=HOPPER_ALLREDUCE_MS, hop_ms=0.0, link_share=HOPPER_ALLREDUCE_LINK_SHARE
+)
 # Engines whose custom all-reduce those tables time, from the oldest release measured (vLLM
 # 0.14.0, SGLang 0.5.6.post2). Older releases, whose public rows (vLLM 0.6 serving Llama-3.1-405B
 # on 8 x H100) still fit the per-peer figure, keep it, as do LMDeploy and other engines.
@@ -303,8 +304,7 @@ def family_of(gpu: GpuSpec) -> Family:
                 HOPPER_BANDWIDTH_EFFICIENCY if hopper else NVIDIA_BANDWIDTH_EFFICIENCY
             ),
             gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
-            allreduce_fixed_ms=HOPPER_ALLREDUCE_MS if hopper else None,
-            allreduce_link_share=HOPPER_ALLREDUCE_LINK_SHARE if hopper else 1.0,
+            allreduce=HOPPER_ALLREDUCE if hopper else None,
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
             attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,

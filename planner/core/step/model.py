@@ -145,12 +145,8 @@ class StepTime(BaseModel):
     fabric: comm.Fabric = Field(
         default_factory=comm.Fabric, description="the links the collectives run over"
     )
-    allreduce_hop_ms: float = Field(default=comm.ALLREDUCE_HOP_MS, ge=0)
-    allreduce_fixed_ms: float = Field(
-        default=0.0, ge=0, description="an all-reduce's latency beside its per-peer hops, ms"
-    )
-    allreduce_link_share: float = Field(
-        default=1.0, gt=0, le=1, description="share of the link rate an all-reduce reaches"
+    allreduce: comm.AllReduceCost = Field(
+        default_factory=comm.AllReduceCost, description="one all-reduce's latencies and link share"
     )
     overhead_ms: float = Field(default=overhead.ENGINE_OVERHEAD_MS["vllm"], ge=0)
     host_ms_per_seq: float = Field(
@@ -396,19 +392,16 @@ class StepTime(BaseModel):
         gathered batch), except in the MoE layers that run DeepEP (`all_to_all_ms`). Each
         collective runs at its group's rate over the fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
-        hop, link = self.allreduce_hop_ms, self.fabric
-        fixed, share = self.allreduce_fixed_ms, self.allreduce_link_share
+        cost, link = self.allreduce, self.fabric
         all_to_all = self._all_to_all()
         if self.attention_dp == 1 and self._moe_ranks() == self.tp and not all_to_all:
-            return comm.allreduce_ms(self.tp, self.layers, message, hop, link, fixed, share)
+            return comm.allreduce_ms(self.tp, self.layers, message, cost, link)
         per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
-        attention = (
-            comm.allreduce_ms(self.tp, self.layers, message, hop, link, fixed, share) / per_layer
-        )
+        attention = comm.allreduce_ms(self.tp, self.layers, message, cost, link) / per_layer
         gathered = self.gathered(tokens, others) * self.hidden_size * self.activation_bytes
         # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
         gathering = self.layers - self.moe_layers if all_to_all else self.layers
-        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, hop, link, fixed, share)
+        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, cost, link)
         return attention + ffn / per_layer
 
     def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
@@ -627,22 +620,18 @@ def low_precision_scale(family: Family, model: ModelSpec, own: bool) -> float:
     return family.low_precision_scale
 
 
-def _allreduce_terms(
+def allreduce_cost(
     family: Family, engine: str, version: tuple[int, int, int] | None
-) -> dict[str, float]:
-    """The StepTime all-reduce fields: the family's measured custom all-reduce where the engine
-    runs one and a release as new as those measured (no release: the newest), else the
-    per-peer hop fitted on older rows."""
+) -> comm.AllReduceCost:
+    """One all-reduce's cost: the family's measured custom all-reduce where the engine runs one
+    and a release as new as those measured (no release: the newest), else the per-peer hop
+    fitted on older rows."""
     since = CUSTOM_ALLREDUCE_ENGINES.get(engine)
-    if family.allreduce_fixed_ms is None or since is None:
-        return {}
+    if family.allreduce is None or since is None:
+        return comm.AllReduceCost()
     if version is not None and version < since:
-        return {}
-    return {
-        "allreduce_hop_ms": 0.0,
-        "allreduce_fixed_ms": family.allreduce_fixed_ms,
-        "allreduce_link_share": family.allreduce_link_share,
-    }
+        return comm.AllReduceCost()
+    return family.allreduce
 
 
 def step_time_for(
@@ -779,7 +768,7 @@ def step_time_for(
         tp=tp,
         hidden_size=model.hidden_size,
         fabric=fabric,
-        **_allreduce_terms(family, engine, version),
+        allreduce=allreduce_cost(family, engine, version),
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
