@@ -184,7 +184,9 @@ def test_a_native_nvfp4_checkpoint_runs_its_gemms_at_the_fp4_rate(cli: Cli, tmp_
         "simulate", "--model", str(MODELS / "meta-llama--Llama-3.1-70B"), *run, "--requests", "5",
         "--json",
     ).json()  # fmt: skip
-    assert native["median_ttft_ms"] < bf16["median_ttft_ms"] / 3  # fp4 tensor cores: 4x bf16's
+    # fp4 tensor cores at 4x bf16's rate, NVFP4 GEMMs at 0.53 of bf16's share of theirs
+    # (NVIDIA's B200 kernel tables): the prefill about twice as fast
+    assert native["median_ttft_ms"] < bf16["median_ttft_ms"] / 1.8
 
 
 def test_an_amd_quark_fp8_checkpoint_is_sized_and_named_as_it_loads(

@@ -279,7 +279,7 @@ def test_the_benchmark_client_reads_every_decode_instance() -> None:
             model=None,
             settings={"engine": "vllm", "tp": 1},
             load=Load(concurrency=1024, requests=2048),
-            lengths=Lengths(prompt_len=200, output_len=100),
+            lengths=Lengths(prompt_len=100, output_len=100),
             disagg=disagg.DisaggLayout(prefill=1, decode=2),
             client=client,
         )
@@ -360,7 +360,8 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
     # docs/disagg.md's second worked case: DeepSeek-R1 under SGLang on 16 H200s, 256 clients
     # of 8,192-token prompts and 1,024-token outputs (range ratio 0.8). Aggregated, two TP 8
     # replicas of 8 attention-DP groups: a prefill on any group holds every group's decode
-    # step. Split, 1P1D with the decode instance's 8 groups decoding only.
+    # step. Split, 1P1D with the decode instance's 8 groups decoding only, the prefill
+    # instance's experts whole (EP 8) as SGLang's PD deployments run them.
     spec = str(MODELS / "deepseek-ai--DeepSeek-R1")
     lengths = Lengths(prompt_len=8192, output_len=1024, len_range=0.8)
     common = {"gpu": "h200", "preset": None, "model": spec, "lengths": lengths}
@@ -372,7 +373,13 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
         load=Load(concurrency=128, requests=384),  # one of the two replicas' share
     )
     layout = disagg.DisaggLayout(
-        prefill=1, decode=1, prefill_tp=8, decode_tp=8, decode_dp=8, dp_within_tp=True
+        prefill=1,
+        decode=1,
+        prefill_tp=8,
+        decode_tp=8,
+        prefill_ep=8,
+        decode_dp=8,
+        dp_within_tp=True,
     )
     split = benchmark(
         **common,

@@ -42,6 +42,8 @@ def curve_rates(curve: StepTime) -> dict[str, float]:
         "bandwidth_efficiency": curve.bandwidth_efficiency,
         "attention_bandwidth_scale": curve.attention_bandwidth_scale,
         "dequant_bytes_per_token": curve.dequant_bytes_per_token,
+        "mla_flops_per_kv_byte": curve.mla_flops_per_kv_byte,
+        "mla_flops_per_s": curve.mla_flops_per_s,
     }
 
 
@@ -147,6 +149,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
             if curve.attention_bandwidth_scale != 1 and curve.family is not None
             else ""
         ),
+        *mla_lines(curve),
         *mid_m_lines(curve),
         *moe_gemm_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
@@ -185,6 +188,18 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     )
 
 
+def mla_lines(curve: StepTime) -> tuple[str, ...]:
+    """The absorbed MLA decode kernels' multiply, where the model has one: it sets the
+    attention time where it outlasts the KV read."""
+    if curve.mla_flops_per_kv_byte <= 0 or curve.mla_flops_per_s <= 0:
+        return ()
+    return (
+        f"attention: MLA decodes absorbed, {curve.mla_flops_per_kv_byte:,.0f} FLOPs a KV byte "
+        f"at {curve.mla_flops_per_s / 1e12:,.0f} TFLOP/s (FlashMLA's share of the bf16 rate); "
+        "where that outlasts the read it sets the attention time",
+    )
+
+
 def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
     """The family's slowdown of dense GEMMs between decode and prefill, where it has one."""
     if curve.family is None or curve.mid_m_slowdown(curve.gemm_kind, SLOPE_REFERENCE_BATCH) == 1:
@@ -204,10 +219,16 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     less of the rate than its dense GEMMs."""
     if curve.family is None or not curve.num_experts or curve.moe_gemm_scale == 1:
         return ()
+    tables = "ROCm's kernel tables"
+    if curve.family.moe_half_width:
+        tables = (
+            f"NVIDIA's kernel tables, for the {curve.expert_width_per_gpu:,} columns of an "
+            "expert each GPU holds"
+        )
     return (
         f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share of "
-        f"the rate on {curve.family.name} (fused MoE kernels at 8K-32K tokens; ROCm's kernel "
-        "tables): it sets a long prefill's expert time, not decode's expert read",
+        f"the rate on {curve.family.name} (fused MoE kernels at 8K-32K tokens; {tables}): it "
+        "sets a long prefill's expert time, not decode's expert read",
     )
 
 

@@ -46,6 +46,12 @@ class Roofline(BaseModel):
         description="HBM bytes per token of unfused fp8 dequantization passes (step.gemm), "
         "separate kernels after the GEMMs",
     )
+    mla_flops_per_kv_byte: float = Field(
+        default=0.0, ge=0, description="absorbed MLA decode: FLOPs per byte of KV read"
+    )
+    mla_flops_per_s: float = Field(
+        default=0.0, ge=0, description="the rate the absorbed MLA decode kernels multiply at"
+    )
 
 
 def step_ms(
@@ -57,6 +63,10 @@ def step_ms(
     # the KV read's share, never above the peak whatever share the weights are given
     kv_scale = min(r.attention_bandwidth_scale, 1.0 / r.bandwidth_efficiency)
     kv = batch * r.kv_bytes_per_sequence / kv_scale
+    if r.mla_flops_per_kv_byte > 0 and r.mla_flops_per_s > 0:
+        # the absorbed MLA kernels multiply longer than they read: as many bytes at that pace
+        multiply_s = batch * r.kv_bytes_per_sequence * r.mla_flops_per_kv_byte / r.mla_flops_per_s
+        kv = np.maximum(kv, multiply_s * bw)
     memory = (r.weights_bytes_per_gpu + kv) / bw * 1e3
     compute = (
         FLOPS_PER_PARAM_PER_TOKEN * r.active_params_per_gpu * batch * tokens_per_seq / flops * 1e3

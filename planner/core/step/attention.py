@@ -3,7 +3,7 @@ sliding window, MLA latent, linear / Mamba state); prefill does FLOPs per (query
 
 from __future__ import annotations
 
-from planner.core.specs import ModelSpec
+from planner.core.specs import KvKind, ModelSpec
 
 # Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
 # A100 peak in its paper's forward benchmarks, Dao 2023, fig. 4; FA3 ~75% on H100): the lower
@@ -12,6 +12,18 @@ ATTENTION_FLOPS_EFFICIENCY = 0.5
 # FLOPs per (query, key) pair per head and head-dimension unit: Q.K^T and P.V are one
 # multiply-add each per dimension (2 FLOPs each).
 ATTENTION_FLOPS_PER_PAIR_DIM = 2
+# MLA decodes in its absorbed form: every query head attends over the cached latent itself, K
+# the whole latent (kv_lora_rank + the rotary part, 576 for DeepSeek-V3) and V its first
+# kv_lora_rank (512), so a cached token costs 2 x (576 + 512) FLOPs a head where a GQA head's
+# costs 2 x (128 + 128). FlashMLA's dense decode kernel packs a KV head's query rows (heads x
+# query tokens) into tiles of 64 (deepseek-ai/FlashMLA @9241ae3, csrc/sm90/decode/dense/
+# config.h: BLOCK_SIZE_M 64, HEAD_DIM_K 576, HEAD_DIM_V 512): 16 heads a GPU (128 over TP 8)
+# compute a whole tile. It reaches 660 TFLOP/s compute-bound on an H800 SXM5 (its README), 0.667
+# of the 989 dense bf16 peak: the share this multiply runs at on NVIDIA (the family's compute
+# factor elsewhere). With all 128 heads on one GPU (data-parallel attention, or TP 1) a bf16
+# latent costs 242 FLOPs a byte, past the H200's ridge: the kernel computes longer than it reads.
+MLA_DECODE_TILE_ROWS = 64
+MLA_DECODE_FLOPS_EFFICIENCY = 660 / 989
 
 
 def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
@@ -27,6 +39,22 @@ def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
         dk = g.head_dim_k or model.head_dim
         dv = g.head_dim_v or model.head_dim
         total += g.num_layers * heads * ATTENTION_FLOPS_PER_PAIR_DIM * (dk + dv)
+    return total
+
+
+def mla_decode_flops_per_token(model: ModelSpec, tp: int) -> float:
+    """FLOPs the absorbed MLA decode kernels do per cached token of one sequence per step on
+    one GPU, all MLA layers: each KV head's query rows padded to FlashMLA's tile of 64. Zero
+    for other attention kinds (their decode reads far more than it multiplies) and for
+    DeepSeek-V3.2's sparse attention (which attends to its indexer's top keys only)."""
+    heads = max(1, model.num_attention_heads // tp)
+    rows = -(-heads // MLA_DECODE_TILE_ROWS) * MLA_DECODE_TILE_ROWS
+    total = 0.0
+    for g in model.kv_groups:
+        if g.kind is not KvKind.MLA or g.indexer_bytes_per_token:
+            continue
+        value_dim = g.latent_dim - g.rope_dim
+        total += g.num_layers * rows * ATTENTION_FLOPS_PER_PAIR_DIM * (g.latent_dim + value_dim)
     return total
 
 

@@ -50,11 +50,25 @@ class Family(BaseModel):
         description="by the weights' GEMM kind (bf16, fp8, fp8-block): (tokens, factor) points "
         "on the dense GEMMs' time between decode and prefill (none: 1)",
     )
+    fp4_scale: float | None = Field(
+        default=None,
+        description="low_precision_scale for FP4 (w4a4) weights (None: the same)",
+    )
     moe_gemm_scale: dict[str, float] = Field(
         default_factory=dict,
         description="by the experts' GEMM kind (bf16, fp8, fp8-block, mxfp4, fp4): the share of "
         "the rate the fused MoE kernels reach, relative to the dense GEMMs' of that kind "
-        "(none: 1)",
+        "(none: 1); with moe_half_width, the ceiling wide experts approach",
+    )
+    moe_half_width: dict[str, int] = Field(
+        default_factory=dict,
+        description="by the experts' GEMM kind: the expert width per GPU (intermediate size "
+        "over the MoE TP) at which the fused MoE kernels reach half their ceiling (none: the "
+        "share does not depend on it)",
+    )
+    fp8_kv_attention_scale: float = Field(
+        default=1.0,
+        description="decode attention's bandwidth share with an fp8 KV cache over a 16-bit one",
     )
     basis: Basis
     source: str
@@ -138,9 +152,8 @@ CDNA4_BLOCK_FP8_SCALE = CDNA4_BLOCK_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
 # one large matrix; between decode and prefill the factor leaves the model within 0.72-1.0 of
 # the tables' times (decode stays at the expert read). Both engines take it: SGLang's ROCm build
 # runs these kernels (SGLANG_USE_AITER=1), vLLM's its Triton fused MoE by default, whose times
-# no public table gives (AITER's tuned kernels taken as its bound). NVIDIA takes none: DeepGEMM's
-# grouped GEMMs for MoE reach 1,093-1,297 TFLOP/s on an H800 at 4,096-8,192 tokens a group
-# (deepseek-ai/DeepGEMM README, first release), about its dense GEMMs' share.
+# no public table gives (AITER's tuned kernels taken as its bound). NVIDIA's own tables give its
+# families theirs, by expert width (HOPPER_MOE_SHARES and BLACKWELL_MOE_SHARES, below).
 CDNA4_MOE_GEMM_SHARES = {
     "bf16": 0.220,
     "fp8": 0.196,
@@ -203,8 +216,8 @@ AMD_GEMM_FLOOR_MS = 0.006
 # (Llama-3.1-8B 4.01-4.15 ms measured, 4.18 modelled; the 70B TP 8 share 5.59-5.87 and 5.51).
 # A TP 8 share's layers, with small GEMMs, thus cost more than one GPU's large ones, which the
 # single share before this (0.75 with 17 us a layer and no GEMM floor) could not show. Blackwell
-# runs the same kinds of kernel and takes these figures, extrapolated; Ampere keeps the
-# constants fitted on its own rows.
+# runs the same kinds of kernel and takes these figures (its decode GEMMs' in NVIDIA's tables
+# agree, below); Ampere keeps the constants fitted on its own rows.
 HOPPER_BANDWIDTH_EFFICIENCY = 0.85
 HOPPER_GEMM_FLOOR_MS = 0.0039
 HOPPER_KERNEL_MS_PER_LAYER = 0.025
@@ -217,11 +230,89 @@ HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
 # 2.4-4.8), not the (TP - 1) x 8 us a peer fitted on the A100 rows (56 us at TP 8). Above that
 # the time follows the ring's bytes at about 0.7 of one direction of NVLink (450 GB/s on H100 /
 # H200): at TP 8, 2 / 8 / 32 MB take 18.4 / 53.7 / 166 us measured, 15.8 / 49.1 / 182 so
-# priced. Blackwell takes the same, extrapolated; AMD keeps the per-peer figure.
+# priced. Blackwell has its own from NVIDIA's tables (BLACKWELL_ALLREDUCE, below); AMD keeps the
+# per-peer figure.
 HOPPER_ALLREDUCE_MS = 0.0047
 HOPPER_ALLREDUCE_LINK_SHARE = 0.7
 HOPPER_ALLREDUCE = AllReduceCost(
     fixed_ms=HOPPER_ALLREDUCE_MS, hop_ms=0.0, link_share=HOPPER_ALLREDUCE_LINK_SHARE
+)
+# NVIDIA's own kernel tables for vLLM 0.24.0 on an H200 SXM and a B200 SXM (aiconfigurator's
+# collector: ai-dynamo/aiconfigurator @095f58a5, systems/data/{h200_sxm,b200_sxm}/{gemm,moe,comm,
+# attention}/vllm/0.24.0; the rows used are in benchmarks/data/nvidia-kernels.jsonl, `python
+# benchmarks/nvidia_kernels.py`). On the H200 they agree with Hopper's constants above, measured
+# on our own H200: bf16 GEMMs at 1 and 8 tokens fit 3.8 us + bytes at 0.842 of peak (466 rows;
+# ours 3.9 us and 0.85), TP 8's all-reduce 4.6 us and 0.74 of NVLink (ours 4.7 and 0.7). The B200's
+# decode GEMMs fit 3.7 us + bytes at 0.849 of its 7.7 TB/s: Blackwell keeps Hopper's stream and
+# floor. Its own figures, where they differ:
+# - the multiply: large bf16 GEMMs (16,384 tokens, N and K >= 2,048, 195 shapes) reach 0.688 of
+#   the B200's rate against 0.737 of the H200's in the same tables (0.93); per-tensor fp8 0.436
+#   (0.63 of bf16's share), block-scaled fp8 0.478 (0.69), NVFP4 0.362 of the fp4 rate (0.53);
+# - the custom all-reduce in a CUDA graph: 7.0 us up to 8 KB at TP 2-8, and 2-32 MB at TP 8 at
+#   0.51 of NVLink 5's 900 GB/s a direction;
+# - decode attention streams bf16 and fp8 KV alike (FlashInfer's TRT-LLM decode kernel: 0.990
+#   and 0.986 of peak beyond its fixed cost), where Hopper's FlashAttention-3 streams an fp8
+#   cache at 0.696 of peak against 0.970 for bf16 (0.72; 369 and 410 rows of 8-head GQA groups,
+#   128-dim heads).
+BLACKWELL_COMPUTE_SCALE = 0.688 / 0.737
+BLACKWELL_LOW_PRECISION_SCALE = 0.436 / 0.688
+BLACKWELL_BLOCK_FP8_SCALE = 0.478 / 0.688
+BLACKWELL_FP4_SCALE = 0.362 / 0.688
+BLACKWELL_ALLREDUCE = AllReduceCost(fixed_ms=0.0070, hop_ms=0.0, link_share=0.51)
+HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
+# The fused MoE layers in the same tables (both grouped GEMMs, at 8,192 / 16,384 / 32,768
+# tokens, routing balanced, TP only) reach a share of the rate that grows with the width each GPU
+# holds of an expert (intermediate size / TP: the N of its gate-up GEMM): share = ceiling x width /
+# (width + half), fitted per kind (median |log error| 2-9%): narrow experts fill few tiles. The
+# engines' default kernels: Hopper vLLM's and SGLang's Triton fused MoE (bf16 0.637 and 274 over
+# 192 rows; block-scaled fp8 0.326 and 346 over 148, which per-tensor fp8 takes; gpt-oss's MXFP4
+# with 16-bit activations 0.615 and 256 over 24), Blackwell FlashInfer's TRT-LLM experts (bf16
+# 0.453 and 147 over 126; per-tensor fp8 0.463 and 362 over 132; block-scaled fp8 0.191 and 144
+# over 106; NVFP4 0.400 and 616 over 154; MXFP4 with 16-bit activations 0.276 and 323 over 24).
+# DeepSeek-V3's experts at TP 8 (256 wide) thus multiply at 0.14 of the H200's fp8 rate, where
+# its dense GEMMs reach about 0.6; under expert parallelism (whole experts, 2,048 wide) at 0.28.
+# Ampere and the other NVIDIA families run the same Triton kernels: Hopper's figures,
+# extrapolated.
+HOPPER_MOE_SHARES: dict[str, tuple[float, int]] = {
+    "bf16": (0.637, 274),
+    "fp8": (0.326, 346),
+    "fp8-block": (0.326, 346),
+    "mxfp4": (0.615, 256),
+}
+BLACKWELL_MOE_SHARES: dict[str, tuple[float, int]] = {
+    "bf16": (0.453, 147),
+    "fp8": (0.463, 362),
+    "fp8-block": (0.191, 144),
+    "fp4": (0.400, 616),
+    "mxfp4": (0.276, 323),
+}
+
+
+def nvidia_moe_factors(
+    shares: dict[str, tuple[float, int]],
+    compute_scale: float,
+    low_precision: float,
+    block_fp8: float,
+    fp4: float,
+) -> tuple[dict[str, float], dict[str, int]]:
+    """A family's MoE ceilings over its modelled dense share of each kind (H100's BF16 share x
+    the family's compute factor x its low-precision factor for the kind), and half widths."""
+    dense = HOPPER_BF16_GEMM_SHARE * compute_scale
+    kind_scale = {"bf16": 1.0, "mxfp4": 1.0, "fp8": low_precision, "fp8-block": block_fp8}
+    kind_scale["fp4"] = fp4
+    ceilings = {k: share / (dense * kind_scale[k]) for k, (share, _) in shares.items()}
+    return ceilings, {k: half for k, (_, half) in shares.items()}
+
+
+HOPPER_MOE_GEMM_SCALE, HOPPER_MOE_HALF_WIDTH = nvidia_moe_factors(
+    HOPPER_MOE_SHARES, 1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0
+)
+BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = nvidia_moe_factors(
+    BLACKWELL_MOE_SHARES,
+    BLACKWELL_COMPUTE_SCALE,
+    BLACKWELL_LOW_PRECISION_SCALE,
+    BLACKWELL_BLOCK_FP8_SCALE,
+    BLACKWELL_FP4_SCALE,
 )
 # Engines whose custom all-reduce those tables time, from the oldest release measured (vLLM
 # 0.14.0, SGLang 0.5.6.post2). Older releases, whose public rows (vLLM 0.6 serving Llama-3.1-405B
@@ -270,6 +361,10 @@ CDNA3_MID_M_SLOWDOWN = {"fp8-block": _at_mid_m(1.60, 1.61, 1.52, 1.37, 1.14, 1.0
 FITTED_SOURCE = "on public decode step times (benchmarks/data/step-time.jsonl)"
 NVIDIA_EXTRAPOLATED = "from Ampere; no measured step times"
 HOPPER_EXTRAPOLATED = "from Hopper's kernels measured on an H200; no measured step times"
+BLACKWELL_EXTRAPOLATED = (
+    "from Hopper's kernels measured on an H200 and NVIDIA's B200 kernel tables; no measured "
+    "step times"
+)
 AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
 
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
@@ -298,6 +393,24 @@ def family_of(gpu: GpuSpec) -> Family:
         name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
         fitted = name in FITTED_FAMILIES
         hopper = name in HOPPER_CONSTANT_FAMILIES
+        blackwell = name == "blackwell"
+        if blackwell:
+            return Family(
+                name=name,
+                bandwidth_efficiency=HOPPER_BANDWIDTH_EFFICIENCY,
+                compute_scale=BLACKWELL_COMPUTE_SCALE,
+                low_precision_scale=BLACKWELL_LOW_PRECISION_SCALE,
+                block_fp8_scale=BLACKWELL_BLOCK_FP8_SCALE,
+                fp4_scale=BLACKWELL_FP4_SCALE,
+                gemm_floor_ms=HOPPER_GEMM_FLOOR_MS,
+                allreduce=BLACKWELL_ALLREDUCE,
+                kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER,
+                attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION,
+                moe_gemm_scale=BLACKWELL_MOE_GEMM_SCALE,
+                moe_half_width=BLACKWELL_MOE_HALF_WIDTH,
+                basis="extrapolated",
+                source=BLACKWELL_EXTRAPOLATED,
+            )
         return Family(
             name=name,
             bandwidth_efficiency=(
@@ -307,7 +420,10 @@ def family_of(gpu: GpuSpec) -> Family:
             allreduce=HOPPER_ALLREDUCE if hopper else None,
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
             attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
+            fp8_kv_attention_scale=HOPPER_FP8_KV_ATTENTION_SCALE if hopper else 1.0,
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
+            moe_gemm_scale=HOPPER_MOE_GEMM_SCALE,
+            moe_half_width=HOPPER_MOE_HALF_WIDTH,
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED

@@ -33,7 +33,10 @@ class StepTerms(BaseModel):
     weights_read_bytes: int
     kv_read_bytes: int
     memory_ms: float
-    attention_ms: float = Field(description="KV read: the decode attention kernels, ms")
+    attention_ms: float = Field(
+        description="the decode attention kernels: their KV read (or an MLA multiply that "
+        "takes longer), ms"
+    )
     compute_ms: float
     linear_ms: float = Field(
         description="the linear layers: the dense body, the routed experts and the lm_head, "
@@ -170,6 +173,15 @@ class StepTime(BaseModel):
     attention_flops_efficiency: float = Field(
         default=attention.ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1
     )
+    mla_flops_per_kv_byte: float = Field(
+        default=0.0,
+        ge=0,
+        description="decode: FLOPs the absorbed MLA kernels do per byte of KV they read (0: "
+        "not MLA; decode attention is its read)",
+    )
+    mla_flops_per_s: float = Field(
+        default=0.0, ge=0, description="the rate the absorbed MLA decode kernels multiply at"
+    )
     window_flops_per_pair: tuple[tuple[int, float], ...] = Field(
         default=(),
         description="(window, FLOPs per pair) of the sliding-window layers, inside "
@@ -199,6 +211,12 @@ class StepTime(BaseModel):
         le=1,
         description="the share of the weights' rate the routed experts' fused MoE kernels "
         "reach, relative to the dense GEMMs' share (the family's, by the experts' kind)",
+    )
+    expert_width_per_gpu: int = Field(
+        default=0,
+        ge=0,
+        description="the intermediate columns of an expert each GPU multiplies (whole under "
+        "expert parallelism, split over the MoE ranks under TP)",
     )
     attention_dp: int = Field(
         default=1,
@@ -427,6 +445,15 @@ class StepTime(BaseModel):
         rate = min(self._bandwidth() * self.attention_bandwidth_scale, self.bandwidth_bytes_per_s)
         return gemm.read_ms(kv_bytes, rate) * self.memory_scale
 
+    def decode_attention_ms(self, kv_bytes: int) -> float:
+        """Decode attention over `kv_bytes` of cache, ms: its read, or the absorbed MLA
+        kernels' multiply where that takes longer (many query heads on one GPU)."""
+        read_ms = self.kv_read_ms(kv_bytes)
+        if self.mla_flops_per_kv_byte <= 0 or self.mla_flops_per_s <= 0:
+            return read_ms
+        multiply_ms = kv_bytes * self.mla_flops_per_kv_byte / self.mla_flops_per_s * 1e3
+        return max(read_ms, multiply_ms)
+
     def chunk_pairs(self, cached: int, chunk: int) -> float:
         """The (query, key) pairs a prefill chunk of `chunk` tokens after `cached` ones costs,
         as pairs of a full-attention layer: sliding-window layers count only the keys inside
@@ -531,7 +558,7 @@ class StepTime(BaseModel):
             prefill_pairs = prefill_pairs / self.pp
         work_ms = (
             got.linear_ms
-            + self.kv_read_ms(decode_kv_bytes)
+            + self.decode_attention_ms(decode_kv_bytes)
             + self.prefill_attention_ms(prefill_pairs)
         )
         kernels_ms, all_to_all_ms = self._overlapped(
@@ -552,7 +579,7 @@ class StepTime(BaseModel):
         body_ms, experts_ms, head_ms = self.linear_parts(micro)
         linear_ms = body_ms + experts_ms + head_ms
         kv = micro * self.kv_bytes(context)
-        attention_ms = self.kv_read_ms(kv)
+        attention_ms = self.decode_attention_ms(kv)
         memory_ms = weights_ms + attention_ms
         kernels_ms, all_to_all_ms = self._overlapped(
             linear_ms + attention_ms,
@@ -611,13 +638,26 @@ def moe_gemm_kind(model: ModelSpec, weight_dtype: str, own: bool, quantized_rate
     return gemm_kind(model, own, quantized_rate)
 
 
-def low_precision_scale(family: Family, model: ModelSpec, own: bool) -> float:
+def low_precision_scale(family: Family, model: ModelSpec, own: bool, weight_dtype: str) -> float:
     """The share of an fp8 / fp4 rate the linear layers reach relative to 16-bit GEMMs' share
     of theirs: the family's block-scaled figure for a checkpoint's own block-scaled fp8 (an
-    online re-quantization scales per tensor)."""
+    online re-quantization scales per tensor), its FP4 figure for w4a4 weights."""
     if own and model.fp8_block_scaled and family.block_fp8_scale is not None:
         return family.block_fp8_scale
+    if weight_dtype.lower().startswith(gemm.FP4_DTYPES) and family.fp4_scale is not None:
+        return family.fp4_scale
     return family.low_precision_scale
+
+
+def moe_share_scale(family: Family, kind: str, width: int) -> float:
+    """The routed experts' multiply relative to the dense GEMMs' share of the rate: the
+    family's ceiling for the experts' kind, times width / (width + half) where its fused MoE
+    kernels' share grows with the expert width each GPU holds (1 where nothing is known)."""
+    ceiling = family.moe_gemm_scale.get(kind, 1.0)
+    half = family.moe_half_width.get(kind)
+    if half is None or width <= 0:
+        return min(ceiling, 1.0)
+    return min(ceiling * width / (width + half), 1.0)
 
 
 def allreduce_cost(
@@ -632,6 +672,14 @@ def allreduce_cost(
     if version is not None and version < since:
         return comm.AllReduceCost()
     return family.allreduce
+
+
+def mla_flops_per_kv_byte(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> float:
+    """FLOPs the absorbed MLA decode kernels do per byte of KV cache a sequence reads (its
+    per-token bytes on one GPU; a hybrid's fixed state is not counted)."""
+    flops = attention.mla_decode_flops_per_token(model, tp)
+    per_token = kv_bytes_per_sequence(model, 1, tp, kv_dtype_bytes)
+    return flops / per_token if flops and per_token else 0.0
 
 
 def step_time_for(
@@ -692,6 +740,9 @@ def step_time_for(
         ceil_div((model.num_experts or 0) + redundant_experts, ep_size) if ep_size > 1 else 0
     )
     dense_per_gpu = ceil_div(dense, tp * pp)
+    # the width of an expert each GPU multiplies: whole under expert parallelism, else split
+    # over the MoE ranks
+    expert_width = (model.moe_intermediate_size or 0) * ep_size // moe_ranks
     expert_active = (
         model.expert_params // model.num_experts * (model.experts_per_token or 0)
         if model.expert_params and model.num_experts
@@ -756,9 +807,14 @@ def step_time_for(
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs
         # (the checkpoint's own block-scaled fp8 less again on some families)
-        low_precision_scale=low_precision_scale(family, model, own) if flops > plain_rate else 1.0,
+        low_precision_scale=(
+            low_precision_scale(family, model, own, weight_dtype or model.weight_dtype)
+            if flops > plain_rate
+            else 1.0
+        ),
         attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
-        attention_bandwidth_scale=attention_bandwidth_scale(gpu),
+        attention_bandwidth_scale=attention_bandwidth_scale(gpu)
+        * (family.fp8_kv_attention_scale if kv_dtype_bytes == 1 else 1.0),
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=family.kernel_ms_per_layer
@@ -774,6 +830,8 @@ def step_time_for(
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
+        mla_flops_per_kv_byte=mla_flops_per_kv_byte(model, tp, kv_dtype_bytes),
+        mla_flops_per_s=plain_rate * attention.MLA_DECODE_FLOPS_EFFICIENCY * family.compute_scale,
         window_flops_per_pair=tuple(
             (w, f / pp) for w, f in attention.window_flops_per_pair(model, tp)
         ),
@@ -781,10 +839,12 @@ def step_time_for(
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
         gemm_kind=gemm_kind(model, own, flops > plain_rate),
-        moe_gemm_scale=family.moe_gemm_scale.get(
+        moe_gemm_scale=moe_share_scale(
+            family,
             moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate),
-            1.0,
+            expert_width,
         ),
+        expert_width_per_gpu=expert_width,
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
         gathered_params_per_gpu=gathered_params,

@@ -1,0 +1,366 @@
+"""NVIDIA's published kernel times (H200, B200) against the step model's NVIDIA constants.
+
+benchmarks/data/nvidia-kernels.jsonl holds rows of the per-kernel tables NVIDIA's
+aiconfigurator collects with vLLM 0.24.0's own kernels on an H200 SXM and a B200 SXM
+(ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/systems/data/
+{h200_sxm,b200_sxm}/{gemm,moe,comm,attention}/vllm/0.24.0/*.parquet): dense GEMMs, fused MoE
+layers, the custom all-reduce in a CUDA graph and decode attention. This prints what
+planner/core/step/family.py takes from them:
+
+- the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
+  set beside Hopper's constants, measured on an H200 of our own) and on the B200;
+- the share of the tensor-core rate dense GEMMs and fused MoE layers reach at 8,192-32,768
+  tokens, and their ratio (the families' MoE factors), by the planner's MoE kind;
+- the all-reduce's small-message latency and its bytes' share of the NVLink rate;
+- decode attention's fixed cost and streaming share, bf16 and fp8 KV.
+
+    python benchmarks/nvidia_kernels.py [--rows FILE]
+    python benchmarks/nvidia_kernels.py --extract DATA_DIR   # re-extract (pandas, pyarrow)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.core.step import family
+from planner.core.step.comm import fabric_of
+from planner.sources.presets import find_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = ROOT / "benchmarks" / "data" / "nvidia-kernels.jsonl"
+SOURCE = "ai-dynamo/aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/systems/data"
+CARDS = {"h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
+VERSION = "0.24.0"
+# Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
+# the smallest N and K of a dense GEMM counted there (as benchmarks/gemm_kernels.py reads AMD's).
+LARGE_M = (8192, 16384, 32768)
+LARGE_NK = 2048
+# Decode GEMMs: 1 and 8 tokens, weight matrices of 16 MB and more.
+DECODE_M = (1, 8)
+DECODE_MIN_BYTES = 16e6
+# Decode attention rows kept: GQA groups of 8 query heads a KV head, 128-dim heads, no window,
+# at least 2 MB of KV a call.
+ATTENTION_GROUP = 8
+ATTENTION_HEAD_DIM = 128
+ATTENTION_MIN_BYTES = 2e6
+# The fused MoE kernels read for each planner MoE kind, and the rate each is read against: the
+# engines' default kernels on each card (Hopper: vLLM's and SGLang's Triton fused MoE, which
+# also runs per-tensor FP8; FlashInfer's CUTLASS experts, opt-in there, are left out;
+# Blackwell: FlashInfer's TRT-LLM experts; gpt-oss's MXFP4 with 16-bit activations on both).
+MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
+    "h200_sxm": {
+        "vllm_unquantizedfusedmoe_triton_tritonexperts": ("bf16", "bf16"),
+        "vllm_fp8moe_triton_tritonexperts": ("fp8-block", "fp8"),
+        "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic": ("mxfp4", "bf16"),
+    },
+    "b200_sxm": {
+        "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts": ("bf16", "bf16"),
+        "vllm_modeloptfp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic": ("fp8", "fp8"),
+        "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic": ("fp8-block", "fp8"),
+        "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic": (
+            "fp4",
+            "fp4",
+        ),
+        "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic": (
+            "mxfp4",
+            "bf16",
+        ),
+    },
+}
+# The planner's dense GEMM kinds by the tables' gemm_dtype, and the rate each is read against.
+DENSE_KINDS = {
+    "bfloat16": ("bf16", "bf16"),
+    "fp8": ("fp8", "fp8"),
+    "fp8_block": ("fp8-block", "fp8"),
+    "nvfp4": ("fp4", "fp4"),
+}
+# Bytes a weight element takes in each dense kind (NVFP4: 4 bits and an fp8 scale a 16).
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "fp4": 0.5 + 1 / 16}
+KV_BYTES = {"bfloat16": 2, "fp8": 1}
+# The all-reduce group whose large messages give the link share.
+ALLREDUCE_GPUS = 8
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """The kernel rows, one JSON object a line."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def rate(card: str, dtype: str) -> float:
+    """A card's dense tensor-core rate for an input dtype (bf16, fp8, fp4), FLOP/s."""
+    gpu = find_gpu(CARDS[card])
+    rates = {"bf16": gpu.bf16_dense_flops, "fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}
+    return float(rates[dtype] or 0)
+
+
+def peak_bytes_per_s(card: str) -> float:
+    """A card's peak HBM bandwidth, bytes/s, from the catalog."""
+    return float(find_gpu(CARDS[card]).hbm_bandwidth_bytes_per_s or 0)
+
+
+def line_fit(x: Iterable[float], y: Iterable[float]) -> tuple[float, float]:
+    """The least-squares line y = a + b x: (a, b)."""
+    xs, ys = np.array(list(x), dtype=np.float64), np.array(list(y), dtype=np.float64)
+    a, b = np.linalg.lstsq(np.vstack([np.ones_like(xs), xs]).T, ys, rcond=None)[0]
+    return float(a), float(b)
+
+
+def decode_gemm_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, int]:
+    """bf16 GEMMs at DECODE_M tokens: fixed us a kernel, the share of peak bandwidth the
+    weights stream at, and how many rows."""
+    got = [r for r in rows if r["table"] == "gemm" and r["card"] == card and r["m"] in DECODE_M]
+    got = [r for r in got if r["kind"] == "bf16"]
+    fixed_us, us_per_byte = line_fit((2 * r["n"] * r["k"] for r in got), (r["us"] for r in got))
+    return fixed_us, 1e6 / us_per_byte / peak_bytes_per_s(card), len(got)
+
+
+def dense_shares(rows: list[dict[str, Any]], card: str) -> dict[str, tuple[float, int]]:
+    """The median share of its rate each dense kind reaches at LARGE_M tokens."""
+    shares: dict[str, list[float]] = {}
+    for r in rows:
+        if r["table"] != "gemm" or r["card"] != card or r["m"] not in LARGE_M:
+            continue
+        flops = 2 * r["m"] * r["n"] * r["k"] / (r["us"] * 1e-6)
+        shares.setdefault(r["kind"], []).append(flops / rate(card, r["rate"]))
+    return {k: (statistics.median(v), len(v)) for k, v in sorted(shares.items())}
+
+
+def moe_points(rows: list[dict[str, Any]], card: str, kind: str) -> list[tuple[float, float]]:
+    """(expert width a GPU holds, share of the rate) of each fused MoE row of a kind with its
+    experts split by TP alone (both grouped GEMMs: 6 x tokens x top-k x hidden x intermediate /
+    TP FLOPs). Rows under expert parallelism are left out: how the collector spreads the
+    tokens over the local experts there is not recorded."""
+    points = []
+    for r in rows:
+        if r["table"] != "moe" or r["card"] != card or r["kind"] != kind or r["ep"] != 1:
+            continue
+        flops = 6 * r["tokens"] * r["topk"] * r["hidden"] * r["inter"] / r["tp"]
+        share = flops / (r["us"] * 1e-6) / rate(card, r["rate"])
+        points.append((r["inter"] / r["tp"], share))
+    return points
+
+
+# Half widths tried for the fused MoE share's fit (expert width per GPU, log-spaced).
+HALF_WIDTHS = np.geomspace(16, 4096, 241)
+
+
+def moe_width_fit(points: list[tuple[float, float]]) -> tuple[float, int, float]:
+    """The share = ceiling x width / (width + half) through the points: the half width (of
+    HALF_WIDTHS) whose median-centred ceiling leaves the least median |log error|, that
+    ceiling, and the error."""
+    width = np.array([w for w, _ in points])
+    share = np.array([s for _, s in points])
+    best: tuple[float, int, float] | None = None
+    for half in HALF_WIDTHS:
+        x = width / (width + half)
+        ceiling = float(np.exp(np.median(np.log(share / x))))
+        error = float(np.median(np.abs(np.log(ceiling * x / share))))
+        if best is None or error < best[2]:
+            best = (ceiling, round(float(half)), error)
+    assert best is not None
+    return best
+
+
+def allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float]:
+    """The custom all-reduce in a CUDA graph: the median time of messages up to 8 KB, us, and
+    the median share of the card's NVLink rate (one direction) its ring bytes reach beyond
+    that latency for messages of 2-32 MB over 8 GPUs (where TP 8 steps spend the most on it)."""
+    got = [r for r in rows if r["table"] == "allreduce" and r["card"] == card]
+    small = statistics.median(r["us"] for r in got if r["bytes"] <= 8192)
+    link_bytes_per_s = fabric_of(find_gpu(CARDS[card])).bytes_per_s
+    shares = []
+    for r in got:
+        if r["gpus"] != ALLREDUCE_GPUS or not 2e6 <= r["bytes"] <= 33.6e6:
+            continue
+        ring = 2 * (r["gpus"] - 1) / r["gpus"] * r["bytes"]
+        shares.append(ring / ((r["us"] - small) * 1e-6) / link_bytes_per_s)
+    return small, statistics.median(shares)
+
+
+def attention_fit(rows: list[dict[str, Any]], card: str, kv: str) -> tuple[float, float, int]:
+    """Decode attention with `kv` cache: fixed us a call and the share of peak bandwidth the
+    KV streams at (a least-squares line through the rows), and how many rows."""
+    got = [r for r in rows if r["table"] == "attention" and r["card"] == card and r["kv"] == kv]
+    fixed_us, us_per_byte = line_fit((r["kv_bytes"] for r in got), (r["us"] for r in got))
+    return fixed_us, 1e6 / us_per_byte / peak_bytes_per_s(card), len(got)
+
+
+def extract(data: Path) -> list[dict[str, Any]]:
+    """The rows this script reads, from aiconfigurator's parquet tables under `data` (its
+    systems/data directory). Needs pandas and pyarrow."""
+    import pandas as pd
+
+    out: list[dict[str, Any]] = []
+    for card in CARDS:
+        base = data / card
+
+        def table(kind: str, name: str, card_dir: Path = base) -> Any:
+            return pd.read_parquet(card_dir / kind / "vllm" / VERSION / name)
+
+        g = table("gemm", "gemm_perf.parquet")
+        g = g[g.gemm_dtype.isin(list(DENSE_KINDS))]
+        for r in g.itertuples():
+            kind, dtype = DENSE_KINDS[r.gemm_dtype]
+            decode = r.m in DECODE_M and kind == "bf16" and 2 * r.n * r.k >= DECODE_MIN_BYTES
+            large = r.m == LARGE_M[1] and min(r.n, r.k) >= LARGE_NK
+            if decode or large:
+                out.append(
+                    {
+                        "card": card,
+                        "table": "gemm",
+                        "kernel": r.kernel_source,
+                        "kind": kind,
+                        "rate": dtype,
+                        "m": int(r.m),
+                        "n": int(r.n),
+                        "k": int(r.k),
+                        "us": round(r.latency * 1e3, 3),
+                    }
+                )
+        m = table("moe", "moe_perf.parquet")
+        m = m[(m.version == VERSION) & (m.distribution == "balanced")]
+        m = m[m.num_tokens.isin(LARGE_M) & m.kernel_source.isin(list(MOE_KERNELS[card]))]
+        for r in m.itertuples():
+            kind, dtype = MOE_KERNELS[card][r.kernel_source]
+            out.append(
+                {
+                    "card": card,
+                    "table": "moe",
+                    "kernel": r.kernel_source,
+                    "kind": kind,
+                    "rate": dtype,
+                    "tokens": int(r.num_tokens),
+                    "hidden": int(r.hidden_size),
+                    "inter": int(r.inter_size),
+                    "topk": int(r.topk),
+                    "experts": int(r.num_experts),
+                    "tp": int(r.moe_tp_size),
+                    "ep": int(r.moe_ep_size),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
+        c = table("comm", "custom_allreduce_perf.parquet")
+        for r in c[c.backend == "vllm_graph"].itertuples():
+            out.append(
+                {
+                    "card": card,
+                    "table": "allreduce",
+                    "kernel": r.kernel_source,
+                    "gpus": int(r.num_gpus),
+                    "bytes": int(r.message_size) * 2,
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
+        a = table("attention", "generation_attention_perf.parquet")
+        a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
+        a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
+        for r in a.itertuples():
+            kv_bytes = (
+                r.batch_size
+                * r.step
+                * r.num_key_value_heads
+                * r.head_dim
+                * 2
+                * KV_BYTES[r.kv_cache_dtype]
+            )
+            if kv_bytes < ATTENTION_MIN_BYTES:
+                continue
+            out.append(
+                {
+                    "card": card,
+                    "table": "attention",
+                    "kernel": r.kernel_source,
+                    "kv": r.kv_cache_dtype,
+                    "batch": int(r.batch_size),
+                    "context": int(r.step),
+                    "kv_heads": int(r.num_key_value_heads),
+                    "kv_bytes": int(kv_bytes),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=Path, default=ROWS)
+    ap.add_argument("--extract", type=Path, help="aiconfigurator's systems/data directory")
+    args = ap.parse_args()
+    if args.extract is not None:
+        rows = extract(args.extract)
+        args.rows.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"wrote {len(rows)} rows to {args.rows}")
+    rows = load(args.rows)
+    for card in CARDS:
+        fixed_us, share, n = decode_gemm_fit(rows, card)
+        print(
+            f"{card} bf16 GEMMs at {'/'.join(map(str, DECODE_M))} tokens ({n} rows): "
+            f"{fixed_us:.2f} us + bytes at {share:.3f} of peak (planner, Hopper's measured: "
+            f"{family.HOPPER_GEMM_FLOOR_MS * 1e3:.1f} us, {family.HOPPER_BANDWIDTH_EFFICIENCY})"
+        )
+    planner_shares = {"h200_sxm": family.HOPPER_MOE_SHARES, "b200_sxm": family.BLACKWELL_MOE_SHARES}
+    for card in CARDS:
+        dense = dense_shares(rows, card)
+        for kind, (share, n) in dense.items():
+            print(f"{card} dense {kind} GEMMs at {LARGE_M[1]:,} tokens ({n} shapes): {share:.3f}")
+        for kind in sorted({r["kind"] for r in rows if r["table"] == "moe" and r["card"] == card}):
+            points = moe_points(rows, card, kind)
+            ceiling, half, error = moe_width_fit(points)
+            own = planner_shares[card].get(kind, (0.0, 0))
+            print(
+                f"{card} fused MoE ({kind}) at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens "
+                f"({len(points)} rows): {ceiling:.3f} x width / (width + {half}) of the rate, "
+                f"median |log error| {error:.3f} (planner: {own[0]:.3f}, {own[1]})"
+            )
+    h200, b200 = dense_shares(rows, "h200_sxm"), dense_shares(rows, "b200_sxm")
+    for label, measured, planner in (
+        (
+            "bf16 share over the H200's",
+            b200["bf16"][0] / h200["bf16"][0],
+            family.BLACKWELL_COMPUTE_SCALE,
+        ),
+        (
+            "fp8 / bf16 shares",
+            b200["fp8"][0] / b200["bf16"][0],
+            family.BLACKWELL_LOW_PRECISION_SCALE,
+        ),
+        (
+            "block-scaled fp8 / bf16",
+            b200["fp8-block"][0] / b200["bf16"][0],
+            family.BLACKWELL_BLOCK_FP8_SCALE,
+        ),
+        ("NVFP4 / bf16", b200["fp4"][0] / b200["bf16"][0], family.BLACKWELL_FP4_SCALE),
+    ):
+        print(f"b200_sxm dense GEMMs, {label}: {measured:.3f} (planner: {planner:.3f})")
+    for card in CARDS:
+        small_us, link_share = allreduce_fit(rows, card)
+        own = family.family_of(find_gpu(CARDS[card])).allreduce
+        print(
+            f"{card} custom all-reduce: {small_us:.1f} us up to 8 KB; 2-32 MB at "
+            f"{link_share:.2f} of NVLink at TP {ALLREDUCE_GPUS} (planner: "
+            f"{own.fixed_ms * 1e3 if own else 0:.1f} us, {own.link_share if own else 0:.2f})"
+        )
+    for card in CARDS:
+        fits = {kv: attention_fit(rows, card, kv) for kv in KV_BYTES}
+        for kv, (fixed_us, share, n) in fits.items():
+            print(
+                f"{card} decode attention, {kv} KV ({n} rows): {fixed_us:.1f} us + bytes at "
+                f"{share:.3f} of peak"
+            )
+        own = family.family_of(find_gpu(CARDS[card])).fp8_kv_attention_scale
+        print(
+            f"{card} fp8 KV over bf16 KV: {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: "
+            f"{own:.3f}; the bf16 share itself: Hopper's measured "
+            f"{family.HOPPER_ATTENTION_BANDWIDTH_FRACTION})"
+        )
+
+
+if __name__ == "__main__":
+    main()
