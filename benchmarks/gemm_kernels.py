@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ from planner.core.step import family, gemm
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from nvidia_kernels import moe_width_fit  # noqa: E402
+
 ROWS = ROOT / "benchmarks" / "data" / "gemm-kernels.jsonl"
 # Weight matrices of at least this many bytes count as large (the streaming share's regime).
 LARGE_BYTES = 80e6
@@ -152,19 +156,37 @@ MOE_KINDS = {
 }
 
 
-def moe_large_m_shares(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, int]]:
-    """The median share of the rate AITER's fused MoE layers reach at LARGE_M tokens (both
-    grouped GEMMs: 6 x tokens x top-k x model_dim x inter_dim FLOPs), by architecture and the
-    planner's MoE kind, and how many shapes it went through."""
-    shares: dict[tuple[str, str], list[float]] = {}
+def moe_large_m_points(
+    rows: list[dict[str, Any]],
+) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(expert width, share of the rate) of AITER's fused MoE layers at LARGE_M tokens (both
+    grouped GEMMs: 6 x tokens x top-k x model_dim x inter_dim FLOPs; inter_dim is the width one
+    GPU multiplies), by architecture and the planner's MoE kind."""
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for r in rows:
         if "experts" not in r or r["tokens"] not in LARGE_M:
             continue
         kind, rate = MOE_KINDS[r["kernel"]]
         flops = 6 * r["tokens"] * r["topk"] * r["model_dim"] * r["inter_dim"]
         share = flops / (r["us"] * 1e-6) / peak_flops(r["arch"], rate)
-        shares.setdefault((r["arch"], kind), []).append(share)
-    return {key: (statistics.median(v), len(v)) for key, v in sorted(shares.items())}
+        points.setdefault((r["arch"], kind), []).append((float(r["inter_dim"]), share))
+    return dict(sorted(points.items()))
+
+
+def moe_large_m_fits(
+    rows: list[dict[str, Any]],
+) -> dict[tuple[str, str], tuple[float, int | None, int]]:
+    """Each architecture's and kind's fused MoE share: ceiling x width / (width + half) where
+    the tables time two widths or more (nvidia_kernels.moe_width_fit), else the median share
+    and no half width; and how many shapes."""
+    fits: dict[tuple[str, str], tuple[float, int | None, int]] = {}
+    for key, points in moe_large_m_points(rows).items():
+        if len({w for w, _ in points}) < 2:
+            fits[key] = (statistics.median(s for _, s in points), None, len(points))
+            continue
+        ceiling, half, _ = moe_width_fit(points)
+        fits[key] = (ceiling, half, len(points))
+    return fits
 
 
 # Token counts between decode and the large-M regime at which measured and modelled GEMM times
@@ -265,15 +287,16 @@ def main() -> None:
         cells = "  ".join(f"{m:,}: {ratio:.2f}" for m, ratio in by_m.items())
         print(f"  {arch} {kernel}s  {cells}")
     planner_moe = {
-        "gfx942": (family.CDNA3_MOE_GEMM_SHARES, family.CDNA3_DENSE_GEMM_SHARES),
-        "gfx950": (family.CDNA4_MOE_GEMM_SHARES, family.CDNA4_DENSE_GEMM_SHARES),
+        "gfx942": (family.CDNA3_MOE_SHARES, family.CDNA3_DENSE_GEMM_SHARES),
+        "gfx950": (family.CDNA4_MOE_SHARES, family.CDNA4_DENSE_GEMM_SHARES),
     }
-    for (arch, kind), (share, shapes) in moe_large_m_shares(rows).items():
+    for (arch, kind), (ceiling, half, shapes) in moe_large_m_fits(rows).items():
         moe_shares, dense_shares = planner_moe[arch]
+        form = f"{ceiling:.3f} x width / (width + {half})" if half else f"median {ceiling:.3f}"
         print(
             f"{arch} fused MoE ({kind}) at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens "
-            f"({shapes} shapes): median {share:.3f} of the rate, {share / dense_shares[kind]:.2f} "
-            f"of the dense share (planner: {moe_shares.get(kind, 0):.3f})"
+            f"({shapes} shapes): {form} of the rate, ceiling {ceiling / dense_shares[kind]:.2f} "
+            f"of the dense share (planner: {moe_shares.get(kind)})"
         )
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if _every_fp8_expert_routed(r)):

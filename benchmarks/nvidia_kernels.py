@@ -84,6 +84,12 @@ DENSE_KINDS = {
 # Bytes a weight element takes in each dense kind (NVFP4: 4 bits and an fp8 scale a 16).
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "fp4": 0.5 + 1 / 16}
 KV_BYTES = {"bfloat16": 2, "fp8": 1}
+# DeepSeek-V3's MLA decode module (vLLM 0.24.0: FlashAttention's MLA on the H200, FlashInfer's on
+# the B200; its projections in bf16): 16 query heads a GPU (TP 8) and 128 (data-parallel
+# attention), 32 sequences and more at 4,096 tokens of context and more.
+MLA_HEADS = (16, 128)
+MLA_MIN_BATCH = 32
+MLA_MIN_CONTEXT = 4096
 # The all-reduce group whose large messages give the link share.
 ALLREDUCE_GPUS = 8
 
@@ -285,6 +291,50 @@ def extract(data: Path) -> list[dict[str, Any]]:
                     "us": round(r.latency * 1e3, 3),
                 }
             )
+        mla = base / "mla" / "vllm" / VERSION / "mla_generation_module_perf.parquet"
+        g = pd.read_parquet(mla)
+        g = g[(g.gemm_type == "bfloat16") & g.num_heads.isin(list(MLA_HEADS))]
+        g = g[(g.batch_size >= MLA_MIN_BATCH) & (g.step >= MLA_MIN_CONTEXT)]
+        for r in g.itertuples():
+            out.append(
+                {
+                    "card": card,
+                    "table": "mla",
+                    "kernel": r.kernel_source,
+                    "kv": r.kv_cache_dtype,
+                    "heads": int(r.num_heads),
+                    "batch": int(r.batch_size),
+                    "context": int(r.step),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
+    return out
+
+
+def mla_head_costs(rows: list[dict[str, Any]], card: str) -> list[tuple[float, float]]:
+    """(measured, modelled) extra time of DeepSeek-V3's MLA decode module with 128 query heads
+    on a GPU over 16 (data-parallel attention against TP 8), us, at each batch and context
+    both were timed at (bf16 latent): the modelled one is the absorbed multiply's excess over
+    the latent's read (the planner's decode_attention_ms; 16 heads stay read-bound)."""
+    from planner.core.step import step_time_for
+    from planner.sources.presets import load_model_preset
+
+    v3 = load_model_preset("deepseek-v3")
+    gpu = find_gpu(CARDS[card])
+    one_gpu = step_time_for(v3, gpu, tp=1)
+    by_key = {
+        (r["heads"], r["batch"], r["context"]): r["us"]
+        for r in rows
+        if r["table"] == "mla" and r["card"] == card and r["kv"] == "bfloat16"
+    }
+    out = []
+    for (heads, batch, context), us in sorted(by_key.items()):
+        narrow = by_key.get((MLA_HEADS[0], batch, context))
+        if heads != MLA_HEADS[1] or narrow is None:
+            continue
+        kv_bytes = batch * context * 576 * 2  # one layer's latent, bf16
+        extra_ms = one_gpu.decode_attention_ms(kv_bytes) - one_gpu.kv_read_ms(kv_bytes)
+        out.append((us - narrow, extra_ms * 1e3))
     return out
 
 
@@ -347,6 +397,16 @@ def main() -> None:
             f"{link_share:.2f} of NVLink at TP {ALLREDUCE_GPUS} (planner: "
             f"{own.fixed_ms * 1e3 if own else 0:.1f} us, {own.link_share if own else 0:.2f})"
         )
+    for card in CARDS:
+        pairs = mla_head_costs(rows, card)
+        if pairs:
+            measured = statistics.median(m for m, _ in pairs)
+            modelled = statistics.median(p for _, p in pairs)
+            print(
+                f"{card} MLA decode module, 128 heads over 16 ({len(pairs)} batch x context "
+                f"points, bf16): a median {measured:.0f} us more measured, {modelled:.0f} us "
+                "modelled (the absorbed multiply past the latent's read)"
+            )
     for card in CARDS:
         fits = {kv: attention_fit(rows, card, kv) for kv in KV_BYTES}
         for kv, (fixed_us, share, n) in fits.items():

@@ -42,10 +42,10 @@ from planner.core.step.family import (
     BLACKWELL_MOE_SHARES,
     CDNA3_DENSE_GEMM_SHARES,
     CDNA3_MID_M_SLOWDOWN,
-    CDNA3_MOE_GEMM_SHARES,
+    CDNA3_MOE_SHARES,
     CDNA4_DENSE_GEMM_SHARES,
     CDNA4_MID_M_SLOWDOWN,
-    CDNA4_MOE_GEMM_SHARES,
+    CDNA4_MOE_SHARES,
     HOPPER_GEMM_FLOOR_MS,
     HOPPER_KERNEL_MS_PER_LAYER,
     HOPPER_MOE_GEMM_SCALE,
@@ -306,34 +306,39 @@ def test_sglang_on_amd_pays_the_mid_m_slowdown_vllm_and_nvidia_do_not() -> None:
 
 def test_block_scaled_fp8_prefills_slower_on_amd_only() -> None:
     # DeepSeek-V3's own checkpoint scales per 128 x 128 tile; the same weights re-quantized
-    # online scale per tensor. AMD's block-scaled kernels reach less of the fp8 rate, NVIDIA's
-    # (DeepGEMM) as much; a decode step, which streams weights, is the same either way
+    # online scale per tensor. AMD's block-scaled dense GEMMs reach less of the fp8 rate,
+    # NVIDIA's (DeepGEMM) as much; a decode step, which streams weights, is the same either way
+    # (the experts' fused MoE kernels take their own shares: test_amd_moe_*)
     v3 = load_model_preset("deepseek-v3")
     assert v3.fp8_block_scaled and not LLAMA8.fp8_block_scaled
     per_tensor = v3.model_copy(update={"fp8_block_scaled": False})
     for gpu_id, slower in (("mi300x", True), ("mi355x", True), ("h200", False)):
         own = step_time_for(v3, find_gpu(gpu_id), tp=8)
         online = step_time_for(per_tensor, find_gpu(gpu_id), tp=8)
-        assert (own.linear_ms(8192) > online.linear_ms(8192) * 1.1) is slower, gpu_id
+        body, online_body = own.linear_parts(8192)[0], online.linear_parts(8192)[0]
+        assert (body > online_body * 1.1) is slower, gpu_id
         assert own.step_ms(8, 2000) == pytest.approx(online.step_ms(8, 2000), rel=0.01), gpu_id
 
 
 def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
-    # each family's fused-MoE share is the median share of the rate AITER's tuned fused MoE
-    # layers reach at 8K-32K tokens, and every kind the tables time has one
+    # each family's fused-MoE share is the width fit through AITER's tuned fused MoE layers at
+    # 8K-32K tokens (the median where the tables time one width), and every kind the tables
+    # time has one
     bench = benchmark_script("gemm_kernels")
-    measured = bench.moe_large_m_shares(bench.load(bench.ROWS))
-    planner = {"gfx942": CDNA3_MOE_GEMM_SHARES, "gfx950": CDNA4_MOE_GEMM_SHARES}
+    measured = bench.moe_large_m_fits(bench.load(bench.ROWS))
+    planner = {"gfx942": CDNA3_MOE_SHARES, "gfx950": CDNA4_MOE_SHARES}
     assert {(arch, kind) for arch, shares in planner.items() for kind in shares} == set(measured)
-    for (arch, kind), (share, shapes) in measured.items():
+    for (arch, kind), (ceiling, half, shapes) in measured.items():
         assert shapes >= 3, (arch, kind)
-        assert planner[arch][kind] == pytest.approx(share, abs=0.0005), (arch, kind)
-    # the factor is that share over the dense GEMMs' share of the same kind: below 1 each time
+        assert planner[arch][kind] == (pytest.approx(ceiling, abs=0.0005), half), (arch, kind)
+    # the factor at a DeepSeek-V3 TP 8 width (256 columns) is below the dense share each time
     for shares, dense in (
-        (CDNA3_MOE_GEMM_SHARES, CDNA3_DENSE_GEMM_SHARES),
-        (CDNA4_MOE_GEMM_SHARES, CDNA4_DENSE_GEMM_SHARES),
+        (CDNA3_MOE_SHARES, CDNA3_DENSE_GEMM_SHARES),
+        (CDNA4_MOE_SHARES, CDNA4_DENSE_GEMM_SHARES),
     ):
-        assert all(0.2 < shares[k] / dense[k] < 0.8 for k in shares)
+        for kind, (ceiling, half) in shares.items():
+            at_256 = ceiling * (256 / (256 + half) if half else 1.0)
+            assert 0.2 < at_256 / dense[kind] < 0.8, kind
 
 
 def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None:
@@ -344,8 +349,8 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
     # NVIDIA's Triton fused MoE over experts 2,048 / 8 = 256 wide on each GPU (TP 8)
     hopper = HOPPER_MOE_GEMM_SCALE["fp8-block"] * 256 / (256 + HOPPER_MOE_HALF_WIDTH["fp8-block"])
     for gpu_id, kind_share in (
-        ("mi355x", 0.148 / 0.349),
-        ("mi300x", 0.239 / 0.316),
+        ("mi355x", 0.191 / 0.349 * 256 / (256 + 109)),
+        ("mi300x", 0.411 / 0.316 * 256 / (256 + 301)),
         ("h200", hopper),
     ):
         curve = step_time_for(v3, find_gpu(gpu_id), tp=8, engine="sglang")
@@ -359,7 +364,7 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
     # gpt-oss's MXFP4 experts run with fp8 activations on CDNA4: their own (larger) share
     oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
     curve = step_time_for(oss, find_gpu("mi355x"), tp=1)
-    assert curve.moe_gemm_scale == pytest.approx(0.272 / 0.491, rel=1e-3)
+    assert curve.moe_gemm_scale == pytest.approx(0.402 / 0.491 * 2880 / (2880 + 250), rel=1e-3)
     assert step_time_for(oss, find_gpu("mi300x"), tp=1).moe_gemm_scale == 1.0  # no table
 
 
@@ -439,6 +444,17 @@ def test_mla_decode_multiplies_longer_than_it_reads_with_every_head_on_one_gpu()
         assert terms.attention_ms > 1.5 * dp.kv_read_ms(terms.kv_read_bytes)
     # GQA models have no such term: their decode attention is the read
     assert step_time_for(LLAMA8, h200).mla_flops_per_kv_byte == 0
+    # NVIDIA's tables time vLLM 0.24.0's MLA decode module at 16 and 128 heads: the extra time of
+    # 128 is the absorbed multiply's excess over the read, within a quarter (H200 636 us
+    # measured, 639 modelled; B200 107 and 128, medians over 33 batch x context points)
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card in bench.CARDS:
+        pairs = bench.mla_head_costs(rows, card)
+        assert len(pairs) >= 20, card
+        measured = statistics.median(m for m, _ in pairs)
+        modelled = statistics.median(p for _, p in pairs)
+        assert modelled == pytest.approx(measured, rel=0.25), card
 
 
 def test_fixed_costs_are_present_at_one_sequence() -> None:

@@ -219,12 +219,10 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     less of the rate than its dense GEMMs."""
     if curve.family is None or not curve.num_experts or curve.moe_gemm_scale == 1:
         return ()
-    tables = "ROCm's kernel tables"
-    if curve.family.moe_half_width:
-        tables = (
-            f"NVIDIA's kernel tables, for the {curve.expert_width_per_gpu:,} columns of an "
-            "expert each GPU holds"
-        )
+    amd = curve.family.name.startswith(("cdna", "amd"))
+    tables = "ROCm's kernel tables" if amd else "NVIDIA's kernel tables"
+    if curve.family.moe_half_width and curve.expert_width_per_gpu:
+        tables += f", for the {curve.expert_width_per_gpu:,} columns of an expert each GPU holds"
     return (
         f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share of "
         f"the rate on {curve.family.name} (fused MoE kernels at 8K-32K tokens; {tables}): it "

@@ -138,30 +138,34 @@ CDNA3_BLOCK_FP8_GEMM_SHARE = 0.316
 CDNA4_BLOCK_FP8_GEMM_SHARE = 0.349
 CDNA3_BLOCK_FP8_SCALE = CDNA3_BLOCK_FP8_GEMM_SHARE / CDNA3_BF16_GEMM_SHARE
 CDNA4_BLOCK_FP8_SCALE = CDNA4_BLOCK_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
-# AMD's fused MoE kernels against its dense GEMMs of the same kind: the median share of the rate
-# AITER's tuned fused MoE layers reach (both grouped GEMMs, gate-up and down: 6 x tokens x top-k x
+# AMD's fused MoE kernels against its dense GEMMs of the same kind: the share of the rate AITER's
+# tuned fused MoE layers reach (both grouped GEMMs, gate-up and down: 6 x tokens x top-k x
 # model_dim x inter_dim FLOPs) at M = 8,192 / 16,384 / 32,768 tokens, from the same tables and
 # selection (ROCm/aiter aiter/configs/**/*tuned_fmoe*.csv, commit e404860; the rows used are in
 # benchmarks/data/gemm-kernels.jsonl: `python benchmarks/gemm_kernels.py`), over the family's
-# modelled dense share of that kind (above). gfx950 with 256 CUs: BF16 0.220 (3 shapes: 0.38 of
-# 0.581), per-token FP8 0.196 (12: 0.40 of 0.491), block-scaled FP8 0.148 (46: 0.42 of 0.349),
-# MXFP4 weights with FP8 activations 0.272 of the FP8 rate (50: 0.55 of the 0.491 MXFP4 takes)
-# and with FP4 ones 0.138 of the FP4 rate (93: 0.28). gfx942 with 304 CUs: BF16 0.191 (6: 0.42 of
-# 0.453) and block-scaled FP8 0.239 (9: 0.76 of 0.316); per-token FP8 has no row (1). The
-# grouped GEMMs of many small experts (inter_dim 192-2,048 after TP) reach less of the rate than
-# one large matrix; between decode and prefill the factor leaves the model within 0.72-1.0 of
-# the tables' times (decode stays at the expert read). Both engines take it: SGLang's ROCm build
-# runs these kernels (SGLANG_USE_AITER=1), vLLM's its Triton fused MoE by default, whose times
-# no public table gives (AITER's tuned kernels taken as its bound). NVIDIA's own tables give its
-# families theirs, by expert width (HOPPER_MOE_SHARES and BLACKWELL_MOE_SHARES, below).
-CDNA4_MOE_GEMM_SHARES = {
-    "bf16": 0.220,
-    "fp8": 0.196,
-    "fp8-block": 0.148,
-    "mxfp4": 0.272,
-    "fp4": 0.138,
+# modelled dense share of that kind (above). As on NVIDIA (HOPPER_MOE_SHARES, below) the share
+# grows with the columns of an expert a GPU holds (inter_dim, after TP): ceiling x width / (width
+# + half), fitted the same way where the tables time two widths or more. gfx950 with 256 CUs:
+# per-token FP8 0.348 and 549 (12 shapes, 192-1,536 wide), block-scaled FP8 0.191 and 109 (46,
+# 128-1,536), MXFP4 weights with FP8 activations 0.402 and 250 of the FP8 rate (50, 256-3,072),
+# with FP4 ones 0.227 and 287 of the FP4 rate (93, 256-3,072); BF16 a median 0.220 at its one
+# width (3 shapes, 384). gfx942 with 304 CUs: BF16 0.306 and 161 (6, 192 and 384), block-scaled
+# FP8 0.411 and 301 (9, 256 and 2,048); per-token FP8 has no row (1). Between decode and
+# prefill the factor leaves the model within 0.72-1.0 of the tables' times (decode stays at the
+# expert read). Both engines take it: SGLang's ROCm build runs these kernels (SGLANG_USE_AITER=1),
+# vLLM's its Triton fused MoE by default, whose times no public table gives (AITER's tuned
+# kernels taken as its bound).
+CDNA4_MOE_SHARES: dict[str, tuple[float, int | None]] = {
+    "bf16": (0.220, None),
+    "fp8": (0.348, 549),
+    "fp8-block": (0.191, 109),
+    "mxfp4": (0.402, 250),
+    "fp4": (0.227, 287),
 }
-CDNA3_MOE_GEMM_SHARES = {"bf16": 0.191, "fp8-block": 0.239}
+CDNA3_MOE_SHARES: dict[str, tuple[float, int | None]] = {
+    "bf16": (0.306, 161),
+    "fp8-block": (0.411, 301),
+}
 # The dense share the planner models for each kind (MXFP4 runs at the FP8 rate on AMD, FP4 at
 # the FP4 rate; both take the FP8 factor).
 CDNA4_DENSE_GEMM_SHARES = {
@@ -172,8 +176,19 @@ CDNA4_DENSE_GEMM_SHARES = {
     "fp4": CDNA4_FP8_GEMM_SHARE,
 }
 CDNA3_DENSE_GEMM_SHARES = {"bf16": CDNA3_BF16_GEMM_SHARE, "fp8-block": CDNA3_BLOCK_FP8_GEMM_SHARE}
-CDNA4_MOE_GEMM_SCALE = {k: v / CDNA4_DENSE_GEMM_SHARES[k] for k, v in CDNA4_MOE_GEMM_SHARES.items()}
-CDNA3_MOE_GEMM_SCALE = {k: v / CDNA3_DENSE_GEMM_SHARES[k] for k, v in CDNA3_MOE_GEMM_SHARES.items()}
+
+
+def moe_factors(
+    shares: dict[str, tuple[float, int | None]], dense: dict[str, float]
+) -> tuple[dict[str, float], dict[str, int]]:
+    """A family's fused-MoE ceilings over its modelled dense share of each kind, and the half
+    widths of the kinds whose share grows with the expert width."""
+    ceilings = {k: share / dense[k] for k, (share, _) in shares.items()}
+    return ceilings, {k: half for k, (_, half) in shares.items() if half is not None}
+
+
+CDNA4_MOE_GEMM_SCALE, CDNA4_MOE_HALF_WIDTH = moe_factors(CDNA4_MOE_SHARES, CDNA4_DENSE_GEMM_SHARES)
+CDNA3_MOE_GEMM_SCALE, CDNA3_MOE_HALF_WIDTH = moe_factors(CDNA3_MOE_SHARES, CDNA3_DENSE_GEMM_SHARES)
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
 # FlashAttention / FlashInfer decode kernels stream the KV cache as fast as GEMVs stream
 # weights). CDNA3: 0.30 of peak, measured on the one AMD source with attention-bound rows
@@ -273,13 +288,13 @@ HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
 # its dense GEMMs reach about 0.6; under expert parallelism (whole experts, 2,048 wide) at 0.28.
 # Ampere and the other NVIDIA families run the same Triton kernels: Hopper's figures,
 # extrapolated.
-HOPPER_MOE_SHARES: dict[str, tuple[float, int]] = {
+HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "bf16": (0.637, 274),
     "fp8": (0.326, 346),
     "fp8-block": (0.326, 346),
     "mxfp4": (0.615, 256),
 }
-BLACKWELL_MOE_SHARES: dict[str, tuple[float, int]] = {
+BLACKWELL_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "bf16": (0.453, 147),
     "fp8": (0.463, 362),
     "fp8-block": (0.191, 144),
@@ -288,31 +303,33 @@ BLACKWELL_MOE_SHARES: dict[str, tuple[float, int]] = {
 }
 
 
-def nvidia_moe_factors(
-    shares: dict[str, tuple[float, int]],
-    compute_scale: float,
-    low_precision: float,
-    block_fp8: float,
-    fp4: float,
-) -> tuple[dict[str, float], dict[str, int]]:
-    """A family's MoE ceilings over its modelled dense share of each kind (H100's BF16 share x
-    the family's compute factor x its low-precision factor for the kind), and half widths."""
+def nvidia_dense_shares(
+    compute_scale: float, low_precision: float, block_fp8: float, fp4: float
+) -> dict[str, float]:
+    """An NVIDIA family's modelled dense share of each kind: H100's BF16 share x its compute
+    factor x its low-precision factor for the kind (MXFP4 weights multiply bf16 activations)."""
     dense = HOPPER_BF16_GEMM_SHARE * compute_scale
-    kind_scale = {"bf16": 1.0, "mxfp4": 1.0, "fp8": low_precision, "fp8-block": block_fp8}
-    kind_scale["fp4"] = fp4
-    ceilings = {k: share / (dense * kind_scale[k]) for k, (share, _) in shares.items()}
-    return ceilings, {k: half for k, (_, half) in shares.items()}
+    return {
+        "bf16": dense,
+        "mxfp4": dense,
+        "fp8": dense * low_precision,
+        "fp8-block": dense * block_fp8,
+        "fp4": dense * fp4,
+    }
 
 
-HOPPER_MOE_GEMM_SCALE, HOPPER_MOE_HALF_WIDTH = nvidia_moe_factors(
-    HOPPER_MOE_SHARES, 1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0
+HOPPER_MOE_GEMM_SCALE, HOPPER_MOE_HALF_WIDTH = moe_factors(
+    HOPPER_MOE_SHARES,
+    nvidia_dense_shares(1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0),
 )
-BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = nvidia_moe_factors(
+BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = moe_factors(
     BLACKWELL_MOE_SHARES,
-    BLACKWELL_COMPUTE_SCALE,
-    BLACKWELL_LOW_PRECISION_SCALE,
-    BLACKWELL_BLOCK_FP8_SCALE,
-    BLACKWELL_FP4_SCALE,
+    nvidia_dense_shares(
+        BLACKWELL_COMPUTE_SCALE,
+        BLACKWELL_LOW_PRECISION_SCALE,
+        BLACKWELL_BLOCK_FP8_SCALE,
+        BLACKWELL_FP4_SCALE,
+    ),
 )
 # Engines whose custom all-reduce those tables time, from the oldest release measured (vLLM
 # 0.14.0, SGLang 0.5.6.post2). Older releases, whose public rows (vLLM 0.6 serving Llama-3.1-405B
@@ -445,6 +462,9 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
             moe_gemm_scale=(
                 CDNA4_MOE_GEMM_SCALE if cdna4 else CDNA3_MOE_GEMM_SCALE if name == "cdna3" else {}
+            ),
+            moe_half_width=(
+                CDNA4_MOE_HALF_WIDTH if cdna4 else CDNA3_MOE_HALF_WIDTH if name == "cdna3" else {}
             ),
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
