@@ -74,6 +74,16 @@ MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
         ),
     },
 }
+# A fused MoE layer's fixed cost is read at 1, 2 and 4 tokens (decode at small batch), where the
+# routed experts' weight stream is the rest of it; the bytes an expert weight takes, by kind
+# (MXFP4: 4 bits and a scale a 32; NVFP4: a scale a 16).
+MOE_DECODE_TOKENS = (1, 2, 4)
+MOE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "mxfp4": 0.5 + 1 / 32}
+MOE_WEIGHT_BYTES["fp4"] = 0.5 + 1 / 16
+# gpt-oss's MXFP4 experts (16-bit activations) are read at 1-512 tokens for the share of peak
+# bandwidth their weights stream at: these kernels unpack 4-bit weights and their scales before
+# the multiply.
+MOE_STREAM_MAX_TOKENS = 512
 # The planner's dense GEMM kinds by the tables' gemm_dtype, and the rate each is read against.
 DENSE_KINDS = {
     "bfloat16": ("bf16", "bf16"),
@@ -147,10 +157,51 @@ def moe_points(rows: list[dict[str, Any]], card: str, kind: str) -> list[tuple[f
     for r in rows:
         if r["table"] != "moe" or r["card"] != card or r["kind"] != kind or r["ep"] != 1:
             continue
+        if r["tokens"] not in LARGE_M:
+            continue
         flops = 6 * r["tokens"] * r["topk"] * r["hidden"] * r["inter"] / r["tp"]
         share = flops / (r["us"] * 1e-6) / rate(card, r["rate"])
         points.append((r["inter"] / r["tp"], share))
     return points
+
+
+def moe_fixed_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, int]:
+    """A fused MoE layer's time at MOE_DECODE_TOKENS less its routed experts' weight stream (at
+    the planner's share of peak bandwidth), fitted as a fixed cost + a cost per idle local
+    expert (experts no token routed to), us, over every kind's rows: (fixed, per idle expert,
+    rows)."""
+    stream = family.HOPPER_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(card)
+    idle, left = [], []
+    for r in rows:
+        if r["table"] != "moe" or r["card"] != card or r["tokens"] not in MOE_DECODE_TOKENS:
+            continue
+        if r["kind"] == "mxfp4":  # streams at its own share (moe_stream_fit)
+            continue
+        experts, topk = r["experts"], r["topk"]
+        routed = experts * (1 - (1 - topk / experts) ** r["tokens"])
+        expert_bytes = 3 * r["hidden"] * r["inter"] / r["tp"] * MOE_WEIGHT_BYTES[r["kind"]]
+        idle.append(experts - routed)
+        left.append(r["us"] - routed * expert_bytes / stream * 1e6)
+    fixed_us, per_idle_us = line_fit(idle, left)
+    return fixed_us, per_idle_us, len(left)
+
+
+def moe_stream_fit(rows: list[dict[str, Any]], card: str, kind: str) -> tuple[float, float, int]:
+    """A kind's fused MoE layers at 1-512 tokens (experts split by TP only) as a fixed cost +
+    its routed experts' weights streamed at a share of peak bandwidth: (fixed us, share,
+    rows)."""
+    got = [
+        r
+        for r in rows
+        if r["table"] == "moe" and r["card"] == card and r["kind"] == kind and r["ep"] == 1
+        if r["tokens"] <= MOE_STREAM_MAX_TOKENS
+    ]
+    streamed = []
+    for r in got:
+        routed = r["experts"] * (1 - (1 - r["topk"] / r["experts"]) ** r["tokens"])
+        streamed.append(routed * 3 * r["hidden"] * r["inter"] / r["tp"] * MOE_WEIGHT_BYTES[kind])
+    fixed_us, us_per_byte = line_fit(streamed, (r["us"] for r in got))
+    return fixed_us, 1e6 / us_per_byte / peak_bytes_per_s(card), len(got)
 
 
 # Half widths tried for the fused MoE share's fit (expert width per GPU, log-spaced).
@@ -232,7 +283,14 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 )
         m = table("moe", "moe_perf.parquet")
         m = m[(m.version == VERSION) & (m.distribution == "balanced")]
-        m = m[m.num_tokens.isin(LARGE_M) & m.kernel_source.isin(list(MOE_KERNELS[card]))]
+        small = m.num_tokens.isin(list(MOE_DECODE_TOKENS)) & (m.moe_ep_size == 1)
+        mxfp4 = [k for k, (kind, _) in MOE_KERNELS[card].items() if kind == "mxfp4"]
+        small |= (
+            (m.num_tokens <= MOE_STREAM_MAX_TOKENS)
+            & (m.moe_ep_size == 1)
+            & m.kernel_source.isin(mxfp4)
+        )
+        m = m[(m.num_tokens.isin(LARGE_M) | small) & m.kernel_source.isin(list(MOE_KERNELS[card]))]
         for r in m.itertuples():
             kind, dtype = MOE_KERNELS[card][r.kernel_source]
             out.append(
@@ -369,6 +427,23 @@ def main() -> None:
                 f"({len(points)} rows): {ceiling:.3f} x width / (width + {half}) of the rate, "
                 f"median |log error| {error:.3f} (planner: {own[0]:.3f}, {own[1]})"
             )
+    for card in CARDS:
+        fixed_us, per_idle_us, n = moe_fixed_fit(rows, card)
+        own = family.family_of(find_gpu(CARDS[card]))
+        planner_us = (own.moe_kernel_ms_per_layer + 3 * own.gemm_floor_ms) * 1e3
+        print(
+            f"{card} fused MoE at {'/'.join(map(str, MOE_DECODE_TOKENS))} tokens ({n} rows): "
+            f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "
+            f"experts' stream (planner: {planner_us:.1f} us with three GEMM floors, "
+            f"{own.moe_ms_per_idle_expert * 1e3:.3f} us)"
+        )
+    for card in CARDS:
+        fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4")
+        own = family.family_of(find_gpu(CARDS[card])).moe_stream_share.get("mxfp4")
+        print(
+            f"{card} fused MoE (mxfp4) at 1-{MOE_STREAM_MAX_TOKENS} tokens ({n} rows): "
+            f"{fixed_us:.1f} us + its routed experts at {share:.3f} of peak (planner: {own})"
+        )
     h200, b200 = dense_shares(rows, "h200_sxm"), dense_shares(rows, "b200_sxm")
     for label, measured, planner in (
         (

@@ -217,8 +217,19 @@ def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
 def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     """The family's share for the routed experts' multiply, where its fused MoE kernels reach
     less of the rate than its dense GEMMs."""
-    if curve.family is None or not curve.num_experts or curve.moe_gemm_scale == 1:
+    if curve.family is None or not curve.num_experts:
         return ()
+    stream = (
+        (
+            f"experts: streamed at x {curve.moe_stream_scale:.2f} of the weights' share on "
+            f"{curve.family.name} (the fused MoE kernels of their kind unpack them first; "
+            "NVIDIA's kernel tables)",
+        )
+        if curve.moe_stream_scale < 1
+        else ()
+    )
+    if curve.moe_gemm_scale == 1:
+        return stream
     amd = curve.family.name.startswith(("cdna", "amd"))
     tables = "ROCm's kernel tables" if amd else "NVIDIA's kernel tables"
     if curve.family.moe_half_width and curve.expert_width_per_gpu:
@@ -227,6 +238,7 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
         f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share of "
         f"the rate on {curve.family.name} (fused MoE kernels at 8K-32K tokens; {tables}): it "
         "sets a long prefill's expert time, not decode's expert read",
+        *stream,
     )
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
 from planner.core.step.comm import AllReduceCost
+from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import KERNEL_MS_PER_LAYER
 
 Basis = Literal["fitted", "extrapolated"]
@@ -65,6 +66,20 @@ class Family(BaseModel):
         description="by the experts' GEMM kind: the expert width per GPU (intermediate size "
         "over the MoE TP) at which the fused MoE kernels reach half their ceiling (none: the "
         "share does not depend on it)",
+    )
+    moe_kernel_ms_per_layer: float = Field(
+        default=MOE_KERNEL_MS_PER_LAYER,
+        description="a MoE layer's routing kernels beside its grouped GEMMs' floors, ms",
+    )
+    moe_ms_per_idle_expert: float = Field(
+        default=MOE_MS_PER_IDLE_EXPERT,
+        description="each idle local expert's early exit in the grouped GEMMs' grid, ms",
+    )
+    moe_stream_share: dict[str, float] = Field(
+        default_factory=dict,
+        description="by the experts' GEMM kind: the share of peak bandwidth the fused MoE "
+        "kernels stream their routed experts at, where it is below the weights' (none: the "
+        "weights' share)",
     )
     fp8_kv_attention_scale: float = Field(
         default=1.0,
@@ -288,6 +303,25 @@ HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
 # its dense GEMMs reach about 0.6; under expert parallelism (whole experts, 2,048 wide) at 0.28.
 # Ampere and the other NVIDIA families run the same Triton kernels: Hopper's figures,
 # extrapolated.
+# At 1-4 tokens the same tables time a fused MoE layer at its routed experts' stream (at the
+# family's share of peak) + a fixed 46.9 us on the H200 (Triton) and 23.7 us on the B200
+# (TRT-LLM), with no cost for idle local experts (-0.07 and -0.03 us each: 510 and 780 rows of the
+# 16-bit, fp8 and NVFP4 kinds, 8-512 experts): less the three GEMM floors each layer takes, the
+# routing kernels cost 35 and 12 us, and no idle-expert exit is charged there
+# (MOE_MS_PER_IDLE_EXPERT stays Ampere's estimate). gpt-oss's MXFP4 experts (16-bit
+# activations) stream slower than any other kind: at 1-512 tokens 45.2 us + their routed
+# experts at 0.525 of peak on the H200, 37.1 us + 0.473 on the B200 (204 rows each): the
+# kernels unpack 4-bit weights and their scales before the multiply.
+# These time vLLM's kernels, and only vLLM takes them (MOE_TABLE_ENGINES): SGLang's public PD
+# rows on H200 (gpt-oss-120b, benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences
+# than an MXFP4 stream at 0.525 allows and slower at 8-16 than no idle-expert cost does, so
+# SGLang keeps the earlier estimates (MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, the
+# weights' share).
+MOE_TABLE_ENGINES = frozenset({"vllm"})
+HOPPER_MOE_KERNEL_MS_PER_LAYER = 0.0469 - 3 * HOPPER_GEMM_FLOOR_MS
+BLACKWELL_MOE_KERNEL_MS_PER_LAYER = 0.0237 - 3 * HOPPER_GEMM_FLOOR_MS
+HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
+BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "bf16": (0.637, 274),
     "fp8": (0.326, 346),
@@ -425,6 +459,9 @@ def family_of(gpu: GpuSpec) -> Family:
                 attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION,
                 moe_gemm_scale=BLACKWELL_MOE_GEMM_SCALE,
                 moe_half_width=BLACKWELL_MOE_HALF_WIDTH,
+                moe_kernel_ms_per_layer=BLACKWELL_MOE_KERNEL_MS_PER_LAYER,
+                moe_ms_per_idle_expert=0.0,
+                moe_stream_share=BLACKWELL_MOE_STREAM_SHARE,
                 basis="extrapolated",
                 source=BLACKWELL_EXTRAPOLATED,
             )
@@ -441,6 +478,11 @@ def family_of(gpu: GpuSpec) -> Family:
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             moe_gemm_scale=HOPPER_MOE_GEMM_SCALE,
             moe_half_width=HOPPER_MOE_HALF_WIDTH,
+            moe_kernel_ms_per_layer=(
+                HOPPER_MOE_KERNEL_MS_PER_LAYER if hopper else MOE_KERNEL_MS_PER_LAYER
+            ),
+            moe_ms_per_idle_expert=0.0 if hopper else MOE_MS_PER_IDLE_EXPERT,
+            moe_stream_share=HOPPER_MOE_STREAM_SHARE if hopper else {},
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
@@ -475,6 +517,15 @@ def family_of(gpu: GpuSpec) -> Family:
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
     )
+
+
+def moe_decode_costs(family: Family, engine: str) -> tuple[float, float, dict[str, float]]:
+    """A MoE layer's routing kernels (ms), each idle local expert's exit (ms) and the experts'
+    stream shares by kind, for `engine` on `family`: the family's where NVIDIA's tables time
+    that engine's kernels, the earlier estimates elsewhere."""
+    if family.name in HOPPER_CONSTANT_FAMILIES and engine not in MOE_TABLE_ENGINES:
+        return MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, {}
+    return family.moe_kernel_ms_per_layer, family.moe_ms_per_idle_expert, family.moe_stream_share
 
 
 def slowdown_at(points: tuple[tuple[int, float], ...], tokens: int) -> float:

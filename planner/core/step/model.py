@@ -18,6 +18,7 @@ from planner.core.step.family import (
     attention_bandwidth_scale,
     bandwidth_efficiency,
     family_of,
+    moe_decode_costs,
     slowdown_at,
 )
 from planner.units import bytes_for_elements, ceil_div
@@ -212,6 +213,13 @@ class StepTime(BaseModel):
         description="the share of the weights' rate the routed experts' fused MoE kernels "
         "reach, relative to the dense GEMMs' share (the family's, by the experts' kind)",
     )
+    moe_stream_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="the routed experts' stream relative to the weights' share of bandwidth "
+        "(the family's fused MoE kernels of the experts' kind; 1: the same)",
+    )
     expert_width_per_gpu: int = Field(
         default=0,
         ge=0,
@@ -345,7 +353,9 @@ class StepTime(BaseModel):
         experts_ms = 0.0
         if self.num_experts:
             experts_ms = gemm.overlapped_ms(
-                gemm.read_ms(self.expert_weights_bytes(tokens, others), bandwidth)
+                gemm.read_ms(
+                    self.expert_weights_bytes(tokens, others), bandwidth * self.moe_stream_scale
+                )
                 * self.memory_scale,
                 gemm.compute_ms(experts, share, quantized_rate * self.moe_gemm_scale),
             )
@@ -369,8 +379,12 @@ class StepTime(BaseModel):
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
         forward pass (ms): the linear layers run once over every token of the step, the lm_head
         only over the `sampled` ones (default: all; a prompt token samples nothing)."""
-        weights = self.dense_weights_bytes + self.expert_weights_bytes(tokens)
-        memory_ms = gemm.read_ms(weights, self._bandwidth()) * self.memory_scale
+        experts = self.expert_weights_bytes(tokens)
+        weights = self.dense_weights_bytes + experts
+        memory_ms = (
+            gemm.read_ms(self.dense_weights_bytes, self._bandwidth())
+            + gemm.read_ms(experts, self._bandwidth() * self.moe_stream_scale)
+        ) * self.memory_scale
         rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
         experts = min(self.expert_active_params_per_gpu, body - plain) if self.num_experts else 0
@@ -781,6 +795,9 @@ def step_time_for(
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
     family = family_of(gpu)
+    moe_kind = moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate)
+    efficiency = bandwidth_efficiency(gpu)
+    moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine)
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -796,7 +813,7 @@ def step_time_for(
         kv_dtype_bytes=kv_dtype_bytes,
         active_params_per_gpu=max(1, model.params_active // (tp * pp)),
         bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
-        bandwidth_efficiency=bandwidth_efficiency(gpu),
+        bandwidth_efficiency=efficiency,
         flops_per_s=float(flops),
         plain_params_per_gpu=plain // (tp * pp),
         embedding_params_per_gpu=embedding_params
@@ -819,8 +836,9 @@ def step_time_for(
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=family.kernel_ms_per_layer
         + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model),
-        moe_kernel_ms_per_layer=moe.MOE_KERNEL_MS_PER_LAYER
+        moe_kernel_ms_per_layer=moe_routing_ms
         + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,
+        moe_ms_per_idle_expert=moe_idle_ms,
         tp=tp,
         hidden_size=model.hidden_size,
         fabric=fabric,
@@ -839,12 +857,9 @@ def step_time_for(
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
         gemm_kind=gemm_kind(model, own, flops > plain_rate),
-        moe_gemm_scale=moe_share_scale(
-            family,
-            moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate),
-            expert_width,
-        ),
+        moe_gemm_scale=moe_share_scale(family, moe_kind, expert_width),
         expert_width_per_gpu=expert_width,
+        moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
         gathered_params_per_gpu=gathered_params,
