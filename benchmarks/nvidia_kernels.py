@@ -100,6 +100,16 @@ KV_BYTES = {"bfloat16": 2, "fp8": 1}
 MLA_HEADS = (16, 128)
 MLA_MIN_BATCH = 32
 MLA_MIN_CONTEXT = 4096
+# Prefill attention (a whole prompt, causal, no cache: `context_attention`): prompts of 1-16K
+# tokens, 8-64 query heads, at least 64 (sequence, head) pairs a call (a grid that fills the
+# GPU), the head sizes models use.
+PREFILL_MIN_ISL = 1024
+PREFILL_MIN_HEADS = 64
+PREFILL_DIMS = (64, 128, 256)
+PREFILL_ISL = (1024, 2048, 4096, 8192, 16384)
+PREFILL_HEADS = (8, 16, 32, 64)
+# Half lengths tried for the prefill share's fit, in mean keys a query sees.
+HALF_KEYS = np.geomspace(64, 8192, 241)
 # The all-reduce group whose large messages give the link share.
 ALLREDUCE_GPUS = 8
 
@@ -204,6 +214,43 @@ def moe_stream_fit(rows: list[dict[str, Any]], card: str, kind: str) -> tuple[fl
     return fixed_us, 1e6 / us_per_byte / peak_bytes_per_s(card), len(got)
 
 
+def prefill_points(rows: list[dict[str, Any]], card: str) -> dict[int, list[tuple[float, float]]]:
+    """By head size: (mean keys a query sees, share of the 16-bit rate) of each prefill
+    attention row (a causal prompt of L tokens: L (L + 1) / 2 pairs, (L + 1) / 2 keys a query
+    on average; 2 x 2 x head size FLOPs a pair and head)."""
+    points: dict[int, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["table"] != "prefill" or r["card"] != card:
+            continue
+        pairs = r["isl"] * (r["isl"] + 1) / 2
+        flops = r["batch"] * r["heads"] * 4 * r["head_dim"] * pairs
+        share = flops / (r["us"] * 1e-6) / rate(card, "bf16")
+        points.setdefault(r["head_dim"], []).append(((r["isl"] + 1) / 2, share))
+    return dict(sorted(points.items()))
+
+
+def prefill_fit(
+    points: dict[int, list[tuple[float, float]]],
+) -> tuple[dict[int, float], int, float]:
+    """share = ceiling(head size) x keys / (keys + half): one half length for every head size
+    (of HALF_KEYS) and each size's median-centred ceiling, leaving the least median |log
+    error|; (ceilings, half, error)."""
+    best: tuple[dict[int, float], int, float] | None = None
+    for half in HALF_KEYS:
+        ceilings, errors = {}, []
+        for dim, pts in points.items():
+            keys = np.array([k for k, _ in pts])
+            share = np.array([s for _, s in pts])
+            x = keys / (keys + half)
+            ceilings[dim] = float(np.exp(np.median(np.log(share / x))))
+            errors.extend(np.abs(np.log(ceilings[dim] * x / share)))
+        error = float(np.median(errors))
+        if best is None or error < best[2]:
+            best = (ceilings, round(float(half)), error)
+    assert best is not None
+    return best
+
+
 # Half widths tried for the fused MoE share's fit (expert width per GPU, log-spaced).
 HALF_WIDTHS = np.geomspace(16, 4096, 241)
 
@@ -297,7 +344,6 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 {
                     "card": card,
                     "table": "moe",
-                    "kernel": r.kernel_source,
                     "kind": kind,
                     "rate": dtype,
                     "tokens": int(r.num_tokens),
@@ -316,7 +362,6 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 {
                     "card": card,
                     "table": "allreduce",
-                    "kernel": r.kernel_source,
                     "gpus": int(r.num_gpus),
                     "bytes": int(r.message_size) * 2,
                     "us": round(r.latency * 1e3, 3),
@@ -340,12 +385,27 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 {
                     "card": card,
                     "table": "attention",
-                    "kernel": r.kernel_source,
                     "kv": r.kv_cache_dtype,
                     "batch": int(r.batch_size),
                     "context": int(r.step),
                     "kv_heads": int(r.num_key_value_heads),
                     "kv_bytes": int(kv_bytes),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
+        c = table("attention", "context_attention_perf.parquet")
+        c = c[(c.window_size == 0) & (c.kv_cache_dtype == "bfloat16") & (c.isl >= PREFILL_MIN_ISL)]
+        c = c[(c.batch_size * c.num_heads >= PREFILL_MIN_HEADS) & c.head_dim.isin(PREFILL_DIMS)]
+        c = c[c.isl.isin(PREFILL_ISL) & c.num_heads.isin(PREFILL_HEADS)]
+        for r in c.itertuples():
+            out.append(
+                {
+                    "card": card,
+                    "table": "prefill",
+                    "batch": int(r.batch_size),
+                    "isl": int(r.isl),
+                    "heads": int(r.num_heads),
+                    "head_dim": int(r.head_dim),
                     "us": round(r.latency * 1e3, 3),
                 }
             )
@@ -358,7 +418,6 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 {
                     "card": card,
                     "table": "mla",
-                    "kernel": r.kernel_source,
                     "kv": r.kv_cache_dtype,
                     "heads": int(r.num_heads),
                     "batch": int(r.batch_size),
@@ -482,6 +541,16 @@ def main() -> None:
                 f"points, bf16): a median {measured:.0f} us more measured, {modelled:.0f} us "
                 "modelled (the absorbed multiply past the latent's read)"
             )
+    for card in CARDS:
+        points = prefill_points(rows, card)
+        ceilings, half, error = prefill_fit(points)
+        shown = ", ".join(f"{dim}: {c:.3f}" for dim, c in ceilings.items())
+        n = sum(len(p) for p in points.values())
+        print(
+            f"{card} prefill attention ({n} rows): ceiling x keys / (keys + {half}) of the bf16 "
+            f"rate, keys the mean a query sees, ceiling by head size {shown}; median |log "
+            f"error| {error:.3f}"
+        )
     for card in CARDS:
         fits = {kv: attention_fit(rows, card, kv) for kv in KV_BYTES}
         for kv, (fixed_us, share, n) in fits.items():

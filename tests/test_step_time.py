@@ -487,6 +487,33 @@ def test_mla_decode_multiplies_longer_than_it_reads_with_every_head_on_one_gpu()
         assert modelled == pytest.approx(measured, rel=0.25), card
 
 
+def test_prefill_attention_share_grows_with_keys_and_head_size_as_nvidia_tables_give() -> None:
+    # NVIDIA's tables of prefill attention (vLLM 0.24.0, H200 and B200): ceiling(head size) x
+    # keys / (keys + half), keys the mean a query sees; the families carry the fits
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card, gpu_id in (("h200_sxm", "h200"), ("b200_sxm", "b200")):
+        ceilings, half, error = bench.prefill_fit(bench.prefill_points(rows, card))
+        own = family_of(find_gpu(gpu_id))
+        assert own.prefill_attention_half_keys == half and error < 0.1, card
+        assert own.prefill_attention_ceilings == {
+            dim: pytest.approx(c, abs=0.0005) for dim, c in ceilings.items()
+        }, card
+    # a 2,048-token prompt of 128-wide heads on an H200: 1,024.5 keys a query on average, at
+    # 0.637 x 1,024.5 / (1,024.5 + 446) of the bf16 rate; a 16K one nearer the ceiling
+    h200 = step_time_for(LLAMA8, find_gpu("h200"))
+    for length in (2048, 16384):
+        pairs = length * (length + 1) / 2
+        share = 0.637 * (pairs / length) / (pairs / length + 446)
+        expected = pairs * h200.attention_flops_per_pair / (989e12 * share) * 1e3
+        assert h200.prefill_attention_ms(pairs, length) == pytest.approx(expected, rel=1e-3)
+    short, long = (h200.prefill_attention_ms(n * (n + 1) / 2, n) / (n * n) for n in (2048, 16384))
+    assert long < 0.8 * short  # the long prompt's pairs cost less each
+    # 64-wide heads reach less of the rate than 128-wide ones (gpt-oss against Llama)
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
+    assert step_time_for(oss, find_gpu("h200")).attention_flops_efficiency == pytest.approx(0.494)
+
+
 def test_fixed_costs_are_present_at_one_sequence() -> None:
     terms = step_time_for(LLAMA8, find_gpu("a100-sxm4-80gb"), engine="vllm").terms(1, 1)
     assert terms.overhead_ms == ENGINE_OVERHEAD_MS["vllm"] > 0

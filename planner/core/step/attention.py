@@ -3,6 +3,9 @@ sliding window, MLA latent, linear / Mamba state); prefill does FLOPs per (query
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from planner.core.specs import KvKind, ModelSpec
 
 # Achievable share of dense peak FLOPs in prefill attention (FlashAttention-2 reaches 50-73% of
@@ -84,6 +87,38 @@ def causal_pairs(cached: int, chunk: int, window: int | None = None) -> float:
         return float(chunk * window)
     # queries below the window see first .. window - 1 keys; the rest see the window
     return (first + window - 1) * (window - first) / 2 + (last - window + 1) * window
+
+
+def prefill_head_dim(model: ModelSpec) -> int:
+    """The query-key head size prefill attention multiplies over: the first per-token layer
+    group's (MLA prefills un-absorbed, at its q/k head size), else the model's."""
+    for g in model.kv_groups:
+        if g.kind.per_token and g.head_dim_k:
+            return g.head_dim_k
+    return model.head_dim
+
+
+def ceiling_at(ceilings: dict[int, float], head_dim: int) -> float:
+    """A share by head size from measured sizes: linear in log2(size) between them, the
+    nearest measured one beyond."""
+    dims = sorted(ceilings)
+    if head_dim <= dims[0]:
+        return ceilings[dims[0]]
+    if head_dim >= dims[-1]:
+        return ceilings[dims[-1]]
+    for lo, hi in itertools.pairwise(dims):
+        if head_dim <= hi:
+            t = math.log2(head_dim / lo) / math.log2(hi / lo)
+            return ceilings[lo] + (ceilings[hi] - ceilings[lo]) * t
+    return ceilings[dims[-1]]
+
+
+def length_share(ceiling: float, half_keys: float, mean_keys: float) -> float:
+    """Prefill attention's share of the rate at `mean_keys` keys a query (a flat `ceiling`
+    where no half length is known)."""
+    if half_keys <= 0 or mean_keys <= 0:
+        return ceiling
+    return ceiling * mean_keys / (mean_keys + half_keys)
 
 
 def prefill_ms(pairs: float, flops_per_pair: float, flops_per_s: float) -> float:

@@ -81,6 +81,17 @@ class Family(BaseModel):
         "kernels stream their routed experts at, where it is below the weights' (none: the "
         "weights' share)",
     )
+    prefill_attention_ceilings: dict[int, float] = Field(
+        default_factory=dict,
+        description="by head size: the share of the 16-bit rate prefill attention approaches "
+        "on long prompts (none: attention.ATTENTION_FLOPS_EFFICIENCY x compute_scale, flat)",
+    )
+    prefill_attention_half_keys: float = Field(
+        default=0.0,
+        ge=0,
+        description="the mean keys a query sees at which prefill attention reaches half its "
+        "ceiling",
+    )
     fp8_kv_attention_scale: float = Field(
         default=1.0,
         description="decode attention's bandwidth share with an fp8 KV cache over a 16-bit one",
@@ -290,6 +301,16 @@ BLACKWELL_BLOCK_FP8_SCALE = 0.478 / 0.688
 BLACKWELL_FP4_SCALE = 0.362 / 0.688
 BLACKWELL_ALLREDUCE = AllReduceCost(fixed_ms=0.0070, hop_ms=0.0, link_share=0.51)
 HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
+# Prefill attention in the same tables (vLLM 0.24.0's `context_attention`: FlashAttention-3 on
+# the H200, FlashInfer's TRT-LLM prefill on the B200; a causal prompt of 1-16K tokens, 8-64 heads,
+# no cache, 945 rows each) reaches a share of the bf16 rate that grows with the keys a query sees
+# and with the head size: ceiling(head size) x keys / (keys + half), keys the mean over the
+# prompt's queries, fitted with one half for every size (median |log error| 0.075 and 0.093).
+# H200: half 446 keys, ceilings 0.494 / 0.637 / 0.774 at 64 / 128 / 256-wide heads; B200: half
+# 513, 0.341 / 0.561 / 0.650. A 2,048-token prompt of 128-wide heads thus runs at 0.44 of the
+# H200's rate, a 16K one at 0.60, where the FlashAttention-2 paper's 0.5 held for every prompt.
+HOPPER_PREFILL_ATTENTION = ({64: 0.494, 128: 0.637, 256: 0.774}, 446.0)
+BLACKWELL_PREFILL_ATTENTION = ({64: 0.341, 128: 0.561, 256: 0.650}, 513.0)
 # The fused MoE layers in the same tables (both grouped GEMMs, at 8,192 / 16,384 / 32,768
 # tokens, routing balanced, TP only) reach a share of the rate that grows with the width each GPU
 # holds of an expert (intermediate size / TP: the N of its gate-up GEMM): share = ceiling x width /
@@ -462,6 +483,8 @@ def family_of(gpu: GpuSpec) -> Family:
                 moe_kernel_ms_per_layer=BLACKWELL_MOE_KERNEL_MS_PER_LAYER,
                 moe_ms_per_idle_expert=0.0,
                 moe_stream_share=BLACKWELL_MOE_STREAM_SHARE,
+                prefill_attention_ceilings=BLACKWELL_PREFILL_ATTENTION[0],
+                prefill_attention_half_keys=BLACKWELL_PREFILL_ATTENTION[1],
                 basis="extrapolated",
                 source=BLACKWELL_EXTRAPOLATED,
             )
@@ -483,6 +506,8 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
             moe_ms_per_idle_expert=0.0 if hopper else MOE_MS_PER_IDLE_EXPERT,
             moe_stream_share=HOPPER_MOE_STREAM_SHARE if hopper else {},
+            prefill_attention_ceilings=HOPPER_PREFILL_ATTENTION[0] if hopper else {},
+            prefill_attention_half_keys=HOPPER_PREFILL_ATTENTION[1] if hopper else 0.0,
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED

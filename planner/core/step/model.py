@@ -172,7 +172,17 @@ class StepTime(BaseModel):
         default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
     )
     attention_flops_efficiency: float = Field(
-        default=attention.ATTENTION_FLOPS_EFFICIENCY, gt=0, le=1
+        default=attention.ATTENTION_FLOPS_EFFICIENCY,
+        gt=0,
+        le=1,
+        description="prefill attention's share of the 16-bit rate (with attention_half_keys: "
+        "the share long prompts approach)",
+    )
+    attention_half_keys: float = Field(
+        default=0.0,
+        ge=0,
+        description="the mean keys a query sees at which prefill attention reaches half its "
+        "share (0: the share is flat)",
     )
     mla_flops_per_kv_byte: float = Field(
         default=0.0,
@@ -482,10 +492,15 @@ class StepTime(BaseModel):
         )
         return ((total - windowed) * full + capped) / total
 
-    def prefill_attention_ms(self, pairs: float) -> float:
-        """Prefill attention over `pairs` (query, key) pairs (causal), ms: at the 16-bit rate
-        whatever the weights' dtype (the attention kernels multiply 16-bit queries and keys)."""
-        rate = (self.plain_flops_per_s or self.flops_per_s) * self.attention_flops_efficiency
+    def prefill_attention_ms(self, pairs: float, tokens: int = 0) -> float:
+        """Prefill attention over `pairs` (query, key) pairs (causal) of `tokens` prompt
+        tokens, ms: at the 16-bit rate whatever the weights' dtype (the attention kernels
+        multiply 16-bit queries and keys), at the share the mean keys a query sees (pairs /
+        tokens) reach where the family's share grows with them."""
+        share = self.attention_flops_efficiency
+        if tokens > 0 and pairs > 0:
+            share = attention.length_share(share, self.attention_half_keys, pairs / tokens)
+        rate = (self.plain_flops_per_s or self.flops_per_s) * share
         return attention.prefill_ms(pairs, self.attention_flops_per_pair, rate)
 
     def step_overhead_ms(self, seqs: int) -> float:
@@ -567,14 +582,11 @@ class StepTime(BaseModel):
                 parts[key] = got
         if got.tokens <= 0:
             return 0.0
+        prefill_ms = self.prefill_attention_ms(prefill_pairs, prefill_tokens)
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
-            prefill_pairs = prefill_pairs / self.pp
-        work_ms = (
-            got.linear_ms
-            + self.decode_attention_ms(decode_kv_bytes)
-            + self.prefill_attention_ms(prefill_pairs)
-        )
+            prefill_ms = prefill_ms / self.pp
+        work_ms = got.linear_ms + self.decode_attention_ms(decode_kv_bytes) + prefill_ms
         kernels_ms, all_to_all_ms = self._overlapped(
             work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens
         )
@@ -829,7 +841,14 @@ def step_time_for(
             if flops > plain_rate
             else 1.0
         ),
-        attention_flops_efficiency=attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale,
+        attention_flops_efficiency=(
+            attention.ceiling_at(
+                family.prefill_attention_ceilings, attention.prefill_head_dim(model)
+            )
+            if family.prefill_attention_ceilings
+            else attention.ATTENTION_FLOPS_EFFICIENCY * family.compute_scale
+        ),
+        attention_half_keys=family.prefill_attention_half_keys,
         attention_bandwidth_scale=attention_bandwidth_scale(gpu)
         * (family.fp8_kv_attention_scale if kv_dtype_bytes == 1 else 1.0),
         dequant_bytes_per_token=dequant,
