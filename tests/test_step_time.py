@@ -472,6 +472,15 @@ def test_mla_decode_multiplies_longer_than_it_reads_with_every_head_on_one_gpu()
         multiply_ms = 64 * 2000 * 61 * 128 * 2 * 1088 / rate * 1e3
         assert terms.attention_ms == pytest.approx(multiply_ms, rel=1e-3)
         assert terms.attention_ms > 1.5 * dp.kv_read_ms(terms.kv_read_bytes)
+    # verifying 3 drafts a sequence multiplies 4 query rows a head: under data-parallel attention
+    # 512 rows (4x the multiply), under TP 8 16 x 4 = 64, still the one padded tile (the read)
+    kv = 64 * dp.kv_bytes(2000)
+    plain = dp.decode_attention_ms(kv)
+    assert dp.decode_attention_ms(kv, 4.0) == pytest.approx(4 * plain)
+    verify = dp.mixed_ms(64, kv, 0, 0.0, sampled=256) - dp.mixed_ms(64, kv, 0, 0.0)
+    assert verify > 3 * plain
+    kv8 = 64 * tp8.kv_bytes(2000)
+    assert tp8.decode_attention_ms(kv8, 4.0) == tp8.decode_attention_ms(kv8)
     # GQA models have no such term: their decode attention is the read
     assert step_time_for(LLAMA8, h200).mla_flops_per_kv_byte == 0
     # NVIDIA's tables time vLLM 0.24.0's MLA decode module at 16 and 128 heads: the extra time of

@@ -44,6 +44,7 @@ def curve_rates(curve: StepTime) -> dict[str, float]:
         "dequant_bytes_per_token": curve.dequant_bytes_per_token,
         "mla_flops_per_kv_byte": curve.mla_flops_per_kv_byte,
         "mla_flops_per_s": curve.mla_flops_per_s,
+        "mla_query_heads": curve.mla_query_heads,
     }
 
 

@@ -13,6 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.step.attention import mla_rows
+
 # ai-dynamo/aiconfigurator uses mem_bw_empirical_scaling_factor 0.8 for every system
 # (aic-core/src/aiconfigurator_core/systems/*.yaml): achievable share of peak HBM bandwidth.
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
@@ -52,6 +54,9 @@ class Roofline(BaseModel):
     mla_flops_per_s: float = Field(
         default=0.0, ge=0, description="the rate the absorbed MLA decode kernels multiply at"
     )
+    mla_query_heads: int = Field(
+        default=0, ge=0, description="query heads a GPU's absorbed MLA kernels run"
+    )
 
 
 def step_ms(
@@ -64,8 +69,11 @@ def step_ms(
     kv_scale = min(r.attention_bandwidth_scale, 1.0 / r.bandwidth_efficiency)
     kv = batch * r.kv_bytes_per_sequence / kv_scale
     if r.mla_flops_per_kv_byte > 0 and r.mla_flops_per_s > 0:
-        # the absorbed MLA kernels multiply longer than they read: as many bytes at that pace
-        multiply_s = batch * r.kv_bytes_per_sequence * r.mla_flops_per_kv_byte / r.mla_flops_per_s
+        # the absorbed MLA kernels multiply longer than they read: as many bytes at that pace,
+        # more rows for every verified token
+        rows = mla_rows(r.mla_query_heads, tokens_per_seq) / mla_rows(r.mla_query_heads, 1.0)
+        flops_per_byte = r.mla_flops_per_kv_byte * rows
+        multiply_s = batch * r.kv_bytes_per_sequence * flops_per_byte / r.mla_flops_per_s
         kv = np.maximum(kv, multiply_s * bw)
     memory = (r.weights_bytes_per_gpu + kv) / bw * 1e3
     compute = (

@@ -45,13 +45,26 @@ def attention_flops_per_pair(model: ModelSpec, tp: int) -> float:
     return total
 
 
+def mla_query_heads(model: ModelSpec, tp: int) -> int:
+    """Query heads one GPU's absorbed MLA kernels run (0 for a model without dense MLA)."""
+    dense_mla = any(g.kind is KvKind.MLA and not g.indexer_bytes_per_token for g in model.kv_groups)
+    return max(1, model.num_attention_heads // tp) if dense_mla else 0
+
+
+def mla_rows(heads: int, queries: float) -> int:
+    """The rows an absorbed MLA decode kernel multiplies per cached token: a KV head's query
+    rows (heads x query tokens a sequence, 1 + drafts when verifying speculation) padded to
+    FlashMLA's tile."""
+    wanted = math.ceil(heads * max(queries, 1.0))
+    return -(-wanted // MLA_DECODE_TILE_ROWS) * MLA_DECODE_TILE_ROWS
+
+
 def mla_decode_flops_per_token(model: ModelSpec, tp: int) -> float:
     """FLOPs the absorbed MLA decode kernels do per cached token of one sequence per step on
     one GPU, all MLA layers: each KV head's query rows padded to FlashMLA's tile of 64. Zero
     for other attention kinds (their decode reads far more than it multiplies) and for
     DeepSeek-V3.2's sparse attention (which attends to its indexer's top keys only)."""
-    heads = max(1, model.num_attention_heads // tp)
-    rows = -(-heads // MLA_DECODE_TILE_ROWS) * MLA_DECODE_TILE_ROWS
+    rows = mla_rows(mla_query_heads(model, tp), 1.0)
     total = 0.0
     for g in model.kv_groups:
         if g.kind is not KvKind.MLA or g.indexer_bytes_per_token:

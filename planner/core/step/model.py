@@ -193,6 +193,12 @@ class StepTime(BaseModel):
     mla_flops_per_s: float = Field(
         default=0.0, ge=0, description="the rate the absorbed MLA decode kernels multiply at"
     )
+    mla_query_heads: int = Field(
+        default=0,
+        ge=0,
+        description="query heads a GPU's absorbed MLA kernels run (their rows grow with the "
+        "query tokens a sequence verifies)",
+    )
     window_flops_per_pair: tuple[tuple[int, float], ...] = Field(
         default=(),
         description="(window, FLOPs per pair) of the sliding-window layers, inside "
@@ -469,13 +475,16 @@ class StepTime(BaseModel):
         rate = min(self._bandwidth() * self.attention_bandwidth_scale, self.bandwidth_bytes_per_s)
         return gemm.read_ms(kv_bytes, rate) * self.memory_scale
 
-    def decode_attention_ms(self, kv_bytes: int) -> float:
+    def decode_attention_ms(self, kv_bytes: int, queries: float = 1.0) -> float:
         """Decode attention over `kv_bytes` of cache, ms: its read, or the absorbed MLA
-        kernels' multiply where that takes longer (many query heads on one GPU)."""
+        kernels' multiply where that takes longer (many query heads on one GPU; `queries`
+        tokens a sequence, 1 + drafts when verifying speculation, multiply more rows)."""
         read_ms = self.kv_read_ms(kv_bytes)
         if self.mla_flops_per_kv_byte <= 0 or self.mla_flops_per_s <= 0:
             return read_ms
-        multiply_ms = kv_bytes * self.mla_flops_per_kv_byte / self.mla_flops_per_s * 1e3
+        rows = attention.mla_rows(self.mla_query_heads, queries)
+        extra = rows / attention.mla_rows(self.mla_query_heads, 1.0)
+        multiply_ms = kv_bytes * self.mla_flops_per_kv_byte * extra / self.mla_flops_per_s * 1e3
         return max(read_ms, multiply_ms)
 
     def chunk_pairs(self, cached: int, chunk: int) -> float:
@@ -586,7 +595,9 @@ class StepTime(BaseModel):
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_kv_bytes = ceil_div(decode_kv_bytes, self.pp)
             prefill_ms = prefill_ms / self.pp
-        work_ms = got.linear_ms + self.decode_attention_ms(decode_kv_bytes) + prefill_ms
+        queries = sampled / decode_seqs if sampled and decode_seqs else 1.0
+        decode_ms = self.decode_attention_ms(decode_kv_bytes, queries)
+        work_ms = got.linear_ms + decode_ms + prefill_ms
         kernels_ms, all_to_all_ms = self._overlapped(
             work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens
         )
@@ -868,6 +879,7 @@ def step_time_for(
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
         mla_flops_per_kv_byte=mla_flops_per_kv_byte(model, tp, kv_dtype_bytes),
+        mla_query_heads=attention.mla_query_heads(model, tp),
         mla_flops_per_s=plain_rate * attention.MLA_DECODE_FLOPS_EFFICIENCY * family.compute_scale,
         window_flops_per_pair=tuple(
             (w, f / pp) for w, f in attention.window_flops_per_pair(model, tp)
