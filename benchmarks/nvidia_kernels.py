@@ -1,17 +1,20 @@
 """NVIDIA's published kernel times (H200, B200) against the step model's NVIDIA constants.
 
 benchmarks/data/nvidia-kernels.jsonl holds rows of the per-kernel tables NVIDIA's
-aiconfigurator collects with vLLM 0.24.0's own kernels on an H200 SXM and a B200 SXM
-(ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/systems/data/
-{h200_sxm,b200_sxm}/{gemm,moe,comm,attention}/vllm/0.24.0/*.parquet): dense GEMMs, fused MoE
-layers, the custom all-reduce in a CUDA graph and decode attention. This prints what
-planner/core/step/family.py takes from them:
+aiconfigurator collects with vLLM 0.24.0's own kernels on an H200 SXM and a B200 SXM, in CUDA
+graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/systems/data/
+{h200_sxm,b200_sxm}/{gemm,moe,comm,attention,mla}/vllm/0.24.0/*.parquet): dense GEMMs, fused
+MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module. This
+prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
-- the share of the tensor-core rate dense GEMMs and fused MoE layers reach at 8,192-32,768
-  tokens, and their ratio (the families' MoE factors), by the planner's MoE kind;
+- the share of the tensor-core rate dense GEMMs reach at 16,384 tokens, and the fused MoE
+  layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
+- a fused MoE layer's fixed cost at 1-4 tokens, and the MXFP4 experts' streaming share;
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate;
+- the MLA decode module's extra time with 128 query heads over 16, against the model's;
+- prefill attention's share by head size and keys a query sees;
 - decode attention's fixed cost and streaming share, bf16 and fp8 KV.
 
     python benchmarks/nvidia_kernels.py [--rows FILE]

@@ -395,11 +395,11 @@ class StepTime(BaseModel):
         """Weights read, their memory time and the GEMM compute time for `tokens` tokens in one
         forward pass (ms): the linear layers run once over every token of the step, the lm_head
         only over the `sampled` ones (default: all; a prompt token samples nothing)."""
-        experts = self.expert_weights_bytes(tokens)
-        weights = self.dense_weights_bytes + experts
+        expert_bytes = self.expert_weights_bytes(tokens)
+        weights = self.dense_weights_bytes + expert_bytes
         memory_ms = (
             gemm.read_ms(self.dense_weights_bytes, self._bandwidth())
-            + gemm.read_ms(experts, self._bandwidth() * self.moe_stream_scale)
+            + gemm.read_ms(expert_bytes, self._bandwidth() * self.moe_stream_scale)
         ) * self.memory_scale
         rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
