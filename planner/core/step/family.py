@@ -332,7 +332,9 @@ BLACKWELL_PREFILL_ATTENTION = ({64: 0.341, 128: 0.561, 256: 0.650}, 513.0)
 # (MOE_MS_PER_IDLE_EXPERT stays Ampere's estimate). gpt-oss's MXFP4 experts (16-bit
 # activations) stream slower than any other kind: at 1-512 tokens 45.2 us + their routed
 # experts at 0.525 of peak on the H200, 37.1 us + 0.473 on the B200 (204 rows each): the
-# kernels unpack 4-bit weights and their scales before the multiply.
+# kernels unpack 4-bit weights and their scales before the multiply. (With MXFP8 activations,
+# the opt-in VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 of vLLM's gpt-oss recipe, the B200's kernel
+# streams them at 0.832 with 75.5 us fixed; the planner prices vLLM's default.)
 # These time vLLM's kernels, and only vLLM takes them (MOE_TABLE_ENGINES): SGLang's public PD
 # rows on H200 (gpt-oss-120b, benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences
 # than an MXFP4 stream at 0.525 allows and slower at 8-16 than no idle-expert cost does, so
