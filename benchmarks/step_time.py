@@ -49,7 +49,8 @@ IDEAL_STACKS = ("llama-3.1-8b", "llama-3.1-70b-tp8")
 # grouped GEMM and routing, slower than the engines' fused MoE: NVIDIA's tables time vLLM
 # 0.24.0's Triton fused MoE for Qwen3-30B-A3B's shape on an H200 at 40 us a layer at one token
 # (benchmarks/data/nvidia-kernels.jsonl), the planner at 65 (its experts' read and the tables'
-# 46.8 us fixed cost), the stack's own at about 90.
+# 46.9 us fixed cost), the stack's own about 105 (its linear layers' 5.94 ms over 48 layers, less
+# the attention projections).
 LINEAR_BOUND_STACKS = ("llama-3.1-8b", "llama-3.1-8b-fp8", "llama-3.1-70b-tp8")
 # Where the model may sit further under a floor: the TP 8 share at 4 and 16 sequences, whose
 # small GEMMs cuBLAS runs on slower kernels (its linear layers 5.71-5.87 ms against 5.51-5.70 at
