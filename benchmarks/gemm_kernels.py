@@ -20,7 +20,6 @@ charges.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -33,16 +32,11 @@ from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from nvidia_kernels import moe_width_fit  # noqa: E402
+from nvidia_kernels import load, moe_width_fit  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "data" / "gemm-kernels.jsonl"
 # Weight matrices of at least this many bytes count as large (the streaming share's regime).
 LARGE_BYTES = 80e6
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    """The kernel rows, one JSON object a line."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def gemm_us(row: dict[str, Any]) -> float:

@@ -309,8 +309,10 @@ HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
 # H200: half 446 keys, ceilings 0.494 / 0.637 / 0.774 at 64 / 128 / 256-wide heads; B200: half
 # 513, 0.341 / 0.561 / 0.650. A 2,048-token prompt of 128-wide heads thus runs at 0.44 of the
 # H200's rate, a 16K one at 0.60, where the FlashAttention-2 paper's 0.5 held for every prompt.
-HOPPER_PREFILL_ATTENTION = ({64: 0.494, 128: 0.637, 256: 0.774}, 446.0)
-BLACKWELL_PREFILL_ATTENTION = ({64: 0.341, 128: 0.561, 256: 0.650}, 513.0)
+HOPPER_PREFILL_ATTENTION_CEILINGS = {64: 0.494, 128: 0.637, 256: 0.774}
+HOPPER_PREFILL_ATTENTION_HALF_KEYS = 446.0
+BLACKWELL_PREFILL_ATTENTION_CEILINGS = {64: 0.341, 128: 0.561, 256: 0.650}
+BLACKWELL_PREFILL_ATTENTION_HALF_KEYS = 513.0
 # The fused MoE layers in the same tables (both grouped GEMMs, at 8,192 / 16,384 / 32,768
 # tokens, routing balanced, TP only) reach a share of the rate that grows with the width each GPU
 # holds of an expert (intermediate size / TP: the N of its gate-up GEMM): share = ceiling x width /
@@ -341,8 +343,10 @@ BLACKWELL_PREFILL_ATTENTION = ({64: 0.341, 128: 0.561, 256: 0.650}, 513.0)
 # SGLang keeps the earlier estimates (MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, the
 # weights' share).
 MOE_TABLE_ENGINES = frozenset({"vllm"})
-HOPPER_MOE_KERNEL_MS_PER_LAYER = 0.0469 - 3 * HOPPER_GEMM_FLOOR_MS
-BLACKWELL_MOE_KERNEL_MS_PER_LAYER = 0.0237 - 3 * HOPPER_GEMM_FLOOR_MS
+HOPPER_MOE_FIXED_MS = 0.0469
+BLACKWELL_MOE_FIXED_MS = 0.0237
+HOPPER_MOE_KERNEL_MS_PER_LAYER = HOPPER_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
+BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
 HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
 BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
@@ -441,6 +445,22 @@ BLACKWELL_EXTRAPOLATED = (
 )
 AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
 
+# What Blackwell takes of its own (NVIDIA's B200 tables, above) over Hopper's constants.
+BLACKWELL_OWN: dict[str, object] = {
+    "compute_scale": BLACKWELL_COMPUTE_SCALE,
+    "low_precision_scale": BLACKWELL_LOW_PRECISION_SCALE,
+    "block_fp8_scale": BLACKWELL_BLOCK_FP8_SCALE,
+    "fp4_scale": BLACKWELL_FP4_SCALE,
+    "allreduce": BLACKWELL_ALLREDUCE,
+    "fp8_kv_attention_scale": 1.0,
+    "moe_gemm_scale": BLACKWELL_MOE_GEMM_SCALE,
+    "moe_half_width": BLACKWELL_MOE_HALF_WIDTH,
+    "moe_kernel_ms_per_layer": BLACKWELL_MOE_KERNEL_MS_PER_LAYER,
+    "moe_stream_share": BLACKWELL_MOE_STREAM_SHARE,
+    "prefill_attention_ceilings": BLACKWELL_PREFILL_ATTENTION_CEILINGS,
+    "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
+    "source": BLACKWELL_EXTRAPOLATED,
+}
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
 NVIDIA_FAMILIES = {
     "7.0": "volta",
@@ -467,30 +487,7 @@ def family_of(gpu: GpuSpec) -> Family:
         name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
         fitted = name in FITTED_FAMILIES
         hopper = name in HOPPER_CONSTANT_FAMILIES
-        blackwell = name == "blackwell"
-        if blackwell:
-            return Family(
-                name=name,
-                bandwidth_efficiency=HOPPER_BANDWIDTH_EFFICIENCY,
-                compute_scale=BLACKWELL_COMPUTE_SCALE,
-                low_precision_scale=BLACKWELL_LOW_PRECISION_SCALE,
-                block_fp8_scale=BLACKWELL_BLOCK_FP8_SCALE,
-                fp4_scale=BLACKWELL_FP4_SCALE,
-                gemm_floor_ms=HOPPER_GEMM_FLOOR_MS,
-                allreduce=BLACKWELL_ALLREDUCE,
-                kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER,
-                attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION,
-                moe_gemm_scale=BLACKWELL_MOE_GEMM_SCALE,
-                moe_half_width=BLACKWELL_MOE_HALF_WIDTH,
-                moe_kernel_ms_per_layer=BLACKWELL_MOE_KERNEL_MS_PER_LAYER,
-                moe_ms_per_idle_expert=0.0,
-                moe_stream_share=BLACKWELL_MOE_STREAM_SHARE,
-                prefill_attention_ceilings=BLACKWELL_PREFILL_ATTENTION[0],
-                prefill_attention_half_keys=BLACKWELL_PREFILL_ATTENTION[1],
-                basis="extrapolated",
-                source=BLACKWELL_EXTRAPOLATED,
-            )
-        return Family(
+        family = Family(
             name=name,
             bandwidth_efficiency=(
                 HOPPER_BANDWIDTH_EFFICIENCY if hopper else NVIDIA_BANDWIDTH_EFFICIENCY
@@ -508,13 +505,15 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
             moe_ms_per_idle_expert=0.0 if hopper else MOE_MS_PER_IDLE_EXPERT,
             moe_stream_share=HOPPER_MOE_STREAM_SHARE if hopper else {},
-            prefill_attention_ceilings=HOPPER_PREFILL_ATTENTION[0] if hopper else {},
-            prefill_attention_half_keys=HOPPER_PREFILL_ATTENTION[1] if hopper else 0.0,
+            prefill_attention_ceilings=HOPPER_PREFILL_ATTENTION_CEILINGS if hopper else {},
+            prefill_attention_half_keys=HOPPER_PREFILL_ATTENTION_HALF_KEYS if hopper else 0.0,
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
             ),
         )
+        # Blackwell: Hopper's, less what NVIDIA's B200 tables give it of its own
+        return family.model_copy(update=BLACKWELL_OWN) if name == "blackwell" else family
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
         cdna4 = name == "cdna4"
@@ -550,7 +549,7 @@ def moe_decode_costs(family: Family, engine: str) -> tuple[float, float, dict[st
     """A MoE layer's routing kernels (ms), each idle local expert's exit (ms) and the experts'
     stream shares by kind, for `engine` on `family`: the family's where NVIDIA's tables time
     that engine's kernels, the earlier estimates elsewhere."""
-    if family.name in HOPPER_CONSTANT_FAMILIES and engine not in MOE_TABLE_ENGINES:
+    if engine not in MOE_TABLE_ENGINES:
         return MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, {}
     return family.moe_kernel_ms_per_layer, family.moe_ms_per_idle_expert, family.moe_stream_share
 
