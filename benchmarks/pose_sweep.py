@@ -4,13 +4,15 @@ A robustness check, not an accuracy one: each config in tests/data/models is run
 type of a held-out sweep (NVIDIA and AMD), under vLLM and SGLang, at TP 1 and 8 (and, with
 `--layouts tp1,tp8,dp8`, 8 data-parallel attention ranks: SGLang's TP 8 with --dp 8
 --enable-dp-attention, vLLM's --data-parallel-size 8; refused for dense models), in bf16 and
-fp8, as a random closed loop (1,024 / 1,024 tokens, range ratio 0.8) at 1, 8, 32 and 128
-clients. It prints any traceback (there should be none: bad input is one error naming its
-flag), the refusals counted by their reason, and where output tokens/s per GPU falls as
-clients are added (allowed only where the KV pool caps the running set). Deployments run in a
-process pool (~10 min on 2 cores).
+fp8 (`--precisions bf16,fp8,fp4` adds 4-bit weights: NVFP4 on NVIDIA, MXFP4 on AMD, weight-only
+where the card has no fp4 tensor cores), as a random closed loop (1,024 / 1,024 tokens, range
+ratio 0.8) at 1, 8, 32 and 128 clients. It prints any traceback (there should be none: bad
+input is one error naming its flag), the refusals counted by their reason, and where output
+tokens/s per GPU falls as clients are added (allowed only where the KV pool caps the running
+set). Deployments run in a process pool (~10 min on 2 cores).
 
-    python benchmarks/pose_sweep.py [--models DIR] [--gpus H100,MI300X] [--layouts tp1,tp8] [-v]
+    python benchmarks/pose_sweep.py [--models DIR] [--gpus H100,MI300X] [--layouts tp1,tp8]
+        [--precisions bf16,fp8,fp4] [-v]
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def main() -> None:
     parser.add_argument("--models", type=Path, default=e2e.DEFAULT_MODELS)
     parser.add_argument("--gpus", default=",".join(GPUS))
     parser.add_argument("--layouts", default="tp1,tp8", help=f"of {', '.join(LAYOUTS)}")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS), help="of bf16, fp8, fp4")
     parser.add_argument("-v", action="store_true", help="print every refusal and fall")
     args = parser.parse_args()
     names = sorted(f.name.replace("--", "/", 1) for f in args.models.iterdir() if "--" in f.name)
@@ -114,7 +117,7 @@ def main() -> None:
         for g in args.gpus.split(",")
         for e in ENGINES
         for layout in args.layouts.split(",")
-        for p in PRECISIONS
+        for p in args.precisions.split(",")
     ]
     kinds: Counter[str] = Counter()
     reasons: Counter[str] = Counter()

@@ -297,13 +297,13 @@ def test_a_wide_expert_parallel_decode_pool_spans_nodes_with_deepep(cli: Cli) ->
     """SGLang's wide-EP PD layout: a 16-GPU prefill instance and a 64-GPU decode instance of
     DeepSeek-R1, each with data-parallel attention over its TP, the memory fraction pinned as
     such deployments pin it; both pools exchange MoE tokens with DeepEP over the NIC."""
-    r = cli(
+    args = (
         "simulate", "--model", str(MODELS / "deepseek-ai--DeepSeek-R1"), "--gpu", "h100",
         "--engine", "sglang", "--disagg", "1P1D", "--prefill-tp", "16", "--prefill-dp", "16",
         "--decode-tp", "64", "--decode-dp", "64", "--mem-fraction-static", "0.8",
         "--concurrency", "256", "--prompt-len", "2000", "--output-len", "50", "--requests", "512",
-        "--json",
     )  # fmt: skip
+    r = cli(*args, "--json")
     assert r.code == 0, r.out
     body = r.json()
     assert body["gpus"] == 80
@@ -312,6 +312,19 @@ def test_a_wide_expert_parallel_decode_pool_spans_nodes_with_deepep(cli: Cli) ->
         line = pools[role]["command"]
         assert "--moe-a2a-backend deepep" in line and "--mem-fraction-static 0.8" in line
     assert sum("DeepEP" in note for note in body["notes"]) == 2
+    # the top-level layout is the decode instance's, as its KV and command are
+    d = body["deployment"]
+    assert (d["tp"], d["dp"], d["dp_attention"]) == (64, 64, True)
+    assert d["kv_cache_tokens"] == pools["decode"]["kv_cache_tokens"]
+    assert pools["prefill"]["max_num_batched_tokens"] == d["max_num_batched_tokens"]
+    # the summary names each pool's own layout and KV pool
+    text = cli(*args).out
+    prefill, decode = pools["prefill"], pools["decode"]
+    assert "sglang" in text and ": 1P1D" in text and "DP 1," not in text
+    assert "prefill: 1 x TP 16, attention DP 16" in text
+    assert "decode: 1 x TP 64, attention DP 64" in text
+    for pool in (prefill, decode):
+        assert f"KV {pool['kv_cache_tokens']:,} tokens per DP rank" in text
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ from planner.core.step.family import (
     family_of,
     slowdown_at,
 )
+from planner.core.step.model import moe_share_scale
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
@@ -535,6 +536,55 @@ def test_step_time_grows_with_batch_and_context() -> None:
     times = [st.step_ms(b, 2000) for b in (1, 2, 8, 64, 256, 1024)]
     assert times == sorted(times)
     assert st.step_ms(32, 8000) > st.step_ms(32, 2000)
+
+
+@pytest.mark.parametrize(
+    "name", ["Qwen--Qwen3-Next-80B-A3B-Thinking", "Qwen--Qwen3-30B-A3B", "openai--gpt-oss-120b"]
+)
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_moe_step_never_shortens_as_its_batch_grows(name: str, engine: str) -> None:
+    # Narrow experts split 8 ways on fast HBM read in less than an idle expert's exit costs:
+    # each expert a step starts routing to still costs no less than it did idle. Before,
+    # Qwen3-Next at TP 8 on an MI355X (512 experts of 512 columns) ran 64 sequences in 16.5 ms
+    # and one in 21.5.
+    model = resolve_model(None, str(MODELS / name))
+    for gpu in ("h200", "b200", "mi300x", "mi355x"):
+        st = step_time_for(model, find_gpu(gpu), tp=8, engine=engine)
+        times = [st.step_ms(b, 2000) for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+        assert times == sorted(times), (gpu, times)
+        idle = st.moe_layers * st.num_experts * st.moe_ms_per_idle_expert
+        # at one token nearly every expert is idle; its exits are priced where the family has them
+        assert st.moe_fixed_ms(1) >= 0.9 * idle + st.moe_layers * st.moe_kernel_ms_per_layer
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_fp8_experts_never_multiply_slower_than_bf16_ones(engine: str) -> None:
+    # Qwen3-30B-A3B's experts at TP 8 hold 96 columns a GPU: Hopper's block-scaled fp8 fit
+    # (0.326 of the fp8 rate, half 346) falls under its bf16 one (0.637, half 274) below about
+    # 2,800 columns; the per-tensor re-quantization, which borrows it, is floored at bf16's
+    model = resolve_model(None, str(MODELS / "Qwen--Qwen3-30B-A3B"))
+    for gpu_id in ("h100", "h200", "b200", "mi300x", "mi355x"):
+        gpu = find_gpu(gpu_id)
+        bf16 = step_time_for(model, gpu, tp=8, engine=engine)
+        fp8 = step_time_for(model, gpu, tp=8, engine=engine, weight_dtype="fp8")
+        for batch in (1, 64, 512, 4096):
+            assert fp8.step_ms(batch, 2000) <= bf16.step_ms(batch, 2000), (gpu_id, batch)
+            assert fp8.linear_parts(batch)[1] <= bf16.linear_parts(batch)[1], (gpu_id, batch)
+    h200 = find_gpu("h200")
+    fp8 = step_time_for(model, h200, tp=8, weight_dtype="fp8")
+    assert fp8.expert_width_per_gpu == 96 and fp8.family is not None
+    fitted = moe_share_scale(fp8.family, "fp8", 96)
+    floor = moe_share_scale(fp8.family, "bf16", 96) * fp8.plain_flops_per_s
+    floor /= fp8.flops_per_s * fp8.low_precision_scale
+    assert fitted < floor and fp8.moe_gemm_scale == pytest.approx(floor)
+    # the fits cross near 2,800 columns: Qwen3-30B-A3B's whole 768 at TP 1 still take the
+    # floor, Mixtral-8x7B's 14,336 their own fit
+    whole = step_time_for(model, h200, weight_dtype="fp8")
+    assert whole.moe_gemm_scale > moe_share_scale(fp8.family, "fp8", 768)
+    mixtral = resolve_model(None, str(MODELS / "mistralai--Mixtral-8x7B-Instruct-v0.1"))
+    wide = step_time_for(mixtral, h200, weight_dtype="fp8")
+    assert wide.expert_width_per_gpu == 14336
+    assert wide.moe_gemm_scale == pytest.approx(moe_share_scale(fp8.family, "fp8", 14336))
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINE_OVERHEAD_MS))

@@ -1748,6 +1748,7 @@ def _disaggregated(
             "ep": ep,
             "dp": groups,
             "max_num_seqs": inst.plan.max_num_seqs,
+            "max_num_batched_tokens": inst.budget,
             "kv_cache_tokens": p.kv_cache_tokens,
             "command": pd_command(inst.values, inst.plan, role, **where, backend=backend),
         }
@@ -1769,9 +1770,11 @@ def _disaggregated(
             "gpu": pre.card.id,
             "engine": pre.engine,
             "engine_version": pre.prediction.version,
+            # the decode pool's instance, as the KV and the command here are
             "tp": disagg.decode_tp,
             "pp": 1,
-            "dp": 1,
+            "dp": disagg.decode_dp,
+            "dp_attention": dec.attention_groups > 1,
             "ep": disagg.decode_ep,
             "weight_dtype": pre.weight_dtype,
             "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),

@@ -1261,14 +1261,9 @@ def _refuse_policy_options(given: dict[str, object]) -> None:
             )
 
 
-def render_bench(result: dict[str, Any]) -> None:
-    """The benchmark's own summary layout (vllm bench serve), marked as a prediction."""
-    out = console()
-    d = result["deployment"]
-    width = 50
-    lines = [
-        " Predicted serving benchmark ".center(width, "="),
-        f"{d['model']} on {result['gpus']} x {d['gpu']}",
+def _instance_lines(d: dict[str, Any], width: int) -> list[str]:
+    """The header lines naming one engine instance's layout, settings and KV pool."""
+    return [
         *_joined(
             [
                 f"{d['engine']} {d['engine_version']}: TP {d['tp']}",
@@ -1293,6 +1288,46 @@ def render_bench(result: dict[str, Any]) -> None:
             ],
             width,
         ),
+    ]
+
+
+def _pool_lines(d: dict[str, Any], pools: dict[str, Any], width: int) -> list[str]:
+    """The header lines of a disaggregated deployment: the engine, then each pool's instances,
+    layout and KV pool (a pool's own, not the other's)."""
+    lines = _joined(
+        [
+            f"{d['engine']} {d['engine_version']}: {pools['layout']}",
+            f"weights {d['weight_dtype']}",
+            f"KV {d['kv_cache_dtype']}",
+        ],
+        width,
+    )
+    attention = "attention DP" if d["engine"] == "sglang" else "DP"
+    for role in ("prefill", "decode"):
+        p = pools[role]
+        layout = [
+            f"{role}: {p['instances']} x TP {p['tp']}",
+            *([f"{attention} {p['dp']}"] if p["dp"] > 1 else []),
+            *([f"EP {p['ep']}"] if p["ep"] > 1 else []),
+            f"max_num_seqs {p['max_num_seqs']:,}",
+            *([f"{p['max_num_batched_tokens']:,} tokens/step"] if role == "prefill" else []),
+            f"KV {p['kv_cache_tokens']:,} tokens" + (" per DP rank" if p["dp"] > 1 else ""),
+        ]
+        lines += _joined(layout, width)
+    return lines
+
+
+def render_bench(result: dict[str, Any]) -> None:
+    """The benchmark's own summary layout (vllm bench serve), marked as a prediction."""
+    out = console()
+    d = result["deployment"]
+    width = 50
+    pools = d.get("disagg")
+    layout = _pool_lines(d, pools, width) if pools else _instance_lines(d, width)
+    lines = [
+        " Predicted serving benchmark ".center(width, "="),
+        f"{d['model']} on {result['gpus']} x {d['gpu']}",
+        *layout,
         *(
             [f"multi-step: {d['num_scheduler_steps']} decode steps per round"]
             if d.get("num_scheduler_steps", 1) > 1

@@ -412,17 +412,29 @@ class StepTime(BaseModel):
         compute_ms += gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, rate)
         return weights, memory_ms, compute_ms
 
-    def moe_fixed_ms(self, tokens: int, others: int | None = None) -> float:
+    def moe_fixed_ms(
+        self, tokens: int, others: int | None = None, experts_ms: float | None = None
+    ) -> float:
         """The MoE layers' routing kernels and their idle local experts' early exits for a
         step of `tokens` tokens (the other attention groups bringing `others`), ms. A GPU's
         idle experts are its local ones less those the step routes to (under expert
-        parallelism, its share of them)."""
+        parallelism, its share of them); a routed expert whose share of the experts' time
+        (`experts_ms`, the routed experts' term of `linear_parts`) is shorter than an exit
+        costs the exit (moe.routing_ms)."""
         if not self.num_experts or not self.moe_layers or tokens <= 0:
             return 0.0
         local = self.experts_per_gpu or self.num_experts
-        idle = local * (1.0 - self.experts_routed(tokens, others) / self.num_experts)
+        routed = local * self.experts_routed(tokens, others) / self.num_experts
+        if experts_ms is None:
+            experts_ms = self.linear_parts(tokens, others=others)[1]
+        each_ms = experts_ms / (self.moe_layers * routed) if routed > 0 else 0.0
         return moe.routing_ms(
-            self.moe_layers, idle, self.moe_kernel_ms_per_layer, self.moe_ms_per_idle_expert
+            self.moe_layers,
+            local - routed,
+            self.moe_kernel_ms_per_layer,
+            self.moe_ms_per_idle_expert,
+            routed,
+            each_ms,
         )
 
     def collectives_ms(self, tokens: int, decode: bool = True) -> float:
@@ -554,12 +566,14 @@ class StepTime(BaseModel):
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return TokenParts(tokens=0)
+        body_ms, experts_ms, head_ms = self.linear_parts(tokens, sampled, others)
+        moe_ms = self.moe_fixed_ms(tokens, others, experts_ms)
         return TokenParts(
             tokens=tokens,
             streamed_ms=streamed_ms,
             own_ms=self.step_overhead_ms(decode_seqs),
-            linear_ms=self.linear_ms(tokens, sampled=sampled, others=others),
-            fixed_ms=self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(tokens, others),
+            linear_ms=body_ms + experts_ms + head_ms,
+            fixed_ms=self.layers * self.kernel_ms_per_layer + moe_ms,
             all_to_all_ms=self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
             allreduce_ms=self.allreduce_ms(tokens, others),
         )
@@ -620,7 +634,7 @@ class StepTime(BaseModel):
         memory_ms = weights_ms + attention_ms
         kernels_ms, all_to_all_ms = self._overlapped(
             linear_ms + attention_ms,
-            self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro),
+            self.layers * self.kernel_ms_per_layer + self.moe_fixed_ms(micro, None, experts_ms),
             self.all_to_all_ms(micro),
             micro,
         )
@@ -695,6 +709,19 @@ def moe_share_scale(family: Family, kind: str, width: int) -> float:
     if half is None or width <= 0:
         return min(ceiling, 1.0)
     return min(ceiling * width / (width + half), 1.0)
+
+
+def moe_share_floored(family: Family, kind: str, width: int, bf16_over_quantized: float) -> float:
+    """`moe_share_scale`, where per-tensor fp8 experts multiply no slower than the same experts
+    in bf16 (`bf16_over_quantized`: the 16-bit rate over the fp8 one the share multiplies).
+    Hopper's per-tensor fp8 share is the block-scaled kernels' (NVIDIA's tables time no other),
+    which at twice the rate still multiply slower than bf16 below about 2,800 columns; a
+    per-tensor fp8 expert reads half the bytes and scales its output once, with none of the
+    block scaling's work, so it is taken as no slower than its bf16 form."""
+    share = moe_share_scale(family, kind, width)
+    if kind != "fp8":
+        return share
+    return max(share, moe_share_scale(family, "bf16", width) * bf16_over_quantized)
 
 
 def allreduce_cost(
@@ -819,6 +846,13 @@ def step_time_for(
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
     family = family_of(gpu)
     moe_kind = moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate)
+    # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs (the
+    # checkpoint's own block-scaled fp8 less again on some families)
+    quantized_share = (
+        low_precision_scale(family, model, own, weight_dtype or model.weight_dtype)
+        if flops > plain_rate
+        else 1.0
+    )
     efficiency = bandwidth_efficiency(gpu)
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine)
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
@@ -845,13 +879,7 @@ def step_time_for(
         lm_head_params_per_gpu=embedding_params // (tp * pp),
         plain_flops_per_s=float(plain_rate),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
-        # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs
-        # (the checkpoint's own block-scaled fp8 less again on some families)
-        low_precision_scale=(
-            low_precision_scale(family, model, own, weight_dtype or model.weight_dtype)
-            if flops > plain_rate
-            else 1.0
-        ),
+        low_precision_scale=quantized_share,
         attention_flops_efficiency=(
             attention.ceiling_at(
                 family.prefill_attention_ceilings, attention.prefill_head_dim(model)
@@ -888,7 +916,9 @@ def step_time_for(
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
         gemm_kind=gemm_kind(model, own, flops > plain_rate),
-        moe_gemm_scale=moe_share_scale(family, moe_kind, expert_width),
+        moe_gemm_scale=moe_share_floored(
+            family, moe_kind, expert_width, plain_rate / (flops * quantized_share)
+        ),
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
         attention_dp=attention_dp,

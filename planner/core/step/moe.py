@@ -15,8 +15,12 @@ from planner.core.specs import ModelSpec
 # cdiv(tokens x top-k + E x (BLOCK_M - 1), BLOCK_M) row blocks (moe_align_block_size's
 # max_num_tokens_padded, vllm/model_executor/layers/fused_moe/fused_moe.py, 0.6.3), of which
 # those past the routed experts' padded rows exit at once: about one per idle expert (E less
-# those routed). An expert with tokens spends its blocks streaming its weights, time the weight
-# read already counts (a whole expert's read, several us, outlasts the exit). 0.5 us per idle
+# those routed). An expert with tokens spends its blocks streaming its weights and multiplying,
+# time the experts' term already counts where it outlasts the exit (a whole expert's read takes
+# several us); a slice done sooner (narrow experts split by TP on fast HBM: Qwen3-Next's
+# 512-wide experts at TP 8 read in about 0.1 us) still costs what an exiting block does, so a
+# routed expert never costs less than an idle one and a step never shortens as its batch grows
+# (routing_ms's `expert_ms`). 0.5 us per idle
 # local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
 # A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
 # benchmarks/data/step-time.jsonl barely move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1
@@ -60,11 +64,19 @@ def expected_max_of_normals(n: int) -> float:
 
 
 def routing_ms(
-    moe_layers: int, idle_experts: float, kernel_ms: float, per_expert_ms: float
+    moe_layers: int,
+    idle_experts: float,
+    kernel_ms: float,
+    per_expert_ms: float,
+    routed_experts: float = 0.0,
+    expert_ms: float = 0.0,
 ) -> float:
     """The MoE layers' routing kernels and the early exits of their idle local experts'
-    blocks (fixed per step for a given batch), ms."""
-    return moe_layers * (kernel_ms + idle_experts * per_expert_ms)
+    blocks (fixed per step for a given batch), ms; each of the `routed_experts` local experts
+    whose read and multiply take `expert_ms` (counted with the linear layers) adds what that
+    falls short of an exit."""
+    shortfall = max(0.0, per_expert_ms - expert_ms)
+    return moe_layers * (kernel_ms + idle_experts * per_expert_ms + routed_experts * shortfall)
 
 
 def moe_layers(model: ModelSpec) -> int:
