@@ -4,7 +4,8 @@ benchmarks/data/nvidia-kernels.jsonl holds rows of the per-kernel tables NVIDIA'
 aiconfigurator collects with vLLM 0.24.0's own kernels on an H200 SXM and a B200 SXM, in CUDA
 graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/systems/data/
 {h200_sxm,b200_sxm}/{gemm,moe,comm,attention,mla}/vllm/0.24.0/*.parquet): dense GEMMs, fused
-MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module. This
+MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; and
+the A100 SXM's custom all-reduce (a100_sxm/comm/vllm/0.14.0, the newest release timed there). This
 prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
@@ -12,7 +13,8 @@ prints what planner/core/step/family.py takes from them, each beside the planner
 - the share of the tensor-core rate dense GEMMs reach at 16,384 tokens, and the fused MoE
   layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
 - a fused MoE layer's fixed cost at 1-4 tokens, and the MXFP4 experts' streaming share;
-- the all-reduce's small-message latency and its bytes' share of the NVLink rate;
+- the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
+  A100);
 - the MLA decode module's extra time with 128 query heads over 16, against the model's;
 - prefill attention's share by head size and keys a query sees;
 - decode attention's fixed cost and streaming share, bf16 and fp8 KV.
@@ -41,6 +43,8 @@ ROWS = ROOT / "benchmarks" / "data" / "nvidia-kernels.jsonl"
 SOURCE = "ai-dynamo/aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/systems/data"
 CARDS = {"h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
 VERSION = "0.24.0"
+# Cards whose custom all-reduce table alone is read, and the vLLM release it was timed with.
+ALLREDUCE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
 # Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
 # the smallest N and K of a dense GEMM counted there (as benchmarks/gemm_kernels.py reads AMD's).
 LARGE_M = (8192, 16384, 32768)
@@ -115,6 +119,11 @@ PREFILL_HEADS = (8, 16, 32, 64)
 HALF_KEYS = np.geomspace(64, 8192, 241)
 # The all-reduce group whose large messages give the link share.
 ALLREDUCE_GPUS = 8
+
+
+def card_gpu(card: str) -> str:
+    """The catalog id of an aiconfigurator card name."""
+    return CARDS.get(card) or ALLREDUCE_CARDS[card][0]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -281,7 +290,7 @@ def allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float]:
     that latency for messages of 2-32 MB over 8 GPUs (where TP 8 steps spend the most on it)."""
     got = [r for r in rows if r["table"] == "allreduce" and r["card"] == card]
     small = statistics.median(r["us"] for r in got if r["bytes"] <= 8192)
-    link_bytes_per_s = fabric_of(find_gpu(CARDS[card])).bytes_per_s
+    link_bytes_per_s = fabric_of(find_gpu(card_gpu(card))).bytes_per_s
     shares = []
     for r in got:
         if r["gpus"] != ALLREDUCE_GPUS or not 2e6 <= r["bytes"] <= 33.6e6:
@@ -359,17 +368,7 @@ def extract(data: Path) -> list[dict[str, Any]]:
                     "us": round(r.latency * 1e3, 3),
                 }
             )
-        c = table("comm", "custom_allreduce_perf.parquet")
-        for r in c[c.backend == "vllm_graph"].itertuples():
-            out.append(
-                {
-                    "card": card,
-                    "table": "allreduce",
-                    "gpus": int(r.num_gpus),
-                    "bytes": int(r.message_size) * 2,
-                    "us": round(r.latency * 1e3, 3),
-                }
-            )
+        out += allreduce_rows(pd.read_parquet(base / "comm" / "vllm" / VERSION / ALLREDUCE), card)
         a = table("attention", "generation_attention_perf.parquet")
         a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
         a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
@@ -428,7 +427,27 @@ def extract(data: Path) -> list[dict[str, Any]]:
                     "us": round(r.latency * 1e3, 3),
                 }
             )
+    for card, (_, version) in ALLREDUCE_CARDS.items():
+        table = data / card / "comm" / "vllm" / version / ALLREDUCE
+        out += allreduce_rows(pd.read_parquet(table), card)
     return out
+
+
+ALLREDUCE = "custom_allreduce_perf.parquet"
+
+
+def allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
+    """The custom all-reduce's rows replayed in a CUDA graph (bf16 messages, 2 bytes each)."""
+    return [
+        {
+            "card": card,
+            "table": "allreduce",
+            "gpus": int(r.num_gpus),
+            "bytes": int(r.message_size) * 2,
+            "us": round(r.latency * 1e3, 3),
+        }
+        for r in table[table.backend == "vllm_graph"].itertuples()
+    ]
 
 
 def mla_head_costs(rows: list[dict[str, Any]], card: str) -> list[tuple[float, float]]:
@@ -526,9 +545,9 @@ def main() -> None:
         ("NVFP4 / bf16", b200["fp4"][0] / b200["bf16"][0], family.BLACKWELL_FP4_SCALE),
     ):
         print(f"b200_sxm dense GEMMs, {label}: {measured:.3f} (planner: {planner:.3f})")
-    for card in CARDS:
+    for card in [*CARDS, *ALLREDUCE_CARDS]:
         small_us, link_share = allreduce_fit(rows, card)
-        own = family.family_of(find_gpu(CARDS[card])).allreduce
+        own = family.family_of(find_gpu(card_gpu(card))).allreduce
         print(
             f"{card} custom all-reduce: {small_us:.1f} us up to 8 KB; 2-32 MB at "
             f"{link_share:.2f} of NVLink at TP {ALLREDUCE_GPUS} (planner: "

@@ -35,6 +35,7 @@ from planner.core.step.comm import (
 from planner.core.step.family import (
     AMD_BANDWIDTH_EFFICIENCY,
     AMD_GEMM_FLOOR_MS,
+    AMPERE_ALLREDUCE_MS,
     BLACKWELL_BLOCK_FP8_SCALE,
     BLACKWELL_COMPUTE_SCALE,
     BLACKWELL_FP4_SCALE,
@@ -422,6 +423,34 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         ("fp4", BLACKWELL_FP4_SCALE),
     ):
         assert factor == pytest.approx(b200[kind][0] / b200["bf16"][0], abs=2e-3), kind
+
+
+def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
+    # NVIDIA's tables time vLLM's custom all-reduce in a CUDA graph: the B200's and the A100's
+    # are the planner's; the H200's agrees with the one measured on our own H200, which it keeps
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card, gpu_id, exact in (
+        ("b200_sxm", "b200", True),
+        ("a100_sxm", "a100-sxm4-80gb", True),
+        ("h200_sxm", "h200", False),
+    ):
+        small_us, link_share = bench.allreduce_fit(rows, card)
+        own = family_of(find_gpu(gpu_id)).allreduce
+        assert own is not None and own.hop_ms == 0
+        tolerance = (0.05, 0.005) if exact else (0.2, 0.05)
+        assert own.fixed_ms * 1e3 == pytest.approx(small_us, abs=tolerance[0]), card
+        assert own.link_share == pytest.approx(link_share, abs=tolerance[1]), card
+    # Ampere's holds from the release measured and over NVLink only: an older vLLM, LMDeploy and
+    # a PCIe card keep the per-peer hop; at TP 8 the custom kernel costs a tenth of the hop's
+    llama70 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-70B"))
+    a100 = find_gpu("a100-sxm4-80gb")
+    new = step_time_for(llama70, a100, tp=8, engine="vllm", version=(0, 14, 0))
+    old = step_time_for(llama70, a100, tp=8, engine="vllm", version=(0, 4, 0))
+    assert new.allreduce.fixed_ms == AMPERE_ALLREDUCE_MS and old.allreduce.hop_ms > 0
+    assert new.allreduce_ms(1) < 0.15 * old.allreduce_ms(1)
+    assert step_time_for(llama70, a100, tp=8, engine="lmdeploy").allreduce.hop_ms > 0
+    assert family_of(find_gpu("a10")).allreduce is None
 
 
 def test_narrow_experts_multiply_slower_and_expert_parallelism_widens_them() -> None:

@@ -278,6 +278,17 @@ HOPPER_ALLREDUCE_LINK_SHARE = 0.7
 HOPPER_ALLREDUCE = AllReduceCost(
     fixed_ms=HOPPER_ALLREDUCE_MS, hop_ms=0.0, link_share=HOPPER_ALLREDUCE_LINK_SHARE
 )
+# Ampere's, from the same collector's table for vLLM 0.14.0 on an A100 SXM4 80GB (systems/data/
+# a100_sxm/comm/vllm/0.14.0, `vllm_graph`; rows in benchmarks/data/nvidia-kernels.jsonl): 5.3 us
+# up to 8 KB at TP 2-8, and 2-32 MB at TP 8 at 0.54 of NVLink 3's 300 GB/s a direction. It holds
+# where the engine runs its custom all-reduce (CUSTOM_ALLREDUCE_ENGINES, from the releases
+# measured) and the cards are NVLink-joined; older releases keep the per-peer hop their public
+# rows were fitted with (vLLM ~0.4 serving Mixtral-8x22B on 4 and 8 A100s).
+AMPERE_ALLREDUCE_MS = 0.0053
+AMPERE_ALLREDUCE_LINK_SHARE = 0.54
+AMPERE_ALLREDUCE = AllReduceCost(
+    fixed_ms=AMPERE_ALLREDUCE_MS, hop_ms=0.0, link_share=AMPERE_ALLREDUCE_LINK_SHARE
+)
 # NVIDIA's own kernel tables for vLLM 0.24.0 on an H200 SXM and a B200 SXM (aiconfigurator's
 # collector: ai-dynamo/aiconfigurator @095f58a5, systems/data/{h200_sxm,b200_sxm}/{gemm,moe,comm,
 # attention}/vllm/0.24.0; the rows used are in benchmarks/data/nvidia-kernels.jsonl, `python
@@ -493,7 +504,13 @@ def family_of(gpu: GpuSpec) -> Family:
                 HOPPER_BANDWIDTH_EFFICIENCY if hopper else NVIDIA_BANDWIDTH_EFFICIENCY
             ),
             gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
-            allreduce=HOPPER_ALLREDUCE if hopper else None,
+            allreduce=(
+                HOPPER_ALLREDUCE
+                if hopper
+                else AMPERE_ALLREDUCE
+                if name == "ampere" and "NVLINK" in (gpu.interconnect or "").upper()
+                else None
+            ),
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
             attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
             fp8_kv_attention_scale=HOPPER_FP8_KV_ATTENTION_SCALE if hopper else 1.0,
