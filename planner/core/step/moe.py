@@ -17,12 +17,12 @@ from planner.core.specs import ModelSpec
 # those past the routed experts' padded rows exit at once: about one per idle expert (E less
 # those routed). An expert with tokens spends its blocks streaming its weights and multiplying,
 # time the experts' term already counts where it outlasts the exit (a whole expert's read takes
-# several us); a slice done sooner (narrow experts split by TP on fast HBM: Qwen3-Next's
-# 512-wide experts at TP 8 read in about 0.1 us) still costs what an exiting block does, so a
-# routed expert never costs less than an idle one and a step never shortens as its batch grows
-# (routing_ms's `expert_ms`). 0.5 us per idle
-# local expert, an estimate that puts Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an
-# A100 at 9.4 ms against its published 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
+# several us); a slice done sooner (narrow experts split by TP on fast HBM: a GPU's eighth of
+# one of Qwen3-Next's 512-wide experts reads in under 0.2 us) still costs what an exiting block
+# does, so a routed expert never costs less than an idle one and a step never shortens as its
+# batch grows (routing_ms's `expert_ms`). 0.5 us per idle local expert, an estimate that puts
+# Qwen3-30B-A3B (128 experts, 120 idle) at batch 1 on an A100 at 9.4 ms against its published
+# 9.7 ms, while the Mixtral-8x22B rows (8 experts) of
 # benchmarks/data/step-time.jsonl barely move. MiniMax-M2.7 (256 experts, fp8) at concurrency 1
 # on 2 x MI300X is still 11.8 ms against the 14.9 ms of SGLang PR 31044 (benchmarks/data/
 # e2e.jsonl): the AMD side is unsettled. Not, it seems, in the grouped GEMM: ROCm's AITER fused
