@@ -15,7 +15,8 @@ prints what planner/core/step/family.py takes from them, each beside the planner
 - a fused MoE layer's fixed cost at 1-4 tokens, and the MXFP4 experts' streaming share;
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
   A100);
-- the MLA decode module's extra time with 128 query heads over 16, against the model's;
+- the MLA decode module's extra time with 128 query heads over 16, against the model's, and
+  its time at TP 8 beyond the parts the model prices;
 - prefill attention's share by head size and keys a query sees;
 - decode attention's fixed cost and streaming share, bf16 and fp8 KV.
 
@@ -107,6 +108,13 @@ KV_BYTES = {"bfloat16": 2, "fp8": 1}
 MLA_HEADS = (16, 128)
 MLA_MIN_BATCH = 32
 MLA_MIN_CONTEXT = 4096
+# The same module's decode regime at TP 8 (16 heads a GPU): 1-64 sequences at up to 8,192 tokens,
+# its projections in bf16 and in DeepSeek's block-scaled fp8, a bf16 and an fp8 latent cache:
+# what it takes beyond what the step model already prices for it (`mla_module_extras`).
+MLA_MODULE_HEADS = 16
+MLA_MODULE_MAX_BATCH = 64
+MLA_MODULE_MAX_CONTEXT = 8192
+MLA_MODULE_GEMMS = {"bfloat16": "bf16", "fp8_block": "fp8-block"}
 # Prefill attention (a whole prompt, causal, no cache: `context_attention`): prompts of 1-16K
 # tokens, 8-64 query heads, at least 64 (sequence, head) pairs a call (a grid that fills the
 # GPU), the head sizes models use.
@@ -413,6 +421,20 @@ def extract(data: Path) -> list[dict[str, Any]]:
             )
         mla = base / "mla" / "vllm" / VERSION / "mla_generation_module_perf.parquet"
         g = pd.read_parquet(mla)
+        module = g[(g.num_heads == MLA_MODULE_HEADS) & g.gemm_type.isin(list(MLA_MODULE_GEMMS))]
+        module = module[module.batch_size <= MLA_MODULE_MAX_BATCH]
+        for r in module[module.step <= MLA_MODULE_MAX_CONTEXT].itertuples():
+            out.append(
+                {
+                    "card": card,
+                    "table": "mla_module",
+                    "gemm": MLA_MODULE_GEMMS[r.gemm_type],
+                    "kv": r.kv_cache_dtype,
+                    "batch": int(r.batch_size),
+                    "context": int(r.step),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
         g = g[(g.gemm_type == "bfloat16") & g.num_heads.isin(list(MLA_HEADS))]
         g = g[(g.batch_size >= MLA_MIN_BATCH) & (g.step >= MLA_MIN_CONTEXT)]
         for r in g.itertuples():
@@ -475,6 +497,37 @@ def mla_head_costs(rows: list[dict[str, Any]], card: str) -> list[tuple[float, f
         extra_ms = one_gpu.decode_attention_ms(kv_bytes) - one_gpu.kv_read_ms(kv_bytes)
         out.append((us - narrow, extra_ms * 1e3))
     return out
+
+
+def mla_module_extras(
+    rows: list[dict[str, Any]], card: str
+) -> dict[tuple[str, str], tuple[float, int]]:
+    """DeepSeek-V3's MLA decode module at TP 8 beyond what the step model prices for it, by
+    projection kind and latent-cache dtype: the median over 1-64 sequences at up to 8,192
+    tokens of (measured - modelled) us, and how many points. Modelled: the attention weights'
+    stream (the model's share of them a GPU reads), a GEMM floor for each of the block's five
+    GEMMs, the absorbed attention (read or multiply) and the decode kernel's own fixed cost."""
+    from planner.core.step import gemm, step_time_for
+    from planner.core.step.overhead import GEMMS_PER_MLA_BLOCK
+    from planner.sources.presets import load_model_preset
+
+    v3 = load_model_preset("deepseek-v3")
+    gpu = find_gpu(CARDS[card])
+    got: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["table"] != "mla_module" or r["card"] != card:
+            continue
+        kv_bytes = KV_BYTES[r["kv"]]
+        st = step_time_for(v3, gpu, tp=8, kv_dtype_bytes=kv_bytes)
+        weights = v3.attention_params / v3.num_layers / 8 * WEIGHT_BYTES[r["gemm"]]
+        priced_ms = (
+            gemm.read_ms(round(weights), st.bandwidth_bytes_per_s * st.bandwidth_efficiency)
+            + GEMMS_PER_MLA_BLOCK * (st.family.gemm_floor_ms if st.family else 0.0)
+            + st.decode_attention_ms(r["batch"] * r["context"] * 576 * kv_bytes)
+            + family.HOPPER_ATTENTION_FIXED_MS
+        )
+        got.setdefault((r["gemm"], r["kv"]), []).append(r["us"] - priced_ms * 1e3)
+    return {key: (statistics.median(v), len(v)) for key, v in got.items()}
 
 
 def main() -> None:
@@ -562,6 +615,15 @@ def main() -> None:
                 f"{card} MLA decode module, 128 heads over 16 ({len(pairs)} batch x context "
                 f"points, bf16): a median {measured:.0f} us more measured, {modelled:.0f} us "
                 "modelled (the absorbed multiply past the latent's read)"
+            )
+    for card in CARDS:
+        own_mla = family.family_of(find_gpu(CARDS[card])).mla_layer_ms
+        for (kind, kv), (extra_us, n) in sorted(mla_module_extras(rows, card).items()):
+            planner_us = own_mla.get(kind, (0.0, 0.0))[KV_BYTES[kv] == 1] * 1e3
+            print(
+                f"{card} MLA decode module at TP 8, {kind} projections, {kv} latent ({n} "
+                f"points): {extra_us:.1f} us a layer beyond its priced parts (planner: "
+                f"{planner_us:.1f})"
             )
     for card in CARDS:
         points = prefill_points(rows, card)

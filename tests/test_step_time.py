@@ -425,6 +425,35 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         assert factor == pytest.approx(b200[kind][0] / b200["bf16"][0], abs=2e-3), kind
 
 
+def test_an_mla_layer_costs_what_nvidias_module_tables_give() -> None:
+    # DeepSeek-V3's whole MLA attention module at TP 8, timed by NVIDIA in a CUDA graph, takes
+    # a fixed time beyond the parts the model prices; each family carries the median, by the
+    # projections' kind and the latent cache's dtype
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card, gpu_id in (("h200_sxm", "h200"), ("b200_sxm", "b200")):
+        own = family_of(find_gpu(gpu_id)).mla_layer_ms
+        fits = bench.mla_module_extras(rows, card)
+        assert {k for k, _ in fits} == set(own) == {"bf16", "fp8-block"}
+        for (kind, kv), (extra_us, n) in fits.items():
+            assert n == 91
+            assert own[kind][kv == "fp8"] * 1e3 == pytest.approx(extra_us, abs=0.05), (card, kind)
+    # DeepSeek-V3's own block-scaled checkpoint on 8 H200s: its 61 MLA layers take 61.5 us each
+    # more a step (80.4 with an fp8 latent); a dense model, AMD and a GQA MoE take nothing more
+    v3 = load_model_preset("deepseek-v3")
+    h200 = find_gpu("h200")
+    st = step_time_for(v3, h200, tp=8)
+    assert st.mla_layer_ms == pytest.approx(0.0615)
+    plain = st.model_copy(update={"kernel_ms_per_layer": st.kernel_ms_per_layer - 0.0615})
+    assert st.step_ms(1, 2000) - plain.step_ms(1, 2000) == pytest.approx(61 * 0.0615)
+    assert step_time_for(v3, h200, tp=8, kv_dtype_bytes=1).mla_layer_ms == pytest.approx(0.0804)
+    assert step_time_for(v3, find_gpu("b200"), tp=8).mla_layer_ms == pytest.approx(0.0140)
+    assert step_time_for(v3, find_gpu("mi300x"), tp=8).mla_layer_ms == 0
+    assert step_time_for(LLAMA8, h200).mla_layer_ms == 0
+    qwen = resolve_model(None, str(MODELS / "Qwen--Qwen3-30B-A3B"))
+    assert step_time_for(qwen, h200, tp=8).mla_layer_ms == 0
+
+
 def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     # NVIDIA's tables time vLLM's custom all-reduce in a CUDA graph: the B200's and the A100's
     # are the planner's; the H200's agrees with the one measured on our own H200, which it keeps

@@ -154,12 +154,7 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         *mid_m_lines(curve),
         *moe_gemm_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
-        + (
-            f"(of which {curve.family.gemm_floor_ms * 1e3:.1f} us a GEMM kernel on "
-            f"{curve.family.name}) "
-            if curve.family is not None and curve.family.gemm_floor_ms
-            else ""
-        )
+        + kernel_notes(curve)
         + (
             f"+ {curve.moe_layers} MoE layers' routing kernels and idle experts' early exits "
             f"({curve.moe_fixed_ms(1):.2f} ms at B = 1, fewer idle as B grows) "
@@ -187,6 +182,23 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         curve=curve,
         context_tokens=context,
     )
+
+
+def kernel_notes(curve: StepTime) -> str:
+    """What the per-layer kernel figure holds beyond launches: the family's GEMM floor, and
+    an MLA layer's measured module excess ('' where neither applies)."""
+    notes = []
+    if curve.family is not None and curve.family.gemm_floor_ms:
+        notes.append(
+            f"of which {curve.family.gemm_floor_ms * 1e3:.1f} us a GEMM kernel on "
+            f"{curve.family.name}"
+        )
+    if curve.mla_layer_ms:
+        notes.append(
+            f"an MLA layer's decode module {curve.mla_layer_ms * 1e3:.0f} us more, as NVIDIA's "
+            "kernel tables time it"
+        )
+    return f"({'; '.join(notes)}) " if notes else ""
 
 
 def mla_lines(curve: StepTime) -> tuple[str, ...]:

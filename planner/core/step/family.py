@@ -96,6 +96,11 @@ class Family(BaseModel):
         default=1.0,
         description="decode attention's bandwidth share with an fp8 KV cache over a 16-bit one",
     )
+    mla_layer_ms: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="an MLA layer's decode module beyond its priced parts, ms, by projection "
+        "kind (bf16, fp8-block): with a 16-bit and with an fp8 latent cache (none: 0)",
+    )
     basis: Basis
     source: str
 
@@ -232,6 +237,7 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # cache streams alike: FlashMLA's dense decode kernel reaches up to 3,000 GB/s memory-bound on
 # an H800 SXM5, 0.90 of its 3.35 TB/s (deepseek-ai/FlashMLA README @9241ae3).
 HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.89
+HOPPER_ATTENTION_FIXED_MS = 0.0139  # of HOPPER_KERNEL_MS_PER_LAYER: the decode kernel's own
 # Fixed time a GEMM kernel takes beyond its weight stream, on top of the 17 us a layer AMD takes
 # from the Ampere fit (overhead.KERNEL_MS_PER_LAYER, which holds NVIDIA's GEMMs' own), ms. The same
 # fp8 block-scaled GEMMs at 64 tokens, timed by their kernels' authors: DeepGEMM on an H800
@@ -324,6 +330,19 @@ HOPPER_PREFILL_ATTENTION_CEILINGS = {64: 0.494, 128: 0.637, 256: 0.774}
 HOPPER_PREFILL_ATTENTION_HALF_KEYS = 446.0
 BLACKWELL_PREFILL_ATTENTION_CEILINGS = {64: 0.341, 128: 0.561, 256: 0.650}
 BLACKWELL_PREFILL_ATTENTION_HALF_KEYS = 513.0
+# An MLA attention layer's decode module costs more fixed time than its priced parts, in the
+# same tables (DeepSeek-V3's whole `DeepseekV2MLAAttention` forward in a CUDA graph: projections,
+# the latent's norms and rope, the absorbed BMMs, the attention kernel; 16 heads a GPU as at
+# TP 8, 1-64 sequences at up to 8,192 tokens, 91 points a kind). Beyond its weights' stream,
+# five GEMM floors, the absorbed attention and the decode kernel's fixed 13.9 us, the median
+# excess a layer, by the projections' kind, with a 16-bit / an fp8 latent cache: H200
+# (FlashAttention's and FlashMLA's MLA backends) bf16 54.7 / 77.5 us, block-scaled fp8 61.5 /
+# 80.4; B200 (FlashInfer's) 1.9 / 2.4 and 14.0 / 14.6 (`python benchmarks/nvidia_kernels.py`).
+# The excess runs from about 0.8x the median at one sequence to 1.2x at 64. Other quantized
+# projections (per-tensor fp8, NVFP4) take the block-scaled figure: their activations are
+# quantized before each GEMM too. The other engines run the same form's kernels and take it.
+HOPPER_MLA_LAYER_MS = {"bf16": (0.0547, 0.0775), "fp8-block": (0.0615, 0.0804)}
+BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146)}
 # The fused MoE layers in the same tables (both grouped GEMMs, at 8,192 / 16,384 / 32,768
 # tokens, routing balanced, TP only) reach a share of the rate that grows with the width each GPU
 # holds of an expert (intermediate size / TP: the N of its gate-up GEMM): share = ceiling x width /
@@ -470,6 +489,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "moe_stream_share": BLACKWELL_MOE_STREAM_SHARE,
     "prefill_attention_ceilings": BLACKWELL_PREFILL_ATTENTION_CEILINGS,
     "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
+    "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
     "source": BLACKWELL_EXTRAPOLATED,
 }
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
@@ -524,6 +544,7 @@ def family_of(gpu: GpuSpec) -> Family:
             moe_stream_share=HOPPER_MOE_STREAM_SHARE if hopper else {},
             prefill_attention_ceilings=HOPPER_PREFILL_ATTENTION_CEILINGS if hopper else {},
             prefill_attention_half_keys=HOPPER_PREFILL_ATTENTION_HALF_KEYS if hopper else 0.0,
+            mla_layer_ms=HOPPER_MLA_LAYER_MS if hopper else {},
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
@@ -560,6 +581,16 @@ def family_of(gpu: GpuSpec) -> Family:
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
     )
+
+
+def mla_layer_ms(family: Family, kind: str, kv_dtype_bytes: int) -> float:
+    """The fixed time an MLA layer's decode module takes on `family` beyond its priced parts,
+    ms, for projections of `kind` (quantized kinds: the block-scaled figure) and the latent
+    cache's dtype (0 where the family has no figure)."""
+    got = family.mla_layer_ms.get(kind if kind == "bf16" else "fp8-block")
+    if got is None:
+        return 0.0
+    return got[1] if kv_dtype_bytes == 1 else got[0]
 
 
 def moe_decode_costs(family: Family, engine: str) -> tuple[float, float, dict[str, float]]:

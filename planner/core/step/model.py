@@ -18,6 +18,7 @@ from planner.core.step.family import (
     attention_bandwidth_scale,
     bandwidth_efficiency,
     family_of,
+    mla_layer_ms,
     moe_decode_costs,
     slowdown_at,
 )
@@ -198,6 +199,12 @@ class StepTime(BaseModel):
         ge=0,
         description="query heads a GPU's absorbed MLA kernels run (their rows grow with the "
         "query tokens a sequence verifies)",
+    )
+    mla_layer_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="an MLA layer's decode module beyond its priced parts (inside "
+        "kernel_ms_per_layer, averaged over the layers)",
     )
     window_flops_per_pair: tuple[tuple[int, float], ...] = Field(
         default=(),
@@ -855,6 +862,11 @@ def step_time_for(
     )
     efficiency = bandwidth_efficiency(gpu)
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine)
+    mla_ms = (
+        mla_layer_ms(family, gemm_kind(model, own, flops > plain_rate), kv_dtype_bytes)
+        if overhead.mla_layer_share(model)
+        else 0.0
+    )
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -893,7 +905,9 @@ def step_time_for(
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=family.kernel_ms_per_layer
-        + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model),
+        + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model)
+        + mla_ms * overhead.mla_layer_share(model),
+        mla_layer_ms=mla_ms,
         moe_kernel_ms_per_layer=moe_routing_ms
         + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,
         moe_ms_per_idle_expert=moe_idle_ms,

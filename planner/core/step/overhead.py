@@ -36,6 +36,12 @@ def gemm_launches_per_layer(model: ModelSpec) -> float:
     return (attention + dense_mlps) / layers
 
 
+def mla_layer_share(model: ModelSpec) -> float:
+    """The share of a model's decoder layers whose attention is MLA."""
+    mla = sum(g.num_layers for g in model.kv_groups if g.kind is KvKind.MLA)
+    return mla / model.num_layers if model.num_layers else 0.0
+
+
 # Per-step engine overhead not hidden behind the GPU (scheduling, sampling, input prep), ms,
 # fitted per engine on the public rows: vLLM's V1 engine overlaps most of it (async
 # scheduling); V0 (before 0.8) and SGLang's Python scheduler add more; LMDeploy's C++
