@@ -46,6 +46,7 @@ CARDS = {"h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
 VERSION = "0.24.0"
 # Cards whose custom all-reduce table alone is read, and the vLLM release it was timed with.
 ALLREDUCE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
+ALLREDUCE = "custom_allreduce_perf.parquet"
 # Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
 # the smallest N and K of a dense GEMM counted there (as benchmarks/gemm_kernels.py reads AMD's).
 LARGE_M = (8192, 16384, 32768)
@@ -453,9 +454,6 @@ def extract(data: Path) -> list[dict[str, Any]]:
         table = data / card / "comm" / "vllm" / version / ALLREDUCE
         out += allreduce_rows(pd.read_parquet(table), card)
     return out
-
-
-ALLREDUCE = "custom_allreduce_perf.parquet"
 
 
 def allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
