@@ -4,15 +4,17 @@ benchmarks/data/nvidia-kernels.jsonl holds rows of the per-kernel tables NVIDIA'
 aiconfigurator collects with vLLM 0.24.0's own kernels on an H200 SXM and a B200 SXM, in CUDA
 graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/systems/data/
 {h200_sxm,b200_sxm}/{gemm,moe,comm,attention,mla}/vllm/0.24.0/*.parquet): dense GEMMs, fused
-MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; and
-the A100 SXM's custom all-reduce (a100_sxm/comm/vllm/0.14.0, the newest release timed there). This
+MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; SGLang
+0.5.14's fused MoE layers at decode ({h200_sxm,b200_sxm}/moe/sglang/0.5.14); and the A100 SXM's
+custom all-reduce (a100_sxm/comm/vllm/0.14.0, the newest release timed there). This
 prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
 - the share of the tensor-core rate dense GEMMs reach at 16,384 tokens, and the fused MoE
   layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
-- a fused MoE layer's fixed cost at 1-4 tokens, and the MXFP4 experts' streaming share;
+- a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), and the
+  MXFP4 experts' streaming share;
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
   A100);
 - the MLA decode module's extra time with 128 query heads over 16, against the model's, and
@@ -81,6 +83,22 @@ MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
             "mxfp4",
             "bf16",
         ),
+    },
+}
+# SGLang 0.5.14's fused MoE kernels in the same collector's tables (systems/data/<card>/moe/
+# sglang/0.5.14), read at decode only (MOE_DECODE_TOKENS) for their fixed cost: its default
+# kernels for the kinds the planner prices this way (Hopper: its Triton fused MoE; Blackwell:
+# FlashInfer's TRT-LLM MoE for block fp8 and NVFP4). gpt-oss's MXFP4 lanes are left out (SGLang
+# keeps the earlier estimates there: planner/core/step/family.py).
+SGLANG_VERSION = "0.5.14"
+SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
+    "h200_sxm": {
+        ("sglang_fused_moe_triton", "bfloat16"): "bf16",
+        ("sglang_fused_moe_triton", "fp8_block"): "fp8-block",
+    },
+    "b200_sxm": {
+        ("sglang_flashinfer_trtllm_moe", "fp8_block"): "fp8-block",
+        ("sglang_flashinfer_trtllm_moe", "nvfp4"): "fp4",
     },
 }
 # A fused MoE layer's fixed cost is read at 1, 2 and 4 tokens (decode at small batch), where the
@@ -196,15 +214,17 @@ def moe_points(rows: list[dict[str, Any]], card: str, kind: str) -> list[tuple[f
     return points
 
 
-def moe_fixed_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, int]:
+def moe_fixed_fit(
+    rows: list[dict[str, Any]], card: str, table: str = "moe"
+) -> tuple[float, float, int]:
     """A fused MoE layer's time at MOE_DECODE_TOKENS less its routed experts' weight stream (at
     the planner's share of peak bandwidth), fitted as a fixed cost + a cost per idle local
-    expert (experts no token routed to), us, over every kind's rows: (fixed, per idle expert,
-    rows)."""
+    expert (experts no token routed to), us, over every kind's rows of `table` (vLLM's "moe",
+    SGLang's "moe_sglang"): (fixed, per idle expert, rows)."""
     stream = family.HOPPER_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(card)
     idle, left = [], []
     for r in rows:
-        if r["table"] != "moe" or r["card"] != card or r["tokens"] not in MOE_DECODE_TOKENS:
+        if r["table"] != table or r["card"] != card or r["tokens"] not in MOE_DECODE_TOKENS:
             continue
         if r["kind"] == "mxfp4":  # streams at its own share (moe_stream_fit)
             continue
@@ -378,6 +398,27 @@ def extract(data: Path) -> list[dict[str, Any]]:
                 }
             )
         out += allreduce_rows(pd.read_parquet(base / "comm" / "vllm" / VERSION / ALLREDUCE), card)
+        sg = pd.read_parquet(base / "moe" / "sglang" / SGLANG_VERSION / "moe_perf.parquet")
+        sg = sg[(sg.distribution == "balanced") & (sg.moe_ep_size == 1)]
+        for r in sg[sg.num_tokens.isin(list(MOE_DECODE_TOKENS))].itertuples():
+            kind = SGLANG_MOE_KERNELS[card].get((r.kernel_source, r.moe_dtype))
+            if kind is None:
+                continue
+            out.append(
+                {
+                    "card": card,
+                    "table": "moe_sglang",
+                    "kind": kind,
+                    "tokens": int(r.num_tokens),
+                    "hidden": int(r.hidden_size),
+                    "inter": int(r.inter_size),
+                    "topk": int(r.topk),
+                    "experts": int(r.num_experts),
+                    "tp": int(r.moe_tp_size),
+                    "ep": int(r.moe_ep_size),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
         a = table("attention", "generation_attention_perf.parquet")
         a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
         a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
@@ -568,6 +609,14 @@ def main() -> None:
             f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "
             f"experts' stream (planner: {planner_us:.1f} us with three GEMM floors, "
             f"{own.moe_ms_per_idle_expert * 1e3:.3f} us)"
+        )
+    for card in CARDS:
+        fixed_us, per_idle_us, n = moe_fixed_fit(rows, card, "moe_sglang")
+        own_sglang = family.family_of(find_gpu(CARDS[card])).sglang_moe_kernel_ms_per_layer
+        print(
+            f"{card} SGLang {SGLANG_VERSION} fused MoE at 1/2/4 tokens ({n} rows): "
+            f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert (planner: "
+            f"{((own_sglang or 0.0) + 3 * family.HOPPER_GEMM_FLOOR_MS) * 1e3:.1f} us, 0)"
         )
     for card in CARDS:
         fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4")

@@ -53,6 +53,7 @@ from planner.core.step.family import (
     HOPPER_MOE_HALF_WIDTH,
     HOPPER_MOE_SHARES,
     family_of,
+    moe_decode_costs,
     slowdown_at,
 )
 from planner.core.step.model import moe_share_scale
@@ -191,16 +192,22 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
         58 * (MOE_KERNEL_MS_PER_LAYER + 31 * MOE_MS_PER_IDLE_EXPERT)
     )
     assert ep.moe_fixed_ms(4096) == pytest.approx(58 * MOE_KERNEL_MS_PER_LAYER, rel=1e-6)
-    # Hopper under vLLM: NVIDIA's tables time its fused MoE layer at 1-4 tokens at its routed
-    # experts' stream + 46.9 us, idle experts costing nothing (its routing kernels and three GEMM
-    # floors); SGLang, whose kernels they do not time, keeps the estimates
+    # Hopper: NVIDIA's tables time each engine's fused MoE layer at 1-4 tokens at its routed
+    # experts' stream + a fixed cost (its routing kernels and three GEMM floors), idle experts
+    # costing nothing: vLLM's 46.9 us, SGLang's 38.3 us; SGLang's gpt-oss keeps the estimates
     h200 = find_gpu("h200")
     vllm = step_time_for(deepseek, h200, tp=8, expert_ranks=8, engine="vllm")
     assert vllm.moe_fixed_ms(1) == pytest.approx(58 * 0.0469)
     assert vllm.moe_fixed_ms(4096) == pytest.approx(58 * 0.0469)
     sglang = step_time_for(deepseek, h200, tp=8, expert_ranks=8, engine="sglang")
+    assert sglang.moe_fixed_ms(1) == pytest.approx(58 * 0.0383)
+    assert sglang.moe_fixed_ms(4096) == pytest.approx(58 * 0.0383)
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
+    oss_sglang = step_time_for(oss, h200, tp=2, engine="sglang")
     routing = MOE_KERNEL_MS_PER_LAYER + 3 * 0.0039
-    assert sglang.moe_fixed_ms(1) == pytest.approx(58 * (routing + 31 * MOE_MS_PER_IDLE_EXPERT))
+    assert oss_sglang.moe_fixed_ms(1) == pytest.approx(
+        36 * (routing + 124 * MOE_MS_PER_IDLE_EXPERT)
+    )
 
 
 def benchmark_script(name: str) -> Any:
@@ -403,6 +410,25 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         assert n >= 500 and abs(per_idle_us) < 0.1 and own.moe_ms_per_idle_expert == 0
         own_us = (own.moe_kernel_ms_per_layer + 3 * own.gemm_floor_ms) * 1e3
         assert own_us == pytest.approx(fixed_us, abs=0.05), card
+    # SGLang 0.5.14's own fused MoE kernels, in the same collector's tables: their fixed cost
+    # at 1-4 tokens, and no idle-expert cost either; its gpt-oss MXFP4 experts keep the earlier
+    # estimates (its PD rows), as every MoE kind does under SGLang elsewhere
+    for card, gpu_id in (("h200_sxm", "h200"), ("b200_sxm", "b200")):
+        fixed_us, per_idle_us, n = bench.moe_fixed_fit(rows, card, "moe_sglang")
+        own = family_of(find_gpu(gpu_id))
+        assert n >= 300 and abs(per_idle_us) < 0.1 and own.sglang_moe_kernel_ms_per_layer
+        own_us = (own.sglang_moe_kernel_ms_per_layer + 3 * own.gemm_floor_ms) * 1e3
+        assert own_us == pytest.approx(fixed_us, abs=0.05), card
+        assert moe_decode_costs(own, "sglang", "fp8-block")[:2] == (
+            own.sglang_moe_kernel_ms_per_layer,
+            0.0,
+        )
+        assert moe_decode_costs(own, "sglang", "mxfp4")[:2] == (
+            MOE_KERNEL_MS_PER_LAYER,
+            MOE_MS_PER_IDLE_EXPERT,
+        )
+    ampere = family_of(find_gpu("a100-sxm4-80gb"))
+    assert moe_decode_costs(ampere, "sglang", "bf16")[1] == MOE_MS_PER_IDLE_EXPERT
     # gpt-oss's MXFP4 experts stream at their own share of peak under vLLM (the kernels unpack
     # 4-bit weights): a decode step at 64 sequences reads every expert that much slower
     oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))

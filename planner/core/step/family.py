@@ -96,6 +96,11 @@ class Family(BaseModel):
         default=1.0,
         description="decode attention's bandwidth share with an fp8 KV cache over a 16-bit one",
     )
+    sglang_moe_kernel_ms_per_layer: float | None = Field(
+        default=None,
+        description="SGLang's MoE routing kernels a layer where its kernel tables time them "
+        "(no idle-expert cost; None: the earlier estimates)",
+    )
     mla_layer_ms: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="an MLA layer's decode module beyond its priced parts, ms, by projection "
@@ -369,16 +374,26 @@ BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146
 # kernels unpack 4-bit weights and their scales before the multiply. (With MXFP8 activations,
 # the opt-in VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 of vLLM's gpt-oss recipe, the B200's kernel
 # streams them at 0.832 with 75.5 us fixed; the planner prices vLLM's default.)
-# These time vLLM's kernels, and only vLLM takes them (MOE_TABLE_ENGINES): SGLang's public PD
-# rows on H200 (gpt-oss-120b, benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences
-# than an MXFP4 stream at 0.525 allows and slower at 8-16 than no idle-expert cost does, so
-# SGLang keeps the earlier estimates (MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, the
-# weights' share).
+# These time vLLM's kernels, and only vLLM takes them (MOE_TABLE_ENGINES). SGLang's own, in the
+# same collector's tables for SGLang 0.5.14 (systems/data/{h200_sxm,b200_sxm}/moe/sglang/0.5.14,
+# balanced routing, TP only, 1-4 tokens; rows in benchmarks/data/nvidia-kernels.jsonl), read the
+# same way: its Triton fused MoE on the H200 (bf16 and block fp8, 468 rows) 38.3 us + the routed
+# experts' stream, FlashInfer's TRT-LLM MoE on the B200 (block fp8 and NVFP4, 378 rows) 25.3 us,
+# and no idle-expert cost in either (-0.03 and -0.04 us an expert): SGLang's grid exits idle
+# experts' blocks as vLLM's does. gpt-oss's MXFP4 experts keep the earlier estimates under
+# SGLang (MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, the weights' share): its public PD
+# rows on H200 (gpt-oss-120b, benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than
+# an MXFP4 stream at 0.525 allows and slower at 8-16 than no idle-expert cost does, which no
+# kernel table explains.
 MOE_TABLE_ENGINES = frozenset({"vllm"})
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
+HOPPER_SGLANG_MOE_FIXED_MS = 0.0383
+BLACKWELL_SGLANG_MOE_FIXED_MS = 0.0253
 HOPPER_MOE_KERNEL_MS_PER_LAYER = HOPPER_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
 BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
+HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER = HOPPER_SGLANG_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
+BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_SGLANG_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
 HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
 BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
@@ -492,6 +507,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "prefill_attention_ceilings": BLACKWELL_PREFILL_ATTENTION_CEILINGS,
     "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
     "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
+    "sglang_moe_kernel_ms_per_layer": BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER,
     "source": BLACKWELL_EXTRAPOLATED,
 }
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
@@ -547,6 +563,9 @@ def family_of(gpu: GpuSpec) -> Family:
             prefill_attention_ceilings=HOPPER_PREFILL_ATTENTION_CEILINGS if hopper else {},
             prefill_attention_half_keys=HOPPER_PREFILL_ATTENTION_HALF_KEYS if hopper else 0.0,
             mla_layer_ms=HOPPER_MLA_LAYER_MS if hopper else {},
+            sglang_moe_kernel_ms_per_layer=(
+                HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER if hopper else None
+            ),
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
@@ -595,13 +614,23 @@ def mla_layer_ms(family: Family, kind: str, kv_dtype_bytes: int) -> float:
     return got[1] if kv_dtype_bytes == 1 else got[0]
 
 
-def moe_decode_costs(family: Family, engine: str) -> tuple[float, float, dict[str, float]]:
+def moe_decode_costs(
+    family: Family, engine: str, kind: str = "bf16"
+) -> tuple[float, float, dict[str, float]]:
     """A MoE layer's routing kernels (ms), each idle local expert's exit (ms) and the experts'
-    stream shares by kind, for `engine` on `family`: the family's where NVIDIA's tables time
-    that engine's kernels, the earlier estimates elsewhere."""
-    if engine not in MOE_TABLE_ENGINES:
-        return MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, {}
-    return family.moe_kernel_ms_per_layer, family.moe_ms_per_idle_expert, family.moe_stream_share
+    stream shares by kind, for `engine` on `family` with experts of `kind`: the family's where
+    NVIDIA's tables time that engine's kernels (SGLang's, save gpt-oss's MXFP4), the earlier
+    estimates elsewhere."""
+    if engine in MOE_TABLE_ENGINES:
+        return (
+            family.moe_kernel_ms_per_layer,
+            family.moe_ms_per_idle_expert,
+            family.moe_stream_share,
+        )
+    sglang = family.sglang_moe_kernel_ms_per_layer
+    if engine == "sglang" and sglang is not None and kind != "mxfp4":
+        return sglang, 0.0, {}
+    return MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, {}
 
 
 def slowdown_at(points: tuple[tuple[int, float], ...], tokens: int) -> float:

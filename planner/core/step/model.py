@@ -861,7 +861,7 @@ def step_time_for(
         else 1.0
     )
     efficiency = bandwidth_efficiency(gpu)
-    moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine)
+    moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
     mla_ms = (
         mla_layer_ms(family, gemm_kind(model, own, flops > plain_rate), kv_dtype_bytes)
         if overhead.mla_layer_share(model)
