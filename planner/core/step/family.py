@@ -379,12 +379,11 @@ BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146
 # balanced routing, TP only, 1-4 tokens; rows in benchmarks/data/nvidia-kernels.jsonl), read the
 # same way: its Triton fused MoE on the H200 (bf16 and block fp8, 468 rows) 38.3 us + the routed
 # experts' stream, FlashInfer's TRT-LLM MoE on the B200 (block fp8 and NVFP4, 378 rows) 25.3 us,
-# and no idle-expert cost in either (-0.03 and -0.04 us an expert): SGLang's grid exits idle
-# experts' blocks as vLLM's does. gpt-oss's MXFP4 experts keep the earlier estimates under
-# SGLang (MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, the weights' share): its public PD
-# rows on H200 (gpt-oss-120b, benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than
-# an MXFP4 stream at 0.525 allows and slower at 8-16 than no idle-expert cost does, which no
-# kernel table explains.
+# and no idle-expert cost in either (-0.03 and -0.04 us an expert), as in vLLM's. gpt-oss's
+# MXFP4 experts keep the earlier estimates under SGLang (MOE_KERNEL_MS_PER_LAYER,
+# MOE_MS_PER_IDLE_EXPERT, the weights' share): its public PD rows on H200 (gpt-oss-120b,
+# benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than an MXFP4 stream at 0.525
+# allows and slower at 8-16 than no idle-expert cost does, which no kernel table explains.
 MOE_TABLE_ENGINES = frozenset({"vllm"})
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
