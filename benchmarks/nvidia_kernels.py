@@ -381,44 +381,14 @@ def extract(data: Path) -> list[dict[str, Any]]:
         m = m[(m.num_tokens.isin(LARGE_M) | small) & m.kernel_source.isin(list(MOE_KERNELS[card]))]
         for r in m.itertuples():
             kind, dtype = MOE_KERNELS[card][r.kernel_source]
-            out.append(
-                {
-                    "card": card,
-                    "table": "moe",
-                    "kind": kind,
-                    "rate": dtype,
-                    "tokens": int(r.num_tokens),
-                    "hidden": int(r.hidden_size),
-                    "inter": int(r.inter_size),
-                    "topk": int(r.topk),
-                    "experts": int(r.num_experts),
-                    "tp": int(r.moe_tp_size),
-                    "ep": int(r.moe_ep_size),
-                    "us": round(r.latency * 1e3, 3),
-                }
-            )
+            out.append(moe_row(r, card, "moe", kind, dtype))
         out += allreduce_rows(pd.read_parquet(base / "comm" / "vllm" / VERSION / ALLREDUCE), card)
         sg = pd.read_parquet(base / "moe" / "sglang" / SGLANG_VERSION / "moe_perf.parquet")
         sg = sg[(sg.distribution == "balanced") & (sg.moe_ep_size == 1)]
         for r in sg[sg.num_tokens.isin(list(MOE_DECODE_TOKENS))].itertuples():
             kind = SGLANG_MOE_KERNELS[card].get((r.kernel_source, r.moe_dtype))
-            if kind is None:
-                continue
-            out.append(
-                {
-                    "card": card,
-                    "table": "moe_sglang",
-                    "kind": kind,
-                    "tokens": int(r.num_tokens),
-                    "hidden": int(r.hidden_size),
-                    "inter": int(r.inter_size),
-                    "topk": int(r.topk),
-                    "experts": int(r.num_experts),
-                    "tp": int(r.moe_tp_size),
-                    "ep": int(r.moe_ep_size),
-                    "us": round(r.latency * 1e3, 3),
-                }
-            )
+            if kind is not None:
+                out.append(moe_row(r, card, "moe_sglang", kind))
         a = table("attention", "generation_attention_perf.parquet")
         a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
         a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
@@ -495,6 +465,25 @@ def extract(data: Path) -> list[dict[str, Any]]:
         table = data / card / "comm" / "vllm" / version / ALLREDUCE
         out += allreduce_rows(pd.read_parquet(table), card)
     return out
+
+
+def moe_row(r: Any, card: str, table: str, kind: str, rate: str | None = None) -> dict[str, Any]:
+    """One fused MoE layer's row of a moe_perf table: its kind (and the rate it is read
+    against, where a fit needs one), shape, layout and time."""
+    return {
+        "card": card,
+        "table": table,
+        "kind": kind,
+        **({"rate": rate} if rate else {}),
+        "tokens": int(r.num_tokens),
+        "hidden": int(r.hidden_size),
+        "inter": int(r.inter_size),
+        "topk": int(r.topk),
+        "experts": int(r.num_experts),
+        "tp": int(r.moe_tp_size),
+        "ep": int(r.moe_ep_size),
+        "us": round(r.latency * 1e3, 3),
+    }
 
 
 def allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
@@ -603,7 +592,7 @@ def main() -> None:
     for card in CARDS:
         fixed_us, per_idle_us, n = moe_fixed_fit(rows, card)
         own = family.family_of(find_gpu(CARDS[card]))
-        planner_us = (own.moe_kernel_ms_per_layer + 3 * own.gemm_floor_ms) * 1e3
+        planner_us = (own.moe_kernel_ms_per_layer + family.MOE_BLOCK_FLOORS_MS) * 1e3
         print(
             f"{card} fused MoE at {'/'.join(map(str, MOE_DECODE_TOKENS))} tokens ({n} rows): "
             f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "
@@ -616,7 +605,7 @@ def main() -> None:
         print(
             f"{card} SGLang {SGLANG_VERSION} fused MoE at 1/2/4 tokens ({n} rows): "
             f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert (planner: "
-            f"{((own_sglang or 0.0) + 3 * family.HOPPER_GEMM_FLOOR_MS) * 1e3:.1f} us, 0)"
+            f"{((own_sglang or 0.0) + family.MOE_BLOCK_FLOORS_MS) * 1e3:.1f} us, 0)"
         )
     for card in CARDS:
         fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.specs import GpuSpec
 from planner.core.step.comm import AllReduceCost
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
-from planner.core.step.overhead import KERNEL_MS_PER_LAYER
+from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER
 
 Basis = Literal["fitted", "extrapolated"]
 
@@ -242,7 +242,9 @@ AMD_ATTENTION_BANDWIDTH_SCALE = 0.30 / AMD_BANDWIDTH_EFFICIENCY
 # cache streams alike: FlashMLA's dense decode kernel reaches up to 3,000 GB/s memory-bound on
 # an H800 SXM5, 0.90 of its 3.35 TB/s (deepseek-ai/FlashMLA README @9241ae3).
 HOPPER_ATTENTION_BANDWIDTH_FRACTION = 0.89
-HOPPER_ATTENTION_FIXED_MS = 0.0139  # of HOPPER_KERNEL_MS_PER_LAYER: the decode kernel's own
+# the flash-decoding kernel's own 13.9 us above (step-floors-h200-sxm-141gb.json), one part of
+# HOPPER_KERNEL_MS_PER_LAYER
+HOPPER_ATTENTION_FIXED_MS = 0.0139
 # Fixed time a GEMM kernel takes beyond its weight stream, on top of the 17 us a layer AMD takes
 # from the Ampere fit (overhead.KERNEL_MS_PER_LAYER, which holds NVIDIA's GEMMs' own), ms. The same
 # fp8 block-scaled GEMMs at 64 tokens, timed by their kernels' authors: DeepGEMM on an H800
@@ -389,10 +391,12 @@ HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
 HOPPER_SGLANG_MOE_FIXED_MS = 0.0383
 BLACKWELL_SGLANG_MOE_FIXED_MS = 0.0253
-HOPPER_MOE_KERNEL_MS_PER_LAYER = HOPPER_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
-BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
-HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER = HOPPER_SGLANG_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
-BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_SGLANG_MOE_FIXED_MS - 3 * HOPPER_GEMM_FLOOR_MS
+# the routing kernels alone: the fixed cost less the floors of the MoE block's GEMMs
+MOE_BLOCK_FLOORS_MS = GEMMS_PER_MOE_BLOCK * HOPPER_GEMM_FLOOR_MS
+HOPPER_MOE_KERNEL_MS_PER_LAYER = HOPPER_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
+BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
+HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER = HOPPER_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
+BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
 BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {

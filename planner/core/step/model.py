@@ -862,11 +862,9 @@ def step_time_for(
     )
     efficiency = bandwidth_efficiency(gpu)
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
-    mla_ms = (
-        mla_layer_ms(family, gemm_kind(model, own, flops > plain_rate), kv_dtype_bytes)
-        if overhead.mla_layer_share(model)
-        else 0.0
-    )
+    dense_kind = gemm_kind(model, own, flops > plain_rate)
+    mla_share = overhead.mla_layer_share(model)
+    mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -906,7 +904,7 @@ def step_time_for(
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=family.kernel_ms_per_layer
         + family.gemm_floor_ms * overhead.gemm_launches_per_layer(model)
-        + mla_ms * overhead.mla_layer_share(model),
+        + mla_ms * mla_share,
         mla_layer_ms=mla_ms,
         moe_kernel_ms_per_layer=moe_routing_ms
         + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,
@@ -929,7 +927,7 @@ def step_time_for(
         pp=pp,
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
-        gemm_kind=gemm_kind(model, own, flops > plain_rate),
+        gemm_kind=dense_kind,
         moe_gemm_scale=moe_share_floored(
             family, moe_kind, expert_width, plain_rate / (flops * quantized_share)
         ),
