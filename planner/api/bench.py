@@ -11,8 +11,9 @@ says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +37,20 @@ from planner.core.step.overhead import (
 from planner.errors import InputError, PlannerError
 from planner.sim.arrivals import MAX_ARRIVAL_CV
 from planner.sim.engine import MAX_SPEC_K
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from planner.core.engines.calibration import Calibration, StepCalibration
+    from planner.core.engines.common import EnginePrediction
+    from planner.core.serve import ServePlan
+    from planner.core.specs import GpuSpec, ModelSpec
+    from planner.core.step.model import StepTime
+    from planner.sim.disagg import DisaggLayout
+    from planner.sim.engine import CurveCost, ReserveAdmission, RunState, SimConfig, WindowPool
+    from planner.sim.prefix import PrefixShare
+    from planner.sim.workload import Trace
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
 DEFAULT_BENCH_REQUESTS = 1000
@@ -157,7 +172,7 @@ class Speculation(BaseModel):
     draft_cost: float = Field(default=0.05, ge=0, le=MAX_DRAFT_COST)
 
 
-def _trace(load: Load, lengths: Lengths) -> tuple[Any, dict[str, Any]]:
+def _trace(load: Load, lengths: Lengths) -> tuple[Trace, dict[str, Any]]:
     """The requests to send and a description of them."""
     import numpy as np
 
@@ -298,9 +313,9 @@ def benchmark(
     sweep: list[int] | None = None,
     chunked_prefill: bool | None = None,
     scheduler_steps: int = 1,
-    calibration: Any = None,
-    prefix: Any = None,
-    disagg: Any = None,
+    calibration: Calibration | None = None,
+    prefix: PrefixShare | None = None,
+    disagg: DisaggLayout | None = None,
     disagg_link: str | None = None,
     disagg_backend: str | None = None,
     percentiles: tuple[float, ...] | None = None,
@@ -422,7 +437,7 @@ def benchmark(
         inst = with_speculation(inst, speculation)
     plan = inst.plan
 
-    def run_at(concurrency: int | None, trace_now: Any) -> dict[str, Any]:
+    def run_at(concurrency: int | None, trace_now: Trace) -> dict[str, Any]:
         cfg = inst.cfg.model_copy(
             update={"concurrency": concurrency, "paced": paced and concurrency is not None}
         )
@@ -486,9 +501,9 @@ def benchmark(
 
 def _serve_values(
     settings: dict[str, Any],
-    spec: Any,
-    trace: Any,
-    prefix: Any,
+    spec: ModelSpec,
+    trace: Trace,
+    prefix: PrefixShare | None,
     chunked_prefill: bool | None,
 ) -> tuple[dict[str, Any], int, float]:
     """The serve settings each instance is planned with, the longest request of the run and
@@ -538,7 +553,7 @@ def _serve_values(
 
 
 def _deployment_echo(
-    inst: Instance, spec: Any, dp: int, ep: int | None, scheduler_steps: int
+    inst: Instance, spec: ModelSpec, dp: int, ep: int | None, scheduler_steps: int
 ) -> dict[str, Any]:
     """The deployment as the output echoes it: the layout, the engine's resolved scheduler
     settings and pool, and the launch command its plan prints."""
@@ -646,7 +661,7 @@ def _run_notes(
 
 
 def frontend_notes(
-    curve: Any,
+    curve: StepTime,
     engine: str,
     version: str,
     peak: int,
@@ -703,7 +718,7 @@ def frontend_notes(
     ]
 
 
-def fabric_notes(curve: Any, engine: str, role: str = "") -> list[str]:
+def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     """Where the collectives leave one board: a TP group spanning nodes, and wide expert
     parallelism (SGLang on NVIDIA: DeepEP's all-to-all, priced; otherwise the engine's default
     gather, its all-to-all backends not modelled)."""
@@ -785,7 +800,9 @@ def lockstep_note(engine: str, ranks: int) -> str:
     )
 
 
-def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed: bool) -> list[str]:
+def graph_coverage_notes(
+    engine: str, prediction: EnginePrediction, peak_running: int, mixed: bool
+) -> list[str]:
     """Where the run leaves the engine's CUDA graphs: decode steps beyond the largest
     captured batch, and vLLM V0's steps that mix prefill chunks into decodes (V0 captured
     decode-only batches), launch every kernel from the host, which the step model (whose
@@ -804,11 +821,13 @@ def graph_coverage_notes(engine: str, prediction: Any, peak_running: int, mixed:
     return notes + ([batch] if batch else [])
 
 
-def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) -> str | None:
+def graph_batch_note(
+    engine: str, prediction: EnginePrediction, peak_running: int, v0: bool
+) -> str | None:
     """Where the simulated batch outgrew the largest one the engine captures a graph for."""
     settings = prediction.settings
     if engine == "sglang":
-        largest = int(settings.get("cuda_graph_max_bs_decode") or 0)
+        largest = int(str(settings.get("cuda_graph_max_bs_decode") or 0))
         flag = "--cuda-graph-max-bs"
     elif v0:
         largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
@@ -823,7 +842,7 @@ def graph_batch_note(engine: str, prediction: Any, peak_running: int, v0: bool) 
     )
 
 
-def multi_step_ignored(trace: Any, cfg: Any) -> tuple[Any, int]:
+def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
     """The requests vLLM V0 serves under multi-step scheduling, and how many it ignores. Its
     rounds do not chunk prompts: a prompt longer than min(max_model_len,
     max_num_batched_tokens) is finished at once with no output (vllm/core/scheduler.py 0.6.3,
@@ -847,13 +866,13 @@ def multi_step_ignored(trace: Any, cfg: Any) -> tuple[Any, int]:
 
 
 def prefix_served(
-    trace: Any,
-    prefix: Any,
+    trace: Trace,
+    prefix: PrefixShare | None,
     inst: Instance,
     concurrency: int | None,
     rate_per_s: float | None,
     seed: int,
-) -> tuple[Any, Any, dict[str, Any] | None]:
+) -> tuple[Trace, NDArray[np.float64] | None, dict[str, Any] | None]:
     """The trace with its shared prefixes served from the instance's tiers (planner.sim.prefix:
     the GPU pool's room, the CPU tier the plan sizes), the time each request waits for its
     prefix to load, and the hits; the trace itself where no prefix is shared. The GPU pool less
@@ -887,12 +906,12 @@ def prefix_served(
     return served, delay, hits.model_dump()
 
 
-def window_tokens(cfg: Any) -> int | None:
+def window_tokens(cfg: SimConfig) -> int | None:
     """The sliding-window pool's tokens where the engine keeps one (SGLang, hybrid SWA)."""
     return None if cfg.window_pool is None else int(cfg.window_pool.tokens)
 
 
-def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
+def step_constants(curve: StepTime, calibrated: StepCalibration | None) -> dict[str, str]:
     """Where the step model's constants for this card come from: its GPU family's, fitted on
     measured step times or extrapolated from other families, or the user's calibration."""
     family = curve.family
@@ -909,7 +928,7 @@ def step_constants(curve: Any, calibrated: Any) -> dict[str, str]:
 
 def engine_scheduler(
     engine: str, version: tuple[int, int, int], chunked_prefill: bool
-) -> tuple[bool, Any]:
+) -> tuple[bool, ReserveAdmission | None]:
     """How the engine's scheduler runs: whether prompts share steps with decodes (vLLM V1,
     chunked or not; V0 with chunked prefill on, `chunked_prefill` being the plan's resolved
     value), and SGLang's reserve admission (None for vLLM)."""
@@ -972,19 +991,19 @@ class CannotServe(WouldNotStart):
 class Instance:
     """One engine instance of the deployment: its plan, step model and scheduler settings."""
 
-    plan: Any  # planner.core.serve.ServePlan
+    plan: ServePlan
     payload: dict[str, Any]
-    prediction: Any  # its EnginePrediction
+    prediction: EnginePrediction  # its plan's
     attention_groups: int  # data-parallel attention groups it runs (the engine's own for SGLang)
     api_server_ranks: int  # data-parallel ranks whose tokens its API server streams
-    curve: Any  # planner.core.step.StepTime
-    cost: Any  # planner.sim.engine.CurveCost
-    cfg: Any  # planner.sim.engine.SimConfig, without the load (its block and scheduler)
+    curve: StepTime
+    cost: CurveCost
+    cfg: SimConfig  # without the load (its block and scheduler)
     engine: str
     budget: int
-    calibrated: Any
+    calibrated: StepCalibration | None
     weight_dtype: str
-    card: Any
+    card: GpuSpec
     values: dict[str, Any]  # the serve settings its plan was made with (the line's)
 
 
@@ -1002,7 +1021,7 @@ def bench_client_of(engine: str, client: str | None) -> str:
 
 
 def with_bench_client(
-    inst: Instance, trace: Any, streams: int, client: str | None, sends: bool = True
+    inst: Instance, trace: Trace, streams: int, client: str | None, sends: bool = True
 ) -> Instance:
     """The instance as the benchmark client sees it (`client`; None: the engine's own): that
     one process reads the streams of `streams` schedulers stepping side by side, each chunk at
@@ -1056,10 +1075,10 @@ def _instance(
     model: str | None,
     revision: str | None,
     values: dict[str, Any],
-    spec: Any,
+    spec: ModelSpec,
     longest: int,
     ep: int | None,
-    calibration: Any,
+    calibration: Calibration | None,
     seed: int,
     scheduler_steps: int = 1,
     as_launched: bool = True,
@@ -1099,7 +1118,7 @@ def _instance(
         source={"gpu": gpu, "preset": preset, "model": model, "revision": revision},
         gpu_memory_gib=gpu_memory_gib,
     )
-    p = plan.prediction
+    p = started(plan)
     _check_serves(plan, values, longest)
     engine = plan.engine
     version = parse_version(p.version)
@@ -1151,13 +1170,13 @@ def _instance(
 
 def _launched_plan(
     values: dict[str, Any],
-    spec: Any,
+    spec: ModelSpec,
     attention_groups: int,
     scheduler_steps: int,
     as_launched: bool,
     source: dict[str, Any],
     gpu_memory_gib: float | None,
-) -> tuple[Any, dict[str, Any], int]:
+) -> tuple[ServePlan, dict[str, Any], int]:
     """The serve plan of the instance as it is launched, its payload and the attention-DP
     groups it runs. `values` (updated in place) gains what the launch pins: the engine's own
     running cap where a benchmark's server runs it (with the memory fraction the line pins),
@@ -1167,7 +1186,7 @@ def _launched_plan(
     engine_name = str(values.get("engine", "vllm"))
     sglang_groups = ranks_share_tp(engine_name) and attention_groups > 1
 
-    def replan() -> tuple[Any, dict[str, Any]]:
+    def replan() -> tuple[ServePlan, dict[str, Any]]:
         return serve_report(**source, gpu_memory_gib=gpu_memory_gib, settings=values, spec=spec)
 
     plan, payload = replan()
@@ -1204,16 +1223,23 @@ def _launched_plan(
         plan, payload = replan()
     if not plan.fits:
         raise WouldNotStart(list(plan.reasons))
-    assert plan.prediction is not None
+    started(plan)
     return plan, payload, attention_groups
 
 
-def _check_serves(plan: Any, values: dict[str, Any], longest: int) -> None:
+def started(plan: ServePlan) -> EnginePrediction:
+    """The engine's own figures of a plan that starts (every instance simulated has them)."""
+    if plan.prediction is None:
+        raise WouldNotStart(list(plan.reasons) or ["the engine model has no figures for it"])
+    return plan.prediction
+
+
+def _check_serves(plan: ServePlan, values: dict[str, Any], longest: int) -> None:
     """Refuse an instance that starts but cannot hold the run's longest request: SGLang's
     pool (or its sliding-window pool) smaller than it, vLLM's auto-fitted context shorter."""
     from planner.core.engines.sglang import SWA_FULL_TOKENS_RATIO
 
-    p = plan.prediction
+    p = started(plan)
     if plan.engine == "sglang" and longest > p.kv_cache_tokens - 1:
         # SGLang starts with a pool smaller than the context but caps requests at it
         raise CannotServe(
@@ -1242,7 +1268,7 @@ def _check_serves(plan: Any, values: dict[str, Any], longest: int) -> None:
         )
 
 
-def _window_pool(p: Any) -> Any:
+def _window_pool(p: EnginePrediction) -> WindowPool | None:
     """SGLang's sliding-window pool where the prediction keeps one (hybrid SWA), else None."""
     from planner.sim.engine import WindowPool
 
@@ -1258,23 +1284,23 @@ def _window_pool(p: Any) -> Any:
 
 
 def _instance_curve(
-    spec: Any,
-    card: Any,
-    plan: Any,
+    spec: ModelSpec,
+    card: GpuSpec,
+    plan: ServePlan,
     payload: dict[str, Any],
     values: dict[str, Any],
     weight_dtype: str,
     attention_groups: int,
     sglang_groups: bool,
     ep: int | None,
-) -> Any:
+) -> StepTime:
     """The instance's step model: its ranks' weights as the step streams them, the KV dtype
     the engine resolved, and the exchange and expert split its plan's line runs."""
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
-    p, engine = plan.prediction, plan.engine
+    p, engine = started(plan), plan.engine
     tp = int(values.get("tp", 1))
     pp = int(values.get("pp", 1))
     groups = attention_groups if spec.num_experts else 1  # dense: DP ranks are replicas
@@ -1304,15 +1330,15 @@ def _instance_curve(
 
 
 def _scheduler_config(
-    plan: Any, longest: int, seed: int, scheduler_steps: int, sglang_groups: bool
-) -> tuple[Any, int]:
+    plan: ServePlan, longest: int, seed: int, scheduler_steps: int, sglang_groups: bool
+) -> tuple[SimConfig, int]:
     """The simulator's settings for the engine's scheduler as the plan resolves it (its running
     cap, token budget, KV pool and admission), and the token budget a step runs."""
     from planner.core.engines.common import parse_version
     from planner.sim.door import FrontDoor
     from planner.sim.engine import SimConfig
 
-    p, engine = plan.prediction, plan.engine
+    p, engine = started(plan), plan.engine
     version = parse_version(p.version)
     vllm_engine = engine == "vllm"
     block = int(str(p.settings["block_size" if vllm_engine else "page_size"]))
@@ -1377,13 +1403,13 @@ def _scheduler_config(
 
 def pd_command(
     values: dict[str, Any],
-    plan: Any,
+    plan: ServePlan,
     role: Literal["prefill", "decode"],
     *,
     gpu: str,
     preset: str | None,
     model: str | None,
-    spec: Any,
+    spec: ModelSpec,
     backend: str | None = None,
 ) -> str:
     """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
@@ -1435,7 +1461,7 @@ def deployment_instance(
     dp: int = 1,
     ep: int | None = None,
     dp_attention: bool = False,
-    calibration: Any = None,
+    calibration: Calibration | None = None,
     longest: int | None = None,
 ) -> tuple[Instance, int]:
     """One engine instance of a deployment exactly as `simulate` plans it (serve plan, step
@@ -1482,8 +1508,8 @@ def line_instance(
     revision: str | None,
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
-    spec: Any,
-    calibration: Any,
+    spec: ModelSpec,
+    calibration: Calibration | None,
 ) -> Instance | None:
     """The engine instance `simulate` and `slo` plan for a serve line's settings, its layout
     read from the line's own fields (capacity's --dp / --dp-attention / --ep: PP stages,
@@ -1601,9 +1627,10 @@ def disagg_handoff_ms(engine: str) -> float:
 
 
 def transfer_plan(
-    spec: Any, prompt_tokens: Any, kv_dtype_bytes: int, prefill_tp: int, decode_tp: int,
-    link: str | None, gpus: int, card: Any, engine: str, backend: str | None = None,
-) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    spec: ModelSpec, prompt_tokens: NDArray[np.int64], kv_dtype_bytes: int, prefill_tp: int,
+    decode_tp: int, link: str | None, gpus: int, card: GpuSpec, engine: str,
+    backend: str | None = None,
+) -> tuple[NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
     was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
     MLA latent); GQA heads are sharded over the ranks and move in parallel, an MLA latent is
@@ -1638,7 +1665,7 @@ def transfer_plan(
     }
 
 
-def decode_pool_config(dec: Instance) -> Any:
+def decode_pool_config(dec: Instance) -> SimConfig:
     """A decode instance's scheduler settings: the engine's, except that SGLang's decode
     instance admits on its flat per-request reserve (SGLANG_PD_RESERVED_DECODE_TOKENS), not
     the new-token ratio of an aggregated server."""
@@ -1656,9 +1683,9 @@ def decode_pool_config(dec: Instance) -> Any:
 
 
 def run_pools(
-    spec: Any, trace: Any, layout: Any, pre: Instance, dec: Instance, link: str | None,
-    concurrency: int | None, backend: str | None = None,
-) -> tuple[Any, dict[str, Any], Any, dict[str, Any]]:  # fmt: skip
+    spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
+    link: str | None, concurrency: int | None, backend: str | None = None,
+) -> tuple[RunState, dict[str, Any], NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
     clients): the client-side RunState, the pools' figures, each request's transfer time and
     how the transfer was priced."""
@@ -1688,14 +1715,14 @@ def _disaggregated(
     *,
     engine: str,
     version: str | None,
-    disagg: Any,
+    disagg: DisaggLayout,
     link: str | None,
-    trace: Any,
+    trace: Trace,
     closed: int | None,
     load: Load,
-    spec: Any,
+    spec: ModelSpec,
     workload_echo: dict[str, Any],
-    instance: Any,
+    instance: Callable[[int, int | None, int], Instance],
     percentiles: tuple[float, ...],
     client: str | None = None,
     source: dict[str, str | None] | None = None,
@@ -1737,11 +1764,11 @@ def _disaggregated(
     gpus = disagg.gpus
 
     def pool(
-        inst: Any, role: Literal["prefill", "decode"], count: int, tp_size: int, ep: int,
+        inst: Instance, role: Literal["prefill", "decode"], count: int, tp_size: int, ep: int,
         groups: int,
     ) -> dict[str, Any]:  # fmt: skip
         p = inst.prediction
-        where = {"gpu": inst.card.id, "spec": spec} | (source or {})
+        where = source or {}
         return {
             "instances": count,
             "tp": tp_size,
@@ -1750,7 +1777,16 @@ def _disaggregated(
             "max_num_seqs": inst.plan.max_num_seqs,
             "max_num_batched_tokens": inst.budget,
             "kv_cache_tokens": p.kv_cache_tokens,
-            "command": pd_command(inst.values, inst.plan, role, **where, backend=backend),
+            "command": pd_command(
+                inst.values,
+                inst.plan,
+                role,
+                gpu=inst.card.id,
+                preset=where.get("preset"),
+                model=where.get("model"),
+                spec=spec,
+                backend=backend,
+            ),
         }
 
     return {
@@ -1848,7 +1884,9 @@ def _per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:
     }
 
 
-def check_step_calibration(cal: Any, engine: str, gpu_id: str, model: str, tp: int) -> Any:
+def check_step_calibration(
+    cal: Calibration, engine: str, gpu_id: str, model: str, tp: int
+) -> StepCalibration:
     """The profile's step terms, refused when they were measured on another deployment."""
     if cal.step is None:
         raise InputError(
@@ -1870,7 +1908,7 @@ def check_step_calibration(cal: Any, engine: str, gpu_id: str, model: str, tp: i
     return cal.step
 
 
-def apply_step_calibration(curve: Any, step: Any) -> Any:
+def apply_step_calibration(curve: StepTime, step: StepCalibration) -> StepTime:
     """The step model with measured corrections: HBM-read time scaled, a fixed time per step
     added (never below zero engine overhead)."""
     return curve.model_copy(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.api.engines import LoggedRun, read_logged_run
 from planner.core.engines.calibration import (
@@ -15,6 +15,9 @@ from planner.core.engines.calibration import (
 )
 from planner.errors import InputError
 from planner.units import GIB_BYTES
+
+if TYPE_CHECKING:
+    from planner.core.engines.common import EnginePrediction
 
 # Terms a log can print, per engine, in ledger order.
 VLLM_TERMS = (
@@ -31,7 +34,7 @@ SGLANG_TERMS = ("total_memory_bytes", "pre_load_free_bytes", "weights_bytes")
 IMPLAUSIBLE_SHARE = 0.10
 
 
-def modelled_term(predicted: Any, name: str) -> int:
+def modelled_term(predicted: EnginePrediction, name: str) -> int:
     """A term of a prediction; SGLang's pre-load free memory is total less its start-up use."""
     if name == "pre_load_free_bytes":
         from planner.core.engines.sglang import PRE_LOAD_USED_BYTES
@@ -40,7 +43,7 @@ def modelled_term(predicted: Any, name: str) -> int:
     return int(getattr(predicted, name))
 
 
-def logged_available_bytes(run: LoggedRun, predicted: Any) -> int | None:
+def logged_available_bytes(run: LoggedRun, predicted: EnginePrediction) -> int | None:
     """The KV budget a log states: its own line, else its block count x the block's bytes."""
     log = run.log
     if log.available_kv_bytes is not None:
@@ -53,9 +56,9 @@ def logged_available_bytes(run: LoggedRun, predicted: Any) -> int | None:
 
 def measure_run(
     run: LoggedRun,
-    predicted: Any,
+    predicted: EnginePrediction,
     slope_total: int | None = None,
-    others: Any = None,
+    others: EnginePrediction | None = None,
 ) -> list[TermCalibration]:
     """One log's corrections: each printed term, and the non-KV remainder it leaves unsplit.
 
@@ -150,7 +153,7 @@ def measure_run(
     return out
 
 
-def total_from_slope(runs: list[tuple[LoggedRun, Any]]) -> int | None:
+def total_from_slope(runs: list[tuple[LoggedRun, EnginePrediction]]) -> int | None:
     """The device total from vLLM logs that differ only in gpu_memory_utilization.
 
     From 0.9 nothing else in the budget depends on the utilisation, so the KV budget moves by
@@ -176,7 +179,9 @@ def total_from_slope(runs: list[tuple[LoggedRun, Any]]) -> int | None:
     return round(num / den) if den and num > 0 else None
 
 
-def profile_from(runs: list[tuple[LoggedRun, Any, list[TermCalibration]]]) -> Calibration:
+def profile_from(
+    runs: list[tuple[LoggedRun, EnginePrediction, list[TermCalibration]]],
+) -> Calibration:
     """The profile over several logs of one deployment (the median correction per term)."""
     first_run, first_pred, _ = runs[0]
     return Calibration(
@@ -201,19 +206,19 @@ def profile_from(runs: list[tuple[LoggedRun, Any, list[TermCalibration]]]) -> Ca
     )
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: object) -> bool:
     return isinstance(value, (int, float, str, bool)) or value is None
 
 
-def _tp(p: Any) -> int:
+def _tp(p: EnginePrediction) -> int:
     return int(str(p.settings.get("tensor_parallel_size", p.settings.get("tp_size", 1))))
 
 
-def _pp(p: Any) -> int:
+def _pp(p: EnginePrediction) -> int:
     return int(str(p.settings.get("pipeline_parallel_size", p.settings.get("pp_size", 1))))
 
 
-def _error(predicted: Any, run: LoggedRun) -> dict[str, Any]:
+def _error(predicted: EnginePrediction, run: LoggedRun) -> dict[str, Any]:
     """Predicted vs logged KV figures for one log."""
     logged_tokens = run.log.kv_cache_tokens
     available = logged_available_bytes(run, predicted)
@@ -229,7 +234,7 @@ def _error(predicted: Any, run: LoggedRun) -> dict[str, Any]:
     return row
 
 
-def _modelled(run: LoggedRun) -> Any:
+def _modelled(run: LoggedRun) -> EnginePrediction:
     """The engine model at the log's settings, even where it would leave no KV cache.
 
     A deployment whose terms the model overestimates is exactly one to calibrate: its terms
@@ -276,7 +281,7 @@ def calibrate_report(
     """Read the logs, measure each term, build the profile, and check it on every log."""
     if not log_paths:
         raise InputError("LOG", "give at least one start-up log")
-    runs: list[tuple[LoggedRun, Any, list[TermCalibration]]] = []
+    runs: list[tuple[LoggedRun, EnginePrediction, list[TermCalibration]]] = []
     for path in log_paths:
         run = read_logged_run(
             path, gpu, preset, model, revision, version, field="LOG", require_tokens=False
@@ -355,11 +360,11 @@ def calibrate_report(
     if len(runs) > 1:
         # each log predicted from a profile of the others: what the profile is worth elsewhere
         for i, (run, _pred, _terms) in enumerate(runs):
-            others = [r for j, r in enumerate(runs) if j != i and r[2]]
-            if not others:
+            rest = [r for j, r in enumerate(runs) if j != i and r[2]]
+            if not rest:
                 continue
-            held_out = profile_from(others)
-            checks.append({"from": [r[0].path for r in others]} | _held_out(run, held_out))
+            held_out = profile_from(rest)
+            checks.append({"from": [r[0].path for r in rest]} | _held_out(run, held_out))
     report = {
         "profile": profile.model_dump(),
         "logs": per_log,

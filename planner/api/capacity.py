@@ -15,6 +15,11 @@ from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
 if TYPE_CHECKING:
     # the textbook ledger is imported where it is planned: the engine's plan never reads it
     from planner.core.capacity import CapacityPlan
+    from planner.core.engines.calibration import Calibration
+    from planner.core.engines.common import EnginePrediction, TermSource
+    from planner.core.serve import ServePlan
+    from planner.core.specs import GpuSpec, ModelSpec
+    from planner.plan import EngineInputs, PlanLock
 
 # Default max model length when --context is not given (capped at the model's own maximum).
 DEFAULT_CONTEXT_TOKENS = 8192
@@ -116,7 +121,7 @@ def capacity_report(
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
     engine: dict[str, Any] | None,
-) -> tuple[CapacityPlan, Any]:
+) -> tuple[CapacityPlan, EnginePrediction | None]:
     """The textbook plan and, when an engine is named, that engine's prediction."""
     from planner.units import GIB_BYTES
 
@@ -169,7 +174,7 @@ def _check_engine_flags(name: Any, flags: dict[str, Any]) -> None:
 
 def lock_for(
     plan: CapacityPlan,
-    prediction: Any,
+    prediction: EnginePrediction | None,
     *,
     preset: str | None,
     model: str | None,
@@ -178,7 +183,7 @@ def lock_for(
     gpu_memory_gib: float | None,
     settings: dict[str, Any],
     engine: dict[str, Any] | None,
-) -> Any:
+) -> PlanLock:
     """The plan lock file for a textbook plan (with an engine prediction, if one was made)."""
     from planner.core.capacity import capacity_json
     from planner.plan import EngineInputs
@@ -209,9 +214,9 @@ def _lock(
     gpu_memory_gib: float | None,
     ledger: str,
     settings: dict[str, Any],
-    engine: Any,
+    engine: EngineInputs | None,
     calibration: str | None = None,
-) -> Any:
+) -> PlanLock:
     """A plan lock file from a capacity `--json` object and the inputs that made it."""
     from planner import __version__
     from planner.plan import SCHEMA_VERSION, PlanInputs, PlanLock, figures_from
@@ -287,7 +292,7 @@ def served_weight_dtype(name: str | None) -> str | None:
     return ENGINE_QUANTIZATION_NAMES.get(name.strip().lower(), name)
 
 
-def _checkpoint_method(spec: Any) -> str | None:
+def _checkpoint_method(spec: ModelSpec) -> str | None:
     """The engines' --quantization name for a quantized checkpoint's own method (None: not
     quantized, or a method the line need not name)."""
     return next(
@@ -295,7 +300,7 @@ def _checkpoint_method(spec: Any) -> str | None:
     )
 
 
-def pinned_memory_fraction(plan: Any) -> Any:
+def pinned_memory_fraction(plan: ServePlan) -> object:
     """The memory fraction to pin when a plan is made again with another running cap: SGLang's
     as this plan resolved it (SGLang sizes its reserve by the running cap, so an unpinned
     heuristic would move the pool); None for vLLM, whose fraction does not move with the cap."""
@@ -314,9 +319,9 @@ def serve_report(
     settings: dict[str, Any],
     tpot_ms: float | None = None,
     speculation: dict[str, Any] | None = None,
-    calibration: Any = None,
-    spec: Any = None,
-) -> tuple[Any, dict[str, Any]]:
+    calibration: Calibration | None = None,
+    spec: ModelSpec | None = None,
+) -> tuple[ServePlan, dict[str, Any]]:
     """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more).
 
     `calibration`: a profile from `planner calibrate` (planner.core.engines.calibration).
@@ -496,11 +501,13 @@ def _with_speculation(plan: Any, spec: Any, curve: Any, s: Any, options: dict[st
     return plan.model_copy(update=update)
 
 
-def _card(gpu: str, gpu_memory_gib: float | None) -> tuple[Any, Any, str]:
+def _card(
+    gpu: str, gpu_memory_gib: float | None
+) -> tuple[GpuSpec, tuple[int, TermSource] | None, str]:
     """The GPU by name, the total memory to plan against if measured, and its basis."""
     from planner.units import GIB_BYTES
 
-    measured = None
+    measured: tuple[int, TermSource] | None = None
     basis = "cuda"
     if gpu.strip().lower() == "auto":
         from planner.sources.devices import cuda_runtime_total_bytes, detect, planning_gpu
@@ -566,7 +573,7 @@ def serve_lock(
     settings: dict[str, Any],
     tpot_ms: float | None,
     calibration: str | None = None,
-) -> Any:
+) -> PlanLock:
     """The plan lock file for an engine-ledger plan (recomputed by `planner drift`)."""
     from planner.plan import EngineInputs
 

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError, SourceUnavailable
+
+if TYPE_CHECKING:
+    from planner.core.diagnose import Effects
+
+# Samples by metric name: [(labels, value)] (planner.sources.deployed.parse_prometheus).
+Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 # The longest --window / --interval accepted, seconds: an hour is not a health check.
 MAX_WINDOW_S = 3600.0
@@ -14,13 +20,13 @@ MAX_WINDOW_S = 3600.0
 DEFAULT_WINDOW_S = 10.0
 
 
-def _samples(text: str) -> Any:
+def _samples(text: str) -> Samples:
     from planner.sources.deployed import parse_prometheus
 
     return parse_prometheus(text)
 
 
-def scrape_pair(url: str, window_s: float, timeout_s: float) -> tuple[Any, Any, float]:
+def scrape_pair(url: str, window_s: float, timeout_s: float) -> tuple[Samples, Samples, float]:
     """Two scrapes of one endpoint `window_s` apart (each bounded in time and bytes)."""
     from planner.sources.deployed import fetch_metrics
 
@@ -37,7 +43,7 @@ def scrape_pair(url: str, window_s: float, timeout_s: float) -> tuple[Any, Any, 
     return _samples(first.text), _samples(second.text), time.monotonic() - started
 
 
-def snapshot_pair(paths: list[str], interval_s: float | None) -> tuple[Any, Any, float]:
+def snapshot_pair(paths: list[str], interval_s: float | None) -> tuple[Samples, Samples, float]:
     """Two saved scrapes and the seconds between them."""
     from planner.sources.deployed import MAX_METRICS_BYTES
     from planner.sources.files import read_text
@@ -59,7 +65,7 @@ def effects_for(
     model: str | None,
     gpu: str | None,
     settings: dict[str, Any],
-) -> Any:
+) -> Effects:
     """The deployment's models (step time, KV capacity) from a plan or a model and GPU."""
     from planner.api.capacity import serve_report
     from planner.api.latency import step_model_from_curve

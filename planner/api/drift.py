@@ -8,7 +8,9 @@ from planner.api.capacity import capacity_report
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
-    pass
+    from planner.core.drift import Difference
+    from planner.core.engines.calibration import Calibration
+    from planner.plan import PlanLock
 
 
 def parse_tolerance(text: str) -> float:
@@ -24,10 +26,10 @@ def parse_tolerance(text: str) -> float:
 
 
 def _recompute(
-    lock: Any,
+    lock: PlanLock,
     model: str | None,
     revision: str | None,
-    calibration: Any = None,
+    calibration: Calibration | None = None,
     version: str | None = None,
 ) -> dict[str, Any]:
     """The plan's `--json` object recomputed from its inputs, with the ledger it was made with.
@@ -87,7 +89,9 @@ def lock_serve_settings(lock: Any) -> tuple[dict[str, Any], float | None]:
     return {k: v for k, v in settings.items() if v is not None}, tpot
 
 
-def _profile(lock: Any, plan_path: str, given: str | None, rows: list[Any]) -> Any:
+def _profile(
+    lock: PlanLock, plan_path: str, given: str | None, rows: list[Difference]
+) -> Calibration | None:
     """The calibration profile to recompute with (`--calibration`, else the plan's own).
 
     A profile whose content changed since the plan was made is a difference of its own.

@@ -11,7 +11,11 @@ from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
-    pass
+    from pydantic import BaseModel
+
+    from planner.core.engines.common import EnginePrediction
+    from planner.core.specs import ModelSpec
+    from planner.sources.startup_log import StartupLog
 
 
 # --quantization values whose weight bytes we can size (online fp8 included).
@@ -28,9 +32,9 @@ def engine_plan(
     quantization: str | None = None,
     measured: dict[str, Any] | None = None,
     engine_mode: str | None = None,
-    spec: Any = None,
+    spec: ModelSpec | None = None,
     **flags: Any,
-) -> Any:
+) -> EnginePrediction:
     """Predict an engine's start-up KV figures (vLLM or SGLang) from names and flags.
 
     `spec`: the model already resolved from preset / model / revision (read once by callers
@@ -92,7 +96,7 @@ class LoggedRun:
     def __init__(
         self,
         path: str,
-        log: Any,
+        log: StartupLog,
         sha256: str,
         common: dict[str, Any],
         flags: dict[str, Any],
@@ -102,14 +106,14 @@ class LoggedRun:
         self.field = field  # the option that named the log (calibrate: LOG)
         self.notes: list[str] = []
         self.no_kv = False  # the engine model leaves the log's settings no KV cache
-        self._spec: Any = None
+        self._spec: ModelSpec | None = None
 
     @property
     def engine(self) -> str:
         return str(self.common["engine"])
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> ModelSpec:
         """The model, resolved once for every prediction of this log."""
         if self._spec is None:
             c = self.common
@@ -120,7 +124,7 @@ class LoggedRun:
     def gpu_id(self) -> str:
         return str(find_gpu(str(self.common["gpu"])).id)
 
-    def plan(self, **extra: Any) -> Any:
+    def plan(self, **extra: Any) -> EnginePrediction:
         """The engine model at the log's settings (plus `extra` engine_plan keywords). A
         setting the engine model refuses came from the log, so the error names the option that
         gave the log (the flags the user typed beside it keep their own names)."""
@@ -201,7 +205,7 @@ def from_log_report(
     from planner.core.engines.sglang import MeasuredTerms as SglangMeasured
     from planner.core.engines.vllm import MeasuredTerms as VllmMeasured
 
-    def memory_terms(model: Any) -> list[str]:
+    def memory_terms(model: type[BaseModel]) -> list[str]:
         return [f for f in model.model_fields if f.endswith("_bytes")]
 
     vllm_measured, sglang_measured = memory_terms(VllmMeasured), memory_terms(SglangMeasured)

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from planner.errors import InputError, validation_text
 from planner.units import ceil_div
+
+if TYPE_CHECKING:
+    from planner.api.bench import Instance
+    from planner.core.engines.calibration import Calibration
+    from planner.core.fleet import Trial
+    from planner.core.specs import GpuSpec, ModelSpec
+    from planner.sim.engine import CostModel, RunState, SimConfig
+    from planner.sim.prefix import PrefixShare
+    from planner.sim.workload import Trace
+
+# Reports one candidate done: its GPU, TP size and precision.
+Progress = Callable[[str, int, str], None]
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
 DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
@@ -116,8 +128,8 @@ def fleet_report(
     prices: dict[str, float],
     headroom: float,
     workload: dict[str, Any],
-    progress: Any = None,
-    calibration: Any = None,
+    progress: Progress | None = None,
+    calibration: Calibration | None = None,
     reserved_bytes: int | None = None,
     workers: int = 1,
     prices_origin: str | None = None,
@@ -127,7 +139,7 @@ def fleet_report(
     precisions: list[str] | None = None,
     engine_version: str | None = None,
     disagg: str = "auto",
-    prefix: Any = None,
+    prefix: PrefixShare | None = None,
     offload: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
@@ -401,7 +413,7 @@ def layout_name(c: dict[str, Any]) -> str:
     return f"{c['gpu']}{pools} TP {c['tp']}{dp}{pp}{ep} {c['precision']}"
 
 
-def _parallel_options(spec: Any, engine: str, tp: int) -> list[tuple[bool, int]]:
+def _parallel_options(spec: ModelSpec, engine: str, tp: int) -> list[tuple[bool, int]]:
     """(expert parallelism, data-parallel attention groups) tried for a TP size. A MoE model
     on more than one GPU: with expert parallelism and without (vLLM --enable-expert-parallel,
     SGLang --ep-size: experts whole on E / EP GPUs instead of every expert sharded). An MLA
@@ -428,7 +440,7 @@ def replica_gpus(job: dict[str, Any]) -> int:
     return deployment_gpus(job["engine"], int(job["tp"]), int(job["pp"]), groups, groups)
 
 
-def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
+def _precisions(spec: ModelSpec, card: GpuSpec, asked: list[str] | None) -> list[str]:
     """The weight precisions tried on a card: the checkpoint's own, and fp8 for 16-bit
     checkpoints on cards with fp8 tensor cores (the engines quantize at load); `asked` keeps
     those named."""
@@ -446,7 +458,7 @@ def _precisions(spec: Any, card: Any, asked: list[str] | None) -> list[str]:
 def _run_jobs(
     jobs: list[dict[str, Any]],
     workers: int,
-    progress: Any,
+    progress: Progress | None,
     evaluate: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """Every candidate evaluated, in a process pool of `workers` when there is more than one
@@ -498,7 +510,7 @@ def serve_values(job: dict[str, Any]) -> dict[str, Any]:
     } | ({"offload": job["offload"]} if job.get("offload") else {})
 
 
-def job_instance(job: dict[str, Any], as_launched: bool) -> Any:
+def job_instance(job: dict[str, Any], as_launched: bool) -> Instance:
     """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
     launched: the engine's running cap; else the plan's advised max_num_seqs)."""
     from planner.api.bench import _instance
@@ -528,7 +540,9 @@ def _ep_size(job: dict[str, Any]) -> int | None:
     return moe_ranks(job["engine"], int(job["tp"]), int(job.get("groups", 1)))
 
 
-def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) -> Any:
+def _prefixed(
+    job: dict[str, Any], inst: Instance, cost: CostModel, cfg: SimConfig, rate: float
+) -> Callable[[Trace], RunState] | None:
     """A trial's runner when requests share a prefix: each trace served from the replica's
     prefix cache at `rate` (planner.api.bench.prefix_served, as simulate serves it); None
     (the plain run) without one."""
@@ -538,7 +552,7 @@ def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) 
     from planner.api.bench import prefix_served
     from planner.sim.engine import execute
 
-    def run(trace: Any) -> Any:
+    def run(trace: Trace) -> RunState:
         served, delay, _ = prefix_served(trace, prefix, inst, None, rate, job["workload"].seed)
         return execute(served, cost, cfg, delay)
 
@@ -548,7 +562,7 @@ def _prefixed(job: dict[str, Any], inst: Any, cost: Any, cfg: Any, rate: float) 
 def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
-    from planner.api.bench import WouldNotStart, graph_coverage_notes
+    from planner.api.bench import WouldNotStart, graph_coverage_notes, started
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve
@@ -559,7 +573,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         sustainable_rate,
         trial,
     )
-    from planner.sim.engine import CostModel, SimConfig
+    from planner.sim.engine import CostModel
 
     spec, card, tp, pp = job["spec"], job["card"], job["tp"], job["pp"]
     w, promised, rate, mean = job["workload"], job["promise"], job["rate"], job["mean"]
@@ -613,11 +627,11 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         if best is not None:
             guess = best.rate_per_s
 
-        failed: list[Any] = []
+        failed: list[Trial] = []
 
         def judge(
-            r: float, c: SimConfig = trial_cfg, m: CostModel = cost, seen: list[Any] = failed
-        ) -> Any:
+            r: float, c: SimConfig = trial_cfg, m: CostModel = cost, seen: list[Trial] = failed
+        ) -> Trial:
             t = trial(w, r, m, c, promised, runner=_prefixed(job, inst, m, c, r))
             if not t.ok:
                 seen.append(t)
@@ -677,6 +691,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         )
         if not line.fits:
             return row | {"fits": False, "reason": line.reasons[0]}
+    launched = started(line)
     return (
         row
         | costed(
@@ -692,16 +707,14 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         )
         | {
             "max_num_seqs": flag_seqs,  # the line's (SGLang's: shared by its attention groups)
-            "kv_cache_tokens": line.prediction.kv_cache_tokens,
+            "kv_cache_tokens": launched.kv_cache_tokens,
             "mean_tokens": mean,
-            "engine_version": line.prediction.version,
+            "engine_version": launched.version,
             "command": line.command,
             "flags": line.flags,
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
             # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
-            "notes": graph_coverage_notes(
-                job["engine"], line.prediction, at_load.peak_running, cfg.mixed
-            ),
+            "notes": graph_coverage_notes(job["engine"], launched, at_load.peak_running, cfg.mixed),
         }
     )

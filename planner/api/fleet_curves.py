@@ -8,7 +8,12 @@ per user (1000 / median TPOT) as the number of clients grows. Each point is the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.api.bench import Instance
+    from planner.sim.prefix import PrefixShare
+    from planner.sim.workload import Workload
 
 # Clients per point: powers of four (the public sweeps' 1 ... 256 style), up to the engine's
 # running cap (beyond it more clients only queue), the cap itself as the last point.
@@ -26,10 +31,15 @@ def clients_for(cap: int) -> list[int]:
 
 
 def layout_curve(
-    *, inst: Any, workload: Any, gpus: int, groups: int = 1, prefix: Any = None
+    *,
+    inst: Instance,
+    workload: Workload,
+    gpus: int,
+    groups: int = 1,
+    prefix: PrefixShare | None = None,
 ) -> list[dict[str, Any]]:
     """One layout's points: for each client count, what the benchmark would print for the
-    engine instance `inst` (planner.api.bench.Instance) on `gpus` GPUs (an estimate), per GPU
+    engine instance `inst` on `gpus` GPUs (an estimate), per GPU
     and per user. With `groups` data-parallel groups the instance is one group, given its
     share of the clients (as `planner simulate --dp` runs it); with a shared `prefix`, served
     from the instance's prefix cache as simulate serves it."""

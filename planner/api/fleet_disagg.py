@@ -9,7 +9,15 @@ whole units.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from planner.api.bench import Instance
+    from planner.core.fleet import Trial
+    from planner.core.specs import ModelSpec
+    from planner.sim.disagg import DisaggLayout
+    from planner.sim.engine import RunState
+    from planner.sim.workload import Trace
 
 # P:D ratios a unit may take (at most four instances: the shapes the SGLang and Dynamo docs
 # and the published xPyD sweeps run); per GPU and TP the RATIOS_TRIED nearest to the workload's
@@ -33,7 +41,7 @@ def ratios_for(prefill_ms: float, decode_ms: float) -> list[tuple[int, int]]:
     return ranked[:RATIOS_TRIED]
 
 
-def pool_work_ms(inst: Any, mean_prompt: float, mean_output: float) -> tuple[float, float]:
+def pool_work_ms(inst: Instance, mean_prompt: float, mean_output: float) -> tuple[float, float]:
     """GPU time one request costs the prefill pool (its prompt in full chunks) and the decode
     pool (its output at the full batch's time per token), ms."""
     from planner.sim import disagg as dis
@@ -47,7 +55,7 @@ def pool_work_ms(inst: Any, mean_prompt: float, mean_output: float) -> tuple[flo
     return max(mean_prompt, 1.0) * prefill, mean_output * decode
 
 
-def wanted(mode: str, spec: Any) -> bool:
+def wanted(mode: str, spec: ModelSpec) -> bool:
     """Whether this search adds disaggregated candidates."""
     from planner.errors import InputError
 
@@ -56,7 +64,7 @@ def wanted(mode: str, spec: Any) -> bool:
     return mode == "on" or (mode == "auto" and bool(spec.num_experts))
 
 
-def decode_groups(spec: Any, engine: str, tp: int) -> int:
+def decode_groups(spec: ModelSpec, engine: str, tp: int) -> int:
     """Data-parallel groups a unit's decode instance may take (1: none): for an MLA MoE model,
     the data-parallel attention layout fleet searches aggregated (SGLang TP N with N groups,
     vLLM TP N x DP 8 / N), EP across them."""
@@ -131,7 +139,6 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
         sustainable_rate,
         trial,
     )
-    from planner.sim.workload import Trace
 
     card, tp, precision = job["card"], job["tp"], job["precision"]
     p, d = job["ratio"]
@@ -153,7 +160,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
         "calibrated": "calibration" in serve_values(job)["extra"],
     }
 
-    def runner(trace: Trace) -> Any:
+    def runner(trace: Trace) -> RunState:
         return _run_unit(job, inst, dec, layout, trace, None)
 
     seqs = dec.plan.max_num_seqs
@@ -164,7 +171,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
     ceiling = STABLE_UTILISATION * min(schedulers * 1000.0 / decode_ms, p * 1000.0 / prefill_ms)
     sizing = inst.cfg.model_copy(update={"max_batch": seqs * schedulers})
 
-    def judge(r: float) -> Any:
+    def judge(r: float) -> Trial:
         return trial(w, r, None, sizing, promised, runner=runner)
 
     best = sustainable_rate(judge, ceiling / 2, ceiling=ceiling)
@@ -222,7 +229,7 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
     )
 
 
-def _layout(job: dict[str, Any]) -> Any:
+def _layout(job: dict[str, Any]) -> DisaggLayout:
     """The job's xPyD layout (its decode instances with their data-parallel groups and EP)."""
     from planner.api.fleet import _ep_size
     from planner.core.parallel import ranks_share_tp
@@ -241,7 +248,7 @@ def _layout(job: dict[str, Any]) -> Any:
     )
 
 
-def _unit_instance(job: dict[str, Any]) -> Any:
+def _unit_instance(job: dict[str, Any]) -> Instance:
     """The engine instance both pools run (one TP), as launched: planned as `planner
     simulate --disagg` plans it."""
     from planner.api.fleet import job_instance
@@ -250,8 +257,13 @@ def _unit_instance(job: dict[str, Any]) -> Any:
 
 
 def _run_unit(
-    job: dict[str, Any], inst: Any, dec: Any, layout: Any, trace: Any, clients: int | None
-) -> Any:
+    job: dict[str, Any],
+    inst: Instance,
+    dec: Instance,
+    layout: DisaggLayout,
+    trace: Trace,
+    clients: int | None,
+) -> RunState:
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
     from planner.api.bench import run_pools
 

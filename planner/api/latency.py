@@ -10,6 +10,7 @@ from planner.core.specs import GpuSpec
 from planner.errors import InputError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    from planner.core.engines.calibration import StepCalibration
     from planner.core.latency import Roofline
     from planner.core.slo import StepModel
     from planner.core.step import StepTime
@@ -76,7 +77,7 @@ def derived_step_model(
     *,
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
-    step_calibration: Any = None,
+    step_calibration: StepCalibration | None = None,
     kv_dtype: str | None = None,
     **efficiencies: float,
 ) -> StepModel:

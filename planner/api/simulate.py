@@ -9,10 +9,10 @@ from pydantic import ValidationError
 from planner.errors import InputError, validation_text
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
-    pass
+    from planner.sim.workload import Workload
 
 
-def load_workload(name: str) -> Any:
+def load_workload(name: str) -> Workload:
     """A workload preset by name (presets/workloads/NAME.yaml)."""
 
     from planner.sim.workload import Workload

@@ -15,7 +15,11 @@ from planner.errors import InputError, PlannerError
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from collections.abc import Callable
 
+    from planner.api.bench import Instance
+    from planner.core.capacity import CapacityPlan
+    from planner.core.engines.calibration import Calibration
     from planner.core.slo import StepModel
+    from planner.sim.engine import CostModel, CurveCost
 
 
 # The marker of a step model saved with --save-fit (and read back by --fit).
@@ -197,7 +201,7 @@ def slo_advice(
     save_fit: str | None = None,
     engine: str = "vllm",
     engine_version: str | None = None,
-    calibration: Any = None,
+    calibration: Calibration | None = None,
     dp: int = 1,
     ep: int | None = None,
     dp_attention: bool = False,
@@ -323,7 +327,7 @@ def slo_advice(
         if instance is not None and as_derived and not efficiencies and not prefill_ms_per_token:
             # the engine instance simulate runs, planned at each cap tried (its KV pool, token
             # budget and scheduler), serving one data-parallel rank's share of the rate
-            def engine_at(seqs: int) -> Any:
+            def engine_at(seqs: int) -> Instance:
                 from planner.api.bench import deployment_instance
 
                 shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
@@ -481,10 +485,10 @@ def _resolve_step_model(
     model: str | None,
     engine: str,
     engine_version: str | None,
-    calibration: Any,
+    calibration: Calibration | None,
     layout: dict[str, Any],
     settings: dict[str, Any],
-) -> tuple[StepModel, list[dict[str, float]], Any, Any, int]:
+) -> tuple[StepModel, list[dict[str, float]], CapacityPlan | None, Instance | None, int]:
     """The step model `slo` caps with, the fit's residuals, the capacity plan (None without a
     GPU), the engine instance (vLLM / SGLang: the one `simulate` plans for the same flags, so
     both print one t(B)) and its attention-DP groups."""
@@ -620,7 +624,7 @@ def _validate_cap(
     ttft_ms: float | None,
     rate: float,
     workload: str,
-    engine_at: Callable[[int], Any] | None = None,
+    engine_at: Callable[[int], Instance] | None = None,
     ranks: int = 1,
 ) -> dict[str, Any]:
     """Simulate chunked serving at caps up to the curve's and keep the goodput-maximising one.
@@ -636,7 +640,9 @@ def _validate_cap(
         raise InputError(
             "--rate", f"must be in [{MIN_RATE_PER_S:.3g}, {MAX_RATE_PER_S:g}] req/s (got {rate:g})"
         )
-    cost: Any = CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
+    cost: CostModel | CurveCost = (
+        CostModel() if step.source == "reference" else CostModel(**sim_cost_from(step))
+    )
     each = rate / max(1, ranks)
     if engine_at is not None:  # the requests `simulate --workload W --rate R` sends one rank
         from planner.api.bench import Lengths, Load, _trace

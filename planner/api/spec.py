@@ -9,6 +9,7 @@ from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.capacity import CapacityPlan
+    from planner.core.engines.calibration import Calibration
     from planner.core.spec_load import StepCost
 
 
@@ -63,7 +64,7 @@ def spec_advice(
     dp: int = 1,
     ep: int | None = None,
     dp_attention: bool = False,
-    calibration: Any = None,
+    calibration: Calibration | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Everything `planner spec` reports, as its documented JSON object (`settings`: the

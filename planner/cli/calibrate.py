@@ -1,11 +1,14 @@
 """`planner calibrate`: your start-up logs -> a calibration profile for capacity, fleet, drift."""
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from planner.cli.numbers import HubTimeout, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
+
+if TYPE_CHECKING:
+    from planner.core.engines.calibration import Calibration
 
 
 def calibrate(
@@ -73,7 +76,7 @@ def calibrate(
                     flag, "describes the benchmarked server (with --bench); a log carries its own"
                 )
     report: dict[str, Any] = {}
-    profile: Any = None
+    profile: Calibration | None = None
     if logs:
         profile, report = calibrate_report(
             log_paths=list(logs),
@@ -117,6 +120,7 @@ def calibrate(
             report["bench"] = bench_report
             report["profile"] = profile.model_dump()
         report.setdefault("bench", bench_report)
+    assert profile is not None  # the logs or the results made one (one of them is required)
     if save is not None:
         from planner.sources.calibration import dump_calibration
         from planner.sources.files import write_file
@@ -129,7 +133,7 @@ def calibrate(
         render(report)
 
 
-def _merged(logs_profile: Any, bench_profile: Any) -> Any:
+def _merged(logs_profile: "Calibration", bench_profile: "Calibration") -> "Calibration":
     """One profile from logs and benchmark results of the same deployment."""
     from planner.errors import InputError
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,9 @@ from planner.cli.render import (
     per_token,
     print_table,
 )
+
+if TYPE_CHECKING:
+    from planner.core.offload import KvTiers
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
 # Largest host memory --host-memory-gib takes: 64 TiB, beyond any one node sold.
@@ -984,7 +987,7 @@ def _textbook(f: CapacityFlags, settings: dict[str, object]) -> None:
     render_capacity(plan, f.explain)
 
 
-def render_tiers(tiers: Any) -> None:
+def render_tiers(tiers: "KvTiers") -> None:
     """Where the KV lives: tokens per tier, bytes per rank, and the host memory it takes."""
     from rich.table import Table
 

@@ -11,12 +11,15 @@ import functools
 import inspect
 import math
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_args, get_origin
 
 import typer
 
 from planner.errors import InputError
 from planner.sim.arrivals import cv_of_burstiness
+
+if TYPE_CHECKING:
+    from planner.sim.prefix import PrefixShare
 
 # The largest int the planner accepts on the command line: every int it takes (tokens, bytes,
 # counts) must convert to a float exactly, so numpy and JSON consumers see the same value.
@@ -110,8 +113,8 @@ HicacheRatio = Annotated[float | None, typer.Option(help="SGLang: host / device 
 HicacheSize = Annotated[float | None, typer.Option(help="SGLang: host pool per rank, GB.")]
 
 
-def prefix_share(share: float | None, tokens: int | None, prefixes: int) -> Any:
-    """The planner.sim.prefix.PrefixShare the prefix flags describe (None without them); a
+def prefix_share(share: float | None, tokens: int | None, prefixes: int) -> PrefixShare | None:
+    """The PrefixShare the prefix flags describe (None without them); a
     bad value is one error naming its flag."""
     if share is None and tokens is None:
         return None

@@ -4,7 +4,7 @@ import csv
 import io
 import sys
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -28,6 +28,10 @@ from planner.cli.numbers import (
 )
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import console, emit_json, fit_columns, print_table
+
+if TYPE_CHECKING:
+    from planner.api.bench import Lengths, Load, Speculation
+    from planner.sim.disagg import DisaggLayout
 
 # Load / Lengths field -> the flag that sets it.
 BENCH_FLAGS = {
@@ -775,7 +779,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
     return settings
 
 
-def _bench_load(f: SimulateFlags, engine: str) -> tuple[Any, Any, Any]:
+def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculation | None]":
     """The benchmark's load, lengths and speculation from the flags, each bad value one error
     naming its flag (BENCH_FLAGS)."""
     from planner.api.bench import Lengths, Load
@@ -1080,7 +1084,9 @@ DEPLOYMENT_EQUIVALENT = {
 }
 
 
-def _speculation(alpha: float | None, k: int | None, draft_cost: float | None) -> Any:
+def _speculation(
+    alpha: float | None, k: int | None, draft_cost: float | None
+) -> "Speculation | None":
     """--spec-alpha / --spec-k / --draft-cost for a deployment (None without --spec-alpha; the
     other two alone are an error naming it). A value out of range raises pydantic's error,
     which the caller names by BENCH_FLAGS."""
@@ -1109,7 +1115,7 @@ def _disagg_layout(
     decode_dp: int | None,
     disagg_link: str | None,
     disagg_transfer_backend: str | None,
-) -> Any:
+) -> "DisaggLayout | None":
     """The prefill/decode pools --disagg and each pool's --prefill-* / --decode-* options
     describe (a DisaggLayout; None without --disagg), each bad value one error naming its
     flag; the pool options, the link and SGLang's transfer backend are refused without it."""

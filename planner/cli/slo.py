@@ -1,6 +1,6 @@
 """`planner slo`: turn TTFT / TPOT budgets into a batch cap, and check it against goodput."""
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from planner.cli.numbers import (
     apply_hub_timeout,
 )
 from planner.cli.render import console, emit_json
+
+if TYPE_CHECKING:
+    from planner.core.engines.calibration import Calibration
 
 # The longest per-step engine overhead accepted: a second per step is not a serving engine.
 MAX_OVERHEAD_MS = 1000.0
@@ -320,8 +323,8 @@ def render(r: dict[str, Any]) -> None:
     out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
 
 
-def _profile(path: str) -> Any:
-    """A calibration profile from a file (planner.sources.calibration)."""
+def _profile(path: str) -> "Calibration":
+    """A calibration profile from a file."""
     from planner.sources.calibration import load_calibration
 
     return load_calibration(path)
