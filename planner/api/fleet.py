@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -13,14 +14,55 @@ from planner.units import ceil_div
 if TYPE_CHECKING:
     from planner.api.bench import Instance
     from planner.core.engines.calibration import Calibration
-    from planner.core.fleet import Trial
+    from planner.core.fleet import Promise, Trial
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.sim.engine import CostModel, RunState, SimConfig
     from planner.sim.prefix import PrefixShare
-    from planner.sim.workload import Trace
+    from planner.sim.workload import Trace, Workload
 
 # Reports one candidate done: its GPU, TP size and precision.
 Progress = Callable[[str, int, str], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate to plan and search: a layout of one GPU type at one precision, and what
+    the search judges it by (the model, the traffic and the promise). Jobs run in a process
+    pool, so a job carries everything its candidate needs."""
+
+    card: GpuSpec
+    precision: str
+    tp: int
+    ep: bool  # expert parallelism (experts whole on E / EP GPUs) rather than sharded
+    groups: int  # data-parallel attention groups (1: none)
+    pp: int
+    spec: ModelSpec
+    preset: str | None
+    model: str | None
+    engine: str
+    engine_version: str | None
+    price: float | None  # $ per GPU-hour (None: not priced)
+    calibration: Calibration | None
+    reserved_bytes: int | None
+    context: int
+    mean: int  # the mean tokens a request holds (prompt, half its output, a shared prefix)
+    workload: Workload
+    promise: Promise
+    rate: float
+    headroom: float
+    mean_prompt: float
+    mean_output: float
+    prefix: PrefixShare | None
+    offload: dict[str, Any] | None
+    decode_groups: int = 1  # a disaggregated unit's decode instance's attention groups
+    ratio: tuple[int, int] | None = None  # a disaggregated unit's prefill and decode instances
+
+    def pools(self) -> tuple[int, int]:
+        """A disaggregated unit's prefill and decode instances (its P:D ratio)."""
+        if self.ratio is None:
+            raise ValueError("an aggregated candidate has no P:D ratio")
+        return self.ratio
+
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
 DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
@@ -222,7 +264,7 @@ def fleet_report(
                 + ", ".join(str(t) for t in valid_tp(spec)),
             )
         layouts = sorted(set(tps))
-    jobs: list[dict[str, Any]] = []
+    jobs: list[Job] = []
     for card in cards:
         for precision in _precisions(spec, card, precisions):
             # Every TP of one node: a wider TP sustains more per replica and may cost less
@@ -231,63 +273,63 @@ def fleet_report(
                 (t, e, g) for t in layouts for e, g in _parallel_options(spec, engine, t)
             ]:
                 jobs.append(
-                    {
-                        "ep": ep,
-                        "groups": groups,
-                        "pp": 1,
-                        "spec": spec,
-                        "preset": preset,
-                        "model": model,
-                        "card": card,
-                        "tp": tp,
-                        "precision": precision,
-                        "engine": engine,
-                        "engine_version": engine_version,
-                        "price": prices.get(card.id),
-                        "calibration": calibration,
-                        "reserved_bytes": reserved_bytes,
-                        "context": context,
-                        "mean": mean,
-                        "workload": w,
-                        "promise": promised,
-                        "rate": rate,
-                        "headroom": headroom,
-                        "mean_prompt": mean_prompt,
-                        "mean_output": mean_output,
-                        "prefix": prefix,
-                        "offload": offload,
-                    }
+                    Job(
+                        card=card,
+                        precision=precision,
+                        tp=tp,
+                        ep=ep,
+                        groups=groups,
+                        pp=1,
+                        spec=spec,
+                        preset=preset,
+                        model=model,
+                        engine=engine,
+                        engine_version=engine_version,
+                        price=prices.get(card.id),
+                        calibration=calibration,
+                        reserved_bytes=reserved_bytes,
+                        context=context,
+                        mean=mean,
+                        workload=w,
+                        promise=promised,
+                        rate=rate,
+                        headroom=headroom,
+                        mean_prompt=mean_prompt,
+                        mean_output=mean_output,
+                        prefix=prefix,
+                        offload=offload,
+                    )
                 )
     if not jobs:
         raise InputError("--precision", "no candidate GPU runs the precisions asked for")
     candidates = _run_jobs(jobs, workers, progress, _candidate)
     # a model no TP of one node starts: pipeline stages across nodes, TP within each
     stretched = [
-        job | {"tp": max(layouts), "pp": pp}
+        replace(job, tp=max(layouts), pp=pp)
         for job in jobs
-        if job["tp"] == max(layouts)
-        and not job["ep"]
+        if job.tp == max(layouts)
+        and not job.ep
         and not any(
-            c.get("starts") and (c["gpu"], c["precision"]) == (job["card"].id, job["precision"])
+            c.get("starts") and (c["gpu"], c["precision"]) == (job.card.id, job.precision)
             for c in candidates
         )
         for pp in PP_STAGES
     ]
     candidates += _run_jobs(stretched, workers, progress, _candidate)
-    unit_jobs: dict[int, dict[str, Any]] = {}
+    unit_jobs: dict[int, Job] = {}
     if fleet_disagg.wanted(disagg, spec):
         units = []
         for job in jobs:
-            narrowest = fleet_disagg.unit_tp(candidates, job["card"].id, job["precision"])
-            if narrowest is None or job["ep"] or job["tp"] not in (narrowest, max(layouts)):
+            narrowest = fleet_disagg.unit_tp(candidates, job.card.id, job.precision)
+            if narrowest is None or job.ep or job.tp not in (narrowest, max(layouts)):
                 continue
             units.append(job)
             # asked for (--disagg on): an MLA MoE model's decode pool also with data-parallel
             # attention and EP over the node (its running requests' latents no longer copied on
             # every TP rank); the costliest units to simulate, so `auto` leaves them out
-            groups = fleet_disagg.decode_groups(spec, engine, job["tp"])
-            if disagg == "on" and groups > 1 and job["tp"] == max(layouts):
-                units.append(job | {"decode_groups": groups})
+            groups = fleet_disagg.decode_groups(spec, engine, job.tp)
+            if disagg == "on" and groups > 1 and job.tp == max(layouts):
+                units.append(replace(job, decode_groups=groups))
         for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
             candidates += got["rows"]
             unit_jobs |= {id(r): j for r, j in zip(got["rows"], got["jobs"], strict=True)}
@@ -431,13 +473,13 @@ def _parallel_options(spec: ModelSpec, engine: str, tp: int) -> list[tuple[bool,
     return options
 
 
-def replica_gpus(job: dict[str, Any]) -> int:
+def replica_gpus(job: Job) -> int:
     """GPUs of one replica: its TP x PP group, times vLLM's data-parallel ranks (SGLang's
     attention-DP groups live inside its TP group)."""
     from planner.core.parallel import deployment_gpus
 
-    groups = int(job.get("groups", 1))
-    return deployment_gpus(job["engine"], int(job["tp"]), int(job["pp"]), groups, groups)
+    groups = job.groups
+    return deployment_gpus(job.engine, int(job.tp), int(job.pp), groups, groups)
 
 
 def _precisions(spec: ModelSpec, card: GpuSpec, asked: list[str] | None) -> list[str]:
@@ -456,10 +498,10 @@ def _precisions(spec: ModelSpec, card: GpuSpec, asked: list[str] | None) -> list
 
 
 def _run_jobs(
-    jobs: list[dict[str, Any]],
+    jobs: list[Job],
     workers: int,
     progress: Progress | None,
-    evaluate: Callable[[dict[str, Any]], dict[str, Any]],
+    evaluate: Callable[[Job], dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """Every candidate evaluated, in a process pool of `workers` when there is more than one
     (candidates are independent); progress reported as each finishes, order kept."""
@@ -468,7 +510,7 @@ def _run_jobs(
         for i, job in enumerate(jobs):
             results[i] = evaluate(job)
             if progress is not None:
-                progress(job["card"].id, job["tp"], job["precision"])
+                progress(job.card.id, job.tp, job.precision)
     else:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -478,88 +520,88 @@ def _run_jobs(
                 i = futures[future]
                 results[i] = future.result()
                 if progress is not None:
-                    progress(jobs[i]["card"].id, jobs[i]["tp"], jobs[i]["precision"])
+                    progress(jobs[i].card.id, jobs[i].tp, jobs[i].precision)
     return [r for r in results if r is not None]
 
 
-def serve_values(job: dict[str, Any]) -> dict[str, Any]:
+def serve_values(job: Job) -> dict[str, Any]:
     """The serve settings of a candidate's instance: engine and release, layout, the longest
     request's context, weights, and the engine extras (a memory calibration measured on this
     card and engine, other tenants' memory, expert parallelism)."""
     from planner.core.parallel import layout_fields
 
-    spec, card, engine = job["spec"], job["card"], job["engine"]
-    fp8 = job["precision"] == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
+    spec, card, engine = job.spec, job.card, job.engine
+    fp8 = job.precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     extra: dict[str, Any] = {}
-    cal = job["calibration"]
+    cal = job.calibration
     if cal is not None and cal.gpu == card.id and cal.engine == engine:
         extra["calibration"] = cal
-    if job["reserved_bytes"]:
-        extra["reserved_bytes"] = job["reserved_bytes"]
-    extra |= layout_fields(engine, int(job.get("groups", 1)), _ep_size(job))
+    if job.reserved_bytes:
+        extra["reserved_bytes"] = job.reserved_bytes
+    extra |= layout_fields(engine, job.groups, _ep_size(job))
     return {
         "engine": engine,
-        "version": job["engine_version"],
-        "tp": job["tp"],
-        "pp": job["pp"],
-        "context_tokens": job["context"],
-        "mean_tokens": job["mean"],
+        "version": job.engine_version,
+        "tp": job.tp,
+        "pp": job.pp,
+        "context_tokens": job.context,
+        "mean_tokens": job.mean,
         "quantization": "fp8" if fp8 else None,
         "dtype": "auto" if card.supports_bf16 else "half",
         "extra": extra,
-    } | ({"offload": job["offload"]} if job.get("offload") else {})
+    } | ({"offload": job.offload} if job.offload else {})
 
 
-def job_instance(job: dict[str, Any], as_launched: bool) -> Instance:
+def job_instance(job: Job, as_launched: bool) -> Instance:
     """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
     launched: the engine's running cap; else the plan's advised max_num_seqs)."""
     from planner.api.bench import _instance
 
     return _instance(
-        gpu=job["card"].id,
-        preset=job["preset"],
-        model=job["model"],
+        gpu=job.card.id,
+        preset=job.preset,
+        model=job.model,
         revision=None,
         values=serve_values(job),
-        spec=job["spec"],
-        longest=job["context"],
+        spec=job.spec,
+        longest=job.context,
         ep=_ep_size(job),
         calibration=None,
         seed=0,
         as_launched=as_launched,
-        attention_groups=job.get("groups", 1),
+        attention_groups=job.groups,
     )
 
 
-def _ep_size(job: dict[str, Any]) -> int | None:
+def _ep_size(job: Job) -> int | None:
     """The GPUs a candidate's expert parallelism spans (None: experts sharded)."""
     from planner.core.parallel import moe_ranks
 
-    if not job["ep"]:
+    if not job.ep:
         return None
-    return moe_ranks(job["engine"], int(job["tp"]), int(job.get("groups", 1)))
+    return moe_ranks(job.engine, int(job.tp), job.groups)
 
 
 def _prefixed(
-    job: dict[str, Any], inst: Instance, cost: CostModel, cfg: SimConfig, rate: float
+    job: Job, inst: Instance, cost: CostModel, cfg: SimConfig, rate: float
 ) -> Callable[[Trace], RunState] | None:
     """A trial's runner when requests share a prefix: each trace served from the replica's
     prefix cache at `rate` (planner.api.bench.prefix_served, as simulate serves it); None
     (the plain run) without one."""
-    prefix = job.get("prefix")
+    prefix = job.prefix
     if prefix is None:
         return None
     from planner.api.bench import prefix_served
     from planner.sim.engine import execute
 
     def run(trace: Trace) -> RunState:
-        served, delay, _ = prefix_served(trace, prefix, inst, None, rate, job["workload"].seed)
+        served, delay, _ = prefix_served(trace, prefix, inst, None, rate, job.workload.seed)
         return execute(served, cost, cfg, delay)
 
     return run
 
 
-def _candidate(job: dict[str, Any]) -> dict[str, Any]:
+def _candidate(job: Job) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
     from planner.api.bench import WouldNotStart, graph_coverage_notes, started
@@ -575,11 +617,11 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     )
     from planner.sim.engine import CostModel
 
-    spec, card, tp, pp = job["spec"], job["card"], job["tp"], job["pp"]
-    w, promised, rate, mean = job["workload"], job["promise"], job["rate"], job["mean"]
-    mean_prompt, mean_output, headroom = job["mean_prompt"], job["mean_output"], job["headroom"]
+    spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
+    w, promised, rate, mean = job.workload, job.promise, job.rate, job.mean
+    mean_prompt, mean_output, headroom = job.mean_prompt, job.mean_output, job.headroom
     values = serve_values(job)
-    groups = job.get("groups", 1)
+    groups = job.groups
     per_replica = replica_gpus(job)
     row: dict[str, Any] = {
         "gpu": card.id,
@@ -588,9 +630,9 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
         "dp": groups,
         "dp_attention": groups > 1,
         "pp": pp,
-        "precision": job["precision"],
-        "engine": job["engine"],
-        "price_per_gpu_hour": job["price"],
+        "precision": job.precision,
+        "engine": job.engine,
+        "price_per_gpu_hour": job.price,
         "calibrated": "calibration" in values["extra"],
     }
     # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
@@ -607,7 +649,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     # trial); the curve below runs the step-time model itself
     cost = CostModel(**sim_cost_from(step))
     longest = int(w.prompt_tokens.max + w.output_tokens.max)
-    prefix = job.get("prefix")
+    prefix = job.prefix
     if prefix is not None:
         longest += prefix.tokens  # a request may open with the shared prefix
     best = None
@@ -669,7 +711,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
     curve_points = layout_curve(
-        inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.get("prefix")
+        inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.prefix
     )
     at_rate = rate / replicas / groups
     at_load = trial(
@@ -677,13 +719,13 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
     )
     seqs = cfg.max_batch
     # SGLang's --max-running-requests is the deployment's, shared among its attention groups
-    flag_seqs = seqs * groups if job["engine"] == "sglang" else seqs
+    flag_seqs = seqs * groups if job.engine == "sglang" else seqs
     line = plan
     if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
         line, _ = serve_report(
             gpu=card.id,
-            preset=job["preset"],
-            model=job["model"],
+            preset=job.preset,
+            model=job.model,
             revision=None,
             gpu_memory_gib=None,
             settings=values | {"max_num_seqs": flag_seqs},
@@ -699,7 +741,7 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             at_load=at_load,
             replicas=replicas,
             gpus_per_replica=per_replica,
-            price_per_gpu_hour=job["price"],
+            price_per_gpu_hour=job.price,
             rate=rate,
             # the prompts as asked for: with the shared prefix they open with
             mean_prompt=mean_prompt + (prefix.mean_tokens if prefix else 0.0),
@@ -715,6 +757,6 @@ def _candidate(job: dict[str, Any]) -> dict[str, Any]:
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
             # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
-            "notes": graph_coverage_notes(job["engine"], launched, at_load.peak_running, cfg.mixed),
+            "notes": graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
         }
     )

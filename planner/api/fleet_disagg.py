@@ -9,10 +9,12 @@ whole units.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from planner.api.bench import Instance
+    from planner.api.fleet import Job
     from planner.core.fleet import Trial
     from planner.core.specs import ModelSpec
     from planner.sim.disagg import DisaggLayout
@@ -74,14 +76,16 @@ def decode_groups(spec: ModelSpec, engine: str, tp: int) -> int:
     return grouped[0] if grouped else 1
 
 
-def decode_job(job: dict[str, Any]) -> dict[str, Any]:
+def decode_job(job: Job) -> Job:
     """The job of a unit's decode instance: the unit's own, or with its data-parallel groups
     and expert parallelism."""
-    groups = job.get("decode_groups", 1)
-    return job if groups == 1 else job | {"groups": groups, "ep": True}
+    groups = job.decode_groups
+    return job if groups == 1 else replace(job, groups=groups, ep=True)
 
 
-def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> dict[str, str]:
+def disagg_commands(
+    job: Job, inst: Instance, layout: DisaggLayout, dec: Instance
+) -> dict[str, str]:
     """The serve line of each pool, planned with its role's flags (SGLang --disaggregation-mode
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
     instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
@@ -93,18 +97,18 @@ def disagg_commands(job: dict[str, Any], inst: Any, layout: Any, dec: Any) -> di
         own, pool = (job, inst) if role == "prefill" else (decode_job(job), dec)
         seqs = pool.plan.max_num_seqs
         if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
-            seqs *= own.get("groups", 1)
+            seqs *= own.groups
         values = serve_values(own) | {"max_num_seqs": seqs}
         return pd_command(
-            values, pool.plan, role, gpu=job["card"].id, preset=job["preset"],
-            model=job["model"], spec=job["spec"],
+            values, pool.plan, role, gpu=job.card.id, preset=job.preset,
+            model=job.model, spec=job.spec,
         )  # fmt: skip
 
     router = pd_router(inst.engine, layout.prefill, layout.decode)
     return {"prefill": line("prefill"), "decode": line("decode"), "router": router}
 
 
-def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
+def disagg_units(job: Job) -> dict[str, Any]:
     """The units of one GPU, precision and TP: the ratios nearest the workload's balance, each
     searched and costed (`rows`, with the job that made each in `jobs`); picklable for the
     process pool."""
@@ -112,22 +116,22 @@ def disagg_units(job: dict[str, Any]) -> dict[str, Any]:
 
     try:
         inst = _unit_instance(job)
-        dec = inst if job.get("decode_groups", 1) == 1 else _unit_instance(decode_job(job))
+        dec = inst if job.decode_groups == 1 else _unit_instance(decode_job(job))
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
-    prefill_ms = pool_work_ms(inst, job["mean_prompt"], job["mean_output"])[0]
-    decode_ms = pool_work_ms(dec, job["mean_prompt"], job["mean_output"])[1]
+    prefill_ms = pool_work_ms(inst, job.mean_prompt, job.mean_output)[0]
+    decode_ms = pool_work_ms(dec, job.mean_prompt, job.mean_output)[1]
     # a decode instance of G groups serves G requests' worth per group step
-    groups = job.get("decode_groups", 1)
+    groups = job.decode_groups
     balance = (prefill_ms, decode_ms / groups)
     # a data-parallel decode unit, the costliest to simulate (its decode pool runs thousands
     # of requests at once), is tried at the one ratio nearest the balance
     ratios = ratios_for(*balance)[: 1 if groups > 1 else RATIOS_TRIED]
-    jobs = [job | {"ratio": ratio} for ratio in ratios]
+    jobs = [replace(job, ratio=ratio) for ratio in ratios]
     return {"rows": [disagg_candidate(j, inst, dec) for j in jobs], "jobs": jobs}
 
 
-def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]:
+def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     """One xPyD unit searched and costed (`inst` / `dec`: the engine instance of the prefill
     and of the decode pool; one group's, under data-parallel attention)."""
     from planner.api.bench import graph_coverage_notes
@@ -140,12 +144,12 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
         trial,
     )
 
-    card, tp, precision = job["card"], job["tp"], job["precision"]
-    p, d = job["ratio"]
+    card, tp, precision = job.card, job.tp, job.precision
+    p, d = job.pools()
     layout = _layout(job)
-    w, promised, rate, headroom = job["workload"], job["promise"], job["rate"], job["headroom"]
-    mean_prompt, mean_output = job["mean_prompt"], job["mean_output"]
-    groups = job.get("decode_groups", 1)
+    w, promised, rate, headroom = job.workload, job.promise, job.rate, job.headroom
+    mean_prompt, mean_output = job.mean_prompt, job.mean_output
+    groups = job.decode_groups
     row: dict[str, Any] = {
         "gpu": card.id,
         "tp": tp,
@@ -154,9 +158,9 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
         "dp_attention": groups > 1,
         "pp": 1,
         "precision": precision,
-        "engine": job["engine"],
+        "engine": job.engine,
         "disagg": layout.label,
-        "price_per_gpu_hour": job["price"],
+        "price_per_gpu_hour": job.price,
         "calibrated": "calibration" in serve_values(job)["extra"],
     }
 
@@ -196,16 +200,16 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
             at_load=at_load,
             replicas=replicas,
             gpus_per_replica=layout.gpus,
-            price_per_gpu_hour=job["price"],
+            price_per_gpu_hour=job.price,
             rate=rate,
             mean_prompt=mean_prompt,
             mean_output=mean_output,
         )
         | {
             # the decode line's value (SGLang's: shared by its attention groups)
-            "max_num_seqs": seqs * (groups if job["engine"] == "sglang" else 1),
+            "max_num_seqs": seqs * (groups if job.engine == "sglang" else 1),
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
-            "mean_tokens": job["mean"],
+            "mean_tokens": job.mean,
             "engine_version": inst.prediction.version,
             "command": commands["decode"],
             "pools": {
@@ -223,32 +227,32 @@ def disagg_candidate(job: dict[str, Any], inst: Any, dec: Any) -> dict[str, Any]
             # the busiest decode scheduler at the planned load, against its CUDA graphs
             "peak_running_seqs": at_load.peak_running,
             "notes": graph_coverage_notes(
-                job["engine"], dec.prediction, at_load.peak_running, mixed=False
+                job.engine, dec.prediction, at_load.peak_running, mixed=False
             ),
         }
     )
 
 
-def _layout(job: dict[str, Any]) -> DisaggLayout:
+def _layout(job: Job) -> DisaggLayout:
     """The job's xPyD layout (its decode instances with their data-parallel groups and EP)."""
     from planner.api.fleet import _ep_size
     from planner.core.parallel import ranks_share_tp
     from planner.sim.disagg import DisaggLayout
 
-    p, d = job["ratio"]
-    groups = job.get("decode_groups", 1)
+    p, d = job.pools()
+    groups = job.decode_groups
     return DisaggLayout(
         prefill=p,
         decode=d,
-        prefill_tp=job["tp"],
-        decode_tp=job["tp"],
+        prefill_tp=job.tp,
+        decode_tp=job.tp,
         decode_dp=groups,
         decode_ep=_ep_size(decode_job(job)) or 1,
-        dp_within_tp=ranks_share_tp(job["engine"]),
+        dp_within_tp=ranks_share_tp(job.engine),
     )
 
 
-def _unit_instance(job: dict[str, Any]) -> Instance:
+def _unit_instance(job: Job) -> Instance:
     """The engine instance both pools run (one TP), as launched: planned as `planner
     simulate --disagg` plans it."""
     from planner.api.fleet import job_instance
@@ -257,7 +261,7 @@ def _unit_instance(job: dict[str, Any]) -> Instance:
 
 
 def _run_unit(
-    job: dict[str, Any],
+    job: Job,
     inst: Instance,
     dec: Instance,
     layout: DisaggLayout,
@@ -267,11 +271,11 @@ def _run_unit(
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
     from planner.api.bench import run_pools
 
-    state, _, _, _ = run_pools(job["spec"], trace, layout, inst, dec, None, clients)
+    state, _, _, _ = run_pools(job.spec, trace, layout, inst, dec, None, clients)
     return state
 
 
-def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
+def disagg_curve(job: Job) -> list[dict[str, Any]]:
     """A unit's closed-loop sweep, as `planner simulate --disagg xPyD --concurrency N` predicts
     it: the points of fleet_curves.layout_curve."""
     from planner.api.fleet_curves import (
@@ -284,7 +288,7 @@ def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
     from planner.sim.workload import generate
 
     inst = _unit_instance(job)
-    dec = inst if job.get("decode_groups", 1) == 1 else _unit_instance(decode_job(job))
+    dec = inst if job.decode_groups == 1 else _unit_instance(decode_job(job))
     layout = _layout(job)
     points = []
     # up to one decode scheduler's running cap (an instance's, or one attention group's): past
@@ -292,7 +296,7 @@ def disagg_curve(job: dict[str, Any]) -> list[dict[str, Any]]:
     # cost the most to settle
     for clients in clients_for(dec.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
-        trace = generate(job["workload"].model_copy(update={"requests": requests, "seed": 0}))
+        trace = generate(job.workload.model_copy(update={"requests": requests, "seed": 0}))
         m = bench_metrics(_run_unit(job, inst, dec, layout, trace, clients), trace)
         points.append(curve_point(clients, m, layout.gpus))
     return points
@@ -314,7 +318,7 @@ def unit_tp(candidates: list[dict[str, Any]], gpu: str, precision: str) -> int |
     return min(started) if started else None
 
 
-def disagg_curve_row(job: dict[str, Any]) -> dict[str, Any]:
+def disagg_curve_row(job: Job) -> dict[str, Any]:
     """disagg_curve in the shape the fleet's process pool returns (a row with its layout)."""
-    return {"gpu": job["card"].id, "tp": job["tp"], "precision": job["precision"],
+    return {"gpu": job.card.id, "tp": job.tp, "precision": job.precision,
             "curve": disagg_curve(job)}  # fmt: skip
