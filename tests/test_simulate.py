@@ -518,6 +518,24 @@ def test_vllm_v1_admits_on_its_first_chunk_and_v0_on_the_whole_prompt() -> None:
         assert (run.generated == trace.output_tokens).all() and run.peak_blocks <= 650
 
 
+def test_vllm_v0_holds_a_prompt_it_is_still_chunking_whole() -> None:
+    # Two 600-token prompts a moment apart in a 1,000-block pool, 256-token steps. vLLM V0
+    # allocated the first prompt's 600 blocks when it admitted it, so while that prompt is still
+    # being chunked the second does not fit (600 + 600 > 1,000) and waits for the first to
+    # finish; counting only the first's chunks done so far would let it in and preempt later.
+    trace = Trace(
+        np.array([0.0, 0.001]),
+        np.array([600, 600], dtype=np.int64),
+        np.array([50, 50], dtype=np.int64),
+        np.zeros(2, dtype=np.int64),
+    )
+    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 256, "chunk_tokens": 256}
+    v0 = execute(trace, CostModel(), SimConfig(**base, kv_blocks=1000, block_tokens=1))  # type: ignore[arg-type]
+    assert v0.preemptions == 0 and v0.peak_running == 1
+    assert v0.first_ms[1] > v0.finish_ms[0] - 1
+    assert (v0.generated == trace.output_tokens).all() and v0.peak_blocks <= 1000
+
+
 def test_vllm_v0_admits_only_while_its_watermark_stays_free() -> None:
     # Ten 100-token prompts into a 1,000-block pool: all ten start together without a
     # watermark; V0 keeps 1% (10 blocks) free at admission, so the tenth waits.

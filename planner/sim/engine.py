@@ -642,6 +642,10 @@ class _IterationLoop:
         self.round_left = 0  # steps left in the current multi-step round
         self.preempted_last = False  # the last step preempted: it admits nothing new
         reserve = self.reserve = cfg.reserve
+        # vLLM V0 allocates a request's whole prompt at admission (block_manager allocate),
+        # chunked or not; V1 allocates the tokens each step schedules, and SGLang's admission
+        # keeps its own reserve
+        self.whole_prompt_held = not cfg.admit_chunk and reserve is None
         self.reserve_ratio = reserve.init_ratio if reserve is not None else 0.0
         self.ratio_decay = 0.0
         if reserve is not None:
@@ -742,9 +746,17 @@ class _IterationLoop:
 
     def held_running(self) -> int:
         """KV blocks the running sequences hold: the decoding ones from the counts above,
-        the ones still prefilling one by one."""
+        the ones still prefilling one by one: what they have computed where blocks follow
+        the chunks (vLLM V1, SGLang), their whole prompt where admission allocated it (vLLM
+        V0: whole_prompt_held)."""
         prefilled, post, block = self.prefilled, self.post, self.block
-        prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in self.pending)
+        if self.whole_prompt_held:
+            target = self.target
+            prefilling = sum(
+                -(-max(target[i], prefilled[i] + post[i]) // block) for i in self.pending
+            )
+        else:
+            prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in self.pending)
         return self.decoding_blocks(self.clock) + prefilling
 
     def holding(self, i: int) -> int:
