@@ -13,12 +13,15 @@ from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
 
 if TYPE_CHECKING:
+    from planner.api.bench import Instance
+
     # the textbook ledger is imported where it is planned: the engine's plan never reads it
     from planner.core.capacity import CapacityPlan
     from planner.core.engines.calibration import Calibration
     from planner.core.engines.common import EnginePrediction, TermSource
-    from planner.core.serve import ServePlan
+    from planner.core.serve import ServePlan, ServeSettings
     from planner.core.specs import GpuSpec, ModelSpec
+    from planner.core.step.model import StepTime
     from planner.plan import EngineInputs, PlanLock
 
 # Default max model length when --context is not given (capped at the model's own maximum).
@@ -156,7 +159,7 @@ def capacity_report(
     return plan, prediction
 
 
-def _check_engine_flags(name: Any, flags: dict[str, Any]) -> None:
+def _check_engine_flags(name: object, flags: dict[str, Any]) -> None:
     """Engine flags name fields of that engine's settings, nothing else."""
     from planner.core.engines.sglang import SglangSettings
     from planner.core.engines.vllm import VllmSettings
@@ -454,7 +457,9 @@ def serve_report(
     return plan, payload
 
 
-def _with_speculation(plan: Any, spec: Any, curve: Any, s: Any, options: dict[str, Any]) -> Any:
+def _with_speculation(
+    plan: ServePlan, spec: ModelSpec, curve: StepTime, s: ServeSettings, options: dict[str, Any]
+) -> ServePlan:
     """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`),
     on `curve`, the step model of the engine instance simulate plans for the line."""
     from planner.core.flags import SPEC_METHODS, spec_flags
@@ -529,7 +534,7 @@ def _card(
 BALANCE_WORKLOAD = "reference"
 
 
-def _latency_cap(served: Any, mean_tokens: int, tpot_ms: float) -> dict[str, Any]:
+def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str, Any]:
     """The batch cap a TPOT budget allows on the served instance's step model (as `planner
     slo` caps it)."""
     from planner.api.latency import step_model_from_curve

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
+
+if TYPE_CHECKING:
+    from planner.core.serve import ServePlan
 
 ENGINES = ("vllm", "sglang")
 # Engine-specific extras that do not carry over when the engine changes (settings field names).
@@ -56,7 +60,11 @@ def target_settings(settings: dict[str, Any], engine: str, version: str | None) 
 
 
 def version_comparison(
-    plan: Any, payload: dict[str, Any], target: str, run: Any, settings: dict[str, Any]
+    plan: ServePlan,
+    payload: dict[str, Any],
+    target: str,
+    run: Callable[[dict[str, Any]], tuple[ServePlan, dict[str, Any]]],
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
     """Plan the same inputs under `target` and report what moved, term by term, and why.
 
@@ -70,7 +78,7 @@ def version_comparison(
     other_plan, other_payload = run(target_settings(settings, other_engine, other_version))
     a, b = plan.prediction, other_plan.prediction
 
-    def side(p: Any, pl: dict[str, Any], name: str) -> dict[str, Any]:
+    def side(p: ServePlan, pl: dict[str, Any], name: str) -> dict[str, Any]:
         return {
             "engine": name,
             "version": None if p.prediction is None else p.prediction.version,

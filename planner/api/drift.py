@@ -72,7 +72,7 @@ def _recompute(
     return payload
 
 
-def lock_serve_settings(lock: Any) -> tuple[dict[str, Any], float | None]:
+def lock_serve_settings(lock: PlanLock) -> tuple[dict[str, Any], float | None]:
     """An engine-ledger plan's serve settings as `capacity` planned them (its engine and
     release included), and the TPOT budget it capped the batch for: what `drift` recomputes
     and `diagnose` prices the running server with."""
