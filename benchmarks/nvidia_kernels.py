@@ -6,15 +6,16 @@ graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/sys
 {h200_sxm,b200_sxm}/{gemm,moe,comm,attention,mla}/vllm/0.24.0/*.parquet): dense GEMMs, fused
 MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; SGLang
 0.5.14's fused MoE layers at decode ({h200_sxm,b200_sxm}/moe/sglang/0.5.14); and the A100 SXM's
-custom all-reduce (a100_sxm/comm/vllm/0.14.0, the newest release timed there). This
+custom all-reduce and one-token fused MoE layers (a100_sxm/{comm,moe}/vllm/0.14.0, the newest
+release timed there). This
 prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
 - the share of the tensor-core rate dense GEMMs reach at 16,384 tokens, and the fused MoE
   layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
-- a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), and the
-  MXFP4 experts' streaming share;
+- a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), the
+  A100's at one token with its stream share, and the MXFP4 experts' streaming share;
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
   A100);
 - the MLA decode module's extra time with 128 query heads over 16, against the model's, and
@@ -46,9 +47,12 @@ ROWS = ROOT / "benchmarks" / "data" / "nvidia-kernels.jsonl"
 SOURCE = "ai-dynamo/aiconfigurator@095f58a5:aic-core/src/aiconfigurator_core/systems/data"
 CARDS = {"h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
 VERSION = "0.24.0"
-# Cards whose custom all-reduce table alone is read, and the vLLM release it was timed with.
+# Cards timed with an older vLLM release only (which release), whose custom all-reduce table
+# and one-token fused MoE rows are read: the A100's MoE tables route tokens by power laws, with
+# no balanced rows, so only one token (its top-k experts whatever the law) is read there.
 ALLREDUCE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
 ALLREDUCE = "custom_allreduce_perf.parquet"
+ONE_TOKEN_MOE = "moe_one_token"
 # Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
 # the smallest N and K of a dense GEMM counted there (as benchmarks/gemm_kernels.py reads AMD's).
 LARGE_M = (8192, 16384, 32768)
@@ -167,7 +171,7 @@ def rate(card: str, dtype: str) -> float:
 
 def peak_bytes_per_s(card: str) -> float:
     """A card's peak HBM bandwidth, bytes/s, from the catalog."""
-    return float(find_gpu(CARDS[card]).hbm_bandwidth_bytes_per_s or 0)
+    return float(find_gpu(card_gpu(card)).hbm_bandwidth_bytes_per_s or 0)
 
 
 def line_fit(x: Iterable[float], y: Iterable[float]) -> tuple[float, float]:
@@ -235,6 +239,34 @@ def moe_fixed_fit(
         left.append(r["us"] - routed * expert_bytes / stream * 1e6)
     fixed_us, per_idle_us = line_fit(idle, left)
     return fixed_us, per_idle_us, len(left)
+
+
+def moe_one_token_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, float, int]:
+    """A fused MoE layer's time at one token fitted as a fixed cost + a cost per idle local
+    expert + its top-k experts' weights at a share of peak bandwidth, all three free (a card
+    whose stream share the planner has not measured): (fixed us, us an idle expert, share,
+    rows)."""
+    got = [r for r in rows if r["table"] == ONE_TOKEN_MOE and r["card"] == card]
+    peak = peak_bytes_per_s(card)
+    design = [
+        [
+            1.0,
+            r["experts"] - r["topk"],
+            r["topk"]
+            * 3
+            * r["hidden"]
+            * r["inter"]
+            / r["tp"]
+            * MOE_WEIGHT_BYTES[r["kind"]]
+            / peak
+            * 1e6,
+        ]
+        for r in got
+    ]
+    fixed_us, per_idle_us, per_peak_us = np.linalg.lstsq(
+        np.array(design), np.array([r["us"] for r in got]), rcond=None
+    )[0]
+    return float(fixed_us), float(per_idle_us), 1.0 / float(per_peak_us), len(got)
 
 
 def moe_stream_fit(rows: list[dict[str, Any]], card: str, kind: str) -> tuple[float, float, int]:
@@ -464,6 +496,9 @@ def extract(data: Path) -> list[dict[str, Any]]:
     for card, (_, version) in ALLREDUCE_CARDS.items():
         table = data / card / "comm" / "vllm" / version / ALLREDUCE
         out += allreduce_rows(pd.read_parquet(table), card)
+        m = pd.read_parquet(data / card / "moe" / "vllm" / version / "moe_perf.parquet")
+        m = m[(m.num_tokens == 1) & (m.moe_ep_size == 1) & (m.moe_dtype == "bfloat16")]
+        out += [moe_row(r, card, ONE_TOKEN_MOE, "bf16") for r in m.itertuples()]
     return out
 
 
@@ -598,6 +633,15 @@ def main() -> None:
             f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "
             f"experts' stream (planner: {planner_us:.1f} us with three GEMM floors, "
             f"{own.moe_ms_per_idle_expert * 1e3:.3f} us)"
+        )
+    for card in ALLREDUCE_CARDS:
+        fixed_us, per_idle_us, share, n = moe_one_token_fit(rows, card)
+        own = family.family_of(find_gpu(card_gpu(card)))
+        print(
+            f"{card} fused MoE at one token ({n} rows, bf16): {fixed_us:.1f} us + "
+            f"{per_idle_us:.3f} us an idle expert + the top-k experts at {share:.3f} of peak "
+            f"(planner's {own.name}: {own.moe_kernel_ms_per_layer * 1e3:.1f} us + "
+            f"{own.moe_ms_per_idle_expert * 1e3:.3f} us + {own.bandwidth_efficiency})"
         )
     for card in CARDS:
         fixed_us, per_idle_us, n = moe_fixed_fit(rows, card, "moe_sglang")

@@ -29,7 +29,13 @@ from planner.core.specs import ModelSpec
 # MoE, timed in its tuning table (ROCm/aiter a8w8_blockscale_tuned_fmoe_ds_v3.csv, commit
 # e404860: DeepSeek-V3 at EP 8 on gfx942 with 304 CUs, 32 experts and the shared one, fp8), takes
 # 354-363 us at 16-64 tokens, its 1.45 GB of experts at 4.0-4.1 TB/s, where the model's read of
-# them alone takes 442 us (benchmarks/gemm_kernels.py).
+# them alone takes 442 us (benchmarks/gemm_kernels.py). Nor on the A100: NVIDIA's table of
+# vLLM 0.14.0's fused MoE there (ai-dynamo/aiconfigurator a100_sxm/moe/vllm/0.14.0, one token,
+# 102 rows in benchmarks/data/nvidia-kernels.jsonl: `python benchmarks/nvidia_kernels.py`) fits
+# 25.9 us + 0.04 us an idle expert + the top-k experts at 0.795 of peak: the kernels' idle
+# experts cost next to nothing, so the 0.5 us here stands for time the measured Qwen3-30B-A3B
+# step spends outside the fused MoE kernels (which these tables do not say), an estimate kept
+# until a whole step on an A100 splits it.
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_IDLE_EXPERT = 0.0005
 
