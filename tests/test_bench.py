@@ -21,6 +21,7 @@ from planner.api.bench import (
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
 from planner.errors import InputError
+from planner.sim.workload import sglang_random_lengths
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -550,6 +551,38 @@ def drawn(**lengths: Any) -> dict[str, Any]:
 def test_len_range_draws_between_f_l_and_l() -> None:
     got = drawn(len_range=0.5)
     assert got["total_input_tokens"] / 2000 == pytest.approx(750, rel=0.03)
+
+
+def test_sglangs_client_sends_its_own_random_draw(cli: Cli) -> None:
+    """SGLang's bench_serving draws its random dataset's lengths itself (seed 1 by default):
+    the SGLang cookbook's MiniMax-M2.7 runs at 1,000 / 1,000 tokens and the default range ratio
+    print 6,101 input tokens for 10 prompts and 249,831 for 500, and 4,220 and 252,662
+    generated, one a request more than drawn (sgl-project/sgl-cookbook @7b5bd9c,
+    docs/autoregressive/MiniMax/MiniMax-M2.7.md)."""
+    for n, prompts, outputs in ((10, 6_101, 4_220 - 10), (500, 249_831, 252_662 - 500)):
+        prompt, output = sglang_random_lengths(n, 1000, 1000, 0.0, None)
+        assert (int(prompt.sum()), int(output.sum())) == (prompts, outputs)
+    model = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1", "--json"]
+    lengths = [
+        "--dataset-name", "random", "--num-prompts", "10", "--random-input-len", "1000",
+        "--random-output-len", "1000", "--ignore-eos",
+    ]  # fmt: skip
+    sglang = cli("simulate", *model, *lengths, "--engine", "sglang").json()
+    assert (sglang["total_input_tokens"], sglang["total_output_tokens"]) == (6_101, 4_210)
+    assert "sglang.bench_serving draws at --seed 1" in sglang["workload"]["description"]
+    # its default ratio (0.0) is what the command poses without the flag, and given, the same
+    assert (
+        sglang
+        == cli(
+            "simulate", *model, *lengths, "--engine", "sglang", "--random-range-ratio", "0"
+        ).json()
+    )
+    # another seed draws other lengths; vLLM's client fixes them at the default ratio
+    other = cli("simulate", *model, *lengths, "--engine", "sglang", "--seed", "2").json()
+    assert other["total_input_tokens"] != 6_101
+    assert "--seed 2" in other["workload"]["description"]
+    vllm = cli("simulate", *model, *lengths).json()
+    assert vllm["total_input_tokens"] == 10_000 and "length_sampler" not in vllm["workload"]
 
 
 def test_rate_with_concurrency_paces_the_closed_loop() -> None:

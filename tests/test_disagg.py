@@ -377,7 +377,13 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
     # instance's experts whole (EP 8) as SGLang's PD deployments run them.
     spec = str(MODELS / "deepseek-ai--DeepSeek-R1")
     lengths = Lengths(prompt_len=8192, output_len=1024, len_range=0.8)
-    common = {"gpu": "h200", "preset": None, "model": spec, "lengths": lengths}
+    # the aggregated run's longest gaps (up to ~2 s) are about 1% of them: p99 sits on that
+    # edge and moves with the drawn lengths (85 ms at SGLang's seed 1, 821 at seed 0), p99.9
+    # lies past it
+    common = {
+        "gpu": "h200", "preset": None, "model": spec, "lengths": lengths,
+        "percentiles": (99, 99.9),
+    }  # fmt: skip
     agg = benchmark(
         **common,
         settings={"engine": "sglang", "tp": 8},
@@ -402,6 +408,7 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
     )
     assert (agg["gpus"], split["gpus"]) == (8, 16)
     assert split["median_tpot_ms"] < 50 < agg["median_tpot_ms"]  # a 50 ms TPOT budget
-    assert split["p99_itl_ms"] < 0.2 * agg["p99_itl_ms"]  # no other group's prefill in decode
+    # no other group's prefill in decode
+    assert split["p99.9_itl_ms"] < 0.2 * agg["p99.9_itl_ms"]
     assert split["output_throughput_per_gpu"] > agg["output_throughput_per_gpu"]
     assert split["median_ttft_ms"] > agg["median_ttft_ms"]  # one prefill instance queues

@@ -128,7 +128,9 @@ class Load(BaseModel):
     rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=True)
     cv: float | None = Field(default=None, gt=0, le=MAX_ARRIVAL_CV)
     requests: int | None = Field(default=None, gt=0, le=1_000_000)
-    seed: int = Field(default=0, ge=0)
+    seed: int | None = Field(
+        default=None, ge=0, description="None: the planner's 0, or the client's own default"
+    )
 
 
 class Lengths(BaseModel):
@@ -172,16 +174,20 @@ class Speculation(BaseModel):
     draft_cost: float = Field(default=0.05, ge=0, le=MAX_DRAFT_COST)
 
 
-def _trace(load: Load, lengths: Lengths) -> tuple[Trace, dict[str, Any]]:
-    """The requests to send and a description of them."""
+def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Trace, dict[str, Any]]:
+    """The requests to send and a description of them. SGLang's client (`client` "sglang")
+    sends its random dataset's lengths as it draws them (planner.sim.workload.
+    sglang_random_lengths), request for request at its seed."""
     import numpy as np
 
     from planner.api.simulate import load_workload
     from planner.sim.workload import (
+        SGLANG_BENCH_SEED,
         LengthDist,
         Workload,
         generate,
         load_trace,
+        sglang_random_lengths,
         with_empty_outputs,
         with_means,
     )
@@ -252,15 +258,27 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Trace, dict[str, Any]]:
         cv=load.cv or 1.0,
         rate_per_s=rate if math.isfinite(rate) else 1.0,  # unused: closed loop or all at once
         requests=requests,
-        seed=load.seed,
+        seed=load.seed or 0,
         prompt_tokens=prompt,
         output_tokens=output,
     )
-    trace = with_means(generate(w), lengths.prompt_mean, output_mean)
+    trace = generate(w)
+    # SGLang's client sends its random dataset's own draw (uniform lengths from a range ratio)
+    drawn = None
+    sglang_draw = client == "sglang" and ratio is not None and ratio < 1
+    sglang_draw = sglang_draw and output.distribution == "uniform"
+    if sglang_draw and lengths.prompt_len and lengths.output_len:
+        drawn = sglang_random_lengths(
+            trace.size, lengths.prompt_len, lengths.output_len, ratio or 0.0, load.seed
+        )
+        # an output drawn as 0 tokens still streams its first
+        outputs = np.maximum(drawn[1], 1)
+        trace = type(trace)(trace.arrival_s, drawn[0], outputs, trace.cached_prefix_tokens)
+    trace = with_means(trace, lengths.prompt_mean, output_mean)
     # after the means (a one-token output is an empty one): the share asked for, else the
     # workload's own
     empty_share = base.empty_output_share if lengths.empty_share is None else lengths.empty_share
-    trace = with_empty_outputs(trace, empty_share, load.seed)
+    trace = with_empty_outputs(trace, empty_share, load.seed or 0)
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -294,6 +312,10 @@ def _trace(load: Load, lengths: Lengths) -> tuple[Trace, dict[str, Any]]:
     if empty_share:
         summary += f", {empty_share:.0%} end at their first token (no text)"
         echo["empty_output_share"] = empty_share
+    if drawn is not None:
+        seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
+        summary += f", the lengths sglang.bench_serving draws at --seed {seed}"
+        echo["length_sampler"] = f"sglang.bench_serving --seed {seed}"
     echo["description"] = summary
     return trace, echo
 
@@ -369,7 +391,7 @@ def benchmark(
         and load.rate_per_s is not None
         and math.isfinite(load.rate_per_s)
     )
-    trace, workload_echo = _trace(load, lengths)
+    trace, workload_echo = _trace(load, lengths, bench_client_of(engine_name, client))
     # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
     empty = {
         "empty_outputs": bool(workload_echo.get("empty_output_share")),
@@ -405,7 +427,7 @@ def benchmark(
             ep=ep_size,
             calibration=calibration,
             scheduler_steps=scheduler_steps,
-            seed=load.seed,
+            seed=load.seed or 0,
         )
 
     closed = load.concurrency
@@ -443,7 +465,7 @@ def benchmark(
         )
         trace_now, ignored = multi_step_ignored(trace_now, cfg)
         served, delay, hits = prefix_served(
-            trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed
+            trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed or 0
         )
         run = execute(served, inst.cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp, percentiles=tails, **empty)
@@ -492,7 +514,11 @@ def benchmark(
             if n < 1:
                 raise InputError("--sweep", "concurrency values must be >= 1")
             requests = load.requests or max(DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * n)
-            swept, _ = _trace(load.model_copy(update={"requests": requests}), lengths)
+            swept, _ = _trace(
+                load.model_copy(update={"requests": requests}),
+                lengths,
+                bench_client_of(engine_name, client),
+            )
             point = _per_gpu(run_at(share(n), swept.share(dp)), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points

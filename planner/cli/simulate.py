@@ -798,13 +798,17 @@ def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculat
             len_range = f.random_range_ratio
         else:
             len_spread = f.random_range_ratio
+    elif f.dataset_name == "random" and engine == "sglang" and len_range is None:
+        # a pasted sglang.bench_serving command without the flag: its default ratio, 0.0,
+        # draws uniform in [1, L] (vllm bench serve's default 0 leaves lengths fixed)
+        len_range = SGLANG_DEFAULT_RANGE_RATIO if len_spread is None else None
     try:
         load = Load(
             concurrency=f.concurrency,
             rate_per_s=f.rate,
             cv=cv,
             requests=f.requests,
-            seed=f.seed or 0,
+            seed=f.seed,
         )
         lengths = Lengths(
             workload=None if f.trace is not None else f.workload,
@@ -1190,6 +1194,10 @@ def _disagg_layout(
     return layout
 
 
+# sglang.bench_serving's --random-range-ratio when not given (python/sglang/bench_serving.py;
+# the SGLang cookbook's runs without it draw 6,101 prompt tokens for 10 prompts of up to
+# 1,000: planner.sim.workload.SGLANG_BENCH_SEED).
+SGLANG_DEFAULT_RANGE_RATIO = 0.0
 # vllm bench serve's and sglang.bench_serving's --dataset-name values simulate poses, and the
 # workload each one stands for (random: the fixed lengths --random-input-len / -output-len give).
 DATASET_WORKLOADS = {"random": None, "sharegpt": "sharegpt"}

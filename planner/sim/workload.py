@@ -244,6 +244,29 @@ def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | Non
     )
 
 
+# SGLang's bench_serving draws its random dataset's lengths with NumPy's legacy generator seeded
+# by its --seed (default 1): inputs randint(max(int(L x r), 1), L + 1), then outputs
+# randint(int(O x r), O + 1), r being --random-range-ratio (python/sglang/bench_serving.py,
+# sample_random_requests). The SGLang cookbook's printed runs bear it out to the token
+# (sgl-project/sgl-cookbook @7b5bd9c, docs/autoregressive/MiniMax/MiniMax-M2.7.md, 1,000 / 1,000
+# at the default ratio 0): 10 prompts hold 6,101 input tokens and 500 hold 249,831, and the
+# outputs 4,210 and 252,162 generated tokens (the client counts one more a request: 4,220 and
+# 252,662).
+SGLANG_BENCH_SEED = 1
+
+
+def sglang_random_lengths(
+    n: int, input_len: int, output_len: int, ratio: float, seed: int | None
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The prompt and output lengths SGLang's bench_serving asks for with its random dataset:
+    its own draw, request for request (`seed`: its --seed, None its default); an output may be
+    drawn as 0 tokens."""
+    rng = np.random.RandomState(SGLANG_BENCH_SEED if seed is None else seed)
+    prompt = rng.randint(max(int(input_len * ratio), 1), input_len + 1, size=n)
+    output = rng.randint(int(output_len * ratio), output_len + 1, size=n)
+    return prompt.astype(np.int64), output.astype(np.int64)
+
+
 def with_empty_outputs(trace: Trace, share: float, seed: int) -> Trace:
     """The trace with a seeded `share` of its requests ending at their first token (the model
     samples EOS at once: one engine token, no text), every other output at least two tokens
