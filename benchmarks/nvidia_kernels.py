@@ -50,7 +50,7 @@ VERSION = "0.24.0"
 # Cards timed with an older vLLM release only (which release), whose custom all-reduce table
 # and one-token fused MoE rows are read: the A100's MoE tables route tokens by power laws, with
 # no balanced rows, so only one token (its top-k experts whatever the law) is read there.
-ALLREDUCE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
+OLDER_RELEASE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
 ALLREDUCE = "custom_allreduce_perf.parquet"
 ONE_TOKEN_MOE = "moe_one_token"
 # Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
@@ -154,7 +154,7 @@ ALLREDUCE_GPUS = 8
 
 def card_gpu(card: str) -> str:
     """The catalog id of an aiconfigurator card name."""
-    return CARDS.get(card) or ALLREDUCE_CARDS[card][0]
+    return CARDS.get(card) or OLDER_RELEASE_CARDS[card][0]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -493,7 +493,7 @@ def extract(data: Path) -> list[dict[str, Any]]:
                     "us": round(r.latency * 1e3, 3),
                 }
             )
-    for card, (_, version) in ALLREDUCE_CARDS.items():
+    for card, (_, version) in OLDER_RELEASE_CARDS.items():
         table = data / card / "comm" / "vllm" / version / ALLREDUCE
         out += allreduce_rows(pd.read_parquet(table), card)
         m = pd.read_parquet(data / card / "moe" / "vllm" / version / "moe_perf.parquet")
@@ -634,7 +634,7 @@ def main() -> None:
             f"experts' stream (planner: {planner_us:.1f} us with three GEMM floors, "
             f"{own.moe_ms_per_idle_expert * 1e3:.3f} us)"
         )
-    for card in ALLREDUCE_CARDS:
+    for card in OLDER_RELEASE_CARDS:
         fixed_us, per_idle_us, share, n = moe_one_token_fit(rows, card)
         own = family.family_of(find_gpu(card_gpu(card)))
         print(
@@ -678,7 +678,7 @@ def main() -> None:
         ("NVFP4 / bf16", b200["fp4"][0] / b200["bf16"][0], family.BLACKWELL_FP4_SCALE),
     ):
         print(f"b200_sxm dense GEMMs, {label}: {measured:.3f} (planner: {planner:.3f})")
-    for card in [*CARDS, *ALLREDUCE_CARDS]:
+    for card in [*CARDS, *OLDER_RELEASE_CARDS]:
         small_us, link_share = allreduce_fit(rows, card)
         own = family.family_of(find_gpu(card_gpu(card))).allreduce
         print(

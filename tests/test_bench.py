@@ -560,7 +560,7 @@ def test_sglangs_client_sends_its_own_random_draw(cli: Cli) -> None:
     generated, one a request more than drawn (sgl-project/sgl-cookbook @7b5bd9c,
     docs/autoregressive/MiniMax/MiniMax-M2.7.md)."""
     for n, prompts, outputs in ((10, 6_101, 4_220 - 10), (500, 249_831, 252_662 - 500)):
-        prompt, output = sglang_random_lengths(n, 1000, 1000, 0.0, None)
+        prompt, output = sglang_random_lengths(n, 1000, 1000, 0.0)
         assert (int(prompt.sum()), int(output.sum())) == (prompts, outputs)
     model = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1", "--json"]
     lengths = [

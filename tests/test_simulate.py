@@ -497,25 +497,37 @@ def test_a_window_pool_needs_sglangs_admission_and_room_for_one_request() -> Non
     assert (execute(overload(n=2), CostModel(), fits).generated == 400).all()
 
 
+def two_chunked(
+    prompts: tuple[int, int], outputs: tuple[int, int], pool: int
+) -> Callable[..., Any]:
+    """Two requests a moment apart, chunked in 256-token steps over a `pool`-block pool
+    (a block a token): run(**more) simulates them with the SimConfig fields given."""
+    trace = Trace(
+        np.array([0.0, 0.001]),
+        np.array(prompts, dtype=np.int64),
+        np.array(outputs, dtype=np.int64),
+        np.zeros(2, dtype=np.int64),
+    )
+    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 256, "chunk_tokens": 256}
+    base |= {"kv_blocks": pool, "block_tokens": 1}
+
+    def run(**more: Any) -> Any:
+        return execute(trace, CostModel(), SimConfig(**base, **more))
+
+    return run
+
+
 def test_vllm_v1_admits_on_its_first_chunk_and_v0_on_the_whole_prompt() -> None:
     # A 100-token prompt decoding 400 tokens, then a 600-token prompt, in a 650-token pool with
     # 256-token steps. vLLM V0 admits a prompt only when all its blocks are free (can_allocate):
     # the second waits for the first to finish. V1 allocates the blocks of the chunk it
     # schedules: the second starts at once, and one request gives way when the pool runs out.
-    trace = Trace(
-        np.array([0.0, 0.001]),
-        np.array([100, 600], dtype=np.int64),
-        np.array([400, 5], dtype=np.int64),
-        np.zeros(2, dtype=np.int64),
-    )
-    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 256, "chunk_tokens": 256}
-    base |= {"kv_blocks": 650, "block_tokens": 1}
-    v0 = execute(trace, CostModel(), SimConfig(**base))  # type: ignore[arg-type]
-    v1 = execute(trace, CostModel(), SimConfig(**base, admit_chunk=True))  # type: ignore[arg-type]
+    run = two_chunked((100, 600), (400, 5), pool=650)
+    v0, v1 = run(), run(admit_chunk=True)
     assert v0.preemptions == 0 and v1.preemptions == 1
     assert v0.first_ms[1] > v0.finish_ms[0] - 1 and v1.first_ms[1] < v1.finish_ms[0]
-    for run in (v0, v1):
-        assert (run.generated == trace.output_tokens).all() and run.peak_blocks <= 650
+    for got in (v0, v1):
+        assert (got.generated == np.array([400, 5])).all() and got.peak_blocks <= 650
 
 
 def test_vllm_v0_holds_a_prompt_it_is_still_chunking_whole() -> None:
@@ -523,17 +535,10 @@ def test_vllm_v0_holds_a_prompt_it_is_still_chunking_whole() -> None:
     # allocated the first prompt's 600 blocks when it admitted it, so while that prompt is still
     # being chunked the second does not fit (600 + 600 > 1,000) and waits for the first to
     # finish; counting only the first's chunks done so far would let it in and preempt later.
-    trace = Trace(
-        np.array([0.0, 0.001]),
-        np.array([600, 600], dtype=np.int64),
-        np.array([50, 50], dtype=np.int64),
-        np.zeros(2, dtype=np.int64),
-    )
-    base = {"policy": "chunked", "max_batch": 8, "step_token_budget": 256, "chunk_tokens": 256}
-    v0 = execute(trace, CostModel(), SimConfig(**base, kv_blocks=1000, block_tokens=1))  # type: ignore[arg-type]
+    v0 = two_chunked((600, 600), (50, 50), pool=1000)()
     assert v0.preemptions == 0 and v0.peak_running == 1
     assert v0.first_ms[1] > v0.finish_ms[0] - 1
-    assert (v0.generated == trace.output_tokens).all() and v0.peak_blocks <= 1000
+    assert (v0.generated == np.array([50, 50])).all() and v0.peak_blocks <= 1000
 
 
 def test_vllm_v0_admits_only_while_its_watermark_stays_free() -> None:

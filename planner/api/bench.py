@@ -132,6 +132,10 @@ class Load(BaseModel):
         default=None, ge=0, description="None: the planner's 0, or the client's own default"
     )
 
+    def trace_seed(self) -> int:
+        """The seed the planner's own draws take (0 unless given)."""
+        return 0 if self.seed is None else self.seed
+
 
 class Lengths(BaseModel):
     """Prompt and output lengths: fixed (`--prompt-len/--output-len`), ranged
@@ -258,7 +262,7 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
         cv=load.cv or 1.0,
         rate_per_s=rate if math.isfinite(rate) else 1.0,  # unused: closed loop or all at once
         requests=requests,
-        seed=load.seed or 0,
+        seed=load.trace_seed(),
         prompt_tokens=prompt,
         output_tokens=output,
     )
@@ -267,9 +271,10 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
     drawn = None
     sglang_draw = client == "sglang" and ratio is not None and ratio < 1
     sglang_draw = sglang_draw and output.distribution == "uniform"
+    sglang_seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
     if sglang_draw and lengths.prompt_len and lengths.output_len:
         drawn = sglang_random_lengths(
-            trace.size, lengths.prompt_len, lengths.output_len, ratio or 0.0, load.seed
+            trace.size, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
         )
         # an output drawn as 0 tokens still streams its first
         outputs = np.maximum(drawn[1], 1)
@@ -278,7 +283,7 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
     # after the means (a one-token output is an empty one): the share asked for, else the
     # workload's own
     empty_share = base.empty_output_share if lengths.empty_share is None else lengths.empty_share
-    trace = with_empty_outputs(trace, empty_share, load.seed or 0)
+    trace = with_empty_outputs(trace, empty_share, load.trace_seed())
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -313,9 +318,8 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
         summary += f", {empty_share:.0%} end at their first token (no text)"
         echo["empty_output_share"] = empty_share
     if drawn is not None:
-        seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
-        summary += f", the lengths sglang.bench_serving draws at --seed {seed}"
-        echo["length_sampler"] = f"sglang.bench_serving --seed {seed}"
+        summary += f", the lengths sglang.bench_serving draws at --seed {sglang_seed}"
+        echo["length_sampler"] = f"sglang.bench_serving --seed {sglang_seed}"
     echo["description"] = summary
     return trace, echo
 
@@ -427,7 +431,7 @@ def benchmark(
             ep=ep_size,
             calibration=calibration,
             scheduler_steps=scheduler_steps,
-            seed=load.seed or 0,
+            seed=load.trace_seed(),
         )
 
     closed = load.concurrency
@@ -465,7 +469,7 @@ def benchmark(
         )
         trace_now, ignored = multi_step_ignored(trace_now, cfg)
         served, delay, hits = prefix_served(
-            trace_now, prefix, inst, concurrency, load.rate_per_s, load.seed or 0
+            trace_now, prefix, inst, concurrency, load.rate_per_s, load.trace_seed()
         )
         run = execute(served, inst.cost, cfg, delay)
         metrics = bench_metrics(run, served, replicas=dp, percentiles=tails, **empty)

@@ -41,17 +41,17 @@ class Job:
     model: str | None
     engine: str
     engine_version: str | None
-    price: float | None  # $ per GPU-hour (None: not priced)
+    price_per_gpu_hour: float | None  # None: not priced
     calibration: Calibration | None
     reserved_bytes: int | None
-    context: int
-    mean: int  # the mean tokens a request holds (prompt, half its output, a shared prefix)
+    context_tokens: int
+    mean_tokens: int  # the mean tokens a request holds (prompt, half its output, a shared prefix)
     workload: Workload
     promise: Promise
-    rate: float
+    rate_per_s: float
     headroom: float
-    mean_prompt: float
-    mean_output: float
+    mean_prompt_tokens: float
+    mean_output_tokens: float
     prefix: PrefixShare | None
     offload: dict[str, Any] | None
     decode_groups: int = 1  # a disaggregated unit's decode instance's attention groups
@@ -285,17 +285,17 @@ def fleet_report(
                         model=model,
                         engine=engine,
                         engine_version=engine_version,
-                        price=prices.get(card.id),
+                        price_per_gpu_hour=prices.get(card.id),
                         calibration=calibration,
                         reserved_bytes=reserved_bytes,
-                        context=context,
-                        mean=mean,
+                        context_tokens=context,
+                        mean_tokens=mean,
                         workload=w,
                         promise=promised,
-                        rate=rate,
+                        rate_per_s=rate,
                         headroom=headroom,
-                        mean_prompt=mean_prompt,
-                        mean_output=mean_output,
+                        mean_prompt_tokens=mean_prompt,
+                        mean_output_tokens=mean_output,
                         prefix=prefix,
                         offload=offload,
                     )
@@ -544,8 +544,8 @@ def serve_values(job: Job) -> dict[str, Any]:
         "version": job.engine_version,
         "tp": job.tp,
         "pp": job.pp,
-        "context_tokens": job.context,
-        "mean_tokens": job.mean,
+        "context_tokens": job.context_tokens,
+        "mean_tokens": job.mean_tokens,
         "quantization": "fp8" if fp8 else None,
         "dtype": "auto" if card.supports_bf16 else "half",
         "extra": extra,
@@ -564,7 +564,7 @@ def job_instance(job: Job, as_launched: bool) -> Instance:
         revision=None,
         values=serve_values(job),
         spec=job.spec,
-        longest=job.context,
+        longest=job.context_tokens,
         ep=_ep_size(job),
         calibration=None,
         seed=0,
@@ -618,8 +618,9 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.sim.engine import CostModel
 
     spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
-    w, promised, rate, mean = job.workload, job.promise, job.rate, job.mean
-    mean_prompt, mean_output, headroom = job.mean_prompt, job.mean_output, job.headroom
+    w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens
+    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
+    headroom = job.headroom
     values = serve_values(job)
     groups = job.groups
     per_replica = replica_gpus(job)
@@ -632,7 +633,7 @@ def _candidate(job: Job) -> dict[str, Any]:
         "pp": pp,
         "precision": job.precision,
         "engine": job.engine,
-        "price_per_gpu_hour": job.price,
+        "price_per_gpu_hour": job.price_per_gpu_hour,
         "calibrated": "calibration" in values["extra"],
     }
     # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
@@ -741,7 +742,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             at_load=at_load,
             replicas=replicas,
             gpus_per_replica=per_replica,
-            price_per_gpu_hour=job.price,
+            price_per_gpu_hour=job.price_per_gpu_hour,
             rate=rate,
             # the prompts as asked for: with the shared prefix they open with
             mean_prompt=mean_prompt + (prefix.mean_tokens if prefix else 0.0),

@@ -119,8 +119,8 @@ def disagg_units(job: Job) -> dict[str, Any]:
         dec = inst if job.decode_groups == 1 else _unit_instance(decode_job(job))
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
-    prefill_ms = pool_work_ms(inst, job.mean_prompt, job.mean_output)[0]
-    decode_ms = pool_work_ms(dec, job.mean_prompt, job.mean_output)[1]
+    prefill_ms = pool_work_ms(inst, job.mean_prompt_tokens, job.mean_output_tokens)[0]
+    decode_ms = pool_work_ms(dec, job.mean_prompt_tokens, job.mean_output_tokens)[1]
     # a decode instance of G groups serves G requests' worth per group step
     groups = job.decode_groups
     balance = (prefill_ms, decode_ms / groups)
@@ -147,8 +147,8 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     card, tp, precision = job.card, job.tp, job.precision
     p, d = job.pools()
     layout = _layout(job)
-    w, promised, rate, headroom = job.workload, job.promise, job.rate, job.headroom
-    mean_prompt, mean_output = job.mean_prompt, job.mean_output
+    w, promised, rate, headroom = job.workload, job.promise, job.rate_per_s, job.headroom
+    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
     groups = job.decode_groups
     row: dict[str, Any] = {
         "gpu": card.id,
@@ -160,7 +160,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
         "precision": precision,
         "engine": job.engine,
         "disagg": layout.label,
-        "price_per_gpu_hour": job.price,
+        "price_per_gpu_hour": job.price_per_gpu_hour,
         "calibrated": "calibration" in serve_values(job)["extra"],
     }
 
@@ -200,7 +200,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             at_load=at_load,
             replicas=replicas,
             gpus_per_replica=layout.gpus,
-            price_per_gpu_hour=job.price,
+            price_per_gpu_hour=job.price_per_gpu_hour,
             rate=rate,
             mean_prompt=mean_prompt,
             mean_output=mean_output,
@@ -209,7 +209,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             # the decode line's value (SGLang's: shared by its attention groups)
             "max_num_seqs": seqs * (groups if job.engine == "sglang" else 1),
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
-            "mean_tokens": job.mean,
+            "mean_tokens": job.mean_tokens,
             "engine_version": inst.prediction.version,
             "command": commands["decode"],
             "pools": {

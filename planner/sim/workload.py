@@ -256,12 +256,12 @@ SGLANG_BENCH_SEED = 1
 
 
 def sglang_random_lengths(
-    n: int, input_len: int, output_len: int, ratio: float, seed: int | None
+    n: int, input_len: int, output_len: int, ratio: float, seed: int = SGLANG_BENCH_SEED
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The prompt and output lengths SGLang's bench_serving asks for with its random dataset:
-    its own draw, request for request (`seed`: its --seed, None its default); an output may be
-    drawn as 0 tokens."""
-    rng = np.random.RandomState(SGLANG_BENCH_SEED if seed is None else seed)
+    its own draw at its --seed `seed`, request for request; an output may be drawn as 0
+    tokens."""
+    rng = np.random.RandomState(seed)
     prompt = rng.randint(max(int(input_len * ratio), 1), input_len + 1, size=n)
     output = rng.randint(int(output_len * ratio), output_len + 1, size=n)
     return prompt.astype(np.int64), output.astype(np.int64)
