@@ -496,11 +496,12 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
         tolerance = (0.05, 0.005) if exact else (0.2, 0.05)
         assert own.fixed_ms * 1e3 == pytest.approx(small_us, abs=tolerance[0]), card
         assert own.link_share == pytest.approx(link_share, abs=tolerance[1]), card
-    # Ampere's holds from the release measured and over NVLink only: an older vLLM, LMDeploy and
-    # a PCIe card keep the per-peer hop; at TP 8 the custom kernel costs a tenth of the hop's
+    # Ampere's holds under the engines that run the kernel and over NVLink only: vLLM's V0
+    # engine, LMDeploy and a PCIe card keep the per-peer hop; at TP 8 the custom kernel costs a
+    # tenth of the hop's
     llama70 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-70B"))
     a100 = find_gpu("a100-sxm4-80gb")
-    new = step_time_for(llama70, a100, tp=8, engine="vllm", version=(0, 14, 0))
+    new = step_time_for(llama70, a100, tp=8, engine="vllm", version=(0, 8, 0))
     old = step_time_for(llama70, a100, tp=8, engine="vllm", version=(0, 4, 0))
     assert new.allreduce.fixed_ms == AMPERE_ALLREDUCE_MS and old.allreduce.hop_ms > 0
     assert new.allreduce_ms(1) < 0.15 * old.allreduce_ms(1)
@@ -1197,10 +1198,10 @@ def test_the_h200_operations_read_as_documented() -> None:
 
 
 def test_hopper_all_reduces_take_the_measured_custom_all_reduce() -> None:
-    # vLLM (0.14 on) and SGLang (0.5.6 on) run their custom all-reduce over NVLink: 4.7 us an
-    # all-reduce whatever the TP size (NVIDIA's aiconfigurator tables: 4.2-4.7 us up to 8 KB
-    # on 2, 4 and 8 GPUs), beside the ring's bytes at 0.7 of the link. Older releases, LMDeploy
-    # and AMD keep (TP - 1) x 8 us a peer.
+    # vLLM's V1 engine (0.8 on) and SGLang (0.4 on) run their custom all-reduce over NVLink:
+    # 4.7 us an all-reduce whatever the TP size (NVIDIA's aiconfigurator tables: 4.2-4.7 us up
+    # to 8 KB on 2, 4 and 8 GPUs), beside the ring's bytes at 0.7 of the link. vLLM's V0 engine
+    # (whose public rows fit it), LMDeploy and AMD keep (TP - 1) x 8 us a peer.
     llama70 = load_model_preset("llama-3.1-70b")
     h100 = find_gpu("h100")
     message = 8192 * 2  # one token's hidden state in bf16
@@ -1216,6 +1217,19 @@ def test_hopper_all_reduces_take_the_measured_custom_all_reduce() -> None:
     per_peer = 2 * 80 * (7 * ALLREDUCE_HOP_MS + message * 2 * 7 / 8 / link * 1e3)
     assert old.allreduce_ms(1) == lmdeploy.allreduce_ms(1) == pytest.approx(per_peer)
     assert old.allreduce_ms(1) > 10 * new.allreduce_ms(1)
+    # the boundary is the engine, not the releases the tables happen to time: V1's first release
+    # and the last before the tables' oldest (0.13) take the kernel, V0's last (0.7.3) the hop;
+    # SGLang from 0.4.0 (which turned on vLLM's kernel) on
+    for engine, version, custom in (
+        ("vllm", (0, 7, 3), False),
+        ("vllm", (0, 8, 0), True),
+        ("vllm", (0, 13, 0), True),
+        ("sglang", (0, 3, 6), False),
+        ("sglang", (0, 4, 0), True),
+        ("sglang", (0, 5, 2), True),
+    ):
+        got = step_time_for(llama70, h100, tp=8, engine=engine, version=version).allreduce
+        assert (got == new.allreduce) is custom and (got.hop_ms > 0) is not custom, version
     amd = step_time_for(llama70, find_gpu("mi300x"), tp=8, engine="vllm")
     assert amd.allreduce == PER_PEER and new.allreduce == AllReduceCost(
         fixed_ms=0.0047, hop_ms=0.0, link_share=0.7

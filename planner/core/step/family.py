@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.specs import GpuSpec
 from planner.core.step.comm import AllReduceCost
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
-from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER
+from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER, VLLM_V1_SINCE
 
 Basis = Literal["fitted", "extrapolated"]
 
@@ -442,12 +442,19 @@ BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = moe_factors(
         BLACKWELL_FP4_SCALE,
     ),
 )
-# Engines whose custom all-reduce those tables time, from the oldest release measured (vLLM
-# 0.14.0, SGLang 0.5.6.post2). Older releases, whose public rows (vLLM 0.6 serving Llama-3.1-405B
-# on 8 x H100) still fit the per-peer figure, keep it, as do LMDeploy and other engines.
+# Engines that run that custom all-reduce, from the first release the planner prices it for.
+# The kernel is older than the tables: vLLM's V1 engine (0.8.0 on, the default) reduces through
+# CustomAllreduce wherever should_custom_ar holds (vllm/distributed/device_communicators/
+# cuda_communicator.py, read in the 0.8.0 and 0.9.2 wheels: 2, 4, 6 or 8 NVLink-joined GPUs,
+# messages under 8 MB, captured in its CUDA graphs), and SGLang from 0.4.0 (model_runner.py
+# turns on vLLM's CustomAllreduce unless --disable-custom-all-reduce; 0.4.3 ships its own copy,
+# "adapted from vLLM v0.6.4.post1"). vLLM's V0 engine ran it too, but its public rows (0.6
+# serving Llama-3.1-405B on 8 x H100, ~0.4 Mixtral-8x22B on 4 and 8 A100s) fit (TP - 1) x 8 us
+# an all-reduce: a stand-in for the per-step costs V0 adds with TP that the model does not
+# price apart, so V0 keeps it, as do LMDeploy and other engines.
 CUSTOM_ALLREDUCE_ENGINES: dict[str, tuple[int, int, int]] = {
-    "vllm": (0, 14, 0),
-    "sglang": (0, 5, 6),
+    "vllm": VLLM_V1_SINCE,
+    "sglang": (0, 4, 0),
 }
 # How much longer AMD's dense GEMMs take than their overlapped stream and multiply (above) between
 # decode and prefill, by the tokens they multiply: AITER's tuned GEMMs (benchmarks/data/gemm-
