@@ -507,6 +507,11 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     assert new.allreduce_ms(1) < 0.15 * old.allreduce_ms(1)
     assert step_time_for(llama70, a100, tp=8, engine="lmdeploy").allreduce.hop_ms > 0
     assert family_of(find_gpu("a10")).allreduce is None
+    # past two PCIe-only GPUs vLLM turns its kernel off (NCCL): a PCIe Blackwell card keeps the
+    # hop where the B200 takes its table's figure
+    pcie = step_time_for(llama70, find_gpu("rtx-pro-6000-blackwell"), tp=4, engine="vllm")
+    assert family_of(find_gpu("rtx-pro-6000-blackwell")).name == "blackwell"
+    assert pcie.allreduce.hop_ms > 0 and pcie.allreduce.fixed_ms == 0
 
 
 def test_narrow_experts_multiply_slower_and_expert_parallelism_widens_them() -> None:

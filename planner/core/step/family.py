@@ -546,6 +546,10 @@ def family_of(gpu: GpuSpec) -> Family:
         name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
         fitted = name in FITTED_FAMILIES
         hopper = name in HOPPER_CONSTANT_FAMILIES
+        # the engines' custom all-reduce needs NVLink past two GPUs (vLLM's CustomAllreduce is
+        # "not supported on more than two PCIe-only GPUs": custom_all_reduce.py, 0.9.2), so a
+        # PCIe-only card (RTX / RTX PRO, L40S) reduces through NCCL: the per-peer figure
+        nvlinked = "NVLINK" in (gpu.interconnect or "").upper()
         family = Family(
             name=name,
             bandwidth_efficiency=(
@@ -553,10 +557,12 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
             gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
             allreduce=(
-                HOPPER_ALLREDUCE
+                None
+                if not nvlinked
+                else HOPPER_ALLREDUCE
                 if hopper
                 else AMPERE_ALLREDUCE
-                if name == "ampere" and "NVLINK" in (gpu.interconnect or "").upper()
+                if name == "ampere"
                 else None
             ),
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
@@ -582,7 +588,9 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
         )
         # Blackwell: Hopper's, less what NVIDIA's B200 tables give it of its own
-        return family.model_copy(update=BLACKWELL_OWN) if name == "blackwell" else family
+        if name != "blackwell":
+            return family
+        return family.model_copy(update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": None}))
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
         cdna4 = name == "cdna4"
