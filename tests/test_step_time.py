@@ -17,6 +17,7 @@ from helpers import MODELS, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner.core.hf_config import model_spec_from_config
 from planner.core.latency import Roofline
 from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, gemm, step_time_for
@@ -25,6 +26,7 @@ from planner.core.step.comm import (
     DEEPEP_COMBINE_BYTES_PER_VALUE,
     DEEPEP_DISPATCH_BYTES_PER_VALUE,
     PP_HOP_MS,
+    QK_NORM_SUMS_BYTES_PER_TOKEN,
     RDMA_NIC_BYTES_PER_S,
     AllReduceCost,
     Fabric,
@@ -512,6 +514,32 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     pcie = step_time_for(llama70, find_gpu("rtx-pro-6000-blackwell"), tp=4, engine="vllm")
     assert family_of(find_gpu("rtx-pro-6000-blackwell")).name == "blackwell"
     assert pcie.allreduce.hop_ms > 0 and pcie.allreduce.fixed_ms == 0
+
+
+def test_a_qk_norm_over_every_head_all_reduces_once_more_a_layer_under_tp() -> None:
+    # MiniMax-M2 normalizes q and k over all heads at once (use_qk_norm, qk_norm_type
+    # per_layer): a TP rank holds some of the heads, so each layer all-reduces each token's two
+    # sums of squares (vLLM MiniMaxText01RMSNormTP.forward_qk, SGLang MiniMaxM2QKRMSNorm): a
+    # third, latency-bound all-reduce beside the two of every layer; none at TP 1, and Qwen3's
+    # per-head norms need none
+    minimax = resolve_model(None, str(MODELS / "MiniMaxAI--MiniMax-M2.7"))
+    qwen = resolve_model(None, str(MODELS / "Qwen--Qwen3-32B"))
+    assert minimax.qk_norm_spans_heads and not qwen.qk_norm_spans_heads
+    h200 = find_gpu("h200")
+    for tp in (2, 4, 8):
+        st = step_time_for(minimax, h200, tp=tp, engine="sglang")
+        plain = st.model_copy(update={"qk_norm_allreduce": False})
+        sums = allreduce_ms(
+            tp, st.layers, 64 * QK_NORM_SUMS_BYTES_PER_TOKEN, st.allreduce, st.fabric
+        )
+        assert st.allreduce_ms(64) == pytest.approx(plain.allreduce_ms(64) + sums / 2)
+        assert sums / 2 == pytest.approx(st.layers * 0.0047, rel=0.01)  # the latency alone
+    assert step_time_for(minimax, h200, tp=1).allreduce_ms(64) == 0.0
+    # the config's switch: without use_qk_norm (or another norm type) the layers norm per head
+    cfg = json.loads((MODELS / "MiniMaxAI--MiniMax-M2.7" / "config.json").read_text())
+    for change in ({"use_qk_norm": False}, {"qk_norm_type": "per_head"}):
+        spec = model_spec_from_config(cfg | change, name="m", source="test")
+        assert not spec.qk_norm_spans_heads
 
 
 def test_narrow_experts_multiply_slower_and_expert_parallelism_widens_them() -> None:

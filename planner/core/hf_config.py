@@ -980,6 +980,7 @@ def model_spec_from_config(
         embedding_params=embed,
         attention_params=sum(ly.attention_params for ly in layers),
         tied_embeddings=bool(tie),
+        qk_norm_spans_heads=_qk_norm_spans_heads(t),
         trust_remote_code=isinstance(cfg.get("auto_map"), Mapping),
         **_vision_shape(cfg),
     )
@@ -989,6 +990,24 @@ def model_spec_from_config(
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "config.json"
         raise InputError(key, f"{err['msg'].lower()} (from config.json)") from exc
+
+
+# Model types whose q / k RMSNorm spans every head of the layer rather than each head: MiniMax-M2
+# (q_norm over num_attention_heads x head_dim, k_norm over the KV heads'). Under TP each rank
+# holds a share of the heads, so both engines all-reduce the sums of squares once a layer:
+# vLLM's MiniMaxText01RMSNormTP.forward_qk (vllm/model_executor/models/minimax_m2.py, 0.14.0)
+# and SGLang's MiniMaxM2QKRMSNorm (attn_tp_all_reduce of the stacked sums, 0.5.13), where
+# config.json sets use_qk_norm with qk_norm_type "per_layer" (SGLang's default type).
+HEAD_SPANNING_QK_NORM_TYPES = ("minimax_m2",)
+
+
+def _qk_norm_spans_heads(cfg: Config) -> bool:
+    """Whether the layers' q / k RMSNorm spans every head (HEAD_SPANNING_QK_NORM_TYPES)."""
+    return (
+        cfg.get("model_type") in HEAD_SPANNING_QK_NORM_TYPES
+        and bool(cfg.get("use_qk_norm"))
+        and cfg.get("qk_norm_type", "per_layer") == "per_layer"
+    )
 
 
 # Model types whose checkpoints carry an MTP head without a layer-count key in config.json

@@ -122,6 +122,11 @@ class ModelSpec(BaseModel):
         "factors): what data-parallel attention replicates",
     )
     tied_embeddings: bool = Field(default=True, description="lm_head shares the embedding")
+    qk_norm_spans_heads: bool = Field(
+        default=False,
+        description="the q / k RMSNorm runs over every head at once (MiniMax-M2's per_layer "
+        "qk_norm), so under tensor parallelism each layer all-reduces its sums of squares",
+    )
     trust_remote_code: bool = Field(
         default=False,
         description="config.json names its own code (auto_map): the engines load it only with "

@@ -24,6 +24,10 @@ NVLINK_C2C_BYTES_PER_S = 450e9
 GRACE_PREFIXES = ("gh200", "gb200", "gb300")
 # All-reduces per decoder layer: after attention's output projection and after the MLP.
 ALLREDUCES_PER_LAYER = 2
+# A layer whose q / k RMSNorm spans every head adds a third: each token's two sums of squares
+# (q's and k's), 4 bytes each (SGLang 0.5.13 MiniMaxM2QKRMSNorm's fp32 sums; vLLM 0.14.0
+# stacks q's and k's variances in one tensor): latency-bound.
+QK_NORM_SUMS_BYTES_PER_TOKEN = 2 * 4
 # AMD Instinct 8-GPU platforms (MI300X, MI325X, MI355X) join their GPUs in a full mesh: each
 # GPU has 7 xGMI links, one to each peer, and the catalog's figure is their sum (AMD Instinct
 # MI300X platform data sheet: 896 GB/s = 7 x 128 GB/s; MI355X 7 x 153.6 GB/s). A collective

@@ -153,6 +153,11 @@ class StepTime(BaseModel):
     allreduce: comm.AllReduceCost = Field(
         default_factory=comm.AllReduceCost, description="one all-reduce's latencies and link share"
     )
+    qk_norm_allreduce: bool = Field(
+        default=False,
+        description="each layer also all-reduces its q / k norms' sums of squares over the "
+        "attention TP group (a norm spanning every head: ModelSpec.qk_norm_spans_heads)",
+    )
     overhead_ms: float = Field(default=overhead.ENGINE_OVERHEAD_MS["vllm"], ge=0)
     host_ms_per_seq: float = Field(
         default=0.0,
@@ -452,7 +457,8 @@ class StepTime(BaseModel):
         return self.moe_all_to_all and self.moe_layers > 0
 
     def allreduce_ms(self, tokens: int, others: int | None = None) -> float:
-        """TP all-reduces of one forward pass over `tokens` tokens (two per layer), ms. Under
+        """TP all-reduces of one forward pass over `tokens` tokens (two per layer, three where
+        the q / k norms span every head: `qk_norm_allreduce`, a latency-bound one), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
         FFN / MoE half gathers every group's tokens (`gathered`) over the MoE ranks and
         scatters them back (all-gather + reduce-scatter: one all-reduce's traffic of the
@@ -461,15 +467,19 @@ class StepTime(BaseModel):
         message = tokens * self.hidden_size * self.activation_bytes
         cost, link = self.allreduce, self.fabric
         all_to_all = self._all_to_all()
+        per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts two a layer
+        norms = 0.0
+        if self.qk_norm_allreduce:
+            sums = tokens * comm.QK_NORM_SUMS_BYTES_PER_TOKEN
+            norms = comm.allreduce_ms(self.tp, self.layers, sums, cost, link) / per_layer
         if self.attention_dp == 1 and self._moe_ranks() == self.tp and not all_to_all:
-            return comm.allreduce_ms(self.tp, self.layers, message, cost, link)
-        per_layer = comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts both; each half is one
+            return comm.allreduce_ms(self.tp, self.layers, message, cost, link) + norms
         attention = comm.allreduce_ms(self.tp, self.layers, message, cost, link) / per_layer
         gathered = self.gathered(tokens, others) * self.hidden_size * self.activation_bytes
         # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
         gathering = self.layers - self.moe_layers if all_to_all else self.layers
         ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, cost, link)
-        return attention + ffn / per_layer
+        return attention + ffn / per_layer + norms
 
     def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
         """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
@@ -913,6 +923,7 @@ def step_time_for(
         hidden_size=model.hidden_size,
         fabric=fabric,
         allreduce=allreduce_cost(family, engine, version),
+        qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
