@@ -724,7 +724,7 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
     """At a loose TPOT a replica runs hundreds of sequences: a candidate whose planned load
     went past the 512 vLLM captures CUDA graphs for carries the note `simulate` prints, and
     only such a candidate."""
-    args = ("--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "400", "--tpot", "300")
+    args = ("--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "500", "--tpot", "300")
     args += ("--ttft", "10000", "--prompt-len", "50", "--output-len", "400")
     r = cli("fleet", *args)
     report = cli("fleet", *args, "--json").json()
@@ -735,5 +735,5 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
         assert all("past the 512" in n for n in c["notes"])
     assert bool(report["winner"]["notes"]) == ("note: up to" in r.out)
     # a layout whose load runs past the graphs: the table prints the winner's note
-    only = " ".join(cli("fleet", *args, "--tp", "1", "--precision", "bf16").out.split())
+    only = " ".join(cli("fleet", *args, "--tp", "2", "--precision", "bf16").out.split())
     assert "note: up to" in only and "past the 512 the engine captures CUDA graphs" in only

@@ -64,15 +64,18 @@ def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     # a 2,000-token KV read, at 0.30 of the peak (CDNA's decode attention)
     kv_ms = 327_680 * 2000 / (5.3e12 * 0.30) * 1e3
     # one sequence: a pass over the weights (one token's multiply adds about 1 us to it under
-    # the GEMMs' norm), the fixed costs and its KV read
+    # the GEMMs' norm), the fixed costs, its KV read and the sampler's fp32 cast and argmax
+    # over the vocabulary (10 bytes a logit; one GPU: nothing to gather)
+    logits_ms = spec.vocab_size * 10 / bandwidth * 1e3
     t1 = data["step_ms_at"]["1"]
-    assert t1 == pytest.approx((140e9 - embedding) / bandwidth * 1e3 + fixed + kv_ms, abs=0.002)
+    weights_ms = (140e9 - embedding) / bandwidth * 1e3
+    assert t1 == pytest.approx(weights_ms + fixed + kv_ms + logits_ms, abs=0.002)
     # b, read between 1 and 32 sequences: the KV read and what the multiply of 32 tokens adds
     # to the weights' stream under the norm (a twelfth of it here)
     terms = data["terms_at"]
     growth = (terms["32"]["linear_ms"] - terms["1"]["linear_ms"]) / 31
     assert 0 < growth < kv_ms / 10
-    assert data["b_ms"] == pytest.approx(kv_ms + growth)
+    assert data["b_ms"] == pytest.approx(kv_ms + growth + logits_ms)
     assert data["a_ms"] == pytest.approx(t1 - data["b_ms"])
     assert any("weights read per step" in line for line in data["arithmetic"])
     assert any(

@@ -58,7 +58,7 @@ from planner.core.step.family import (
     moe_decode_costs,
     slowdown_at,
 )
-from planner.core.step.model import moe_share_scale
+from planner.core.step.model import moe_share_scale, stored_expert_bytes_per_param
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
@@ -67,6 +67,7 @@ from planner.core.step.overhead import (
     api_server_ms_per_request,
     gemm_launches_per_layer,
 )
+from planner.core.step.sampler import GREEDY_BYTES_PER_LOGIT
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog, load_model_preset
 
@@ -516,6 +517,61 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     assert pcie.allreduce.hop_ms > 0 and pcie.allreduce.fixed_ms == 0
 
 
+def test_the_sampler_gathers_the_logits_and_casts_them_to_fp32() -> None:
+    # the lm_head's vocabulary columns are all-gathered across the TP group (bf16), then cast to
+    # fp32 and reduced by argmax: 2 + 4 + 4 bytes a logit over the whole vocabulary
+    llama = load_model_preset("llama-3.1-70b")
+    h100 = find_gpu("h100")
+    vocab = llama.vocab_size or 0
+    one = step_time_for(llama, h100, tp=1)
+    eight = step_time_for(llama, h100, tp=8)
+    for model in (one, eight):
+        passes = 256 * vocab * GREEDY_BYTES_PER_LOGIT / model._bandwidth() * 1e3
+        gather = 0.0
+        if model.tp > 1:
+            rate = model.fabric.collective_bytes_per_s(8) * model.allreduce.link_share
+            gather = model.allreduce.fixed_ms + 256 * vocab * 2 * 7 / 8 / rate * 1e3
+        assert model.logits_ms(256) == pytest.approx(passes + gather)
+        assert model.logits_ms(512) > 1.9 * model.logits_ms(256) and model.logits_ms(0) == 0.0
+        # a decode step adds it beside its other terms
+        t = model.terms(256, 2000)
+        parts = t.linear_ms + t.attention_ms + t.kernels_ms + t.allreduce_ms + t.overhead_ms
+        assert t.logits_ms == model.logits_ms(256)
+        assert t.step_ms == pytest.approx(parts + t.all_to_all_ms + t.logits_ms)
+    assert eight.logits_ms(256) > one.logits_ms(256) / 8
+    # SGLang's lm_head spans every GPU under data-parallel attention: the logits of all eight
+    # groups' tokens are gathered over all eight GPUs (vLLM's DP ranks each keep their own)
+    r1 = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-R1"))
+    h200 = find_gpu("h200")
+    dp = step_time_for(r1, h200, tp=1, attention_dp=8, engine="sglang")
+    rate = dp.fabric.collective_bytes_per_s(8) * dp.allreduce.link_share
+    gather = dp.allreduce.fixed_ms + 8 * 64 * (r1.vocab_size or 0) * 2 * 7 / 8 / rate * 1e3
+    own = 64 * (r1.vocab_size or 0) * GREEDY_BYTES_PER_LOGIT / dp._bandwidth() * 1e3
+    assert dp.logits_ms(64) == pytest.approx(gather + own)
+    vllm_dp = step_time_for(r1, h200, tp=1, attention_dp=8, engine="vllm")
+    assert vllm_dp.logits_ms(64) == pytest.approx(own)
+
+
+def test_a_mixed_checkpoint_reads_its_16_bit_layers_at_16_bits() -> None:
+    # gpt-oss stores its experts in MXFP4 (4 bits and an 8-bit scale per 32: 0.53 bytes a
+    # parameter) and keeps attention, router, embedding and lm_head in bf16. The experts take
+    # what the 16-bit parameters leave of the checkpoint, so a step reads the bf16 attention
+    # and lm_head whole: about 2 bytes a parameter, not the checkpoint's 0.56 mean
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
+    assert oss.plain_linear_params == oss.attention_params > 0
+    per_param = stored_expert_bytes_per_param(oss)
+    assert per_param == pytest.approx(4.25 / 8, rel=0.01)
+    st = step_time_for(oss, find_gpu("h100"), tp=1)
+    bf16_dense = 2 * (oss.attention_params + (oss.vocab_size or 0) * oss.hidden_size)
+    assert st.dense_weights_bytes == pytest.approx(bf16_dense, rel=0.05)
+    # split over TP 8 like any dense weight; a checkpoint in one format keeps its mean
+    assert step_time_for(oss, find_gpu("h100"), tp=8).dense_weights_bytes == pytest.approx(
+        st.dense_weights_bytes / 8, rel=0.01
+    )
+    r1 = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-R1"))
+    assert stored_expert_bytes_per_param(r1) == r1.weights_bytes / r1.params_total
+
+
 def test_a_qk_norm_over_every_head_all_reduces_once_more_a_layer_under_tp() -> None:
     # MiniMax-M2 normalizes q and k over all heads at once (use_qk_norm, qk_norm_type
     # per_layer): a TP rank holds some of the heads, so each layer all-reduces each token's two
@@ -790,7 +846,8 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
     assert data["step_ms_at"]["64"] > data["step_ms_at"]["1"]
     for batch in ("1", "64"):
         # the operations, summed as the GPU runs them: the linear layers memory- or
-        # compute-bound, then attention's KV read, kernels, all-reduce and the engine
+        # compute-bound, then attention's KV read, kernels, all-reduce, the sampler's logits
+        # and the engine
         terms = data["terms_at"][batch]
         assert terms["memory_ms"] == pytest.approx(terms["weights_ms"] + terms["attention_ms"])
         assert terms["linear_ms"] >= max(terms["weights_ms"], terms["compute_ms"])
@@ -799,7 +856,8 @@ def test_slo_reports_terms_at_requested_batches(cli: Callable[..., Result]) -> N
         assert terms["experts_ms"] == 0  # a dense model
         total = terms["linear_ms"] + terms["attention_ms"]
         total += terms["kernels_ms"] + terms["allreduce_ms"] + terms["overhead_ms"]
-        assert data["step_ms_at"][batch] == pytest.approx(total)
+        assert terms["logits_ms"] > 0
+        assert data["step_ms_at"][batch] == pytest.approx(total + terms["logits_ms"])
     assert data["terms_at"]["64"]["attention_ms"] > 60 * data["terms_at"]["1"]["attention_ms"]
     assert all(p["terms"] is not None for p in data["curve"])
 
@@ -1154,7 +1212,9 @@ def test_the_api_server_streams_no_faster_than_its_time_per_token() -> None:
 
 
 def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) -> None:
-    where = ("slo", "--tpot", "50", "--preset", "gpt-oss-20b", "--gpu", "b200")
+    # gpt-oss-20b on a B200 with an fp8 KV cache: its GPU step at 1,024 sequences is about 20 ms,
+    # under the 24.6 ms the API server takes to stream their tokens
+    where = ("slo", "--tpot", "50", "--preset", "gpt-oss-20b", "--gpu", "b200", "--kv-dtype", "fp8")
     data = cli(*where, "--batch", "8,1024", "--json").json()
     assert data["terms_at"]["1024"]["frontend_ms"] == pytest.approx(1024 * 0.024)
     assert data["step_ms_at"]["1024"] == pytest.approx(1024 * 0.024)
@@ -1163,7 +1223,8 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     assert "sets the step" not in small
     assert "the API server's streaming 24.58 sets the step" in large
     # capacity --tpot runs the same cap and names what sets the step there
-    where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--tpot", "40", "--json")
+    where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--kv-dtype", "fp8", "--tpot", "40")
+    where += ("--json",)
     reason = cli("capacity", *where).json()["binding_reason"]
     assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
     # SGLang streams at 18 us a token, under its GPU step here (its prompts' MoE prefill inside

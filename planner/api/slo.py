@@ -606,6 +606,7 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
         "dense_linear_ms": t.dense_linear_ms,
         "experts_ms": t.experts_ms,
         "lm_head_ms": t.lm_head_ms,
+        "logits_ms": t.logits_ms,
         "kernels_ms": t.kernels_ms,
         "allreduce_ms": t.allreduce_ms,
         "all_to_all_ms": t.all_to_all_ms,

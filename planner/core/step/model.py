@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.kv import kv_bytes_per_sequence
 from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, ModelSpec
-from planner.core.step import attention, comm, gemm, moe, overhead
+from planner.core.step import attention, comm, gemm, moe, overhead, sampler
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
     MID_M_ENGINES,
@@ -22,7 +22,7 @@ from planner.core.step.family import (
     moe_decode_costs,
     slowdown_at,
 )
-from planner.units import bytes_for_elements, ceil_div
+from planner.units import DTYPE_BITS, bytes_for_elements, ceil_div
 
 
 class StepTerms(BaseModel):
@@ -52,6 +52,11 @@ class StepTerms(BaseModel):
     )
     experts_ms: float = Field(description="the routed experts' grouped GEMMs, ms")
     lm_head_ms: float = Field(description="the lm_head over the sampled tokens, ms")
+    logits_ms: float = Field(
+        default=0.0,
+        description="the sampler's logits: gathered across the TP group, cast to fp32 and "
+        "reduced to the greedy token, ms",
+    )
     kernels_ms: float
     allreduce_ms: float = Field(
         description="the TP all-reduces and data-parallel gathers of the step, ms"
@@ -83,6 +88,7 @@ class TokenParts(NamedTuple):
     fixed_ms: float = 0.0
     all_to_all_ms: float = 0.0
     allreduce_ms: float = 0.0
+    logits_ms: float = 0.0
 
 
 class StepTime(BaseModel):
@@ -498,6 +504,30 @@ class StepTime(BaseModel):
             low_latency=decode,
         )
 
+    def logits_ms(self, sampled: int) -> float:
+        """The sampler's GPU work over `sampled` positions, ms: the lm_head's vocabulary
+        columns all-gathered across the TP group (one collective: its latencies and the other
+        ranks' columns at the group's rate) and the greedy sampler's fp32 cast and argmax over
+        the whole vocabulary (planner.core.step.sampler)."""
+        vocab = self.model.vocab_size or 0
+        if sampled <= 0 or vocab <= 0:
+            return 0.0
+        passes = gemm.read_ms(sampler.greedy_bytes(sampled, vocab), self._bandwidth())
+        ranks, scored = self.tp, sampled
+        if self.attention_dp > 1 and self.engine == "sglang":
+            # SGLang's lm_head spans every GPU (unless --enable-dp-lm-head): each scores every
+            # group's gathered tokens on its share of the vocabulary and the logits are
+            # all-gathered over all of them before each group keeps its own (LogitsProcessor's
+            # dp_gather_replicate and dp_scatter, 0.5.13)
+            ranks, scored = self.tp * self.attention_dp, self.gathered(sampled)
+        received = sampler.gather_bytes(scored, vocab, ranks)
+        if received <= 0:
+            return passes * self.memory_scale
+        cost = self.allreduce
+        rate = self.fabric.collective_bytes_per_s(ranks) * cost.link_share
+        gather = cost.fixed_ms + (ranks - 1) * cost.hop_ms + received / rate * 1e3
+        return passes * self.memory_scale + gather
+
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
         the bandwidth (never above the peak, whatever share the weights are given), ms."""
@@ -593,6 +623,7 @@ class StepTime(BaseModel):
             fixed_ms=self.layers * self.kernel_ms_per_layer + moe_ms,
             all_to_all_ms=self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
             allreduce_ms=self.allreduce_ms(tokens, others),
+            logits_ms=self.logits_ms(sampled),
         )
 
     def mixed_ms(
@@ -635,7 +666,8 @@ class StepTime(BaseModel):
         engine_ms = self._pipelined(
             work_ms + kernels_ms + got.allreduce_ms + all_to_all_ms + got.own_ms, got.own_ms
         )
-        return max(engine_ms, got.streamed_ms)
+        # the last stage samples each micro-batch once, after its trip through the stages
+        return max(engine_ms + got.logits_ms, got.streamed_ms)
 
     def terms(self, batch: int, context: int) -> StepTerms:
         """Every term of one decode step of `batch` sequences at `context` tokens (under
@@ -659,7 +691,8 @@ class StepTime(BaseModel):
         step = linear_ms + attention_ms + kernels_ms + allreduce_ms + all_to_all_ms
         own_ms = self.step_overhead_ms(micro)
         streamed_ms = self.streamed_ms(batch)
-        step = max(self._pipelined(step + own_ms, own_ms), streamed_ms)
+        logits_ms = self.logits_ms(micro)
+        step = max(self._pipelined(step + own_ms, own_ms) + logits_ms, streamed_ms)
         return StepTerms(
             batch=batch,
             context_tokens=context,
@@ -673,6 +706,7 @@ class StepTime(BaseModel):
             dequant_ms=self.dequant_ms(micro),
             experts_ms=experts_ms,
             lm_head_ms=head_ms,
+            logits_ms=logits_ms,
             kernels_ms=kernels_ms,
             allreduce_ms=allreduce_ms,
             all_to_all_ms=all_to_all_ms,
@@ -755,6 +789,23 @@ def allreduce_cost(
     return family.allreduce
 
 
+def stored_expert_bytes_per_param(model: ModelSpec) -> float:
+    """Bytes an expert parameter takes in the checkpoint. A mixed checkpoint, one that leaves
+    some linear layers in its native dtype (ModelSpec.plain_linear_params: gpt-oss's MXFP4
+    experts beside bf16 attention, an NVFP4 export's 16-bit layers), stores its quantized
+    layers, the experts among them, in what the total leaves after every parameter it does not
+    quantize takes its native bytes (gpt-oss-120b: 0.53 bytes, MXFP4's 4.25 bits); the checkpoint's
+    mean bytes per parameter would price its experts at the 16-bit layers' cost as well and
+    leave those layers almost nothing. Otherwise (one format throughout) the mean."""
+    mean = model.weights_bytes / max(model.params_total, 1)
+    quantized = model.quantizable_params - model.plain_linear_params
+    if not model.plain_linear_params or quantized <= 0 or model.expert_params > quantized:
+        return mean
+    native = DTYPE_BITS.get(model.native_dtype, 16) / 8
+    per_param = (model.weights_bytes - native * (model.params_total - quantized)) / quantized
+    return per_param if 0 < per_param <= mean else mean
+
+
 def mla_flops_per_kv_byte(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> float:
     """FLOPs the absorbed MLA decode kernels do per byte of KV cache a sequence reads (its
     per-token bytes on one GPU; a hybrid's fixed state is not counted)."""
@@ -806,7 +857,8 @@ def step_time_for(
     expert_one = 0
     scale = total / max(model.params_total, 1)  # bytes per parameter as stored
     if model.expert_params:
-        expert_one = round(model.expert_params // (model.num_experts or 1) * scale)
+        per_param = scale if weights_bytes is not None else stored_expert_bytes_per_param(model)
+        expert_one = round(model.expert_params // (model.num_experts or 1) * per_param)
         expert_all = expert_one * (model.num_experts or 0)
     dense = max(total - embedding - expert_all, 0)
     moe_ranks = tp * attention_dp
@@ -831,7 +883,11 @@ def step_time_for(
     )
     gathered_params = 0
     if attention_dp > 1 and engine == "sglang":
-        attention_bytes = min(dense, round(model.attention_params * scale))
+        # the dense weights' own bytes per parameter (a mixed checkpoint keeps them in 16 bits)
+        untied = 0 if model.tied_embeddings else embedding_params
+        dense_params = model.params_total - model.expert_params - untied
+        dense_scale = dense / max(dense_params, 1) if model.expert_params else scale
+        attention_bytes = min(dense, round(model.attention_params * dense_scale))
         dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
             dense - attention_bytes, moe_ranks * pp
         )
