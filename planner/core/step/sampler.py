@@ -10,7 +10,8 @@ from __future__ import annotations
 LOGIT_BYTES = 2
 # Both then cast them to fp32 (V1's Sampler.forward `logits.to(torch.float32)`, vllm/v1/sample/
 # sampler.py 0.9.2; SGLang's `logits[:, :vocab_size].float()`) and, when every request is
-# greedy (temperature 0, what vllm bench serve and sglang.bench_serving send), take the argmax:
+# greedy (temperature 0: what vllm bench serve sends, vllm/benchmarks/endpoint_request_func.py
+# 0.9.2, and sglang.bench_serving's --temperature default, 0.5.13), take the argmax:
 # a read of 2 bytes and a write of 4 a logit, then a read of 4. Sampling at a temperature makes
 # more passes (softmax, top-p / top-k); they are not priced.
 GREEDY_BYTES_PER_LOGIT = 2 + 4 + 4
