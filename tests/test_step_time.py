@@ -1222,6 +1222,9 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     small, large = text.split("t(8) = ")[1].split("t(1024) = ")
     assert "sets the step" not in small
     assert "the API server's streaming 24.58 sets the step" in large
+    # every term of the JSON is in the line, the sampler's logits among them
+    sampler_ms = data["terms_at"]["1024"]["logits_ms"]
+    assert sampler_ms > 0 and f"sampler {sampler_ms:.2f}, overhead" in large
     # capacity --tpot runs the same cap and names what sets the step there
     where = ("--preset", "gpt-oss-20b", "--gpu", "b200", "--kv-dtype", "fp8", "--tpot", "40")
     where += ("--json",)

@@ -302,6 +302,7 @@ def render(r: dict[str, Any]) -> None:
                     if terms.get("all_to_all_ms")
                     else ""
                 )
+                + f", sampler {terms.get('logits_ms', 0.0):.2f}"
                 + f", overhead {terms['overhead_ms']:.2f}"
             )
             streamed = terms.get("frontend_ms") or 0.0
