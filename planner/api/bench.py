@@ -181,7 +181,7 @@ class Speculation(BaseModel):
 def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Trace, dict[str, Any]]:
     """The requests to send and a description of them. SGLang's client (`client` "sglang")
     sends its random dataset's lengths as it draws them (planner.sim.workload.
-    sglang_random_lengths), request for request at its seed."""
+    with_sglang_random_lengths), request for request at its seed."""
     import numpy as np
 
     from planner.api.simulate import load_workload
@@ -191,9 +191,9 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
         Workload,
         generate,
         load_trace,
-        sglang_random_lengths,
         with_empty_outputs,
         with_means,
+        with_sglang_random_lengths,
     )
 
     for flag, mean, fixed in (
@@ -268,17 +268,14 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
     )
     trace = generate(w)
     # SGLang's client sends its random dataset's own draw (uniform lengths from a range ratio)
-    drawn = None
-    sglang_draw = client == "sglang" and ratio is not None and ratio < 1
-    sglang_draw = sglang_draw and output.distribution == "uniform"
     sglang_seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
-    if sglang_draw and lengths.prompt_len and lengths.output_len:
-        drawn = sglang_random_lengths(
-            trace.size, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
+    uniform = ratio is not None and ratio < 1 and output.distribution == "uniform"
+    drawn = False
+    if client == "sglang" and uniform and lengths.prompt_len and lengths.output_len:
+        trace = with_sglang_random_lengths(
+            trace, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
         )
-        # an output drawn as 0 tokens still streams its first
-        outputs = np.maximum(drawn[1], 1)
-        trace = type(trace)(trace.arrival_s, drawn[0], outputs, trace.cached_prefix_tokens)
+        drawn = True
     trace = with_means(trace, lengths.prompt_mean, output_mean)
     # after the means (a one-token output is an empty one): the share asked for, else the
     # workload's own
@@ -317,7 +314,7 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
     if empty_share:
         summary += f", {empty_share:.0%} end at their first token (no text)"
         echo["empty_output_share"] = empty_share
-    if drawn is not None:
+    if drawn:
         summary += f", the lengths sglang.bench_serving draws at --seed {sglang_seed}"
         echo["length_sampler"] = f"sglang.bench_serving --seed {sglang_seed}"
     echo["description"] = summary

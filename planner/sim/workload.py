@@ -267,6 +267,21 @@ def sglang_random_lengths(
     return prompt.astype(np.int64), output.astype(np.int64)
 
 
+def with_sglang_random_lengths(
+    trace: Trace, input_len: int, output_len: int, ratio: float, seed: int
+) -> Trace:
+    """The trace with the lengths SGLang's bench_serving sends for its random dataset
+    (sglang_random_lengths at `seed`): an output drawn as 0 tokens still streams its first,
+    and a cached prefix is never longer than its new prompt."""
+    prompt, output = sglang_random_lengths(trace.size, input_len, output_len, ratio, seed)
+    return Trace(
+        trace.arrival_s,
+        prompt,
+        np.maximum(output, 1),
+        np.minimum(trace.cached_prefix_tokens, prompt),
+    )
+
+
 def with_empty_outputs(trace: Trace, share: float, seed: int) -> Trace:
     """The trace with a seeded `share` of its requests ending at their first token (the model
     samples EOS at once: one engine token, no text), every other output at least two tokens

@@ -512,7 +512,8 @@ class StepTime(BaseModel):
         vocab = self.model.vocab_size or 0
         if sampled <= 0 or vocab <= 0:
             return 0.0
-        passes = gemm.read_ms(sampler.greedy_bytes(sampled, vocab), self._bandwidth())
+        read_ms = gemm.read_ms(sampler.greedy_bytes(sampled, vocab), self._bandwidth())
+        passes = read_ms * self.memory_scale
         ranks, scored = self.tp, sampled
         if self.attention_dp > 1 and self.engine == "sglang":
             # SGLang's lm_head spans every GPU (unless --enable-dp-lm-head): each scores every
@@ -522,11 +523,11 @@ class StepTime(BaseModel):
             ranks, scored = self.tp * self.attention_dp, self.gathered(sampled)
         received = sampler.gather_bytes(scored, vocab, ranks)
         if received <= 0:
-            return passes * self.memory_scale
+            return passes
         cost = self.allreduce
         rate = self.fabric.collective_bytes_per_s(ranks) * cost.link_share
         gather = cost.fixed_ms + (ranks - 1) * cost.hop_ms + received / rate * 1e3
-        return passes * self.memory_scale + gather
+        return passes + gather
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
