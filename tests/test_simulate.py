@@ -219,6 +219,55 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
             assert value == other, name
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 60),
+    rate=st.floats(0.5, 200.0),
+    policy=st.sampled_from(["continuous", "chunked"]),
+    mixed=st.booleans(),
+    max_batch=st.integers(1, 24),
+    chunk=st.integers(1, 64),
+    closed=st.one_of(st.none(), st.integers(1, 16)),
+)
+def test_inter_token_gaps_add_up_to_each_requests_decode_time(
+    seed: int,
+    n: int,
+    rate: float,
+    policy: str,
+    mixed: bool,
+    max_batch: int,
+    chunk: int,
+    closed: int | None,
+) -> None:
+    """Every token after the first is counted once, after the gap since the token before it:
+    the gaps sum to the time each request spent from its first token to its last, in both
+    loops. (Unmixed prefill steps stall the decoders; a prompt finished within the stall
+    waits only for the rest of it, so mean ITL equals mean TPOT on equal lengths.)"""
+    rng = np.random.default_rng(seed)
+    trace = Trace(
+        np.sort(rng.exponential(1.0 / rate, n).cumsum()),
+        rng.integers(1, 300, n),
+        rng.integers(1, 80, n),
+        np.zeros(n, dtype=np.int64),
+    )
+    cfg = SimConfig(
+        policy=policy,  # type: ignore[arg-type]
+        max_batch=max_batch,
+        chunk_tokens=chunk,
+        step_token_budget=max(chunk, max_batch) + 8,
+        mixed=mixed,
+        concurrency=closed,
+    )
+    for loop in (_iteration_level, _unbounded):
+        run = RunState(trace)
+        loop(run, CostModel(), cfg, trace, None)
+        gaps = sum(gap * count for gap, count in run.itl_tokens.items())
+        decoding = float((run.finish_ms - run.first_ms).sum())
+        assert gaps == pytest.approx(decoding, rel=1e-9, abs=1e-6), loop.__name__
+        assert sum(run.itl_tokens.values()) == int((trace.output_tokens - 1).sum())
+
+
 def test_small_pool_preempts_and_swap_keeps_progress() -> None:
     trace = reference_trace(20.0)
     recompute = simulate(
