@@ -165,11 +165,27 @@ def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
     slo = cli("slo", *where).json()
     assert capacity == slo["operating_concurrency"]
     assert f"--max-num-seqs {capacity} " in slo["flags"]["vllm"]
+    # one line: the step budget slo sets (decodes plus the prompt tokens inside TPOT) too
+    assert cli("capacity", *where).json()["flags"] == slo["flags"]
+    budget = int(slo["flags"]["vllm"].split("--max-num-batched-tokens ")[1].split()[0])
+    room = slo["prefill_room_at_full_batch_tokens"]
+    assert budget == capacity + min(room, slo["max_prefill_chunk_tokens"])
     if tpot == "30":
         assert slo["batch_cap"] == 229 and capacity == 156
         # the room a step of 156 leaves is at least the prompts they bring per step
         ratio = slo["prompt_tokens_per_output_token"]
         assert slo["prefill_room_at_full_batch_tokens"] >= 156 * ratio
+
+
+def test_capacity_tpot_with_speculation_leaves_each_decode_its_drafts(cli: Cli) -> None:
+    # a vLLM step schedules 1 + k tokens a decoding sequence under speculation: the TPOT's step
+    # budget (the decodes plus the prompt room) is not set there, the engine's own stays
+    line = cli("capacity", "--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--tpot",
+               "50", "--spec-alpha", "0.8", "--spec-method", "ngram", "--json").json()  # fmt: skip
+    k = line["speculation"]["k"]
+    seqs = line["engine"]["settings"]["max_num_seqs"]
+    budget = int(line["flags"]["vllm"].split("--max-num-batched-tokens ")[1].split()[0])
+    assert k >= 1 and budget >= seqs * (1 + k)
 
 
 @pytest.mark.parametrize("dtype", ["nvfp4", "mxfp4", "int4"])
@@ -215,10 +231,14 @@ def test_slo_and_simulate_run_one_step_model_for_a_layout(cli: Cli, layout: list
     assert got["step_ms_at"]["64"] == pytest.approx(sim["step_ms"]["64"], rel=1e-12)
     groups = got["layout"]["attention_groups"]
     assert groups == (2 if "--dp" in layout else 1)
-    # SGLang's running cap is the deployment's: the groups' batches together
+    # the deployment's own line; SGLang's running cap is the deployment's: the groups' batches
+    # together
+    engine = layout[layout.index("--engine") + 1] if "--engine" in layout else "vllm"
+    flag = "--max-running-requests" if engine == "sglang" else "--max-num-seqs"
     seqs = got["operating_concurrency"]
-    want = seqs * groups if "sglang" in layout else seqs
-    assert f"--max-running-requests {want} " in got["flags"]["sglang"]
+    want = seqs * groups if engine == "sglang" else seqs
+    assert set(got["flags"]) == {engine}
+    assert f"{flag} {want} " in got["flags"][engine]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[:3])
@@ -233,7 +253,9 @@ def test_capacity_tpot_caps_a_layout_as_slo_does(cli: Cli, layout: list[str]) ->
         seqs = settings.get("max_num_seqs") or settings["max_running_requests"]
         if tpot == "20":
             assert line["binding"] == "latency"
-        assert seqs == cli("slo", *where).json()["operating_concurrency"]
+        slo = cli("slo", *where).json()
+        assert seqs == slo["operating_concurrency"]
+        assert line["flags"] == slo["flags"]  # one line: the same caps and step budget
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[:3])

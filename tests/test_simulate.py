@@ -156,16 +156,22 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
     assert again == simulate(trace, CostModel(), cfg)  # same seed, same numbers
 
 
+# Runs both step loops take (no KV pool, speculation or multi-step): a trace and a scheduler.
+LOOP_RUNS = {
+    "seed": st.integers(0, 2**16),
+    "n": st.integers(1, 60),
+    "rate": st.floats(0.5, 200.0),
+    "policy": st.sampled_from(["continuous", "chunked"]),
+    "mixed": st.booleans(),
+    "max_batch": st.integers(1, 24),
+    "chunk": st.integers(1, 64),
+    "closed": st.one_of(st.none(), st.integers(1, 16)),
+}
+
+
 @settings(max_examples=60, deadline=None)
 @given(
-    seed=st.integers(0, 2**16),
-    n=st.integers(1, 60),
-    rate=st.floats(0.5, 200.0),
-    policy=st.sampled_from(["continuous", "chunked"]),
-    mixed=st.booleans(),
-    max_batch=st.integers(1, 24),
-    chunk=st.integers(1, 64),
-    closed=st.one_of(st.none(), st.integers(1, 16)),
+    **LOOP_RUNS,
     paced=st.booleans(),
     delayed=st.booleans(),
     cached=st.booleans(),
@@ -220,16 +226,7 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    seed=st.integers(0, 2**16),
-    n=st.integers(1, 60),
-    rate=st.floats(0.5, 200.0),
-    policy=st.sampled_from(["continuous", "chunked"]),
-    mixed=st.booleans(),
-    max_batch=st.integers(1, 24),
-    chunk=st.integers(1, 64),
-    closed=st.one_of(st.none(), st.integers(1, 16)),
-)
+@given(**LOOP_RUNS)
 def test_inter_token_gaps_add_up_to_each_requests_decode_time(
     seed: int,
     n: int,

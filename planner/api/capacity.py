@@ -436,6 +436,17 @@ def serve_report(
     except ValidationError as exc:
         raise settings_error(exc) from exc
     plan = plan_serve(spec, card, serve_settings, weights, exact, measured=measured)
+    if tpot_ms is not None and served is not None and plan.fits and speculation is None:
+        # (with speculation each decode takes 1 + k tokens of a vLLM step: the engine's own
+        # budget stays)
+        budgeted = _latency_budget(served, serve_settings, tpot_ms, plan.max_num_seqs)
+        if budgeted is not None:
+            # the step's tokens `planner slo` budgets at this cap, planned again at the same
+            # cap (the smaller budget only frees memory); the cap's reason is the first plan's
+            again = plan_serve(spec, card, budgeted, weights, exact, measured=measured)
+            if again.fits and again.max_num_seqs == plan.max_num_seqs:
+                serve_settings = budgeted
+                plan = again.model_copy(update={k: getattr(plan, k) for k in CAP_FIELDS})
     if serve_settings.max_model_len_auto and plan.prediction is not None:
         # the figures are at the length vLLM fitted
         fitted = int(str(plan.prediction.settings["max_model_len"]))
@@ -565,6 +576,40 @@ def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str
             f"{curve.frontend_ms_per_token * 1e3:.0f} us a token, sets the step)"
         )
     return {"latency_cap": cap, "latency_reason": reason}
+
+
+def _latency_budget(
+    served: Instance, s: ServeSettings, tpot_ms: float, max_seqs: int
+) -> ServeSettings | None:
+    """The line's step budget under a TPOT, as `planner slo` sets it (None where the user
+    gave one): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT),
+    SGLang's prefill chunk (the largest inside TPOT)."""
+    from planner.api.latency import step_model_from_curve
+    from planner.api.slo import slo_line_settings
+    from planner.core import slo
+
+    if s.max_num_batched_tokens is not None:
+        return None
+    step = step_model_from_curve(served.curve, s.mean_tokens)
+    if not step.prefill_ms_per_token:
+        return None
+    chunk = slo.max_prefill_chunk(step, tpot_ms)
+    values = slo_line_settings(
+        max_seqs, slo.step_tokens(step, tpot_ms, max_seqs), chunk, s.engine, s.version
+    )
+    # held at the cap it was budgeted for (a latency cap of the plan's own running cap)
+    return s.model_copy(
+        update={
+            "max_num_batched_tokens": values["max_num_batched_tokens"],
+            "extra": s.extra | values.get("extra", {}),
+            "latency_cap": min(s.latency_cap or max_seqs, max_seqs),
+        }
+    )
+
+
+# What a plan says of its running cap and why: kept from the first plan when `capacity --tpot`
+# plans again at a smaller step budget (the cap it holds is the first plan's).
+CAP_FIELDS = ("cap", "cap_source", "binding", "binding_reason")
 
 
 def serve_lock(

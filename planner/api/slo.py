@@ -386,7 +386,7 @@ def slo_advice(
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
     room = room_at(seqs)
-    batched = seqs + min(chunk, room) if room else seqs + chunk
+    batched = slo.step_tokens(step, tpot_ms, seqs)
     result["prefill_room_at_full_batch_tokens"] = room
     if prompt_tokens is not None and ttft_ms is not None and room > 0:
         steps = math.ceil(prompt_tokens / room)
@@ -403,24 +403,62 @@ def slo_advice(
             f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
         )
     result["warnings"] = warnings
-    served_model = plan.model if plan is not None else None
-    if served_model is None and instance is not None:  # planned by the engine's layout alone
-        from planner.sources.models import resolve_model
+    if instance is not None:
+        # the deployment's own line (as `capacity --tpot` prints it), planned again at these
+        # caps so the engine model checks it starts
+        from planner.api.bench import WouldNotStart, deployment_instance
 
-        served_model = resolve_model(preset, model)
+        values = serve_values(settings | {"pp": pp}, engine, engine_version)
+        values |= slo_line_settings(
+            seqs * (groups if engine == "sglang" else 1), batched, chunk, engine, engine_version
+        )
+        try:
+            line = deployment_instance(
+                gpu=str(gpu),
+                preset=preset,
+                model=model,
+                settings=values,
+                dp=dp,
+                ep=ep,
+                dp_attention=dp_attention,
+                calibration=calibration,
+            )[0].plan.command
+        except WouldNotStart as e:
+            raise InputError("--tpot", "at these caps: " + "; ".join(e.reasons)) from e
+        result["flags"] = {engine: line}
+        return result
+    served_model = plan.model if plan is not None else None
     ref = served_model.serve_id if served_model and served_model.serve_id else MODEL_PLACEHOLDER
     vllm_line = f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}"
     if _v0_release(engine_version):
         # V0 chunks prompts only with chunked prefill on (its default above 32K): without it a
         # budget under max_model_len (the model's maximum, the line setting none) is refused
         vllm_line += " --enable-chunked-prefill"
+    # no deployment (given or fitted coefficients): the caps alone, on each engine's flags
     result["flags"] = {
         "vllm": vllm_line,
-        # SGLang's cap is the deployment's, shared among its attention-DP groups
         "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
-        f"{seqs * (groups if engine == 'sglang' else 1)} --chunked-prefill-size {chunk}",
+        f"{seqs} --chunked-prefill-size {max(1, chunk)}",
     }
     return result
+
+
+def slo_line_settings(
+    max_seqs: int, batched: int, chunk: int, engine: str, engine_version: str | None
+) -> dict[str, Any]:
+    """The serve settings a TPOT budget sets on a line: the running cap, and the tokens a step
+    takes (vLLM: the decodes plus the prompt tokens that fit inside TPOT; SGLang: the largest
+    prefill chunk inside it, its prefill steps running apart from the decodes). vLLM V0 chunks
+    prompts only with chunked prefill on (its default above 32K): without it a budget under
+    max_model_len is refused."""
+    values: dict[str, Any] = {
+        "max_num_seqs": max_seqs,
+        # (a chunk of at least one token: SGLang reads 0 as no chunking)
+        "max_num_batched_tokens": batched if engine == "vllm" else max(1, chunk),
+    }
+    if engine == "vllm" and _v0_release(engine_version):
+        values["extra"] = {"enable_chunked_prefill": True}
+    return values
 
 
 def _v0_release(engine_version: str | None) -> bool:

@@ -320,8 +320,9 @@ def render(r: dict[str, Any]) -> None:
         out.print(f"[yellow]warning:[/] {w}")
     if r["source"] == "reference":
         out.print("example lines for the reference coefficients (not sized for a real model):")
-    out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True)
-    out.print("[bold]SGLang:[/] " + r["flags"]["sglang"], soft_wrap=True)
+    for engine, label in (("vllm", "vLLM:  "), ("sglang", "SGLang:")):
+        if engine in r["flags"]:  # a deployment's own engine; without one, both
+            out.print(f"[bold]{label}[/] " + r["flags"][engine], soft_wrap=True)
 
 
 def _profile(path: str) -> "Calibration":

@@ -117,6 +117,15 @@ def prefill_room(model: StepModel, budget_ms: float, batch: int) -> int:
     return max(0, math.floor(spare + 1e-9))
 
 
+def step_tokens(model: StepModel, budget_ms: float, batch: int) -> int:
+    """vLLM's token budget for a step of `batch` decodes inside the budget: every running
+    sequence's decode token plus the prompt tokens that still fit (at most the largest chunk
+    that fits alone; the largest chunk where none do, a step that then runs past the budget)."""
+    chunk = max_prefill_chunk(model, budget_ms)
+    room = prefill_room(model, budget_ms, batch) if model.prefill_ms_per_token else chunk
+    return batch + (min(chunk, room) if room else chunk)
+
+
 def mean_step_ms(model: StepModel, batch: int, prompt_per_output: float) -> float:
     """The mean step of `batch` running sequences in steady state, ms: their decodes, plus the
     prompts their requests bring. Each request prefills P prompt tokens for the O it decodes,
