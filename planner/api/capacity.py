@@ -595,7 +595,12 @@ def _latency_budget(
         return None
     chunk = slo.max_prefill_chunk(step, tpot_ms)
     values = slo_line_settings(
-        max_seqs, slo.step_tokens(step, tpot_ms, max_seqs), chunk, s.engine, s.version
+        max_seqs,
+        slo.step_tokens(step, tpot_ms, max_seqs),
+        chunk,
+        s.engine,
+        s.version,
+        served.attention_groups,
     )
     # held at the cap it was budgeted for (a latency cap of the plan's own running cap)
     return s.model_copy(

@@ -409,9 +409,7 @@ def slo_advice(
         from planner.api.bench import WouldNotStart, deployment_instance
 
         values = serve_values(settings | {"pp": pp}, engine, engine_version)
-        values |= slo_line_settings(
-            seqs * (groups if engine == "sglang" else 1), batched, chunk, engine, engine_version
-        )
+        values |= slo_line_settings(seqs, batched, chunk, engine, engine_version, groups)
         try:
             line = deployment_instance(
                 gpu=str(gpu),
@@ -444,17 +442,25 @@ def slo_advice(
 
 
 def slo_line_settings(
-    max_seqs: int, batched: int, chunk: int, engine: str, engine_version: str | None
+    max_seqs: int,
+    batched: int,
+    chunk: int,
+    engine: str,
+    engine_version: str | None,
+    groups: int = 1,
 ) -> dict[str, Any]:
-    """The serve settings a TPOT budget sets on a line: the running cap, and the tokens a step
-    takes (vLLM: the decodes plus the prompt tokens that fit inside TPOT; SGLang: the largest
-    prefill chunk inside it, its prefill steps running apart from the decodes). vLLM V0 chunks
-    prompts only with chunked prefill on (its default above 32K): without it a budget under
-    max_model_len is refused."""
+    """The serve settings a TPOT budget sets on a line for one rank's `max_seqs`: the running
+    cap, and the tokens a step takes (vLLM: the decodes plus the prompt tokens that fit inside
+    TPOT; SGLang: the largest prefill chunk inside it, its prefill steps running apart from the
+    decodes). SGLang's flags are the deployment's: its `groups` attention-DP groups share
+    --max-running-requests and --chunked-prefill-size (server_args.py divides the chunk by the
+    DP size). vLLM V0 chunks prompts only with chunked prefill on (its default above 32K):
+    without it a budget under max_model_len is refused."""
+    shared = groups if engine == "sglang" else 1
     values: dict[str, Any] = {
-        "max_num_seqs": max_seqs,
+        "max_num_seqs": max_seqs * shared,
         # (a chunk of at least one token: SGLang reads 0 as no chunking)
-        "max_num_batched_tokens": batched if engine == "vllm" else max(1, chunk),
+        "max_num_batched_tokens": batched if engine == "vllm" else max(1, chunk) * shared,
     }
     if engine == "vllm" and _v0_release(engine_version):
         values["extra"] = {"enable_chunked_prefill": True}
