@@ -13,6 +13,7 @@ import pytest
 from helpers import DATA, MODELS, Result
 
 from planner.api import engine_plan, from_log_report
+from planner.api.slo import slo_line_settings
 from planner.core.engines import sglang, vllm
 from planner.core.engines.common import EnginePrediction
 from planner.core.specs import ModelSpec
@@ -241,6 +242,23 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
         engine="sglang", gpu="mi355x", model=v32, tp_size=8, context_length=8192
     )
     assert any("page_size=64" in d and "Triton < 3.5" in d for d in rocm_plan.defaults_used)
+
+
+@pytest.mark.parametrize(("version", "per_group"), [("0.4.3", 8192 // 2), ("0.4.5", 8192 // 8)])
+def test_sglang_data_parallel_attention_divides_the_chunk_as_its_release_does(
+    version: str, per_group: int
+) -> None:
+    """SGLang 0.4.0-0.4.4 halved --chunked-prefill-size under data-parallel attention (each
+    group running half the flag's, whatever the groups); 0.4.5 on divides it among the groups.
+    The line slo and capacity --tpot print undoes the same division."""
+    r1 = MODELS / "deepseek-ai--DeepSeek-R1"
+    plan = engine_plan(
+        engine="sglang", gpu="h200", model=r1, version=version, tp_size=8, attn_dp_size=8,
+        chunked_prefill_size=8192, context_length=8192,
+    )  # fmt: skip
+    assert plan.settings["chunked_prefill_per_group"] == per_group
+    line = slo_line_settings(64, 0, per_group, "sglang", version, groups=8)
+    assert line["max_num_batched_tokens"] == 8192 and line["max_num_seqs"] == 64 * 8
 
 
 def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:

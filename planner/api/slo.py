@@ -453,14 +453,20 @@ def slo_line_settings(
     cap, and the tokens a step takes (vLLM: the decodes plus the prompt tokens that fit inside
     TPOT; SGLang: the largest prefill chunk inside it, its prefill steps running apart from the
     decodes). SGLang's flags are the deployment's: its `groups` attention-DP groups share
-    --max-running-requests and --chunked-prefill-size (server_args.py divides the chunk by the
-    DP size). vLLM V0 chunks prompts only with chunked prefill on (its default above 32K):
-    without it a budget under max_model_len is refused."""
+    --max-running-requests and --chunked-prefill-size (server_args.py divides the chunk among
+    them: `chunk_divisor`). vLLM V0 chunks prompts only with chunked prefill on (its default
+    above 32K): without it a budget under max_model_len is refused."""
+    from planner.core.engines.common import parse_version
+    from planner.core.engines.sglang import chunk_divisor
+
     shared = groups if engine == "sglang" else 1
+    release = parse_version(engine_version) if engine_version else None
     values: dict[str, Any] = {
         "max_num_seqs": max_seqs * shared,
         # (a chunk of at least one token: SGLang reads 0 as no chunking)
-        "max_num_batched_tokens": batched if engine == "vllm" else max(1, chunk) * shared,
+        "max_num_batched_tokens": batched
+        if engine == "vllm"
+        else max(1, chunk) * chunk_divisor(groups, release),
     }
     if engine == "vllm" and _v0_release(engine_version):
         values["extra"] = {"enable_chunked_prefill": True}

@@ -306,9 +306,13 @@ def _sglang_args(log: StartupLog, m: re.Match[str]) -> None:
     groups = layout.get("attn_dp_size", 1)
     chunk = log.settings.get("chunked_prefill_size")
     if groups > 1 and isinstance(chunk, int) and chunk > 0:
-        # the repr holds each attention-DP group's share (SGLang divides the flag among them):
-        # the flag that launched it is the share times the groups
-        log.settings["chunked_prefill_size"] = chunk * groups
+        # the repr holds each attention-DP group's share (SGLang divides the flag among them,
+        # or halved it before 0.4.5): the flag that launched it is the share times that
+        from planner.core.engines.common import parse_version
+        from planner.core.engines.sglang import chunk_divisor
+
+        release = parse_version(log.version) if log.version else None
+        log.settings["chunked_prefill_size"] = chunk * chunk_divisor(groups, release)
 
 
 def _sglang_layout(body: str) -> dict[str, int]:

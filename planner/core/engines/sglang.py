@@ -208,11 +208,28 @@ def forced_attention_dp(model: ModelSpec, version: tuple[int, int, int], tp: int
     return tp if forced else 1
 
 
-def group_chunk(chunk: int, attn_dp: int) -> int:
-    """The chunked-prefill size each attention-DP group runs: SGLang divides the flag's
-    among the groups (_handle_data_parallelism; arg_groups/parallel_hook.py in 0.5.23);
-    -1 (no chunking) stays."""
-    return chunk // attn_dp if chunk > 0 and attn_dp > 1 else chunk
+# SGLang divides the --chunked-prefill-size among the attention-DP groups from 0.4.5
+# (server_args.py: `chunked_prefill_size // self.dp_size`; _handle_data_parallelism, and
+# arg_groups/parallel_hook.py in 0.5.23); 0.4.0-0.4.4 halved it whatever the groups
+# (`chunked_prefill_size // 2`, read in the 0.4.0, 0.4.3 and 0.4.4 wheels).
+DP_ATTENTION_CHUNK_SHARED_SINCE = (0, 4, 5)
+DP_ATTENTION_CHUNK_DIVISOR_BEFORE = 2
+
+
+def chunk_divisor(attn_dp: int, version: tuple[int, int, int] | None) -> int:
+    """What SGLang divides the flag's chunked-prefill size by to get each group's (1 without
+    data-parallel attention)."""
+    if attn_dp <= 1:
+        return 1
+    if version is not None and version < DP_ATTENTION_CHUNK_SHARED_SINCE:
+        return DP_ATTENTION_CHUNK_DIVISOR_BEFORE
+    return attn_dp
+
+
+def group_chunk(chunk: int, attn_dp: int, version: tuple[int, int, int] | None) -> int:
+    """The chunked-prefill size each attention-DP group runs (`chunk_divisor`); -1 (no
+    chunking) stays."""
+    return chunk // chunk_divisor(attn_dp, version) if chunk > 0 else chunk
 
 
 def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str) -> bool:
@@ -567,7 +584,7 @@ def predict(
             "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
             "buffers are not in this ledger"
         )
-    chunk_per_group = group_chunk(lay.chunk, lay.attn_dp)
+    chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
     lines = _log_lines(
         version,
         tokens=tokens,
