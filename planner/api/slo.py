@@ -214,14 +214,25 @@ def slo_advice(
     names and meaning of `capacity` and `simulate`) takes its step model and KV pool from the
     engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
-    from planner.core.flags import MODEL_PLACEHOLDER
 
     prefill = _check_inputs(tpot_ms, ttft_ms, prompt_tokens, prefill_ms_per_token, engine)
     if output_tokens is not None and prompt_tokens is None:
         raise InputError("--prompt-len", "required with --output-len (the ratio of the two)")
     if output_tokens is not None and output_tokens < 1:
         raise InputError("--output-len", f"must be >= 1 (got {output_tokens})")
-    pp = int(settings.pop("pp", 1) or 1)
+    where = _Deployment(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        engine=engine,
+        engine_version=engine_version,
+        calibration=calibration,
+        pp=int(settings.pop("pp", 1) or 1),
+        dp=dp,
+        ep=ep,
+        dp_attention=dp_attention,
+        settings=settings,
+    )
     source = _StepSource(
         a_ms=a_ms,
         b_ms=b_ms,
@@ -229,18 +240,7 @@ def slo_advice(
         fit_path=fit_path,
         efficiencies=efficiencies or {},
     )
-    step, residuals, plan, instance, groups = _resolve_step_model(
-        source,
-        prefill,
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        engine=engine,
-        engine_version=engine_version,
-        calibration=calibration,
-        layout={"pp": pp, "dp": dp, "ep": ep, "dp_attention": dp_attention},
-        settings=settings,
-    )
+    step, residuals, plan, instance, groups = _resolve_step_model(source, prefill, where)
     if save_fit is not None:
         import json
 
@@ -248,11 +248,93 @@ def slo_advice(
 
         saved = step.model_dump(exclude={"curve", "context_tokens", "arithmetic"})
         write_file(save_fit, "--save-fit", json.dumps({SAVED_FIT_KEY: 1} | saved, indent=2))
-    batches = list(batches or [])
     cap = slo.batch_cap(step, tpot_ms)
     chunk = slo.max_prefill_chunk(step, tpot_ms)
+    result = _curve_report(step, tpot_ms, cap, chunk, list(batches or []), residuals)
+    if prompt_tokens is not None:
+        stall = slo.prefill_ms(step, prompt_tokens)
+        result["prefill_stall_ms"] = stall
+        if ttft_ms is not None:
+            result["ttft_single_prefill_fits"] = stall <= ttft_ms
+    if instance is not None:
+        result["layout"] = {
+            "tp": int(settings.get("tp", 1)),
+            "pp": where.pp,
+            "dp": dp,
+            "ep": ep or 1,
+            "attention_groups": groups,
+            "step_model": instance.curve.label,
+        }
+    if plan is not None or instance is not None:
+        memory = (
+            instance.plan.max_seqs_at_mean
+            if instance is not None
+            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
+        )
+        _bind_memory(result, memory, tpot_ms)
+    if validate_rate is not None:
+        engine_at = None
+        as_derived = a_ms is None and b_ms is None and fit_path is None
+        if instance is not None and as_derived and not efficiencies and not prefill_ms_per_token:
+            # the engine instance simulate runs, planned at each cap tried (its KV pool, token
+            # budget and scheduler), serving one data-parallel rank's share of the rate
+            def engine_at(seqs: int) -> Instance:
+                shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
+                return where.instance({"max_num_seqs": shared}, refused=None)[0]
+
+        result |= _validate_cap(
+            step, cap, tpot_ms, ttft_ms, validate_rate, workload, engine_at=engine_at, ranks=dp
+        )
+        _bind_goodput(result, validate_rate)
+    # the prompt tokens each output token brings: the lengths given, else the workload's
+    if prompt_tokens is not None and output_tokens is not None:
+        ratio, brought_by = prompt_tokens / output_tokens, "the lengths given"
+    else:
+        ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
+    warnings = _bind_prefill(result, step, ratio, brought_by)
+    seqs = result["operating_concurrency"]
+    # A step of a full batch also carries prefill: budget the decode tokens of every running
+    # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
+    room = slo.prefill_room(step, tpot_ms, seqs) if step.prefill_ms_per_token else chunk
+    batched = slo.step_tokens(step, tpot_ms, seqs)
+    result["prefill_room_at_full_batch_tokens"] = room
+    if prompt_tokens is not None and ttft_ms is not None and room > 0:
+        steps = math.ceil(prompt_tokens / room)
+        if steps * tpot_ms > ttft_ms:
+            warnings.append(
+                f"with {seqs} sequences decoding, a step inside TPOT {tpot_ms:g} ms has room for "
+                f"{room} prompt tokens: a {prompt_tokens:,}-token prompt needs {steps} such "
+                f"steps (~{steps * tpot_ms:,.0f} ms), over TTFT {ttft_ms:g} ms; lower "
+                "--max-num-seqs or raise the budget"
+            )
+    if room == 0:
+        warnings.append(
+            f"a full batch of {seqs} fills the TPOT budget: every prefill chunk stretches a "
+            f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
+        )
+    result["warnings"] = warnings
+    if instance is not None:
+        # the deployment's own line (as `capacity --tpot` prints it), planned again at these
+        # caps so the engine model checks it starts
+        caps = slo_line_settings(seqs, batched, chunk, engine, engine_version, groups)
+        result["flags"] = {engine: where.instance(caps, refused="--tpot")[0].plan.command}
+    else:
+        result["flags"] = _knob_lines(plan, seqs, batched, chunk, engine_version)
+    return result
+
+
+def _curve_report(
+    step: StepModel,
+    tpot_ms: float,
+    cap: int,
+    chunk: int,
+    batches: list[int],
+    residuals: list[dict[str, float]],
+) -> dict[str, Any]:
+    """slo's report of the step curve and its TPOT cap, before memory, goodput or the prompts
+    the requests bring bind it."""
     t1, tcap = step.step_ms(1), step.step_ms(cap)
-    result: dict[str, Any] = {
+    return {
         "a_ms": step.a_ms,
         "b_ms": step.b_ms,
         "prefill_ms_per_token": step.prefill_ms_per_token,
@@ -288,157 +370,84 @@ def slo_advice(
             for b in sorted({1, cap * 2} | {max(1, round(cap * f / 8)) for f in range(1, 13)})
         ],
     }
-    if prompt_tokens is not None:
-        stall = slo.prefill_ms(step, prompt_tokens)
-        result["prefill_stall_ms"] = stall
-        if ttft_ms is not None:
-            result["ttft_single_prefill_fits"] = stall <= ttft_ms
-    if instance is not None:
-        result["layout"] = {
-            "tp": int(settings.get("tp", 1)),
-            "pp": pp,
-            "dp": dp,
-            "ep": ep or 1,
-            "attention_groups": groups,
-            "step_model": instance.curve.label,
-        }
-    if plan is not None or instance is not None:
-        memory = (
-            instance.plan.max_seqs_at_mean
-            if instance is not None
-            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
+
+
+def _bind_memory(result: dict[str, Any], memory: int, tpot_ms: float) -> None:
+    """The KV pool's cap beside the TPOT cap: the smaller binds."""
+    cap = result["batch_cap"]
+    result["memory_cap"] = memory
+    result["operating_concurrency"] = min(memory, cap)
+    if memory < cap:
+        result["binding"] = "memory"
+        result["binding_reason"] = (
+            f"memory binds: the KV pool holds {memory} sequences, fewer than the "
+            f"{cap} that TPOT {tpot_ms:g} ms allows"
         )
-        result["memory_cap"] = memory
-        result["operating_concurrency"] = min(memory, cap)
-        if memory < cap:
-            result["binding"] = "memory"
-            result["binding_reason"] = (
-                f"memory binds: the KV pool holds {memory} sequences, fewer than the "
-                f"{cap} that TPOT {tpot_ms:g} ms allows"
-            )
-        else:
-            result["binding_reason"] = (
-                f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences, fewer than the "
-                f"{memory} the KV pool holds"
-            )
-    if validate_rate is not None:
-        engine_at = None
-        as_derived = a_ms is None and b_ms is None and fit_path is None
-        if instance is not None and as_derived and not efficiencies and not prefill_ms_per_token:
-            # the engine instance simulate runs, planned at each cap tried (its KV pool, token
-            # budget and scheduler), serving one data-parallel rank's share of the rate
-            def engine_at(seqs: int) -> Instance:
-                from planner.api.bench import deployment_instance
-
-                shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
-                values = serve_values(settings | {"pp": pp}, engine, engine_version)
-                return deployment_instance(
-                    gpu=str(gpu),
-                    preset=preset,
-                    model=model,
-                    settings=values | {"max_num_seqs": shared},
-                    dp=dp,
-                    ep=ep,
-                    dp_attention=dp_attention,
-                    calibration=calibration,
-                )[0]
-
-        result |= _validate_cap(
-            step, cap, tpot_ms, ttft_ms, validate_rate, workload, engine_at=engine_at, ranks=dp
-        )
-        validated = result["validated_cap"]
-        if validated < result["operating_concurrency"]:
-            result["operating_concurrency"] = validated
-            result["binding"] = "latency"
-            result["binding_reason"] = (
-                f"goodput binds: at {validate_rate:g} req/s the simulated goodput peaks at "
-                f"{validated} sequences, below the {cap} the TPOT curve allows"
-            )
-    seqs = result["operating_concurrency"]
-
-    def room_at(batch: int) -> int:
-        return slo.prefill_room(step, tpot_ms, batch) if step.prefill_ms_per_token else chunk
-
-    warnings: list[str] = []
-    # the prompt tokens each output token brings: the lengths given, else the workload's
-    if prompt_tokens is not None and output_tokens is not None:
-        ratio, brought_by = prompt_tokens / output_tokens, "the lengths given"
     else:
-        ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
-    result["prompt_tokens_per_output_token"] = ratio
-    balanced = slo.balanced_cap(step, tpot_ms, seqs, ratio)
-    if balanced < seqs:
-        # The prompts a full batch's requests bring would stretch the mean step past TPOT:
-        # the line runs the largest batch whose decodes and prefill together stay inside it
-        # (as `capacity --tpot` caps it).
-        mean_ms = slo.mean_step_ms(step, seqs, ratio)
-        warnings.append(
-            f"a full batch of {seqs} with the prompts its requests bring ({ratio:.2f} prompt "
-            f"tokens per output token, {brought_by}) averages {mean_ms:.1f} ms a step, over "
-            f"TPOT {tpot_ms:g} ms: the line runs {balanced}"
+        result["binding_reason"] = (
+            f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences, fewer than the "
+            f"{memory} the KV pool holds"
         )
+
+
+def _bind_goodput(result: dict[str, Any], rate: float) -> None:
+    """The simulated goodput's cap, where it is below the others."""
+    validated = result["validated_cap"]
+    if validated < result["operating_concurrency"]:
+        result["operating_concurrency"] = validated
         result["binding"] = "latency"
         result["binding_reason"] = (
-            f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences on decode steps "
-            f"alone, {balanced} with the prefill of the prompts they bring"
+            f"goodput binds: at {rate:g} req/s the simulated goodput peaks at "
+            f"{validated} sequences, below the {result['batch_cap']} the TPOT curve allows"
         )
-        seqs = result["operating_concurrency"] = balanced
-    # A step of a full batch also carries prefill: budget the decode tokens of every running
-    # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
-    room = room_at(seqs)
-    batched = slo.step_tokens(step, tpot_ms, seqs)
-    result["prefill_room_at_full_batch_tokens"] = room
-    if prompt_tokens is not None and ttft_ms is not None and room > 0:
-        steps = math.ceil(prompt_tokens / room)
-        if steps * tpot_ms > ttft_ms:
-            warnings.append(
-                f"with {seqs} sequences decoding, a step inside TPOT {tpot_ms:g} ms has room for "
-                f"{room} prompt tokens: a {prompt_tokens:,}-token prompt needs {steps} such "
-                f"steps (~{steps * tpot_ms:,.0f} ms), over TTFT {ttft_ms:g} ms; lower "
-                "--max-num-seqs or raise the budget"
-            )
-    if room == 0:
-        warnings.append(
-            f"a full batch of {seqs} fills the TPOT budget: every prefill chunk stretches a "
-            f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
-        )
-    result["warnings"] = warnings
-    if instance is not None:
-        # the deployment's own line (as `capacity --tpot` prints it), planned again at these
-        # caps so the engine model checks it starts
-        from planner.api.bench import WouldNotStart, deployment_instance
 
-        values = serve_values(settings | {"pp": pp}, engine, engine_version)
-        values |= slo_line_settings(seqs, batched, chunk, engine, engine_version, groups)
-        try:
-            line = deployment_instance(
-                gpu=str(gpu),
-                preset=preset,
-                model=model,
-                settings=values,
-                dp=dp,
-                ep=ep,
-                dp_attention=dp_attention,
-                calibration=calibration,
-            )[0].plan.command
-        except WouldNotStart as e:
-            raise InputError("--tpot", "at these caps: " + "; ".join(e.reasons)) from e
-        result["flags"] = {engine: line}
-        return result
-    served_model = plan.model if plan is not None else None
-    ref = served_model.serve_id if served_model and served_model.serve_id else MODEL_PLACEHOLDER
+
+def _bind_prefill(
+    result: dict[str, Any], step: StepModel, ratio: float, brought_by: str
+) -> list[str]:
+    """The largest batch whose mean step, with the prompts its requests bring (`ratio` prompt
+    tokens per output token), stays inside TPOT (as `capacity --tpot` caps it); the warning
+    when that is below the other caps."""
+    from planner.core import slo
+
+    tpot_ms, seqs = result["tpot_ms"], result["operating_concurrency"]
+    result["prompt_tokens_per_output_token"] = ratio
+    balanced = slo.balanced_cap(step, tpot_ms, seqs, ratio)
+    if balanced >= seqs:
+        return []
+    mean_ms = slo.mean_step_ms(step, seqs, ratio)
+    result["binding"] = "latency"
+    result["binding_reason"] = (
+        f"latency binds: TPOT {tpot_ms:g} ms allows {result['batch_cap']} sequences on decode "
+        f"steps alone, {balanced} with the prefill of the prompts they bring"
+    )
+    result["operating_concurrency"] = balanced
+    return [
+        f"a full batch of {seqs} with the prompts its requests bring ({ratio:.2f} prompt "
+        f"tokens per output token, {brought_by}) averages {mean_ms:.1f} ms a step, over "
+        f"TPOT {tpot_ms:g} ms: the line runs {balanced}"
+    ]
+
+
+def _knob_lines(
+    plan: CapacityPlan | None, seqs: int, batched: int, chunk: int, engine_version: str | None
+) -> dict[str, str]:
+    """Without a deployment (given or fitted coefficients, or an engine the instance model does
+    not plan): the caps alone, on each engine's flags."""
+    from planner.core.flags import MODEL_PLACEHOLDER
+
+    served = plan.model if plan is not None else None
+    ref = served.serve_id if served and served.serve_id else MODEL_PLACEHOLDER
     vllm_line = f"vllm serve {ref} --max-num-seqs {seqs} --max-num-batched-tokens {batched}"
     if _v0_release(engine_version):
         # V0 chunks prompts only with chunked prefill on (its default above 32K): without it a
         # budget under max_model_len (the model's maximum, the line setting none) is refused
         vllm_line += " --enable-chunked-prefill"
-    # no deployment (given or fitted coefficients): the caps alone, on each engine's flags
-    result["flags"] = {
+    return {
         "vllm": vllm_line,
         "sglang": f"python -m sglang.launch_server --model-path {ref} --max-running-requests "
         f"{seqs} --chunked-prefill-size {max(1, chunk)}",
     }
-    return result
 
 
 def slo_line_settings(
@@ -493,6 +502,56 @@ class _StepSource:
     efficiencies: dict[str, float]
 
 
+@dataclass(frozen=True)
+class _Deployment:
+    """What `slo` prices where a GPU is given: a model on it under an engine release and a
+    layout, with capacity's other flags (`settings`: TP, context, KV and weight dtypes)."""
+
+    gpu: str | None
+    preset: str | None
+    model: str | None
+    engine: str
+    engine_version: str | None
+    calibration: Calibration | None
+    pp: int
+    dp: int
+    ep: int | None
+    dp_attention: bool
+    settings: dict[str, Any]
+
+    @property
+    def laid_out(self) -> bool:
+        """A layout beyond tensor parallelism, which only the engine instance plans."""
+        return self.pp > 1 or self.dp > 1 or (self.ep or 1) > 1 or self.dp_attention
+
+    def instance(
+        self, caps: dict[str, Any] | None = None, refused: str | None = "--tp/--pp/--dp"
+    ) -> tuple[Instance, int]:
+        """The engine instance `simulate` plans for these flags (at `caps`: a running cap, a
+        step budget), and its attention-DP groups; one that would not start is an error
+        naming `refused` (None: the engine model's own)."""
+        from planner.api.bench import WouldNotStart, deployment_instance
+
+        assert self.gpu is not None
+        values = serve_values(self.settings | {"pp": self.pp}, self.engine, self.engine_version)
+        try:
+            return deployment_instance(
+                gpu=self.gpu,
+                preset=self.preset,
+                model=self.model,
+                settings=values | (caps or {}),
+                dp=self.dp,
+                ep=self.ep,
+                dp_attention=self.dp_attention,
+                calibration=self.calibration,
+            )
+        except WouldNotStart as e:
+            if refused is None:
+                raise
+            where = "" if caps is None else "at these caps: "
+            raise InputError(refused, where + "; ".join(e.reasons)) from e
+
+
 def _check_inputs(
     tpot_ms: float,
     ttft_ms: float | None,
@@ -527,17 +586,7 @@ def _check_inputs(
 
 
 def _resolve_step_model(
-    source: _StepSource,
-    prefill: float,
-    *,
-    gpu: str | None,
-    preset: str | None,
-    model: str | None,
-    engine: str,
-    engine_version: str | None,
-    calibration: Calibration | None,
-    layout: dict[str, Any],
-    settings: dict[str, Any],
+    source: _StepSource, prefill: float, where: _Deployment
 ) -> tuple[StepModel, list[dict[str, float]], CapacityPlan | None, Instance | None, int]:
     """The step model `slo` caps with, the fit's residuals, the capacity plan (None without a
     GPU), the engine instance (vLLM / SGLang: the one `simulate` plans for the same flags, so
@@ -545,52 +594,38 @@ def _resolve_step_model(
     from planner.core import slo
     from planner.core.engines.common import parse_version
 
+    gpu, engine, engine_version = where.gpu, where.engine, where.engine_version
+    calibration, settings = where.calibration, where.settings
     version = parse_version(engine_version) if engine_version else None
     plan = None
     residuals: list[dict[str, float]] = []
     stepped = None
-    pp, dp, ep, dp_attention = layout["pp"], layout["dp"], layout["ep"], layout["dp_attention"]
-    laid_out = pp > 1 or dp > 1 or (ep is not None and ep > 1) or dp_attention
-    if laid_out and (gpu is None or engine not in ("vllm", "sglang")):
+    if where.laid_out and (gpu is None or engine not in ("vllm", "sglang")):
         raise InputError(
             "--pp/--dp/--ep",
             "need --gpu, a model and --engine vllm or sglang (the engine lays the ranks out)",
         )
     instance = None
     groups = 1
-    if gpu is not None or preset is not None or model is not None:
+    if gpu is not None or where.preset is not None or where.model is not None:
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         try:
-            plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+            plan = capacity_plan(gpu=gpu, preset=where.preset, model=where.model, **settings)
         except PlannerError:
-            if pp < 2:
+            if where.pp < 2:
                 raise
             # the textbook plan is one TP group's: a model that needs the pipeline's stages to
             # fit is the engine instance's to plan (below)
             plan = None
-        if laid_out or engine in ("vllm", "sglang"):
-            from planner.api.bench import WouldNotStart, deployment_instance
+        if where.laid_out or engine in ("vllm", "sglang"):
+            instance, groups = where.instance()
+    if calibration is not None and plan is not None:
+        from planner.api.bench import check_step_calibration
 
-            try:
-                instance, groups = deployment_instance(
-                    gpu=gpu,
-                    preset=preset,
-                    model=model,
-                    settings=serve_values(settings | {"pp": pp}, engine, engine_version),
-                    dp=dp,
-                    ep=ep,
-                    dp_attention=dp_attention,
-                    calibration=calibration,
-                )
-            except WouldNotStart as e:
-                raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
-        if calibration is not None and plan is not None:
-            from planner.api.bench import check_step_calibration
-
-            stepped = check_step_calibration(
-                calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
-            )
+        stepped = check_step_calibration(
+            calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
+        )
     elif calibration is not None:
         raise InputError("--calibration", "calibrates a derived model: add --gpu and a model")
     a_ms, b_ms, fit_path = source.a_ms, source.b_ms, source.fit_path
