@@ -26,10 +26,12 @@ def test_capacity_slo_and_spec_agree_on_the_pool(cli: Cli, preset: str, gpu: str
     slo = cli("slo", "--tpot", "500", *where).json()  # a loose TPOT: memory binds
     spec = cli("spec", "--alpha", "0.7", *where).json()
     held = capacity["max_seqs_paged"]
-    assert slo["memory_cap"] == held
+    # slo's pool is its line's, at the step budget the TPOT sets: capacity --tpot's
+    assert slo["memory_cap"] == cli("capacity", "--tpot", "500", *where).json()["max_seqs_paged"]
+    assert slo["memory_cap"] >= held  # a budget at most the engine's own frees memory
     assert spec["scan_limit"] == min(held, 4096)  # scanned up to the pool (--max-batch 4096)
     assert spec["operating_concurrency"] == capacity["operating_concurrency"]
-    assert slo["operating_concurrency"] == min(held, slo["batch_cap"])
+    assert slo["operating_concurrency"] == min(slo["memory_cap"], slo["batch_cap"])
 
 
 def _flags(line: str) -> list[str]:
@@ -168,8 +170,10 @@ def test_capacity_tpot_and_slo_run_one_batch(cli: Cli, tpot: str) -> None:
     # one line: the step budget slo sets (decodes plus the prompt tokens inside TPOT) too
     assert cli("capacity", *where).json()["flags"] == slo["flags"]
     budget = int(slo["flags"]["vllm"].split("--max-num-batched-tokens ")[1].split()[0])
-    room = slo["prefill_room_at_full_batch_tokens"]
-    assert budget == capacity + min(room, slo["max_prefill_chunk_tokens"])
+    first = slo["step_budget"]["at_batch"]  # set at the cap the default line's pool allows
+    assert budget == slo["step_budget"]["tokens"] and first <= capacity
+    room = slo["prefill_room_at_full_batch_tokens"]  # at the cap run
+    assert room <= budget - first <= slo["max_prefill_chunk_tokens"]
     if tpot == "30":
         assert slo["batch_cap"] == 229 and capacity == 156
         # the room a step of 156 leaves is at least the prompts they bring per step
@@ -360,14 +364,16 @@ def test_capacity_takes_ep_as_slo_and_simulate_do(
 
 
 def test_slo_validates_a_cap_on_the_run_simulate_predicts(cli: Cli) -> None:
-    """slo --validate runs each cap as simulate runs that deployment at that --max-num-seqs:
-    the engine instance's scheduler, token budget and KV pool, on the same requests."""
+    """slo --validate runs each cap as simulate runs that deployment at that --max-num-seqs
+    and the line's step budget: the engine instance's scheduler, token budget and KV pool, on
+    the same requests."""
     where = ("--preset", "llama-3.1-8b", "--gpu", "h100")
     slo = cli("slo", "--tpot", "30", *where, "--validate", "--rate", "20", "--json").json()
     assert slo["validation"]["simulator"].startswith("the engine instance")
     for row in slo["validation"]["caps"][:2]:
         sim = cli(
             "simulate", *where, "--max-num-seqs", str(row["max_batch"]), "--rate", "20",
+            "--max-num-batched-tokens", str(slo["step_budget"]["tokens"]),
             "--workload", "reference", "--bench-client", "none", "--metric-percentiles", "95",
             "--json",
         ).json()  # fmt: skip

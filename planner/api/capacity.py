@@ -439,14 +439,13 @@ def serve_report(
     if tpot_ms is not None and served is not None and plan.fits and speculation is None:
         # (with speculation each decode takes 1 + k tokens of a vLLM step: the engine's own
         # budget stays)
-        budgeted = _latency_budget(served, serve_settings, tpot_ms, plan.max_num_seqs)
+        budgeted = _latency_budget(served, serve_settings, tpot_ms, plan)
         if budgeted is not None:
-            # the step's tokens `planner slo` budgets at this cap, planned again at the same
-            # cap (the smaller budget only frees memory); the cap's reason is the first plan's
+            # the step's tokens `planner slo` budgets at this cap, and the pool the engine then
+            # plans (the smaller budget frees memory: its cap may hold a few more sequences)
             again = plan_serve(spec, card, budgeted, weights, exact, measured=measured)
-            if again.fits and again.max_num_seqs == plan.max_num_seqs:
-                serve_settings = budgeted
-                plan = again.model_copy(update={k: getattr(plan, k) for k in CAP_FIELDS})
+            if again.fits:
+                serve_settings, plan = budgeted, again
     if serve_settings.max_model_len_auto and plan.prediction is not None:
         # the figures are at the length vLLM fitted
         fitted = int(str(plan.prediction.settings["max_model_len"]))
@@ -579,7 +578,7 @@ def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str
 
 
 def _latency_budget(
-    served: Instance, s: ServeSettings, tpot_ms: float, max_seqs: int
+    served: Instance, s: ServeSettings, tpot_ms: float, plan: ServePlan
 ) -> ServeSettings | None:
     """The line's step budget under a TPOT, as `planner slo` sets it (None where the user
     gave one): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT),
@@ -587,9 +586,11 @@ def _latency_budget(
     from planner.api.latency import step_model_from_curve
     from planner.api.slo import slo_line_settings
     from planner.core import slo
+    from planner.core.serve import engine_step_tokens
 
-    if s.max_num_batched_tokens is not None:
+    if s.max_num_batched_tokens is not None or plan.prediction is None:
         return None
+    max_seqs = plan.max_num_seqs
     step = step_model_from_curve(served.curve, s.mean_tokens)
     if not step.prefill_ms_per_token:
         return None
@@ -601,20 +602,16 @@ def _latency_budget(
         s.engine,
         s.version,
         served.attention_groups,
+        engine_tokens=engine_step_tokens(plan.prediction),
     )
-    # held at the cap it was budgeted for (a latency cap of the plan's own running cap)
+    if values["max_num_batched_tokens"] == engine_step_tokens(plan.prediction):
+        return None  # the engine's own budget already keeps a step inside TPOT
     return s.model_copy(
         update={
             "max_num_batched_tokens": values["max_num_batched_tokens"],
             "extra": s.extra | values.get("extra", {}),
-            "latency_cap": min(s.latency_cap or max_seqs, max_seqs),
         }
     )
-
-
-# What a plan says of its running cap and why: kept from the first plan when `capacity --tpot`
-# plans again at a smaller step budget (the cap it holds is the first plan's).
-CAP_FIELDS = ("cap", "cap_source", "binding", "binding_reason")
 
 
 def serve_lock(

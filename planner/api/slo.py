@@ -214,6 +214,7 @@ def slo_advice(
     names and meaning of `capacity` and `simulate`) takes its step model and KV pool from the
     engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
+    from planner.core.serve import engine_step_tokens
 
     prefill = _check_inputs(tpot_ms, ttft_ms, prompt_tokens, prefill_ms_per_token, engine)
     if output_tokens is not None and prompt_tokens is None:
@@ -265,12 +266,33 @@ def slo_advice(
             "attention_groups": groups,
             "step_model": instance.curve.label,
         }
+    # the prompt tokens each output token brings: the lengths given, else the workload's
+    if prompt_tokens is not None and output_tokens is not None:
+        ratio, brought_by = prompt_tokens / output_tokens, "the lengths given"
+    else:
+        ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
+    budget: dict[str, Any] = {}
     if plan is not None or instance is not None:
         memory = (
             instance.plan.max_seqs_at_mean
             if instance is not None
             else engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
         )
+        if instance is not None:
+            # the step budget at the cap the TPOT and this pool allow (as `capacity --tpot`
+            # sets it), and the pool the engine then plans: the smaller budget frees memory
+            first = slo.balanced_cap(step, tpot_ms, min(memory, cap), ratio)
+            batched = slo.step_tokens(step, tpot_ms, first)
+            assert instance.plan.prediction is not None
+            own = engine_step_tokens(instance.plan.prediction)
+            budget = slo_line_settings(
+                first, batched, chunk, engine, engine_version, groups, engine_tokens=own
+            )
+            del budget["max_num_seqs"]
+            batched = budget["max_num_batched_tokens"]
+            result["step_budget"] = {"tokens": batched, "at_batch": first}
+            instance, groups = where.instance(budget)
+            memory = instance.plan.max_seqs_at_mean
         _bind_memory(result, memory, tpot_ms)
     if validate_rate is not None:
         engine_at = None
@@ -280,23 +302,19 @@ def slo_advice(
             # budget and scheduler), serving one data-parallel rank's share of the rate
             def engine_at(seqs: int) -> Instance:
                 shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
-                return where.instance({"max_num_seqs": shared}, refused=None)[0]
+                return where.instance(budget | {"max_num_seqs": shared}, refused=None)[0]
 
         result |= _validate_cap(
             step, cap, tpot_ms, ttft_ms, validate_rate, workload, engine_at=engine_at, ranks=dp
         )
         _bind_goodput(result, validate_rate)
-    # the prompt tokens each output token brings: the lengths given, else the workload's
-    if prompt_tokens is not None and output_tokens is not None:
-        ratio, brought_by = prompt_tokens / output_tokens, "the lengths given"
-    else:
-        ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
     warnings = _bind_prefill(result, step, ratio, brought_by)
     seqs = result["operating_concurrency"]
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
     room = slo.prefill_room(step, tpot_ms, seqs) if step.prefill_ms_per_token else chunk
-    batched = slo.step_tokens(step, tpot_ms, seqs)
+    if not budget:
+        batched = slo.step_tokens(step, tpot_ms, seqs)
     result["prefill_room_at_full_batch_tokens"] = room
     if prompt_tokens is not None and ttft_ms is not None and room > 0:
         steps = math.ceil(prompt_tokens / room)
@@ -316,7 +334,7 @@ def slo_advice(
     if instance is not None:
         # the deployment's own line (as `capacity --tpot` prints it), planned again at these
         # caps so the engine model checks it starts
-        caps = slo_line_settings(seqs, batched, chunk, engine, engine_version, groups)
+        caps = budget | {"max_num_seqs": seqs * (groups if engine == "sglang" else 1)}
         result["flags"] = {engine: where.instance(caps, refused="--tpot")[0].plan.command}
     else:
         result["flags"] = _knob_lines(plan, seqs, batched, chunk, engine_version)
@@ -356,6 +374,7 @@ def _curve_report(
         "binding": "latency",
         "binding_reason": f"latency binds: TPOT {tpot_ms:g} ms allows {cap} sequences",
         "validated_cap": None,
+        "step_budget": None,
         "validation": None,
         "fit_residuals": residuals,
         "step_ms_at": {str(b): step.step_ms(b) for b in batches},
@@ -457,6 +476,7 @@ def slo_line_settings(
     engine: str,
     engine_version: str | None,
     groups: int = 1,
+    engine_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The serve settings a TPOT budget sets on a line for one rank's `max_seqs`: the running
     cap, and the tokens a step takes (vLLM: the decodes plus the prompt tokens that fit inside
@@ -464,7 +484,9 @@ def slo_line_settings(
     decodes). SGLang's flags are the deployment's: its `groups` attention-DP groups share
     --max-running-requests and --chunked-prefill-size (server_args.py divides the chunk among
     them: `chunk_divisor`). vLLM V0 chunks prompts only with chunked prefill on (its default
-    above 32K): without it a budget under max_model_len is refused."""
+    above 32K): without it a budget under max_model_len is refused. A TPOT only lowers
+    the engine's own budget (`engine_tokens`, the flag's; a larger one would take KV memory for
+    prefill speed the SLO does not ask for)."""
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import chunk_divisor
 
@@ -477,6 +499,8 @@ def slo_line_settings(
         if engine == "vllm"
         else max(1, chunk) * chunk_divisor(groups, release),
     }
+    if engine_tokens is not None and engine_tokens > 0:
+        values["max_num_batched_tokens"] = min(values["max_num_batched_tokens"], engine_tokens)
     if engine == "vllm" and _v0_release(engine_version):
         values["extra"] = {"enable_chunked_prefill": True}
     return values

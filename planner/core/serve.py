@@ -447,7 +447,9 @@ def engine_cap(p: EnginePrediction) -> int:
     return int(str(p.settings[key]))
 
 
-def _batched_tokens(p: EnginePrediction) -> int:
+def engine_step_tokens(p: EnginePrediction) -> int:
+    """The tokens a step takes by the engine's settings: vLLM's max_num_batched_tokens,
+    SGLang's --chunked-prefill-size (the flag's; -1: prompts are not chunked)."""
     key = "max_num_batched_tokens" if p.name == "vllm" else "chunked_prefill_size"
     return int(str(p.settings[key]))
 
@@ -551,7 +553,7 @@ def plan_serve(
     # The line prints the fraction to 4 decimals: pin it there (floored, never above what the
     # engine would take), so the printed value is the one predicted.
     fraction = pinned_fraction(_fraction(p))
-    tokens = _batched_tokens(p)
+    tokens = engine_step_tokens(p)
     # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
     # the flag's value, so the raised size is never what the line says).
     # A hybrid model's derived size (checked above) is set by vLLM from the default flag.
