@@ -261,6 +261,20 @@ def test_sglang_data_parallel_attention_divides_the_chunk_as_its_release_does(
     assert line["max_num_batched_tokens"] == 8192 and line["max_num_seqs"] == 64 * 8
 
 
+def test_sglang_0_4_0_caps_data_parallel_attentions_decode_graphs() -> None:
+    """0.4.0 capped the decode CUDA graphs at 96 sequences under data-parallel attention,
+    after the memory fraction was set (the pool is the same); 0.4.1 dropped the cap."""
+    r1 = MODELS / "deepseek-ai--DeepSeek-R1"
+    where = {"engine": "sglang", "gpu": "h200", "model": r1, "tp_size": 8, "context_length": 8192}
+    capped = engine_plan(**where, version="0.4.0", attn_dp_size=8)
+    later = engine_plan(**where, version="0.4.1", attn_dp_size=8)
+    pure_tp = engine_plan(**where, version="0.4.0")
+    assert capped.settings["cuda_graph_max_bs_decode"] == 96
+    assert later.settings["cuda_graph_max_bs_decode"] > 96
+    assert pure_tp.settings["cuda_graph_max_bs_decode"] > 96
+    assert capped.kv_cache_tokens == later.kv_cache_tokens
+
+
 def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:
     """SGLang 0.5.4 and 0.5.5 turn on data-parallel attention (--dp-size = TP) for DeepSeek-V3.2
     by themselves, after the memory heuristic ran without it: the plan is that of the explicit

@@ -216,6 +216,13 @@ DP_ATTENTION_CHUNK_SHARED_SINCE = (0, 4, 5)
 DP_ATTENTION_CHUNK_DIVISOR_BEFORE = 2
 
 
+# SGLang 0.4.0 also capped the decode CUDA graphs at 96 sequences under data-parallel
+# attention (`cuda_graph_max_bs = min(cuda_graph_max_bs, 96)`, after the memory fraction is set;
+# read in the 0.4.0 wheel, gone from 0.4.1).
+DP_ATTENTION_GRAPH_BS_CAP = 96
+DP_ATTENTION_GRAPH_BS_CAP_RELEASES = ((0, 4, 0), (0, 4, 1))
+
+
 def chunk_divisor(attn_dp: int, version: tuple[int, int, int] | None) -> int:
     """What SGLang divides the flag's chunked-prefill size by to get each group's (1 without
     data-parallel attention)."""
@@ -730,6 +737,9 @@ def _layout(
             f"{tp} for DeepSeek's sparse attention by itself (after sizing its memory fraction "
             "without it): planned so"
         )
+    first, past = DP_ATTENTION_GRAPH_BS_CAP_RELEASES
+    if attn_dp > 1 and first <= version < past:  # capped after the fraction was sized
+        decode_bs = min(decode_bs, DP_ATTENTION_GRAPH_BS_CAP)
     return _Layout(
         chunk=chunk,
         decode_bs=decode_bs,
