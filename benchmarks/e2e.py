@@ -324,12 +324,18 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             for k in ("prefill_ep", "decode_ep", "prefill_dp", "decode_dp")
             if (got := integer(split.get(k))) is not None and got > 0
         }
+        # the transfer backend the row names (NIXL rides NVLink inside a node; Mooncake,
+        # SGLang's default, RDMA)
+        backend = split.get("transfer_backend")
         layout = DisaggLayout(
             prefill=pools["prefill_workers"],
             decode=pools["decode_workers"],
             prefill_tp=pools["prefill_tp"],
             decode_tp=pools["decode_tp"],
             dp_within_tp=ranks_share_tp(family),
+            transfer_backend=backend
+            if family == "sglang" and backend in TRANSFER_BACKENDS
+            else None,
             **extra,
         )
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
@@ -486,13 +492,6 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "chunked_prefill": chunked,
         "scheduler_steps": steps,
         "disagg": layout,
-        # the transfer backend the row names (NIXL rides NVLink inside a node; Mooncake,
-        # SGLang's default, RDMA)
-        "disagg_backend": (
-            split.get("transfer_backend")
-            if split and family == "sglang" and split.get("transfer_backend") in TRANSFER_BACKENDS
-            else None
-        ),
     }, None
 
 

@@ -99,7 +99,7 @@ def run(layout: str | None, link: str | None = None, rate: float = 2.5) -> dict[
     parts = None
     if layout is not None:
         x, y = disagg.parse_layout(layout)
-        parts = disagg.DisaggLayout(prefill=x, decode=y)
+        parts = disagg.DisaggLayout(prefill=x, decode=y, link=link)
     return benchmark(
         gpu="h100",
         preset="llama-3.1-8b",
@@ -109,7 +109,6 @@ def run(layout: str | None, link: str | None = None, rate: float = 2.5) -> dict[
         load=Load(rate_per_s=rate, requests=300),
         lengths=Lengths(prompt_len=8000, output_len=256),
         disagg=parts,
-        disagg_link=link,
     )
 
 

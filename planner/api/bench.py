@@ -339,8 +339,6 @@ def benchmark(
     calibration: Calibration | None = None,
     prefix: PrefixShare | None = None,
     disagg: DisaggLayout | None = None,
-    disagg_link: str | None = None,
-    disagg_backend: str | None = None,
     percentiles: tuple[float, ...] | None = None,
     client: str | None = None,
     speculation: Speculation | None = None,
@@ -439,7 +437,7 @@ def benchmark(
             engine=engine_name,
             version=settings.get("version"),
             disagg=disagg,
-            link=disagg_link,
+            link=disagg.link,
             trace=trace,
             closed=closed,
             load=load,
@@ -449,7 +447,7 @@ def benchmark(
             percentiles=tails,
             client=client,
             source={"preset": preset, "model": model},
-            backend=disagg_backend,
+            backend=disagg.transfer_backend,
             empty=empty,
         )
     inst = instance(tp, ep, attention_groups)

@@ -675,8 +675,6 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         scheduler_steps=1 if f.num_scheduler_steps is None else f.num_scheduler_steps,
         prefix=parse_prefix(f.prefix_share, f.prefix_tokens, f.prefixes),
         disagg=layout,
-        disagg_link=f.disagg_link,
-        disagg_backend=f.disagg_transfer_backend,
         percentiles=parse_percentiles(f.metric_percentiles),
         client=f.bench_client,
         speculation=speculation,
@@ -1170,6 +1168,8 @@ def _disagg_layout(
                 "prefill_dp": prefill_dp or 1,
                 "decode_dp": decode_dp or 1,
                 "dp_within_tp": ranks_share_tp(engine),
+                "link": disagg_link,
+                "transfer_backend": disagg_transfer_backend,
             }
         )
     elif any(v is not None for v in (*pools, disagg_link)):

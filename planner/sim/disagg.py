@@ -61,6 +61,14 @@ class DisaggLayout(BaseModel):
         description="the DP ranks share the instance's TP GPUs (SGLang's attention-DP groups); "
         "False: each rank has TP GPUs of its own (vLLM --data-parallel-size)",
     )
+    link: str | None = Field(
+        default=None,
+        description="the catalog interconnect the KV crosses between the pools (None: the "
+        "card's own, NVLink inside a node and its NIC between nodes)",
+    )
+    transfer_backend: str | None = Field(
+        default=None, description="SGLang's --disaggregation-transfer-backend (None: its default)"
+    )
 
     @property
     def gpus(self) -> int:
