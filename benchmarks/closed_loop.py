@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner.api.bench import Lengths, Load, benchmark
+from planner.api.bench import Deployment, Lengths, Load, benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -74,10 +74,7 @@ def main() -> None:
             settings["context_tokens"] = int(context.group(1))
         clients = int(m["concurrency"])
         got = benchmark(
-            gpu=gpu,
-            preset=None,
-            model=str(folder),
-            settings=settings,
+            Deployment(gpu=gpu, model=str(folder), settings=settings),
             load=Load(concurrency=clients, requests=max(int(m["num_prompts"]), 4 * clients)),
             lengths=Lengths(prompt_len=int(m["input_len"]), output_len=int(m["output_len"])),
             percentiles=(95.0, 99.0),  # the run's summary quotes these

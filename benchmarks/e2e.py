@@ -44,7 +44,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from planner.api.bench import Lengths, Load, benchmark
+from planner.api.bench import Deployment, Lengths, Load, benchmark
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.disagg import SGLANG_TRANSFER_BACKENDS as TRANSFER_BACKENDS
 from planner.core.engines.common import parse_version
@@ -243,13 +243,14 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     maximum (what `vllm serve` and SGLang run without --max-model-len / --context-length);
     where the engine could not have started with it, the run must have set a smaller one,
     and it is posed at the planner's default context instead."""
+    where, rest = Deployment.split(kwargs)
     try:
-        return benchmark(**kwargs)
+        return benchmark(where, **rest)
     except PlannerError as exc:
         if stated_context(row) is not None or "would not start" not in str(exc):
             raise
-    settings = {k: v for k, v in kwargs["settings"].items() if k != "context_tokens"}
-    return benchmark(**(kwargs | {"settings": settings}))
+    settings = {k: v for k, v in where.settings.items() if k != "context_tokens"}
+    return benchmark(where.model_copy(update={"settings": settings}), **rest)
 
 
 @functools.cache
@@ -300,7 +301,8 @@ def integer(value: Any) -> int | None:
 
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
-    """The benchmark() arguments for a row, or a reason it cannot be posed."""
+    """The benchmark() arguments for a row, flat (the Deployment's fields beside the load's;
+    `predict` splits them), or a reason it cannot be posed."""
     family = engine_of(row)
     if family not in ("vllm", "sglang"):
         return {}, f"engine {row.get('engine')}"

@@ -54,3 +54,11 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass
+
+
+def bench(**flat: Any) -> dict[str, Any]:
+    """benchmark() on flat arguments: the Deployment's fields beside the load's."""
+    from planner.api.bench import Deployment, benchmark
+
+    where, rest = Deployment.split(flat)
+    return benchmark(where, **rest)

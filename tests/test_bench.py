@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import MODELS, Result
+from helpers import MODELS, Result, bench
 
 from planner.api.bench import (
     Lengths,
     Load,
     Speculation,
-    benchmark,
     deployment_instance,
     with_speculation,
 )
@@ -53,7 +52,7 @@ def run(
     **settings: Any,
 ) -> dict[str, Any]:
     """One closed-loop prediction of Llama-3.1-8B on an H100."""
-    return benchmark(
+    return bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -65,7 +64,7 @@ def run(
 
 
 def v0_chunked_512(load: Load) -> dict[str, Any]:
-    """benchmark() arguments for Llama-3.1-8B on an H100 under vLLM 0.6.3 (V0) with chunked
+    """bench() arguments for Llama-3.1-8B on an H100 under vLLM 0.6.3 (V0) with chunked
     prefill on and a 512-token budget, at `load`."""
     return {
         "gpu": "h100",
@@ -118,7 +117,7 @@ def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
 def test_sglang_hybrid_window_models_run_a_second_pool(
     gpu: str, model: str, engine: str, version: str, window_tokens: int | None
 ) -> None:
-    got = benchmark(
+    got = bench(
         gpu=gpu,
         preset=None,
         model=str(MODELS / model),
@@ -386,7 +385,7 @@ def test_a_scheduler_in_series_with_the_gpu_slows_each_step_per_sequence() -> No
 
 def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
     one = run(8, 500, 100)
-    two = benchmark(
+    two = bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -489,8 +488,8 @@ def test_multi_step_raises_v0_throughput_under_load() -> None:
         "lengths": Lengths(workload="sharegpt"),
         "chunked_prefill": False,
     }
-    one = benchmark(**common)
-    eight = benchmark(**common, scheduler_steps=8)
+    one = bench(**common)
+    eight = bench(**common, scheduler_steps=8)
     assert eight["deployment"]["num_scheduler_steps"] == 8
     assert "--num-scheduler-steps 8" in eight["deployment"]["scheduler"]
     assert eight["median_tpot_ms"] < one["median_tpot_ms"]
@@ -505,7 +504,7 @@ def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() 
     common = v0_chunked_512(Load(rate_per_s=40.0, requests=400)) | {
         "lengths": Lengths(prompt_len=400, output_len=200, len_range=0.25)
     }
-    got = {n: benchmark(**common, scheduler_steps=n) for n in (1, 4, 16)}
+    got = {n: bench(**common, scheduler_steps=n) for n in (1, 4, 16)}
     assert "--num-scheduler-steps 16" in got[16]["deployment"]["scheduler"]
     assert got[16]["output_throughput"] < got[4]["output_throughput"]
     assert got[16]["median_ttft_ms"] > got[4]["median_ttft_ms"] > got[1]["median_ttft_ms"]
@@ -524,7 +523,7 @@ def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() 
 def test_sharegpt_preset_means_match_the_published_totals(
     workload: str, inputs: int, outputs: int
 ) -> None:
-    got = benchmark(
+    got = bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -538,7 +537,7 @@ def test_sharegpt_preset_means_match_the_published_totals(
 
 def drawn(**lengths: Any) -> dict[str, Any]:
     """2,000 requests of prompts around 1,000 and outputs around 100 tokens, drawn as asked."""
-    return benchmark(
+    return bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -591,7 +590,7 @@ def test_rate_with_concurrency_paces_the_closed_loop() -> None:
     one client each request waits for the last; an unbounded rate is the plain closed loop."""
 
     def run(concurrency: int | None, rate: float | None) -> dict[str, Any]:
-        return benchmark(
+        return bench(
             gpu="h100",
             preset="llama-3.1-8b",
             model=None,
@@ -626,7 +625,7 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
     shorter requests, so the same rate holds fewer running and each finishes sooner."""
 
     def sharegpt(**means: float) -> dict[str, Any]:
-        return benchmark(
+        return bench(
             gpu="h100",
             preset="llama-3.1-8b",
             model=None,
@@ -642,7 +641,7 @@ def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
     assert got["median_e2el_ms"] < plain["median_e2el_ms"]
     assert "outputs scaled to mean 122.2" in got["workload"]["description"]
     # ranged lengths rescale too; their mean is no longer the range's middle
-    ranged = benchmark(
+    ranged = bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -671,7 +670,7 @@ def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
     assert (drawn == 1024).mean() == pytest.approx((1 - p) ** 1023, rel=0.1)
 
     def closed_loop(lengths: Lengths) -> dict[str, Any]:
-        return benchmark(
+        return bench(
             gpu="h100",
             preset="llama-3.1-8b",
             model=None,
@@ -855,7 +854,7 @@ def _results(tmp_path: Path, scale: float, offset: float, loads: tuple[int, ...]
             "load": Load(concurrency=n, requests=6 * n),
             "lengths": Lengths(prompt_len=800, output_len=120),
         }
-        d = benchmark(**kwargs)["deployment"]
+        d = bench(**kwargs)["deployment"]
         truth = Calibration(
             engine=d["engine"],
             engine_version=d["engine_version"],
@@ -865,7 +864,7 @@ def _results(tmp_path: Path, scale: float, offset: float, loads: tuple[int, ...]
             pipeline_parallel_size=1,
             step=StepCalibration(memory_scale=scale, step_offset_ms=offset, basis="t", results=1),
         )
-        got = benchmark(**kwargs, calibration=truth)
+        got = bench(**kwargs, calibration=truth)
         keys = (
             "completed",
             "total_input_tokens",
@@ -945,17 +944,18 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
 def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:
     """`vllm bench serve --burstiness 0.25` saves its gamma shape; calibrate replays the run
     with gaps of CV 2, not as Poisson arrivals."""
+    from planner.api.bench import Deployment
     from planner.api.bench_calibrate import _replay
     from planner.sources.bench_result import read_bench_results
 
-    got = benchmark(**_KWARGS, load=Load(rate_per_s=6.0, cv=2.0, requests=200))
+    got = bench(**_KWARGS, load=Load(rate_per_s=6.0, cv=2.0, requests=200))
     keys = ("completed", "total_input_tokens", "total_output_tokens", "median_tpot_ms")
     body = {k: got[k] for k in keys} | {"output_throughput": got["output_throughput"]}
     path = tmp_path / "bursty.json"
     path.write_text(json.dumps(body | {"request_rate": 6.0, "burstiness": 0.25}))
     (record,) = read_bench_results(str(path))
     assert record.burstiness == 0.25
-    replay = _replay(record, {k: v for k, v in _KWARGS.items() if k != "lengths"}, None)
+    replay = _replay(record, Deployment.split(_KWARGS)[0], None)
     assert "Gamma" in replay["workload"]["description"]
     assert replay["workload"]["cv"] == pytest.approx(2.0)
 
@@ -1163,12 +1163,12 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     and the output says how many were ignored; a workload of only such prompts is one error."""
     common = v0_chunked_512(Load(rate_per_s=10.0, requests=200)) | {"scheduler_steps": 8}
     with pytest.raises(InputError, match="ignore every prompt longer"):
-        benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50))
-    whole = benchmark(**common, lengths=Lengths(prompt_len=500, output_len=50))
+        bench(**common, lengths=Lengths(prompt_len=600, output_len=50))
+    whole = bench(**common, lengths=Lengths(prompt_len=500, output_len=50))
     assert whole["completed"] == 200 and whole["ignored_requests"] == 0
     # prompts uniform in [300, 600]: those over 512 (about 88 / 301 of them) are ignored; the
     # outputs (uniform in [25, 50]) are the served requests' alone
-    mixed = benchmark(**common, lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5))
+    mixed = bench(**common, lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5))
     ignored = mixed["ignored_requests"]
     assert mixed["completed"] + ignored == 200
     assert 0.2 * 200 < ignored < 0.4 * 200
@@ -1177,7 +1177,7 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     # and how the client of that era counts them (TTFT 0: vLLM 0.6.3 backend_request_func.py)
     assert any("TTFT of 0" in note for note in mixed["notes"])
     # left to its default, the budget under multi-step rounds is the context: none is ignored
-    default = benchmark(
+    default = bench(
         **common | {"settings": {"version": "0.6.3"}},
         lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5),
     )
@@ -1205,7 +1205,7 @@ def gpt_oss_20b_on_b200(
     """A closed loop of gpt-oss-20b on B200s: 200-token prompts, 100-token outputs, two
     requests per client (a batch large enough for the API server to matter); the benchmark
     client not priced unless `client` names one."""
-    return benchmark(
+    return bench(
         gpu="b200",
         preset="gpt-oss-20b",
         model=None,
@@ -1246,7 +1246,7 @@ def test_an_api_server_the_planner_has_not_measured_is_named_where_it_could_bind
     measured (18 us a token, a floor) and priced like vLLM V1's."""
 
     def llama_1b(clients: int, scheduler_steps: int = 1, **settings: Any) -> dict[str, Any]:
-        return benchmark(
+        return bench(
             gpu="h100",
             preset=None,
             model=str(MODELS / "meta-llama--Llama-3.2-1B-Instruct"),
@@ -1339,7 +1339,7 @@ def test_empty_outputs_stream_no_text_and_a_text_client_counts_their_ttft_as_zer
     keeps them in its TTFT figures, so its median falls below every real first token's."""
 
     def run_with(share: float | None, client: str) -> dict[str, Any]:
-        return benchmark(
+        return bench(
             gpu="h100",
             preset="llama-3.1-8b",
             model=None,

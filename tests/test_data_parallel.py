@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import MODELS, Result
+from helpers import MODELS, Result, bench
 
 from planner.api import serve_report
 from planner.api.bench import deployment_instance
@@ -362,10 +362,10 @@ def test_more_data_parallel_ranks_never_shrink_a_ranks_kv_cache(model: str, tp: 
 def test_littles_law_holds_for_a_data_parallel_deployment(engine: str) -> None:
     """64 clients over 8 data-parallel groups: clients in the system = throughput x mean
     end-to-end latency, as for one engine."""
-    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.bench import Lengths, Load
 
     n = 64
-    got = benchmark(
+    got = bench(
         gpu="h200",
         preset=None,
         model=DEEPSEEK,

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import Result
+from helpers import Result, bench
 
 from planner.api.bench import (
     DISAGG_TRANSFER_SETUP_MS,
     SGLANG_PD_HANDOFF_MS,
     Lengths,
     Load,
-    benchmark,
     decode_pool_config,
     deployment_instance,
     transfer_plan,
@@ -100,7 +99,7 @@ def run(layout: str | None, link: str | None = None, rate: float = 2.5) -> dict[
     if layout is not None:
         x, y = disagg.parse_layout(layout)
         parts = disagg.DisaggLayout(prefill=x, decode=y, link=link)
-    return benchmark(
+    return bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
@@ -252,7 +251,7 @@ def test_a_decode_pool_past_its_cuda_graphs_says_so() -> None:
     on one decode instance pass vLLM's 512, 32 do not."""
     notes = {}
     for clients in (32, 700):
-        got = benchmark(
+        got = bench(
             gpu="h100",
             preset="llama-3.1-8b",
             model=None,
@@ -272,7 +271,7 @@ def test_the_benchmark_client_reads_every_decode_instance() -> None:
     chunks a step at 32 us each, past the GPU step; `none` prints the decode pool's pace."""
 
     def split(client: str | None) -> dict[str, object]:
-        return benchmark(
+        return bench(
             gpu="b200",
             preset="gpt-oss-20b",
             model=None,
@@ -383,7 +382,7 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
         "gpu": "h200", "preset": None, "model": spec, "lengths": lengths,
         "percentiles": (99, 99.9),
     }  # fmt: skip
-    agg = benchmark(
+    agg = bench(
         **common,
         settings={"engine": "sglang", "tp": 8},
         dp=8,
@@ -399,7 +398,7 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
         decode_dp=8,
         dp_within_tp=True,
     )
-    split = benchmark(
+    split = bench(
         **common,
         settings={"engine": "sglang", "tp": 8},
         load=Load(concurrency=256, requests=768),

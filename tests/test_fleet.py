@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import Result
+from helpers import Result, bench
 
 from planner.api.fleet import fleet_report
 from planner.api.simulate import load_workload
@@ -362,7 +362,7 @@ def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_rea
 
 
 def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> None:
-    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.bench import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
     data = report(20.0, ("h100",))
@@ -373,7 +373,7 @@ def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> No
     assert gpu_rates == sorted(gpu_rates)  # more clients never lower throughput per GPU
     for point in (curve[1], curve[-1]):
         n = point["max_concurrency"]
-        sim = benchmark(
+        sim = bench(
             gpu=w["gpu"],
             preset="llama-3.1-8b",
             model=None,
@@ -419,7 +419,7 @@ def test_a_moe_model_is_searched_with_and_without_expert_parallelism(cli: Cli) -
 
 
 def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_ones() -> None:
-    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.bench import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
     from planner.sim.disagg import DisaggLayout
 
@@ -444,7 +444,7 @@ def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_one
     c = next(c for c in units if c["curve"])
     point = c["curve"][-1]
     n = point["max_concurrency"]
-    sim = benchmark(
+    sim = bench(
         gpu=c["gpu"],
         preset="deepseek-v3",
         model=None,
@@ -549,7 +549,7 @@ def test_an_sglang_disaggregated_winner_writes_a_statefulset_per_pool_and_the_ro
 def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
     engine: str, tp: int, flags: tuple[str, ...]
 ) -> None:
-    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.bench import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
     data = report(5.0, ("h200",), preset="deepseek-v3", engine=engine, tps=[tp], disagg="off")
@@ -564,7 +564,7 @@ def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
     n = point["max_concurrency"]
     per_rank = n // 8 if engine == "vllm" else n  # SGLang's cap is the deployment's
     context = c["flags"]["context_length" if engine == "sglang" else "max_model_len"]
-    sim = benchmark(
+    sim = bench(
         gpu=c["gpu"],
         preset="deepseek-v3",
         model=None,
@@ -647,10 +647,10 @@ def _simulated_point(
     w: dict[str, Any], n: int, prompt: int, output: int, prefix: Any, **settings: Any
 ) -> dict[str, Any]:
     """`planner simulate` of a fleet winner's line at `n` clients, as its curve poses it."""
-    from planner.api.bench import Lengths, Load, benchmark
+    from planner.api.bench import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
-    return benchmark(
+    return bench(
         gpu=w["gpu"],
         preset="llama-3.1-8b",
         model=None,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.engines.calibration import Calibration  # a Deployment field
 from planner.core.parallel import (
     deployment_gpus,
     fields_layout,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from planner.core.engines.calibration import Calibration, StepCalibration
+    from planner.core.engines.calibration import StepCalibration
     from planner.core.engines.common import EnginePrediction
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
@@ -321,22 +322,45 @@ def _trace(load: Load, lengths: Lengths, client: str | None = None) -> tuple[Tra
     return trace, echo
 
 
+class Deployment(BaseModel):
+    """What a benchmark runs against: a model on a GPU under the engine's serve settings (the
+    serve plan's names: engine, version, tp, pp, kv_cache_dtype, ...), laid out over data-
+    parallel ranks and experts, with vLLM V0's scheduler flags and a calibration profile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu: str
+    preset: str | None = None
+    model: str | None = None
+    revision: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    dp: int = 1
+    ep: int | None = None
+    dp_attention: bool = False
+    chunked_prefill: bool | None = Field(
+        default=None,
+        description="vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode "
+        "steps, as V1 always does); None: the release's default",
+    )
+    scheduler_steps: int = Field(
+        default=1, description="vLLM V0's --num-scheduler-steps (multi-step scheduling)"
+    )
+    calibration: Calibration | None = None
+
+    @classmethod
+    def split(cls, flat: dict[str, Any]) -> tuple[Deployment, dict[str, Any]]:
+        """A Deployment from its fields in a flat argument dict, and the rest of it (a
+        benchmark's load, lengths, ...)."""
+        where = cls(**{k: v for k, v in flat.items() if k in cls.model_fields})
+        return where, {k: v for k, v in flat.items() if k not in cls.model_fields}
+
+
 def benchmark(
+    deployment: Deployment,
     *,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    revision: str | None = None,
-    settings: dict[str, Any],
-    dp: int = 1,
-    ep: int | None = None,
-    dp_attention: bool = False,
     load: Load,
     lengths: Lengths,
     sweep: list[int] | None = None,
-    chunked_prefill: bool | None = None,
-    scheduler_steps: int = 1,
-    calibration: Calibration | None = None,
     prefix: PrefixShare | None = None,
     disagg: DisaggLayout | None = None,
     percentiles: tuple[float, ...] | None = None,
@@ -345,18 +369,29 @@ def benchmark(
 ) -> dict[str, Any]:
     """What the benchmark would print for this deployment under this load (an estimate).
 
-    `chunked_prefill`: vLLM V0's --enable-chunked-prefill (prefill chunks mixed into decode
-    steps, as V1 always does); None: the release's default. `scheduler_steps`: vLLM V0's
-    --num-scheduler-steps (multi-step scheduling). `prefix`: a PrefixShare, served
-    from the GPU's prefix cache, an offload tier (settings["offload"]) or prefilled.
-    `percentiles`: the tail figures to print (--metric-percentiles; default 99).
-    `client`: the benchmark client, which reads every stream in one process and whose time per
-    chunk paces what it prints where the engine streams faster: "vllm" (an OpenAI-stream
-    client such as vllm bench serve), "sglang" (sglang.bench_serving's native stream), "none"
-    (the engine's pace); None: the engine's own. `speculation`: speculative decoding, each
-    decode step the target's verification of k drafts per sequence on the step model plus the
-    drafts' forwards, each sequence emitting the tokens its draw accepts (+1)."""
-
+    `prefix`: a PrefixShare, served from the GPU's prefix cache, an offload tier
+    (settings["offload"]) or prefilled. `percentiles`: the tail figures to print
+    (--metric-percentiles; default 99). `client`: the benchmark client, which reads every
+    stream in one process and whose time per chunk paces what it prints where the engine
+    streams faster: "vllm" (an OpenAI-stream client such as vllm bench serve), "sglang"
+    (sglang.bench_serving's native stream), "none" (the engine's pace); None: the engine's
+    own. `speculation`: speculative decoding, each decode step the target's verification of k
+    drafts per sequence on the step model plus the drafts' forwards, each sequence emitting the
+    tokens its draw accepts (+1)."""
+    gpu, preset, model, revision = (
+        deployment.gpu,
+        deployment.preset,
+        deployment.model,
+        deployment.revision,
+    )
+    settings, dp, ep, dp_attention = (
+        dict(deployment.settings),
+        deployment.dp,
+        deployment.ep,
+        deployment.dp_attention,
+    )
+    chunked_prefill, scheduler_steps = deployment.chunked_prefill, deployment.scheduler_steps
+    calibration = deployment.calibration
     from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model

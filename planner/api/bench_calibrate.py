@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.api.bench import Lengths, Load, benchmark
+from planner.api.bench import Deployment, Lengths, Load, benchmark
 from planner.core.engines.calibration import BenchRecord, Calibration, StepCalibration
 from planner.errors import InputError
 from planner.sim.arrivals import cv_of_burstiness
@@ -34,7 +34,7 @@ OFFSET_BOUNDS_MS = (-1000.0, 1000.0)
 
 
 def _replay(
-    record: BenchRecord, kwargs: dict[str, Any], profile: Calibration | None
+    record: BenchRecord, where: Deployment, profile: Calibration | None
 ) -> dict[str, Any]:
     """The predictor at one result's load and mean lengths."""
     # vllm bench serve's --burstiness: gamma gaps (a paced or open-loop rate's)
@@ -56,7 +56,10 @@ def _replay(
         output_len=max(2, round(record.mean_output_tokens)),
     )
     return benchmark(
-        **kwargs, load=load, lengths=lengths, calibration=profile, client=record.client
+        where.model_copy(update={"calibration": profile}),
+        load=load,
+        lengths=lengths,
+        client=record.client,
     )
 
 
@@ -74,15 +77,10 @@ def bench_calibration(
     if not bench_paths:
         raise InputError("--bench", "give at least one benchmark result file")
     records = [r for path in bench_paths for r in read_bench_results(path)]
-    kwargs: dict[str, Any] = {
-        "gpu": gpu,
-        "preset": preset,
-        "model": model,
-        "revision": revision,
-        "settings": settings,
-        "dp": dp,
-    }
-    first = _replay(records[0], kwargs, None)
+    where = Deployment(
+        gpu=gpu, preset=preset, model=model, revision=revision, settings=settings, dp=dp
+    )
+    first = _replay(records[0], where, None)
     d = first["deployment"]
     base = Calibration(
         engine=d["engine"],
@@ -100,7 +98,7 @@ def bench_calibration(
             memory_scale=scale, step_offset_ms=offset, basis="fit", results=len(records)
         )
         profile = base.model_copy(update={"step": step})
-        runs = [_replay(r, kwargs, profile) for r in records]
+        runs = [_replay(r, where, profile) for r in records]
         return np.asarray([x["median_tpot_ms"] for x in runs]), runs
 
     before, before_runs = tpots(1.0, 0.0)

@@ -606,7 +606,7 @@ def _normalized(f: SimulateFlags) -> SimulateFlags:
 def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
     """A deployment benchmark (--gpu): the engine's own scheduler, KV pool and step model
     under the benchmark's load, printed as the benchmark prints it."""
-    from planner.api.bench import benchmark
+    from planner.api.bench import Deployment, benchmark
     from planner.errors import InputError
 
     engine = "vllm" if f.engine is None else f.engine
@@ -659,8 +659,7 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         from planner.sources.calibration import load_calibration
 
         profile = load_calibration(f.calibration)
-    bench = benchmark(
-        calibration=profile,
+    where = Deployment(
         gpu=gpu,
         preset=f.preset,
         model=f.model,
@@ -668,11 +667,15 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         dp=1 if f.dp is None else f.dp,
         ep=f.ep,
         dp_attention=f.dp_attention,
+        chunked_prefill=f.enable_chunked_prefill,
+        scheduler_steps=1 if f.num_scheduler_steps is None else f.num_scheduler_steps,
+        calibration=profile,
+    )
+    bench = benchmark(
+        where,
         load=load,
         lengths=lengths,
         sweep=points,
-        chunked_prefill=f.enable_chunked_prefill,
-        scheduler_steps=1 if f.num_scheduler_steps is None else f.num_scheduler_steps,
         prefix=parse_prefix(f.prefix_share, f.prefix_tokens, f.prefixes),
         disagg=layout,
         percentiles=parse_percentiles(f.metric_percentiles),
