@@ -11,6 +11,7 @@ import pytest
 from helpers import MODELS, Result, bench
 
 from planner.api.bench import (
+    Deployment,
     Lengths,
     Load,
     Speculation,
@@ -1420,10 +1421,12 @@ def test_a_deployment_speculates_as_spec_prices_it(cli: Cli) -> None:
 )
 def test_vllm_v0_delivers_tokens_a_step_late(version: str, pp: int, late: bool) -> None:
     inst, _ = deployment_instance(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={"engine": "vllm", "version": version, "tp": 1, "pp": pp},
+        Deployment(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"engine": "vllm", "version": version, "tp": 1, "pp": pp},
+        )
     )
     assert inst.cfg.outputs_one_step_late is late
     speculating = with_speculation(inst, Speculation(alpha=0.7, k=3, draft_cost=0.05))

@@ -13,7 +13,7 @@ import pytest
 from helpers import MODELS, Result, bench
 
 from planner.api import serve_report
-from planner.api.bench import deployment_instance
+from planner.api.bench import Deployment, deployment_instance
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
@@ -587,21 +587,29 @@ def test_moe_ranks_step_together_padded_or_not_by_engine_release(
     engine: str, version: str, dp: int, groups: int, padded: bool
 ) -> None:
     inst, got = deployment_instance(
-        gpu="h100",
-        preset=None,
-        model=QWEN3_MOE,
-        settings={"engine": engine, "version": version, "tp": 2},
-        dp=dp,
-        dp_attention=engine == "sglang" and dp > 1,
+        Deployment(
+            gpu="h100",
+            preset=None,
+            model=QWEN3_MOE,
+            settings={"engine": engine, "version": version, "tp": 2},
+            dp=dp,
+            dp_attention=engine == "sglang" and dp > 1,
+        ),
         longest=4096,
     )
     assert got == groups and inst.cfg.lockstep_groups == groups
     assert inst.cfg.lockstep_padded is padded
     # a dense model's data-parallel ranks are replicas: they do not wait on each other
     dense, _ = deployment_instance(
-        gpu="h100", preset="llama-3.1-8b", model=None,
-        settings={"engine": "vllm", "version": version, "tp": 1}, dp=2, longest=4096,
-    )  # fmt: skip
+        Deployment(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={"engine": "vllm", "version": version, "tp": 1},
+            dp=2,
+        ),
+        longest=4096,
+    )
     assert dense.cfg.lockstep_groups == 1
 
 
@@ -639,14 +647,21 @@ def test_an_sglang_group_prefills_its_share_of_the_chunk_however_many_it_runs() 
     # runs 2,048 requests (--max-running-requests 16384 for the 8); vLLM's budget is never below
     # its running cap.
     inst, groups = deployment_instance(
-        gpu="h200", preset=None, model=DEEPSEEK,
-        settings={"engine": "sglang", "tp": 8, "max_num_seqs": 16384}, dp=8, dp_attention=True,
+        Deployment(
+            gpu="h200",
+            preset=None,
+            model=DEEPSEEK,
+            settings={"engine": "sglang", "tp": 8, "max_num_seqs": 16384},
+            dp=8,
+            dp_attention=True,
+        ),
         longest=9000,
-    )  # fmt: skip
+    )
     assert groups == 8 and inst.cfg.max_batch == 2048
     assert inst.cfg.step_token_budget == inst.cfg.chunk_tokens == 8192 // 8
     assert not inst.cfg.mixed
     vllm, _ = deployment_instance(
-        gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": "vllm"}, longest=4096
-    )  # fmt: skip
+        Deployment(gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": "vllm"}),
+        longest=4096,
+    )
     assert vllm.cfg.mixed and vllm.cfg.step_token_budget >= vllm.cfg.max_batch

@@ -13,6 +13,7 @@ from helpers import Result, bench
 from planner.api.bench import (
     DISAGG_TRANSFER_SETUP_MS,
     SGLANG_PD_HANDOFF_MS,
+    Deployment,
     Lengths,
     Load,
     decode_pool_config,
@@ -130,7 +131,7 @@ def test_an_sglang_decode_pool_admits_on_its_flat_reserve(engine: str, flat: int
     # SGLang's decode instance keeps 512 tokens free per request (DecodePreallocQueue), not the
     # new-token ratio its aggregated server uses; vLLM's decode instance admits as vLLM does.
     inst, _ = deployment_instance(
-        gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": engine}
+        Deployment(gpu="h100", preset="llama-3.1-8b", model=None, settings={"engine": engine})
     )
     cfg = decode_pool_config(inst)
     if flat is None:

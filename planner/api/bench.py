@@ -1512,50 +1512,46 @@ def check_ep(ep: int | None, engine: str, tp: int, groups: int) -> None:
         raise InputError("--ep", f"{ep}: the engine's expert parallelism spans {span} ranks here")
 
 
-def deployment_instance(
-    *,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    settings: dict[str, Any],
-    dp: int = 1,
-    ep: int | None = None,
-    dp_attention: bool = False,
-    calibration: Calibration | None = None,
-    longest: int | None = None,
-) -> tuple[Instance, int]:
+def deployment_instance(where: Deployment, longest: int | None = None) -> tuple[Instance, int]:
     """One engine instance of a deployment exactly as `simulate` plans it (serve plan, step
-    model, scheduler), for commands that ask about its step time without a load (`slo`), and
-    the number of data-parallel attention groups it is one of (1: none). `longest`: the
-    longest request it must serve (default: its context; 1 where only the step matters)."""
+    model, scheduler), for commands that ask about its step time without a load (`slo`,
+    `spec`), and the number of data-parallel attention groups it is one of (1: none).
+    `longest`: the longest request it must serve (default: its context; 1 where only the step
+    matters)."""
     from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
     from planner.sources.models import resolve_model
 
-    if dp < 1:
-        raise InputError("--dp", f"must be >= 1 (got {dp})")
-    spec = resolve_model(preset, model, None)
+    if where.dp < 1:
+        raise InputError("--dp", f"must be >= 1 (got {where.dp})")
+    spec = resolve_model(where.preset, where.model, where.revision)
+    settings = where.settings
     engine = str(settings.get("engine", "vllm"))
     tp = int(settings.get("tp", 1))
     groups = _attention_groups(
-        engine, tp, dp, dp_attention, moe=bool(spec.num_experts), version=settings.get("version")
+        engine,
+        tp,
+        where.dp,
+        where.dp_attention,
+        moe=bool(spec.num_experts),
+        version=settings.get("version"),
     )
-    check_ep(ep, engine, tp, groups)
+    check_ep(where.ep, engine, tp, groups)
     values = dict(settings)
     values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
     inst = _instance(
-        gpu=gpu,
-        preset=preset,
-        model=model,
-        revision=None,
+        gpu=where.gpu,
+        preset=where.preset,
+        model=where.model,
+        revision=where.revision,
         values=values,
         spec=spec,
         longest=int(values["context_tokens"]) if longest is None else longest,
-        ep=ep,
-        calibration=calibration,
+        ep=where.ep,
+        calibration=where.calibration,
         seed=0,
         as_launched=False,
         attention_groups=groups,
-        replicas=dp,
+        replicas=where.dp,
     )
     return inst, groups
 

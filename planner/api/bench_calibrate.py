@@ -33,9 +33,7 @@ SCALE_BOUNDS = (0.05, 20.0)
 OFFSET_BOUNDS_MS = (-1000.0, 1000.0)
 
 
-def _replay(
-    record: BenchRecord, where: Deployment, profile: Calibration | None
-) -> dict[str, Any]:
+def _replay(record: BenchRecord, where: Deployment, profile: Calibration | None) -> dict[str, Any]:
     """The predictor at one result's load and mean lengths."""
     # vllm bench serve's --burstiness: gamma gaps (a paced or open-loop rate's)
     cv = None if record.burstiness is None else cv_of_burstiness(record.burstiness)

@@ -221,7 +221,7 @@ def slo_advice(
         raise InputError("--prompt-len", "required with --output-len (the ratio of the two)")
     if output_tokens is not None and output_tokens < 1:
         raise InputError("--output-len", f"must be >= 1 (got {output_tokens})")
-    where = _Deployment(
+    where = _Target(
         gpu=gpu,
         preset=preset,
         model=model,
@@ -527,9 +527,10 @@ class _StepSource:
 
 
 @dataclass(frozen=True)
-class _Deployment:
-    """What `slo` prices where a GPU is given: a model on it under an engine release and a
-    layout, with capacity's other flags (`settings`: TP, context, KV and weight dtypes)."""
+class _Target:
+    """What `slo` prices where a GPU is given, in its own flags: a model on it under an engine
+    release and a layout, with capacity's other flags (`settings`: TP, context, KV and weight
+    dtypes); `instance` plans it as a Deployment at the engine's settings."""
 
     gpu: str | None
     preset: str | None
@@ -554,26 +555,27 @@ class _Deployment:
         """The engine instance `simulate` plans for these flags (at `caps`: a running cap, a
         step budget), and its attention-DP groups; one that would not start is an error
         naming `refused` (None: the engine model's own)."""
-        from planner.api.bench import WouldNotStart, deployment_instance
+        from planner.api.bench import Deployment, WouldNotStart, deployment_instance
 
         assert self.gpu is not None
         values = serve_values(self.settings | {"pp": self.pp}, self.engine, self.engine_version)
+        where = Deployment(
+            gpu=self.gpu,
+            preset=self.preset,
+            model=self.model,
+            settings=values | (caps or {}),
+            dp=self.dp,
+            ep=self.ep,
+            dp_attention=self.dp_attention,
+            calibration=self.calibration,
+        )
         try:
-            return deployment_instance(
-                gpu=self.gpu,
-                preset=self.preset,
-                model=self.model,
-                settings=values | (caps or {}),
-                dp=self.dp,
-                ep=self.ep,
-                dp_attention=self.dp_attention,
-                calibration=self.calibration,
-            )
+            return deployment_instance(where)
         except WouldNotStart as e:
             if refused is None:
                 raise
-            where = "" if caps is None else "at these caps: "
-            raise InputError(refused, where + "; ".join(e.reasons)) from e
+            at = "" if caps is None else "at these caps: "
+            raise InputError(refused, at + "; ".join(e.reasons)) from e
 
 
 def _check_inputs(
@@ -610,7 +612,7 @@ def _check_inputs(
 
 
 def _resolve_step_model(
-    source: _StepSource, prefill: float, where: _Deployment
+    source: _StepSource, prefill: float, where: _Target
 ) -> tuple[StepModel, list[dict[str, float]], CapacityPlan | None, Instance | None, int]:
     """The step model `slo` caps with, the fit's residuals, the capacity plan (None without a
     GPU), the engine instance (vLLM / SGLang: the one `simulate` plans for the same flags, so

@@ -171,26 +171,24 @@ def spec_advice(
     # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
     # Speculation is priced on the step model of the engine instance `simulate` plans for the
     # same flags (every term of it, the layout's included), as `capacity --spec-alpha` does.
-    from planner.api.bench import WouldNotStart, deployment_instance
+    from planner.api.bench import Deployment, WouldNotStart, deployment_instance
     from planner.api.slo import serve_values
     from planner.core.spec_load import curve_cost
 
+    deployment = Deployment(
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        settings=serve_values(
+            settings | {"mean_tokens": mean_tokens, "pp": pp}, engine, engine_version
+        ),
+        dp=dp,
+        ep=ep,
+        dp_attention=dp_attention,
+        calibration=calibration,
+    )
     try:
-        served, _groups = deployment_instance(
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            settings=serve_values(
-                settings | {"mean_tokens": mean_tokens, "pp": pp},
-                engine,
-                engine_version,
-            ),
-            dp=dp,
-            ep=ep,
-            dp_attention=dp_attention,
-            calibration=calibration,
-            longest=1,
-        )
+        served, _groups = deployment_instance(deployment, longest=1)
     except WouldNotStart as e:
         if laid_out or calibration is not None:
             raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
