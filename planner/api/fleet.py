@@ -202,7 +202,7 @@ def fleet_report(
     from planner.api.fleet_curves import front
     from planner.core.fleet import Promise
     from planner.core.serve import valid_tp
-    from planner.sim.workload import Workload, generate
+    from planner.sim.workload import Workload
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
@@ -221,10 +221,6 @@ def fleet_report(
         flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
         raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
     spec = resolve_model(preset, model)
-    sample = generate(w)
-    longest = int((sample.prompt_tokens + sample.output_tokens).max())
-    mean_prompt = float(sample.prompt_tokens.mean())
-    mean_output = float(sample.output_tokens.mean())
     if prefix is not None and prefix.share <= 0:
         prefix = None
     if prefix is not None or offload:
@@ -233,26 +229,9 @@ def fleet_report(
                 "--disagg", "on is not modelled with --prefix-share or a KV offload tier yet"
             )
         disagg = "off"
-    if prefix is not None:  # a shared prefix opens the prompt: the requests hold it
-        longest += prefix.tokens
-    # the longest request asked for
-    asked = int(w.prompt_tokens.max + w.output_tokens.max) + (prefix.tokens if prefix else 0)
-    if asked > spec.max_context_tokens and context is None:
-        raise InputError(
-            "--prompt-len",
-            f"requests of up to {asked:,} tokens exceed {spec.name}'s maximum of "
-            f"{spec.max_context_tokens:,} (the engines refuse them)",
-        )
-    if context is None:
-        context = asked
-    elif not longest <= context <= spec.max_context_tokens:
-        raise InputError(
-            "--context",
-            f"{context:,} must hold the longest request ({longest:,} tokens) and stay within "
-            f"{spec.name}'s maximum of {spec.max_context_tokens:,}",
-        )
-    opening = prefix.mean_tokens if prefix else 0.0
-    mean = max(1, min(context, round(mean_prompt + opening + mean_output / 2)))
+    lengths = _request_lengths(spec, w, prefix, context)
+    context, mean = lengths.context_tokens, lengths.mean_tokens
+    mean_prompt, mean_output = lengths.mean_prompt_tokens, lengths.mean_output_tokens
     cards = [find_gpu(g) for g in gpus]
     layouts = [t for t in valid_tp(spec) if t <= MAX_TP]
     if tps is not None:
@@ -333,23 +312,7 @@ def fleet_report(
         for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
             candidates += got["rows"]
             unit_jobs |= {id(r): j for r, j in zip(got["rows"], got["jobs"], strict=True)}
-    fitting = [c for c in candidates if c["fits"]]
-    priced = bool(fitting) and all(c["dollars_per_hour"] is not None for c in fitting)
-    if objective == "cost" and fitting and not priced:
-        raise InputError("--objective", "cost needs a price for every GPU: pass --price GPU=$/h")
-    objective = objective or ("cost" if priced else "gpus")
-    key = _objective_key(objective)
-    for c in candidates:
-        wider = _cheaper_wider(c, fitting, key) if c["fits"] else None
-        c["ranked"] = bool(c["fits"]) and wider is None
-        c["dominated_by"] = None
-        if wider is not None:
-            c["dominated_by"] = layout_name(wider)
-            c["reason"] = (
-                f"{_width(wider)} of the same GPU and weights does better on {objective}: "
-                f"{_objective_text(objective, wider)} against {_objective_text(objective, c)}"
-            )
-    ranked = sorted((c for c in candidates if c["ranked"]), key=key)
+    ranked, objective = _rank(candidates, objective)
     if unit_jobs:
         # the curve of the best unit of each GPU and precision (a closed-loop sweep of two
         # pools costs more than an aggregated one; the others keep their operating point)
@@ -377,6 +340,82 @@ def fleet_report(
         "winner": ranked[0] if ranked else None,
         "candidates": ranked + [c for c in candidates if not c["ranked"]],
     }
+
+
+@dataclass(frozen=True)
+class RequestLengths:
+    """What the workload's requests ask of every candidate's line: the context it serves
+    (`--context`, else the longest request asked for), the mean tokens a running sequence
+    holds, and the mean prompt and output of a sample of the workload."""
+
+    context_tokens: int
+    mean_tokens: int
+    mean_prompt_tokens: float
+    mean_output_tokens: float
+
+
+def _request_lengths(
+    spec: ModelSpec, w: Workload, prefix: PrefixShare | None, context: int | None
+) -> RequestLengths:
+    """The lengths every candidate is planned for; a context that cannot hold the longest
+    request, or requests past the model's maximum, refused naming the flag."""
+    from planner.sim.workload import generate
+
+    sample = generate(w)
+    longest = int((sample.prompt_tokens + sample.output_tokens).max())
+    mean_prompt = float(sample.prompt_tokens.mean())
+    mean_output = float(sample.output_tokens.mean())
+    if prefix is not None:  # a shared prefix opens the prompt: the requests hold it
+        longest += prefix.tokens
+    # the longest request asked for
+    asked = int(w.prompt_tokens.max + w.output_tokens.max) + (prefix.tokens if prefix else 0)
+    if asked > spec.max_context_tokens and context is None:
+        raise InputError(
+            "--prompt-len",
+            f"requests of up to {asked:,} tokens exceed {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} (the engines refuse them)",
+        )
+    if context is None:
+        context = asked
+    elif not longest <= context <= spec.max_context_tokens:
+        raise InputError(
+            "--context",
+            f"{context:,} must hold the longest request ({longest:,} tokens) and stay within "
+            f"{spec.name}'s maximum of {spec.max_context_tokens:,}",
+        )
+    opening = prefix.mean_tokens if prefix else 0.0
+    mean = max(1, min(context, round(mean_prompt + opening + mean_output / 2)))
+    return RequestLengths(
+        context_tokens=context,
+        mean_tokens=mean,
+        mean_prompt_tokens=mean_prompt,
+        mean_output_tokens=mean_output,
+    )
+
+
+def _rank(
+    candidates: list[dict[str, Any]], objective: str | None
+) -> tuple[list[dict[str, Any]], str]:
+    """The candidates that fit and that no wider layout of the same GPU and weights beats,
+    best first by the objective (cost where every fitting candidate is priced, else GPUs);
+    each candidate marked ranked or dominated, with the reason."""
+    fitting = [c for c in candidates if c["fits"]]
+    priced = bool(fitting) and all(c["dollars_per_hour"] is not None for c in fitting)
+    if objective == "cost" and fitting and not priced:
+        raise InputError("--objective", "cost needs a price for every GPU: pass --price GPU=$/h")
+    objective = objective or ("cost" if priced else "gpus")
+    key = _objective_key(objective)
+    for c in candidates:
+        wider = _cheaper_wider(c, fitting, key) if c["fits"] else None
+        c["ranked"] = bool(c["fits"]) and wider is None
+        c["dominated_by"] = None
+        if wider is not None:
+            c["dominated_by"] = layout_name(wider)
+            c["reason"] = (
+                f"{_width(wider)} of the same GPU and weights does better on {objective}: "
+                f"{_objective_text(objective, wider)} against {_objective_text(objective, c)}"
+            )
+    return sorted((c for c in candidates if c["ranked"]), key=key), objective
 
 
 # The field each objective ranks by (ties: fewer GPUs, then more tokens/s per GPU).
