@@ -580,9 +580,10 @@ def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str
 def _latency_budget(
     served: Instance, s: ServeSettings, tpot_ms: float, plan: ServePlan
 ) -> ServeSettings | None:
-    """The line's step budget under a TPOT, as `planner slo` sets it (None where the user
-    gave one): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT),
-    SGLang's prefill chunk (the largest inside TPOT)."""
+    """The line's step budget under a TPOT, as `planner slo` sets it at the plan's running
+    cap: vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT),
+    SGLang's prefill chunk (the largest inside TPOT), never above the engine's own. None where
+    the user gave one or the engine's own already keeps a step inside TPOT."""
     from planner.api.latency import step_model_from_curve
     from planner.api.slo import slo_line_settings
     from planner.core import slo
