@@ -13,6 +13,7 @@ import pytest
 from helpers import Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from planner.api import load_workload
 from planner.errors import InputError
@@ -156,43 +157,26 @@ def test_conservation(policy: str, kv_blocks: int | None) -> None:
     assert again == simulate(trace, CostModel(), cfg)  # same seed, same numbers
 
 
-# Runs both step loops take (no KV pool, speculation or multi-step): a trace and a scheduler.
-LOOP_RUNS = {
-    "seed": st.integers(0, 2**16),
-    "n": st.integers(1, 60),
-    "rate": st.floats(0.5, 200.0),
-    "policy": st.sampled_from(["continuous", "chunked"]),
-    "mixed": st.booleans(),
-    "max_batch": st.integers(1, 24),
-    "chunk": st.integers(1, 64),
-    "closed": st.one_of(st.none(), st.integers(1, 16)),
-}
+# A case of both step loops: a trace, a scheduler and the requests' delays (None: none).
+LoopCase = tuple[Trace, SimConfig, "NDArray[np.float64] | None"]
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    **LOOP_RUNS,
-    paced=st.booleans(),
-    delayed=st.booleans(),
-    cached=st.booleans(),
-    door=st.booleans(),
-)
-def test_unbounded_loop_is_the_general_loop_float_for_float(
-    seed: int,
-    n: int,
-    rate: float,
-    policy: str,
-    mixed: bool,
-    max_batch: int,
-    chunk: int,
-    closed: int | None,
-    paced: bool,
-    delayed: bool,
-    cached: bool,
-    door: bool,
-) -> None:
-    """The loop without a KV pool, speculation or multi-step (what the reference workload
-    runs) returns exactly the state the general loop returns on the same input."""
+@st.composite
+def loop_runs(draw: st.DrawFn, extras: bool) -> LoopCase:
+    """A trace and a scheduler both step loops take (no KV pool, speculation or multi-step);
+    with `extras`, cached prefixes, a paced closed loop, request delays and a front door too."""
+    seed, n = draw(st.integers(0, 2**16)), draw(st.integers(1, 60))
+    rate = draw(st.floats(0.5, 200.0))
+    policy = draw(st.sampled_from(["continuous", "chunked"]))
+    mixed, max_batch, chunk = (
+        draw(st.booleans()),
+        draw(st.integers(1, 24)),
+        draw(st.integers(1, 64)),
+    )
+    closed = draw(st.one_of(st.none(), st.integers(1, 16)))
+    paced = delayed = cached = door = False
+    if extras:
+        paced, delayed, cached, door = (draw(st.booleans()) for _ in range(4))
     rng = np.random.default_rng(seed)
     prompt = rng.integers(1, 300, n)
     trace = Trace(
@@ -213,7 +197,17 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
         if door
         else None,
     )
-    delay = rng.uniform(0.0, 30.0, n) if delayed else None
+    return trace, cfg, rng.uniform(0.0, 30.0, n) if delayed else None
+
+
+@settings(max_examples=60, deadline=None)
+@given(loop_runs(extras=True))
+def test_unbounded_loop_is_the_general_loop_float_for_float(
+    case: LoopCase,
+) -> None:
+    """The loop without a KV pool, speculation or multi-step (what the reference workload
+    runs) returns exactly the state the general loop returns on the same input."""
+    trace, cfg, delay = case
     general, light = RunState(trace), RunState(trace)
     _iteration_level(general, CostModel(), cfg, trace, delay)
     _unbounded(light, CostModel(), cfg, trace, delay)
@@ -226,36 +220,15 @@ def test_unbounded_loop_is_the_general_loop_float_for_float(
 
 
 @settings(max_examples=60, deadline=None)
-@given(**LOOP_RUNS)
+@given(loop_runs(extras=False))
 def test_inter_token_gaps_add_up_to_each_requests_decode_time(
-    seed: int,
-    n: int,
-    rate: float,
-    policy: str,
-    mixed: bool,
-    max_batch: int,
-    chunk: int,
-    closed: int | None,
+    case: LoopCase,
 ) -> None:
     """Every token after the first is counted once, after the gap since the token before it:
     the gaps sum to the time each request spent from its first token to its last, in both
     loops. (Unmixed prefill steps stall the decoders; a prompt finished within the stall
     waits only for the rest of it, so mean ITL equals mean TPOT on equal lengths.)"""
-    rng = np.random.default_rng(seed)
-    trace = Trace(
-        np.sort(rng.exponential(1.0 / rate, n).cumsum()),
-        rng.integers(1, 300, n),
-        rng.integers(1, 80, n),
-        np.zeros(n, dtype=np.int64),
-    )
-    cfg = SimConfig(
-        policy=policy,  # type: ignore[arg-type]
-        max_batch=max_batch,
-        chunk_tokens=chunk,
-        step_token_budget=max(chunk, max_batch) + 8,
-        mixed=mixed,
-        concurrency=closed,
-    )
+    trace, cfg, _ = case
     for loop in (_iteration_level, _unbounded):
         run = RunState(trace)
         loop(run, CostModel(), cfg, trace, None)
