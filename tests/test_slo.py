@@ -110,6 +110,12 @@ def test_derived_a_and_b_for_gqa70b_on_mi300x_by_hand(cli: Cli) -> None:
     assert loose["binding"] == "memory" and loose["operating_concurrency"] == held >= 67
     assert f"--max-num-seqs {held} " in loose["flags"]["vllm"]
     assert loose["flags"] == line["flags"]
+    # the text says the budget the line sets, and where it was set
+    text = cli("slo", "--tpot", "150", "--preset", "gqa-70b", "--gpu", "mi300x",
+               "--engine-version", "0.33").out  # fmt: skip
+    budget = loose["step_budget"]
+    assert f"step budget {budget['tokens']:,} tokens (set at {budget['at_batch']} " in text
+    assert f"--max-num-batched-tokens {budget['tokens']} " in loose["flags"]["vllm"]
 
 
 def test_compute_bound_knee_switches_the_slope() -> None:

@@ -271,6 +271,14 @@ def render(r: dict[str, Any]) -> None:
         out.print(
             f"memory cap {r['memory_cap']}, operating concurrency {r['operating_concurrency']}"
         )
+    if r["step_budget"] is not None:
+        budget = r["step_budget"]
+        out.print(
+            f"step budget {budget['tokens']:,} tokens (set at {budget['at_batch']} sequences: "
+            "their decodes and the prompt tokens inside TPOT, at most the engine's own; "
+            "the memory cap is the pool planned at it)",
+            markup=False,
+        )
     out.print(f"[bold]Binding:[/] {r['binding_reason']}.")
     if r["validation"]:
         v = r["validation"]
