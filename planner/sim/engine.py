@@ -1433,16 +1433,10 @@ def _unbounded(
         slot_ms += running * dt
         steps_total += 1
         if n_decoding:
+            # a step with prefill work decodes only when mixed, and mixed steps never stall:
+            # stall_ms is 0 here (it is spent by the decode-only jumps above)
             clock += 1
-            if stall_ms:
-                for before in joined_stall:
-                    itl[dt + (stall_ms - before)] += 1
-                itl[dt + stall_ms] += n_decoding - len(joined_stall)
-                itl[dt] += 0  # the general loop records the step's length with no token
-                stall_ms = 0.0
-                joined_stall = []
-            else:
-                itl[dt] += n_decoding
+            itl[dt] += n_decoding
         elif waiting_decoders:
             stall_ms += dt
         done_prefill = 0

@@ -148,11 +148,19 @@ def allreduce_ms(
     TP 1."""
     if tp <= 1:
         return 0.0
-    rate = fabric.collective_bytes_per_s(tp) * cost.link_share
-    one = cost.fixed_ms + (tp - 1) * cost.hop_ms + message_bytes * 2 * (tp - 1) / tp / rate * 1e3
-    if fabric.crosses_nodes(tp):
-        one += PP_HOP_MS
+    one = collective_ms(tp, message_bytes * 2 * (tp - 1) / tp, cost, fabric)
     return ALLREDUCES_PER_LAYER * layers * one
+
+
+def collective_ms(ranks: int, wire_bytes: float, cost: AllReduceCost, fabric: Fabric) -> float:
+    """One collective over `ranks` GPUs that puts `wire_bytes` through each one's link: its
+    fixed and (ranks - 1) hop latencies, the bytes at its share of the group's rate over the
+    fabric, and one RDMA hop (PP_HOP_MS) where the group spans nodes, ms."""
+    rate = fabric.collective_bytes_per_s(ranks) * cost.link_share
+    one = cost.fixed_ms + (ranks - 1) * cost.hop_ms + wire_bytes / rate * 1e3
+    if fabric.crosses_nodes(ranks):
+        one += PP_HOP_MS
+    return one
 
 
 def pipelined_ms(stage_ms: float, overhead_ms: float, pp: int, hop_ms: float) -> float:

@@ -506,8 +506,8 @@ class StepTime(BaseModel):
 
     def logits_ms(self, sampled: int) -> float:
         """The sampler's GPU work over `sampled` positions, ms: the lm_head's vocabulary
-        columns all-gathered across the TP group (one collective: its latencies and the other
-        ranks' columns at the group's rate) and the greedy sampler's fp32 cast and argmax over
+        columns all-gathered across the TP group (one collective: the other ranks' columns on
+        each GPU's link) and the greedy sampler's fp32 cast and argmax over
         the whole vocabulary (planner.core.step.sampler)."""
         vocab = self.model.vocab_size or 0
         if sampled <= 0 or vocab <= 0:
@@ -524,10 +524,7 @@ class StepTime(BaseModel):
         received = sampler.gather_bytes(scored, vocab, ranks)
         if received <= 0:
             return passes
-        cost = self.allreduce
-        rate = self.fabric.collective_bytes_per_s(ranks) * cost.link_share
-        gather = cost.fixed_ms + (ranks - 1) * cost.hop_ms + received / rate * 1e3
-        return passes + gather
+        return passes + comm.collective_ms(ranks, received, self.allreduce, self.fabric)
 
     def kv_read_ms(self, kv_bytes: int) -> float:
         """Decode attention: reading `kv_bytes` of cache at the family's attention share of
