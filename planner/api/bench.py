@@ -378,23 +378,13 @@ def benchmark(
     own. `speculation`: speculative decoding, each decode step the target's verification of k
     drafts per sequence on the step model plus the drafts' forwards, each sequence emitting the
     tokens its draw accepts (+1)."""
-    gpu, preset, model, revision = (
-        deployment.gpu,
-        deployment.preset,
-        deployment.model,
-        deployment.revision,
-    )
-    settings, dp, ep, dp_attention = (
-        dict(deployment.settings),
-        deployment.dp,
-        deployment.ep,
-        deployment.dp_attention,
-    )
-    chunked_prefill, scheduler_steps = deployment.chunked_prefill, deployment.scheduler_steps
-    calibration = deployment.calibration
     from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model
+
+    gpu, preset, model = deployment.gpu, deployment.preset, deployment.model
+    settings, dp, ep = dict(deployment.settings), deployment.dp, deployment.ep
+    scheduler_steps, calibration = deployment.scheduler_steps, deployment.calibration
 
     tails = percentiles or DEFAULT_PERCENTILES
     if client is not None and client not in (*BENCH_CLIENT_MS_PER_CHUNK, "none"):
@@ -431,19 +421,21 @@ def benchmark(
         "empty_outputs": bool(workload_echo.get("empty_output_share")),
         "text_ttft": bench_client_of(engine_name, client) in TEXT_TTFT_CLIENTS,
     }
-    spec = resolve_model(preset, model, revision)
+    spec = resolve_model(preset, model, deployment.revision)
     attention_groups = _attention_groups(
         engine_name,
         tp,
         dp,
-        dp_attention,
+        deployment.dp_attention,
         moe=bool(spec.num_experts),
         version=settings.get("version"),
     )
     # the ranks the MoE layers span: the DP ranks' experts are one group only where the engine
     # runs them that way; SGLang's --dp-size and old vLLM replicas each keep their own
     check_ep(ep, engine_name, tp, attention_groups)
-    values, longest, mean_total = _serve_values(settings, spec, trace, prefix, chunked_prefill)
+    values, longest, mean_total = _serve_values(
+        settings, spec, trace, prefix, deployment.chunked_prefill
+    )
 
     def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
@@ -453,7 +445,7 @@ def benchmark(
             gpu=gpu,
             preset=preset,
             model=model,
-            revision=revision,
+            revision=deployment.revision,
             values=values | {"tp": tp_size},
             attention_groups=groups,
             spec=spec,
