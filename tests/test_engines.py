@@ -13,9 +13,8 @@ import pytest
 from helpers import DATA, MODELS, Result
 
 from planner.api import engine_plan, from_log_report
-from planner.api.slo import slo_line_settings
 from planner.core.engines import sglang, vllm
-from planner.core.engines.common import EnginePrediction
+from planner.core.engines.common import EnginePrediction, parse_version
 from planner.core.specs import ModelSpec
 from planner.errors import InputError
 from planner.sources.models import resolve_model
@@ -257,8 +256,7 @@ def test_sglang_data_parallel_attention_divides_the_chunk_as_its_release_does(
         chunked_prefill_size=8192, context_length=8192,
     )  # fmt: skip
     assert plan.settings["chunked_prefill_per_group"] == per_group
-    line = slo_line_settings(64, 0, per_group, "sglang", version, groups=8)
-    assert line["max_num_batched_tokens"] == 8192 and line["max_num_seqs"] == 64 * 8
+    assert per_group * sglang.chunk_divisor(8, parse_version(version)) == 8192  # the line
 
 
 def test_sglang_0_4_0_caps_data_parallel_attentions_decode_graphs() -> None:

@@ -585,27 +585,19 @@ def _latency_budget(
     SGLang's prefill chunk (the largest inside TPOT), never above the engine's own. None where
     the user gave one or the engine's own already keeps a step inside TPOT."""
     from planner.api.latency import step_model_from_curve
-    from planner.api.slo import slo_line_settings
-    from planner.core import slo
+    from planner.api.slo import step_budget
     from planner.core.serve import engine_step_tokens
 
     if s.max_num_batched_tokens is not None or plan.prediction is None:
         return None
-    max_seqs = plan.max_num_seqs
     step = step_model_from_curve(served.curve, s.mean_tokens)
     if not step.prefill_ms_per_token:
         return None
-    chunk = slo.max_prefill_chunk(step, tpot_ms)
-    values = slo_line_settings(
-        max_seqs,
-        slo.step_tokens(step, tpot_ms, max_seqs),
-        chunk,
-        s.engine,
-        s.version,
-        served.attention_groups,
-        engine_tokens=engine_step_tokens(plan.prediction),
+    own = engine_step_tokens(plan.prediction)
+    values = step_budget(
+        step, tpot_ms, plan.max_num_seqs, s.engine, s.version, served.attention_groups, own
     )
-    if values["max_num_batched_tokens"] == engine_step_tokens(plan.prediction):
+    if values["max_num_batched_tokens"] == own:
         return None  # the engine's own budget already keeps a step inside TPOT
     return s.model_copy(
         update={

@@ -282,13 +282,9 @@ def slo_advice(
             # the step budget at the cap the TPOT and this pool allow (as `capacity --tpot`
             # sets it), and the pool the engine then plans: the smaller budget frees memory
             first = slo.balanced_cap(step, tpot_ms, min(memory, cap), ratio)
-            batched = slo.step_tokens(step, tpot_ms, first)
             assert instance.plan.prediction is not None
             own = engine_step_tokens(instance.plan.prediction)
-            budget = slo_line_settings(
-                first, batched, chunk, engine, engine_version, groups, engine_tokens=own
-            )
-            del budget["max_num_seqs"]
+            budget = step_budget(step, tpot_ms, first, engine, engine_version, groups, own)
             batched = budget["max_num_batched_tokens"]
             result["step_budget"] = {"tokens": batched, "at_batch": first}
             instance, groups = where.instance(budget)
@@ -469,38 +465,35 @@ def _knob_lines(
     }
 
 
-def slo_line_settings(
-    max_seqs: int,
-    batched: int,
-    chunk: int,
+def step_budget(
+    step: StepModel,
+    tpot_ms: float,
+    batch: int,
     engine: str,
     engine_version: str | None,
     groups: int = 1,
     engine_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The serve settings a TPOT budget sets on a line for one rank's `max_seqs`: the running
-    cap, and the tokens a step takes (vLLM: the decodes plus the prompt tokens that fit inside
-    TPOT; SGLang: the largest prefill chunk inside it, its prefill steps running apart from the
-    decodes). SGLang's flags are the deployment's: its `groups` attention-DP groups share
-    --max-running-requests and --chunked-prefill-size (server_args.py divides the chunk among
-    them: `chunk_divisor`). vLLM V0 chunks prompts only with chunked prefill on (its default
-    above 32K): without it a budget under max_model_len is refused. A TPOT only lowers
-    the engine's own budget (`engine_tokens`, the flag's; a larger one would take KV memory for
-    prefill speed the SLO does not ask for)."""
+    """The serve settings a TPOT sets on a line's step for `batch` running sequences (one
+    rank's): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT:
+    slo.step_tokens), SGLang's prefill chunk (the largest inside TPOT, its prefill steps
+    running apart from the decodes; the flag is the deployment's, divided among its `groups`
+    attention-DP groups: `chunk_divisor`). A TPOT only lowers the engine's own budget
+    (`engine_tokens`, the flag's; a larger one would take KV memory for prefill speed the SLO
+    does not ask for). vLLM V0 chunks prompts only with chunked prefill on (its default above
+    32K): without it a budget under max_model_len is refused."""
+    from planner.core import slo
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import chunk_divisor
 
-    shared = groups if engine == "sglang" else 1
-    release = parse_version(engine_version) if engine_version else None
-    values: dict[str, Any] = {
-        "max_num_seqs": max_seqs * shared,
-        # (a chunk of at least one token: SGLang reads 0 as no chunking)
-        "max_num_batched_tokens": batched
-        if engine == "vllm"
-        else max(1, chunk) * chunk_divisor(groups, release),
-    }
+    if engine == "vllm":
+        tokens = slo.step_tokens(step, tpot_ms, batch)
+    else:  # (a chunk of at least one token: SGLang reads 0 as no chunking)
+        release = parse_version(engine_version) if engine_version else None
+        tokens = max(1, slo.max_prefill_chunk(step, tpot_ms)) * chunk_divisor(groups, release)
     if engine_tokens is not None and engine_tokens > 0:
-        values["max_num_batched_tokens"] = min(values["max_num_batched_tokens"], engine_tokens)
+        tokens = min(tokens, engine_tokens)
+    values: dict[str, Any] = {"max_num_batched_tokens": tokens}
     if engine == "vllm" and _v0_release(engine_version):
         values["extra"] = {"enable_chunked_prefill": True}
     return values
