@@ -661,7 +661,7 @@ class _IterationLoop:
         self.stall_ms = 0.0  # unmixed prefill time the decoding sequences have waited through
         # sequences whose first token came out during that wait -> the stall_ms before it: their
         # next token's gap holds only the rest of the wait
-        self.joined_stall: dict[int, float] = {}
+        self.joined_stall_ms: dict[int, float] = {}
         # ranks in lockstep (`SimConfig.lockstep_groups`): this rank's prefill steps so far,
         # their time, the prompts they completed and the requests finished (each other rank, as
         # loaded, prefills as often and as long). A closed loop of identical requests keeps the
@@ -1108,7 +1108,7 @@ class _IterationLoop:
         if self.stall_ms:  # the first token after unmixed prefill steps waited for them too
             stalled = dt + self.stall_ms
             late = 0
-            for i, before in self.joined_stall.items():
+            for i, before in self.joined_stall_ms.items():
                 if self.decoding_now[i]:  # not preempted since
                     gap = dt + (self.stall_ms - before)
                     itl[gap] = itl.get(gap, 0) + 1
@@ -1116,7 +1116,7 @@ class _IterationLoop:
             itl[stalled] = itl.get(stalled, 0) + n_decoding - late
             itl[dt] = itl.get(dt, 0) + n_decoding * (steps - 1)
             self.stall_ms = 0.0
-            self.joined_stall.clear()
+            self.joined_stall_ms.clear()
         else:
             itl[dt] = itl.get(dt, 0) + n_decoding * steps
 
@@ -1157,7 +1157,7 @@ class _IterationLoop:
                     else:
                         first[i] = self.t
                     if self.stall_ms and self.output[i] > 1:
-                        self.joined_stall[i] = self.stall_ms
+                        self.joined_stall_ms[i] = self.stall_ms
                 self.start_decoding(i)
                 done_prefill = True
         if done_prefill:
@@ -1336,7 +1336,7 @@ def _unbounded(
     prefill_ms = cost.prefill_ms_per_token
     heappush, heappop, ceil, inf = heapq.heappush, heapq.heappop, math.ceil, math.inf
     itl: defaultdict[float, int] = defaultdict(int)  # run.itl_tokens, gathered here
-    joined_stall: list[float] = []  # the stall before each first token that came out within it
+    joined_stall_ms: list[float] = []  # the stall before each first token that came out within it
     busy_ms = slot_ms = stall_ms = idle_ms = overhead_total_ms = 0.0
     steps_total = 0
     t = 0.0
@@ -1379,12 +1379,12 @@ def _unbounded(
                 steps_total += steps
                 clock += steps
                 if stall_ms:  # the first token after unmixed prefill steps waited for them too
-                    for before in joined_stall:  # first token within the wait: the rest of it
+                    for before in joined_stall_ms:  # first token within the wait: the rest of it
                         itl[dt + (stall_ms - before)] += 1
-                    itl[dt + stall_ms] += n_decoding - len(joined_stall)
+                    itl[dt + stall_ms] += n_decoding - len(joined_stall_ms)
                     itl[dt] += n_decoding * (steps - 1)
                     stall_ms = 0.0
-                    joined_stall = []
+                    joined_stall_ms = []
                 else:
                     itl[dt] += n_decoding * steps
                 # retire: requests whose last token is due by `clock` finish at `t`; in a
@@ -1445,7 +1445,7 @@ def _unbounded(
             if prefilled[i] >= target[i]:
                 first[i] = t
                 if stall_ms and output[i] > 1:
-                    joined_stall.append(stall_ms)
+                    joined_stall_ms.append(stall_ms)
                 heappush(heap, (clock + output[i] - 1, i))
                 done_prefill += 1
         if done_prefill == len(pending):
