@@ -22,7 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner.api.bench import Deployment, Lengths, Load, benchmark
+from planner.api.bench import benchmark
+from planner.api.bench_instance import Deployment
+from planner.api.bench_load import Lengths, Load
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -44,7 +44,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from planner.api.bench import Deployment, Lengths, Load, benchmark
+from planner.api.bench import benchmark
+from planner.api.bench_instance import Deployment
+from planner.api.bench_load import Lengths, Load
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.disagg import SGLANG_TRANSFER_BACKENDS as TRANSFER_BACKENDS
 from planner.core.engines.common import parse_version

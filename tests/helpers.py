@@ -58,7 +58,8 @@ class QuietServer(http.server.ThreadingHTTPServer):
 
 def bench(**flat: Any) -> dict[str, Any]:
     """benchmark() on flat arguments: the Deployment's fields beside the load's."""
-    from planner.api.bench import Deployment, benchmark
+    from planner.api.bench import benchmark
+    from planner.api.bench_instance import Deployment
 
     where, rest = Deployment.split(flat)
     return benchmark(where, **rest)

@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 from helpers import MODELS, Result, bench
 
-from planner.api.bench import (
-    Deployment,
-    Lengths,
-    Load,
-    Speculation,
-    deployment_instance,
-    with_speculation,
-)
+from planner.api.bench_instance import Deployment, deployment_instance, with_speculation
+from planner.api.bench_load import Lengths, Load, Speculation
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
 from planner.errors import InputError
@@ -945,8 +939,8 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
 def test_a_bursty_result_is_replayed_at_its_burstiness(tmp_path: Path) -> None:
     """`vllm bench serve --burstiness 0.25` saves its gamma shape; calibrate replays the run
     with gaps of CV 2, not as Poisson arrivals."""
-    from planner.api.bench import Deployment
     from planner.api.bench_calibrate import _replay
+    from planner.api.bench_instance import Deployment
     from planner.sources.bench_result import read_bench_results
 
     got = bench(**_KWARGS, load=Load(rate_per_s=6.0, cv=2.0, requests=200))
@@ -1057,7 +1051,7 @@ def test_bad_result_files_exit_2(cli: Cli, tmp_path: Path, body: str, text: str)
 
 def test_slo_reads_the_same_step_calibration(cli: Cli, tmp_path: Path) -> None:
     """slo's derived step model with a --bench profile is the simulator's calibrated curve."""
-    from planner.api.bench import apply_step_calibration
+    from planner.api.bench_instance import apply_step_calibration
     from planner.sources.calibration import load_calibration
 
     (c4,) = _results(tmp_path, 1.3, 1.0, (4,))

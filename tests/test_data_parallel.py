@@ -13,7 +13,7 @@ import pytest
 from helpers import MODELS, Result, bench
 
 from planner.api import serve_report
-from planner.api.bench import Deployment, deployment_instance
+from planner.api.bench_instance import Deployment, deployment_instance
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
@@ -362,7 +362,7 @@ def test_more_data_parallel_ranks_never_shrink_a_ranks_kv_cache(model: str, tp: 
 def test_littles_law_holds_for_a_data_parallel_deployment(engine: str) -> None:
     """64 clients over 8 data-parallel groups: clients in the system = throughput x mean
     end-to-end latency, as for one engine."""
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
 
     n = 64
     got = bench(

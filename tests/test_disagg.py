@@ -10,16 +10,14 @@ import numpy as np
 import pytest
 from helpers import Result, bench
 
-from planner.api.bench import (
+from planner.api.bench_disagg import (
     DISAGG_TRANSFER_SETUP_MS,
     SGLANG_PD_HANDOFF_MS,
-    Deployment,
-    Lengths,
-    Load,
     decode_pool_config,
-    deployment_instance,
     transfer_plan,
 )
+from planner.api.bench_instance import Deployment, deployment_instance
+from planner.api.bench_load import Lengths, Load
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS
 from planner.sim import disagg

@@ -38,7 +38,7 @@ def report(rate: float = 20.0, gpus: tuple[str, ...] = ("h100", "l40s"), **kw: A
 
 
 def test_every_winner_keeps_the_promise_on_its_own() -> None:
-    from planner.api.bench import _instance
+    from planner.api.bench_instance import plan_instance
     from planner.api.latency import sim_cost_from, step_model_from_curve
     from planner.sim.engine import CostModel
     from planner.sim.workload import Workload
@@ -52,7 +52,7 @@ def test_every_winner_keeps_the_promise_on_its_own() -> None:
         flags = w["flags"]
         mean = _mean_context(data)
         # the winner's line as `planner simulate` runs it, at the fleet's linearised step costs
-        inst = _instance(
+        inst = plan_instance(
             gpu=w["gpu"],
             preset="llama-3.1-8b",
             model=None,
@@ -362,7 +362,7 @@ def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_rea
 
 
 def test_every_curve_point_is_what_simulate_predicts_for_that_deployment() -> None:
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
     data = report(20.0, ("h100",))
@@ -419,7 +419,7 @@ def test_a_moe_model_is_searched_with_and_without_expert_parallelism(cli: Cli) -
 
 
 def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_ones() -> None:
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
     from planner.sim.disagg import DisaggLayout
 
@@ -549,7 +549,7 @@ def test_an_sglang_disaggregated_winner_writes_a_statefulset_per_pool_and_the_ro
 def test_an_mla_moe_model_is_searched_with_data_parallel_attention(
     engine: str, tp: int, flags: tuple[str, ...]
 ) -> None:
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
     data = report(5.0, ("h200",), preset="deepseek-v3", engine=engine, tps=[tp], disagg="off")
@@ -647,7 +647,7 @@ def _simulated_point(
     w: dict[str, Any], n: int, prompt: int, output: int, prefix: Any, **settings: Any
 ) -> dict[str, Any]:
     """`planner simulate` of a fleet winner's line at `n` clients, as its curve poses it."""
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
 
     return bench(

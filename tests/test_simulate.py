@@ -252,7 +252,7 @@ def test_small_pool_preempts_and_swap_keeps_progress() -> None:
     assert swap.preemptions > 0
 
 
-# SGLang's defaults (planner/api/bench.py): 0.7 decaying to 0.098 over 600 steps, retract
+# SGLang's defaults (planner/api/bench_instance.py): 0.7 decaying to 0.098 over 600 steps, retract
 # until the next decode step fits (0.5.2 on), outputs counted up to 4,096 tokens.
 SGLANG = ReserveAdmission(
     init_ratio=0.7, min_ratio=0.098, decay_steps=600, retract_steps=20, clip_tokens=4096

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from planner.api.bench import Deployment, Lengths, Load, benchmark
+from planner.api.bench import benchmark
+from planner.api.bench_instance import Deployment
+from planner.api.bench_load import Lengths, Load
 from planner.core.engines.calibration import BenchRecord, Calibration, StepCalibration
 from planner.errors import InputError
 from planner.sim.arrivals import cv_of_burstiness

@@ -13,7 +13,7 @@ from planner.sources.presets import find_gpu
 from planner.units import KV_DTYPES, WEIGHT_DTYPES, normalize_dtype
 
 if TYPE_CHECKING:
-    from planner.api.bench import Instance
+    from planner.api.bench_instance import Instance
 
     # the textbook ledger is imported where it is planned: the engine's plan never reads it
     from planner.core.capacity import CapacityPlan
@@ -408,7 +408,7 @@ def serve_report(
     check_tp(spec, tp // groups if split else tp)
     served = None  # the engine instance simulate plans for this line, where a step is asked
     if tpot_ms is not None or speculation is not None:
-        from planner.api.bench import line_instance
+        from planner.api.bench_instance import line_instance
         from planner.units import GIB_BYTES
 
         # the gpu as resolved (a detected card's name, its measured memory as the user's)

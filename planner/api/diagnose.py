@@ -127,7 +127,7 @@ def effects_for(
     if plan.fits:
         # the engine instance `simulate`, `slo` and `capacity --tpot` price for the same line
         # (its PP / DP / EP layout and a profile's step terms included): one t(B)
-        from planner.api.bench import line_instance
+        from planner.api.bench_instance import line_instance
 
         served = line_instance(
             gpu=gpu,

@@ -12,7 +12,7 @@ from planner.errors import InputError, validation_text
 from planner.units import ceil_div
 
 if TYPE_CHECKING:
-    from planner.api.bench import Instance
+    from planner.api.bench_instance import Instance
     from planner.core.engines.calibration import Calibration
     from planner.core.fleet import Promise, Trial
     from planner.core.specs import GpuSpec, ModelSpec
@@ -594,9 +594,9 @@ def serve_values(job: Job) -> dict[str, Any]:
 def job_instance(job: Job, as_launched: bool) -> Instance:
     """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
     launched: the engine's running cap; else the plan's advised max_num_seqs)."""
-    from planner.api.bench import _instance
+    from planner.api.bench_instance import plan_instance
 
-    return _instance(
+    return plan_instance(
         gpu=job.card.id,
         preset=job.preset,
         model=job.model,
@@ -643,7 +643,8 @@ def _prefixed(
 def _candidate(job: Job) -> dict[str, Any]:
     """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
     search runs candidates in a process pool."""
-    from planner.api.bench import WouldNotStart, graph_coverage_notes, started
+    from planner.api.bench_instance import WouldNotStart, started
+    from planner.api.bench_report import graph_coverage_notes
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.api.latency import sim_cost_from, step_model_from_curve

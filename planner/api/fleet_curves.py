@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from planner.api.bench import Instance
+    from planner.api.bench_instance import Instance
     from planner.sim.prefix import PrefixShare
     from planner.sim.workload import Workload
 

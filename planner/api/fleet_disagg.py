@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from planner.api.bench import Instance
+    from planner.api.bench_instance import Instance
     from planner.api.fleet import Job
     from planner.core.fleet import Trial
     from planner.core.specs import ModelSpec
@@ -90,7 +90,7 @@ def disagg_commands(
     with the Mooncake transfer backend; vLLM --kv-transfer-config with the NIXL connector, each
     instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
     prefill and decode instances."""
-    from planner.api.bench import pd_command, pd_router
+    from planner.api.bench_disagg import pd_command, pd_router
     from planner.api.fleet import serve_values
 
     def line(role: Literal["prefill", "decode"]) -> str:
@@ -112,7 +112,7 @@ def disagg_units(job: Job) -> dict[str, Any]:
     """The units of one GPU, precision and TP: the ratios nearest the workload's balance, each
     searched and costed (`rows`, with the job that made each in `jobs`); picklable for the
     process pool."""
-    from planner.api.bench import WouldNotStart
+    from planner.api.bench_instance import WouldNotStart
 
     try:
         inst = _unit_instance(job)
@@ -134,7 +134,7 @@ def disagg_units(job: Job) -> dict[str, Any]:
 def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     """One xPyD unit searched and costed (`inst` / `dec`: the engine instance of the prefill
     and of the decode pool; one group's, under data-parallel attention)."""
-    from planner.api.bench import graph_coverage_notes
+    from planner.api.bench_report import graph_coverage_notes
     from planner.api.fleet import layout_name, no_room, serve_values
     from planner.core.fleet import (
         STABLE_UTILISATION,
@@ -269,7 +269,7 @@ def _run_unit(
     clients: int | None,
 ) -> RunState:
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
-    from planner.api.bench import run_pools
+    from planner.api.bench_disagg import run_pools
 
     state, _, _, _ = run_pools(job.spec, trace, layout, inst, dec, None, clients)
     return state

@@ -101,7 +101,7 @@ def derived_step_model(
         version=version,
     )
     if step_calibration is not None:
-        from planner.api.bench import apply_step_calibration
+        from planner.api.bench_instance import apply_step_calibration
 
         curve = apply_step_calibration(curve, step_calibration)
     return step_model_from_curve(curve, plan.settings.mean_tokens, **efficiencies)

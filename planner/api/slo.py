@@ -15,7 +15,7 @@ from planner.errors import InputError, PlannerError
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from collections.abc import Callable
 
-    from planner.api.bench import Instance
+    from planner.api.bench_instance import Instance
     from planner.core.capacity import CapacityPlan
     from planner.core.engines.calibration import Calibration
     from planner.core.slo import StepModel
@@ -548,7 +548,7 @@ class _Target:
         """The engine instance `simulate` plans for these flags (at `caps`: a running cap, a
         step budget), and its attention-DP groups; one that would not start is an error
         naming `refused` (None: the engine model's own)."""
-        from planner.api.bench import Deployment, WouldNotStart, deployment_instance
+        from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
 
         assert self.gpu is not None
         values = serve_values(self.settings | {"pp": self.pp}, self.engine, self.engine_version)
@@ -640,7 +640,7 @@ def _resolve_step_model(
         if where.laid_out or engine in ("vllm", "sglang"):
             instance, groups = where.instance()
     if calibration is not None and plan is not None:
-        from planner.api.bench import check_step_calibration
+        from planner.api.bench_instance import check_step_calibration
 
         stepped = check_step_calibration(
             calibration, engine, plan.gpu.id, plan.model.name, plan.settings.tp
@@ -750,9 +750,9 @@ def _validate_cap(
     )
     each = rate / max(1, ranks)
     if engine_at is not None:  # the requests `simulate --workload W --rate R` sends one rank
-        from planner.api.bench import Lengths, Load, _trace
+        from planner.api.bench_load import Lengths, Load, bench_trace
 
-        trace = _trace(Load(rate_per_s=each), Lengths(workload=workload))[0]
+        trace = bench_trace(Load(rate_per_s=each), Lengths(workload=workload))[0]
     else:
         trace = generate(load_workload(workload).model_copy(update={"rate_per_s": each}))
     fractions = (1 / 8, 1 / 6, 1 / 4, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1.0)

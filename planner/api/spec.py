@@ -171,7 +171,7 @@ def spec_advice(
     # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
     # Speculation is priced on the step model of the engine instance `simulate` plans for the
     # same flags (every term of it, the layout's included), as `capacity --spec-alpha` does.
-    from planner.api.bench import Deployment, WouldNotStart, deployment_instance
+    from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
     from planner.api.slo import serve_values
     from planner.core.spec_load import curve_cost
 

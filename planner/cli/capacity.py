@@ -781,7 +781,7 @@ def _expert_parallel(
     """--ep as the engine's own flags: SGLang's --ep-size, vLLM's --enable-expert-parallel
     (its experts then span TP x DP); 1 or the span the engine's layout gives (as `simulate`
     checks it), never beside the engine's own flag."""
-    from planner.api.bench import check_ep
+    from planner.api.bench_instance import check_ep
     from planner.errors import InputError
 
     if ep_size is not None or enable_expert_parallel:

@@ -30,7 +30,7 @@ from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 if TYPE_CHECKING:
-    from planner.api.bench import Lengths, Load, Speculation
+    from planner.api.bench_load import Lengths, Load, Speculation
     from planner.sim.disagg import DisaggLayout
 
 # Load / Lengths field -> the flag that sets it.
@@ -48,7 +48,7 @@ BENCH_FLAGS = {
     "prompt_mean": "--prompt-mean",
     "output_mean": "--output-mean",
     "empty_share": "--empty-outputs",
-    # planner.api.bench.Speculation
+    # planner.api.bench_load.Speculation
     "alpha": "--spec-alpha",
     "k": "--spec-k",
     "draft_cost": "--draft-cost",
@@ -606,7 +606,8 @@ def _normalized(f: SimulateFlags) -> SimulateFlags:
 def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
     """A deployment benchmark (--gpu): the engine's own scheduler, KV pool and step model
     under the benchmark's load, printed as the benchmark prints it."""
-    from planner.api.bench import Deployment, benchmark
+    from planner.api.bench import benchmark
+    from planner.api.bench_instance import Deployment
     from planner.errors import InputError
 
     engine = "vllm" if f.engine is None else f.engine
@@ -783,7 +784,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
 def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculation | None]":
     """The benchmark's load, lengths and speculation from the flags, each bad value one error
     naming its flag (BENCH_FLAGS)."""
-    from planner.api.bench import Lengths, Load
+    from planner.api.bench_load import Lengths, Load
     from planner.errors import InputError, validation_text
 
     cv = gamma_cv(f.cv, f.burstiness)
@@ -1095,7 +1096,7 @@ def _speculation(
     """--spec-alpha / --spec-k / --draft-cost for a deployment (None without --spec-alpha; the
     other two alone are an error naming it). A value out of range raises pydantic's error,
     which the caller names by BENCH_FLAGS."""
-    from planner.api.bench import Speculation
+    from planner.api.bench_load import Speculation
     from planner.errors import InputError
 
     if alpha is None:

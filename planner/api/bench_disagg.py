@@ -1,0 +1,365 @@
+"""Prefill/decode disaggregation (xPyD): the prefill and decode pools as two instances, the
+KV handoff between them over the link, and the benchmark run across both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from planner.api.bench_instance import (
+    Instance,
+    attention_groups_of,
+    bench_client_of,
+    with_bench_client,
+)
+from planner.api.bench_load import Load
+from planner.api.bench_report import (
+    fabric_notes,
+    frontend_notes,
+    graph_coverage_notes,
+    per_gpu,
+    step_constants,
+    window_tokens,
+)
+from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
+from planner.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from planner.core.serve import ServePlan
+    from planner.core.specs import GpuSpec, ModelSpec
+    from planner.sim.disagg import DisaggLayout
+    from planner.sim.engine import RunState, SimConfig
+    from planner.sim.workload import Trace
+
+
+# A PD decode instance pre-allocates a landing request's KV only while its pool keeps 512 tokens
+# free for every request it holds (running, transferring or waiting) and for the new one beside
+# its prompt, not SGLang's new-token ratio (disaggregation/decode.py DecodePreallocQueue
+# _allocatable_tokens, num_reserved_decode_tokens: SGLANG_NUM_RESERVED_DECODE_TOKENS in 0.4.7,
+# --num-reserved-decode-tokens from 0.4.8; read in the 0.4.7, 0.5.2 and 0.5.13 wheels).
+SGLANG_PD_RESERVED_DECODE_TOKENS = 512
+
+
+def pd_command(
+    values: dict[str, Any],
+    plan: ServePlan,
+    role: Literal["prefill", "decode"],
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    spec: ModelSpec,
+    backend: str | None = None,
+) -> str:
+    """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
+    role's flags (SGLang --disaggregation-mode with its transfer `backend`, Mooncake unless
+    named; vLLM --kv-transfer-config with the NIXL connector, each instance both sending and
+    receiving) and the memory fraction its plan ran with pinned, so the line starts the pool
+    simulated."""
+    import json
+
+    from planner.api.capacity import pinned_memory_fraction, serve_report
+    from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
+
+    if values.get("engine") == "sglang":
+        flags = DisaggRole(mode=role, transfer_backend=backend or "mooncake")
+    else:
+        flags = DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
+    pinned = values | {"disagg": flags, "memory_fraction": pinned_memory_fraction(plan)}
+    made, _ = serve_report(
+        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None,
+        settings=pinned, spec=spec,
+    )  # fmt: skip
+    return str(made.command)
+
+
+def pd_router(engine: str, prefill: int, decode: int) -> str:
+    """What fronts the pools: SGLang's router in PD mode over every instance, or for vLLM a
+    prefill/decode-aware router."""
+    if engine == "sglang":
+        return "python -m sglang_router.launch_router --pd-disaggregation " + " ".join(
+            [f"--prefill http://prefill-{i}:30000" for i in range(prefill)]
+            + [f"--decode http://decode-{i}:30000" for i in range(decode)]
+        )
+    return "a prefill/decode-aware router (llm-d or Dynamo) in front of both pools"
+
+
+# KV transfer between the pools: within one fabric over the GPUs' own links (NVLink through
+# NVSwitch at the full rate, one xGMI link between two MI300X-class GPUs), across nodes over
+# each GPU's RDMA NIC (planner.core.step.comm.Fabric). SGLang's default transfer backend,
+# Mooncake, moves KV over RDMA even between GPUs of one node (MOONCAKE_PROTOCOL defaults to
+# "rdma", python/sglang/srt/environ.py, read in 0.5.13; its NVLink pools are opt-in); vLLM's
+# NIXL connector rides NVLink inside a node (UCX's CUDA IPC).
+# Per request, beside the bytes: the hand-off from the prefill instance to the decode
+# instance until the decode instance emits the first token, by engine.
+# SGLang: the router's hop to both servers, the decode server's own tokenization, the
+# bootstrap handshake (the decode server pre-allocates KV and sends its indices before the
+# prefill server may run the request) and the queues each scheduler polls once per event-loop
+# iteration (bootstrap, transfer, prebuilt batch): 52 ms, measured as the median excess of
+# TTFT over prefill + transfer + one request path on the 15 rows of dstack's 8 x H200
+# gpt-oss-120b SGLang 1P1D-3P1D sweep at 32 clients with prompts up to 2,048 tokens
+# (benchmarks/data/e2e.jsonl, 2025-09; 46-90 ms where prefill does not queue).
+# vLLM: the proxy sends the decode instance a request of its own (one more request path,
+# REQUEST_PATH_MS) after the prefill instance answers, plus the connector's setup: an
+# estimate of 1 ms until a measurement replaces it.
+SGLANG_PD_HANDOFF_MS = 52.0
+
+
+DISAGG_TRANSFER_SETUP_MS = 1.0
+
+
+def disagg_handoff_ms(engine: str) -> float:
+    """The per-request hand-off between the pools beside the KV bytes, ms."""
+    if engine == "sglang":
+        return SGLANG_PD_HANDOFF_MS
+    return REQUEST_PATH_MS + DISAGG_TRANSFER_SETUP_MS
+
+
+def transfer_plan(
+    spec: ModelSpec, prompt_tokens: NDArray[np.int64], kv_dtype_bytes: int, prefill_tp: int,
+    decode_tp: int, link: str | None, gpus: int, card: GpuSpec, engine: str,
+    backend: str | None = None,
+) -> tuple[NDArray[np.float64], dict[str, Any]]:  # fmt: skip
+    """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
+    was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
+    MLA latent); GQA heads are sharded over the ranks and move in parallel, an MLA latent is
+    whole on every rank, so one rank's copy sets the time. The engine's hand-off
+    (disagg_handoff_ms) is added to every request."""
+    import numpy as np
+
+    from planner.core.kv import kv_bytes_per_token
+    from planner.core.specs import KvKind
+    from planner.core.step.comm import fabric_of
+
+    per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
+    mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
+    parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
+    fabric = fabric_of(card)
+    # SGLang's backends other than NIXL (Mooncake by default) move KV over RDMA in a node too
+    rdma_in_node = engine == "sglang" and backend != "nixl"
+    default = "rdma" if fabric.crosses_nodes(gpus) or rdma_in_node else "nvlink"
+    where = link or default
+    if where not in ("nvlink", "rdma"):
+        raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
+    rate = fabric.peer_bytes_per_s() if where == "nvlink" else fabric.nic_bytes_per_s
+    bytes_ = np.asarray(prompt_tokens, dtype=np.float64) * per_token
+    setup = disagg_handoff_ms(engine)
+    ms = bytes_ / (rate * parallel) * 1e3 + setup
+    return ms, {
+        "kv_bytes_per_token": per_token,
+        "link": where,
+        "link_bytes_per_s": rate,
+        "parallel_ranks": parallel,
+        "setup_ms": setup,
+    }
+
+
+def decode_pool_config(dec: Instance) -> SimConfig:
+    """A decode instance's scheduler settings: the engine's, except that SGLang's decode
+    instance admits on its flat per-request reserve (SGLANG_PD_RESERVED_DECODE_TOKENS), not
+    the new-token ratio of an aggregated server."""
+    cfg = dec.cfg
+    if dec.engine != "sglang" or cfg.reserve is None:
+        return cfg
+    flat = cfg.reserve.model_copy(
+        update={
+            "flat_tokens": SGLANG_PD_RESERVED_DECODE_TOKENS,
+            "init_ratio": 0.0,
+            "min_ratio": 0.0,
+        }
+    )
+    return cfg.model_copy(update={"reserve": flat})
+
+
+def run_pools(
+    spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
+    link: str | None, concurrency: int | None, backend: str | None = None,
+) -> tuple[RunState, dict[str, Any], NDArray[np.float64], dict[str, Any]]:  # fmt: skip
+    """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
+    clients): the client-side RunState, the pools' figures, each request's transfer time and
+    how the transfer was priced."""
+    from planner.sim import disagg as dis
+
+    ms, how = transfer_plan(
+        spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
+        layout.gpus, pre.card, pre.engine, backend,
+    )  # fmt: skip
+    # a pool's ranks run the same kind of step: all prefill, or all decode (a landing costs
+    # nothing), so none waits on another's different work
+    alone = {"lockstep_groups": 1}
+    state, info = dis.run(
+        trace,
+        layout,
+        prefill_cost=pre.cost,
+        prefill_cfg=pre.cfg.model_copy(update=alone),
+        decode_cost=dis.DecodeOnlyCost(dec.cost),
+        decode_cfg=decode_pool_config(dec).model_copy(update=alone),
+        transfer_ms=ms,
+        concurrency=concurrency,
+    )
+    return state, info, ms, how
+
+
+def run_disaggregated(
+    *,
+    engine: str,
+    version: str | None,
+    disagg: DisaggLayout,
+    link: str | None,
+    trace: Trace,
+    closed: int | None,
+    load: Load,
+    spec: ModelSpec,
+    workload_echo: dict[str, Any],
+    instance: Callable[[int, int | None, int], Instance],
+    percentiles: tuple[float, ...],
+    client: str | None = None,
+    source: dict[str, str | None] | None = None,
+    backend: str | None = None,
+    empty: dict[str, bool] | None = None,
+) -> dict[str, Any]:
+    """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
+    attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
+    benchmark client reads every decode scheduler's streams."""
+    import numpy as np
+
+    from planner.sim.bench import bench_metrics
+
+    for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
+        if ep > 1 and not spec.num_experts:
+            raise InputError(flag, f"{spec.name} has no experts to spread")
+    from planner.core.engines.common import parse_version
+
+    for flag, groups, pool_tp in (
+        ("--prefill-dp", disagg.prefill_dp, disagg.prefill_tp),
+        ("--decode-dp", disagg.decode_dp, disagg.decode_tp),
+    ):
+        if groups > 1 and engine == "sglang":
+            attention_groups_of(engine, pool_tp, groups, True, moe=bool(spec.num_experts),
+                              version=None, flag=flag)  # fmt: skip
+        elif groups > 1 and version is not None and parse_version(version) < VLLM_V1_SINCE:
+            raise InputError(flag, "vLLM's data-parallel ranks in one server are V1's (0.8+)")
+        if groups > 1 and disagg.dp_within_tp != (engine == "sglang"):
+            raise InputError(flag, "the layout's DP placement does not match the engine")
+    pre = instance(
+        disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None, disagg.prefill_dp
+    )
+    dec = instance(
+        disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
+    )
+    dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
+    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
+    metrics = bench_metrics(state, trace, percentiles=percentiles, **(empty or {}))
+    gpus = disagg.gpus
+
+    def pool(
+        inst: Instance, role: Literal["prefill", "decode"], count: int, tp_size: int, ep: int,
+        groups: int,
+    ) -> dict[str, Any]:  # fmt: skip
+        p = inst.prediction
+        where = source or {}
+        return {
+            "instances": count,
+            "tp": tp_size,
+            "ep": ep,
+            "dp": groups,
+            "max_num_seqs": inst.plan.max_num_seqs,
+            "max_num_batched_tokens": inst.budget,
+            "kv_cache_tokens": p.kv_cache_tokens,
+            "command": pd_command(
+                inst.values,
+                inst.plan,
+                role,
+                gpu=inst.card.id,
+                preset=where.get("preset"),
+                model=where.get("model"),
+                spec=spec,
+                backend=backend,
+            ),
+        }
+
+    return {
+        **per_gpu(metrics, gpus),
+        "max_concurrency": load.concurrency,
+        "request_rate": load.rate_per_s if load.concurrency is None else None,
+        "gpus": gpus,
+        "estimate": (
+            "predicted by the step-time model and the engine's scheduler for each pool, with the "
+            "KV transfer priced on the link (docs/disagg.md); not a measurement"
+        ),
+        "step_constants": step_constants(pre.curve, None),
+        "request_path_ms": REQUEST_PATH_MS,
+        "bench_client": bench_client_of(engine, client),
+        "deployment": {
+            "model": spec.name,
+            "gpu": pre.card.id,
+            "engine": pre.engine,
+            "engine_version": pre.prediction.version,
+            # the decode pool's instance, as the KV and the command here are
+            "tp": disagg.decode_tp,
+            "pp": 1,
+            "dp": disagg.decode_dp,
+            "dp_attention": dec.attention_groups > 1,
+            "ep": disagg.decode_ep,
+            "weight_dtype": pre.weight_dtype,
+            "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
+            "max_num_seqs": dec.plan.max_num_seqs,
+            "max_num_batched_tokens": pre.budget,
+            "kv_cache_tokens": dec.prediction.kv_cache_tokens,
+            "kv_window_tokens": window_tokens(dec.cfg),
+            "block_size": dec.cfg.block_tokens,
+            "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
+            "command": dec.plan.command,
+            "kv_tiers": None,
+            "disagg": {
+                "layout": disagg.label,
+                "prefill": pool(
+                    pre,
+                    "prefill",
+                    disagg.prefill,
+                    disagg.prefill_tp,
+                    disagg.prefill_ep,
+                    disagg.prefill_dp,
+                ),
+                "decode": pool(
+                    dec,
+                    "decode",
+                    disagg.decode,
+                    disagg.decode_tp,
+                    disagg.decode_ep,
+                    disagg.decode_dp,
+                ),
+                "router": pd_router(engine, disagg.prefill, disagg.decode),
+                "transfer": how
+                | {
+                    "mean_bytes_per_request": float(trace.prompt_tokens.mean())
+                    * how["kv_bytes_per_token"],
+                    "median_ms": float(np.median(ms)),
+                },
+                **info,
+            },
+        },
+        "workload": workload_echo,
+        "calibration": None,
+        "step_ms": {},
+        "sweep": None,
+        # the decode pool's batch against its CUDA graphs (its steps are decode-only) and its
+        # API server
+        "notes": graph_coverage_notes(
+            dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
+        )
+        + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
+        + fabric_notes(dec.curve, dec.engine, "decode pool: ")
+        + frontend_notes(
+            dec.curve,
+            dec.engine,
+            dec.prediction.version,
+            metrics["peak_running_seqs"],
+            max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
+            dec.api_server_ranks,
+            client,
+        ),
+    }

@@ -1,0 +1,233 @@
+"""A benchmark's load and lengths as `vllm bench serve` / SGLang `bench_serving` pose them
+(closed loop or an arrival rate; fixed, ranged or dataset lengths), speculation's settings,
+and the request trace they make."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import InputError
+from planner.sim.arrivals import MAX_ARRIVAL_CV
+from planner.sim.engine import MAX_SPEC_K
+
+if TYPE_CHECKING:
+    from planner.sim.workload import Trace
+
+
+# vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
+DEFAULT_BENCH_REQUESTS = 1000
+
+
+# A closed loop runs at least this many requests per client by default, so the steady state
+# outweighs the ramp at the start and the drain at the end (a benchmark's own choice; the
+# public sweeps use 5-10 per client, and the SGLang cookbook's "standard benchmark" is
+# num_prompts = concurrency x 5: sgl-project/sgl-cookbook, docs/autoregressive/DeepSeek/
+# DeepSeek-R1.md).
+REQUESTS_PER_CLIENT = 5
+
+
+class Load(BaseModel):
+    """The benchmark's load: a closed loop of N clients, or an arrival rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    concurrency: int | None = Field(default=None, gt=0, le=1_000_000)
+    rate_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=True)
+    cv: float | None = Field(default=None, gt=0, le=MAX_ARRIVAL_CV)
+    requests: int | None = Field(default=None, gt=0, le=1_000_000)
+    seed: int | None = Field(
+        default=None, ge=0, description="None: the planner's 0, or the client's own default"
+    )
+
+    def trace_seed(self) -> int:
+        """The seed the planner's own draws take (0 unless given)."""
+        return 0 if self.seed is None else self.seed
+
+
+class Lengths(BaseModel):
+    """Prompt and output lengths: fixed (`--prompt-len/--output-len`), ranged
+    (`--len-range F`: uniform in [F x L, L]) or a workload preset's distributions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: str | None = None
+    prompt_len: int | None = Field(default=None, gt=0, le=2**24)
+    output_len: int | None = Field(default=None, gt=0, le=2**24)
+    len_range: float | None = Field(default=None, ge=0, le=1)
+    len_spread: float | None = Field(default=None, ge=0, lt=1)
+    trace: str | None = None
+    prompt_mean: float | None = Field(default=None, ge=1, le=2**24)
+    output_mean: float | None = Field(default=None, ge=1, le=2**24)
+    empty_share: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="share of requests whose first token is EOS: no text, one engine step "
+        "after the prefill (the rest stream at least one token)",
+    )
+
+
+# A draft forward dearer than ten target steps is no draft (its c: a draft model's step over
+# the target's): above it, a typo.
+MAX_DRAFT_COST = 10.0
+
+
+class Speculation(BaseModel):
+    """Speculative decoding in the benchmark: each sequence's draft proposes `k` tokens a step,
+    each accepted with probability `alpha` (the first rejection ends the run), each draft
+    forward costing `draft_cost` x a plain target step (an EAGLE head ~0.05; a draft model its
+    own step over the target's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    alpha: float = Field(ge=0, le=1)
+    k: int = Field(default=4, ge=1, le=MAX_SPEC_K)
+    draft_cost: float = Field(default=0.05, ge=0, le=MAX_DRAFT_COST)
+
+
+def bench_trace(
+    load: Load, lengths: Lengths, client: str | None = None
+) -> tuple[Trace, dict[str, Any]]:
+    """The requests to send and a description of them. SGLang's client (`client` "sglang")
+    sends its random dataset's lengths as it draws them (planner.sim.workload.
+    with_sglang_random_lengths), request for request at its seed."""
+    import numpy as np
+
+    from planner.api.simulate import load_workload
+    from planner.sim.workload import (
+        SGLANG_BENCH_SEED,
+        LengthDist,
+        Workload,
+        generate,
+        load_trace,
+        with_empty_outputs,
+        with_means,
+        with_sglang_random_lengths,
+    )
+
+    for flag, mean, fixed in (
+        ("--prompt-mean", lengths.prompt_mean, lengths.prompt_len),
+        ("--output-mean", lengths.output_mean, lengths.output_len),
+    ):
+        if mean is None:
+            continue
+        if lengths.trace is not None:
+            raise InputError(flag, "rescales a generated workload; a --trace keeps its lengths")
+        ranged_lengths = (lengths.len_range is not None and lengths.len_range < 1) or bool(
+            lengths.len_spread
+        )
+        if fixed is not None and not ranged_lengths:
+            if flag == "--prompt-mean":
+                raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
+            if mean >= fixed:
+                raise InputError(
+                    flag, f"with --output-len, outputs stop at EOS: give a mean below {fixed}"
+                )
+    if lengths.trace is not None and lengths.empty_share:
+        raise InputError("--empty-outputs", "draws on a generated workload; a --trace has its own")
+    if lengths.trace is not None:
+        from planner.sources.files import TRACE_LIMIT_BYTES, read_text
+
+        trace = load_trace(read_text(lengths.trace, "--trace", TRACE_LIMIT_BYTES), lengths.trace)
+        return trace, {"trace": lengths.trace, "requests": trace.size}
+    base = load_workload(lengths.workload or "reference")
+    prompt, output = base.prompt_tokens, base.output_tokens
+    ratio, spread = lengths.len_range, lengths.len_spread
+    if ratio is not None and spread is not None:
+        raise InputError("--len-spread", "give --len-range or --len-spread, not both")
+    ranged = "--len-range" if ratio is not None else "--len-spread"
+
+    def dist(length: int | None, current: LengthDist) -> LengthDist:
+        if length is None:
+            if (ratio is not None or spread is not None) and lengths.workload is None:
+                raise InputError(ranged, "needs --prompt-len and --output-len")
+            return current
+        if spread:  # vllm bench serve: uniform in [L (1 - r), L (1 + r)]
+            low, high = max(1, int(length * (1 - spread))), int(length * (1 + spread))
+            return LengthDist(distribution="uniform", median=length, min=low, max=high)
+        if ratio is None or ratio >= 1:
+            return LengthDist(distribution="fixed", median=length, min=length, max=length)
+        low = max(1, int(length * ratio))
+        return LengthDist(distribution="uniform", median=length, min=low, max=length)
+
+    prompt = dist(lengths.prompt_len, prompt)
+    output = dist(lengths.output_len, output)
+    output_mean = lengths.output_mean
+    if output.distribution == "fixed" and output_mean is not None:
+        # --output-len L --output-mean M: run without --ignore-eos, stopping at EOS before L
+        output = LengthDist.stopping_at_eos(output.max, output_mean)
+        output_mean = None
+    requests = load.requests
+    if requests is None:
+        requests = DEFAULT_BENCH_REQUESTS
+        if load.concurrency is not None:
+            requests = max(requests, REQUESTS_PER_CLIENT * load.concurrency)
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    if load.cv is not None and load.cv != 1.0:
+        arrival = "gamma"
+    rate = load.rate_per_s if load.rate_per_s and math.isfinite(load.rate_per_s) else math.inf
+    w = Workload(
+        arrival=arrival,
+        cv=load.cv or 1.0,
+        rate_per_s=rate if math.isfinite(rate) else 1.0,  # unused: closed loop or all at once
+        requests=requests,
+        seed=load.trace_seed(),
+        prompt_tokens=prompt,
+        output_tokens=output,
+    )
+    trace = generate(w)
+    # SGLang's client sends its random dataset's own draw (uniform lengths from a range ratio)
+    sglang_seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
+    uniform = ratio is not None and ratio < 1 and output.distribution == "uniform"
+    drawn = False
+    if client == "sglang" and uniform and lengths.prompt_len and lengths.output_len:
+        trace = with_sglang_random_lengths(
+            trace, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
+        )
+        drawn = True
+    trace = with_means(trace, lengths.prompt_mean, output_mean)
+    # after the means (a one-token output is an empty one): the share asked for, else the
+    # workload's own
+    empty_share = base.empty_output_share if lengths.empty_share is None else lengths.empty_share
+    trace = with_empty_outputs(trace, empty_share, load.trace_seed())
+    if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
+        trace = type(trace)(
+            np.zeros(trace.size),
+            trace.prompt_tokens,
+            trace.output_tokens,
+            trace.cached_prefix_tokens,
+        )
+    echo = w.model_dump(
+        exclude={
+            "description",
+            "shared_prefix_fraction",
+            "shared_prefix_tokens",
+            "empty_output_share",
+        }
+    )
+    summary = w.summary()
+    if load.concurrency is not None and math.isfinite(rate):
+        # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
+        summary = summary.replace(" req/s,", f" req/s, at most {load.concurrency:,} in flight,", 1)
+        echo["max_concurrency"] = load.concurrency
+    elif load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
+        # the arrival process is not the workload's: say only what the requests are
+        summary = f"{w.requests:,} requests, " + summary.split(", ", 2)[-1]
+        echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
+        echo.pop("rate_per_s")
+        echo.pop("cv")
+    for name, mean in (("prompt", lengths.prompt_mean), ("output", output_mean)):
+        if mean is not None:
+            summary += f", {name}s scaled to mean {mean:g}"
+            echo[f"{name}_mean"] = mean
+    if empty_share:
+        summary += f", {empty_share:.0%} end at their first token (no text)"
+        echo["empty_output_share"] = empty_share
+    if drawn:
+        summary += f", the lengths sglang.bench_serving draws at --seed {sglang_seed}"
+        echo["length_sampler"] = f"sglang.bench_serving --seed {sglang_seed}"
+    echo["description"] = summary
+    return trace, echo

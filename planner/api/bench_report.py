@@ -1,0 +1,318 @@
+"""What a benchmark prints beside its metrics: the deployment and speculation as run, the
+per-GPU figures, and the notes saying where the run's figures are estimates or bound by
+something the step model does not price."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.api.bench_instance import (
+    BENCH_CLIENT_NAMES,
+    VLLM_V0_GRAPH_MAX_BATCH,
+    Instance,
+    bench_client_of,
+)
+from planner.api.bench_load import Speculation
+from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN, VLLM_V1_SINCE, api_server_label
+
+if TYPE_CHECKING:
+    from planner.core.engines.calibration import StepCalibration
+    from planner.core.engines.common import EnginePrediction
+    from planner.core.specs import ModelSpec
+    from planner.core.step.model import StepTime
+    from planner.sim.engine import SimConfig
+
+
+def deployment_echo(
+    inst: Instance, spec: ModelSpec, dp: int, ep: int | None, scheduler_steps: int
+) -> dict[str, Any]:
+    """The deployment as the output echoes it: the layout, the engine's resolved scheduler
+    settings and pool, and the launch command its plan prints."""
+    plan, p, cfg, values = inst.plan, inst.prediction, inst.cfg, inst.values
+    scheduler = (
+        "prefill chunks mixed into decode steps"
+        if cfg.mixed
+        else "prefill-only steps (decode waits)"
+    )
+    if scheduler_steps > 1:
+        scheduler += (
+            f"; multi-step: {scheduler_steps} decode steps per scheduling round "
+            f"(--num-scheduler-steps {scheduler_steps})"
+        )
+    return {
+        "model": spec.name,
+        "gpu": inst.card.id,
+        "engine": inst.engine,
+        "engine_version": p.version,
+        "tp": int(values.get("tp", 1)),
+        "pp": int(values.get("pp", 1)),
+        "dp": dp,
+        "dp_attention": inst.attention_groups > 1,
+        "ep": ep or 1,
+        "weight_dtype": inst.weight_dtype,
+        "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
+        "max_num_seqs": plan.max_num_seqs,
+        "max_num_batched_tokens": inst.budget,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "kv_window_tokens": window_tokens(cfg),
+        "block_size": cfg.block_tokens,
+        "scheduler": scheduler,
+        "num_scheduler_steps": scheduler_steps,
+        "command": plan.command,
+        "kv_tiers": plan.kv_tiers.model_dump() if plan.kv_tiers else None,
+    }
+
+
+def speculation_echo(speculation: Speculation | None) -> dict[str, Any] | None:
+    """The run's speculative decoding as the output echoes it, with the tokens a step is
+    expected to emit per sequence (None: no speculation)."""
+    if speculation is None:
+        return None
+    from planner.core.speculative import expected_tokens
+
+    tokens = expected_tokens(speculation.alpha, speculation.k)
+    return speculation.model_dump() | {"expected_tokens_per_step": tokens}
+
+
+def run_notes(
+    inst: Instance,
+    metrics: dict[str, Any],
+    requests: int,
+    mean_tokens: int,
+    client: str | None,
+    scheduler_steps: int,
+    speculation: dict[str, Any] | None,
+) -> list[str]:
+    """What the run's figures leave out or assume, each in one line: steps outside the
+    engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
+    the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore.
+    `speculation`: the run's echo of it (speculation_echo)."""
+    curve, p, engine = inst.curve, inst.prediction, inst.engine
+    peak = metrics["peak_running_seqs"]
+    notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
+    notes += fabric_notes(curve, engine)
+    if inst.cfg.lockstep_groups > 1:
+        notes.append(lockstep_note(engine, inst.cfg.lockstep_groups))
+    if speculation is not None:
+        k = speculation["k"]
+        notes.append(
+            f"speculative decoding: each decode step verifies {k} drafts per sequence on the "
+            f"step model ({speculation['expected_tokens_per_step']:.2f} tokens expected at "
+            f"alpha {speculation['alpha']:g}) after {k} draft forwards of "
+            f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
+            "the engine's pool here"
+        )
+    if curve.host_ms_per_seq:
+        notes.append(
+            f"vLLM {p.version} schedules each step in series with the GPU: "
+            f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
+            "(its scheduler, its input preparation and, in V0, its sampler's outputs, "
+            "measured on a CPU)"
+            + (f", once per round of {scheduler_steps} steps" if scheduler_steps > 1 else "")
+        )
+    notes += frontend_notes(
+        curve, engine, p.version, peak, mean_tokens, inst.api_server_ranks, client, scheduler_steps
+    )
+    if curve.dequant_bytes_per_token:
+        notes.append(
+            f"vLLM {p.version} on ROCm has no row-wise scaled fp8 GEMM (0.7.3 added one): this "
+            "checkpoint's per-channel / per-token fp8 linears write fp32 and rescale in "
+            f"separate passes, {curve.dequant_bytes_per_token / 1e6:,.1f} MB of HBM traffic "
+            "per token per GPU, priced in every step"
+        )
+    if metrics["ignored_requests"]:
+        notes.append(
+            f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "
+            f"than {inst.budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
+            "finish those at once with no output (the figures are the other requests'; the "
+            "benchmark_serving.py of that era counts them completed with a TTFT of 0, which "
+            "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
+        )
+    return notes
+
+
+def frontend_notes(
+    curve: StepTime,
+    engine: str,
+    version: str,
+    peak: int,
+    context: int,
+    ranks: int,
+    client: str | None = None,
+    scheduler_steps: int = 1,
+) -> list[str]:
+    """What streamed the tokens at the run's peak batch where that outlasted the GPU step:
+    the API server (`ranks` DP ranks sharing one) or the benchmark client, measured; an engine
+    whose API server is not measured (vLLM V0), where vLLM V1's would have set the pace: the
+    figures may be optimistic, and the output says so rather than borrow the number. A V0
+    multi-step round (`scheduler_steps`) pays the engine's own time once, its steps shorter."""
+    if not peak:
+        return []
+    terms = curve.terms(peak, context)
+    saved_ms = curve.step_overhead_ms(peak) * (1.0 - 1.0 / scheduler_steps)
+    notes = []
+    if terms.frontend_ms >= terms.step_ms > 0:
+        gpu_ms = curve.model_copy(
+            update={"frontend_ms_per_token": 0.0, "client_ms_per_token": 0.0}
+        ).step_ms(peak, context)
+        if curve.client_ms_per_token > curve.frontend_ms_per_token:
+            notes.append(
+                f"at {peak:,} running sequences the benchmark client "
+                f"({BENCH_CLIENT_NAMES[bench_client_of(engine, client)]}: one process reads "
+                f"every stream) takes {terms.frontend_ms:.1f} ms to read a step's chunks "
+                f"(measured on a CPU), more than the {gpu_ms:.1f} ms GPU step: the ITL, TPOT and "
+                "duration it prints are its own pace (--bench-client none: the engine's)"
+            )
+        else:
+            name, flag = api_server_label(engine)
+            shared = (
+                f" per DP rank, one API server streaming all {ranks} ranks' tokens ({name} "
+                f"default: one unless {flag} says more)"
+                if ranks > 1
+                else f" {name} API server (one process unless {flag} says more)"
+            )
+            notes.append(
+                f"at {peak:,} running sequences{shared}, "
+                f"{curve.frontend_ms_per_token / ranks * 1e3:.0f} us per streamed token "
+                f"(measured on a CPU), takes longer than the {gpu_ms:.1f} ms GPU step: tokens "
+                "reach the clients at its pace"
+            )
+    per_token_ms = FRONTEND_MS_PER_TOKEN["vllm"]
+    step_ms = terms.step_ms - saved_ms
+    if curve.frontend_ms_per_token or peak * per_token_ms < step_ms:
+        return notes
+    return [
+        *notes,
+        f"vLLM {version}'s API server is not priced: streaming {peak:,} tokens a step would "
+        f"take vLLM V1's {peak * per_token_ms:.1f} ms ({per_token_ms * 1e3:.0f} us a token, "
+        f"measured), more than the {step_ms:.1f} ms step, so TPOT here may be optimistic",
+    ]
+
+
+def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
+    """Where the collectives leave one board: a TP group spanning nodes, and wide expert
+    parallelism (SGLang on NVIDIA: DeepEP's all-to-all, priced; otherwise the engine's default
+    gather, its all-to-all backends not modelled)."""
+    fabric, notes = curve.fabric, []
+    if fabric.crosses_nodes(curve.tp):
+        notes.append(
+            f"{role}the TP group of {curve.tp} spans nodes ({fabric.domain_gpus} GPUs a "
+            "fabric): its all-reduces run over each GPU's 400 Gb/s NIC"
+        )
+    ranks = curve.moe_ranks or curve.tp
+    where = "across nodes" if fabric.crosses_nodes(ranks) else "over NVLink"
+    if curve.moe_layers and curve.moe_all_to_all:
+        overlap = (
+            "half-batches overlap it with compute (--enable-two-batch-overlap)"
+            if curve.overlap_all_to_all
+            else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
+        )
+        notes.append(
+            f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
+            f"{where} (--moe-a2a-backend deepep, on the line); {overlap}"
+        )
+    elif curve.moe_layers and fabric.crosses_nodes(ranks):
+        other = (
+            "DeepEP through VLLM_ALL2ALL_BACKEND is not modelled"
+            if engine == "vllm"
+            else "--moe-a2a-backend deepep would run DeepEP on NVIDIA; AMD's MoRI backend is "
+            "not modelled"
+        )
+        notes.append(
+            f"{role}the MoE layers span {ranks} GPUs across nodes: priced as {engine}'s default "
+            f"exchange, every token gathered on every rank over the NIC; {other}"
+        )
+    return notes
+
+
+def lockstep_note(engine: str, ranks: int) -> str:
+    """What the simulation assumes of data-parallel ranks that step together. Their MoE
+    layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
+    SGLang gathers each attention-DP group's batch before every forward and runs an idle one
+    where a group has none (managers/scheduler_components/dp_attn.py
+    prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
+    DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
+    DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
+    to be as loaded (planner.sim.engine: `SimConfig.lockstep_groups`)."""
+    who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
+    return (
+        f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
+        "step): one is simulated with its share of the load, and the others, as loaded, "
+        "start prefills at its steady rate at random, each holding its decode step as long as "
+        "a prefill step, while its own prefill steps meet their decode tokens (a closed loop "
+        "of identical requests keeps them in phase: they prefill together); an expectation no "
+        "run with data-parallel attention has checked"
+    )
+
+
+def graph_coverage_notes(
+    engine: str, prediction: EnginePrediction, peak_running: int, mixed: bool
+) -> list[str]:
+    """Where the run leaves the engine's CUDA graphs: decode steps beyond the largest
+    captured batch, and vLLM V0's steps that mix prefill chunks into decodes (V0 captured
+    decode-only batches), launch every kernel from the host, which the step model (whose
+    per-layer kernel cost is measured inside graphs) does not price."""
+    from planner.core.engines.common import parse_version
+
+    notes = []
+    v0 = engine != "sglang" and parse_version(prediction.version) < VLLM_V1_SINCE
+    if v0 and mixed:
+        notes.append(
+            "vLLM V0 runs the steps that mix prefill chunks into decodes without CUDA graphs "
+            "(it captures decode-only batches): their host launch cost is not priced, so "
+            "those steps are optimistic"
+        )
+    batch = graph_batch_note(engine, prediction, peak_running, v0)
+    return notes + ([batch] if batch else [])
+
+
+def graph_batch_note(
+    engine: str, prediction: EnginePrediction, peak_running: int, v0: bool
+) -> str | None:
+    """Where the simulated batch outgrew the largest one the engine captures a graph for."""
+    settings = prediction.settings
+    if engine == "sglang":
+        largest = int(str(settings.get("cuda_graph_max_bs_decode") or 0))
+        flag = "--cuda-graph-max-bs"
+    elif v0:
+        largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
+    else:
+        largest, flag = prediction.graph_max_batch or 0, "--max-cudagraph-capture-size"
+    if not largest or peak_running <= largest:
+        return None
+    return (
+        f"up to {peak_running:,} sequences ran at once, past the {largest:,} the engine "
+        f"captures CUDA graphs for ({flag}): decode steps above it launch every kernel from "
+        "the host, a cost the step model does not price; those steps are optimistic"
+    )
+
+
+def window_tokens(cfg: SimConfig) -> int | None:
+    """The sliding-window pool's tokens where the engine keeps one (SGLang, hybrid SWA)."""
+    return None if cfg.window_pool is None else int(cfg.window_pool.tokens)
+
+
+def step_constants(curve: StepTime, calibrated: StepCalibration | None) -> dict[str, str]:
+    """Where the step model's constants for this card come from: its GPU family's, fitted on
+    measured step times or extrapolated from other families, or the user's calibration."""
+    family = curve.family
+    if calibrated is not None:
+        return {
+            "gpu_family": family.name if family else "given",
+            "basis": "calibrated",
+            "source": "by planner calibrate --bench on your own results",
+        }
+    if family is None:
+        return {"gpu_family": "given", "basis": "given", "source": "by the caller"}
+    return {"gpu_family": family.name, "basis": family.basis, "source": family.source}
+
+
+def per_gpu(metrics: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """The benchmark's figures plus per-GPU and per-user throughput (the public sweeps' axes)."""
+    tpot = metrics["median_tpot_ms"]
+    return {
+        **metrics,
+        "output_throughput_per_gpu": metrics["output_throughput"] / gpus,
+        "total_token_throughput_per_gpu": metrics["total_token_throughput"] / gpus,
+        "tokens_per_s_per_user": 1000.0 / tpot if tpot > 0 else None,
+    }
