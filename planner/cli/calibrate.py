@@ -88,7 +88,7 @@ def calibrate(
         )
     if bench:
         from planner.api.bench_calibrate import bench_calibration
-        from planner.cli.capacity import _engine_kv_dtype
+        from planner.cli.capacity import engine_kv_dtype
 
         if gpu is None:
             raise InputError("--gpu", "required with --bench (the GPU the results ran on)")
@@ -98,7 +98,7 @@ def calibrate(
         settings: dict[str, Any] = {
             "engine": engine,
             "tp": 1 if tp is None else tp,
-            "kv_cache_dtype": _engine_kv_dtype(engine, kv_dtype, engine_version),
+            "kv_cache_dtype": engine_kv_dtype(engine, kv_dtype, engine_version),
         }
         if engine_version:
             settings["version"] = engine_version
