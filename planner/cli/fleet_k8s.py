@@ -1,0 +1,223 @@
+"""`planner fleet --k8s`: the winner as Kubernetes manifests (a Deployment of one engine
+instance a pod; for an SGLang xPyD winner a StatefulSet per pool, the router and their
+Services), from its launch lines and layout."""
+
+from typing import Any
+
+# Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
+# launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
+ENGINE_PORTS = {"vllm": 8000, "sglang": 30000}
+
+
+HEALTH_PATH = "/health"
+
+
+# The Secret a manifest reads the Hub token from (key `token`), optional for public models.
+HF_TOKEN_SECRET = "hf-token"
+
+
+# Shared memory for NCCL / RCCL between TP ranks: the engines' docs run their images with
+# --ipc=host or a large /dev/shm; 16 GiB as an in-memory emptyDir per replica.
+SHM_SIZE = "16Gi"
+
+
+def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, Any], int]:
+    """One engine server's container for a launch line: the engine's image for the planned
+    release, listening on 0.0.0.0 with its port, a readiness probe on its health endpoint, the
+    Hub token from a Secret and the GPUs requested by vendor; and its port."""
+    import shlex
+
+    from planner.sources.presets import find_gpu
+
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
+    argv = shlex.split(command)
+    port = ENGINE_PORTS[engine]
+    vendor = find_gpu(winner["gpu"]).vendor
+    resource = "amd.com/gpu" if vendor == "amd" else "nvidia.com/gpu"
+    serve_args = ["--host", "0.0.0.0", "--port", str(port)]
+    if engine == "vllm" and vendor != "amd":
+        # vLLM publishes one OpenAI-server image per release, tagged v<version>
+        image = f"vllm/vllm-openai:v{version}" if version else "vllm/vllm-openai:latest"
+        container: dict[str, Any] = {"name": "vllm", "image": image, "args": argv[2:] + serve_args}
+    elif engine == "vllm":
+        # ROCm builds are tagged by ROCm and vLLM release together: pick the tag for the
+        # planned release (annotation below)
+        container = {"name": "vllm", "image": "rocm/vllm:latest", "args": argv[2:] + serve_args}
+    else:
+        container = {
+            "name": "sglang",
+            "image": "lmsysorg/sglang:latest",
+            "command": argv + serve_args,
+        }
+    container["ports"] = [{"name": "http", "containerPort": port}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": HEALTH_PATH, "port": port},
+        "initialDelaySeconds": 60,
+        "periodSeconds": 10,
+        "failureThreshold": 60,  # weights load and graphs capture for minutes on large models
+    }
+    container["env"] = [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {
+                "secretKeyRef": {"name": HF_TOKEN_SECRET, "key": "token", "optional": True}
+            },
+        }
+    ]
+    # vLLM's data-parallel ranks run in the one server (SGLang's attention groups sit inside TP)
+    ranks = winner.get("dp", 1) if engine == "vllm" else 1
+    container["resources"] = {"limits": {resource: winner["tp"] * ranks}}
+    return container, port
+
+
+def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """The pod around an engine container: /dev/shm for TP > 1 (NCCL / RCCL between ranks)."""
+    pod: dict[str, Any] = {"containers": [container]}
+    if winner["tp"] > 1 or winner.get("dp", 1) > 1:
+        container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+        pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
+    return pod
+
+
+def k8s_deployment(winner: dict[str, Any], name: str) -> str:
+    """A Deployment that serves the winner's line, `replicas` pods of one engine instance."""
+    import yaml
+
+    container, _port = _engine_container(winner, winner["command"])
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
+    doc = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "llm",
+            "annotations": {"planner/engine": f"{engine} {version}".strip()},
+        },
+        "spec": {
+            "replicas": winner["replicas"],
+            "selector": {"matchLabels": {"app": "llm"}},
+            "template": {
+                "metadata": {"labels": {"app": "llm", "model": name.replace("/", "-")[:60]}},
+                "spec": _pod(winner, container),
+            },
+        },
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+# SGLang's prefill servers answer the KV bootstrap handshake on this port
+# (python/sglang/srt/server_args.py: --disaggregation-bootstrap-port, default 8998) and the
+# router listens on its own (sglang_router launch_router --port; 30000 is the engines').
+SGLANG_BOOTSTRAP_PORT = 8998
+
+
+ROUTER_PORT = 8000
+
+
+# What the manifests cannot know: the Mooncake backend moves KV over RDMA between the pools.
+MOONCAKE_NOTE = (
+    "Mooncake transfers KV over RDMA: add --disaggregation-ib-device with this cluster's NICs "
+    "and request the RDMA device plugin's resources"
+)
+
+
+def k8s_disaggregated(winner: dict[str, Any], name: str) -> str:
+    """An SGLang xPyD winner as manifests: a StatefulSet per pool (replicas x instances per
+    unit) behind a headless Service, so each instance has the stable name the router and the
+    KV bootstrap need (prefill-0.prefill, ...); the router as a Deployment listing every
+    instance, and a Service in front of it."""
+    import shlex
+
+    import yaml
+
+    pools = winner["pools"]
+    label = name.replace("/", "-")[:60]
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
+    counts = {
+        "prefill": winner["replicas"] * pools["prefill_instances"],
+        "decode": winner["replicas"] * pools["decode_instances"],
+    }
+    docs: list[dict[str, Any]] = []
+    urls: dict[str, list[str]] = {}
+    image = ""
+    for role, count in counts.items():
+        container, port = _engine_container(winner, pools[f"{role}_command"])
+        image = container["image"]  # the router ships in the engine's own image
+        ports = [{"name": "http", "port": port}]
+        if role == "prefill":
+            ports.append({"name": "bootstrap", "port": SGLANG_BOOTSTRAP_PORT})
+            container["ports"].append({"name": "bootstrap", "containerPort": SGLANG_BOOTSTRAP_PORT})
+        urls[role] = [f"http://{role}-{i}.{role}:{port}" for i in range(count)]
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": role},
+                "spec": {"clusterIP": "None", "selector": {"app": role}, "ports": ports},
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {
+                    "name": role,
+                    "annotations": {
+                        "planner/engine": f"{engine} {version}".strip(),
+                        "planner/disagg": f"{winner['disagg']} x {winner['replicas']}",
+                        "planner/note": MOONCAKE_NOTE,
+                    },
+                },
+                "spec": {
+                    "serviceName": role,
+                    "replicas": count,
+                    "podManagementPolicy": "Parallel",
+                    "selector": {"matchLabels": {"app": role}},
+                    "template": {
+                        "metadata": {"labels": {"app": role, "model": label}},
+                        "spec": _pod(winner, container),
+                    },
+                },
+            }
+        )
+    router = shlex.split("python -m sglang_router.launch_router --pd-disaggregation")
+    for url in urls["prefill"]:
+        router += ["--prefill", url, str(SGLANG_BOOTSTRAP_PORT)]
+    for url in urls["decode"]:
+        router += ["--decode", url]
+    router += ["--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
+    docs.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "router"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "router"}},
+                "template": {
+                    "metadata": {"labels": {"app": "router", "model": label}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "router",
+                                "image": image,
+                                "command": router,
+                                "ports": [{"name": "http", "containerPort": ROUTER_PORT}],
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "llm"},
+            "spec": {
+                "selector": {"app": "router"},
+                "ports": [{"name": "http", "port": ROUTER_PORT}],
+            },
+        }
+    )
+    return yaml.safe_dump_all(docs, sort_keys=False)
