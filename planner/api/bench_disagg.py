@@ -106,8 +106,6 @@ def pd_router(engine: str, prefill: int, decode: int) -> str:
 # REQUEST_PATH_MS) after the prefill instance answers, plus the connector's setup: an
 # estimate of 1 ms until a measurement replaces it.
 SGLANG_PD_HANDOFF_MS = 52.0
-
-
 DISAGG_TRANSFER_SETUP_MS = 1.0
 
 

@@ -40,32 +40,18 @@ if TYPE_CHECKING:
 # default_new_token_ratio_decay_steps, retract_decode_steps; schedule_policy.py
 # CLIP_MAX_NEW_TOKENS_ESTIMATION).
 SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
-
-
 SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
-
-
 SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS = 600
-
-
 SGLANG_RETRACT_DECODE_STEPS = 20
-
-
 SGLANG_CLIP_MAX_NEW_TOKENS = 4096
-
-
 # A retraction frees requests until the rest have room for retract_decode_steps (20) more
 # tokens each before SGLang 0.5.2, and from 0.5.2 only until the next decode step fits
 # (schedule_batch.py retract_decode: get_required_tokens in 0.5.1, check_decode_mem in 0.5.2).
 SGLANG_RETRACT_TO_NEXT_STEP_SINCE = (0, 5, 2)
-
-
 # The ratio is the default times --schedule-conservativeness (1.0), which SGLang multiplies by
 # 0.3 under data-parallel attention (server_args.py, arg_groups/parallel_hook.py from 0.5.23):
 # each attention group admits more boldly.
 SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
-
-
 # vLLM's V1 engine (the default from 0.8.0, VLLM_V1_SINCE) mixes prefill chunks into decode
 # steps; V0 ran prefill-only steps unless chunked prefill was enabled (vllm/core/scheduler.py,
 # 0.6.x). V0's multi-step scheduling (--num-scheduler-steps) arrived in vLLM 0.6.0 (release notes:
@@ -73,16 +59,10 @@ SGLANG_DP_ATTENTION_CONSERVATIVENESS = 0.3
 # vLLM V0 captured CUDA graphs for decode batches of 1, 2, 4 and every 8 up to 256
 # (vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE, 0.6.x); mixed prefill steps ran eager.
 VLLM_V0_GRAPH_MAX_BATCH = 256
-
-
 # V0 admits a prompt only while 1% of the GPU blocks stay free after it (vllm/core/
 # block_manager.py can_allocate, watermark 0.01; read in the 0.6.3 wheel).
 VLLM_V0_WATERMARK = 0.01
-
-
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
-
-
 # Multi-step with chunked prefill arrived in 0.6.3 (0.6.2's engine args refuse the pair:
 # "Chunked prefill is not supported with multi-step"; vllm/core/scheduler.py, read in the
 # 0.6.2 and 0.6.3 wheels): a round's first step carries the prompts beside the decodes, whole,
@@ -91,8 +71,6 @@ VLLM_MULTI_STEP_SINCE = (0, 6, 0)
 # budget is max(max_model_len, 2048) tokens, as without chunked prefill (V0_MIN_BATCHED_TOKENS),
 # so the default does not turn prompts away (vllm/config.py SchedulerConfig, 0.6.3 on).
 VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
-
-
 # vLLM V0's async output processing (0.6.0 on, default): the engine's step() processes the
 # previous step's outputs in a callback while this step's forward runs, and returns them when
 # it ends, so a step's tokens reach the client one step late (the first, and the last, whose
@@ -101,8 +79,6 @@ VLLM_MULTI_STEP_CHUNKED_SINCE = (0, 6, 3)
 # speculative decoding (vllm/config.py ModelConfig.verify_async_output_proc). V1's engine
 # core returns a step's outputs as it ends.
 VLLM_ASYNC_OUTPUT_SINCE = (0, 6, 0)
-
-
 # vLLM starts one API server per data-parallel rank by default from 0.15 (--api-server-count
 # None -> --data-parallel-size; 1 through 0.14: vllm/entrypoints/openai/cli_args.py and
 # cli/serve.py, read in the 0.14.0 and 0.15.0 wheels).

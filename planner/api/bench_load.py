@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
 DEFAULT_BENCH_REQUESTS = 1000
-
-
 # A closed loop runs at least this many requests per client by default, so the steady state
 # outweighs the ramp at the start and the drain at the end (a benchmark's own choice; the
 # public sweeps use 5-10 per client, and the SGLang cookbook's "standard benchmark" is

@@ -7,15 +7,9 @@ from typing import Any
 # Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
 # launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
 ENGINE_PORTS = {"vllm": 8000, "sglang": 30000}
-
-
 HEALTH_PATH = "/health"
-
-
 # The Secret a manifest reads the Hub token from (key `token`), optional for public models.
 HF_TOKEN_SECRET = "hf-token"
-
-
 # Shared memory for NCCL / RCCL between TP ranks: the engines' docs run their images with
 # --ipc=host or a large /dev/shm; 16 GiB as an in-memory emptyDir per replica.
 SHM_SIZE = "16Gi"
@@ -108,11 +102,7 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
 # (python/sglang/srt/server_args.py: --disaggregation-bootstrap-port, default 8998) and the
 # router listens on its own (sglang_router launch_router --port; 30000 is the engines').
 SGLANG_BOOTSTRAP_PORT = 8998
-
-
 ROUTER_PORT = 8000
-
-
 # What the manifests cannot know: the Mooncake backend moves KV over RDMA between the pools.
 MOONCAKE_NOTE = (
     "Mooncake transfers KV over RDMA: add --disaggregation-ib-device with this cluster's NICs "
