@@ -1,7 +1,7 @@
 """`planner capacity`: the HBM ledger, contiguous vs paged concurrency, binding, launch flags."""
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -22,13 +22,7 @@ from planner.cli.numbers import (
     max_model_len_value,
     reserved_bytes,
 )
-from planner.cli.render import (
-    emit_json,
-)
-
-if TYPE_CHECKING:
-    pass
-
+from planner.cli.render import emit_json
 
 DTYPE_HELP = "fp32, fp16, bf16, fp8, int8"
 
