@@ -402,7 +402,9 @@ def test_unmixed_prefill_steps_make_decodes_wait() -> None:
     decoding requests lose one step's fixed cost per prefill step they wait through."""
     import numpy as np
 
-    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import execute
     from planner.sim.workload import Trace
 
     n = 5
@@ -430,7 +432,9 @@ def test_multi_step_pays_the_overhead_once_per_round() -> None:
     round of its own and pays it whole."""
     import numpy as np
 
-    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import execute
     from planner.sim.workload import Trace
 
     trace = Trace(np.array([0.0]), np.array([100]), np.array([101]), np.zeros(1, dtype=np.int64))
@@ -450,7 +454,9 @@ def test_multi_step_admits_only_between_rounds() -> None:
     single-step scheduling."""
     import numpy as np
 
-    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import execute
     from planner.sim.workload import Trace
 
     prefill_ms = 5.0 + 100 * 0.01
@@ -1134,7 +1140,9 @@ def test_whole_prompts_wait_for_a_step_with_room() -> None:
     step, where chunking fills the first step with 512 tokens (300 + 212 of the second)."""
     import numpy as np
 
-    from planner.sim.engine import CostModel, SimConfig, execute
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import execute
     from planner.sim.workload import Trace
 
     trace = Trace(np.zeros(2), np.array([300, 300]), np.array([2, 2]), np.zeros(2, dtype=np.int64))

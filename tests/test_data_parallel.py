@@ -620,7 +620,9 @@ def test_an_unpadded_prefill_meets_only_the_other_ranks_decode_tokens() -> None:
     unpadded, its own plus the others' prompts for the share of the time they prefill (one
     prefill step in the 2 s since the run began). The first, before any request has finished,
     is the symmetric step either way: a run's first requests reach every rank at once."""
-    from planner.sim.engine import CurveCost, SimConfig, execute
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CurveCost
+    from planner.sim.engine import execute
     from planner.sim.workload import Trace
 
     spec = resolve_model(None, DEEPSEEK, None)

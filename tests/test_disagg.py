@@ -21,7 +21,9 @@ from planner.api.bench_load import Lengths, Load
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS
 from planner.sim import disagg
-from planner.sim.engine import CurveCost, SimConfig, execute
+from planner.sim.config import SimConfig
+from planner.sim.cost import CurveCost
+from planner.sim.engine import execute
 from planner.sim.workload import Trace
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu

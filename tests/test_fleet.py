@@ -40,7 +40,7 @@ def report(rate: float = 20.0, gpus: tuple[str, ...] = ("h100", "l40s"), **kw: A
 def test_every_winner_keeps_the_promise_on_its_own() -> None:
     from planner.api.bench_instance import plan_instance
     from planner.api.latency import sim_cost_from, step_model_from_curve
-    from planner.sim.engine import CostModel
+    from planner.sim.cost import CostModel
     from planner.sim.workload import Workload
     from planner.sources.models import resolve_model
 

@@ -17,14 +17,12 @@ from numpy.typing import NDArray
 
 from planner.api import load_workload
 from planner.errors import InputError
+from planner.sim.config import ReserveAdmission, SimConfig, WindowPool
+from planner.sim.cost import CostModel
 from planner.sim.door import Door, FrontDoor
 from planner.sim.engine import (
-    CostModel,
     PolicyMetrics,
-    ReserveAdmission,
     RunState,
-    SimConfig,
-    WindowPool,
     _iteration_level,
     _IterationLoop,
     _unbounded,

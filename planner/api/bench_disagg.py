@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
+    from planner.sim.config import SimConfig
     from planner.sim.disagg import DisaggLayout
-    from planner.sim.engine import RunState, SimConfig
+    from planner.sim.engine import RunState
     from planner.sim.workload import Trace
 
 

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.core.step.model import StepTime
-    from planner.sim.engine import CurveCost, ReserveAdmission, SimConfig, WindowPool
+    from planner.sim.config import ReserveAdmission, SimConfig, WindowPool
+    from planner.sim.cost import CurveCost
     from planner.sim.workload import Trace
 
 
@@ -173,7 +174,7 @@ def engine_scheduler(
     """How the engine's scheduler runs: whether prompts share steps with decodes (vLLM V1,
     chunked or not; V0 with chunked prefill on, `chunked_prefill` being the plan's resolved
     value), and SGLang's reserve admission (None for vLLM)."""
-    from planner.sim.engine import ReserveAdmission
+    from planner.sim.config import ReserveAdmission
 
     mixed = engine == "vllm" and (version >= VLLM_V1_SINCE or chunked_prefill)
     if engine != "sglang":
@@ -193,7 +194,7 @@ def engine_scheduler(
 def check_scheduler_steps(steps: int, engine: str, version: tuple[int, int, int]) -> None:
     """Refuse --num-scheduler-steps where the engine has no multi-step scheduling: it is vLLM
     V0's, from 0.6.0 (vLLM v0.6.0 release notes) until V1 became the default in 0.8.0."""
-    from planner.sim.engine import MAX_MULTI_STEP
+    from planner.sim.config import MAX_MULTI_STEP
 
     if steps == 1:
         return
@@ -269,7 +270,7 @@ def with_bench_client(
     its measured time for the run's mean length already generated (SGLang's native chunks
     carry the whole output so far), and (`sends`: the requests reach this instance from the
     client) sends every request, in series with the API server's admission of it."""
-    from planner.sim.engine import CurveCost
+    from planner.sim.cost import CurveCost
 
     client = bench_client_of(inst.engine, client)
     if client == "none":
@@ -289,7 +290,7 @@ def with_speculation(inst: Instance, speculation: Speculation) -> Instance:
     drafts, and every decode step costs the target's verification of k drafts per sequence
     (planner.core.spec_load.verify_ms) plus k draft forwards (V0's multi-step rounds, which do
     not speculate, are refused by the simulator's own check)."""
-    from planner.sim.engine import CurveCost
+    from planner.sim.cost import CurveCost
 
     cfg = inst.cfg.model_copy(
         update={
@@ -340,7 +341,7 @@ def plan_instance(
     API server streams (each rank's step lasts at least their streaming). `gpu_memory_gib`: the
     memory to plan against where the user gave it (capacity's --gpu-memory-gib)."""
     from planner.core.engines.common import parse_version
-    from planner.sim.engine import CurveCost
+    from planner.sim.cost import CurveCost
     from planner.sources.presets import find_gpu
 
     engine_name = str(values.get("engine", "vllm"))
@@ -511,7 +512,7 @@ def _check_serves(plan: ServePlan, values: dict[str, Any], longest: int) -> None
 
 def _window_pool(p: EnginePrediction) -> WindowPool | None:
     """SGLang's sliding-window pool where the prediction keeps one (hybrid SWA), else None."""
-    from planner.sim.engine import WindowPool
+    from planner.sim.config import WindowPool
 
     if not p.settings.get("swa_max_total_num_tokens"):
         return None
@@ -576,8 +577,8 @@ def _scheduler_config(
     """The simulator's settings for the engine's scheduler as the plan resolves it (its running
     cap, token budget, KV pool and admission), and the token budget a step runs."""
     from planner.core.engines.common import parse_version
+    from planner.sim.config import SimConfig
     from planner.sim.door import FrontDoor
-    from planner.sim.engine import SimConfig
 
     p, engine = started(plan), plan.engine
     version = parse_version(p.version)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.errors import InputError
 from planner.sim.arrivals import MAX_ARRIVAL_CV
-from planner.sim.engine import MAX_SPEC_K
+from planner.sim.config import MAX_SPEC_K
 
 if TYPE_CHECKING:
     from planner.sim.workload import Trace

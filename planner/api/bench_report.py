@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from planner.core.engines.common import EnginePrediction
     from planner.core.specs import ModelSpec
     from planner.core.step.model import StepTime
-    from planner.sim.engine import SimConfig
+    from planner.sim.config import SimConfig
 
 
 def deployment_echo(
@@ -233,7 +233,7 @@ def lockstep_note(engine: str, ranks: int) -> str:
     prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
-    to be as loaded (planner.sim.engine: `SimConfig.lockstep_groups`)."""
+    to be as loaded (planner.sim.config: `SimConfig.lockstep_groups`)."""
     who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
     return (
         f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from planner.core.engines.calibration import Calibration
     from planner.core.fleet import Promise, Trial
     from planner.core.specs import GpuSpec, ModelSpec
-    from planner.sim.engine import CostModel, RunState, SimConfig
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import RunState
     from planner.sim.prefix import PrefixShare
     from planner.sim.workload import Trace, Workload
 
@@ -655,7 +657,7 @@ def _candidate(job: Job) -> dict[str, Any]:
         sustainable_rate,
         trial,
     )
-    from planner.sim.engine import CostModel
+    from planner.sim.cost import CostModel
 
     spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
     w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens

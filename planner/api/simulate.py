@@ -61,7 +61,9 @@ def simulation(
     """Everything `planner simulate` reports, as its documented JSON object."""
     import numpy as np
 
-    from planner.sim.engine import CostModel, SimConfig, simulate
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import simulate
     from planner.sim.workload import Workload, generate, load_trace, with_shared_prefix
 
     w = load_workload(workload)

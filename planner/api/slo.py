@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.core.capacity import CapacityPlan
     from planner.core.engines.calibration import Calibration
     from planner.core.slo import StepModel
-    from planner.sim.engine import CostModel, CurveCost
+    from planner.sim.cost import CostModel, CurveCost
 
 
 # The marker of a step model saved with --save-fit (and read back by --fit).
@@ -738,7 +738,9 @@ def _validate_cap(
     model): each cap runs as `simulate` runs it, its step model, token budget, scheduler and
     KV pool, at one of its `ranks` data-parallel ranks' share of the rate. Without it, the
     a + b x B cost model under a 512-token chunk."""
-    from planner.sim.engine import CostModel, SimConfig, simulate
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import simulate
     from planner.sim.workload import MAX_RATE_PER_S, MIN_RATE_PER_S, generate
 
     if not MIN_RATE_PER_S <= rate <= MAX_RATE_PER_S:

@@ -19,7 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.sim.engine import CostModel, RunState, SimConfig, execute
+from planner.sim.config import SimConfig
+from planner.sim.cost import CostModel
+from planner.sim.engine import RunState, execute
 from planner.sim.workload import Trace, Workload, generate
 
 # Rate search: bracket by doubling / halving from a first guess, then bisect to this relative

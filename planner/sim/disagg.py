@@ -20,7 +20,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.sim.engine import CurveCost, RunState, SimConfig, execute
+from planner.sim.config import SimConfig
+from planner.sim.cost import CurveCost
+from planner.sim.engine import RunState, execute
 from planner.sim.workload import Trace
 
 # Closed-loop passes: from the first-generation guess the arrivals settle to within a
