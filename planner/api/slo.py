@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING, Any
 from planner.api.capacity import capacity_plan
 from planner.api.latency import derived_step_model, sim_cost_from, step_model_from_curve
 from planner.api.simulate import load_workload, prompt_per_output
+from planner.core.reference import (
+    REFERENCE_A_MS,
+    REFERENCE_B_MS,
+    REFERENCE_PREFILL_MS_PER_TOKEN,
+)
 from planner.core.slo import check_budget
 from planner.errors import InputError, PlannerError
 
@@ -580,7 +585,6 @@ def _check_inputs(
 ) -> float:
     """Refuse budgets and options no plan can take, naming the flag; the prefill cost per
     token the model will use (the reference one unless given)."""
-    from planner.core import slo
 
     check_budget("--tpot", tpot_ms)
     if ttft_ms is not None:
@@ -590,7 +594,7 @@ def _check_inputs(
     if prompt_tokens is not None and prompt_tokens < 1:
         raise InputError("--prompt-len", f"must be >= 1 (got {prompt_tokens})")
     prefill = (
-        slo.REFERENCE_PREFILL_MS_PER_TOKEN if prefill_ms_per_token is None else prefill_ms_per_token
+        REFERENCE_PREFILL_MS_PER_TOKEN if prefill_ms_per_token is None else prefill_ms_per_token
     )
     if prefill and prefill < MIN_PREFILL_MS_PER_TOKEN:
         raise InputError(
@@ -688,8 +692,8 @@ def _resolve_step_model(
         step, residuals = fitted_model(fit_path, prefill, None)
     else:
         step = slo.StepModel(
-            a_ms=slo.REFERENCE_A_MS,
-            b_ms=slo.REFERENCE_B_MS,
+            a_ms=REFERENCE_A_MS,
+            b_ms=REFERENCE_B_MS,
             prefill_ms_per_token=prefill,
             source="reference",
         )

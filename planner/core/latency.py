@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.reference import REFERENCE_OVERHEAD_MS
 from planner.core.step.attention import mla_rows
 
 # ai-dynamo/aiconfigurator uses mem_bw_empirical_scaling_factor 0.8 for every system
@@ -21,8 +22,6 @@ DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
 # Achievable share of dense peak FLOPs in decode GEMMs: an assumption (no source measures it
 # for every card); exposed as an option so users can set their own.
 DEFAULT_FLOPS_EFFICIENCY = 0.5
-# docs/method.md §3: 0.3 ms launch overhead per step.
-DEFAULT_STEP_OVERHEAD_MS = 0.3
 FLOPS_PER_PARAM_PER_TOKEN = 2  # one multiply and one add per weight per token
 
 
@@ -38,7 +37,7 @@ class Roofline(BaseModel):
     flops_per_s: float = Field(gt=0)
     bandwidth_efficiency: float = Field(default=DEFAULT_BANDWIDTH_EFFICIENCY, gt=0, le=1)
     flops_efficiency: float = Field(default=DEFAULT_FLOPS_EFFICIENCY, gt=0, le=1)
-    overhead_ms: float = Field(default=DEFAULT_STEP_OVERHEAD_MS, ge=0)
+    overhead_ms: float = Field(default=REFERENCE_OVERHEAD_MS, ge=0)
     attention_bandwidth_scale: float = Field(
         default=1.0, gt=0, description="the KV read's share of bandwidth / the weights'"
     )

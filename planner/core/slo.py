@@ -13,14 +13,12 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.reference import (
+    REFERENCE_PREFILL_MS_PER_TOKEN,
+)
 from planner.core.search import largest_passing
 from planner.core.step import StepTime
 from planner.errors import InputError
-
-# docs/method.md §3 "reference" cost model.
-REFERENCE_A_MS = 5.0
-REFERENCE_B_MS = 0.086
-REFERENCE_PREFILL_MS_PER_TOKEN = 0.047
 
 
 class StepModel(BaseModel):

@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.latency import DEFAULT_STEP_OVERHEAD_MS as REFERENCE_OVERHEAD_MS
-from planner.core.slo import REFERENCE_A_MS, REFERENCE_B_MS, REFERENCE_PREFILL_MS_PER_TOKEN
+from planner.core.reference import (
+    REFERENCE_A_MS,
+    REFERENCE_B_MS,
+    REFERENCE_OVERHEAD_MS,
+    REFERENCE_PREFILL_MS_PER_TOKEN,
+)
 from planner.core.spec_load import verify_ms
 from planner.sim.config import MAX_COST_MS
 
@@ -19,8 +23,7 @@ if TYPE_CHECKING:
 
 class CostModel(BaseModel):
     """Step cost: overhead + a + b x decode slots + prefill cost x prefill tokens. The defaults are
-    docs/method.md §3's reference model (5.00 ms, 0.086 ms a sequence, 47 us a prefill token:
-    planner.core.slo, which `slo` reads; 0.3 ms of launch overhead a step: planner.core.latency)."""
+    docs/method.md §3's reference model (planner.core.reference, which `slo` reads too)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
