@@ -13,12 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import MODELS, safetensors_file
+import yaml
+from helpers import MODELS, Result, safetensors_file
 from hub_server import FakeHub, Repo, serve
 
 LLAMA = (MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_bytes()
@@ -126,6 +128,87 @@ def test_gated_repo_with_token_downloads(hub: FakeHub, tmp_path: Path) -> None:
 def test_unknown_revision_exits_2(hub: FakeHub, tmp_path: Path) -> None:
     r = capacity(hub, tmp_path, "meta-llama/Llama-3.1-8B-Instruct", "--revision", "nope")
     assert r.returncode == 2 and "--revision" in r.stderr
+
+
+# Every command that plans a --model reads it at the --revision asked for, and reads from it
+# what each prints of the pool: (command and its arguments, the figure compared).
+PINNED_COMMANDS = [
+    (
+        ("simulate", "--concurrency", "4", "--prompt-len", "100", "--output-len", "20",
+         "--requests", "8"),
+        lambda d: d["deployment"]["kv_cache_tokens"],
+    ),
+    (("slo", "--tpot", "50"), lambda d: d["memory_cap"]),
+    (("spec", "--alpha", "0.7"), lambda d: d["operating_concurrency"]),
+    (
+        ("fleet", "--tp", "1", "--precision", "bf16", "--rate", "2", "--tpot", "50",
+         "--ttft", "1000"),
+        lambda d: d["winner"]["kv_cache_tokens"],
+    ),
+]  # fmt: skip
+
+
+COMMAND_NAMES = [args[0] for args, _ in PINNED_COMMANDS]
+
+
+@pytest.mark.parametrize(("args", "figure"), PINNED_COMMANDS, ids=COMMAND_NAMES)
+def test_every_command_plans_the_config_at_the_revision_pinned(
+    hub: FakeHub,
+    tmp_path: Path,
+    cli: Callable[..., Result],
+    args: tuple[str, ...],
+    figure: Callable[[Any], int],
+) -> None:
+    """At v0 the repo's config is Qwen2.5-7B's: the command plans what it plans for that config
+    read from a folder, not what it plans for the repo's Llama config at main."""
+    where = ("--gpu", "h100", "--json")
+    repo = "meta-llama/Llama-3.1-8B-Instruct"
+    pinned = run(hub, tmp_path, *args, *where, "--model", repo, "--revision", "v0")
+    assert pinned.returncode == 0, pinned.stderr
+    assert any("/resolve/v0/config.json" in req for req in hub.requests)
+    qwen = cli(*args, *where, "--model", str(MODELS / "Qwen--Qwen2.5-7B-Instruct"))
+    llama = cli(*args, *where, "--model", str(MODELS / "meta-llama--Llama-3.1-8B-Instruct"))
+    assert qwen.code == 0 and llama.code == 0, qwen.err + llama.err
+    assert figure(json.loads(pinned.stdout)) == figure(qwen.json()) != figure(llama.json())
+
+
+def test_a_fleet_winner_saved_keeps_the_revision_it_was_planned_at(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    lock = tmp_path / "plan.yaml"
+    r = run(
+        hub, tmp_path, "fleet", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--revision",
+        "v0", "--gpu", "h100", "--tp", "1", "--precision", "bf16", "--rate", "2", "--tpot",
+        "50", "--ttft", "1000", "--save", str(lock),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    inputs = yaml.safe_load(lock.read_text())["inputs"]
+    assert inputs["requested_revision"] == "v0" and inputs["revision"] == OLD
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("capacity",),
+        ("simulate", "--concurrency", "4", "--prompt-len", "100", "--output-len", "20"),
+        ("slo", "--tpot", "50"),
+        ("spec", "--alpha", "0.7"),
+        ("fleet", "--rate", "2", "--tpot", "50", "--ttft", "1000"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_revision_without_a_hub_model_is_refused_by_name(
+    cli: Callable[..., Result], command: tuple[str, ...]
+) -> None:
+    """--revision pins a Hub config: with a preset or a local folder it would be ignored."""
+    local = str(MODELS / "Qwen--Qwen2.5-7B-Instruct")
+    for model in (("--preset", "llama-3.1-8b"), ("--model", local)):
+        r = cli(*command, *model, "--gpu", "h100", "--revision", "v0")
+        assert r.code == 2 and "--revision" in r.err, (command, model, r.err)
+        assert r.err.count("\n") == 1
+    if command[0] in ("slo", "spec"):  # these also run with no model at all
+        r = cli(*command, "--revision", "v0")
+        assert r.code == 2 and "--revision" in r.err
 
 
 def test_offline_uses_the_cache_and_fails_cleanly_without_it(hub: FakeHub, tmp_path: Path) -> None:

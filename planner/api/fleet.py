@@ -167,6 +167,7 @@ def fleet_report(
     model: str | None,
     rate: float,
     promise: dict[str, Any],
+    revision: str | None = None,
     gpus: list[str],
     engine: str,
     prices: dict[str, float],
@@ -222,7 +223,7 @@ def fleet_report(
         path = ".".join(str(p) for p in err["loc"])
         flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
         raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
-    spec = resolve_model(preset, model)
+    spec = resolve_model(preset, model, revision)
     if prefix is not None and prefix.share <= 0:
         prefix = None
     if prefix is not None or offload:

@@ -157,6 +157,7 @@ def engine_memory_cap(
     settings: dict[str, Any],
     engine: str = "vllm",
     version: str | None = None,
+    revision: str | None = None,
 ) -> int:
     """Sequences of the mean length the engine's own KV cache holds (the serve plan that
     `planner capacity` prints for the same deployment), 0 when it would not start. LMDeploy's
@@ -166,7 +167,12 @@ def engine_memory_cap(
     assert gpu is not None
     values = serve_values(settings, engine, version)
     serve, _payload = serve_report(
-        gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None, settings=values
+        gpu=gpu,
+        preset=preset,
+        model=model,
+        revision=revision,
+        gpu_memory_gib=None,
+        settings=values,
     )
     return serve.max_seqs_at_mean if serve.fits else 0
 
@@ -202,6 +208,7 @@ def slo_advice(
     gpu: str | None = None,
     preset: str | None = None,
     model: str | None = None,
+    revision: str | None = None,
     batches: list[int] | None = None,
     save_fit: str | None = None,
     engine: str = "vllm",
@@ -220,7 +227,9 @@ def slo_advice(
     engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
     from planner.core.serve import engine_step_tokens
+    from planner.sources.models import check_revision
 
+    check_revision(model, revision)
     prefill = _check_inputs(tpot_ms, ttft_ms, prompt_tokens, prefill_ms_per_token, engine)
     if output_tokens is not None and prompt_tokens is None:
         raise InputError("--prompt-len", "required with --output-len (the ratio of the two)")
@@ -230,6 +239,7 @@ def slo_advice(
         gpu=gpu,
         preset=preset,
         model=model,
+        revision=revision,
         engine=engine,
         engine_version=engine_version,
         calibration=calibration,
@@ -281,7 +291,7 @@ def slo_advice(
         memory = (
             instance.plan.max_seqs_at_mean
             if instance is not None
-            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version)
+            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version, revision)
         )
         if instance is not None:
             # the step budget at the cap the TPOT and this pool allow (as `capacity --tpot`
@@ -533,6 +543,7 @@ class _Target:
     gpu: str | None
     preset: str | None
     model: str | None
+    revision: str | None
     engine: str
     engine_version: str | None
     calibration: Calibration | None
@@ -561,6 +572,7 @@ class _Target:
             gpu=self.gpu,
             preset=self.preset,
             model=self.model,
+            revision=self.revision,
             settings=values | (caps or {}),
             dp=self.dp,
             ep=self.ep,
@@ -634,7 +646,13 @@ def _resolve_step_model(
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         try:
-            plan = capacity_plan(gpu=gpu, preset=where.preset, model=where.model, **settings)
+            plan = capacity_plan(
+                gpu=gpu,
+                preset=where.preset,
+                model=where.model,
+                revision=where.revision,
+                **settings,
+            )
         except PlannerError:
             if where.pp < 2:
                 raise

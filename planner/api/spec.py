@@ -58,6 +58,7 @@ def spec_advice(
     gpu: str | None = None,
     preset: str | None = None,
     model: str | None = None,
+    revision: str | None = None,
     draft_model: str | None = None,
     engine: str = "vllm",
     engine_version: str | None = None,
@@ -75,8 +76,10 @@ def spec_advice(
     from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
     from planner.core.kv import kv_bytes_per_sequence
     from planner.core.spec_load import disable_above, load_points
+    from planner.sources.models import check_revision
     from planner.units import dtype_bytes
 
+    check_revision(model, revision)
     if engine not in ("vllm", "sglang"):
         raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
     if method not in SPEC_METHODS:
@@ -124,13 +127,13 @@ def spec_advice(
 
     plan: CapacityPlan | None = None
     try:
-        plan = capacity_plan(gpu=gpu, preset=preset, model=model, **settings)
+        plan = capacity_plan(gpu=gpu, preset=preset, model=model, revision=revision, **settings)
     except PlannerError:
         if pp < 2:
             raise
         # the textbook plan is one TP group's: a model that needs the pipeline's stages to fit
         # is the engine instance's to plan (below)
-    target_model = plan.model if plan is not None else resolve_model(preset, model)
+    target_model = plan.model if plan is not None else resolve_model(preset, model, revision)
     if method == "mtp" and target_model.mtp_layers == 0:
         raise InputError(
             "--method",
@@ -179,6 +182,7 @@ def spec_advice(
         gpu=gpu,
         preset=preset,
         model=model,
+        revision=revision,
         settings=serve_values(
             settings | {"mean_tokens": mean_tokens, "pp": pp}, engine, engine_version
         ),

@@ -17,6 +17,7 @@ from planner.cli.numbers import (
     TP_FLAGS,
     HubTimeout,
     ReservedGib,
+    Revision,
     apply_hub_timeout,
     defaults_of,
     max_model_len_value,
@@ -38,9 +39,7 @@ def capacity(
     model: Annotated[
         str | None, typer.Option(help="Model folder (with config.json), config file, or Hub id.")
     ] = None,
-    revision: Annotated[
-        str | None, typer.Option(help="Hub revision (branch, tag, commit).")
-    ] = None,
+    revision: Revision = None,
     gpu: Annotated[
         str, typer.Option(help="GPU id, alias or device name (see `planner gpus`).")
     ] = "",

@@ -19,6 +19,7 @@ from planner.cli.numbers import (
     PrefixShareOption,
     PrefixTokens,
     ReservedGib,
+    Revision,
     apply_hub_timeout,
 )
 from planner.cli.numbers import prefix_share as parse_prefix
@@ -34,6 +35,7 @@ def fleet(
     ttft: Annotated[float, typer.Option(help="TTFT promise, ms.")],
     preset: Annotated[str | None, typer.Option(help="Model preset.")] = None,
     model: Annotated[str | None, typer.Option(help="Model folder or Hub id.")] = None,
+    revision: Revision = None,
     percentile: Annotated[float, typer.Option(help="Percentile the promise holds at.")] = 95.0,
     goodput: Annotated[
         float, typer.Option(help="Share of requests meeting both budgets, percent.")
@@ -190,6 +192,7 @@ def fleet(
     report = fleet_report(
         preset=preset,
         model=model,
+        revision=revision,
         rate=rate,
         promise={
             "tpot_ms": tpot,
@@ -229,7 +232,7 @@ def fleet(
         sys.stderr.write("\r" + " " * 60 + "\r")
     winner = report["winner"]
     if winner is not None:
-        source = LockSource(preset, model, calibration, profile, reserved_gpu_bytes)
+        source = LockSource(preset, model, revision, calibration, profile, reserved_gpu_bytes)
         _write_winner(report, save, k8s, source)
     if plot is not None:
         _save_chart(report, plot, tpot)
@@ -289,11 +292,12 @@ def _workload_values(
 @dataclass(frozen=True)
 class LockSource:
     """What a winner's plan lock is recomputed from beside the winner itself: the model as
-    the user named it, the calibration profile (its path and what it read) and the memory
-    reserved per GPU."""
+    the user named it and the Hub revision asked for, the calibration profile (its path and
+    what it read) and the memory reserved per GPU."""
 
     preset: str | None
     model: str | None
+    revision: str | None
     calibration: str | None
     profile: "Calibration | None"
     reserved_bytes: int | None
@@ -403,7 +407,7 @@ def _save(path: str, report: dict[str, Any], source: LockSource) -> None:
         gpu=w["gpu"],
         preset=preset,
         model=model,
-        revision=None,
+        revision=source.revision,
         gpu_memory_gib=None,
         settings=dict(settings),
         calibration=used,
@@ -412,7 +416,7 @@ def _save(path: str, report: dict[str, Any], source: LockSource) -> None:
         payload,
         preset=preset,
         model=None if model is None else saved_model_ref(model, path),
-        revision=None,
+        revision=source.revision,
         gpu=w["gpu"],
         gpu_memory_gib=None,
         settings=settings,

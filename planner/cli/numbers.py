@@ -44,6 +44,12 @@ HubTimeout = Annotated[
     typer.Option("--timeout", help="Seconds to wait for the Hub when --model is a Hub id [10]."),
 ]
 
+# --revision, as every command that reads a --model takes it: the Hub revision its config is
+# read at (capacity, simulate, slo, spec and fleet plan one deployment from one config).
+Revision = Annotated[
+    str | None, typer.Option(help="Hub revision of --model (branch, tag, commit).")
+]
+
 
 # --prefix-share / --prefix-tokens / --prefixes, as simulate and fleet declare them.
 PrefixShareOption = Annotated[

@@ -20,6 +20,7 @@ from planner.cli.numbers import (
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
+    Revision,
     apply_hub_timeout,
     defaults_of,
     gamma_cv,
@@ -221,6 +222,7 @@ def simulate(
         str | None, typer.Option(help="Derive cost and KV pool from a preset.")
     ] = None,
     model: Annotated[str | None, typer.Option(help="... or from a config / Hub id.")] = None,
+    revision: Revision = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived cost model.")] = None,
     tp: Annotated[
         int | None,
@@ -490,6 +492,7 @@ class SimulateFlags:
     overhead_ms: float | None
     preset: str | None
     model: str | None
+    revision: str | None
     gpu: str | None
     tp: int | None
     pp: int | None
@@ -644,6 +647,7 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         gpu=gpu,
         preset=f.preset,
         model=f.model,
+        revision=f.revision,
         settings={k: v for k, v in settings.items() if v is not None},
         dp=1 if f.dp is None else f.dp,
         ep=f.ep,
@@ -824,6 +828,7 @@ def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculat
 # The flags that describe a deployment benchmark, by the SimulateFlags field that holds them:
 # without --gpu each is one error naming it (it would otherwise be ignored).
 DEPLOYMENT_FLAGS = {
+    "revision": "--revision",
     "concurrency": "--concurrency",
     "burstiness": "--burstiness",
     "metric_percentiles": "--metric-percentiles",

@@ -12,6 +12,7 @@ from planner.cli.numbers import (
     HubTimeout,
     ModelLength,
     PipelineParallel,
+    Revision,
     StepCalibration,
     apply_hub_timeout,
 )
@@ -57,6 +58,7 @@ def slo(
     ] = None,
     preset: Annotated[str | None, typer.Option(help="Derive a and b from a model preset.")] = None,
     model: Annotated[str | None, typer.Option(help="... or a config / Hub id.")] = None,
+    revision: Revision = None,
     gpu: Annotated[str | None, typer.Option(help="GPU for the derived model.")] = None,
     tp: Annotated[
         int,
@@ -171,6 +173,7 @@ def slo(
         gpu=gpu,
         preset=preset,
         model=model,
+        revision=revision,
         engine=engine,
         engine_version=engine_version,
         calibration=None if calibration is None else _profile(calibration),

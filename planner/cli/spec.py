@@ -12,6 +12,7 @@ from planner.cli.numbers import (
     HubTimeout,
     ModelLength,
     PipelineParallel,
+    Revision,
     StepCalibration,
     apply_hub_timeout,
 )
@@ -47,6 +48,7 @@ def spec(
         str | None, typer.Option(help="Target model preset (couples to load).")
     ] = None,
     model: Annotated[str | None, typer.Option(help="Target config.json / folder / Hub id.")] = None,
+    revision: Revision = None,
     draft_model: Annotated[
         str | None, typer.Option(help="Draft model: derive c and its memory cost.")
     ] = None,
@@ -143,6 +145,7 @@ def spec(
         gpu=gpu,
         preset=preset,
         model=model,
+        revision=revision,
         draft_model=draft_model,
         engine=engine or "vllm",
         engine_version=engine_version,

@@ -22,15 +22,26 @@ from planner.sources.presets import load_model_preset
 MAX_WEIGHTS_BYTES = 10**15
 
 
+def check_revision(model: str | None, revision: str | None) -> None:
+    """--revision pins a Hub --model's config: refused where no --model is given (a command
+    that plans nothing, or a preset; resolve_model refuses a local --model)."""
+    if revision is not None and model is None:
+        raise InputError("--revision", "pins a Hub --model's config: give --model")
+
+
 def resolve_model(preset: str | None, model: str | None, revision: str | None = None) -> ModelSpec:
     """Exactly one of `preset` and `model` names the model."""
     if (preset is None) == (model is None):
         raise InputError("--preset/--model", "give exactly one of --preset NAME or --model REF")
     if preset is not None:
+        if revision is not None:
+            raise InputError("--revision", "pins a Hub --model's config; a preset's is shipped")
         return load_model_preset(preset)
     assert model is not None
     path = config_path(model)
     if path is not None:
+        if revision is not None:
+            raise InputError("--revision", f"pins a Hub --model's config; {model} is a local one")
         raw = read_bytes(str(path), "--model", CONFIG_LIMIT_BYTES)
         total = None
         index = path.parent / SAFETENSORS_INDEX_NAME
