@@ -34,6 +34,45 @@ def test_capacity_slo_and_spec_agree_on_the_pool(cli: Cli, preset: str, gpu: str
     assert slo["operating_concurrency"] == min(slo["memory_cap"], slo["batch_cap"])
 
 
+@pytest.mark.parametrize(
+    ("engine", "flag"), [("vllm", "--gpu-memory-utilization"), ("sglang", "--mem-fraction-static")]
+)
+def test_a_memory_share_is_one_pool_in_every_command(cli: Cli, engine: str, flag: str) -> None:
+    """The engine's memory share, typed as the engine spells it, shrinks the pool capacity,
+    slo, spec and simulate plan, and all four plan the same one (simulate launched with
+    capacity's line, as test_simulate_runs_the_pool_capacity_plans launches it)."""
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine, "--json")
+    default = cli("capacity", *where).json()
+    capacity = cli("capacity", *where, flag, "0.8").json()
+    held = capacity["max_seqs_paged"]
+    assert held < default["max_seqs_paged"]
+    tight = cli("capacity", "--tpot", "500", *where, flag, "0.8").json()["max_seqs_paged"]
+    assert cli("slo", "--tpot", "500", *where, flag, "0.8").json()["memory_cap"] == tight
+    spec = cli("spec", "--alpha", "0.7", *where, flag, "0.8").json()
+    assert spec["operating_concurrency"] == capacity["operating_concurrency"]
+    seqs, context = capacity["operating_concurrency"], capacity["settings"]["context_tokens"]
+    sim = cli(
+        "simulate", *where, flag, "0.8", "--max-num-seqs", str(seqs), "--context", str(context),
+        "--prompt-len", "512", "--output-len", "128", "--concurrency", "4", "--requests", "8",
+    ).json()  # fmt: skip
+    assert sim["deployment"]["kv_cache_tokens"] == capacity["engine"]["kv_cache_tokens"]
+
+
+def test_slo_refuses_what_shapes_a_derived_model_without_one(cli: Cli) -> None:
+    """As spec does: without a model and GPU these would change nothing."""
+    for extra in (
+        ("--tp", "2"),
+        ("--kv-dtype", "fp8"),
+        ("--weight-dtype", "fp8"),
+        ("--context", "4096"),
+        ("--gpu-memory-utilization", "0.8"),
+        ("--overhead-ms", "1"),
+    ):
+        r = cli("slo", "--tpot", "50", *extra)
+        assert r.code == 2 and extra[0] in r.err, (extra, r.err)
+    assert cli("slo", "--tpot", "50", "--a-ms", "5", "--b-ms", "0.1").code == 0
+
+
 def _flags(line: str) -> list[str]:
     """The flags of a printed launch line, without the entry point and the model."""
     words = line.split()

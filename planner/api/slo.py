@@ -177,10 +177,15 @@ def engine_memory_cap(
     return serve.max_seqs_at_mean if serve.fits else 0
 
 
+def memory_flag(engine: str) -> str:
+    """The engine's own name for the memory share the serve plan's memory_fraction sets."""
+    return "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
+
+
 def serve_values(settings: dict[str, Any], engine: str, version: str | None) -> dict[str, Any]:
     """The serve plan's settings for slo's: the engine's names for the KV dtype, its release."""
-    keys = ("tp", "pp", "context_tokens", "mean_tokens")
-    values = {k: v for k, v in settings.items() if k in keys}
+    keys = ("tp", "pp", "context_tokens", "mean_tokens", "memory_fraction")
+    values = {k: v for k, v in settings.items() if k in keys and v is not None}
     values["engine"] = engine if engine in ("vllm", "sglang") else "vllm"
     if version is not None and engine in ("vllm", "sglang"):
         values["version"] = version
@@ -209,6 +214,7 @@ def slo_advice(
     preset: str | None = None,
     model: str | None = None,
     revision: str | None = None,
+    memory_fraction: float | None = None,
     batches: list[int] | None = None,
     save_fit: str | None = None,
     engine: str = "vllm",
@@ -240,6 +246,7 @@ def slo_advice(
         preset=preset,
         model=model,
         revision=revision,
+        memory_fraction=memory_fraction,
         engine=engine,
         engine_version=engine_version,
         calibration=calibration,
@@ -291,7 +298,15 @@ def slo_advice(
         memory = (
             instance.plan.max_seqs_at_mean
             if instance is not None
-            else engine_memory_cap(gpu, preset, model, settings, engine, engine_version, revision)
+            else engine_memory_cap(
+                gpu,
+                preset,
+                model,
+                settings | {"memory_fraction": memory_fraction},
+                engine,
+                engine_version,
+                revision,
+            )
         )
         if instance is not None:
             # the step budget at the cap the TPOT and this pool allow (as `capacity --tpot`
@@ -544,6 +559,7 @@ class _Target:
     preset: str | None
     model: str | None
     revision: str | None
+    memory_fraction: float | None
     engine: str
     engine_version: str | None
     calibration: Calibration | None
@@ -567,7 +583,11 @@ class _Target:
         from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
 
         assert self.gpu is not None
-        values = serve_values(self.settings | {"pp": self.pp}, self.engine, self.engine_version)
+        values = serve_values(
+            self.settings | {"pp": self.pp, "memory_fraction": self.memory_fraction},
+            self.engine,
+            self.engine_version,
+        )
         where = Deployment(
             gpu=self.gpu,
             preset=self.preset,
@@ -585,6 +605,8 @@ class _Target:
             if refused is None:
                 raise
             at = "" if caps is None else "at these caps: "
+            if self.memory_fraction is not None:  # the memory share given may be why
+                refused += "/" + memory_flag(self.engine)
             raise InputError(refused, at + "; ".join(e.reasons)) from e
 
 

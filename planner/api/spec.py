@@ -59,6 +59,7 @@ def spec_advice(
     preset: str | None = None,
     model: str | None = None,
     revision: str | None = None,
+    memory_fraction: float | None = None,
     draft_model: str | None = None,
     engine: str = "vllm",
     engine_version: str | None = None,
@@ -175,7 +176,7 @@ def spec_advice(
     # Speculation is priced on the step model of the engine instance `simulate` plans for the
     # same flags (every term of it, the layout's included), as `capacity --spec-alpha` does.
     from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
-    from planner.api.slo import serve_values
+    from planner.api.slo import memory_flag, serve_values
     from planner.core.spec_load import curve_cost
 
     deployment = Deployment(
@@ -184,7 +185,9 @@ def spec_advice(
         model=model,
         revision=revision,
         settings=serve_values(
-            settings | {"mean_tokens": mean_tokens, "pp": pp}, engine, engine_version
+            settings | {"mean_tokens": mean_tokens, "pp": pp, "memory_fraction": memory_fraction},
+            engine,
+            engine_version,
         ),
         dp=dp,
         ep=ep,
@@ -194,8 +197,13 @@ def spec_advice(
     try:
         served, _groups = deployment_instance(deployment, longest=1)
     except WouldNotStart as e:
-        if laid_out or calibration is not None:
-            raise InputError("--tp/--pp/--dp", "; ".join(e.reasons)) from e
+        if laid_out or calibration is not None or memory_fraction is not None:
+            # the layout, or the memory share given, is the engine's to start: not a textbook
+            # plan's
+            flags = "--tp/--pp/--dp"
+            if memory_fraction is not None:
+                flags += "/" + memory_flag(engine)
+            raise InputError(flags, "; ".join(e.reasons)) from e
         served = None
     if served is not None:
         serve, target = served.plan, curve_cost(served.curve, mean_tokens)

@@ -44,6 +44,18 @@ HubTimeout = Annotated[
     typer.Option("--timeout", help="Seconds to wait for the Hub when --model is a Hub id [10]."),
 ]
 
+# The engine's memory share, in either engine's spelling, as every command that plans a
+# deployment's pool takes it (simulate, slo, spec; capacity keeps the two engine flags apart).
+MemoryFraction = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-memory-utilization",
+        "--mem-fraction-static",
+        help="Share of GPU memory the engine may take (vLLM) / its static pool takes "
+        "(SGLang) (default: the engine's).",
+    ),
+]
+
 # --revision, as every command that reads a --model takes it: the Hub revision its config is
 # read at (capacity, simulate, slo, spec and fleet plan one deployment from one config).
 Revision = Annotated[

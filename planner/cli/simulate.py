@@ -17,6 +17,7 @@ from planner.cli.numbers import (
     HubTimeout,
     KvOffloadingBackend,
     KvOffloadingSize,
+    MemoryFraction,
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
@@ -336,15 +337,7 @@ def simulate(
             help="SGLang: overlap the MoE all-to-all with compute (wide EP, DeepEP).",
         ),
     ] = False,
-    memory_fraction: Annotated[
-        float | None,
-        typer.Option(
-            "--gpu-memory-utilization",
-            "--mem-fraction-static",
-            help="Share of GPU memory the engine may take (vLLM) / its static pool takes "
-            "(SGLang) (default: the engine's).",
-        ),
-    ] = None,
+    memory_fraction: MemoryFraction = None,
     context: Annotated[
         str | None,
         typer.Option(

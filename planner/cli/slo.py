@@ -10,6 +10,7 @@ from planner.cli.numbers import (
     DataParallelAttention,
     ExpertParallel,
     HubTimeout,
+    MemoryFraction,
     ModelLength,
     PipelineParallel,
     Revision,
@@ -69,6 +70,7 @@ def slo(
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
     context: ModelLength = None,
+    memory_fraction: MemoryFraction = None,
     weight_dtype: Annotated[
         str | None,
         typer.Option(
@@ -140,6 +142,21 @@ def slo(
         raise InputError(
             "--overhead-ms", f"must be in [0, {MAX_OVERHEAD_MS:g}] (got {overhead_ms})"
         )
+    if gpu is None and preset is None and model is None:
+        # these shape a derived step model or its pool: without a model they change nothing
+        shaping: tuple[tuple[str, object], ...] = (
+            ("--tp", tp if tp != 1 else None),
+            ("--context", context),
+            ("--weight-dtype", weight_dtype),
+            ("--kv-dtype", kv_dtype),
+            ("--gpu-memory-utilization", memory_fraction),
+            ("--bandwidth-efficiency", bandwidth_efficiency),
+            ("--flops-efficiency", flops_efficiency),
+            ("--overhead-ms", overhead_ms),
+        )
+        for flag, given in shaping:
+            if given is not None:
+                raise InputError(flag, "shapes a derived model: add --preset/--model and --gpu")
     settings: dict[str, Any] = {"tp": tp, "pp": pp, "mean_tokens": mean_len}
     if context is not None:
         settings["context_tokens"] = context
@@ -174,6 +191,7 @@ def slo(
         preset=preset,
         model=model,
         revision=revision,
+        memory_fraction=memory_fraction,
         engine=engine,
         engine_version=engine_version,
         calibration=None if calibration is None else _profile(calibration),

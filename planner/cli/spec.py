@@ -10,6 +10,7 @@ from planner.cli.numbers import (
     DataParallelAttention,
     ExpertParallel,
     HubTimeout,
+    MemoryFraction,
     ModelLength,
     PipelineParallel,
     Revision,
@@ -63,6 +64,7 @@ def spec(
     dp_attention: DataParallelAttention = False,
     calibration: StepCalibration = None,
     context: ModelLength = None,
+    memory_fraction: MemoryFraction = None,
     weight_dtype: Annotated[
         str | None,
         typer.Option(
@@ -108,6 +110,7 @@ def spec(
         for flag, value in (
             ("--tp", tp),
             ("--context", context),
+            ("--gpu-memory-utilization", memory_fraction),
             ("--mean-len", mean_len),
             ("--max-batch", max_batch),
             ("--weight-dtype", weight_dtype),
@@ -146,6 +149,7 @@ def spec(
         preset=preset,
         model=model,
         revision=revision,
+        memory_fraction=memory_fraction,
         draft_model=draft_model,
         engine=engine or "vllm",
         engine_version=engine_version,
