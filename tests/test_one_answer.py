@@ -73,6 +73,43 @@ def test_slo_refuses_what_shapes_a_derived_model_without_one(cli: Cli) -> None:
     assert cli("slo", "--tpot", "50", "--a-ms", "5", "--b-ms", "0.1").code == 0
 
 
+@pytest.mark.parametrize(
+    ("deployment", "engine_spelling", "planner_spelling", "laid_out"),
+    [
+        (
+            ("--preset", "qwen3-30b-a3b", "--gpu", "h100", "--tp", "8"),
+            ("--enable-expert-parallel",),
+            ("--ep", "8"),
+            "ep",
+        ),
+        (
+            ("--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine", "sglang"),
+            ("--attn-dp-size", "8"),
+            ("--dp", "8", "--dp-attention"),
+            "attention_groups",
+        ),
+    ],
+    ids=["vllm-expert-parallel", "sglang-attention-dp"],
+)
+def test_slo_and_spec_read_the_engines_layout_flags_as_their_own(
+    cli: Cli,
+    deployment: tuple[str, ...],
+    engine_spelling: tuple[str, ...],
+    planner_spelling: tuple[str, ...],
+    laid_out: str,
+) -> None:
+    """A pasted line's layout flags (vLLM's --enable-expert-parallel, SGLang's --attn-dp-size)
+    lay the deployment out as --ep / --dp --dp-attention do, as capacity and simulate read
+    them."""
+    for command in (("slo", "--tpot", "50"), ("spec", "--alpha", "0.7")):
+        pasted = cli(*command, *deployment, *engine_spelling, "--json")
+        ours = cli(*command, *deployment, *planner_spelling, "--json")
+        assert pasted.code == 0 and ours.code == 0, pasted.err + ours.err
+        assert pasted.json() == ours.json()
+        if command[0] == "slo":
+            assert pasted.json()["layout"][laid_out] == 8  # not the TP-only deployment
+
+
 def _flags(line: str) -> list[str]:
     """The flags of a printed launch line, without the entry point and the model."""
     words = line.split()

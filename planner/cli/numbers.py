@@ -113,6 +113,54 @@ DataParallelAttention = Annotated[
     ),
 ]
 
+# The engines' own spellings of the layout, as a pasted launch line carries them.
+EnableExpertParallel = Annotated[
+    bool,
+    typer.Option(
+        "--enable-expert-parallel",
+        help="vLLM's flag: the experts span TP x DP whole (--ep TP x DP).",
+    ),
+]
+AttentionDataParallel = Annotated[
+    int | None,
+    typer.Option(
+        "--attn-dp-size",
+        help="SGLang 0.5.23+ flag: attention-DP groups (the same as --dp N --dp-attention).",
+    ),
+]
+
+
+def engine_layout(
+    engine: str | None,
+    tp: int | None,
+    dp: int | None,
+    ep: int | None,
+    dp_attention: bool,
+    enable_expert_parallel: bool,
+    attn_dp_size: int | None,
+) -> tuple[int | None, int | None, bool]:
+    """(ep, dp, dp_attention) with the engines' own layout flags read in the planner's terms:
+    vLLM's --enable-expert-parallel as --ep TP x DP (its experts span every rank), SGLang's
+    --attn-dp-size as --dp N --dp-attention; each is refused under the other engine or beside
+    the planner's own spelling of something else."""
+    from planner.errors import InputError
+
+    if enable_expert_parallel:
+        if ep is not None:
+            raise InputError("--ep", "give --ep or vLLM's own --enable-expert-parallel, not both")
+        if engine not in (None, "vllm"):
+            raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
+        ep = (tp or 1) * (dp or 1)
+    if attn_dp_size is not None:
+        if engine != "sglang":
+            raise InputError("--attn-dp-size", "an SGLang flag (--engine sglang)")
+        if dp not in (None, 1, attn_dp_size):
+            raise InputError(
+                "--attn-dp-size", f"is --dp {attn_dp_size} --dp-attention: not --dp {dp}"
+            )
+        dp, dp_attention = attn_dp_size, True
+    return ep, dp, dp_attention
+
 
 # --calibration, as slo and spec declare it: a profile's step terms.
 StepCalibration = Annotated[

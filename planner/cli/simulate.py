@@ -11,6 +11,8 @@ from pydantic import ValidationError
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     TP_FLAGS,
+    AttentionDataParallel,
+    EnableExpertParallel,
     EnableHierarchicalCache,
     HicacheRatio,
     HicacheSize,
@@ -24,6 +26,7 @@ from planner.cli.numbers import (
     Revision,
     apply_hub_timeout,
     defaults_of,
+    engine_layout,
     gamma_cv,
     max_model_len_value,
 )
@@ -251,20 +254,8 @@ def simulate(
             help="Expert-parallel size: the GPUs the MoE layers span (TP x DP; SGLang: TP).",
         ),
     ] = None,
-    enable_expert_parallel: Annotated[
-        bool,
-        typer.Option(
-            "--enable-expert-parallel",
-            help="vLLM's flag: the experts span TP x DP whole (--ep TP x DP).",
-        ),
-    ] = False,
-    attn_dp_size: Annotated[
-        int | None,
-        typer.Option(
-            "--attn-dp-size",
-            help="SGLang 0.5.23+ flag: attention-DP groups (the same as --dp N --dp-attention).",
-        ),
-    ] = None,
+    enable_expert_parallel: EnableExpertParallel = False,
+    attn_dp_size: AttentionDataParallel = None,
     cuda_graph_max_bs: Annotated[
         int | None,
         typer.Option(
@@ -549,20 +540,10 @@ def _normalized(f: SimulateFlags) -> SimulateFlags:
     ep, dp, dp_attention = f.ep, f.dp, f.dp_attention
     # the engines' own layout flags, where a deployment takes them (without one, each is
     # refused by _refuse_deployment_flags by its own name)
-    if f.enable_expert_parallel and f.gpu is not None:
-        if ep is not None:
-            raise InputError("--ep", "give --ep or vLLM's own --enable-expert-parallel, not both")
-        if f.engine not in (None, "vllm"):
-            raise InputError("--enable-expert-parallel", "vLLM's flag (SGLang's: --ep-size)")
-        ep = (f.tp or 1) * (dp or 1)  # vLLM's experts then span every TP x DP rank
-    if f.attn_dp_size is not None and f.gpu is not None:
-        if f.engine != "sglang":
-            raise InputError("--attn-dp-size", "an SGLang flag (--engine sglang)")
-        if dp not in (None, f.attn_dp_size):
-            raise InputError(
-                "--attn-dp-size", f"is --dp {f.attn_dp_size} --dp-attention: not --dp {dp}"
-            )
-        dp, dp_attention = f.attn_dp_size, True
+    if f.gpu is not None:
+        ep, dp, dp_attention = engine_layout(
+            f.engine, f.tp, dp, ep, dp_attention, f.enable_expert_parallel, f.attn_dp_size
+        )
     rate = f.rate
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
         if f.gpu is None:

@@ -6,8 +6,10 @@ import typer
 
 from planner.cli.numbers import (
     TP_FLAGS,
+    AttentionDataParallel,
     DataParallel,
     DataParallelAttention,
+    EnableExpertParallel,
     ExpertParallel,
     HubTimeout,
     MemoryFraction,
@@ -16,6 +18,7 @@ from planner.cli.numbers import (
     Revision,
     StepCalibration,
     apply_hub_timeout,
+    engine_layout,
 )
 from planner.cli.render import console, emit_json
 
@@ -69,6 +72,8 @@ def slo(
     dp: DataParallel = 1,
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
+    enable_expert_parallel: EnableExpertParallel = False,
+    attn_dp_size: AttentionDataParallel = None,
     context: ModelLength = None,
     memory_fraction: MemoryFraction = None,
     weight_dtype: Annotated[
@@ -153,10 +158,16 @@ def slo(
             ("--bandwidth-efficiency", bandwidth_efficiency),
             ("--flops-efficiency", flops_efficiency),
             ("--overhead-ms", overhead_ms),
+            ("--enable-expert-parallel", enable_expert_parallel or None),
+            ("--attn-dp-size", attn_dp_size),
         )
         for flag, given in shaping:
             if given is not None:
                 raise InputError(flag, "shapes a derived model: add --preset/--model and --gpu")
+    ep, layout_dp, dp_attention = engine_layout(
+        engine, tp, dp, ep, dp_attention, enable_expert_parallel, attn_dp_size
+    )
+    dp = 1 if layout_dp is None else layout_dp
     settings: dict[str, Any] = {"tp": tp, "pp": pp, "mean_tokens": mean_len}
     if context is not None:
         settings["context_tokens"] = context

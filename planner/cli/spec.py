@@ -6,8 +6,10 @@ import typer
 
 from planner.cli.numbers import (
     TP_FLAGS,
+    AttentionDataParallel,
     DataParallel,
     DataParallelAttention,
+    EnableExpertParallel,
     ExpertParallel,
     HubTimeout,
     MemoryFraction,
@@ -16,6 +18,7 @@ from planner.cli.numbers import (
     Revision,
     StepCalibration,
     apply_hub_timeout,
+    engine_layout,
 )
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
@@ -62,6 +65,8 @@ def spec(
     dp: DataParallel = 1,
     ep: ExpertParallel = None,
     dp_attention: DataParallelAttention = False,
+    enable_expert_parallel: EnableExpertParallel = False,
+    attn_dp_size: AttentionDataParallel = None,
     calibration: StepCalibration = None,
     context: ModelLength = None,
     memory_fraction: MemoryFraction = None,
@@ -121,10 +126,16 @@ def spec(
             ("--dp", dp if dp != 1 else None),
             ("--ep", ep),
             ("--dp-attention", dp_attention or None),
+            ("--enable-expert-parallel", enable_expert_parallel or None),
+            ("--attn-dp-size", attn_dp_size),
             ("--calibration", calibration),
         ):
             if value is not None:
                 raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
+    ep, layout_dp, dp_attention = engine_layout(
+        engine, tp, dp, ep, dp_attention, enable_expert_parallel, attn_dp_size
+    )
+    dp = 1 if layout_dp is None else layout_dp
     settings: dict[str, Any] = {
         "tp": 1 if tp is None else tp,
         "pp": pp,
