@@ -149,6 +149,37 @@ def test_printed_lines_paste_back_into_capacity_and_drift(
     assert checked >= 50
 
 
+# Deployments whose printed lines carry each kind of flag: a vLLM and an SGLang line, a
+# checkpoint's own quantization, attention DP, expert parallelism, pipeline stages, eager mode.
+PASTED = [
+    ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm"),
+    ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang"),
+    ("--preset", "gpt-oss-120b", "--gpu", "h100", "--engine", "vllm"),
+    ("--preset", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--dp", "8",
+     "--dp-attention"),
+    ("--preset", "deepseek-v3", "--gpu", "h200", "--engine", "vllm", "--tp", "8",
+     "--enable-expert-parallel"),
+    ("--preset", "llama-3.1-70b", "--gpu", "h100", "--engine", "vllm", "--tp", "4", "--pp", "2"),
+    ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--enforce-eager"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("deployment", PASTED, ids=lambda d: "-".join(d[1:6:2]))
+def test_printed_lines_paste_into_simulate(cli: Cli, deployment: tuple[str, ...]) -> None:
+    """The line capacity prints, its flags pasted into simulate, is the deployment simulate
+    benchmarks: the same line and the same KV pool."""
+    capacity = cli("capacity", *deployment, "--json").json()
+    engine = deployment[5]
+    line = capacity["flags"][engine]
+    sim = cli(
+        "simulate", *deployment[:6], *_flags(line), "--prompt-len", "100", "--output-len", "10",
+        "--concurrency", "2", "--requests", "4", "--json",
+    )  # fmt: skip
+    assert sim.code == 0, (line, sim.err)
+    assert sim.json()["deployment"]["command"] == line
+    assert sim.json()["deployment"]["kv_cache_tokens"] == capacity["engine"]["kv_cache_tokens"]
+
+
 @pytest.mark.parametrize(("preset", "gpu"), PAIRS)
 def test_simulate_runs_the_pool_capacity_plans(cli: Cli, preset: str, gpu: str) -> None:
     # the benchmark predictor launched with capacity's own line holds capacity's KV pool
@@ -402,6 +433,16 @@ def test_sixteen_bit_weights_are_a_sixteen_bit_checkpoint_as_it_is(cli: Cli) -> 
               "--weight-dtype", "bf16", "--json")  # fmt: skip
     assert fp8.code == 2 and fp8.json()["field"] == "--weight-dtype"
     assert "serve as stored" in fp8.json()["error"]
+
+
+def test_a_checkpoints_own_format_named_is_that_checkpoint_as_stored(cli: Cli) -> None:
+    """gpt-oss ships MXFP4 experts and 16-bit attention: --weight-dtype mxfp4 (or its line's
+    own --quantization mxfp4) names that checkpoint, not an export re-stored at 4 bits."""
+    where = ("--preset", "gpt-oss-120b", "--gpu", "h100", "--json")
+    plain = cli("capacity", *where).json()
+    for named in (("--weight-dtype", "mxfp4"), ("--quantization", "mxfp4")):
+        assert cli("capacity", *where, *named).json() == plain, named
+    assert plain["flags"]["vllm"].endswith("--quantization mxfp4")
 
 
 def test_diagnose_prices_the_step_slo_and_simulate_price(cli: Cli) -> None:

@@ -352,7 +352,11 @@ def serve_report(
     variant: str | None = None
     if weight_dtype is not None:
         variant = VARIANT_CHECKPOINTS.get(weight_dtype.strip().lower())
-        if variant is None:
+        if variant is not None and variant == _checkpoint_method(spec):
+            # the checkpoint's own format named (as its line's --quantization names it): its
+            # weights as stored, the method on the line (below), not a re-stored export
+            variant = None
+        elif variant is None:
             weight_dtype = normalize_dtype(weight_dtype, "--weight-dtype", WEIGHT_DTYPES)
             sixteen = ("bf16", "fp16")
             if weight_dtype in sixteen and spec.weight_dtype in sixteen:

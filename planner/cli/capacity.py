@@ -18,6 +18,7 @@ from planner.cli.numbers import (
     HubTimeout,
     ReservedGib,
     Revision,
+    TrustRemoteCode,
     apply_hub_timeout,
     defaults_of,
     max_model_len_value,
@@ -185,14 +186,7 @@ def capacity(
             "and show what moves, term by term, and why."
         ),
     ] = None,
-    trust_remote_code: Annotated[
-        bool,
-        typer.Option(
-            "--trust-remote-code",
-            help="Accepted so a printed line pastes back; the plan adds it when config.json "
-            "has auto_map.",
-        ),
-    ] = False,
+    trust_remote_code: TrustRemoteCode = False,
     pp: Annotated[
         int,
         typer.Option(

@@ -113,6 +113,18 @@ DataParallelAttention = Annotated[
     ),
 ]
 
+# --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan
+# adds it wherever config.json names its own code, auto_map, which both engines refuse to load
+# without it).
+TrustRemoteCode = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Accepted so a printed line pastes back; the plan adds it when config.json "
+        "has auto_map.",
+    ),
+]
+
 # The engines' own spellings of the layout, as a pasted launch line carries them.
 EnableExpertParallel = Annotated[
     bool,

@@ -24,6 +24,7 @@ from planner.cli.numbers import (
     PrefixShareOption,
     PrefixTokens,
     Revision,
+    TrustRemoteCode,
     apply_hub_timeout,
     defaults_of,
     engine_layout,
@@ -199,7 +200,15 @@ def simulate(
         int | None, typer.Option(help="Tokens per step (chunked) [512].")
     ] = None,
     kv_blocks: Annotated[int | None, typer.Option(help="Paged KV pool size in blocks.")] = None,
-    block_size: Annotated[int | None, typer.Option(help="Tokens per KV block [16].")] = None,
+    block_size: Annotated[
+        int | None,
+        typer.Option(
+            "--block-size",
+            "--page-size",
+            help="Tokens per KV block [16; with --gpu: the engine's block / page size, its "
+            "default unless given].",
+        ),
+    ] = None,
     preemption: Annotated[str | None, typer.Option(help="recompute or swap [recompute].")] = None,
     shared_prefix_fraction: Annotated[
         float | None, typer.Option(help="Share of requests with a cached shared prefix.")
@@ -269,6 +278,9 @@ def simulate(
             help="vLLM: the largest batch it captures a CUDA graph for.",
         ),
     ] = None,
+    enforce_eager: Annotated[
+        bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
+    ] = False,
     dp_attention: Annotated[
         bool,
         typer.Option(
@@ -412,6 +424,7 @@ def simulate(
             "[default: rdma for SGLang's Mooncake and across nodes, else nvlink]."
         ),
     ] = None,
+    trust_remote_code: TrustRemoteCode = False,
     hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
@@ -486,6 +499,7 @@ class SimulateFlags:
     attn_dp_size: int | None
     cuda_graph_max_bs: int | None
     max_cudagraph_capture_size: int | None
+    enforce_eager: bool
     dp_attention: bool
     weight_dtype: str | None
     kv_dtype: str | None
@@ -518,6 +532,7 @@ class SimulateFlags:
     decode_dp: int | None
     disagg_transfer_backend: str | None
     disagg_link: str | None
+    trust_remote_code: bool
     hub_timeout: float | None
     json_out: bool
     csv_out: bool
@@ -583,7 +598,6 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
             "--chunk-tokens": f.chunk_tokens,
             "--step-token-budget": f.step_token_budget,
             "--kv-blocks": f.kv_blocks,
-            "--block-size": f.block_size,
             "--preemption": f.preemption,
             "--shared-prefix-fraction": f.shared_prefix_fraction,
             "--shared-prefix-tokens": f.shared_prefix_tokens,
@@ -690,6 +704,7 @@ ENGINE_EXTRA_FLAGS = {
         "--max-cudagraph-capture-size",
         "max_cudagraph_capture_size",
     ),
+    "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
 }
 
 
@@ -709,6 +724,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
         "max_num_seqs": f.max_num_seqs,
         "max_num_batched_tokens": f.max_num_batched_tokens,
         "memory_fraction": f.memory_fraction,
+        "block_size": f.block_size,
     }
     for name, (owner, flag, field) in ENGINE_EXTRA_FLAGS.items():
         stated = getattr(f, name)
@@ -857,6 +873,8 @@ DEPLOYMENT_FLAGS = {
     "attn_dp_size": "--attn-dp-size",
     "cuda_graph_max_bs": "--cuda-graph-max-bs",
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
+    "enforce_eager": "--enforce-eager",
+    "trust_remote_code": "--trust-remote-code",
 }
 
 
@@ -952,7 +970,6 @@ DEPLOYMENT_EQUIVALENT = {
     "--chunk-tokens": "--max-num-batched-tokens / --chunked-prefill-size sets the chunk",
     "--step-token-budget": "--max-num-batched-tokens sets the step budget",
     "--kv-blocks": "the KV pool is the engine's, from the model and the GPU",
-    "--block-size": "the KV pool is the engine's, from the model and the GPU",
     "--preemption": "the engine preempts as it does (vLLM recomputes, SGLang retracts)",
     "--shared-prefix-fraction": "--prefix-share / --prefix-tokens pose a shared prefix",
     "--shared-prefix-tokens": "--prefix-share / --prefix-tokens pose a shared prefix",
