@@ -737,3 +737,35 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
     # a layout whose load runs past the graphs: the table prints the winner's note
     only = " ".join(cli("fleet", *args, "--tp", "2", "--precision", "bf16").out.split())
     assert "note: up to" in only and "past the 512 the engine captures CUDA graphs" in only
+
+
+def test_an_fp8_kv_cache_asked_for_is_every_candidates() -> None:
+    """--kv-dtype fp8: each candidate's line runs an fp8 KV cache, which holds twice the
+    tokens of the 16-bit one in the same memory and never sustains less."""
+    from planner.errors import InputError
+
+    pinned = {"tps": [1], "precisions": ["bf16"]}
+    plain = report(10.0, ("h100",), **pinned)["winner"]
+    fp8 = report(10.0, ("h100",), kv_dtype="fp8", **pinned)["winner"]
+    assert plain["command"].endswith("--kv-cache-dtype auto")
+    assert fp8["command"].endswith("--kv-cache-dtype fp8")
+    assert fp8["kv_cache_tokens"] == 2 * plain["kv_cache_tokens"]
+    sustained = fp8["sustainable_rate_per_replica"]
+    assert sustained >= plain["sustainable_rate_per_replica"] * (1 - SEARCH_PRECISION)
+    with pytest.raises(InputError, match="--kv-dtype"):
+        report(10.0, ("h100",), kv_dtype="int8", **pinned)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_winner_with_an_fp8_kv_cache_saves_a_lock_drift_finds_clean(
+    cli: Cli, tmp_path: Path, engine: str
+) -> None:
+    lock = tmp_path / "plan.yaml"
+    r = cli("fleet", "--preset", "llama-3.1-8b", "--gpu", "h100", "--tp", "1", "--precision",
+            "bf16", "--rate", "10", "--tpot", "50", "--ttft", "1000", "--engine", engine,
+            "--kv-cache-dtype", "fp8", "--save", str(lock), "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    line = json.loads(r.out)["winner"]["command"]
+    stored = yaml.safe_load(lock.read_text())["inputs"]["settings"]["kv_cache_dtype"]
+    assert f"--kv-cache-dtype {stored}" in line and stored.startswith("fp8")
+    assert cli("drift", str(lock), "--against-args", line).code == 0

@@ -56,6 +56,7 @@ class Job:
     mean_output_tokens: float
     prefix: PrefixShare | None
     offload: dict[str, Any] | None
+    kv_fp8: bool = False  # an fp8 KV cache (--kv-dtype fp8), else the model's 16 bits
     decode_groups: int = 1  # a disaggregated unit's decode instance's attention groups
     ratio: tuple[int, int] | None = None  # a disaggregated unit's prefill and decode instances
 
@@ -161,6 +162,11 @@ def parse_prices(
     return prices, origin
 
 
+# The KV caches `--kv-dtype` pins every candidate to: the model's own 16 bits (auto) or fp8
+# (vLLM's --kv-cache-dtype fp8, SGLang's fp8_e4m3: both engines' e4m3 cache).
+KV_DTYPES = ("auto", "fp8", "fp8_e4m3")
+
+
 def fleet_report(
     *,
     preset: str | None,
@@ -186,6 +192,7 @@ def fleet_report(
     disagg: str = "auto",
     prefix: PrefixShare | None = None,
     offload: dict[str, Any] | None = None,
+    kv_dtype: str | None = None,
 ) -> dict[str, Any]:
     """Every candidate, searched, and the ranking (the documented `--json` object).
 
@@ -199,7 +206,8 @@ def fleet_report(
     and engine (a profile measured on one card says nothing about another). `objective`: what
     the ranking minimises (cost by default when every candidate is priced, else GPUs); `tps`,
     `precisions`, `engine_version` pin a dimension of the search. `disagg`: auto (MoE models),
-    on or off: add xPyD units of each GPU beside the aggregated candidates.
+    on or off: add xPyD units of each GPU beside the aggregated candidates. `kv_dtype`: the KV
+    cache every candidate runs, auto (the model's 16 bits) or fp8.
     """
     from planner.api import fleet_disagg
     from planner.api.fleet_curves import front
@@ -224,6 +232,9 @@ def fleet_report(
         flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
         raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
     spec = resolve_model(preset, model, revision)
+    kv = (kv_dtype or "auto").strip().lower()
+    if kv not in KV_DTYPES:
+        raise InputError("--kv-dtype", f"{kv_dtype!r}; accepted: {', '.join(KV_DTYPES)}")
     if prefix is not None and prefix.share <= 0:
         prefix = None
     if prefix is not None or offload:
@@ -280,6 +291,7 @@ def fleet_report(
                         mean_output_tokens=mean_output,
                         prefix=prefix,
                         offload=offload,
+                        kv_fp8=kv.startswith("fp8"),
                     )
                 )
     if not jobs:
@@ -589,6 +601,7 @@ def serve_values(job: Job) -> dict[str, Any]:
         "context_tokens": job.context_tokens,
         "mean_tokens": job.mean_tokens,
         "quantization": "fp8" if fp8 else None,
+        "kv_cache_dtype": ("fp8" if engine == "vllm" else "fp8_e4m3") if job.kv_fp8 else "auto",
         "dtype": "auto" if card.supports_bf16 else "half",
         "extra": extra,
     } | ({"offload": job.offload} if job.offload else {})

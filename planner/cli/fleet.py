@@ -36,6 +36,14 @@ def fleet(
     preset: Annotated[str | None, typer.Option(help="Model preset.")] = None,
     model: Annotated[str | None, typer.Option(help="Model folder or Hub id.")] = None,
     revision: Revision = None,
+    kv_dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--kv-dtype",
+            "--kv-cache-dtype",
+            help="KV cache every candidate runs: auto (the model's 16 bits) or fp8 [auto].",
+        ),
+    ] = None,
     percentile: Annotated[float, typer.Option(help="Percentile the promise holds at.")] = 95.0,
     goodput: Annotated[
         float, typer.Option(help="Share of requests meeting both budgets, percent.")
@@ -193,6 +201,7 @@ def fleet(
         preset=preset,
         model=model,
         revision=revision,
+        kv_dtype=kv_dtype,
         rate=rate,
         promise={
             "tpot_ms": tpot,
@@ -395,6 +404,8 @@ def _save(path: str, report: dict[str, Any], source: LockSource) -> None:
     }
     if w["precision"] == "fp8":
         settings["quantization"] = "fp8"
+    if str(flags.get("kv_cache_dtype") or "auto") != "auto":
+        settings["kv_cache_dtype"] = flags["kv_cache_dtype"]
     # the layout's engine fields as the line sets them (EP, DP ranks, attention groups)
     extra = {k: flags[k] for k in LAYOUT_FIELDS if flags.get(k) not in (None, False, 1)}
     if source.reserved_bytes:
