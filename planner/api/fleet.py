@@ -593,18 +593,29 @@ def serve_values(job: Job) -> dict[str, Any]:
     if job.reserved_bytes:
         extra["reserved_bytes"] = job.reserved_bytes
     extra |= layout_fields(engine, job.groups, _ep_size(job))
-    return {
-        "engine": engine,
-        "version": job.engine_version,
-        "tp": job.tp,
-        "pp": job.pp,
-        "context_tokens": job.context_tokens,
-        "mean_tokens": job.mean_tokens,
-        "quantization": "fp8" if fp8 else None,
-        "kv_cache_dtype": ("fp8" if engine == "vllm" else "fp8_e4m3") if job.kv_fp8 else "auto",
-        "dtype": "auto" if card.supports_bf16 else "half",
-        "extra": extra,
-    } | ({"offload": job.offload} if job.offload else {})
+    return (
+        {
+            "engine": engine,
+            "version": job.engine_version,
+            "tp": job.tp,
+            "pp": job.pp,
+            "context_tokens": job.context_tokens,
+            "mean_tokens": job.mean_tokens,
+            "quantization": "fp8" if fp8 else None,
+            "dtype": "auto" if card.supports_bf16 else "half",
+            "extra": extra,
+        }
+        | ({"offload": job.offload} if job.offload else {})
+        | _kv_setting(job)
+    )
+
+
+def _kv_setting(job: Job) -> dict[str, Any]:
+    """The KV cache dtype of a candidate's line where --kv-dtype fp8 asked for one (each
+    engine's e4m3 spelling); none otherwise: the engine's own default."""
+    if not job.kv_fp8:
+        return {}
+    return {"kv_cache_dtype": "fp8" if job.engine == "vllm" else "fp8_e4m3"}
 
 
 def job_instance(job: Job, as_launched: bool) -> Instance:

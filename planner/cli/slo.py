@@ -129,6 +129,7 @@ def slo(
     apply_hub_timeout(hub_timeout)
     from planner.api import slo_advice
     from planner.api.capacity import served_weight_dtype
+    from planner.api.slo import memory_flag
     from planner.errors import InputError
 
     weight_dtype = served_weight_dtype(weight_dtype)
@@ -154,7 +155,7 @@ def slo(
             ("--context", context),
             ("--weight-dtype", weight_dtype),
             ("--kv-dtype", kv_dtype),
-            ("--gpu-memory-utilization", memory_fraction),
+            (memory_flag(engine), memory_fraction),
             ("--bandwidth-efficiency", bandwidth_efficiency),
             ("--flops-efficiency", flops_efficiency),
             ("--overhead-ms", overhead_ms),

@@ -105,6 +105,7 @@ def spec(
     apply_hub_timeout(hub_timeout)
     from planner.api import parse_floats, parse_ks, spec_advice
     from planner.api.capacity import DEFAULT_MEAN_TOKENS, served_weight_dtype
+    from planner.api.slo import memory_flag
     from planner.errors import InputError
     from planner.sources.calibration import load_calibration
 
@@ -115,7 +116,7 @@ def spec(
         for flag, value in (
             ("--tp", tp),
             ("--context", context),
-            ("--gpu-memory-utilization", memory_fraction),
+            (memory_flag(engine or "vllm"), memory_fraction),
             ("--mean-len", mean_len),
             ("--max-batch", max_batch),
             ("--weight-dtype", weight_dtype),
