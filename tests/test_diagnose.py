@@ -433,3 +433,28 @@ def test_a_saved_plan_is_priced_as_it_was_planned(
     slo = cli("slo", "--tpot", "50", *line, "--batch", "1,64", "--json").json()
     for batch in (1, 64):
         assert fx.step_ms(batch) == pytest.approx(slo["step_ms_at"][str(batch)], rel=1e-9)
+
+
+def test_a_scrape_is_priced_on_the_engine_and_cache_it_reports(cli: Cli) -> None:
+    """Without a plan, the model and GPU given are planned as the scrape shows the server: an
+    SGLang server's running cap is SGLang's plan's (not vLLM's), and vLLM's memory share and
+    fp8 KV cache are taken from its cache_config_info."""
+    from planner.api.diagnose import _samples
+    from planner.core.diagnose import served_settings
+
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    sglang_cap = cli("capacity", *where, "--engine", "sglang").json()["operating_concurrency"]
+    vllm_cap = cli("capacity", *where).json()["operating_concurrency"]
+    assert sglang_cap < 0.95 * vllm_cap  # a full SGLang cap would not look full under vLLM's
+    later = bump(SGLANG, "sglang:num_running_reqs", lambda v: sglang_cap)
+    later = bump(later, "sglang:num_queue_reqs", lambda v: v + 400)
+    advice = run(cli, [SGLANG, later], *where).json()["advice"]
+    assert f"--max-running-requests {sglang_cap:,} is full" in advice["action"]
+
+    assert served_settings(_samples(LIGHT)) == {"engine": "vllm", "memory_fraction": 0.9}
+    fp8 = LIGHT.replace('cache_dtype="auto"', 'cache_dtype="fp8"')
+    assert served_settings(_samples(fp8))["kv_cache_dtype"] == "fp8"
+    unset = LIGHT.replace('gpu_memory_utilization="0.9"', 'gpu_memory_utilization="None"')
+    assert "memory_fraction" not in served_settings(_samples(unset))
+    gemma = (METRICS / "sglang-2024-11-gemma2-9b.prom").read_text()
+    assert served_settings(_samples(gemma)) == {"engine": "sglang", "context_tokens": 8192}

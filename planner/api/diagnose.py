@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from planner.errors import InputError, SourceUnavailable
+from planner.errors import InputError, PlannerError, SourceUnavailable
 
 if TYPE_CHECKING:
     from planner.core.diagnose import Effects
@@ -159,6 +159,25 @@ def effects_for(
     )
 
 
+def _served_effects(
+    preset: str | None,
+    model: str | None,
+    gpu: str | None,
+    settings: dict[str, Any],
+    served: dict[str, object],
+) -> Effects:
+    """The deployment's models without a lock file: the model and GPU given, on the engine,
+    KV cache, memory share and context the scrape reports (the flags given win); where the
+    engine model cannot plan what the server reports, on the flags alone."""
+    given = {k: v for k, v in settings.items() if v is not None}
+    try:
+        return effects_for(
+            plan_path=None, preset=preset, model=model, gpu=gpu, settings=served | given
+        )
+    except PlannerError:
+        return effects_for(plan_path=None, preset=preset, model=model, gpu=gpu, settings=settings)
+
+
 def diagnose_report(
     *,
     metrics_url: str | None,
@@ -174,7 +193,7 @@ def diagnose_report(
     settings: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything `planner diagnose` reports, as its documented JSON object."""
-    from planner.core.diagnose import Budgets, diagnose, mismatch
+    from planner.core.diagnose import Budgets, diagnose, mismatch, served_settings
     from planner.core.slo import check_budget
     from planner.sources.deployed import check_metrics_url, check_timeout
 
@@ -185,7 +204,21 @@ def diagnose_report(
         raise InputError("--percentile", "must be in (0, 100)")
     if (metrics_url is None) == (not snapshots):
         raise InputError("--metrics", "give one of --metrics URL or --snapshots A,B")
-    fx = effects_for(plan_path=plan_path, preset=preset, model=model, gpu=gpu, settings=settings)
+    served = plan_path is None and (preset is not None or model is not None)
+    if served:
+        # priced on the server the scrape shows (below): the model and GPU checked first, so a
+        # typo does not wait out the window
+        from planner.sources.models import resolve_model
+        from planner.sources.presets import find_gpu
+
+        if gpu is None:
+            raise InputError("--gpu", "required with --preset/--model")
+        resolve_model(preset, model)
+        find_gpu(gpu)
+    else:
+        fx = effects_for(
+            plan_path=plan_path, preset=preset, model=model, gpu=gpu, settings=settings
+        )
     if metrics_url is not None:
         check_metrics_url(metrics_url, "--metrics")
         check_timeout(timeout_s)
@@ -202,6 +235,8 @@ def diagnose_report(
             f"{where}: the two scrapes are not one server ({differs}); compare two scrapes "
             "of the same server",
         )
+    if served:
+        fx = _served_effects(preset, model, gpu, settings, served_settings(after))
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":
         raise InputError(flag, f"{where}: no vLLM or SGLang metrics in the scrape")

@@ -433,6 +433,40 @@ def running_config(samples: Samples) -> dict[str, str]:
     return out
 
 
+# The KV caches a vLLM scrape reports as the flag gave them (cache_config_info's cache_dtype):
+# the fp8 ones a plan takes as they are; another format (DeepSeek's rewritten MLA layouts) is
+# left to the plan's default.
+SERVED_FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def served_settings(samples: Samples) -> dict[str, object]:
+    """What a scrape says of the deployment that a plan without a lock file takes: the engine
+    (an SGLang server's pool is not vLLM's), vLLM's fp8 KV cache and memory share
+    (cache_config_info) and SGLang's context length (its context_len gauge). What a plan could
+    not take as reported is left out: the block vLLM reports (a hybrid model's is raised past
+    the flag), a share it leaves unset, another KV format."""
+    engine = detect_engine(samples)
+    if engine.startswith("sglang"):
+        out: dict[str, object] = {"engine": "sglang"}
+        context = gauge(samples, ("sglang:context_len",))
+        if context is not None and context >= 1 and context == int(context):
+            out["context_tokens"] = int(context)
+        return out
+    if not engine.startswith("vllm"):
+        return {}
+    out = {"engine": "vllm"}
+    config = running_config(samples)
+    if config.get("cache_dtype") in SERVED_FP8_KV:
+        out["kv_cache_dtype"] = config["cache_dtype"]
+    try:
+        share = float(config.get("gpu_memory_utilization", "nan"))
+    except ValueError:
+        share = math.nan
+    if 0 < share <= 1:
+        out["memory_fraction"] = share
+    return out
+
+
 def _budget_text(budget_ms: float | None, flag: str) -> str:
     """A latency check's threshold column: the budget, or the flag that would set it."""
     return f"no budget ({flag})" if budget_ms is None else f"<= {budget_ms:g} ms"
