@@ -458,3 +458,18 @@ def test_a_scrape_is_priced_on_the_engine_and_cache_it_reports(cli: Cli) -> None
     assert "memory_fraction" not in served_settings(_samples(unset))
     gemma = (METRICS / "sglang-2024-11-gemma2-9b.prom").read_text()
     assert served_settings(_samples(gemma)) == {"engine": "sglang", "context_tokens": 8192}
+
+
+def test_a_plan_for_another_engine_is_refused(cli: Cli, tmp_path: Path) -> None:
+    """A vLLM plan does not price an SGLang server (its pool, running cap and flags are
+    another engine's); the SGLang plan of the same model and GPU does."""
+    plans = {}
+    for engine in ("vllm", "sglang"):
+        plans[engine] = tmp_path / f"{engine}.yaml"
+        saved = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+                    "--save", str(plans[engine]))  # fmt: skip
+        assert saved.code == 0, saved.err
+    wrong = run(cli, [SGLANG, SGLANG], "--plan", str(plans["vllm"]), "--json")
+    assert wrong.code == 2 and wrong.json()["field"] == "--plan"
+    assert "vllm" in wrong.json()["error"] and "sglang" in wrong.json()["error"]
+    assert run(cli, [SGLANG, SGLANG], "--plan", str(plans["sglang"]), "--json").code != 2

@@ -178,6 +178,22 @@ def _served_effects(
         return effects_for(plan_path=None, preset=preset, model=model, gpu=gpu, settings=settings)
 
 
+def _check_plan_engine(plan_path: str, scraped: object, where: str) -> None:
+    """A plan for one engine does not price another's server: its pool, running cap and flags
+    are that engine's (a textbook plan names none)."""
+    from planner.plan import load
+    from planner.sources.files import PLAN_LIMIT_BYTES, read_text
+
+    lock = load(read_text(plan_path, "--plan", PLAN_LIMIT_BYTES), plan_path)
+    planned = lock.inputs.engine.name if lock.inputs.engine is not None else None
+    if planned is not None and scraped is not None and planned != scraped:
+        raise InputError(
+            "--plan",
+            f"{plan_path} plans a {planned} server; {where} is {scraped}'s (pass its own plan, "
+            "or --preset/--model and --gpu)",
+        )
+
+
 def diagnose_report(
     *,
     metrics_url: str | None,
@@ -237,6 +253,8 @@ def diagnose_report(
         )
     if served:
         fx = _served_effects(preset, model, gpu, settings, served_settings(after))
+    elif plan_path is not None:
+        _check_plan_engine(plan_path, served_settings(after).get("engine"), where)
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":
         raise InputError(flag, f"{where}: no vLLM or SGLang metrics in the scrape")
