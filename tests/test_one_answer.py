@@ -150,7 +150,8 @@ def test_printed_lines_paste_back_into_capacity_and_drift(
 
 
 # Deployments whose printed lines carry each kind of flag: a vLLM and an SGLang line, a
-# checkpoint's own quantization, attention DP, expert parallelism, pipeline stages, eager mode.
+# checkpoint's own quantization, attention DP, expert parallelism, pipeline stages, eager mode,
+# a KV cache sized in bytes, a run dtype, a hybrid model's Mamba share.
 PASTED = [
     ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm"),
     ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang"),
@@ -161,6 +162,11 @@ PASTED = [
      "--enable-expert-parallel"),
     ("--preset", "llama-3.1-70b", "--gpu", "h100", "--engine", "vllm", "--tp", "4", "--pp", "2"),
     ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--enforce-eager"),
+    ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm", "--kv-cache-memory-bytes",
+     "20000000000"),
+    ("--preset", "llama-3.1-8b", "--gpu", "l4", "--engine", "vllm", "--dtype", "half"),
+    ("--preset", "qwen3-next-80b-a3b", "--gpu", "h200", "--engine", "sglang", "--tp", "2",
+     "--mamba-full-memory-ratio", "0.8"),
 ]  # fmt: skip
 
 

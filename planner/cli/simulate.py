@@ -23,6 +23,7 @@ from planner.cli.numbers import (
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
+    ReservedGib,
     Revision,
     TrustRemoteCode,
     apply_hub_timeout,
@@ -30,6 +31,7 @@ from planner.cli.numbers import (
     engine_layout,
     gamma_cv,
     max_model_len_value,
+    reserved_bytes,
 )
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import emit_json
@@ -281,6 +283,18 @@ def simulate(
     enforce_eager: Annotated[
         bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
     ] = False,
+    kv_cache_memory_bytes: Annotated[
+        int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
+    ] = None,
+    mamba_full_memory_ratio: Annotated[
+        float | None, typer.Option(help="SGLang (hybrid Mamba / linear models) [0.9].")
+    ] = None,
+    max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang.")] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
+    ] = None,
+    reserved_gib: ReservedGib = None,
     dp_attention: Annotated[
         bool,
         typer.Option(
@@ -500,6 +514,11 @@ class SimulateFlags:
     cuda_graph_max_bs: int | None
     max_cudagraph_capture_size: int | None
     enforce_eager: bool
+    kv_cache_memory_bytes: int | None
+    mamba_full_memory_ratio: float | None
+    max_mamba_cache_size: int | None
+    dtype: str | None
+    reserved_gib: float | None
     dp_attention: bool
     weight_dtype: str | None
     kv_dtype: str | None
@@ -705,6 +724,9 @@ ENGINE_EXTRA_FLAGS = {
         "max_cudagraph_capture_size",
     ),
     "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
+    "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
+    "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
+    "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
 }
 
 
@@ -725,6 +747,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
         "max_num_batched_tokens": f.max_num_batched_tokens,
         "memory_fraction": f.memory_fraction,
         "block_size": f.block_size,
+        "dtype": f.dtype,
     }
     for name, (owner, flag, field) in ENGINE_EXTRA_FLAGS.items():
         stated = getattr(f, name)
@@ -734,6 +757,8 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
             which = "an SGLang" if owner == "sglang" else "a vLLM"
             raise InputError(flag, f"{which} flag (--engine {owner})")
         settings.setdefault("extra", {})[field] = stated
+    if f.reserved_gib:  # memory other processes hold on each GPU, as capacity charges it
+        settings.setdefault("extra", {})["reserved_bytes"] = reserved_bytes(f.reserved_gib)
     if f.context is not None:
         from planner.core.engines.vllm import MAX_MODEL_LEN_AUTO
 
@@ -875,6 +900,11 @@ DEPLOYMENT_FLAGS = {
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
     "enforce_eager": "--enforce-eager",
     "trust_remote_code": "--trust-remote-code",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+    "mamba_full_memory_ratio": "--mamba-full-memory-ratio",
+    "max_mamba_cache_size": "--max-mamba-cache-size",
+    "dtype": "--dtype",
+    "reserved_gib": "--reserved-gib",
 }
 
 
