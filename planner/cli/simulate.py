@@ -289,7 +289,9 @@ def simulate(
     mamba_full_memory_ratio: Annotated[
         float | None, typer.Option(help="SGLang (hybrid Mamba / linear models) [0.9].")
     ] = None,
-    max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang.")] = None,
+    max_mamba_cache_size: Annotated[
+        int | None, typer.Option(help="SGLang (hybrid models): the Mamba state slots.")
+    ] = None,
     dtype: Annotated[
         str | None,
         typer.Option(help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
