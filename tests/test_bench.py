@@ -1412,6 +1412,25 @@ def test_a_deployment_speculates_as_spec_prices_it(cli: Cli) -> None:
     assert refused.code == 2 and "--spec-alpha" in refused.json()["error"]
 
 
+@pytest.mark.parametrize(("engine", "method"), [("vllm", "eagle3"), ("sglang", "ngram")])
+def test_a_speculating_run_prints_the_line_it_speculates_with(
+    cli: Cli, engine: str, method: str
+) -> None:
+    """The deployment's line carries the method's flags for the run's k, as `planner spec`
+    prints them for that k; a method the engine or the model has not is refused by name."""
+    run = ("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine,
+           "--concurrency", "2", "--requests", "10", "--prompt-len", "100", "--output-len",
+           "20", "--spec-alpha", "0.7", "--spec-k", "3", "--json")  # fmt: skip
+    got = cli(*run, "--spec-method", method).json()
+    flags = cli("spec", "--alpha", "0.7", "--k", "3", "--method", method, "--json").json()
+    assert got["deployment"]["command"].endswith(" " + flags["flags"][engine])
+    assert got["speculation"]["method"] == method
+    assert cli(*run[:-1]).code == 0  # eagle3 unless named
+    for refused in ("mtp", "bogus"):  # llama has no MTP layers
+        r = cli(*run, "--spec-method", refused)
+        assert r.code == 2 and r.json()["field"] == "--spec-method"
+
+
 @pytest.mark.parametrize(
     ("version", "pp", "late"),
     [

@@ -38,6 +38,7 @@ from planner.api.bench_report import (
     per_gpu,
     run_notes,
     speculation_echo,
+    speculation_flags,
     step_constants,
 )
 from planner.core.parallel import deployment_gpus
@@ -121,6 +122,7 @@ def benchmark(
         "text_ttft": bench_client_of(engine_name, client) in TEXT_TTFT_CLIENTS,
     }
     spec = resolve_model(preset, model, deployment.revision)
+    spec_line = None if speculation is None else speculation_flags(speculation, spec, engine_name)
     attention_groups = attention_groups_of(
         engine_name,
         tp,
@@ -230,6 +232,8 @@ def benchmark(
         "sweep": None,
         "speculation": speculation_echo(speculation),
     }
+    if spec_line is not None:  # the line the run speculates with
+        result["deployment"]["command"] += " " + spec_line
     result["notes"] = run_notes(
         inst, metrics, trace.size, mean_tokens, client, scheduler_steps, result["speculation"]
     )

@@ -84,6 +84,11 @@ class Speculation(BaseModel):
     alpha: float = Field(ge=0, le=1)
     k: int = Field(default=4, ge=1, le=MAX_SPEC_K)
     draft_cost: float = Field(default=0.05, ge=0, le=MAX_DRAFT_COST)
+    method: str = Field(
+        default="eagle3",
+        description="the engines' speculation method the launch line names (planner.core."
+        "flags.SPEC_METHODS), as `planner spec` and `capacity --spec-method` take it",
+    )
 
 
 def bench_trace(

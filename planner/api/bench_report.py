@@ -74,6 +74,24 @@ def speculation_echo(speculation: Speculation | None) -> dict[str, Any] | None:
     return speculation.model_dump() | {"expected_tokens_per_step": tokens}
 
 
+def speculation_flags(speculation: Speculation, spec: ModelSpec, engine: str) -> str:
+    """The engine's speculation flags for the run's method and k, as `capacity --spec-alpha`
+    prints them (the draft model a placeholder); a method the model or the engine has not is
+    one error naming --spec-method."""
+    from planner.core.flags import SPEC_METHODS, spec_flags
+    from planner.errors import InputError
+
+    method = speculation.method
+    if method not in SPEC_METHODS:
+        raise InputError("--spec-method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
+    if method == "mtp" and spec.mtp_layers == 0:
+        raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
+    if engine == "sglang" and SPEC_METHODS[method][1] is None:
+        raise InputError("--spec-method", f"{method}: SGLang has no such speculation")
+    line: str = spec_flags(method, speculation.k, None).model_dump()[engine]
+    return line
+
+
 def run_notes(
     inst: Instance,
     metrics: dict[str, Any],

@@ -221,6 +221,13 @@ def simulate(
     draft_cost: Annotated[
         float | None, typer.Option(help="Draft cost per target forward [0.05].")
     ] = None,
+    spec_method: Annotated[
+        str | None,
+        typer.Option(
+            help="With a deployment: the speculation method its line names (as `planner spec`) "
+            "[eagle3]."
+        ),
+    ] = None,
     slo_ttft_ms: Annotated[
         float | None,
         typer.Option("--slo-ttft-ms", "--ttft", help="TTFT budget for goodput, ms [1000]."),
@@ -497,6 +504,7 @@ class SimulateFlags:
     spec_alpha: float | None
     spec_k: int | None
     draft_cost: float | None
+    spec_method: str | None
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
     a_ms: float | None
@@ -824,7 +832,7 @@ def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculat
             output_mean=f.output_mean,
             empty_share=f.empty_outputs,
         )
-        speculation = _speculation(f.spec_alpha, f.spec_k, f.draft_cost)
+        speculation = _speculation(f.spec_alpha, f.spec_k, f.draft_cost, f.spec_method)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "load"
@@ -907,6 +915,7 @@ DEPLOYMENT_FLAGS = {
     "max_mamba_cache_size": "--max-mamba-cache-size",
     "dtype": "--dtype",
     "reserved_gib": "--reserved-gib",
+    "spec_method": "--spec-method",
 }
 
 
@@ -1017,20 +1026,24 @@ DEPLOYMENT_EQUIVALENT = {
 
 
 def _speculation(
-    alpha: float | None, k: int | None, draft_cost: float | None
+    alpha: float | None, k: int | None, draft_cost: float | None, method: str | None
 ) -> "Speculation | None":
-    """--spec-alpha / --spec-k / --draft-cost for a deployment (None without --spec-alpha; the
-    other two alone are an error naming it). A value out of range raises pydantic's error,
-    which the caller names by BENCH_FLAGS."""
+    """--spec-alpha / --spec-k / --draft-cost / --spec-method for a deployment (None without
+    --spec-alpha; the others alone are an error naming it). A value out of range raises
+    pydantic's error, which the caller names by BENCH_FLAGS."""
     from planner.api.bench_load import Speculation
     from planner.errors import InputError
 
     if alpha is None:
-        for flag, value in (("--spec-k", k), ("--draft-cost", draft_cost)):
+        for flag, value in (
+            ("--spec-k", k),
+            ("--draft-cost", draft_cost),
+            ("--spec-method", method),
+        ):
             if value is not None:
                 raise InputError(flag, "sets speculative decoding: give --spec-alpha too")
         return None
-    given = {"alpha": alpha, "k": k, "draft_cost": draft_cost}
+    given = {"alpha": alpha, "k": k, "draft_cost": draft_cost, "method": method}
     return Speculation(**{key: v for key, v in given.items() if v is not None})
 
 
