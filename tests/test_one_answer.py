@@ -520,3 +520,11 @@ def test_slo_and_spec_plan_a_model_that_needs_its_pipeline_stages(cli: Cli) -> N
     # without the stages it is refused, as before
     one_group = cli("slo", "--tpot", "200", *where[:6], "--json")
     assert one_group.code != 0 and "raise --tp" in one_group.json()["error"]
+
+
+def test_the_memory_flag_named_in_refusals_is_the_lines_own() -> None:
+    from planner.api.slo import memory_flag
+    from planner.core.serve import SGLANG_FLAGS, VLLM_FLAGS
+
+    assert memory_flag("vllm") == dict(VLLM_FLAGS)["gpu_memory_utilization"]
+    assert memory_flag("sglang") == dict(SGLANG_FLAGS)["mem_fraction_static"]

@@ -45,6 +45,8 @@ def parse_target(text: str, engine: str) -> tuple[str, str | None]:
 
 def target_settings(settings: dict[str, Any], engine: str, version: str | None) -> dict[str, Any]:
     """The capacity settings for the comparison run (engine-specific flags dropped on a switch)."""
+    from planner.core.flags import kv_cache_flag
+
     out = dict(settings)
     before = out.get("engine", "vllm")
     out["engine"], out["version"] = engine, version
@@ -53,7 +55,7 @@ def target_settings(settings: dict[str, Any], engine: str, version: str | None) 
         out["extra"] = {k: v for k, v in (out.get("extra") or {}).items() if k not in drop}
         kv = str(out.get("kv_cache_dtype", "auto"))
         if kv.startswith("fp8"):
-            out["kv_cache_dtype"] = "fp8" if engine == "vllm" else "fp8_e4m3"
+            out["kv_cache_dtype"] = kv_cache_flag(engine, "fp8")
         # the memory fraction means a different thing in each engine: each takes its own default
         out.pop("memory_fraction", None)
     return {k: v for k, v in out.items() if v is not None}

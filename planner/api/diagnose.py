@@ -9,6 +9,7 @@ from planner.errors import InputError, PlannerError, SourceUnavailable
 
 if TYPE_CHECKING:
     from planner.core.diagnose import Effects
+    from planner.core.specs import ModelSpec
 
 # Samples by metric name: [(labels, value)] (planner.sources.deployed.parse_prometheus).
 Samples = dict[str, list[tuple[dict[str, str], float]]]
@@ -65,8 +66,11 @@ def effects_for(
     model: str | None,
     gpu: str | None,
     settings: dict[str, Any],
+    spec: ModelSpec | None = None,
 ) -> Effects:
-    """The deployment's models (step time, KV capacity) from a plan or a model and GPU."""
+    """The deployment's models (step time, KV capacity) from a plan or a model and GPU
+    (`spec`: the model already resolved from those names), and the engine they are priced on
+    (None for a textbook plan, which names none)."""
     from planner.api.capacity import serve_report
     from planner.api.latency import step_model_from_curve
     from planner.core import slo
@@ -76,7 +80,8 @@ def effects_for(
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
-    tpot_ms = gpu_memory_gib = profile = None
+    tpot_ms = gpu_memory_gib = profile = revision = None
+    textbook = False  # a textbook plan names no engine
     if plan_path is not None:
         from planner.api.drift import lock_serve_settings, model_relative_to
         from planner.plan import load
@@ -86,6 +91,7 @@ def effects_for(
         i = lock.inputs
         preset, gpu, gpu_memory_gib = i.preset, i.gpu, i.gpu_memory_gib
         model = model_relative_to(i.model, plan_path)  # as `drift` reads a saved plan's
+        revision = i.requested_revision  # the Hub revision asked for, as `drift` rereads it
         given = {k: v for k, v in settings.items() if v is not None}
         if i.ledger == "engine":
             # the line as planned: engine, release, precision, layout, its TPOT cap and
@@ -98,6 +104,7 @@ def effects_for(
 
                 profile = load_calibration(calibration)
         else:  # a textbook plan's settings are not an engine's: its size and lengths
+            textbook = True
             stored = dict(i.settings)
             settings = {
                 "tp": stored.get("tp", 1),
@@ -109,12 +116,13 @@ def effects_for(
             raise InputError("--gpu", "required with --preset/--model")
         return Effects()
     values = {k: v for k, v in settings.items() if v is not None}
-    spec = resolve_model(preset, model)
+    if spec is None:
+        spec = resolve_model(preset, model, revision)
     plan, _payload = serve_report(
         gpu=gpu,
         preset=preset,
         model=model,
-        revision=None,
+        revision=revision,
         gpu_memory_gib=gpu_memory_gib,
         settings=values,
         tpot_ms=tpot_ms,
@@ -133,7 +141,7 @@ def effects_for(
             gpu=gpu,
             preset=preset,
             model=model,
-            revision=None,
+            revision=revision,
             gpu_memory_gib=gpu_memory_gib,
             settings=values | {"mean_tokens": mean},
             spec=spec,
@@ -156,41 +164,37 @@ def effects_for(
         kv_sequences_at=kv_sequences_at,
         max_model_len=int(_payload["settings"]["context_tokens"]),
         max_num_seqs=plan.max_num_seqs or None,
+        engine=None if textbook else plan.engine,
     )
 
 
 def _served_effects(
+    spec: ModelSpec,
     preset: str | None,
     model: str | None,
-    gpu: str | None,
+    gpu: str,
     settings: dict[str, Any],
     served: dict[str, object],
 ) -> Effects:
-    """The deployment's models without a lock file: the model and GPU given, on the engine,
-    KV cache, memory share and context the scrape reports (the flags given win); where the
-    engine model cannot plan what the server reports, on the flags alone."""
+    """The deployment's models without a lock file: the model (resolved once) and GPU given,
+    on the engine, KV cache, memory share and context the scrape reports (the flags given
+    win); where the engine model cannot plan what the server reports, on the flags alone."""
     given = {k: v for k, v in settings.items() if v is not None}
+    named = {"preset": preset, "model": model, "gpu": gpu}
     try:
-        return effects_for(
-            plan_path=None, preset=preset, model=model, gpu=gpu, settings=served | given
-        )
+        return effects_for(plan_path=None, **named, settings=served | given, spec=spec)
     except PlannerError:
-        return effects_for(plan_path=None, preset=preset, model=model, gpu=gpu, settings=settings)
+        return effects_for(plan_path=None, **named, settings=settings, spec=spec)
 
 
-def _check_plan_engine(plan_path: str, scraped: object, where: str) -> None:
+def _check_plan_engine(fx: Effects, plan_path: str, scraped: object, where: str) -> None:
     """A plan for one engine does not price another's server: its pool, running cap and flags
     are that engine's (a textbook plan names none)."""
-    from planner.plan import load
-    from planner.sources.files import PLAN_LIMIT_BYTES, read_text
-
-    lock = load(read_text(plan_path, "--plan", PLAN_LIMIT_BYTES), plan_path)
-    planned = lock.inputs.engine.name if lock.inputs.engine is not None else None
-    if planned is not None and scraped is not None and planned != scraped:
+    if fx.engine is not None and scraped is not None and fx.engine != scraped:
         raise InputError(
             "--plan",
-            f"{plan_path} plans a {planned} server; {where} is {scraped}'s (pass its own plan, "
-            "or --preset/--model and --gpu)",
+            f"{plan_path} plans a {fx.engine} server; {where} is {scraped}'s (pass its own "
+            "plan, or --preset/--model and --gpu)",
         )
 
 
@@ -229,7 +233,7 @@ def diagnose_report(
 
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
-        resolve_model(preset, model)
+        spec = resolve_model(preset, model)
         find_gpu(gpu)
     else:
         fx = effects_for(
@@ -252,9 +256,10 @@ def diagnose_report(
             "of the same server",
         )
     if served:
-        fx = _served_effects(preset, model, gpu, settings, served_settings(after))
+        assert gpu is not None
+        fx = _served_effects(spec, preset, model, gpu, settings, served_settings(after))
     elif plan_path is not None:
-        _check_plan_engine(plan_path, served_settings(after).get("engine"), where)
+        _check_plan_engine(fx, plan_path, served_settings(after).get("engine"), where)
     result = diagnose(before, after, interval, Budgets(**budgets), fx)
     if result.engine == "unknown":
         raise InputError(flag, f"{where}: no vLLM or SGLang metrics in the scrape")

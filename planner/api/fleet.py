@@ -613,9 +613,9 @@ def serve_values(job: Job) -> dict[str, Any]:
 def _kv_setting(job: Job) -> dict[str, Any]:
     """The KV cache dtype of a candidate's line where --kv-dtype fp8 asked for one (each
     engine's e4m3 spelling); none otherwise: the engine's own default."""
-    if not job.kv_fp8:
-        return {}
-    return {"kv_cache_dtype": "fp8" if job.engine == "vllm" else "fp8_e4m3"}
+    from planner.core.flags import kv_cache_flag
+
+    return {"kv_cache_dtype": kv_cache_flag(job.engine, "fp8")} if job.kv_fp8 else {}
 
 
 def job_instance(job: Job, as_launched: bool) -> Instance:

@@ -178,20 +178,24 @@ def engine_memory_cap(
 
 
 def memory_flag(engine: str) -> str:
-    """The engine's own name for the memory share the serve plan's memory_fraction sets."""
+    """The engine's own flag for the memory share the serve plan's memory_fraction sets, as
+    its launch line spells it (core/serve.py's VLLM_FLAGS / SGLANG_FLAGS: not imported here,
+    so that a refusal on the CLI's start-up path does not load the serve plan)."""
     return "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
 
 
 def serve_values(settings: dict[str, Any], engine: str, version: str | None) -> dict[str, Any]:
     """The serve plan's settings for slo's: the engine's names for the KV dtype, its release."""
+    from planner.core.flags import kv_cache_flag
+
     keys = ("tp", "pp", "context_tokens", "mean_tokens", "memory_fraction")
     values = {k: v for k, v in settings.items() if k in keys and v is not None}
     values["engine"] = engine if engine in ("vllm", "sglang") else "vllm"
     if version is not None and engine in ("vllm", "sglang"):
         values["version"] = version
     kv = str(settings.get("kv_dtype") or "auto").lower()
-    fp8_name = "fp8" if values["engine"] == "vllm" else "fp8_e4m3"
-    values["kv_cache_dtype"] = fp8_name if kv.startswith("fp8") else "auto"
+    kv = "fp8" if kv.startswith("fp8") else kv  # any fp8 spelling: the fp8 cache, as before
+    values["kv_cache_dtype"] = kv_cache_flag(values["engine"], kv)
     if settings.get("weight_dtype") is not None:
         values["weight_dtype"] = settings["weight_dtype"]
     return values

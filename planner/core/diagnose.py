@@ -234,6 +234,7 @@ class Effects:
     kv_sequences_at: Callable[[int], int] | None = None  # sequences the KV holds at a length
     max_model_len: int | None = None
     max_num_seqs: int | None = None
+    engine: str | None = None  # the engine the models are that engine's (None: a textbook plan)
 
 
 def diagnose(

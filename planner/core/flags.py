@@ -25,6 +25,13 @@ SGLANG_KV_DTYPE = {
 }
 
 
+def kv_cache_flag(engine: str, kv_dtype: str) -> str:
+    """Our KV dtype as `engine`'s --kv-cache-dtype value (VLLM_KV_DTYPE, SGLANG_KV_DTYPE; a
+    dtype neither names is the engine's auto)."""
+    table = SGLANG_KV_DTYPE if engine == "sglang" else VLLM_KV_DTYPE
+    return table.get(kv_dtype, "auto")
+
+
 class EngineFlags(BaseModel):
     """One paste-able command line per engine."""
 
