@@ -204,11 +204,11 @@ def test_a_revision_without_a_hub_model_is_refused_by_name(
     local = str(MODELS / "Qwen--Qwen2.5-7B-Instruct")
     for model in (("--preset", "llama-3.1-8b"), ("--model", local)):
         r = cli(*command, *model, "--gpu", "h100", "--revision", "v0")
-        assert r.code == 2 and "--revision" in r.err, (command, model, r.err)
+        assert r.code == 2 and "--revision: pins a Hub --model" in r.err, (command, model, r.err)
         assert r.err.count("\n") == 1
     if command[0] in ("slo", "spec"):  # these also run with no model at all
         r = cli(*command, "--revision", "v0")
-        assert r.code == 2 and "--revision" in r.err
+        assert r.code == 2 and "--revision: pins a Hub --model" in r.err
 
 
 def test_offline_uses_the_cache_and_fails_cleanly_without_it(hub: FakeHub, tmp_path: Path) -> None:
