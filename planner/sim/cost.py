@@ -18,7 +18,6 @@ from planner.sim.config import MAX_COST_MS
 
 if TYPE_CHECKING:
     from planner.core.step import StepTime
-    from planner.core.step.model import TokenParts
 
 
 class CostModel(BaseModel):
@@ -58,11 +57,13 @@ class CurveCost:
         spec_k: int = 0,
         spec_draft_cost: float = 0.0,
     ) -> None:
+        from planner.core.step.model import PartsCache
+
         self.curve = curve
         if source is not None:
             self.source = source
         self._kv_bytes: dict[int, int] = {}  # KV bytes one sequence reads, by its context
-        self._parts: dict[tuple[int, int, int | None, int | None], TokenParts] = {}
+        self._parts = PartsCache()  # step terms by token counts
         # speculative decoding: each decode step verifies `spec_k` drafts per sequence, after
         # `spec_k` draft forwards of `spec_draft_cost` x a plain step each
         self.spec_k, self.spec_draft_cost = spec_k, spec_draft_cost

@@ -3,6 +3,7 @@ forward pass summed as the GPU runs them (docs/method.md §3)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -89,6 +90,20 @@ class TokenParts(NamedTuple):
     all_to_all_ms: float = 0.0
     allreduce_ms: float = 0.0
     logits_ms: float = 0.0
+
+
+@dataclass
+class PartsCache:
+    """A simulation's cache of step terms (StepTime.mixed_ms): whole steps' token terms by
+    (decode sequences, prompt tokens, sampled, others), and beneath them the terms of a step's
+    token count (by tokens, others, decode-only) and of its sampled positions, which steps
+    of other mixes share (a full token budget is met with any split of decode and prompt)."""
+
+    steps: dict[tuple[int, int, int | None, int | None], TokenParts] = field(default_factory=dict)
+    tokens: dict[tuple[int, int | None, bool], tuple[float, float, float, float, float]] = field(
+        default_factory=dict
+    )
+    sampled: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 class StepTime(BaseModel):
@@ -359,6 +374,26 @@ class StepTime(BaseModel):
         compute-bound; one max over their sums would hide the one behind the other. Under
         data-parallel attention each GPU's experts multiply its share of the gathered tokens
         (`others`: the other groups' in all, None: as many as this group's each)."""
+        body_ms, experts_ms = self.body_parts(tokens, others)
+        return body_ms, experts_ms, self.head_ms(tokens if sampled is None else sampled)
+
+    def head_ms(self, head_tokens: int) -> float:
+        """The lm_head over `head_tokens` positions, ms (it stays in 16 bits in quantized
+        checkpoints, inside the dense weights)."""
+        if head_tokens <= 0:
+            return 0.0
+        plain_rate, _ = self._gemm_rates()
+        head_bytes = min(
+            self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes
+        )
+        return gemm.overlapped_ms(
+            gemm.read_ms(head_bytes, self._bandwidth()) * self.memory_scale,
+            gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
+        ) * self.mid_m_slowdown("bf16", head_tokens)
+
+    def body_parts(self, tokens: int, others: int | None = None) -> tuple[float, float]:
+        """The dense body (the lm_head's weights left out) and the routed experts of one
+        forward pass over `tokens` tokens, ms (see `linear_parts`)."""
         bandwidth = self._bandwidth()
         plain_rate, quantized_rate = self._gemm_rates()
         body, plain = self._linear_params()
@@ -366,17 +401,9 @@ class StepTime(BaseModel):
         # the layers that meet every group's tokens multiply this GPU's share of them
         share = self.gathered(tokens, others) / self.attention_dp
         gathered = min(self.gathered_params_per_gpu, body - plain - experts)
-        head_tokens = tokens if sampled is None else sampled
-        # the lm_head stays in 16 bits in quantized checkpoints (inside the dense weights)
         head_bytes = min(
             self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes
         )
-        head_ms = 0.0
-        if head_tokens > 0:
-            head_ms = gemm.overlapped_ms(
-                gemm.read_ms(head_bytes, bandwidth) * self.memory_scale,
-                gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
-            ) * self.mid_m_slowdown("bf16", head_tokens)
         body_ms = gemm.overlapped_ms(
             gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
             gemm.compute_ms(plain, tokens, plain_rate)
@@ -393,7 +420,7 @@ class StepTime(BaseModel):
                 * self.memory_scale,
                 gemm.compute_ms(experts, share, quantized_rate * self.moe_gemm_scale),
             )
-        return body_ms, experts_ms, head_ms
+        return body_ms, experts_ms
 
     def mid_m_slowdown(self, kind: str, tokens: int) -> float:
         """The family's factor on a dense GEMM of `kind` over `tokens` tokens (1 where it
@@ -599,8 +626,11 @@ class StepTime(BaseModel):
         prefill_tokens: int,
         sampled: int | None = None,
         others: int | None = None,
+        cache: PartsCache | None = None,
     ) -> TokenParts:
-        """The terms of a step that depend on its token counts alone (see `mixed_ms`)."""
+        """The terms of a step that depend on its token counts alone (see `mixed_ms`);
+        `cache`: a caller's PartsCache (the terms of the step's tokens and of its sampled
+        positions, met again by steps of other mixes)."""
         streamed_ms = self.streamed_ms(decode_seqs)
         sampled = decode_seqs if sampled is None else sampled
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
@@ -611,17 +641,43 @@ class StepTime(BaseModel):
         tokens = decode_seqs + prefill_tokens
         if tokens <= 0:
             return TokenParts(tokens=0)
-        body_ms, experts_ms, head_ms = self.linear_parts(tokens, sampled, others)
-        moe_ms = self.moe_fixed_ms(tokens, others, experts_ms)
+        key = (tokens, others, prefill_tokens == 0)
+        by_tokens = cache.tokens.get(key) if cache is not None else None
+        if by_tokens is None:
+            by_tokens = self._token_terms(tokens, others, prefill_tokens == 0)
+            if cache is not None:
+                cache.tokens[key] = by_tokens
+        by_sampled = cache.sampled.get(sampled) if cache is not None else None
+        if by_sampled is None:
+            by_sampled = (self.head_ms(sampled), self.logits_ms(sampled))
+            if cache is not None:
+                cache.sampled[sampled] = by_sampled
+        body_ms, experts_ms, fixed_ms, all_to_all_ms, allreduce_ms = by_tokens
+        head_ms, logits_ms = by_sampled
         return TokenParts(
             tokens=tokens,
             streamed_ms=streamed_ms,
             own_ms=self.step_overhead_ms(decode_seqs),
             linear_ms=body_ms + experts_ms + head_ms,
-            fixed_ms=self.layers * self.kernel_ms_per_layer + moe_ms,
-            all_to_all_ms=self.all_to_all_ms(tokens, decode=prefill_tokens == 0),
-            allreduce_ms=self.allreduce_ms(tokens, others),
-            logits_ms=self.logits_ms(sampled),
+            fixed_ms=fixed_ms,
+            all_to_all_ms=all_to_all_ms,
+            allreduce_ms=allreduce_ms,
+            logits_ms=logits_ms,
+        )
+
+    def _token_terms(
+        self, tokens: int, others: int | None, decode: bool
+    ) -> tuple[float, float, float, float, float]:
+        """The terms fixed by a micro-batch's token count: the dense body, the routed experts,
+        the fixed kernels (MoE routing included), the all-to-all and the all-reduces, ms."""
+        body_ms, experts_ms = self.body_parts(tokens, others)
+        moe_ms = self.moe_fixed_ms(tokens, others, experts_ms)
+        return (
+            body_ms,
+            experts_ms,
+            self.layers * self.kernel_ms_per_layer + moe_ms,
+            self.all_to_all_ms(tokens, decode=decode),
+            self.allreduce_ms(tokens, others),
         )
 
     def mixed_ms(
@@ -631,7 +687,7 @@ class StepTime(BaseModel):
         prefill_tokens: int,
         prefill_pairs: float,
         sampled: int | None = None,
-        parts: dict[tuple[int, int, int | None, int | None], TokenParts] | None = None,
+        parts: PartsCache | None = None,
         others: int | None = None,
     ) -> float:
         """One engine step: `decode_seqs` decode tokens reading `decode_kv_bytes` of KV, plus
@@ -640,15 +696,15 @@ class StepTime(BaseModel):
         or compute-bound); attention is its own kernel and adds; then kernels, all-reduce and
         the engine's overhead. `sampled`: the positions the lm_head scores (default: one per
         decoding sequence; speculative verification scores every drafted one too). `parts`:
-        a caller's cache of `token_parts` by token counts (a simulation meets the same counts
-        many times). `others`: under data-parallel attention, the tokens the other groups
+        a caller's PartsCache of `token_parts` by token counts (a simulation meets the same
+        counts many times). `others`: under data-parallel attention, the tokens the other groups
         bring to the MoE layers in this step (None: as many as this group's each)."""
         key = (decode_seqs, prefill_tokens, sampled, others)
-        got = parts.get(key) if parts is not None else None
+        got = parts.steps.get(key) if parts is not None else None
         if got is None:
-            got = self.token_parts(decode_seqs, prefill_tokens, sampled, others)
+            got = self.token_parts(decode_seqs, prefill_tokens, sampled, others, parts)
             if parts is not None:
-                parts[key] = got
+                parts.steps[key] = got
         if got.tokens <= 0:
             return 0.0
         prefill_ms = self.prefill_attention_ms(prefill_pairs, prefill_tokens)
