@@ -40,9 +40,10 @@ def report(rate: float = 20.0, gpus: tuple[str, ...] = ("h100", "l40s"), **kw: A
 
 
 def test_every_winner_keeps_the_promise_on_its_own() -> None:
+    """The winner's line, planned and timed as `planner simulate` runs it (the step-time model
+    step by step, not a cost linearised at the mean context), keeps the promise at its share
+    of the rate, with the very figures the fleet prints for it."""
     from planner.api.bench_instance import plan_instance
-    from planner.api.latency import sim_cost_from, step_model_from_curve
-    from planner.sim.cost import CostModel
     from planner.sim.workload import Workload
     from planner.sources.models import resolve_model
 
@@ -53,7 +54,7 @@ def test_every_winner_keeps_the_promise_on_its_own() -> None:
         assert w is not None
         flags = w["flags"]
         mean = _mean_context(data)
-        # the winner's line as `planner simulate` runs it, at the fleet's linearised step costs
+        # the winner's line as `planner simulate` runs it
         inst = plan_instance(
             gpu=w["gpu"],
             preset="llama-3.1-8b",
@@ -71,11 +72,27 @@ def test_every_winner_keeps_the_promise_on_its_own() -> None:
             calibration=None,
             seed=0,
         )
-        cost = CostModel(**sim_cost_from(step_model_from_curve(inst.curve, mean)))
         cfg = inst.cfg.model_copy(update={"max_batch": w["max_num_seqs"]})
         workload = Workload.model_validate(data["workload"] | {"rate_per_s": rate})
-        held = trial(workload, rate / w["replicas"], cost, cfg, Promise(**PROMISE))
+        held = trial(workload, rate / w["replicas"], inst.cost, cfg, Promise(**PROMISE))
         assert held.ok and held.goodput >= 0.99
+        assert w["ttft_ms_at_load"] == pytest.approx(held.ttft_ms)
+        assert w["tpot_ms_at_load"] == pytest.approx(held.tpot_ms)
+
+
+def test_a_layout_that_keeps_the_promise_only_nearly_idle_is_not_ranked() -> None:
+    """A 70B on eight L40S keeps a 1 s TTFT for 99% of the reference workload's requests only
+    far below 5% of what it can serve (its longest prompts' prefill nears the budget on an idle
+    replica): it is not ranked, and says what missed, rather than asking for dozens of idle
+    replicas. Under a looser TTFT the same layout is ranked."""
+    pinned: dict[str, Any] = {"preset": "llama-3.1-70b", "tps": [8], "precisions": ["fp8"]}
+    (tight,) = report(20.0, ("l40s",), **pinned)["candidates"]
+    assert not tight["fits"]
+    reason = tight["reason"]
+    assert reason.startswith("no rate from 5% of what one replica can serve"), reason
+    assert "of requests miss a budget (the promise allows 1.0%)" in reason
+    (loose,) = report(20.0, ("l40s",), **pinned, promise={"ttft_ms": 5000.0})["candidates"]
+    assert loose["fits"] and loose["replicas"] < 20
 
 
 def _mean_context(data: dict[str, Any]) -> int:
@@ -341,7 +358,7 @@ def test_burstier_arrivals_never_raise_the_rate_and_cost_it_no_more_than_kingman
 
 
 def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_reason() -> None:
-    data = report(20.0, ("mi300x", "h100"), preset="llama-3.1-70b", prices=PRICES)
+    data = report(40.0, ("mi300x", "h100"), preset="llama-3.1-70b", prices=PRICES)
     ranked = [c for c in data["candidates"] if c["ranked"]]
     assert ranked and data["winner"] is ranked[0] and data["winner"]["replicas"] <= 4
     for c in ranked:
@@ -350,7 +367,7 @@ def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_rea
             if same and o["tp"] > c["tp"]:
                 assert o["dollars_per_hour"] >= c["dollars_per_hour"]
     left_out = [c for c in data["candidates"] if c["fits"] and not c["ranked"]]
-    assert left_out  # the 70B case has narrower layouts that cost more (H100 TP 2 bf16)
+    assert left_out  # the 70B case has narrower layouts that cost more (MI300X TP 2 fp8)
     for c in left_out:
         wider = next(
             o for o in ranked if f"{o['gpu']} TP {o['tp']} {o['precision']}" == c["dominated_by"]
@@ -725,9 +742,10 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
 def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
     """At a loose TPOT a replica runs hundreds of sequences: a candidate whose planned load
     went past the 512 vLLM captures CUDA graphs for carries the note `simulate` prints, and
-    only such a candidate."""
-    args = ("--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "500", "--tpot", "300")
-    args += ("--ttft", "10000", "--prompt-len", "50", "--output-len", "400")
+    only such a candidate. (A 70B on MI300X, each replica at what it sustains: an 8B's tokens
+    stream faster than one API server sends them before its batch gets that large.)"""
+    args = ("--preset", "llama-3.1-70b", "--gpus", "mi300x", "--rate", "100", "--tpot", "300")
+    args += ("--ttft", "10000", "--prompt-len", "50", "--output-len", "1500", "--headroom", "1")
     r = cli("fleet", *args)
     report = cli("fleet", *args, "--json").json()
     fitting = [c for c in report["candidates"] if c.get("fits")]
@@ -737,7 +755,7 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
         assert all("past the 512" in n for n in c["notes"])
     assert bool(report["winner"]["notes"]) == ("note: up to" in r.out)
     # a layout whose load runs past the graphs: the table prints the winner's note
-    only = " ".join(cli("fleet", *args, "--tp", "2", "--precision", "bf16").out.split())
+    only = " ".join(cli("fleet", *args, "--tp", "8", "--precision", "bf16").out.split())
     assert "note: up to" in only and "past the 512 the engine captures CUDA graphs" in only
 
 

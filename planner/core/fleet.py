@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.sim.config import SimConfig
-from planner.sim.cost import CostModel
+from planner.sim.cost import CostModel, CurveCost
 from planner.sim.engine import RunState, execute
 from planner.sim.workload import Trace, Workload, generate
 
@@ -53,6 +53,11 @@ CONFIDENCE_Z = 1.645
 # (Pollaczek-Khinchine), so near 1 a finite trial cannot tell a stable replica from an
 # overloaded one whose queue has not shown yet; 0.95 keeps the wait within ~19x a step's spread.
 STABLE_UTILISATION = 0.95
+# The lowest utilisation a rate search tries: a layout that keeps the promise only below 5% of
+# what a replica can serve (its longest prompts' prefill, or one step, nearly fills a budget on
+# an idle replica) would be a fleet of GPUs idle 95% of the time, the plan of a wider layout or
+# a looser promise; it is not ranked, and its reason says what missed.
+MIN_UTILISATION = 0.05
 
 
 class Promise(BaseModel):
@@ -78,6 +83,7 @@ class Trial(BaseModel):
     goodput: float
     slow_tpot_share: float = Field(description="share of requests over the TPOT budget")
     peak_running: int = Field(default=0, ge=0, description="most sequences running at once")
+    requests: int = Field(default=0, ge=0, description="requests simulated per seed")
 
 
 def _rank(n: int, percentile: float) -> int:
@@ -105,17 +111,19 @@ def _mean_output(workload: Workload) -> float:
 def trial(
     workload: Workload,
     rate: float,
-    cost: CostModel | None,
+    cost: CostModel | CurveCost | None,
     cfg: SimConfig,
     promise: Promise,
     runner: Callable[[Trace], RunState] | None = None,
+    min_requests: int = 0,
 ) -> Trial:
     """Simulate one replica at `rate` and judge the promise: TTFT and TPOT at the percentile's
     upper confidence bound, and the share of requests meeting both, pooled over seeds, over a
     horizon that grows with the burstiness of the arrivals, ramp and drain excluded. A trial
     stops at the seed after which the requests already over a budget fail it whatever the rest
     do. `runner` simulates a trace another way (a disaggregated unit); `cfg.max_batch` then
-    only sizes the trial."""
+    only sizes the trial. `min_requests`: simulate at least these per seed (a lower rate
+    judged on as many requests as a higher one was: its bound no looser)."""
     burst = min(MAX_BURST_FACTOR, max(1.0, workload.cv**2)) if workload.arrival == "gamma" else 1.0
     # The steady state's batch: the requests in flight, at most the running cap, and at most
     # what Little's law allows a replica keeping the promise (rate x (TTFT + mean output x
@@ -127,7 +135,7 @@ def trial(
     # state) and its share of the horizon
     horizon = min(max(rate * TRIAL_SECONDS, MIN_TRIAL_REQUESTS), MAX_TRIAL_REQUESTS) * burst
     seeds = TRIAL_SEEDS_BURSTY if burst > 1.0 else TRIAL_SEEDS
-    requests = max(1, math.ceil(horizon / seeds), TRIAL_BATCHES * batch)
+    requests = max(1, math.ceil(horizon / seeds), TRIAL_BATCHES * batch, min_requests)
     # the ramp from an empty replica and the drain after the last arrival are not its steady
     # state: a batch's worth of requests at each end (at most a quarter each) is not judged
     edge = min(batch, requests // 4)
@@ -182,6 +190,21 @@ def trial(
         goodput=goodput,
         slow_tpot_share=slow / ttft_all.size,
         peak_running=peak_running,
+        requests=requests,
+    )
+
+
+def missed_by(t: Trial, promise: Promise) -> str:
+    """What a failed trial missed, in words: the TTFT or TPOT bound, or the share of requests
+    meeting both."""
+    pct = f"p{promise.percentile:g}"
+    if t.ttft_ms > promise.ttft_ms:
+        return f"{pct} TTFT is {t.ttft_ms:,.0f} ms (promised {promise.ttft_ms:g})"
+    if t.tpot_ms > promise.tpot_ms:
+        return f"{pct} TPOT is {t.tpot_ms:.1f} ms (promised {promise.tpot_ms:g})"
+    return (
+        f"{1 - t.goodput:.1%} of requests miss a budget "
+        f"(the promise allows {1 - promise.goodput:.1%})"
     )
 
 
