@@ -12,7 +12,7 @@ import pytest
 import yaml
 from helpers import Result, bench
 
-from planner.api.fleet import fleet_report
+from planner.api.fleet import fleet_report, layout_name
 from planner.api.simulate import load_workload
 from planner.core.fleet import SEARCH_PRECISION, Promise, cost_per_million, trial
 
@@ -86,13 +86,29 @@ def test_a_layout_that_keeps_the_promise_only_nearly_idle_is_not_ranked() -> Non
     replica): it is not ranked, and says what missed, rather than asking for dozens of idle
     replicas. Under a looser TTFT the same layout is ranked."""
     pinned: dict[str, Any] = {"preset": "llama-3.1-70b", "tps": [8], "precisions": ["fp8"]}
-    (tight,) = report(20.0, ("l40s",), **pinned)["candidates"]
+    (tight,) = [c for c in report(20.0, ("l40s",), **pinned)["candidates"] if c["pp"] == 1]
     assert not tight["fits"]
     reason = tight["reason"]
     assert reason.startswith("no rate from 5% of what one replica can serve"), reason
     assert "of requests miss a budget (the promise allows 1.0%)" in reason
-    (loose,) = report(20.0, ("l40s",), **pinned, promise={"ttft_ms": 5000.0})["candidates"]
-    assert loose["fits"] and loose["replicas"] < 20
+    loose = report(20.0, ("l40s",), **pinned, promise={"ttft_ms": 5000.0})["candidates"]
+    assert next(c for c in loose if c["pp"] == 1)["fits"]
+
+
+def test_a_widest_layout_that_takes_several_replicas_is_also_tried_across_nodes() -> None:
+    """Llama-3.1-405B in fp8 on H100s: one node at TP 8 keeps little KV room beside the weights
+    and takes two replicas at 10 req/s, so TP 8 x PP 2 and x PP 4 are searched beside it; two
+    nodes as one replica (the weights held once) sustain more than two one-node replicas. A
+    pinned --tp is searched as pinned."""
+    asked: dict[str, Any] = {"preset": "llama-3.1-405b", "precisions": ["fp8"]}
+    asked["promise"] = {"tpot_ms": 80.0, "ttft_ms": 3000.0}
+    data = report(10.0, ("h100",), **asked)
+    by = {(c["tp"], c["pp"]): c for c in data["candidates"] if c.get("starts")}
+    assert by[(8, 1)]["replicas"] > 1 and {(8, 2), (8, 4)} <= set(by)
+    one_node = by[(8, 1)]["sustainable_rate_per_replica"]
+    assert by[(8, 2)]["fits"] and by[(8, 2)]["sustainable_rate_per_replica"] > 2 * one_node
+    pinned = report(10.0, ("h100",), **asked, tps=[8])["candidates"]
+    assert all(c["pp"] == 1 for c in pinned)
 
 
 def _mean_context(data: dict[str, Any]) -> int:
@@ -369,11 +385,11 @@ def test_a_narrower_tp_that_costs_more_than_a_wider_one_is_left_out_with_the_rea
     left_out = [c for c in data["candidates"] if c["fits"] and not c["ranked"]]
     assert left_out  # the 70B case has narrower layouts that cost more (MI300X TP 2 fp8)
     for c in left_out:
-        wider = next(
-            o for o in ranked if f"{o['gpu']} TP {o['tp']} {o['precision']}" == c["dominated_by"]
-        )
-        assert wider["tp"] > c["tp"] and wider["dollars_per_hour"] < c["dollars_per_hour"]
-        assert c["reason"].startswith(f"TP {wider['tp']} of the same GPU")
+        wider = next(o for o in ranked if layout_name(o) == c["dominated_by"])
+        assert wider["tp"] * wider["pp"] > c["tp"] * c["pp"]
+        assert wider["dollars_per_hour"] < c["dollars_per_hour"]
+        width = f"TP {wider['tp']}" + (f" x PP {wider['pp']}" if wider["pp"] > 1 else "")
+        assert c["reason"].startswith(f"{width} of the same GPU")
     # a TP whose single-sequence step sits within the model's error of the TPOT (MI300X TP 1:
     # 45 ms of 50) is not ranked, whether it is refused for that or for the prefill it adds
     tiny = next(c for c in data["candidates"] if c["gpu"] == "mi300x" and c["tp"] == 1)

@@ -297,16 +297,14 @@ def fleet_report(
     if not jobs:
         raise InputError("--precision", "no candidate GPU runs the precisions asked for")
     candidates = _run_jobs(jobs, workers, progress, _candidate)
-    # a model no TP of one node starts: pipeline stages across nodes, TP within each
+    # pipeline stages across nodes, TP within each: where no layout of one node starts, and
+    # (TP not pinned) where the widest one takes more than one replica or cannot keep the
+    # promise (its KV pool beside the weights may be what binds; two nodes hold the weights
+    # once, and the ranking, not the search, decides)
     stretched = [
         replace(job, tp=max(layouts), pp=pp)
         for job in jobs
-        if job.tp == max(layouts)
-        and not job.ep
-        and not any(
-            c.get("starts") and (c["gpu"], c["precision"]) == (job.card.id, job.precision)
-            for c in candidates
-        )
+        if job.tp == max(layouts) and not job.ep and _widened(candidates, job, tps is None)
         for pp in PP_STAGES
     ]
     candidates += _run_jobs(stretched, workers, progress, _candidate)
@@ -616,6 +614,19 @@ def _kv_setting(job: Job) -> dict[str, Any]:
     from planner.core.flags import kv_cache_flag
 
     return {"kv_cache_dtype": kv_cache_flag(job.engine, "fp8")} if job.kv_fp8 else {}
+
+
+def _widened(candidates: list[dict[str, Any]], job: Job, cramped: bool) -> bool:
+    """Whether a GPU and precision's widest one-node layout (`job`) is also tried across nodes:
+    none of its one-node layouts starts, or (`cramped`: asked) the widest one, without expert
+    parallelism, starts but needs more than one replica or keeps the promise at no rate."""
+    own = [c for c in candidates if (c["gpu"], c["precision"]) == (job.card.id, job.precision)]
+    if not any(c.get("starts") for c in own):
+        return True
+    if not cramped:
+        return False
+    widest = [c for c in own if c["tp"] == job.tp and c.get("ep", 1) == 1 and c.get("dp", 1) == 1]
+    return any(c.get("starts") and (not c.get("fits") or c["replicas"] > 1) for c in widest)
 
 
 def job_instance(job: Job, as_launched: bool) -> Instance:
