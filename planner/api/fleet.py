@@ -800,12 +800,15 @@ def _candidate(job: Job) -> dict[str, Any]:
         ):
             break  # TPOT never bound: a lower cap only queues requests longer
     if best is None:
+        served = f"no rate from {MIN_UTILISATION:.0%} of what one replica can serve"
+        if not missed:  # no trial ran: the first rate tried was past the capacity
+            return row | {"fits": False, "reason": f"{served} meets the promise"}
         ceiling, lowest = missed[0]
         return row | {
             "fits": False,
-            "reason": f"no rate from {MIN_UTILISATION:.0%} of what one replica can serve "
-            f"({ceiling:.3g} req/s) meets the promise: at {lowest.rate_per_s:.3g} req/s "
-            f"{missed_by(lowest, promised)}; t(1) = {t1_ms:.1f} ms",
+            "reason": f"{served} ({ceiling:.3g} req/s) meets the promise: at "
+            f"{lowest.rate_per_s:.3g} req/s {missed_by(lowest, promised)}; "
+            f"t(1) = {t1_ms:.1f} ms",
         }
     assert cfg is not None
     cramped = no_room(t1_ms, promised.tpot_ms, layout_name(row), best.rate_per_s)
