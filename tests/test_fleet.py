@@ -755,6 +755,33 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
     assert on.code == 2 and on.json()["field"] == "--disagg"
 
 
+@pytest.mark.parametrize(
+    "workload",
+    [(), ("--arrival", "gamma", "--cv", "2", "--prompt-len", "400", "--output-len", "100",
+          "--len-range", "0.5")],
+)  # fmt: skip
+def test_the_winner_prints_the_simulate_run_that_checks_it(
+    cli: Cli, workload: tuple[str, ...]
+) -> None:
+    """One command checks a fleet's answer: the winner's `simulate_command` runs its launch
+    line (the same pool) at its share of the peak rate on the fleet's workload, and that run
+    keeps the promise at its percentile."""
+    import shlex
+
+    args = ("--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "30", "--tpot", "50")
+    report = cli("fleet", *args, "--ttft", "1000", *workload, "--json").json()
+    w = report["winner"]
+    words = shlex.split(w["simulate_command"])
+    assert words[:2] == ["planner", "simulate"]
+    sim = cli(*words[1:], "--json").json()
+    assert sim["deployment"]["command"] == w["command"]
+    assert sim["deployment"]["kv_cache_tokens"] == w["kv_cache_tokens"]
+    assert sim["request_rate"] == pytest.approx(30 / w["replicas"], rel=1e-3)
+    assert sim["workload"]["arrival"] == report["workload"]["arrival"]
+    assert sim["workload"]["prompt_tokens"]["max"] == report["workload"]["prompt_tokens"]["max"]
+    assert sim["p95_ttft_ms"] <= 1000 and sim["p95_tpot_ms"] <= 50
+
+
 def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
     """At a loose TPOT a replica runs hundreds of sequences: a candidate whose planned load
     went past the 512 vLLM captures CUDA graphs for carries the note `simulate` prints, and

@@ -112,11 +112,9 @@ def test_slo_and_spec_read_the_engines_layout_flags_as_their_own(
 
 def _flags(line: str) -> list[str]:
     """The flags of a printed launch line, without the entry point and the model."""
-    words = line.split()
-    if words[:2] == ["vllm", "serve"]:
-        return words[3:]
-    start = words.index("--model-path") + 2  # python -m sglang.launch_server --model-path M
-    return words[start:]
+    from planner.core.flags import launch_flags
+
+    return launch_flags(line)
 
 
 GPUS = ("h100", "mi300x", "a100-sxm4-80gb")

@@ -780,8 +780,8 @@ def test_every_command_fits_columns_and_never_wraps_a_launch_line(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, columns: int
 ) -> None:
     """Every command at COLUMNS 60 and 80: no table line is wider (a table that cannot fit
-    folds its rows into blocks), and every launch line the plan holds is printed whole on one
-    line (a paste runs one command)."""
+    folds its rows into blocks), and every launch line the plan holds, and fleet's `planner
+    simulate` check, is printed whole on one line (a paste runs one command)."""
     metrics = DATA / "metrics" / "vllm-0.29-qwen2.5-1.5b-light.prom"
     log = DATA / "calibration" / "logs" / "vllm064-rtx3090-llama31-8b-20k.log"
     llama = ("--preset", "llama-3.1-8b", "--gpu", "h100")
@@ -846,7 +846,9 @@ def test_every_command_fits_columns_and_never_wraps_a_launch_line(
         launch = [
             ln
             for ln in r.out.splitlines()
-            if "vllm serve" in ln or "launch_server" in ln or ln.startswith(("vLLM:", "SGLang:"))
+            if "vllm serve" in ln
+            or "launch_server" in ln
+            or ln.startswith(("vLLM:", "SGLang:", "planner simulate "))
         ]
         for line in r.out.splitlines():
             if line in launch or line.startswith(PROSE):
@@ -857,6 +859,8 @@ def test_every_command_fits_columns_and_never_wraps_a_launch_line(
             lines = {v for k, v in as_json.json()["flags"].items() if k in ("vllm", "sglang") and v}
             for full in lines:
                 assert any(full in ln for ln in launch), (args, full)
+        if args[0] == "fleet" and as_json.code == 0:  # the check a user pastes, whole
+            assert as_json.json()["winner"]["simulate_command"] in launch, args
 
 
 def test_limits_are_printed_as_a_user_writes_them(cli: Cli) -> None:

@@ -243,6 +243,25 @@ def fleet(
     if winner is not None:
         source = LockSource(preset, model, revision, calibration, profile, reserved_gpu_bytes)
         _write_winner(report, save, k8s, source)
+        if not winner.get("pools"):
+            typed: list[tuple[str, object]] = [
+                ("--preset", preset),
+                ("--model", model),
+                ("--revision", revision),
+                ("--calibration", calibration),
+                ("--reserved-gib", reserved_gib),
+                ("--workload", workload),
+                ("--prompt-len", prompt_len),
+                ("--output-len", output_len),
+                ("--len-spread", len_spread),
+                ("--len-range", len_range),
+                ("--cv", cv if arrival == "gamma" else None),
+                ("--prefix-share", prefix_share),
+                ("--prefix-tokens", prefix_tokens),
+                ("--prefixes", prefixes if prefix_share else None),
+                ("--metric-percentiles", percentile),
+            ]
+            winner["simulate_command"] = _check_command(report, winner, typed)
     if plot is not None:
         _save_chart(report, plot, tpot)
     if json_out:
@@ -251,6 +270,36 @@ def fleet(
         render(report)
     if winner is None:
         raise typer.Exit(1)
+
+
+# Requests the printed check simulates: the most one trial of the search runs on one seed.
+CHECK_REQUESTS = 3000
+
+
+def _check_command(
+    report: dict[str, Any], winner: dict[str, Any], typed: list[tuple[str, object]]
+) -> str:
+    """`planner simulate` of one replica of the winner at its share of the peak rate, on the
+    fleet's workload: the run the candidate's figures come from (the search pools two seeds and
+    prints the percentile's upper bound), for a user to check in one command. `typed`: the
+    fleet flags simulate takes under the same name, as given (None: not given)."""
+    import shlex
+
+    from planner.core.flags import launch_flags
+
+    words = ["planner", "simulate", "--gpu", winner["gpu"], "--engine", winner["engine"]]
+    words += ["--engine-version", winner["engine_version"]]
+    words += [
+        w
+        for flag, value in typed
+        if value is not None
+        for w in (flag, f"{value:g}" if isinstance(value, float) else str(value))
+    ]
+    words += launch_flags(winner["command"])
+    rate = report["rate_per_s"] / winner["replicas"]
+    words += ["--rate", f"{rate:.4g}", "--requests", str(CHECK_REQUESTS)]
+    words += ["--seed", str(report["workload"]["seed"])]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _workload_values(

@@ -145,6 +145,9 @@ def render(report: dict[str, Any]) -> None:
         deploy = f"{w['replicas']} x {layout_name(w)} ({_gpus(w['gpus'])})"
         out.print(f"[bold]Deploy:[/] {deploy}, each:")
         out.print(w["command"], soft_wrap=True, markup=False)
+        if w.get("simulate_command"):
+            out.print("[bold]Check one replica[/] at its share of the peak rate:")
+            out.print(w["simulate_command"], soft_wrap=True, markup=False)
     out.print(
         "estimates: step times from the step-time model; rates, curves and the front from "
         "the simulator",

@@ -213,6 +213,18 @@ class Deployed:
     flags: dict[str, str] = field(default_factory=dict)
 
 
+def launch_flags(line: str) -> list[str]:
+    """A printed launch line's flags, as typed, without the entry point and the model (`vllm
+    serve M ...`, `python -m sglang.launch_server --model-path M ...`): what pastes into
+    another command."""
+    words = shlex.split(line)
+    if words[:2] == ["vllm", "serve"]:
+        return words[3:]
+    if "--model-path" not in words:
+        raise ValueError(f"not a vLLM or SGLang launch line: {line!r}")
+    return words[words.index("--model-path") + 2 :]
+
+
 def engine_of(argv: list[str]) -> str | None:
     """Which engine a command line runs, if any."""
     text = " ".join(argv)
