@@ -297,7 +297,7 @@ def _check_command(
     ]
     words += launch_flags(winner["command"])
     rate = report["rate_per_s"] / winner["replicas"]
-    words += ["--rate", f"{rate:.4g}", "--requests", str(CHECK_REQUESTS)]
+    words += ["--rate", f"{rate:g}", "--requests", str(CHECK_REQUESTS)]
     words += ["--seed", str(report["workload"]["seed"])]
     return " ".join(shlex.quote(w) for w in words)
 
