@@ -383,13 +383,14 @@ class StepTime(BaseModel):
         if head_tokens <= 0:
             return 0.0
         plain_rate, _ = self._gemm_rates()
-        head_bytes = min(
-            self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes
-        )
         return gemm.overlapped_ms(
-            gemm.read_ms(head_bytes, self._bandwidth()) * self.memory_scale,
+            gemm.read_ms(self._head_bytes(), self._bandwidth()) * self.memory_scale,
             gemm.compute_ms(self.lm_head_params_per_gpu, head_tokens, plain_rate),
         ) * self.mid_m_slowdown("bf16", head_tokens)
+
+    def _head_bytes(self) -> int:
+        """The lm_head's weight bytes on one GPU, inside the dense weights."""
+        return min(self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes)
 
     def body_parts(self, tokens: int, others: int | None = None) -> tuple[float, float]:
         """The dense body (the lm_head's weights left out) and the routed experts of one
@@ -401,11 +402,9 @@ class StepTime(BaseModel):
         # the layers that meet every group's tokens multiply this GPU's share of them
         share = self.gathered(tokens, others) / self.attention_dp
         gathered = min(self.gathered_params_per_gpu, body - plain - experts)
-        head_bytes = min(
-            self.dense_weights_bytes, self.lm_head_params_per_gpu * self.activation_bytes
-        )
         body_ms = gemm.overlapped_ms(
-            gemm.read_ms(self.dense_weights_bytes - head_bytes, bandwidth) * self.memory_scale,
+            gemm.read_ms(self.dense_weights_bytes - self._head_bytes(), bandwidth)
+            * self.memory_scale,
             gemm.compute_ms(plain, tokens, plain_rate)
             + gemm.compute_ms(body - plain - experts - gathered, tokens, quantized_rate)
             + gemm.compute_ms(gathered, share, quantized_rate),
