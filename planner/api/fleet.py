@@ -69,6 +69,10 @@ class Job:
 
 # GPUs tried when --gpus is not given: common data-centre cards, NVIDIA and AMD.
 DEFAULT_GPUS = ("h100", "h200", "mi300x", "a100-sxm4-80gb", "l40s")
+# Replicas added, one at a time, where the planned load's own trial misses the promise that
+# the sustainable rate's kept (their samples differ near the goodput bound): past these the
+# candidate is rejected rather than planned on a rate its trials disagree on.
+MAX_ADDED_REPLICAS = 2
 # max_num_seqs tried per candidate, as shares of what the KV cache holds at the mean length.
 SEQS_SHARES = (1.0, 0.5, 0.25)
 # Largest TP tried: one 8-GPU node (NVLink / Infinity Fabric domain of an HGX or MI300X board);
@@ -824,12 +828,23 @@ def _candidate(job: Job) -> dict[str, Any]:
         inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.prefix
     )
     at_rate = rate / replicas / groups
-    runner = _prefixed(job, inst, cost, cfg, at_rate)
-    at_load = trial(w, at_rate, cost, cfg, promised, runner=runner)
-    if not at_load.ok:
-        # a lower rate is judged on fewer requests, so its bound can be looser than the
-        # sustainable rate's: judged again on as many requests as that one was
+    at_load = trial(w, at_rate, cost, cfg, promised, _prefixed(job, inst, cost, cfg, at_rate))
+    # a lower rate is judged on fewer requests, so its bound can be looser than the sustainable
+    # rate's: judged again on as many requests as that one was, and where it still misses the
+    # promise, with one replica more (at most MAX_ADDED_REPLICAS)
+    for added in range(MAX_ADDED_REPLICAS + 1 if not at_load.ok else 0):
+        replicas += 1 if added else 0
+        at_rate = rate / replicas / groups
+        runner = _prefixed(job, inst, cost, cfg, at_rate)
         at_load = trial(w, at_rate, cost, cfg, promised, runner, min_requests=best.requests)
+        if at_load.ok:
+            break
+    if not at_load.ok:
+        return row | {
+            "fits": False,
+            "reason": f"the promise does not hold at the planned load, {at_rate:.3g} req/s a "
+            f"replica: {missed_by(at_load, promised)}",
+        }
     seqs = cfg.max_batch
     # SGLang's --max-running-requests is the deployment's, shared among its attention groups
     flag_seqs = seqs * groups if job.engine == "sglang" else seqs
