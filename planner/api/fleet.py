@@ -682,57 +682,23 @@ def _prefixed(
     return run
 
 
-def _candidate(job: Job) -> dict[str, Any]:
-    """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
-    search runs candidates in a process pool."""
-    from planner.api.bench_instance import WouldNotStart, started
-    from planner.api.bench_report import graph_coverage_notes
-    from planner.api.capacity import serve_report
-    from planner.api.fleet_curves import layout_curve
+def _sustained(job: Job, inst: Instance, t1_ms: float) -> tuple[Trial, SimConfig] | str:
+    """The highest rate one replica (one data-parallel group) keeps the promise at, searched
+    over max_num_seqs caps (the KV-bound value and lower ones, which can hold a TPOT the full
+    batch misses; the one sustaining the most wins), and the cap it ran at; or why no rate
+    from MIN_UTILISATION of the replica's capacity keeps it. `t1_ms`: its single-sequence
+    step, for the reason."""
     from planner.core.fleet import (
         MIN_UTILISATION,
         STABLE_UTILISATION,
-        costed,
         missed_by,
-        replicas_for,
         sustainable_rate,
         trial,
     )
 
-    spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
-    w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens
+    w, promised, mean = job.workload, job.promise, job.mean_tokens
     mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
-    headroom = job.headroom
-    values = serve_values(job)
-    groups = job.groups
-    per_replica = replica_gpus(job)
-    row: dict[str, Any] = {
-        "gpu": card.id,
-        "tp": tp,
-        "ep": _ep_size(job) or 1,
-        "dp": groups,
-        "dp_attention": groups > 1,
-        "pp": pp,
-        "precision": job.precision,
-        "engine": job.engine,
-        "price_per_gpu_hour": job.price_per_gpu_hour,
-        "calibrated": "calibration" in values["extra"],
-    }
-    # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
-    # batched-token budget, its KV pool and admission) and step-time model, at the plan's
-    # advised max_num_seqs (what the KV cache holds at the mean length)
-    try:
-        inst = job_instance(job, as_launched=False)
-    except WouldNotStart as exc:  # or starts but cannot serve the workload: not a replica
-        return row | {"fits": False, "reason": exc.reasons[0], "starts": False}
-    row["starts"] = True
-    plan = inst.plan
-    # every trial runs the step-time model itself, step by step, as `planner simulate` runs
-    # this instance: a cost linearised at the mean context prices the batch's long requests
-    # and long prompts' attention at the mean, and judged the promise 25-30% kind (the
-    # reference chat workload's p95 TTFT and TPOT on Llama-3.1-70B)
-    cost = inst.cost
-    t1_ms = inst.curve.step_ms(1, mean)
+    plan, cost = inst.plan, inst.cost
     longest = int(w.prompt_tokens.max + w.output_tokens.max)
     prefix = job.prefix
     if prefix is not None:
@@ -806,15 +772,64 @@ def _candidate(job: Job) -> dict[str, Any]:
     if best is None:
         served = f"no rate from {MIN_UTILISATION:.0%} of what one replica can serve"
         if not missed:  # no trial ran: the first rate tried was past the capacity
-            return row | {"fits": False, "reason": f"{served} meets the promise"}
+            return f"{served} meets the promise"
         ceiling, lowest = missed[0]
-        return row | {
-            "fits": False,
-            "reason": f"{served} ({ceiling:.3g} req/s) meets the promise: at "
+        return (
+            f"{served} ({ceiling:.3g} req/s) meets the promise: at "
             f"{lowest.rate_per_s:.3g} req/s {missed_by(lowest, promised)}; "
-            f"t(1) = {t1_ms:.1f} ms",
-        }
+            f"t(1) = {t1_ms:.1f} ms"
+        )
     assert cfg is not None
+    return best, cfg
+
+
+def _candidate(job: Job) -> dict[str, Any]:
+    """One candidate (GPU, precision, layout) planned, searched and costed; picklable, so the
+    search runs candidates in a process pool."""
+    from planner.api.bench_instance import WouldNotStart, started
+    from planner.api.bench_report import graph_coverage_notes
+    from planner.api.capacity import serve_report
+    from planner.api.fleet_curves import layout_curve
+    from planner.core.fleet import costed, missed_by, replicas_for, trial
+
+    spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
+    w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens
+    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
+    headroom = job.headroom
+    values = serve_values(job)
+    groups = job.groups
+    per_replica = replica_gpus(job)
+    row: dict[str, Any] = {
+        "gpu": card.id,
+        "tp": tp,
+        "ep": _ep_size(job) or 1,
+        "dp": groups,
+        "dp_attention": groups > 1,
+        "pp": pp,
+        "precision": job.precision,
+        "engine": job.engine,
+        "price_per_gpu_hour": job.price_per_gpu_hour,
+        "calibrated": "calibration" in values["extra"],
+    }
+    # the replica as `planner simulate` runs it: the engine's scheduler (chunked prefill at the
+    # batched-token budget, its KV pool and admission) and step-time model, at the plan's
+    # advised max_num_seqs (what the KV cache holds at the mean length)
+    try:
+        inst = job_instance(job, as_launched=False)
+    except WouldNotStart as exc:  # or starts but cannot serve the workload: not a replica
+        return row | {"fits": False, "reason": exc.reasons[0], "starts": False}
+    row["starts"] = True
+    plan = inst.plan
+    # every trial runs the step-time model itself, step by step, as `planner simulate` runs
+    # this instance: a cost linearised at the mean context prices the batch's long requests
+    # and long prompts' attention at the mean, and judged the promise 25-30% kind (the
+    # reference chat workload's p95 TTFT and TPOT on Llama-3.1-70B)
+    cost = inst.cost
+    t1_ms = inst.curve.step_ms(1, mean)
+    searched = _sustained(job, inst, t1_ms)
+    if isinstance(searched, str):
+        return row | {"fits": False, "reason": searched}
+    best, cfg = searched
     cramped = no_room(t1_ms, promised.tpot_ms, layout_name(row), best.rate_per_s)
     if cramped is not None:
         return row | {"fits": False, "reason": cramped}
@@ -872,7 +887,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             price_per_gpu_hour=job.price_per_gpu_hour,
             rate=rate,
             # the prompts as asked for: with the shared prefix they open with
-            mean_prompt=mean_prompt + (prefix.mean_tokens if prefix else 0.0),
+            mean_prompt=mean_prompt + (job.prefix.mean_tokens if job.prefix else 0.0),
             mean_output=mean_output,
         )
         | {
