@@ -15,7 +15,10 @@ from planner.cli.numbers import (
     CONTEXT_FLAGS,
     MAX_GPU_MEMORY_GIB,
     TP_FLAGS,
+    EngineDtype,
     HubTimeout,
+    MambaFullMemoryRatio,
+    MaxMambaCacheSize,
     ReservedGib,
     Revision,
     TrustRemoteCode,
@@ -87,10 +90,7 @@ def capacity(
             "engine ledger takes fp8, as --quantization fp8)."
         ),
     ] = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option(help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
-    ] = None,
+    dtype: EngineDtype = None,
     tpot: Annotated[
         float | None,
         typer.Option(help="TPOT budget, ms: caps max_num_seqs on the estimated step time."),
@@ -271,10 +271,8 @@ def capacity(
         int | None, typer.Option(help="SGLang flag (same as --block-size).")
     ] = None,
     max_running_requests: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
-    mamba_full_memory_ratio: Annotated[
-        float | None, typer.Option(help="SGLang flag (hybrid Mamba / linear models) [0.9].")
-    ] = None,
-    max_mamba_cache_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
+    mamba_full_memory_ratio: MambaFullMemoryRatio = None,
+    max_mamba_cache_size: MaxMambaCacheSize = None,
     context_length: Annotated[
         str | None, typer.Option(metavar="<int>", help="SGLang flag (same as --context).")
     ] = None,

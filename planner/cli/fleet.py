@@ -272,10 +272,6 @@ def fleet(
         raise typer.Exit(1)
 
 
-# Requests the printed check simulates: the most one trial of the search runs on one seed.
-CHECK_REQUESTS = 3000
-
-
 def _check_command(
     report: dict[str, Any], winner: dict[str, Any], typed: list[tuple[str, object]]
 ) -> str:
@@ -286,6 +282,7 @@ def _check_command(
     import shlex
 
     from planner.core.flags import launch_flags
+    from planner.core.fleet import MAX_TRIAL_REQUESTS
 
     words = ["planner", "simulate", "--gpu", winner["gpu"], "--engine", winner["engine"]]
     words += ["--engine-version", winner["engine_version"]]
@@ -297,7 +294,8 @@ def _check_command(
     ]
     words += launch_flags(winner["command"])
     rate = report["rate_per_s"] / winner["replicas"]
-    words += ["--rate", f"{rate:g}", "--requests", str(CHECK_REQUESTS)]
+    # as many requests as the search's longest trial simulates, its seeds together
+    words += ["--rate", f"{rate:g}", "--requests", str(MAX_TRIAL_REQUESTS)]
     words += ["--seed", str(report["workload"]["seed"])]
     return " ".join(shlex.quote(w) for w in words)
 

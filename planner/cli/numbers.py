@@ -116,6 +116,26 @@ DataParallelAttention = Annotated[
 # --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan
 # adds it wherever config.json names its own code, auto_map, which both engines refuse to load
 # without it).
+# The engine flags capacity's line carries and simulate reads, declared once for both.
+EngineDtype = Annotated[
+    str | None,
+    typer.Option("--dtype", help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
+]
+MambaFullMemoryRatio = Annotated[
+    float | None,
+    typer.Option(
+        "--mamba-full-memory-ratio",
+        help="SGLang flag (hybrid Mamba / linear models) [0.9].",
+    ),
+]
+MaxMambaCacheSize = Annotated[
+    int | None,
+    typer.Option(
+        "--max-mamba-cache-size", help="SGLang flag (hybrid models): the Mamba state slots."
+    ),
+]
+
+
 TrustRemoteCode = Annotated[
     bool,
     typer.Option(

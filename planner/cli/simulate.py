@@ -14,11 +14,14 @@ from planner.cli.numbers import (
     AttentionDataParallel,
     EnableExpertParallel,
     EnableHierarchicalCache,
+    EngineDtype,
     HicacheRatio,
     HicacheSize,
     HubTimeout,
     KvOffloadingBackend,
     KvOffloadingSize,
+    MambaFullMemoryRatio,
+    MaxMambaCacheSize,
     MemoryFraction,
     Prefixes,
     PrefixShareOption,
@@ -293,16 +296,9 @@ def simulate(
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,
-    mamba_full_memory_ratio: Annotated[
-        float | None, typer.Option(help="SGLang (hybrid Mamba / linear models) [0.9].")
-    ] = None,
-    max_mamba_cache_size: Annotated[
-        int | None, typer.Option(help="SGLang (hybrid models): the Mamba state slots.")
-    ] = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option(help="Engine --dtype: auto, half, float16, bfloat16, float, float32."),
-    ] = None,
+    mamba_full_memory_ratio: MambaFullMemoryRatio = None,
+    max_mamba_cache_size: MaxMambaCacheSize = None,
+    dtype: EngineDtype = None,
     reserved_gib: ReservedGib = None,
     dp_attention: Annotated[
         bool,
