@@ -113,9 +113,6 @@ DataParallelAttention = Annotated[
     ),
 ]
 
-# --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan
-# adds it wherever config.json names its own code, auto_map, which both engines refuse to load
-# without it).
 # The engine flags capacity's line carries and simulate reads, declared once for both.
 EngineDtype = Annotated[
     str | None,
@@ -136,6 +133,9 @@ MaxMambaCacheSize = Annotated[
 ]
 
 
+# --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan
+# adds it wherever config.json names its own code, auto_map, which both engines refuse to load
+# without it).
 TrustRemoteCode = Annotated[
     bool,
     typer.Option(
