@@ -92,8 +92,9 @@ MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
 # SGLang 0.5.14's fused MoE kernels in the same collector's tables (systems/data/<card>/moe/
 # sglang/0.5.14), read at decode only (MOE_DECODE_TOKENS) for their fixed cost: its default
 # kernels for the kinds the planner prices this way (Hopper: its Triton fused MoE; Blackwell:
-# FlashInfer's TRT-LLM MoE for block fp8 and NVFP4). gpt-oss's MXFP4 lanes are left out (SGLang
-# keeps the earlier estimates there: planner/core/step/family.py).
+# FlashInfer's TRT-LLM MoE for block fp8 and NVFP4). gpt-oss's MXFP4 experts are read apart
+# (SGLANG_MXFP4_KERNELS, the B200's; on Hopper SGLang keeps the earlier estimates:
+# planner/core/step/family.py).
 SGLANG_VERSION = "0.5.14"
 SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
     "h200_sxm": {
@@ -105,12 +106,23 @@ SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
         ("sglang_flashinfer_trtllm_moe", "nvfp4"): "fp4",
     },
 }
+# SGLang's gpt-oss MXFP4 experts on Blackwell: FlashInfer's TRT-LLM MXFP4 MoE with MXFP8
+# activations (SGLang picks moe_runner_backend flashinfer_mxfp4 on SM100 for an MXFP4 gpt-oss:
+# sglang/srt/server_args.py in 0.5.4, arg_groups/model_overrides/gpt_oss.py in 0.5.23; its
+# layers/quantization/mxfp4.py quantizes the activations to MXFP8 there), in the same SGLang
+# tables: read at 1-512 tokens for its stream and at LARGE_M for its share of the fp8 rate.
+SGLANG_MXFP4_KERNELS: dict[str, tuple[str, str]] = {
+    "b200_sxm": ("sglang_mxfp4_flashinfer_trtllm_moe", "w4a8_mxfp4_mxfp8"),
+}
 # A fused MoE layer's fixed cost is read at 1, 2 and 4 tokens (decode at small batch), where the
 # routed experts' weight stream is the rest of it; the bytes an expert weight takes, by kind
 # (MXFP4: 4 bits and a scale a 32; NVFP4: a scale a 16).
 MOE_DECODE_TOKENS = (1, 2, 4)
 MOE_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-block": 1.0, "mxfp4": 0.5 + 1 / 32}
 MOE_WEIGHT_BYTES["fp4"] = 0.5 + 1 / 16
+MOE_WEIGHT_BYTES["mxfp4-mxfp8"] = MOE_WEIGHT_BYTES["mxfp4"]
+# The MXFP4 kinds, whose experts stream at their own share (moe_stream_fit), not the fixed fit's.
+MOE_STREAM_KINDS = frozenset({"mxfp4", "mxfp4-mxfp8"})
 # gpt-oss's MXFP4 experts (16-bit activations) are read at 1-512 tokens for the share of peak
 # bandwidth their weights stream at: these kernels unpack 4-bit weights and their scales before
 # the multiply.
@@ -201,14 +213,16 @@ def dense_shares(rows: list[dict[str, Any]], card: str) -> dict[str, tuple[float
     return {k: (statistics.median(v), len(v)) for k, v in sorted(shares.items())}
 
 
-def moe_points(rows: list[dict[str, Any]], card: str, kind: str) -> list[tuple[float, float]]:
-    """(expert width a GPU holds, share of the rate) of each fused MoE row of a kind with its
-    experts split by TP alone (both grouped GEMMs: 6 x tokens x top-k x hidden x intermediate /
-    TP FLOPs). Rows under expert parallelism are left out: how the collector spreads the
-    tokens over the local experts there is not recorded."""
+def moe_points(
+    rows: list[dict[str, Any]], card: str, kind: str, table: str = "moe"
+) -> list[tuple[float, float]]:
+    """(expert width a GPU holds, share of the rate) of each fused MoE row of a kind in `table`
+    with its experts split by TP alone (both grouped GEMMs: 6 x tokens x top-k x hidden x
+    intermediate / TP FLOPs). Rows under expert parallelism are left out: how the collector
+    spreads the tokens over the local experts there is not recorded."""
     points = []
     for r in rows:
-        if r["table"] != "moe" or r["card"] != card or r["kind"] != kind or r["ep"] != 1:
+        if r["table"] != table or r["card"] != card or r["kind"] != kind or r["ep"] != 1:
             continue
         if r["tokens"] not in LARGE_M:
             continue
@@ -230,7 +244,7 @@ def moe_fixed_fit(
     for r in rows:
         if r["table"] != table or r["card"] != card or r["tokens"] not in MOE_DECODE_TOKENS:
             continue
-        if r["kind"] == "mxfp4":  # streams at its own share (moe_stream_fit)
+        if r["kind"] in MOE_STREAM_KINDS:  # streams at its own share (moe_stream_fit)
             continue
         experts, topk = r["experts"], r["topk"]
         routed = experts * (1 - (1 - topk / experts) ** r["tokens"])
@@ -269,14 +283,16 @@ def moe_one_token_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, flo
     return float(fixed_us), float(per_idle_us), 1.0 / float(per_peak_us), len(got)
 
 
-def moe_stream_fit(rows: list[dict[str, Any]], card: str, kind: str) -> tuple[float, float, int]:
-    """A kind's fused MoE layers at 1-512 tokens (experts split by TP only) as a fixed cost +
-    its routed experts' weights streamed at a share of peak bandwidth: (fixed us, share,
-    rows)."""
+def moe_stream_fit(
+    rows: list[dict[str, Any]], card: str, kind: str, table: str = "moe"
+) -> tuple[float, float, int]:
+    """A kind's fused MoE layers of `table` at 1-512 tokens (experts split by TP only) as a
+    fixed cost + its routed experts' weights streamed at a share of peak bandwidth: (fixed us,
+    share, rows)."""
     got = [
         r
         for r in rows
-        if r["table"] == "moe" and r["card"] == card and r["kind"] == kind and r["ep"] == 1
+        if r["table"] == table and r["card"] == card and r["kind"] == kind and r["ep"] == 1
         if r["tokens"] <= MOE_STREAM_MAX_TOKENS
     ]
     streamed = []
@@ -421,6 +437,12 @@ def extract(data: Path) -> list[dict[str, Any]]:
             kind = SGLANG_MOE_KERNELS[card].get((r.kernel_source, r.moe_dtype))
             if kind is not None:
                 out.append(moe_row(r, card, "moe_sglang", kind))
+        if card in SGLANG_MXFP4_KERNELS:
+            source, dtype = SGLANG_MXFP4_KERNELS[card]
+            x = sg[(sg.kernel_source == source) & (sg.moe_dtype == dtype)]
+            x = x[(x.num_tokens <= MOE_STREAM_MAX_TOKENS) | x.num_tokens.isin(LARGE_M)]
+            for r in x.itertuples():
+                out.append(moe_row(r, card, "moe_sglang", "mxfp4-mxfp8", "fp8"))
         a = table("attention", "generation_attention_perf.parquet")
         a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
         a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
@@ -657,6 +679,24 @@ def main() -> None:
         print(
             f"{card} fused MoE (mxfp4) at 1-{MOE_STREAM_MAX_TOKENS} tokens ({n} rows): "
             f"{fixed_us:.1f} us + its routed experts at {share:.3f} of peak (planner: {own})"
+        )
+    for card in SGLANG_MXFP4_KERNELS:
+        own = family.family_of(find_gpu(CARDS[card]))
+        fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4-mxfp8", "moe_sglang")
+        print(
+            f"{card} SGLang {SGLANG_VERSION} fused MoE (MXFP4 x MXFP8) at "
+            f"1-{MOE_STREAM_MAX_TOKENS} tokens ({n} rows): {fixed_us:.1f} us + its routed "
+            f"experts at {share:.3f} of peak (planner: "
+            f"{own.moe_stream_share.get('mxfp4-mxfp8')})"
+        )
+        points = moe_points(rows, card, "mxfp4-mxfp8", "moe_sglang")
+        ceiling, half, error = moe_width_fit(points)
+        mine = family.BLACKWELL_MOE_SHARES.get("mxfp4-mxfp8", (0.0, 0))
+        print(
+            f"{card} SGLang {SGLANG_VERSION} fused MoE (MXFP4 x MXFP8) at "
+            f"{'/'.join(f'{m:,}' for m in LARGE_M)} tokens ({len(points)} rows): {ceiling:.3f} "
+            f"x width / (width + {half}) of the fp8 rate, median |log error| {error:.3f} "
+            f"(planner: {mine[0]:.3f}, {mine[1]})"
         )
     h200, b200 = dense_shares(rows, "h200_sxm"), dense_shares(rows, "b200_sxm")
     for label, measured, planner in (

@@ -442,7 +442,40 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         assert own == pytest.approx(share, abs=0.0005), card
         curve = step_time_for(oss, find_gpu(gpu_id), tp=2, engine="vllm")
         assert curve.moe_stream_scale == pytest.approx(own / 0.85)
-        assert step_time_for(oss, find_gpu(gpu_id), tp=2, engine="sglang").moe_stream_scale == 1
+    assert step_time_for(oss, find_gpu("h200"), tp=2, engine="sglang").moe_stream_scale == 1
+    # SGLang runs them on Blackwell with MXFP8 activations (FlashInfer's TRT-LLM MXFP4 MoE):
+    # its own kernel table's stream, its fixed cost, no idle-expert exits and, in prefill, the
+    # fp8 rate at that kernel's share, where vLLM multiplies 16-bit activations
+    b200 = find_gpu("b200")
+    blackwell = family_of(b200)
+    fixed_us, share, n = bench.moe_stream_fit(rows, "b200_sxm", "mxfp4-mxfp8", "moe_sglang")
+    assert n >= 100 and share > 0.8
+    assert blackwell.moe_stream_share["mxfp4-mxfp8"] == pytest.approx(share, abs=0.0005)
+    ceiling, half, _ = bench.moe_width_fit(
+        bench.moe_points(rows, "b200_sxm", "mxfp4-mxfp8", "moe_sglang")
+    )
+    assert BLACKWELL_MOE_SHARES["mxfp4-mxfp8"] == (pytest.approx(ceiling, abs=0.0005), half)
+    assert moe_decode_costs(blackwell, "sglang", "mxfp4-mxfp8") == (
+        blackwell.sglang_moe_kernel_ms_per_layer,
+        0.0,
+        {"mxfp4-mxfp8": blackwell.moe_stream_share["mxfp4-mxfp8"]},
+    )
+    sglang = step_time_for(oss, b200, tp=1, engine="sglang")
+    vllm = step_time_for(oss, b200, tp=1, engine="vllm")
+    assert sglang.moe_stream_scale == pytest.approx(share / 0.85, abs=1e-3)
+    assert (sglang.flops_per_s, vllm.flops_per_s) == (b200.fp8_dense_flops, b200.bf16_dense_flops)
+
+    # the two kernels' experts multiply at their tables' shares of their own rates
+    def experts_rate(curve: StepTime) -> float:
+        return curve.flops_per_s * curve.low_precision_scale * curve.moe_gemm_scale
+
+    bf16_ceiling, bf16_half = BLACKWELL_MOE_SHARES["mxfp4"]
+    tables = (b200.fp8_dense_flops * ceiling * 2880 / (2880 + half)) / (
+        b200.bf16_dense_flops * bf16_ceiling * 2880 / (2880 + bf16_half)
+    )
+    assert experts_rate(sglang) / experts_rate(vllm) == pytest.approx(tables, rel=1e-3)
+    assert sglang.step_ms(64, 2000) < 0.8 * vllm.step_ms(64, 2000)
+    assert sglang.linear_ms(8192) < 0.6 * vllm.linear_ms(8192)
     # Blackwell's dense factors are the B200's shares over bf16's (and over the H200's)
     h200, b200 = bench.dense_shares(rows, "h200_sxm"), bench.dense_shares(rows, "b200_sxm")
     assert pytest.approx(b200["bf16"][0] / h200["bf16"][0], abs=2e-3) == BLACKWELL_COMPUTE_SCALE
@@ -1230,10 +1263,11 @@ def test_slo_says_when_the_api_server_sets_the_step(cli: Callable[..., Result]) 
     where += ("--json",)
     reason = cli("capacity", *where).json()["binding_reason"]
     assert "vLLM's API server, streaming 24 us a token, sets the step" in reason
-    # SGLang streams at 18 us a token, under its GPU step here (its prompts' MoE prefill inside
-    # the TPOT): the reason names no API server
+    # SGLang streams at 18 us a token: its MXFP8-activation experts on Blackwell step faster
+    # than that too, so its own API server's figure is named
     sglang = cli("capacity", *where, "--engine", "sglang").json()["binding_reason"]
-    assert "latency binds" in sglang and "API server" not in sglang
+    assert "latency binds" in sglang
+    assert "SGLang's API server, streaming 18 us a token, sets the step" in sglang
     llama = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "30", "--json")
     assert "API server" not in cli("capacity", *llama).json()["binding_reason"]
 

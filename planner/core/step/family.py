@@ -101,6 +101,11 @@ class Family(BaseModel):
         description="SGLang's MoE routing kernels a layer where its kernel tables time them "
         "(no idle-expert cost; None: the earlier estimates)",
     )
+    mxfp8_moe_engines: frozenset[str] = Field(
+        default=frozenset(),
+        description="engines that multiply MXFP4 experts with MXFP8 activations on this family "
+        "(the fp8 rate, the experts' kind mxfp4-mxfp8; none: 16-bit activations on NVIDIA)",
+    )
     mla_layer_ms: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="an MLA layer's decode module beyond its priced parts, ms, by projection "
@@ -386,6 +391,17 @@ BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146
 # MOE_MS_PER_IDLE_EXPERT, the weights' share): its public PD rows on H200 (gpt-oss-120b,
 # benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than an MXFP4 stream at 0.525
 # allows and slower at 8-16 than no idle-expert cost does, which no kernel table explains.
+# SGLang runs gpt-oss's MXFP4 experts on Blackwell with MXFP8 activations: it picks FlashInfer's
+# TRT-LLM MXFP4 MoE there (moe_runner_backend flashinfer_mxfp4 on SM100 for an MXFP4 gpt-oss:
+# sglang/srt/server_args.py in 0.5.4, arg_groups/model_overrides/gpt_oss.py in 0.5.23), whose
+# layers/quantization/mxfp4.py quantizes the activations to MXFP8 before the experts (0.5.23: "the
+# Blackwell paths already run MXFP8 activations"; SM120 there too, through CUTLASS: the family
+# takes it whole). SGLang 0.5.14's own table of that kernel on
+# the B200 (read as above; rows in benchmarks/data/nvidia-kernels.jsonl, kind mxfp4-mxfp8): at
+# 1-512 tokens 49.2 us + the routed experts streamed at 0.821 of peak (153 rows; at 1-4 tokens
+# 19.6 us + 0.855, near SGLang's 25.3 us fixed cost, which it takes); at 8K-32K tokens 0.441 x
+# width / (width + 287) of the fp8 rate (18 rows of two shapes, median |log error| 0.12).
+BLACKWELL_MXFP8_MOE_ENGINES = frozenset({"sglang"})
 MOE_TABLE_ENGINES = frozenset({"vllm"})
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
@@ -398,7 +414,7 @@ BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER = HOPPER_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
-BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473}
+BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473, "mxfp4-mxfp8": 0.821}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "bf16": (0.637, 274),
     "fp8": (0.326, 346),
@@ -411,6 +427,7 @@ BLACKWELL_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "fp8-block": (0.191, 144),
     "fp4": (0.400, 616),
     "mxfp4": (0.276, 323),
+    "mxfp4-mxfp8": (0.441, 287),
 }
 
 
@@ -418,11 +435,13 @@ def nvidia_dense_shares(
     compute_scale: float, low_precision: float, block_fp8: float, fp4: float
 ) -> dict[str, float]:
     """An NVIDIA family's modelled dense share of each kind: H100's BF16 share x its compute
-    factor x its low-precision factor for the kind (MXFP4 weights multiply bf16 activations)."""
+    factor x its low-precision factor for the kind (MXFP4 weights multiply bf16 activations, or
+    MXFP8 ones at the fp8 rate)."""
     dense = HOPPER_BF16_GEMM_SHARE * compute_scale
     return {
         "bf16": dense,
         "mxfp4": dense,
+        "mxfp4-mxfp8": dense * low_precision,
         "fp8": dense * low_precision,
         "fp8-block": dense * block_fp8,
         "fp4": dense * fp4,
@@ -518,6 +537,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
     "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
     "sglang_moe_kernel_ms_per_layer": BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER,
+    "mxfp8_moe_engines": BLACKWELL_MXFP8_MOE_ENGINES,
     "source": BLACKWELL_EXTRAPOLATED,
 }
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
@@ -637,8 +657,8 @@ def moe_decode_costs(
 ) -> tuple[float, float, dict[str, float]]:
     """A MoE layer's routing kernels (ms), each idle local expert's exit (ms) and the experts'
     stream shares by kind, for `engine` on `family` with experts of `kind`: the family's where
-    NVIDIA's tables time that engine's kernels (SGLang's, save gpt-oss's MXFP4), the earlier
-    estimates elsewhere."""
+    NVIDIA's tables time that engine's kernels (SGLang's, save gpt-oss's MXFP4 with 16-bit
+    activations), the earlier estimates elsewhere."""
     if engine in MOE_TABLE_ENGINES:
         return (
             family.moe_kernel_ms_per_layer,
@@ -647,7 +667,7 @@ def moe_decode_costs(
         )
     sglang = family.sglang_moe_kernel_ms_per_layer
     if engine == "sglang" and sglang is not None and kind != "mxfp4":
-        return sglang, 0.0, {}
+        return sglang, 0.0, {k: v for k, v in family.moe_stream_share.items() if k == kind}
     return MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, {}
 
 

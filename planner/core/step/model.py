@@ -782,12 +782,15 @@ def gemm_kind(model: ModelSpec, own: bool, quantized_rate: bool) -> str:
     return "fp8-block" if own and model.fp8_block_scaled else "fp8"
 
 
-def moe_gemm_kind(model: ModelSpec, weight_dtype: str, own: bool, quantized_rate: bool) -> str:
-    """The routed experts' GEMM kind: MXFP4 (FP8 activations on AMD) and FP4 (w4a4) beside
-    the dense kinds (gemm_kind)."""
+def moe_gemm_kind(
+    model: ModelSpec, weight_dtype: str, own: bool, quantized_rate: bool, mxfp8: bool = False
+) -> str:
+    """The routed experts' GEMM kind: MXFP4 (FP8 activations on AMD; mxfp4-mxfp8 where an
+    NVIDIA engine quantizes the activations to MXFP8, `mxfp8`) and FP4 (w4a4) beside the
+    dense kinds (gemm_kind)."""
     dtype = weight_dtype.lower()
     if dtype.startswith(gemm.MXFP4_DTYPES):
-        return "mxfp4"
+        return "mxfp4-mxfp8" if mxfp8 else "mxfp4"
     if dtype.startswith(gemm.FP4_DTYPES) and quantized_rate:
         return "fp4"
     return gemm_kind(model, own, quantized_rate)
@@ -952,6 +955,15 @@ def step_time_for(
     # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate)
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype)
     plain_rate = gemm.gemm_flops_per_s(gpu, None)
+    family = family_of(gpu)
+    # MXFP4 experts an engine multiplies with MXFP8 activations run at the fp8 rate
+    mxfp8 = bool(
+        engine in family.mxfp8_moe_engines
+        and (weight_dtype or model.weight_dtype).lower().startswith(gemm.MXFP4_DTYPES)
+        and gpu.fp8_dense_flops
+    )
+    if mxfp8:
+        flops = float(gpu.fp8_dense_flops or flops)
     # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
     # re-quantization is taken to cover every linear layer)
     own = weight_dtype is None or weight_dtype == model.weight_dtype
@@ -970,8 +982,9 @@ def step_time_for(
         from planner.errors import InputError
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
-    family = family_of(gpu)
-    moe_kind = moe_gemm_kind(model, weight_dtype or model.weight_dtype, own, flops > plain_rate)
+    moe_kind = moe_gemm_kind(
+        model, weight_dtype or model.weight_dtype, own, flops > plain_rate, mxfp8
+    )
     # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs (the
     # checkpoint's own block-scaled fp8 less again on some families)
     quantized_share = (
