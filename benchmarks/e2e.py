@@ -66,6 +66,7 @@ from rows import (  # noqa: E402
     engine_settings,
     sglang_fields,
     stated_weights,
+    vllm_fields,
 )
 
 DEFAULT_ROWS = ROOT / "benchmarks" / "data" / "e2e.jsonl"
@@ -450,7 +451,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
     # SGLang engine fields, not plan settings: they go in as the line's own
-    sglang = sglang_fields(row) if family == "sglang" else {}
+    sglang = sglang_fields(row) if family == "sglang" else vllm_fields(row)
     if "ep_num_redundant_experts" in settings:
         sglang["ep_num_redundant_experts"] = settings.pop("ep_num_redundant_experts")
     if sglang:

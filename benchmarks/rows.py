@@ -308,6 +308,29 @@ SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep")}
 SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
 
 
+# vLLM engine fields a row may state as a bare flag or its negation: async scheduling (a
+# --no- form turns off what 0.14 turns on by default).
+VLLM_SWITCH_FLAGS = ("async_scheduling",)
+
+
+def vllm_fields(row: dict[str, object]) -> dict[str, object]:
+    """The vLLM engine fields a row states in its engine_config or its notes' flags."""
+    notes = str(row.get("notes") or "")
+    config = row.get("engine_config")
+    given: dict[str, object] = dict(config) if isinstance(config, dict) else {}
+    out: dict[str, object] = {}
+    for field in VLLM_SWITCH_FLAGS:
+        flag = field.replace("_", "-")
+        stated = str(given.get(field, "")).lower()
+        if stated in ("true", "false"):
+            out[field] = stated == "true"
+        elif re.search(r"--no-" + re.escape(flag) + r"(?![\w-])", notes):
+            out[field] = False
+        elif re.search(r"--" + re.escape(flag) + r"(?![\w-])", notes):
+            out[field] = True
+    return out
+
+
 def sglang_fields(row: dict[str, object]) -> dict[str, object]:
     """The SGLang engine fields a row states in its engine_config or its notes' flags."""
     notes = str(row.get("notes") or "")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from planner.core.hf_config import model_spec_from_config
 from planner.core.latency import Roofline
+from planner.core.serve import fields_from_line
 from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, gemm, step_time_for
 from planner.core.step.comm import (
@@ -1292,6 +1293,48 @@ def test_the_scheduler_runs_in_series_only_where_nothing_overlaps_it() -> None:
     overlapped = step_time_for(LLAMA8, h100, engine="vllm", version=(0, 14, 0))
     gap = serial.step_ms(256, 1000) - overlapped.step_ms(256, 1000)
     assert gap == pytest.approx(256 * 0.0068)
+    # --async-scheduling (0.10 on) hides it in earlier releases; --no-async-scheduling brings
+    # it back in later ones
+    for version, asked, host in (((0, 11, 0), True, 0.0), ((0, 14, 0), False, 0.0068)):
+        curve = step_time_for(LLAMA8, h100, version=version, async_scheduling=asked)
+        assert curve.host_ms_per_seq == pytest.approx(host), version
+
+
+def test_async_scheduling_is_the_flag_vllm_takes(cli: Callable[..., Result]) -> None:
+    # asked for on 0.11, a step at 256 sequences sheds the scheduler's 6.8 us a sequence: the
+    # TPOT simulate predicts falls to what 0.14 (on by default) predicts, and the line says so
+    run = (
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm",
+        "--concurrency", "256", "--prompt-len", "1000", "--output-len", "200",
+        "--requests", "512", "--json",
+    )  # fmt: skip
+    serial = cli(*run, "--engine-version", "0.11.0").json()
+    asked = cli(*run, "--engine-version", "0.11.0", "--async-scheduling").json()
+    newer = cli(*run, "--engine-version", "0.14.0").json()
+    assert asked["median_tpot_ms"] < serial["median_tpot_ms"] - 1.0
+    assert asked["median_tpot_ms"] == pytest.approx(newer["median_tpot_ms"], rel=0.01)
+    assert asked["deployment"]["command"].endswith(" --async-scheduling")
+    assert "async-scheduling" not in newer["deployment"]["command"]
+    off = cli(*run, "--engine-version", "0.14.0", "--no-async-scheduling").json()
+    assert off["deployment"]["command"].endswith(" --no-async-scheduling")
+    assert off["median_tpot_ms"] == pytest.approx(serial["median_tpot_ms"], rel=0.01)
+    # capacity prints the same line and pastes back
+    line = cli(
+        "capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.11.0",
+        "--async-scheduling", "--json",
+    ).json()["flags"]["vllm"]  # fmt: skip
+    assert line.endswith(" --async-scheduling")
+    assert fields_from_line("vllm", line)["async_scheduling"] is True
+    assert fields_from_line("vllm", off["deployment"]["command"])["async_scheduling"] is False
+    # where vLLM refuses it: before 0.10, with pipeline stages, under SGLang
+    for extra in (
+        ("--engine-version", "0.9.2"),
+        ("--engine-version", "0.11.0", "--pp", "2"),
+        ("--engine", "sglang"),
+    ):
+        refused = cli(*run[:5], *run[7:], *extra, "--async-scheduling")
+        assert refused.code == 2, extra
+        assert refused.json()["error"].startswith("--async-scheduling: "), extra
 
 
 def test_only_the_measured_api_servers_admit_at_a_cost() -> None:

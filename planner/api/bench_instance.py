@@ -568,6 +568,9 @@ def _instance_curve(
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(p.settings.get("enable_two_batch_overlap")),
+        async_scheduling=(
+            bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
+        ),
     )
 
 

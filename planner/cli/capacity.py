@@ -128,6 +128,15 @@ def capacity(
         int | None, typer.Option(help="vLLM flag: the most it may run.")
     ] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
+    async_scheduling: Annotated[
+        bool | None,
+        typer.Option(
+            "--async-scheduling/--no-async-scheduling",
+            help="vLLM 0.10+ flag: schedule the next step while the GPU runs this one "
+            "[the release's: on from 0.14].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
@@ -390,6 +399,7 @@ class CapacityFlags:
     max_num_batched_tokens: int | None
     max_num_seqs: int | None
     enforce_eager: bool
+    async_scheduling: bool | None
     kv_cache_memory_bytes: int | None
     enable_lora: bool
     max_lora_rank: int | None
@@ -556,6 +566,7 @@ def _engine_ledger_settings(
         "extra": _engine_extra(
             name,
             enforce_eager=f.enforce_eager,
+            async_scheduling=f.async_scheduling,
             kv_cache_memory_bytes=f.kv_cache_memory_bytes,
             enable_lora=f.enable_lora,
             enable_expert_parallel=f.enable_expert_parallel,
@@ -602,6 +613,7 @@ VLLM_ONLY_FLAGS = {
     "--enable-expert-parallel": "enable_expert_parallel",
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--enable-chunked-prefill": "enable_chunked_prefill",
+    "--async-scheduling": "async_scheduling",
     "--flashinfer": "flashinfer",
     "--kv-offloading-size": "kv_offloading_size",
     "--kv-offloading-backend": "kv_offloading_backend",
@@ -844,7 +856,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         # refused by the settings), not mistaken for False
         extra = {k: given[k] for k in names if given[k] not in (None, "serve")}
         extra = {k: v for k, v in extra.items() if v is not False}
-        for tri_state in ("flashinfer", "enable_chunked_prefill"):
+        for tri_state in ("flashinfer", "enable_chunked_prefill", "async_scheduling"):
             if given[tri_state] is not None:
                 extra[tri_state] = given[tri_state]
         extra |= reserved

@@ -293,6 +293,15 @@ def simulate(
     enforce_eager: Annotated[
         bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
     ] = False,
+    async_scheduling: Annotated[
+        bool | None,
+        typer.Option(
+            "--async-scheduling/--no-async-scheduling",
+            help="vLLM 0.10+: schedule the next step while the GPU runs this one (its CPU time "
+            "per running request then costs the step nothing) [the release's: on from 0.14].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,
@@ -520,6 +529,7 @@ class SimulateFlags:
     cuda_graph_max_bs: int | None
     max_cudagraph_capture_size: int | None
     enforce_eager: bool
+    async_scheduling: bool | None
     kv_cache_memory_bytes: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
@@ -730,6 +740,7 @@ ENGINE_EXTRA_FLAGS = {
         "max_cudagraph_capture_size",
     ),
     "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
+    "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
     "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
     "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
@@ -905,6 +916,7 @@ DEPLOYMENT_FLAGS = {
     "cuda_graph_max_bs": "--cuda-graph-max-bs",
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
     "enforce_eager": "--enforce-eager",
+    "async_scheduling": "--async-scheduling",
     "trust_remote_code": "--trust-remote-code",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",

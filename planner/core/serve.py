@@ -877,6 +877,7 @@ VLLM_FLAGS = (
     ("max_lora_rank", "--max-lora-rank"),
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
+    ("async_scheduling", "--async-scheduling"),
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
     ("kv_transfer_config", "--kv-transfer-config"),
@@ -989,6 +990,10 @@ def command_line(
             new_form = release is None or release >= VLLM_NO_FLAG_FORM_SINCE
             parts += ["--no-enable-chunked-prefill"] if new_form else [flag, "False"]
             continue
+        if field == "async_scheduling" and value is False:
+            # asked off: the release's BooleanOptionalAction form (0.10 on, where the flag is)
+            parts.append("--no-async-scheduling")
+            continue
         if value is None or value is False or LINE_DEFAULTS.get(field) == value:
             continue
         if (
@@ -1029,6 +1034,7 @@ STRING_FIELDS = (
 BOOLEAN_FIELDS = (
     "enable_lora",
     "enforce_eager",
+    "async_scheduling",
     "enable_expert_parallel",
     "enable_dp_attention",
     "enable_hierarchical_cache",
@@ -1054,6 +1060,8 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "--no-enable-chunked-prefill" in flags and engine == "vllm":
         out["enable_chunked_prefill"] = False
+    if "--no-async-scheduling" in flags and engine == "vllm":
+        out["async_scheduling"] = False
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         if flag not in flags:
             continue

@@ -42,6 +42,7 @@ from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
+from planner.core.step.overhead import VLLM_ASYNC_SCHEDULING_FLAG_SINCE, async_scheduling_default
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 
@@ -521,6 +522,11 @@ class VllmSettings(BaseModel):
     kv_cache_dtype: str = "auto"
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
     enforce_eager: bool = False
+    async_scheduling: bool | None = Field(
+        default=None,
+        description="--async-scheduling / --no-async-scheduling: schedule the next step while "
+        "the GPU runs this one (None: the release's default, on from 0.14 without PP)",
+    )
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
     pipeline_parallel_size: int = Field(default=1, ge=1)
@@ -1070,6 +1076,7 @@ def predict(
     version = parse_version(s.version)
     rules = rules_for(version)
     at = _Release(model, gpu, s, s.engine or rules.engine, rules, version)
+    async_on = _async_scheduling(at)
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     lay = _layout(at, defaults)
@@ -1137,6 +1144,7 @@ def predict(
             "kv_cache_dtype": s.kv_cache_dtype,
             "dtype": s.dtype,
             "enforce_eager": s.enforce_eager,
+            "async_scheduling": async_on,
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
             "enable_lora": s.enable_lora,
@@ -1155,6 +1163,27 @@ def predict(
         log_lines=lines,
         notes=notes,
     )
+
+
+def _async_scheduling(at: _Release) -> bool:
+    """--async-scheduling as the release resolves it; refused where vLLM refuses it (before
+    the flag, on the V0 engine, with pipeline stages)."""
+    s, version = at.settings, at.version
+    pp = s.pipeline_parallel_size
+    if s.async_scheduling is None:
+        return at.engine == "v1" and async_scheduling_default(version, pp)
+    if version < VLLM_ASYNC_SCHEDULING_FLAG_SINCE or at.engine != "v1":
+        raise InputError(
+            "--async-scheduling",
+            f"vLLM's V1 engine takes it from {version_text(VLLM_ASYNC_SCHEDULING_FLAG_SINCE)} "
+            f"(this plan runs vLLM {version_text(version)}"
+            + (" on its V0 engine)" if at.engine != "v1" else ")"),
+        )
+    if s.async_scheduling and pp > 1:
+        raise InputError(
+            "--async-scheduling", "vLLM refuses it with --pipeline-parallel-size above 1"
+        )
+    return s.async_scheduling
 
 
 def _layout(at: _Release, defaults: list[str]) -> _Layout:

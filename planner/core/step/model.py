@@ -886,6 +886,7 @@ def step_time_for(
     expert_ranks: int | None = None,
     redundant_experts: int = 0,
     two_batch_overlap: bool = False,
+    async_scheduling: bool | None = None,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -900,7 +901,8 @@ def step_time_for(
     planner plans it, parallel.deepep_wide), half-batches overlapping it with
     `two_batch_overlap`. Under expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
-    experts."""
+    experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
+    the release's default)."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
@@ -1047,7 +1049,7 @@ def step_time_for(
         allreduce=allreduce_cost(family, engine, version),
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
-        host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp),
+        host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp, async_scheduling),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,

@@ -79,6 +79,12 @@ HOST_MS_PER_SEQ = {
     "vllm": V1_SCHEDULE_MS_PER_SEQ + V1_INPUT_PREP_MS_PER_SEQ,
 }
 VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
+# The flag itself, off by default before 0.14: --async-scheduling arrived in vLLM 0.10.0
+# (SchedulerConfig.async_scheduling, "EXPERIMENTAL", vllm/config.py; its AsyncScheduler; the
+# 0.9.2 wheel has no such flag), refused there with PP > 1 or speculative decoding
+# (vllm/engine/arg_utils.py 0.10.0); 0.14 refuses it with PP > 1 and speculation other than
+# EAGLE / MTP (vllm/config/vllm.py).
+VLLM_ASYNC_SCHEDULING_FLAG_SINCE = (0, 10, 0)
 
 
 # vLLM V1's API server, per token it streams, ms: decoding the engine core's output message,
@@ -178,12 +184,25 @@ def api_server_label(engine: str) -> tuple[str, str]:
     return "vLLM's", "--api-server-count"
 
 
-def host_ms_per_seq(engine: str, version: tuple[int, int, int] | None, pp: int = 1) -> float:
+def async_scheduling_default(version: tuple[int, int, int], pp: int = 1) -> bool:
+    """Whether a vLLM release schedules the next step while the GPU runs this one unasked."""
+    return version >= VLLM_ASYNC_SCHEDULING_SINCE and pp == 1
+
+
+def host_ms_per_seq(
+    engine: str,
+    version: tuple[int, int, int] | None,
+    pp: int = 1,
+    async_scheduling: bool | None = None,
+) -> float:
     """The scheduler's serial CPU time per running request per step, ms (0 where the engine
-    overlaps it with the GPU, or the release is not known)."""
+    overlaps it with the GPU, or the release is not known); `async_scheduling`: vLLM's
+    --async-scheduling as resolved (None: the release's default)."""
     if engine != "vllm" or version is None or pp > 1:
         return 0.0
-    if version >= VLLM_ASYNC_SCHEDULING_SINCE:
+    if async_scheduling is None:
+        async_scheduling = async_scheduling_default(version, pp)
+    if async_scheduling and version >= VLLM_ASYNC_SCHEDULING_FLAG_SINCE:
         return 0.0
     return HOST_MS_PER_SEQ[engine_key(engine, version)]
 
