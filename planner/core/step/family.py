@@ -387,21 +387,10 @@ BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146
 # same way: its Triton fused MoE on the H200 (bf16 and block fp8, 468 rows) 38.3 us + the routed
 # experts' stream, FlashInfer's TRT-LLM MoE on the B200 (block fp8 and NVFP4, 378 rows) 25.3 us,
 # and no idle-expert cost in either (-0.03 and -0.04 us an expert), as in vLLM's. gpt-oss's
-# MXFP4 experts keep the earlier estimates under SGLang (MOE_KERNEL_MS_PER_LAYER,
+# MXFP4 experts keep the earlier estimates under SGLang on Hopper (MOE_KERNEL_MS_PER_LAYER,
 # MOE_MS_PER_IDLE_EXPERT, the weights' share): its public PD rows on H200 (gpt-oss-120b,
 # benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than an MXFP4 stream at 0.525
 # allows and slower at 8-16 than no idle-expert cost does, which no kernel table explains.
-# SGLang runs gpt-oss's MXFP4 experts on Blackwell with MXFP8 activations: it picks FlashInfer's
-# TRT-LLM MXFP4 MoE there (moe_runner_backend flashinfer_mxfp4 on SM100 for an MXFP4 gpt-oss:
-# sglang/srt/server_args.py in 0.5.4, arg_groups/model_overrides/gpt_oss.py in 0.5.23), whose
-# layers/quantization/mxfp4.py quantizes the activations to MXFP8 before the experts (0.5.23: "the
-# Blackwell paths already run MXFP8 activations"; SM120 there too, through CUTLASS: the family
-# takes it whole). SGLang 0.5.14's own table of that kernel on
-# the B200 (read as above; rows in benchmarks/data/nvidia-kernels.jsonl, kind mxfp4-mxfp8): at
-# 1-512 tokens 49.2 us + the routed experts streamed at 0.821 of peak (153 rows; at 1-4 tokens
-# 19.6 us + 0.855, near SGLang's 25.3 us fixed cost, which it takes); at 8K-32K tokens 0.441 x
-# width / (width + 287) of the fp8 rate (18 rows of two shapes, median |log error| 0.12).
-BLACKWELL_MXFP8_MOE_ENGINES = frozenset({"sglang"})
 MOE_TABLE_ENGINES = frozenset({"vllm"})
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
@@ -413,6 +402,17 @@ HOPPER_MOE_KERNEL_MS_PER_LAYER = HOPPER_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 BLACKWELL_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER = HOPPER_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
 BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER = BLACKWELL_SGLANG_MOE_FIXED_MS - MOE_BLOCK_FLOORS_MS
+# SGLang runs gpt-oss's MXFP4 experts on Blackwell with MXFP8 activations: it picks FlashInfer's
+# TRT-LLM MXFP4 MoE there (moe_runner_backend flashinfer_mxfp4 on SM100 for an MXFP4 gpt-oss:
+# sglang/srt/server_args.py in 0.5.4, arg_groups/model_overrides/gpt_oss.py in 0.5.23), whose
+# layers/quantization/mxfp4.py quantizes the activations to MXFP8 before the experts (0.5.23: "the
+# Blackwell paths already run MXFP8 activations"; SM120 there too, through CUTLASS: the family
+# takes it whole). SGLang 0.5.14's own table of that kernel on the B200 (read as above; rows in
+# benchmarks/data/nvidia-kernels.jsonl, kind mxfp4-mxfp8): at 1-512 tokens 49.2 us + the routed
+# experts streamed at 0.821 of peak (153 rows; at 1-4 tokens 19.6 us + 0.855, near SGLang's
+# 25.3 us fixed cost, which it takes); at 8K-32K tokens 0.441 x width / (width + 287) of the fp8
+# rate (18 rows of two shapes, median |log error| 0.12).
+BLACKWELL_MXFP8_MOE_ENGINES = frozenset({"sglang"})
 HOPPER_MOE_STREAM_SHARE = {"mxfp4": 0.525}
 BLACKWELL_MOE_STREAM_SHARE = {"mxfp4": 0.473, "mxfp4-mxfp8": 0.821}
 HOPPER_MOE_SHARES: dict[str, tuple[float, int | None]] = {
