@@ -452,8 +452,9 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings |= engine_settings(row)  # "default": the engine's own
     # SGLang engine fields, not plan settings: they go in as the line's own
     sglang = sglang_fields(row) if family == "sglang" else vllm_fields(row)
-    if "ep_num_redundant_experts" in settings:
-        sglang["ep_num_redundant_experts"] = settings.pop("ep_num_redundant_experts")
+    for field in ("ep_num_redundant_experts", "stream_interval"):  # the line's own fields
+        if field in settings:
+            sglang[field] = settings.pop(field)
     if sglang:
         settings["extra"] = sglang
     chunked = None

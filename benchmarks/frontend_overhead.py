@@ -18,7 +18,10 @@ incremental detokenizer's cost per token depends little on the vocabulary).
 
     # in a virtual environment with vllm==X --no-deps, a CPU torch, transformers 4.x,
     # uvicorn[standard] and what the imports ask for
-    python benchmarks/frontend_overhead.py
+    python benchmarks/frontend_overhead.py [--stream-interval N]   # N: vLLM 0.12+
+
+With --stream-interval N a request's output leaves every N tokens (after its first): the output
+processing is timed over each such group of steps, per step.
 
 It appends one JSON line per run to benchmarks/data/host-overhead.jsonl.
 """
@@ -80,10 +83,15 @@ def synthetic_tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
 
 
-def output_processor(folder: Path, batch: int) -> Any:
-    """This release's OutputProcessor over the tokenizer in `folder`."""
+def output_processor(folder: Path, batch: int, interval: int = 1) -> Any:
+    """This release's OutputProcessor over the tokenizer in `folder`, emitting a request's
+    output every `interval` tokens (--stream-interval, 0.12+)."""
+    import inspect
+
     from vllm.v1.engine.output_processor import OutputProcessor
 
+    if interval > 1 and "stream_interval" not in inspect.signature(OutputProcessor).parameters:
+        raise SystemExit(f"--stream-interval: this vLLM has none (0.12+), asked {interval}")
     try:  # 0.8-0.10: a tokenizer group
         from vllm.transformers_utils.tokenizer_group import TokenizerGroup
 
@@ -95,11 +103,16 @@ def output_processor(folder: Path, batch: int) -> Any:
         from vllm.tokenizers.registry import get_tokenizer
 
         tokenizer = get_tokenizer(str(folder))
-        return build(OutputProcessor, tokenizer=tokenizer, log_stats=False), tokenizer
+        processor = build(
+            OutputProcessor, tokenizer=tokenizer, log_stats=False, stream_interval=interval
+        )
+        return processor, tokenizer
 
 
-async def output_steps(folder: Path, batch: int) -> list[float]:
-    """Wall time (ms) of the API server's output work for one step of `batch` tokens."""
+async def output_steps(folder: Path, batch: int, interval: int = 1) -> list[float]:
+    """Wall time (ms) of the API server's output work for one step of `batch` tokens; with
+    `interval` > 1 each request's chunk leaves every `interval` steps (after its first token):
+    the mean over such a group of steps."""
     try:
         from vllm.entrypoints.openai.protocol import (
             CompletionResponseStreamChoice,
@@ -115,7 +128,7 @@ async def output_steps(folder: Path, batch: int) -> list[float]:
     from vllm.v1.engine.output_processor import RequestOutputCollector
     from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
-    processor, tokenizer = output_processor(folder, batch)
+    processor, tokenizer = output_processor(folder, batch, interval)
     rng = random.Random(1)
     vocab = tokenizer.vocab_size
     params = SamplingParams(
@@ -162,20 +175,29 @@ async def output_steps(folder: Path, batch: int) -> list[float]:
     tasks = [asyncio.create_task(stream(r, c)) for r, c in collectors.items()]
     encoder, decoder = MsgpackEncoder(), MsgpackDecoder(EngineCoreOutputs)
     times = []
-    for step in range(TIMED_STEPS + 5):
-        outputs = [
-            EngineCoreOutput(request_id=str(i), new_token_ids=[rng.randrange(3, vocab)])
-            for i in range(batch)
+    # the first token leaves at once, then one chunk a request every `interval` steps
+    groups = [1] + [interval] * (TIMED_STEPS + 5)
+    for group, steps in enumerate(groups):
+        frames = [
+            encoder.encode(
+                EngineCoreOutputs(
+                    outputs=[
+                        EngineCoreOutput(request_id=str(i), new_token_ids=[rng.randrange(3, vocab)])
+                        for i in range(batch)
+                    ]
+                )
+            )
+            for _ in range(steps)
         ]
-        frames = encoder.encode(EngineCoreOutputs(outputs=outputs))
         start = time.perf_counter()
-        got = decoder.decode(frames)
-        for k in range(0, len(got.outputs), 128):
-            processor.process_outputs(got.outputs[k : k + 128])
-            await asyncio.sleep(0)
+        for frame in frames:
+            got = decoder.decode(frame)
+            for k in range(0, len(got.outputs), 128):
+                processor.process_outputs(got.outputs[k : k + 128])
+                await asyncio.sleep(0)
         ms = await until_written(written, batch, start)
-        if step >= 5:
-            times.append(ms)
+        if group > 5:
+            times.append(ms / steps)
     for task in tasks:
         task.cancel()
     return times
@@ -241,17 +263,18 @@ def http_us_per_chunk(port: int = 18123) -> float:
 
 
 def main() -> None:
-    args = server_script_args(__doc__ or "", OUT)
+    args = server_script_args(__doc__ or "", OUT, stream_interval=True)
     if args.serve:
         serve_chunks(args.serve)
         return
     import vllm
 
+    interval = args.stream_interval
     step_ms: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         synthetic_tokenizer(Path(tmp))
         for batch in BATCHES:
-            ms = statistics.median(asyncio.run(output_steps(Path(tmp), batch)))
+            ms = statistics.median(asyncio.run(output_steps(Path(tmp), batch, interval)))
             step_ms[str(batch)] = round(ms, 4)
             print(f"B {batch:5d}  output processing {ms:8.3f} ms  {ms / batch * 1e3:6.2f} us/token")
     points = [(int(b), ms) for b, ms in step_ms.items() if int(b) >= 32]
@@ -263,6 +286,7 @@ def main() -> None:
         "V1 API server: output processing + stream chunk, and HTTP write per chunk",
         "vllm",
         vllm.__version__,
+        **({"stream_interval": interval} if interval > 1 else {}),
         step_ms=step_ms,
         marginal_us_per_token=round(slope * 1e3, 2),
         http_us_per_chunk=round(http, 2),

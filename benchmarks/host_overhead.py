@@ -70,12 +70,15 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def server_script_args(doc: str, out: Path) -> argparse.Namespace:
+def server_script_args(doc: str, out: Path, stream_interval: bool = False) -> argparse.Namespace:
     """The command line of a script that measures against a local server it starts as a
-    child of itself: --out, and the hidden --serve PORT the child runs with."""
+    child of itself: --out, the hidden --serve PORT the child runs with and, where the script
+    takes it, --stream-interval N (a request's chunk every N tokens)."""
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    if stream_interval:
+        parser.add_argument("--stream-interval", type=int, default=1)
     return parser.parse_args()
 
 

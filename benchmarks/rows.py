@@ -271,6 +271,7 @@ ROW_SETTINGS = {
     "max_model_len": "context_tokens",
     "context_length": "context_tokens",
     "ep_num_redundant_experts": "ep_num_redundant_experts",
+    "stream_interval": "stream_interval",
 }
 
 

@@ -63,9 +63,11 @@ from planner.core.step.model import moe_share_scale, stored_expert_bytes_per_par
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
+    FRONTEND_PER_TOKEN_SHARE,
     GEMMS_PER_MOE_BLOCK,
     KERNEL_MS_PER_LAYER,
     api_server_ms_per_request,
+    frontend_ms_per_token,
     gemm_launches_per_layer,
 )
 from planner.core.step.sampler import GREEDY_BYTES_PER_LOGIT
@@ -1335,6 +1337,72 @@ def test_async_scheduling_is_the_flag_vllm_takes(cli: Callable[..., Result]) -> 
         refused = cli(*run[:5], *run[7:], *extra, "--async-scheduling")
         assert refused.code == 2, extra
         assert refused.json()["error"].startswith("--async-scheduling: "), extra
+
+
+def test_a_stream_interval_sends_the_api_servers_chunks_once_per_n_tokens() -> None:
+    """With --stream-interval N the API server's per-chunk work runs once per N tokens: of
+    vLLM's, the share the runs of benchmarks/frontend_overhead.py leave per token (its message
+    and detokenizer) stays; SGLang's measured parts all run per output message."""
+    records = [
+        r
+        for r in map(json.loads, (ROOT / "benchmarks/data/host-overhead.jsonl").open())
+        if r.get("vllm") == "0.14.0" and r["what"].startswith("V1 API server: output")
+    ]
+    run = {r.get("stream_interval", 1): r for r in records if r["date"] == "2026-12-05"}
+    one, ten = run[1]["marginal_us_per_token"], run[10]["marginal_us_per_token"]
+    per_token = (10 * ten - one) / 9  # p + c = one, p + c / 10 = ten
+    whole = one + run[1]["http_us_per_chunk"]
+    assert FRONTEND_PER_TOKEN_SHARE["vllm"] == pytest.approx(per_token / whole, abs=0.005)
+    # the third interval of the same run sits on the line the two give
+    four = run[4]["marginal_us_per_token"]
+    assert four == pytest.approx(per_token + (one - per_token) / 4, rel=0.05)
+    assert frontend_ms_per_token("vllm", (0, 14, 0), 10) == pytest.approx(
+        0.024 * (0.12 + 0.88 / 10)
+    )
+    assert frontend_ms_per_token("sglang", (0, 5, 13), 10) == pytest.approx(0.0018)
+    # a large batch the API server paced now steps at the GPU's pace
+    model, b200 = load_model_preset("gpt-oss-20b"), find_gpu("b200")
+    paced = step_time_for(model, b200, version=(0, 14, 0), kv_dtype_bytes=1)
+    chunked = step_time_for(model, b200, version=(0, 14, 0), kv_dtype_bytes=1, stream_interval=10)
+    assert paced.step_ms(1024, 2000) == pytest.approx(1024 * 0.024)
+    assert chunked.step_ms(1024, 2000) < 0.9 * paced.step_ms(1024, 2000)
+    assert chunked.terms(1024, 2000).frontend_ms < chunked.step_ms(1024, 2000)
+    assert chunked.step_ms(8, 2000) == pytest.approx(paced.step_ms(8, 2000))
+
+
+def test_simulate_takes_the_servers_stream_interval(cli: Callable[..., Result]) -> None:
+    # unpaced (4 clients) the tokens come as fast, N to a chunk: TPOT the same, the client's
+    # ITL spans N token gaps; the line carries the flag for both engines and reads back
+    run = (
+        "simulate", "--preset", "gpt-oss-20b", "--gpu", "b200", "--prompt-len", "1000",
+        "--output-len", "200", "--json",
+    )  # fmt: skip
+    few = ("--concurrency", "4", "--requests", "16")
+    for engine in ("vllm", "sglang"):
+        one = cli(*run, "--engine", engine, *few).json()
+        ten = cli(*run, "--engine", engine, *few, "--stream-interval", "10")
+        ten = ten.json()
+        assert ten["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=1e-6)
+        assert ten["median_itl_ms"] == pytest.approx(10 * one["median_itl_ms"], rel=1e-6)
+        line = ten["deployment"]["command"]
+        assert line.endswith(" --stream-interval 10"), engine
+        assert fields_from_line(engine, line)["stream_interval"] == 10
+        assert "--stream-interval" not in one["deployment"]["command"]
+    # paced by what streams the tokens (SGLang's client reads every chunk of 512 streams, each
+    # carrying the output so far), fewer chunks step faster
+    paced = ("--engine", "sglang", "--concurrency", "512", "--requests", "1024")
+    slow = cli(*run, *paced).json()
+    fast = cli(*run, *paced, "--stream-interval", "10").json()
+    assert fast["output_throughput"] > 1.1 * slow["output_throughput"]
+    capacity = ("capacity", "--preset", "gpt-oss-20b", "--gpu", "b200", "--json")
+    assert (
+        cli(*capacity, "--stream-interval", "10")
+        .json()["flags"]["vllm"]
+        .endswith(" --stream-interval 10")
+    )
+    refused = cli(*run, *few, "--engine-version", "0.11.0", "--stream-interval", "4")
+    assert refused.code == 2
+    assert refused.json()["error"].startswith("--stream-interval: vLLM takes it from 0.12.0")
 
 
 def test_only_the_measured_api_servers_admit_at_a_cost() -> None:

@@ -195,7 +195,14 @@ def benchmark(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.trace_seed()
         )
         run = execute(served, inst.cost, cfg, delay)
-        metrics = bench_metrics(run, served, replicas=dp, percentiles=tails, **empty)
+        metrics = bench_metrics(
+            run,
+            served,
+            replicas=dp,
+            percentiles=tails,
+            stream_interval=inst.curve.stream_interval,
+            **empty,
+        )
         metrics["ignored_requests"] = ignored * dp
         if hits is not None:
             metrics["prefix_cache"] = hits

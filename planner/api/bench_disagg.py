@@ -251,7 +251,13 @@ def run_disaggregated(
     )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
-    metrics = bench_metrics(state, trace, percentiles=percentiles, **(empty or {}))
+    metrics = bench_metrics(
+        state,
+        trace,
+        percentiles=percentiles,
+        stream_interval=dec.curve.stream_interval,
+        **(empty or {}),
+    )
     gpus = disagg.gpus
 
     def pool(

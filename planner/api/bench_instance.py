@@ -571,6 +571,7 @@ def _instance_curve(
         async_scheduling=(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),
+        stream_interval=int(str(p.settings.get("stream_interval") or 1)),
     )
 
 

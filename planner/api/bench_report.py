@@ -173,7 +173,7 @@ def frontend_notes(
         gpu_ms = curve.model_copy(
             update={"frontend_ms_per_token": 0.0, "client_ms_per_token": 0.0}
         ).step_ms(peak, context)
-        if curve.client_ms_per_token > curve.frontend_ms_per_token:
+        if curve.client_ms_per_token / curve.stream_interval > curve.frontend_ms_per_token:
             notes.append(
                 f"at {peak:,} running sequences the benchmark client "
                 f"({BENCH_CLIENT_NAMES[bench_client_of(engine, client)]}: one process reads "

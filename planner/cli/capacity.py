@@ -137,6 +137,13 @@ def capacity(
             show_default=False,
         ),
     ] = None,
+    stream_interval: Annotated[
+        int | None,
+        typer.Option(
+            help="Engine flag (vLLM 0.12+, SGLang): a request's tokens leave N at a time [1].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
@@ -400,6 +407,7 @@ class CapacityFlags:
     max_num_seqs: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    stream_interval: int | None
     kv_cache_memory_bytes: int | None
     enable_lora: bool
     max_lora_rank: int | None
@@ -567,6 +575,7 @@ def _engine_ledger_settings(
             name,
             enforce_eager=f.enforce_eager,
             async_scheduling=f.async_scheduling,
+            stream_interval=f.stream_interval,
             kv_cache_memory_bytes=f.kv_cache_memory_bytes,
             enable_lora=f.enable_lora,
             enable_expert_parallel=f.enable_expert_parallel,
@@ -651,6 +660,7 @@ ENGINE_LEDGER_FLAGS = {
     "--quantization": "quantization",
     "--enable-lora": "enable_lora",
     "--enforce-eager": "enforce_eager",
+    "--stream-interval": "stream_interval",
     "--colocated": "colocated",
     "--reserved-gib": "reserved_gib",
     "--calibration": "calibration",
@@ -847,6 +857,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         names = (
             "enforce_eager",
             "kv_cache_memory_bytes",
+            "stream_interval",
             "usage_context",
             "colocated",
             "enable_expert_parallel",
@@ -867,6 +878,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
                     extra[k] = given[k]
         return extra
     keys = (
+        "stream_interval",
         "cuda_graph_max_bs_decode",
         "mamba_full_memory_ratio",
         "max_mamba_cache_size",

@@ -302,6 +302,14 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    stream_interval: Annotated[
+        int | None,
+        typer.Option(
+            help="The server's --stream-interval: a request's tokens leave N at a time after "
+            "its first (vLLM 0.12+, SGLang) [1].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,
@@ -530,6 +538,7 @@ class SimulateFlags:
     max_cudagraph_capture_size: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    stream_interval: int | None
     kv_cache_memory_bytes: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
@@ -774,6 +783,8 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
             which = "an SGLang" if owner == "sglang" else "a vLLM"
             raise InputError(flag, f"{which} flag (--engine {owner})")
         settings.setdefault("extra", {})[field] = stated
+    if f.stream_interval is not None:  # both engines' flag
+        settings.setdefault("extra", {})["stream_interval"] = f.stream_interval
     if f.reserved_gib:  # memory other processes hold on each GPU, as capacity charges it
         settings.setdefault("extra", {})["reserved_bytes"] = reserved_bytes(f.reserved_gib)
     if f.context is not None:
@@ -917,6 +928,7 @@ DEPLOYMENT_FLAGS = {
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
     "enforce_eager": "--enforce-eager",
     "async_scheduling": "--async-scheduling",
+    "stream_interval": "--stream-interval",
     "trust_remote_code": "--trust-remote-code",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",

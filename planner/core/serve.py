@@ -878,6 +878,7 @@ VLLM_FLAGS = (
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
     ("async_scheduling", "--async-scheduling"),
+    ("stream_interval", "--stream-interval"),
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
     ("kv_transfer_config", "--kv-transfer-config"),
@@ -898,6 +899,7 @@ SGLANG_FLAGS = (
     ("dtype", "--dtype"),
     ("quantization", "--quantization"),
     ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs"),
+    ("stream_interval", "--stream-interval"),
     ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
     ("max_mamba_cache_size", "--max-mamba-cache-size"),
     ("enable_hierarchical_cache", "--enable-hierarchical-cache"),
@@ -913,6 +915,7 @@ SGLANG_FLAGS = (
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
 LINE_DEFAULTS: dict[str, Any] = {
+    "stream_interval": 1,
     "pipeline_parallel_size": 1,
     "data_parallel_size": 1,
     "pp_size": 1,

@@ -305,6 +305,9 @@ class SglangSettings(BaseModel):
     context_length: int | None = Field(default=None, gt=0)
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs_decode: int | None = Field(default=None, gt=0)
+    stream_interval: int = Field(
+        default=1, ge=1, description="--stream-interval: a request's tokens sent N at a time"
+    )
     page_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
@@ -641,6 +644,7 @@ def predict(
             "moe_a2a_backend": "deepep" if experts.deepep else None,
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
+            "stream_interval": s.stream_interval,
         },
         defaults_used=defaults,
         term_sources=sources

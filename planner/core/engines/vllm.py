@@ -42,7 +42,11 @@ from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
-from planner.core.step.overhead import VLLM_ASYNC_SCHEDULING_FLAG_SINCE, async_scheduling_default
+from planner.core.step.overhead import (
+    VLLM_ASYNC_SCHEDULING_FLAG_SINCE,
+    VLLM_STREAM_INTERVAL_SINCE,
+    async_scheduling_default,
+)
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div, dtype_bytes
 
@@ -526,6 +530,11 @@ class VllmSettings(BaseModel):
         default=None,
         description="--async-scheduling / --no-async-scheduling: schedule the next step while "
         "the GPU runs this one (None: the release's default, on from 0.14 without PP)",
+    )
+    stream_interval: int = Field(
+        default=1,
+        ge=1,
+        description="--stream-interval (0.12+): a request's tokens sent N at a time",
     )
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
@@ -1077,6 +1086,12 @@ def predict(
     rules = rules_for(version)
     at = _Release(model, gpu, s, s.engine or rules.engine, rules, version)
     async_on = _async_scheduling(at)
+    if s.stream_interval > 1 and (version < VLLM_STREAM_INTERVAL_SINCE or at.engine != "v1"):
+        raise InputError(
+            "--stream-interval",
+            f"vLLM takes it from {version_text(VLLM_STREAM_INTERVAL_SINCE)} (this plan runs "
+            f"vLLM {version_text(version)})",
+        )
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     lay = _layout(at, defaults)
@@ -1145,6 +1160,7 @@ def predict(
             "dtype": s.dtype,
             "enforce_eager": s.enforce_eager,
             "async_scheduling": async_on,
+            "stream_interval": s.stream_interval,
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
             "enable_lora": s.enable_lora,

@@ -194,6 +194,12 @@ class StepTime(BaseModel):
         description="the benchmark client's time per chunk it reads, ms (simulate only: it "
         "runs in parallel with the API server, and the slower of the two paces the stream)",
     )
+    stream_interval: int = Field(
+        default=1,
+        ge=1,
+        description="--stream-interval: a request's tokens leave N at a time after its first "
+        "(the API server's and the client's per-chunk work once per N tokens)",
+    )
     engine: str = "vllm"
     attention_flops_per_pair: float = Field(
         default=0.0, ge=0, description="prefill: FLOPs per (query, key) pair, all layers, per GPU"
@@ -603,7 +609,8 @@ class StepTime(BaseModel):
     def streamed_ms(self, seqs: int) -> float:
         """Streaming one token to each of `seqs` sequences, ms: the API server and, in a
         benchmark, its client work in parallel, and the slower one sets the pace."""
-        return max(self.frontend_ms_per_token, self.client_ms_per_token) * seqs
+        client_ms = self.client_ms_per_token / self.stream_interval
+        return max(self.frontend_ms_per_token, client_ms) * seqs
 
     def _pipelined(self, stage_ms: float, overhead_ms: float) -> float:
         return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
@@ -887,6 +894,7 @@ def step_time_for(
     redundant_experts: int = 0,
     two_batch_overlap: bool = False,
     async_scheduling: bool | None = None,
+    stream_interval: int = 1,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -902,7 +910,7 @@ def step_time_for(
     `two_batch_overlap`. Under expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
     experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
-    the release's default)."""
+    the release's default); `stream_interval`: the engine's --stream-interval."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
@@ -1050,7 +1058,8 @@ def step_time_for(
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp, async_scheduling),
-        frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version),
+        frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version, stream_interval),
+        stream_interval=stream_interval,
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,
         mla_flops_per_kv_byte=mla_flops_per_kv_byte(model, tp, kv_dtype_bytes),

@@ -103,6 +103,21 @@ VLLM_ASYNC_SCHEDULING_FLAG_SINCE = (0, 10, 0)
 # output in every chunk, 15 / 21 us a token after 500 / 2,000 tokens, which this does not
 # price. vLLM V0: not measured.
 FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
+# --stream-interval N sends a request's tokens N at a time after its first: vLLM 0.12+ (its
+# OutputProcessor returns no output until N new tokens gathered, or the first, or the last:
+# vllm/v1/engine/output_processor.py, 0.14.0; the flag is absent from 0.11.0's arg_utils.py) and
+# SGLang (the scheduler sends an output where len(output_ids) % N == 1:
+# managers/scheduler_output_processor_mixin.py, 0.5.4). The API server's work for a chunk then
+# runs once per N tokens. Of vLLM's, the engine's message and the incremental detokenizer stay per
+# token: runs of `benchmarks/frontend_overhead.py --stream-interval N` in one environment (vLLM
+# 0.14.0; benchmarks/data/host-overhead.jsonl, 2026-12-05) time the output processing at 25.7 /
+# 10.1 / 6.5 us a token at N = 1 / 4 / 10 (4.4 us a token + 21.3 a chunk; N = 4 then reads 9.7),
+# beside 10.5 us of HTTP a chunk: 0.12 of the whole per token. That environment runs slower than
+# the one FRONTEND_MS_PER_TOKEN was measured in (14.2 us at N = 1 for the same release): only the
+# ratio is taken. SGLang's measured parts (the TokenizerManager's batch output, the
+# response, the JSON dump, uvicorn) all run once per output message: none per token.
+FRONTEND_PER_TOKEN_SHARE = {"vllm": 0.12, "sglang": 0.0}
+VLLM_STREAM_INTERVAL_SINCE = (0, 12, 0)
 
 
 # The benchmark client's CPU time per chunk it reads, ms. `vllm bench serve` and SGLang's
@@ -171,10 +186,15 @@ def bench_client_ms_per_chunk(client: str, mean_generated: float) -> float:
     return fixed + BENCH_CLIENT_MS_PER_GENERATED_TOKEN.get(client, 0.0) * mean_generated
 
 
-def frontend_ms_per_token(engine: str, version: tuple[int, int, int] | None) -> float:
+def frontend_ms_per_token(
+    engine: str, version: tuple[int, int, int] | None, stream_interval: int = 1
+) -> float:
     """The API server's time per streamed token, ms (0 where not measured; no release: the
-    newest, a V1 one for vLLM)."""
-    return FRONTEND_MS_PER_TOKEN.get(engine_key(engine, version), 0.0)
+    newest, a V1 one for vLLM), its per-chunk share once per `stream_interval` tokens."""
+    key = engine_key(engine, version)
+    whole = FRONTEND_MS_PER_TOKEN.get(key, 0.0)
+    share = FRONTEND_PER_TOKEN_SHARE.get(key, 0.0)
+    return whole * (share + (1.0 - share) / max(1, stream_interval))
 
 
 def api_server_label(engine: str) -> tuple[str, str]:
