@@ -450,13 +450,13 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings: dict[str, Any] = {"engine": family, "tp": tp} | ({"pp": pp} if pp > 1 else {})
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own
-    # SGLang engine fields, not plan settings: they go in as the line's own
-    sglang = sglang_fields(row) if family == "sglang" else vllm_fields(row)
-    for field in ("ep_num_redundant_experts", "stream_interval"):  # the line's own fields
+    # the engine's own fields, not plan settings: they go in as the line's own
+    line_fields = sglang_fields(row) if family == "sglang" else vllm_fields(row)
+    for field in ("ep_num_redundant_experts", "stream_interval"):
         if field in settings:
-            sglang[field] = settings.pop(field)
-    if sglang:
-        settings["extra"] = sglang
+            line_fields[field] = settings.pop(field)
+    if line_fields:
+        settings["extra"] = line_fields
     chunked = None
     if config.get("enable_chunked_prefill"):
         chunked = str(config["enable_chunked_prefill"]).lower() == "true"
