@@ -14,7 +14,7 @@ from helpers import MODELS, Result
 from planner.errors import PlannerError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields
+from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields, vllm_fields
 
 Cli = Callable[..., Result]
 
@@ -177,6 +177,37 @@ def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
     }
     # a longer flag is not this one; an unknown backend is left to the engine's default
     assert sglang_fields({"notes": "--enable-two-batch-overlap-x --moe-a2a-backend mori"}) == {}
+
+
+def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> None:
+    # --async-scheduling and its negation, from the notes or the engine_config, and a stream
+    # interval either engine takes, go into the line's own fields
+    import e2e
+
+    assert vllm_fields({"notes": "vllm serve m --async-scheduling --tp 8"}) == {
+        "async_scheduling": True
+    }
+    assert vllm_fields({"notes": "--no-async-scheduling"}) == {"async_scheduling": False}
+    assert vllm_fields({"engine_config": {"async_scheduling": True}}) == {"async_scheduling": True}
+    assert vllm_fields({"notes": "--async-scheduling-x"}) == {}
+    row = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "workload": {
+            "dataset": "random (vllm bench serve)",
+            "input_len": 1000,
+            "output_len": 100,
+            "concurrency": 4,
+        },
+        "notes": "vllm serve m --async-scheduling --stream-interval 10",
+    }
+    kwargs, why = e2e.pose(row, MODELS)
+    assert why is None
+    assert kwargs["settings"]["extra"] == {"async_scheduling": True, "stream_interval": 10}
 
 
 def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -> None:
