@@ -452,7 +452,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings |= engine_settings(row)  # "default": the engine's own
     # the engine's own fields, not plan settings: they go in as the line's own
     line_fields = sglang_fields(row) if family == "sglang" else vllm_fields(row)
-    for field in ("ep_num_redundant_experts", "stream_interval"):
+    for field in ("ep_num_redundant_experts", "stream_interval", "scheduler_recv_interval"):
         if field in settings:
             line_fields[field] = settings.pop(field)
     if line_fields:

@@ -272,6 +272,7 @@ ROW_SETTINGS = {
     "context_length": "context_tokens",
     "ep_num_redundant_experts": "ep_num_redundant_experts",
     "stream_interval": "stream_interval",
+    "scheduler_recv_interval": "scheduler_recv_interval",
 }
 
 

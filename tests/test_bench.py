@@ -12,6 +12,7 @@ from helpers import MODELS, Result, bench
 
 from planner.api.bench_instance import Deployment, deployment_instance, with_speculation
 from planner.api.bench_load import Lengths, Load, Speculation
+from planner.core.serve import fields_from_line
 from planner.core.step import step_time_for
 from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
 from planner.errors import InputError
@@ -324,6 +325,48 @@ def test_littles_law(version: str | None) -> None:
     got = run(n, 300, 100, requests=50 * n, **settings)
     in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
     assert in_system == pytest.approx(n, rel=0.02)
+
+
+def test_sglangs_receive_interval_holds_new_requests_for_decode_steps(
+    cli: Callable[..., Result],
+) -> None:
+    """SGLang's --scheduler-recv-interval N takes in new requests every N decode steps (at
+    once after a step with prefill, or idle): a request reaching a decoding server waits up to
+    N steps, so TTFT grows with N while TPOT barely moves, and the requests in the system
+    (Little's law: throughput x mean latency, the closed loop's ramp and drain aside) do not
+    change."""
+    run_args = (
+        "simulate", "--preset", "gpt-oss-20b", "--gpu", "b200", "--engine", "sglang",
+        "--concurrency", "64", "--prompt-len", "1000", "--output-len", "1000",
+        "--len-range", "0.8", "--requests", "256", "--json",
+    )  # fmt: skip
+    got = {
+        n: cli(*run_args, *(("--scheduler-recv-interval", str(n)) if n else ())).json()
+        for n in (0, 1, 10, 30)
+    }
+    assert got[1]["median_ttft_ms"] == got[0]["median_ttft_ms"]  # 1 is the default
+
+    def in_system(m: dict[str, Any]) -> float:
+        return float(m["request_throughput"] * m["mean_e2el_ms"] / 1000.0)
+
+    assert in_system(got[1]) == pytest.approx(64, rel=0.05)
+    step_ms = got[1]["median_itl_ms"]
+    assert got[10]["median_ttft_ms"] > got[1]["median_ttft_ms"] + 2 * step_ms
+    assert got[30]["median_ttft_ms"] > got[10]["median_ttft_ms"] + 5 * step_ms
+    for n in (10, 30):
+        assert got[n]["median_tpot_ms"] == pytest.approx(got[1]["median_tpot_ms"], rel=0.05)
+        assert in_system(got[n]) == pytest.approx(in_system(got[1]), rel=0.01)
+        line = got[n]["deployment"]["command"]
+        assert line.endswith(f" --scheduler-recv-interval {n}")
+        assert fields_from_line("sglang", line)["scheduler_recv_interval"] == n
+    # all at once from an idle server: taken in at once whatever N
+    fixed = [a for a in run_args if a not in ("--len-range", "0.8")]
+    idle = cli(*fixed, "--scheduler-recv-interval", "30").json()
+    assert idle["median_ttft_ms"] == cli(*fixed).json()["median_ttft_ms"]
+    vllm = (*run_args[:5], "--engine", "vllm", *run_args[7:])
+    refused = cli(*vllm, "--scheduler-recv-interval", "4")
+    assert refused.code == 2
+    assert refused.json()["error"].startswith("--scheduler-recv-interval: an SGLang flag")
 
 
 def test_throughput_never_falls_with_concurrency_until_preemption() -> None:

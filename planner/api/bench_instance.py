@@ -643,6 +643,7 @@ def _scheduler_config(
             and VLLM_ASYNC_OUTPUT_SINCE <= version < VLLM_V1_SINCE
             and int(str(p.settings.get("pipeline_parallel_size", 1))) == 1
         ),
+        recv_interval=int(str(p.settings.get("scheduler_recv_interval") or 1)),
     )
     return cfg, budget
 

@@ -144,6 +144,13 @@ def capacity(
             show_default=False,
         ),
     ] = None,
+    scheduler_recv_interval: Annotated[
+        int | None,
+        typer.Option(
+            help="SGLang flag: new requests taken in every N decode steps [1].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
@@ -408,6 +415,7 @@ class CapacityFlags:
     enforce_eager: bool
     async_scheduling: bool | None
     stream_interval: int | None
+    scheduler_recv_interval: int | None
     kv_cache_memory_bytes: int | None
     enable_lora: bool
     max_lora_rank: int | None
@@ -576,6 +584,7 @@ def _engine_ledger_settings(
             enforce_eager=f.enforce_eager,
             async_scheduling=f.async_scheduling,
             stream_interval=f.stream_interval,
+            scheduler_recv_interval=f.scheduler_recv_interval,
             kv_cache_memory_bytes=f.kv_cache_memory_bytes,
             enable_lora=f.enable_lora,
             enable_expert_parallel=f.enable_expert_parallel,
@@ -635,6 +644,7 @@ SGLANG_ONLY_FLAGS = {
     "--chunked-prefill-size": "chunked_prefill_size",
     "--max-running-requests": "max_running_requests",
     "--cuda-graph-max-bs": "cuda_graph_max_bs_decode",
+    "--scheduler-recv-interval": "scheduler_recv_interval",
     "--mamba-full-memory-ratio": "mamba_full_memory_ratio",
     "--max-mamba-cache-size": "max_mamba_cache_size",
     "--enable-hierarchical-cache": "enable_hierarchical_cache",
@@ -879,6 +889,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         return extra
     keys = (
         "stream_interval",
+        "scheduler_recv_interval",
         "cuda_graph_max_bs_decode",
         "mamba_full_memory_ratio",
         "max_mamba_cache_size",

@@ -310,6 +310,14 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    scheduler_recv_interval: Annotated[
+        int | None,
+        typer.Option(
+            help="SGLang: after decode steps the scheduler takes in new requests every N of "
+            "them [1].",
+            show_default=False,
+        ),
+    ] = None,
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,
@@ -539,6 +547,7 @@ class SimulateFlags:
     enforce_eager: bool
     async_scheduling: bool | None
     stream_interval: int | None
+    scheduler_recv_interval: int | None
     kv_cache_memory_bytes: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
@@ -743,6 +752,11 @@ ENGINE_EXTRA_FLAGS = {
         "enable_two_batch_overlap",
     ),
     "cuda_graph_max_bs": ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
+    "scheduler_recv_interval": (
+        "sglang",
+        "--scheduler-recv-interval",
+        "scheduler_recv_interval",
+    ),
     "max_cudagraph_capture_size": (
         "vllm",
         "--max-cudagraph-capture-size",
@@ -929,6 +943,7 @@ DEPLOYMENT_FLAGS = {
     "enforce_eager": "--enforce-eager",
     "async_scheduling": "--async-scheduling",
     "stream_interval": "--stream-interval",
+    "scheduler_recv_interval": "--scheduler-recv-interval",
     "trust_remote_code": "--trust-remote-code",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",

@@ -900,6 +900,7 @@ SGLANG_FLAGS = (
     ("quantization", "--quantization"),
     ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs"),
     ("stream_interval", "--stream-interval"),
+    ("scheduler_recv_interval", "--scheduler-recv-interval"),
     ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
     ("max_mamba_cache_size", "--max-mamba-cache-size"),
     ("enable_hierarchical_cache", "--enable-hierarchical-cache"),
@@ -916,6 +917,7 @@ SGLANG_FLAGS = (
 # nothing, and `planner drift` reads an omitted one as its default).
 LINE_DEFAULTS: dict[str, Any] = {
     "stream_interval": 1,
+    "scheduler_recv_interval": 1,
     "pipeline_parallel_size": 1,
     "data_parallel_size": 1,
     "pp_size": 1,

@@ -218,6 +218,12 @@ class SimConfig(BaseModel):
         "decode steps; requests join and prefill only between rounds, and the engine's "
         "per-step overhead is paid once per round",
     )
+    recv_interval: int = Field(
+        default=1,
+        ge=1,
+        description="SGLang's --scheduler-recv-interval: after decode-only steps the scheduler "
+        "takes in new requests every N of them (at once after a step with prefill, or idle)",
+    )
 
     @model_validator(mode="after")
     def _window_pool_is_sglangs(self) -> SimConfig:

@@ -195,6 +195,7 @@ def execute(
         and not cfg.whole_prompts
         and not cfg.outputs_one_step_late
         and cfg.lockstep_groups == 1
+        and cfg.recv_interval == 1
     ):
         _unbounded(run, cost, cfg, trace, delay_ms)
     else:
@@ -340,6 +341,12 @@ class _IterationLoop:
         host_ms = self.curve.curve.host_ms_per_seq if self.curve is not None else 0.0
         self.round_saving_ms_per_seq = host_ms * (1.0 - 1.0 / self.multi)
         self.round_left = 0  # steps left in the current multi-step round
+        # SGLang's receive skipper (managers/scheduler_recv_skipper.py, 0.5.4; scheduler_
+        # components/recv_skipper.py, 0.5.23): each loop adds its last batch's weight, 1 for a
+        # decode step (or none), 1,000 for anything with prefill, and the scheduler takes in
+        # new requests only when the sum reaches --scheduler-recv-interval, then starts again
+        self.recv_every = cfg.recv_interval
+        self.recv_count = cfg.recv_interval
         self.preempted_last = False  # the last step preempted: it admits nothing new
         reserve = self.reserve = cfg.reserve
         # vLLM V0 allocates a request's whole prompt at admission (block_manager allocate),
@@ -770,7 +777,7 @@ class _IterationLoop:
         steps = self.next_finish() - clock
         arrival, nxt = self.arrival, self.nxt
         if nxt < self.n and len(self.running) < self.max_batch and arrival[nxt] < math.inf:
-            steps = min(steps, max(1, math.ceil((arrival[nxt] - self.t) / dt)))
+            steps = min(steps, self.received_after(max(1, math.ceil((arrival[nxt] - self.t) / dt))))
         if pool is not None:
             room = pool - (self.held_running() - self.decoding_blocks(clock))
 
@@ -792,6 +799,38 @@ class _IterationLoop:
             if self.multi > 1:
                 dt -= self.round_saving(n_decoding)
         return steps, dt
+
+    def received_after(self, steps: int) -> int:
+        """The fewest decode-only steps, at least `steps`, after which the scheduler takes in
+        new requests (every step without a receive skipper)."""
+        every = self.recv_every
+        if every == 1:
+            return steps
+        first = every - self.recv_count
+        if steps <= first:
+            return first
+        return first + math.ceil((steps - first) / every) * every
+
+    def receives(self) -> bool:
+        """Whether this loop takes in the requests that have reached the server."""
+        if self.recv_every == 1:
+            return True
+        if self.recv_count < self.recv_every:
+            return False
+        self.recv_count = 0
+        return True
+
+    def count_towards_recv(self, steps: int, prefilled: bool) -> None:
+        """The receive skipper's sum after a step with prefill (take in at once) or `steps`
+        decode-only ones (a receive passed mid-jump found nothing: the jump stops at one that
+        has a request to take)."""
+        every = self.recv_every
+        if every == 1:
+            return
+        total = every if prefilled else self.recv_count + steps
+        if total >= every:
+            total = every if total % every == 0 else total % every
+        self.recv_count = total
 
     def decode(self, steps: int, dt: float, n_decoding: int) -> None:
         """Advance the decode clock by `steps` (speculation: each sequence by what it
@@ -910,14 +949,16 @@ class _IterationLoop:
     def step(self) -> None:
         """One scheduler iteration (or a jump of identical decode-only ones)."""
         arrival, waiting, running, pending = self.arrival, self.waiting, self.running, self.pending
-        while self.nxt < self.n and arrival[self.nxt] <= self.t:
-            waiting.append(self.nxt)
-            self.nxt += 1
+        if self.receives():
+            while self.nxt < self.n and arrival[self.nxt] <= self.t:
+                waiting.append(self.nxt)
+                self.nxt += 1
         if self.round_left and len(running) == len(pending):
             self.round_left = 0  # nothing left decoding: the round ends early
         if not running and not waiting:
-            self.run.idle_ms += arrival[self.nxt] - self.t
-            self.t = arrival[self.nxt]
+            self.recv_count = self.recv_every  # idle: the loop spins and takes it in at once
+            self.run.idle_ms += max(0.0, arrival[self.nxt] - self.t)
+            self.t = max(self.t, arrival[self.nxt])
             if self.reserve is not None:
                 # SGLang's idle housekeeping resets the new-token ratio (scheduler.py
                 # self_check_during_idle in 0.5.2, on_idle in 0.5.13)
@@ -979,6 +1020,7 @@ class _IterationLoop:
             self.decode(steps, dt, n_decoding)
         elif waiting_decoders:
             self.stall_ms += dt
+        self.count_towards_recv(steps, bool(take))
         if take:
             self.complete_prefills(take)
         self.retire()

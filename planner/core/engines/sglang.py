@@ -308,6 +308,11 @@ class SglangSettings(BaseModel):
     stream_interval: int = Field(
         default=1, ge=1, description="--stream-interval: a request's tokens sent N at a time"
     )
+    scheduler_recv_interval: int = Field(
+        default=1,
+        ge=1,
+        description="--scheduler-recv-interval: new requests taken in every N decode steps",
+    )
     page_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
@@ -645,6 +650,7 @@ def predict(
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "stream_interval": s.stream_interval,
+            "scheduler_recv_interval": s.scheduler_recv_interval,
         },
         defaults_used=defaults,
         term_sources=sources
