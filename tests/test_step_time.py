@@ -1388,6 +1388,9 @@ def test_simulate_takes_the_servers_stream_interval(cli: Callable[..., Result]) 
         assert line.endswith(" --stream-interval 10"), engine
         assert fields_from_line(engine, line)["stream_interval"] == 10
         assert "--stream-interval" not in one["deployment"]["command"]
+        # and the output says its ITL is an approximation
+        assert any(n.startswith("--stream-interval 10: ") for n in ten["notes"])
+        assert not any("--stream-interval" in n for n in one["notes"])
     # paced by what streams the tokens (SGLang's client reads every chunk of 512 streams, each
     # carrying the output so far), fewer chunks step faster
     paced = ("--engine", "sglang", "--concurrency", "512", "--requests", "1024")

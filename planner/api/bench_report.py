@@ -111,6 +111,14 @@ def run_notes(
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
         notes.append(lockstep_note(engine, inst.cfg.lockstep_groups))
+    if curve.stream_interval > 1:
+        n = curve.stream_interval
+        notes.append(
+            f"--stream-interval {n}: a request's tokens leave {n} at a time after its first, so "
+            f"the ITL figures are {n} x the gaps between its tokens, an approximation where a "
+            "chunk spans a stalled step beside plain ones (TTFT, TPOT and E2EL are the tokens' "
+            "own)"
+        )
     if speculation is not None:
         k = speculation["k"]
         notes.append(

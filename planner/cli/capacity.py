@@ -15,12 +15,15 @@ from planner.cli.numbers import (
     CONTEXT_FLAGS,
     MAX_GPU_MEMORY_GIB,
     TP_FLAGS,
+    AsyncScheduling,
     EngineDtype,
     HubTimeout,
     MambaFullMemoryRatio,
     MaxMambaCacheSize,
     ReservedGib,
     Revision,
+    SchedulerRecvInterval,
+    StreamInterval,
     TrustRemoteCode,
     apply_hub_timeout,
     defaults_of,
@@ -128,29 +131,9 @@ def capacity(
         int | None, typer.Option(help="vLLM flag: the most it may run.")
     ] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
-    async_scheduling: Annotated[
-        bool | None,
-        typer.Option(
-            "--async-scheduling/--no-async-scheduling",
-            help="vLLM 0.10+ flag: schedule the next step while the GPU runs this one "
-            "[the release's: on from 0.14].",
-            show_default=False,
-        ),
-    ] = None,
-    stream_interval: Annotated[
-        int | None,
-        typer.Option(
-            help="Engine flag (vLLM 0.12+, SGLang): a request's tokens leave N at a time [1].",
-            show_default=False,
-        ),
-    ] = None,
-    scheduler_recv_interval: Annotated[
-        int | None,
-        typer.Option(
-            help="SGLang flag: new requests taken in every N decode steps [1].",
-            show_default=False,
-        ),
-    ] = None,
+    async_scheduling: AsyncScheduling = None,
+    stream_interval: StreamInterval = None,
+    scheduler_recv_interval: SchedulerRecvInterval = None,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")

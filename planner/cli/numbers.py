@@ -131,6 +131,33 @@ MaxMambaCacheSize = Annotated[
         "--max-mamba-cache-size", help="SGLang flag (hybrid models): the Mamba state slots."
     ),
 ]
+AsyncScheduling = Annotated[
+    bool | None,
+    typer.Option(
+        "--async-scheduling/--no-async-scheduling",
+        help="vLLM 0.10+ flag: schedule the next step while the GPU runs this one (its CPU "
+        "time per running request then costs the step nothing) [the release's: on from 0.14].",
+        show_default=False,
+    ),
+]
+StreamInterval = Annotated[
+    int | None,
+    typer.Option(
+        "--stream-interval",
+        help="Engine flag (vLLM 0.12+, SGLang): a request's tokens leave N at a time after its "
+        "first [1].",
+        show_default=False,
+    ),
+]
+SchedulerRecvInterval = Annotated[
+    int | None,
+    typer.Option(
+        "--scheduler-recv-interval",
+        help="SGLang flag: after decode steps the scheduler takes in new requests every N of "
+        "them [1].",
+        show_default=False,
+    ),
+]
 
 
 # --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     TP_FLAGS,
+    AsyncScheduling,
     AttentionDataParallel,
     EnableExpertParallel,
     EnableHierarchicalCache,
@@ -28,6 +29,8 @@ from planner.cli.numbers import (
     PrefixTokens,
     ReservedGib,
     Revision,
+    SchedulerRecvInterval,
+    StreamInterval,
     TrustRemoteCode,
     apply_hub_timeout,
     defaults_of,
@@ -293,31 +296,9 @@ def simulate(
     enforce_eager: Annotated[
         bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
     ] = False,
-    async_scheduling: Annotated[
-        bool | None,
-        typer.Option(
-            "--async-scheduling/--no-async-scheduling",
-            help="vLLM 0.10+: schedule the next step while the GPU runs this one (its CPU time "
-            "per running request then costs the step nothing) [the release's: on from 0.14].",
-            show_default=False,
-        ),
-    ] = None,
-    stream_interval: Annotated[
-        int | None,
-        typer.Option(
-            help="The server's --stream-interval: a request's tokens leave N at a time after "
-            "its first (vLLM 0.12+, SGLang) [1].",
-            show_default=False,
-        ),
-    ] = None,
-    scheduler_recv_interval: Annotated[
-        int | None,
-        typer.Option(
-            help="SGLang: after decode steps the scheduler takes in new requests every N of "
-            "them [1].",
-            show_default=False,
-        ),
-    ] = None,
+    async_scheduling: AsyncScheduling = None,
+    stream_interval: StreamInterval = None,
+    scheduler_recv_interval: SchedulerRecvInterval = None,
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,

@@ -31,6 +31,10 @@ from planner.sim.workload import Trace
 # While a decaying admission ratio may let waiting requests in, decode-only jumps stop this
 # often to look (SGLang's ratio moves by ~1/600 of its range per step: 8 steps is ~1.3%).
 RESERVE_RECHECK_STEPS = 8
+# SGLang's receive skipper weighs a loop whose last batch had prefill (or anything but decode)
+# at 1,000 toward --scheduler-recv-interval, a decode step or an idle loop at 1
+# (_DEFAULT_WEIGHT and _WEIGHT_OF_FORWARD_MODE, managers/scheduler_recv_skipper.py, 0.5.4).
+RECV_PREFILL_WEIGHT = 1000
 
 
 class Percentiles(BaseModel):
@@ -346,7 +350,7 @@ class _IterationLoop:
         # decode step (or none), 1,000 for anything with prefill, and the scheduler takes in
         # new requests only when the sum reaches --scheduler-recv-interval, then starts again
         self.recv_every = cfg.recv_interval
-        self.recv_count = cfg.recv_interval
+        self.recv_count = cfg.recv_interval  # the first loop takes in what has arrived
         self.preempted_last = False  # the last step preempted: it admits nothing new
         reserve = self.reserve = cfg.reserve
         # vLLM V0 allocates a request's whole prompt at admission (block_manager allocate),
@@ -821,13 +825,16 @@ class _IterationLoop:
         return True
 
     def count_towards_recv(self, steps: int, prefilled: bool) -> None:
-        """The receive skipper's sum after a step with prefill (take in at once) or `steps`
-        decode-only ones (a receive passed mid-jump found nothing: the jump stops at one that
-        has a request to take)."""
+        """The receive skipper's sum after a step with prefill (its weight) or `steps`
+        decode-only ones (one each; a receive passed mid-jump found nothing: the jump stops at
+        one that has a request to take)."""
         every = self.recv_every
         if every == 1:
             return
-        total = every if prefilled else self.recv_count + steps
+        if prefilled:
+            self.recv_count += RECV_PREFILL_WEIGHT
+            return
+        total = self.recv_count + steps
         if total >= every:
             total = every if total % every == 0 else total % every
         self.recv_count = total
