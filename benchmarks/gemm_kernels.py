@@ -140,12 +140,12 @@ def modelled_shares() -> dict[tuple[str, str], float]:
 
 
 # The planner's MoE kinds by the fused MoE rows' kernel names, and the rate each is read against
-# (MXFP4 with FP8 activations at the FP8 rate, as the planner runs MXFP4 on AMD).
+# (MXFP4 with FP8 activations at the FP8 rate, as the planner runs AMD's MXFP4 exports on AMD).
 MOE_KINDS = {
     "fused MoE, bf16": ("bf16", "bf16"),
     "fused MoE, fp8 per-token": ("fp8", "a8w8"),
     "fused MoE, fp8 block-scaled": ("fp8-block", "a8w8"),
-    "fused MoE, mxfp4 w4a8": ("mxfp4", "a8w8"),
+    "fused MoE, mxfp4 w4a8": ("mxfp4-fp8", "a8w8"),
     "fused MoE, mxfp4 w4a4": ("fp4", "a4w4"),
 }
 
@@ -284,13 +284,22 @@ def main() -> None:
         "gfx942": (family.CDNA3_MOE_SHARES, family.CDNA3_DENSE_GEMM_SHARES),
         "gfx950": (family.CDNA4_MOE_SHARES, family.CDNA4_DENSE_GEMM_SHARES),
     }
+    points = moe_large_m_points(rows)
     for (arch, kind), (ceiling, half, shapes) in moe_large_m_fits(rows).items():
         moe_shares, dense_shares = planner_moe[arch]
-        form = f"{ceiling:.3f} x width / (width + {half})" if half else f"median {ceiling:.3f}"
+        own_ceiling, own_half = moe_shares.get(kind, (0.0, None))
+        if half:
+            form = f"{ceiling:.3f} x width / (width + {half})"
+            own = f"{own_ceiling:.3f}, {own_half}"
+        else:  # one width: the planner's share there (its curve may carry a borrowed half)
+            width = points[(arch, kind)][0][0]
+            form = f"median {ceiling:.3f} at width {width:,.0f}"
+            at = own_ceiling * (width / (width + own_half) if own_half else 1.0)
+            own = f"{at:.3f} there" + (f"; {own_ceiling:.3f}, {own_half}" if own_half else "")
         print(
             f"{arch} fused MoE ({kind}) at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens "
             f"({shapes} shapes): {form} of the rate, ceiling {ceiling / dense_shares[kind]:.2f} "
-            f"of the dense share (planner: {moe_shares.get(kind)})"
+            f"of the dense share (planner: {own})"
         )
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if _every_fp8_expert_routed(r)):

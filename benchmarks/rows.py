@@ -19,7 +19,7 @@ from planner.sources.presets import find_gpu, gpu_catalog
 VARIANT_SUFFIXES = (
     ("-fp8-dynamic", "fp8"),
     ("-fp8-kv", "fp8"),
-    ("-w-mxfp4-a-fp8", "mxfp4"),
+    ("-w-mxfp4-a-fp8", "mxfp4-a-fp8"),
     ("-fp8", "fp8"),
     ("-nvfp4", "nvfp4"),
     ("-fp4", "nvfp4"),
@@ -112,9 +112,36 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
     return derived_config(cfg, name)
 
 
+# AMD's re-export of an MXFP4 gpt-oss with fp8 activations (amd/gpt-oss-120b-w-mxfp4-a-fp8), posed
+# as an AMD Quark checkpoint of the same experts: MXFP4 weights (a scale per 32) and fp8 inputs,
+# as its name states; the layers OpenAI's export keeps in bf16 excluded alike (an estimate: the
+# planner sizes and prices the formats, not the export's own file).
+AMD_MXFP4_FP8 = "mxfp4-a-fp8"
+QUARK_MXFP4_FP8 = {
+    "quant_method": "quark",
+    "global_quant_config": {
+        "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32},
+        "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+    },
+}
+
+
+def quark_mxfp4_fp8_config(base: Path, name: str) -> Path | None:
+    """A folder holding the config.json of AMD's fp8-activation export of the OpenAI MXFP4
+    checkpoint in `base` (None for a base in another format)."""
+    cfg = json.loads((base / "config.json").read_text())
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict) or q.get("quant_method") != "mxfp4":
+        return None
+    kept = list(q.get("modules_to_not_convert") or [])
+    cfg["quantization_config"] = QUARK_MXFP4_FP8 | {"exclude": kept}
+    return derived_config(cfg, name)
+
+
 def derived_config(cfg: dict[str, object], name: str) -> Path:
     """A folder under the temporary directory holding `cfg` as checkpoint `name`'s config.json
-    (the configs this module derives: meta_fp8_config, sibling_config)."""
+    (the configs this module derives: meta_fp8_config, quark_mxfp4_fp8_config,
+    sibling_config)."""
     out = Path(tempfile.gettempdir()) / "planner-bench-configs" / name.replace("/", "--")
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg))
@@ -184,7 +211,8 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     folder of the same name, else the base model's (the export's suffix, a date revision such
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
     export whose base ships its own FP8 checkpoint takes that one's config as it is,
-    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), and Llama 3,
+    Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), AMD's
+    fp8-activation gpt-oss a Quark config (quark_mxfp4_fp8_config), and Llama 3,
     Qwen2 / Qwen2.5 Instruct and Mistral-7B-Instruct-v0.2 a sibling's with the fields that
     differ set back (sibling_config)."""
     if not models.is_dir():
@@ -214,6 +242,9 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
         return derived, weights
     for stem in stems:
         if stem.lower() in folders:
+            if weights == AMD_MXFP4_FP8:
+                quark = quark_mxfp4_fp8_config(folders[stem.lower()], name)
+                return (quark, None) if quark is not None else (folders[stem.lower()], "mxfp4")
             if weights == "fp8" and name.lower().startswith(META_FP8_PREFIX):
                 mixed = meta_fp8_config(folders[stem.lower()], name)
                 if mixed is not None:

@@ -18,6 +18,20 @@ class PlannerError(Exception):
 
     exit_code: int = EXIT_FINDING
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its message and attributes, so that a worker of a process pool (fleet's
+        candidates) hands it back whole: the subclasses' own __init__ signatures are not
+        re-run on the way."""
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[PlannerError], args: tuple[Any, ...], state: dict[str, Any]) -> PlannerError:
+    """A PlannerError of `cls` with `args` and attributes `state`, as pickled (__reduce__)."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class InputError(PlannerError):
     """Bad input: names the field and what is accepted."""

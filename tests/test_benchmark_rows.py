@@ -78,7 +78,8 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
         # a release tag after the format, AMD's fp8-activation gpt-oss, w4a16 int4
         ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-ai--DeepSeek-R1", "mxfp4"),
         ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-ai--DeepSeek-R1", "nvfp4"),
-        ("amd/gpt-oss-120b-w-mxfp4-a-fp8", "openai--gpt-oss-120b", "mxfp4"),
+        # AMD's fp8-activation gpt-oss: a Quark config derived from OpenAI's
+        ("amd/gpt-oss-120b-w-mxfp4-a-fp8", "amd--gpt-oss-120b-w-mxfp4-a-fp8", None),
         (
             "RedHatAI/Llama-3.3-70B-Instruct-quantized.w4a16",
             "meta-llama--Llama-3.3-70B-Instruct",
@@ -248,6 +249,36 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     # SGLang reads the method from the checkpoint: its line names none
     sglang = cli("capacity", *where, "--engine", "sglang").json()["flags"]["sglang"]
     assert "--quantization" not in sglang
+
+
+def test_amds_fp8_activation_gpt_oss_is_posed_as_a_quark_export_of_the_same_experts(
+    cli: Cli,
+) -> None:
+    """amd/gpt-oss-120b-w-mxfp4-a-fp8 is OpenAI's experts re-exported by AMD Quark with fp8
+    activations: the same bytes, the fp8 rate on AMD Instinct (OpenAI's own export multiplies
+    in bf16 there), and SGLang takes it where it refuses OpenAI's MXFP4."""
+    from planner.core.step import step_time_for
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    folder, weights = checkpoint_config("amd/gpt-oss-120b-w-mxfp4-a-fp8", MODELS)
+    assert folder is not None and weights is None
+    openai = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
+    amd = resolve_model(None, str(folder))
+    assert (amd.weight_dtype, openai.weight_dtype) == ("mxfp4-quark", "mxfp4")
+    assert amd.weights_bytes == openai.weights_bytes
+    assert amd.plain_linear_params == openai.plain_linear_params  # attention stays bf16
+    mi355x = find_gpu("mi355x")
+    assert step_time_for(amd, mi355x).flops_per_s == mi355x.fp8_dense_flops
+    assert step_time_for(openai, mi355x).flops_per_s == mi355x.bf16_dense_flops
+    where = ("--gpu", "mi300x", "--engine", "sglang", "--json")
+    refused = cli("capacity", "--model", str(MODELS / "openai--gpt-oss-120b"), *where)
+    assert refused.code == 2
+    assert refused.json()["field"] == "--gpu"
+    assert "not support mxfp4 computation" in refused.json()["error"]
+    assert cli("capacity", "--model", str(folder), *where).code == 0
+    gfx950 = ("--gpu", "mi355x", "--engine", "sglang", "--json")
+    assert cli("capacity", "--model", str(MODELS / "openai--gpt-oss-120b"), *gfx950).code == 0
 
 
 def test_a_row_on_a_dataset_not_modelled_is_posed_at_the_lengths_it_reported() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import Result, bench
+from helpers import MODELS, Result, bench
 
 from planner.api.fleet import fleet_report, layout_name
 from planner.api.simulate import load_workload
@@ -847,3 +847,22 @@ def test_a_winner_with_an_fp8_kv_cache_saves_a_lock_drift_finds_clean(
     stored = yaml.safe_load(lock.read_text())["inputs"]["settings"]["kv_cache_dtype"]
     assert f"--kv-cache-dtype {stored}" in line and stored.startswith("fp8")
     assert cli("drift", str(lock), "--against-args", line).code == 0
+
+
+def test_a_card_the_engine_refuses_is_rejected_with_its_reason_and_the_search_goes_on() -> None:
+    # SGLang refuses OpenAI's MXFP4 gpt-oss on a gfx942 (MI300X) and serves it on a gfx950: the
+    # refusal crosses the process pool whole and rejects that card's candidates alone
+    data = report(
+        1.0,
+        ("mi300x", "mi355x"),
+        preset=None,
+        model=str(MODELS / "openai--gpt-oss-120b"),
+        engine="sglang",
+        tps=[1],
+    )
+    by_gpu = {c["gpu"]: c for c in data["candidates"]}
+    assert set(by_gpu) == {"mi300x", "mi355x"}
+    refused = by_gpu["mi300x"]
+    assert not refused["fits"] and not refused["starts"]
+    assert "not support mxfp4 computation" in refused["reason"]
+    assert data["winner"]["gpu"] == "mi355x"

@@ -887,3 +887,25 @@ def test_an_option_given_twice_is_refused_and_a_list_option_repeats(cli: Cli) ->
              "--json")  # fmt: skip
     both = cli(*fleet, "--gpu", "h100", "--gpu", "l40s,h100").json()
     assert {c["gpu"] for c in both["candidates"]} == {"h100-sxm5-80gb", "l40s"}
+
+
+def test_every_expected_error_crosses_a_process_pool_whole() -> None:
+    """fleet plans candidates in worker processes: an engine's refusal pickled there comes back
+    with its type, message and attributes (InputError's two-argument __init__ once failed to
+    unpickle, and the whole search died with BrokenProcessPool)."""
+    import pickle
+
+    from planner.api.bench_instance import CannotServe, WouldNotStart
+    from planner.core.engines.common import NoKvCache
+    from planner.errors import InputError, SourceUnavailable
+
+    for err in (
+        InputError("--gpu", "mi300x: refused"),
+        NoKvCache("--mem-fraction-static", "no room"),
+        WouldNotStart(["a", "b"]),
+        CannotServe(["too long"]),
+        SourceUnavailable("the Hub is down"),
+    ):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err)
+        assert (str(back), back.__dict__, back.exit_code) == (str(err), err.__dict__, err.exit_code)

@@ -348,15 +348,27 @@ def test_block_scaled_fp8_prefills_slower_on_amd_only() -> None:
 
 def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
     # each family's fused-MoE share is the width fit through AITER's tuned fused MoE layers at
-    # 8K-32K tokens (the median where the tables time one width), and every kind the tables
-    # time has one
+    # 8K-32K tokens (where the tables time one width, the table's median there, on gfx942's half
+    # width), and every kind the tables time has one; OpenAI's weight-only MXFP4, which no table
+    # times, takes the family's bf16 share
     bench = benchmark_script("gemm_kernels")
-    measured = bench.moe_large_m_fits(bench.load(bench.ROWS))
+    rows = bench.load(bench.ROWS)
+    measured, points = bench.moe_large_m_fits(rows), bench.moe_large_m_points(rows)
     planner = {"gfx942": CDNA3_MOE_SHARES, "gfx950": CDNA4_MOE_SHARES}
-    assert {(arch, kind) for arch, shares in planner.items() for kind in shares} == set(measured)
+    timed = {(arch, kind) for arch, shares in planner.items() for kind in shares if kind != "mxfp4"}
+    assert timed == set(measured)
+    for arch, shares in planner.items():
+        assert shares["mxfp4"] == shares["bf16"], arch
     for (arch, kind), (ceiling, half, shapes) in measured.items():
         assert shapes >= 3, (arch, kind)
-        assert planner[arch][kind] == (pytest.approx(ceiling, abs=0.0005), half), (arch, kind)
+        own_ceiling, own_half = planner[arch][kind]
+        if half is None:
+            width = points[(arch, kind)][0][0]
+            assert own_half == CDNA3_MOE_SHARES[kind][1], (arch, kind)
+            at_width = own_ceiling * width / (width + own_half)
+            assert at_width == pytest.approx(ceiling, abs=0.0005), (arch, kind)
+        else:
+            assert (own_ceiling, own_half) == (pytest.approx(ceiling, abs=0.0005), half)
     # the factor at a DeepSeek-V3 TP 8 width (256 columns) is below the dense share each time
     for shares, dense in (
         (CDNA3_MOE_SHARES, CDNA3_DENSE_GEMM_SHARES),
@@ -387,11 +399,29 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
         grown = experts / plain.linear_parts(16384)[1]
         assert grown == pytest.approx(1 / kind_share, rel=0.1), gpu_id
         assert curve.step_ms(8, 2000) == pytest.approx(plain.step_ms(8, 2000), rel=0.01)
-    # gpt-oss's MXFP4 experts run with fp8 activations on CDNA4: their own (larger) share
+    # OpenAI's MXFP4 experts are weight-only on AMD too (the engines' W4A16 kernels): the bf16
+    # rate at the family's bf16 share; AMD's fp8-activation export of them (a Quark
+    # checkpoint) runs at the fp8 rate with AITER's MXFP4 x FP8 share on CDNA4, none on CDNA3
     oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
-    curve = step_time_for(oss, find_gpu("mi355x"), tp=1)
-    assert curve.moe_gemm_scale == pytest.approx(0.402 / 0.491 * 2880 / (2880 + 250), rel=1e-3)
-    assert step_time_for(oss, find_gpu("mi300x"), tp=1).moe_gemm_scale == 1.0  # no table
+    quark = oss.model_copy(update={"weight_dtype": "mxfp4-quark"})
+    width = 2880
+    for gpu_id, own_share, quark_share in (
+        ("mi355x", 0.220 * (384 + 161) / 384 / 0.581 * width / (width + 161), 0.402 / 0.491),
+        ("mi300x", 0.306 / (0.73 * 0.62) * width / (width + 161), None),
+    ):
+        gpu = find_gpu(gpu_id)
+        own, export = step_time_for(oss, gpu, tp=1), step_time_for(quark, gpu, tp=1)
+        assert (own.flops_per_s, export.flops_per_s) == (gpu.bf16_dense_flops, gpu.fp8_dense_flops)
+        assert own.moe_gemm_scale == pytest.approx(own_share, rel=1e-3), gpu_id
+        if quark_share is None:  # no table times that kernel on CDNA3
+            assert export.moe_gemm_scale == 1.0
+        else:
+            assert export.moe_gemm_scale == pytest.approx(
+                quark_share * width / (width + 250), rel=1e-3
+            )
+        # a long prefill's experts at the 16-bit rate take longer; decode streams the same bytes
+        assert own.linear_parts(16384)[1] > 1.5 * export.linear_parts(16384)[1], gpu_id
+        assert own.step_ms(1, 2000) == pytest.approx(export.step_ms(1, 2000), rel=0.01)
 
 
 def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:

@@ -818,6 +818,9 @@ def _candidate(job: Job) -> dict[str, Any]:
         inst = job_instance(job, as_launched=False)
     except WouldNotStart as exc:  # or starts but cannot serve the workload: not a replica
         return row | {"fits": False, "reason": exc.reasons[0], "starts": False}
+    except InputError as exc:  # the engine refuses this card or layout (SGLang: OpenAI's MXFP4
+        # on a gfx942): not a replica either, whatever the other candidates do
+        return row | {"fits": False, "reason": exc.message, "starts": False}
     row["starts"] = True
     plan = inst.plan
     # every trial runs the step-time model itself, step by step, as `planner simulate` runs

@@ -526,6 +526,25 @@ class _Experts:
     redundant: int
 
 
+# The checkpoint label (planner.core.hf_config) of OpenAI's MXFP4 format (quant_method mxfp4,
+# gpt-oss), which SGLang's ROCm build loads on gfx95x alone: Mxfp4Config.from_config raises
+# "Current platform ... not support mxfp4 computation" on any other AMD GPU (srt/layers/
+# quantization/mxfp4.py: mxfp_supported() in 0.5.4 and 0.5.6, is_gfx95_supported() in 0.5.23).
+# The cards with MX formats are the AMD ones with an fp4 rate on record (MI350X / MI355X).
+OPENAI_MXFP4_LABEL = "mxfp4"
+
+
+def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
+    """Refuse OpenAI's MXFP4 checkpoint on an AMD GPU without MX formats, as SGLang does."""
+    if model.weight_dtype == OPENAI_MXFP4_LABEL and gpu.vendor == "amd" and not gpu.fp4_dense_flops:
+        raise InputError(
+            "--gpu",
+            f"{gpu.id}: SGLang loads {model.name}'s MXFP4 checkpoint (quant_method mxfp4) on "
+            "AMD's gfx950 cards alone (MI350X, MI355X) and refuses this one ('not support "
+            "mxfp4 computation'); vLLM serves it here",
+        )
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -543,6 +562,7 @@ def predict(
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
     check_stages(model, pp)
+    check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
         gpu, m.total_memory_bytes, m.total_memory_source

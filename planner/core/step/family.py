@@ -57,8 +57,8 @@ class Family(BaseModel):
     )
     moe_gemm_scale: dict[str, float] = Field(
         default_factory=dict,
-        description="by the experts' GEMM kind (bf16, fp8, fp8-block, mxfp4, fp4): the share of "
-        "the rate the fused MoE kernels reach, relative to the dense GEMMs' of that kind "
+        description="by the experts' GEMM kind (bf16, fp8, fp8-block, mxfp4, fp4, ...): the share "
+        "of the rate the fused MoE kernels reach, relative to the dense GEMMs' of that kind "
         "(none: 1); with moe_half_width, the ceiling wide experts approach",
     )
     moe_half_width: dict[str, int] = Field(
@@ -195,28 +195,49 @@ CDNA4_BLOCK_FP8_SCALE = CDNA4_BLOCK_FP8_GEMM_SHARE / CDNA4_BF16_GEMM_SHARE
 # prefill the factor leaves the model within 0.72-1.0 of the tables' times (decode stays at the
 # expert read). Both engines take it: SGLang's ROCm build runs these kernels (SGLANG_USE_AITER=1),
 # vLLM's its Triton fused MoE by default, whose times no public table gives (AITER's tuned
-# kernels taken as its bound).
+# kernels taken as its bound). OpenAI's weight-only MXFP4 (gpt-oss) runs W4A16 kernels on AMD
+# (planner.core.step.gemm): no table times them; they take the family's BF16 fused MoE share
+# (they dequantize the weights and multiply in bf16; NVIDIA's H200 tables put the two within
+# 4%: HOPPER_MOE_SHARES), an estimate. gfx950's BF16 rows time one width alone (384), where
+# gfx942's curve of the same AITER kernels gives 0.216 (0.306 x 384 / 545): CDNA4 takes
+# gfx942's half width (161), its ceiling set to meet its own 0.220 at 384, where the share
+# of every kernel table that times several widths grows with the width.
+CDNA4_BF16_MOE_WIDTH = 384
+CDNA4_BF16_MOE_SHARE = 0.220
+CDNA3_BF16_MOE_HALF_WIDTH = 161
 CDNA4_MOE_SHARES: dict[str, tuple[float, int | None]] = {
-    "bf16": (0.220, None),
+    "bf16": (
+        CDNA4_BF16_MOE_SHARE
+        * (CDNA4_BF16_MOE_WIDTH + CDNA3_BF16_MOE_HALF_WIDTH)
+        / CDNA4_BF16_MOE_WIDTH,
+        CDNA3_BF16_MOE_HALF_WIDTH,
+    ),
     "fp8": (0.348, 549),
     "fp8-block": (0.191, 109),
-    "mxfp4": (0.402, 250),
+    "mxfp4-fp8": (0.402, 250),
     "fp4": (0.227, 287),
 }
 CDNA3_MOE_SHARES: dict[str, tuple[float, int | None]] = {
-    "bf16": (0.306, 161),
+    "bf16": (0.306, CDNA3_BF16_MOE_HALF_WIDTH),
     "fp8-block": (0.411, 301),
 }
-# The dense share the planner models for each kind (MXFP4 runs at the FP8 rate on AMD, FP4 at
-# the FP4 rate; both take the FP8 factor).
+CDNA4_MOE_SHARES["mxfp4"] = CDNA4_MOE_SHARES["bf16"]
+CDNA3_MOE_SHARES["mxfp4"] = CDNA3_MOE_SHARES["bf16"]
+# The dense share the planner models for each kind (AMD's MXFP4 exports run at the FP8 rate,
+# FP4 at the FP4 rate, both with the FP8 factor; OpenAI's weight-only MXFP4 at the BF16 one).
 CDNA4_DENSE_GEMM_SHARES = {
     "bf16": CDNA4_BF16_GEMM_SHARE,
     "fp8": CDNA4_FP8_GEMM_SHARE,
     "fp8-block": CDNA4_BLOCK_FP8_GEMM_SHARE,
-    "mxfp4": CDNA4_FP8_GEMM_SHARE,
+    "mxfp4": CDNA4_BF16_GEMM_SHARE,
+    "mxfp4-fp8": CDNA4_FP8_GEMM_SHARE,
     "fp4": CDNA4_FP8_GEMM_SHARE,
 }
-CDNA3_DENSE_GEMM_SHARES = {"bf16": CDNA3_BF16_GEMM_SHARE, "fp8-block": CDNA3_BLOCK_FP8_GEMM_SHARE}
+CDNA3_DENSE_GEMM_SHARES = {
+    "bf16": CDNA3_BF16_GEMM_SHARE,
+    "fp8-block": CDNA3_BLOCK_FP8_GEMM_SHARE,
+    "mxfp4": CDNA3_BF16_GEMM_SHARE,
+}
 
 
 def moe_factors(

@@ -18,13 +18,20 @@ FLOPS_EFFICIENCY = 0.55
 # Weight dtype names that mean 4-bit floating point weights with 4-bit activations (ModelOpt
 # NVFP4: w4a4, the card's fp4 tensor-core rate where it has one).
 FP4_DTYPES = ("fp4", "nvfp4")
-# MXFP4 as gpt-oss ships it quantizes the expert weights only. The engines run those GEMMs
-# with 16-bit activations on NVIDIA (Hopper: Triton / Marlin w4a16; Blackwell: FlashInfer's
-# MXFP4 MoE with BF16 activations unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 is exported,
-# which vllm-project/recipes OpenAI/GPT-OSS.md, 2026-05, sets as an opt-in "for better
-# performance"), and with fp8 activations on AMD Instinct (the recipe serves
-# amd/gpt-oss-120b-w-mxfp4-a-fp8 on MI300X-MI355X).
+# MXFP4 as gpt-oss ships it (quant_method "mxfp4", OpenAI's format) quantizes the expert
+# weights only, and every engine multiplies them with 16-bit activations: on NVIDIA (Hopper:
+# Triton / Marlin w4a16; Blackwell: FlashInfer's MXFP4 MoE with BF16 activations unless
+# VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 is exported, which vllm-project/recipes OpenAI/GPT-OSS.md,
+# 2026-05, sets as an opt-in "for better performance") and on AMD Instinct alike (vLLM 0.14's
+# Mxfp4Config runs the OAI Triton kernels on ROCm, 0.34's backend oracle puts the BF16-activation
+# AITER / Triton W4A16 kernels first for gpt-oss: layers/quantization/mxfp4.py and
+# fused_moe/oracle/mxfp4.py; SGLang 0.5.6 the triton_kernels backend, 0.5.23 AITER's A16W4
+# unless AITER_SITUV2_A8W4 / _A4W4 is exported). AMD's own MXFP4 exports (AMD Quark:
+# amd/gpt-oss-120b-w-mxfp4-a-fp8, amd/DeepSeek-R1-MXFP4-Preview, which the recipes serve on
+# MI300X-MI355X) quantize the activations as well: the fp8 rate on AMD Instinct.
 MXFP4_DTYPES = ("mxfp4",)
+# The checkpoint label (planner.core.hf_config) of OpenAI's weight-only MXFP4 format.
+WEIGHT_ONLY_MXFP4 = "mxfp4"
 # Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
 # tensors float8 (its FP8-dynamic exports quantize activations per token).
 FP8_LABELS = ("compressed-tensors-float8",)
@@ -51,17 +58,18 @@ def unfused_dequant_bytes_per_token(rowwise_outputs: tuple[int, int], tp: int, p
     return -(-UNFUSED_DEQUANT_BYTES_PER_OUTPUT * per_gpu // pp)
 
 
-def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None) -> float:
+def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) -> float:
     """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
     fp8 (w8a8) and NVFP4 (w4a4, on cards with fp4 tensor cores) run at their own rate; MXFP4
-    (weight-only on NVIDIA, fp8 activations on AMD) and weight-only int4 at the rate of the
-    activations they are multiplied with."""
+    and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
+    the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA, fp8
+    for AMD's MXFP4 exports on AMD Instinct."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
     if dtype.startswith(MXFP4_DTYPES):
-        if gpu.vendor == "amd" and gpu.fp8_dense_flops:
+        if gpu.vendor == "amd" and gpu.fp8_dense_flops and not weight_only:
             return float(gpu.fp8_dense_flops)
         return base
     if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops:

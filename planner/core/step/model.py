@@ -792,12 +792,13 @@ def gemm_kind(model: ModelSpec, own: bool, quantized_rate: bool) -> str:
 def moe_gemm_kind(
     model: ModelSpec, weight_dtype: str, own: bool, quantized_rate: bool, mxfp8: bool = False
 ) -> str:
-    """The routed experts' GEMM kind: MXFP4 (FP8 activations on AMD; mxfp4-mxfp8 where an
-    NVIDIA engine quantizes the activations to MXFP8, `mxfp8`) and FP4 (w4a4) beside the
-    dense kinds (gemm_kind)."""
+    """The routed experts' GEMM kind: MXFP4 with 16-bit activations ("mxfp4"), with MXFP8 ones
+    where an NVIDIA engine quantizes them (`mxfp8`), with FP8 ones at the fp8 rate (AMD's
+    exports on AMD Instinct: `quantized_rate`), and FP4 (w4a4) beside the dense kinds
+    (gemm_kind)."""
     dtype = weight_dtype.lower()
     if dtype.startswith(gemm.MXFP4_DTYPES):
-        return "mxfp4-mxfp8" if mxfp8 else "mxfp4"
+        return "mxfp4-mxfp8" if mxfp8 else "mxfp4-fp8" if quantized_rate else "mxfp4"
     if dtype.startswith(gemm.FP4_DTYPES) and quantized_rate:
         return "fp4"
     return gemm_kind(model, own, quantized_rate)
@@ -961,9 +962,15 @@ def step_time_for(
         untied = 1 if model.tied_embeddings else 2
         outside = model.params_active - untied * embedding_params - model.attention_params
         gathered_params = max(0, outside - expert_active) // (tp * pp)
+    # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
+    # re-quantization is taken to cover every linear layer)
+    own = weight_dtype is None or weight_dtype == model.weight_dtype
     # the rate of what the tensor cores multiply: a re-quantization asked for, else the
-    # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate)
-    flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype)
+    # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate; OpenAI's MXFP4
+    # is weight-only on every vendor, an MXFP4 variant of another checkpoint named on AMD is
+    # AMD's activation-quantized export)
+    weight_only = own and model.weight_dtype == gemm.WEIGHT_ONLY_MXFP4
+    flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype, weight_only)
     plain_rate = gemm.gemm_flops_per_s(gpu, None)
     family = family_of(gpu)
     # MXFP4 experts an engine multiplies with MXFP8 activations run at the fp8 rate
@@ -974,9 +981,6 @@ def step_time_for(
     )
     if mxfp8:
         flops = float(gpu.fp8_dense_flops or flops)
-    # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
-    # re-quantization is taken to cover every linear layer)
-    own = weight_dtype is None or weight_dtype == model.weight_dtype
     plain = model.plain_linear_params if own else 0
     dequant = 0
     if (
