@@ -265,7 +265,7 @@ def test_amds_fp8_activation_gpt_oss_is_posed_as_a_quark_export_of_the_same_expe
     assert folder is not None and weights is None
     openai = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
     amd = resolve_model(None, str(folder))
-    assert (amd.weight_dtype, openai.weight_dtype) == ("mxfp4-quark", "mxfp4")
+    assert (amd.weight_dtype, openai.weight_dtype) == ("mxfp4-quark-a8", "mxfp4")
     assert amd.weights_bytes == openai.weights_bytes
     assert amd.plain_linear_params == openai.plain_linear_params  # attention stays bf16
     mi355x = find_gpu("mi355x")

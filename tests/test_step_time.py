@@ -403,7 +403,7 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
     # rate at the family's bf16 share; AMD's fp8-activation export of them (a Quark
     # checkpoint) runs at the fp8 rate with AITER's MXFP4 x FP8 share on CDNA4, none on CDNA3
     oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
-    quark = oss.model_copy(update={"weight_dtype": "mxfp4-quark"})
+    quark = oss.model_copy(update={"weight_dtype": "mxfp4-quark-a8"})
     width = 2880
     for gpu_id, own_share, quark_share in (
         ("mi355x", 0.220 * (384 + 161) / 384 / 0.581 * width / (width + 161), 0.402 / 0.491),
@@ -422,6 +422,17 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
         # a long prefill's experts at the 16-bit rate take longer; decode streams the same bytes
         assert own.linear_parts(16384)[1] > 1.5 * export.linear_parts(16384)[1], gpu_id
         assert own.step_ms(1, 2000) == pytest.approx(export.step_ms(1, 2000), rel=0.01)
+    # AMD's w4a4 MXFP4 export of DeepSeek-R1 multiplies at gfx950's fp4 rate, its experts at
+    # AITER's a4w4 share (kind fp4: 0.227 x w / (w + 287) of the fp4 rate); gfx942 has none
+    r1 = load_model_preset("deepseek-v3")
+    on_gfx950 = step_time_for(r1, find_gpu("mi355x"), tp=8, weight_dtype="mxfp4")
+    assert on_gfx950.flops_per_s == find_gpu("mi355x").fp4_dense_flops
+    dense_share = 0.491 / 0.581  # FP4 takes the FP8 factor over the bf16 share on CDNA4
+    assert on_gfx950.low_precision_scale == pytest.approx(dense_share, rel=1e-3)
+    share = 0.227 / 0.491 * 256 / (256 + 287)
+    assert on_gfx950.moe_gemm_scale == pytest.approx(share, rel=1e-3)
+    on_gfx942 = step_time_for(r1, find_gpu("mi300x"), tp=8, weight_dtype="mxfp4")
+    assert on_gfx942.flops_per_s == find_gpu("mi300x").fp8_dense_flops
 
 
 def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
@@ -1036,15 +1047,21 @@ def test_simulate_names_the_basis_of_its_step_constants(cli: Callable[..., Resul
 
 
 def test_the_gemm_rate_is_that_of_what_the_tensor_cores_multiply() -> None:
-    """NVFP4 (w4a4) runs at the fp4 rate on Blackwell; gpt-oss's MXFP4 is weight-only there
-    (BF16 activations) and fp8-activated on AMD Instinct; int4 is weight-only everywhere."""
+    """NVFP4 (w4a4) runs at the fp4 rate on Blackwell; OpenAI's MXFP4 is weight-only on every
+    vendor (16-bit activations); AMD's MXFP4 exports run at the fp4 rate where the card has one
+    (w4a4), at the fp8 rate with fp8 inputs or without one; int4 is weight-only everywhere."""
     from planner.core.step.gemm import gemm_flops_per_s
 
     b200, h200, mi355x = find_gpu("b200"), find_gpu("h200"), find_gpu("mi355x")
+    mi300x = find_gpu("mi300x")
     assert gemm_flops_per_s(b200, "nvfp4") == b200.fp4_dense_flops
     assert gemm_flops_per_s(b200, "mxfp4") == b200.bf16_dense_flops
     assert gemm_flops_per_s(h200, "nvfp4") == h200.bf16_dense_flops  # no fp4 tensor cores
-    assert gemm_flops_per_s(mi355x, "mxfp4") == mi355x.fp8_dense_flops
+    assert gemm_flops_per_s(mi355x, "mxfp4", weight_only=True) == mi355x.bf16_dense_flops
+    assert gemm_flops_per_s(mi355x, "mxfp4") == mi355x.fp4_dense_flops
+    assert gemm_flops_per_s(mi355x, "mxfp4-quark") == mi355x.fp4_dense_flops
+    assert gemm_flops_per_s(mi355x, "mxfp4-quark-a8") == mi355x.fp8_dense_flops
+    assert gemm_flops_per_s(mi300x, "mxfp4") == mi300x.fp8_dense_flops  # no fp4 rate
     assert gemm_flops_per_s(b200, "int4") == b200.bf16_dense_flops
     assert gemm_flops_per_s(h200, "fp8") == h200.fp8_dense_flops
 

@@ -71,6 +71,9 @@ INDEXER_SCALE_BLOCK = 128
 FP8_SCALE_BYTES = 4
 # MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
 MXFP4_BLOCK = 32
+# The label of an AMD Quark MXFP4 checkpoint whose inputs are fp8 (the weights' prefix and
+# "-quark" kept, so the MXFP4 and engine-method lookups read it as the other Quark MXFP4).
+QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
 # NVFP4 (NVIDIA ModelOpt checkpoints, quant_algo "NVFP4"): 4-bit values plus one fp8 (e4m3)
 # scale per 16 values (vLLM modelopt.py ModelOptNvFp4Config: group_size 16); the per-tensor
 # fp32 global scales are a few bytes per matrix and not counted.
@@ -596,8 +599,13 @@ def _quantization(
         if wdtype.startswith("fp8"):
             return "fp8-quark", quantized_params + plain_bytes
         if wdtype in ("fp4", "mxfp4"):
+            # MXFP4 weights with MXFP4 inputs (AMD's "-MXFP4" exports: w4a4) or fp8 ones
+            # (amd/gpt-oss-120b-w-mxfp4-a-fp8), which the GEMMs' rate follows (step.gemm)
+            inputs = quant.get("input_tensors")
+            adtype = str(inputs.get("dtype", "")).lower() if isinstance(inputs, Mapping) else ""
+            label = QUARK_MXFP4_FP8_INPUTS if adtype.startswith("fp8") else "mxfp4-quark"
             scales = ceil_div(quantized_params, MXFP4_BLOCK)
-            return "mxfp4-quark", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+            return label, ceil_div(quantized_params * 4, 8) + scales + plain_bytes
         raise InputError(
             f"{where}.global_quant_config.weight.dtype",
             f"{wdtype!r} is not sized for quark; known: fp8_e4m3, fp8_e5m2, fp4 (MXFP4)",

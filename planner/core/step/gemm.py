@@ -26,10 +26,17 @@ FP4_DTYPES = ("fp4", "nvfp4")
 # Mxfp4Config runs the OAI Triton kernels on ROCm, 0.34's backend oracle puts the BF16-activation
 # AITER / Triton W4A16 kernels first for gpt-oss: layers/quantization/mxfp4.py and
 # fused_moe/oracle/mxfp4.py; SGLang 0.5.6 the triton_kernels backend, 0.5.23 AITER's A16W4
-# unless AITER_SITUV2_A8W4 / _A4W4 is exported). AMD's own MXFP4 exports (AMD Quark:
-# amd/gpt-oss-120b-w-mxfp4-a-fp8, amd/DeepSeek-R1-MXFP4-Preview, which the recipes serve on
-# MI300X-MI355X) quantize the activations as well: the fp8 rate on AMD Instinct.
+# unless AITER_SITUV2_A8W4 / _A4W4 is exported). AMD's own MXFP4 exports (AMD Quark) quantize
+# the activations as well: to MXFP4 in its "-MXFP4" exports (amd/DeepSeek-R1-MXFP4-Preview:
+# w4a4, which gfx950 multiplies at its fp4 rate: vLLM's QuarkOCP_MX runs AITER's native a4w4
+# kernels for w_mxfp4_a_mxfp4 where the card supports MX, quark_moe.py 0.14), to fp8 in
+# amd/gpt-oss-120b-w-mxfp4-a-fp8 (the fp8 rate). A card without an fp4 rate (gfx942) takes
+# the fp8 rate for w4a4 as well: the engines emulate MX there ("Simulated weight
+# dequantization"), a cost not modelled.
 MXFP4_DTYPES = ("mxfp4",)
+# The suffix of the checkpoint label (planner.core.hf_config) of a Quark MXFP4 export with fp8
+# inputs.
+FP8_INPUTS_SUFFIX = "-a8"
 # The checkpoint label (planner.core.hf_config) of OpenAI's weight-only MXFP4 format.
 WEIGHT_ONLY_MXFP4 = "mxfp4"
 # Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
@@ -62,16 +69,19 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
     fp8 (w8a8) and NVFP4 (w4a4, on cards with fp4 tensor cores) run at their own rate; MXFP4
     and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
-    the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA, fp8
-    for AMD's MXFP4 exports on AMD Instinct."""
+    the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA; AMD's
+    MXFP4 exports on AMD Instinct at the fp4 rate (w4a4, where the card has one) or the fp8
+    rate (fp8 inputs, or no fp4 rate)."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
     if dtype.startswith(MXFP4_DTYPES):
-        if gpu.vendor == "amd" and gpu.fp8_dense_flops and not weight_only:
-            return float(gpu.fp8_dense_flops)
-        return base
+        if gpu.vendor != "amd" or weight_only or not gpu.fp8_dense_flops:
+            return base
+        if gpu.fp4_dense_flops and not dtype.endswith(FP8_INPUTS_SUFFIX):
+            return float(gpu.fp4_dense_flops)
+        return float(gpu.fp8_dense_flops)
     if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops:
         return float(gpu.fp4_dense_flops)
     return base

@@ -790,15 +790,24 @@ def gemm_kind(model: ModelSpec, own: bool, quantized_rate: bool) -> str:
 
 
 def moe_gemm_kind(
-    model: ModelSpec, weight_dtype: str, own: bool, quantized_rate: bool, mxfp8: bool = False
+    model: ModelSpec,
+    weight_dtype: str,
+    own: bool,
+    quantized_rate: bool,
+    mxfp8: bool = False,
+    fp4_rate: bool = False,
 ) -> str:
     """The routed experts' GEMM kind: MXFP4 with 16-bit activations ("mxfp4"), with MXFP8 ones
     where an NVIDIA engine quantizes them (`mxfp8`), with FP8 ones at the fp8 rate (AMD's
-    exports on AMD Instinct: `quantized_rate`), and FP4 (w4a4) beside the dense kinds
-    (gemm_kind)."""
+    exports on AMD Instinct: `quantized_rate`) or MXFP4 ones at the fp4 rate (`fp4_rate`:
+    w4a4, kind fp4), and FP4 (w4a4) beside the dense kinds (gemm_kind)."""
     dtype = weight_dtype.lower()
     if dtype.startswith(gemm.MXFP4_DTYPES):
-        return "mxfp4-mxfp8" if mxfp8 else "mxfp4-fp8" if quantized_rate else "mxfp4"
+        if mxfp8:
+            return "mxfp4-mxfp8"
+        if quantized_rate:
+            return "fp4" if fp4_rate else "mxfp4-fp8"
+        return "mxfp4"
     if dtype.startswith(gemm.FP4_DTYPES) and quantized_rate:
         return "fp4"
     return gemm_kind(model, own, quantized_rate)
@@ -997,7 +1006,12 @@ def step_time_for(
 
         raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
     moe_kind = moe_gemm_kind(
-        model, weight_dtype or model.weight_dtype, own, flops > plain_rate, mxfp8
+        model,
+        weight_dtype or model.weight_dtype,
+        own,
+        flops > plain_rate,
+        mxfp8,
+        fp4_rate=bool(gpu.fp4_dense_flops) and flops == gpu.fp4_dense_flops,
     )
     # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs (the
     # checkpoint's own block-scaled fp8 less again on some families)
