@@ -16,7 +16,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner.core.specs import KvKind, KvLayerGroup, ModelSpec
+from planner.core.specs import (
+    OPENAI_MXFP4,
+    QUARK_MXFP4_FP8_INPUTS,
+    KvKind,
+    KvLayerGroup,
+    ModelSpec,
+)
 from planner.errors import InputError
 from planner.units import DTYPE_BITS, TORCH_DTYPE_ALIASES, ceil_div
 
@@ -71,9 +77,6 @@ INDEXER_SCALE_BLOCK = 128
 FP8_SCALE_BYTES = 4
 # MXFP4 (OCP microscaling): 4-bit values plus one 8-bit shared scale per 32 values.
 MXFP4_BLOCK = 32
-# The label of an AMD Quark MXFP4 checkpoint whose inputs are fp8 (the weights' prefix and
-# "-quark" kept, so the MXFP4 and engine-method lookups read it as the other Quark MXFP4).
-QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
 # NVFP4 (NVIDIA ModelOpt checkpoints, quant_algo "NVFP4"): 4-bit values plus one fp8 (e4m3)
 # scale per 16 values (vLLM modelopt.py ModelOptNvFp4Config: group_size 16); the per-tensor
 # fp32 global scales are a few bytes per matrix and not counted.
@@ -624,7 +627,7 @@ def _quantization(
         ) + groups * per_group + plain_bytes
     if method == "mxfp4":
         scales = ceil_div(quantized_params, MXFP4_BLOCK)
-        return "mxfp4", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+        return OPENAI_MXFP4, ceil_div(quantized_params * 4, 8) + scales + plain_bytes
     if method in ("modelopt", "modelopt_fp4"):
         algo = str(q.get("quant_algo", "NVFP4" if method == "modelopt_fp4" else "FP8")).upper()
         if algo == "NVFP4":

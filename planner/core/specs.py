@@ -7,6 +7,13 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
+# ModelSpec.weight_dtype of OpenAI's MXFP4 checkpoints (quant_method mxfp4: gpt-oss), whose
+# experts are weight-only MXFP4.
+OPENAI_MXFP4 = "mxfp4"
+# ModelSpec.weight_dtype of an AMD Quark MXFP4 checkpoint whose inputs are fp8 (w4a8:
+# amd/gpt-oss-120b-w-mxfp4-a-fp8; its w4a4 exports are "mxfp4-quark"): the prefixes kept, so
+# the MXFP4 and engine-method lookups read it as the other Quark MXFP4.
+QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
 
 
 class KvKind(str, Enum):

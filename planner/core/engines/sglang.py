@@ -36,7 +36,7 @@ from planner.core.engines.common import (
 )
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.parallel import deepep_wide
-from planner.core.specs import GpuSpec, KvKind, ModelSpec
+from planner.core.specs import OPENAI_MXFP4, GpuSpec, KvKind, ModelSpec
 from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
@@ -526,17 +526,14 @@ class _Experts:
     redundant: int
 
 
-# The checkpoint label (planner.core.hf_config) of OpenAI's MXFP4 format (quant_method mxfp4,
-# gpt-oss), which SGLang's ROCm build loads on gfx95x alone: Mxfp4Config.from_config raises
-# "Current platform ... not support mxfp4 computation" on any other AMD GPU (srt/layers/
-# quantization/mxfp4.py: mxfp_supported() in 0.5.4 and 0.5.6, is_gfx95_supported() in 0.5.23).
-# The cards with MX formats are the AMD ones with an fp4 rate on record (MI350X / MI355X).
-OPENAI_MXFP4_LABEL = "mxfp4"
-
-
 def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
-    """Refuse OpenAI's MXFP4 checkpoint on an AMD GPU without MX formats, as SGLang does."""
-    if model.weight_dtype == OPENAI_MXFP4_LABEL and gpu.vendor == "amd" and not gpu.fp4_dense_flops:
+    """Refuse OpenAI's MXFP4 checkpoint (quant_method mxfp4, gpt-oss) on an AMD GPU without MX
+    formats, as SGLang's ROCm build does: Mxfp4Config.from_config raises "Current platform ...
+    not support mxfp4 computation" on any AMD GPU but gfx95x (srt/layers/quantization/mxfp4.py:
+    mxfp_supported() in 0.5.4 and 0.5.6, is_gfx95_supported() in 0.5.23). The AMD cards with MX
+    formats are those with an fp4 rate on record (MI350X, MI355X)."""
+    openai = model.weight_dtype == OPENAI_MXFP4
+    if openai and gpu.vendor == "amd" and not gpu.fp4_dense_flops:
         raise InputError(
             "--gpu",
             f"{gpu.id}: SGLang loads {model.name}'s MXFP4 checkpoint (quant_method mxfp4) on "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from planner.core.specs import GpuSpec
+from planner.core.specs import QUARK_MXFP4_FP8_INPUTS, GpuSpec
 
 # Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
 # 0.30 on one H100 serving Qwen3-8B in bf16 (benchmarks/data/step-time.jsonl, silybench rows
@@ -34,11 +34,6 @@ FP4_DTYPES = ("fp4", "nvfp4")
 # the fp8 rate for w4a4 as well: the engines emulate MX there ("Simulated weight
 # dequantization"), a cost not modelled.
 MXFP4_DTYPES = ("mxfp4",)
-# The suffix of the checkpoint label (planner.core.hf_config) of a Quark MXFP4 export with fp8
-# inputs.
-FP8_INPUTS_SUFFIX = "-a8"
-# The checkpoint label (planner.core.hf_config) of OpenAI's weight-only MXFP4 format.
-WEIGHT_ONLY_MXFP4 = "mxfp4"
 # Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
 # tensors float8 (its FP8-dynamic exports quantize activations per token).
 FP8_LABELS = ("compressed-tensors-float8",)
@@ -79,7 +74,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     if dtype.startswith(MXFP4_DTYPES):
         if gpu.vendor != "amd" or weight_only or not gpu.fp8_dense_flops:
             return base
-        if gpu.fp4_dense_flops and not dtype.endswith(FP8_INPUTS_SUFFIX):
+        if gpu.fp4_dense_flops and dtype != QUARK_MXFP4_FP8_INPUTS:
             return float(gpu.fp4_dense_flops)
         return float(gpu.fp8_dense_flops)
     if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops:
