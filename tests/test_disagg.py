@@ -353,6 +353,31 @@ def test_each_pool_line_starts_its_role(
         assert d["router"].count("--prefill http") == 2 and d["router"].count("--decode") == 1
 
 
+def test_each_pool_is_planned_with_its_role(cli: Cli) -> None:
+    """A pool's instance is planned with its role's flags, as SGLang sizes it: from 0.5.15 a
+    prefill instance keeps no decode CUDA graphs, so a 16-group data-parallel prefill pool of
+    DeepSeek-V3 starts where the same instance without the role would reserve their padding
+    (3 MiB a batch size a group) until the weights leave it no KV cache; its fraction is the one
+    `capacity --disaggregation-mode prefill` plans."""
+    layout = ("--preset", "deepseek-v3", "--gpu", "h100", "--engine", "sglang", "--tp", "16",
+              "--ep", "16", "--dp", "16", "--dp-attention")  # fmt: skip
+    alone = cli("capacity", *layout, "--json").json()
+    assert not alone["fits"] and "leave no KV cache" in alone["binding_reason"]
+    prefill = cli("capacity", *layout, "--disaggregation-mode", "prefill", "--json")
+    assert prefill.code == 0, prefill.err
+    pinned = prefill.json()["flags"]["sglang"].split("--mem-fraction-static ")[1].split()[0]
+    r = cli(
+        "simulate", "--preset", "deepseek-v3", "--gpu", "h100", "--engine", "sglang",
+        "--disagg", "1P1D", "--prefill-tp", "16", "--prefill-ep", "16", "--prefill-dp", "16",
+        "--decode-tp", "16", "--decode-ep", "16", "--decode-dp", "16", "--cuda-graph-max-bs",
+        "64", "--concurrency", "64", "--prompt-len", "1000", "--output-len", "50",
+        "--requests", "128", "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    line = r.json()["deployment"]["disagg"]["prefill"]["command"]
+    assert f"--mem-fraction-static {pinned} " in line
+
+
 def test_sglang_on_nixl_rides_nvlink_and_its_line_says_so(cli: Cli) -> None:
     """--disaggregation-transfer-backend nixl: SGLang's pools move KV over NVLink inside a node
     (UCX's CUDA IPC), where its default Mooncake goes over RDMA; each line names the backend."""

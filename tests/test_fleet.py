@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -674,14 +675,21 @@ def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cl
     assert all("--mem-fraction-static" in pools[k] for k in ("prefill_command", "decode_command"))
     # SGLang's groups live inside the decode instance's TP group: GPUs are the instances'
     assert pools["gpus_per_unit"] == 8 * (pools["prefill_instances"] + pools["decode_instances"])
-    # the same unit posed to `planner simulate` runs the same decode line
-    r = cli(
+    # the same unit posed to `planner simulate` runs the same decode line (its pinned fraction
+    # given: simulate plans each pool with its role, and SGLang's own default for a decode
+    # instance of that many running requests leaves DeepSeek-V3 no KV cache on an H200)
+    fraction = re.search(r"--mem-fraction-static (\S+)", pools["decode_command"])
+    assert fraction is not None
+    pose = (
         "simulate", "--preset", "deepseek-v3", "--gpu", "h200", "--engine", "sglang",
         "--disagg", pools["layout"], "--tp", "8", "--decode-dp", "8", "--decode-ep", "8",
         "--context", str(c["flags"]["context_length"]), "--max-num-seqs",
         str(c["max_num_seqs"]), "--concurrency", "16", "--prompt-len", "500",
         "--output-len", "50", "--requests", "64", "--json",
     )  # fmt: skip
+    unpinned = cli(*pose)
+    assert unpinned.code == 1 and "no KV cache" in unpinned.json()["error"]
+    r = cli(*pose, "--mem-fraction-static", fraction.group(1))
     assert r.code == 0, r.err
     decode = r.json()["deployment"]["disagg"]["decode"]["command"]
     assert "--disaggregation-mode decode --disaggregation-transfer-backend mooncake" in decode

@@ -11,7 +11,7 @@ says so.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from planner.api.bench_disagg import run_disaggregated
 from planner.api.bench_instance import (
@@ -41,6 +41,7 @@ from planner.api.bench_report import (
     speculation_flags,
     step_constants,
 )
+from planner.core.disagg import pool_role
 from planner.core.parallel import deployment_gpus
 from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK, REQUEST_PATH_MS
 from planner.errors import InputError
@@ -138,16 +139,25 @@ def benchmark(
         settings, spec, trace, prefix, deployment.chunked_prefill
     )
 
-    def instance(tp_size: int, ep_size: int | None, groups: int = 1) -> Instance:
+    def instance(
+        tp_size: int,
+        ep_size: int | None,
+        groups: int = 1,
+        role: Literal["prefill", "decode"] | None = None,
+    ) -> Instance:
         """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
-        attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups)."""
+        attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups); `role`:
+        its pool's in a disaggregated deployment, with that role's flags."""
+        own: dict[str, Any] = {"tp": tp_size}
+        if role is not None and disagg is not None:
+            own["disagg"] = pool_role(engine_name, role, disagg.transfer_backend)
         return plan_instance(
             replicas=dp,
             gpu=gpu,
             preset=preset,
             model=model,
             revision=deployment.revision,
-            values=values | {"tp": tp_size},
+            values=values | own,
             attention_groups=groups,
             spec=spec,
             longest=longest,

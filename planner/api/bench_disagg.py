@@ -56,19 +56,12 @@ def pd_command(
     backend: str | None = None,
 ) -> str:
     """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
-    role's flags (SGLang --disaggregation-mode with its transfer `backend`, Mooncake unless
-    named; vLLM --kv-transfer-config with the NIXL connector, each instance both sending and
-    receiving) and the memory fraction its plan ran with pinned, so the line starts the pool
-    simulated."""
-    import json
-
+    role's flags (planner.core.disagg.pool_role) and the memory fraction its plan ran with
+    pinned, so the line starts the pool simulated."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
-    from planner.core.disagg import VLLM_PD_CONNECTOR, DisaggRole
+    from planner.core.disagg import pool_role
 
-    if values.get("engine") == "sglang":
-        flags = DisaggRole(mode=role, transfer_backend=backend or "mooncake")
-    else:
-        flags = DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
+    flags = pool_role(str(values.get("engine", "vllm")), role, backend)
     pinned = values | {"disagg": flags, "memory_fraction": pinned_memory_fraction(plan)}
     made, _ = serve_report(
         gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None,
@@ -213,7 +206,7 @@ def run_disaggregated(
     load: Load,
     spec: ModelSpec,
     workload_echo: dict[str, Any],
-    instance: Callable[[int, int | None, int], Instance],
+    instance: Callable[[int, int | None, int, Literal["prefill", "decode"]], Instance],
     percentiles: tuple[float, ...],
     client: str | None = None,
     source: dict[str, str | None] | None = None,
@@ -243,11 +236,19 @@ def run_disaggregated(
             raise InputError(flag, "vLLM's data-parallel ranks in one server are V1's (0.8+)")
         if groups > 1 and disagg.dp_within_tp != (engine == "sglang"):
             raise InputError(flag, "the layout's DP placement does not match the engine")
+    # each pool planned with its role's flags, as its line launches it (SGLang sizes its memory
+    # reserve by the role from 0.5.15)
     pre = instance(
-        disagg.prefill_tp, disagg.prefill_ep if disagg.prefill_ep > 1 else None, disagg.prefill_dp
+        disagg.prefill_tp,
+        disagg.prefill_ep if disagg.prefill_ep > 1 else None,
+        disagg.prefill_dp,
+        "prefill",
     )
     dec = instance(
-        disagg.decode_tp, disagg.decode_ep if disagg.decode_ep > 1 else None, disagg.decode_dp
+        disagg.decode_tp,
+        disagg.decode_ep if disagg.decode_ep > 1 else None,
+        disagg.decode_dp,
+        "decode",
     )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)

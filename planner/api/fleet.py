@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -633,17 +633,24 @@ def _widened(candidates: list[dict[str, Any]], job: Job, cramped: bool) -> bool:
     return any(c.get("starts") and (not c.get("fits") or c["replicas"] > 1) for c in widest)
 
 
-def job_instance(job: Job, as_launched: bool) -> Instance:
+def job_instance(
+    job: Job, as_launched: bool, role: Literal["prefill", "decode"] | None = None
+) -> Instance:
     """A candidate's engine instance, planned and timed as `planner simulate` plans it (as
-    launched: the engine's running cap; else the plan's advised max_num_seqs)."""
+    launched: the engine's running cap; else the plan's advised max_num_seqs); `role`: its
+    pool's in a disaggregated unit, with that role's flags."""
     from planner.api.bench_instance import plan_instance
+    from planner.core.disagg import pool_role
 
+    values = serve_values(job)
+    if role is not None:
+        values["disagg"] = pool_role(job.engine, role)
     return plan_instance(
         gpu=job.card.id,
         preset=job.preset,
         model=job.model,
         revision=None,
-        values=serve_values(job),
+        values=values,
         spec=job.spec,
         longest=job.context_tokens,
         ep=_ep_size(job),

@@ -115,8 +115,7 @@ def disagg_units(job: Job) -> dict[str, Any]:
     from planner.api.bench_instance import WouldNotStart
 
     try:
-        inst = _unit_instance(job)
-        dec = inst if job.decode_groups == 1 else _unit_instance(decode_job(job))
+        inst, dec = _unit_instances(job)
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
     prefill_ms = pool_work_ms(inst, job.mean_prompt_tokens, job.mean_output_tokens)[0]
@@ -252,12 +251,15 @@ def _layout(job: Job) -> DisaggLayout:
     )
 
 
-def _unit_instance(job: Job) -> Instance:
-    """The engine instance both pools run (one TP), as launched: planned as `planner
-    simulate --disagg` plans it."""
+def _unit_instances(job: Job) -> tuple[Instance, Instance]:
+    """The prefill and the decode pool's engine instances, as launched and each with its role's
+    flags: planned as `planner simulate --disagg` plans them."""
     from planner.api.fleet import job_instance
 
-    return job_instance(job, as_launched=True)
+    return (
+        job_instance(job, as_launched=True, role="prefill"),
+        job_instance(decode_job(job), as_launched=True, role="decode"),
+    )
 
 
 def _run_unit(
@@ -287,8 +289,7 @@ def disagg_curve(job: Job) -> list[dict[str, Any]]:
     from planner.sim.bench import bench_metrics
     from planner.sim.workload import generate
 
-    inst = _unit_instance(job)
-    dec = inst if job.decode_groups == 1 else _unit_instance(decode_job(job))
+    inst, dec = _unit_instances(job)
     layout = _layout(job)
     points = []
     # up to one decode scheduler's running cap (an instance's, or one attention group's): past

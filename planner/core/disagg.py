@@ -62,6 +62,17 @@ def kv_transfer_config(text: str) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def pool_role(
+    engine: str, role: Literal["prefill", "decode"], backend: str | None = None
+) -> DisaggRole:
+    """The flags a pool's instance of a disaggregated deployment runs with: SGLang
+    --disaggregation-mode with its transfer `backend` (Mooncake unless named), vLLM
+    --kv-transfer-config with the NIXL connector (each instance both sending and receiving)."""
+    if engine == "sglang":
+        return DisaggRole(mode=role, transfer_backend=backend or "mooncake")
+    return DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
+
+
 def disagg_role(
     engine: str,
     mode: str | None = None,

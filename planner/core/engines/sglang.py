@@ -579,6 +579,14 @@ def predict(
     if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
+    if lay.fraction <= 0:  # only SGLang's own default goes this low (the flag must be > 0)
+        raise NoKvCache(
+            "--mem-fraction-static",
+            f"SGLang's default here is {lay.fraction}: its reserve for activations and the "
+            f"decode CUDA graphs of {lay.attn_dp} attention-DP group(s) at batch "
+            f"{lay.decode_bs} exceeds the card, so it would not start; pass "
+            "--mem-fraction-static, or a smaller --cuda-graph-max-bs",
+        )
     if available <= 0:
         raise NoKvCache(
             "--mem-fraction-static",
