@@ -1308,3 +1308,37 @@ def test_a_release_before_the_engines_native_model_says_so(cli: Cli) -> None:
     assert changes == ["--engine-version 0.10.1 (the first with GptOssForCausalLM)"]
     served = cli("capacity", *gpt_oss, "--engine-version", "0.10.1", "--json").json()
     assert served["fits"] and not any("GptOssForCausalLM" in w for w in served["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "starts"),
+    [
+        ("b200", "0.5.4", True),
+        ("rtx-pro-6000-blackwell", "0.5.4", False),  # 10.x alone through 0.5.4
+        ("rtx-pro-6000-blackwell", "0.5.5", True),
+        ("h200", "0.5.12", False),
+        ("h200", "0.5.13", True),  # its Marlin fallback on 8.0-9.x
+        ("a100", "0.5.23", True),
+        ("mi355x", "0.5.23", False),  # never on AMD
+    ],
+)
+def test_sglang_runs_nvfp4_experts_where_its_moe_method_does(
+    cli: Callable[..., Result], gpu: str, version: str, starts: bool
+) -> None:
+    """SGLang's ModelOptNvFp4FusedMoEMethod refuses NVFP4 experts off Blackwell (12.x from
+    0.5.5), save on compute capability 8.0-9.x through Marlin from 0.5.13; a dense NVFP4 model
+    and vLLM are not held to it."""
+    args = ("capacity", "--preset", "deepseek-v3", "--gpu", gpu, "--tp", "8", "--weight-dtype",
+            "nvfp4", "--engine", "sglang", "--engine-version", version, "--json")  # fmt: skip
+    r = cli(*args)
+    if starts:
+        assert r.code == 0, r.err
+    else:
+        assert r.code == 2 and r.json()["field"] == "--gpu"
+        assert "does not support NVFP4" in r.json()["error"]
+    dense = ("capacity", "--preset", "llama-3.1-8b", "--gpu", gpu, "--weight-dtype", "nvfp4",
+             "--engine", "sglang", "--engine-version", version, "--json")  # fmt: skip
+    assert cli(*dense).code == 0
+    vllm = ("capacity", "--preset", "deepseek-v3", "--gpu", gpu, "--tp", "8", "--weight-dtype",
+            "nvfp4", "--json")  # fmt: skip
+    assert cli(*vllm).code == 0

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
+from planner.core.specs import MODELOPT_NVFP4, MODELOPT_NVFP4_METHOD
 from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -380,6 +381,16 @@ def serve_report(
                 values.setdefault("quantization", "fp8")
     weights = exact = None
     quantization = values.get("quantization")
+    nvfp4 = variant == MODELOPT_NVFP4_METHOD or (
+        variant is None and spec.weight_dtype.startswith(MODELOPT_NVFP4)
+    )
+    if nvfp4 and values.get("engine") == "sglang":
+        from planner.core.engines import sglang
+        from planner.core.engines.common import parse_version
+
+        given = values.get("version")
+        version = parse_version(str(given)) if given else sglang.NEWEST_VERSION
+        sglang.check_nvfp4_experts(spec, card, version)
     if variant is not None:
         # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
         # engine reads its quantization from that checkpoint, so no flag is printed for it.

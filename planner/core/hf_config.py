@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.core.specs import (
+    MODELOPT_NVFP4,
     OPENAI_MXFP4,
     QUARK_MXFP4_FP8_INPUTS,
     KvKind,
@@ -632,7 +633,7 @@ def _quantization(
         algo = str(q.get("quant_algo", "NVFP4" if method == "modelopt_fp4" else "FP8")).upper()
         if algo == "NVFP4":
             scales = ceil_div(quantized_params, NVFP4_BLOCK)
-            return "nvfp4", ceil_div(quantized_params * 4, 8) + scales + plain_bytes
+            return MODELOPT_NVFP4, ceil_div(quantized_params * 4, 8) + scales + plain_bytes
         if algo == "FP8":
             return "fp8", quantized_params + plain_bytes
     if method == "bitsandbytes":

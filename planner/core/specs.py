@@ -14,6 +14,10 @@ OPENAI_MXFP4 = "mxfp4"
 # amd/gpt-oss-120b-w-mxfp4-a-fp8; its w4a4 exports are "mxfp4-quark"): the prefixes kept, so
 # the MXFP4 and engine-method lookups read it as the other Quark MXFP4.
 QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
+# ModelSpec.weight_dtype of NVIDIA ModelOpt NVFP4 checkpoints (quant_algo NVFP4), and the
+# engines' --quantization name for them (vLLM's QUANTIZATION_METHODS; SGLang spells it alike).
+MODELOPT_NVFP4 = "nvfp4"
+MODELOPT_NVFP4_METHOD = "modelopt_fp4"
 
 
 class KvKind(str, Enum):

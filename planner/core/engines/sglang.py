@@ -542,6 +542,45 @@ def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
         )
 
 
+# SGLang's NVFP4 MoE method (ModelOptNvFp4FusedMoEMethod, srt/layers/quantization/
+# modelopt_quant.py) raises "Current platform does not support NVFP4 quantization" off
+# Blackwell: through 0.5.4 it takes compute capability 10.x alone (is_sm100_supported; read in
+# 0.5.3 and 0.5.4), from 0.5.5 10.x and 12.x (is_blackwell_supported; 0.5.5-0.5.12), and from
+# 0.5.13 its auto MoE backend falls back to Marlin (FP4 weights, 16-bit activations) on
+# compute capability 8.0-9.x; never on AMD (not CUDA; read in 0.5.13-0.5.23).
+NVFP4_MOE_SM12X_SINCE = (0, 5, 5)
+NVFP4_MOE_MARLIN_SINCE = (0, 5, 13)
+# Consumer and workstation Blackwell (RTX 50, RTX PRO 6000, GB10).
+SM12X_MAJOR = 12
+# The compute capabilities the Marlin fallback takes: 8.0 up to, not including, 10.0.
+NVFP4_MOE_MARLIN_CAPABILITIES = ((8, 0), (10, 0))
+
+
+def check_nvfp4_experts(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> None:
+    """Refuse NVFP4 experts where SGLang's NVFP4 MoE method does (the caller knows the weights
+    are NVFP4: a ModelOpt NVFP4 checkpoint's, or a variant named with --weight-dtype nvfp4)."""
+    if not model.num_experts:
+        return
+    sm12x = version >= NVFP4_MOE_SM12X_SINCE
+    marlin = version >= NVFP4_MOE_MARLIN_SINCE
+    low, high = NVFP4_MOE_MARLIN_CAPABILITIES
+    cap = capability(gpu)
+    if gpu.vendor == "nvidia" and (
+        cap[0] == BLACKWELL_MAJOR
+        or (sm12x and cap[0] == SM12X_MAJOR)
+        or (marlin and low <= cap < high)
+    ):
+        return
+    takes = "compute capability 10.x" + (" and 12.x" if sm12x else "")
+    if marlin:
+        takes += ", and 8.0-9.x through its Marlin fallback"
+    raise InputError(
+        "--gpu",
+        f"{gpu.id}: SGLang {'.'.join(map(str, version))} runs NVFP4 experts on {takes}, and "
+        "refuses this card ('Current platform does not support NVFP4 quantization')",
+    )
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
