@@ -1062,6 +1062,8 @@ def test_the_gemm_rate_is_that_of_what_the_tensor_cores_multiply() -> None:
     assert gemm_flops_per_s(mi355x, "mxfp4-quark") == mi355x.fp4_dense_flops
     assert gemm_flops_per_s(mi355x, "mxfp4-quark-a8") == mi355x.fp8_dense_flops
     assert gemm_flops_per_s(mi300x, "mxfp4") == mi300x.fp8_dense_flops  # no fp4 rate
+    # NVIDIA's NVFP4 on AMD runs emulated (vLLM) or not at all (SGLang): the 16-bit rate
+    assert gemm_flops_per_s(mi355x, "nvfp4") == mi355x.bf16_dense_flops
     assert gemm_flops_per_s(b200, "int4") == b200.bf16_dense_flops
     assert gemm_flops_per_s(h200, "fp8") == h200.fp8_dense_flops
 

@@ -260,7 +260,7 @@ CHECKPOINT_QUANTIZATION = {
     "awq": "awq",
     "gptq": "gptq",
     "mxfp4": "mxfp4",
-    "nvfp4": "modelopt_fp4",
+    "nvfp4": MODELOPT_NVFP4_METHOD,
     "compressed-tensors": "compressed-tensors",
     "bnb": "bitsandbytes",
 }
@@ -273,8 +273,8 @@ DEFAULT_MEAN_TOKENS = 2000
 # quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, and
 # 4-bit AWQ for int4.
 VARIANT_CHECKPOINTS = {
-    "fp4": "modelopt_fp4",
-    "nvfp4": "modelopt_fp4",
+    "fp4": MODELOPT_NVFP4_METHOD,
+    "nvfp4": MODELOPT_NVFP4_METHOD,
     "mxfp4": "mxfp4",
     "int4": "awq",
 }

@@ -574,10 +574,11 @@ def check_nvfp4_experts(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int,
     takes = "compute capability 10.x" + (" and 12.x" if sm12x else "")
     if marlin:
         takes += ", and 8.0-9.x through its Marlin fallback"
+    hint = "; AMD's FP4 exports are MXFP4 (--weight-dtype mxfp4)" if gpu.vendor == "amd" else ""
     raise InputError(
         "--gpu",
         f"{gpu.id}: SGLang {'.'.join(map(str, version))} runs NVFP4 experts on {takes}, and "
-        "refuses this card ('Current platform does not support NVFP4 quantization')",
+        f"refuses this card ('Current platform does not support NVFP4 quantization'){hint}",
     )
 
 

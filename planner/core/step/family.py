@@ -223,8 +223,9 @@ CDNA3_MOE_SHARES: dict[str, tuple[float, int | None]] = {
 }
 CDNA4_MOE_SHARES["mxfp4"] = CDNA4_MOE_SHARES["bf16"]
 CDNA3_MOE_SHARES["mxfp4"] = CDNA3_MOE_SHARES["bf16"]
-# The dense share the planner models for each kind (AMD's MXFP4 exports run at the FP8 rate,
-# FP4 at the FP4 rate, both with the FP8 factor; OpenAI's weight-only MXFP4 at the BF16 one).
+# The dense share the planner models for each kind (AMD's fp8-input MXFP4 exports, mxfp4-fp8, at
+# the FP8 rate; FP4, AMD's w4a4 MXFP4 exports among it, at the FP4 rate; both with the FP8
+# factor; OpenAI's weight-only MXFP4 at the BF16 one).
 CDNA4_DENSE_GEMM_SHARES = {
     "bf16": CDNA4_BF16_GEMM_SHARE,
     "fp8": CDNA4_FP8_GEMM_SHARE,

@@ -16,7 +16,11 @@ from planner.core.specs import QUARK_MXFP4_FP8_INPUTS, GpuSpec
 # prefill pass also runs norms, RoPE, activations and the sampler between them.
 FLOPS_EFFICIENCY = 0.55
 # Weight dtype names that mean 4-bit floating point weights with 4-bit activations (ModelOpt
-# NVFP4: w4a4, the card's fp4 tensor-core rate where it has one).
+# NVFP4: w4a4, the card's fp4 tensor-core rate where it has one). On AMD Instinct no engine
+# multiplies NVIDIA's format natively: vLLM's NVFP4 MoE oracle falls back to its EMULATION
+# backend (the weights dequantized, multiplied in 16 bits: fused_moe/oracle/nvfp4.py, read in
+# 0.20 and 0.34), SGLang refuses it (planner.core.engines.sglang.check_nvfp4_experts): the
+# 16-bit rate there, the emulation's dequantization not priced.
 FP4_DTYPES = ("fp4", "nvfp4")
 # MXFP4 as gpt-oss ships it (quant_method "mxfp4", OpenAI's format) quantizes the expert
 # weights only, and every engine multiplies them with 16-bit activations: on NVIDIA (Hopper:
@@ -66,7 +70,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
     the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA; AMD's
     MXFP4 exports on AMD Instinct at the fp4 rate (w4a4, where the card has one) or the fp8
-    rate (fp8 inputs, or no fp4 rate)."""
+    rate (fp8 inputs, or no fp4 rate); NVFP4 on AMD Instinct (emulated) at the 16-bit rate."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
@@ -77,7 +81,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
         if gpu.fp4_dense_flops and dtype != QUARK_MXFP4_FP8_INPUTS:
             return float(gpu.fp4_dense_flops)
         return float(gpu.fp8_dense_flops)
-    if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops:
+    if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops and gpu.vendor != "amd":
         return float(gpu.fp4_dense_flops)
     return base
 
