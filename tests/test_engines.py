@@ -1342,3 +1342,19 @@ def test_sglang_runs_nvfp4_experts_where_its_moe_method_does(
     vllm = ("capacity", "--preset", "deepseek-v3", "--gpu", gpu, "--tp", "8", "--weight-dtype",
             "nvfp4", "--json")  # fmt: skip
     assert cli(*vllm).code == 0
+
+
+def test_a_logged_fraction_past_floats_range_is_one_bad_figure() -> None:
+    """A log whose gpu_memory_utilization is an integer too large for a float (a fuzzed
+    line; seed 5903) is refused naming the setting, not an OverflowError."""
+    from planner.errors import InputError
+    from planner.sources.startup_log import parse_startup_log
+
+    huge = "9" * 400
+    with pytest.raises(InputError, match=r"gpu_memory_utilization='9999.*is not a valid float"):
+        parse_startup_log(
+            f"non-default args: {{'model': 'm', 'gpu_memory_utilization': {huge}}}\n"
+            "Available KV cache memory: 1.00 GiB\n",
+            "x.log",
+            require_tokens=False,
+        )

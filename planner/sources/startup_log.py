@@ -113,6 +113,8 @@ def _setting(key: str, value: Any) -> Any:
     """A logged setting of the type the engine model takes, or BadFigure."""
     kind = SETTING_TYPES[key]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > MAX_LOG_INT:  # no fraction, and maybe past float's range
+            raise BadFigure(f"{key}={str(value)[:40]!r} is not a valid float")
         value = float(value)
     ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
     if ok and kind is int:
