@@ -1027,6 +1027,27 @@ def test_a_result_is_replayed_with_the_client_that_read_it(tmp_path: Path) -> No
         assert record.client == client, extra
 
 
+def test_a_result_with_a_number_past_floats_range_is_one_clear_error(tmp_path: Path) -> None:
+    """JSON spells integers of any size: one past float's range in a figure, the rate or the
+    burstiness is refused naming the file (exit 2), not an OverflowError."""
+    from planner.errors import InputError
+    from planner.sources.bench_result import read_bench_results
+
+    body = {
+        "completed": 10, "total_input_tokens": 8000, "total_output_tokens": 1200,
+        "median_tpot_ms": 9.0, "output_throughput": 900.0,
+    }  # fmt: skip
+    huge = int("9" * 400)
+    path = tmp_path / "r.json"
+    for bad in ({"total_input_tokens": huge}, {"burstiness": huge}):
+        path.write_text(json.dumps(body | bad))
+        with pytest.raises(InputError, match="not a"):
+            read_bench_results(str(path))
+    path.write_text(json.dumps(body | {"request_rate": huge}))
+    (record,) = read_bench_results(str(path))
+    assert record.request_rate is None  # every request at once, as "inf"
+
+
 _KWARGS: dict[str, Any] = {
     "gpu": "h100",
     "preset": "llama-3.1-8b",

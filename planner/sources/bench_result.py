@@ -34,9 +34,20 @@ def _number(obj: dict[str, Any], key: str, where: str, *, positive: bool) -> flo
             f"{where}: {key} is missing or not a number; expected a `vllm bench serve "
             "--save-result` JSON or SGLang bench_serving output",
         )
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise InputError(FIELD, f"{where}: {key} is {value!r}, not a usable figure")
-    return float(value)
+    number = _finite(value)
+    if number is None or number < 0 or (positive and number == 0):
+        raise InputError(FIELD, f"{where}: {key} is {str(value)[:40]}, not a usable figure")
+    return number
+
+
+def _finite(value: float) -> float | None:
+    """`value` as a finite float, or None (NaN, an infinity, or an integer past float's range,
+    which JSON can spell)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 # sglang.bench_serving's backends that read SGLang's native stream (every other backend of
@@ -72,17 +83,24 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
     if isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"):
         rate_value = math.inf
     elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
-        if math.isnan(rate) or rate <= 0:
+        try:
+            rate_value = float(rate)
+        except OverflowError:  # an integer past float's range: every request at once
+            rate_value = math.inf
+        if math.isnan(rate_value) or rate_value <= 0:
             raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
-        rate_value = float(rate)
     elif rate is not None:
         raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
     burstiness = obj.get("burstiness")  # vllm bench serve's gamma shape (1.0: Poisson)
     if burstiness is not None:
         if isinstance(burstiness, bool) or not isinstance(burstiness, (int, float)):
             raise InputError(FIELD, f"{where}: burstiness {burstiness!r} is not a gamma shape")
+        shape = _finite(burstiness)
+        if shape is None:
+            shown = str(burstiness)[:40]
+            raise InputError(FIELD, f"{where}: burstiness {shown} is not a gamma shape")
         try:
-            cv_of_burstiness(float(burstiness))
+            cv_of_burstiness(shape)
         except InputError as exc:
             raise InputError(FIELD, f"{where}: burstiness {exc.message}") from exc
     return BenchRecord(
@@ -90,7 +108,7 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
         sha256=digest,
         max_concurrency=concurrency,
         request_rate=None if rate_value is None or math.isinf(rate_value) else rate_value,
-        burstiness=None if burstiness in (None, 1, 1.0) else float(burstiness),
+        burstiness=None if burstiness in (None, 1, 1.0) else _finite(burstiness),
         completed=completed,
         mean_input_tokens=_number(obj, "total_input_tokens", where, positive=False) / completed,
         mean_output_tokens=_number(obj, "total_output_tokens", where, positive=True) / completed,
