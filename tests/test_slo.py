@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -287,6 +288,14 @@ def test_bad_fit_files_exit_2(cli: Cli, tmp_path: Path, content: str, text: str)
     path.write_text(content)
     r = cli("slo", "--tpot", "12", "--fit", str(path))
     assert r.code == 2 and text in r.err and r.err.count("\n") == 1
+
+
+def test_a_fit_record_past_floats_range_exits_2(cli: Cli, tmp_path: Path) -> None:
+    # JSON spells integers of any size; one past float's range is a bad figure, not a traceback
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"max_concurrency": int("9" * 400), "mean_tpot_ms": 9.8}))
+    r = cli("slo", "--tpot", "12", "--fit", str(path))
+    assert r.code == 2 and "max_concurrency must be a finite number > 0" in r.err
 
 
 BENCH = {  # the fields `vllm bench serve --save-result` writes that --fit reads

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
 
 # The marker of a step model saved with --save-fit (and read back by --fit).
 SAVED_FIT_KEY = "planner_step_model"
+# The largest batch or step time (ms) a --fit record may state: past a billion either is no
+# measurement.
+MAX_FIT_FIGURE = 1e9
 
 
 def read_fit_points(paths: str) -> tuple[list[float], list[float], dict[str, Any] | None]:
@@ -76,9 +79,13 @@ def _positive(rec: dict[str, Any], keys: tuple[str, ...], path: str) -> float:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError("--fit", f"{path}: {key} must be a number")
-        if not (math.isfinite(value) and 0 < value < 1e9):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer JSON spells past float's range
+            number = math.inf
+        if not (math.isfinite(number) and 0 < number < MAX_FIT_FIGURE):
             raise InputError("--fit", f"{path}: {key} must be a finite number > 0")
-        return float(value)
+        return number
     raise InputError("--fit", f"{path}: none of {', '.join(keys)} in the record")
 
 
