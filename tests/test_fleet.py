@@ -288,6 +288,15 @@ def test_bad_input_exits_2(cli: Cli) -> None:
     assert cli(*base, "--rate", "20", "--gpus", "nope").code == 2
 
 
+def test_a_price_past_floats_range_exits_2(cli: Cli, tmp_path: Path) -> None:
+    # YAML spells integers of any size: one past float's range is out of range, not a traceback
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("h100: " + "9" * 400 + "\n")
+    r = cli("fleet", "--preset", "llama-3.1-8b", "--tpot", "50", "--ttft", "1000", "--rate", "1",
+            "--gpus", "h100", "--prices", str(prices))  # fmt: skip
+    assert r.code == 2 and "must be in (0, 10,000)" in r.err
+
+
 def test_other_tenants_and_a_calibration_per_candidate(cli: Cli, tmp_path: Path) -> None:
     """--reserved-gib refuses the cards whose free memory falls below the utilisation (vLLM
     0.9 - 0.33; 0.34's extensible KV cache starts and gives up those bytes); --calibration

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -157,7 +158,9 @@ def parse_prices(
         try:
             price = float(value)
         except (TypeError, ValueError) as exc:
-            raise InputError("--price", f"{name}: {value!r} is not a number") from exc
+            raise InputError("--price", f"{name}: {str(value)[:40]!r} is not a number") from exc
+        except OverflowError:  # an integer YAML spells past float's range
+            price = math.inf
         if not 0 < price < 1e4:
             raise InputError("--price", f"{name}: $ per GPU-hour must be in (0, 10,000)")
         prices[find_gpu(str(name), "--price").id] = price
