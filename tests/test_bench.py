@@ -1516,3 +1516,23 @@ def test_vllm_v0_delivers_tokens_a_step_late(version: str, pp: int, late: bool) 
     assert inst.cfg.outputs_one_step_late is late
     speculating = with_speculation(inst, Speculation(alpha=0.7, k=3, draft_cost=0.05))
     assert speculating.cfg.outputs_one_step_late is False  # off under speculative decoding
+
+
+def test_an_emulated_weight_format_on_amd_is_said_to_be_optimistic(cli: Cli) -> None:
+    """Where the engine emulates the weights' format on AMD (NVIDIA's NVFP4; an MXFP4 export
+    on a card without MX formats) the run says its steps leave the dequantization out;
+    OpenAI's weight-only MXFP4 is multiplied natively and says nothing of it."""
+    run = ("simulate", "--engine", "vllm", "--concurrency", "4", "--prompt-len", "100",
+           "--output-len", "10", "--requests", "8", "--json")  # fmt: skip
+    nvfp4 = cli(*run, "--preset", "deepseek-v3", "--gpu", "mi355x", "--tp", "8",
+                "--weight-dtype", "nvfp4")  # fmt: skip
+    assert any("NVFP4 on AMD Instinct runs emulated" in n for n in nvfp4.json()["notes"])
+    mx = cli(*run, "--preset", "deepseek-v3", "--gpu", "mi300x", "--tp", "8",
+             "--weight-dtype", "mxfp4")  # fmt: skip
+    assert any("emulate this MXFP4 export" in n for n in mx.json()["notes"])
+    on_gfx950 = cli(*run, "--preset", "deepseek-v3", "--gpu", "mi355x", "--tp", "8",
+                    "--weight-dtype", "mxfp4")  # fmt: skip
+    oss = cli(*run, "--model", str(MODELS / "openai--gpt-oss-120b"), "--gpu", "mi300x")
+    for r in (on_gfx950, oss):
+        assert r.code == 0, r.err
+        assert not any("emulat" in n for n in r.json()["notes"])

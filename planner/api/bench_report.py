@@ -146,6 +146,9 @@ def run_notes(
             f"separate passes, {curve.dequant_bytes_per_token / 1e6:,.1f} MB of HBM traffic "
             "per token per GPU, priced in every step"
         )
+    emulated = emulation_note(inst)
+    if emulated:
+        notes.append(emulated)
     if metrics["ignored_requests"]:
         notes.append(
             f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "
@@ -155,6 +158,38 @@ def run_notes(
             "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
         )
     return notes
+
+
+def emulation_note(inst: Instance) -> str | None:
+    """Where the engine emulates the weights' format on an AMD card (planner.core.step.gemm):
+    NVIDIA's NVFP4 anywhere on AMD, AMD's w4a4 MXFP4 on a card without MX formats. The step
+    prices the rate emulation multiplies at, not its dequantization passes."""
+    from planner.core.specs import OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS
+    from planner.core.step.gemm import FP4_DTYPES, MXFP4_DTYPES
+
+    card, dtype = inst.card, inst.weight_dtype.lower()
+    if card.vendor != "amd":
+        return None
+    own = str(inst.payload["model"]["weight_dtype"]).lower()
+    if dtype.startswith(FP4_DTYPES):
+        return (
+            "NVIDIA's NVFP4 on AMD Instinct runs emulated (vLLM's EMULATION backend: the weights "
+            "dequantized, multiplied in 16 bits): priced at the 16-bit rate, the "
+            "dequantization's own passes not priced, so the steps are optimistic"
+        )
+    weight_only = dtype == own == OPENAI_MXFP4
+    if (
+        dtype.startswith(MXFP4_DTYPES)
+        and not card.fp4_dense_flops
+        and not weight_only
+        and dtype != QUARK_MXFP4_FP8_INPUTS
+    ):
+        return (
+            f"{card.id} has no MX formats: the engines emulate this MXFP4 export (its weights "
+            "dequantized before each multiply), priced at the fp8 rate without those passes, so "
+            "the steps are optimistic"
+        )
+    return None
 
 
 def frontend_notes(
