@@ -296,6 +296,11 @@ def test_a_fit_record_past_floats_range_exits_2(cli: Cli, tmp_path: Path) -> Non
     path.write_text(json.dumps({"max_concurrency": int("9" * 400), "mean_tpot_ms": 9.8}))
     r = cli("slo", "--tpot", "12", "--fit", str(path))
     assert r.code == 2 and "max_concurrency must be a finite number > 0" in r.err
+    # a saved model (--save-fit) with such a term: one line naming it
+    saved = tmp_path / "fit.json"
+    saved.write_text(json.dumps({"planner_step_model": 1, "a_ms": int("9" * 400), "b_ms": 0.1}))
+    r = cli("slo", "--tpot", "12", "--fit", str(saved))
+    assert r.code == 2 and "not a saved step model (a_ms:" in r.err and r.err.count("\n") == 1
 
 
 BENCH = {  # the fields `vllm bench serve --save-result` writes that --fit reads

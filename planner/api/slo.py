@@ -15,7 +15,7 @@ from planner.core.reference import (
     REFERENCE_PREFILL_MS_PER_TOKEN,
 )
 from planner.core.slo import check_budget
-from planner.errors import InputError, PlannerError
+from planner.errors import InputError, PlannerError, validation_text
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from collections.abc import Callable
@@ -115,6 +115,8 @@ def fitted_model(
     paths: str, prefill: float, derived: StepModel | None
 ) -> tuple[StepModel, list[dict[str, float]]]:
     """The step model --fit learns, and its residuals per measured point."""
+    from pydantic import ValidationError
+
     from planner.core import slo
 
     batches, times, saved = read_fit_points(paths)
@@ -122,6 +124,12 @@ def fitted_model(
         fields = {k: v for k, v in saved.items() if k != SAVED_FIT_KEY}
         try:
             return slo.StepModel(**fields), []
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "model"
+            raise InputError(
+                "--fit", f"{paths}: not a saved step model ({where}: {validation_text(err)})"
+            ) from exc
         except ValueError as exc:
             raise InputError("--fit", f"{paths}: not a saved step model ({exc})") from exc
     if len(set(batches)) >= 2:
