@@ -161,35 +161,25 @@ def run_notes(
 
 
 def emulation_note(inst: Instance) -> str | None:
-    """Where the engine emulates the weights' format on an AMD card (planner.core.step.gemm):
-    NVIDIA's NVFP4 anywhere on AMD, AMD's w4a4 MXFP4 on a card without MX formats. The step
-    prices the rate emulation multiplies at, not its dequantization passes."""
-    from planner.core.specs import OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS
-    from planner.core.step.gemm import FP4_DTYPES, MXFP4_DTYPES
+    """Where the engine emulates the weights' format on the card (planner.core.step.gemm
+    .emulated): the step prices the rate emulation multiplies at, not its dequantization."""
+    from planner.core.step import gemm
 
-    card, dtype = inst.card, inst.weight_dtype.lower()
-    if card.vendor != "amd":
+    card, dtype = inst.card, inst.weight_dtype
+    weight_only = gemm.weight_only_mxfp4(str(inst.payload["model"]["weight_dtype"]), dtype)
+    if not gemm.emulated(card, dtype, weight_only):
         return None
-    own = str(inst.payload["model"]["weight_dtype"]).lower()
-    if dtype.startswith(FP4_DTYPES):
+    if dtype.lower().startswith(gemm.FP4_DTYPES):
         return (
             "NVIDIA's NVFP4 on AMD Instinct runs emulated (vLLM's EMULATION backend: the weights "
             "dequantized, multiplied in 16 bits): priced at the 16-bit rate, the "
             "dequantization's own passes not priced, so the steps are optimistic"
         )
-    weight_only = dtype == own == OPENAI_MXFP4
-    if (
-        dtype.startswith(MXFP4_DTYPES)
-        and not card.fp4_dense_flops
-        and not weight_only
-        and dtype != QUARK_MXFP4_FP8_INPUTS
-    ):
-        return (
-            f"{card.id} has no MX formats: the engines emulate this MXFP4 export (its weights "
-            "dequantized before each multiply), priced at the fp8 rate without those passes, so "
-            "the steps are optimistic"
-        )
-    return None
+    return (
+        f"{card.id} has no MX formats: the engines emulate this MXFP4 export (its weights "
+        "dequantized before each multiply), priced at the fp8 rate without those passes, so "
+        "the steps are optimistic"
+    )
 
 
 def frontend_notes(

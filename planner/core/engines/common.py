@@ -121,6 +121,7 @@ def kv_cache_dtype(flag: str, model: ModelSpec, run_flag: str) -> str:
 # CUDA compute capability majors the engines switch kernels on (developer.nvidia.com/cuda-gpus).
 HOPPER_MAJOR = 9  # H100, H200, H20, GH200: 9.0
 BLACKWELL_MAJOR = 10  # data-centre Blackwell: B200 and GB200 10.0, B300 10.3
+CONSUMER_BLACKWELL_MAJOR = 12  # RTX 50, RTX PRO 6000 Blackwell: 12.0; GB10: 12.1
 
 
 # DeepSeek's fp8 MLA cache layout for its sparse attention (FlashMLA's sparse kernels; vLLM's

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     BLACKWELL_MAJOR,
+    CONSUMER_BLACKWELL_MAJOR,
     EnginePrediction,
     NoKvCache,
     Sharding,
@@ -550,8 +551,6 @@ def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
 # compute capability 8.0-9.x; never on AMD (not CUDA; read in 0.5.13-0.5.23).
 NVFP4_MOE_SM12X_SINCE = (0, 5, 5)
 NVFP4_MOE_MARLIN_SINCE = (0, 5, 13)
-# Consumer and workstation Blackwell (RTX 50, RTX PRO 6000, GB10).
-SM12X_MAJOR = 12
 # The compute capabilities the Marlin fallback takes: 8.0 up to, not including, 10.0.
 NVFP4_MOE_MARLIN_CAPABILITIES = ((8, 0), (10, 0))
 
@@ -567,7 +566,7 @@ def check_nvfp4_experts(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int,
     cap = capability(gpu)
     if gpu.vendor == "nvidia" and (
         cap[0] == BLACKWELL_MAJOR
-        or (sm12x and cap[0] == SM12X_MAJOR)
+        or (sm12x and cap[0] == CONSUMER_BLACKWELL_MAJOR)
         or (marlin and low <= cap < high)
     ):
         return

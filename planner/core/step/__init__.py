@@ -17,6 +17,21 @@ A100, vLLM on H100 and A100, with sources) and checked against an ideal-step flo
 an H200; benchmarks/step_time.py prints the errors.
 """
 
-from planner.core.step.model import StepTerms, StepTime, step_time_for
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.core.step.model import StepTerms, StepTime, step_time_for
 
 __all__ = ["StepTerms", "StepTime", "step_time_for"]
+
+
+def __getattr__(name: str) -> Any:
+    """The model's names, imported on first use: the engine models read release facts from
+    `overhead` without loading the whole step model on `planner capacity`'s start-up path."""
+    if name in __all__:
+        from planner.core.step import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

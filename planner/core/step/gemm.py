@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from planner.core.specs import QUARK_MXFP4_FP8_INPUTS, GpuSpec
+from planner.core.specs import OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS, GpuSpec
 
 # Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
 # 0.30 on one H100 serving Qwen3-8B in bf16 (benchmarks/data/step-time.jsonl, silybench rows
@@ -64,6 +64,30 @@ def unfused_dequant_bytes_per_token(rowwise_outputs: tuple[int, int], tp: int, p
     return -(-UNFUSED_DEQUANT_BYTES_PER_OUTPUT * per_gpu // pp)
 
 
+def weight_only_mxfp4(checkpoint_dtype: str, weight_dtype: str | None) -> bool:
+    """Whether the weights are OpenAI's weight-only MXFP4: the checkpoint's own format (none
+    other asked, or the same named) and OpenAI's label."""
+    own = weight_dtype is None or weight_dtype.lower() == checkpoint_dtype.lower()
+    return own and checkpoint_dtype == OPENAI_MXFP4
+
+
+def emulated(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) -> bool:
+    """Whether the engines emulate the weights' format on this card (gemm_flops_per_s prices
+    the rate emulation multiplies at, not its dequantization): NVIDIA's NVFP4 on AMD Instinct,
+    AMD's w4a4 MXFP4 on an AMD card without MX formats."""
+    dtype = (weight_dtype or "").lower()
+    if gpu.vendor != "amd":
+        return False
+    if dtype.startswith(FP4_DTYPES):
+        return True
+    return (
+        dtype.startswith(MXFP4_DTYPES)
+        and not weight_only
+        and not gpu.fp4_dense_flops
+        and dtype != QUARK_MXFP4_FP8_INPUTS
+    )
+
+
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) -> float:
     """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
     fp8 (w8a8) and NVFP4 (w4a4, on cards with fp4 tensor cores) run at their own rate; MXFP4
@@ -81,7 +105,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
         if gpu.fp4_dense_flops and dtype != QUARK_MXFP4_FP8_INPUTS:
             return float(gpu.fp4_dense_flops)
         return float(gpu.fp8_dense_flops)
-    if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops and gpu.vendor != "amd":
+    if dtype.startswith(FP4_DTYPES) and gpu.fp4_dense_flops and not emulated(gpu, dtype):
         return float(gpu.fp4_dense_flops)
     return base
 

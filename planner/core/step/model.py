@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.kv import kv_bytes_per_sequence
 from planner.core.parallel import deepep_wide
-from planner.core.specs import OPENAI_MXFP4, GpuSpec, ModelSpec
+from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import attention, comm, gemm, moe, overhead, sampler
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
@@ -978,7 +978,7 @@ def step_time_for(
     # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate; OpenAI's MXFP4
     # is weight-only on every vendor, an MXFP4 variant of another checkpoint named on AMD is
     # AMD's activation-quantized export)
-    weight_only = own and model.weight_dtype == OPENAI_MXFP4
+    weight_only = gemm.weight_only_mxfp4(model.weight_dtype, weight_dtype)
     flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype, weight_only)
     plain_rate = gemm.gemm_flops_per_s(gpu, None)
     family = family_of(gpu)
