@@ -439,6 +439,29 @@ def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
     )
 
 
+@pytest.mark.parametrize(("clients", "dp"), [(3, 4), (6, 4), (16, 4)])
+def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> None:
+    """A closed loop of fewer clients than the replicas hold at the run's share (3 over 4
+    ranks: one each on three; 6 over 4: two on two, one on the others) keeps the idle ranks'
+    share unserved: Little's law holds for the whole benchmark, and the throughput is the
+    clients' own (each one's latency as a rank running the larger share serves it)."""
+    got = bench(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        dp=dp,
+        load=Load(concurrency=clients, requests=24 * clients),
+        lengths=Lengths(prompt_len=500, output_len=100),
+    )
+    in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
+    assert in_system == pytest.approx(clients, rel=0.03)
+    assert got["completed"] == 24 * clients
+    one = run(-(-clients // dp), 500, 100, requests=24 * -(-clients // dp))
+    per_client = one["output_throughput"] / -(-clients // dp)
+    assert got["output_throughput"] == pytest.approx(clients * per_client, rel=0.03)
+
+
 def test_unmixed_prefill_steps_make_decodes_wait() -> None:
     """SGLang (and vLLM V0) run prefill-only steps: decodes wait through them, where vLLM's V1
     engine carries the prefill chunk in the decode step. With a = 5 ms per step, the four

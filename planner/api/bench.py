@@ -196,7 +196,8 @@ def benchmark(
         inst = with_speculation(inst, speculation)
     plan = inst.plan
 
-    def run_at(concurrency: int | None, trace_now: Trace) -> dict[str, Any]:
+    def run_at(concurrency: int | None, trace_now: Trace, total: int = 0) -> dict[str, Any]:
+        """One replica's run at `concurrency` clients of the `total` the benchmark has."""
         cfg = inst.cfg.model_copy(
             update={"concurrency": concurrency, "paced": paced and concurrency is not None}
         )
@@ -209,6 +210,7 @@ def benchmark(
             run,
             served,
             replicas=dp,
+            busy_replicas=None if concurrency is None else total / concurrency,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,
@@ -223,7 +225,7 @@ def benchmark(
 
     # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
     one = trace.share(dp)
-    metrics = run_at(share(closed) if closed else None, one)
+    metrics = run_at(share(closed) if closed else None, one, closed or 0)
     gpus = deployment_gpus(inst.engine, tp, pp, dp, inst.attention_groups)
     mean_tokens = max(1, round(mean_total))
     result: dict[str, Any] = {
@@ -265,7 +267,7 @@ def benchmark(
                 lengths,
                 bench_client_of(engine_name, client),
             )
-            point = per_gpu(run_at(share(n), swept.share(dp)), gpus)
+            point = per_gpu(run_at(share(n), swept.share(dp), n), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
