@@ -174,21 +174,25 @@ def test_metric_percentiles_name_their_keys_as_the_benchmark_does(cli: Cli) -> N
 
 def test_the_benchmark_clients_own_flags_pose_the_same_run(cli: Cli) -> None:
     """A `vllm bench serve` / `sglang.bench_serving` command's load and length flags are
-    accepted as typed; --random-range-ratio reads as the engine's own client reads it."""
+    accepted as typed; --random-range-ratio reads as the benchmark client reads it: the one
+    --bench-client names (vllm bench serve against SGLang, vLLM's 2024 script), else the
+    engine's own."""
     model = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--json"]
     ours = ["--concurrency", "8", "--requests", "40", "--prompt-len", "512", "--output-len", "128"]
     theirs = [
         "--max-concurrency", "8", "--num-prompts", "40", "--random-input-len", "512",
         "--random-output-len", "128",
     ]  # fmt: skip
-    for engine, ratio, same, span in (
-        ("vllm", "0.5", "--len-spread", (256, 768)),  # [L (1 - r), L (1 + r)]
-        ("sglang", "0.5", "--len-range", (256, 512)),  # [r L, L]
+    for engine, client, ratio, same, span in (
+        ("vllm", [], "0.5", "--len-spread", (256, 768)),  # [L (1 - r), L (1 + r)]
+        ("sglang", [], "0.5", "--len-range", (256, 512)),  # [r L, L]
+        ("sglang", ["--bench-client", "vllm"], "0.5", "--len-spread", (256, 768)),
+        ("vllm", ["--bench-client", "vllm-2024"], "0.5", "--len-range", (256, 512)),
+        ("sglang", ["--bench-client", "none"], "0.5", "--len-range", (256, 512)),
     ):
-        a = cli("simulate", *model, "--engine", engine, *ours, same, ratio).json()
-        b = cli(
-            "simulate", *model, "--engine", engine, *theirs, "--random-range-ratio", ratio
-        ).json()
+        run = ["simulate", *model, "--engine", engine, *client]
+        a = cli(*run, *ours, same, ratio).json()
+        b = cli(*run, *theirs, "--random-range-ratio", ratio).json()
         assert a == b
         prompts = b["workload"]["prompt_tokens"]
         assert (prompts["min"], prompts["max"]) == span
@@ -649,6 +653,9 @@ def test_sglangs_client_sends_its_own_random_draw(cli: Cli) -> None:
     assert "--seed 2" in other["workload"]["description"]
     vllm = cli("simulate", *model, *lengths).json()
     assert vllm["total_input_tokens"] == 10_000 and "length_sampler" not in vllm["workload"]
+    # vllm bench serve against SGLang: its client's lengths, fixed at its default
+    read_by_vllm = cli("simulate", *model, *lengths, "--engine", "sglang", "--bench-client", "vllm")
+    assert read_by_vllm.json()["total_input_tokens"] == 10_000
 
 
 def test_rate_with_concurrency_paces_the_closed_loop() -> None:

@@ -167,8 +167,9 @@ def simulate(
     random_range_ratio: Annotated[
         float | None,
         typer.Option(
-            help="The engine's benchmark client's range ratio: --len-spread for vLLM (vllm "
-            "bench serve), --len-range for SGLang (sglang.bench_serving)."
+            help="The benchmark client's range ratio (--bench-client, else the engine's "
+            "own): --len-spread for vllm bench serve, --len-range for sglang.bench_serving "
+            "and vLLM's 2024 benchmark_serving.py."
         ),
     ] = None,
     prompt_mean: Annotated[
@@ -816,15 +817,21 @@ def _bench_load(f: SimulateFlags, engine: str) -> "tuple[Load, Lengths, Speculat
             raise InputError(
                 "--random-range-ratio", "is --len-range or --len-spread: give one of them"
             )
-        # the engine's own client: sglang.bench_serving draws in [r L, L], vllm bench
-        # serve in [L (1 - r), L (1 + r)] (docs/simulate.md)
-        if engine == "sglang":
+        # the client's own meaning (the one named, else the engine's): sglang.bench_serving
+        # and the 2024 script draw in [r L, L], vllm bench serve in [L (1 - r), L (1 + r)]
+        # (docs/simulate.md)
+        if _range_client(f.bench_client, engine) in RANGE_BELOW_CLIENTS:
             len_range = f.random_range_ratio
         else:
             len_spread = f.random_range_ratio
-    elif f.dataset_name == "random" and engine == "sglang" and len_range is None:
+    elif (
+        f.dataset_name == "random"
+        and _range_client(f.bench_client, engine) == "sglang"
+        and len_range is None
+    ):
         # a pasted sglang.bench_serving command without the flag: its default ratio, 0.0,
-        # draws uniform in [1, L] (vllm bench serve's default 0 leaves lengths fixed)
+        # draws uniform in [1, L] (vllm bench serve's default 0 and the 2024 script's 1.0
+        # leave lengths fixed)
         len_range = SGLANG_DEFAULT_RANGE_RATIO if len_spread is None else None
     try:
         load = Load(
@@ -1151,6 +1158,21 @@ def _disagg_layout(
                 f"{disagg_transfer_backend!r}; accepted: {', '.join(SGLANG_TRANSFER_BACKENDS)}",
             )
     return layout
+
+
+# The benchmark clients whose --random-range-ratio r draws lengths uniform in [r L, L]:
+# sglang.bench_serving (`sample_random_requests`, python/sglang/bench_serving.py) and vLLM's
+# 2024 benchmarks/benchmark_serving.py (`np.random.randint(int(input_len * range_ratio),
+# input_len + 1)`, default 1.0: fixed; the copy in dstackai/benchmarks @06c957a,
+# amd/tgi_vs_vllm/scripts). vllm bench serve draws in [L (1 - r), L (1 + r)]
+# (vllm/benchmarks/datasets.py RandomDataset, 0.14.0; default 0.0: fixed).
+RANGE_BELOW_CLIENTS = frozenset({"sglang", "vllm-2024"})
+
+
+def _range_client(client: str | None, engine: str) -> str:
+    """The client whose --random-range-ratio a run's flag means: the one named, else the
+    engine's own (`none`, the engine's pace, reads the engine's own client's lengths)."""
+    return client if client not in (None, "none") else engine
 
 
 # sglang.bench_serving's --random-range-ratio when not given (python/sglang/bench_serving.py;
