@@ -988,6 +988,22 @@ def test_sglang_default_fraction_by_release() -> None:
     # DP attention with a decode graph batch above 300: 1.5 MiB more per size and group
     big = now.model_copy(update={"attn_dp": 8, "decode_bs": 512, "mla": True})
     assert sglang.graph_reserve_mib(big) == 2 * 512 + 3 * 512 * 8 + 1.5 * 512 * 8 + 1536
+    # DeepEP: 1 GiB more beside captured prefill graphs (0.5.17+), and 2 GiB past the floor
+    # where decode graphs are captured (0.5.15+; not on a prefill instance)
+    wide = big.model_copy(update={"deepep": True})
+    assert sglang.graph_reserve_mib(wide) == sglang.graph_reserve_mib(big) + 1024
+    assert sglang.graph_reserve_mib(wide.model_copy(update={"version": (0, 5, 16)})) == (
+        sglang.graph_reserve_mib(big.model_copy(update={"version": (0, 5, 16)}))
+    )
+    small = sglang.ReserveCase(gpu_mem_mib=h200_mib, chunked=2048, decode_bs=256, cuda=False)
+    for version, more in (((0, 5, 14), 0), ((0, 5, 15), 2048), ((0, 5, 23), 2048)):
+        floored = small.model_copy(update={"version": version})  # 4,224 MiB: the floor binds
+        assert sglang.default_mem_fraction(floored) == round((h200_mib - 10_240) / h200_mib, 3)
+        assert sglang.default_mem_fraction(floored.model_copy(update={"deepep": True})) == round(
+            (h200_mib - 10_240 - more) / h200_mib, 3
+        ), version
+    prefill = small.model_copy(update={"role": "prefill", "deepep": True})
+    assert sglang.default_mem_fraction(prefill) == round((h200_mib - 10_240) / h200_mib, 3)
     assert (
         sglang_plan(version="0.4.6", gpu="rtx-4090", context_length=8192).settings[
             "chunked_prefill_size"

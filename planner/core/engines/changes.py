@@ -73,7 +73,15 @@ def _sglang_changes() -> list[tuple[Version, str]]:
             "breakable prefill CUDA graphs (not for MLA, DP attention or vision models); the "
             "reserve follows the PD role",
         ),
+        (
+            sglang.DEEPEP_DECODE_RESERVE_SINCE,
+            "2 GiB more reserved for DeepEP's buffers where decode graphs are captured",
+        ),
         (sglang.BREAKABLE_DP_ATTENTION_SINCE, "prefill CUDA graphs under DP attention too"),
+        (
+            sglang.DEEPEP_PREFILL_GRAPH_RESERVE_SINCE,
+            "1 GiB more reserved with DeepEP where prefill graphs are captured",
+        ),
         (sglang.BREAKABLE_MLA_SINCE, "prefill CUDA graphs for MLA models (1.5 GiB reserved)"),
         (
             sglang.DP_ATTENTION_SPLIT_EMBEDDING_SINCE,

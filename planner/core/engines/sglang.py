@@ -113,6 +113,16 @@ BREAKABLE_DP_ATTENTION_SINCE = (0, 5, 17)
 BREAKABLE_MLA_SINCE = (0, 5, 19)
 DP_ATTENTION_LARGE_BATCH = 300
 DP_ATTENTION_LARGE_BATCH_MIB_PER_BS = 1.5
+# DeepEP's all-to-all buffers (--moe-a2a-backend deepep): 2 GiB more where decode graphs are
+# captured (not on a PD prefill instance), added after the 10 GiB floor, from 0.5.15
+# (server_args.py _handle_gpu_memory_settings; 0.5.16 on reserve_for_deepep_a2a_mb, from 0.5.19
+# in arg_groups/memory_hook.py; read in the 0.5.14 - 0.5.23 wheels: absent from 0.5.14); and
+# 1 GiB more inside the graph reserve where breakable prefill graphs are captured ("Prefill-BCG
+# DeepEP delta", reserve_for_graph_mb, from 0.5.17: absent from 0.5.16).
+DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
+DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
+DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
+DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
 # (upper bound MiB, reserve MiB = base + per_rank x p).
 TIER_RESERVE_SINCE = (0, 4, 8)
@@ -428,6 +438,7 @@ class ReserveCase(BaseModel):
     role: Literal["prefill", "decode"] | None = None
     max_running_requests: int | None = None
     context: int | None = None
+    deepep: bool = False  # the MoE layers' all-to-all is DeepEP's (--moe-a2a-backend deepep)
 
 
 def prefill_graphs_run(c: ReserveCase) -> bool:
@@ -461,6 +472,8 @@ def graph_reserve_mib(c: ReserveCase) -> float:
             if c.context is not None and c.version < BREAKABLE_GRAPH_SINCE:
                 top = min(top, c.context)
             graph += PREFILL_GRAPH_MIB_PER_SIZE * prefill_capture_sizes(top)
+        if c.deepep and c.version >= DEEPEP_PREFILL_GRAPH_RESERVE_SINCE:
+            graph += DEEPEP_PREFILL_GRAPH_RESERVE_MIB
     return graph
 
 
@@ -482,6 +495,8 @@ def default_mem_fraction(c: ReserveCase) -> float:
     reserved = RESERVED_BASE_MIB + 1.5 * activation + tp * pp / 8 * 1024 + graph_reserve_mib(c)
     if gpu_mem_mib > 61_440:
         reserved = max(reserved, RESERVED_FLOOR_MIB)
+    if c.deepep and c.role != "prefill" and c.version >= DEEPEP_DECODE_RESERVE_SINCE:
+        reserved += DEEPEP_DECODE_RESERVE_MIB
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
 
@@ -606,10 +621,10 @@ def predict(
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
     notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
-    lay = _layout(model, gpu, s, version, total, sources, defaults, notes)
+    experts = _experts(model, gpu, s)
+    lay = _layout(model, gpu, s, version, total, sources, defaults, notes, experts.deepep)
     pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     w = _weights(model, s, version, lay, weights_bytes, weights_exact, m, sources, notes)
-    experts = _experts(model, gpu, s)
     w += _redundant_bytes(model, experts, pp, weights_bytes, sources, notes)
     available = int(pre_free * lay.fraction) - w
     sources["available_kv_bytes"] = "derived"
@@ -737,11 +752,12 @@ def _layout(
     sources: dict[str, TermSource],
     defaults: list[str],
     notes: list[str],
+    deepep: bool = False,
 ) -> _Layout:
     """Resolve the server arguments SGLang's heuristics set for this card and layout: the
     chunk and decode graph batch, the attention-DP groups (the flag's, or those it forces for
-    DeepSeek's sparse attention), --mem-fraction-static, the context, the page and the KV
-    dtype it stores (fp8 where it forces that)."""
+    DeepSeek's sparse attention), --mem-fraction-static (`deepep`: DeepEP's buffers reserved
+    too), the context, the page and the KV dtype it stores (fp8 where it forces that)."""
     tp, pp = s.tp_size, s.pp_size
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
@@ -773,6 +789,7 @@ def _layout(
                 role=s.disaggregation_mode,
                 max_running_requests=s.max_running_requests,
                 context=s.context_length or model.max_context_tokens,
+                deepep=deepep,
             )
         )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
