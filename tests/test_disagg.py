@@ -238,6 +238,15 @@ def test_a_pool_spreads_its_experts_when_asked(cli: Cli) -> None:
     ):
         r = cli(*base, *args)
         assert r.code == 2 and flag in r.err
+    # the engine's own refusal of a pool's layout names the pool's flag the user typed
+    # (DeepSeek-V3's 256 experts over 12 ranks: DeepEP spans the pool's TP where no EP is given)
+    wide = ("simulate", "--preset", "deepseek-v3", "--gpu", "h200", "--engine", "sglang",
+            "--tp", "8", "--disagg", "1P1D", "--prompt-len", "1000", "--output-len", "10",
+            "--concurrency", "8", "--decode-tp", "12", "--decode-dp", "12")  # fmt: skip
+    for args, flag in ((("--decode-ep", "12"), "--decode-ep"), ((), "--decode-tp")):
+        r = cli(*wide, *args, "--json")
+        assert r.code == 2 and r.json()["field"] == flag
+        assert "refuses a split that leaves a remainder" in r.json()["error"]
     dense = cli("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--tp", "2",
                 "--disagg", "1P1D", "--decode-ep", "2", "--prompt-len", "100",
                 "--output-len", "10")  # fmt: skip

@@ -151,21 +151,27 @@ def benchmark(
         own: dict[str, Any] = {"tp": tp_size}
         if role is not None and disagg is not None:
             own["disagg"] = pool_role(engine_name, role, disagg.transfer_backend)
-        return plan_instance(
-            replicas=dp,
-            gpu=gpu,
-            preset=preset,
-            model=model,
-            revision=deployment.revision,
-            values=values | own,
-            attention_groups=groups,
-            spec=spec,
-            longest=longest,
-            ep=ep_size,
-            calibration=calibration,
-            scheduler_steps=scheduler_steps,
-            seed=load.trace_seed(),
-        )
+        try:
+            return plan_instance(
+                replicas=dp,
+                gpu=gpu,
+                preset=preset,
+                model=model,
+                revision=deployment.revision,
+                values=values | own,
+                attention_groups=groups,
+                spec=spec,
+                longest=longest,
+                ep=ep_size,
+                calibration=calibration,
+                scheduler_steps=scheduler_steps,
+                seed=load.trace_seed(),
+            )
+        except InputError as err:
+            flag = pool_flag(err.field, role, own_tp=tp_size != tp)
+            if flag is None:
+                raise
+            raise InputError(flag, err.message) from err
 
     closed = load.concurrency
     if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
@@ -271,6 +277,18 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:
+    """The flag a disaggregated pool's layout error belongs to (None: the one it names): its
+    EP and DP are its own flags' (--ep and --dp are refused beside --disagg), its TP is --tp
+    unless its own flag set another (`own_tp`)."""
+    if role is None:
+        return None
+    pool = {"--ep": f"--{role}-ep", "--dp": f"--{role}-dp"}
+    if own_tp:
+        pool["--tp"] = f"--{role}-tp"
+    return pool.get(field)
 
 
 def _serve_values(
