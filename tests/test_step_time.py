@@ -99,7 +99,9 @@ def test_all_reduce_is_zero_at_tp1_and_grows_with_tp_and_hidden() -> None:
 def test_a_mesh_gives_a_group_only_the_links_among_its_gpus() -> None:
     """MI300X-class boards join 8 GPUs in a full mesh of 7 xGMI links each: TP 2 runs on one
     link, TP 8 on all seven; NVSwitch boards give any group the whole rate; a group wider
-    than the fabric crosses nodes over the NIC, and one more RDMA hop per all-reduce."""
+    than the fabric crosses nodes on the node's NICs, one per GPU (NCCL's rings run a channel
+    per rail), and one more RDMA hop per all-reduce; an all-to-all sends each GPU's own tokens
+    over its own NIC."""
     mesh = fabric_of(find_gpu("mi300x"))
     assert mesh.peer_links == 7
     assert mesh.collective_bytes_per_s(2) == pytest.approx(896e9 / 2 / 7)  # one link
@@ -108,7 +110,10 @@ def test_a_mesh_gives_a_group_only_the_links_among_its_gpus() -> None:
     assert mesh.peer_bytes_per_s() == mesh.collective_bytes_per_s(2)
     switched = fabric_of(find_gpu("h100"))
     assert switched.collective_bytes_per_s(2) == switched.collective_bytes_per_s(8) == 450e9
-    assert switched.collective_bytes_per_s(16) == RDMA_NIC_BYTES_PER_S
+    assert switched.collective_bytes_per_s(16) == 8 * RDMA_NIC_BYTES_PER_S  # 400 < 450 GB/s
+    assert switched.exchange_bytes_per_s(16) == RDMA_NIC_BYTES_PER_S
+    assert switched.exchange_bytes_per_s(8) == switched.collective_bytes_per_s(8)
+    assert mesh.collective_bytes_per_s(16) == 8 * RDMA_NIC_BYTES_PER_S  # 400 < 448 GB/s
     assert fabric_of(find_gpu("gb200")).collective_bytes_per_s(16) == 900e9  # NVL72 domain
     message = 256 * 8192 * 2
     within = allreduce_ms(8, 80, message, PER_PEER, switched)
@@ -136,10 +141,11 @@ def test_fabric_invariants(card: str, ranks: int, tokens: int, extra: int) -> No
     """A group never sends faster than its GPU's links, nor faster than the NIC once it spans
     nodes; more tokens never make DeepEP's exchange or a larger message's all-reduce cheaper."""
     fabric = fabric_of(find_gpu(card))
-    rate = fabric.collective_bytes_per_s(ranks)
-    assert 0 < rate <= fabric.bytes_per_s
+    rate, own = fabric.collective_bytes_per_s(ranks), fabric.exchange_bytes_per_s(ranks)
+    assert 0 < own <= rate <= fabric.bytes_per_s
     if fabric.crosses_nodes(ranks):
-        assert rate <= fabric.nic_bytes_per_s
+        assert rate <= fabric.domain_gpus * fabric.nic_bytes_per_s
+        assert own <= fabric.nic_bytes_per_s
     for low_latency in (True, False):
         fewer = deepep_ms(tokens, 8, 7168, max(ranks, 2), fabric, low_latency=low_latency)
         more = deepep_ms(tokens + extra, 8, 7168, max(ranks, 2), fabric, low_latency=low_latency)

@@ -248,7 +248,8 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     if fabric.crosses_nodes(curve.tp):
         notes.append(
             f"{role}the TP group of {curve.tp} spans nodes ({fabric.domain_gpus} GPUs a "
-            "fabric): its all-reduces run over each GPU's 400 Gb/s NIC"
+            "fabric): its all-reduces cross between nodes on the NICs, one per GPU, each an "
+            "RDMA hop more"
         )
     ranks = curve.moe_ranks or curve.tp
     where = "across nodes" if fabric.crosses_nodes(ranks) else "over NVLink"

@@ -44,6 +44,13 @@ NVL72_PREFIXES = ("gb200", "gb300")
 # Across nodes each GPU has its RDMA NIC: 400 Gb/s (one ConnectX-7 per GPU in NVIDIA DGX /
 # HGX H100 and H200 systems, DGX H100 user guide; the same 400G class on MI300X platforms).
 RDMA_NIC_BYTES_PER_S = 50e9
+# A ring collective (NCCL's all-reduce, all-gather, reduce-scatter) over GPUs on several nodes
+# runs one channel per rail: each channel crosses between nodes on its own GPU's NIC, so every
+# NIC of a node carries one channel's share of the ring's 2 (n - 1) / n x S and the group's bus
+# rate (nccl-tests doc/PERFORMANCE.md: t = S x 2 (n - 1) / n / B, B the bottleneck per rank)
+# is the node's NICs together, capped by the fabric inside it: 8 x 50 GB/s on an HGX H100,
+# not one NIC's 50. An exchange in which each GPU sends its own tokens (DeepEP's) has only its
+# own NIC: Fabric.exchange_bytes_per_s.
 
 
 # DeepEP (deepseek-ai/DeepEP) moves a MoE layer's tokens to the GPUs of their experts and
@@ -78,13 +85,21 @@ class Fabric(BaseModel):
         return ranks > self.domain_gpus
 
     def collective_bytes_per_s(self, ranks: int) -> float:
-        """The rate one GPU sends at in a collective over `ranks` GPUs: the NIC across
-        nodes, the k - 1 links to its peers on a mesh, the whole fabric when switched."""
+        """The bus rate of a ring collective over `ranks` GPUs: across nodes, the rails of a
+        node together (one NIC per GPU), capped by the fabric; inside one, the k - 1 links to
+        its peers on a mesh, the whole fabric when switched."""
         if self.crosses_nodes(ranks):
-            return min(self.nic_bytes_per_s, self.bytes_per_s)
+            return min(self.domain_gpus * self.nic_bytes_per_s, self.bytes_per_s)
         if self.peer_links:
             return self.bytes_per_s * min(max(1, ranks - 1), self.peer_links) / self.peer_links
         return self.bytes_per_s
+
+    def exchange_bytes_per_s(self, ranks: int) -> float:
+        """The rate one GPU sends its own data at to the others of `ranks` GPUs (an
+        all-to-all): its NIC across nodes, else as a collective inside the fabric."""
+        if self.crosses_nodes(ranks):
+            return min(self.nic_bytes_per_s, self.bytes_per_s)
+        return self.collective_bytes_per_s(ranks)
 
     def peer_bytes_per_s(self) -> float:
         """The rate between two GPUs of one fabric: one link on a mesh."""
@@ -111,7 +126,7 @@ def deepep_ms(
         nodes = ranks / fabric.domain_gpus
         copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
-    rate = fabric.collective_bytes_per_s(ranks)
+    rate = fabric.exchange_bytes_per_s(ranks)
     # a few tokens still pay each transfer's latency: one hop for dispatch, one for combine
     hop_ms = PP_HOP_MS if fabric.crosses_nodes(ranks) else ALLREDUCE_HOP_MS
     return max(tokens_per_rank * copies * hidden * per_value / rate * 1e3, 2 * hop_ms)
