@@ -412,8 +412,16 @@ def test_sglang_moe_across_nodes_plans_deepep_and_prices_its_all_to_all() -> Non
     sglang = step_time_for(spec, h200, tp=1, attention_dp=16, engine="sglang")
     vllm = step_time_for(spec, h200, tp=1, attention_dp=16, engine="vllm")
     assert sglang.moe_all_to_all and not vllm.moe_all_to_all
-    # 64 tokens a rank: DeepEP sends 8 expert copies of each, the gather all 16 ranks' tokens
-    assert 0 < sglang.collectives_ms(64) < vllm.collectives_ms(64) / 2
+    # 64 tokens a rank: DeepEP sends 8 expert copies of each over the rank's own NIC; the
+    # gather brings every rank's tokens to every rank, but its NCCL rings cross between the
+    # nodes once on every rail and forward over NVLink, so at 16 ranks it is the cheaper one;
+    # it grows with the ranks, and at 64 DeepEP's exchange costs about half of it
+    assert 0 < vllm.collectives_ms(64) < sglang.collectives_ms(64)
+    deepep, gather = (
+        step_time_for(spec, h200, tp=1, attention_dp=64, engine=engine).collectives_ms(64)
+        for engine in ("sglang", "vllm")
+    )
+    assert 0 < deepep < gather * 0.55
     assert vllm.all_to_all_ms(64) == 0
     # DeepEP's share is its own term: 58 MoE layers of DeepSeek-R1 (3 dense ones still gather)
     per_layer = sglang.all_to_all_ms(64) / 58
