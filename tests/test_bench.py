@@ -495,6 +495,52 @@ def test_unmixed_prefill_steps_make_decodes_wait() -> None:
     assert waited == pytest.approx(np.full(4, 4 * 5.0), abs=1.0)
 
 
+def test_sglang_stops_a_prefill_batch_at_max_prefill_tokens() -> None:
+    """SGLang's PrefillAdder takes no request once the batch's prompt tokens reach
+    max_prefill_tokens (16,384), the last one passing it: 40 prompts of 1,000 tokens at once
+    under a 65,536-token chunk prefill 17 + 17 + 6 in three steps, where the chunk alone would
+    take all 40 in one; and a SGLang plan with such a chunk carries the server's cap."""
+    import numpy as np
+
+    from planner.sim.config import SimConfig
+    from planner.sim.cost import CostModel
+    from planner.sim.engine import execute
+    from planner.sim.workload import Trace
+
+    n = 40
+    trace = Trace(np.zeros(n), np.full(n, 1000), np.full(n, 5), np.zeros(n, dtype=np.int64))
+    cost = CostModel(a_ms=5.0, b_ms=0.1, prefill_ms_per_token=0.01, overhead_ms=0.0)
+    base = SimConfig(policy="chunked", step_token_budget=65536, chunk_tokens=65536, mixed=False)
+    capped = base.model_copy(update={"prefill_input_cap": 16384, "max_batch": 64})
+    groups = {}
+    for name, cfg in (("chunk", base.model_copy(update={"max_batch": 64})), ("cap", capped)):
+        first = execute(trace, cost, cfg).first_ms
+        groups[name] = sorted(np.unique(first, return_counts=True)[1].tolist(), reverse=True)
+    assert groups == {"chunk": [40], "cap": [17, 17, 6]}
+    from planner.api.bench_instance import plan_instance
+
+    def cap(engine: str, chunk: int) -> int | None:
+        values = {"engine": engine, "max_num_batched_tokens": chunk, "context_tokens": 8192}
+        if engine == "sglang":  # its default reserve for a 32K chunk leaves no memory
+            values["memory_fraction"] = 0.85
+        inst = plan_instance(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            revision=None,
+            values=values,
+            spec=resolve_model("llama-3.1-8b", None),
+            longest=1010,
+            ep=None,
+            calibration=None,
+            seed=0,
+        )
+        return inst.cfg.prefill_input_cap
+
+    assert cap("sglang", 32768) == 16384
+    assert cap("sglang", 16384) is None and cap("vllm", 32768) is None
+
+
 def test_multi_step_pays_the_overhead_once_per_round() -> None:
     """vLLM V0's --num-scheduler-steps n: one scheduling pass runs n decode steps, so each
     decode step carries 1/n of the engine's per-step overhead (a = 5, b = 0.1 per sequence,

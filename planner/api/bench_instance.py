@@ -581,6 +581,7 @@ def _scheduler_config(
     """The simulator's settings for the engine's scheduler as the plan resolves it (its running
     cap, token budget, KV pool and admission), and the token budget a step runs."""
     from planner.core.engines.common import parse_version
+    from planner.core.engines.sglang import DEFAULT_MAX_PREFILL_TOKENS
     from planner.sim.config import SimConfig
     from planner.sim.door import FrontDoor
 
@@ -592,6 +593,14 @@ def _scheduler_config(
     budget = int(
         str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
     )
+    # SGLang stops adding requests to a chunked prefill batch at max_prefill_tokens too
+    # (PrefillAdder's rem_input_tokens: the server's 16,384 in each scheduler, not split over
+    # attention-DP groups; managers/schedule_policy.py and tp_worker.py, 0.5.13), which binds
+    # where the chunk is larger; with chunking off (-1) it caps whole prompts differently,
+    # which this does not model
+    input_cap = None
+    if not vllm_engine and budget > DEFAULT_MAX_PREFILL_TOKENS:
+        input_cap = DEFAULT_MAX_PREFILL_TOKENS
     if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
         budget = longest
     # vLLM's resolved chunked prefill (the flag, else the release's default for this
@@ -644,6 +653,7 @@ def _scheduler_config(
             and int(str(p.settings.get("pipeline_parallel_size", 1))) == 1
         ),
         recv_interval=int(str(p.settings.get("scheduler_recv_interval") or 1)),
+        prefill_input_cap=input_cap,
     )
     return cfg, budget
 

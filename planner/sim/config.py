@@ -218,6 +218,14 @@ class SimConfig(BaseModel):
         "decode steps; requests join and prefill only between rounds, and the engine's "
         "per-step overhead is paid once per round",
     )
+    prefill_input_cap: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_SIM_COUNT,
+        description="SGLang's max_prefill_tokens: a chunked prefill step takes no further "
+        "request once its prompt tokens reach this (the last one taken may pass it, up to its "
+        "chunk); None: the token budget alone",
+    )
     recv_interval: int = Field(
         default=1,
         ge=1,

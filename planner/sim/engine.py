@@ -200,6 +200,7 @@ def execute(
         and not cfg.outputs_one_step_late
         and cfg.lockstep_groups == 1
         and cfg.recv_interval == 1
+        and cfg.prefill_input_cap is None
     ):
         _unbounded(run, cost, cfg, trace, delay_ms)
     else:
@@ -703,8 +704,11 @@ class _IterationLoop:
         # drafts it verifies too (vLLM V1 schedules num_tokens_with_spec)
         per_decode = 1 + (self.cfg.spec_k if self.spec is not None else 0)
         budget = self.budget_tokens - (n_decoding * per_decode if self.mixed else 0)
+        # SGLang's PrefillAdder takes no request once the batch's prompt tokens reach
+        # max_prefill_tokens (the last one added may pass it)
+        cap, taken = self.cfg.prefill_input_cap, 0
         for i in self.pending:
-            if budget <= 0:
+            if budget <= 0 or (cap is not None and taken >= cap):
                 break
             left = target[i] - prefilled[i]
             if self.whole and budget < left <= self.budget_tokens:
@@ -712,6 +716,7 @@ class _IterationLoop:
             got = min(left, self.chunk_tokens, budget)
             take[i] = got
             budget -= got
+            taken += got
         return take
 
     def step_ms(self, n_decoding: int, take: dict[int, int], others: int | None = None) -> float:

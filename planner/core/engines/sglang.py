@@ -1075,7 +1075,10 @@ KV_LINE_TOKENS_SINCE = (0, 4, 6)
 KV_LINE_DTYPE_SINCE = (0, 5, 15)
 SUMMARY_CHUNK_SINCE = (0, 4, 3)
 SUMMARY_AVAILABLE_SINCE = (0, 4, 8)
-DEFAULT_MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens
+# ServerArgs.max_prefill_tokens, 16,384 (server_args.py in 0.5.13, arg_groups/fields/
+# schedule.py in 0.5.23): the log's summary line, and the prompt tokens a prefill batch stops
+# taking requests at (planner.api.bench_instance)
+DEFAULT_MAX_PREFILL_TOKENS = 16384
 TORCH_DTYPES = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
