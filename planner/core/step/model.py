@@ -887,6 +887,69 @@ def mla_flops_per_kv_byte(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> flo
     return flops / per_token if flops and per_token else 0.0
 
 
+@dataclass(frozen=True)
+class WeightSplit:
+    """Where a model's stored weights sit on one GPU of a layout: its dense bytes (under
+    SGLang's data-parallel attention the attention's at the attention TP, the rest over every
+    MoE rank), one routed expert's bytes, the expert parameters a token activates, the dense
+    parameters that multiply the gathered batch (SGLang's DP attention) and the embedding's."""
+
+    dense_per_gpu: int
+    expert_one: int
+    expert_active: int
+    gathered_params: int
+    embedding_params: int
+
+
+def weight_split(
+    model: ModelSpec,
+    weights_bytes: int | None,
+    tp: int,
+    pp: int,
+    attention_dp: int,
+    engine: str,
+) -> WeightSplit:
+    """The checkpoint's weights (or `weights_bytes` when re-stored) split for one GPU of TP
+    `tp` x PP `pp` with `attention_dp` data-parallel attention groups (see step_time_for)."""
+    total = weights_bytes if weights_bytes is not None else model.weights_bytes
+    vocab = model.vocab_size or 0
+    # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
+    # read whole every step like the untied lm_head that stays in the dense weights.
+    embedding = (
+        0 if model.tied_embeddings else bytes_for_elements(vocab * model.hidden_size, "bf16")
+    )
+    embedding_params = vocab * model.hidden_size
+    expert_all = 0
+    expert_one = 0
+    scale = total / max(model.params_total, 1)  # bytes per parameter as stored
+    if model.expert_params:
+        per_param = scale if weights_bytes is not None else stored_expert_bytes_per_param(model)
+        expert_one = round(model.expert_params // (model.num_experts or 1) * per_param)
+        expert_all = expert_one * (model.num_experts or 0)
+    dense = max(total - embedding - expert_all, 0)
+    dense_per_gpu = ceil_div(dense, tp * pp)
+    expert_active = (
+        model.expert_params // model.num_experts * (model.experts_per_token or 0)
+        if model.expert_params and model.num_experts
+        else 0
+    )
+    gathered_params = 0
+    if attention_dp > 1 and engine == "sglang":
+        # the dense weights' own bytes per parameter (a mixed checkpoint keeps them in 16 bits)
+        untied = 0 if model.tied_embeddings else embedding_params
+        dense_params = model.params_total - model.expert_params - untied
+        dense_scale = dense / max(dense_params, 1) if model.expert_params else scale
+        attention_bytes = min(dense, round(model.attention_params * dense_scale))
+        dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
+            dense - attention_bytes, tp * attention_dp * pp
+        )
+        # the dense FFNs and shared experts run on the gathered batch, over every GPU
+        untied = 1 if model.tied_embeddings else 2
+        outside = model.params_active - untied * embedding_params - model.attention_params
+        gathered_params = max(0, outside - expert_active) // (tp * pp)
+    return WeightSplit(dense_per_gpu, expert_one, expert_active, gathered_params, embedding_params)
+
+
 def step_time_for(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -921,22 +984,7 @@ def step_time_for(
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
     experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
     the release's default); `stream_interval`: the engine's --stream-interval."""
-    total = weights_bytes if weights_bytes is not None else model.weights_bytes
-    vocab = model.vocab_size or 0
-    # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
-    # read whole every step like the untied lm_head that stays in the dense weights.
-    embedding = (
-        0 if model.tied_embeddings else bytes_for_elements(vocab * model.hidden_size, "bf16")
-    )
-    embedding_params = vocab * model.hidden_size
-    expert_all = 0
-    expert_one = 0
-    scale = total / max(model.params_total, 1)  # bytes per parameter as stored
-    if model.expert_params:
-        per_param = scale if weights_bytes is not None else stored_expert_bytes_per_param(model)
-        expert_one = round(model.expert_params // (model.num_experts or 1) * per_param)
-        expert_all = expert_one * (model.num_experts or 0)
-    dense = max(total - embedding - expert_all, 0)
+    split = weight_split(model, weights_bytes, tp, pp, attention_dp, engine)
     moe_ranks = tp * attention_dp
     fabric = comm.fabric_of(gpu)
     wide = (
@@ -948,29 +996,9 @@ def step_time_for(
     local_experts = (
         ceil_div((model.num_experts or 0) + redundant_experts, ep_size) if ep_size > 1 else 0
     )
-    dense_per_gpu = ceil_div(dense, tp * pp)
     # the width of an expert each GPU multiplies: whole under expert parallelism, else split
     # over the MoE ranks
     expert_width = (model.moe_intermediate_size or 0) * ep_size // moe_ranks
-    expert_active = (
-        model.expert_params // model.num_experts * (model.experts_per_token or 0)
-        if model.expert_params and model.num_experts
-        else 0
-    )
-    gathered_params = 0
-    if attention_dp > 1 and engine == "sglang":
-        # the dense weights' own bytes per parameter (a mixed checkpoint keeps them in 16 bits)
-        untied = 0 if model.tied_embeddings else embedding_params
-        dense_params = model.params_total - model.expert_params - untied
-        dense_scale = dense / max(dense_params, 1) if model.expert_params else scale
-        attention_bytes = min(dense, round(model.attention_params * dense_scale))
-        dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
-            dense - attention_bytes, moe_ranks * pp
-        )
-        # the dense FFNs and shared experts run on the gathered batch, over every GPU
-        untied = 1 if model.tied_embeddings else 2
-        outside = model.params_active - untied * embedding_params - model.attention_params
-        gathered_params = max(0, outside - expert_active) // (tp * pp)
     # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
     # re-quantization is taken to cover every linear layer)
     own = weight_dtype is None or weight_dtype == model.weight_dtype
@@ -1030,12 +1058,12 @@ def step_time_for(
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
     return StepTime(
         label=f"{model.name} on {gpu.id} x {layout} ({engine})",
-        dense_weights_bytes=dense_per_gpu,
-        expert_bytes=ceil_div(expert_one, moe_ranks * pp),
+        dense_weights_bytes=split.dense_per_gpu,
+        expert_bytes=ceil_div(split.expert_one, moe_ranks * pp),
         num_experts=model.num_experts or 0,
         experts_per_token=model.experts_per_token or 0,
-        expert_active_params_per_gpu=expert_active // (tp * pp),
-        moe_layers=ceil_div(moe.moe_layers(model), pp) if expert_one else 0,
+        expert_active_params_per_gpu=split.expert_active // (tp * pp),
+        moe_layers=ceil_div(moe.moe_layers(model), pp) if split.expert_one else 0,
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
         active_params_per_gpu=max(1, model.params_active // (tp * pp)),
@@ -1043,10 +1071,10 @@ def step_time_for(
         bandwidth_efficiency=efficiency,
         flops_per_s=float(flops),
         plain_params_per_gpu=plain // (tp * pp),
-        embedding_params_per_gpu=embedding_params
+        embedding_params_per_gpu=split.embedding_params
         * (1 if model.tied_embeddings else 2)
         // (tp * pp),
-        lm_head_params_per_gpu=embedding_params // (tp * pp),
+        lm_head_params_per_gpu=split.embedding_params // (tp * pp),
         plain_flops_per_s=float(plain_rate),
         flops_efficiency=gemm.FLOPS_EFFICIENCY * family.compute_scale,
         low_precision_scale=quantized_share,
@@ -1097,7 +1125,7 @@ def step_time_for(
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
         attention_dp=attention_dp,
         moe_ranks=moe_ranks,
-        gathered_params_per_gpu=gathered_params,
+        gathered_params_per_gpu=split.gathered_params,
         moe_all_to_all=wide,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=two_batch_overlap and wide,
