@@ -146,6 +146,10 @@ def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
         ("h200-sxm", "h200-sxm-141gb"),
         ("A100 80GB PCIe", "a100-pcie-80gb"),
         ("A100_SXM_80GB", "a100-sxm4-80gb"),
+        # a maker's words, and a memory size the id does not spell but the card markets
+        ("AMD MI300X 192GB", "mi300x"),
+        ("AMD Instinct MI325X 256GB", "mi325x"),
+        ("NVIDIA RTX PRO 6000 Blackwell", "rtx-pro-6000-blackwell"),
     ],
 )
 def test_a_gpu_spelled_by_its_words_is_the_card_they_name(cli: Cli, typed: str, card: str) -> None:
@@ -161,6 +165,10 @@ def test_a_gpu_spelling_that_names_two_cards_lists_both(cli: Cli) -> None:
     # a size the catalog has no card of is still unknown (an H100 64GB is not the 80GB one)
     assert (
         "unknown GPU 'h100 64gb'" in cli("capacity", "--preset", "gqa-8b", "--gpu", "h100 64gb").err
+    )
+    assert (
+        "unknown GPU 'mi300x 80gb'"
+        in cli("capacity", "--preset", "gqa-8b", "--gpu", "mi300x 80gb").err
     )
 
 

@@ -166,18 +166,35 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     raise unknown_name_error(field, "GPU", name, known)
 
 
+# Words a card's spelling may open with that name its maker or line, not the card.
+MAKER_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon"})
+MEMORY_WORD = re.compile(r"(\d+)gb")
+
+
 def _cards_spelled(key: str) -> list[GpuSpec]:
     """The catalog cards a looser spelling names: its words, split at spaces, hyphens or
-    underscores, are the card's chip (the id's first word) and the starts of its other words
-    ("H100 SXM5", "h200-sxm", "A100 80GB PCIe" name h100-sxm5-80gb, h200-sxm-141gb and
-    a100-pcie-80gb; "a100-pcie" names two)."""
+    underscores and past a maker's ("NVIDIA", "AMD Instinct"), are the card's chip (the id's
+    first word) and the starts of its other words or its memory ("H100 SXM5", "h200-sxm",
+    "A100 80GB PCIe", "AMD MI300X 192GB" name h100-sxm5-80gb, h200-sxm-141gb, a100-pcie-80gb
+    and mi300x; "a100-pcie" names two)."""
     words = [w for w in re.split(r"[\s_-]+", key) if w]
+    while words and words[0] in MAKER_WORDS:
+        words = words[1:]
     if len(words) < 2:
         return []
     chip, rest = words[0], words[1:]
     found = []
     for gpu in gpu_catalog():
         parts = gpu.id.split("-")
-        if parts[0] == chip and all(any(p.startswith(w) for p in parts[1:]) for w in rest):
+        if parts[0] == chip and all(
+            any(p.startswith(w) for p in parts[1:]) or _memory_word(w, gpu) for w in rest
+        ):
             found.append(gpu)
     return found
+
+
+def _memory_word(word: str, gpu: GpuSpec) -> bool:
+    """Whether `word` ("192gb") is the card's marketed memory in GB."""
+    got = MEMORY_WORD.fullmatch(word)
+    marketed = gpu.memory_bytes_marketed
+    return bool(got and marketed and round(marketed / 1e9) == int(got.group(1)))
