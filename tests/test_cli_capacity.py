@@ -148,6 +148,7 @@ def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
         ("A100_SXM_80GB", "a100-sxm4-80gb"),
         # a maker's words, and a memory size the id does not spell but the card markets
         ("AMD MI300X 192GB", "mi300x"),
+        ("NVIDIA H100", "h100-sxm5-80gb"),  # past the maker's word, the alias
         ("AMD Instinct MI325X 256GB", "mi325x"),
         ("NVIDIA RTX PRO 6000 Blackwell", "rtx-pro-6000-blackwell"),
     ],

@@ -156,6 +156,10 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     for gpu in gpu_catalog():
         if any(key == d.lower() for d in gpu.device_names):
             return gpu
+    bare = " ".join(_card_words(key))  # past a maker's words: "AMD MI300X", "NVIDIA H100"
+    for gpu in gpu_catalog():
+        if bare != key and (bare == gpu.id or bare in gpu.aliases):
+            return gpu
     spelled = _cards_spelled(key)
     if len(spelled) == 1:
         return spelled[0]
@@ -177,9 +181,7 @@ def _cards_spelled(key: str) -> list[GpuSpec]:
     first word) and the starts of its other words or its memory ("H100 SXM5", "h200-sxm",
     "A100 80GB PCIe", "AMD MI300X 192GB" name h100-sxm5-80gb, h200-sxm-141gb, a100-pcie-80gb
     and mi300x; "a100-pcie" names two)."""
-    words = [w for w in re.split(r"[\s_-]+", key) if w]
-    while words and words[0] in MAKER_WORDS:
-        words = words[1:]
+    words = _card_words(key)
     if len(words) < 2:
         return []
     chip, rest = words[0], words[1:]
@@ -191,6 +193,14 @@ def _cards_spelled(key: str) -> list[GpuSpec]:
         ):
             found.append(gpu)
     return found
+
+
+def _card_words(key: str) -> list[str]:
+    """A spelling's words, split at spaces, hyphens or underscores, past a maker's."""
+    words = [w for w in re.split(r"[\s_-]+", key) if w]
+    while words and words[0] in MAKER_WORDS:
+        words = words[1:]
+    return words
 
 
 def _memory_word(word: str, gpu: GpuSpec) -> bool:
