@@ -461,8 +461,9 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
     assert in_system == pytest.approx(clients, rel=0.03)
     assert got["completed"] == 24 * clients
-    one = run(-(-clients // dp), 500, 100, requests=24 * -(-clients // dp))
-    per_client = one["output_throughput"] / -(-clients // dp)
+    share = -(-clients // dp)  # the larger share a rank runs
+    one = run(share, 500, 100, requests=24 * share)
+    per_client = one["output_throughput"] / share
     assert got["output_throughput"] == pytest.approx(clients * per_client, rel=0.03)
 
 
@@ -502,6 +503,7 @@ def test_sglang_stops_a_prefill_batch_at_max_prefill_tokens() -> None:
     take all 40 in one; and a SGLang plan with such a chunk carries the server's cap."""
     import numpy as np
 
+    from planner.api.bench_instance import plan_instance
     from planner.sim.config import SimConfig
     from planner.sim.cost import CostModel
     from planner.sim.engine import execute
@@ -517,7 +519,6 @@ def test_sglang_stops_a_prefill_batch_at_max_prefill_tokens() -> None:
         first = execute(trace, cost, cfg).first_ms
         groups[name] = sorted(np.unique(first, return_counts=True)[1].tolist(), reverse=True)
     assert groups == {"chunk": [40], "cap": [17, 17, 6]}
-    from planner.api.bench_instance import plan_instance
 
     def cap(engine: str, chunk: int) -> int | None:
         values = {"engine": engine, "max_num_batched_tokens": chunk, "context_tokens": 8192}
