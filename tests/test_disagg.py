@@ -160,6 +160,15 @@ def test_cli_disagg(cli: Cli) -> None:
     d = body["deployment"]["disagg"]
     assert d["layout"] == "1P3D" and d["prefill"]["instances"] == 1
     assert d["transfer"]["mean_bytes_per_request"] == 2000 * 131072
+    # the keys an aggregated run prints, one reader for both; the client's sends priced at the
+    # prefill pool's door as at an aggregated server's
+    plain = cli(
+        "simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8",
+        "--prompt-len", "2000", "--output-len", "100", "--requests", "64", "--json",
+    ).json()  # fmt: skip
+    assert set(body) == set(plain)
+    assert body["front_door"] == plain["front_door"]
+    assert body["front_door"]["client_ms"] > 0 and body["ignored_requests"] == 0
     for args, field in (
         (("--disagg", "3x"), "--disagg"),
         (("--disagg", "0P1D"), "--disagg"),

@@ -11,6 +11,7 @@ from planner.api.bench_instance import (
     attention_groups_of,
     bench_client_of,
     with_bench_client,
+    with_client_sends,
 )
 from planner.api.bench_load import Load
 from planner.api.bench_report import (
@@ -250,6 +251,9 @@ def run_disaggregated(
         disagg.decode_dp,
         "decode",
     )
+    # the client sends each request (through the router) to the prefill pool, and reads every
+    # decode scheduler's stream
+    pre = with_client_sends(pre, client)
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
     metrics = bench_metrics(
@@ -298,6 +302,11 @@ def run_disaggregated(
         ),
         "step_constants": step_constants(pre.curve, None),
         "request_path_ms": REQUEST_PATH_MS,
+        # the keys an aggregated run prints, so one reader takes both: requests reach the
+        # prefill pool's API server; V0's multi-step rounds and speculation are refused here
+        "front_door": pre.cfg.front_door.model_dump() if pre.cfg.front_door else None,
+        "ignored_requests": 0,
+        "speculation": None,
         "bench_client": bench_client_of(engine, client),
         "deployment": {
             "model": spec.name,

@@ -275,14 +275,24 @@ def with_bench_client(
     client = bench_client_of(inst.engine, client)
     if client == "none":
         return inst
-    if sends and inst.cfg.front_door is not None:
-        door = inst.cfg.front_door.model_copy(update={"client_ms": BENCH_CLIENT_MS_PER_REQUEST})
-        inst = replace(inst, cfg=inst.cfg.model_copy(update={"front_door": door}))
+    if sends:
+        inst = with_client_sends(inst, client)
     out = trace.output_tokens.astype(float)
     mean_generated = float((out * (out + 1) / 2).sum() / max(out.sum(), 1.0))
     per_chunk_ms = bench_client_ms_per_chunk(client, mean_generated) * streams
     curve = inst.curve.model_copy(update={"client_ms_per_token": per_chunk_ms})
     return replace(inst, curve=curve, cost=CurveCost(curve, inst.cost.source))
+
+
+def with_client_sends(inst: Instance, client: str | None) -> Instance:
+    """The instance whose front door the benchmark client's requests come through: the client
+    sends each one in series (BENCH_CLIENT_MS_PER_REQUEST) before the API server admits it
+    (`client`: none, the engine's pace, sends at no cost)."""
+    door = inst.cfg.front_door
+    if door is None or bench_client_of(inst.engine, client) == "none":
+        return inst
+    door = door.model_copy(update={"client_ms": BENCH_CLIENT_MS_PER_REQUEST})
+    return replace(inst, cfg=inst.cfg.model_copy(update={"front_door": door}))
 
 
 def with_speculation(inst: Instance, speculation: Speculation) -> Instance:
