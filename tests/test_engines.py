@@ -1002,6 +1002,16 @@ def test_sglang_default_fraction_by_release() -> None:
         assert sglang.default_mem_fraction(floored.model_copy(update={"deepep": True})) == round(
             (h200_mib - 10_240 - more) / h200_mib, 3
         ), version
+    # chunking off (--chunked-prefill-size -1): the activation slack is max_prefill_tokens',
+    # 16,384 (server_args.py 0.5.3 - 0.5.13, arg_groups/memory_hook.py 0.5.23), not 2,048
+    unchunked = sglang.predict(
+        resolve_model("llama-3.1-8b", None),
+        find_gpu("h100"),
+        sglang.SglangSettings(chunked_prefill_size=-1, context_length=8192),
+    )
+    assert unchunked.settings["mem_fraction_static"] == round(
+        (h100_mib - (512 + 1.5 * 16384 + 1024 / 8 + 2 * 256)) / h100_mib, 3
+    )
     prefill = small.model_copy(update={"role": "prefill", "deepep": True})
     assert sglang.default_mem_fraction(prefill) == round((h200_mib - 10_240) / h200_mib, 3)
     assert (

@@ -603,16 +603,18 @@ def _scheduler_config(
     budget = int(
         str(p.settings["max_num_batched_tokens" if vllm_engine else "chunked_prefill_per_group"])
     )
-    # SGLang stops adding requests to a chunked prefill batch at max_prefill_tokens too
-    # (PrefillAdder's rem_input_tokens: the server's 16,384 in each scheduler, not split over
-    # attention-DP groups; managers/schedule_policy.py and tp_worker.py, 0.5.13), which binds
-    # where the chunk is larger; with chunking off (-1) it caps whole prompts differently,
-    # which this does not model
+    # SGLang stops adding requests to a prefill batch at max_prefill_tokens too (PrefillAdder's
+    # rem_input_tokens: the server's 16,384 in each scheduler, not split over attention-DP
+    # groups; managers/schedule_policy.py and tp_worker.py, 0.5.13): where a chunk is larger,
+    # the last request taken may pass it; with chunking off (-1) prompts run whole, a batch of
+    # them up to max_prefill_tokens (taken here as the longest prompt, where longer: SGLang
+    # takes the first whatever its length)
     input_cap = None
     if not vllm_engine and budget > DEFAULT_MAX_PREFILL_TOKENS:
         input_cap = DEFAULT_MAX_PREFILL_TOKENS
-    if budget <= 0:  # SGLang's -1 turns chunking off: one prompt at a time, whole
-        budget = longest
+    unchunked = budget <= 0
+    if unchunked:
+        budget = max(longest, DEFAULT_MAX_PREFILL_TOKENS)
     # vLLM's resolved chunked prefill (the flag, else the release's default for this
     # max_model_len); without it, or in V0's multi-step rounds, prompts are not split
     chunked = bool(p.settings.get("enable_chunked_prefill", True)) if vllm_engine else True
@@ -649,7 +651,7 @@ def _scheduler_config(
         window_pool=_window_pool(p),
         seed=seed,
         scheduler_steps=scheduler_steps,
-        whole_prompts=vllm_engine and (not chunked or scheduler_steps > 1),
+        whole_prompts=(vllm_engine and (not chunked or scheduler_steps > 1)) or unchunked,
         # V1 allocates KV for the tokens it schedules; V0's can_allocate took the whole prompt
         admit_chunk=vllm_engine and chunked and version >= VLLM_V1_SINCE,
         admit_headroom_blocks=(

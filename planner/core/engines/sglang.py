@@ -489,7 +489,8 @@ def default_mem_fraction(c: ReserveCase) -> float:
         if c.attn_dp > 1:
             base += DP_ATTENTION_TIER_RESERVE_MIB
         return round((gpu_mem_mib - (base + per_rank * tp * pp)) / gpu_mem_mib, 3)
-    activation = max(c.chunked, 2048)
+    # chunking off (--chunked-prefill-size -1 or 0): a prefill batch of max_prefill_tokens
+    activation = max(c.chunked if c.chunked > 0 else DEFAULT_MAX_PREFILL_TOKENS, 2048)
     if c.role == "decode" and c.version >= PD_ROLE_RESERVE_SINCE:
         activation = max(c.max_running_requests or c.decode_bs or 1, 2048)
     reserved = RESERVED_BASE_MIB + 1.5 * activation + tp * pp / 8 * 1024 + graph_reserve_mib(c)
