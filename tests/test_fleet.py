@@ -522,6 +522,7 @@ def test_a_deepseek_class_search_ranks_disaggregated_units_beside_aggregated_one
             prefill_tp=c["tp"],
             decode_tp=c["tp"],
         ),
+        client="none",  # a fleet serves many clients; no one benchmark process
     )
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_tpot_ms"] == pytest.approx(point["median_tpot_ms"])
