@@ -1012,6 +1012,21 @@ def test_sglang_default_fraction_by_release() -> None:
     assert unchunked.settings["mem_fraction_static"] == round(
         (h100_mib - (512 + 1.5 * 16384 + 1024 / 8 + 2 * 256)) / h100_mib, 3
     )
+    # from 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
+    # before the reserve is sized: 64 running on an H100 reserve 2 x 64 MiB of graphs, not 256
+    for version, graphs in (("0.5.21", 256), ("0.5.22", 64)):
+        capped = sglang.predict(
+            resolve_model("llama-3.1-8b", None),
+            find_gpu("h100"),
+            sglang.SglangSettings(
+                version=version, max_running_requests=64, chunked_prefill_size=8192
+            ),
+        )
+        assert capped.settings["cuda_graph_max_bs_decode"] == graphs
+        activation = 512 + 1.5 * 8192 + 1024 / 8
+        assert capped.settings["mem_fraction_static"] == round(
+            (h100_mib - (activation + 2 * graphs + 8 * 58)) / h100_mib, 3
+        )
     prefill = small.model_copy(update={"role": "prefill", "deepep": True})
     assert sglang.default_mem_fraction(prefill) == round((h200_mib - 10_240) / h200_mib, 3)
     assert (

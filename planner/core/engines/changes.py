@@ -90,6 +90,10 @@ def _sglang_changes() -> list[tuple[Version, str]]:
         ),
         (sglang.TIERS_0_5_20_SINCE, "new GPU memory tiers"),
         (
+            sglang.GRAPH_BS_RUNNING_CAP_SINCE,
+            "a default decode graph batch above --max-running-requests is lowered to it",
+        ),
+        (
             sglang.VLM_CACHE_RESERVE_SINCE,
             f"{sglang.VLM_CACHE_RESERVE_BYTES // MIB_BYTES} MiB reserved for the multimodal "
             "embedding cache",

@@ -119,6 +119,10 @@ DP_ATTENTION_LARGE_BATCH_MIB_PER_BS = 1.5
 # in arg_groups/memory_hook.py; read in the 0.5.14 - 0.5.23 wheels: absent from 0.5.14); and
 # 1 GiB more inside the graph reserve where breakable prefill graphs are captured ("Prefill-BCG
 # DeepEP delta", reserve_for_graph_mb, from 0.5.17: absent from 0.5.16).
+# From 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
+# before the reserve is sized (arg_groups/memory_hook.py `decode_max_bs_is_default`; read in
+# the 0.5.21 and 0.5.22 wheels: absent from 0.5.21).
+GRAPH_BS_RUNNING_CAP_SINCE = (0, 5, 22)
 DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
 DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
 DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
@@ -764,6 +768,12 @@ def _layout(
     chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
     chunk = s.chunked_prefill_size if s.chunked_prefill_size is not None else chunked
     decode_bs = s.cuda_graph_max_bs_decode or default_bs
+    if (
+        s.cuda_graph_max_bs_decode is None
+        and s.max_running_requests is not None
+        and version >= GRAPH_BS_RUNNING_CAP_SINCE
+    ):
+        decode_bs = min(decode_bs, s.max_running_requests)
     mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
     if tp % s.attn_dp_size:
         raise InputError(
