@@ -978,6 +978,16 @@ def test_sglang_default_fraction_by_release() -> None:
     now = amd.model_copy(update={"version": (0, 5, 23)})
     assert sglang.graph_reserve_mib(now.model_copy(update={"role": "decode"})) == 2 * 256
     assert sglang.graph_reserve_mib(now.model_copy(update={"role": "prefill"})) == 8 * 58
+    # a Llama 2 path's prefill graphs stop at 4,096 tokens: 50 sizes, not 58
+    assert sglang.graph_reserve_mib(now.model_copy(update={"llama2": True})) == 2 * 256 + 8 * 50
+    llama2 = sglang.predict(
+        resolve_model(None, str(MODELS / "meta-llama--Llama-2-7b-hf")),
+        find_gpu("h100"),
+        sglang.SglangSettings(context_length=4096),
+    )
+    assert llama2.settings["mem_fraction_static"] == round(
+        (h100_mib - (512 + 1.5 * 8192 + 1024 / 8 + 2 * 256 + 8 * 50)) / h100_mib, 3
+    )
     decode = now.model_copy(update={"role": "decode", "max_running_requests": 8192})
     assert sglang.default_mem_fraction(decode) == round(
         (h100_mib - (512 + 1.5 * 8192 + 128 + 2 * 256)) / h100_mib, 3

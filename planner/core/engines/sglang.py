@@ -123,6 +123,11 @@ DP_ATTENTION_LARGE_BATCH_MIB_PER_BS = 1.5
 # before the reserve is sized (arg_groups/memory_hook.py `decode_max_bs_is_default`; read in
 # the 0.5.21 and 0.5.22 wheels: absent from 0.5.21).
 GRAPH_BS_RUNNING_CAP_SINCE = (0, 5, 22)
+# A model path naming Llama 2 caps the prefill graphs' tokens at 4,096 ("For Llama2 series
+# models, the max tokens is limited to 4096": server_args.py 0.5.10 - 0.5.15,
+# arg_groups/memory_hook.py 0.5.19 - 0.5.23).
+LLAMA2_PREFILL_GRAPH_TOKENS = 4096
+LLAMA2_PATH_MARK = "llama-2"
 DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
 DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
 DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
@@ -443,6 +448,7 @@ class ReserveCase(BaseModel):
     max_running_requests: int | None = None
     context: int | None = None
     deepep: bool = False  # the MoE layers' all-to-all is DeepEP's (--moe-a2a-backend deepep)
+    llama2: bool = False  # the model path names Llama 2 (its prefill graphs stop at 4,096)
 
 
 def prefill_graphs_run(c: ReserveCase) -> bool:
@@ -475,6 +481,8 @@ def graph_reserve_mib(c: ReserveCase) -> float:
             top = c.chunked
             if c.context is not None and c.version < BREAKABLE_GRAPH_SINCE:
                 top = min(top, c.context)
+            if c.llama2:
+                top = min(top, LLAMA2_PREFILL_GRAPH_TOKENS)
             graph += PREFILL_GRAPH_MIB_PER_SIZE * prefill_capture_sizes(top)
         if c.deepep and c.version >= DEEPEP_PREFILL_GRAPH_RESERVE_SINCE:
             graph += DEEPEP_PREFILL_GRAPH_RESERVE_MIB
@@ -801,6 +809,7 @@ def _layout(
                 max_running_requests=s.max_running_requests,
                 context=s.context_length or model.max_context_tokens,
                 deepep=deepep,
+                llama2=LLAMA2_PATH_MARK in model.name.lower(),
             )
         )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
