@@ -465,6 +465,18 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     one = run(share, 500, 100, requests=24 * share)
     per_client = one["output_throughput"] / share
     assert got["output_throughput"] == pytest.approx(clients * per_client, rel=0.03)
+    # released at a rate the clients keep up with (--request-rate with --max-concurrency),
+    # the benchmark runs at the rate: its clients are not what bounds it
+    paced = bench(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        dp=dp,
+        load=Load(concurrency=clients, rate_per_s=2.0, requests=48),
+        lengths=Lengths(prompt_len=500, output_len=100),
+    )
+    assert paced["request_throughput"] == pytest.approx(2.0, rel=0.1)
 
 
 def test_unmixed_prefill_steps_make_decodes_wait() -> None:

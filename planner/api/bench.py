@@ -216,7 +216,7 @@ def benchmark(
             run,
             served,
             replicas=dp,
-            busy_replicas=None if concurrency is None else total / concurrency,
+            clients=total if concurrency is not None else None,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,

@@ -80,14 +80,15 @@ def bench_metrics(
     empty_outputs: bool = False,
     text_ttft: bool = False,
     stream_interval: int = 1,
-    busy_replicas: float | None = None,
+    clients: int | None = None,
 ) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
-    multiply the throughputs (each served its share of the load). `busy_replicas`: a closed
-    loop of fewer clients than the replicas hold at the run's share (4 clients over 8 ranks,
-    12 over 8: 1 or 2 a rank, run at the larger) keeps only that many replicas' worth of them
-    busy, so the benchmark takes replicas / busy_replicas times the run's duration to serve
-    its requests (None: all of them busy). `percentiles` the tail
+    multiply the throughputs (each served its share of the load). `clients`: the benchmark's
+    closed-loop clients over all the replicas (None: an open loop). Where they are fewer than
+    the replicas hold at the run's share (4 over 8 ranks, 12 over 8: 1 or 2 a rank, run at the
+    larger), they cannot keep every replica busy: the benchmark takes at least the time its
+    clients need to send every request, one after another each, at the run's mean latency
+    (Little's law), whatever its pace of arrivals. `percentiles` the tail
     figures it prints (--metric-percentiles). `empty_outputs`: the trace's one-token outputs
     are EOS at once (planner.sim.workload.with_empty_outputs): they stream no text, so count no
     output tokens, and a `text_ttft` client (TEXT_TTFT_CLIENTS) records their TTFT as 0.
@@ -96,8 +97,6 @@ def bench_metrics(
     gaps' (an approximation where a chunk mixes a stalled step with plain ones)."""
     start = float(np.min(run.arrival_ms))
     duration_s = (float(np.nanmax(run.finish_ms)) - start) / 1000.0
-    if busy_replicas is not None and 0 < busy_replicas < replicas:
-        duration_s *= replicas / busy_replicas
     ttft = run.first_ms - run.arrival_ms
     empty = trace.output_tokens == 1 if empty_outputs else np.zeros(trace.size, dtype=bool)
     if text_ttft:
@@ -117,6 +116,8 @@ def bench_metrics(
     inputs = int(trace.prompt_tokens.sum()) * replicas
     outputs = (int(trace.output_tokens.sum()) - int(empty.sum())) * replicas
     completed = trace.size * replicas
+    if clients and replicas > 1 and e2el.size:
+        duration_s = max(duration_s, completed * float(np.mean(e2el)) / 1000.0 / clients)
     return {
         "completed": completed,
         "duration": duration_s,
