@@ -119,6 +119,10 @@ DP_ATTENTION_LARGE_BATCH_MIB_PER_BS = 1.5
 # in arg_groups/memory_hook.py; read in the 0.5.14 - 0.5.23 wheels: absent from 0.5.14); and
 # 1 GiB more inside the graph reserve where breakable prefill graphs are captured ("Prefill-BCG
 # DeepEP delta", reserve_for_graph_mb, from 0.5.17: absent from 0.5.16).
+DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
+DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
+DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
+DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 # From 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
 # before the reserve is sized (arg_groups/memory_hook.py `decode_max_bs_is_default`; read in
 # the 0.5.21 and 0.5.22 wheels: absent from 0.5.21).
@@ -128,10 +132,6 @@ GRAPH_BS_RUNNING_CAP_SINCE = (0, 5, 22)
 # arg_groups/memory_hook.py 0.5.19 - 0.5.23).
 LLAMA2_PREFILL_GRAPH_TOKENS = 4096
 LLAMA2_PATH_MARK = "llama-2"
-DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
-DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
-DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
-DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
 # (upper bound MiB, reserve MiB = base + per_rank x p).
 TIER_RESERVE_SINCE = (0, 4, 8)
