@@ -117,7 +117,7 @@ def bench_metrics(
     outputs = (int(trace.output_tokens.sum()) - int(empty.sum())) * replicas
     completed = trace.size * replicas
     if clients and replicas > 1 and e2el.size:
-        duration_s = max(duration_s, completed * float(np.mean(e2el)) / 1000.0 / clients)
+        duration_s = max(duration_s, completed * float(np.nanmean(e2el)) / 1000.0 / clients)
     return {
         "completed": completed,
         "duration": duration_s,
