@@ -532,10 +532,16 @@ def test_sglang_stops_a_prefill_batch_at_max_prefill_tokens() -> None:
         groups[name] = sorted(np.unique(first, return_counts=True)[1].tolist(), reverse=True)
     assert groups == {"chunk": [40], "cap": [17, 17, 6]}
 
-    def cap(engine: str, chunk: int) -> int | None:
-        values = {"engine": engine, "max_num_batched_tokens": chunk, "context_tokens": 8192}
+    def cap(engine: str, chunk: int, most: int | None = None) -> int | None:
+        values: dict[str, Any] = {
+            "engine": engine,
+            "max_num_batched_tokens": chunk,
+            "context_tokens": 8192,
+        }
         if engine == "sglang":  # its default reserve for a 32K chunk leaves no memory
             values["memory_fraction"] = 0.85
+        if most is not None:  # --max-prefill-tokens
+            values["extra"] = {"max_prefill_tokens": most}
         inst = plan_instance(
             gpu="h100",
             preset="llama-3.1-8b",
@@ -552,6 +558,21 @@ def test_sglang_stops_a_prefill_batch_at_max_prefill_tokens() -> None:
 
     assert cap("sglang", 32768) == 16384
     assert cap("sglang", 16384) is None and cap("vllm", 32768) is None
+    assert cap("sglang", 65536, most=32768) == 32768  # the flag's
+    assert cap("sglang", 32768, most=32768) is None
+
+
+def test_max_prefill_tokens_is_sglangs_flag(cli: Cli) -> None:
+    """--max-prefill-tokens goes on SGLang's line (pasted back, the same deployment; its
+    default left off) and is refused under vLLM, naming it."""
+    base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    line = cli(*base, "--engine", "sglang", "--max-prefill-tokens", "32768").json()["flags"]
+    assert line["sglang"].endswith(" --max-prefill-tokens 32768")
+    assert fields_from_line("sglang", line["sglang"])["max_prefill_tokens"] == 32768
+    plain = cli(*base, "--engine", "sglang").json()["flags"]["sglang"]
+    assert "--max-prefill-tokens" not in plain
+    refused = cli(*base, "--max-prefill-tokens", "32768")
+    assert refused.code == 2 and refused.json()["field"] == "--max-prefill-tokens"
 
 
 def test_multi_step_pays_the_overhead_once_per_round() -> None:

@@ -1022,6 +1022,16 @@ def test_sglang_default_fraction_by_release() -> None:
     assert unchunked.settings["mem_fraction_static"] == round(
         (h100_mib - (512 + 1.5 * 16384 + 1024 / 8 + 2 * 256)) / h100_mib, 3
     )
+    smaller = sglang.predict(
+        resolve_model("llama-3.1-8b", None),
+        find_gpu("h100"),
+        sglang.SglangSettings(
+            chunked_prefill_size=-1, context_length=8192, max_prefill_tokens=8192
+        ),
+    )  # --max-prefill-tokens 8192
+    assert smaller.settings["mem_fraction_static"] == round(
+        (h100_mib - (512 + 1.5 * 8192 + 1024 / 8 + 2 * 256)) / h100_mib, 3
+    )
     # from 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
     # before the reserve is sized: 64 running on an H100 reserve 2 x 64 MiB of graphs, not 256
     for version, graphs in (("0.5.21", 256), ("0.5.22", 64)):

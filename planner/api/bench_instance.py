@@ -609,12 +609,13 @@ def _scheduler_config(
     # the last request taken may pass it; with chunking off (-1) prompts run whole, a batch of
     # them up to max_prefill_tokens (taken here as the longest prompt, where longer: SGLang
     # takes the first whatever its length)
+    most = int(str(p.settings.get("max_prefill_tokens") or DEFAULT_MAX_PREFILL_TOKENS))
     input_cap = None
-    if not vllm_engine and budget > DEFAULT_MAX_PREFILL_TOKENS:
-        input_cap = DEFAULT_MAX_PREFILL_TOKENS
+    if not vllm_engine and budget > most:
+        input_cap = most
     unchunked = budget <= 0
     if unchunked:
-        budget = max(longest, DEFAULT_MAX_PREFILL_TOKENS)
+        budget = max(longest, most)
     # vLLM's resolved chunked prefill (the flag, else the release's default for this
     # max_model_len); without it, or in V0's multi-step rounds, prompts are not split
     chunked = bool(p.settings.get("enable_chunked_prefill", True)) if vllm_engine else True

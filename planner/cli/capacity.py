@@ -20,6 +20,7 @@ from planner.cli.numbers import (
     HubTimeout,
     MambaFullMemoryRatio,
     MaxMambaCacheSize,
+    MaxPrefillTokens,
     ReservedGib,
     Revision,
     SchedulerRecvInterval,
@@ -134,6 +135,7 @@ def capacity(
     async_scheduling: AsyncScheduling = None,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
+    max_prefill_tokens: MaxPrefillTokens = None,
     kv_cache_memory_bytes: Annotated[int | None, typer.Option(help="vLLM flag.")] = None,
     enable_lora: Annotated[
         bool, typer.Option(help="vLLM flag: LoRA buffers load with the weights.")
@@ -399,6 +401,7 @@ class CapacityFlags:
     async_scheduling: bool | None
     stream_interval: int | None
     scheduler_recv_interval: int | None
+    max_prefill_tokens: int | None
     kv_cache_memory_bytes: int | None
     enable_lora: bool
     max_lora_rank: int | None
@@ -568,6 +571,7 @@ def _engine_ledger_settings(
             async_scheduling=f.async_scheduling,
             stream_interval=f.stream_interval,
             scheduler_recv_interval=f.scheduler_recv_interval,
+            max_prefill_tokens=f.max_prefill_tokens,
             kv_cache_memory_bytes=f.kv_cache_memory_bytes,
             enable_lora=f.enable_lora,
             enable_expert_parallel=f.enable_expert_parallel,
@@ -628,6 +632,7 @@ SGLANG_ONLY_FLAGS = {
     "--max-running-requests": "max_running_requests",
     "--cuda-graph-max-bs": "cuda_graph_max_bs_decode",
     "--scheduler-recv-interval": "scheduler_recv_interval",
+    "--max-prefill-tokens": "max_prefill_tokens",
     "--mamba-full-memory-ratio": "mamba_full_memory_ratio",
     "--max-mamba-cache-size": "max_mamba_cache_size",
     "--enable-hierarchical-cache": "enable_hierarchical_cache",
@@ -873,6 +878,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
     keys = (
         "stream_interval",
         "scheduler_recv_interval",
+        "max_prefill_tokens",
         "cuda_graph_max_bs_decode",
         "mamba_full_memory_ratio",
         "max_mamba_cache_size",

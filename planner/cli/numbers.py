@@ -158,6 +158,15 @@ SchedulerRecvInterval = Annotated[
         show_default=False,
     ),
 ]
+MaxPrefillTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-prefill-tokens",
+        help="SGLang flag: a prefill batch takes no further request once its prompt tokens "
+        "reach N (with chunking off, the activations reserved for) [16384].",
+        show_default=False,
+    ),
+]
 
 
 # --trust-remote-code, as a printed line carries it: accepted so the line pastes back (the plan

@@ -23,6 +23,7 @@ from planner.cli.numbers import (
     KvOffloadingSize,
     MambaFullMemoryRatio,
     MaxMambaCacheSize,
+    MaxPrefillTokens,
     MemoryFraction,
     Prefixes,
     PrefixShareOption,
@@ -300,6 +301,7 @@ def simulate(
     async_scheduling: AsyncScheduling = None,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
+    max_prefill_tokens: MaxPrefillTokens = None,
     kv_cache_memory_bytes: Annotated[
         int | None, typer.Option(help="vLLM: the KV cache's size, bytes (instead of the share).")
     ] = None,
@@ -530,6 +532,7 @@ class SimulateFlags:
     async_scheduling: bool | None
     stream_interval: int | None
     scheduler_recv_interval: int | None
+    max_prefill_tokens: int | None
     kv_cache_memory_bytes: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
@@ -739,6 +742,7 @@ ENGINE_EXTRA_FLAGS = {
         "--scheduler-recv-interval",
         "scheduler_recv_interval",
     ),
+    "max_prefill_tokens": ("sglang", "--max-prefill-tokens", "max_prefill_tokens"),
     "max_cudagraph_capture_size": (
         "vllm",
         "--max-cudagraph-capture-size",
@@ -932,6 +936,7 @@ DEPLOYMENT_FLAGS = {
     "async_scheduling": "--async-scheduling",
     "stream_interval": "--stream-interval",
     "scheduler_recv_interval": "--scheduler-recv-interval",
+    "max_prefill_tokens": "--max-prefill-tokens",
     "trust_remote_code": "--trust-remote-code",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",

@@ -901,6 +901,7 @@ SGLANG_FLAGS = (
     ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs"),
     ("stream_interval", "--stream-interval"),
     ("scheduler_recv_interval", "--scheduler-recv-interval"),
+    ("max_prefill_tokens", "--max-prefill-tokens"),
     ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
     ("max_mamba_cache_size", "--max-mamba-cache-size"),
     ("enable_hierarchical_cache", "--enable-hierarchical-cache"),
@@ -918,6 +919,7 @@ SGLANG_FLAGS = (
 LINE_DEFAULTS: dict[str, Any] = {
     "stream_interval": 1,
     "scheduler_recv_interval": 1,
+    "max_prefill_tokens": 16384,  # SGLang's default (engines.sglang.DEFAULT_MAX_PREFILL_TOKENS)
     "pipeline_parallel_size": 1,
     "data_parallel_size": 1,
     "pp_size": 1,

@@ -132,6 +132,10 @@ GRAPH_BS_RUNNING_CAP_SINCE = (0, 5, 22)
 # arg_groups/memory_hook.py 0.5.19 - 0.5.23).
 LLAMA2_PREFILL_GRAPH_TOKENS = 4096
 LLAMA2_PATH_MARK = "llama-2"
+# ServerArgs.max_prefill_tokens, 16,384 (server_args.py in 0.5.13, arg_groups/fields/
+# schedule.py in 0.5.23): the log's summary line, and the prompt tokens a prefill batch stops
+# taking requests at (planner.api.bench_instance)
+DEFAULT_MAX_PREFILL_TOKENS = 16384
 # 0.4.8 - 0.5.2: a fixed reserve per GPU tier, p = TP x PP:
 # (upper bound MiB, reserve MiB = base + per_rank x p).
 TIER_RESERVE_SINCE = (0, 4, 8)
@@ -333,6 +337,12 @@ class SglangSettings(BaseModel):
         ge=1,
         description="--scheduler-recv-interval: new requests taken in every N decode steps",
     )
+    max_prefill_tokens: int = Field(
+        default=DEFAULT_MAX_PREFILL_TOKENS,
+        gt=0,
+        description="--max-prefill-tokens: the prompt tokens a prefill batch stops taking "
+        "requests at (with chunking off, the activations reserved for)",
+    )
     page_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] = "auto"
@@ -449,6 +459,7 @@ class ReserveCase(BaseModel):
     context: int | None = None
     deepep: bool = False  # the MoE layers' all-to-all is DeepEP's (--moe-a2a-backend deepep)
     llama2: bool = False  # the model path names Llama 2 (its prefill graphs stop at 4,096)
+    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS  # with chunking off, the activations'
 
 
 def prefill_graphs_run(c: ReserveCase) -> bool:
@@ -502,7 +513,7 @@ def default_mem_fraction(c: ReserveCase) -> float:
             base += DP_ATTENTION_TIER_RESERVE_MIB
         return round((gpu_mem_mib - (base + per_rank * tp * pp)) / gpu_mem_mib, 3)
     # chunking off (--chunked-prefill-size -1 or 0): a prefill batch of max_prefill_tokens
-    activation = max(c.chunked if c.chunked > 0 else DEFAULT_MAX_PREFILL_TOKENS, 2048)
+    activation = max(c.chunked if c.chunked > 0 else c.max_prefill_tokens, 2048)
     if c.role == "decode" and c.version >= PD_ROLE_RESERVE_SINCE:
         activation = max(c.max_running_requests or c.decode_bs or 1, 2048)
     reserved = RESERVED_BASE_MIB + 1.5 * activation + tp * pp / 8 * 1024 + graph_reserve_mib(c)
@@ -701,6 +712,7 @@ def predict(
         chunk=chunk_per_group,
         running=running,
         context=lay.context,
+        max_prefill=s.max_prefill_tokens,
     )
     return EnginePrediction(
         name="sglang",
@@ -743,6 +755,7 @@ def predict(
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "stream_interval": s.stream_interval,
             "scheduler_recv_interval": s.scheduler_recv_interval,
+            "max_prefill_tokens": s.max_prefill_tokens,
         },
         defaults_used=defaults,
         term_sources=sources
@@ -810,6 +823,7 @@ def _layout(
                 context=s.context_length or model.max_context_tokens,
                 deepep=deepep,
                 llama2=LLAMA2_PATH_MARK in model.name.lower(),
+                max_prefill_tokens=s.max_prefill_tokens,
             )
         )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
@@ -1095,10 +1109,6 @@ KV_LINE_TOKENS_SINCE = (0, 4, 6)
 KV_LINE_DTYPE_SINCE = (0, 5, 15)
 SUMMARY_CHUNK_SINCE = (0, 4, 3)
 SUMMARY_AVAILABLE_SINCE = (0, 4, 8)
-# ServerArgs.max_prefill_tokens, 16,384 (server_args.py in 0.5.13, arg_groups/fields/
-# schedule.py in 0.5.23): the log's summary line, and the prompt tokens a prefill batch stops
-# taking requests at (planner.api.bench_instance)
-DEFAULT_MAX_PREFILL_TOKENS = 16384
 TORCH_DTYPES = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
@@ -1119,6 +1129,7 @@ def _log_lines(
     chunk: int,
     running: int,
     context: int,
+    max_prefill: int = DEFAULT_MAX_PREFILL_TOKENS,
 ) -> list[str]:
     """The KV-pool and scheduler lines, in that release's wording (GB there means GiB)."""
     kv = "KV Cache is allocated. "
@@ -1137,7 +1148,7 @@ def _log_lines(
     if version >= SUMMARY_CHUNK_SINCE:
         summary.append(f"chunked_prefill_size={chunk}")
     summary += [
-        f"max_prefill_tokens={DEFAULT_MAX_PREFILL_TOKENS}",
+        f"max_prefill_tokens={max_prefill}",
         f"max_running_requests={running}",
         f"context_len={context}",
     ]
