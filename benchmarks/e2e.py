@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from rows import (  # noqa: E402
+    SGLANG_ROW_SETTINGS,
     catalog_gpu,
     checkpoint_config,
     engine_settings,
@@ -452,9 +453,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     settings |= engine_settings(row)  # "default": the engine's own
     # the engine's own fields, not plan settings: they go in as the line's own
     line_fields = sglang_fields(row) if family == "sglang" else vllm_fields(row)
-    for field in ("ep_num_redundant_experts", "stream_interval", "scheduler_recv_interval"):
+    for field in ("ep_num_redundant_experts", "stream_interval", *SGLANG_ROW_SETTINGS):
         if field in settings:
-            line_fields[field] = settings.pop(field)
+            value = settings.pop(field)
+            if family == "sglang" or field not in SGLANG_ROW_SETTINGS:
+                line_fields[field] = value
     if line_fields:
         settings["extra"] = line_fields
     chunked = None

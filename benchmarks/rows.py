@@ -304,7 +304,10 @@ ROW_SETTINGS = {
     "ep_num_redundant_experts": "ep_num_redundant_experts",
     "stream_interval": "stream_interval",
     "scheduler_recv_interval": "scheduler_recv_interval",
+    "max_prefill_tokens": "max_prefill_tokens",
 }
+# The settings above that are SGLang's flags alone (a vLLM row's are not its server's).
+SGLANG_ROW_SETTINGS = frozenset({"scheduler_recv_interval", "max_prefill_tokens"})
 
 
 def engine_settings(row: dict[str, object]) -> dict[str, int | float]:

@@ -209,6 +209,17 @@ def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> Non
     kwargs, why = e2e.pose(row, MODELS)
     assert why is None
     assert kwargs["settings"]["extra"] == {"async_scheduling": True, "stream_interval": 10}
+    # SGLang's own scheduler flags go on an SGLang row's line, and are no vLLM server's
+    flags = " --max-prefill-tokens 32768 --scheduler-recv-interval 4"
+    sglang_row = row | {"engine": "sglang", "engine_version": "0.5.13", "notes": flags}
+    kwargs, why = e2e.pose(sglang_row, MODELS)
+    assert why is None
+    assert kwargs["settings"]["extra"] == {
+        "max_prefill_tokens": 32768,
+        "scheduler_recv_interval": 4,
+    }
+    kwargs, why = e2e.pose(row | {"notes": flags}, MODELS)
+    assert why is None and "extra" not in kwargs["settings"]
 
 
 def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -> None:
