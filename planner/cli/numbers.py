@@ -162,8 +162,8 @@ MaxPrefillTokens = Annotated[
     int | None,
     typer.Option(
         "--max-prefill-tokens",
-        help="SGLang flag: a prefill batch takes no further request once its prompt tokens "
-        "reach N (with chunking off, the activations reserved for) [16384].",
+        help="SGLang flag: the prompt tokens at which a prefill batch stops taking requests "
+        "(with chunking off, what its memory heuristic reserves activations for) [16384].",
         show_default=False,
     ),
 ]
