@@ -449,15 +449,19 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     ranks: one each on three; 6 over 4: two on two, one on the others) keeps the idle ranks'
     share unserved: Little's law holds for the whole benchmark, and the throughput is the
     clients' own (each one's latency as a rank running the larger share serves it)."""
-    got = bench(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        dp=dp,
-        load=Load(concurrency=clients, requests=24 * clients),
-        lengths=Lengths(prompt_len=500, output_len=100),
-    )
+
+    def over_ranks(load: Load) -> dict[str, Any]:
+        return bench(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            dp=dp,
+            load=load,
+            lengths=Lengths(prompt_len=500, output_len=100),
+        )
+
+    got = over_ranks(Load(concurrency=clients, requests=24 * clients))
     in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
     assert in_system == pytest.approx(clients, rel=0.03)
     assert got["completed"] == 24 * clients
@@ -467,15 +471,7 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     assert got["output_throughput"] == pytest.approx(clients * per_client, rel=0.03)
     # released at a rate the clients keep up with (--request-rate with --max-concurrency),
     # the benchmark runs at the rate: its clients are not what bounds it
-    paced = bench(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        dp=dp,
-        load=Load(concurrency=clients, rate_per_s=2.0, requests=48),
-        lengths=Lengths(prompt_len=500, output_len=100),
-    )
+    paced = over_ranks(Load(concurrency=clients, rate_per_s=2.0, requests=48))
     assert paced["request_throughput"] == pytest.approx(2.0, rel=0.1)
 
 
