@@ -385,12 +385,10 @@ def serve_report(
         variant is None and spec.weight_dtype.startswith(MODELOPT_NVFP4)
     )
     if nvfp4 and values.get("engine") == "sglang":
-        from planner.core.engines import sglang
-        from planner.core.engines.common import parse_version
+        from planner.core.engines import release, sglang
 
         given = values.get("version")
-        version = parse_version(str(given)) if given else sglang.NEWEST_VERSION
-        sglang.check_nvfp4_experts(spec, card, version)
+        sglang.check_nvfp4_experts(spec, card, release("sglang", str(given) if given else None))
     if variant is not None:
         # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
         # engine reads its quantization from that checkpoint, so no flag is printed for it.

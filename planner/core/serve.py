@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core.disagg import DisaggRole
-from planner.core.engines import vllm
+from planner.core.engines import release, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource, parse_version
 from planner.core.engines.registry import native_since, registry_gap
@@ -160,16 +160,13 @@ ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 
 def check_kv_cache_dtype(s: ServeSettings) -> None:
     """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
-    from planner.core.engines import sglang
 
     plain: tuple[str, ...]
     if s.engine == "vllm":
         name, plain, since = "vLLM", VLLM_KV_CACHE_DTYPES, VLLM_KV_DTYPE_SINCE
-        newest = vllm.NEWEST_VERSION
     else:
         name, plain, since = "SGLang", SGLANG_KV_CACHE_DTYPES, SGLANG_16BIT_KV_SINCE
-        newest = sglang.NEWEST_VERSION
-    version = parse_version(s.version) if s.version else newest
+    version = release(s.engine, s.version)
     accepted = (*plain, *(k for k, v in since.items() if version >= v))
     if s.kv_cache_dtype not in accepted:
         raise InputError(
@@ -279,8 +276,7 @@ def data_parallel_ranks(s: ServeSettings, model: ModelSpec) -> int:
     if s.engine == "sglang":
         from planner.core.engines import sglang
 
-        version = parse_version(s.version) if s.version else sglang.NEWEST_VERSION
-        forced = sglang.forced_attention_dp(model, version, s.tp)
+        forced = sglang.forced_attention_dp(model, release("sglang", s.version), s.tp)
         if forced > 1:
             return forced
     key = "data_parallel_size" if s.engine == "vllm" else "attn_dp_size"
@@ -463,7 +459,7 @@ def _with_slack(s: ServeSettings) -> tuple[ServeSettings, list[str]]:
     if s.engine != "vllm" or s.memory_fraction is not None:
         return s, []
 
-    rules = vllm.rules_for(parse_version(s.version) if s.version else vllm.NEWEST_VERSION)
+    rules = vllm.rules_for(release("vllm", s.version))
     if not rules.extensible_kv:
         return s, []
     util = rules.default_gpu_memory_utilization

@@ -5,6 +5,16 @@ from __future__ import annotations
 from planner.core.specs import GpuSpec, ModelSpec
 
 
+def release(engine: str, version: str | None) -> tuple[int, int, int]:
+    """The engine release a `--engine-version` names, else the newest modelled."""
+    from planner.core.engines import sglang, vllm
+    from planner.core.engines.common import parse_version
+
+    if version:
+        return parse_version(version)
+    return sglang.NEWEST_VERSION if engine == "sglang" else vllm.NEWEST_VERSION
+
+
 def engine_kv_dtype(
     engine: str, model: ModelSpec, gpu: GpuSpec, version: str | None, flag: str
 ) -> str:
@@ -13,11 +23,10 @@ def engine_kv_dtype(
     sparse attention (SGLang's fp8 on Blackwell, vLLM 0.11's fp8_ds_mla). ValueError for a
     format not modelled."""
     from planner.core.engines import sglang, vllm
-    from planner.core.engines.common import kv_cache_dtype, parse_version
+    from planner.core.engines.common import kv_cache_dtype
 
     dtype = kv_cache_dtype(flag, model, "auto")
+    at = release(engine, version)
     if engine == "sglang":
-        release = parse_version(version) if version else sglang.NEWEST_VERSION
-        return "fp8" if sglang.dsa_fp8_kv(model, gpu, release, flag) else dtype
-    release = parse_version(version) if version else vllm.NEWEST_VERSION
-    return "fp8" if vllm.ds_mla_layout(model, release, flag) else dtype
+        return "fp8" if sglang.dsa_fp8_kv(model, gpu, at, flag) else dtype
+    return "fp8" if vllm.ds_mla_layout(model, at, flag) else dtype
