@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from planner.errors import InputError
 
 KIB_BYTES = 1024
@@ -53,6 +55,15 @@ def dtype_bytes(name: str) -> int:
 def bytes_for_elements(count: int, dtype: str) -> int:
     """Bytes to store `count` elements of `dtype`, rounding packed 4-bit storage up."""
     return -(-count * DTYPE_BITS[dtype] // 8)
+
+
+def as_float(value: float | str) -> float:
+    """`value` as a float, an integer past float's range (which JSON and YAML can spell) as
+    an infinity of its sign; float()'s own errors otherwise."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if int(value) > 0 else -math.inf
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from planner.errors import InputError, validation_text
-from planner.units import ceil_div
+from planner.units import as_float, ceil_div
 
 if TYPE_CHECKING:
     from planner.api.bench_instance import Instance
@@ -156,11 +155,9 @@ def parse_prices(
             raw[name.strip()] = value.strip()
     for name, value in raw.items():
         try:
-            price = float(value)
+            price = as_float(value)  # an integer YAML spells past float's range: infinite
         except (TypeError, ValueError) as exc:
             raise InputError("--price", f"{name}: {str(value)[:40]!r} is not a number") from exc
-        except OverflowError:  # an integer YAML spells past float's range
-            price = math.inf
         if not 0 < price < 1e4:
             raise InputError("--price", f"{name}: $ per GPU-hour must be in (0, 10,000)")
         prices[find_gpu(str(name), "--price").id] = price

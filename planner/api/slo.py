@@ -16,6 +16,7 @@ from planner.core.reference import (
 )
 from planner.core.slo import check_budget
 from planner.errors import InputError, PlannerError, validation_text
+from planner.units import as_float
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from collections.abc import Callable
@@ -79,10 +80,7 @@ def _positive(rec: dict[str, Any], keys: tuple[str, ...], path: str) -> float:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError("--fit", f"{path}: {key} must be a number")
-        try:
-            number = float(value)
-        except OverflowError:  # an integer JSON spells past float's range
-            number = math.inf
+        number = as_float(value)  # an integer JSON spells past float's range: infinite
         if not (math.isfinite(number) and 0 < number < MAX_FIT_FIGURE):
             raise InputError("--fit", f"{path}: {key} must be a finite number > 0")
         return number

@@ -11,6 +11,7 @@ from planner.core.engines.calibration import BenchClient, BenchRecord
 from planner.errors import InputError
 from planner.sim.arrivals import cv_of_burstiness
 from planner.sources.files import ARGS_LIMIT_BYTES, parse_json, read_bytes
+from planner.units import as_float
 
 FIELD = "--bench"
 # A result file with the per-request arrays (input_lens, ttfts, itls, generated texts) of a
@@ -43,10 +44,7 @@ def _number(obj: dict[str, Any], key: str, where: str, *, positive: bool) -> flo
 def _finite(value: float) -> float | None:
     """`value` as a finite float, or None (NaN, an infinity, or an integer past float's range,
     which JSON can spell)."""
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
+    number = as_float(value)
     return number if math.isfinite(number) else None
 
 
@@ -83,10 +81,7 @@ def _record(obj: Any, path: str, where: str, digest: str) -> BenchRecord:
     if isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity"):
         rate_value = math.inf
     elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
-        try:
-            rate_value = float(rate)
-        except OverflowError:  # an integer past float's range: every request at once
-            rate_value = math.inf
+        rate_value = as_float(rate)  # an integer past float's range: every request at once
         if math.isnan(rate_value) or rate_value <= 0:
             raise InputError(FIELD, f"{where}: request_rate {rate!r} is not a rate")
     elif rate is not None:
