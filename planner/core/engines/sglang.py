@@ -340,8 +340,9 @@ class SglangSettings(BaseModel):
     max_prefill_tokens: int = Field(
         default=DEFAULT_MAX_PREFILL_TOKENS,
         gt=0,
-        description="--max-prefill-tokens: the prompt tokens a prefill batch stops taking "
-        "requests at (with chunking off, the activations reserved for)",
+        description="--max-prefill-tokens: the prompt tokens at which a prefill batch stops "
+        "taking requests (with chunking off, what the memory heuristic reserves activations "
+        "for)",
     )
     page_size: int | None = Field(default=None, gt=0)
     kv_cache_dtype: str = "auto"
@@ -459,7 +460,7 @@ class ReserveCase(BaseModel):
     context: int | None = None
     deepep: bool = False  # the MoE layers' all-to-all is DeepEP's (--moe-a2a-backend deepep)
     llama2: bool = False  # the model path names Llama 2 (its prefill graphs stop at 4,096)
-    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS  # with chunking off, the activations'
+    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS  # the activation tokens, chunking off
 
 
 def prefill_graphs_run(c: ReserveCase) -> bool:
@@ -615,7 +616,7 @@ def check_nvfp4_experts(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int,
     hint = "; AMD's FP4 exports are MXFP4 (--weight-dtype mxfp4)" if gpu.vendor == "amd" else ""
     raise InputError(
         "--gpu",
-        f"{gpu.id}: SGLang {'.'.join(map(str, version))} runs NVFP4 experts on {takes}, and "
+        f"{gpu.id}: SGLang {version_text(version)} runs NVFP4 experts on {takes}, and "
         f"refuses this card ('Current platform does not support NVFP4 quantization'){hint}",
     )
 
