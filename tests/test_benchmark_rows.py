@@ -86,7 +86,9 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
             "int4",
         ),
         # a release that keeps an earlier one's architecture
-        ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-ai--DeepSeek-V3", "nvfp4"),
+        ("nvidia/DeepSeek-V3.1-FP8", "deepseek-ai--DeepSeek-V3", "fp8"),
+        # an export shipped here as itself: its own config, its quantization read beside it
+        ("nvidia/DeepSeek-V3.1-NVFP4", "nvidia--DeepSeek-V3.1-NVFP4", None),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "meta-llama--Llama-3.3-70B-Instruct", None),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "Qwen--Qwen2.5-32B", None),
         ("meta-llama/Llama-2-70b-chat-hf", "meta-llama--Llama-2-70b-hf", None),

@@ -25,6 +25,7 @@ from hub_server import FakeHub, Repo, serve
 
 LLAMA = (MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_bytes()
 QWEN = (MODELS / "Qwen--Qwen2.5-7B-Instruct" / "config.json").read_bytes()
+MODELOPT_FP8 = MODELS / "nvidia--Llama-3.1-70B-Instruct-FP8"  # quantization beside its config
 MAIN = "a" * 40
 OLD = "b" * 40
 SHARD_1 = safetensors_file({"a": ("BF16", [64, 128]), "b": ("F32", [10])})
@@ -56,6 +57,15 @@ def hub() -> Iterator[FakeHub]:
                     OLD: {"config.json": QWEN},
                 },
                 refs={"main": MAIN, "v0": OLD},
+            ),
+            "nvidia/Llama-3.1-70B-Instruct-FP8": Repo(
+                revisions={
+                    MAIN: {
+                        name: (MODELOPT_FP8 / name).read_bytes()
+                        for name in ("config.json", "hf_quant_config.json")
+                    }
+                },
+                refs={"main": MAIN},
             ),
             "acme/Llama-Variant": Repo(
                 revisions={MAIN: {"config.json": LLAMA}}, refs={"main": MAIN}
@@ -95,6 +105,26 @@ def test_download_reads_config_and_exact_weights(hub: FakeHub, tmp_path: Path) -
     assert model["params_total"] == 64 * 128 + 10 + 32 * 32 and model["params_exact"] is True
     assert json.loads(r.stdout)["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
     assert any("/resolve/main/config.json" in req for req in hub.requests)
+
+
+def test_modelopt_quantization_beside_the_config_is_read(hub: FakeHub, tmp_path: Path) -> None:
+    # a ModelOpt export before 0.31 keeps its quantization in hf_quant_config.json; an FP8
+    # Llama 3.1 70B is one byte a linear weight, as the same config with it inline
+    from planner.core.hf_config import model_spec_from_config
+
+    r = capacity(hub, tmp_path, "nvidia/Llama-3.1-70B-Instruct-FP8")
+    assert r.returncode == 0, r.stderr
+    model = json.loads(r.stdout)["model"]
+    cfg = json.loads((MODELOPT_FP8 / "config.json").read_text())
+    cfg["quantization_config"] = json.loads((MODELOPT_FP8 / "hf_quant_config.json").read_text())
+    inline = model_spec_from_config(cfg, name="inline", source="local")
+    assert model["weight_dtype"] == "fp8" == inline.weight_dtype
+    assert model["weights_bytes"] == inline.weights_bytes
+    assert any("/hf_quant_config.json" in req for req in hub.requests)
+    # a repo without the file plans as before (its 404 is not an error)
+    r = capacity(hub, tmp_path, "acme/Llama-Variant")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model"]["weight_dtype"] == "bf16"
 
 
 def test_revision_pinning_reads_that_revision(hub: FakeHub, tmp_path: Path) -> None:

@@ -162,6 +162,81 @@ EXPECTED = {
         ("sliding", 18, 2 * 18 * 8 * 64 * BF16, 128, 0),
         ("full", 18, 2 * 18 * 8 * 64 * BF16, None, 0),
     ],
+    # --- 2026 models and NVIDIA's quantized exports (ai-dynamo/aiconfigurator's copies) ---
+    "Qwen--Qwen3-0.6B": [("full", 28, 2 * 28 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-1.7B": [("full", 28, 2 * 28 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-30B-A3B-FP8": [("full", 48, 2 * 48 * 4 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-32B-FP8": [("full", 64, 2 * 64 * 8 * 128 * BF16, None, 0)],
+    # Qwen3-VL: the text_config's layers (36 / 48 / 94) and KV heads x 128.
+    "Qwen--Qwen3-VL-8B-Instruct": [("full", 36, 2 * 36 * 8 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-VL-30B-A3B-Instruct": [("full", 48, 2 * 48 * 4 * 128 * BF16, None, 0)],
+    "Qwen--Qwen3-VL-235B-A22B-Instruct": [("full", 94, 2 * 94 * 4 * 128 * BF16, None, 0)],
+    # Qwen3.5: every 4th layer full attention (head_dim 256), the rest Gated DeltaNet with 16
+    # key heads and V value heads of 128: conv (2*16*128 + V*128) x (4-1) + V x 128 x 128, bf16.
+    "Qwen--Qwen3.5-27B": [
+        ("linear", 48, 0, None, 48 * ((2 * 16 * 128 + 48 * 128) * 3 + 48 * 128 * 128) * BF16),
+        ("full", 16, 2 * 16 * 4 * 256 * BF16, None, 0),
+    ],
+    "Qwen--Qwen3.5-35B-A3B": [
+        ("linear", 30, 0, None, 30 * ((2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128) * BF16),
+        ("full", 10, 2 * 10 * 2 * 256 * BF16, None, 0),
+    ],
+    "Qwen--Qwen3.5-122B-A10B": [
+        ("linear", 36, 0, None, 36 * ((2 * 16 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * BF16),
+        ("full", 12, 2 * 12 * 2 * 256 * BF16, None, 0),
+    ],
+    "Qwen--Qwen3.5-397B-A17B": [
+        ("linear", 45, 0, None, 45 * ((2 * 16 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * BF16),
+        ("full", 15, 2 * 15 * 2 * 256 * BF16, None, 0),
+    ],
+    "nvidia--Qwen3.5-122B-A10B-NVFP4": [
+        ("linear", 36, 0, None, 36 * ((2 * 16 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * BF16),
+        ("full", 12, 2 * 12 * 2 * 256 * BF16, None, 0),
+    ],
+    "nvidia--Qwen3.5-397B-A17B-NVFP4": [
+        ("linear", 45, 0, None, 45 * ((2 * 16 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * BF16),
+        ("full", 15, 2 * 15 * 2 * 256 * BF16, None, 0),
+    ],
+    "nvidia--Qwen3-235B-A22B-NVFP4": [("full", 94, 2 * 94 * 4 * 128 * BF16, None, 0)],
+    # Gemma 4 26B-A4B: 25 sliding (1024) layers of 8 KV heads x 256, 5 full layers of
+    # num_global_key_value_heads 2 x global_head_dim 512 (K and V both counted, as for 31B).
+    "google--gemma-4-26B-A4B": [
+        ("sliding", 25, 2 * 25 * 8 * 256 * BF16, 1024, 0),
+        ("full", 5, 2 * 5 * 2 * 512 * BF16, None, 0),
+    ],
+    "nvidia--Gemma-4-31B-IT-NVFP4": [
+        ("sliding", 50, 2 * 50 * 16 * 256 * BF16, 1024, 0),
+        ("full", 10, 2 * 10 * 4 * 512 * BF16, None, 0),
+    ],
+    # MLA latents (kv_lora_rank 512 + RoPE 64); DeepSeek Sparse Attention (GLM-5's
+    # glm_moe_dsa, DeepSeek-V3.2) adds the indexer key: 128 fp8 values + one fp32 scale.
+    "moonshotai--Kimi-K2.5": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    "nvidia--Kimi-K2.5-NVFP4": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    "nvidia--DeepSeek-V3.1-NVFP4": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
+    "nvidia--DeepSeek-V3.2-NVFP4": [("mla", 61, 61 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "zai-org--GLM-5": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "zai-org--GLM-5-FP8": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "zai-org--GLM-5.1": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "zai-org--GLM-5.1-FP8": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "nvidia--GLM-5-NVFP4": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "nvidia--GLM-5.1-NVFP4": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    "nvidia--Llama-3.1-70B-Instruct-FP8": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],
+    "nvidia--MiniMax-M2.5-NVFP4": [("full", 62, 2 * 62 * 8 * 128 * BF16, None, 0)],
+    "nvidia--MiniMax-M2.7-NVFP4": [("full", 62, 2 * 62 * 8 * 128 * BF16, None, 0)],
+    # Nemotron 3 Super / Ultra: Mamba2 layers (128 / 256 heads of 64, 8 groups, state 128,
+    # float32 ssm state, bf16 conv over 4 - 1 steps) and attention layers of 2 KV heads x 128.
+    "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8": [
+        ("mamba", 40, 0, None, 40 * ((128 * 64 + 2 * 8 * 128) * 3 * 2 + 128 * 64 * 128 * 4)),
+        ("full", 8, 2 * 8 * 2 * 128 * BF16, None, 0),
+    ],
+    "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4": [
+        ("mamba", 40, 0, None, 40 * ((128 * 64 + 2 * 8 * 128) * 3 * 2 + 128 * 64 * 128 * 4)),
+        ("full", 8, 2 * 8 * 2 * 128 * BF16, None, 0),
+    ],
+    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8": [
+        ("mamba", 48, 0, None, 48 * ((256 * 64 + 2 * 8 * 128) * 3 * 2 + 256 * 64 * 128 * 4)),
+        ("full", 12, 2 * 12 * 2 * 128 * BF16, None, 0),
+    ],
 }
 
 
@@ -378,3 +453,124 @@ def test_ernie45_moe_reads_its_own_expert_keys() -> None:
     # the last MoE layer, when the config names one, closes the range
     ends = model_spec_from_config(ERNIE45 | {"moe_layer_end_index": 20}, name="e", source="t")
     assert ends.moe_layers == 20
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        ("Qwen--Qwen3.5-397B-A17B", 397, 17),  # the names' totals and active parameters
+        ("Qwen--Qwen3.5-122B-A10B", 122, 10),
+        ("Qwen--Qwen3.5-35B-A3B", 35, 3),
+        ("google--gemma-4-26B-A4B", 26, 4),  # a dense MLP beside 128 experts in every layer
+        ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 120, 12),  # latent MoE (1,024 wide)
+        ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 550, 55),  # layers_block_type only
+        ("zai-org--GLM-5", 744, 40),  # Z.ai: 744B parameters, 40B active
+    ],
+)
+def test_2026_moe_totals_match_their_names(name: str, total_b: float, active_b: float) -> None:
+    m = spec(name)
+    assert m.params_total / 1e9 == pytest.approx(total_b, rel=0.02)
+    assert m.params_active / 1e9 == pytest.approx(active_b, rel=0.35)  # embeddings counted
+
+
+def test_nemotron_h_layer_list_stands_for_the_pattern_and_the_layer_count() -> None:
+    # transformers 5.3 NemotronHConfig: layers_block_type replaces hybrid_override_pattern and
+    # num_hidden_layers (its length); mamba M, moe E, attention *
+    cfg = model_config("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    letters = {"M": "mamba", "E": "moe", "*": "attention"}
+    listed = {k: v for k, v in cfg.items() if k not in ("hybrid_override_pattern",)}
+    listed["layers_block_type"] = [letters[ch] for ch in cfg["hybrid_override_pattern"]]
+    del listed["num_hidden_layers"]
+    a = model_spec_from_config(cfg, name="pattern", source="local")
+    b = model_spec_from_config(listed, name="listed", source="local")
+    assert (a.params_total, a.weights_bytes, a.kv_groups) == (
+        b.params_total,
+        b.weights_bytes,
+        b.kv_groups,
+    )
+    with pytest.raises(InputError, match=r"layers_block_type\[0\]"):
+        model_spec_from_config(
+            listed | {"layers_block_type": ["conv", *listed["layers_block_type"][1:]]},
+            name="bad",
+            source="local",
+        )
+
+
+# Llama 3.1 8B's linears per layer: attention 4096 x (4096 + 2 x 1024 + 4096), MLP 3 x 4096 x 14336
+LLAMA8_ATTENTION = 4096 * (4096 + 2 * 1024 + 4096)
+LLAMA8_MLP = 3 * 4096 * 14336
+
+
+@pytest.mark.parametrize(
+    ("exclude", "kept_in_bf16"),
+    [
+        ([], 0),
+        (["lm_head"], 0),  # not a decoder layer's
+        (["self_attn"], 32 * LLAMA8_ATTENTION),  # a part of every layer's names
+        (["model.layers.0*"], LLAMA8_ATTENTION + LLAMA8_MLP),  # ModelOpt wildcard: layer 0
+        (
+            ["model.layers.1.*", "model.layers.2.self_attn*"],
+            LLAMA8_ATTENTION + LLAMA8_MLP + LLAMA8_ATTENTION,
+        ),
+        ([r"re:.*mlp\.(gate|up|down)_proj.*"], 32 * LLAMA8_MLP),  # compressed-tensors regex
+        (["model.layers.0.mlp.gate"], 0),  # a router's name is not its gate_proj's
+        (["model.layers.*.self_attn"], 32 * LLAMA8_ATTENTION),  # a wildcard module: its children
+        (["model.layers.1"], LLAMA8_ATTENTION + LLAMA8_MLP),  # not layers 10-19
+    ],
+)
+def test_excluded_modules_stay_in_16_bits(exclude: list[str], kept_in_bf16: int) -> None:
+    # ModelOpt FP8: one byte a quantized weight; an excluded one keeps its two bytes
+    base = model_config("meta-llama--Llama-3.1-8B-Instruct")
+    q = {"quant_method": "modelopt", "quant_algo": "FP8"}
+    plain = model_spec_from_config(base | {"quantization_config": q}, name="a", source="local")
+    cfg = base | {"quantization_config": q | {"exclude_modules": exclude}}
+    excluded = model_spec_from_config(cfg, name="b", source="local")
+    assert excluded.weights_bytes - plain.weights_bytes == kept_in_bf16
+
+
+def test_modelopt_legacy_hf_quant_config_is_read_beside_config_json() -> None:
+    # NVIDIA's FP8 Llama 3.1 70B keeps its quantization in hf_quant_config.json (ModelOpt
+    # 0.23): vLLM reads it there; every linear but lm_head is one byte a weight
+    from planner.sources.models import resolve_model
+
+    folder = MODELS / "nvidia--Llama-3.1-70B-Instruct-FP8"
+    assert "quantization_config" not in model_config(folder.name)
+    fp8 = resolve_model(None, str(folder))
+    bf16 = spec(folder.name)
+    assert fp8.weight_dtype == "fp8" and bf16.weight_dtype == "bf16"
+    linear = bf16.quantizable_params
+    assert fp8.weights_bytes == linear + 2 * (bf16.params_total - linear)
+
+
+def test_modelopt_nested_form_and_unknown_algorithms() -> None:
+    base = model_config("meta-llama--Llama-3.1-8B-Instruct")
+    nested = {"quantization": {"quant_algo": "NVFP4", "group_size": 16}}
+    assert (
+        model_spec_from_config(
+            base | {"quantization_config": nested}, name="n", source="local"
+        ).weight_dtype
+        == "nvfp4"
+    )
+    mixed = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
+    with pytest.raises(InputError, match=r"MIXED_PRECISION.*is not sized"):
+        model_spec_from_config(base | {"quantization_config": mixed}, name="m", source="local")
+
+
+def test_deepseek_v4_compressed_attention_is_refused_by_name() -> None:
+    cfg = model_config("deepseek-ai--DeepSeek-V3") | {
+        "model_type": "deepseek_v4",
+        "compress_ratios": [0, 4, 128],
+    }
+    with pytest.raises(InputError, match=r"compress_ratios.*not modelled"):
+        model_spec_from_config(cfg, name="v4", source="local")
+
+
+def test_dsa_indexer_follows_index_topk_freq() -> None:
+    # vLLM 0.34 deepseek_v2.py: with index_topk_freq 4 from index_skip_topk_offset 3, layers
+    # 0-2 and then every 4th (6, 10, ...) build an indexer; the others reuse its picks
+    cfg = model_config("zai-org--GLM-5") | {"index_topk_freq": 4, "index_skip_topk_offset": 3}
+    m = model_spec_from_config(cfg, name="glm", source="local")
+    with_indexer = 3 + len(range(6, 78, 4))
+    assert sorted((g.num_layers, g.indexer_bytes_per_token) for g in m.kv_groups) == sorted(
+        [(with_indexer, 128 + 4), (78 - with_indexer, 0)]
+    )

@@ -8,11 +8,12 @@ naming the field; nothing unknown is silently treated as dense.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -102,6 +103,9 @@ class _Layer:
     rope_dim: int = 0  # MLA: the RoPE part of latent_dim
     indexer_bytes: int = 0  # DeepSeek-V3.2 indexer key cache per token
     attention_params: int = 0  # the attention matrices inside linear_params
+    mixer_params: int = 0  # a linear-attention or SSM mixer's matrices inside linear_params
+    routed: bool = False  # the FFN is routed experts
+    shared_params: int = 0  # matrices every token takes beside routed experts (shared experts)
     linear_params: int = 0  # quantisable matrices (attention, MLP, experts, SSM projections)
     other_params: int = 0  # norms, biases, routers, SSM scalars
     active_linear_params: int = 0
@@ -193,6 +197,32 @@ def text_config(cfg: Config) -> dict[str, Any]:
     return merged
 
 
+# Nemotron-H's block letters by transformers' names for them (configuration_nemotron_h.py,
+# 5.3.0: NemotronHConfig._list_to_pattern). Its newer configs give the list and no layer count,
+# which is the list's length there.
+NEMOTRON_H_BLOCKS = {"mamba": "M", "moe": "E", "attention": "*", "mlp": "-"}
+
+
+def nemotron_h_pattern(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A Nemotron-H config that lists layers_block_type, given the hybrid_override_pattern and
+    num_hidden_layers the engines read from it (vLLM 0.34.0 nemotron_h.py reads the pattern)."""
+    blocks = cfg.get("layers_block_type")
+    if cfg.get("model_type") != "nemotron_h" or not isinstance(blocks, list):
+        return cfg
+    letters = []
+    for i, block in enumerate(blocks):
+        if not isinstance(block, str) or block not in NEMOTRON_H_BLOCKS:
+            raise InputError(
+                f"layers_block_type[{i}]",
+                f"unknown block {_shown(block)}; known: {', '.join(NEMOTRON_H_BLOCKS)}",
+            )
+        letters.append(NEMOTRON_H_BLOCKS[block])
+    out = {k: v for k, v in cfg.items() if k != "layers_block_type"}
+    out["hybrid_override_pattern"] = "".join(letters)
+    out["num_hidden_layers"] = len(letters)
+    return out
+
+
 def native_dtype(cfg: Config) -> str:
     """The dtype an engine loads unquantised weights in (fp32 checkpoints load as fp16)."""
     raw = _get(cfg, "torch_dtype", "dtype", default="float16")
@@ -255,11 +285,24 @@ def _mla_params(cfg: Config, hidden: int, heads: int) -> tuple[int, int, int, in
     return mats, other, kv_rank + rope, rope
 
 
-def _indexer_bytes(cfg: Config) -> int:
-    """DeepSeek-V3.2's lightning indexer keeps one key of index_head_dim per token per layer, in
-    fp8 with one fp32 scale per 128 values (DeepSeek-V3.2-Exp inference/model.py: k_cache
-    float8_e4m3fn, k_scale_cache float32 over head_dim // block_size, block_size 128)."""
-    if cfg.get("model_type") != "deepseek_v32":
+def _indexer_bytes(cfg: Config, layer: int) -> int:
+    """A DeepSeek-Sparse-Attention indexer's key cache per token in one layer: index_head_dim
+    in fp8 with one fp32 scale per 128 values (DeepSeek-V3.2-Exp inference/model.py: k_cache
+    float8_e4m3fn, k_scale_cache float32 over head_dim // block_size, block_size 128). vLLM
+    builds an indexer where the config names index_topk (DeepSeek-V3.2, GLM-5's glm_moe_dsa)
+    and, with index_topk_freq > 1, in one layer of every freq from index_skip_topk_offset - 1
+    (or where index_topk_pattern does not say "S"), the others reusing its picks (0.34.0
+    deepseek_v2.py DeepseekV2MLAAttention: is_v32, _skip_topk)."""
+    if "index_topk" not in cfg:
+        return 0
+    pattern = cfg.get("index_topk_pattern")
+    if isinstance(pattern, str | list) and 0 <= layer < len(pattern):
+        skipped = pattern[layer] == "S"
+    else:
+        freq = _opt_positive(cfg, "index_topk_freq", default=1)
+        offset = _opt_int(cfg, "index_skip_topk_offset", default=2) or 0
+        skipped = max(layer - offset + 1, 0) % freq != 0
+    if skipped:
         return 0
     dim = _require_int(cfg, "index_head_dim")
     return dim * INDEXER_KEY_BYTES + ceil_div(dim, INDEXER_SCALE_BLOCK) * FP8_SCALE_BYTES
@@ -282,6 +325,7 @@ def _mamba2_layer(cfg: Config, hidden: int, state_bits: int, conv_bits: int) -> 
         kind=KvKind.MAMBA,
         state_bytes=state,
         state_heads=heads,
+        mixer_params=mats,
         linear_params=mats,
         other_params=other,
         active_linear_params=mats,
@@ -304,6 +348,7 @@ def _mamba1_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
         kind=KvKind.MAMBA,
         state_bytes=state,
         state_heads=d_inner,
+        mixer_params=mats,
         linear_params=mats,
         other_params=other,
         active_linear_params=mats,
@@ -326,6 +371,7 @@ def _gated_deltanet_layer(cfg: Config, hidden: int, bits: int) -> _Layer:
         kind=KvKind.LINEAR,
         state_bytes=state,
         state_heads=k_heads,
+        mixer_params=mats,
         linear_params=mats,
         other_params=other,
         active_linear_params=mats,
@@ -398,9 +444,15 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
 DEEPSEEK_MOE_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2")
 # The config keys of a MoE's routed-expert count and top-k, by family: DeepSeek's, Mixtral's,
 # Qwen's; Ernie 4.5's moe_num_experts / moe_k (transformers Ernie4_5_MoeConfig attribute_map);
-# Hunyuan's moe_topk.
+# Hunyuan's moe_topk; Gemma 4's top_k_experts (vLLM 0.34.0 gemma4.py).
 EXPERT_COUNT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts")
-EXPERT_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k")
+EXPERT_TOP_K_KEYS = (
+    "num_experts_per_tok",
+    "experts_per_token",
+    "moe_topk",
+    "moe_k",
+    "top_k_experts",
+)
 
 
 def _moe_layout(cfg: Config, n: int) -> list[bool]:
@@ -446,35 +498,58 @@ def _dense_inter(cfg: Config) -> int:
     return inter or _require_int(cfg, "intermediate_size", "ffn_hidden_size", "n_inner")
 
 
-def _ffn(cfg: Config, hidden: int, moe: bool) -> tuple[int, int, int]:
-    """(matrix params, active matrix params, other params) of one FFN block."""
+class FfnParams(NamedTuple):
+    """One FFN block's parameters: its matrices, those a token takes, the rest (routers,
+    biases), and the matrices every token takes beside routed experts."""
+
+    mats: int
+    active: int
+    other: int
+    shared: int = 0
+
+
+def _ffn(cfg: Config, hidden: int, moe: bool) -> FfnParams:
+    """One FFN block's parameters (FfnParams)."""
     mtype = str(cfg.get("model_type"))
     if not moe:
         mats = _mlp_params(cfg, hidden, _dense_inter(cfg))
-        return mats, mats, 0
+        return FfnParams(mats, mats, 0)
     experts = _require_int(cfg, *EXPERT_COUNT_KEYS)
     top_k = _require_int(cfg, *EXPERT_TOP_K_KEYS)
     if top_k > experts:
         raise InputError("num_experts_per_tok", f"{top_k} is more than the {experts} experts")
     inter = _require_int(cfg, "moe_intermediate_size", "intermediate_size")
-    per_expert = _mlp_params(cfg, hidden, inter)
+    # A latent MoE (Nemotron 3's moe_latent_size) runs its routed experts in a narrower width,
+    # projected down from the hidden size and back by two linears every token takes (vLLM
+    # 0.34.0 nemotron_h.py: fc1_latent_proj / fc2_latent_proj; the shared expert stays wide).
+    latent = _opt_int(cfg, "moe_latent_size")
+    per_expert = _mlp_params(cfg, latent or hidden, inter)
+    projections = 2 * hidden * latent if latent else 0
     other = hidden * experts  # router
     if mtype == "gpt_oss":
         other += experts + experts * (2 * inter + hidden)  # router bias, expert biases
     shared = 0
     n_shared = _opt_int(cfg, "n_shared_experts", "moe_num_shared_experts", default=0) or 0
     if n_shared:
-        shared_inter = _opt_int(cfg, "moe_shared_expert_intermediate_size") or inter * n_shared
+        # Nemotron-H's shared width is per shared expert (nemotron_h.py: x n_shared_experts)
+        shared_width = _opt_int(cfg, "moe_shared_expert_intermediate_size")
+        shared_inter = shared_width * n_shared if shared_width else inter * n_shared
         shared = _mlp_params(cfg, hidden, shared_inter)
     elif _opt_int(cfg, "shared_expert_intermediate_size"):
         shared = _mlp_params(cfg, hidden, _require_int(cfg, "shared_expert_intermediate_size"))
         other += hidden  # shared_expert_gate
     elif mtype == "llama4_text":
         shared = per_expert
+    elif mtype == "gemma4_text":
+        # Gemma 4's MoE layers keep their dense MLP beside the experts, which every token
+        # takes, and a router scale per hidden unit and per expert (vLLM 0.34.0 gemma4.py:
+        # Gemma4DecoderLayer.mlp next to .experts, Gemma4Router.scale / per_expert_scale)
+        shared = _mlp_params(cfg, hidden, _dense_inter(cfg))
+        other += hidden + experts
     if mtype in (*DEEPSEEK_MOE_TYPES[1:], "glm4_moe", "ernie4_5_moe"):
         other += experts  # e_score_correction_bias (Ernie's moe_statics holds one as well)
-    mats = experts * per_expert + shared
-    return mats, top_k * per_expert + shared, other
+    mats = experts * per_expert + shared + projections
+    return FfnParams(mats, top_k * per_expert + shared + projections, other, shared)
 
 
 def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_Layer]:
@@ -569,6 +644,37 @@ def _vision_params(cfg: Config, text_hidden: int) -> int:
     return total
 
 
+# ModelOpt's producer name: its exports before 0.31 keep the quantization in a separate
+# hf_quant_config.json, {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": ...,
+# "exclude_modules": [...]}}, with no quant_method; vLLM reads that file where config.json has no
+# quantization_config and names the method from quant_algo (transformers_utils/config.py and
+# model_arch_config_convertor.py, 0.34.0: FP8 -> modelopt, NVFP4 -> modelopt_fp4).
+MODELOPT_PRODUCER = "modelopt"
+# ModelOpt's fp8 algorithms, one byte a weight (vLLM 0.34.0 modelopt.py LINEAR_ALGOS: per-tensor,
+# per-channel / per-token and 128 x 128 block scales); their scales are not counted.
+MODELOPT_FP8_ALGOS = frozenset({"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"})
+
+
+def normalized_quantization(q: Any) -> Any:
+    """A quantization_config as the engines read it: ModelOpt's (its producer's name, or its
+    nested {"quantization": {"quant_algo": ...}}, a shape no other tool writes) flattened to
+    quant_method "modelopt" with quant_algo and exclude_modules at the top; any other value as
+    it is."""
+    if not isinstance(q, Mapping) or q.get("quant_method"):
+        return q
+    producer = q.get("producer")
+    nested = q.get("quantization")
+    by_modelopt = isinstance(producer, Mapping) and producer.get("name") == MODELOPT_PRODUCER
+    if not by_modelopt and not (isinstance(nested, Mapping) and "quant_algo" in nested):
+        return q
+    flat = dict(q)
+    if isinstance(nested, Mapping):
+        flat.pop("quantization")
+        flat.update(nested)
+    flat["quant_method"] = "modelopt"
+    return flat
+
+
 def _quantization(
     cfg: Config, linear_params: int, quantized_params: int, native_bits: int
 ) -> tuple[str, int]:
@@ -634,8 +740,13 @@ def _quantization(
         if algo == "NVFP4":
             scales = ceil_div(quantized_params, NVFP4_BLOCK)
             return MODELOPT_NVFP4, ceil_div(quantized_params * 4, 8) + scales + plain_bytes
-        if algo == "FP8":
+        if algo in MODELOPT_FP8_ALGOS:
             return "fp8", quantized_params + plain_bytes
+        raise InputError(
+            "quantization_config.quant_algo",
+            f"ModelOpt's {algo!r} is not sized; known: NVFP4, "
+            f"{', '.join(sorted(MODELOPT_FP8_ALGOS))} (or pass --weight-dtype)",
+        )
     if method == "bitsandbytes":
         if q.get("load_in_4bit"):
             blocks = ceil_div(quantized_params, BNB_4BIT_BLOCK)
@@ -741,12 +852,64 @@ def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
 UNTIED_BY_DEFAULT = frozenset(
     {"llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"}
 )
-# A module path inside one decoder layer: "model.layers.12.self_attn.q_proj" -> 12, self_attn.
-# (An MLP counts as kept only by its projections: "mlp.gate" is a MoE router, not counted here.)
-_INDEXED = re.compile(r"layers\.\d+\.")
-_LAYER = re.compile(
-    r"layers\.(\d+)\.(self_attn(?:\.\w+)?|mlp(?:\.(?:gate_proj|up_proj|down_proj))?)$"
+# Module names a decoder layer's linears go by in the checkpoints, by block: its sequence mixer
+# (attention's projections, MLA's among them; a linear-attention or SSM mixer's, Nemotron-H
+# naming every block "mixer"), a dense MLP, routed experts, the shared experts beside them; under
+# the prefixes text-only, multimodal and Nemotron-H exports use. An exclusion matching any of a
+# block's names keeps that block in 16 bits (a router, "mlp.gate", is not counted here).
+MIXER_MODULES = (
+    "self_attn.q_proj", "self_attn.qkv_proj", "self_attn.o_proj", "self_attn.q_a_proj",
+    "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+    "linear_attn.in_proj_qkvz", "linear_attn.in_proj_qkv", "linear_attn.out_proj",
+    "mixer.in_proj", "mixer.out_proj", "mixer.q_proj", "mixer.o_proj",
+)  # fmt: skip
+DENSE_MLP_MODULES = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mixer.down_proj")
+ROUTED_MODULES = (
+    "mlp.experts.0.gate_proj", "mlp.experts.0.up_proj", "mlp.experts.0.down_proj",
+    "block_sparse_moe.experts.0.w1", "block_sparse_moe.experts.0.w2",
+    "mixer.experts.0.up_proj", "mixer.experts.0.down_proj",
+)  # fmt: skip
+SHARED_MODULES = (
+    "mlp.shared_experts.down_proj", "mlp.shared_expert.down_proj",
+    "mixer.shared_experts.down_proj",
+)  # fmt: skip
+LAYER_PREFIXES = (
+    "model.layers",
+    "model.language_model.layers",
+    "language_model.model.layers",
+    "backbone.layers",
 )
+# compressed-tensors' prefix for a regular expression in its ignore list (matched from the
+# name's start: compressed_tensors/utils/match.py, re.match)
+REGEX_PREFIX = "re:"
+
+
+def _excluded(patterns: list[str], layer: int, modules: tuple[str, ...]) -> bool:
+    """Whether an exclusion list names one of a layer's `modules`: a regular expression
+    ("re:.*self_attn.*", compressed-tensors), a wildcard naming them or a module above them
+    ("model.layers.0*", "model.layers.10.self_attn*": vLLM 0.34.0 modelopt.py
+    is_layer_excluded; Quark's "model.layers.*.self_attn"), or a run of whole
+    name parts ("self_attn": every layer's attention; "model.layers.0.mlp.down_proj"; not
+    "mlp.gate", the router, in "mlp.gate_proj")."""
+    names = [f"{prefix}.{layer}.{module}" for prefix in LAYER_PREFIXES for module in modules]
+    for pattern in patterns:
+        if pattern.startswith(REGEX_PREFIX):
+            try:
+                regex = re.compile(pattern.removeprefix(REGEX_PREFIX))
+            except re.error:
+                continue  # not an expression the engines could match either
+            hit = any(regex.match(name) for name in names)
+        elif any(ch in pattern for ch in "*?"):  # a module's pattern covers its children
+            hit = any(
+                fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, f"{pattern}.*")
+                for name in names
+            )
+        else:
+            wanted = f".{pattern}."
+            hit = any(wanted in f".{name}." for name in names)
+        if hit:
+            return True
+    return False
 
 
 def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
@@ -756,28 +919,30 @@ def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
     if not isinstance(q, Mapping):
         return
     field = "quantization_config.modules_to_not_convert"
-    kept = q.get("modules_to_not_convert") or q.get("ignore") or q.get("exclude")  # quark
+    kept = (
+        q.get("modules_to_not_convert")
+        or q.get("ignore")
+        or q.get("exclude")  # quark
+        or q.get("exclude_modules")  # ModelOpt
+    )
     skip = [str(m) for m in _list(kept, field)]
-    # A module named without a layer index is skipped in every layer (gpt-oss's "self_attn");
-    # one with an index only there (Meta's FP8 Llama-3.1-405B keeps every layer's attention
-    # and the first and last layers' MLPs in bf16: "model.layers.0.mlp.down_proj", ...).
-    attention_everywhere = any("self_attn" in m and not _INDEXED.search(m) for m in skip)
-    named = [(int(g[1]), g[2].partition(".")[0]) for m in skip if (g := _LAYER.search(m))]
-    attention_in = {i for i, part in named if part == "self_attn"}
-    mlp_in = {i for i, part in named if part == "mlp"}
     for i, layer in enumerate(layers):
         layer.quantized_linear_params = layer.linear_params
+        mixer = layer.attention_params or layer.mixer_params
         attention = True
         if str(q.get("quant_method")) == "mxfp4":
             # gpt-oss: only the MoE experts are MXFP4; attention and router stay bf16.
-            layer.quantized_linear_params = layer.linear_params - layer.attention_params
+            layer.quantized_linear_params -= mixer
             attention = False
-        elif attention_everywhere or i in attention_in:
-            layer.quantized_linear_params = layer.linear_params - layer.attention_params
+        elif _excluded(skip, i, MIXER_MODULES):
+            layer.quantized_linear_params -= mixer
             attention = False
-        mlp = i not in mlp_in
-        if not mlp:  # the layer's MLP too: what is left quantized is nothing but attention
-            layer.quantized_linear_params -= layer.linear_params - layer.attention_params
+        ffn = layer.linear_params - mixer
+        mlp = not _excluded(skip, i, ROUTED_MODULES if layer.routed else DENSE_MLP_MODULES)
+        if not mlp:  # the layer's FFN too: what is left quantized is its mixer at most
+            layer.quantized_linear_params -= ffn
+        elif layer.shared_params and _excluded(skip, i, SHARED_MODULES):
+            layer.quantized_linear_params -= layer.shared_params
         blocks = [
             out
             for out, kept in ((layer.attention_outputs, attention), (layer.mlp_outputs, mlp))
@@ -803,7 +968,18 @@ def model_spec_from_config(
     for where, doc in (("model_type", cfg), ("text_config.model_type", text_config(cfg))):
         if "model_type" in doc and not isinstance(doc["model_type"], str | None):
             raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
-    t = text_config(cfg)
+    t = nemotron_h_pattern(text_config(cfg))
+    if "compress_ratios" in t:
+        # DeepSeek-V4 caches most layers' KV compressed by a per-layer ratio beside a sliding
+        # window, and stores its experts in FP4 (expert_dtype): neither is sized here, and a
+        # plain reading of its config would price a cache it does not keep
+        raise InputError(
+            "compress_ratios",
+            f"{t.get('model_type')!s}'s compressed attention is not modelled; its KV cache "
+            "cannot be sized (no --weight-dtype or --kv-dtype changes that)",
+        )
+    if "quantization_config" in t:
+        t["quantization_config"] = normalized_quantization(t["quantization_config"])
     n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers", limit=MAX_CONFIG_LAYERS)
     hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
     heads = _require_int(t, "num_attention_heads", "n_head", limit=MAX_CONFIG_HEADS)
@@ -864,7 +1040,7 @@ def model_spec_from_config(
                     kind=KvKind.MLA,
                     latent_dim=latent,
                     rope_dim=rope,
-                    indexer_bytes=_indexer_bytes(t),
+                    indexer_bytes=_indexer_bytes(t, i),
                     linear_params=mats,
                     other_params=other,
                 )
@@ -897,18 +1073,20 @@ def model_spec_from_config(
             if isinstance(pattern, str):
                 ch = pattern[i]
                 if ch in "-E":
-                    mats, active, other = _ffn(t, hidden, moe=ch == "E")
-                    layer.linear_params += mats
-                    layer.active_linear_params += active
-                    layer.other_params += other
+                    ffn = _ffn(t, hidden, moe=ch == "E")
+                    layer.linear_params += ffn.mats
+                    layer.active_linear_params += ffn.active
+                    layer.other_params += ffn.other
+                    layer.routed, layer.shared_params = ch == "E", ffn.shared
                 layer.other_params += hidden  # one norm per pattern block
             elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
-                mats, active, other = _ffn(t, hidden, moe[i])
+                ffn = _ffn(t, hidden, moe[i])
                 if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
-                    layer.mlp_outputs = mats // hidden - _dense_inter(t)
-                layer.linear_params += mats
-                layer.active_linear_params += active
-                layer.other_params += other + 2 * hidden
+                    layer.mlp_outputs = ffn.mats // hidden - _dense_inter(t)
+                layer.linear_params += ffn.mats
+                layer.active_linear_params += ffn.active
+                layer.other_params += ffn.other + 2 * hidden
+                layer.routed, layer.shared_params = moe[i], ffn.shared
             else:
                 layer.other_params += hidden
             layers.append(layer)

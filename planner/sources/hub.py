@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from planner.errors import InputError, SourceUnavailable
-from planner.sources.local import SAFETENSORS_INDEX_NAME
+from planner.sources.local import QUANT_CONFIG_NAME, SAFETENSORS_INDEX_NAME
 
 # How long a Hub fetch may take in all (config.json, the safetensors index and headers), s:
 # huggingface_hub's own wait for a first answer per request is 10 s (constants.py,
@@ -75,6 +75,7 @@ class HubConfig:
     commit: str | None
     total_size_bytes: int | None
     parameter_counts: dict[str, int] | None = None
+    quant_raw: bytes | None = None  # hf_quant_config.json, where config.json has no quantization
 
 
 def _endpoint() -> str:
@@ -151,7 +152,25 @@ def _fetch_config(repo_id: str, revision: str | None) -> HubConfig:
         from planner.core.safetensors import total_bytes
 
         total = total_bytes(counts)
-    return HubConfig(raw=raw, commit=commit, total_size_bytes=total, parameter_counts=counts)
+    quant = (
+        None
+        if b'"quantization_config"' in raw
+        else _optional_file(repo_id, QUANT_CONFIG_NAME, commit or rev)
+    )
+    return HubConfig(
+        raw=raw, commit=commit, total_size_bytes=total, parameter_counts=counts, quant_raw=quant
+    )
+
+
+def _optional_file(repo_id: str, name: str, revision: str) -> bytes | None:
+    """A small file of the repo, or None where it has none (or it cannot be read now)."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = hf_hub_download(repo_id, name, revision=revision, etag_timeout=_timeout_s)
+    except OSError:  # every huggingface_hub download error, a missing file among them
+        return None
+    return Path(path).read_bytes()
 
 
 def _safetensors_metadata(repo_id: str, revision: str) -> tuple[dict[str, int] | None, int | None]:

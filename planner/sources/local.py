@@ -19,6 +19,23 @@ def read_config_bytes(raw: bytes, origin: str) -> dict[str, Any]:
     return data
 
 
+# ModelOpt's exports before 0.31 keep their quantization beside config.json in this file, which
+# vLLM reads where config.json has no quantization_config (transformers_utils/config.py, 0.34.0).
+QUANT_CONFIG_NAME = "hf_quant_config.json"
+
+
+def with_quant_config(cfg: dict[str, Any], raw: bytes | None, origin: str) -> dict[str, Any]:
+    """`cfg` with a separate hf_quant_config.json (`raw`) as its quantization_config, where
+    neither config.json nor its text_config carries one."""
+    inner = cfg.get("text_config")
+    carried = "quantization_config" in cfg or (
+        isinstance(inner, dict) and "quantization_config" in inner
+    )
+    if raw is None or carried:
+        return cfg
+    return {**cfg, "quantization_config": read_config_bytes(raw, origin)}
+
+
 def config_path(ref: str) -> Path | None:
     """The config.json a local reference points at, or None when `ref` is not a local path."""
     path = Path(ref).expanduser()

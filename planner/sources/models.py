@@ -10,11 +10,13 @@ from planner.core.specs import ModelSpec
 from planner.errors import InputError
 from planner.sources.files import CONFIG_LIMIT_BYTES, parse_json, read_bytes
 from planner.sources.local import (
+    QUANT_CONFIG_NAME,
     SAFETENSORS_INDEX_NAME,
     config_path,
     read_config_bytes,
     safetensors_counts,
     sha256_hex,
+    with_quant_config,
 )
 from planner.sources.presets import load_model_preset
 
@@ -53,7 +55,14 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
                 total = None  # an unreadable index: weights are estimated instead
             if total is not None and not 0 < total < MAX_WEIGHTS_BYTES:
                 total = None
-        cfg = read_config_bytes(raw, str(path))
+        quant = path.parent / QUANT_CONFIG_NAME
+        cfg = with_quant_config(
+            read_config_bytes(raw, str(path)),
+            read_bytes(str(quant), "--model", CONFIG_LIMIT_BYTES)
+            if path.name == "config.json" and quant.is_file()
+            else None,
+            str(quant),
+        )
         counts = safetensors_counts(path.parent) if path.name == "config.json" else None
         params = None
         if counts:
@@ -84,7 +93,11 @@ def resolve_model(preset: str | None, model: str | None, revision: str | None = 
         if shipped is None:
             raise
         return load_model_preset(shipped)
-    cfg = read_config_bytes(got.raw, f"{model}/config.json")
+    cfg = with_quant_config(
+        read_config_bytes(got.raw, f"{model}/config.json"),
+        got.quant_raw,
+        f"{model}/{QUANT_CONFIG_NAME}",
+    )
     params = None
     if got.parameter_counts and "quantization_config" not in cfg:
         params = sum(got.parameter_counts.values())

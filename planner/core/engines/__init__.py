@@ -20,7 +20,8 @@ def engine_kv_dtype(
 ) -> str:
     """The KV cache's dtype (a units dtype name) an engine release runs for --kv-cache-dtype
     `flag`: the checkpoint's for `auto`, except where the engine picks its own for DeepSeek's
-    sparse attention (SGLang's fp8 on Blackwell, vLLM 0.11's fp8_ds_mla). ValueError for a
+    sparse attention (SGLang's fp8 on Blackwell, vLLM 0.11's fp8_ds_mla, vLLM 0.32's fp8 for
+    GLM-5 on Blackwell). ValueError for a
     format not modelled."""
     from planner.core.engines import sglang, vllm
     from planner.core.engines.common import kv_cache_dtype
@@ -29,4 +30,5 @@ def engine_kv_dtype(
     at = release(engine, version)
     if engine == "sglang":
         return "fp8" if sglang.dsa_fp8_kv(model, gpu, at, flag) else dtype
-    return "fp8" if vllm.ds_mla_layout(model, at, flag) else dtype
+    fp8 = vllm.ds_mla_layout(model, at, flag) or vllm.glm_dsa_fp8_kv(model, gpu, at, flag)
+    return "fp8" if fp8 else dtype

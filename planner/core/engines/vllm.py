@@ -271,6 +271,14 @@ DS_MLA_AUTO_UNTIL = (0, 12, 0)
 DS_MLA_UNTIL = (0, 18, 0)
 # The layout's own --kv-cache-dtype spelling (CacheDType from 0.12; any release from 0.11 runs it).
 DS_MLA_FLAG = "fp8_ds_mla"
+# The architecture that hook serves (the hook map in models/config.py names it alone: GLM-5's
+# GlmMoeDsaForCausalLM, loaded from 0.16, gets no hook before 0.30).
+DS_MLA_ARCHITECTURE = "DeepseekV32ForCausalLM"
+# GLM-5 (GlmMoeDsaForCausalLM) on data-centre Blackwell: from 0.32 vLLM turns `auto` into an
+# fp8_e4m3 KV cache (models/config.py GlmMoeDsaForCausalLM.verify_and_update_config, read in the
+# 0.30-0.34 wheels: absent in 0.31, present in 0.32).
+GLM_DSA_ARCHITECTURE = "GlmMoeDsaForCausalLM"
+GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -845,14 +853,28 @@ def _buckets(
 
 def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) -> bool:
     """Whether a vLLM release stores this model's KV in DeepSeek's scaled fp8 layout for the
-    --kv-cache-dtype spelling `flag` (see DS_MLA_SINCE)."""
+    --kv-cache-dtype spelling `flag` (see DS_MLA_SINCE): any sparse-attention model where the
+    flag names it, DeepSeek-V3.2 where the release turns `auto` or fp8 into it."""
     if not is_dsa(model):
         return False
     if flag == DS_MLA_FLAG:
         return version >= DS_MLA_SINCE
-    if not DS_MLA_SINCE <= version < DS_MLA_UNTIL:
+    if model.architecture != DS_MLA_ARCHITECTURE or not DS_MLA_SINCE <= version < DS_MLA_UNTIL:
         return False
     return flag.startswith("fp8") or (flag == "auto" and version < DS_MLA_AUTO_UNTIL)
+
+
+def glm_dsa_fp8_kv(
+    model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str
+) -> bool:
+    """Whether vLLM runs GLM-5's KV cache in fp8 for `auto` (see GLM_DSA_FP8_KV_SINCE)."""
+    return (
+        flag == "auto"
+        and model.architecture == GLM_DSA_ARCHITECTURE
+        and gpu.vendor == "nvidia"
+        and capability(gpu)[0] == BLACKWELL_MAJOR
+        and version >= GLM_DSA_FP8_KV_SINCE
+    )
 
 
 def _page_bytes(g: KvLayerGroup, tp: int, block: int, kv_bytes: int, ds_mla: bool = False) -> int:
@@ -1104,6 +1126,11 @@ def predict(
             "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
             "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
         )
+    elif glm_dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
+        notes.append(
+            f"KV cache fp8_e4m3: vLLM {version_text(version)} runs GLM-5's cache in fp8 on "
+            "Blackwell for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
+        )
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
     )
@@ -1259,7 +1286,7 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
                 else f"vLLM {version_text(version)} predates it"
             ),
         )
-    if ds_mla:
+    if ds_mla or glm_dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
         kv_dtype = "fp8"
     return _Layout(
         max_len=max_len,
