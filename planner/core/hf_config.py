@@ -665,12 +665,12 @@ def normalized_quantization(q: Any) -> Any:
     producer = q.get("producer")
     nested = q.get("quantization")
     by_modelopt = isinstance(producer, Mapping) and producer.get("name") == MODELOPT_PRODUCER
-    if not by_modelopt and not (isinstance(nested, Mapping) and "quant_algo" in nested):
-        return q
-    flat = dict(q)
-    if isinstance(nested, Mapping):
-        flat.pop("quantization")
-        flat.update(nested)
+    if isinstance(nested, Mapping) and "quant_algo" in nested:
+        flat = {k: v for k, v in q.items() if k != "quantization"} | dict(nested)
+    elif by_modelopt and "quant_algo" in q:
+        flat = dict(q)
+    else:
+        return q  # no algorithm named: not sized (InputError names quant_method)
     flat["quant_method"] = "modelopt"
     return flat
 
