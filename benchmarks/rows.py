@@ -112,6 +112,30 @@ def meta_fp8_config(base: Path, name: str) -> Path | None:
     return derived_config(cfg, name)
 
 
+# Qwen's and Z.ai's own FP8 releases (Qwen/...-FP8, zai-org/...-FP8) store block-scaled fp8, one
+# scale per 128 x 128 tile: their configs say so (tests/data/models: Qwen3-235B-A22B-FP8,
+# Qwen3-30B-A3B-FP8, Qwen3-32B-FP8, GLM-5-FP8, GLM-5.1-FP8, all quant_method fp8 with
+# weight_block_size [128, 128]). An export of theirs with no config here is posed on its base
+# model's config with that quantization (not an online per-tensor fp8, which the engines
+# multiply with other kernels).
+BLOCK_FP8_PUBLISHERS = ("qwen/", "zai-org/")
+BLOCK_FP8 = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+    "modules_to_not_convert": ["lm_head"],
+}
+
+
+def block_fp8_config(base: Path, name: str) -> Path:
+    """A folder holding the config.json of a publisher's block-scaled FP8 export of the model in
+    `base` (BLOCK_FP8_PUBLISHERS)."""
+    cfg = json.loads((base / "config.json").read_text())
+    cfg["quantization_config"] = dict(BLOCK_FP8)
+    return derived_config(cfg, name)
+
+
 # AMD's re-export of an MXFP4 gpt-oss with fp8 activations (amd/gpt-oss-120b-w-mxfp4-a-fp8), posed
 # as an AMD Quark checkpoint of the same experts: MXFP4 weights (a scale per 32) and fp8 inputs,
 # as its name states; the layers OpenAI's export keeps in bf16 excluded alike (an estimate: the
@@ -249,6 +273,8 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
                 mixed = meta_fp8_config(folders[stem.lower()], name)
                 if mixed is not None:
                     return mixed, None
+            if weights == "fp8" and name.lower().startswith(BLOCK_FP8_PUBLISHERS):
+                return block_fp8_config(folders[stem.lower()], name), None
             return folders[stem.lower()], weights
     return None, None
 

@@ -93,7 +93,10 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "Qwen--Qwen2.5-32B", None),
         ("meta-llama/Llama-2-70b-chat-hf", "meta-llama--Llama-2-70b-hf", None),
         ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai--DeepSeek-V3.2", None),
-        ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "Qwen--Qwen3-Next-80B-A3B-Thinking", "fp8"),
+        # Qwen's own FP8 exports are block-scaled: the base's config with that quantization
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", "Qwen--Qwen3-Next-80B-A3B-Instruct-FP8", None),
+        # another publisher's FP8 of a Qwen model: an fp8 of unknown scaling, posed online
+        ("RedHatAI/Qwen3-Next-80B-A3B-Instruct-FP8", "Qwen--Qwen3-Next-80B-A3B-Thinking", "fp8"),
         # Meta's FP8 export of a Llama 4 is not the Llama 3 mixed precision: posed at fp8
         (
             "meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8",
@@ -776,3 +779,19 @@ def test_a_rows_checkpoint_id_is_read_without_regard_to_case() -> None:
     assert canonical["settings"]["weight_dtype"] == "fp8"
     lower, why = e2e.pose(row | {"model": row["model"].lower()}, MODELS)
     assert why is None and lower == canonical
+
+
+def test_qwen_fp8_exports_are_posed_block_scaled() -> None:
+    # their own -FP8 releases store a scale per 128 x 128 tile, as every one shipped here does
+    from planner.sources.models import resolve_model
+
+    for name in ("Qwen/Qwen3.5-397B-A17B-FP8", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8"):
+        folder, weights = checkpoint_config(name, MODELS)
+        assert folder is not None and weights is None
+        spec = resolve_model(None, str(folder))
+        assert spec.weight_dtype == "fp8" and spec.fp8_block_scaled
+    online, weights = checkpoint_config("RedHatAI/Qwen3.5-27B-FP8-dynamic", MODELS)
+    assert online is not None and weights == "fp8"
+    assert not resolve_model(None, str(online)).fp8_block_scaled
+    shipped = resolve_model(None, str(MODELS / "Qwen--Qwen3-32B-FP8"))
+    assert shipped.fp8_block_scaled
