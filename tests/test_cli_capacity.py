@@ -151,6 +151,12 @@ def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
         ("NVIDIA H100", "h100-sxm5-80gb"),  # past the maker's word, the alias
         ("AMD Instinct MI325X 256GB", "mi325x"),
         ("NVIDIA RTX PRO 6000 Blackwell", "rtx-pro-6000-blackwell"),
+        # the system around the card: a board ("DGX", "HGX") or a rack's NVLink domain
+        ("DGX B200", "b200-sxm-180gb"),
+        ("HGX H100", "h100-sxm5-80gb"),
+        ("GB200 NVL72", "gb200-per-gpu"),
+        ("NVIDIA GB300 NVL72", "gb300-per-gpu"),
+        ("H100 NVL", "h100-nvl-94gb"),  # a card's own NVL, no domain size
     ],
 )
 def test_a_gpu_spelled_by_its_words_is_the_card_they_name(cli: Cli, typed: str, card: str) -> None:

@@ -170,8 +170,12 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     raise unknown_name_error(field, "GPU", name, known)
 
 
-# Words a card's spelling may open with that name its maker or line, not the card.
-MAKER_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon"})
+# Words a card's spelling may open with that name its maker, line or the system around it
+# (NVIDIA's DGX / HGX boards: "DGX B200", "HGX H100"), not the card.
+MAKER_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon", "dgx", "hgx"})
+# A rack's NVLink domain after the card ("GB200 NVL72", "GB300 NVL72"): the system, not the card
+# (an "H100 NVL" card has no count).
+RACK_WORD = re.compile(r"nvl\d+")
 MEMORY_WORD = re.compile(r"(\d+)gb")
 
 
@@ -196,11 +200,12 @@ def _cards_spelled(key: str) -> list[GpuSpec]:
 
 
 def _card_words(key: str) -> list[str]:
-    """A spelling's words, split at spaces, hyphens or underscores, past a maker's."""
+    """A spelling's words, split at spaces, hyphens or underscores, past a maker's, without a
+    rack's NVLink domain."""
     words = [w for w in re.split(r"[\s_-]+", key) if w]
     while words and words[0] in MAKER_WORDS:
         words = words[1:]
-    return words
+    return [w for w in words if not RACK_WORD.fullmatch(w)]
 
 
 def _memory_word(word: str, gpu: GpuSpec) -> bool:
