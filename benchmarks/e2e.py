@@ -67,6 +67,7 @@ from rows import (  # noqa: E402
     engine_settings,
     sglang_fields,
     stated_weights,
+    unmodelled_all_to_all,
     vllm_fields,
 )
 
@@ -312,6 +313,9 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"engine {row.get('engine')}"
     if row.get("spec_decode") not in (None, "none"):
         return {}, "speculative"
+    exchange = unmodelled_all_to_all(row, family)
+    if exchange is not None:
+        return {}, f"MoE all-to-all {exchange} not modelled"
     split = row.get("disagg")
     layout = None
     gpu_count = integer(row.get("gpu_count"))

@@ -370,6 +370,39 @@ SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep")}
 SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
 
 
+# The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter
+# (--all2all-backend, or VLLM_ALL2ALL_BACKEND before the flag), SGLang none or DeepEP
+# (--moe-a2a-backend). A row that runs another (vLLM's DeepEP or MoRI kernels, SGLang's Mooncake
+# or MoRI EP) is refused, not posed on the default exchange.
+MODELLED_ALL_TO_ALL = {
+    "vllm": ("allgather_reducescatter",),
+    "sglang": SGLANG_WORD_FLAGS["moe_a2a_backend"],
+}
+ALL_TO_ALL_SPELLINGS = {
+    "vllm": (
+        "all2all_backend",
+        r"--all2all-backend[ =]([a-z0-9_]+)",
+        r"VLLM_ALL2ALL_BACKEND=([a-z0-9_]+)",
+    ),
+    "sglang": ("moe_a2a_backend", r"--moe-a2a-backend[ =]([a-z0-9_]+)", None),
+}
+
+
+def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
+    """The MoE all-to-all backend a row states that the engine's model does not price (None:
+    none stated, or one it does)."""
+    field, flag, env = ALL_TO_ALL_SPELLINGS[family]
+    notes = str(row.get("notes") or "")
+    config = row.get("engine_config")
+    stated = config.get(field) if isinstance(config, dict) else None
+    for pattern in (flag, env):
+        found = re.search(pattern, notes) if pattern and stated is None else None
+        stated = found.group(1) if found else stated
+    if stated is None or str(stated).lower() in MODELLED_ALL_TO_ALL[family]:
+        return None
+    return str(stated)
+
+
 # vLLM engine fields a row may state as a bare flag or its negation: async scheduling (a
 # --no- form turns off what 0.14 turns on by default).
 VLLM_SWITCH_FLAGS = ("async_scheduling",)

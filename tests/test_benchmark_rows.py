@@ -795,3 +795,42 @@ def test_qwen_fp8_exports_are_posed_block_scaled() -> None:
     assert not resolve_model(None, str(online)).fp8_block_scaled
     shipped = resolve_model(None, str(MODELS / "Qwen--Qwen3-32B-FP8"))
     assert shipped.fp8_block_scaled
+
+
+def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
+    # vLLM's model prices its default gather; SGLang's none or DeepEP: a row on vLLM's DeepEP
+    # kernels (flag, environment or engine_config) or SGLang's MoRI is refused by name
+    import e2e
+
+    row = {
+        "model": "deepseek-ai/DeepSeek-R1",
+        "gpu_norm": "H200",
+        "gpu_count": 8,
+        "tp": 8,
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "workload": {
+            "dataset": "random (vllm bench serve)",
+            "input_len": 1000,
+            "output_len": 100,
+            "concurrency": 64,
+        },
+    }
+    assert e2e.pose(row, MODELS)[1] is None
+    for notes, backend in (
+        ("vllm serve m --all2all-backend deepep_low_latency", "deepep_low_latency"),
+        ("VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve m", "deepep_high_throughput"),
+    ):
+        assert (
+            e2e.pose(row | {"notes": notes}, MODELS)[1] == f"MoE all-to-all {backend} not modelled"
+        )
+    stated = row | {"engine_config": {"all2all_backend": "allgather_reducescatter"}}
+    assert e2e.pose(stated, MODELS)[1] is None
+    sglang = row | {
+        "engine": "sglang",
+        "engine_version": "0.5.6",
+        "notes": "--moe-a2a-backend mori",
+    }
+    assert e2e.pose(sglang, MODELS)[1] == "MoE all-to-all mori not modelled"
+    deepep = sglang | {"notes": "--moe-a2a-backend deepep"}
+    assert e2e.pose(deepep, MODELS)[1] is None
