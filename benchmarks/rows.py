@@ -370,12 +370,12 @@ SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep")}
 SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
 
 
-# The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter
-# (--all2all-backend, or VLLM_ALL2ALL_BACKEND before the flag), SGLang none or DeepEP
-# (--moe-a2a-backend). A row that runs another (vLLM's DeepEP or MoRI kernels, SGLang's Mooncake
-# or MoRI EP) is refused, not posed on the default exchange.
+# The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter and
+# DeepEP's two modes (--all2all-backend), SGLang none or DeepEP (--moe-a2a-backend). A row that
+# runs another (vLLM's MoRI or pplx kernels, SGLang's Mooncake or MoRI EP) is refused, not posed
+# on the default exchange.
 MODELLED_ALL_TO_ALL = {
-    "vllm": ("allgather_reducescatter",),
+    "vllm": ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency"),
     "sglang": SGLANG_WORD_FLAGS["moe_a2a_backend"],
 }
 ALL_TO_ALL_SPELLINGS = {
@@ -388,9 +388,9 @@ ALL_TO_ALL_SPELLINGS = {
 }
 
 
-def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
-    """The MoE all-to-all backend a row states that the engine's model does not price (None:
-    none stated, or one it does)."""
+def stated_all_to_all(row: dict[str, object], family: str) -> str | None:
+    """The MoE all-to-all backend a row states (its engine_config, else its notes' flag or
+    environment), in lower case; None where it states none."""
     field, flag, env = ALL_TO_ALL_SPELLINGS[family]
     notes = str(row.get("notes") or "")
     config = row.get("engine_config")
@@ -398,9 +398,14 @@ def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
     for pattern in (flag, env):
         found = re.search(pattern, notes) if pattern and stated is None else None
         stated = found.group(1) if found else stated
-    if stated is None or str(stated).lower() in MODELLED_ALL_TO_ALL[family]:
-        return None
-    return str(stated)
+    return None if stated is None else str(stated).lower()
+
+
+def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
+    """The MoE all-to-all backend a row states that the engine's model does not price (None:
+    none stated, or one it does)."""
+    stated = stated_all_to_all(row, family)
+    return None if stated in (None, *MODELLED_ALL_TO_ALL[family]) else stated
 
 
 # vLLM engine fields a row may state as a bare flag or its negation: async scheduling (a
@@ -414,6 +419,9 @@ def vllm_fields(row: dict[str, object]) -> dict[str, object]:
     config = row.get("engine_config")
     given: dict[str, object] = dict(config) if isinstance(config, dict) else {}
     out: dict[str, object] = {}
+    backend = stated_all_to_all(row, "vllm")
+    if backend in MODELLED_ALL_TO_ALL["vllm"]:
+        out["all2all_backend"] = backend
     for field in VLLM_SWITCH_FLAGS:
         flag = field.replace("_", "-")
         stated = str(given.get(field, "")).lower()

@@ -798,8 +798,8 @@ def test_qwen_fp8_exports_are_posed_block_scaled() -> None:
 
 
 def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
-    # vLLM's model prices its default gather; SGLang's none or DeepEP: a row on vLLM's DeepEP
-    # kernels (flag, environment or engine_config) or SGLang's MoRI is refused by name
+    # vLLM's model prices its default gather and DeepEP's modes; SGLang's none or DeepEP: a row
+    # on vLLM's pplx or MoRI kernels (flag or environment) or SGLang's MoRI is refused by name
     import e2e
 
     row = {
@@ -818,12 +818,16 @@ def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
     }
     assert e2e.pose(row, MODELS)[1] is None
     for notes, backend in (
-        ("vllm serve m --all2all-backend deepep_low_latency", "deepep_low_latency"),
-        ("VLLM_ALL2ALL_BACKEND=deepep_high_throughput vllm serve m", "deepep_high_throughput"),
+        ("vllm serve m --all2all-backend pplx", "pplx"),
+        ("VLLM_ALL2ALL_BACKEND=mori vllm serve m", "mori"),
     ):
         assert (
             e2e.pose(row | {"notes": notes}, MODELS)[1] == f"MoE all-to-all {backend} not modelled"
         )
+    # DeepEP's two modes are priced: posed on the line
+    deep = row | {"notes": "vllm serve m --all2all-backend deepep_low_latency"}
+    assert e2e.pose(deep, MODELS)[1] is None
+    assert vllm_fields(deep) == {"all2all_backend": "deepep_low_latency"}
     stated = row | {"engine_config": {"all2all_backend": "allgather_reducescatter"}}
     assert e2e.pose(stated, MODELS)[1] is None
     sglang = row | {

@@ -675,3 +675,81 @@ def test_an_sglang_group_prefills_its_share_of_the_chunk_however_many_it_runs() 
         longest=4096,
     )
     assert vllm.cfg.mixed and vllm.cfg.step_token_budget >= vllm.cfg.max_batch
+
+
+def _vllm_deepep(backend: str | None, dp: int, version: str = "0.34.0", **extra: object) -> Any:
+    fields: dict[str, object] = {"enable_expert_parallel": True, "data_parallel_size": dp}
+    fields |= {"all2all_backend": backend} if backend else {}
+    return _prediction("vllm", 1, fields | extra, model=DEEPSEEK, version=version)
+
+
+def test_vllms_deepep_buffers_join_the_memory_outside_torch() -> None:
+    """vLLM 0.11.1-0.34 device_communicators/all2all.py: DeepEP's NVLink buffer is 1,024 MiB
+    in either mode; the high-throughput kernels add as much RDMA memory where the ranks span
+    hosts, the low-latency ones DeepEP's layout for their token cap."""
+    gib = 1024**3
+    base8, base16 = _vllm_deepep(None, 8), _vllm_deepep(None, 16)
+    assert _vllm_deepep("deepep_high_throughput", 8).non_torch_bytes - base8.non_torch_bytes == gib
+    ht16 = _vllm_deepep("deepep_high_throughput", 16)
+    assert ht16.non_torch_bytes - base16.non_torch_bytes == 2 * gib  # 16 ranks: two hosts
+    # low latency: 256 tokens a rank (0.34's default budget under it), DeepSeek's hidden 7168
+    # and 256 experts. Dispatch message 16 + max(2 x 7168, 7168 + 4 x 56) = 14,352 B; combine
+    # 4 x 56 + 2 x 7168 = 14,560 B; send and receive max(256 x 14,352, 256 x 256 x 14,560),
+    # twice each, with two 1,024-byte signalling buffers; rounded up past a 128-byte boundary
+    layout = 2 * (2 * 256 * 256 * 14_560 + 1024)
+    rdma = (layout + 128) // 128 * 128
+    ll = _vllm_deepep("deepep_low_latency", 16)
+    assert ll.non_torch_bytes - base16.non_torch_bytes == gib + rdma
+    assert (ll.settings["max_num_batched_tokens"], ll.settings["max_num_seqs"]) == (256, 256)
+    assert any("DeepEP buffers" in n for n in ll.notes)
+    # before 0.20 the cap was VLLM_MOE_DP_CHUNK_SIZE (256) and the budget kept its default
+    old = _vllm_deepep("deepep_low_latency", 16, version="0.14.0")
+    assert old.non_torch_bytes - _vllm_deepep(None, 16, version="0.14.0").non_torch_bytes == (
+        gib + rdma
+    )
+    assert old.settings["max_num_batched_tokens"] > 256
+    # without expert parallelism over DP ranks the kernels never run: nothing is allocated
+    idle = _prediction(
+        "vllm", 8, {"all2all_backend": "deepep_low_latency"}, model=DEEPSEEK, version="0.34.0"
+    )
+    assert idle.non_torch_bytes == _prediction("vllm", 8, {}, model=DEEPSEEK).non_torch_bytes
+    assert any("nothing here is exchanged" in n for n in idle.notes)
+
+
+def test_vllms_all2all_backend_is_refused_where_it_is_not_priced(cli: Cli) -> None:
+    base = ("capacity", "--model", DEEPSEEK, "--gpu", "h200", "--tp", "1", "--dp", "8",
+            "--enable-expert-parallel")  # fmt: skip
+    r = cli(*base, "--all2all-backend", "naive")
+    assert r.code == 2 and "--all2all-backend: 'naive' is not modelled" in r.err
+    r = cli(*base, "--all2all-backend", "deepep_low_latency", "--engine-version", "0.11.0")
+    assert r.code == 2 and "vLLM takes it from 0.11.1" in r.err
+    r = cli("capacity", "--model", DEEPSEEK, "--gpu", "h200", "--tp", "8", "--engine",
+            "sglang", "--all2all-backend", "deepep_low_latency")  # fmt: skip
+    assert r.code == 2 and "--all2all-backend" in r.err
+
+
+def test_vllms_deepep_line_round_trips_and_prices_deepep(cli: Cli) -> None:
+    spec = resolve_model(None, DEEPSEEK, None)
+    fields = {
+        "tensor_parallel_size": 1,
+        "data_parallel_size": 16,
+        "enable_expert_parallel": True,
+        "all2all_backend": "deepep_high_throughput",
+    }
+    line = command_line(spec, "vllm", fields)
+    assert "--all2all-backend deepep_high_throughput" in line
+    assert fields_from_line("vllm", line) == fields
+    default = command_line(spec, "vllm", fields | {"all2all_backend": "allgather_reducescatter"})
+    assert "--all2all-backend" not in default  # every release's default: the line leaves it out
+    base = ("simulate", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "vllm", "--tp", "1",
+            "--dp", "64", "--enable-expert-parallel", "--concurrency", "64", "--prompt-len",
+            "200", "--output-len", "20", "--requests", "64", "--bench-client", "none",
+            "--json")  # fmt: skip
+    gathered = cli(*base)
+    deepep = cli(*base, "--all2all-backend", "deepep_high_throughput")
+    assert gathered.code == 0 and deepep.code == 0, (gathered.out, deepep.out)
+    assert any("gathered on every rank" in n for n in gathered.json()["notes"])
+    notes = deepep.json()["notes"]
+    assert any("DeepEP's dispatch and combine" in n and "--all2all-backend" in n for n in notes)
+    # 64 ranks over eight hosts: each token to its experts' ranks beats every token to every rank
+    assert deepep.json()["step_ms"]["64"] < gathered.json()["step_ms"]["64"]

@@ -573,8 +573,13 @@ def _instance_curve(
         version=parse_version(p.version),
         pp=pp,
         attention_dp=groups,
-        # the exchange and expert split the plan's line runs (SGLang: DeepEP as it says)
-        all_to_all=p.settings.get("moe_a2a_backend") == "deepep" if engine == "sglang" else None,
+        # the exchange and expert split the plan's line runs (DeepEP as SGLang's line says, or
+        # vLLM's --all2all-backend where its kernels run; else each engine's default)
+        all_to_all=(
+            p.settings.get("moe_a2a_backend") == "deepep"
+            if engine == "sglang"
+            else bool(p.settings.get("deepep"))
+        ),
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(p.settings.get("enable_two_batch_overlap")),

@@ -242,8 +242,8 @@ def frontend_notes(
 
 def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     """Where the collectives leave one board: a TP group spanning nodes, and wide expert
-    parallelism (SGLang on NVIDIA: DeepEP's all-to-all, priced; otherwise the engine's default
-    gather, its all-to-all backends not modelled)."""
+    parallelism (DeepEP's all-to-all where SGLang or vLLM's line runs it, priced; otherwise the
+    engine's default gather)."""
     fabric, notes = curve.fabric, []
     if fabric.crosses_nodes(curve.tp):
         notes.append(
@@ -259,13 +259,17 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
             if curve.overlap_all_to_all
             else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
         )
+        flag = "--all2all-backend" if engine == "vllm" else "--moe-a2a-backend deepep"
+        if engine == "vllm":  # one mode for prefill and decode, the same exchange priced
+            overlap = "its high-throughput and low-latency modes priced alike"
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
-            f"{where} (--moe-a2a-backend deepep, on the line); {overlap}"
+            f"{where} ({flag}, on the line); {overlap}"
         )
     elif curve.moe_layers and fabric.crosses_nodes(ranks):
         other = (
-            "DeepEP through VLLM_ALL2ALL_BACKEND is not modelled"
+            "--all2all-backend deepep_high_throughput (or deepep_low_latency) would run DeepEP; "
+            "the other backends are not modelled"
             if engine == "vllm"
             else "--moe-a2a-backend deepep would run DeepEP on NVIDIA; AMD's MoRI backend is "
             "not modelled"

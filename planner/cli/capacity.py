@@ -15,6 +15,7 @@ from planner.cli.numbers import (
     CONTEXT_FLAGS,
     MAX_GPU_MEMORY_GIB,
     TP_FLAGS,
+    All2AllBackend,
     AsyncScheduling,
     EngineDtype,
     HubTimeout,
@@ -133,6 +134,7 @@ def capacity(
     ] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
     async_scheduling: AsyncScheduling = None,
+    all2all_backend: All2AllBackend = None,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
     max_prefill_tokens: MaxPrefillTokens = None,
@@ -399,6 +401,7 @@ class CapacityFlags:
     max_num_seqs: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    all2all_backend: str | None
     stream_interval: int | None
     scheduler_recv_interval: int | None
     max_prefill_tokens: int | None
@@ -569,6 +572,7 @@ def _engine_ledger_settings(
             name,
             enforce_eager=f.enforce_eager,
             async_scheduling=f.async_scheduling,
+            all2all_backend=f.all2all_backend,
             stream_interval=f.stream_interval,
             scheduler_recv_interval=f.scheduler_recv_interval,
             max_prefill_tokens=f.max_prefill_tokens,
@@ -619,6 +623,7 @@ VLLM_ONLY_FLAGS = {
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--async-scheduling": "async_scheduling",
+    "--all2all-backend": "all2all_backend",
     "--flashinfer": "flashinfer",
     "--kv-offloading-size": "kv_offloading_size",
     "--kv-offloading-backend": "kv_offloading_backend",
@@ -860,6 +865,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
             "colocated",
             "enable_expert_parallel",
             "max_cudagraph_capture_size",
+            "all2all_backend",
         )
         # unset means None, False or the default entry point; a 0 the user typed is kept (and
         # refused by the settings), not mistaken for False

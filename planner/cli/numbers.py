@@ -140,6 +140,16 @@ AsyncScheduling = Annotated[
         show_default=False,
     ),
 ]
+All2AllBackend = Annotated[
+    str | None,
+    typer.Option(
+        "--all2all-backend",
+        help="vLLM 0.11.1+ flag: the MoE exchange under --enable-expert-parallel over DP ranks: "
+        "allgather_reducescatter, deepep_high_throughput or deepep_low_latency "
+        "[allgather_reducescatter].",
+        show_default=False,
+    ),
+]
 StreamInterval = Annotated[
     int | None,
     typer.Option(

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     TP_FLAGS,
+    All2AllBackend,
     AsyncScheduling,
     AttentionDataParallel,
     EnableExpertParallel,
@@ -299,6 +300,7 @@ def simulate(
         bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
     ] = False,
     async_scheduling: AsyncScheduling = None,
+    all2all_backend: All2AllBackend = None,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
     max_prefill_tokens: MaxPrefillTokens = None,
@@ -530,6 +532,7 @@ class SimulateFlags:
     max_cudagraph_capture_size: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    all2all_backend: str | None
     stream_interval: int | None
     scheduler_recv_interval: int | None
     max_prefill_tokens: int | None
@@ -750,6 +753,7 @@ ENGINE_EXTRA_FLAGS = {
     ),
     "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
     "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
+    "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
     "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
     "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
@@ -934,6 +938,7 @@ DEPLOYMENT_FLAGS = {
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
     "enforce_eager": "--enforce-eager",
     "async_scheduling": "--async-scheduling",
+    "all2all_backend": "--all2all-backend",
     "stream_interval": "--stream-interval",
     "scheduler_recv_interval": "--scheduler-recv-interval",
     "max_prefill_tokens": "--max-prefill-tokens",

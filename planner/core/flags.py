@@ -189,6 +189,7 @@ ENGINE_FLAG_DEFAULTS: dict[str, dict[str, str]] = {
         "--data-parallel-size": "1",
         "--kv-cache-dtype": "auto",
         "--block-size": "16",
+        "--all2all-backend": "allgather_reducescatter",
     },
     "sglang": {
         "--tp-size": "1",

@@ -55,8 +55,8 @@ def deepep_wide(engine: str, moe: bool, moe_ranks: int, vendor: str) -> bool:
     GPUs where the MoE layers span more than one 8-GPU board (NODE_DOMAIN_GPUS: across nodes,
     or across an NVL72 rack's trays), as wide expert parallelism runs it
     (--moe-a2a-backend deepep); its default gathers every token on every rank. DeepEP is
-    NVIDIA's; vLLM's exchange is set by VLLM_ALL2ALL_BACKEND, an environment variable the
-    line does not carry."""
+    NVIDIA's; vLLM runs it where its line names it (--all2all-backend, as typed: the planner
+    does not plan it by itself)."""
     from planner.core.step.comm import NODE_DOMAIN_GPUS  # (planner.core.step imports this)
 
     return engine == "sglang" and moe and moe_ranks > NODE_DOMAIN_GPUS and vendor == "nvidia"

@@ -874,6 +874,7 @@ VLLM_FLAGS = (
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
     ("async_scheduling", "--async-scheduling"),
+    ("all2all_backend", "--all2all-backend"),
     ("stream_interval", "--stream-interval"),
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
@@ -924,6 +925,7 @@ LINE_DEFAULTS: dict[str, Any] = {
     "ep_size": 1,
     "dtype": "auto",
     "moe_a2a_backend": "none",
+    "all2all_backend": "allgather_reducescatter",  # vLLM's since the flag (0.11.1)
 }
 # SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
 # --enable-dp-attention, which 0.5.23 still rewrites to attn_dp_size = N (server_args.py).
@@ -1032,6 +1034,7 @@ STRING_FIELDS = (
     "disaggregation_mode",
     "disaggregation_transfer_backend",
     "moe_a2a_backend",
+    "all2all_backend",
 )
 # Line fields that are bare flags, and those that take a decimal number.
 BOOLEAN_FIELDS = (

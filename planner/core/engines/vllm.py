@@ -42,6 +42,7 @@ from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
+from planner.core.step.comm import NVL72_PREFIXES
 from planner.core.step.overhead import (
     VLLM_ASYNC_SCHEDULING_FLAG_SINCE,
     VLLM_STREAM_INTERVAL_SINCE,
@@ -279,6 +280,43 @@ DS_MLA_ARCHITECTURE = "DeepseekV32ForCausalLM"
 # 0.30-0.34 wheels: absent in 0.31, present in 0.32).
 GLM_DSA_ARCHITECTURE = "GlmMoeDsaForCausalLM"
 GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
+# The MoE layers' exchange across data-parallel ranks under expert parallelism
+# (--all2all-backend, from 0.11.1; VLLM_ALL2ALL_BACKEND before): the default gathers every token
+# on every rank and reduce-scatters the outputs; DeepEP's kernels send each token to the ranks
+# of its experts alone. They run where the experts are split whole across DP > 1 ranks
+# (FusedMoEParallelConfig.use_all2all_kernels, 0.34.0). The planner prices these three.
+ALL2ALL_FLAG_SINCE = (0, 11, 1)
+DEFAULT_ALL2ALL = "allgather_reducescatter"
+DEEPEP_HIGH_THROUGHPUT = "deepep_high_throughput"
+DEEPEP_LOW_LATENCY = "deepep_low_latency"
+PRICED_ALL2ALL = (DEFAULT_ALL2ALL, DEEPEP_HIGH_THROUGHPUT, DEEPEP_LOW_LATENCY)
+# DeepEP's buffers, outside torch's allocator, allocated as the model loads (so the profile
+# counts them): NVLink bytes VLLM_DEEPEP_BUFFER_SIZE_MB (1,024 MiB) in either mode; the high-
+# throughput kernels as many RDMA bytes where the ranks span hosts, the low-latency ones what
+# DeepEP's size hint asks for their token cap (device_communicators/all2all.py, 0.11.1-0.34.0).
+DEEPEP_BUFFER_BYTES = 1024 * 1024 * 1024
+# The low-latency kernels' token cap per rank: VLLM_MOE_DP_CHUNK_SIZE (256) before 0.20, then
+# max_num_batched_tokens, whose default is 256 where they run with EP over DP > 1 ranks
+# (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, ParallelConfig
+# .use_batched_dp_moe; read in the 0.19-0.34 wheels).
+MOE_DP_CHUNK_TOKENS = 256
+BATCHED_DP_MOE_TOKENS = 256
+BATCHED_DP_MOE_SINCE = (0, 20, 0)
+# The hidden sizes DeepEP's low-latency kernels take, a layer's rounded up to the next
+# (DeepEPLLPrepareAndFinalize.SUPPORTED_HIDDEN_SIZES, 0.34.0).
+DEEPEP_LL_HIDDEN_SIZES = (2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192)
+# DeepEP's low-latency layout (csrc/legacy/config.hpp LowLatencyLayout, deepseek-ai/DeepEP
+# dd758ca): a dispatch message is a 16-byte header and the larger of the bf16 hidden vector and
+# an fp8 one with an fp32 scale per 128 values; a combine message a bf16 min / max pair per 128
+# values and the bf16 vector; two send, two receive and two 128-byte-aligned signalling buffers,
+# the whole rounded up to 128 bytes.
+DEEPEP_LL_HEADER_BYTES = 16
+DEEPEP_LL_SCALE_VALUES = 128
+DEEPEP_ALIGN_BYTES = 128
+# GPUs behind one host: vLLM's "internode" asks whether every rank shares rank 0's node; an NVL72
+# rack's compute trays hold four GPUs each (NVIDIA GB200 NVL72: 18 trays of 2 Grace + 4 Blackwell).
+HOST_GPUS = 8
+NVL72_TRAY_GPUS = 4
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -593,6 +631,12 @@ class VllmSettings(BaseModel):
     kv_connector_chunk_tokens: int = Field(
         default=LMCACHE_CHUNK_TOKENS, gt=0, le=2**20, description="LMCache's chunk_size"
     )
+    all2all_backend: str | None = Field(
+        default=None,
+        max_length=64,
+        description="--all2all-backend: the MoE exchange under EP over DP > 1 ranks (None: the "
+        "release's allgather_reducescatter); the planner prices it and DeepEP's two modes",
+    )
     calibration: Calibration | None = Field(
         default=None, description="per-deployment corrections measured from start-up logs"
     )
@@ -864,6 +908,86 @@ def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) ->
     return flag.startswith("fp8") or (flag == "auto" and version < DS_MLA_AUTO_UNTIL)
 
 
+def _check_all2all(settings: VllmSettings, version: tuple[int, int, int]) -> None:
+    """--all2all-backend: a backend the planner prices, on a release that takes the flag."""
+    backend = settings.all2all_backend
+    if backend is None:
+        return
+    if version < ALL2ALL_FLAG_SINCE:
+        raise InputError(
+            "--all2all-backend",
+            f"vLLM takes it from {version_text(ALL2ALL_FLAG_SINCE)} (this plan runs vLLM "
+            f"{version_text(version)}, which reads VLLM_ALL2ALL_BACKEND)",
+        )
+    if backend not in PRICED_ALL2ALL:
+        raise InputError(
+            "--all2all-backend",
+            f"{backend!r} is not modelled; accepted: {', '.join(PRICED_ALL2ALL)}",
+        )
+
+
+def deepep_mode(settings: VllmSettings) -> str | None:
+    """The DeepEP kernels the MoE layers run (DEEPEP_HIGH_THROUGHPUT / DEEPEP_LOW_LATENCY), or
+    None: another backend, or no expert parallelism over DP > 1 ranks for them to run in."""
+    backend = settings.all2all_backend
+    if backend not in (DEEPEP_HIGH_THROUGHPUT, DEEPEP_LOW_LATENCY):
+        return None
+    if not settings.enable_expert_parallel or settings.data_parallel_size < 2:
+        return None
+    return backend
+
+
+def batched_dp_moe(settings: VllmSettings, version: tuple[int, int, int]) -> bool:
+    """Whether the release's max_num_batched_tokens default is BATCHED_DP_MOE_TOKENS."""
+    return (
+        version >= BATCHED_DP_MOE_SINCE
+        and settings.all2all_backend == DEEPEP_LOW_LATENCY
+        and settings.enable_expert_parallel
+        and settings.data_parallel_size > 1
+    )
+
+
+def deepep_ll_rdma_bytes(tokens: int, hidden: int, experts: int) -> int:
+    """DeepEP's low-latency RDMA buffer for `tokens` per rank of `hidden` values routed to
+    `experts` (get_low_latency_rdma_size_hint)."""
+    scales = hidden // DEEPEP_LL_SCALE_VALUES
+    dispatch_msg = DEEPEP_LL_HEADER_BYTES + max(2 * hidden, hidden + 4 * scales)
+    combine_msg = 4 * scales + 2 * hidden
+    send = max(tokens * dispatch_msg, experts * tokens * combine_msg)
+    receive = experts * tokens * max(dispatch_msg, combine_msg)
+    signal = ceil_div(experts * 4, DEEPEP_ALIGN_BYTES) * DEEPEP_ALIGN_BYTES
+    total = 2 * (send + receive + signal)
+    return (total + DEEPEP_ALIGN_BYTES) // DEEPEP_ALIGN_BYTES * DEEPEP_ALIGN_BYTES
+
+
+def deepep_buffer_bytes(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    settings: VllmSettings,
+    version: tuple[int, int, int],
+    tokens: int,
+) -> int:
+    """The DeepEP buffers one GPU holds (0 where the kernels do not run): NVLink bytes in
+    either mode; RDMA bytes where the high-throughput kernels' ranks span hosts, or the
+    low-latency layout for its token cap (`tokens`, the step budget, from 0.20)."""
+    mode = deepep_mode(settings)
+    if mode is None or not model.num_experts:
+        return 0
+    ranks = settings.tensor_parallel_size * settings.data_parallel_size
+    host = NVL72_TRAY_GPUS if gpu.id.startswith(NVL72_PREFIXES) else HOST_GPUS
+    if mode == DEEPEP_HIGH_THROUGHPUT:
+        return DEEPEP_BUFFER_BYTES * (2 if ranks > host else 1)
+    hidden = next((h for h in DEEPEP_LL_HIDDEN_SIZES if h >= model.hidden_size), None)
+    if hidden is None:
+        raise InputError(
+            "--all2all-backend",
+            f"{DEEPEP_LOW_LATENCY} takes hidden sizes up to {DEEPEP_LL_HIDDEN_SIZES[-1]:,}; "
+            f"{model.name}'s is {model.hidden_size:,}",
+        )
+    cap = tokens if version >= BATCHED_DP_MOE_SINCE else MOE_DP_CHUNK_TOKENS
+    return DEEPEP_BUFFER_BYTES + deepep_ll_rdma_bytes(cap, hidden, model.num_experts)
+
+
 def glm_dsa_fp8_kv(
     model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str
 ) -> bool:
@@ -1114,6 +1238,7 @@ def predict(
             f"vLLM takes it from {version_text(VLLM_STREAM_INTERVAL_SINCE)} (this plan runs "
             f"vLLM {version_text(version)})",
         )
+    _check_all2all(s, version)
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     lay = _layout(at, defaults)
@@ -1197,6 +1322,8 @@ def predict(
             "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
             "enable_chunked_prefill": led.chunked,
             "data_parallel_size": s.data_parallel_size,
+            "all2all_backend": s.all2all_backend,
+            "deepep": deepep_mode(s) is not None and bool(model.num_experts),
             "colocated": s.colocated,
             "model_runner": led.profile.runner,
             "profile_sampler": led.profile.sampler,
@@ -1386,6 +1513,27 @@ def _ledger(
     if m.activation_peak_bytes is not None:
         act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
     non_torch = _non_torch_bytes(at, notes)
+    deepep = deepep_buffer_bytes(model, gpu, s, version, tokens)
+    if s.all2all_backend not in (None, DEFAULT_ALL2ALL) and deepep_mode(s) is None:
+        notes.append(
+            f"--all2all-backend {s.all2all_backend} runs only where the experts are split whole "
+            "over DP > 1 ranks (--enable-expert-parallel with --data-parallel-size): nothing "
+            "here is exchanged with it"
+        )
+    if deepep:
+        non_torch += deepep
+        notes.append(
+            f"DeepEP buffers {deepep / GIB_BYTES:.2f} GiB outside torch ({s.all2all_backend} over "
+            f"{tp * dp} expert-parallel ranks: vLLM's NVLink buffer"
+            + (
+                ", and the RDMA layout for its token cap"
+                if s.all2all_backend == DEEPEP_LOW_LATENCY
+                else ", and as many RDMA bytes across hosts"
+                if deepep > DEEPEP_BUFFER_BYTES
+                else ""
+            )
+            + ")"
+        )
     sources["non_torch_bytes"] = "calibrated"
     non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
     if m.non_torch_bytes is not None:
@@ -1615,7 +1763,13 @@ def _scheduler_limits(
     )
     seqs = s.max_num_seqs or d_seqs
     tokens = s.max_num_batched_tokens or d_tokens
-    if s.max_num_batched_tokens is None:
+    if s.max_num_batched_tokens is None and batched_dp_moe(s, at.version):
+        tokens = BATCHED_DP_MOE_TOKENS if chunked else max(BATCHED_DP_MOE_TOKENS, max_len)
+        defaults.append(
+            f"max_num_batched_tokens={tokens} (vLLM's default under {DEEPEP_LOW_LATENCY} with "
+            "expert parallelism over DP ranks)"
+        )
+    elif s.max_num_batched_tokens is None:
         tokens = min(tokens, seqs * max_len)
         defaults.append(f"max_num_batched_tokens={tokens} (default for this GPU tier)")
     if s.max_num_seqs is None:
