@@ -96,16 +96,30 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     if weight_dtype in REPRICED_DTYPES and model.weight_dtype != weight_dtype:
         weights = weights_bytes_for(model, weight_dtype)[0]  # a re-stored export's bytes
     kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
+    tp = int(str(row["tp"]))
+    # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
+    # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
+    # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
+    ep = int(str(row.get("ep") or 1))
+    dp = int(str(row.get("dp") or 1))
+    gpus = int(str(row.get("gpu_count") or tp))
+    groups, attention_tp = 1, tp
+    if dp > 1 and model.num_experts and gpus == tp and tp % dp == 0:
+        groups, attention_tp = dp, tp // dp
+    elif dp > 1 and model.num_experts and gpus == tp * dp:
+        groups = dp
     st = step_time_for(
         model,
         find_gpu(gid),
-        tp=int(str(row["tp"])),
+        tp=attention_tp,
         weights_bytes=weights,
         weight_dtype=weight_dtype,
         kv_dtype_bytes=1 if kv.startswith("fp8") else 2,
         engine=engine,
         version=version,
         pp=int(str(row.get("pp") or 1)),
+        attention_dp=groups,
+        expert_ranks=ep if ep > 1 and model.num_experts else None,
     )
     return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
 

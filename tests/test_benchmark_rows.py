@@ -838,3 +838,41 @@ def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
     assert e2e.pose(sglang, MODELS)[1] == "MoE all-to-all mori not modelled"
     deepep = sglang | {"notes": "--moe-a2a-backend deepep"}
     assert e2e.pose(deepep, MODELS)[1] is None
+
+
+def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() -> None:
+    # SGLang's notation (the DP groups inside TP 8 on 8 GPUs) and vLLM's (TP 1 x DP 8 on 8 GPUs)
+    # name one layout: attention TP 1 in 8 groups, the experts whole over 8 ranks
+    import step_time
+
+    from planner.core.step import step_time_for
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    row = {
+        "model": "deepseek-ai/DeepSeek-R1",
+        "gpu": "NVIDIA H200",
+        "gpu_count": 8,
+        "engine": "sglang",
+        "engine_version": "0.5.6",
+        "batch": 64,
+        "context_at_decode": 2000,
+        "ep": 8,
+    }
+    model = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-R1"))
+    expected = step_time_for(
+        model,
+        find_gpu("h200"),
+        tp=1,
+        engine="sglang",
+        version=(0, 5, 6),
+        attention_dp=8,
+        expert_ranks=8,
+    ).step_ms(64, 2000)
+    sglang = row | {"tp": 8, "dp": 8, "dp_attention": True}
+    vllm = row | {"tp": 1, "dp": 8}
+    assert step_time.predict(sglang) == pytest.approx(expected)
+    assert step_time.predict(vllm | {"engine": "sglang"}) == pytest.approx(expected)
+    # without the split: TP 8, experts sharded
+    plain = step_time.predict(row | {"tp": 8, "ep": 1})
+    assert plain is not None and plain != pytest.approx(expected)
