@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
@@ -29,6 +29,7 @@ from planner.errors import InputError
 from planner.units import DTYPE_BITS, TORCH_DTYPE_ALIASES, ceil_div
 
 Config = Mapping[str, Any]
+T = TypeVar("T")
 
 # Defaults transformers fills in for keys a config may omit (transformers Gemma3TextConfig;
 # the vendored gemma-3-4b-it text_config carries only five keys).
@@ -203,20 +204,27 @@ def text_config(cfg: Config) -> dict[str, Any]:
 NEMOTRON_H_BLOCKS = {"mamba": "M", "moe": "E", "attention": "*", "mlp": "-"}
 
 
+def _each_known(values: list[Any], table: Mapping[str, T], field: str, what: str) -> list[T]:
+    """Each entry of a config list read through `table`; an entry it lacks is an InputError
+    naming its index and the known ones."""
+    out = []
+    for i, value in enumerate(values):
+        if not isinstance(value, str) or value not in table:
+            raise InputError(
+                f"{field}[{i}]",
+                f"unknown {what} {_shown(value)}; known: {', '.join(sorted(table))}",
+            )
+        out.append(table[value])
+    return out
+
+
 def nemotron_h_pattern(cfg: dict[str, Any]) -> dict[str, Any]:
     """A Nemotron-H config that lists layers_block_type, given the hybrid_override_pattern and
     num_hidden_layers the engines read from it (vLLM 0.34.0 nemotron_h.py reads the pattern)."""
     blocks = cfg.get("layers_block_type")
     if cfg.get("model_type") != "nemotron_h" or not isinstance(blocks, list):
         return cfg
-    letters = []
-    for i, block in enumerate(blocks):
-        if not isinstance(block, str) or block not in NEMOTRON_H_BLOCKS:
-            raise InputError(
-                f"layers_block_type[{i}]",
-                f"unknown block {_shown(block)}; known: {', '.join(NEMOTRON_H_BLOCKS)}",
-            )
-        letters.append(NEMOTRON_H_BLOCKS[block])
+    letters = _each_known(blocks, NEMOTRON_H_BLOCKS, "layers_block_type", "block")
     out = {k: v for k, v in cfg.items() if k != "layers_block_type"}
     out["hybrid_override_pattern"] = "".join(letters)
     out["num_hidden_layers"] = len(letters)
@@ -385,15 +393,7 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
     if isinstance(types, list):
         if len(types) != n:
             raise InputError("layer_types", f"has {len(types)} entries for {n} layers")
-        kinds: list[KvKind | None] = []
-        for i, t in enumerate(types):
-            if not isinstance(t, str) or t not in LAYER_TYPE_KINDS:
-                raise InputError(
-                    f"layer_types[{i}]",
-                    f"unknown layer type {_shown(t)}; known: {', '.join(sorted(LAYER_TYPE_KINDS))}",
-                )
-            kinds.append(LAYER_TYPE_KINDS[t])
-        return kinds
+        return _each_known(types, LAYER_TYPE_KINDS, "layer_types", "layer type")
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str):
         if len(pattern) > MAX_CONFIG_LAYERS:
