@@ -650,6 +650,8 @@ def main() -> None:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             # a row whose fields are not the schema's: counted as not posed, never fatal
             kwargs, why = {}, f"row not readable: {type(exc).__name__} {exc}"[:100]
+        except PlannerError as exc:  # a config or GPU the planner refuses, by name
+            kwargs, why = {}, f"planner: {exc}"[:100]
         if why is not None:
             refused[why] += 1
             continue

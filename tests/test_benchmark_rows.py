@@ -568,6 +568,14 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows)])
     e2e.main()
     assert "row not readable: KeyError" in capsys.readouterr().out
+    # a config the planner refuses (here one without its layer count) is a refusal, not a stop
+    models = tmp_path / "models"
+    (models / "acme--Broken").mkdir(parents=True)
+    (models / "acme--Broken" / "config.json").write_text('{"model_type": "llama"}')
+    rows.write_text(json.dumps(row | {"id": "refused", "model": "acme/Broken"}) + "\n")
+    monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "--models", str(models)])
+    e2e.main()
+    assert "planner: --model:" in capsys.readouterr().out
 
 
 def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_never_stops_it(
