@@ -409,8 +409,8 @@ def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
 
 
 # vLLM engine fields a row may state as a bare flag or its negation: async scheduling (a
-# --no- form turns off what 0.14 turns on by default).
-VLLM_SWITCH_FLAGS = ("async_scheduling",)
+# --no- form turns off what 0.14 turns on by default) and dual-batch overlap.
+VLLM_SWITCH_FLAGS = ("async_scheduling", "enable_dbo")
 
 
 def vllm_fields(row: dict[str, object]) -> dict[str, object]:

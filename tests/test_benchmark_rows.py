@@ -836,6 +836,8 @@ def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
     deep = row | {"notes": "vllm serve m --all2all-backend deepep_low_latency"}
     assert e2e.pose(deep, MODELS)[1] is None
     assert vllm_fields(deep) == {"all2all_backend": "deepep_low_latency"}
+    overlapped = {"notes": "vllm serve m --all2all-backend deepep_low_latency --enable-dbo"}
+    assert vllm_fields(overlapped) == {"all2all_backend": "deepep_low_latency", "enable_dbo": True}
     stated = row | {"engine_config": {"all2all_backend": "allgather_reducescatter"}}
     assert e2e.pose(stated, MODELS)[1] is None
     sglang = row | {

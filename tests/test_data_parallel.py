@@ -753,3 +753,41 @@ def test_vllms_deepep_line_round_trips_and_prices_deepep(cli: Cli) -> None:
     assert any("DeepEP's dispatch and combine" in n and "--all2all-backend" in n for n in notes)
     # 64 ranks over eight hosts: each token to its experts' ranks beats every token to every rank
     assert deepep.json()["step_ms"]["64"] < gathered.json()["step_ms"]["64"]
+
+
+def test_vllms_dual_batch_overlap_hides_deepeps_exchange_past_its_thresholds(cli: Cli) -> None:
+    """--enable-dbo (vLLM 0.11+): a step of 32 decode tokens or more (512 with prompt tokens)
+    runs as two micro-batches, one's DeepEP exchange under the other's work; it needs a DeepEP
+    backend (vLLM asserts one on CUDA)."""
+    spec, gpu = resolve_model(None, DEEPSEEK, None), find_gpu("h200")
+
+    def curve(dbo: bool) -> Any:
+        return step_time_for(
+            spec,
+            gpu,
+            tp=1,
+            engine="vllm",
+            attention_dp=64,
+            all_to_all=True,
+            two_batch_overlap=dbo,
+            overlap_min_tokens=(32, 512),
+        )
+
+    plain, dbo = curve(False), curve(True)
+    assert dbo.step_ms(16, 2000) == plain.step_ms(16, 2000)  # under 32 decode tokens: whole
+    assert dbo.step_ms(64, 2000) < plain.step_ms(64, 2000)
+    # a step with 256 prompt tokens beside 64 decoding is under 512: not split
+    pairs = plain.chunk_pairs(0, 256)
+    kv = 64 * plain.kv_bytes(2000)
+    assert dbo.mixed_ms(64, kv, 256, pairs) == plain.mixed_ms(64, kv, 256, pairs)
+    big = plain.chunk_pairs(0, 1024)
+    assert dbo.mixed_ms(64, kv, 1024, big) < plain.mixed_ms(64, kv, 1024, big)
+    base = ("capacity", "--model", DEEPSEEK, "--gpu", "h200", "--tp", "1", "--dp", "8",
+            "--enable-expert-parallel", "--enable-dbo")  # fmt: skip
+    r = cli(*base)
+    assert r.code == 2 and "--enable-dbo: vLLM overlaps micro-batches only over DeepEP" in r.err
+    r = cli(*base, "--all2all-backend", "deepep_low_latency", "--json")
+    assert r.code == 0, r.err
+    line = r.json()["flags"]["vllm"]
+    assert "--enable-dbo" in line
+    assert fields_from_line("vllm", line)["enable_dbo"] is True

@@ -549,6 +549,7 @@ def _instance_curve(
     """The instance's step model: its ranks' weights as the step streams them, the KV dtype
     the engine resolved, and the exchange and expert split its plan's line runs."""
     from planner.core.engines.common import parse_version
+    from planner.core.engines.vllm import DBO_MIN_TOKENS
     from planner.core.step import step_time_for
     from planner.units import dtype_bytes
 
@@ -582,7 +583,10 @@ def _instance_curve(
         ),
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
-        two_batch_overlap=bool(p.settings.get("enable_two_batch_overlap")),
+        two_batch_overlap=bool(
+            p.settings.get("enable_two_batch_overlap") or p.settings.get("enable_dbo")
+        ),
+        overlap_min_tokens=DBO_MIN_TOKENS if p.settings.get("enable_dbo") else (2, 2),
         async_scheduling=(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),

@@ -261,7 +261,12 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
         )
         flag = "--all2all-backend" if engine == "vllm" else "--moe-a2a-backend deepep"
         if engine == "vllm":  # one mode for prefill and decode, the same exchange priced
-            overlap = "its high-throughput and low-latency modes priced alike"
+            overlap = "its high-throughput and low-latency modes priced alike; " + (
+                "dual-batch overlap hides it under the other micro-batch's work from 32 decode "
+                "(512 prompt) tokens (--enable-dbo)"
+                if curve.overlap_all_to_all
+                else "nothing overlaps it with compute (--enable-dbo would)"
+            )
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
             f"{where} ({flag}, on the line); {overlap}"

@@ -17,6 +17,7 @@ from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
     AsyncScheduling,
+    EnableDbo,
     EngineDtype,
     HubTimeout,
     MambaFullMemoryRatio,
@@ -135,6 +136,7 @@ def capacity(
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
     async_scheduling: AsyncScheduling = None,
     all2all_backend: All2AllBackend = None,
+    enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
     max_prefill_tokens: MaxPrefillTokens = None,
@@ -402,6 +404,7 @@ class CapacityFlags:
     enforce_eager: bool
     async_scheduling: bool | None
     all2all_backend: str | None
+    enable_dbo: bool
     stream_interval: int | None
     scheduler_recv_interval: int | None
     max_prefill_tokens: int | None
@@ -573,6 +576,7 @@ def _engine_ledger_settings(
             enforce_eager=f.enforce_eager,
             async_scheduling=f.async_scheduling,
             all2all_backend=f.all2all_backend,
+            enable_dbo=f.enable_dbo,
             stream_interval=f.stream_interval,
             scheduler_recv_interval=f.scheduler_recv_interval,
             max_prefill_tokens=f.max_prefill_tokens,
@@ -624,6 +628,7 @@ VLLM_ONLY_FLAGS = {
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--async-scheduling": "async_scheduling",
     "--all2all-backend": "all2all_backend",
+    "--enable-dbo": "enable_dbo",
     "--flashinfer": "flashinfer",
     "--kv-offloading-size": "kv_offloading_size",
     "--kv-offloading-backend": "kv_offloading_backend",
@@ -866,6 +871,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
             "enable_expert_parallel",
             "max_cudagraph_capture_size",
             "all2all_backend",
+            "enable_dbo",
         )
         # unset means None, False or the default entry point; a 0 the user typed is kept (and
         # refused by the settings), not mistaken for False

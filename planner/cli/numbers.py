@@ -150,6 +150,15 @@ All2AllBackend = Annotated[
         show_default=False,
     ),
 ]
+EnableDbo = Annotated[
+    bool,
+    typer.Option(
+        "--enable-dbo",
+        help="vLLM 0.11+ flag: dual-batch overlap, each step's DeepEP exchange under the other "
+        "micro-batch's compute (32 decode / 512 prompt tokens and up; needs a DeepEP "
+        "--all2all-backend).",
+    ),
+]
 StreamInterval = Annotated[
     int | None,
     typer.Option(

@@ -14,6 +14,7 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     AttentionDataParallel,
+    EnableDbo,
     EnableExpertParallel,
     EnableHierarchicalCache,
     EngineDtype,
@@ -301,6 +302,7 @@ def simulate(
     ] = False,
     async_scheduling: AsyncScheduling = None,
     all2all_backend: All2AllBackend = None,
+    enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
     scheduler_recv_interval: SchedulerRecvInterval = None,
     max_prefill_tokens: MaxPrefillTokens = None,
@@ -533,6 +535,7 @@ class SimulateFlags:
     enforce_eager: bool
     async_scheduling: bool | None
     all2all_backend: str | None
+    enable_dbo: bool
     stream_interval: int | None
     scheduler_recv_interval: int | None
     max_prefill_tokens: int | None
@@ -754,6 +757,7 @@ ENGINE_EXTRA_FLAGS = {
     "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
     "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
     "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
+    "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
     "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
     "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
@@ -939,6 +943,7 @@ DEPLOYMENT_FLAGS = {
     "enforce_eager": "--enforce-eager",
     "async_scheduling": "--async-scheduling",
     "all2all_backend": "--all2all-backend",
+    "enable_dbo": "--enable-dbo",
     "stream_interval": "--stream-interval",
     "scheduler_recv_interval": "--scheduler-recv-interval",
     "max_prefill_tokens": "--max-prefill-tokens",

@@ -170,6 +170,7 @@ BOOLEAN_FLAGS = {
     "--enable-dp-attention",
     "--enable-deepep-moe",
     "--enable-two-batch-overlap",
+    "--enable-dbo",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",

@@ -875,6 +875,7 @@ VLLM_FLAGS = (
     ("enforce_eager", "--enforce-eager"),
     ("async_scheduling", "--async-scheduling"),
     ("all2all_backend", "--all2all-backend"),
+    ("enable_dbo", "--enable-dbo"),
     ("stream_interval", "--stream-interval"),
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
@@ -1046,6 +1047,7 @@ BOOLEAN_FIELDS = (
     "enable_hierarchical_cache",
     "enable_deepep_moe",
     "enable_two_batch_overlap",
+    "enable_dbo",
 )
 FLOAT_FIELDS = (
     "gpu_memory_utilization",

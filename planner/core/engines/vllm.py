@@ -317,6 +317,13 @@ DEEPEP_ALIGN_BYTES = 128
 # rack's compute trays hold four GPUs each (NVIDIA GB200 NVL72: 18 trays of 2 Grace + 4 Blackwell).
 HOST_GPUS = 8
 NVL72_TRAY_GPUS = 4
+# Dual-batch overlap (--enable-dbo, 0.11.0+): a step splits into two micro-batches, one's
+# DeepEP exchange under the other's compute, where it holds enough tokens: 32 in a decode-only
+# step, 512 in one with prompt tokens (ParallelConfig.dbo_decode_token_threshold /
+# dbo_prefill_token_threshold; v1/worker/ubatch_utils.py check_ubatch_thresholds, 0.34.0). On
+# CUDA vLLM asserts a DeepEP (or NIXL EP) backend for it (config/vllm.py).
+DBO_SINCE = (0, 11, 0)
+DBO_MIN_TOKENS = (32, 512)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
 # 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
@@ -637,6 +644,11 @@ class VllmSettings(BaseModel):
         description="--all2all-backend: the MoE exchange under EP over DP > 1 ranks (None: the "
         "release's allgather_reducescatter); the planner prices it and DeepEP's two modes",
     )
+    enable_dbo: bool = Field(
+        default=False,
+        description="--enable-dbo: dual-batch overlap, each step's DeepEP exchange under the "
+        "other micro-batch's compute (needs a DeepEP --all2all-backend)",
+    )
     calibration: Calibration | None = Field(
         default=None, description="per-deployment corrections measured from start-up logs"
     )
@@ -923,6 +935,24 @@ def _check_all2all(settings: VllmSettings, version: tuple[int, int, int]) -> Non
         raise InputError(
             "--all2all-backend",
             f"{backend!r} is not modelled; accepted: {', '.join(PRICED_ALL2ALL)}",
+        )
+
+
+def _check_dbo(settings: VllmSettings, version: tuple[int, int, int]) -> None:
+    """--enable-dbo: on a release that has it, with a DeepEP backend vLLM runs it with."""
+    if not settings.enable_dbo:
+        return
+    if version < DBO_SINCE:
+        raise InputError(
+            "--enable-dbo",
+            f"vLLM takes it from {version_text(DBO_SINCE)} (this plan runs vLLM "
+            f"{version_text(version)})",
+        )
+    if settings.all2all_backend not in (DEEPEP_HIGH_THROUGHPUT, DEEPEP_LOW_LATENCY):
+        raise InputError(
+            "--enable-dbo",
+            "vLLM overlaps micro-batches only over DeepEP's all-to-all: add --all2all-backend "
+            f"{DEEPEP_LOW_LATENCY} or {DEEPEP_HIGH_THROUGHPUT}",
         )
 
 
@@ -1239,6 +1269,7 @@ def predict(
             f"vLLM {version_text(version)})",
         )
     _check_all2all(s, version)
+    _check_dbo(s, version)
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     lay = _layout(at, defaults)
@@ -1323,6 +1354,7 @@ def predict(
             "enable_chunked_prefill": led.chunked,
             "data_parallel_size": s.data_parallel_size,
             "all2all_backend": s.all2all_backend,
+            "enable_dbo": s.enable_dbo,
             "deepep": deepep_mode(s) is not None and bool(model.num_experts),
             "colocated": s.colocated,
             "model_runner": led.profile.runner,

@@ -307,6 +307,11 @@ class StepTime(BaseModel):
         description="two-batch overlap: each half of a batch runs its all-to-all under the "
         "other half's compute, and every kernel launches twice",
     )
+    overlap_min_tokens: tuple[int, int] = Field(
+        default=(2, 2),
+        description="the tokens a step needs before it splits in two: (a decode-only step, one "
+        "with prompt tokens); SGLang any two, vLLM's dual-batch overlap its thresholds",
+    )
 
     def _moe_ranks(self) -> int:
         return self.moe_ranks or self.tp
@@ -616,13 +621,19 @@ class StepTime(BaseModel):
         return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
 
     def _overlapped(
-        self, work_ms: float, kernels_ms: float, all_to_all_ms: float, tokens: int
+        self,
+        work_ms: float,
+        kernels_ms: float,
+        all_to_all_ms: float,
+        tokens: int,
+        decode_only: bool = True,
     ) -> tuple[float, float]:
         """The kernels' fixed cost and the all-to-all time a step shows: under two-batch
-        overlap (SGLang --enable-two-batch-overlap) a batch of two tokens or more runs as two
-        halves, each launching every kernel, one half's dispatch and combine under the other
-        half's linear layers and attention."""
-        if not self.overlap_all_to_all or all_to_all_ms <= 0 or tokens < 2:
+        overlap (SGLang --enable-two-batch-overlap, vLLM --enable-dbo) a batch of enough
+        tokens (overlap_min_tokens) runs as two halves, each launching every kernel, one half's
+        dispatch and combine under the other half's linear layers and attention."""
+        least = self.overlap_min_tokens[0 if decode_only else 1]
+        if not self.overlap_all_to_all or all_to_all_ms <= 0 or tokens < max(2, least):
             return kernels_ms, all_to_all_ms
         return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
 
@@ -721,7 +732,7 @@ class StepTime(BaseModel):
         decode_ms = self.decode_attention_ms(decode_kv_bytes, queries)
         work_ms = got.linear_ms + decode_ms + prefill_ms
         kernels_ms, all_to_all_ms = self._overlapped(
-            work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens
+            work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens, prefill_tokens == 0
         )
         engine_ms = self._pipelined(
             work_ms + kernels_ms + got.allreduce_ms + all_to_all_ms + got.own_ms, got.own_ms
@@ -966,6 +977,7 @@ def step_time_for(
     expert_ranks: int | None = None,
     redundant_experts: int = 0,
     two_batch_overlap: bool = False,
+    overlap_min_tokens: tuple[int, int] = (2, 2),
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
 ) -> StepTime:
@@ -980,7 +992,8 @@ def step_time_for(
 
     The MoE layers' exchange: DeepEP's all-to-all where `all_to_all` says so (None: where the
     planner plans it, parallel.deepep_wide), half-batches overlapping it with
-    `two_batch_overlap`. Under expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
+    `two_batch_overlap` (from `overlap_min_tokens`: decode-only, with prompt tokens). Under
+    expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
     experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
     the release's default); `stream_interval`: the engine's --stream-interval."""
@@ -1129,4 +1142,5 @@ def step_time_for(
         moe_all_to_all=wide,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=two_batch_overlap and wide,
+        overlap_min_tokens=overlap_min_tokens,
     )
