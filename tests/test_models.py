@@ -574,3 +574,15 @@ def test_dsa_indexer_follows_index_topk_freq() -> None:
     assert sorted((g.num_layers, g.indexer_bytes_per_token) for g in m.kv_groups) == sorted(
         [(with_indexer, 128 + 4), (78 - with_indexer, 0)]
     )
+
+
+def test_routed_expert_params_are_the_configs_own_matrices() -> None:
+    # Nemotron 3 Super: 40 MoE blocks of 512 non-gated (relu2: up and down) experts, each
+    # 1,024 (moe_latent_size) x 2,688 wide; the gated form at the hidden size (3 x 4,096 x
+    # 2,688) would count 6x that, more than the whole model
+    super_ = spec("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    assert super_.expert_params == 40 * 512 * 2 * 1024 * 2688
+    assert super_.expert_params < super_.params_total
+    # a gated MoE keeps gate, up and down at the hidden size: DeepSeek-V3's 58 MoE layers
+    deepseek = spec("deepseek-ai--DeepSeek-V3")
+    assert deepseek.expert_params == 58 * 256 * 3 * 7168 * 2048

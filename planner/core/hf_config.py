@@ -107,6 +107,7 @@ class _Layer:
     mixer_params: int = 0  # a linear-attention or SSM mixer's matrices inside linear_params
     routed: bool = False  # the FFN is routed experts
     shared_params: int = 0  # matrices every token takes beside routed experts (shared experts)
+    expert_params: int = 0  # the routed experts' matrices
     linear_params: int = 0  # quantisable matrices (attention, MLP, experts, SSM projections)
     other_params: int = 0  # norms, biases, routers, SSM scalars
     active_linear_params: int = 0
@@ -506,6 +507,7 @@ class FfnParams(NamedTuple):
     active: int
     other: int
     shared: int = 0
+    routed: int = 0  # the routed experts' matrices among mats
 
 
 def _ffn(cfg: Config, hidden: int, moe: bool) -> FfnParams:
@@ -549,7 +551,9 @@ def _ffn(cfg: Config, hidden: int, moe: bool) -> FfnParams:
     if mtype in (*DEEPSEEK_MOE_TYPES[1:], "glm4_moe", "ernie4_5_moe"):
         other += experts  # e_score_correction_bias (Ernie's moe_statics holds one as well)
     mats = experts * per_expert + shared + projections
-    return FfnParams(mats, top_k * per_expert + shared + projections, other, shared)
+    return FfnParams(
+        mats, top_k * per_expert + shared + projections, other, shared, experts * per_expert
+    )
 
 
 def _nas_layers(cfg: Config, hidden: int, heads: int, head_dim: int) -> list[_Layer]:
@@ -1078,6 +1082,7 @@ def model_spec_from_config(
                     layer.active_linear_params += ffn.active
                     layer.other_params += ffn.other
                     layer.routed, layer.shared_params = ch == "E", ffn.shared
+                    layer.expert_params = ffn.routed
                 layer.other_params += hidden  # one norm per pattern block
             elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
                 ffn = _ffn(t, hidden, moe[i])
@@ -1087,6 +1092,7 @@ def model_spec_from_config(
                 layer.active_linear_params += ffn.active
                 layer.other_params += ffn.other + 2 * hidden
                 layer.routed, layer.shared_params = moe[i], ffn.shared
+                layer.expert_params = ffn.routed
             else:
                 layer.other_params += hidden
             layers.append(layer)
@@ -1167,6 +1173,7 @@ def model_spec_from_config(
         kv_groups=groups,
         mtp_layers=_mtp_layers(t),
         moe_layers=moe_layers if experts else 0,
+        routed_expert_params=sum(ly.expert_params for ly in layers) if experts else None,
         embedding_params=embed,
         attention_params=sum(ly.attention_params for ly in layers),
         tied_embeddings=bool(tie),

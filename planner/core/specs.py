@@ -123,6 +123,12 @@ class ModelSpec(BaseModel):
         default=0, ge=0, description="multi-token-prediction layers (speculation by MTP)"
     )
     moe_layers: int = Field(default=0, ge=0, description="layers with routed experts (0: none)")
+    routed_expert_params: int | None = Field(
+        default=None,
+        ge=0,
+        description="the routed experts' matrices as the config sizes them (None: three "
+        "hidden x moe_intermediate_size matrices an expert, the gated form)",
+    )
     embedding_params: int = Field(
         default=0, ge=0, description="vocab x hidden: one embedding (or lm_head) matrix"
     )
@@ -146,9 +152,13 @@ class ModelSpec(BaseModel):
 
     @property
     def expert_params(self) -> int:
-        """Routed-expert parameters: gate, up and down of every expert in every MoE layer."""
+        """Routed-expert parameters of every expert in every MoE layer: as the config sizes them
+        (a non-gated expert's two matrices, a latent MoE's narrower width), else gate, up and
+        down at the hidden size."""
         if not (self.num_experts and self.experts_per_token and self.moe_intermediate_size):
             return 0
+        if self.routed_expert_params is not None:
+            return self.routed_expert_params
         layers = self.moe_layers or self.num_layers
         return 3 * self.hidden_size * self.moe_intermediate_size * layers * self.num_experts
 
