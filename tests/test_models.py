@@ -556,6 +556,18 @@ def test_modelopt_nested_form_and_unknown_algorithms() -> None:
         model_spec_from_config(base | {"quantization_config": mixed}, name="m", source="local")
 
 
+def test_mimo_v2s_per_layer_attention_is_refused_by_name() -> None:
+    # MiMo-V2-Flash: hybrid_layer_pattern picks sliding (8 KV heads, V 128 of K 192) or full
+    # (4 KV heads) attention per layer; read as one attention it was priced as chunked
+    cfg = model_config("meta-llama--Llama-3.1-8B-Instruct") | {
+        "model_type": "mimo_v2_flash",
+        "hybrid_layer_pattern": [0, 1, 1, 1],
+        "attention_chunk_size": 128,
+    }
+    with pytest.raises(InputError, match=r"hybrid_layer_pattern.*not modelled"):
+        model_spec_from_config(cfg, name="mimo", source="local")
+
+
 def test_deepseek_v4_compressed_attention_is_refused_by_name() -> None:
     cfg = model_config("deepseek-ai--DeepSeek-V3") | {
         "model_type": "deepseek_v4",

@@ -973,6 +973,15 @@ def model_spec_from_config(
         if "model_type" in doc and not isinstance(doc["model_type"], str | None):
             raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
     t = nemotron_h_pattern(text_config(cfg))
+    if "hybrid_layer_pattern" in t:
+        # MiMo-V2: per-layer sliding-window and full attention, each with its own KV heads and
+        # a V width apart from K's (vLLM 0.34.0 mimo_v2.py: swa_num_key_value_heads,
+        # swa_v_head_dim, v_head_dim), none of which a single reading of its config prices
+        raise InputError(
+            "hybrid_layer_pattern",
+            f"{t.get('model_type')!s}'s per-layer sliding / full attention with their own heads "
+            "and V width is not modelled; its KV cache cannot be sized",
+        )
     if "compress_ratios" in t:
         # DeepSeek-V4 caches most layers' KV compressed by a per-layer ratio beside a sliding
         # window, and stores its experts in FP4 (expert_dtype): neither is sized here, and a
