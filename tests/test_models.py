@@ -204,6 +204,10 @@ EXPECTED = {
         ("sliding", 25, 2 * 25 * 8 * 256 * BF16, 1024, 0),
         ("full", 5, 2 * 5 * 2 * 512 * BF16, None, 0),
     ],
+    "nvidia--Gemma-4-26B-A4B-NVFP4": [
+        ("sliding", 25, 2 * 25 * 8 * 256 * BF16, 1024, 0),
+        ("full", 5, 2 * 5 * 2 * 512 * BF16, None, 0),
+    ],
     "nvidia--Gemma-4-31B-IT-NVFP4": [
         ("sliding", 50, 2 * 50 * 16 * 256 * BF16, 1024, 0),
         ("full", 10, 2 * 10 * 4 * 512 * BF16, None, 0),
@@ -598,3 +602,14 @@ def test_routed_expert_params_are_the_configs_own_matrices() -> None:
     # a gated MoE keeps gate, up and down at the hidden size: DeepSeek-V3's 58 MoE layers
     deepseek = spec("deepseek-ai--DeepSeek-V3")
     assert deepseek.expert_params == 58 * 256 * 3 * 7168 * 2048
+
+
+def test_gemma4s_nvfp4_export_quantizes_its_experts_alone() -> None:
+    # NVIDIA's Gemma 4 26B-A4B NVFP4 ignores every layer's self_attn* and mlp* (the dense MLP
+    # beside the experts): only the routed experts, which Gemma 4 keeps at the layer's
+    # "experts", are NVFP4 (4 bits and an fp8 scale per 16); the rest stays bf16
+    nvfp4 = spec("nvidia--Gemma-4-26B-A4B-NVFP4")
+    experts = nvfp4.expert_params
+    assert nvfp4.weight_dtype == "nvfp4" and experts == 30 * 128 * 3 * 2816 * 704
+    expected = experts // 2 + -(-experts // 16) + 2 * (nvfp4.params_total - experts)
+    assert nvfp4.weights_bytes == expected

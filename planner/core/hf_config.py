@@ -877,6 +877,11 @@ SHARED_MODULES = (
     "mlp.shared_experts.down_proj", "mlp.shared_expert.down_proj",
     "mixer.shared_experts.down_proj",
 )  # fmt: skip
+# Gemma 4 keeps its routed experts beside the layer's MLP, not inside it (vLLM 0.34.0
+# gemma4.py: Gemma4DecoderLayer.experts and .mlp): the dense MLP every token takes is its
+# shared part, "experts" its routed one.
+GEMMA4_ROUTED_MODULES = ("experts.0.down_proj", "experts.down_proj")
+GEMMA4_SHARED_MODULES = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 LAYER_PREFIXES = (
     "model.layers",
     "model.language_model.layers",
@@ -930,6 +935,9 @@ def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
         or q.get("exclude_modules")  # ModelOpt
     )
     skip = [str(m) for m in _list(kept, field)]
+    gemma4 = cfg.get("model_type") == "gemma4_text"
+    routed_names = GEMMA4_ROUTED_MODULES if gemma4 else ROUTED_MODULES
+    shared_names = GEMMA4_SHARED_MODULES if gemma4 else SHARED_MODULES
     for i, layer in enumerate(layers):
         layer.quantized_linear_params = layer.linear_params
         mixer = layer.attention_params or layer.mixer_params
@@ -942,10 +950,10 @@ def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
             layer.quantized_linear_params -= mixer
             attention = False
         ffn = layer.linear_params - mixer
-        mlp = not _excluded(skip, i, ROUTED_MODULES if layer.routed else DENSE_MLP_MODULES)
+        mlp = not _excluded(skip, i, routed_names if layer.routed else DENSE_MLP_MODULES)
         if not mlp:  # the layer's FFN too: what is left quantized is its mixer at most
             layer.quantized_linear_params -= ffn
-        elif layer.shared_params and _excluded(skip, i, SHARED_MODULES):
+        elif layer.shared_params and _excluded(skip, i, shared_names):
             layer.quantized_linear_params -= layer.shared_params
         blocks = [
             out
