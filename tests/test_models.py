@@ -204,6 +204,11 @@ EXPECTED = {
         ("sliding", 25, 2 * 25 * 8 * 256 * BF16, 1024, 0),
         ("full", 5, 2 * 5 * 2 * 512 * BF16, None, 0),
     ],
+    # MiMo-V2-Flash: 39 sliding (128) layers of 8 KV heads, 9 full of 4; K 192 and V 128 wide
+    "XiaomiMiMo--MiMo-V2-Flash": [
+        ("full", 9, 9 * 4 * (192 + 128) * BF16, None, 0),
+        ("sliding", 39, 39 * 8 * (192 + 128) * BF16, 128, 0),
+    ],
     "nvidia--Gemma-4-26B-A4B-NVFP4": [
         ("sliding", 25, 2 * 25 * 8 * 256 * BF16, 1024, 0),
         ("full", 5, 2 * 5 * 2 * 512 * BF16, None, 0),
@@ -560,16 +565,30 @@ def test_modelopt_nested_form_and_unknown_algorithms() -> None:
         model_spec_from_config(base | {"quantization_config": mixed}, name="m", source="local")
 
 
-def test_mimo_v2s_per_layer_attention_is_refused_by_name() -> None:
-    # MiMo-V2-Flash: hybrid_layer_pattern picks sliding (8 KV heads, V 128 of K 192) or full
-    # (4 KV heads) attention per layer; read as one attention it was priced as chunked
-    cfg = model_config("meta-llama--Llama-3.1-8B-Instruct") | {
-        "model_type": "mimo_v2_flash",
-        "hybrid_layer_pattern": [0, 1, 1, 1],
-        "attention_chunk_size": 128,
+def test_mimo_v2s_layers_keep_their_own_heads_and_v_width() -> None:
+    # MiMo-V2-Flash (vLLM 0.34 mimo_v2.py): hybrid_layer_pattern 1 = a sliding layer of its
+    # own heads (64 Q, 8 KV, K 192, V 128), 0 = a full one (64 Q, 4 KV, K 192, V 128); the first
+    # layer's MLP dense (moe_layer_freq 0), the others 256 experts of 2,048, top 8
+    m = spec("XiaomiMiMo--MiMo-V2-Flash")
+    assert m.params_total / 1e9 == pytest.approx(309, rel=0.02)  # Xiaomi: 309B total
+    assert m.params_active / 1e9 == pytest.approx(15, rel=0.05)  # 15B active
+    assert m.moe_layers == 47 and m.expert_params == 47 * 256 * 3 * 4096 * 2048
+    # the full layers' attention: Q 4096 x 64 x 192, K 4096 x 4 x 192, V 4096 x 4 x 128,
+    # O 64 x 128 x 4096; the sliding layers' with 8 KV heads
+    full = 4096 * 64 * 192 + 4096 * 4 * (192 + 128) + 64 * 128 * 4096
+    sliding = 4096 * 64 * 192 + 4096 * 8 * (192 + 128) + 64 * 128 * 4096
+    assert m.attention_params == 9 * full + 39 * sliding
+    cfg = model_config("XiaomiMiMo--MiMo-V2-Flash")
+    with pytest.raises(InputError, match="hybrid_layer_pattern"):
+        model_spec_from_config(cfg | {"hybrid_layer_pattern": [0, 1]}, name="mimo", source="local")
+
+
+def test_minimax_m3s_block_sparse_attention_is_refused_by_name() -> None:
+    cfg = model_config("MiniMaxAI--MiniMax-M2.7") | {
+        "sparse_attention_config": {"use_sparse_attention": True, "sparse_topk_blocks": 16}
     }
-    with pytest.raises(InputError, match=r"hybrid_layer_pattern.*not modelled"):
-        model_spec_from_config(cfg, name="mimo", source="local")
+    with pytest.raises(InputError, match=r"sparse_attention_config.*not modelled"):
+        model_spec_from_config(cfg, name="m3", source="local")
 
 
 def test_deepseek_v4_compressed_attention_is_refused_by_name() -> None:

@@ -97,6 +97,7 @@ class _Layer:
     kind: KvKind | None  # None: no cache (attention-free / no-op attention)
     num_kv_heads: int = 0
     head_dim: int = 0
+    head_dim_v: int = 0  # V's width where it is not K's (0: head_dim)
     window: int | None = None
     state_bytes: int = 0
     state_heads: int = 1
@@ -249,16 +250,16 @@ def _mlp_params(cfg: Config, hidden: int, inter: int) -> int:
 
 
 def _attention_params(
-    cfg: Config, hidden: int, heads: int, kv: int, head_dim: int
+    cfg: Config, hidden: int, heads: int, kv: int, head_dim: int, v_dim: int | None = None
 ) -> tuple[int, int]:
-    """(matrix params, bias/norm params) of one standard attention block."""
+    """(matrix params, bias/norm params) of one standard attention block (`v_dim`: V's and the
+    output projection's head width where it is not Q's and K's)."""
+    v = v_dim or head_dim
     q_mult = 2 if cfg.get("model_type") == "qwen3_next" else 1  # gated output: q_proj emits 2x
-    mats = (
-        hidden * heads * head_dim * q_mult + 2 * hidden * kv * head_dim + heads * head_dim * hidden
-    )
+    mats = hidden * heads * head_dim * q_mult + hidden * kv * (head_dim + v) + heads * v * hidden
     other = 0
     if cfg.get("attention_bias") or cfg.get("model_type") in QKV_BIAS_TYPES:
-        other += (heads + 2 * kv) * head_dim
+        other += (heads + kv) * head_dim + kv * v
         # GLM-4 MoE's attention_bias covers Q, K, V only (modeling_glm4_moe.py: o_proj bias=False)
         if cfg.get("attention_bias") and cfg.get("model_type") != "glm4_moe":
             other += hidden
@@ -395,6 +396,13 @@ def _layer_kinds(cfg: Config, n: int) -> list[KvKind | None]:
         if len(types) != n:
             raise InputError("layer_types", f"has {len(types)} entries for {n} layers")
         return _each_known(types, LAYER_TYPE_KINDS, "layer_types", "layer type")
+    hybrid = cfg.get("hybrid_layer_pattern")
+    if isinstance(hybrid, list):
+        # MiMo-V2: 1 a sliding-window layer, 0 a full one (vLLM 0.34.0 mimo_v2.py
+        # is_compressed_softmax_layer)
+        if len(hybrid) != n:
+            raise InputError("hybrid_layer_pattern", f"has {len(hybrid)} entries for {n} layers")
+        return [KvKind.SLIDING if flag == 1 else KvKind.FULL for flag in hybrid]
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str):
         if len(pattern) > MAX_CONFIG_LAYERS:
@@ -462,6 +470,12 @@ def _moe_layout(cfg: Config, n: int) -> list[bool]:
     if not experts:
         return [False] * n
     mtype = str(cfg.get("model_type"))
+    flags = cfg.get("moe_layer_freq")
+    if isinstance(flags, list):
+        # a flag per layer (MiMo-V2: vLLM 0.34.0 mimo_v2.py is_moe_layer)
+        if len(flags) != n:
+            raise InputError("moe_layer_freq", f"has {len(flags)} entries for {n} layers")
+        return [bool(flag) for flag in flags]
     # DeepSeek's layout key, which GLM-4.5+ (glm4_moe) and other DeepSeek-style MoE configs
     # share: the first k layers keep a dense MLP (transformers modeling_glm4_moe.py
     # Glm4MoeDecoderLayer: experts where layer_idx >= first_k_dense_replace)
@@ -981,14 +995,13 @@ def model_spec_from_config(
         if "model_type" in doc and not isinstance(doc["model_type"], str | None):
             raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
     t = nemotron_h_pattern(text_config(cfg))
-    if "hybrid_layer_pattern" in t:
-        # MiMo-V2: per-layer sliding-window and full attention, each with its own KV heads and
-        # a V width apart from K's (vLLM 0.34.0 mimo_v2.py: swa_num_key_value_heads,
-        # swa_v_head_dim, v_head_dim), none of which a single reading of its config prices
+    sparse = t.get("sparse_attention_config")
+    if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
+        # MiniMax-M3's block-sparse attention keeps an index cache of its own, not sized here
         raise InputError(
-            "hybrid_layer_pattern",
-            f"{t.get('model_type')!s}'s per-layer sliding / full attention with their own heads "
-            "and V width is not modelled; its KV cache cannot be sized",
+            "sparse_attention_config",
+            f"{t.get('model_type')!s}'s block-sparse attention is not modelled; its KV cache "
+            "cannot be sized",
         )
     if "compress_ratios" in t:
         # DeepSeek-V4 caches most layers' KV compressed by a per-layer ratio beside a sliding
@@ -1066,26 +1079,41 @@ def model_spec_from_config(
                     other_params=other,
                 )
             else:
-                layer_kv, layer_dim = kv, head_dim
+                layer_heads, layer_kv, layer_dim = heads, kv, head_dim
+                layer_v = _opt_int(t, "v_head_dim") or head_dim
                 if kind is KvKind.FULL and t.get("global_head_dim"):
                     # Gemma 4: the full-attention layers have their own KV heads and head size
                     # (global_head_dim, num_global_key_value_heads; transformers Gemma4Config)
-                    layer_dim = _require_int(t, "global_head_dim")
+                    layer_dim = layer_v = _require_int(t, "global_head_dim")
                     layer_kv = _opt_int(t, "num_global_key_value_heads") or kv
-                mats, other = _attention_params(t, hidden, heads, layer_kv, layer_dim)
+                hybrid = isinstance(t.get("hybrid_layer_pattern"), list)
+                if hybrid and kind is KvKind.SLIDING:
+                    # MiMo-V2: its sliding-window layers have their own heads, KV heads and
+                    # widths (vLLM 0.34.0 mimo_v2.py: swa_num_attention_heads,
+                    # swa_num_key_value_heads, swa_head_dim, swa_v_head_dim)
+                    layer_heads = _opt_int(t, "swa_num_attention_heads") or heads
+                    layer_kv = _opt_int(t, "swa_num_key_value_heads") or kv
+                    layer_dim = _opt_int(t, "swa_head_dim") or head_dim
+                    layer_v = _opt_int(t, "swa_v_head_dim") or layer_dim
+                mats, other = _attention_params(
+                    t, hidden, layer_heads, layer_kv, layer_dim, layer_v
+                )
+                if hybrid and kind is KvKind.SLIDING and t.get("add_swa_attention_sink_bias"):
+                    other += layer_heads  # a sink per head (make_attention_sink)
                 window = None
                 if kind is KvKind.SLIDING:
-                    window = _require_int(t, "sliding_window")
+                    window = _require_int(t, "sliding_window_size", "sliding_window")
                 elif kind is KvKind.CHUNKED:
                     window = _require_int(t, "attention_chunk_size")
                 layer = _Layer(
                     kind=kind,
                     num_kv_heads=layer_kv,
                     head_dim=layer_dim,
+                    head_dim_v=layer_v if layer_v != layer_dim else 0,
                     window=window,
                     linear_params=mats,
                     other_params=other,
-                    attention_outputs=(mats - heads * layer_dim * hidden) // hidden,
+                    attention_outputs=(mats - layer_heads * layer_v * hidden) // hidden,
                 )
             if kind is not None and kind.per_token:
                 layer.attention_params = layer.linear_params
@@ -1260,6 +1288,7 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
             ly.kind,
             ly.num_kv_heads,
             ly.head_dim,
+            ly.head_dim_v,
             ly.window,
             ly.latent_dim,
             ly.rope_dim,
@@ -1277,7 +1306,7 @@ def _group_layers(layers: list[_Layer], mtype: str) -> tuple[KvLayerGroup, ...]:
                 num_layers=count,
                 num_kv_heads=ly.num_kv_heads,
                 head_dim_k=ly.head_dim,
-                head_dim_v=ly.head_dim,
+                head_dim_v=ly.head_dim_v or ly.head_dim,
                 latent_dim=ly.latent_dim,
                 rope_dim=ly.rope_dim,
                 indexer_bytes_per_token=ly.indexer_bytes,
