@@ -227,6 +227,19 @@ EXPECTED = {
     "zai-org--GLM-5-FP8": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
     "zai-org--GLM-5.1": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
     "zai-org--GLM-5.1-FP8": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
+    # GLM-5.2: an indexer in layers 0-2 and every 4th from 6 (index_topk_freq 4, offset 3): 21
+    "zai-org--GLM-5.2": [
+        ("mla", 21, 21 * ((512 + 64) * BF16 + 128 + 4), None, 0),
+        ("mla", 57, 57 * (512 + 64) * BF16, None, 0),
+    ],
+    "zai-org--GLM-5.2-FP8": [
+        ("mla", 21, 21 * ((512 + 64) * BF16 + 128 + 4), None, 0),
+        ("mla", 57, 57 * (512 + 64) * BF16, None, 0),
+    ],
+    "nvidia--GLM-5.2-NVFP4": [  # layer_types: deepseek_sparse_attention in every layer
+        ("mla", 21, 21 * ((512 + 64) * BF16 + 128 + 4), None, 0),
+        ("mla", 57, 57 * (512 + 64) * BF16, None, 0),
+    ],
     "nvidia--GLM-5-NVFP4": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
     "nvidia--GLM-5.1-NVFP4": [("mla", 78, 78 * ((512 + 64) * BF16 + 128 + 4), None, 0)],
     "nvidia--Llama-3.1-70B-Instruct-FP8": [("full", 80, 2 * 80 * 8 * 128 * BF16, None, 0)],

@@ -62,6 +62,9 @@ LAYER_TYPE_KINDS: dict[str, KvKind] = {
     "linear_attention": KvKind.LINEAR,
     "mamba": KvKind.MAMBA,
     "mamba2": KvKind.MAMBA,
+    # GLM-5.2's every layer in NVIDIA's export: full attention through DeepSeek's sparse (MLA +
+    # indexer) module, which vLLM builds for every layer of the model (deepseek_v2.py, 0.34.0)
+    "deepseek_sparse_attention": KvKind.FULL,
 }
 # Bounds on what a config.json may say, each far above any real model, low enough that a typo
 # (1e9 layers) is refused instead of exhausting memory: the deepest real decoders have ~128
