@@ -604,6 +604,15 @@ def test_minimax_m3s_block_sparse_attention_is_refused_by_name() -> None:
         model_spec_from_config(cfg, name="m3", source="local")
 
 
+def test_kimi_linear_attention_is_refused_by_name() -> None:
+    cfg = model_config("moonshotai--Kimi-K2-Instruct") | {
+        "model_type": "kimi_linear",
+        "linear_attn_config": {"full_attn_layers": [4, 8], "kda_layers": [1, 2, 3]},
+    }
+    with pytest.raises(InputError, match=r"linear_attn_config.*not modelled"):
+        model_spec_from_config(cfg, name="kimi", source="local")
+
+
 def test_deepseek_v4_compressed_attention_is_refused_by_name() -> None:
     cfg = model_config("deepseek-ai--DeepSeek-V3") | {
         "model_type": "deepseek_v4",

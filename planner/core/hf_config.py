@@ -998,6 +998,14 @@ def model_spec_from_config(
         if "model_type" in doc and not isinstance(doc["model_type"], str | None):
             raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
     t = nemotron_h_pattern(text_config(cfg))
+    if isinstance(t.get("linear_attn_config"), Mapping):
+        # Kimi Linear (Kimi-K3's text model): KDA linear-attention layers between MLA ones,
+        # listed in linear_attn_config; neither state nor layer split is read here
+        raise InputError(
+            "linear_attn_config",
+            f"{t.get('model_type')!s}'s linear attention (KDA) is not modelled; its KV cache "
+            "and state cannot be sized",
+        )
     sparse = t.get("sparse_attention_config")
     if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
         # MiniMax-M3's block-sparse attention keeps an index cache of its own, not sized here
