@@ -551,6 +551,7 @@ def _instance_curve(
     from planner.core.engines.common import parse_version
     from planner.core.engines.vllm import DBO_MIN_TOKENS
     from planner.core.step import step_time_for
+    from planner.core.step.model import TWO_BATCH_MIN_TOKENS
     from planner.units import dtype_bytes
 
     p, engine = started(plan), plan.engine
@@ -586,7 +587,7 @@ def _instance_curve(
         two_batch_overlap=bool(
             p.settings.get("enable_two_batch_overlap") or p.settings.get("enable_dbo")
         ),
-        overlap_min_tokens=DBO_MIN_TOKENS if p.settings.get("enable_dbo") else (2, 2),
+        overlap_min_tokens=DBO_MIN_TOKENS if p.settings.get("enable_dbo") else TWO_BATCH_MIN_TOKENS,
         async_scheduling=(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core.disagg import DisaggRole
-from planner.core.engines import release, vllm
+from planner.core.engines import release, sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource, parse_version
 from planner.core.engines.registry import native_since, registry_gap
@@ -917,7 +917,7 @@ SGLANG_FLAGS = (
 LINE_DEFAULTS: dict[str, Any] = {
     "stream_interval": 1,
     "scheduler_recv_interval": 1,
-    "max_prefill_tokens": 16384,  # SGLang's default (engines.sglang.DEFAULT_MAX_PREFILL_TOKENS)
+    "max_prefill_tokens": sglang.DEFAULT_MAX_PREFILL_TOKENS,
     "pipeline_parallel_size": 1,
     "data_parallel_size": 1,
     "pp_size": 1,
@@ -926,7 +926,7 @@ LINE_DEFAULTS: dict[str, Any] = {
     "ep_size": 1,
     "dtype": "auto",
     "moe_a2a_backend": "none",
-    "all2all_backend": "allgather_reducescatter",  # vLLM's since the flag (0.11.1)
+    "all2all_backend": vllm.DEFAULT_ALL2ALL,  # vLLM's since the flag (0.11.1)
 }
 # SGLang's --attn-dp-size arrived in 0.5.23; before it DP attention was --dp-size N with
 # --enable-dp-attention, which 0.5.23 still rewrites to attn_dp_size = N (server_args.py).

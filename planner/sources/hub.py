@@ -165,10 +165,11 @@ def _fetch_config(repo_id: str, revision: str | None) -> HubConfig:
 def _optional_file(repo_id: str, name: str, revision: str) -> bytes | None:
     """A small file of the repo, or None where it has none (or it cannot be read now)."""
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     try:
         path = hf_hub_download(repo_id, name, revision=revision, etag_timeout=_timeout_s)
-    except OSError:  # every huggingface_hub download error, a missing file among them
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError):
         return None
     return Path(path).read_bytes()
 
@@ -190,17 +191,11 @@ def _safetensors_metadata(repo_id: str, revision: str) -> tuple[dict[str, int] |
 
 def _index_total(repo_id: str, revision: str) -> int | None:
     """metadata.total_size of the safetensors index: the exact bytes of every tensor."""
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    try:
-        path = hf_hub_download(
-            repo_id, SAFETENSORS_INDEX_NAME, revision=revision, etag_timeout=_timeout_s
-        )
-    except (HfHubHTTPError, LocalEntryNotFoundError, OSError):
+    raw = _optional_file(repo_id, SAFETENSORS_INDEX_NAME, revision)
+    if raw is None:
         return None  # single-file or non-safetensors checkpoints: fall back to the estimate
     try:
-        total = json.loads(Path(path).read_text(encoding="utf-8"))["metadata"]["total_size"]
+        total = json.loads(raw.decode("utf-8"))["metadata"]["total_size"]
     except (ValueError, KeyError, TypeError):
         return None
     return int(total) if isinstance(total, (int, float)) and total > 0 else None

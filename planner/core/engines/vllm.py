@@ -294,7 +294,7 @@ PRICED_ALL2ALL = (DEFAULT_ALL2ALL, DEEPEP_HIGH_THROUGHPUT, DEEPEP_LOW_LATENCY)
 # counts them): NVLink bytes VLLM_DEEPEP_BUFFER_SIZE_MB (1,024 MiB) in either mode; the high-
 # throughput kernels as many RDMA bytes where the ranks span hosts, the low-latency ones what
 # DeepEP's size hint asks for their token cap (device_communicators/all2all.py, 0.11.1-0.34.0).
-DEEPEP_BUFFER_BYTES = 1024 * 1024 * 1024
+DEEPEP_BUFFER_BYTES = GIB_BYTES
 # The low-latency kernels' token cap per rank: VLLM_MOE_DP_CHUNK_SIZE (256) before 0.20, then
 # max_num_batched_tokens, whose default is 256 where they run with EP over DP > 1 ranks
 # (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, ParallelConfig

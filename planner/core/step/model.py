@@ -25,6 +25,11 @@ from planner.core.step.family import (
 )
 from planner.units import DTYPE_BITS, bytes_for_elements, ceil_div
 
+# The tokens a step needs before two-batch overlap splits it, (decode-only, with prompt
+# tokens): any two, as SGLang splits a batch of two sequences or more (vLLM's --enable-dbo
+# takes its own thresholds: planner.core.engines.vllm.DBO_MIN_TOKENS).
+TWO_BATCH_MIN_TOKENS = (2, 2)
+
 
 class StepTerms(BaseModel):
     """One step's time, term by term, ms."""
@@ -308,7 +313,7 @@ class StepTime(BaseModel):
         "other half's compute, and every kernel launches twice",
     )
     overlap_min_tokens: tuple[int, int] = Field(
-        default=(2, 2),
+        default=TWO_BATCH_MIN_TOKENS,
         description="the tokens a step needs before it splits in two: (a decode-only step, one "
         "with prompt tokens); SGLang any two, vLLM's dual-batch overlap its thresholds",
     )
@@ -633,7 +638,7 @@ class StepTime(BaseModel):
         tokens (overlap_min_tokens) runs as two halves, each launching every kernel, one half's
         dispatch and combine under the other half's linear layers and attention."""
         least = self.overlap_min_tokens[0 if decode_only else 1]
-        if not self.overlap_all_to_all or all_to_all_ms <= 0 or tokens < max(2, least):
+        if not self.overlap_all_to_all or all_to_all_ms <= 0 or tokens < least:
             return kernels_ms, all_to_all_ms
         return 2 * kernels_ms, max(0.0, all_to_all_ms - work_ms)
 
@@ -977,7 +982,7 @@ def step_time_for(
     expert_ranks: int | None = None,
     redundant_experts: int = 0,
     two_batch_overlap: bool = False,
-    overlap_min_tokens: tuple[int, int] = (2, 2),
+    overlap_min_tokens: tuple[int, int] = TWO_BATCH_MIN_TOKENS,
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
 ) -> StepTime:
