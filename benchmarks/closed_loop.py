@@ -28,7 +28,7 @@ from planner.api.bench_load import Lengths, Load
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config  # noqa: E402
+from rows import catalog_gpu, model_reference  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 MODELS = ROOT / "tests" / "data" / "models"
@@ -63,8 +63,8 @@ def main() -> None:
         if m is None:
             continue
         gpu = catalog_gpu(None, row.get("gpu"), GPU_IDS)
-        folder, weights = checkpoint_config(str(row.get("model")), args.models)
-        if gpu is None or folder is None:
+        reference, weights = model_reference(str(row.get("model")), args.models)
+        if gpu is None or reference is None:
             continue
         settings: dict[str, Any] = {"engine": row.get("engine", "vllm"), "tp": row.get("tp", 1)}
         if row.get("engine_version"):
@@ -76,7 +76,7 @@ def main() -> None:
             settings["context_tokens"] = int(context.group(1))
         clients = int(m["concurrency"])
         got = benchmark(
-            Deployment(gpu=gpu, model=str(folder), settings=settings),
+            Deployment(gpu=gpu, model=reference, settings=settings),
             load=Load(concurrency=clients, requests=max(int(m["num_prompts"]), 4 * clients)),
             lengths=Lengths(prompt_len=int(m["input_len"]), output_len=int(m["output_len"])),
             percentiles=(95.0, 99.0),  # the run's summary quotes these

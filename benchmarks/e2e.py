@@ -63,8 +63,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from rows import (  # noqa: E402
     SGLANG_ROW_SETTINGS,
     catalog_gpu,
-    checkpoint_config,
     engine_settings,
+    model_reference,
     sglang_fields,
     stated_weights,
     unmodelled_all_to_all,
@@ -363,12 +363,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         if gpu_count == tp and dp > 1 and tp % dp == 0:
             tp //= dp
     name, weights = CHECKPOINTS.get(row["model"].lower(), (row["model"], None))
-    folder, variant = checkpoint_config(name, models)
-    if folder is None:
-        return {}, f"no config for {name}"
+    reference, variant = model_reference(name, models)
+    if reference is None:
+        return {}, f"no config for {name} (none shipped; the Hub did not answer)"
     weights = weights or variant
     precision = row.get("precision") or {}
-    spec = resolve_model(None, str(folder))
+    spec = resolve_model(None, reference)
     if weights is None:
         stated = stated_weights(str(precision.get("weights") or ""), find_gpu(gpu).vendor)
         own = spec.weight_dtype or ""
@@ -494,7 +494,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "client": bench_client(row),
         "gpu": gpu,
         "preset": None,
-        "model": str(folder),
+        "model": reference,
         "settings": settings,
         # a disaggregated row's pools carry their own layout (DisaggLayout), not the row's
         "dp": 1 if layout else dp,

@@ -3,12 +3,14 @@ its checkpoint's config among the shipped ones."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
 from pathlib import Path
 
 from planner.errors import PlannerError
+from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog
 
 # Name suffixes of quantized exports of a published model, and the weights they carry: the
@@ -277,6 +279,28 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
                 return block_fp8_config(folders[stem.lower()], name), None
             return folders[stem.lower()], weights
     return None, None
+
+
+def model_reference(name: str, models: Path) -> tuple[str | None, str | None]:
+    """A row's model as `planner --model` takes it, and the weights of a quantized export of it:
+    a shipped config (checkpoint_config), else the checkpoint's own name where the planner can
+    read it the way `planner simulate --model NAME` does (the Hub, or its cache offline), so a
+    row of a model no config here stands for is still posed; (None, None) where neither can."""
+    folder, weights = checkpoint_config(name, models)
+    if folder is not None:
+        return str(folder), weights
+    return (name, None) if hub_readable(name) else (None, None)
+
+
+@functools.cache
+def hub_readable(name: str) -> bool:
+    """Whether the planner reads this checkpoint's config from the Hub or its local cache (one
+    try per name: offline, each name costs the planner's --timeout once)."""
+    try:
+        resolve_model(None, name)
+    except PlannerError:
+        return False
+    return True
 
 
 def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:

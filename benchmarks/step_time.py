@@ -31,7 +31,7 @@ from planner.sources.presets import find_gpu
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, checkpoint_config  # noqa: E402
+from rows import catalog_gpu, model_reference  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 # Whole decode steps of several stacks measured on a lent GPU (benchmarks/step_floor.py).
@@ -86,10 +86,10 @@ def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]
 def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     """The model's step time for a row, or None when its GPU or model is not available."""
     gid = gpu_id(row)
-    folder, variant = checkpoint_config(str(row["model"]), models)
-    if gid is None or folder is None:
+    reference, variant = model_reference(str(row["model"]), models)
+    if gid is None or reference is None:
         return None
-    model = resolve_model(None, str(folder))
+    model = resolve_model(None, reference)
     engine, version = engine_of(row)
     weight_dtype = str(row.get("weight_dtype") or variant or "").lower() or None
     weights = None
@@ -126,8 +126,8 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
 
 def model_class(row: dict[str, object], models: Path = MODELS) -> str:
     """dense or MoE, from the row's config."""
-    folder, _ = checkpoint_config(str(row["model"]), models)
-    return "MoE" if folder and resolve_model(None, str(folder)).num_experts else "dense"
+    reference, _ = model_reference(str(row["model"]), models)
+    return "MoE" if reference and resolve_model(None, reference).num_experts else "dense"
 
 
 def summary(errors: list[float]) -> str:

@@ -80,10 +80,15 @@ def hub() -> Iterator[FakeHub]:
 
 
 def run(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return python(hub, home, "-m", "planner", *args, **env)
+
+
+def python(hub: FakeHub, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The interpreter with these arguments against the fake Hub, its cache under `home`."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     environ |= {"HF_ENDPOINT": hub.url, "HF_HOME": str(home), "NO_COLOR": "1"} | env
     return subprocess.run(
-        [sys.executable, "-m", "planner", *args],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env=environ,
@@ -314,3 +319,22 @@ def test_a_hung_hub_gives_up_at_the_timeout_and_a_preset_stands_in(tmp_path: Pat
         assert json.loads(shipped.stdout)["model"]["source"].startswith("preset")
     bad = capacity(hung, tmp_path, "acme/Llama-Variant", "--timeout", "0")
     assert bad.returncode == 2 and "--timeout" in bad.stderr
+
+
+def test_the_benchmarks_pose_a_model_no_config_ships_for_from_the_hub(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """benchmarks/rows.py model_reference: a row's checkpoint with no shipped config is read
+    the way `planner --model NAME` reads it; offline with nothing cached, it is not posed."""
+    empty = tmp_path / "models"
+    empty.mkdir()
+    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
+    code = (
+        f"import sys; sys.path.insert(0, {str(benchmarks)!r}); from pathlib import Path; "
+        "from rows import model_reference; "
+        f"print(model_reference('acme/Llama-Variant', Path({str(empty)!r})))"
+    )
+    offline = python(hub, tmp_path / "cold", "-c", code, HF_HUB_OFFLINE="1")
+    assert offline.stdout.strip() == "(None, None)", offline.stderr
+    online = python(hub, tmp_path / "warm", "-c", code)
+    assert online.stdout.strip() == "('acme/Llama-Variant', None)", online.stderr
