@@ -980,24 +980,18 @@ def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
         layer.quantized_outputs = (sum(blocks), hidden * len(blocks))
 
 
-def model_spec_from_config(
-    cfg: Config,
-    *,
-    name: str,
-    source: str,
-    serve_id: str | None = None,
-    revision: str | None = None,
-    config_sha256: str | None = None,
-    exact_weights_bytes: int | None = None,
-    exact_params: int | None = None,
-) -> ModelSpec:
-    """Size a model from its config.json. `exact_*` come from safetensors metadata when known."""
-    if not isinstance(cfg, Mapping):
-        raise InputError("config.json", "top level must be a JSON object")
-    for where, doc in (("model_type", cfg), ("text_config.model_type", text_config(cfg))):
-        if "model_type" in doc and not isinstance(doc["model_type"], str | None):
-            raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
-    t = nemotron_h_pattern(text_config(cfg))
+class _Shape(NamedTuple):
+    """A config's attention shape, as its top level gives it (layers may override it)."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+
+def _refuse_unmodelled(t: Config) -> None:
+    """Refuse, by the key that names it, an attention whose cache or state is not sized here
+    (a plain reading of the rest of the config would price a cache the model does not keep)."""
     if isinstance(t.get("linear_attn_config"), Mapping):
         # Kimi Linear (Kimi-K3's text model): KDA linear-attention layers between MLA ones,
         # listed in linear_attn_config; neither state nor layer split is read here
@@ -1023,6 +1017,136 @@ def model_spec_from_config(
             f"{t.get('model_type')!s}'s compressed attention is not modelled; its KV cache "
             "cannot be sized (no --weight-dtype or --kv-dtype changes that)",
         )
+
+
+def _decoder_layers(t: Config, n: int, shape: _Shape, bits: int) -> tuple[list[_Layer], int]:
+    """Every decoder layer's mixer and feed-forward parameters and KV kind, and the number of
+    layers with routed experts."""
+    kinds = _layer_kinds(t, n)
+    moe = _moe_layout(t, len(kinds))
+    pattern = t.get("hybrid_override_pattern")
+    moe_layers = pattern.count("E") if isinstance(pattern, str) else sum(moe)
+    ssm_bits = bits
+    ssm_dtype = t.get("mamba_ssm_cache_dtype")
+    if ssm_dtype:
+        ssm_name = TORCH_DTYPE_ALIASES.get(str(ssm_dtype), str(ssm_dtype))
+        ssm_bits = DTYPE_BITS.get(ssm_name, bits)
+    mtype = str(t.get("model_type"))
+    layers = []
+    for i, kind in enumerate(kinds):
+        layer = _mixer(t, i, kind, shape, bits, ssm_bits)
+        if kind is not None and kind.per_token:
+            layer.attention_params = layer.linear_params
+        layer.active_linear_params = layer.linear_params
+        # FFN: Nemotron-H puts MLP/MoE in their own pattern layers; others pair one per layer.
+        hidden = shape.hidden
+        if isinstance(pattern, str):
+            ch = pattern[i]
+            if ch in "-E":
+                _add_ffn(layer, _ffn(t, hidden, moe=ch == "E"), routed=ch == "E")
+            layer.other_params += hidden  # one norm per pattern block
+        elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
+            ffn = _ffn(t, hidden, moe[i])
+            if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
+                layer.mlp_outputs = ffn.mats // hidden - _dense_inter(t)
+            _add_ffn(layer, ffn, routed=moe[i])
+            layer.other_params += 2 * hidden
+        else:
+            layer.other_params += hidden
+        if mtype in ("gemma2", "gemma3_text"):
+            layer.other_params += 2 * hidden  # pre/post feed-forward norms
+        layers.append(layer)
+    return layers, moe_layers
+
+
+def _add_ffn(layer: _Layer, ffn: FfnParams, *, routed: bool) -> None:
+    """A layer's feed-forward block added to its parameters."""
+    layer.linear_params += ffn.mats
+    layer.active_linear_params += ffn.active
+    layer.other_params += ffn.other
+    layer.routed, layer.shared_params = routed, ffn.shared
+    layer.expert_params = ffn.routed
+
+
+def _mixer(
+    t: Config, i: int, kind: KvKind | None, shape: _Shape, bits: int, ssm_bits: int
+) -> _Layer:
+    """Layer i's token mixer: attention of its kind (MLA, or GQA / MHA with its own heads
+    where the config gives them per kind), a Mamba or linear-attention block, or none."""
+    hidden, heads, kv, head_dim = shape
+    if kind is KvKind.MAMBA:
+        if "mamba_num_heads" in t or "mamba_n_heads" in t:
+            return _mamba2_layer(t, hidden, ssm_bits, bits)
+        return _mamba1_layer(t, hidden, bits)
+    if kind is KvKind.LINEAR:
+        return _gated_deltanet_layer(t, hidden, bits)
+    if kind is None:
+        return _Layer(kind=None)
+    if t.get("kv_lora_rank"):
+        mats, other, latent, rope = _mla_params(t, hidden, heads)
+        return _Layer(
+            kind=KvKind.MLA,
+            latent_dim=latent,
+            rope_dim=rope,
+            indexer_bytes=_indexer_bytes(t, i),
+            linear_params=mats,
+            other_params=other,
+        )
+    layer_heads, layer_kv, layer_dim = heads, kv, head_dim
+    layer_v = _opt_int(t, "v_head_dim") or head_dim
+    if kind is KvKind.FULL and t.get("global_head_dim"):
+        # Gemma 4: the full-attention layers have their own KV heads and head size
+        # (global_head_dim, num_global_key_value_heads; transformers Gemma4Config)
+        layer_dim = layer_v = _require_int(t, "global_head_dim")
+        layer_kv = _opt_int(t, "num_global_key_value_heads") or kv
+    hybrid = isinstance(t.get("hybrid_layer_pattern"), list)
+    if hybrid and kind is KvKind.SLIDING:
+        # MiMo-V2: its sliding-window layers have their own heads, KV heads and
+        # widths (vLLM 0.34.0 mimo_v2.py: swa_num_attention_heads,
+        # swa_num_key_value_heads, swa_head_dim, swa_v_head_dim)
+        layer_heads = _opt_int(t, "swa_num_attention_heads") or heads
+        layer_kv = _opt_int(t, "swa_num_key_value_heads") or kv
+        layer_dim = _opt_int(t, "swa_head_dim") or head_dim
+        layer_v = _opt_int(t, "swa_v_head_dim") or layer_dim
+    mats, other = _attention_params(t, hidden, layer_heads, layer_kv, layer_dim, layer_v)
+    if hybrid and kind is KvKind.SLIDING and t.get("add_swa_attention_sink_bias"):
+        other += layer_heads  # a sink per head (make_attention_sink)
+    window = None
+    if kind is KvKind.SLIDING:
+        window = _require_int(t, "sliding_window_size", "sliding_window")
+    elif kind is KvKind.CHUNKED:
+        window = _require_int(t, "attention_chunk_size")
+    return _Layer(
+        kind=kind,
+        num_kv_heads=layer_kv,
+        head_dim=layer_dim,
+        head_dim_v=layer_v if layer_v != layer_dim else 0,
+        window=window,
+        linear_params=mats,
+        other_params=other,
+        attention_outputs=(mats - layer_heads * layer_v * hidden) // hidden,
+    )
+
+
+def model_spec_from_config(
+    cfg: Config,
+    *,
+    name: str,
+    source: str,
+    serve_id: str | None = None,
+    revision: str | None = None,
+    config_sha256: str | None = None,
+    exact_weights_bytes: int | None = None,
+    exact_params: int | None = None,
+) -> ModelSpec:
+    """Size a model from its config.json. `exact_*` come from safetensors metadata when known."""
+    if not isinstance(cfg, Mapping):
+        raise InputError("config.json", "top level must be a JSON object")
+    for where, doc in (("model_type", cfg), ("text_config.model_type", text_config(cfg))):
+        if "model_type" in doc and not isinstance(doc["model_type"], str | None):
+            raise InputError(where, f"must be a string, got {_shown(doc['model_type'])}")
+    t = nemotron_h_pattern(text_config(cfg))
+    _refuse_unmodelled(t)
     if "quantization_config" in t:
         t["quantization_config"] = normalized_quantization(t["quantization_config"])
     n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers", limit=MAX_CONFIG_LAYERS)
@@ -1048,113 +1172,16 @@ def model_spec_from_config(
     bits = DTYPE_BITS[dtype]
     mtype = str(t.get("model_type"))
 
-    layers: list[_Layer] = []
-    moe_layers = 0
     if mtype == "nemotron-nas":
         layers = _nas_layers(t, hidden, heads, head_dim)
         if len(layers) != n:
             raise InputError("block_configs", f"has {len(layers)} entries for {n} layers")
         kv_values = [ly.num_kv_heads for ly in layers if ly.kind]
         kv = min(kv_values) if kv_values else heads
+        moe_layers = 0
     else:
-        kinds = _layer_kinds(t, n)
-        n = len(kinds)
-        moe = _moe_layout(t, n)
-        pattern_text = t.get("hybrid_override_pattern")
-        moe_layers = pattern_text.count("E") if isinstance(pattern_text, str) else sum(moe)
-        ssm_bits = bits
-        ssm_dtype = t.get("mamba_ssm_cache_dtype")
-        if ssm_dtype:
-            ssm_name = TORCH_DTYPE_ALIASES.get(str(ssm_dtype), str(ssm_dtype))
-            ssm_bits = DTYPE_BITS.get(ssm_name, bits)
-        is_mla = bool(t.get("kv_lora_rank"))
-        pattern = t.get("hybrid_override_pattern")
-        for i, kind in enumerate(kinds):
-            if kind is KvKind.MAMBA:
-                if "mamba_num_heads" in t or "mamba_n_heads" in t:
-                    layer = _mamba2_layer(t, hidden, ssm_bits, bits)
-                else:
-                    layer = _mamba1_layer(t, hidden, bits)
-            elif kind is KvKind.LINEAR:
-                layer = _gated_deltanet_layer(t, hidden, bits)
-            elif kind is None:
-                layer = _Layer(kind=None)
-            elif is_mla:
-                mats, other, latent, rope = _mla_params(t, hidden, heads)
-                layer = _Layer(
-                    kind=KvKind.MLA,
-                    latent_dim=latent,
-                    rope_dim=rope,
-                    indexer_bytes=_indexer_bytes(t, i),
-                    linear_params=mats,
-                    other_params=other,
-                )
-            else:
-                layer_heads, layer_kv, layer_dim = heads, kv, head_dim
-                layer_v = _opt_int(t, "v_head_dim") or head_dim
-                if kind is KvKind.FULL and t.get("global_head_dim"):
-                    # Gemma 4: the full-attention layers have their own KV heads and head size
-                    # (global_head_dim, num_global_key_value_heads; transformers Gemma4Config)
-                    layer_dim = layer_v = _require_int(t, "global_head_dim")
-                    layer_kv = _opt_int(t, "num_global_key_value_heads") or kv
-                hybrid = isinstance(t.get("hybrid_layer_pattern"), list)
-                if hybrid and kind is KvKind.SLIDING:
-                    # MiMo-V2: its sliding-window layers have their own heads, KV heads and
-                    # widths (vLLM 0.34.0 mimo_v2.py: swa_num_attention_heads,
-                    # swa_num_key_value_heads, swa_head_dim, swa_v_head_dim)
-                    layer_heads = _opt_int(t, "swa_num_attention_heads") or heads
-                    layer_kv = _opt_int(t, "swa_num_key_value_heads") or kv
-                    layer_dim = _opt_int(t, "swa_head_dim") or head_dim
-                    layer_v = _opt_int(t, "swa_v_head_dim") or layer_dim
-                mats, other = _attention_params(
-                    t, hidden, layer_heads, layer_kv, layer_dim, layer_v
-                )
-                if hybrid and kind is KvKind.SLIDING and t.get("add_swa_attention_sink_bias"):
-                    other += layer_heads  # a sink per head (make_attention_sink)
-                window = None
-                if kind is KvKind.SLIDING:
-                    window = _require_int(t, "sliding_window_size", "sliding_window")
-                elif kind is KvKind.CHUNKED:
-                    window = _require_int(t, "attention_chunk_size")
-                layer = _Layer(
-                    kind=kind,
-                    num_kv_heads=layer_kv,
-                    head_dim=layer_dim,
-                    head_dim_v=layer_v if layer_v != layer_dim else 0,
-                    window=window,
-                    linear_params=mats,
-                    other_params=other,
-                    attention_outputs=(mats - layer_heads * layer_v * hidden) // hidden,
-                )
-            if kind is not None and kind.per_token:
-                layer.attention_params = layer.linear_params
-            layer.active_linear_params = layer.linear_params
-            # FFN: Nemotron-H puts MLP/MoE in their own pattern layers; others pair one per layer.
-            if isinstance(pattern, str):
-                ch = pattern[i]
-                if ch in "-E":
-                    ffn = _ffn(t, hidden, moe=ch == "E")
-                    layer.linear_params += ffn.mats
-                    layer.active_linear_params += ffn.active
-                    layer.other_params += ffn.other
-                    layer.routed, layer.shared_params = ch == "E", ffn.shared
-                    layer.expert_params = ffn.routed
-                layer.other_params += hidden  # one norm per pattern block
-            elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
-                ffn = _ffn(t, hidden, moe[i])
-                if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
-                    layer.mlp_outputs = ffn.mats // hidden - _dense_inter(t)
-                layer.linear_params += ffn.mats
-                layer.active_linear_params += ffn.active
-                layer.other_params += ffn.other + 2 * hidden
-                layer.routed, layer.shared_params = moe[i], ffn.shared
-                layer.expert_params = ffn.routed
-            else:
-                layer.other_params += hidden
-            layers.append(layer)
-        if mtype == "gemma2" or mtype == "gemma3_text":
-            for layer in layers:
-                layer.other_params += 2 * hidden  # pre/post feed-forward norms
+        layers, moe_layers = _decoder_layers(t, n, _Shape(hidden, heads, kv, head_dim), bits)
+        n = len(layers)
 
     _quantized_share(t, layers, hidden)
 
