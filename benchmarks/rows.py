@@ -390,14 +390,14 @@ def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
 
 # SGLang engine fields a row's notes may quote: the MoE all-to-all backend (a word) and
 # two-batch overlap (a bare flag).
-SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep")}
+SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep", "mori")}
 SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
 
 
 # The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter and
-# DeepEP's two modes (--all2all-backend), SGLang none or DeepEP (--moe-a2a-backend). A row that
-# runs another (vLLM's MoRI or pplx kernels, SGLang's Mooncake or MoRI EP) is refused, not posed
-# on the default exchange.
+# DeepEP's two modes (--all2all-backend), SGLang none, DeepEP or AMD's MoRI (--moe-a2a-backend).
+# A row that runs another (vLLM's MoRI or pplx kernels, SGLang's Mooncake EP) is refused, not
+# posed on the default exchange.
 MODELLED_ALL_TO_ALL = {
     "vllm": ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency"),
     "sglang": SGLANG_WORD_FLAGS["moe_a2a_backend"],

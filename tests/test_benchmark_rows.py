@@ -182,7 +182,8 @@ def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
         "enable_two_batch_overlap": True,
     }
     # a longer flag is not this one; an unknown backend is left to the engine's default
-    assert sglang_fields({"notes": "--enable-two-batch-overlap-x --moe-a2a-backend mori"}) == {}
+    assert sglang_fields({"notes": "--enable-two-batch-overlap-x --moe-a2a-backend pplx"}) == {}
+    assert sglang_fields({"notes": "--moe-a2a-backend mori"}) == {"moe_a2a_backend": "mori"}
 
 
 def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> None:
@@ -806,8 +807,9 @@ def test_qwen_fp8_exports_are_posed_block_scaled() -> None:
 
 
 def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
-    # vLLM's model prices its default gather and DeepEP's modes; SGLang's none or DeepEP: a row
-    # on vLLM's pplx or MoRI kernels (flag or environment) or SGLang's MoRI is refused by name
+    # vLLM's model prices its default gather and DeepEP's modes; SGLang's none, DeepEP or MoRI:
+    # a row on vLLM's pplx or MoRI kernels (flag or environment) or SGLang's Mooncake EP is
+    # refused by name
     import e2e
 
     row = {
@@ -842,12 +844,24 @@ def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
     assert e2e.pose(stated, MODELS)[1] is None
     sglang = row | {
         "engine": "sglang",
-        "engine_version": "0.5.6",
-        "notes": "--moe-a2a-backend mori",
+        "engine_version": "0.5.13",
+        "notes": "--moe-a2a-backend mooncake",
     }
-    assert e2e.pose(sglang, MODELS)[1] == "MoE all-to-all mori not modelled"
+    assert e2e.pose(sglang, MODELS)[1] == "MoE all-to-all mooncake not modelled"
     deepep = sglang | {"notes": "--moe-a2a-backend deepep"}
     assert e2e.pose(deepep, MODELS)[1] is None
+    # AMD's MoRI is posed on the line (its cap on a rank's prompt tokens met with DP attention)
+    mori = sglang | {
+        "gpu_norm": "MI300X",
+        "notes": "--moe-a2a-backend mori --enable-dp-attention --dp 8",
+        "dp": 8,
+        "dp_attention": True,
+    }
+    kwargs, why = e2e.pose(mori, MODELS)
+    assert why is None and kwargs["settings"]["extra"]["moe_a2a_backend"] == "mori"
+    got = e2e.predict(mori, kwargs)
+    assert "--moe-a2a-backend mori" in got["deployment"]["command"]
+    assert any("AMD's MoRI dispatch and combine over xGMI" in n for n in got["notes"])
 
 
 def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() -> None:

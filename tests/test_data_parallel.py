@@ -791,3 +791,67 @@ def test_vllms_dual_batch_overlap_hides_deepeps_exchange_past_its_thresholds(cli
     line = r.json()["flags"]["vllm"]
     assert "--enable-dbo" in line
     assert fields_from_line("vllm", line)["enable_dbo"] is True
+
+
+def test_sglang_runs_amds_mori_all_to_all_as_its_release_and_card_allow(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """--moe-a2a-backend mori (SGLang 0.5.9+, ROCm only): the experts spread over the TP size,
+    the exchange priced in MoRI's normal kernels in decode steps too, a rank's prompt tokens
+    capped at 4,096 (after DP attention divides the chunk), and the line pastes back."""
+    from planner.core.engines.sglang import MORI_MAX_DISPATCH_TOKENS_PER_RANK
+
+    where = ("--model", DEEPSEEK, "--gpu", "mi300x", "--engine", "sglang", "--tp", "8")
+    mori = ("--moe-a2a-backend", "mori")
+    # MI300X's default chunk (16,384) is over the cap at one group: refused by the flag to change
+    over = cli("capacity", *where, *mori, "--json")
+    assert over.code == 2 and over.json()["field"] == "--chunked-prefill-size"
+    assert f"{MORI_MAX_DISPATCH_TOKENS_PER_RANK} or less" in over.json()["error"]
+    # eight attention-DP groups divide it to 2,048 a rank: it starts
+    lock = tmp_path / "plan.yaml"
+    layout = ("--dp", "8", "--dp-attention")
+    ok = cli("capacity", *where, *mori, *layout, "--json", "--save", str(lock))
+    assert ok.code == 0, ok.err
+    line = ok.json()["flags"]["sglang"]
+    assert "--moe-a2a-backend mori" in line
+    assert fields_from_line("sglang", line)["moe_a2a_backend"] == "mori"
+    assert cli("drift", str(lock), "--against-args", line, "--json").code == 0
+    # refused on NVIDIA, and before 0.5.9
+    nvidia = cli("capacity", *where[:3], "h200", *where[4:], *mori, *layout)
+    assert nvidia.code == 2 and "--moe-a2a-backend: mori" in nvidia.err
+    old = cli("capacity", *where, *mori, *layout, "--engine-version", "0.5.8")
+    assert old.code == 2 and "from 0.5.9" in old.err
+
+    # 0.5.9 checks the cap on a PD decode instance too; 0.5.10 on, only where prompts prefill
+    def decode_instance(version: str) -> ServePlan:
+        extra = {"moe_a2a_backend": "mori", "disaggregation_mode": "decode"}
+        settings = {"engine": "sglang", "tp": 8, "version": version, "extra": extra}
+        plan, _ = serve_report(
+            gpu="mi300x", preset=None, model=DEEPSEEK, revision=None, gpu_memory_gib=None,
+            settings=settings,
+        )  # fmt: skip
+        return plan
+
+    with pytest.raises(InputError, match="--chunked-prefill-size"):
+        decode_instance("0.5.9")
+    assert decode_instance("0.5.10").prediction is not None
+
+
+def test_moris_exchange_is_priced_in_its_normal_kernels_across_nodes() -> None:
+    """Across nodes MoRI's normal kernels send a token once to each other node holding one of
+    its experts, where DeepEP's low-latency decode sends a copy per routed expert: fewer bytes
+    over the NIC for the same decode step; inside one board the two send alike."""
+    spec = resolve_model(None, DEEPSEEK)
+    gpu = find_gpu("mi300x")
+    wide = {"tp": 2, "attention_dp": 8, "all_to_all": True}
+    low = step_time_for(spec, gpu, engine="sglang", **wide)
+    normal = step_time_for(spec, gpu, engine="sglang", all_to_all_low_latency=False, **wide)
+    assert 0 < normal.all_to_all_ms(256) < low.all_to_all_ms(256)
+    # prefill steps run the normal kernels either way
+    assert normal.all_to_all_ms(4096, decode=False) == low.all_to_all_ms(4096, decode=False)
+    board = {"tp": 1, "attention_dp": 8, "all_to_all": True}
+    assert step_time_for(spec, gpu, engine="sglang", **board).all_to_all_ms(256) == (
+        step_time_for(
+            spec, gpu, engine="sglang", all_to_all_low_latency=False, **board
+        ).all_to_all_ms(256)
+    )

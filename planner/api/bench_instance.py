@@ -578,10 +578,12 @@ def _instance_curve(
         # the exchange and expert split the plan's line runs (DeepEP as SGLang's line says, or
         # vLLM's --all2all-backend where its kernels run; else each engine's default)
         all_to_all=(
-            p.settings.get("moe_a2a_backend") == "deepep"
+            p.settings.get("moe_a2a_backend") in ("deepep", "mori")
             if engine == "sglang"
             else bool(p.settings.get("deepep"))
         ),
+        # AMD's MoRI runs its normal kernels in decode steps too
+        all_to_all_low_latency=p.settings.get("moe_a2a_backend") != "mori",
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(

@@ -252,8 +252,22 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
             "RDMA hop more"
         )
     ranks = curve.moe_ranks or curve.tp
-    where = "across nodes" if fabric.crosses_nodes(ranks) else "over NVLink"
-    if curve.moe_layers and curve.moe_all_to_all:
+    mori = engine == "sglang" and not curve.all_to_all_low_latency
+    link = "over xGMI" if mori else "over NVLink"
+    where = "across nodes" if fabric.crosses_nodes(ranks) else link
+    if curve.moe_layers and curve.moe_all_to_all and mori:
+        overlap = (
+            "half-batches overlap it with compute (--enable-two-batch-overlap)"
+            if curve.overlap_all_to_all
+            else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
+        )
+        notes.append(
+            f"{role}the MoE layers span {ranks} GPUs: priced as AMD's MoRI dispatch and "
+            f"combine {where} (--moe-a2a-backend mori, on the line), DeepEP's bytes in its "
+            f"normal kernels' pattern at the link's rate (an estimate: no MoRI timing is on "
+            f"record here); {overlap}"
+        )
+    elif curve.moe_layers and curve.moe_all_to_all:
         overlap = (
             "half-batches overlap it with compute (--enable-two-batch-overlap)"
             if curve.overlap_all_to_all
@@ -276,8 +290,7 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
             "--all2all-backend deepep_high_throughput (or deepep_low_latency) would run DeepEP; "
             "the other backends are not modelled"
             if engine == "vllm"
-            else "--moe-a2a-backend deepep would run DeepEP on NVIDIA; AMD's MoRI backend is "
-            "not modelled"
+            else "--moe-a2a-backend deepep would run DeepEP on NVIDIA, mori AMD's MoRI"
         )
         notes.append(
             f"{role}the MoE layers span {ranks} GPUs across nodes: priced as {engine}'s default "

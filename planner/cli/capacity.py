@@ -260,7 +260,7 @@ def capacity(
         str | None,
         typer.Option(
             "--moe-a2a-backend",
-            help="SGLang flag: none or deepep [deepep past one 8-GPU board on NVIDIA].",
+            help="SGLang flag: none, deepep or mori (AMD) [deepep past one 8-GPU board on NVIDIA].",
         ),
     ] = None,
     enable_two_batch_overlap: Annotated[

@@ -362,7 +362,8 @@ def simulate(
         str | None,
         typer.Option(
             "--moe-a2a-backend",
-            help="SGLang: none or deepep [deepep past one 8-GPU board on NVIDIA, else none].",
+            help="SGLang: none, deepep or mori (AMD, 0.5.9+) [deepep past one 8-GPU board on "
+            "NVIDIA, else none].",
         ),
     ] = None,
     enable_two_batch_overlap: Annotated[

@@ -123,6 +123,17 @@ DEEPEP_DECODE_RESERVE_SINCE = (0, 5, 15)
 DEEPEP_DECODE_RESERVE_MIB = 2 * 1024
 DEEPEP_PREFILL_GRAPH_RESERVE_SINCE = (0, 5, 17)
 DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
+# AMD's MoRI all-to-all (--moe-a2a-backend mori: ROCm/mori's EP dispatch and combine, ROCm
+# builds only) from 0.5.9 (server_args.py MOE_A2A_BACKEND_CHOICES: absent from the 0.5.8 wheel).
+# Like DeepEP it sets --ep-size to the TP size; unlike it, it always runs its normal kernels
+# (deepep_mode set to normal, its CUDA graphs kept: _handle_a2a_moe, 0.5.9 - 0.5.23). It asserts
+# that a rank's chunked-prefill size is at most SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK
+# (4,096 by default), the size as data-parallel attention divided it; in 0.5.9 always, from
+# 0.5.10 only where chunking is on and the instance is not a PD decode one. Its buffers are
+# allocated by the mori library outside the ledger's terms.
+MORI_SINCE = (0, 5, 9)
+MORI_CHUNK_CHECK_SCOPED_SINCE = (0, 5, 10)
+MORI_MAX_DISPATCH_TOKENS_PER_RANK = 4096
 # From 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
 # before the reserve is sized (arg_groups/memory_hook.py `decode_max_bs_is_default`; read in
 # the 0.5.21 and 0.5.22 wheels: absent from 0.5.21).
@@ -379,10 +390,10 @@ class SglangSettings(BaseModel):
         description="split each batch in two so one half's MoE all-to-all runs under the "
         "other's compute (--enable-two-batch-overlap; needs an all-to-all backend)",
     )
-    moe_a2a_backend: Literal["none", "deepep"] | None = Field(
+    moe_a2a_backend: Literal["none", "deepep", "mori"] | None = Field(
         default=None,
         description="the MoE all-to-all (--moe-a2a-backend; None: DeepEP where the MoE layers "
-        "span more than one 8-GPU board on NVIDIA, else none)",
+        "span more than one 8-GPU board on NVIDIA, else none; mori: AMD's MoRI)",
     )
     disaggregation_mode: Literal["prefill", "decode"] | None = Field(
         default=None,
@@ -559,12 +570,18 @@ class _Layout:
 
 @dataclass(frozen=True)
 class _Experts:
-    """How the MoE layers are spread: DeepEP's all-to-all or not, the expert-parallel ranks
-    and the redundant experts placed on them."""
+    """How the MoE layers are spread: DeepEP's all-to-all, AMD's MoRI or neither, the
+    expert-parallel ranks and the redundant experts placed on them."""
 
     deepep: bool
     ep: int
     redundant: int
+    mori: bool = False
+
+    @property
+    def all_to_all(self) -> str | None:
+        """The all-to-all backend the MoE layers exchange their tokens with (None: none)."""
+        return "deepep" if self.deepep else "mori" if self.mori else None
 
 
 def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
@@ -691,11 +708,12 @@ def predict(
     tokens -= tokens % lay.page
     windowed = window_pool(model, gpu, version, tokens, lay.page)
     running = _max_running_requests(s, version, tokens, lay.context, mamba_slots, lay.attn_dp)
-    if s.enable_two_batch_overlap and not experts.deepep:
+    if s.enable_two_batch_overlap and experts.all_to_all is None:
         raise InputError(
             "--enable-two-batch-overlap",
             "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
-            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP)",
+            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP), or "
+            "with --moe-a2a-backend mori on AMD",
         )
     if experts.deepep and s.moe_a2a_backend is None:
         notes.append(
@@ -703,7 +721,15 @@ def predict(
             "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
             "buffers are not in this ledger"
         )
+    if experts.mori:
+        notes.append(
+            f"the MoE layers exchange their tokens with AMD's MoRI over {tp} GPUs "
+            "(--moe-a2a-backend mori, its normal kernels); its buffers, the mori library's, "
+            "are not in this ledger"
+        )
     chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
+    if experts.mori:
+        check_mori(version, chunk_per_group, chunk_divisor(lay.attn_dp, version), s)
     lines = _log_lines(
         version,
         tokens=tokens,
@@ -751,7 +777,7 @@ def predict(
             "swa_max_total_num_tokens": windowed[0] if windowed else None,
             "sliding_window_size": windowed[1] if windowed else None,
             "max_mamba_cache_size": mamba_slots or None,
-            "moe_a2a_backend": "deepep" if experts.deepep else None,
+            "moe_a2a_backend": experts.all_to_all,
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "stream_interval": s.stream_interval,
@@ -921,17 +947,50 @@ def _weights(
     return w
 
 
+def check_mori(
+    version: tuple[int, int, int], chunk_per_rank: int, divisor: int, s: SglangSettings
+) -> None:
+    """Refuse MoRI where SGLang would: before its first release, or past its dispatch cap
+    (a rank's chunked-prefill size over MORI_MAX_DISPATCH_TOKENS_PER_RANK; see MORI_SINCE)."""
+    if version < MORI_SINCE:
+        raise InputError(
+            "--moe-a2a-backend",
+            f"mori: SGLang runs AMD's MoRI all-to-all from {version_text(MORI_SINCE)}, not in "
+            f"{version_text(version)}",
+        )
+    checked = version < MORI_CHUNK_CHECK_SCOPED_SINCE or (
+        chunk_per_rank > 0 and s.disaggregation_mode != "decode"
+    )
+    if checked and chunk_per_rank > MORI_MAX_DISPATCH_TOKENS_PER_RANK:
+        raise InputError(
+            "--chunked-prefill-size",
+            f"{chunk_per_rank * divisor}: SGLang refuses to start MoRI (--moe-a2a-backend "
+            f"mori) with {chunk_per_rank:,} prompt tokens a rank, over the "
+            f"{MORI_MAX_DISPATCH_TOKENS_PER_RANK:,} it dispatches "
+            "(SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK); pass --chunked-prefill-size "
+            f"{MORI_MAX_DISPATCH_TOKENS_PER_RANK * divisor} or less",
+        )
+
+
 def _experts(model: ModelSpec, gpu: GpuSpec, s: SglangSettings) -> _Experts:
-    """The MoE layers' spread: DeepEP where the flag or the planner's wide-EP default runs it
-    (it sets --ep-size to the TP size), and the redundant experts, refused where SGLang would
-    refuse them (no expert parallelism, or a split that leaves a remainder)."""
+    """The MoE layers' spread: DeepEP where the flag or the planner's wide-EP default runs it,
+    MoRI where the flag names it on AMD (both set --ep-size to the TP size), and the redundant
+    experts, refused where SGLang would refuse them (no expert parallelism, or a split that
+    leaves a remainder)."""
     tp = s.tp_size
     deepep = (
         s.moe_a2a_backend == "deepep"
         if s.moe_a2a_backend is not None
         else deepep_wide("sglang", bool(model.num_experts), tp, gpu.vendor)
     )
-    ep = tp if deepep else s.ep_size  # DeepEP sets --ep-size to the TP size
+    mori = s.moe_a2a_backend == "mori"
+    if mori and gpu.vendor != "amd":
+        raise InputError(
+            "--moe-a2a-backend",
+            f"mori: AMD's MoRI all-to-all runs in SGLang's ROCm builds (Instinct GPUs); on "
+            f"{gpu.name}, deepep",
+        )
+    ep = tp if deepep or mori else s.ep_size  # both set --ep-size to the TP size
     redundant = s.ep_num_redundant_experts
     if redundant and (not model.num_experts or ep < 2):
         raise InputError(
@@ -952,7 +1011,7 @@ def _experts(model: ModelSpec, gpu: GpuSpec, s: SglangSettings) -> _Experts:
             + f" evenly over its {ep} expert-parallel ranks and refuses a split that leaves a "
             "remainder",
         )
-    return _Experts(deepep=deepep, ep=ep, redundant=redundant)
+    return _Experts(deepep=deepep, ep=ep, redundant=redundant, mori=mori)
 
 
 def _redundant_bytes(
