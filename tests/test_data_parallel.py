@@ -838,20 +838,23 @@ def test_sglang_runs_amds_mori_all_to_all_as_its_release_and_card_allow(
 
 
 def test_moris_exchange_is_priced_in_its_normal_kernels_across_nodes() -> None:
-    """Across nodes MoRI's normal kernels send a token once to each other node holding one of
-    its experts, where DeepEP's low-latency decode sends a copy per routed expert: fewer bytes
-    over the NIC for the same decode step; inside one board the two send alike."""
+    """Across nodes MoRI's normal kernels send a token once to each node holding one of its
+    experts, where DeepEP's low-latency decode sends a copy per routed expert: fewer bytes over
+    the NIC for the same decode step; in prefill steps (normal kernels either way) and inside
+    one board the two move alike, MoRI's kernels adding their fixed cost in every MoE layer."""
+    from planner.core.step.comm import MORI_KERNEL_MS
+
     spec = resolve_model(None, DEEPSEEK)
     gpu = find_gpu("mi300x")
-    wide = {"tp": 2, "attention_dp": 8, "all_to_all": True}
-    low = step_time_for(spec, gpu, engine="sglang", **wide)
-    normal = step_time_for(spec, gpu, engine="sglang", all_to_all_low_latency=False, **wide)
-    assert 0 < normal.all_to_all_ms(256) < low.all_to_all_ms(256)
-    # prefill steps run the normal kernels either way
-    assert normal.all_to_all_ms(4096, decode=False) == low.all_to_all_ms(4096, decode=False)
-    board = {"tp": 1, "attention_dp": 8, "all_to_all": True}
-    assert step_time_for(spec, gpu, engine="sglang", **board).all_to_all_ms(256) == (
-        step_time_for(
-            spec, gpu, engine="sglang", all_to_all_low_latency=False, **board
-        ).all_to_all_ms(256)
-    )
+    fixed = spec.moe_layers * 2 * MORI_KERNEL_MS
+    for layout in ({"tp": 2, "attention_dp": 8}, {"tp": 1, "attention_dp": 8}):
+        deepep = step_time_for(spec, gpu, engine="sglang", all_to_all=True, **layout)
+        mori = step_time_for(
+            spec, gpu, engine="sglang", all_to_all=True, all_to_all_kernels="mori", **layout
+        )
+        prefill = mori.all_to_all_ms(4096, decode=False) - deepep.all_to_all_ms(4096, decode=False)
+        assert prefill == pytest.approx(fixed)
+        if layout["tp"] == 2:  # 16 ranks: two nodes
+            assert 0 < mori.all_to_all_ms(256) < deepep.all_to_all_ms(256)
+        else:
+            assert mori.all_to_all_ms(256) - deepep.all_to_all_ms(256) == pytest.approx(fixed)

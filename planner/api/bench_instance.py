@@ -582,8 +582,7 @@ def _instance_curve(
             if engine == "sglang"
             else bool(p.settings.get("deepep"))
         ),
-        # AMD's MoRI runs its normal kernels in decode steps too
-        all_to_all_low_latency=p.settings.get("moe_a2a_backend") != "mori",
+        all_to_all_kernels="mori" if p.settings.get("moe_a2a_backend") == "mori" else "deepep",
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(

@@ -129,8 +129,10 @@ DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 # (deepep_mode set to normal, its CUDA graphs kept: _handle_a2a_moe, 0.5.9 - 0.5.23). It asserts
 # that a rank's chunked-prefill size is at most SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK
 # (4,096 by default), the size as data-parallel attention divided it; in 0.5.9 always, from
-# 0.5.10 only where chunking is on and the instance is not a PD decode one. Its buffers are
-# allocated by the mori library outside the ledger's terms.
+# 0.5.10 only where chunking is on and the instance is not a PD decode one. Its buffers live in
+# the mori library's symmetric heap (MORI_SHMEM_HEAP_SIZE; 4 GiB by default in ROCm/mori
+# include/mori/shmem/internal.hpp at 624002c8), allocated when the dispatcher first runs
+# (layers/moe/token_dispatcher/moriep.py: the op is built on first use), after the KV pool.
 MORI_SINCE = (0, 5, 9)
 MORI_CHUNK_CHECK_SCOPED_SINCE = (0, 5, 10)
 MORI_MAX_DISPATCH_TOKENS_PER_RANK = 4096
@@ -724,8 +726,9 @@ def predict(
     if experts.mori:
         notes.append(
             f"the MoE layers exchange their tokens with AMD's MoRI over {tp} GPUs "
-            "(--moe-a2a-backend mori, its normal kernels); its buffers, the mori library's, "
-            "are not in this ledger"
+            "(--moe-a2a-backend mori, its normal kernels); its symmetric heap "
+            "(MORI_SHMEM_HEAP_SIZE) is allocated at its first exchange, after the KV pool is "
+            "sized: it comes out of the memory SGLang leaves free, not out of the pool"
         )
     chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
     if experts.mori:

@@ -57,13 +57,24 @@ RDMA_NIC_BYTES_PER_S = 50e9
 # back when the experts span nodes. Its low-latency kernels (decode steps under SGLang's
 # --deepep-mode auto) send one copy per routed expert, fp8 on the way out (1 byte and a 4-byte
 # scale per 128 values) and bf16 back (2 bytes); its normal kernels (prefill steps) send each
-# token once to every other node holding one of its experts and forward it over NVLink there.
+# token once to every node holding one of its experts and forward it over NVLink there.
 # Both run at about the NIC's rate: DeepEP's docs/legacy.md (H800, one 400 Gb/s CX7 each)
 # times low-latency dispatch / combine of 128 tokens x top-8 x 7,168 at EP 32 at 155 / 273 us
 # (48 / 53 GB/s) and 39-63 GB/s from EP 16 to 256, normal kernels at 43-58 GB/s of RDMA from
-# EP 16 to 64.
+# EP 16 to 64. The normal kernels' rate counts a token once for every node its experts sit on,
+# its own node among them (tests/legacy/test_internode.py: num_rdma_token_sent over
+# topk_idx // experts per node, deduplicated per token; ROCm/mori docs/MORI-EP-BENCHMARK.md calls
+# it the "algo" count, and reports MoRI's the same way): their time is that count's bytes at
+# the rate, so it is priced so (at EP 16, two nodes, twice the tokens that leave the node).
 DEEPEP_DISPATCH_BYTES_PER_VALUE = 1 + 4 / 128
 DEEPEP_COMBINE_BYTES_PER_VALUE = 2
+# AMD's MoRI EP (ROCm/mori; SGLang's --moe-a2a-backend mori) moves the same bytes, and its
+# kernels keep a fixed cost beside them. Its README (commit 624002c8, DeepSeek-V3 shapes: 7,168
+# hidden, top-8, FP8 dispatch and BF16 combine, MI300X + CX7 at EP 8) times dispatch / combine at
+# 35 / 47 us for 128 tokens and at 307 / 330 GB/s for 4,096: a line through the two points gives
+# 20 / 19 us fixed a kernel beside 319 / 337 GB/s. Priced with DeepEP's bytes at the link's rate
+# plus this per kernel, the model is within 15% of both points (tests/test_step_time.py).
+MORI_KERNEL_MS = 0.020
 
 
 class Fabric(BaseModel):
@@ -113,23 +124,27 @@ def deepep_ms(
     ranks: int,
     fabric: Fabric,
     low_latency: bool = True,
+    kernel_ms: float = 0.0,
 ) -> float:
     """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms, at the group's
     rate over the fabric (the NIC across nodes, NVLink inside an NVL72 rack): a copy per routed
     expert (low-latency kernels, and any kernel inside one fabric), or across nodes a copy per
-    other node its experts sit on (normal kernels; top-k experts spread uniformly); never less
-    than one hop's latency each way (an RDMA hop across nodes, an NVLink peer's inside)."""
+    node its experts sit on, its own included (normal kernels, as their published rates count
+    them; top-k experts spread uniformly); never less
+    than one hop's latency each way (an RDMA hop across nodes, an NVLink peer's inside);
+    `kernel_ms`: a fixed cost each of the two kernels adds (MoRI's, MORI_KERNEL_MS)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
     copies = float(experts_per_token)
     if not low_latency and fabric.crosses_nodes(ranks):
         nodes = ranks / fabric.domain_gpus
-        copies = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
+        copies = nodes * (1 - (1 - 1 / nodes) ** experts_per_token)
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
     rate = fabric.exchange_bytes_per_s(ranks)
     # a few tokens still pay each transfer's latency: one hop for dispatch, one for combine
     hop_ms = PP_HOP_MS if fabric.crosses_nodes(ranks) else ALLREDUCE_HOP_MS
-    return max(tokens_per_rank * copies * hidden * per_value / rate * 1e3, 2 * hop_ms)
+    moved_ms = tokens_per_rank * copies * hidden * per_value / rate * 1e3
+    return max(moved_ms + 2 * kernel_ms, 2 * hop_ms)
 
 
 def fabric_of(gpu: GpuSpec) -> Fabric:

@@ -4,7 +4,7 @@ forward pass summed as the GPU runs them (docs/method.md §3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -307,10 +307,11 @@ class StepTime(BaseModel):
         default=False,
         description="the MoE layers exchange tokens with DeepEP's all-to-all (wide EP)",
     )
-    all_to_all_low_latency: bool = Field(
-        default=True,
-        description="decode steps exchange with low-latency kernels (DeepEP under SGLang's "
-        "--deepep-mode auto); False: the normal kernels in every step (AMD's MoRI in SGLang)",
+    all_to_all_kernels: Literal["deepep", "mori"] = Field(
+        default="deepep",
+        description="whose all-to-all kernels: DeepEP's (low-latency in decode steps, as "
+        "SGLang's --deepep-mode auto runs them) or AMD's MoRI (its normal kernels in every "
+        "step, each with its fixed cost)",
     )
     overlap_all_to_all: bool = Field(
         default=False,
@@ -538,8 +539,8 @@ class StepTime(BaseModel):
         """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
         each GPU sending its share of its group's `tokens`, ms; zero elsewhere. A decode step
         runs the low-latency kernels, a step with prompt tokens the normal ones (SGLang's
-        --deepep-mode auto), or the normal ones in every step (`all_to_all_low_latency`
-        False: MoRI)."""
+        --deepep-mode auto); MoRI's run the normal pattern in every step, each kernel with
+        its fixed cost (comm.MORI_KERNEL_MS)."""
         if not self._all_to_all():
             return 0.0
         per_rank = -(-tokens // self.tp)
@@ -549,7 +550,8 @@ class StepTime(BaseModel):
             self.hidden_size,
             self._moe_ranks(),
             self.fabric,
-            low_latency=decode and self.all_to_all_low_latency,
+            low_latency=decode and self.all_to_all_kernels == "deepep",
+            kernel_ms=comm.MORI_KERNEL_MS if self.all_to_all_kernels == "mori" else 0.0,
         )
 
     def logits_ms(self, sampled: int) -> float:
@@ -985,7 +987,7 @@ def step_time_for(
     pp: int = 1,
     attention_dp: int = 1,
     all_to_all: bool | None = None,
-    all_to_all_low_latency: bool = True,
+    all_to_all_kernels: Literal["deepep", "mori"] = "deepep",
     expert_ranks: int | None = None,
     redundant_experts: int = 0,
     two_batch_overlap: bool = False,
@@ -1003,8 +1005,8 @@ def step_time_for(
     SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs.
 
     The MoE layers' exchange: DeepEP's all-to-all where `all_to_all` says so (None: where the
-    planner plans it, parallel.deepep_wide; its low-latency kernels in decode steps unless
-    `all_to_all_low_latency` is False, as AMD's MoRI runs), half-batches overlapping it with
+    planner plans it, parallel.deepep_wide; `all_to_all_kernels`: DeepEP's, or AMD's MoRI),
+    half-batches overlapping it with
     `two_batch_overlap` (from `overlap_min_tokens`: decode-only, with prompt tokens). Under
     expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
@@ -1153,7 +1155,7 @@ def step_time_for(
         moe_ranks=moe_ranks,
         gathered_params_per_gpu=split.gathered_params,
         moe_all_to_all=wide,
-        all_to_all_low_latency=all_to_all_low_latency,
+        all_to_all_kernels=all_to_all_kernels,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=two_batch_overlap and wide,
         overlap_min_tokens=overlap_min_tokens,
