@@ -242,8 +242,8 @@ def frontend_notes(
 
 def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     """Where the collectives leave one board: a TP group spanning nodes, and wide expert
-    parallelism (DeepEP's all-to-all where SGLang or vLLM's line runs it, priced; otherwise the
-    engine's default gather)."""
+    parallelism (DeepEP's all-to-all where SGLang or vLLM's line runs it, or AMD's MoRI where
+    SGLang's does, priced; otherwise the engine's default gather)."""
     fabric, notes = curve.fabric, []
     if fabric.crosses_nodes(curve.tp):
         notes.append(
@@ -255,27 +255,22 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     mori = curve.all_to_all_kernels == "mori"
     link = "over xGMI" if mori else "over NVLink"
     where = "across nodes" if fabric.crosses_nodes(ranks) else link
-    if curve.moe_layers and curve.moe_all_to_all and mori:
+    if curve.moe_layers and curve.moe_all_to_all:
         overlap = (
             "half-batches overlap it with compute (--enable-two-batch-overlap)"
             if curve.overlap_all_to_all
             else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
         )
-        notes.append(
-            f"{role}the MoE layers span {ranks} GPUs: priced as AMD's MoRI dispatch and "
-            f"combine {where} (--moe-a2a-backend mori, on the line): DeepEP's bytes in its "
-            "normal kernels' pattern at the link's rate plus MoRI's fixed cost a kernel, within "
-            "15% of MoRI's published times on one node, 25% slower across two (an estimate); "
-            f"{overlap}"
-        )
-    elif curve.moe_layers and curve.moe_all_to_all:
-        overlap = (
-            "half-batches overlap it with compute (--enable-two-batch-overlap)"
-            if curve.overlap_all_to_all
-            else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
-        )
+        priced = f"DeepEP's dispatch and combine {where}"
         flag = "--all2all-backend" if engine == "vllm" else "--moe-a2a-backend deepep"
-        if engine == "vllm":  # one mode for prefill and decode, the same exchange priced
+        if mori:
+            priced = (
+                f"AMD's MoRI dispatch and combine {where}: DeepEP's bytes in its normal "
+                "kernels' pattern at the link's rate plus MoRI's fixed cost a kernel, within 15% "
+                "of MoRI's published times on one node, 25% slower across two (an estimate)"
+            )
+            flag = "--moe-a2a-backend mori"
+        elif engine == "vllm":  # one mode for prefill and decode, the same exchange priced
             overlap = "its high-throughput and low-latency modes priced alike; " + (
                 "dual-batch overlap hides it under the other micro-batch's work from 32 decode "
                 "(512 prompt) tokens (--enable-dbo)"
@@ -283,8 +278,8 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
                 else "nothing overlaps it with compute (--enable-dbo would)"
             )
         notes.append(
-            f"{role}the MoE layers span {ranks} GPUs: priced as DeepEP's dispatch and combine "
-            f"{where} ({flag}, on the line); {overlap}"
+            f"{role}the MoE layers span {ranks} GPUs: priced as {priced} ({flag}, on the "
+            f"line); {overlap}"
         )
     elif curve.moe_layers and fabric.crosses_nodes(ranks):
         other = (

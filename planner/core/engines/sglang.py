@@ -723,16 +723,15 @@ def predict(
             "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
             "buffers are not in this ledger"
         )
+    chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
     if experts.mori:
+        check_mori(version, chunk_per_group, chunk_divisor(lay.attn_dp, version), s)
         notes.append(
             f"the MoE layers exchange their tokens with AMD's MoRI over {tp} GPUs "
             "(--moe-a2a-backend mori, its normal kernels); its symmetric heap "
             "(MORI_SHMEM_HEAP_SIZE) is allocated at its first exchange, after the KV pool is "
             "sized: it comes out of the memory SGLang leaves free, not out of the pool"
         )
-    chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
-    if experts.mori:
-        check_mori(version, chunk_per_group, chunk_divisor(lay.attn_dp, version), s)
     lines = _log_lines(
         version,
         tokens=tokens,

@@ -130,9 +130,9 @@ def deepep_ms(
     rate over the fabric (the NIC across nodes, NVLink inside an NVL72 rack): a copy per routed
     expert (low-latency kernels, and any kernel inside one fabric), or across nodes a copy per
     node its experts sit on, its own included (normal kernels, as their published rates count
-    them; top-k experts spread uniformly); never less
-    than one hop's latency each way (an RDMA hop across nodes, an NVLink peer's inside);
-    `kernel_ms`: a fixed cost each of the two kernels adds (MoRI's, MORI_KERNEL_MS)."""
+    them; top-k experts spread uniformly); never less than one hop's latency each way (an RDMA
+    hop across nodes, an NVLink peer's inside); `kernel_ms`: a fixed cost each of the two
+    kernels adds (MoRI's, MORI_KERNEL_MS)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
     copies = float(experts_per_token)
