@@ -441,3 +441,18 @@ def test_sglang_deepep_plan_reads_both_spellings_and_flags_its_absence(
     bare = line.replace(" --moe-a2a-backend deepep", "")
     drifted = cli("drift", str(lock), "--against-args", bare, "--format", "json")
     assert drifted.code == 1 and "--moe-a2a-backend" in drifted.out
+
+
+def test_sglang_graph_batch_list_reads_as_its_largest_size(cli: Cli, tmp_path: Path) -> None:
+    """--cuda-graph-bs (a list) sets SGLang's largest decode graph, over --cuda-graph-max-bs:
+    a deployment listing sizes up to the plan's is the plan; one listing a larger size drifts."""
+    lock = tmp_path / "graphs.yaml"
+    args = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang")
+    plan = cli(*args, "--cuda-graph-max-bs", "256", "--json", "--save", str(lock)).json()
+    line = plan["flags"]["sglang"]
+    assert "--cuda-graph-max-bs 256" in line
+    listed = line.replace("--cuda-graph-max-bs 256", "--cuda-graph-bs 1 2 4 8 16 32 64 128 256")
+    assert cli("drift", str(lock), "--against-args", listed).code == 0
+    larger = line + " --cuda-graph-bs 1 2 4 512"
+    drifted = cli("drift", str(lock), "--against-args", larger, "--format", "json")
+    assert drifted.code == 1 and "--cuda-graph-max-bs" in drifted.out

@@ -259,6 +259,9 @@ SHORT_FLAGS = {
         "--expert-parallel-size": "--ep-size",
     },
 }
+# Flags that take a list (argparse nargs="+"): SGLang's decode CUDA-graph batch sizes
+# (--cuda-graph-bs 1 2 4 ... 256). Their words up to the next flag are kept, space-separated.
+LIST_FLAGS = frozenset({"--cuda-graph-bs"})
 # vLLM reads these as human-readable integers (arg_utils.py human_readable_int): a lower-case
 # suffix is decimal (1k = 1,000, 1m = 10^6), an upper-case one binary (1K = 1,024, 1M = 2^20).
 HUMAN_INT_FLAGS = ("--max-model-len", "--max-num-batched-tokens")
@@ -299,6 +302,12 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
             name = "--" + name[2:].replace("_", "-")
             if eq:
                 flags[name] = value
+            elif name in LIST_FLAGS:
+                words = []
+                while i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                    words.append(argv[i + 1])
+                    i += 1
+                flags[name] = " ".join(words) if words else "true"
             elif (
                 name in BOOLEAN_FLAGS and i + 1 < len(argv) and argv[i + 1].lower() in BOOLEAN_WORDS
             ):
@@ -318,6 +327,12 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         i += 1
     if "--model-path" in flags:
         flags["--model"] = flags.pop("--model-path")
+    sizes = flags.pop("--cuda-graph-bs", "").split() if engine == "sglang" else []
+    if sizes and all(word.isdigit() for word in sizes):
+        # SGLang takes its largest decode graph from the list, over --cuda-graph-max-bs, before
+        # it sizes its reserve (server_args.py _handle_gpu_memory_settings, read in the 0.5.3 -
+        # 0.5.13 wheels; arg_groups/memory_hook.py in 0.5.23)
+        flags["--cuda-graph-max-bs"] = str(max(int(word) for word in sizes))
     if engine == "sglang" and flags.pop("--enable-deepep-moe", "false") == "true":
         # SGLang's own rewrite of its deprecated spelling (server_args.py, 0.4.10.post2 on)
         flags.setdefault("--moe-a2a-backend", "deepep")

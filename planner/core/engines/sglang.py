@@ -130,8 +130,8 @@ DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 # that a rank's chunked-prefill size is at most SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK
 # (4,096 by default), the size as data-parallel attention divided it; in 0.5.9 always, from
 # 0.5.10 only where chunking is on and the instance is not a PD decode one. Its buffers live in
-# the mori library's symmetric heap (MORI_SHMEM_HEAP_SIZE; 4 GiB by default in ROCm/mori
-# include/mori/shmem/internal.hpp at 624002c8), allocated when the dispatcher first runs
+# the mori library's symmetric heap (MORI_SHMEM_HEAP_SIZE; by default 2 GiB, 4 GiB from ROCm/mori
+# PR 204, 2026-03: include/mori/shmem/internal.hpp), allocated when the dispatcher first runs
 # (layers/moe/token_dispatcher/moriep.py: the op is built on first use), after the KV pool.
 MORI_SINCE = (0, 5, 9)
 MORI_CHUNK_CHECK_SCOPED_SINCE = (0, 5, 10)
