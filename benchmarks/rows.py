@@ -355,9 +355,18 @@ ROW_SETTINGS = {
     "stream_interval": "stream_interval",
     "scheduler_recv_interval": "scheduler_recv_interval",
     "max_prefill_tokens": "max_prefill_tokens",
+    "cuda_graph_max_bs": "cuda_graph_max_bs_decode",
+    "moe_dense_tp_size": "moe_dense_tp_size",
 }
 # The settings above that are SGLang's flags alone (a vLLM row's are not its server's).
-SGLANG_ROW_SETTINGS = frozenset({"scheduler_recv_interval", "max_prefill_tokens"})
+SGLANG_ROW_SETTINGS = frozenset(
+    {
+        "scheduler_recv_interval",
+        "max_prefill_tokens",
+        "cuda_graph_max_bs_decode",
+        "moe_dense_tp_size",
+    }
+)
 
 
 def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
@@ -388,10 +397,10 @@ def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
     return out
 
 
-# SGLang engine fields a row's notes may quote: the MoE all-to-all backend (a word) and
-# two-batch overlap (a bare flag).
+# SGLang engine fields a row's notes may quote: the MoE all-to-all backend (a word), two-batch
+# overlap and the attention-DP groups' own lm_head (bare flags).
 SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep", "mori")}
-SGLANG_BARE_FLAGS = ("enable_two_batch_overlap",)
+SGLANG_BARE_FLAGS = ("enable_two_batch_overlap", "enable_dp_lm_head")
 
 
 # The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter and

@@ -184,6 +184,10 @@ def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
     # a longer flag is not this one; an unknown backend is left to the engine's default
     assert sglang_fields({"notes": "--enable-two-batch-overlap-x --moe-a2a-backend pplx"}) == {}
     assert sglang_fields({"notes": "--moe-a2a-backend mori"}) == {"moe_a2a_backend": "mori"}
+    # the large-EP recipes' dense-MLP and lm_head flags, and the largest decode graph
+    recipe = {"notes": "--moe-dense-tp-size 1 --enable-dp-lm-head --cuda-graph-max-bs 128"}
+    assert sglang_fields(recipe) == {"enable_dp_lm_head": True}
+    assert engine_settings(recipe) == {"moe_dense_tp_size": 1, "cuda_graph_max_bs_decode": 128}
 
 
 def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> None:

@@ -858,3 +858,52 @@ def test_moris_exchange_is_priced_in_its_normal_kernels_across_nodes() -> None:
             assert 0 < mori.all_to_all_ms(256) < deepep.all_to_all_ms(256)
         else:
             assert mori.all_to_all_ms(256) - deepep.all_to_all_ms(256) == pytest.approx(fixed)
+
+
+def test_sglang_keeps_dense_mlps_and_the_lm_head_whole_where_its_flags_say() -> None:
+    """Under data-parallel attention --moe-dense-tp-size 1 replicates the dense MLP layers
+    (DeepSeek's first three, gate / up / down of 7,168 x 18,432) and --enable-dp-lm-head puts
+    the untied bf16 lm_head (129,280 x 7,168) on each attention-TP group: at TP 16 in 16 groups,
+    each costs a GPU 15/16 of its bytes more, and leaves the KV pool that much smaller."""
+    spec = resolve_model(None, DEEPSEEK)
+    assert spec.dense_mlp_params == 3 * 3 * 7168 * 18432 == 1_189_085_184
+    assert resolve_model(None, QWEN3_MOE).dense_mlp_params == 0  # every layer routed
+
+    def weights(**extra: object) -> tuple[int, int, str]:
+        plan, _ = serve_report(
+            gpu="h100", preset=None, model=DEEPSEEK, revision=None, gpu_memory_gib=None,
+            settings={"engine": "sglang", "tp": 16, "memory_fraction": 0.8,
+                      "extra": {"attn_dp_size": 16, **extra}},
+        )  # fmt: skip
+        p = plan.prediction
+        assert p is not None
+        return p.weights_bytes, p.available_kv_bytes, plan.command
+
+    base, pool, _ = weights()
+    per_param = spec.weights_bytes / spec.params_total  # the split is by parameter count
+    dense, dense_pool, line = weights(moe_dense_tp_size=1)
+    assert dense - base == pytest.approx(spec.dense_mlp_params * per_param * 15 / 16, abs=2)
+    assert pool - dense_pool == dense - base
+    assert fields_from_line("sglang", line)["moe_dense_tp_size"] == 1
+    head, _, line = weights(enable_dp_lm_head=True)
+    assert head - base == 129280 * 7168 * 2 * 15 // 16
+    assert fields_from_line("sglang", line)["enable_dp_lm_head"] is True
+    # the step reads what each GPU holds, and scores each group's own tokens
+    gpu = find_gpu("h100")
+    layout = {"tp": 1, "attention_dp": 16, "engine": "sglang", "all_to_all": True}
+    plain = step_time_for(spec, gpu, **layout)
+    both = step_time_for(spec, gpu, dense_mlp_replicated=True, dp_lm_head=True, **layout)
+    assert both.dense_weights_bytes > plain.dense_weights_bytes
+    assert both.logits_ms(64) < plain.logits_ms(64)
+    # a model SGLang's files do not replicate (its dense MLPs stay split), and one with none
+    qwen, _ = serve_report(
+        gpu="h100", preset=None, model=QWEN3_MOE, revision=None, gpu_memory_gib=None,
+        settings={"engine": "sglang", "tp": 8, "extra": {"attn_dp_size": 8,
+                                                         "moe_dense_tp_size": 1}},
+    )  # fmt: skip
+    alike, _ = serve_report(
+        gpu="h100", preset=None, model=QWEN3_MOE, revision=None, gpu_memory_gib=None,
+        settings={"engine": "sglang", "tp": 8, "extra": {"attn_dp_size": 8}},
+    )  # fmt: skip
+    assert qwen.prediction is not None and alike.prediction is not None
+    assert qwen.prediction.weights_bytes == alike.prediction.weights_bytes

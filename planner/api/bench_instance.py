@@ -583,6 +583,8 @@ def _instance_curve(
             else bool(p.settings.get("deepep"))
         ),
         all_to_all_kernels="mori" if p.settings.get("moe_a2a_backend") == "mori" else "deepep",
+        dense_mlp_replicated=bool(p.settings.get("dense_mlp_replicated")),
+        dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
         expert_ranks=ep if ep is not None and ep > 1 else None,
         redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
         two_batch_overlap=bool(

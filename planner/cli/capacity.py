@@ -270,6 +270,20 @@ def capacity(
             help="SGLang flag: overlap the MoE all-to-all with compute (wide EP).",
         ),
     ] = False,
+    moe_dense_tp_size: Annotated[
+        int | None,
+        typer.Option(
+            "--moe-dense-tp-size",
+            help="SGLang flag: 1 keeps the dense MLP layers whole on every GPU under DP attention.",
+        ),
+    ] = None,
+    enable_dp_lm_head: Annotated[
+        bool,
+        typer.Option(
+            "--enable-dp-lm-head",
+            help="SGLang flag: the lm_head over each attention-DP group's GPUs.",
+        ),
+    ] = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -431,6 +445,8 @@ class CapacityFlags:
     ep_num_redundant_experts: int | None
     moe_a2a_backend: str | None
     enable_two_batch_overlap: bool
+    moe_dense_tp_size: int | None
+    enable_dp_lm_head: bool
     quantization: str | None
     mem_fraction_static: float | None
     chunked_prefill_size: int | None
@@ -595,6 +611,8 @@ def _engine_ledger_settings(
             ep_num_redundant_experts=f.ep_num_redundant_experts,
             enable_two_batch_overlap=f.enable_two_batch_overlap or None,
             moe_a2a_backend=f.moe_a2a_backend,
+            moe_dense_tp_size=f.moe_dense_tp_size,
+            enable_dp_lm_head=f.enable_dp_lm_head or None,
             mamba_full_memory_ratio=f.mamba_full_memory_ratio,
             max_mamba_cache_size=f.max_mamba_cache_size,
         )
@@ -654,6 +672,8 @@ SGLANG_ONLY_FLAGS = {
     "--ep-num-redundant-experts": "ep_num_redundant_experts",
     "--enable-two-batch-overlap": "enable_two_batch_overlap",
     "--moe-a2a-backend": "moe_a2a_backend",
+    "--moe-dense-tp-size": "moe_dense_tp_size",
+    "--enable-dp-lm-head": "enable_dp_lm_head",
 }
 
 
@@ -897,6 +917,8 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "ep_num_redundant_experts",
         "enable_two_batch_overlap",
         "moe_a2a_backend",
+        "moe_dense_tp_size",
+        "enable_dp_lm_head",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

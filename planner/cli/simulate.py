@@ -373,6 +373,20 @@ def simulate(
             help="SGLang: overlap the MoE all-to-all with compute (wide EP, DeepEP).",
         ),
     ] = False,
+    moe_dense_tp_size: Annotated[
+        int | None,
+        typer.Option(
+            "--moe-dense-tp-size",
+            help="SGLang: 1 keeps the dense MLP layers whole on every GPU under DP attention.",
+        ),
+    ] = None,
+    enable_dp_lm_head: Annotated[
+        bool,
+        typer.Option(
+            "--enable-dp-lm-head",
+            help="SGLang: the lm_head over each attention-DP group's GPUs.",
+        ),
+    ] = False,
     memory_fraction: MemoryFraction = None,
     context: Annotated[
         str | None,
@@ -555,6 +569,8 @@ class SimulateFlags:
     ep_num_redundant_experts: int | None
     moe_a2a_backend: str | None
     enable_two_batch_overlap: bool
+    moe_dense_tp_size: int | None
+    enable_dp_lm_head: bool
     memory_fraction: float | None
     context: str | None
     num_scheduler_steps: int | None
@@ -743,6 +759,8 @@ ENGINE_EXTRA_FLAGS = {
         "--enable-two-batch-overlap",
         "enable_two_batch_overlap",
     ),
+    "moe_dense_tp_size": ("sglang", "--moe-dense-tp-size", "moe_dense_tp_size"),
+    "enable_dp_lm_head": ("sglang", "--enable-dp-lm-head", "enable_dp_lm_head"),
     "cuda_graph_max_bs": ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
     "scheduler_recv_interval": (
         "sglang",
@@ -925,6 +943,8 @@ DEPLOYMENT_FLAGS = {
     "ep_num_redundant_experts": "--ep-num-redundant-experts",
     "enable_two_batch_overlap": "--enable-two-batch-overlap",
     "moe_a2a_backend": "--moe-a2a-backend",
+    "moe_dense_tp_size": "--moe-dense-tp-size",
+    "enable_dp_lm_head": "--enable-dp-lm-head",
     "context": "--context",
     "prefill_tp": "--prefill-tp",
     "decode_tp": "--decode-tp",

@@ -171,6 +171,7 @@ BOOLEAN_FLAGS = {
     "--enable-deepep-moe",
     "--enable-two-batch-overlap",
     "--enable-dbo",
+    "--enable-dp-lm-head",
     "--enable-prefix-caching",
     "--disable-cuda-graph",
     "--disable-radix-cache",

@@ -118,6 +118,7 @@ class _Layer:
     quantized_linear_params: int = 0  # the part the checkpoint's quantisation covers
     attention_outputs: int = 0  # Q, K, V output features (column-parallel; O writes hidden)
     mlp_outputs: int = 0  # a dense MLP's gate / up output features (down writes hidden)
+    dense_mlp_params: int = 0  # a dense (not routed) MLP's matrices inside linear_params
     quantized_outputs: tuple[int, int] = (0, 0)  # (column, row) features of quantized ones
 
 
@@ -1043,12 +1044,16 @@ def _decoder_layers(t: Config, n: int, shape: _Shape, bits: int) -> tuple[list[_
         if isinstance(pattern, str):
             ch = pattern[i]
             if ch in "-E":
-                _add_ffn(layer, _ffn(t, hidden, moe=ch == "E"), routed=ch == "E")
+                ffn = _ffn(t, hidden, moe=ch == "E")
+                _add_ffn(layer, ffn, routed=ch == "E")
+                if ch == "-":
+                    layer.dense_mlp_params = ffn.mats
             layer.other_params += hidden  # one norm per pattern block
         elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
             ffn = _ffn(t, hidden, moe[i])
             if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
                 layer.mlp_outputs = ffn.mats // hidden - _dense_inter(t)
+                layer.dense_mlp_params = ffn.mats
             _add_ffn(layer, ffn, routed=moe[i])
             layer.other_params += 2 * hidden
         else:
@@ -1259,6 +1264,7 @@ def model_spec_from_config(
         routed_expert_params=sum(ly.expert_params for ly in layers) if experts else None,
         embedding_params=embed,
         attention_params=sum(ly.attention_params for ly in layers),
+        dense_mlp_params=sum(ly.dense_mlp_params for ly in layers),
         tied_embeddings=bool(tie),
         qk_norm_spans_heads=_qk_norm_spans_heads(t),
         trust_remote_code=isinstance(cfg.get("auto_map"), Mapping),

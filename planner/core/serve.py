@@ -911,6 +911,8 @@ SGLANG_FLAGS = (
     ("ep_num_redundant_experts", "--ep-num-redundant-experts"),
     ("enable_two_batch_overlap", "--enable-two-batch-overlap"),
     ("enable_deepep_moe", "--enable-deepep-moe"),
+    ("moe_dense_tp_size", "--moe-dense-tp-size"),
+    ("enable_dp_lm_head", "--enable-dp-lm-head"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -1048,6 +1050,7 @@ BOOLEAN_FIELDS = (
     "enable_deepep_moe",
     "enable_two_batch_overlap",
     "enable_dbo",
+    "enable_dp_lm_head",
 )
 FLOAT_FIELDS = (
     "gpu_memory_utilization",

@@ -138,6 +138,12 @@ class ModelSpec(BaseModel):
         description="the attention layers' projection matrices (Q, K, V, O; MLA's low-rank "
         "factors): what data-parallel attention replicates",
     )
+    dense_mlp_params: int = Field(
+        default=0,
+        ge=0,
+        description="the dense (not routed) MLPs' matrices: what SGLang's --moe-dense-tp-size 1 "
+        "replicates",
+    )
     tied_embeddings: bool = Field(default=True, description="lm_head shares the embedding")
     qk_norm_spans_heads: bool = Field(
         default=False,

@@ -236,6 +236,18 @@ class Sharding(BaseModel):
         description="GPUs the input embedding is split over on its own (1: whole on every GPU; "
         "0: with the rest, over dense_ranks)",
     )
+    dense_mlp_ranks: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs the dense (not routed) MLPs are split over on their own (1: whole on "
+        "every GPU, SGLang's --moe-dense-tp-size 1; 0: with the rest)",
+    )
+    lm_head_ranks: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs an untied lm_head is split over on its own (SGLang's "
+        "--enable-dp-lm-head: the attention TP group; 0: with the rest)",
+    )
 
 
 def weights_term(
@@ -271,19 +283,26 @@ def sharded_weights_bytes(
     model: ModelSpec, weights_bytes: int, pp: int, dtype_bytes: int, sharding: Sharding
 ) -> int:
     """One rank's weights under `sharding`: the checkpoint split into routed experts,
-    attention, the input embedding and the rest by parameter count (each at the checkpoint's
-    mean bytes per parameter), each part over its own ranks, plus the RoPE cache."""
+    attention, the input embedding, the dense MLPs, an untied lm_head and the rest by parameter
+    count (each at the checkpoint's mean bytes per parameter, but the lm_head at the run's
+    16-bit width: quantized checkpoints keep it unquantized), each part over its own ranks,
+    plus the RoPE cache."""
     per_param = weights_bytes / max(model.params_total, 1)
     experts = min(weights_bytes, round(model.expert_params * per_param))
     attention = min(weights_bytes - experts, round(model.attention_params * per_param))
     embedding = round(model.embedding_params * per_param) if sharding.embedding_ranks else 0
-    rest = max(0, weights_bytes - experts - attention - embedding)
+    dense_mlp = round(model.dense_mlp_params * per_param) if sharding.dense_mlp_ranks else 0
+    untied = sharding.lm_head_ranks and not model.tied_embeddings
+    lm_head = min(weights_bytes, model.embedding_params * dtype_bytes) if untied else 0
+    rest = max(0, weights_bytes - experts - attention - embedding - dense_mlp - lm_head)
     rope = rope_cache_bytes(model, dtype_bytes)
     return (
         ceil_div(experts, sharding.expert_ranks * pp)
         + ceil_div(attention, sharding.attention_ranks * pp)
         + ceil_div(rest, sharding.dense_ranks * pp)
         + ceil_div(embedding, max(1, sharding.embedding_ranks))  # the first stage's
+        + ceil_div(dense_mlp, max(1, sharding.dense_mlp_ranks) * pp)
+        + ceil_div(lm_head, max(1, sharding.lm_head_ranks))  # the last stage's
         + rope
     )
 

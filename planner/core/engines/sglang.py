@@ -330,6 +330,25 @@ DP_ATTENTION_SPLIT_EMBEDDING_SINCE_BY_TYPE = {
     "kimi_k2": (0, 5, 8),  # DeepseekV3ForCausalLM
 }
 DP_ATTENTION_GRAPH_MIB_PER_BS = 3
+# Under data-parallel attention two flags keep more on every GPU (server_args.py in the
+# 0.4.9.post6, 0.5.3 and 0.5.13 wheels, arg_groups/ in 0.5.23): --moe-dense-tp-size 1 (1 or
+# unset) replicates the dense (not routed) MLP layers in the model files that read it
+# (enable_moe_dense_fully_dp / is_dense_ffn_fully_dp: deepseek_v2.py and glm4_moe.py in all
+# four, bailing_moe.py from 0.5.3, mimo_v2.py from 0.5.13), and --enable-dp-lm-head splits the
+# attention-TP group only (ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)), each group
+# scoring its own tokens. SGLang turns --enable-dp-lm-head off with one DP rank and refuses it
+# with DP ranks that are not attention DP.
+DENSE_TP_ARCHITECTURES = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "GlmMoeDsaForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "BailingMoeV2ForCausalLM",
+    }
+)
 
 
 class SglangSettings(BaseModel):
@@ -386,6 +405,16 @@ class SglangSettings(BaseModel):
         ge=0,
         description="expert replicas beside the routed experts, spread over the EP ranks "
         "(--ep-num-redundant-experts): each rank holds (E + R) / EP experts",
+    )
+    moe_dense_tp_size: Literal[1] | None = Field(
+        default=None,
+        description="--moe-dense-tp-size: 1 replicates the dense MLP layers on every GPU under "
+        "data-parallel attention (None: split over the TP group)",
+    )
+    enable_dp_lm_head: bool = Field(
+        default=False,
+        description="--enable-dp-lm-head: the lm_head over each attention-TP group, not the "
+        "whole TP group (data-parallel attention only)",
     )
     enable_two_batch_overlap: bool = Field(
         default=False,
@@ -780,6 +809,9 @@ def predict(
             "sliding_window_size": windowed[1] if windowed else None,
             "max_mamba_cache_size": mamba_slots or None,
             "moe_a2a_backend": experts.all_to_all,
+            "moe_dense_tp_size": s.moe_dense_tp_size,
+            "dense_mlp_replicated": dense_mlp_replicated(model, s, lay.attn_dp) or None,
+            "enable_dp_lm_head": (s.enable_dp_lm_head and lay.attn_dp > 1) or None,
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "stream_interval": s.stream_interval,
@@ -929,17 +961,35 @@ def _weights(
             model.model_type or "", DP_ATTENTION_SPLIT_EMBEDDING_SINCE
         )
         split = version >= since
+        replicated = dense_mlp_replicated(model, s, attn_dp)
         sharding = Sharding(
             attention_ranks=attn_tp,
             dense_ranks=tp,
             expert_ranks=tp,
             embedding_ranks=attn_tp if split else 1,
+            dense_mlp_ranks=1 if replicated else 0,
+            lm_head_ranks=attn_tp if s.enable_dp_lm_head else 0,
         )
         embedding = f"on the attention TP group's {attn_tp}" if split else "whole on every GPU"
+        extra = (
+            " the dense MLP layers whole on every GPU (--moe-dense-tp-size 1),"
+            if replicated
+            else ""
+        ) + (
+            f" the lm_head on {attn_tp} GPU(s) (--enable-dp-lm-head),"
+            if s.enable_dp_lm_head
+            else ""
+        )
         notes.append(
             f"data-parallel attention: {attn_dp} groups of attention TP {attn_tp}, each with its "
-            f"own scheduler and KV pool; attention weights on {attn_tp} GPU(s), the input "
+            f"own scheduler and KV pool; attention weights on {attn_tp} GPU(s),{extra} the input "
             f"embedding {embedding} (weights split by parameter count: an estimate)"
+        )
+    elif s.enable_dp_lm_head and s.dp_size > 1:
+        raise InputError(
+            "--enable-dp-lm-head",
+            "splits the lm_head over attention-DP groups: SGLang refuses it without "
+            "--enable-dp-attention",
         )
     w, sources["weights_bytes"] = weights_term(
         model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, lay.act_bytes, sharding
@@ -947,6 +997,17 @@ def _weights(
     if m.weights_bytes is None:
         w = correct(s.calibration, "weights_bytes", w, sources)
     return w
+
+
+def dense_mlp_replicated(model: ModelSpec, s: SglangSettings, attn_dp: int) -> bool:
+    """Whether SGLang keeps the dense MLP layers whole on every GPU (--moe-dense-tp-size 1 under
+    data-parallel attention, in the model files that read it: DENSE_TP_ARCHITECTURES)."""
+    return (
+        s.moe_dense_tp_size == 1
+        and attn_dp > 1
+        and (model.architecture or "") in DENSE_TP_ARCHITECTURES
+        and model.dense_mlp_params > 0
+    )
 
 
 def check_mori(

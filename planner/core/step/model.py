@@ -307,6 +307,11 @@ class StepTime(BaseModel):
         default=False,
         description="the MoE layers exchange tokens with DeepEP's all-to-all (wide EP)",
     )
+    dp_lm_head: bool = Field(
+        default=False,
+        description="SGLang's --enable-dp-lm-head: each attention-DP group scores its own tokens "
+        "on its own GPUs (no gather of the logits over every group)",
+    )
     all_to_all_kernels: Literal["deepep", "mori"] = Field(
         default="deepep",
         description="whose all-to-all kernels: DeepEP's (low-latency in decode steps, as "
@@ -565,7 +570,7 @@ class StepTime(BaseModel):
         read_ms = gemm.read_ms(sampler.greedy_bytes(sampled, vocab), self._bandwidth())
         passes = read_ms * self.memory_scale
         ranks, scored = self.tp, sampled
-        if self.attention_dp > 1 and self.engine == "sglang":
+        if self.attention_dp > 1 and self.engine == "sglang" and not self.dp_lm_head:
             # SGLang's lm_head spans every GPU (unless --enable-dp-lm-head): each scores every
             # group's gathered tokens on its share of the vocabulary and the logits are
             # all-gathered over all of them before each group keeps its own (LogitsProcessor's
@@ -932,9 +937,14 @@ def weight_split(
     pp: int,
     attention_dp: int,
     engine: str,
+    dense_mlp_replicated: bool = False,
+    dp_lm_head: bool = False,
 ) -> WeightSplit:
     """The checkpoint's weights (or `weights_bytes` when re-stored) split for one GPU of TP
-    `tp` x PP `pp` with `attention_dp` data-parallel attention groups (see step_time_for)."""
+    `tp` x PP `pp` with `attention_dp` data-parallel attention groups (see step_time_for);
+    under SGLang's, `dense_mlp_replicated` keeps the dense MLPs whole on every GPU
+    (--moe-dense-tp-size 1) and `dp_lm_head` an untied lm_head on the attention TP group
+    (--enable-dp-lm-head)."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
@@ -964,8 +974,14 @@ def weight_split(
         dense_params = model.params_total - model.expert_params - untied
         dense_scale = dense / max(dense_params, 1) if model.expert_params else scale
         attention_bytes = min(dense, round(model.attention_params * dense_scale))
-        dense_per_gpu = ceil_div(attention_bytes, tp * pp) + ceil_div(
-            dense - attention_bytes, tp * attention_dp * pp
+        mlp_bytes = round(model.dense_mlp_params * dense_scale) if dense_mlp_replicated else 0
+        # an untied lm_head (the same bytes as the input embedding, which `dense` leaves out)
+        head_bytes = embedding if dp_lm_head else 0
+        spread = max(0, dense - attention_bytes - mlp_bytes - head_bytes)
+        dense_per_gpu = (
+            ceil_div(attention_bytes + head_bytes, tp * pp)
+            + ceil_div(spread, tp * attention_dp * pp)
+            + ceil_div(mlp_bytes, pp)
         )
         # the dense FFNs and shared experts run on the gathered batch, over every GPU
         untied = 1 if model.tied_embeddings else 2
@@ -994,6 +1010,8 @@ def step_time_for(
     overlap_min_tokens: tuple[int, int] = TWO_BATCH_MIN_TOKENS,
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
+    dense_mlp_replicated: bool = False,
+    dp_lm_head: bool = False,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -1011,8 +1029,13 @@ def step_time_for(
     expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
     the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
     experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
-    the release's default); `stream_interval`: the engine's --stream-interval."""
-    split = weight_split(model, weights_bytes, tp, pp, attention_dp, engine)
+    the release's default); `stream_interval`: the engine's --stream-interval;
+    `dense_mlp_replicated` / `dp_lm_head`: SGLang's --moe-dense-tp-size 1 / --enable-dp-lm-head
+    under data-parallel attention (weight_split; the lm_head then scores each group's own
+    tokens)."""
+    split = weight_split(
+        model, weights_bytes, tp, pp, attention_dp, engine, dense_mlp_replicated, dp_lm_head
+    )
     moe_ranks = tp * attention_dp
     fabric = comm.fabric_of(gpu)
     wide = (
@@ -1156,6 +1179,7 @@ def step_time_for(
         gathered_params_per_gpu=split.gathered_params,
         moe_all_to_all=wide,
         all_to_all_kernels=all_to_all_kernels,
+        dp_lm_head=dp_lm_head and attention_dp > 1,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=two_batch_overlap and wide,
         overlap_min_tokens=overlap_min_tokens,
