@@ -505,3 +505,25 @@ def test_the_engines_quantization_methods_name_the_format_they_run(
     got = cli(*sim, "--quantization", method).json()
     assert got == cli(*sim, "--weight-dtype", dtype).json()
     assert got["deployment"]["weight_dtype"] == dtype
+
+
+def test_slo_takes_the_engines_exchange_flags_as_simulate_does(cli: Cli) -> None:
+    """`slo` poses the MoE exchange as capacity and simulate do (issue 23: the same options):
+    AMD's MoRI under SGLang changes the step, so the cap, and the line carries the flag; an
+    engine's flag under the other engine, or without a model to shape, is one error naming it."""
+    from helpers import MODELS
+
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    where = ("slo", "--model", r1, "--gpu", "mi300x", "--tp", "8", "--dp", "8")
+    where += ("--dp-attention", "--engine", "sglang", "--tpot", "50", "--json")
+    gathered = cli(*where)
+    mori = cli(*where, "--moe-a2a-backend", "mori")
+    assert gathered.code == 0 and mori.code == 0, mori.err
+    assert "--moe-a2a-backend mori" in mori.json()["flags"]["sglang"]
+    assert "--moe-a2a-backend" not in gathered.json()["flags"]["sglang"]
+    assert mori.json()["batch_cap"] != gathered.json()["batch_cap"]
+    vllm = cli("slo", "--model", r1, "--gpu", "h200", "--tp", "8", "--tpot", "50",
+               "--moe-a2a-backend", "deepep")  # fmt: skip
+    assert vllm.code == 2 and "--moe-a2a-backend: an SGLang flag" in vllm.err
+    bare = cli("slo", "--tpot", "50", "--enable-dp-lm-head")
+    assert bare.code == 2 and "--enable-dp-lm-head: shapes a derived model" in bare.err

@@ -211,6 +211,8 @@ def serve_values(settings: dict[str, Any], engine: str, version: str | None) -> 
     values["kv_cache_dtype"] = kv_cache_flag(values["engine"], kv)
     if settings.get("weight_dtype") is not None:
         values["weight_dtype"] = settings["weight_dtype"]
+    if settings.get("extra"):  # the engine's own flags (its MoE exchange)
+        values["extra"] = dict(settings["extra"])
     return values
 
 
@@ -685,12 +687,12 @@ def _resolve_step_model(
         if gpu is None:
             raise InputError("--gpu", "required with --preset/--model")
         try:
-            plan = capacity_plan(
+            plan = capacity_plan(  # the textbook plan: the engine's own flags are the instance's
                 gpu=gpu,
                 preset=where.preset,
                 model=where.model,
                 revision=where.revision,
-                **settings,
+                **{k: v for k, v in settings.items() if k != "extra"},
             )
         except PlannerError:
             if where.pp < 2:

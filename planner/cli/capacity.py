@@ -18,11 +18,16 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     EnableDbo,
+    EnableDpLmHead,
+    EnableTwoBatchOverlap,
     EngineDtype,
+    EpNumRedundantExperts,
     HubTimeout,
     MambaFullMemoryRatio,
     MaxMambaCacheSize,
     MaxPrefillTokens,
+    MoeA2aBackend,
+    MoeDenseTpSize,
     ReservedGib,
     Revision,
     SchedulerRecvInterval,
@@ -249,41 +254,11 @@ def capacity(
             "span (vLLM: TP x DP, its --enable-expert-parallel; SGLang: TP, its --ep-size).",
         ),
     ] = None,
-    ep_num_redundant_experts: Annotated[
-        int | None,
-        typer.Option(
-            "--ep-num-redundant-experts",
-            help="SGLang flag: extra expert replicas spread over the EP ranks.",
-        ),
-    ] = None,
-    moe_a2a_backend: Annotated[
-        str | None,
-        typer.Option(
-            "--moe-a2a-backend",
-            help="SGLang flag: none, deepep or mori (AMD) [deepep past one 8-GPU board on NVIDIA].",
-        ),
-    ] = None,
-    enable_two_batch_overlap: Annotated[
-        bool,
-        typer.Option(
-            "--enable-two-batch-overlap",
-            help="SGLang flag: overlap the MoE all-to-all with compute (wide EP).",
-        ),
-    ] = False,
-    moe_dense_tp_size: Annotated[
-        int | None,
-        typer.Option(
-            "--moe-dense-tp-size",
-            help="SGLang flag: 1 keeps the dense MLP layers whole on every GPU under DP attention.",
-        ),
-    ] = None,
-    enable_dp_lm_head: Annotated[
-        bool,
-        typer.Option(
-            "--enable-dp-lm-head",
-            help="SGLang flag: the lm_head over each attention-DP group's GPUs.",
-        ),
-    ] = False,
+    ep_num_redundant_experts: EpNumRedundantExperts = None,
+    moe_a2a_backend: MoeA2aBackend = None,
+    enable_two_batch_overlap: EnableTwoBatchOverlap = False,
+    moe_dense_tp_size: MoeDenseTpSize = None,
+    enable_dp_lm_head: EnableDpLmHead = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,

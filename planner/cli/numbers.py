@@ -159,6 +159,45 @@ EnableDbo = Annotated[
         "--all2all-backend).",
     ),
 ]
+EpNumRedundantExperts = Annotated[
+    int | None,
+    typer.Option(
+        "--ep-num-redundant-experts",
+        help="SGLang flag: extra expert replicas spread over the EP ranks [0].",
+        show_default=False,
+    ),
+]
+MoeA2aBackend = Annotated[
+    str | None,
+    typer.Option(
+        "--moe-a2a-backend",
+        help="SGLang flag: none, deepep or mori (AMD, 0.5.9+) [deepep past one 8-GPU board on "
+        "NVIDIA, else none].",
+        show_default=False,
+    ),
+]
+EnableTwoBatchOverlap = Annotated[
+    bool,
+    typer.Option(
+        "--enable-two-batch-overlap",
+        help="SGLang flag: overlap the MoE all-to-all with compute (wide EP).",
+    ),
+]
+MoeDenseTpSize = Annotated[
+    int | None,
+    typer.Option(
+        "--moe-dense-tp-size",
+        help="SGLang flag: 1 keeps the dense MLP layers whole on every GPU under DP attention.",
+        show_default=False,
+    ),
+]
+EnableDpLmHead = Annotated[
+    bool,
+    typer.Option(
+        "--enable-dp-lm-head",
+        help="SGLang flag: the lm_head over each attention-DP group's GPUs (DP attention).",
+    ),
+]
 StreamInterval = Annotated[
     int | None,
     typer.Option(

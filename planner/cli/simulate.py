@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     TP_FLAGS,
@@ -15,9 +16,12 @@ from planner.cli.numbers import (
     AsyncScheduling,
     AttentionDataParallel,
     EnableDbo,
+    EnableDpLmHead,
     EnableExpertParallel,
     EnableHierarchicalCache,
+    EnableTwoBatchOverlap,
     EngineDtype,
+    EpNumRedundantExperts,
     HicacheRatio,
     HicacheSize,
     HubTimeout,
@@ -27,6 +31,8 @@ from planner.cli.numbers import (
     MaxMambaCacheSize,
     MaxPrefillTokens,
     MemoryFraction,
+    MoeA2aBackend,
+    MoeDenseTpSize,
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
@@ -351,42 +357,11 @@ def simulate(
             help="Tokens per step (default: the engine's).",
         ),
     ] = None,
-    ep_num_redundant_experts: Annotated[
-        int | None,
-        typer.Option(
-            "--ep-num-redundant-experts",
-            help="SGLang: extra expert replicas spread over the EP ranks [0].",
-        ),
-    ] = None,
-    moe_a2a_backend: Annotated[
-        str | None,
-        typer.Option(
-            "--moe-a2a-backend",
-            help="SGLang: none, deepep or mori (AMD, 0.5.9+) [deepep past one 8-GPU board on "
-            "NVIDIA, else none].",
-        ),
-    ] = None,
-    enable_two_batch_overlap: Annotated[
-        bool,
-        typer.Option(
-            "--enable-two-batch-overlap",
-            help="SGLang: overlap the MoE all-to-all with compute (wide EP, DeepEP).",
-        ),
-    ] = False,
-    moe_dense_tp_size: Annotated[
-        int | None,
-        typer.Option(
-            "--moe-dense-tp-size",
-            help="SGLang: 1 keeps the dense MLP layers whole on every GPU under DP attention.",
-        ),
-    ] = None,
-    enable_dp_lm_head: Annotated[
-        bool,
-        typer.Option(
-            "--enable-dp-lm-head",
-            help="SGLang: the lm_head over each attention-DP group's GPUs.",
-        ),
-    ] = False,
+    ep_num_redundant_experts: EpNumRedundantExperts = None,
+    moe_a2a_backend: MoeA2aBackend = None,
+    enable_two_batch_overlap: EnableTwoBatchOverlap = False,
+    moe_dense_tp_size: MoeDenseTpSize = None,
+    enable_dp_lm_head: EnableDpLmHead = False,
     memory_fraction: MemoryFraction = None,
     context: Annotated[
         str | None,
@@ -745,49 +720,10 @@ def _sweep_values(sweep: str | None, key: str, example: str) -> list[int] | None
         raise InputError("--sweep", f"{sweep!r}: integers expected") from exc
 
 
-# The engines' own flags a deployment benchmark takes: (the engine, its flag, the settings
-# field), by the SimulateFlags field that holds it.
-ENGINE_EXTRA_FLAGS = {
-    "moe_a2a_backend": ("sglang", "--moe-a2a-backend", "moe_a2a_backend"),
-    "ep_num_redundant_experts": (
-        "sglang",
-        "--ep-num-redundant-experts",
-        "ep_num_redundant_experts",
-    ),
-    "enable_two_batch_overlap": (
-        "sglang",
-        "--enable-two-batch-overlap",
-        "enable_two_batch_overlap",
-    ),
-    "moe_dense_tp_size": ("sglang", "--moe-dense-tp-size", "moe_dense_tp_size"),
-    "enable_dp_lm_head": ("sglang", "--enable-dp-lm-head", "enable_dp_lm_head"),
-    "cuda_graph_max_bs": ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
-    "scheduler_recv_interval": (
-        "sglang",
-        "--scheduler-recv-interval",
-        "scheduler_recv_interval",
-    ),
-    "max_prefill_tokens": ("sglang", "--max-prefill-tokens", "max_prefill_tokens"),
-    "max_cudagraph_capture_size": (
-        "vllm",
-        "--max-cudagraph-capture-size",
-        "max_cudagraph_capture_size",
-    ),
-    "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
-    "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
-    "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
-    "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
-    "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
-    "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
-    "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
-}
-
-
 def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
     """The serve plan's settings the flags state (unset ones: the plan's defaults); an engine's
     own flag under the other engine is one error naming it."""
     from planner.cli.capacity import engine_kv_dtype, offload_settings
-    from planner.errors import InputError
 
     settings: dict[str, Any] = {
         "engine": engine,
@@ -802,14 +738,10 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
         "block_size": f.block_size,
         "dtype": f.dtype,
     }
-    for name, (owner, flag, field) in ENGINE_EXTRA_FLAGS.items():
-        stated = getattr(f, name)
-        if stated == _DEFAULTS[name]:
-            continue
-        if engine != owner:
-            which = "an SGLang" if owner == "sglang" else "a vLLM"
-            raise InputError(flag, f"{which} flag (--engine {owner})")
-        settings.setdefault("extra", {})[field] = stated
+    stated = {name: getattr(f, name) for name in ENGINE_EXTRA_FLAGS}
+    extra = engine_extra(engine, {k: v for k, v in stated.items() if v != _DEFAULTS[k]})
+    if extra:
+        settings["extra"] = extra
     if f.stream_interval is not None:  # both engines' flag
         settings.setdefault("extra", {})["stream_interval"] = f.stream_interval
     if f.reserved_gib:  # memory other processes hold on each GPU, as capacity charges it

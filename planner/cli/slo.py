@@ -4,16 +4,24 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
 from planner.cli.numbers import (
     TP_FLAGS,
+    All2AllBackend,
     AttentionDataParallel,
     DataParallel,
     DataParallelAttention,
+    EnableDbo,
+    EnableDpLmHead,
     EnableExpertParallel,
+    EnableTwoBatchOverlap,
+    EpNumRedundantExperts,
     ExpertParallel,
     HubTimeout,
     MemoryFraction,
     ModelLength,
+    MoeA2aBackend,
+    MoeDenseTpSize,
     PipelineParallel,
     Revision,
     StepCalibration,
@@ -74,6 +82,13 @@ def slo(
     dp_attention: DataParallelAttention = False,
     enable_expert_parallel: EnableExpertParallel = False,
     attn_dp_size: AttentionDataParallel = None,
+    all2all_backend: All2AllBackend = None,
+    enable_dbo: EnableDbo = False,
+    moe_a2a_backend: MoeA2aBackend = None,
+    enable_two_batch_overlap: EnableTwoBatchOverlap = False,
+    ep_num_redundant_experts: EpNumRedundantExperts = None,
+    moe_dense_tp_size: MoeDenseTpSize = None,
+    enable_dp_lm_head: EnableDpLmHead = False,
     context: ModelLength = None,
     memory_fraction: MemoryFraction = None,
     weight_dtype: Annotated[
@@ -148,6 +163,17 @@ def slo(
         raise InputError(
             "--overhead-ms", f"must be in [0, {MAX_OVERHEAD_MS:g}] (got {overhead_ms})"
         )
+    # the engine's own exchange flags, as capacity and simulate take them (unset ones left out)
+    own: dict[str, object] = {
+        "all2all_backend": all2all_backend,
+        "enable_dbo": enable_dbo,
+        "moe_a2a_backend": moe_a2a_backend,
+        "enable_two_batch_overlap": enable_two_batch_overlap,
+        "ep_num_redundant_experts": ep_num_redundant_experts,
+        "moe_dense_tp_size": moe_dense_tp_size,
+        "enable_dp_lm_head": enable_dp_lm_head,
+    }
+    exchange = {k: v for k, v in own.items() if v is not None and v is not False}
     if gpu is None and preset is None and model is None:
         # these shape a derived step model or its pool: without a model they change nothing
         shaping: tuple[tuple[str, object], ...] = (
@@ -161,6 +187,7 @@ def slo(
             ("--overhead-ms", overhead_ms),
             ("--enable-expert-parallel", enable_expert_parallel or None),
             ("--attn-dp-size", attn_dp_size),
+            *((ENGINE_EXTRA_FLAGS[k][1], v) for k, v in exchange.items()),
         )
         for flag, given in shaping:
             if given is not None:
@@ -170,6 +197,9 @@ def slo(
     )
     dp = 1 if layout_dp is None else layout_dp
     settings: dict[str, Any] = {"tp": tp, "pp": pp, "mean_tokens": mean_len}
+    extra = engine_extra(engine, exchange)
+    if extra:
+        settings["extra"] = extra
     if context is not None:
         settings["context_tokens"] = context
     if weight_dtype is not None:

@@ -1,0 +1,58 @@
+"""The engines' own flags more than one command takes: which engine owns each flag and the
+settings field it sets, so `simulate` and `slo` pass them alike (and refuse one under the
+other engine alike)."""
+
+from __future__ import annotations
+
+from planner.errors import InputError
+
+# The engines' own flags a deployment takes: (the engine, its flag, the settings field), by
+# the command's parameter that holds it.
+ENGINE_EXTRA_FLAGS = {
+    "moe_a2a_backend": ("sglang", "--moe-a2a-backend", "moe_a2a_backend"),
+    "ep_num_redundant_experts": (
+        "sglang",
+        "--ep-num-redundant-experts",
+        "ep_num_redundant_experts",
+    ),
+    "enable_two_batch_overlap": (
+        "sglang",
+        "--enable-two-batch-overlap",
+        "enable_two_batch_overlap",
+    ),
+    "moe_dense_tp_size": ("sglang", "--moe-dense-tp-size", "moe_dense_tp_size"),
+    "enable_dp_lm_head": ("sglang", "--enable-dp-lm-head", "enable_dp_lm_head"),
+    "cuda_graph_max_bs": ("sglang", "--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
+    "scheduler_recv_interval": (
+        "sglang",
+        "--scheduler-recv-interval",
+        "scheduler_recv_interval",
+    ),
+    "max_prefill_tokens": ("sglang", "--max-prefill-tokens", "max_prefill_tokens"),
+    "max_cudagraph_capture_size": (
+        "vllm",
+        "--max-cudagraph-capture-size",
+        "max_cudagraph_capture_size",
+    ),
+    "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
+    "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
+    "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
+    "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
+    "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
+    "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
+    "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
+}
+
+
+def engine_extra(engine: str, stated: dict[str, object]) -> dict[str, object]:
+    """The engine's own settings fields from the flags a command was given (`stated`: by
+    parameter name, the unset ones left out); one of the other engine's flags is one error
+    naming it."""
+    extra: dict[str, object] = {}
+    for name, value in stated.items():
+        owner, flag, field = ENGINE_EXTRA_FLAGS[name]
+        if engine != owner:
+            which = "an SGLang" if owner == "sglang" else "a vLLM"
+            raise InputError(flag, f"{which} flag (--engine {owner})")
+        extra[field] = value
+    return extra
