@@ -9,6 +9,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from planner.core.engines.vllm import PRICED_ALL2ALL
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog
@@ -408,7 +409,7 @@ SGLANG_BARE_FLAGS = ("enable_two_batch_overlap", "enable_dp_lm_head")
 # A row that runs another (vLLM's MoRI or pplx kernels, SGLang's Mooncake EP) is refused, not
 # posed on the default exchange.
 MODELLED_ALL_TO_ALL = {
-    "vllm": ("allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency"),
+    "vllm": PRICED_ALL2ALL,
     "sglang": SGLANG_WORD_FLAGS["moe_a2a_backend"],
 }
 ALL_TO_ALL_SPELLINGS = {

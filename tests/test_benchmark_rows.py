@@ -19,6 +19,25 @@ from rows import catalog_gpu, checkpoint_config, engine_settings, sglang_fields,
 Cli = Callable[..., Result]
 
 
+def vllm_random_row(model: str, gpu: str, tp: int, concurrency: int) -> dict[str, object]:
+    """A vllm bench serve row of `model` at TP `tp` on as many of `gpu`: 1,000 / 100 random
+    tokens, `concurrency` clients, vLLM 0.12.0."""
+    return {
+        "model": model,
+        "gpu_norm": gpu,
+        "gpu_count": tp,
+        "tp": tp,
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "workload": {
+            "dataset": "random (vllm bench serve)",
+            "input_len": 1000,
+            "output_len": 100,
+            "concurrency": concurrency,
+        },
+    }
+
+
 @pytest.mark.parametrize(
     ("short", "full", "card"),
     [
@@ -201,21 +220,8 @@ def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> Non
     assert vllm_fields({"notes": "--no-async-scheduling"}) == {"async_scheduling": False}
     assert vllm_fields({"engine_config": {"async_scheduling": True}}) == {"async_scheduling": True}
     assert vllm_fields({"notes": "--async-scheduling-x"}) == {}
-    row = {
-        "model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu_norm": "H100",
-        "gpu_count": 1,
-        "tp": 1,
-        "engine": "vllm",
-        "engine_version": "0.12.0",
-        "workload": {
-            "dataset": "random (vllm bench serve)",
-            "input_len": 1000,
-            "output_len": 100,
-            "concurrency": 4,
-        },
-        "notes": "vllm serve m --async-scheduling --stream-interval 10",
-    }
+    row = vllm_random_row("meta-llama/Llama-3.1-8B-Instruct", "H100", 1, concurrency=4)
+    row["notes"] = "vllm serve m --async-scheduling --stream-interval 10"
     kwargs, why = e2e.pose(row, MODELS)
     assert why is None
     assert kwargs["settings"]["extra"] == {"async_scheduling": True, "stream_interval": 10}
@@ -816,20 +822,7 @@ def test_a_row_on_an_all_to_all_the_model_does_not_price_is_refused() -> None:
     # refused by name
     import e2e
 
-    row = {
-        "model": "deepseek-ai/DeepSeek-R1",
-        "gpu_norm": "H200",
-        "gpu_count": 8,
-        "tp": 8,
-        "engine": "vllm",
-        "engine_version": "0.12.0",
-        "workload": {
-            "dataset": "random (vllm bench serve)",
-            "input_len": 1000,
-            "output_len": 100,
-            "concurrency": 64,
-        },
-    }
+    row = vllm_random_row("deepseek-ai/DeepSeek-R1", "H200", 8, concurrency=64)
     assert e2e.pose(row, MODELS)[1] is None
     for notes, backend in (
         ("vllm serve m --all2all-backend pplx", "pplx"),

@@ -1044,16 +1044,12 @@ def _decoder_layers(t: Config, n: int, shape: _Shape, bits: int) -> tuple[list[_
         if isinstance(pattern, str):
             ch = pattern[i]
             if ch in "-E":
-                ffn = _ffn(t, hidden, moe=ch == "E")
-                _add_ffn(layer, ffn, routed=ch == "E")
-                if ch == "-":
-                    layer.dense_mlp_params = ffn.mats
+                _add_ffn(layer, _ffn(t, hidden, moe=ch == "E"), routed=ch == "E")
             layer.other_params += hidden  # one norm per pattern block
         elif kind is not KvKind.MAMBA or mtype in MAMBA_LAYERS_WITH_FFN:
             ffn = _ffn(t, hidden, moe[i])
             if not moe[i]:  # gate / up: the MLP's matrices less down's (inter x hidden)
                 layer.mlp_outputs = ffn.mats // hidden - _dense_inter(t)
-                layer.dense_mlp_params = ffn.mats
             _add_ffn(layer, ffn, routed=moe[i])
             layer.other_params += 2 * hidden
         else:
@@ -1065,12 +1061,14 @@ def _decoder_layers(t: Config, n: int, shape: _Shape, bits: int) -> tuple[list[_
 
 
 def _add_ffn(layer: _Layer, ffn: FfnParams, *, routed: bool) -> None:
-    """A layer's feed-forward block added to its parameters."""
+    """A layer's feed-forward block added to its parameters (a dense one's matrices counted
+    apart as well)."""
     layer.linear_params += ffn.mats
     layer.active_linear_params += ffn.active
     layer.other_params += ffn.other
     layer.routed, layer.shared_params = routed, ffn.shared
     layer.expert_params = ffn.routed
+    layer.dense_mlp_params = 0 if routed else ffn.mats
 
 
 def _mixer(

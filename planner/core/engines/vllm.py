@@ -42,7 +42,7 @@ from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
-from planner.core.step.comm import NVL72_PREFIXES
+from planner.core.step.comm import NODE_DOMAIN_GPUS, NVL72_PREFIXES
 from planner.core.step.overhead import (
     VLLM_ASYNC_SCHEDULING_FLAG_SINCE,
     VLLM_STREAM_INTERVAL_SINCE,
@@ -313,9 +313,9 @@ DEEPEP_LL_HIDDEN_SIZES = (2048, 2560, 3072, 4096, 5120, 6144, 7168, 8192)
 DEEPEP_LL_HEADER_BYTES = 16
 DEEPEP_LL_SCALE_VALUES = 128
 DEEPEP_ALIGN_BYTES = 128
-# GPUs behind one host: vLLM's "internode" asks whether every rank shares rank 0's node; an NVL72
-# rack's compute trays hold four GPUs each (NVIDIA GB200 NVL72: 18 trays of 2 Grace + 4 Blackwell).
-HOST_GPUS = 8
+# GPUs behind one host (vLLM's "internode" asks whether every rank shares rank 0's node): a
+# node's eight (NODE_DOMAIN_GPUS), or an NVL72 rack's compute tray's four (NVIDIA GB200 NVL72:
+# 18 trays of 2 Grace + 4 Blackwell).
 NVL72_TRAY_GPUS = 4
 # Dual-batch overlap (--enable-dbo, 0.11.0+): a step splits into two micro-batches, one's
 # DeepEP exchange under the other's compute, where it holds enough tokens: 32 in a decode-only
@@ -968,13 +968,9 @@ def deepep_mode(settings: VllmSettings) -> str | None:
 
 
 def batched_dp_moe(settings: VllmSettings, version: tuple[int, int, int]) -> bool:
-    """Whether the release's max_num_batched_tokens default is BATCHED_DP_MOE_TOKENS."""
-    return (
-        version >= BATCHED_DP_MOE_SINCE
-        and settings.all2all_backend == DEEPEP_LOW_LATENCY
-        and settings.enable_expert_parallel
-        and settings.data_parallel_size > 1
-    )
+    """Whether the release's max_num_batched_tokens default is BATCHED_DP_MOE_TOKENS: DeepEP's
+    low-latency kernels running (deepep_mode) on a release from BATCHED_DP_MOE_SINCE."""
+    return version >= BATCHED_DP_MOE_SINCE and deepep_mode(settings) == DEEPEP_LOW_LATENCY
 
 
 def deepep_ll_rdma_bytes(tokens: int, hidden: int, experts: int) -> int:
@@ -1004,7 +1000,7 @@ def deepep_buffer_bytes(
     if mode is None or not model.num_experts:
         return 0
     ranks = settings.tensor_parallel_size * settings.data_parallel_size
-    host = NVL72_TRAY_GPUS if gpu.id.startswith(NVL72_PREFIXES) else HOST_GPUS
+    host = NVL72_TRAY_GPUS if gpu.id.startswith(NVL72_PREFIXES) else NODE_DOMAIN_GPUS
     if mode == DEEPEP_HIGH_THROUGHPUT:
         return DEEPEP_BUFFER_BYTES * (2 if ranks > host else 1)
     hidden = next((h for h in DEEPEP_LL_HIDDEN_SIZES if h >= model.hidden_size), None)
