@@ -24,6 +24,7 @@ from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
 from planner.core.step import StepTime, step_time_for
 from planner.core.step.family import family_of
+from planner.core.step.moe import MoeExchange
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -119,7 +120,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         version=version,
         pp=int(str(row.get("pp") or 1)),
         attention_dp=groups,
-        expert_ranks=ep if ep > 1 and model.num_experts else None,
+        exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
     return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
 

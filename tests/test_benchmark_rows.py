@@ -867,6 +867,7 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
     import step_time
 
     from planner.core.step import step_time_for
+    from planner.core.step.moe import MoeExchange
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
@@ -888,7 +889,7 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
         engine="sglang",
         version=(0, 5, 6),
         attention_dp=8,
-        expert_ranks=8,
+        exchange=MoeExchange(expert_ranks=8),
     ).step_ms(64, 2000)
     sglang = row | {"tp": 8, "dp": 8, "dp_attention": True}
     vllm = row | {"tp": 1, "dp": 8}

@@ -17,6 +17,7 @@ from planner.api.bench_instance import Deployment, deployment_instance
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
+from planner.core.step.moe import MoeExchange
 from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -768,9 +769,9 @@ def test_vllms_dual_batch_overlap_hides_deepeps_exchange_past_its_thresholds(cli
             tp=1,
             engine="vllm",
             attention_dp=64,
-            all_to_all=True,
-            two_batch_overlap=dbo,
-            overlap_min_tokens=(32, 512),
+            exchange=MoeExchange(
+                all_to_all=True, two_batch_overlap=dbo, overlap_min_tokens=(32, 512)
+            ),
         )
 
     plain, dbo = curve(False), curve(True)
@@ -848,9 +849,15 @@ def test_moris_exchange_is_priced_in_its_normal_kernels_across_nodes() -> None:
     gpu = find_gpu("mi300x")
     fixed = spec.moe_layers * 2 * MORI_KERNEL_MS
     for layout in ({"tp": 2, "attention_dp": 8}, {"tp": 1, "attention_dp": 8}):
-        deepep = step_time_for(spec, gpu, engine="sglang", all_to_all=True, **layout)
+        deepep = step_time_for(
+            spec, gpu, engine="sglang", exchange=MoeExchange(all_to_all=True), **layout
+        )
         mori = step_time_for(
-            spec, gpu, engine="sglang", all_to_all=True, all_to_all_kernels="mori", **layout
+            spec,
+            gpu,
+            engine="sglang",
+            exchange=MoeExchange(all_to_all=True, kernels="mori"),
+            **layout,
         )
         prefill = mori.all_to_all_ms(4096, decode=False) - deepep.all_to_all_ms(4096, decode=False)
         assert prefill == pytest.approx(fixed)
@@ -890,7 +897,12 @@ def test_sglang_keeps_dense_mlps_and_the_lm_head_whole_where_its_flags_say() -> 
     assert fields_from_line("sglang", line)["enable_dp_lm_head"] is True
     # the step reads what each GPU holds, and scores each group's own tokens
     gpu = find_gpu("h100")
-    layout = {"tp": 1, "attention_dp": 16, "engine": "sglang", "all_to_all": True}
+    layout: dict[str, Any] = {
+        "tp": 1,
+        "attention_dp": 16,
+        "engine": "sglang",
+        "exchange": MoeExchange(all_to_all=True),
+    }
     plain = step_time_for(spec, gpu, **layout)
     both = step_time_for(spec, gpu, dense_mlp_replicated=True, dp_lm_head=True, **layout)
     assert both.dense_weights_bytes > plain.dense_weights_bytes

@@ -61,7 +61,7 @@ from planner.core.step.family import (
     slowdown_at,
 )
 from planner.core.step.model import moe_share_scale, stored_expert_bytes_per_param
-from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
+from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT, MoeExchange
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
     FRONTEND_PER_TOKEN_SHARE,
@@ -74,6 +74,9 @@ from planner.core.step.overhead import (
 from planner.core.step.sampler import GREEDY_BYTES_PER_LOGIT
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog, load_model_preset
+
+# whole experts over 8 GPUs (--enable-expert-parallel at TP 8)
+EP8 = MoeExchange(expert_ranks=8)
 
 Cli = Callable[..., Result]
 # An all-reduce at the per-peer latency fitted on Ampere rows, and one with no latency at all.
@@ -223,7 +226,7 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
     # under expert parallelism a GPU's idle experts are its share: DeepSeek-V3 at EP 8 holds 32
     # of 256 per GPU, of which 32 x (1 - 8 / 256) = 31 idle at one token, in 58 MoE layers
     deepseek = load_model_preset("deepseek-v3")
-    ep = step_time_for(deepseek, find_gpu("a100-sxm4-80gb"), tp=8, expert_ranks=8)
+    ep = step_time_for(deepseek, find_gpu("a100-sxm4-80gb"), tp=8, exchange=EP8)
     assert ep.experts_per_gpu == 32
     assert ep.moe_fixed_ms(1) == pytest.approx(
         58 * (MOE_KERNEL_MS_PER_LAYER + 31 * MOE_MS_PER_IDLE_EXPERT)
@@ -233,10 +236,10 @@ def test_idle_experts_cost_their_early_exits_and_routed_ones_only_their_read() -
     # experts' stream + a fixed cost (its routing kernels and three GEMM floors), idle experts
     # costing nothing: vLLM's 46.9 us, SGLang's 38.3 us; SGLang's gpt-oss keeps the estimates
     h200 = find_gpu("h200")
-    vllm = step_time_for(deepseek, h200, tp=8, expert_ranks=8, engine="vllm")
+    vllm = step_time_for(deepseek, h200, tp=8, exchange=EP8, engine="vllm")
     assert vllm.moe_fixed_ms(1) == pytest.approx(58 * 0.0469)
     assert vllm.moe_fixed_ms(4096) == pytest.approx(58 * 0.0469)
-    sglang = step_time_for(deepseek, h200, tp=8, expert_ranks=8, engine="sglang")
+    sglang = step_time_for(deepseek, h200, tp=8, exchange=EP8, engine="sglang")
     assert sglang.moe_fixed_ms(1) == pytest.approx(58 * 0.0383)
     assert sglang.moe_fixed_ms(4096) == pytest.approx(58 * 0.0383)
     oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"))
@@ -714,7 +717,7 @@ def test_narrow_experts_multiply_slower_and_expert_parallelism_widens_them() -> 
     v3 = load_model_preset("deepseek-v3")
     h200 = find_gpu("h200")
     tp8 = step_time_for(v3, h200, tp=8, engine="vllm")
-    ep8 = step_time_for(v3, h200, tp=8, engine="vllm", expert_ranks=8)
+    ep8 = step_time_for(v3, h200, tp=8, engine="vllm", exchange=EP8)
     assert tp8.moe_gemm_scale < ep8.moe_gemm_scale < 1
     assert ep8.moe_gemm_scale == pytest.approx(
         HOPPER_MOE_GEMM_SCALE["fp8-block"] * 2048 / (2048 + HOPPER_MOE_HALF_WIDTH["fp8-block"])

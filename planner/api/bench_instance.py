@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.core.step.model import StepTime
+    from planner.core.step.moe import MoeExchange
     from planner.sim.config import ReserveAdmission, SimConfig, WindowPool
     from planner.sim.cost import CurveCost
     from planner.sim.workload import Trace
@@ -535,6 +536,28 @@ def _window_pool(p: EnginePrediction) -> WindowPool | None:
     )
 
 
+def line_exchange(settings: dict[str, Any], engine: str, ep: int | None) -> MoeExchange:
+    """The MoE exchange a plan's line runs: DeepEP (or MoRI) as SGLang's --moe-a2a-backend
+    says, or vLLM's --all2all-backend where its kernels run (else each engine's default), the
+    expert split and redundant experts it asks for, and two-batch overlap at SGLang's or at
+    vLLM's --enable-dbo thresholds."""
+    from planner.core.engines.vllm import DBO_MIN_TOKENS
+    from planner.core.step.moe import TWO_BATCH_MIN_TOKENS, MoeExchange
+
+    backend = settings.get("moe_a2a_backend")
+    dbo = bool(settings.get("enable_dbo"))
+    return MoeExchange(
+        all_to_all=(
+            backend in ("deepep", "mori") if engine == "sglang" else bool(settings.get("deepep"))
+        ),
+        kernels="mori" if backend == "mori" else "deepep",
+        expert_ranks=ep if ep is not None and ep > 1 else None,
+        redundant_experts=int(str(settings.get("ep_num_redundant_experts") or 0)),
+        two_batch_overlap=bool(settings.get("enable_two_batch_overlap")) or dbo,
+        overlap_min_tokens=DBO_MIN_TOKENS if dbo else TWO_BATCH_MIN_TOKENS,
+    )
+
+
 def _instance_curve(
     spec: ModelSpec,
     card: GpuSpec,
@@ -549,9 +572,7 @@ def _instance_curve(
     """The instance's step model: its ranks' weights as the step streams them, the KV dtype
     the engine resolved, and the exchange and expert split its plan's line runs."""
     from planner.core.engines.common import parse_version
-    from planner.core.engines.vllm import DBO_MIN_TOKENS
     from planner.core.step import step_time_for
-    from planner.core.step.model import TWO_BATCH_MIN_TOKENS
     from planner.units import dtype_bytes
 
     p, engine = started(plan), plan.engine
@@ -575,22 +596,9 @@ def _instance_curve(
         version=parse_version(p.version),
         pp=pp,
         attention_dp=groups,
-        # the exchange and expert split the plan's line runs (DeepEP as SGLang's line says, or
-        # vLLM's --all2all-backend where its kernels run; else each engine's default)
-        all_to_all=(
-            p.settings.get("moe_a2a_backend") in ("deepep", "mori")
-            if engine == "sglang"
-            else bool(p.settings.get("deepep"))
-        ),
-        all_to_all_kernels="mori" if p.settings.get("moe_a2a_backend") == "mori" else "deepep",
+        exchange=line_exchange(p.settings, engine, ep),
         dense_mlp_replicated=bool(p.settings.get("dense_mlp_replicated")),
         dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
-        expert_ranks=ep if ep is not None and ep > 1 else None,
-        redundant_experts=int(str(p.settings.get("ep_num_redundant_experts") or 0)),
-        two_batch_overlap=bool(
-            p.settings.get("enable_two_batch_overlap") or p.settings.get("enable_dbo")
-        ),
-        overlap_min_tokens=DBO_MIN_TOKENS if p.settings.get("enable_dbo") else TWO_BATCH_MIN_TOKENS,
         async_scheduling=(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),

@@ -23,12 +23,8 @@ from planner.core.step.family import (
     moe_decode_costs,
     slowdown_at,
 )
+from planner.core.step.moe import ENGINE_DEFAULT_EXCHANGE, TWO_BATCH_MIN_TOKENS, MoeExchange
 from planner.units import DTYPE_BITS, bytes_for_elements, ceil_div
-
-# The tokens a step needs before two-batch overlap splits it, (decode-only, with prompt
-# tokens): any two, as SGLang splits a batch of two sequences or more (vLLM's --enable-dbo
-# takes its own thresholds: planner.core.engines.vllm.DBO_MIN_TOKENS).
-TWO_BATCH_MIN_TOKENS = (2, 2)
 
 
 class StepTerms(BaseModel):
@@ -1002,12 +998,7 @@ def step_time_for(
     version: tuple[int, int, int] | None = None,
     pp: int = 1,
     attention_dp: int = 1,
-    all_to_all: bool | None = None,
-    all_to_all_kernels: Literal["deepep", "mori"] = "deepep",
-    expert_ranks: int | None = None,
-    redundant_experts: int = 0,
-    two_batch_overlap: bool = False,
-    overlap_min_tokens: tuple[int, int] = TWO_BATCH_MIN_TOKENS,
+    exchange: MoeExchange = ENGINE_DEFAULT_EXCHANGE,
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
     dense_mlp_replicated: bool = False,
@@ -1022,13 +1013,11 @@ def step_time_for(
     --enable-dp-attention). vLLM keeps every non-expert weight at TP `tp` in each DP rank;
     SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs.
 
-    The MoE layers' exchange: DeepEP's all-to-all where `all_to_all` says so (None: where the
-    planner plans it, parallel.deepep_wide; `all_to_all_kernels`: DeepEP's, or AMD's MoRI),
-    half-batches overlapping it with
-    `two_batch_overlap` (from `overlap_min_tokens`: decode-only, with prompt tokens). Under
-    expert parallelism (`expert_ranks` > 1, or DeepEP, which sets
-    the EP size to the MoE ranks) each GPU holds (E + `redundant_experts`) / EP whole
-    experts. `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
+    The MoE layers' `exchange`: DeepEP's (or MoRI's) all-to-all where it says so (else where
+    the planner plans it, parallel.deepep_wide), half-batches overlapping it where it asks.
+    Under expert parallelism (its expert_ranks > 1, or an all-to-all, which sets the EP size
+    to the MoE ranks) each GPU holds (E + redundant experts) / EP whole experts.
+    `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
     the release's default); `stream_interval`: the engine's --stream-interval;
     `dense_mlp_replicated` / `dp_lm_head`: SGLang's --moe-dense-tp-size 1 / --enable-dp-lm-head
     under data-parallel attention (weight_split; the lm_head then scores each group's own
@@ -1040,12 +1029,14 @@ def step_time_for(
     fabric = comm.fabric_of(gpu)
     wide = (
         deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
-        if all_to_all is None
-        else all_to_all and bool(model.num_experts)
+        if exchange.all_to_all is None
+        else exchange.all_to_all and bool(model.num_experts)
     )
-    ep_size = moe_ranks if wide else (expert_ranks or 1)
+    ep_size = moe_ranks if wide else (exchange.expert_ranks or 1)
     local_experts = (
-        ceil_div((model.num_experts or 0) + redundant_experts, ep_size) if ep_size > 1 else 0
+        ceil_div((model.num_experts or 0) + exchange.redundant_experts, ep_size)
+        if ep_size > 1
+        else 0
     )
     # the width of an expert each GPU multiplies: whole under expert parallelism, else split
     # over the MoE ranks
@@ -1178,9 +1169,9 @@ def step_time_for(
         moe_ranks=moe_ranks,
         gathered_params_per_gpu=split.gathered_params,
         moe_all_to_all=wide,
-        all_to_all_kernels=all_to_all_kernels,
+        all_to_all_kernels=exchange.kernels,
         dp_lm_head=dp_lm_head and attention_dp > 1,
         experts_per_gpu=local_experts if model.num_experts else 0,
-        overlap_all_to_all=two_batch_overlap and wide,
-        overlap_min_tokens=overlap_min_tokens,
+        overlap_all_to_all=exchange.two_batch_overlap and wide,
+        overlap_min_tokens=exchange.overlap_min_tokens,
     )

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import ModelSpec
 
@@ -38,6 +41,48 @@ from planner.core.specs import ModelSpec
 # until a whole step on an A100 splits it.
 MOE_KERNEL_MS_PER_LAYER = 0.03
 MOE_MS_PER_IDLE_EXPERT = 0.0005
+# The tokens a step needs before two-batch overlap splits it, (decode-only, with prompt
+# tokens): any two, as SGLang splits a batch of two sequences or more (vLLM's --enable-dbo
+# takes its own thresholds: planner.core.engines.vllm.DBO_MIN_TOKENS).
+TWO_BATCH_MIN_TOKENS = (2, 2)
+
+
+class MoeExchange(BaseModel):
+    """How a deployment's MoE layers reach experts on other GPUs, as the engine's flags set it:
+    the all-to-all and whose kernels run it, the expert split, redundant experts, and two-batch
+    overlap of the exchange with compute."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    all_to_all: bool | None = Field(
+        default=None,
+        description="DeepEP-style all-to-all (None: where the planner plans it, "
+        "parallel.deepep_wide)",
+    )
+    kernels: Literal["deepep", "mori"] = Field(
+        default="deepep", description="whose all-to-all kernels: DeepEP's, or AMD's MoRI"
+    )
+    expert_ranks: int | None = Field(
+        default=None,
+        ge=1,
+        description="the EP size: each of that many GPUs holds whole experts (None: experts "
+        "split over the MoE ranks; an all-to-all sets it to them)",
+    )
+    redundant_experts: int = Field(default=0, ge=0, description="extra expert replicas")
+    two_batch_overlap: bool = Field(
+        default=False,
+        description="half-batches overlap the all-to-all with compute (SGLang's "
+        "--enable-two-batch-overlap, vLLM's --enable-dbo)",
+    )
+    overlap_min_tokens: tuple[int, int] = Field(
+        default=TWO_BATCH_MIN_TOKENS,
+        description="the tokens a step needs before it splits in two: (decode-only, with "
+        "prompt tokens)",
+    )
+
+
+# The exchange of a deployment that asks for none: each engine's default.
+ENGINE_DEFAULT_EXCHANGE = MoeExchange()
 
 
 def experts_read(num_experts: int, experts_per_token: int, tokens: int) -> float:
