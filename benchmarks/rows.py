@@ -188,6 +188,14 @@ def derived_config(cfg: dict[str, object], name: str) -> Path:
 #   32,768).
 # - Mistral-7B-Instruct-v0.2 is v0.3's geometry with the 32,000-token vocabulary v0.3 extended
 #   to 32,768 (Mistral's v0.3 release notes); both have no sliding window and RoPE theta 1e6.
+# - Qwen3's July 2025 updates (Qwen3-235B-A22B / -30B-A3B -Instruct-2507 and -Thinking-2507)
+#   and Qwen3-Coder-30B-A3B-Instruct keep Qwen3-235B-A22B's / -30B-A3B's geometry (layers, Q / KV
+#   heads, experts and experts a token: their model cards) at 262,144 tokens natively (their
+#   model cards: "Context Length: 262,144 natively"), where Qwen3's first releases set 40,960.
+# A quantized export of one takes its sibling's own export where one is here (Qwen's FP8
+# releases: block-scaled, as BLOCK_FP8_PUBLISHERS says), else the sibling with the export's
+# weights.
+QWEN3_2507_CONTEXT = 262144
 QWEN2_SIZES = r"(?P<size>0\.5b|1\.5b|7b|72b)"
 SIBLINGS = (
     (
@@ -211,13 +219,27 @@ SIBLINGS = (
         ("mistral-7b-instruct-v0.3",),
         {"vocab_size": 32000},
     ),
+    (
+        re.compile(r"^qwen3-(?P<size>235b-a22b|30b-a3b)-(instruct|thinking)-2507$", re.IGNORECASE),
+        ("qwen3-{size}",),
+        {"max_position_embeddings": QWEN3_2507_CONTEXT},
+    ),
+    (
+        re.compile(r"^qwen3-coder-30b-a3b-instruct$", re.IGNORECASE),
+        ("qwen3-30b-a3b",),
+        {"max_position_embeddings": QWEN3_2507_CONTEXT},
+    ),
 )
 
 
-def sibling_config(folders: dict[str, Path], stem: str, name: str) -> Path | None:
+def sibling_config(
+    folders: dict[str, Path], stem: str, name: str, weights: str | None
+) -> tuple[Path, str | None] | None:
     """A folder holding the config.json of checkpoint `name` (its `stem` without an export's
-    suffix), from its sibling's (SIBLINGS; None: not one of them, or no sibling config here to
-    derive it from)."""
+    suffix), from its sibling's (SIBLINGS), and the export's weights left to pose: an FP8
+    export on the sibling's own FP8 release where one is here (its quantization in its
+    config), else on the sibling with `weights`. None: not one of them, or no sibling config
+    here to derive it from."""
     if stem.lower() in folders:
         return None  # its own config is here
     for pattern, candidates, fields in SIBLINGS:
@@ -226,11 +248,27 @@ def sibling_config(folders: dict[str, Path], stem: str, name: str) -> Path | Non
             continue
         words = {k: (v or "").lower() for k, v in found.groupdict().items()}
         for candidate in candidates:
-            folder = folders.get(candidate.format(**words))
+            sibling = candidate.format(**words)
+            own_export = folders.get(f"{sibling}-fp8") if weights == "fp8" else None
+            folder = own_export or folders.get(sibling)
             if folder is None:
                 continue
-            return derived_config(json.loads((folder / "config.json").read_text()) | fields, name)
+            cfg = json.loads((folder / "config.json").read_text()) | fields
+            return derived_config(cfg, name), None if own_export else weights
     return None
+
+
+# NVIDIA's own FP4 exports (nvidia/...-FP4, -NVFP4: TensorRT Model Optimizer's NVFP4) keep some
+# layers out of FP4 and store an FP8 KV cache scale; their hf_quant_config.json says which
+# (tests/data/models: nvidia--Qwen3-235B-A22B-NVFP4 keeps the routers and lm_head,
+# nvidia--DeepSeek-V3.1-NVFP4 the MLA projections, lm_head and the MTP layer). An export of
+# theirs whose config is not here is posed on their export of the same model under another
+# name, or of a release of the same architecture (DeepSeek-V3 and R1 on V3.1's: one geometry,
+# SAME_ARCHITECTURE; the recipe taken to be the same, an estimate), not on the base config
+# with every linear layer in FP4.
+NVFP4_PUBLISHER = "nvidia/"
+NVFP4_FOLDER = NVFP4_PUBLISHER.replace("/", "--")
+NVFP4_SAME_RECIPE = {"deepseek-r1": "deepseek-v3.1", "deepseek-v3": "deepseek-v3.1"}
 
 
 def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]:
@@ -239,9 +277,10 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     as -0528 or an -Instruct / Meta- spelling dropped), with the suffix's weights; an FP8
     export whose base ships its own FP8 checkpoint takes that one's config as it is,
     Meta's own FP8 exports the config of their mixed precision (meta_fp8_config), AMD's
-    fp8-activation gpt-oss a Quark config (quark_mxfp4_fp8_config), and Llama 3,
-    Qwen2 / Qwen2.5 Instruct and Mistral-7B-Instruct-v0.2 a sibling's with the fields that
-    differ set back (sibling_config)."""
+    fp8-activation gpt-oss a Quark config (quark_mxfp4_fp8_config), NVIDIA's FP4 exports the
+    config of theirs of the same architecture (NVFP4_SAME_RECIPE), and Llama 3, Qwen2 /
+    Qwen2.5 Instruct, Mistral-7B-Instruct-v0.2 and Qwen3's 2507 and Coder releases a
+    sibling's with the fields that differ set back (sibling_config)."""
     if not models.is_dir():
         return None, None
     folders = {f.name.partition("--")[2].lower(): f for f in sorted(models.iterdir()) if f.is_dir()}
@@ -260,13 +299,18 @@ def checkpoint_config(name: str, models: Path) -> tuple[Path | None, str | None]
     stems = [t for s in stems for t in (s, s.removeprefix("Meta-"))]
     stems = [t for s in stems for t in (s, s.removesuffix("-Instruct"), s + "-Instruct")]
     stems += [SAME_ARCHITECTURE[t.lower()] for t in stems if t.lower() in SAME_ARCHITECTURE]
+    derived = sibling_config(folders, base, name, weights)
+    if derived is not None:
+        return derived
     if weights == "fp8":
         for stem in stems:
             if f"{stem}-fp8".lower() in folders:
                 return folders[f"{stem}-fp8".lower()], None
-    derived = sibling_config(folders, base, name)
-    if derived is not None:
-        return derived, weights
+    if weights == "nvfp4" and name.lower().startswith(NVFP4_PUBLISHER):
+        for stem in stems + [NVFP4_SAME_RECIPE.get(t.lower(), t) for t in stems]:
+            folder = folders.get(f"{stem}-nvfp4".lower())
+            if folder is not None and folder.name.lower().startswith(NVFP4_FOLDER):
+                return folder, None
     for stem in stems:
         if stem.lower() in folders:
             if weights == AMD_MXFP4_FP8:

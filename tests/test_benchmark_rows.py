@@ -90,13 +90,13 @@ def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
             "meta-llama--Llama-3.3-70B-Instruct",
             "fp8",
         ),
-        ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-ai--DeepSeek-R1", "nvfp4"),
+        ("RedHatAI/DeepSeek-R1-0528-FP4", "deepseek-ai--DeepSeek-R1", "nvfp4"),
         ("meta-llama/Meta-Llama-3.1-70B-Instruct", "meta-llama--Llama-3.1-70B-Instruct", None),
         # an FP8 export whose base ships its own FP8 checkpoint takes that config as it is
-        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen--Qwen3-235B-A22B-FP8", None),
+        ("RedHatAI/Qwen3-32B-FP8-dynamic", "Qwen--Qwen3-32B-FP8", None),
         # a release tag after the format, AMD's fp8-activation gpt-oss, w4a16 int4
         ("amd/DeepSeek-R1-0528-MXFP4-Preview", "deepseek-ai--DeepSeek-R1", "mxfp4"),
-        ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-ai--DeepSeek-R1", "nvfp4"),
+        ("RedHatAI/DeepSeek-R1-0528-NVFP4-v2", "deepseek-ai--DeepSeek-R1", "nvfp4"),
         # AMD's fp8-activation gpt-oss: a Quark config derived from OpenAI's
         ("amd/gpt-oss-120b-w-mxfp4-a-fp8", "amd--gpt-oss-120b-w-mxfp4-a-fp8", None),
         (
@@ -143,6 +143,10 @@ def test_a_quantized_export_is_posed_on_its_base_config(
         ("Qwen/Qwen2-7B-Instruct", 28, 32768, None),
         ("Qwen/Qwen2-72B", 80, 131072, None),
         ("mistralai/Mistral-7B-Instruct-v0.2", 32, 32768, None),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", 94, 262144, None),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507-FP8", 48, 262144, None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", 48, 262144, None),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct-AWQ", 48, 262144, "int4"),
     ],
 )
 def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
@@ -150,8 +154,10 @@ def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
 ) -> None:
     """Llama 3 on Llama 3.1's config of its size at 8,192 tokens without 3.1's RoPE scaling,
     Qwen2.5's Instruct models on their base's at 32,768, Qwen2 on Qwen2.5's, Mistral-7B v0.2 on
-    v0.3's with its 32,000-token vocabulary (their own config.json files), so the engines start
-    at the context, and hold the weights, they would."""
+    v0.3's with its 32,000-token vocabulary, Qwen3's 2507 and Coder releases on Qwen3's at
+    262,144 (their own config.json files, their model cards), so the engines start at the
+    context, and hold the weights, they would; Qwen's own FP8 export of one on the sibling's
+    own FP8 release (block-scaled)."""
     from planner.sources.models import resolve_model
 
     got, dtype = checkpoint_config(name, MODELS)
@@ -164,6 +170,8 @@ def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
         assert config["vocab_size"] == 32000 and config["sliding_window"] is None
     spec = resolve_model(None, str(got))
     assert (spec.num_layers, spec.max_context_tokens) == (layers, context)
+    if name.endswith("-FP8") and weights is None:  # the sibling's own FP8 release
+        assert spec.weight_dtype == "fp8" and spec.fp8_block_scaled
     # an Instruct model whose own config is here is posed on it
     own_folder, _ = checkpoint_config("Qwen/Qwen2.5-7B-Instruct-AWQ", MODELS)
     assert own_folder is not None and own_folder.name == "Qwen--Qwen2.5-7B-Instruct"
@@ -171,6 +179,26 @@ def test_a_checkpoint_is_posed_on_its_siblings_geometry_at_its_own_context(
     for own, length in (("meta-llama/Llama-3.1-8B-Instruct", 131072), ("Qwen/Qwen2.5-72B", 131072)):
         folder, _ = checkpoint_config(own, MODELS)
         assert folder is not None and resolve_model(None, str(folder)).max_context_tokens == length
+
+
+def test_nvidias_fp4_exports_are_posed_on_its_export_of_the_same_architecture() -> None:
+    """nvidia/...-FP4 exports whose config is not here take NVIDIA's NVFP4 export of the same
+    model or architecture (its excluded layers and FP8 KV scale), not the base config with
+    every linear layer in FP4; another publisher's FP4 export keeps the base config."""
+    from planner.sources.models import resolve_model
+
+    for name, folder in (
+        ("nvidia/DeepSeek-R1-0528-FP4-v2", "nvidia--DeepSeek-V3.1-NVFP4"),
+        ("nvidia/DeepSeek-V3-0324-FP4", "nvidia--DeepSeek-V3.1-NVFP4"),
+        ("nvidia/Qwen3-235B-A22B-FP4", "nvidia--Qwen3-235B-A22B-NVFP4"),
+    ):
+        got, weights = checkpoint_config(name, MODELS)
+        assert (got.name if got else None, weights) == (folder, None)
+        # its FP8 KV cache scale and quantization read from the export's own files
+        spec = resolve_model(None, str(got))
+        assert spec.weight_dtype == "nvfp4"
+    base, weights = checkpoint_config("RedHatAI/DeepSeek-R1-0528-NVFP4", MODELS)
+    assert base is not None and (base.name, weights) == ("deepseek-ai--DeepSeek-R1", "nvfp4")
 
 
 def test_a_rows_server_settings_read_in_either_engines_spelling() -> None:
