@@ -348,20 +348,27 @@ def hub_readable(name: str) -> bool:
     return True
 
 
+# A memory size a row's description states ("... Superchip 144GB", "MI300X (192 GB)").
+STATED_MEMORY = re.compile(r"(?<![\w.])(\d{2,3})\s?GB\b", re.IGNORECASE)
+
+
 def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:
     """The catalog id of a row's GPU: the benchmark's own table for its short name, else the
-    catalog's names and aliases for it, else the catalog card whose device name (as NVML / the
-    driver reports it) the row's full description contains, the longest such name winning,
-    else a table name standing as a whole word in the description (None where nothing
-    matches: an H100 64GB HBM2e is not an H100 80GB HBM3, nor the B200 of a GB200 a B200)."""
-    if short in table:
-        return table[short]
+    catalog's names and aliases for it (either one yielding to the card of that chip with the
+    memory the description states, where the catalog has one: a GH200 of 144GB is not the 96GB
+    card), else the catalog card whose device name (as NVML / the driver reports it) the row's
+    full description contains, the longest such name winning, else a table name standing as
+    a whole word in the description (None where nothing matches: an H100 64GB HBM2e is not an
+    H100 80GB HBM3, nor the B200 of a GB200 a B200)."""
+    found = table.get(short or "")
     for spelling in (short, (short or "").replace(" ", "-")):
-        if spelling:
+        if found is None and spelling:
             try:
-                return find_gpu(spelling).id
+                found = find_gpu(spelling).id
             except PlannerError:
                 continue
+    if found is not None:
+        return sized_card(short or "", found, full or "")
     text = (full or "").lower()
     named = [
         (len(name), card.id)
@@ -375,6 +382,27 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
         if whole_word(key, text):
             return table[key]
     return None
+
+
+def sized_card(short: str, found: str, full: str) -> str:
+    """`found`, or the card of its chip that the row's description `full` names (the planner's
+    own spelling rules: "NVIDIA H100 PCIe 80GB") or, failing that, the card of chip `short`
+    with the memory `full` states ("GH200 Grace Hopper Superchip 144GB"), where the catalog
+    holds one; a size no card has keeps `found`."""
+    chip = found.partition("-")[0]
+    try:
+        named = find_gpu(full).id
+    except PlannerError:
+        named = None
+    if named is not None and named.partition("-")[0] == chip:
+        return named
+    stated = STATED_MEMORY.search(full)
+    if stated is None:
+        return found
+    try:
+        return find_gpu(f"{short} {stated.group(1)}GB").id
+    except PlannerError:
+        return found
 
 
 def whole_word(name: str, text: str) -> bool:

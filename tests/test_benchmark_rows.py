@@ -71,6 +71,13 @@ def test_a_rows_gpu_is_the_catalog_card_it_names(
         ("H100", "NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"),
         # a table name standing as a whole word of the description, where nothing else names it
         (None, "8x MI300X (OAM)", "mi300x"),
+        # the table's card yields to the one of its chip the description names or sizes
+        ("GH200", "NVIDIA GH200 Grace Hopper Superchip 144GB", "gh200-144gb"),
+        ("GH200", "NVIDIA GH200 Grace Hopper Superchip 96GB", "gh200-96gb"),
+        ("H100", "NVIDIA H100 PCIe 80GB", "h100-pcie-80gb"),
+        # a size no card of the chip has keeps the table's card, another chip's name too
+        ("B200", "NVIDIA B200 192GB", "b200-sxm-180gb"),
+        ("B200", "NVIDIA GB200", "b200-sxm-180gb"),
     ],
 )
 def test_a_rows_gpu_is_read_whole_word_beside_the_benchmarks_table(
