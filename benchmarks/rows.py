@@ -388,21 +388,17 @@ def sized_card(short: str, found: str, full: str) -> str:
     """`found`, or the card of its chip that the row's description `full` names (the planner's
     own spelling rules: "NVIDIA H100 PCIe 80GB") or, failing that, the card of chip `short`
     with the memory `full` states ("GH200 Grace Hopper Superchip 144GB"), where the catalog
-    holds one; a size no card has keeps `found`."""
-    chip = found.partition("-")[0]
-    try:
-        named = find_gpu(full).id
-    except PlannerError:
-        named = None
-    if named is not None and named.partition("-")[0] == chip:
-        return named
+    holds one; a size no card of the chip has keeps `found`."""
     stated = STATED_MEMORY.search(full)
-    if stated is None:
-        return found
-    try:
-        return find_gpu(f"{short} {stated.group(1)}GB").id
-    except PlannerError:
-        return found
+    spellings = [full] + ([f"{short} {stated.group(1)}GB"] if stated else [])
+    for spelling in spellings:
+        try:
+            card = find_gpu(spelling).id
+        except PlannerError:
+            continue
+        if card.partition("-")[0] == found.partition("-")[0]:
+            return card
+    return found
 
 
 def whole_word(name: str, text: str) -> bool:

@@ -4,7 +4,8 @@ one module per family of operations (docs/method.md §3).
     family    GPU families and whether their constants were fitted or extrapolated
     gemm      dense GEMMs: weights read, tensor-core work at the weights' dtype rate
     attention decode KV reads and prefill attention FLOPs
-    moe       experts routed to, the busiest expert-parallel rank, routing kernels
+    moe       experts routed to, the busiest expert-parallel rank, routing kernels, the
+              exchange a deployment's flags set (all-to-all, expert split, overlap)
     comm      tensor-parallel all-reduce, pipeline sends, the links they use
     overhead  kernels per layer and the engine's per-step overhead
     model     StepTime: the operations summed as the GPU runs them

@@ -1,5 +1,6 @@
 """Mixture-of-experts layers: the experts B tokens route to (and, under expert parallelism,
-the busiest rank's share), and the routing kernels a MoE layer adds."""
+the busiest rank's share), the routing kernels a MoE layer adds, and how a deployment's flags
+exchange tokens with experts on other GPUs (MoeExchange)."""
 
 from __future__ import annotations
 
