@@ -20,8 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from planner.api.capacity import VARIANT_CHECKPOINTS
 from planner.core.capacity import weights_bytes_for
 from planner.core.engines.common import parse_version
+from planner.core.hf_config import quantized_weights_bytes
+from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, step_time_for
 from planner.core.step.family import family_of
 from planner.core.step.moe import MoeExchange
@@ -93,11 +96,9 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     model = resolve_model(None, reference)
     engine, version = engine_of(row)
     weight_dtype = str(row.get("weight_dtype") or variant or "").lower() or None
-    weights = None
-    if weight_dtype in REPRICED_DTYPES and model.weight_dtype != weight_dtype:
-        weights = weights_bytes_for(model, weight_dtype)[0]  # a re-stored export's bytes
+    weights = restored_weights(model, weight_dtype)
     kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
-    tp = int(str(row["tp"]))
+    tp = int(str(row.get("tp") or 1))
     # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
     # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
@@ -122,7 +123,27 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         attention_dp=groups,
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
-    return st.step_ms(int(str(row["batch"])), int(str(row["context_at_decode"])))
+    return st.step_ms(int(str(row["batch"])), context_of(row))
+
+
+def restored_weights(model: ModelSpec, weight_dtype: str | None) -> int | None:
+    """The bytes of a row's weights where they are not the checkpoint's own: a variant export's
+    (NVFP4 / MXFP4 / AWQ int4, sized as `planner --weight-dtype` sizes one) or fp8 re-stored
+    (None: the checkpoint's own, or a format not re-priced)."""
+    if weight_dtype not in REPRICED_DTYPES or model.weight_dtype.startswith(weight_dtype):
+        return None
+    method = VARIANT_CHECKPOINTS.get(weight_dtype)
+    if method is not None:
+        return quantized_weights_bytes(model, method)
+    return weights_bytes_for(model, weight_dtype)[0]
+
+
+def context_of(row: dict[str, object]) -> int:
+    """The context a row's decode steps see: its own figure, else the prompt and half the
+    output (the mean over the decode phase, the convention the rows' notes state)."""
+    if row.get("context_at_decode") is not None:
+        return int(str(row["context_at_decode"]))
+    return int(str(row["input_len"])) + int(str(row["output_len"])) // 2
 
 
 def model_class(row: dict[str, object], models: Path = MODELS) -> str:
@@ -176,9 +197,10 @@ def main() -> None:
         groups[f"family {family_of(card).name} ({family_of(card).basis})"].append(error)
         groups[f"class {model_class(row, args.models)}"].append(error)
         groups[f"engine {engine_of(row)[0]}"].append(error)
-        groups[f"tp {row['tp']}"].append(error)
-        groups[bucket(int(row["batch"]))].append(error)
-        where = f"tp{row['tp']} B{row['batch']:>4} ctx{row['context_at_decode']:>6}"
+        tp = row.get("tp") or 1
+        groups[f"tp {tp}"].append(error)
+        groups[bucket(int(str(row["batch"])))].append(error)
+        where = f"tp{tp} B{row['batch']:>4} ctx{context_of(row):>6}"
         print(
             f"{row['id'][:48]:48s} {where}  measured {measured:7.2f}  predicted {predicted:7.2f}"
             f"  {error:+7.2%}"

@@ -933,3 +933,41 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
     # without the split: TP 8, experts sharded
     plain = step_time.predict(row | {"tp": 8, "ep": 1})
     assert plain is not None and plain != pytest.approx(expected)
+
+
+def test_a_step_time_row_of_a_4_bit_export_is_priced_on_its_weights() -> None:
+    """An NVFP4 / MXFP4 / int4 row is sized as `--weight-dtype` sizes the export (not dropped
+    as unreadable), and a row without a decode context takes its prompt and half its output."""
+    import step_time
+
+    from planner.api.capacity import VARIANT_CHECKPOINTS
+    from planner.core.hf_config import quantized_weights_bytes
+    from planner.core.step import step_time_for
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    row = {
+        "model": "RedHatAI/Llama-3.3-70B-Instruct-NVFP4",
+        "gpu": "NVIDIA B200",
+        "engine": "vllm",
+        "engine_version": "0.14.0",
+        "tp": 2,
+        "batch": 32,
+        "input_len": 1000,
+        "output_len": 1000,
+    }
+    model = resolve_model(None, str(MODELS / "meta-llama--Llama-3.3-70B-Instruct"))
+    weights = quantized_weights_bytes(model, VARIANT_CHECKPOINTS["nvfp4"])
+    assert weights < model.weights_bytes // 3  # 4.5 bits a weight beside 16
+    expected = step_time_for(
+        model,
+        find_gpu("b200"),
+        tp=2,
+        weights_bytes=weights,
+        weight_dtype="nvfp4",
+        engine="vllm",
+        version=(0, 14, 0),
+    ).step_ms(32, 1500)
+    assert step_time.predict(row) == pytest.approx(expected)
+    bf16 = step_time.predict(row | {"model": "meta-llama/Llama-3.3-70B-Instruct"})
+    assert bf16 is not None and bf16 > expected
