@@ -356,10 +356,11 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
     """The catalog id of a row's GPU: the benchmark's own table for its short name, else the
     catalog's names and aliases for it (either one yielding to the card of that chip with the
     memory the description states, where the catalog has one: a GH200 of 144GB is not the 96GB
-    card), else the catalog card whose device name (as NVML / the driver reports it) the row's
-    full description contains, the longest such name winning, else a table name standing as
-    a whole word in the description (None where nothing matches: an H100 64GB HBM2e is not an
-    H100 80GB HBM3, nor the B200 of a GB200 a B200)."""
+    card), else the card the full description names as `--gpu` reads a name, else the catalog
+    card whose device name (as NVML / the driver reports it) the description contains, the
+    longest such name winning, else a table name standing as a whole word in the description
+    (None where nothing matches: an H100 64GB HBM2e is not an H100 80GB HBM3, nor the B200 of
+    a GB200 a B200)."""
     found = table.get(short or "")
     for spelling in (short, (short or "").replace(" ", "-")):
         if found is None and spelling:
@@ -369,6 +370,11 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
                 continue
     if found is not None:
         return sized_card(short or "", found, full or "")
+    if full:
+        try:
+            return find_gpu(full).id  # the planner's own spelling rules ("NVIDIA H100 SXM5 80GB")
+        except PlannerError:
+            pass
     text = (full or "").lower()
     named = [
         (len(name), card.id)

@@ -48,6 +48,9 @@ def vllm_random_row(model: str, gpu: str, tp: int, concurrency: int) -> dict[str
         ("RTX 4090", None, "rtx-4090"),
         (None, "NVIDIA H200 NVL (PCIe)", "h200-nvl-141gb"),
         (None, "NVIDIA H100 80GB HBM3 (SXM5)", "h100-sxm5-80gb"),
+        # a description in the words `--gpu` reads
+        (None, "NVIDIA H100 SXM5 80GB", "h100-sxm5-80gb"),
+        (None, "NVIDIA A100 80GB SXM4", "a100-sxm4-80gb"),
         # a card the catalog does not hold is not taken for its nearest name
         (None, "NVIDIA H100 64GB HBM2e (MareNostrum 5)", None),
         # nor for a card whose name it begins with (the catalog's NVIDIA A10)
