@@ -35,7 +35,7 @@ from planner.sources.presets import find_gpu
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, model_reference  # noqa: E402
+from rows import catalog_gpu, model_reference, stated_weights  # noqa: E402
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 # Whole decode steps of several stacks measured on a lent GPU (benchmarks/step_floor.py).
@@ -95,7 +95,10 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         return None
     model = resolve_model(None, reference)
     engine, version = engine_of(row)
-    weight_dtype = str(row.get("weight_dtype") or variant or "").lower() or None
+    # the format the row's weights name (a bare FP4 is NVIDIA's NVFP4 or AMD's MXFP4), else
+    # its checkpoint name's
+    stated = stated_weights(str(row.get("weight_dtype") or ""), find_gpu(gid).vendor)
+    weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
     kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
     tp = int(str(row.get("tp") or 1))

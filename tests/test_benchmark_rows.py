@@ -974,3 +974,15 @@ def test_a_step_time_row_of_a_4_bit_export_is_priced_on_its_weights() -> None:
     assert step_time.predict(row) == pytest.approx(expected)
     bf16 = step_time.predict(row | {"model": "meta-llama/Llama-3.3-70B-Instruct"})
     assert bf16 is not None and bf16 > expected
+    # a bare FP4 on an AMD card is AMD's MXFP4 (as the e2e harness reads a row's precision)
+    mxfp4 = step_time_for(
+        model,
+        find_gpu("mi355x"),
+        tp=2,
+        weights_bytes=quantized_weights_bytes(model, VARIANT_CHECKPOINTS["mxfp4"]),
+        weight_dtype="mxfp4",
+        engine="vllm",
+        version=(0, 14, 0),
+    ).step_ms(32, 1500)
+    amd = row | {"model": "meta-llama/Llama-3.3-70B-Instruct", "weight_dtype": "FP4"}
+    assert step_time.predict(amd | {"gpu": "AMD Instinct MI355X"}) == pytest.approx(mxfp4)
