@@ -259,27 +259,11 @@ EXPECTED = {
         ("mamba", 48, 0, None, 48 * ((256 * 64 + 2 * 8 * 128) * 3 * 2 + 256 * 64 * 128 * 4)),
         ("full", 12, 2 * 12 * 2 * 128 * BF16, None, 0),
     ],
-    # its BF16 release: the same layers
-    "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16": [
-        ("mamba", 48, 0, None, 48 * ((256 * 64 + 2 * 8 * 128) * 3 * 2 + 256 * 64 * 128 * 4)),
-        ("full", 12, 2 * 12 * 2 * 128 * BF16, None, 0),
-    ],
-    # Nemotron-3-Nano's NVFP4 export: the BF16 release's layers (the weights quantized, the
-    # cache as the engine stores it)
-    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4": [
-        ("mamba", 23, 0, None, 23 * ((64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4)),
-        ("full", 6, 2 * 6 * 2 * 128 * BF16, None, 0),
-    ],
-    # Kimi-K2.6 / K2.7-Code (NVIDIA's NVFP4 exports): DeepseekV3 architecture, 61 MLA layers
+    # Kimi-K2.6 (NVIDIA's NVFP4 export): DeepseekV3 architecture, 61 MLA layers
     "nvidia--Kimi-K2.6-NVFP4": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
-    "nvidia--Kimi-K2.7-Code-NVFP4": [("mla", 61, 61 * (512 + 64) * BF16, None, 0)],
     # Step-3.7-Flash: layer_types put full attention on every 4th of 45 layers (0, 4, ... 44),
-    # the other 33 slide over 512 tokens; 8 KV heads x 128 on both; its FP8 release alike
+    # the other 33 slide over 512 tokens; 8 KV heads x 128 on both
     "stepfun-ai--Step-3.7-Flash": [
-        ("full", 12, 2 * 12 * 8 * 128 * BF16, None, 0),
-        ("sliding", 33, 2 * 33 * 8 * 128 * BF16, 512, 0),
-    ],
-    "stepfun-ai--Step-3.7-Flash-FP8": [
         ("full", 12, 2 * 12 * 8 * 128 * BF16, None, 0),
         ("sliding", 33, 2 * 33 * 8 * 128 * BF16, 512, 0),
     ],
@@ -287,9 +271,20 @@ EXPECTED = {
     "XiaomiMiMo--MiMo-7B-Base": [("full", 36, 2 * 36 * 8 * 128 * BF16, None, 0)],
     # Qwen3-VL-32B (text_config): 64 layers, 8 KV heads x 128
     "Qwen--Qwen3-VL-32B-Instruct": [("full", 64, 2 * 64 * 8 * 128 * BF16, None, 0)],
-    # ModelOpt's per-tensor FP8 export of Qwen3-32B: its layers
-    "Qwen--Qwen3-32B-FP8-Static-PerTensor": [("full", 64, 2 * 64 * 8 * 128 * BF16, None, 0)],
 }
+# Other releases of the same layers (the weights re-stored, the cache as the engine keeps it):
+# NVIDIA's and the publishers' own quantized exports, a BF16 release beside an FP8 one.
+for _release, _same in (
+    (
+        "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+        "nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
+    ),
+    ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"),
+    ("nvidia--Kimi-K2.7-Code-NVFP4", "nvidia--Kimi-K2.6-NVFP4"),
+    ("stepfun-ai--Step-3.7-Flash-FP8", "stepfun-ai--Step-3.7-Flash"),
+    ("Qwen--Qwen3-32B-FP8-Static-PerTensor", "Qwen--Qwen3-32B"),
+):
+    EXPECTED[_release] = EXPECTED[_same]
 
 
 def test_every_shared_config_is_pinned() -> None:
