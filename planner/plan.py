@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.errors import InputError
 from planner.sources.files import yaml_line_of
+from planner.units import KV_DTYPES
 
 SCHEMA_VERSION = 1
 
@@ -113,6 +114,10 @@ def figures_from(capacity: dict[str, Any]) -> dict[str, Any]:
         if block is not None:
             # the block the engine runs with (a hybrid model's is raised past the flag's)
             out["engine.block_size"] = block
+        if engine.get("kv_dtype") is not None:
+            # the KV dtype the engine runs (`auto` is fp8 where the release runs the FP8 cache a
+            # checkpoint declares, or DeepSeek's sparse attention's): what its metrics report
+            out["engine.kv_dtype"] = engine["kv_dtype"]
     if "fits" in capacity:
         out["fits"] = capacity["fits"]
     return out
@@ -152,12 +157,15 @@ def load(text: str, origin: str) -> PlanLock:
 
 
 def _check_figures(lock: PlanLock, node: yaml.Node | None, origin: str) -> None:
-    """Figures are finite numbers (or the binding's word); settings never name call arguments."""
+    """Figures are finite numbers (or the binding's word, the KV cache's dtype); settings never
+    name call arguments."""
     for key, value in lock.figures.items():
         if key == "binding":
             ok = isinstance(value, str)
         elif key == "fits":
             ok = isinstance(value, bool)
+        elif key == "engine.kv_dtype":
+            ok = value in KV_DTYPES
         else:
             ok = _finite_number(value)
         if not ok:

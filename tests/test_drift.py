@@ -425,6 +425,42 @@ def test_vllm_reports_v32_kv_dtype_by_the_name_it_rewrote(cli: Cli, tmp_path: Pa
     assert drifted.code == 1 and "cache_dtype" in drifted.out
 
 
+def test_vllm_reports_a_declared_fp8_kv_cache_as_the_auto_it_resolved(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # vLLM 0.14+ resolves `auto` to the FP8 cache a ModelOpt checkpoint declares, and reports
+    # fp8_e4m3 in cache_config_info: the plan ran it so (its lock says fp8), so that is no drift
+    lock = tmp_path / "nvfp4.yaml"
+    nvfp4 = str(MODELS / "nvidia--DeepSeek-V3.1-NVFP4")
+    args = ("capacity", "--model", nvfp4, "--gpu", "b200", "--tp", "8", "--engine-version", "0.14")
+    plan = cli(*args, "--json", "--save", str(lock)).json()
+    engine = plan["engine"]
+    assert "--kv-cache-dtype auto" in plan["flags"]["vllm"] and engine["kv_dtype"] == "fp8"
+
+    def scrape(cache_dtype: str) -> str:
+        return (
+            "# TYPE vllm:cache_config_info gauge\n"
+            f'vllm:cache_config_info{{block_size="{engine["settings"]["block_size"]}",'
+            f'cache_dtype="{cache_dtype}",engine="0",gpu_memory_utilization='
+            f'"{engine["settings"]["gpu_memory_utilization"]}",'
+            f'num_gpu_blocks="{engine["num_gpu_blocks"]}"}} 1.0\n'
+        )
+
+    with metrics_server({"/metrics": scrape("fp8_e4m3")}) as url:
+        clean = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    assert clean.code == 0, clean.out
+    with metrics_server({"/metrics": scrape("bfloat16")}) as url:
+        drifted = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    assert drifted.code == 1 and "cache_dtype" in drifted.out
+    # a release that ran the compute dtype for `auto` plans bf16: its fp8 report is drift
+    old = tmp_path / "old.yaml"
+    cli("capacity", "--model", nvfp4, "--gpu", "b200", "--tp", "8", "--engine-version", "0.13",
+        "--save", str(old))  # fmt: skip
+    with metrics_server({"/metrics": scrape("fp8_e4m3")}) as url:
+        stale = cli("drift", str(old), "--against-metrics", f"{url}/metrics", "--json")
+    assert stale.code == 1 and '"key": "cache_dtype"' in stale.out
+
+
 def test_sglang_deepep_plan_reads_both_spellings_and_flags_its_absence(
     cli: Cli, tmp_path: Path
 ) -> None:

@@ -673,3 +673,74 @@ def test_sglang_starts_with_a_pool_smaller_than_the_context(cli: Cli) -> None:
     tokens = data["engine"]["kv_cache_tokens"]
     assert data["fits"] and tokens < 131_072 and data["max_seqs_contiguous"] == 0
     assert any(f"refuses requests longer than {tokens - 1:,} tokens" in w for w in data["warnings"])
+
+
+def test_a_checkpoint_that_declares_an_fp8_kv_cache_runs_one_under_auto(cli: Cli) -> None:
+    """NVIDIA's ModelOpt exports declare an FP8 KV cache (kv_cache_quant_algo FP8): vLLM runs
+    `auto` as fp8 from 0.14 and SGLang from 0.5.3, so the pool holds twice the tokens of a
+    16-bit one (DeepSeek's MLA latent: 61 layers x 576 values, 1 byte each against 2); an
+    explicit bfloat16 keeps 16 bits, and earlier releases run the compute dtype."""
+    nvfp4 = str(MODELS / "nvidia--DeepSeek-V3.1-NVFP4")
+    assert resolve_model(None, nvfp4).fp8_kv_declared_by == "modelopt"
+
+    def tokens(engine: str, version: str, *flags: str) -> tuple[int, list[str]]:
+        got = cli("capacity", "--model", nvfp4, "--gpu", "b200", "--tp", "8", "--engine",
+                  engine, "--engine-version", version, *flags, "--json").json()  # fmt: skip
+        return got["engine"]["kv_cache_tokens"], got["engine"]["notes"]
+
+    for engine, before, since, sixteen in (
+        ("vllm", "0.13.0", "0.14.0", "bfloat16"),
+        ("sglang", "0.5.2", "0.5.23", "bf16"),
+    ):
+        fp8, notes = tokens(engine, since)
+        bf16, _ = tokens(engine, since, "--kv-dtype", sixteen)
+        assert fp8 / bf16 == pytest.approx((61 * 576 * 2) / (61 * 576 * 1), rel=0.01)
+        assert any("declares an FP8 KV cache" in n for n in notes)
+        old, old_notes = tokens(engine, before)
+        assert old < fp8 and not any("declares an FP8" in n for n in old_notes)
+    # SGLang's first release that reads it
+    _, notes = tokens("sglang", "0.5.3")
+    assert any("declares an FP8 KV cache, which SGLang 0.5.3 runs" in n for n in notes)
+    # the step model's KV dtype (slo, simulate) is the ledger's
+    from planner.core.engines import engine_kv_dtype
+
+    spec, b200 = resolve_model(None, nvfp4), find_gpu("b200")
+    assert engine_kv_dtype("vllm", spec, b200, "0.14.0", "auto") == "fp8"
+    assert engine_kv_dtype("vllm", spec, b200, "0.13.0", "auto") == "bf16"
+    assert engine_kv_dtype("sglang", spec, b200, "0.5.3", "auto") == "fp8"
+
+
+def test_which_configs_declare_an_fp8_kv_cache_and_which_releases_run_it() -> None:
+    """ModelOpt's kv_cache_quant_algo or 8-bit-float kv_cache_scheme, compressed-tensors'
+    kv_cache_scheme, an fp8 config's kv_cache_quant_algo; vLLM forces an llm-compressor scheme's
+    fp8 in 0.15-0.21 whatever the flag, from 0.22 for auto; SGLang reads fp8 configs' from
+    0.5.18 and compressed-tensors' from 0.5.19."""
+    from planner.core.engines import sglang
+    from planner.core.hf_config import model_spec_from_config
+
+    base = model_config("meta-llama--Llama-3.1-8B-Instruct")
+    scheme = {"type": "float", "num_bits": 8, "strategy": "tensor", "dynamic": False}
+    group = {"weights": {"type": "float", "num_bits": 8}, "targets": ["Linear"]}
+    configs = {
+        "compressed-tensors": {"quant_method": "compressed-tensors",
+                               "config_groups": {"group_0": group}, "kv_cache_scheme": scheme},
+        "fp8": {"quant_method": "fp8", "kv_cache_quant_algo": "FP8"},
+        None: {"quant_method": "fp8"},
+    }  # fmt: skip
+    specs = {
+        by: model_spec_from_config(base | {"quantization_config": q}, name="x", source="local")
+        for by, q in configs.items()
+    }
+    for by, spec in specs.items():
+        assert spec.fp8_kv_declared_by == by
+    ct, fp8 = specs["compressed-tensors"], specs["fp8"]
+    assert not vllm.checkpoint_fp8_kv(ct, (0, 14, 0), "auto")
+    assert vllm.checkpoint_fp8_kv(ct, (0, 15, 0), "bfloat16")  # forced, whatever the flag
+    assert vllm.checkpoint_fp8_kv(ct, (0, 22, 0), "auto")
+    assert not vllm.checkpoint_fp8_kv(ct, (0, 22, 0), "bfloat16")
+    assert not vllm.checkpoint_fp8_kv(fp8, (0, 34, 0), "auto")  # vLLM reads no fp8 config's
+    assert not sglang.checkpoint_fp8_kv(fp8, (0, 5, 17), "auto")
+    assert sglang.checkpoint_fp8_kv(fp8, (0, 5, 18), "auto")
+    assert not sglang.checkpoint_fp8_kv(ct, (0, 5, 18), "auto")
+    assert sglang.checkpoint_fp8_kv(ct, (0, 5, 19), "auto")
+    assert not sglang.checkpoint_fp8_kv(ct, (0, 5, 23), "bf16")

@@ -201,6 +201,10 @@ def _model_differs(
 # cache_config_info's cache_dtype names another: DeepSeek-V3.2's fp8 layout (0.11: auto and fp8
 # spellings, 0.12-0.17: fp8 spellings) and its bfloat16 (reported as auto from 0.11)
 # (vllm/model_executor/models/config.py DeepseekV32ForCausalLM).
+# What vLLM reports for `auto` where it runs the FP8 KV cache a checkpoint declares (0.14+:
+# utils/torch_utils.py MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP's fp8_e4m3; an llm-compressor scheme
+# sets plain fp8 in the attention layer).
+VLLM_CHECKPOINT_FP8_SPELLINGS = frozenset({"fp8_e4m3", "fp8"})
 VLLM_RESOLVED_KV_DTYPES = frozenset(
     {
         ("auto", vllm.DS_MLA_FLAG),
@@ -250,6 +254,13 @@ def compare_metrics(
         if (planned.get("--kv-cache-dtype"), labels.get("cache_dtype")) in VLLM_RESOLVED_KV_DTYPES:
             # the spelling vLLM rewrote the flag to for DeepSeek-V3.2 is the flag as planned
             labels["cache_dtype"] = planned["--kv-cache-dtype"]
+        elif (
+            planned.get("--kv-cache-dtype") == "auto"
+            and labels.get("cache_dtype") in VLLM_CHECKPOINT_FP8_SPELLINGS
+            and lock.figures.get("engine.kv_dtype") == "fp8"
+        ):
+            # `auto` resolved to the FP8 cache the checkpoint declares, as the plan ran it
+            labels["cache_dtype"] = "auto"
         for flag, label in checks:
             if flag in planned and label in labels and _differs(planned[flag], labels[label], 0):
                 rows.append(

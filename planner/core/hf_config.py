@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import ValidationError
 
@@ -675,6 +675,9 @@ MODELOPT_PRODUCER = "modelopt"
 # ModelOpt's fp8 algorithms, one byte a weight (vLLM 0.34.0 modelopt.py LINEAR_ALGOS: per-tensor,
 # per-channel / per-token and 128 x 128 block scales); their scales are not counted.
 MODELOPT_FP8_ALGOS = frozenset({"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"})
+# A kv_cache_scheme of 8-bit floats declares an FP8 KV cache (compressed-tensors' QuantizationArgs
+# num_bits / type, as vLLM's and SGLang's kv-cache methods check them).
+FP8_KV_BITS = 8
 
 
 def normalized_quantization(q: Any) -> Any:
@@ -821,6 +824,31 @@ def _rowwise_scaled_fp8(cfg: Config) -> bool:
         if fp8 and any(s in ("channel", "token", "per_channel", "per_token") for s in scales):
             return True
     return False
+
+
+def _fp8_kv_declared_by(cfg: Config) -> Literal["modelopt", "compressed-tensors", "fp8"] | None:
+    """The quantization method whose config declares an FP8 KV cache: ModelOpt's
+    kv_cache_quant_algo "FP8" (or a kv_cache_scheme of 8-bit floats, as vLLM 0.34's
+    get_kv_cache_quant_algo_string reads either), compressed-tensors' kv_cache_scheme of 8-bit
+    floats (llm-compressor's FP8-KV exports), an fp8 config's kv_cache_quant_algo "FP8" (SGLang
+    0.5.18's Fp8Config reads it); None: none declared."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    scheme = q.get("kv_cache_scheme")
+    eight_bit_floats = isinstance(scheme, Mapping) and (
+        str(scheme.get("type", "")) == "float" and scheme.get("num_bits") == FP8_KV_BITS
+    )
+    algo = str(q.get("kv_cache_quant_algo") or "").upper()
+    if method.startswith("modelopt"):
+        declared = algo == "FP8" or eight_bit_floats or str(scheme or "").upper() == "FP8"
+        return "modelopt" if declared else None
+    if method == "compressed-tensors":
+        return "compressed-tensors" if eight_bit_floats else None
+    if method == "fp8":
+        return "fp8" if algo == "FP8" else None
+    return None
 
 
 def _block_scaled_fp8(cfg: Config) -> bool:
@@ -1251,6 +1279,7 @@ def model_spec_from_config(
         plain_linear_params=linear - quantized if quant_label else 0,
         rowwise_fp8_outputs=rowwise,
         fp8_block_scaled=_block_scaled_fp8(t),
+        fp8_kv_declared_by=_fp8_kv_declared_by(t),
         num_experts=experts or None,
         experts_per_token=_opt_int(t, *EXPERT_TOP_K_KEYS),
         moe_intermediate_size=(

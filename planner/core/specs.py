@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,6 +110,13 @@ class ModelSpec(BaseModel):
         description="the checkpoint's fp8 linears scale per 2-D tile (DeepSeek-V3's "
         "weight_block_size [128, 128], compressed-tensors' block strategy): a block-scaled "
         "GEMM, which some families run further from their fp8 rate (step.family)",
+    )
+    fp8_kv_declared_by: Literal["modelopt", "compressed-tensors", "fp8"] | None = Field(
+        default=None,
+        description="the quantization method whose config declares an FP8 KV cache (ModelOpt's "
+        "kv_cache_quant_algo, compressed-tensors' kv_cache_scheme, an fp8 config's "
+        "kv_cache_quant_algo): the engines that read it run the cache in fp8 for "
+        "--kv-cache-dtype auto (engines.common.checkpoint_fp8_kv)",
     )
     num_experts: int | None = None
     experts_per_token: int | None = None

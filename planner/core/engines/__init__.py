@@ -21,14 +21,19 @@ def engine_kv_dtype(
     """The KV cache's dtype (a units dtype name) an engine release runs for --kv-cache-dtype
     `flag`: the checkpoint's for `auto`, except where the engine picks its own for DeepSeek's
     sparse attention (SGLang's fp8 on Blackwell, vLLM 0.11's fp8_ds_mla, vLLM 0.32's fp8 for
-    GLM-5 on Blackwell). ValueError for a
-    format not modelled."""
+    GLM-5 on Blackwell) or runs the FP8 cache the checkpoint's quantization declares
+    (checkpoint_fp8_kv in each engine). ValueError for a format not modelled."""
     from planner.core.engines import sglang, vllm
     from planner.core.engines.common import kv_cache_dtype
 
     dtype = kv_cache_dtype(flag, model, "auto")
     at = release(engine, version)
     if engine == "sglang":
-        return "fp8" if sglang.dsa_fp8_kv(model, gpu, at, flag) else dtype
-    fp8 = vllm.ds_mla_layout(model, at, flag) or vllm.glm_dsa_fp8_kv(model, gpu, at, flag)
+        fp8 = sglang.dsa_fp8_kv(model, gpu, at, flag) or sglang.checkpoint_fp8_kv(model, at, flag)
+        return "fp8" if fp8 else dtype
+    fp8 = (
+        vllm.ds_mla_layout(model, at, flag)
+        or vllm.glm_dsa_fp8_kv(model, gpu, at, flag)
+        or vllm.checkpoint_fp8_kv(model, at, flag)
+    )
     return "fp8" if fp8 else dtype

@@ -276,6 +276,26 @@ def group_chunk(chunk: int, attn_dp: int, version: tuple[int, int, int] | None) 
     return chunk // chunk_divisor(attn_dp, version) if chunk > 0 else chunk
 
 
+# A checkpoint whose quantization declares an FP8 KV cache (ModelSpec.fp8_kv_declared_by):
+# SGLang runs `auto` as fp8 where the loaded quantization config's kv_cache_quant_algo is "FP8"
+# (model_runner.py's pool set-up from 0.5.3, absent in 0.5.2; mem_cache/kv_cache_dtype.py in
+# 0.5.23). ModelOpt's configs carry it from then; Fp8Config reads its own from 0.5.18
+# (layers/quantization/fp8.py, absent in 0.5.17), compressed-tensors' config derives it from an
+# 8-bit-float kv_cache_scheme from 0.5.19 (absent in 0.5.18).
+CHECKPOINT_KV_SINCE = {
+    "modelopt": (0, 5, 3),
+    "fp8": (0, 5, 18),
+    "compressed-tensors": (0, 5, 19),
+}
+
+
+def checkpoint_fp8_kv(model: ModelSpec, version: tuple[int, int, int], flag: str) -> bool:
+    """Whether SGLang runs the KV cache in fp8 for `auto` because the checkpoint declares one
+    (see CHECKPOINT_KV_SINCE)."""
+    since = CHECKPOINT_KV_SINCE.get(model.fp8_kv_declared_by or "")
+    return flag == "auto" and since is not None and version >= since
+
+
 def dsa_fp8_kv(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str) -> bool:
     """Whether SGLang runs a DSA model's KV cache in fp8_e4m3 whatever the flag asked (see
     DSA_FP8_KV_SINCE)."""
@@ -916,6 +936,13 @@ def _layout(
             f"KV cache fp8_e4m3: SGLang {version_text(version)} sets it for DeepSeek's sparse "
             f"attention on compute capability {BLACKWELL_MAJOR}+"
             + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
+        )
+    elif kv_dtype != "fp8" and checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
+        kv_dtype = "fp8"
+        notes.append(
+            f"KV cache fp8_e4m3: the checkpoint's {model.fp8_kv_declared_by} config declares an "
+            f"FP8 KV cache, which SGLang {version_text(version)} runs for `auto` "
+            "(--kv-cache-dtype bf16, from 0.5.4, keeps 16 bits)"
         )
     if forced > 1 and s.attn_dp_size != forced:
         notes.append(

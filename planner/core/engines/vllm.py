@@ -1014,6 +1014,30 @@ def deepep_buffer_bytes(
     return DEEPEP_BUFFER_BYTES + deepep_ll_rdma_bytes(cap, hidden, model.num_experts)
 
 
+# A checkpoint whose quantization declares an FP8 KV cache (ModelSpec.fp8_kv_declared_by): vLLM
+# resolves `auto` to it from 0.14 for ModelOpt's (EngineArgs.create_engine_config calls
+# utils/torch_utils.py resolve_kv_cache_dtype_string, which reads kv_cache_quant_algo or an
+# 8-bit-float kv_cache_scheme where quant_method starts "modelopt"; absent in the 0.13.0 wheel).
+# An llm-compressor kv_cache_scheme sets fp8 in the attention layer: in 0.15-0.21 whatever the
+# flag says ("llm-compressor mdls need to set cache_dtype to 'fp8' manually"), from 0.22 for
+# `auto` only (model_executor/layers/attention/attention.py; absent in 0.14.0). An fp8
+# config's own kv_cache_quant_algo is not read.
+CHECKPOINT_KV_MODELOPT_SINCE = (0, 14, 0)
+CHECKPOINT_KV_SCHEME_SINCE = (0, 15, 0)
+CHECKPOINT_KV_SCHEME_AUTO_ONLY_SINCE = (0, 22, 0)
+
+
+def checkpoint_fp8_kv(model: ModelSpec, version: tuple[int, int, int], flag: str) -> bool:
+    """Whether vLLM runs the KV cache in fp8 because the checkpoint declares one (see
+    CHECKPOINT_KV_MODELOPT_SINCE)."""
+    by = model.fp8_kv_declared_by
+    if by == "modelopt":
+        return flag == "auto" and version >= CHECKPOINT_KV_MODELOPT_SINCE
+    if by == "compressed-tensors" and version >= CHECKPOINT_KV_SCHEME_SINCE:
+        return flag == "auto" or version < CHECKPOINT_KV_SCHEME_AUTO_ONLY_SINCE
+    return False
+
+
 def glm_dsa_fp8_kv(
     model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], flag: str
 ) -> bool:
@@ -1283,6 +1307,16 @@ def predict(
             f"KV cache fp8_e4m3: vLLM {version_text(version)} runs GLM-5's cache in fp8 on "
             "Blackwell for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
         )
+    elif checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
+        notes.append(
+            f"KV cache fp8: the checkpoint's {model.fp8_kv_declared_by} config declares an FP8 "
+            f"KV cache, which vLLM {version_text(version)} runs"
+            + (
+                " for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
+                if s.kv_cache_dtype == "auto"
+                else " whatever --kv-cache-dtype says (0.15-0.21)"
+            )
+        )
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
     )
@@ -1441,7 +1475,12 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
                 else f"vLLM {version_text(version)} predates it"
             ),
         )
-    if ds_mla or glm_dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
+    flag = s.kv_cache_dtype
+    if (
+        ds_mla
+        or glm_dsa_fp8_kv(model, gpu, version, flag)
+        or checkpoint_fp8_kv(model, version, flag)
+    ):
         kv_dtype = "fp8"
     return _Layout(
         max_len=max_len,
