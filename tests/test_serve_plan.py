@@ -701,6 +701,15 @@ def test_a_checkpoint_that_declares_an_fp8_kv_cache_runs_one_under_auto(cli: Cli
     # SGLang's first release that reads it
     _, notes = tokens("sglang", "0.5.3")
     assert any("declares an FP8 KV cache, which SGLang 0.5.3 runs" in n for n in notes)
+    # DeepSeek-V3.2's config hook sees the resolved fp8 spelling: 0.14-0.17 store its auto
+    # cache in the fp8_ds_mla layout, as an explicit fp8 is stored
+    v32 = str(MODELS / "nvidia--DeepSeek-V3.2-NVFP4")
+    auto_v32, fp8_v32 = (
+        cli("capacity", "--model", v32, "--gpu", "b200", "--tp", "8", "--engine-version",
+            "0.15", "--kv-dtype", kv, "--json").json()["engine"]["kv_cache_tokens"]
+        for kv in ("auto", "fp8")
+    )  # fmt: skip
+    assert auto_v32 == fp8_v32
     # the step model's KV dtype (slo, simulate) is the ledger's
     from planner.core.engines import engine_kv_dtype
 

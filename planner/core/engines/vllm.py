@@ -917,6 +917,11 @@ def ds_mla_layout(model: ModelSpec, version: tuple[int, int, int], flag: str) ->
         return version >= DS_MLA_SINCE
     if model.architecture != DS_MLA_ARCHITECTURE or not DS_MLA_SINCE <= version < DS_MLA_UNTIL:
         return False
+    if flag == "auto" and checkpoint_fp8_kv(model, version, flag):
+        # the engine resolves `auto` to the checkpoint's FP8 cache before the model's config
+        # hook runs (EngineArgs.create_engine_config builds CacheConfig with it; VllmConfig's
+        # post-init calls the hook): the hook sees an fp8 spelling
+        flag = "fp8"
     return flag.startswith("fp8") or (flag == "auto" and version < DS_MLA_AUTO_UNTIL)
 
 
