@@ -97,7 +97,8 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     engine, version = engine_of(row)
     # the format the row's weights name (a bare FP4 is NVIDIA's NVFP4 or AMD's MXFP4), else
     # its checkpoint name's
-    stated = stated_weights(str(row.get("weight_dtype") or ""), find_gpu(gid).vendor)
+    card = find_gpu(gid)
+    stated = stated_weights(str(row.get("weight_dtype") or ""), card.vendor)
     weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
     kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
@@ -115,7 +116,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         groups = dp
     st = step_time_for(
         model,
-        find_gpu(gid),
+        card,
         tp=attention_tp,
         weights_bytes=weights,
         weight_dtype=weight_dtype,

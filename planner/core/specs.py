@@ -116,7 +116,7 @@ class ModelSpec(BaseModel):
         description="the quantization method whose config declares an FP8 KV cache (ModelOpt's "
         "kv_cache_quant_algo, compressed-tensors' kv_cache_scheme, an fp8 config's "
         "kv_cache_quant_algo): the engines that read it run the cache in fp8 for "
-        "--kv-cache-dtype auto (engines.common.checkpoint_fp8_kv)",
+        "--kv-cache-dtype auto (checkpoint_fp8_kv in engines.vllm and engines.sglang)",
     )
     num_experts: int | None = None
     experts_per_token: int | None = None
