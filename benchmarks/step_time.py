@@ -26,6 +26,7 @@ from planner.core.engines.common import parse_version
 from planner.core.hf_config import quantized_weights_bytes
 from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, step_time_for
+from planner.core.step.attention_dp import AttentionDp
 from planner.core.step.family import family_of
 from planner.core.step.moe import MoeExchange
 from planner.errors import PlannerError
@@ -124,7 +125,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         engine=engine,
         version=version,
         pp=int(str(row.get("pp") or 1)),
-        attention_dp=groups,
+        dp=AttentionDp(groups=groups),
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
     return st.step_ms(int(str(row["batch"])), context_of(row))

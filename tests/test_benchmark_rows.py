@@ -905,6 +905,7 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
     import step_time
 
     from planner.core.step import step_time_for
+    from planner.core.step.attention_dp import AttentionDp
     from planner.core.step.moe import MoeExchange
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
@@ -926,7 +927,7 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
         tp=1,
         engine="sglang",
         version=(0, 5, 6),
-        attention_dp=8,
+        dp=AttentionDp(groups=8),
         exchange=MoeExchange(expert_ranks=8),
     ).step_ms(64, 2000)
     sglang = row | {"tp": 8, "dp": 8, "dp_attention": True}

@@ -17,6 +17,7 @@ from planner.api.bench_instance import Deployment, deployment_instance
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
+from planner.core.step.attention_dp import AttentionDp
 from planner.core.step.moe import MoeExchange
 from planner.errors import InputError
 from planner.sources.models import resolve_model
@@ -148,7 +149,7 @@ def test_step_model_attention_dp_routes_every_groups_tokens() -> None:
     spec = resolve_model(None, DEEPSEEK, None)
     gpu = find_gpu("h200")
     tp8 = step_time_for(spec, gpu, tp=8, engine="sglang")
-    dpa = step_time_for(spec, gpu, tp=1, attention_dp=8, engine="sglang")
+    dpa = step_time_for(spec, gpu, tp=1, dp=AttentionDp(groups=8), engine="sglang")
     # 8 groups of 4 sequences route 32 tokens to the experts: as many experts as TP 8 at 32
     assert dpa.experts_read(4) * 1.0 == pytest.approx(tp8.experts_read(4))
     assert dpa.expert_weights_bytes(4) == pytest.approx(tp8.expert_weights_bytes(32), rel=1e-6)
@@ -167,7 +168,7 @@ def test_a_prefill_on_one_attention_group_meets_the_others_decode_tokens() -> No
     of them. SGLang runs the dense FFNs and shared experts on the gathered batch too; vLLM's
     DP ranks keep them with their own attention."""
     spec = resolve_model(None, DEEPSEEK, None)
-    dpa = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="sglang")
+    dpa = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=8), engine="sglang")
     prompt, others = 8192, 7 * 16
     assert dpa.gathered(prompt, others) == 8304 and dpa.gathered(prompt) == 8 * prompt
     assert dpa.experts_routed(prompt, others) == dpa.experts_read(8304)
@@ -178,7 +179,7 @@ def test_a_prefill_on_one_attention_group_meets_the_others_decode_tokens() -> No
     # parameters; MLA's 11.4 B stay with the group's attention
     assert dpa.gathered_params_per_gpu == pytest.approx(3.85e9, rel=1e-3)
     assert body * 0.7 < body_alone < body
-    vllm = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="vllm")
+    vllm = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=8), engine="vllm")
     assert vllm.gathered_params_per_gpu == 0
     assert vllm.linear_parts(prompt, others=others)[0] == vllm.linear_parts(prompt)[0]
     # at 8,304 tokens every expert is read: the multiply shrinks from 8,192 tokens a GPU to
@@ -410,8 +411,8 @@ def test_sglang_moe_across_nodes_plans_deepep_and_prices_its_all_to_all() -> Non
         assert fields_from_line("sglang", plan.command)["moe_a2a_backend"] == "deepep"
     spec = resolve_model(None, DEEPSEEK, None)
     h200 = find_gpu("h200")
-    sglang = step_time_for(spec, h200, tp=1, attention_dp=16, engine="sglang")
-    vllm = step_time_for(spec, h200, tp=1, attention_dp=16, engine="vllm")
+    sglang = step_time_for(spec, h200, tp=1, dp=AttentionDp(groups=16), engine="sglang")
+    vllm = step_time_for(spec, h200, tp=1, dp=AttentionDp(groups=16), engine="vllm")
     assert sglang.moe_all_to_all and not vllm.moe_all_to_all
     # 64 tokens a rank: DeepEP sends 8 expert copies of each over the rank's own NIC; the
     # gather brings every rank's tokens to every rank, but its NCCL rings cross between the
@@ -419,7 +420,7 @@ def test_sglang_moe_across_nodes_plans_deepep_and_prices_its_all_to_all() -> Non
     # it grows with the ranks, and at 64 DeepEP's exchange costs about half of it
     assert 0 < vllm.collectives_ms(64) < sglang.collectives_ms(64)
     deepep, gather = (
-        step_time_for(spec, h200, tp=1, attention_dp=64, engine=engine).collectives_ms(64)
+        step_time_for(spec, h200, tp=1, dp=AttentionDp(groups=64), engine=engine).collectives_ms(64)
         for engine in ("sglang", "vllm")
     )
     assert 0 < deepep < gather * 0.55
@@ -460,8 +461,8 @@ def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
     MI300X nodes keeps its default gather over the NIC."""
     spec = resolve_model(None, DEEPSEEK, None)
     per_value = 1 + 4 / 128 + 2
-    rack = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=16, engine="sglang")
-    nodes = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=16, engine="sglang")
+    rack = step_time_for(spec, find_gpu("gb200"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
+    nodes = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
     assert rack.moe_all_to_all and nodes.moe_all_to_all
     # DeepEP is expert parallelism: each of the 16 ranks holds 16 whole experts
     assert nodes.experts_per_gpu == 16
@@ -470,9 +471,11 @@ def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
     assert rack_bytes_ms < 2 * 0.008
     assert rack.all_to_all_ms(64) == pytest.approx(58 * 2 * 0.008)
     assert nodes.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 50e9 * 1e3)
-    amd = step_time_for(spec, find_gpu("mi300x"), tp=1, attention_dp=16, engine="sglang")
+    amd = step_time_for(spec, find_gpu("mi300x"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
     assert not amd.moe_all_to_all and amd.all_to_all_ms(64) == 0
-    one_board = step_time_for(spec, find_gpu("gb200"), tp=1, attention_dp=8, engine="sglang")
+    one_board = step_time_for(
+        spec, find_gpu("gb200"), tp=1, dp=AttentionDp(groups=8), engine="sglang"
+    )
     assert not one_board.moe_all_to_all
 
 
@@ -518,7 +521,7 @@ def test_two_batch_overlap_hides_the_all_to_all_under_the_other_halfs_work(cli: 
     kernel, and one half's DeepEP dispatch and combine run under the other's linear layers
     and attention. It needs an all-to-all backend (SGLang refuses it with none)."""
     spec = resolve_model(None, DEEPSEEK, None)
-    plain = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=16, engine="sglang")
+    plain = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
     tbo = plain.model_copy(update={"overlap_all_to_all": True})
     a, b = plain.terms(64, 2000), tbo.terms(64, 2000)
     work = a.linear_ms + a.attention_ms
@@ -635,7 +638,7 @@ def test_an_unpadded_prefill_meets_only_the_other_ranks_decode_tokens() -> None:
     from planner.sim.workload import Trace
 
     spec = resolve_model(None, DEEPSEEK, None)
-    curve = step_time_for(spec, find_gpu("h200"), tp=1, attention_dp=8, engine="sglang")
+    curve = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=8), engine="sglang")
     trace = Trace(
         np.array([0.0, 2.0]), np.array([2048, 2048]), np.array([5, 5]),
         np.zeros(2, dtype=np.int64),
@@ -768,7 +771,7 @@ def test_vllms_dual_batch_overlap_hides_deepeps_exchange_past_its_thresholds(cli
             gpu,
             tp=1,
             engine="vllm",
-            attention_dp=64,
+            dp=AttentionDp(groups=64),
             exchange=MoeExchange(
                 all_to_all=True, two_batch_overlap=dbo, overlap_min_tokens=(32, 512)
             ),
@@ -848,7 +851,7 @@ def test_moris_exchange_is_priced_in_its_normal_kernels_across_nodes() -> None:
     spec = resolve_model(None, DEEPSEEK)
     gpu = find_gpu("mi300x")
     fixed = spec.moe_layers * 2 * MORI_KERNEL_MS
-    for layout in ({"tp": 2, "attention_dp": 8}, {"tp": 1, "attention_dp": 8}):
+    for layout in ({"tp": 2, "dp": AttentionDp(groups=8)}, {"tp": 1, "dp": AttentionDp(groups=8)}):
         deepep = step_time_for(
             spec, gpu, engine="sglang", exchange=MoeExchange(all_to_all=True), **layout
         )
@@ -899,12 +902,13 @@ def test_sglang_keeps_dense_mlps_and_the_lm_head_whole_where_its_flags_say() -> 
     gpu = find_gpu("h100")
     layout: dict[str, Any] = {
         "tp": 1,
-        "attention_dp": 16,
+        "dp": AttentionDp(groups=16),
         "engine": "sglang",
         "exchange": MoeExchange(all_to_all=True),
     }
     plain = step_time_for(spec, gpu, **layout)
-    both = step_time_for(spec, gpu, dense_mlp_replicated=True, dp_lm_head=True, **layout)
+    both_dp = AttentionDp(groups=16, dense_mlp_replicated=True, dp_lm_head=True)
+    both = step_time_for(spec, gpu, **(layout | {"dp": both_dp}))
     assert both.dense_weights_bytes > plain.dense_weights_bytes
     assert both.logits_ms(64) < plain.logits_ms(64)
     # a model SGLang's files do not replicate (its dense MLPs stay split), and one with none

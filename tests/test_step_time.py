@@ -22,6 +22,7 @@ from planner.core.latency import Roofline
 from planner.core.serve import fields_from_line
 from planner.core.specs import ModelSpec
 from planner.core.step import StepTime, gemm, step_time_for
+from planner.core.step.attention_dp import AttentionDp
 from planner.core.step.comm import (
     ALLREDUCE_HOP_MS,
     DEEPEP_COMBINE_BYTES_PER_VALUE,
@@ -654,12 +655,12 @@ def test_the_sampler_gathers_the_logits_and_casts_them_to_fp32() -> None:
     # groups' tokens are gathered over all eight GPUs (vLLM's DP ranks each keep their own)
     r1 = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-R1"))
     h200 = find_gpu("h200")
-    dp = step_time_for(r1, h200, tp=1, attention_dp=8, engine="sglang")
+    dp = step_time_for(r1, h200, tp=1, dp=AttentionDp(groups=8), engine="sglang")
     rate = dp.fabric.collective_bytes_per_s(8) * dp.allreduce.link_share
     gather = dp.allreduce.fixed_ms + 8 * 64 * (r1.vocab_size or 0) * 2 * 7 / 8 / rate * 1e3
     own = 64 * (r1.vocab_size or 0) * GREEDY_BYTES_PER_LOGIT / dp._bandwidth() * 1e3
     assert dp.logits_ms(64) == pytest.approx(gather + own)
-    vllm_dp = step_time_for(r1, h200, tp=1, attention_dp=8, engine="vllm")
+    vllm_dp = step_time_for(r1, h200, tp=1, dp=AttentionDp(groups=8), engine="vllm")
     assert vllm_dp.logits_ms(64) == pytest.approx(own)
 
 
@@ -752,7 +753,9 @@ def test_mla_decode_multiplies_longer_than_it_reads_with_every_head_on_one_gpu()
     terms = tp8.terms(64, 2000)
     assert terms.attention_ms == pytest.approx(tp8.kv_read_ms(terms.kv_read_bytes))
     for kv_bytes in (2, 1):
-        dp = step_time_for(v3, h200, tp=1, attention_dp=8, engine="sglang", kv_dtype_bytes=kv_bytes)
+        dp = step_time_for(
+            v3, h200, tp=1, dp=AttentionDp(groups=8), engine="sglang", kv_dtype_bytes=kv_bytes
+        )
         assert dp.mla_flops_per_kv_byte == pytest.approx(128 * 2 * 1088 / (576 * kv_bytes))
         terms = dp.terms(64, 2000)
         multiply_ms = 64 * 2000 * 61 * 128 * 2 * 1088 / rate * 1e3

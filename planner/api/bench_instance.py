@@ -573,6 +573,7 @@ def _instance_curve(
     the engine resolved, and the exchange and expert split its plan's line runs."""
     from planner.core.engines.common import parse_version
     from planner.core.step import step_time_for
+    from planner.core.step.attention_dp import AttentionDp
     from planner.units import dtype_bytes
 
     p, engine = started(plan), plan.engine
@@ -595,10 +596,12 @@ def _instance_curve(
         engine=engine,
         version=parse_version(p.version),
         pp=pp,
-        attention_dp=groups,
+        dp=AttentionDp(
+            groups=groups,
+            dense_mlp_replicated=bool(p.settings.get("dense_mlp_replicated")),
+            dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
+        ),
         exchange=line_exchange(p.settings, engine, ep),
-        dense_mlp_replicated=bool(p.settings.get("dense_mlp_replicated")),
-        dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
         async_scheduling=(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),

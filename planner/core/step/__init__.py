@@ -7,6 +7,7 @@ one module per family of operations (docs/method.md §3).
     moe       experts routed to, the busiest expert-parallel rank, routing kernels, the
               exchange a deployment's flags set (all-to-all, expert split, overlap)
     comm      tensor-parallel all-reduce, pipeline sends, the links they use
+    attention_dp  data-parallel attention groups, and the dense weights kept outside them
     overhead  kernels per layer and the engine's per-step overhead
     model     StepTime: the operations summed as the GPU runs them
 

@@ -12,6 +12,7 @@ from planner.core.kv import kv_bytes_per_sequence
 from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import attention, comm, gemm, moe, overhead, sampler
+from planner.core.step.attention_dp import NO_ATTENTION_DP, AttentionDp
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
     MID_M_ENGINES,
@@ -931,16 +932,12 @@ def weight_split(
     weights_bytes: int | None,
     tp: int,
     pp: int,
-    attention_dp: int,
+    dp: AttentionDp,
     engine: str,
-    dense_mlp_replicated: bool = False,
-    dp_lm_head: bool = False,
 ) -> WeightSplit:
     """The checkpoint's weights (or `weights_bytes` when re-stored) split for one GPU of TP
-    `tp` x PP `pp` with `attention_dp` data-parallel attention groups (see step_time_for);
-    under SGLang's, `dense_mlp_replicated` keeps the dense MLPs whole on every GPU
-    (--moe-dense-tp-size 1) and `dp_lm_head` an untied lm_head on the attention TP group
-    (--enable-dp-lm-head)."""
+    `tp` x PP `pp` under data-parallel attention `dp` (AttentionDp says what SGLang keeps
+    outside its groups)."""
     total = weights_bytes if weights_bytes is not None else model.weights_bytes
     vocab = model.vocab_size or 0
     # The input embedding is gathered (B rows), not read; a tied one is the lm_head as well,
@@ -964,15 +961,16 @@ def weight_split(
         else 0
     )
     gathered_params = 0
+    attention_dp = dp.groups
     if attention_dp > 1 and engine == "sglang":
         # the dense weights' own bytes per parameter (a mixed checkpoint keeps them in 16 bits)
         untied = 0 if model.tied_embeddings else embedding_params
         dense_params = model.params_total - model.expert_params - untied
         dense_scale = dense / max(dense_params, 1) if model.expert_params else scale
         attention_bytes = min(dense, round(model.attention_params * dense_scale))
-        mlp_bytes = round(model.dense_mlp_params * dense_scale) if dense_mlp_replicated else 0
+        mlp_bytes = round(model.dense_mlp_params * dense_scale) if dp.dense_mlp_replicated else 0
         # an untied lm_head (the same bytes as the input embedding, which `dense` leaves out)
-        head_bytes = embedding if dp_lm_head else 0
+        head_bytes = embedding if dp.dp_lm_head else 0
         spread = max(0, dense - attention_bytes - mlp_bytes - head_bytes)
         dense_per_gpu = (
             ceil_div(attention_bytes + head_bytes, tp * pp)
@@ -997,34 +995,26 @@ def step_time_for(
     engine: str = "vllm",
     version: tuple[int, int, int] | None = None,
     pp: int = 1,
-    attention_dp: int = 1,
+    dp: AttentionDp = NO_ATTENTION_DP,
     exchange: MoeExchange = ENGINE_DEFAULT_EXCHANGE,
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
-    dense_mlp_replicated: bool = False,
-    dp_lm_head: bool = False,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
     their weights and KV), the stages joined over the link between nodes.
 
-    `attention_dp` > 1: data-parallel attention, `tp` being the attention TP group and the MoE
-    layers spanning tp x attention_dp GPUs (vLLM --data-parallel-size on a MoE model, SGLang
-    --enable-dp-attention). vLLM keeps every non-expert weight at TP `tp` in each DP rank;
-    SGLang splits only attention that way, the dense FFN and lm_head over all the GPUs.
+    `dp`: data-parallel attention (AttentionDp), `tp` being each group's TP size and the MoE
+    layers spanning tp x dp.groups GPUs.
 
     The MoE layers' `exchange`: DeepEP's (or MoRI's) all-to-all where it says so (else where
     the planner plans it, parallel.deepep_wide), half-batches overlapping it where it asks.
     Under expert parallelism (its expert_ranks > 1, or an all-to-all, which sets the EP size
     to the MoE ranks) each GPU holds (E + redundant experts) / EP whole experts.
     `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
-    the release's default); `stream_interval`: the engine's --stream-interval;
-    `dense_mlp_replicated` / `dp_lm_head`: SGLang's --moe-dense-tp-size 1 / --enable-dp-lm-head
-    under data-parallel attention (weight_split; the lm_head then scores each group's own
-    tokens)."""
-    split = weight_split(
-        model, weights_bytes, tp, pp, attention_dp, engine, dense_mlp_replicated, dp_lm_head
-    )
+    the release's default); `stream_interval`: the engine's --stream-interval."""
+    attention_dp = dp.groups
+    split = weight_split(model, weights_bytes, tp, pp, dp, engine)
     moe_ranks = tp * attention_dp
     fabric = comm.fabric_of(gpu)
     wide = (
@@ -1170,7 +1160,7 @@ def step_time_for(
         gathered_params_per_gpu=split.gathered_params,
         moe_all_to_all=wide,
         all_to_all_kernels=exchange.kernels,
-        dp_lm_head=dp_lm_head and attention_dp > 1,
+        dp_lm_head=dp.dp_lm_head and attention_dp > 1,
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=exchange.two_batch_overlap and wide,
         overlap_min_tokens=exchange.overlap_min_tokens,
