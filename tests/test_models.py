@@ -12,7 +12,7 @@ from helpers import MODELS, model_config
 
 from planner.core.hf_config import model_spec_from_config
 from planner.core.kv import group_bytes_per_token, group_state_bytes
-from planner.core.specs import ModelSpec
+from planner.core.specs import MODELOPT_MIXED, ModelSpec
 from planner.errors import InputError
 
 BF16 = 2
@@ -198,6 +198,15 @@ EXPECTED = {
         ("full", 15, 2 * 15 * 2 * 256 * BF16, None, 0),
     ],
     "nvidia--Qwen3-235B-A22B-NVFP4": [("full", 94, 2 * 94 * 4 * 128 * BF16, None, 0)],
+    # Qwen3.6 (Qwen3.5's layers): every 4th layer full attention, the rest Gated DeltaNet
+    "nvidia--Qwen3.6-27B-NVFP4": [
+        ("linear", 48, 0, None, 48 * ((2 * 16 * 128 + 48 * 128) * 3 + 48 * 128 * 128) * BF16),
+        ("full", 16, 2 * 16 * 4 * 256 * BF16, None, 0),
+    ],
+    "nvidia--Qwen3.6-35B-A3B-NVFP4": [
+        ("linear", 30, 0, None, 30 * ((2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128) * BF16),
+        ("full", 10, 2 * 10 * 2 * 256 * BF16, None, 0),
+    ],
     # Gemma 4 26B-A4B: 25 sliding (1024) layers of 8 KV heads x 256, 5 full layers of
     # num_global_key_value_heads 2 x global_head_dim 512 (K and V both counted, as for 31B).
     "google--gemma-4-26B-A4B": [
@@ -598,8 +607,13 @@ def test_modelopt_nested_form_and_unknown_algorithms() -> None:
         ).weight_dtype
         == "nvfp4"
     )
+    unknown = {"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}
+    with pytest.raises(InputError, match=r"quant_algo: ModelOpt's 'W4A8_AWQ' is not sized"):
+        model_spec_from_config(base | {"quantization_config": unknown}, name="u", source="local")
+    # MIXED_PRECISION is sized from its per-layer map (test_a_mixed_precision_export_...): one
+    # without the map is refused by that field
     mixed = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
-    with pytest.raises(InputError, match=r"MIXED_PRECISION.*is not sized"):
+    with pytest.raises(InputError, match=r"quantized_layers: MIXED_PRECISION needs a non-empty"):
         model_spec_from_config(base | {"quantization_config": mixed}, name="m", source="local")
 
 
@@ -679,3 +693,105 @@ def test_gemma4s_nvfp4_export_quantizes_its_experts_alone() -> None:
     assert nvfp4.weight_dtype == "nvfp4" and experts == 30 * 128 * 3 * 2816 * 704
     expected = experts // 2 + -(-experts // 16) + 2 * (nvfp4.params_total - experts)
     assert nvfp4.weights_bytes == expected
+
+
+def _fp4(params: int) -> int:
+    """NVFP4 (and its weight-only W4A16 form): half a byte a weight, one fp8 scale per 16."""
+    return params // 2 + params // 16
+
+
+def test_a_mixed_precision_export_is_sized_block_by_block() -> None:
+    """NVIDIA's Qwen3.6 NVFP4 exports are ModelOpt MIXED_PRECISION: quantized_layers gives the
+    attention and Gated DeltaNet projections FP8 (one byte a weight) and the MLPs, experts and
+    lm_head W4A16_NVFP4. Against the same config in bf16, the weights shrink by exactly those
+    blocks' savings, hand-derived from the configs' dimensions."""
+    for name, saved, experts, kv in (
+        (
+            # 64 layers, hidden 5,120: 16 full-attention layers (q_proj 24 x 256 x 2 with its
+            # output gate, k / v 4 x 256, o 6,144 wide) and 48 DeltaNet ones (qkv 2 x 16 x 128 +
+            # 48 x 128, z 48 x 128, b / a 2 x 48, out 6,144 wide); MLP 3 x 17,408; vocab 248,320
+            "nvidia--Qwen3.6-27B-NVFP4",
+            (64 * 3 * 5120 * 17408) * 2
+            - _fp4(64 * 3 * 5120 * 17408)
+            + 16 * (5120 * 12288 + 2 * 5120 * 1024 + 6144 * 5120)
+            + 48 * (5120 * 10240 + 5120 * 6144 + 5120 * 96 + 6144 * 5120)
+            + 248320 * 5120 * 2
+            - _fp4(248320 * 5120),
+            None,
+            "modelopt",  # its config's kv_cache_scheme: 8-bit floats
+        ),
+        (
+            # 40 layers, hidden 2,048: 256 experts and a shared one, 512 wide; 10 full-attention
+            # layers (16 heads x 256, gated; 2 KV heads), 30 DeltaNet (16 key / 32 value heads)
+            "nvidia--Qwen3.6-35B-A3B-NVFP4",
+            (40 * 257 * 3 * 2048 * 512) * 2
+            - _fp4(40 * 256 * 3 * 2048 * 512)
+            - _fp4(40 * 3 * 2048 * 512)
+            + 10 * (2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048)
+            + 30 * (2048 * 8192 + 2048 * 4096 + 2048 * 64 + 4096 * 2048)
+            + 248320 * 2048 * 2
+            - _fp4(248320 * 2048),
+            0.5625,
+            # its config.json names no KV algorithm (only its hf_quant_config.json does, which
+            # the engines read where config.json has no quantization_config)
+            None,
+        ),
+    ):
+        mixed = spec(name)
+        raw = model_config(name)
+        raw.pop("quantization_config")
+        plain = model_spec_from_config(raw, name=name, source="test")
+        assert plain.weights_bytes - mixed.weights_bytes == saved
+        assert mixed.weight_dtype == MODELOPT_MIXED
+        assert mixed.mixed_precision_algos == ("FP8", "W4A16_NVFP4")
+        assert mixed.expert_bytes_per_param == experts
+        assert mixed.plain_linear_params == 0  # every block it lists, none left in 16 bits
+        assert mixed.fp8_kv_declared_by == kv
+
+
+def test_a_mixed_precision_map_the_planner_cannot_size_is_refused_by_its_field() -> None:
+    raw = model_config("nvidia--Qwen3.6-27B-NVFP4")
+    layers = raw["quantization_config"]["quantized_layers"]
+    odd = raw | {
+        "quantization_config": raw["quantization_config"]
+        | {
+            "quantized_layers": {
+                **layers,
+                "model.language_model.layers.0.linear_attn.out_proj": {"quant_algo": "INT8"},
+            }
+        }
+    }
+    with pytest.raises(InputError, match=r"out_proj\.quant_algo: 'INT8' is not sized"):
+        model_spec_from_config(odd, name="odd", source="test")
+    split = raw | {
+        "quantization_config": raw["quantization_config"]
+        | {
+            "quantized_layers": {
+                **layers,
+                "model.language_model.layers.0.mlp.down_proj": {"quant_algo": "FP8"},
+            }
+        }
+    }
+    with pytest.raises(InputError, match="layer 0's mlp mixes W4A16_NVFP4 and FP8"):
+        model_spec_from_config(split, name="split", source="test")
+    # an MTP stack's layer 0 is not the decoder's: its entry sizes nothing there
+    mtp = raw | {
+        "quantization_config": raw["quantization_config"]
+        | {"quantized_layers": {**layers, "mtp.layers.0.mlp.down_proj": {"quant_algo": "FP8"}}}
+    }
+    same = model_spec_from_config(mtp, name="mtp", source="test")
+    assert same.weights_bytes == spec("nvidia--Qwen3.6-27B-NVFP4").weights_bytes
+    empty = raw | {"quantization_config": raw["quantization_config"] | {"quantized_layers": {}}}
+    with pytest.raises(InputError, match="non-empty quantized_layers"):
+        model_spec_from_config(empty, name="empty", source="test")
+
+
+def test_qwen35_attention_counts_its_output_gate() -> None:
+    """Qwen3.5's text models reuse Qwen3-Next's attention (vLLM qwen3_5.py): q_proj emits an
+    output gate beside the queries while attn_output_gate holds (16 full-attention layers of
+    Qwen3.5-27B: 24 heads x 256 x 5,120 more), and q_norm / k_norm."""
+    raw = model_config("Qwen--Qwen3.5-27B")
+    gated = model_spec_from_config(raw, name="g", source="test")
+    text = raw["text_config"] | {"attn_output_gate": False}
+    plain = model_spec_from_config(raw | {"text_config": text}, name="p", source="test")
+    assert gated.params_total - plain.params_total == 16 * 24 * 256 * 5120

@@ -675,6 +675,34 @@ def test_sglang_starts_with_a_pool_smaller_than_the_context(cli: Cli) -> None:
     assert any(f"refuses requests longer than {tokens - 1:,} tokens" in w for w in data["warnings"])
 
 
+def test_a_mixed_precision_export_loads_where_the_release_knows_its_algorithms(cli: Cli) -> None:
+    """A ModelOpt MIXED_PRECISION checkpoint (nvidia/Qwen3.6-27B-NVFP4: FP8 attention,
+    W4A16_NVFP4 MLPs) loads in vLLM from 0.22 (W4A16 layers; the format itself from 0.17) and
+    SGLang from 0.5.15; before, the plan is refused by the flag that names the release. The
+    line names the method, and the FP8 cache it declares runs."""
+    model = str(MODELS / "nvidia--Qwen3.6-27B-NVFP4")
+
+    def plan(engine: str, version: str) -> Result:
+        return cli("capacity", "--model", model, "--gpu", "b200", "--engine", engine,
+                   "--engine-version", version, "--json")  # fmt: skip
+
+    for engine, before, since in (("vllm", "0.21.0", "0.22.0"), ("sglang", "0.5.14", "0.5.15")):
+        refused = plan(engine, before)
+        assert refused.code == 2
+        assert refused.json()["error"].startswith(f"--engine-version: {before}: {engine} loads")
+        assert f"(FP8, W4A16_NVFP4) from {since}" in refused.json()["error"]
+        got = plan(engine, since)
+        assert got.code == 0, got.out
+        data = got.json()
+        assert data["model"]["weight_dtype"] == "modelopt-mixed"
+        assert "--quantization modelopt_mixed" in data["flags"][engine]
+        assert any("declares an FP8 KV cache" in n for n in data["engine"]["notes"])
+    # the line's method pasted into --weight-dtype names the checkpoint's own format
+    own = cli("capacity", "--model", model, "--gpu", "b200", "--weight-dtype", "modelopt_mixed",
+              "--json")  # fmt: skip
+    assert own.code == 0 and own.json()["model"] == plan("vllm", "0.34.0").json()["model"]
+
+
 def test_a_checkpoint_that_declares_an_fp8_kv_cache_runs_one_under_auto(cli: Cli) -> None:
     """NVIDIA's ModelOpt exports declare an FP8 KV cache (kv_cache_quant_algo FP8): vLLM runs
     `auto` as fp8 from 0.14 and SGLang from 0.5.3, so the pool holds twice the tokens of a

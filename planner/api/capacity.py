@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
-from planner.core.specs import MODELOPT_NVFP4, MODELOPT_NVFP4_METHOD
+from planner.core.specs import MODELOPT_MIXED_METHOD, MODELOPT_NVFP4, MODELOPT_NVFP4_METHOD
 from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -261,6 +261,7 @@ CHECKPOINT_QUANTIZATION = {
     "gptq": "gptq",
     "mxfp4": "mxfp4",
     "nvfp4": MODELOPT_NVFP4_METHOD,
+    "modelopt-mixed": MODELOPT_MIXED_METHOD,
     "compressed-tensors": "compressed-tensors",
     "bnb": "bitsandbytes",
 }
@@ -350,6 +351,8 @@ def serve_report(
             f"{spec.max_context_tokens:,} tokens (the engines refuse it)",
         )
     weight_dtype = values.pop("weight_dtype", None)
+    if weight_dtype is not None and weight_dtype.strip().lower() == _checkpoint_method(spec):
+        weight_dtype = None  # the checkpoint's own method named (`modelopt_mixed`, `quark`)
     variant: str | None = None
     if weight_dtype is not None:
         variant = VARIANT_CHECKPOINTS.get(weight_dtype.strip().lower())
@@ -389,6 +392,12 @@ def serve_report(
 
         given = values.get("version")
         sglang.check_nvfp4_experts(spec, card, release("sglang", str(given) if given else None))
+    if variant is None and spec.mixed_precision_algos:
+        from planner.core.engines import release
+        from planner.core.engines.common import check_mixed_precision
+
+        engine, given = str(values.get("engine") or "vllm"), values.get("version")
+        check_mixed_precision(spec, engine, release(engine, str(given) if given else None))
     if variant is not None:
         # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
         # engine reads its quantization from that checkpoint, so no flag is printed for it.

@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from pydantic import ValidationError
 
 from planner.core.specs import (
+    MODELOPT_MIXED,
     MODELOPT_NVFP4,
     OPENAI_MXFP4,
     QUARK_MXFP4_FP8_INPUTS,
@@ -253,13 +254,21 @@ def _mlp_params(cfg: Config, hidden: int, inter: int) -> int:
     return (3 if gated else 2) * hidden * inter
 
 
+# Qwen3-Next's attention, which Qwen3.5's text models reuse (vLLM 0.28.0 qwen3_5.py builds
+# Qwen3NextAttention): q_proj emits an output gate beside the queries unless the config's
+# attn_output_gate says false (its default true: qwen3_next.py), and q_norm / k_norm.
+GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
+
 def _attention_params(
     cfg: Config, hidden: int, heads: int, kv: int, head_dim: int, v_dim: int | None = None
 ) -> tuple[int, int]:
     """(matrix params, bias/norm params) of one standard attention block (`v_dim`: V's and the
     output projection's head width where it is not Q's and K's)."""
     v = v_dim or head_dim
-    q_mult = 2 if cfg.get("model_type") == "qwen3_next" else 1  # gated output: q_proj emits 2x
+    # gated output: q_proj emits the gate beside the queries (2x)
+    gated = cfg.get("model_type") in GATED_ATTENTION_TYPES and cfg.get("attn_output_gate", True)
+    q_mult = 2 if gated else 1
     mats = hidden * heads * head_dim * q_mult + hidden * kv * (head_dim + v) + heads * v * hidden
     other = 0
     if cfg.get("attention_bias") or cfg.get("model_type") in QKV_BIAS_TYPES:
@@ -269,7 +278,7 @@ def _attention_params(
             other += hidden
     if cfg.get("model_type") == "gpt_oss":
         other += heads  # attention sinks
-    qk_norm = cfg.get("model_type") in ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text")
+    qk_norm = cfg.get("model_type") in ("qwen3", "qwen3_moe", "gemma3_text", *GATED_ATTENTION_TYPES)
     if qk_norm or (cfg.get("model_type") == "glm4_moe" and cfg.get("use_qk_norm")):
         other += 2 * head_dim  # q_norm, k_norm
     return mats, other
@@ -678,6 +687,134 @@ MODELOPT_FP8_ALGOS = frozenset({"FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"}
 # A kv_cache_scheme of 8-bit floats declares an FP8 KV cache (compressed-tensors' QuantizationArgs
 # num_bits / type, as vLLM's and SGLang's kv-cache methods check them).
 FP8_KV_BITS = 8
+
+
+# ModelOpt's MIXED_PRECISION exports name each quantized linear's own algorithm in
+# quantized_layers ({"model.layers.0.self_attn.q_proj": {"quant_algo": "FP8"},
+# "model.layers.0.mlp.experts": {"quant_algo": "W4A16_NVFP4", "group_size": 16}}); a linear it
+# does not list stays in the checkpoint's dtype (vLLM 0.34.0 modelopt.py
+# ModelOptMixedPrecisionConfig._resolve_quant_algo; SGLang 0.5.23 modelopt_quant.py alike). A
+# weight takes one byte under FP8 (per-tensor scales not counted, as for MODELOPT_FP8_ALGOS);
+# half a byte and one fp8 scale per group_size (16) weights under NVFP4 and its weight-only
+# W4A16_NVFP4; one byte and one e8m0 scale per 32 under MXFP8 (the OCP MX block).
+MODELOPT_MIXED_ALGO = "MIXED_PRECISION"
+MIXED_FP4_ALGOS = frozenset({"NVFP4", "W4A16_NVFP4"})
+MIXED_ALGOS = MIXED_FP4_ALGOS | {"FP8", "MXFP8"}
+MXFP8_BLOCK = 32
+# A quantized_layers name: the layer stack (a decoder's is one of LAYER_PREFIXES; an MTP or
+# vision stack is not), the layer and the module path inside it.
+LAYER_MODULE = re.compile(r"^(?P<stack>.+?)\.(?P<index>\d+)\.(?P<module>.+)$")
+
+
+def _mixed_block(module: str) -> str:
+    """The block of a decoder layer a quantized_layers module belongs to: routed experts
+    ("mlp.experts", "block_sparse_moe.experts.3.w1", Nemotron-H's "mixer.experts.0.up_proj"),
+    shared experts, a dense MLP ("mlp.down_proj", Nemotron-H's "mixer.down_proj") or the
+    sequence mixer (attention, linear attention, SSM projections)."""
+    parts = module.split(".")
+    if any(p.startswith("shared_expert") for p in parts):
+        return "shared"
+    if "experts" in parts:
+        return "routed"
+    if parts[0] in ("mlp", "feed_forward", "ffn") or (
+        parts[0] == "mixer" and parts[-1] in ("up_proj", "down_proj", "gate_proj")
+    ):
+        return "mlp"
+    return "mixer"
+
+
+def _mixed_bytes(params: int, algo: str, group: int) -> int:
+    """Bytes of `params` weights stored under one of MIXED_ALGOS."""
+    if algo in MIXED_FP4_ALGOS:
+        return ceil_div(params * 4, 8) + ceil_div(params, group)
+    if algo == "MXFP8":
+        return params + ceil_div(params, MXFP8_BLOCK)
+    return params
+
+
+class _MixedPrecision(NamedTuple):
+    """A MIXED_PRECISION checkpoint's linear layers as stored: their bytes (the lm_head's
+    apart), the parameters it quantizes, its routed experts' bytes per parameter (None: none
+    listed) and the algorithms it names."""
+
+    linear_bytes: int
+    head_bytes: int
+    quantized_params: int
+    expert_bytes_per_param: float | None
+    algos: tuple[str, ...]
+
+
+def _mixed_precision(
+    q: Mapping[str, Any], layers: list[_Layer], head_params: int, bits: int
+) -> _MixedPrecision:
+    """Size a ModelOpt MIXED_PRECISION checkpoint block by block from its quantized_layers: each
+    decoder layer's mixer, dense MLP, routed and shared experts at the algorithm its modules
+    name (one per block, as the engines' fused layers require), the rest at `bits`."""
+    field = "quantization_config.quantized_layers"
+    listed = _mapping(q.get("quantized_layers"), field)
+    if not listed:
+        raise InputError(field, "MIXED_PRECISION needs a non-empty quantized_layers map")
+    found: dict[tuple[int, str], tuple[str, int]] = {}
+    head: tuple[str, int] | None = None
+    for name, info in listed.items():
+        entry = _mapping(info, f"{field}.{name}")
+        algo = str(entry.get("quant_algo", "")).upper()
+        if algo not in MIXED_ALGOS:
+            raise InputError(
+                f"{field}.{name}.quant_algo",
+                f"{algo!r} is not sized; known: {', '.join(sorted(MIXED_ALGOS))}",
+            )
+        group = _opt_int(entry, "group_size") or NVFP4_BLOCK
+        match = LAYER_MODULE.match(str(name))
+        if match is None or match["stack"] not in LAYER_PREFIXES:
+            if str(name).split(".")[-1] == "lm_head":
+                head = (algo, group)
+            continue  # the embedding, an MTP or vision module: not a decoder layer's linear
+        layer = int(match["index"])
+        if layer >= len(layers):
+            continue
+        block = _mixed_block(match["module"])
+        if block == "mlp" and layers[layer].routed:
+            block = "shared"  # Gemma 4: the MLP beside its routed experts every token takes
+        seen = found.setdefault((layer, block), (algo, group))
+        if seen[0] != algo:
+            raise InputError(
+                f"{field}.{name}",
+                f"layer {layer}'s {block} mixes {seen[0]} and {algo}; one algorithm a block "
+                "is sized",
+            )
+    linear_bytes = quantized = 0
+    expert_rate: float | None = None
+    for i, ly in enumerate(layers):
+        mixer = ly.attention_params or ly.mixer_params
+        blocks = {
+            "mixer": mixer,
+            "routed": ly.expert_params,
+            "shared": ly.shared_params,
+            "mlp": ly.linear_params - mixer - ly.expert_params - ly.shared_params,
+        }
+        for block, params in blocks.items():
+            if params <= 0:
+                continue
+            got = found.get((i, block))
+            if got is None:
+                linear_bytes += ceil_div(params * bits, 8)
+                continue
+            stored = _mixed_bytes(params, *got)
+            linear_bytes += stored
+            quantized += params
+            if block == "routed" and expert_rate is None:
+                expert_rate = stored / params
+        ly.quantized_linear_params = sum(
+            params for block, params in blocks.items() if (i, block) in found and params > 0
+        )
+    head_bytes = (
+        _mixed_bytes(head_params, *head)
+        if head and head_params
+        else ceil_div(head_params * bits, 8)
+    )
+    algos = tuple(sorted({a for a, _ in found.values()} | ({head[0]} if head else set())))
+    return _MixedPrecision(linear_bytes, head_bytes, quantized, expert_rate, algos)
 
 
 def normalized_quantization(q: Any) -> Any:
@@ -1226,8 +1363,22 @@ def model_spec_from_config(
     params_total = linear + other + embed + head + extra
     params_active = active_linear + other + embed + head + extra
 
-    quantized = sum(ly.quantized_linear_params for ly in layers)
-    quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
+    mixed = None
+    q = t.get("quantization_config")
+    if (
+        isinstance(q, Mapping)
+        and str(q.get("quant_method", "")).lower() == "modelopt"
+        and str(q.get("quant_algo", "")).upper() == MODELOPT_MIXED_ALGO
+    ):
+        mixed = _mixed_precision(q, layers, head, bits)
+    if mixed is not None:
+        quantized = mixed.quantized_params
+        quant_label, linear_bytes = MODELOPT_MIXED, mixed.linear_bytes + mixed.head_bytes
+        head_in_linear = head
+    else:
+        quantized = sum(ly.quantized_linear_params for ly in layers)
+        quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
+        head_in_linear = 0
     rowwise = (
         tuple(sum(part) for part in zip(*(ly.quantized_outputs for ly in layers), strict=True))
         if _rowwise_scaled_fp8(t)
@@ -1235,7 +1386,7 @@ def model_spec_from_config(
     )
     if not quant_label:
         linear_bytes = ceil_div(linear * bits, 8)
-    weights = linear_bytes + ceil_div((other + embed + head + extra) * bits, 8)
+    weights = linear_bytes + ceil_div((other + embed + head - head_in_linear + extra) * bits, 8)
     basis = "estimated from config.json parameter count"
     if exact_weights_bytes:
         weights = exact_weights_bytes
@@ -1280,6 +1431,8 @@ def model_spec_from_config(
         rowwise_fp8_outputs=rowwise,
         fp8_block_scaled=_block_scaled_fp8(t),
         fp8_kv_declared_by=_fp8_kv_declared_by(t),
+        mixed_precision_algos=mixed.algos if mixed else (),
+        expert_bytes_per_param=mixed.expert_bytes_per_param if mixed else None,
         num_experts=experts or None,
         experts_per_token=_opt_int(t, *EXPERT_TOP_K_KEYS),
         moe_intermediate_size=(

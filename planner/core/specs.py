@@ -19,6 +19,11 @@ QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
 # engines' --quantization name for them (vLLM's QUANTIZATION_METHODS; SGLang spells it alike).
 MODELOPT_NVFP4 = "nvfp4"
 MODELOPT_NVFP4_METHOD = "modelopt_fp4"
+# ModelSpec.weight_dtype of a ModelOpt MIXED_PRECISION checkpoint (each quantized layer its own
+# algorithm: NVIDIA's Qwen3.6 / Nemotron-3.5 NVFP4 exports), and the engines' --quantization
+# name for it (vLLM's QUANTIZATION_METHODS, 0.17+; SGLang's loader spells it alike).
+MODELOPT_MIXED = "modelopt-mixed"
+MODELOPT_MIXED_METHOD = "modelopt_mixed"
 
 
 class KvKind(str, Enum):
@@ -117,6 +122,17 @@ class ModelSpec(BaseModel):
         "kv_cache_quant_algo, compressed-tensors' kv_cache_scheme, an fp8 config's "
         "kv_cache_quant_algo): the engines that read it run the cache in fp8 for "
         "--kv-cache-dtype auto (checkpoint_fp8_kv in engines.vllm and engines.sglang)",
+    )
+    mixed_precision_algos: tuple[str, ...] = Field(
+        default=(),
+        description="ModelOpt MIXED_PRECISION: the algorithms its quantized_layers name (the "
+        "engines load each from a given release: engines.common.check_mixed_precision)",
+    )
+    expert_bytes_per_param: float | None = Field(
+        default=None,
+        gt=0,
+        description="the routed experts' stored bytes per parameter where the checkpoint "
+        "gives them a format of their own (MIXED_PRECISION); None: read from the totals",
     )
     num_experts: int | None = None
     experts_per_token: int | None = None

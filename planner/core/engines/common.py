@@ -56,6 +56,45 @@ def outside_table(
     return []
 
 
+# The releases that load a ModelOpt MIXED_PRECISION checkpoint, by the algorithm its layers name,
+# as read in the wheels: vLLM's ModelOptMixedPrecisionConfig (model_executor/layers/quantization/
+# modelopt.py) from 0.17 (absent from 0.16) with FP8 and NVFP4 layers, W4A16_NVFP4 ones from
+# 0.22 (absent from 0.21), MXFP8 ones from 0.25 (absent from 0.24); SGLang's (srt/layers/
+# quantization/modelopt_quant.py) from 0.5.10 (absent from 0.5.9), W4A16_NVFP4 from 0.5.15
+# (absent from 0.5.14), MXFP8 from 0.5.17 (absent from 0.5.16). An algorithm a release does not
+# know fails its load.
+MIXED_PRECISION_SINCE: dict[str, dict[str, tuple[int, int, int]]] = {
+    "vllm": {
+        "FP8": (0, 17, 0),
+        "NVFP4": (0, 17, 0),
+        "W4A16_NVFP4": (0, 22, 0),
+        "MXFP8": (0, 25, 0),
+    },
+    "sglang": {
+        "FP8": (0, 5, 10),
+        "NVFP4": (0, 5, 10),
+        "W4A16_NVFP4": (0, 5, 15),
+        "MXFP8": (0, 5, 17),
+    },
+}
+
+
+def check_mixed_precision(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> None:
+    """Refuse a ModelOpt MIXED_PRECISION checkpoint on a release that cannot load one of the
+    algorithms its layers name (MIXED_PRECISION_SINCE)."""
+    since = MIXED_PRECISION_SINCE.get(engine)
+    if not model.mixed_precision_algos or since is None:
+        return
+    needed = max(since.get(a, (999, 0, 0)) for a in model.mixed_precision_algos)
+    if version < needed:
+        named = ", ".join(model.mixed_precision_algos)
+        raise InputError(
+            "--engine-version",
+            f"{version_text(version)}: {engine} loads {model.name}'s ModelOpt MIXED_PRECISION "
+            f"layers ({named}) from {version_text(needed)}",
+        )
+
+
 def version_text(v: tuple[int, int, int]) -> str:
     """(0, 19, 0) -> "0.19.0"."""
     return ".".join(map(str, v))

@@ -94,7 +94,10 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
     the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA; AMD's
     MXFP4 exports on AMD Instinct at the fp4 rate (w4a4, where the card has one) or the fp8
-    rate (fp8 inputs, or no fp4 rate); NVFP4 on AMD Instinct (emulated) at the 16-bit rate."""
+    rate (fp8 inputs, or no fp4 rate); NVFP4 on AMD Instinct (emulated) at the 16-bit rate. A
+    ModelOpt MIXED_PRECISION checkpoint (its label names no one format) at the 16-bit rate: its
+    bulk, NVIDIA's W4A16_NVFP4 MLPs and experts, multiplies 16-bit activations, and its FP8
+    attention is priced there too (an estimate that errs slow on prefill)."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:

@@ -895,7 +895,10 @@ def stored_expert_bytes_per_param(model: ModelSpec) -> float:
     layers, the experts among them, in what the total leaves after every parameter it does not
     quantize takes its native bytes (gpt-oss-120b: 0.53 bytes, MXFP4's 4.25 bits); the checkpoint's
     mean bytes per parameter would price its experts at the 16-bit layers' cost as well and
-    leave those layers almost nothing. Otherwise (one format throughout) the mean."""
+    leave those layers almost nothing. Otherwise (one format throughout) the mean; a checkpoint
+    that names its experts' own format (ModelOpt MIXED_PRECISION) that format's bytes."""
+    if model.expert_bytes_per_param is not None:
+        return model.expert_bytes_per_param
     mean = model.weights_bytes / max(model.params_total, 1)
     quantized = model.quantizable_params - model.plain_linear_params
     if not model.plain_linear_params or quantized <= 0 or model.expert_params > quantized:
