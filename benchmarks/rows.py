@@ -64,10 +64,15 @@ SAME_ARCHITECTURE = {
 # names a format ("fp8 (block)", "FP4", "int4 AWQ", "W8A8-FP8"); a 16-bit word first means
 # 16-bit weights ("bf16, fp8 KV"). A bare "fp4" is NVIDIA's NVFP4 on NVIDIA cards and the OCP
 # MXFP4 AMD Instinct cards run (AMD Quark's exports). INT8 is passed on as such, for the
-# planner to refuse by name rather than price 16-bit weights.
+# planner to refuse by name rather than price 16-bit weights; so is a bare W8A8 (SmoothQuant's
+# and compressed-tensors' int8 scheme), unless a word after it names FP8 ("W8A8 FP8"). W4A8
+# (4-bit weights, 8-bit activations) is posed as 4-bit weights, float8 / e4m3 as fp8.
 SIXTEEN_BIT_WORDS = ("bf16", "fp16", "fp32", "float16", "bfloat16")
+FP8_WORDS = ("fp8", "float8", "e4m3")
 PRECISION_WORDS = (
-    ("fp8", "fp8"),
+    *((word, "fp8") for word in FP8_WORDS),
+    ("w8a8", "int8"),
+    ("w4a8", "int4"),
     ("nvfp4", "nvfp4"),
     ("mxfp4", "mxfp4"),
     ("fp4", "fp4"),
@@ -81,13 +86,16 @@ PRECISION_WORDS = (
 
 def stated_weights(text: str, vendor: str) -> str | None:
     """The weight format a row's precision text names (None: 16-bit, or none named)."""
-    for word in re.findall(r"[a-z0-9]+", text.lower()):
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    for i, word in enumerate(words):
         if word.startswith(SIXTEEN_BIT_WORDS):
             return None
         for prefix, dtype in PRECISION_WORDS:
             if word.startswith(prefix):
                 if dtype == "fp4":
                     return "mxfp4" if vendor == "amd" else "nvfp4"
+                if prefix == "w8a8" and any(w.startswith(FP8_WORDS) for w in words[i + 1 :]):
+                    return "fp8"
                 return dtype
     return None
 

@@ -706,6 +706,10 @@ def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
         "INT4 (AWQ)": "int4",
         "bf16 (fp8 KV)": None,
         "w8a8 int8": "int8",
+        "W8A8": "int8",  # SmoothQuant's int8 scheme: refused by name, never priced as bf16
+        "W8A8 (FP8 dynamic)": "fp8",
+        "float8_e4m3fn": "fp8",
+        "W4A8 AWQ": "int4",
         "auto": None,
     }
     assert {text: stated_weights(text, "nvidia") for text in cases} == cases
