@@ -383,7 +383,7 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
             return find_gpu(full).id  # the planner's own spelling rules ("NVIDIA H100 SXM5 80GB")
         except PlannerError:
             pass
-    text = (full or "").lower()
+    text = f"{full or ''} {short or ''}".lower()  # a short name with more words: "B200 (HGX)"
     named = [
         (len(name), card.id)
         for card in gpu_catalog()

@@ -74,6 +74,8 @@ def test_a_rows_gpu_is_the_catalog_card_it_names(
         ("H100", "NVIDIA H100 80GB HBM3", "h100-sxm5-80gb"),
         # a table name standing as a whole word of the description, where nothing else names it
         (None, "8x MI300X (OAM)", "mi300x"),
+        # ... or of a short name with more words in it
+        ("B200 (HGX)", None, "b200-sxm-180gb"),
         # the table's card yields to the one of its chip the description names or sizes
         ("GH200", "NVIDIA GH200 Grace Hopper Superchip 144GB", "gh200-144gb"),
         ("GH200", "NVIDIA GH200 Grace Hopper Superchip 96GB", "gh200-96gb"),
