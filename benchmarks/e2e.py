@@ -161,12 +161,27 @@ RELEASE_DATES = {
 }  # fmt: skip
 
 
+# A source dated to the month only ("2025-03", "Mar 2025") ran on a day of it: the middle is
+# taken, the release then current standing for the month's (an estimate within about two
+# releases either way at 2025-2026's cadence: RELEASE_DATES).
+MID_MONTH_DAY = "15"
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
 def run_date(row: dict[str, Any]) -> str | None:
-    """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it), as
-    YYYY-MM-DD."""
+    """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it, else its month:
+    YYYY-MM or a month's name and year, at MID_MONTH_DAY), as YYYY-MM-DD."""
     text = str((row.get("source") or {}).get("date") or "")
     found = re.search(r"(20\d\d)-?(\d\d)-?(\d\d)", text)
-    return "-".join(found.groups()) if found else None
+    if found:
+        return "-".join(found.groups())
+    month = re.search(r"(20\d\d)-(0[1-9]|1[0-2])(?!\d)", text)
+    if month:
+        return f"{month.group(1)}-{month.group(2)}-{MID_MONTH_DAY}"
+    named = re.search(r"\b(" + "|".join(MONTHS) + r")[a-z]*\.?,?\s+(20\d\d)\b", text.lower())
+    if named:
+        return f"{named.group(2)}-{MONTHS.index(named.group(1)) + 1:02d}-{MID_MONTH_DAY}"
+    return None
 
 
 # An engine's release number in a version string or image tag: "0.6.3.post2.dev308+g...",

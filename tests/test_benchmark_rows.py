@@ -411,7 +411,8 @@ def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
 def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -> None:
     """An image's `latest` tag ran the newest release built before the run: SGLang 0.5.2
     (built 2025-09-11) for a run on 2025-09-15, not the newest modelled; a row that names its
-    release keeps it, and one without a run date takes the engine's newest."""
+    release keeps it, one dated to the month only the release of the month's middle, and one
+    without a run date the engine's newest."""
     import e2e
 
     row = {
@@ -439,7 +440,12 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
         "0.8.3"
     )
     assert e2e.engine_release({"engine_version": "vllm/vllm-openai:nightly-cu12.8"}) is None
-    undated = row | {"source": {"date": "2025-09"}}
+    # a source dated to the month ran in the middle of it (the release then current)
+    for month in ("2025-09", "Sep 2025", "September 2025 (blog)"):
+        assert e2e.run_date({"source": {"date": month}}) == "2025-09-15"
+        dated = row | {"source": {"date": month}}
+        assert e2e.pose(dated, MODELS)[0]["settings"]["version"] == "0.5.2"
+    undated = row | {"source": {"date": "2025"}}
     assert "version" not in e2e.pose(undated, MODELS)[0]["settings"]
     # vLLM's `latest` in October 2025 was a V1 release (0.11.0, uploaded 2025-10-04), not the
     # last V0 one
