@@ -1,5 +1,5 @@
-"""How the public-row benchmarks (e2e.py, step_time.py) find a row's GPU in the catalog and
-its checkpoint's config among the shipped ones."""
+"""How the public-row benchmarks (e2e.py, step_time.py) find a row's GPU in the catalog, its
+checkpoint's config among the shipped ones, and the engine release it ran."""
 
 from __future__ import annotations
 
@@ -8,11 +8,102 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from planner.core.engines.vllm import PRICED_ALL2ALL
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu, gpu_catalog
+
+# Releases by the build date of their PyPI wheel (the newest file time stamp inside it; vLLM
+# after 0.7.0 by PyPI's upload time, pypi.org/pypi/vllm/json): a row that names no version ran
+# the release current on its run date (an image's `latest` tag).
+RELEASE_DATES = {
+    "sglang": (
+        ("2024-12-03", "0.4.0"), ("2024-12-25", "0.4.1"), ("2025-01-27", "0.4.2"),
+        ("2025-02-14", "0.4.3"), ("2025-03-13", "0.4.4"), ("2025-04-07", "0.4.5"),
+        ("2025-04-27", "0.4.6"), ("2025-06-10", "0.4.7"), ("2025-06-24", "0.4.8"),
+        ("2025-07-06", "0.4.9"), ("2025-07-31", "0.4.10"), ("2025-08-23", "0.5.1"),
+        ("2025-09-11", "0.5.2"), ("2025-10-06", "0.5.3"), ("2025-10-24", "0.5.4"),
+        ("2025-11-06", "0.5.5"), ("2025-12-03", "0.5.6"), ("2026-01-01", "0.5.7"),
+        ("2026-01-23", "0.5.8"), ("2026-02-23", "0.5.9"), ("2026-04-05", "0.5.10"),
+        ("2026-05-07", "0.5.11"), ("2026-05-16", "0.5.12"), ("2026-06-11", "0.5.13"),
+        ("2026-06-26", "0.5.14"), ("2026-07-10", "0.5.15"), ("2026-07-25", "0.5.16"),
+        ("2026-08-08", "0.5.17"), ("2026-08-21", "0.5.18"), ("2026-09-04", "0.5.19"),
+        ("2026-09-18", "0.5.20"), ("2026-10-01", "0.5.21"), ("2026-10-15", "0.5.22"),
+        ("2026-10-30", "0.5.23"),
+    ),
+    "vllm": (
+        ("2024-08-05", "0.5.4"), ("2024-08-23", "0.5.5"), ("2024-09-04", "0.6.0"),
+        ("2024-09-11", "0.6.1"), ("2024-09-25", "0.6.2"), ("2024-10-14", "0.6.3"),
+        ("2024-11-15", "0.6.4"), ("2024-12-17", "0.6.5"), ("2024-12-27", "0.6.6"),
+        ("2025-01-27", "0.7.0"),
+        ("2025-02-01", "0.7.1"), ("2025-02-06", "0.7.2"), ("2025-02-20", "0.7.3"),
+        ("2025-03-18", "0.8.0"), ("2025-03-19", "0.8.1"), ("2025-03-25", "0.8.2"),
+        ("2025-04-06", "0.8.3"), ("2025-04-15", "0.8.4"), ("2025-04-28", "0.8.5"),
+        ("2025-05-28", "0.9.0"), ("2025-06-10", "0.9.1"), ("2025-07-08", "0.9.2"),
+        ("2025-07-25", "0.10.0"), ("2025-08-19", "0.10.1"), ("2025-09-13", "0.10.2"),
+        ("2025-10-04", "0.11.0"), ("2025-11-19", "0.11.1"), ("2025-11-20", "0.11.2"),
+        ("2025-12-03", "0.12.0"), ("2025-12-19", "0.13.0"), ("2026-01-20", "0.14.0"),
+        ("2026-01-24", "0.14.1"), ("2026-01-29", "0.15.0"), ("2026-02-05", "0.15.1"),
+        ("2026-02-26", "0.16.0"), ("2026-03-07", "0.17.0"), ("2026-03-11", "0.17.1"),
+        ("2026-03-20", "0.18.0"), ("2026-03-31", "0.18.1"), ("2026-04-03", "0.19.0"),
+        ("2026-04-18", "0.19.1"), ("2026-04-27", "0.20.0"), ("2026-05-03", "0.20.1"),
+        ("2026-05-10", "0.20.2"), ("2026-05-15", "0.21.0"), ("2026-05-29", "0.22.0"),
+        ("2026-06-05", "0.22.1"), ("2026-06-13", "0.23.0"), ("2026-06-30", "0.24.0"),
+        ("2026-07-11", "0.25.0"), ("2026-07-14", "0.25.1"), ("2026-07-25", "0.26.0"),
+        ("2026-08-10", "0.27.0"), ("2026-08-11", "0.27.1"), ("2026-08-26", "0.28.0"),
+        ("2026-09-09", "0.29.0"), ("2026-09-22", "0.30.0"), ("2026-10-05", "0.31.0"),
+        ("2026-10-18", "0.32.0"), ("2026-11-02", "0.33.0"), ("2026-11-16", "0.34.0"),
+    ),
+}  # fmt: skip
+
+
+# A source dated to the month only ("2025-03", "Mar 2025") ran on a day of it: the middle is
+# taken, the release then current standing for the month's (an estimate within about two
+# releases either way at 2025-2026's cadence: RELEASE_DATES).
+MID_MONTH_DAY = "15"
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def run_date(row: dict[str, Any]) -> str | None:
+    """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it, else its month:
+    YYYY-MM or a month's name and year, at MID_MONTH_DAY), as YYYY-MM-DD."""
+    text = str((row.get("source") or {}).get("date") or "")
+    found = re.search(r"(20\d\d)-?(\d\d)-?(\d\d)", text)
+    if found:
+        return "-".join(found.groups())
+    month = re.search(r"(20\d\d)-(0[1-9]|1[0-2])(?!\d)", text)
+    if month:
+        return f"{month.group(1)}-{month.group(2)}-{MID_MONTH_DAY}"
+    named = re.search(r"\b(" + "|".join(MONTHS) + r")[a-z]*\.?,?\s+(20\d\d)\b", text.lower())
+    if named:
+        return f"{named.group(2)}-{MONTHS.index(named.group(1)) + 1:02d}-{MID_MONTH_DAY}"
+    return None
+
+
+# An engine's release number in a version string or image tag: "0.6.3.post2.dev308+g...",
+# "v0.10.1rc1", "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x", "rocm/vllm:rocm6.3.1_vllm_0.8.3_
+# 20250415". A number glued to letters other than a "v" is another component's (rocm6.3.1,
+# cu12.8, py3.12, torch2.7), not the engine's.
+RELEASE_NUMBER = re.compile(r"(?<![A-UW-Za-uw-z\d.])[vV]?(\d+\.\d+(?:\.\d+)?)")
+
+
+def engine_release(row: dict[str, Any]) -> str | None:
+    """The engine release a row names: in its engine version, else in its image's tag (None:
+    neither names one, e.g. a `latest` tag)."""
+    for field in ("engine_version", "engine_image"):
+        found = RELEASE_NUMBER.search(str(row.get(field) or ""))
+        if found:
+            return found.group(1)
+    return None
+
+
+def release_on(engine: str, date: str) -> str | None:
+    """The newest release of `engine` built on or before `date` (None: none known then)."""
+    known = [version for built, version in RELEASE_DATES.get(engine, ()) if built <= date]
+    return known[-1] if known else None
+
 
 # Name suffixes of quantized exports of a published model, and the weights they carry: the
 # export keeps the architecture, so the base model's config.json with these weights poses it

@@ -36,7 +36,14 @@ from planner.sources.presets import find_gpu
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from rows import catalog_gpu, model_reference, stated_weights  # noqa: E402
+from rows import (  # noqa: E402
+    catalog_gpu,
+    engine_release,
+    model_reference,
+    release_on,
+    run_date,
+    stated_weights,
+)
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
 # Whole decode steps of several stacks measured on a lent GPU (benchmarks/step_floor.py).
@@ -77,13 +84,16 @@ def gpu_id(row: dict[str, object]) -> str | None:
 
 
 def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]:
-    """(engine key, version) of a row: the release it names, or None (the newest modelled)
-    where it names none ("nightly", "latest", nothing)."""
+    """(engine key, version) of a row: the release its version or image tag names (as the e2e
+    harness reads one: "rocm/vllm:rocm6.4.1_vllm_0.10.0" is vLLM 0.10.0), else the one current
+    on its run date, else None (the newest modelled: "nightly", "latest", nothing)."""
     engine = str(row.get("engine") or "").lower()
     if engine.startswith("lmdeploy"):
         return "lmdeploy", None
+    dated = run_date(row) if isinstance(row.get("source"), dict) else None
+    named = engine_release(row) or (release_on(engine, dated) if dated else None)
     try:
-        return engine, parse_version(str(row.get("engine_version") or ""))
+        return engine, parse_version(named) if named else None
     except PlannerError:
         return engine, None
 

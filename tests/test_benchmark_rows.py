@@ -408,6 +408,23 @@ def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
     assert closed_loop.summary({"excerpt": "batch,step_ms\n8,12.5"}) is None
 
 
+def test_a_step_time_rows_release_is_read_as_the_e2e_harness_reads_one() -> None:
+    """The step-time harness reads a row's release as the e2e one does: the engine's number in
+    an image tag, not the ROCm one beside it; a row naming none the release current on its run
+    date where its source gives one, else the newest modelled (None)."""
+    import step_time
+
+    rocm = {"engine": "vllm", "engine_version": "rocm/vllm:rocm6.4.1_vllm_0.10.0_20250812"}
+    assert step_time.engine_of(rocm) == ("vllm", (0, 10, 0))
+    dated = {"engine": "sglang", "engine_version": "latest", "source": {"date": "2025-09-15"}}
+    assert step_time.engine_of(dated) == ("sglang", (0, 5, 2))
+    assert step_time.engine_of({"engine": "vllm", "source": "a README"}) == ("vllm", None)
+    assert step_time.engine_of({"engine": "LMDeploy-TurboMind", "engine_version": "0.1.0"}) == (
+        "lmdeploy",
+        None,
+    )
+
+
 def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -> None:
     """An image's `latest` tag ran the newest release built before the run: SGLang 0.5.2
     (built 2025-09-11) for a run on 2025-09-15, not the newest modelled; a row that names its
