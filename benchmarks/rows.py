@@ -175,6 +175,19 @@ PRECISION_WORDS = (
 )
 
 
+def row_weights(row: dict[str, object], fields: tuple[str, ...], vendor: str) -> str | None:
+    """The weight format the first of a row's `fields` that states one names (stated_weights;
+    None: 16 bits, or none stated): a field naming 16 bits ends the search."""
+    for field in fields:
+        text = str(row.get(field) or "")
+        got = stated_weights(text, vendor)
+        if got is not None:
+            return got
+        if any(w.startswith(SIXTEEN_BIT_WORDS) for w in re.findall(r"[a-z0-9]+", text.lower())):
+            return None
+    return None
+
+
 def stated_weights(text: str, vendor: str) -> str | None:
     """The weight format a row's precision text names (None: 16-bit, or none named)."""
     words = re.findall(r"[a-z0-9]+", text.lower())

@@ -41,8 +41,8 @@ from rows import (  # noqa: E402
     engine_release,
     model_reference,
     release_on,
+    row_weights,
     run_date,
-    stated_weights,
 )
 
 ROWS = ROOT / "benchmarks" / "data" / "step-time.jsonl"
@@ -106,10 +106,11 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         return None
     model = resolve_model(None, reference)
     engine, version = engine_of(row)
-    # the format the row's weights name (a bare FP4 is NVIDIA's NVFP4 or AMD's MXFP4), else
-    # its checkpoint name's
+    # the format the row's weights name (a bare FP4 is NVIDIA's NVFP4 or AMD's MXFP4): its
+    # quantization's first (fp8 weights beside a bf16 dtype), then its weight dtype's and its
+    # dtype's, else its checkpoint name's
     card = find_gpu(gid)
-    stated = stated_weights(str(row.get("weight_dtype") or ""), card.vendor)
+    stated = row_weights(row, ("quantization", "weight_dtype", "dtype"), card.vendor)
     weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
     kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")

@@ -974,6 +974,7 @@ def test_a_step_time_row_of_a_4_bit_export_is_priced_on_its_weights() -> None:
     import step_time
 
     from planner.api.capacity import VARIANT_CHECKPOINTS
+    from planner.core.capacity import weights_bytes_for
     from planner.core.hf_config import quantized_weights_bytes
     from planner.core.step import step_time_for
     from planner.sources.models import resolve_model
@@ -1016,3 +1017,17 @@ def test_a_step_time_row_of_a_4_bit_export_is_priced_on_its_weights() -> None:
     ).step_ms(32, 1500)
     amd = row | {"model": "meta-llama/Llama-3.3-70B-Instruct", "weight_dtype": "FP4"}
     assert step_time.predict(amd | {"gpu": "AMD Instinct MI355X"}) == pytest.approx(mxfp4)
+    # the quantization a row names comes before a 16-bit weight dtype beside it (vLLM's
+    # --quantization fp8 over a bf16 checkpoint); a 16-bit row names none
+    base = row | {"model": "meta-llama/Llama-3.3-70B-Instruct", "weight_dtype": "bf16"}
+    fp8 = step_time_for(
+        model,
+        find_gpu("b200"),
+        tp=2,
+        weights_bytes=weights_bytes_for(model, "fp8")[0],
+        weight_dtype="fp8",
+        engine="vllm",
+        version=(0, 14, 0),
+    ).step_ms(32, 1500)
+    assert step_time.predict(base | {"quantization": "fp8"}) == pytest.approx(fp8)
+    assert step_time.predict(base | {"dtype": "fp8"}) == pytest.approx(bf16)
