@@ -22,9 +22,10 @@ from typing import Any, NamedTuple
 
 from planner.api.capacity import VARIANT_CHECKPOINTS
 from planner.core.capacity import weights_bytes_for
+from planner.core.engines import engine_kv_dtype
 from planner.core.engines.common import parse_version
 from planner.core.hf_config import quantized_weights_bytes
-from planner.core.specs import ModelSpec
+from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step import StepTime, step_time_for
 from planner.core.step.attention_dp import AttentionDp
 from planner.core.step.family import family_of
@@ -32,6 +33,7 @@ from planner.core.step.moe import MoeExchange
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
+from planner.units import dtype_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 # benchmarks/rows.py, beside this file (run as a script or loaded by a test)
@@ -113,7 +115,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     stated = row_weights(row, ("quantization", "weight_dtype", "dtype"), card.vendor)
     weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
-    kv = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "")
+    kv = kv_dtype_bytes(row, model, card, engine, version)
     tp = int(str(row.get("tp") or 1))
     # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
@@ -132,7 +134,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         tp=attention_tp,
         weights_bytes=weights,
         weight_dtype=weight_dtype,
-        kv_dtype_bytes=1 if kv.startswith("fp8") else 2,
+        kv_dtype_bytes=kv,
         engine=engine,
         version=version,
         pp=int(str(row.get("pp") or 1)),
@@ -140,6 +142,25 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
     return st.step_ms(int(str(row["batch"])), context_of(row))
+
+
+def kv_dtype_bytes(
+    row: dict[str, object],
+    model: ModelSpec,
+    card: GpuSpec,
+    engine: str,
+    version: tuple[int, int, int] | None,
+) -> int:
+    """Bytes a row's KV cache keeps a value in: fp8 where it says so ("FP8", "fp8_e4m3"), or
+    where vLLM or SGLang runs one for its `auto` (a checkpoint that declares an FP8 cache,
+    DeepSeek's sparse attention: engines.engine_kv_dtype); else 16 bits."""
+    text = str(row.get("kv_dtype") or row.get("kv_cache_dtype") or "").strip().lower()
+    if text.startswith("fp8"):
+        return 1
+    if engine in ("vllm", "sglang") and text in ("", "auto"):
+        at = ".".join(map(str, version)) if version else None
+        return dtype_bytes(engine_kv_dtype(engine, model, card, at, "auto"))
+    return 2
 
 
 def restored_weights(model: ModelSpec, weight_dtype: str | None) -> int | None:

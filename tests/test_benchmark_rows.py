@@ -425,6 +425,30 @@ def test_a_step_time_rows_release_is_read_as_the_e2e_harness_reads_one() -> None
     )
 
 
+def test_a_step_time_rows_kv_cache_is_the_one_its_engine_runs() -> None:
+    """A row's KV bytes: fp8 where it says so in any spelling, or where the engine runs fp8 for
+    `auto` (NVIDIA's ModelOpt FP8 export declares an FP8 cache: vLLM 0.14+, SGLang 0.5.3+);
+    else 16 bits (an explicit bf16, an earlier release, another engine)."""
+    import step_time
+
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    model = resolve_model(None, str(MODELS / "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    h100 = find_gpu("h100")
+    for kv, engine, version, expected in (
+        ("", "vllm", (0, 14, 0), 1),
+        ("auto", "vllm", (0, 13, 0), 2),
+        ("FP8 (e4m3)", "vllm", (0, 13, 0), 1),
+        ("bf16", "vllm", (0, 14, 0), 2),
+        ("", "sglang", (0, 5, 2), 2),
+        ("", "sglang", (0, 5, 3), 1),
+        ("", "lmdeploy", None, 2),
+    ):
+        row = {"kv_dtype": kv}
+        assert step_time.kv_dtype_bytes(row, model, h100, engine, version) == expected, kv
+
+
 def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -> None:
     """An image's `latest` tag ran the newest release built before the run: SGLang 0.5.2
     (built 2025-09-11) for a run on 2025-09-15, not the newest modelled; a row that names its
