@@ -116,7 +116,8 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
     kv = kv_dtype_bytes(row, model, card, engine, version)
-    tp = int(str(row.get("tp") or 1))
+    # a row that names no TP ran one engine over its GPUs unless it names data parallelism
+    tp = int(str(row.get("tp") or (1 if row.get("dp") else row.get("gpu_count") or 1)))
     # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
     # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
@@ -141,7 +142,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         dp=AttentionDp(groups=groups),
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
-    return st.step_ms(int(str(row["batch"])), context_of(row))
+    return st.step_ms(int(str(row.get("batch") or row["batch_size"])), context_of(row))
 
 
 def kv_dtype_bytes(
@@ -177,10 +178,11 @@ def restored_weights(model: ModelSpec, weight_dtype: str | None) -> int | None:
 
 def context_of(row: dict[str, object]) -> int:
     """The context a row's decode steps see: its own figure, else the prompt and half the
-    output (the mean over the decode phase, the convention the rows' notes state)."""
+    output (the mean over the decode phase, the convention the rows' notes state; a row without
+    an output length at its prompt)."""
     if row.get("context_at_decode") is not None:
         return int(str(row["context_at_decode"]))
-    return int(str(row["input_len"])) + int(str(row["output_len"])) // 2
+    return int(str(row["input_len"])) + int(str(row.get("output_len") or 0)) // 2
 
 
 def model_class(row: dict[str, object], models: Path = MODELS) -> str:

@@ -425,6 +425,31 @@ def test_a_step_time_rows_release_is_read_as_the_e2e_harness_reads_one() -> None
     )
 
 
+def test_a_step_time_row_is_read_from_the_fields_it_gives() -> None:
+    """A row naming no TP ran one engine over its GPUs (TP = its GPU count) unless it names
+    data parallelism; `batch_size` stands for `batch`; a row with a prompt and no output length
+    decodes at its prompt."""
+    import step_time
+
+    row = {
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "gpu": "NVIDIA H100 80GB HBM3",
+        "engine": "vllm",
+        "engine_version": "0.10.1",
+        "tp": 8,
+        "gpu_count": 8,
+        "batch": 16,
+        "input_len": 2000,
+        "output_len": 0,
+    }
+    tp8 = step_time.predict(row)
+    assert tp8 is not None
+    assert step_time.predict(row | {"tp": None}) == tp8
+    assert step_time.predict(row | {"batch": None, "batch_size": 16}) == tp8
+    assert step_time.predict({k: v for k, v in row.items() if k != "output_len"}) == tp8
+    assert step_time.predict(row | {"tp": None, "dp": 8}) != tp8  # eight replicas of TP 1
+
+
 def test_a_step_time_rows_kv_cache_is_the_one_its_engine_runs() -> None:
     """A row's KV bytes: fp8 where it says so in any spelling, or where the engine runs fp8 for
     `auto` (NVIDIA's ModelOpt FP8 export declares an FP8 cache: vLLM 0.14+, SGLang 0.5.3+);
