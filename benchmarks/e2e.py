@@ -298,6 +298,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"no config for {name} (none shipped; the Hub did not answer)"
     weights = weights or variant
     precision = row.get("precision") or {}
+    if not isinstance(precision, dict):  # one text for the weights ("fp8")
+        precision = {"weights": precision}
     spec = resolve_model(None, reference)
     if weights is None:
         stated = stated_weights(str(precision.get("weights") or ""), find_gpu(gpu).vendor)

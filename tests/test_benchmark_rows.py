@@ -498,6 +498,8 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     assert e2e.release_on("sglang", "2025-09-10") == "0.5.1"
     named = row | {"engine_version": "0.5.13"}
     assert e2e.pose(named, MODELS)[0]["settings"]["version"] == "0.5.13"
+    # a precision given as one text names the weights
+    assert e2e.pose(named | {"precision": "FP8"}, MODELS)[0]["settings"]["weight_dtype"] == "fp8"
     # a version field naming no release leaves it to the image's tag, whose ROCm or CUDA
     # number beside the engine's is not the engine's
     tagged = row | {"engine_image": "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x"}
