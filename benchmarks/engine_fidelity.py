@@ -3,7 +3,7 @@
 Each case is predicted from its settings, the model's config.json and the GPU catalog alone
 (no logged memory term is used), then compared with the tokens the engine logged.
 
-    python benchmarks/engine_fidelity.py [--cases tests/data/calibration/cases.jsonl]
+    python benchmarks/engine_fidelity.py [--cases tests/data/calibration/cases.jsonl] [--models DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # rows.py, beside this file
 
-from rows import catalog_gpu, checkpoint_config  # noqa: E402
+from rows import catalog_gpu, checkpoint_config, engine_release, model_reference  # noqa: E402
+
+DEFAULT_MODELS = ROOT / "tests" / "data" / "models"
 
 # Which vendored config each case's model uses (the calibration cases' README).
 CONFIGS = {
@@ -79,67 +81,83 @@ def launcher_settings(case: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def config_for(case: dict[str, Any]) -> str:
-    """The vendored config.json for a case's model (or its base model)."""
-    models = ROOT / "tests/data/models"
-    for name in (case["model"], case.get("base_model")):
-        if not name:
-            continue
+def config_for(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> str:
+    """The config for a case's model (or its base model): a vendored config.json in `models`,
+    a quantized export's base there, else the checkpoint as `planner --model` reads it (the
+    Hub, or its cache offline)."""
+    names = [str(n) for n in (case.get("model"), case.get("base_model")) if n]
+    for name in names:
         folder = models / CONFIGS.get(name, name.replace("/", "--"))
         if (folder / "config.json").is_file():
             return str(folder / "config.json")
-    for name in (case["model"], case.get("base_model")):
-        base, _ = checkpoint_config(str(name or ""), models)  # a quantized export's base
+    for name in names:
+        base, _ = checkpoint_config(name, models)  # a quantized export's base
         if base is not None and (base / "config.json").is_file():
             return str(base / "config.json")
-    raise LookupError(f"no vendored config.json for {case['model']}")
+    for name in names:
+        reference, _ = model_reference(name, models)
+        if reference is not None:
+            return reference
+    raise LookupError(f"no config.json for {case.get('model')}")
 
 
-def case_settings(case: dict[str, Any]) -> dict[str, Any]:
-    """The engine flags and versions a case ran with, as engine_plan keywords."""
-    gpu = re.sub(r"\s*\(.*$", "", case["gpu"]).strip()
+def case_settings(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> dict[str, Any]:
+    """The engine flags and versions a case ran with, as engine_plan keywords (a field the case
+    does not carry is the engine's default)."""
+    case = {k: v for k, v in case.items() if v is not None}
+    described = str(case.get("gpu") or "")
+    gpu = re.sub(r"\s*\(.*$", "", described).strip()
     gpu = next((v for k, v in GPUS.items() if gpu.startswith(k)), None) or (
-        catalog_gpu(gpu, case["gpu"], {}) or gpu
+        catalog_gpu(gpu, described, {}) or gpu
     )
-    version = case["engine_version"] or "0.6.4 (V0)"
-    out: dict[str, Any] = {"gpu": gpu, "model": config_for(case)}
-    quant = (case["quantization"] or "").split(" ")[0] or None
+    text = str(case.get("engine_version") or "")
+    # the engine's number in a version or image tag ("rocm/vllm:rocm6.4.1_vllm_0.10.0" is
+    # 0.10.0), the V0 marker kept; a case that names none ran V0's last default, 0.6.4
+    version = (engine_release(case) or "0.6.4") + (" (V0)" if "V0" in text else "")
+    out: dict[str, Any] = {"gpu": gpu, "model": config_for(case, models)}
+    quant = str(case.get("quantization") or "").split(" ")[0] or None
     if quant in ("awq", "gptq", "fp8"):
         out["quantization"] = quant
-    kv = case["kv_cache_dtype"] or "auto"
-    if case["engine"] == "vllm":
+    kv = case.get("kv_cache_dtype") or "auto"
+    engine = str(case.get("engine") or "").lower()
+    if engine not in ("vllm", "sglang"):
+        raise LookupError(f"engine {case.get('engine')!r} is not modelled")
+    if engine == "vllm":
         out |= {
             "engine": "vllm",
             "version": version,
-            "gpu_memory_utilization": case["gpu_memory_utilization"],
-            "max_model_len": case["max_model_len"] or 4096,
-            "max_num_seqs": case["max_num_seqs"],
-            "max_num_batched_tokens": case["max_num_batched_tokens"],
-            "block_size": case["block_size"],
+            "gpu_memory_utilization": case.get("gpu_memory_utilization"),
+            "max_model_len": case.get("max_model_len") or 4096,
+            "max_num_seqs": case.get("max_num_seqs"),
+            "max_num_batched_tokens": case.get("max_num_batched_tokens"),
+            "block_size": case.get("block_size"),
             "kv_cache_dtype": kv,
-            "enforce_eager": bool(case["enforce_eager"]),
-            "tensor_parallel_size": case["tensor_parallel_size"] or 1,
+            "enforce_eager": bool(case.get("enforce_eager")),
+            "tensor_parallel_size": case.get("tensor_parallel_size") or 1,
+            "pipeline_parallel_size": case.get("pipeline_parallel_size") or 1,
         }
         for key, value in launcher_settings(case).items():
             if out.get(key) is None:  # what the case records wins
                 out[key] = value
-        if "V0" in version or version.startswith(("v0.2", "0.6", "0.7")):
+        if "V0" in version or version.split(".")[:2] in (["0", "2"], ["0", "6"], ["0", "7"]):
             out["engine_mode"] = "v0"
+        out["version"] = version.removesuffix(" (V0)")
     else:
         out |= {
             "engine": "sglang",
-            "version": version,
-            "mem_fraction_static": case["mem_fraction_static"],
+            "version": version.removesuffix(" (V0)"),
+            "mem_fraction_static": case.get("mem_fraction_static"),
             "kv_cache_dtype": kv,
-            "tp_size": case["tensor_parallel_size"] or 1,
+            "tp_size": case.get("tensor_parallel_size") or 1,
+            "pp_size": case.get("pipeline_parallel_size") or 1,
         }
     return out
 
 
-def predict(case: dict[str, Any]) -> Any:
+def predict(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> Any:
     from planner.api import engine_plan
 
-    kw = case_settings(case)
+    kw = case_settings(case, models)
     mode = kw.pop("engine_mode", None)
     if mode:
         kw["engine_mode"] = mode
@@ -147,30 +165,32 @@ def predict(case: dict[str, Any]) -> Any:
 
 
 def main() -> None:
-    from planner.errors import InputError
+    from planner.errors import PlannerError
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default=str(ROOT / "tests/data/calibration/cases.jsonl"))
-    cases = [
-        json.loads(line)
-        for line in Path(parser.parse_args().cases).read_text().splitlines()
-        if line.strip()
-    ]
+    parser.add_argument("--models", type=Path, default=DEFAULT_MODELS)
+    args = parser.parse_args()
+    cases = [json.loads(line) for line in Path(args.cases).read_text().splitlines() if line.strip()]
     errors: dict[str, list[float]] = {}
     print(f"{'case':36s} {'engine':7s} {'logged':>10s} {'predicted':>10s} {'error':>8s}")
     for case in cases:
+        name, engine = str(case.get("id") or "?"), str(case.get("engine") or "?")
+        logged = case.get("kv_cache_tokens") or case.get("sglang_tokens")
         try:
-            pred = predict(case)
-        except (LookupError, InputError) as exc:  # a model or card we have no data for
-            print(f"{case['id']:36s} {case['engine']:7s} skipped: {exc}")
+            if not isinstance(logged, int) or logged <= 0:
+                raise LookupError("no logged KV-cache tokens")
+            pred = predict(case, args.models)
+        except (LookupError, PlannerError) as exc:  # a model or card we have no data for
+            print(f"{name:36s} {engine:7s} skipped: {exc}")
             continue
-        logged = case["kv_cache_tokens"]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a case whose fields are not the schema's: counted as skipped, never fatal
+            print(f"{name:36s} {engine:7s} not readable: {type(exc).__name__} {exc}")
+            continue
         err = (pred.kv_cache_tokens - logged) / logged
-        errors.setdefault(case["engine"], []).append(abs(err))
-        print(
-            f"{case['id']:36s} {case['engine']:7s} {logged:>10,} {pred.kv_cache_tokens:>10,} "
-            f"{err:+8.2%}"
-        )
+        errors.setdefault(engine, []).append(abs(err))
+        print(f"{name:36s} {engine:7s} {logged:>10,} {pred.kv_cache_tokens:>10,} {err:+8.2%}")
     for engine, errs in errors.items():
         p90 = statistics.quantiles(errs, n=10, method="inclusive")[-1] if len(errs) > 1 else errs[0]
         print(

@@ -907,17 +907,36 @@ def test_fidelity_benchmark_skips_cases_it_has_no_data_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     case = dict(CASES[0], id="unknown-model", model="acme/NoSuchModel", base_model=None)
+    # a case in another engine, one that logged no tokens, and one whose fields are not the
+    # schema's are skipped by name too, never fatal
+    trt = dict(CASES[4], id="trt-case", engine="trt-llm")
+    untold = dict(CASES[4], id="no-tokens", kv_cache_tokens=None)
+    odd = dict(CASES[4], id="odd-fields", tensor_parallel_size="two")
     cases = tmp_path / "cases.jsonl"
-    cases.write_text(json.dumps(case) + "\n" + json.dumps(CASES[4]) + "\n")
+    lines = [case, trt, untold, odd, CASES[4]]
+    cases.write_text("".join(json.dumps(c) + "\n" for c in lines))
     argv = sys.argv
-    sys.argv = ["engine_fidelity.py", "--cases", str(cases)]
+    sys.argv = ["engine_fidelity.py", "--cases", str(cases), "--models", str(MODELS)]
     try:
         engine_fidelity.main()
     finally:
         sys.argv = argv
     out = capsys.readouterr().out
-    assert "unknown-model" in out and "skipped: no vendored config.json" in out
+    assert "unknown-model" in out and "skipped: no config.json for acme/NoSuchModel" in out
+    assert "trt-case" in out and "skipped: engine 'trt-llm' is not modelled" in out
+    assert "no-tokens" in out and "skipped: no logged KV-cache tokens" in out
+    assert "odd-fields" in out and "skipped: --tensor-parallel-size" in out
     assert "vllm: 1 cases" in out
+
+
+def test_fidelity_benchmark_reads_a_cases_release_as_the_row_harnesses_do() -> None:
+    """The engine's number in an image tag, not the ROCm one beside it; a case naming none
+    V0's last default (0.6.4); vLLM 0.26 is not V0 though its number starts with 0.2."""
+    case = dict(CASES[4], engine_version="rocm/vllm:rocm6.4.1_vllm_0.10.0_20250812")
+    assert engine_fidelity.case_settings(case)["version"] == "0.10.0"
+    assert engine_fidelity.case_settings(dict(case, engine_version=None))["version"] == "0.6.4"
+    v26 = engine_fidelity.case_settings(dict(case, engine_version="0.26.0"))
+    assert v26["version"] == "0.26.0" and "engine_mode" not in v26
 
 
 def test_vllm_064_counts_the_cuda_context_as_non_torch() -> None:
