@@ -116,8 +116,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     weight_dtype = stated or variant
     weights = restored_weights(model, weight_dtype)
     kv = kv_dtype_bytes(row, model, card, engine, version)
-    # a row that names no TP ran one engine over its GPUs unless it names data parallelism
-    tp = int(str(row.get("tp") or (1 if row.get("dp") else row.get("gpu_count") or 1)))
+    tp = tp_of(row)
     # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
     # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
@@ -142,7 +141,18 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         dp=AttentionDp(groups=groups),
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
-    return st.step_ms(int(str(row.get("batch") or row["batch_size"])), context_of(row))
+    return st.step_ms(batch_of(row), context_of(row))
+
+
+def tp_of(row: dict[str, object]) -> int:
+    """A row's TP size: as given, else its GPU count (one engine over its GPUs) unless it names
+    data parallelism."""
+    return int(str(row.get("tp") or (1 if row.get("dp") else row.get("gpu_count") or 1)))
+
+
+def batch_of(row: dict[str, object]) -> int:
+    """A row's decode batch (`batch`, or `batch_size`)."""
+    return int(str(row.get("batch") or row["batch_size"]))
 
 
 def kv_dtype_bytes(
@@ -236,13 +246,13 @@ def main() -> None:
         groups[f"family {family_of(card).name} ({family_of(card).basis})"].append(error)
         groups[f"class {model_class(row, args.models)}"].append(error)
         groups[f"engine {engine_of(row)[0]}"].append(error)
-        tp = row.get("tp") or 1
+        tp, batch = tp_of(row), batch_of(row)
         groups[f"tp {tp}"].append(error)
-        groups[bucket(int(str(row["batch"])))].append(error)
-        where = f"tp{tp} B{row['batch']:>4} ctx{context_of(row):>6}"
+        groups[bucket(batch)].append(error)
+        where = f"tp{tp} B{batch:>4} ctx{context_of(row):>6}"
         print(
-            f"{row['id'][:48]:48s} {where}  measured {measured:7.2f}  predicted {predicted:7.2f}"
-            f"  {error:+7.2%}"
+            f"{str(row.get('id') or '?')[:48]:48s} {where}  measured {measured:7.2f}  "
+            f"predicted {predicted:7.2f}  {error:+7.2%}"
         )
     print(
         f"\nall rows: {summary(errors)}  (skipped {skipped}: GPU or model not in the catalog; "
