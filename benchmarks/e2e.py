@@ -317,7 +317,17 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         # SGLang's attention-DP groups live inside its TP group
         if row.get("tp") is None and row.get("dp") is None:
             return {}, f"layout not given for {gpu_count} GPUs"
-        return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {gpu_count} GPUs"
+        if (
+            row.get("dp") is None
+            and not dp_attention
+            and not spec.num_experts
+            and gpu_count % (tp * pp) == 0
+        ):
+            # a dense model's GPUs beyond its TP x PP: replicas behind the benchmark's one
+            # endpoint (vLLM's --data-parallel-size, or servers behind a router), each a copy
+            dp = gpu_count // (tp * pp)
+        else:
+            return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {gpu_count} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
     mean_in, mean_out = run_means(row)

@@ -873,6 +873,12 @@ def test_a_row_with_pipeline_stages_is_posed_with_them() -> None:
     assert why is None and (args["settings"]["tp"], args["settings"]["pp"]) == (8, 2)
     row["gpu_count"] = 8
     assert e2e.pose(row, MODELS)[1] == "layout TP 8 x PP 2 x DP 1 != 8 GPUs"
+    # a dense model on a multiple of its TP x PP GPUs runs that many replicas; a MoE model's
+    # GPUs beyond them are not read (its data-parallel ranks would share the experts)
+    row["gpu_count"] = 32
+    assert e2e.pose(row, MODELS)[0]["dp"] == 2
+    moe = row | {"model": "Qwen/Qwen3-235B-A22B", "gpu_count": 16, "pp": 1}
+    assert e2e.pose(moe, MODELS)[1] == "layout TP 8 x PP 1 x DP 1 != 16 GPUs"
 
 
 def test_a_row_is_compared_at_the_statistic_its_source_reports() -> None:
