@@ -749,6 +749,52 @@ def test_a_mixed_precision_export_is_sized_block_by_block() -> None:
         assert mixed.fp8_kv_declared_by == kv
 
 
+def test_a_mixed_precision_nemotron_h_is_read_by_its_mixer_names() -> None:
+    """Nemotron-H names every block "mixer" (Nemotron-3.5's MIXED_PRECISION export): a Mamba
+    layer's in_proj / out_proj are its mixer, "mixer.experts.N" its routed experts (a block
+    named by any of them), "mixer.shared_experts" its shared one; an attention layer it does
+    not list stays in 16 bits. On Nemotron-3-Nano's layers (hidden 2,688; Mamba in_proj 2 x
+    4,096 + 2 x 8 x 128 + 64 wide, out_proj 4,096; 128 relu2 experts of 1,856, a shared one of
+    3,712; vocab 131,072), hand-derived."""
+    raw = model_config("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    pattern = raw["hybrid_override_pattern"]
+    fp8, fp4 = {"quant_algo": "FP8"}, {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+    listed: dict[str, dict[str, object]] = {"lm_head": fp4}
+    for i, kind in enumerate(pattern):
+        if kind == "M":
+            listed |= {f"backbone.layers.{i}.mixer.{p}": fp8 for p in ("in_proj", "out_proj")}
+        elif kind == "E":
+            listed |= {
+                f"backbone.layers.{i}.mixer.experts.0.{p}": fp4 for p in ("up_proj", "down_proj")
+            }
+            listed |= {
+                f"backbone.layers.{i}.mixer.shared_experts.{p}": fp8
+                for p in ("up_proj", "down_proj")
+            }
+    quant = {
+        "quant_method": "modelopt",
+        "quant_algo": "MIXED_PRECISION",
+        "quantized_layers": listed,
+    }
+    mixed = model_spec_from_config(raw | {"quantization_config": quant}, name="m", source="t")
+    plain = model_spec_from_config(raw, name="p", source="t")
+    mamba, moe, attention = pattern.count("M"), pattern.count("E"), pattern.count("*")
+    routed = moe * 128 * 2 * 2688 * 1856
+    head = 131072 * 2688
+    saved = (
+        mamba * 2688 * (2 * 4096 + 2 * 8 * 128 + 64 + 4096)  # FP8: a byte of two saved
+        + 2 * routed
+        - _fp4(routed)
+        + moe * 2 * 2688 * 3712  # the shared experts in FP8
+        + 2 * head
+        - _fp4(head)
+    )
+    assert plain.weights_bytes - mixed.weights_bytes == saved
+    # the attention layers' projections, unlisted, stay in 16 bits
+    assert mixed.plain_linear_params == attention * (2 * 2688 * 4096 + 2 * 2688 * 256)
+    assert mixed.expert_bytes_per_param == 0.5625
+
+
 def test_a_mixed_precision_map_the_planner_cannot_size_is_refused_by_its_field() -> None:
     raw = model_config("nvidia--Qwen3.6-27B-NVFP4")
     layers = raw["quantization_config"]["quantized_layers"]
