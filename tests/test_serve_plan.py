@@ -29,6 +29,7 @@ from planner.core.serve import (
     plan_serve,
     predict,
 )
+from planner.core.specs import ModelSpec
 from planner.errors import InputError
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -701,6 +702,36 @@ def test_a_mixed_precision_export_loads_where_the_release_knows_its_algorithms(c
     own = cli("capacity", "--model", model, "--gpu", "b200", "--weight-dtype", "modelopt_mixed",
               "--json")  # fmt: skip
     assert own.code == 0 and own.json()["model"] == plan("vllm", "0.34.0").json()["model"]
+
+
+def test_a_mixed_precision_exports_nvfp4_layers_meet_sglangs_nvfp4_moe_check() -> None:
+    """w4a4 NVFP4 layers in a MIXED_PRECISION export run SGLang's NVFP4 MoE method, which
+    refuses a card before Blackwell until its Marlin fallback (0.5.13); the W4A16 ones do not."""
+    from planner.api.capacity import serve_report
+    from planner.core.hf_config import model_spec_from_config
+
+    raw = model_config("nvidia--Qwen3.6-35B-A3B-NVFP4")
+    quant = raw["quantization_config"]
+    w4a4 = {"quant_algo": "NVFP4", "group_size": 16}
+    layers = {
+        k: w4a4 if v["quant_algo"] == "W4A16_NVFP4" else v
+        for k, v in quant["quantized_layers"].items()
+    }
+    spec = model_spec_from_config(
+        raw | {"quantization_config": quant | {"quantized_layers": layers}}, name="m", source="t"
+    )
+
+    def plan(gpu: str, version: str, model: ModelSpec = spec) -> object:
+        settings = {"engine": "sglang", "version": version}
+        return serve_report(gpu=gpu, preset=None, model=None, revision=None,
+                            gpu_memory_gib=None, settings=settings, spec=model)  # fmt: skip
+
+    with pytest.raises(InputError, match=r"SGLang 0\.5\.12 runs NVFP4 experts on compute"):
+        plan("h100", "0.5.12")
+    assert plan("b200", "0.5.12") and plan("h100", "0.5.13")
+    assert plan(
+        "h100", "0.5.15", resolve_model(None, str(MODELS / "nvidia--Qwen3.6-35B-A3B-NVFP4"))
+    )
 
 
 def test_a_checkpoint_that_declares_an_fp8_kv_cache_runs_one_under_auto(cli: Cli) -> None:

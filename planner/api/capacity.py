@@ -385,7 +385,12 @@ def serve_report(
     weights = exact = None
     quantization = values.get("quantization")
     nvfp4 = variant == MODELOPT_NVFP4_METHOD or (
-        variant is None and spec.weight_dtype.startswith(MODELOPT_NVFP4)
+        variant is None
+        and (
+            spec.weight_dtype.startswith(MODELOPT_NVFP4)
+            # a MIXED_PRECISION export with w4a4 NVFP4 layers (its W4A16 ones run Marlin)
+            or "NVFP4" in spec.mixed_precision_algos
+        )
     )
     if nvfp4 and values.get("engine") == "sglang":
         from planner.core.engines import release, sglang
