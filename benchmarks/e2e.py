@@ -122,6 +122,10 @@ VLLM_FIRST_CHUNK_TTFT_BY = "2025-01-01"
 V0_NEWEST = "0.7.3"
 
 
+# A disaggregated layout written as its instance counts ("2P2D", "1p3d").
+XPYD = re.compile(r"(\d+)\s*[pP]\s*(\d+)\s*[dD]")
+
+
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
     """Mean prompt and output tokens per request the run reported: given, or its totals over
     the requests it completed (None where it reported neither)."""
@@ -249,6 +253,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     split = row.get("disagg")
     layout = None
     gpu_count = integer(row.get("gpu_count"))
+    if isinstance(split, str) and (named := XPYD.fullmatch(split.strip())) and row.get("tp"):
+        # "2P2D" beside one TP: every instance of both pools at the row's TP
+        prefill, decode = (int(n) for n in named.groups())
+        split = {"prefill_workers": prefill, "decode_workers": decode}
+        split |= {"prefill_tp": row["tp"], "decode_tp": row["tp"]}
     if split and not isinstance(split, dict):
         return {}, "disaggregated layout not given per pool"
     if split:

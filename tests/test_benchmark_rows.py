@@ -761,6 +761,11 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert why is None and (args["dp"], args["dp_attention"], args["disagg"].gpus) == (1, False, 2)
     split = dict(row, id="split", disagg=True)
     assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
+    # "2P2D" beside one TP: both pools' instances at it
+    named = dict(row, gpu_count=4, disagg="2P2D")
+    layout = e2e.pose(named, MODELS)[0]["disagg"]
+    assert (layout.prefill, layout.decode, layout.prefill_tp, layout.decode_tp) == (2, 2, 1, 1)
+    assert e2e.pose(dict(named, tp=None), MODELS)[1] == "disaggregated layout not given per pool"
     rows = tmp_path / "rows.jsonl"
     rows.write_text("\n".join(json.dumps(r) for r in (row, split)) + "\n")
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "-v"])
