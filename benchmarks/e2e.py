@@ -217,6 +217,12 @@ def number(value: Any) -> float | None:
         return None
 
 
+# Serving stacks whose model server is vLLM whatever else they add (routing, KV-aware
+# scheduling): llm-d (llm-d/llm-d), AIBrix (vllm-project/aibrix) and Ray Serve LLM (ray's
+# serve/llm, its VLLMEngine). A stack with several backends (Dynamo, KServe) names none.
+VLLM_STACKS = ("llm-d", "aibrix", "ray serve llm")
+
+
 def engine_of(row: dict[str, Any]) -> str:
     """The engine whose scheduler and kernels ran the row, as the planner names it: "vllm" or
     "sglang" wherever the row's engine family or its engine names one of them ("vLLM (ROCm)",
@@ -227,6 +233,8 @@ def engine_of(row: dict[str, Any]) -> str:
         for engine in ("sglang", "vllm"):
             if engine in name:
                 return engine
+        if any(stack in name for stack in VLLM_STACKS):
+            return "vllm"
     return str(row.get("engine_family") or row.get("engine") or "").lower()
 
 

@@ -408,6 +408,23 @@ def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
     assert closed_loop.summary({"excerpt": "batch,step_ms\n8,12.5"}) is None
 
 
+def test_a_rows_engine_is_the_one_whose_scheduler_ran_it() -> None:
+    """vLLM or SGLang wherever the row's engine or family names one; a stack whose model server
+    is always vLLM (llm-d, AIBrix, Ray Serve LLM) is vLLM; a multi-backend one names none."""
+    import e2e
+
+    for engine, family in (
+        ("vLLM (ROCm)", "vllm"),
+        ("NVIDIA Dynamo (SGLang backend)", "sglang"),
+        ("llm-d", "vllm"),
+        ("AIBrix", "vllm"),
+        ("Ray Serve LLM", "vllm"),
+        ("Dynamo", "dynamo"),
+        ("TensorRT-LLM", "tensorrt-llm"),
+    ):
+        assert e2e.engine_of({"engine": engine}) == family, engine
+
+
 def test_a_step_time_rows_release_is_read_as_the_e2e_harness_reads_one() -> None:
     """The step-time harness reads a row's release as the e2e one does: the engine's number in
     an image tag, not the ROCm one beside it; a row naming none the release current on its run
