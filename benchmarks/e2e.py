@@ -481,11 +481,28 @@ def load_band(load: Load) -> str:
 MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 
 
+def measured_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's measured figures, the flat keys of `vllm bench serve --save-result` JSON
+    (median_tpot_ms, mean_ttft_ms, output_throughput) read as the nested ones the rows use."""
+    m = dict(row["measured"])
+    for key in ("tpot", "ttft"):
+        flat = {
+            stat: m[f"{stat}_{key}_ms"]
+            for stat in ("median", "mean")
+            if m.get(f"{stat}_{key}_ms") is not None
+        }
+        if flat and not m.get(f"{key}_ms"):
+            m[f"{key}_ms"] = flat
+    if m.get("output_tokens_per_s") is None and m.get("output_throughput") is not None:
+        m["output_tokens_per_s"] = m["output_throughput"]
+    return m
+
+
 def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
     """Which statistic of `key` ("tpot", "ttft") the row is compared at, and whether the row
     labels it: the median where given, else the mean where given, else (unlabelled) the mean
     where the source reports means (MEAN_REPORTING_SOURCES) and the median elsewhere."""
-    value = row["measured"].get(f"{key}_ms") or {}
+    value = measured_fields(row).get(f"{key}_ms") or {}
     if not isinstance(value, dict):  # a bare figure, its statistic not labelled
         value = {}
     if "median" in value:
@@ -500,7 +517,7 @@ def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
 def measured(row: dict[str, Any]) -> dict[str, float | None]:
     """Output tok/s per GPU, TPOT and TTFT as the row gives them (the statistic that
     `statistic` picks)."""
-    m = row["measured"]
+    m = measured_fields(row)
 
     def positive(value: Any) -> float | None:
         """A measured figure as a number (numeric strings too), None unless finite and > 0."""

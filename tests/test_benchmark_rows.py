@@ -749,6 +749,12 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     args, why = e2e.pose(row, MODELS)
     assert why is None and args["settings"]["tp"] == 1
     assert e2e.measured(row) == {"tok_s_gpu": 400.0, "tpot": 9.5, "ttft": 40.0}
+    # the flat keys of `vllm bench serve --save-result` JSON, as a row may embed them
+    flat = {"median_tpot_ms": 12.5, "mean_ttft_ms": 210.0, "output_throughput": 800.0}
+    saved = dict(row, gpu_count=2, measured=flat)
+    assert e2e.measured(saved) == {"tok_s_gpu": 400.0, "tpot": 12.5, "ttft": 210.0}
+    assert e2e.statistic(saved, "tpot") == ("median", True)
+    assert e2e.statistic(saved, "ttft") == ("mean", True)
     assert e2e.statistic(row, "tpot") == ("median", False)
     # SGLang's client however the source spells it: its random lengths' default range [1, L]
     sglang = dict(row, source={"kind": "table (python -m sglang.bench_serving)"})
