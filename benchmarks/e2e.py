@@ -326,7 +326,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         if stated and not own.lower().startswith(stated):
             weights = stated
     kv = "fp8" if str(precision.get("kv") or "").lower().startswith("fp8") else None
-    w = row["workload"]
+    w = workload_fields(row)
     if layout is not None:
         if gpu_count and layout.gpus != gpu_count:
             return {}, f"layout {layout.label} != {gpu_count} GPUs"
@@ -401,7 +401,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     else:
         return {}, "dataset lengths not modelled (no mean lengths reported)"
     rate = number(w.get("request_rate"))
-    clients = number(w.get("concurrency", w.get("max_concurrency")))
+    clients = number(w.get("concurrency"))
     if clients is not None and math.isfinite(clients) and clients >= 1:
         load["concurrency"] = int(clients)
         if rate is not None and math.isfinite(rate):
@@ -481,6 +481,25 @@ def load_band(load: Load) -> str:
 MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 
 
+# Other spellings of a row's workload fields: `vllm bench serve` JSON's and the ISL / OSL
+# shorthand of cross-vendor sweeps.
+WORKLOAD_ALIASES = {
+    "input_len": ("random_input_len", "isl"),
+    "output_len": ("random_output_len", "osl"),
+    "range_ratio": ("random_range_ratio",),
+    "concurrency": ("max_concurrency",),
+}
+
+
+def workload_fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's workload, its fields' other spellings (WORKLOAD_ALIASES) read as the rows' own."""
+    w = dict(row["workload"])
+    for key, aliases in WORKLOAD_ALIASES.items():
+        if w.get(key) is None:
+            w[key] = next((w[a] for a in aliases if w.get(a) is not None), None)
+    return w
+
+
 def measured_fields(row: dict[str, Any]) -> dict[str, Any]:
     """A row's measured figures, the flat keys of `vllm bench serve --save-result` JSON
     (median_tpot_ms, mean_ttft_ms, output_throughput) read as the nested ones the rows use."""
@@ -557,7 +576,7 @@ def summary(errors: list[float]) -> str:
 
 def ranking_key(row: dict[str, Any]) -> str:
     """Rows comparable across GPU types: one model, engine, precision and load."""
-    w = row["workload"]
+    w = workload_fields(row)
     return json.dumps(
         [
             row.get("model"),
@@ -566,7 +585,7 @@ def ranking_key(row: dict[str, Any]) -> str:
             row.get("disagg"),
             w.get("input_len"),
             w.get("output_len"),
-            w.get("max_concurrency"),
+            w.get("concurrency"),
             w.get("request_rate"),
             str(w.get("dataset", "")),
         ],

@@ -777,6 +777,11 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     closed = dict(row, workload={**row["workload"], "max_concurrency": 8})
     del closed["workload"]["concurrency"]
     assert e2e.pose(closed, MODELS)[0]["load"].concurrency == 8
+    # vllm bench serve's JSON names and the ISL / OSL shorthand
+    bench = {"dataset": "random (vllm bench serve)", "random_input_len": 2048, "osl": 256,
+             "random_range_ratio": 0.5, "max_concurrency": 4}  # fmt: skip
+    lengths = e2e.pose(dict(row, workload=bench), MODELS)[0]["lengths"]
+    assert (lengths.prompt_len, lengths.output_len, lengths.len_spread) == (2048, 256, 0.5)
     # a disaggregated row's layout is its pools', whatever its top-level DP says
     pools = {"prefill_workers": 1, "decode_workers": 1, "prefill_tp": 1, "decode_tp": 1}
     pd = dict(row, gpu_count=2, dp=8, dp_attention=True, disagg=pools)
