@@ -144,6 +144,17 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     return st.step_ms(batch_of(row), context_of(row))
 
 
+# A row's raw figure in the unit it gives, in ms.
+UNIT_MS = {"s": 1000.0, "ms": 1.0, "us": 0.001}
+
+
+def measured_of(row: dict[str, object]) -> float:
+    """A row's measured step, ms: `measured_ms`, else its raw value in its raw unit."""
+    if row.get("measured_ms") is not None:
+        return float(str(row["measured_ms"]))
+    return float(str(row["raw_value"])) * UNIT_MS[str(row["raw_unit"]).strip().lower()]
+
+
 def tp_of(row: dict[str, object]) -> int:
     """A row's TP size: as given, else its GPU count (one engine over its GPUs) unless it names
     data parallelism."""
@@ -232,7 +243,7 @@ def main() -> None:
     for row in rows:
         try:
             predicted = predict(row, args.models)
-            measured = float(row["measured_ms"])
+            measured = measured_of(row)
         except (KeyError, TypeError, ValueError, PlannerError):
             unreadable += 1  # fields not the schema's, or a layout the engine refuses
             continue

@@ -465,6 +465,9 @@ def test_a_step_time_row_is_read_from_the_fields_it_gives() -> None:
     assert step_time.predict(row | {"batch": None, "batch_size": 16}) == tp8
     assert step_time.predict({k: v for k, v in row.items() if k != "output_len"}) == tp8
     assert step_time.predict(row | {"tp": None, "dp": 8}) != tp8  # eight replicas of TP 1
+    # a row without measured_ms is read from its raw figure in its unit
+    assert step_time.measured_of({"raw_value": 0.0123, "raw_unit": "s"}) == pytest.approx(12.3)
+    assert step_time.measured_of({"raw_value": "850", "raw_unit": "us"}) == pytest.approx(0.85)
 
 
 def test_a_step_time_rows_kv_cache_is_the_one_its_engine_runs() -> None:
