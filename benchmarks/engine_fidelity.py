@@ -176,10 +176,14 @@ def main() -> None:
     print(f"{'case':36s} {'engine':7s} {'logged':>10s} {'predicted':>10s} {'error':>8s}")
     for case in cases:
         name, engine = str(case.get("id") or "?"), str(case.get("engine") or "?")
+        # the tokens the engine logged, else its GPU blocks (compared block for block)
         logged = case.get("kv_cache_tokens") or case.get("sglang_tokens")
+        unit = "tokens"
+        if not logged and case.get("num_gpu_blocks"):
+            logged, unit = case["num_gpu_blocks"], "blocks"
         try:
             if not isinstance(logged, int) or logged <= 0:
-                raise LookupError("no logged KV-cache tokens")
+                raise LookupError("no logged KV-cache tokens or blocks")
             pred = predict(case, args.models)
         except (LookupError, PlannerError) as exc:  # a model or card we have no data for
             print(f"{name:36s} {engine:7s} skipped: {exc}")
@@ -188,9 +192,11 @@ def main() -> None:
             # a case whose fields are not the schema's: counted as skipped, never fatal
             print(f"{name:36s} {engine:7s} not readable: {type(exc).__name__} {exc}")
             continue
-        err = (pred.kv_cache_tokens - logged) / logged
+        got = pred.kv_cache_tokens if unit == "tokens" else pred.num_gpu_blocks
+        err = (got - logged) / logged
         errors.setdefault(engine, []).append(abs(err))
-        print(f"{name:36s} {engine:7s} {logged:>10,} {pred.kv_cache_tokens:>10,} {err:+8.2%}")
+        blocks = "  (GPU blocks)" if unit == "blocks" else ""
+        print(f"{name:36s} {engine:7s} {logged:>10,} {got:>10,} {err:+8.2%}{blocks}")
     for engine, errs in errors.items():
         p90 = statistics.quantiles(errs, n=10, method="inclusive")[-1] if len(errs) > 1 else errs[0]
         print(

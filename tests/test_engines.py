@@ -910,7 +910,7 @@ def test_fidelity_benchmark_skips_cases_it_has_no_data_for(
     # a case in another engine, one that logged no tokens, and one whose fields are not the
     # schema's are skipped by name too, never fatal
     trt = dict(CASES[4], id="trt-case", engine="trt-llm")
-    untold = dict(CASES[4], id="no-tokens", kv_cache_tokens=None)
+    untold = dict(CASES[4], id="no-tokens", kv_cache_tokens=None, num_gpu_blocks=None)
     odd = dict(CASES[4], id="odd-fields", tensor_parallel_size="two")
     cases = tmp_path / "cases.jsonl"
     lines = [case, trt, untold, odd, CASES[4]]
@@ -924,9 +924,29 @@ def test_fidelity_benchmark_skips_cases_it_has_no_data_for(
     out = capsys.readouterr().out
     assert "unknown-model" in out and "skipped: no config.json for acme/NoSuchModel" in out
     assert "trt-case" in out and "skipped: engine 'trt-llm' is not modelled" in out
-    assert "no-tokens" in out and "skipped: no logged KV-cache tokens" in out
+    assert "no-tokens" in out and "skipped: no logged KV-cache tokens or blocks" in out
     assert "odd-fields" in out and "skipped: --tensor-parallel-size" in out
     assert "vllm: 1 cases" in out
+
+
+def test_fidelity_benchmark_compares_blocks_where_a_case_logged_only_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM V0 logs '# GPU blocks: N': a case with no token count is compared block for block
+    (issue 10517's RTX 3090 run: 1,952 blocks logged)."""
+    case = next(c for c in CASES if c["id"] == "vllm-10517-3090-llama31-8b-20k")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps(dict(case, kv_cache_tokens=None)) + "\n")
+    argv = sys.argv
+    sys.argv = ["engine_fidelity.py", "--cases", str(cases)]
+    try:
+        engine_fidelity.main()
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    predicted = engine_fidelity.predict(case).num_gpu_blocks
+    assert f"1,952 {predicted:>10,}" in out and "(GPU blocks)" in out
+    assert abs(predicted - 1952) <= 10
 
 
 def test_fidelity_benchmark_reads_a_cases_release_as_the_row_harnesses_do() -> None:
