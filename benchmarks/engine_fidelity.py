@@ -127,7 +127,7 @@ def case_settings(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> dict[s
             "engine": "vllm",
             "version": version,
             "gpu_memory_utilization": case.get("gpu_memory_utilization"),
-            "max_model_len": case.get("max_model_len") or 4096,
+            "max_model_len": case.get("max_model_len"),  # None: the model's own (vLLM's default)
             "max_num_seqs": case.get("max_num_seqs"),
             "max_num_batched_tokens": case.get("max_num_batched_tokens"),
             "block_size": case.get("block_size"),
