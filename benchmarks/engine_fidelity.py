@@ -147,6 +147,8 @@ def case_settings(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> dict[s
             "engine": "sglang",
             "version": version.removesuffix(" (V0)"),
             "mem_fraction_static": case.get("mem_fraction_static"),
+            # the context the server ran (its log's context_len; its request pool sizes by it)
+            "context_length": case.get("sglang_context_len") or case.get("max_model_len"),
             "kv_cache_dtype": kv,
             "tp_size": case.get("tensor_parallel_size") or 1,
             "pp_size": case.get("pipeline_parallel_size") or 1,
