@@ -15,18 +15,23 @@ distribution scaled to it; a dataset whose length mix is not modelled is posed a
 lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps are posed with
 multi-step scheduling (with chunked prefill as well from 0.6.3, which first ran the two
 together). A row that names no release is posed at the one current on its run date (an
-image's `latest` tag; by the PyPI wheels' build dates), else, for multi-step rows, at the
-newest V0 release (the flag exists only there). The server's context is the one a row states
-(--max-model-len / --context-length), else the model's own maximum, which is what the engines
-run without the flag (it sets vLLM V0's default batched-token budget with chunked prefill off);
+image's `latest` tag; by the PyPI wheels' build dates; a source dated to the month only, at its
+middle), else, for multi-step rows, at the newest V0 release (the flag exists only there). A
+dense model on a multiple of its TP x PP GPUs, no DP named, runs that many replicas. The
+server's context is the one a row states (--max-model-len / --context-length), else the
+model's own maximum, which is what the engines run without the flag (it sets vLLM V0's default
+batched-token budget with chunked prefill off);
 where the engine could not start with it, the run must have set a smaller one and the row is
 posed at 8,192. A run whose requests partly failed (completed < sent) is not compared on
 throughput: the benchmark divides by a duration their timeouts set. Rows that cannot be posed
 are counted with their one-line reason, and no row stops the table: counts and figures given as
 numeric strings are read as numbers, the engine is vLLM or SGLang wherever the row's engine
-family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels), a precision is
-the first format its text names (an INT8 one goes to the planner, which refuses it), and a
-disaggregated row is posed on its pools' layout.
+family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels; llm-d, AIBrix
+and Ray Serve LLM serve with vLLM), a precision is the first format its text names (an INT8 or
+bare W8A8 one goes to the planner, which refuses it), a disaggregated row is posed on its
+pools' layout ("2P2D" beside one TP: both pools at it), and `vllm bench serve --save-result`
+JSON's own names (median_tpot_ms, output_throughput, random_input_len, max_concurrency) and the
+ISL / OSL shorthand read as the rows' fields.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
