@@ -4,7 +4,12 @@ Prints predicted vs measured per row, then median and p90 |error| and the signed
 and by GPU, model class, engine, TP and batch bucket, and the model against whole decode steps
 measured on a GPU (benchmarks/step_floor.py). Rows on
 GPUs the catalog does not hold, or of models with no shipped config, are skipped (and counted).
-A quantized export (-FP8, -FP4 ...) is priced on its base model's config with its weights.
+A quantized export (-FP8, -FP4 ...) is priced on its base model's config with its weights; a
+row's weights are the format its quantization, weight dtype or dtype names, its KV cache the
+one its engine runs (fp8 where it says so, else the release's own for `auto`), its release the
+one its version or image tag names (else its run date's), its TP as given (else its GPU count),
+its step `measured_ms` (else its raw value in its unit). Rows whose fields are not the schema's
+are counted as not readable, never fatal.
 
     python benchmarks/step_time.py [--rows FILE] [--models DIR]
 """
