@@ -127,6 +127,31 @@ VLLM_FIRST_CHUNK_TTFT_BY = "2025-01-01"
 V0_NEWEST = "0.7.3"
 
 
+# A disaggregated layout's pools as a row may nest them ({"prefill": {"instances": 1, "tp": 8},
+# "decode": {...}}): each pool's fields' other names.
+POOLS = ("prefill", "decode")
+POOL_FIELDS = {
+    "workers": ("workers", "instances", "replicas", "count"),
+    "tp": ("tp", "tp_size", "tensor_parallel_size"),
+    "dp": ("dp", "dp_size", "data_parallel_size"),
+    "ep": ("ep", "ep_size", "expert_parallel_size"),
+}
+
+
+def flat_pools(split: dict[str, Any]) -> dict[str, Any]:
+    """A nested disaggregated layout in the rows' flat form (prefill_workers, decode_tp ...)."""
+    flat = {k: v for k, v in split.items() if k not in POOLS}
+    for pool in POOLS:
+        given = split.get(pool)
+        if not isinstance(given, dict):
+            continue
+        for field, names in POOL_FIELDS.items():
+            found = next((given[n] for n in names if given.get(n) is not None), None)
+            if found is not None:
+                flat[f"{pool}_{field}"] = found
+    return flat
+
+
 # A disaggregated layout written as its instance counts ("2P2D", "1p3d").
 XPYD = re.compile(r"(\d+)\s*[pP]\s*(\d+)\s*[dD]")
 
@@ -271,6 +296,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         prefill, decode = (int(n) for n in named.groups())
         split = {"prefill_workers": prefill, "decode_workers": decode}
         split |= {"prefill_tp": row["tp"], "decode_tp": row["tp"]}
+    if isinstance(split, dict) and any(isinstance(split.get(p), dict) for p in POOLS):
+        split = flat_pools(split)
     if split and not isinstance(split, dict):
         return {}, "disaggregated layout not given per pool"
     if split:

@@ -792,6 +792,10 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert why is None and (args["dp"], args["dp_attention"], args["disagg"].gpus) == (1, False, 2)
     split = dict(row, id="split", disagg=True)
     assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
+    # pools nested, each under its own field names
+    nested = {"prefill": {"instances": 1, "tp_size": 1}, "decode": {"replicas": 1, "tp": 1}}
+    args, why = e2e.pose(dict(pd, disagg=nested), MODELS)
+    assert why is None and (args["disagg"].prefill, args["disagg"].decode_tp) == (1, 1)
     # "2P2D" beside one TP: both pools' instances at it
     named = dict(row, gpu_count=4, disagg="2P2D")
     layout = e2e.pose(named, MODELS)[0]["disagg"]
