@@ -442,7 +442,11 @@ def model_reference(name: str, models: Path) -> tuple[str | None, str | None]:
     """A row's model as `planner --model` takes it, and the weights of a quantized export of it:
     a shipped config (checkpoint_config), else the checkpoint's own name where the planner can
     read it the way `planner simulate --model NAME` does (the Hub, or its cache offline), so a
-    row of a model no config here stands for is still posed; (None, None) where neither can."""
+    row of a model no config here stands for is still posed; (None, None) where neither can. A
+    repo id has no spaces: what follows one is a note ("X (FP8 via --quantization fp8)")."""
+    name = (name.split() or [""])[0]
+    if not name:
+        return None, None
     folder, weights = checkpoint_config(name, models)
     if folder is not None:
         return str(folder), weights

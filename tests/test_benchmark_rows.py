@@ -408,6 +408,15 @@ def test_the_closed_loop_check_reads_a_rows_quoted_benchmark_summary() -> None:
     assert closed_loop.summary({"excerpt": "batch,step_ms\n8,12.5"}) is None
 
 
+def test_a_rows_model_is_its_repo_id_before_any_note() -> None:
+    """A repo id has no spaces: a note after one is not part of it; no name is no model."""
+    from rows import model_reference
+
+    noted = model_reference("meta-llama/Llama-3.1-70B-Instruct (FP8 via fp8)", MODELS)
+    assert noted == (str(MODELS / "meta-llama--Llama-3.1-70B-Instruct"), None)
+    assert model_reference("  ", MODELS) == (None, None)
+
+
 def test_a_rows_engine_is_the_one_whose_scheduler_ran_it() -> None:
     """vLLM or SGLang wherever the row's engine or family names one; a stack whose model server
     is always vLLM (llm-d, AIBrix, Ray Serve LLM) is vLLM; a multi-backend one names none."""
