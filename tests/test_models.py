@@ -747,6 +747,7 @@ def test_a_mixed_precision_export_is_sized_block_by_block() -> None:
         assert mixed.expert_bytes_per_param == experts
         assert mixed.plain_linear_params == 0  # every block it lists, none left in 16 bits
         assert mixed.fp8_kv_declared_by == kv
+        assert "MIXED_PRECISION quantized_layers names (FP8, W4A16_NVFP4" in mixed.weights_basis
 
 
 def test_a_mixed_precision_nemotron_h_is_read_by_its_mixer_names() -> None:

@@ -1388,6 +1388,11 @@ def model_spec_from_config(
         linear_bytes = ceil_div(linear * bits, 8)
     weights = linear_bytes + ceil_div((other + embed + head - head_in_linear + extra) * bits, 8)
     basis = "estimated from config.json parameter count"
+    if mixed is not None:
+        basis += (
+            ", each layer's blocks at the algorithm its ModelOpt MIXED_PRECISION quantized_layers "
+            f"names ({', '.join(mixed.algos)}; the rest 16-bit)"
+        )
     if exact_weights_bytes:
         weights = exact_weights_bytes
         basis = "exact: safetensors metadata"
