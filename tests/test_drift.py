@@ -400,16 +400,20 @@ def test_an_unset_utilization_reads_as_the_extensible_caches_default(
     assert new.code == 0, new.out
 
 
-def cache_config_scrape(engine: dict[str, Any], cache_dtype: str) -> str:
-    """A vLLM /metrics scrape whose cache_config_info reports a plan's engine settings and
-    blocks with `cache_dtype`."""
-    return (
+def drift_with_cache_dtype(
+    cli: Cli, lock: Path, engine: dict[str, Any], cache_dtype: str
+) -> Result:
+    """`drift LOCK` against a local vLLM /metrics server whose cache_config_info reports a
+    plan's engine settings and blocks with `cache_dtype`."""
+    scrape = (
         "# TYPE vllm:cache_config_info gauge\n"
         f'vllm:cache_config_info{{block_size="{engine["settings"]["block_size"]}",'
         f'cache_dtype="{cache_dtype}",engine="0",gpu_memory_utilization='
         f'"{engine["settings"]["gpu_memory_utilization"]}",'
         f'num_gpu_blocks="{engine["num_gpu_blocks"]}"}} 1.0\n'
     )
+    with metrics_server({"/metrics": scrape}) as url:
+        return cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
 
 
 def test_vllm_reports_v32_kv_dtype_by_the_name_it_rewrote(cli: Cli, tmp_path: Path) -> None:
@@ -421,11 +425,9 @@ def test_vllm_reports_v32_kv_dtype_by_the_name_it_rewrote(cli: Cli, tmp_path: Pa
     engine = plan["engine"]
     assert "--kv-cache-dtype auto" in plan["flags"]["vllm"]
 
-    with metrics_server({"/metrics": cache_config_scrape(engine, "fp8_ds_mla")}) as url:
-        clean = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    clean = drift_with_cache_dtype(cli, lock, engine, "fp8_ds_mla")
     assert clean.code == 0, clean.out
-    with metrics_server({"/metrics": cache_config_scrape(engine, "fp8_e5m2")}) as url:
-        drifted = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    drifted = drift_with_cache_dtype(cli, lock, engine, "fp8_e5m2")
     assert drifted.code == 1 and "cache_dtype" in drifted.out
 
 
@@ -441,18 +443,15 @@ def test_vllm_reports_a_declared_fp8_kv_cache_as_the_auto_it_resolved(
     engine = plan["engine"]
     assert "--kv-cache-dtype auto" in plan["flags"]["vllm"] and engine["kv_dtype"] == "fp8"
 
-    with metrics_server({"/metrics": cache_config_scrape(engine, "fp8_e4m3")}) as url:
-        clean = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    clean = drift_with_cache_dtype(cli, lock, engine, "fp8_e4m3")
     assert clean.code == 0, clean.out
-    with metrics_server({"/metrics": cache_config_scrape(engine, "bfloat16")}) as url:
-        drifted = cli("drift", str(lock), "--against-metrics", f"{url}/metrics", "--json")
+    drifted = drift_with_cache_dtype(cli, lock, engine, "bfloat16")
     assert drifted.code == 1 and "cache_dtype" in drifted.out
     # a release that ran the compute dtype for `auto` plans bf16: its fp8 report is drift
     old = tmp_path / "old.yaml"
     cli("capacity", "--model", nvfp4, "--gpu", "b200", "--tp", "8", "--engine-version", "0.13",
         "--save", str(old))  # fmt: skip
-    with metrics_server({"/metrics": cache_config_scrape(engine, "fp8_e4m3")}) as url:
-        stale = cli("drift", str(old), "--against-metrics", f"{url}/metrics", "--json")
+    stale = drift_with_cache_dtype(cli, old, engine, "fp8_e4m3")
     assert stale.code == 1 and '"key": "cache_dtype"' in stale.out
 
 
