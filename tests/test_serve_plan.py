@@ -812,3 +812,13 @@ def test_which_configs_declare_an_fp8_kv_cache_and_which_releases_run_it() -> No
     assert not sglang.checkpoint_fp8_kv(ct, (0, 5, 18), "auto")
     assert sglang.checkpoint_fp8_kv(ct, (0, 5, 19), "auto")
     assert not sglang.checkpoint_fp8_kv(ct, (0, 5, 23), "bf16")
+    # the plan says so where the flag asked otherwise, not where it asked for fp8 itself
+    from planner.api import engine_plan
+
+    def notes(kv: str) -> list[str]:
+        got = engine_plan(engine="vllm", gpu="h100", spec=ct, version="0.18.0",
+                          kv_cache_dtype=kv, max_model_len=4096)  # fmt: skip
+        return [n for n in got.notes if "declares an FP8 KV cache" in n]
+
+    assert notes("bfloat16") and "whatever --kv-cache-dtype says" in notes("bfloat16")[0]
+    assert notes("fp8") == []

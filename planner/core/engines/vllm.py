@@ -1312,7 +1312,10 @@ def predict(
             f"KV cache fp8_e4m3: vLLM {version_text(version)} runs GLM-5's cache in fp8 on "
             "Blackwell for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
         )
-    elif checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
+    elif not s.kv_cache_dtype.startswith("fp8") and checkpoint_fp8_kv(
+        model, version, s.kv_cache_dtype
+    ):
+        # (an fp8 asked for is run as asked: nothing to say)
         notes.append(
             f"KV cache fp8: the checkpoint's {model.fp8_kv_declared_by} config declares an FP8 "
             f"KV cache, which vLLM {version_text(version)} runs"
