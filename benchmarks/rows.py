@@ -68,8 +68,10 @@ MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", 
 
 def run_date(row: dict[str, Any]) -> str | None:
     """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it, else its month:
-    YYYY-MM or a month's name and year, at MID_MONTH_DAY), as YYYY-MM-DD."""
-    text = str((row.get("source") or {}).get("date") or "")
+    YYYY-MM or a month's name and year, at MID_MONTH_DAY), as YYYY-MM-DD; None where its
+    source is only a text (a step-time row's) or gives no date."""
+    source = row.get("source")
+    text = str(source.get("date") or "") if isinstance(source, dict) else ""
     found = re.search(r"(20\d\d)-?(\d\d)-?(\d\d)", text)
     if found:
         return "-".join(found.groups())
@@ -175,6 +177,11 @@ PRECISION_WORDS = (
 )
 
 
+def words_of(text: str) -> list[str]:
+    """A precision text's words, lower case ("W8A8-FP8" -> ["w8a8", "fp8"])."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
 def row_weights(row: dict[str, object], fields: tuple[str, ...], vendor: str) -> str | None:
     """The weight format the first of a row's `fields` that states one names (stated_weights;
     None: 16 bits, or none stated): a field naming 16 bits ends the search."""
@@ -183,14 +190,14 @@ def row_weights(row: dict[str, object], fields: tuple[str, ...], vendor: str) ->
         got = stated_weights(text, vendor)
         if got is not None:
             return got
-        if any(w.startswith(SIXTEEN_BIT_WORDS) for w in re.findall(r"[a-z0-9]+", text.lower())):
+        if any(w.startswith(SIXTEEN_BIT_WORDS) for w in words_of(text)):
             return None
     return None
 
 
 def stated_weights(text: str, vendor: str) -> str | None:
     """The weight format a row's precision text names (None: 16-bit, or none named)."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
+    words = words_of(text)
     for i, word in enumerate(words):
         if word.startswith(SIXTEEN_BIT_WORDS):
             return None

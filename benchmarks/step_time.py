@@ -97,7 +97,7 @@ def engine_of(row: dict[str, object]) -> tuple[str, tuple[int, int, int] | None]
     engine = str(row.get("engine") or "").lower()
     if engine.startswith("lmdeploy"):
         return "lmdeploy", None
-    dated = run_date(row) if isinstance(row.get("source"), dict) else None
+    dated = run_date(row)
     named = engine_release(row) or (release_on(engine, dated) if dated else None)
     try:
         return engine, parse_version(named) if named else None
