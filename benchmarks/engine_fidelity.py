@@ -112,8 +112,10 @@ def case_settings(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> dict[s
     )
     text = str(case.get("engine_version") or "")
     # the engine's number in a version or image tag ("rocm/vllm:rocm6.4.1_vllm_0.10.0" is
-    # 0.10.0), the V0 marker kept; a case that names none ran V0's last default, 0.6.4
-    version = (engine_release(case) or "0.6.4") + (" (V0)" if "V0" in text else "")
+    # 0.10.0); a case that names none ran V0's last default, 0.6.4. V0's mode where the case
+    # says so or runs 0.2, 0.6 or 0.7 (as the cases were checked; the rules pick it otherwise)
+    version = engine_release(case) or "0.6.4"
+    v0 = "V0" in text or version.split(".")[:2] in (["0", "2"], ["0", "6"], ["0", "7"])
     out: dict[str, Any] = {"gpu": gpu, "model": config_for(case, models)}
     quant = str(case.get("quantization") or "").split(" ")[0] or None
     if quant in ("awq", "gptq", "fp8"):
@@ -139,13 +141,12 @@ def case_settings(case: dict[str, Any], models: Path = DEFAULT_MODELS) -> dict[s
         for key, value in launcher_settings(case).items():
             if out.get(key) is None:  # what the case records wins
                 out[key] = value
-        if "V0" in version or version.split(".")[:2] in (["0", "2"], ["0", "6"], ["0", "7"]):
+        if v0:
             out["engine_mode"] = "v0"
-        out["version"] = version.removesuffix(" (V0)")
     else:
         out |= {
             "engine": "sglang",
-            "version": version.removesuffix(" (V0)"),
+            "version": version,
             "mem_fraction_static": case.get("mem_fraction_static"),
             # the context the server ran (its log's context_len; its request pool sizes by it)
             "context_length": case.get("sglang_context_len") or case.get("max_model_len"),
