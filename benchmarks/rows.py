@@ -473,6 +473,17 @@ def hub_readable(name: str) -> bool:
 
 # A memory size a row's description states ("... Superchip 144GB", "MI300X (192 GB)").
 STATED_MEMORY = re.compile(r"(?<![\w.])(\d{2,3})\s?GB\b", re.IGNORECASE)
+# How many of the card a description counts ("8x H100", "8xMI300X", "H100 x8", "4*A100",
+# "HGX B200 (8 GPUs)"): the card is the same one, counted apart (a row's gpu_count).
+GPU_COUNT = re.compile(
+    r"(?<![\w.])\d+\s*[x×*]\s*(?=[a-z])|\s+[x×*]\s*\d+(?![\w.])|\(\s*\d+\s*gpus?\s*\)",
+    re.IGNORECASE,
+)
+
+
+def uncounted(text: str | None) -> str | None:
+    """`text` without the count of cards it states ("8x H100" is the H100)."""
+    return GPU_COUNT.sub(" ", text).strip() if text else text
 
 
 def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:
@@ -483,7 +494,8 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
     card whose device name (as NVML / the driver reports it) the description contains, the
     longest such name winning, else a table name standing as a whole word in the description
     (None where nothing matches: an H100 64GB HBM2e is not an H100 80GB HBM3, nor the B200 of
-    a GB200 a B200)."""
+    a GB200 a B200); a count of cards stated with it ("8x H100") is not part of the name."""
+    short, full = uncounted(short), uncounted(full)
     found = table.get(short or "")
     for spelling in (short, (short or "").replace(" ", "-")):
         if found is None and spelling:

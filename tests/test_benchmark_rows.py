@@ -56,6 +56,14 @@ def vllm_random_row(model: str, gpu: str, tp: int, concurrency: int) -> dict[str
         # nor for a card whose name it begins with (the catalog's NVIDIA A10)
         (None, "NVIDIA A100-80G (x8 A100-80G server)", None),
         ("Foo", "Bar", None),
+        # a count of cards stated with the name is not part of it
+        (None, "8x AMD MI355X", "mi355x"),
+        ("8xH100", None, "h100-sxm5-80gb"),
+        ("H100 x8", None, "h100-sxm5-80gb"),
+        ("MI300X x 8", None, "mi300x"),
+        (None, "NVIDIA HGX B200 (8 GPUs)", "b200-sxm-180gb"),
+        # the system a chip ships in
+        (None, "NVIDIA DGX Spark", "gb10"),
     ],
 )
 def test_a_rows_gpu_is_the_catalog_card_it_names(
