@@ -7,7 +7,8 @@ graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/sys
 MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; SGLang
 0.5.14's fused MoE layers at decode ({h200_sxm,b200_sxm}/moe/sglang/0.5.14); and the A100 SXM's
 custom all-reduce and one-token fused MoE layers (a100_sxm/{comm,moe}/vllm/0.14.0, the newest
-release timed there). This
+release timed there); and NCCL's all-reduce on two PCIe-only servers (l40s/comm/nccl/2.27.3,
+rtx_pro_6000_server/comm/nccl/2.29.2). This
 prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
@@ -17,7 +18,7 @@ prints what planner/core/step/family.py takes from them, each beside the planner
 - a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), the
   A100's at one token with its stream share, and the MXFP4 experts' streaming share;
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
-  A100);
+  A100), and NCCL's over PCIe as a fixed time, a latency a peer and a share of the link;
 - the MLA decode module's extra time with 128 query heads over 16, against the model's, and
   its time at TP 8 beyond the parts the model prices;
 - prefill attention's share by head size and keys a query sees;
@@ -52,6 +53,15 @@ VERSION = "0.24.0"
 # no balanced rows, so only one token (its top-k experts whatever the law) is read there.
 OLDER_RELEASE_CARDS = {"a100_sxm": ("a100-sxm4-80gb", "0.14.0")}
 ALLREDUCE = "custom_allreduce_perf.parquet"
+# PCIe-only cards whose NCCL all-reduce table is read (the NCCL release timed): the engines
+# reduce through NCCL past two such GPUs.
+PCIE_CARDS = {
+    "l40s": ("l40s", "2.27.3"),
+    "rtx_pro_6000_server": ("rtx-pro-6000-blackwell", "2.29.2"),
+}
+NCCL_ALLREDUCE = "nccl_perf.parquet"
+# The largest NCCL all-reduce message read, bytes: a prefill step's activations at TP 2-8.
+NCCL_MAX_BYTES = 33_554_432
 ONE_TOKEN_MOE = "moe_one_token"
 # Token counts at which a kernel's share of the tensor-core rate is read (prefill's regime) and
 # the smallest N and K of a dense GEMM counted there (as benchmarks/gemm_kernels.py reads AMD's).
@@ -166,7 +176,7 @@ ALLREDUCE_GPUS = 8
 
 def card_gpu(card: str) -> str:
     """The catalog id of an aiconfigurator card name."""
-    return CARDS.get(card) or OLDER_RELEASE_CARDS[card][0]
+    return CARDS.get(card) or {**OLDER_RELEASE_CARDS, **PCIE_CARDS}[card][0]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -377,6 +387,20 @@ def allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float]:
     return small, statistics.median(shares)
 
 
+def pcie_allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, float, float]:
+    """NCCL's all-reduce over PCIe at 2, 4 and 8 GPUs as fixed us + us a peer + the ring's
+    bytes (2 (n - 1) / n of the message) at a share of one direction of the card's PCIe link,
+    least squares in relative error: (fixed us, us a peer, link share, median |error|)."""
+    got = [r for r in rows if r["table"] == "nccl_allreduce" and r["card"] == card]
+    us = np.array([r["us"] for r in got])
+    ring = np.array([2 * (r["gpus"] - 1) / r["gpus"] * r["bytes"] for r in got])
+    terms = np.vstack([np.ones_like(us), [r["gpus"] - 1 for r in got], ring]).T
+    fixed, hop, us_per_byte = np.linalg.lstsq(terms / us[:, None], np.ones_like(us), rcond=None)[0]
+    error = float(np.median(np.abs(terms @ [fixed, hop, us_per_byte] / us - 1)))
+    link_bytes_per_s = fabric_of(find_gpu(card_gpu(card))).bytes_per_s
+    return float(fixed), float(hop), float(1e6 / us_per_byte / link_bytes_per_s), error
+
+
 def attention_fit(rows: list[dict[str, Any]], card: str, kv: str) -> tuple[float, float, int]:
     """Decode attention with `kv` cache: fixed us a call and the share of peak bandwidth the
     KV streams at (a least-squares line through the rows), and how many rows."""
@@ -521,6 +545,10 @@ def extract(data: Path) -> list[dict[str, Any]]:
         m = pd.read_parquet(data / card / "moe" / "vllm" / version / "moe_perf.parquet")
         m = m[(m.num_tokens == 1) & (m.moe_ep_size == 1) & (m.moe_dtype == "bfloat16")]
         out += [moe_row(r, card, ONE_TOKEN_MOE, "bf16") for r in m.itertuples()]
+    for card, (_, nccl) in PCIE_CARDS.items():
+        out += nccl_allreduce_rows(
+            pd.read_parquet(data / card / "comm" / "nccl" / nccl / NCCL_ALLREDUCE), card
+        )
     return out
 
 
@@ -554,6 +582,23 @@ def allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
             "us": round(r.latency * 1e3, 3),
         }
         for r in table[table.backend == "vllm_graph"].itertuples()
+    ]
+
+
+def nccl_allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
+    """NCCL's all-reduce rows in fp16 up to NCCL_MAX_BYTES (the table counts elements, 2
+    bytes each)."""
+    got = table[(table.op_name == "all_reduce") & (table.nccl_dtype == "half")]
+    return [
+        {
+            "card": card,
+            "table": "nccl_allreduce",
+            "gpus": int(r.num_gpus),
+            "bytes": int(r.message_size) * 2,
+            "us": round(r.latency * 1e3, 3),
+        }
+        for r in got.itertuples()
+        if int(r.message_size) * 2 <= NCCL_MAX_BYTES
     ]
 
 
@@ -725,6 +770,14 @@ def main() -> None:
             f"{card} custom all-reduce: {small_us:.1f} us up to 8 KB; 2-32 MB at "
             f"{link_share:.2f} of NVLink at TP {ALLREDUCE_GPUS} (planner: "
             f"{own.fixed_ms * 1e3 if own else 0:.1f} us, {own.link_share if own else 0:.2f})"
+        )
+    pcie = family.PCIE_ALLREDUCE
+    for card in PCIE_CARDS:
+        fixed_us, hop_us, share, error = pcie_allreduce_fit(rows, card)
+        print(
+            f"{card} NCCL all-reduce at 2/4/8 GPUs: {fixed_us:.2f} us + {hop_us:.2f} us a peer + "
+            f"the ring's bytes at {share:.3f} of PCIe, median |error| {error:.3f} (planner: "
+            f"{pcie.fixed_ms * 1e3:.1f} us, {pcie.hop_ms * 1e3:.1f} us, {pcie.link_share:.2f})"
         )
     for card in CARDS:
         pairs = mla_head_costs(rows, card)

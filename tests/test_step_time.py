@@ -34,6 +34,7 @@ from planner.core.step.comm import (
     AllReduceCost,
     Fabric,
     allreduce_ms,
+    collective_ms,
     deepep_ms,
     fabric_of,
 )
@@ -57,6 +58,7 @@ from planner.core.step.family import (
     HOPPER_MOE_GEMM_SCALE,
     HOPPER_MOE_HALF_WIDTH,
     HOPPER_MOE_SHARES,
+    PCIE_ALLREDUCE,
     family_of,
     moe_decode_costs,
     slowdown_at,
@@ -621,12 +623,26 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     assert new.allreduce.fixed_ms == AMPERE_ALLREDUCE_MS and old.allreduce.hop_ms > 0
     assert new.allreduce_ms(1) < 0.15 * old.allreduce_ms(1)
     assert step_time_for(llama70, a100, tp=8, engine="lmdeploy").allreduce.hop_ms > 0
-    assert family_of(find_gpu("a10")).allreduce is None
-    # past two PCIe-only GPUs vLLM turns its kernel off (NCCL): a PCIe Blackwell card keeps the
-    # hop where the B200 takes its table's figure
+    # past two PCIe-only GPUs vLLM turns its kernel off: NCCL's all-reduce over PCIe, as NVIDIA's
+    # tables of two PCIe servers give it (both fits within 5% of the planner's figures), on an
+    # Ampere card and on a Blackwell one alike, where the B200 takes its NVLink table's figure
+    for card in ("l40s", "rtx_pro_6000_server"):
+        fixed_us, hop_us, share, _ = bench.pcie_allreduce_fit(rows, card)
+        assert PCIE_ALLREDUCE.fixed_ms * 1e3 == pytest.approx(fixed_us, rel=0.05), card
+        assert PCIE_ALLREDUCE.hop_ms * 1e3 == pytest.approx(hop_us, rel=0.05), card
+        assert PCIE_ALLREDUCE.link_share == pytest.approx(share, rel=0.05), card
+    assert family_of(find_gpu("a10")).allreduce == PCIE_ALLREDUCE
     pcie = step_time_for(llama70, find_gpu("rtx-pro-6000-blackwell"), tp=4, engine="vllm")
     assert family_of(find_gpu("rtx-pro-6000-blackwell")).name == "blackwell"
-    assert pcie.allreduce.hop_ms > 0 and pcie.allreduce.fixed_ms == 0
+    assert pcie.allreduce == PCIE_ALLREDUCE
+    # a few hundred bytes cost the latencies (3 + 7 x 3.5 us at TP 8), 2 MB the ring's bytes at
+    # 0.42 of the RTX PRO 6000's 64 GB/s a direction besides
+    rtx = fabric_of(find_gpu("rtx-pro-6000-blackwell"))
+    assert collective_ms(8, 256.0, PCIE_ALLREDUCE, rtx) == pytest.approx(0.0275, abs=1e-4)
+    ring = 2 * 7 / 8 * 2_097_152
+    assert collective_ms(8, ring, PCIE_ALLREDUCE, rtx) == pytest.approx(
+        0.0275 + ring / (0.42 * 64e9) * 1e3
+    )
 
 
 def test_the_sampler_gathers_the_logits_and_casts_them_to_fp32() -> None:

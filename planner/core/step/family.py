@@ -39,8 +39,8 @@ class Family(BaseModel):
     gemm_floor_ms: float = 0.0
     allreduce: AllReduceCost | None = Field(
         default=None,
-        description="one all-reduce in the engines' custom all-reduce, where measured (None: "
-        "comm.ALLREDUCE_HOP_MS a peer)",
+        description="one all-reduce in the engines' custom all-reduce (NCCL's over PCIe), where "
+        "measured (None: comm.ALLREDUCE_HOP_MS a peer)",
     )
     kernel_ms_per_layer: float = Field(
         default=KERNEL_MS_PER_LAYER,
@@ -352,6 +352,21 @@ BLACKWELL_BLOCK_FP8_SCALE = 0.478 / 0.688
 BLACKWELL_FP4_SCALE = 0.362 / 0.688
 BLACKWELL_ALLREDUCE = AllReduceCost(fixed_ms=0.0070, hop_ms=0.0, link_share=0.51)
 HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
+# NVIDIA cards joined by PCIe alone (L40S, L4, RTX, A10G): the engines reduce through NCCL past
+# two GPUs (vLLM's CustomAllreduce is "not supported on more than two PCIe-only GPUs":
+# custom_all_reduce.py, 0.9.2; at two its table is within 2 us of NCCL's). NVIDIA's collector
+# times nccl-tests' all-reduce on an L40S server (NCCL 2.27.3) and on an RTX PRO 6000 Blackwell
+# server (2.29.2) (ai-dynamo/aiconfigurator @095f58a5, systems/data/{l40s,rtx_pro_6000_server}/
+# comm/nccl/*/nccl_perf.parquet, fp16, 2 / 4 / 8 GPUs, messages up to 32 MB: the decode and
+# prefill range; rows in benchmarks/data/nvidia-kernels.jsonl, `python
+# benchmarks/nvidia_kernels.py`). Fitted as a fixed time + a latency a peer + the ring's bytes
+# (2 (n - 1) / n of the message) at a share of one direction of the card's PCIe link, both give
+# the same: 3.13 and 3.05 us, 3.44 and 3.52 us a peer, 0.424 and 0.420 of the link (median error
+# 7% on the RTX PRO 6000; 34% on the L40S, whose server's ring at 4 and 8 GPUs falls to a fifth
+# and a twentieth of its rate at 2 on large messages: a topology the fit does not follow). The
+# per-peer hop at the full link rate this replaces priced 8 GPUs' 2 KB at 56 us (26 measured)
+# and 2 MB at 113 us (221 measured on the RTX PRO 6000, 164 so priced).
+PCIE_ALLREDUCE = AllReduceCost(fixed_ms=0.0030, hop_ms=0.0035, link_share=0.42)
 # Prefill attention in the same tables (vLLM 0.24.0's `context_attention`: FlashAttention-3 on
 # the H200, FlashInfer's TRT-LLM prefill on the B200; a causal prompt of 1-16K tokens, 8-64 heads,
 # no cache, 945 rows each) reaches a share of the bf16 rate that grows with the keys a query sees
@@ -588,9 +603,8 @@ def family_of(gpu: GpuSpec) -> Family:
         name = NVIDIA_FAMILIES.get(gpu.compute_capability or "", "nvidia")
         fitted = name in FITTED_FAMILIES
         hopper = name in HOPPER_CONSTANT_FAMILIES
-        # the engines' custom all-reduce needs NVLink past two GPUs (vLLM's CustomAllreduce is
-        # "not supported on more than two PCIe-only GPUs": custom_all_reduce.py, 0.9.2), so a
-        # PCIe-only card (RTX / RTX PRO, L40S) reduces through NCCL: the per-peer figure
+        # the engines' custom all-reduce needs NVLink past two GPUs, so a PCIe-only card (RTX /
+        # RTX PRO, L40S) reduces through NCCL (PCIE_ALLREDUCE)
         nvlinked = "NVLINK" in (gpu.interconnect or "").upper()
         family = Family(
             name=name,
@@ -599,7 +613,7 @@ def family_of(gpu: GpuSpec) -> Family:
             ),
             gemm_floor_ms=HOPPER_GEMM_FLOOR_MS if hopper else 0.0,
             allreduce=(
-                None
+                PCIE_ALLREDUCE
                 if not nvlinked
                 else HOPPER_ALLREDUCE
                 if hopper
@@ -632,7 +646,9 @@ def family_of(gpu: GpuSpec) -> Family:
         # Blackwell: Hopper's, less what NVIDIA's B200 tables give it of its own
         if name != "blackwell":
             return family
-        return family.model_copy(update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": None}))
+        return family.model_copy(
+            update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE})
+        )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
         cdna4 = name == "cdna4"

@@ -877,9 +877,10 @@ def moe_share_floored(family: Family, kind: str, width: int, bf16_over_quantized
 def allreduce_cost(
     family: Family, engine: str, version: tuple[int, int, int] | None
 ) -> comm.AllReduceCost:
-    """One all-reduce's cost: the family's measured custom all-reduce where the engine runs it
-    (CUSTOM_ALLREDUCE_ENGINES: vLLM's V1 engine, SGLang 0.4+; no release: the newest), else
-    the per-peer hop fitted on vLLM V0's rows."""
+    """One all-reduce's cost: the family's measured one (the custom all-reduce over NVLink,
+    NCCL's over PCIe) in the engines it was measured with (CUSTOM_ALLREDUCE_ENGINES: vLLM's V1
+    engine, SGLang 0.4+; no release: the newest), else the per-peer hop fitted on vLLM V0's
+    rows."""
     since = CUSTOM_ALLREDUCE_ENGINES.get(engine)
     if family.allreduce is None or since is None:
         return comm.AllReduceCost()
