@@ -13,7 +13,8 @@ prints what planner/core/step/family.py takes from them, each beside the planner
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
-- the share of the tensor-core rate dense GEMMs reach at 16,384 tokens, and the fused MoE
+- the share of the tensor-core rate dense GEMMs reach at 16,384 tokens (also on the two PCIe
+  servers: Ada's and SM120 Blackwell's own), and the fused MoE
   layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
 - a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), the
   A100's at one token with its stream share, and the MXFP4 experts' streaming share;
@@ -60,6 +61,8 @@ PCIE_CARDS = {
     "rtx_pro_6000_server": ("rtx-pro-6000-blackwell", "2.29.2"),
 }
 NCCL_ALLREDUCE = "nccl_perf.parquet"
+# gpt-oss's MXFP4 experts on those cards (vLLM 0.24.0 runs Marlin's W4A16 kernel there).
+PCIE_MXFP4_KERNEL = "vllm_gptossmxfp4moe_marlin_marlinexperts"
 # The largest NCCL all-reduce message read, bytes: a prefill step's activations at TP 2-8.
 NCCL_MAX_BYTES = 33_554_432
 ONE_TOKEN_MOE = "moe_one_token"
@@ -186,7 +189,7 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 def rate(card: str, dtype: str) -> float:
     """A card's dense tensor-core rate for an input dtype (bf16, fp8, fp4), FLOP/s."""
-    gpu = find_gpu(CARDS[card])
+    gpu = find_gpu(card_gpu(card))
     rates = {"bf16": gpu.bf16_dense_flops, "fp8": gpu.fp8_dense_flops, "fp4": gpu.fp4_dense_flops}
     return float(rates[dtype] or 0)
 
@@ -421,26 +424,7 @@ def extract(data: Path) -> list[dict[str, Any]]:
         def table(kind: str, name: str, card_dir: Path = base) -> Any:
             return pd.read_parquet(card_dir / kind / "vllm" / VERSION / name)
 
-        g = table("gemm", "gemm_perf.parquet")
-        g = g[g.gemm_dtype.isin(list(DENSE_KINDS))]
-        for r in g.itertuples():
-            kind, dtype = DENSE_KINDS[r.gemm_dtype]
-            decode = r.m in DECODE_M and kind == "bf16" and 2 * r.n * r.k >= DECODE_MIN_BYTES
-            large = r.m == LARGE_M[1] and min(r.n, r.k) >= LARGE_NK
-            if decode or large:
-                out.append(
-                    {
-                        "card": card,
-                        "table": "gemm",
-                        "kernel": r.kernel_source,
-                        "kind": kind,
-                        "rate": dtype,
-                        "m": int(r.m),
-                        "n": int(r.n),
-                        "k": int(r.k),
-                        "us": round(r.latency * 1e3, 3),
-                    }
-                )
+        out += gemm_rows(table("gemm", "gemm_perf.parquet"), card, decode=True)
         m = table("moe", "moe_perf.parquet")
         m = m[(m.version == VERSION) & (m.distribution == "balanced")]
         small = m.num_tokens.isin(list(MOE_DECODE_TOKENS)) & (m.moe_ep_size == 1)
@@ -546,9 +530,40 @@ def extract(data: Path) -> list[dict[str, Any]]:
         m = m[(m.num_tokens == 1) & (m.moe_ep_size == 1) & (m.moe_dtype == "bfloat16")]
         out += [moe_row(r, card, ONE_TOKEN_MOE, "bf16") for r in m.itertuples()]
     for card, (_, nccl) in PCIE_CARDS.items():
-        out += nccl_allreduce_rows(
-            pd.read_parquet(data / card / "comm" / "nccl" / nccl / NCCL_ALLREDUCE), card
-        )
+        comm = data / card / "comm" / "nccl" / nccl / NCCL_ALLREDUCE
+        out += nccl_allreduce_rows(pd.read_parquet(comm), card)
+        gemm = data / card / "gemm" / "vllm" / VERSION / "gemm_perf.parquet"
+        out += gemm_rows(pd.read_parquet(gemm), card, decode=False)
+        m = pd.read_parquet(data / card / "moe" / "vllm" / VERSION / "moe_perf.parquet")
+        m = m[(m.distribution == "balanced") & (m.moe_ep_size == 1)]
+        m = m[(m.num_tokens <= MOE_STREAM_MAX_TOKENS) & (m.kernel_source == PCIE_MXFP4_KERNEL)]
+        out += [moe_row(r, card, "moe", "mxfp4", "bf16") for r in m.itertuples()]
+    return out
+
+
+def gemm_rows(table: Any, card: str, decode: bool) -> list[dict[str, Any]]:
+    """A gemm_perf table's dense GEMMs at LARGE_M[1] tokens with N and K of LARGE_NK and more
+    (and with `decode`, the bf16 ones at DECODE_M tokens of DECODE_MIN_BYTES and more)."""
+    out = []
+    for r in table[table.gemm_dtype.isin(list(DENSE_KINDS))].itertuples():
+        kind, dtype = DENSE_KINDS[r.gemm_dtype]
+        small = decode and r.m in DECODE_M and kind == "bf16"
+        if (small and 2 * r.n * r.k >= DECODE_MIN_BYTES) or (
+            r.m == LARGE_M[1] and min(r.n, r.k) >= LARGE_NK
+        ):
+            out.append(
+                {
+                    "card": card,
+                    "table": "gemm",
+                    "kernel": r.kernel_source,
+                    "kind": kind,
+                    "rate": dtype,
+                    "m": int(r.m),
+                    "n": int(r.n),
+                    "k": int(r.k),
+                    "us": round(r.latency * 1e3, 3),
+                }
+            )
     return out
 
 
@@ -725,6 +740,13 @@ def main() -> None:
             f"{card} fused MoE (mxfp4) at 1-{MOE_STREAM_MAX_TOKENS} tokens ({n} rows): "
             f"{fixed_us:.1f} us + its routed experts at {share:.3f} of peak (planner: {own})"
         )
+    for card in PCIE_CARDS:
+        fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4")
+        own = family.family_of(find_gpu(card_gpu(card))).moe_stream_share.get("mxfp4")
+        print(
+            f"{card} fused MoE (mxfp4, Marlin) at 1-{MOE_STREAM_MAX_TOKENS} tokens ({n} rows): "
+            f"{fixed_us:.1f} us + its routed experts at {share:.3f} of peak (planner: {own})"
+        )
     for card in SGLANG_MXFP4_KERNELS:
         own = family.family_of(find_gpu(CARDS[card]))
         fixed_us, share, n = moe_stream_fit(rows, card, "mxfp4-mxfp8", "moe_sglang")
@@ -744,6 +766,22 @@ def main() -> None:
             f"(planner: {mine[0]:.3f}, {mine[1]})"
         )
     h200, b200 = dense_shares(rows, "h200_sxm"), dense_shares(rows, "b200_sxm")
+    for card, own in (("l40s", family.ADA_OWN), ("rtx_pro_6000_server", family.SM120_OWN)):
+        shares = dense_shares(rows, card)
+        bf16 = shares["bf16"][0]
+        print(
+            f"{card} dense GEMMs at {LARGE_M[1]:,} tokens: bf16 {bf16:.3f}, "
+            f"{bf16 / h200['bf16'][0]:.3f} of the H200's (planner: {own['compute_scale']:.3f}); "
+            + ", ".join(
+                f"{kind} / bf16 {shares[kind][0] / bf16:.3f} (planner: {own[key]:.3f})"
+                for kind, key in (
+                    ("fp8", "low_precision_scale"),
+                    ("fp8-block", "block_fp8_scale"),
+                    ("fp4", "fp4_scale"),
+                )
+                if kind in shares and key in own
+            )
+        )
     for label, measured, planner in (
         (
             "bf16 share over the H200's",

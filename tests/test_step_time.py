@@ -524,6 +524,16 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         curve = step_time_for(oss, find_gpu(gpu_id), tp=2, engine="vllm")
         assert curve.moe_stream_scale == pytest.approx(own / 0.85)
     assert step_time_for(oss, find_gpu("h200"), tp=2, engine="sglang").moe_stream_scale == 1
+    # on the PCIe cards vLLM runs them through Marlin, which streams them faster (Ada's L40S and
+    # SM120's RTX PRO 6000, each chip's cards alike); the B200 keeps TRT-LLM's
+    for card, gpu_id in (("l40s", "rtx-4090"), ("rtx_pro_6000_server", "rtx-pro-6000-blackwell")):
+        _, share, n = bench.moe_stream_fit(rows, card, "mxfp4")
+        own = family_of(find_gpu(gpu_id)).moe_stream_share
+        assert n >= 100 and own["mxfp4"] == pytest.approx(share, abs=0.0005), card
+    assert (
+        family_of(find_gpu("rtx-5090")).moe_stream_share["mxfp4-mxfp8"]
+        == (family_of(find_gpu("b200")).moe_stream_share["mxfp4-mxfp8"])
+    )
     # SGLang runs them on Blackwell with MXFP8 activations (FlashInfer's TRT-LLM MXFP4 MoE):
     # its own kernel table's stream, its fixed cost, no idle-expert exits and, in prefill, the
     # fp8 rate at that kernel's share, where vLLM multiplies 16-bit activations
@@ -566,6 +576,29 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         ("fp4", BLACKWELL_FP4_SCALE),
     ):
         assert factor == pytest.approx(b200[kind][0] / b200["bf16"][0], abs=2e-3), kind
+    # Ada's and SM120 Blackwell's are their own PCIe cards' (L40S, RTX PRO 6000): every card of
+    # the chip takes them, the B200 keeps its own
+    for card, gpu_ids in (
+        ("l40s", ("l40s", "l4", "rtx-4090")),
+        ("rtx_pro_6000_server", ("rtx-pro-6000-blackwell", "rtx-5090")),
+    ):
+        shares = bench.dense_shares(rows, card)
+        bf16 = shares["bf16"][0]
+        for gpu_id in gpu_ids:
+            own = family_of(find_gpu(gpu_id))
+            assert own.compute_scale == pytest.approx(bf16 / h200["bf16"][0], abs=2e-3)
+            assert own.low_precision_scale == pytest.approx(shares["fp8"][0] / bf16, abs=2e-3)
+            assert own.basis == "extrapolated" and "kernel tables" in own.source
+    assert family_of(find_gpu("l40s")).block_fp8_scale == pytest.approx(
+        bench.dense_shares(rows, "l40s")["fp8-block"][0]
+        / bench.dense_shares(rows, "l40s")["bf16"][0],
+        abs=2e-3,
+    )
+    rtx = bench.dense_shares(rows, "rtx_pro_6000_server")
+    assert family_of(find_gpu("rtx-5090")).fp4_scale == pytest.approx(
+        rtx["fp4"][0] / rtx["bf16"][0], abs=2e-3
+    )
+    assert family_of(find_gpu("b200")).compute_scale == BLACKWELL_COMPUTE_SCALE
 
 
 def test_an_mla_layer_costs_what_nvidias_module_tables_give() -> None:

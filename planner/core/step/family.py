@@ -352,6 +352,26 @@ BLACKWELL_BLOCK_FP8_SCALE = 0.478 / 0.688
 BLACKWELL_FP4_SCALE = 0.362 / 0.688
 BLACKWELL_ALLREDUCE = AllReduceCost(fixed_ms=0.0070, hop_ms=0.0, link_share=0.51)
 HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
+# Two PCIe cards' own dense GEMMs in the same collector's tables for vLLM 0.24.0 (systems/data/
+# {l40s,rtx_pro_6000_server}/gemm/vllm/0.24.0; rows in benchmarks/data/nvidia-kernels.jsonl):
+# large GEMMs (16,384 tokens, N and K >= 2,048, 193-195 shapes a kind) reach, of the card's
+# rate, on an L40S (Ada) bf16 0.567 (0.77 of the H200's 0.737 in the same tables), per-tensor
+# fp8 0.456 (0.80 of bf16's share), block-scaled fp8 (Triton's kernel there) 0.334 (0.59); on an
+# RTX PRO 6000 Blackwell Server (SM120, tensor cores of another kind than the B200's) bf16 0.801
+# (1.09 of the H200's), fp8 0.682 (0.85), NVFP4 0.562 (0.70), where the B200 gives 0.93, 0.63 and
+# 0.53 (above). gpt-oss's MXFP4 experts run Marlin's W4A16 kernel on both (vLLM 0.24.0; the
+# B200 runs TRT-LLM's), which the same tables time at 1-512 tokens (balanced routing, TP only,
+# 204 rows each) at 35.4 and 31.7 us + their routed experts streamed at 0.699 and 0.689 of peak
+# (the B200's kernel 0.473). Every Ada card takes the L40S's, every SM120 card (RTX PRO 6000,
+# RTX 5090, GB10) the RTX PRO 6000's; their other decode constants stay their family's.
+ADA_COMPUTE_SCALE = 0.567 / 0.737
+ADA_LOW_PRECISION_SCALE = 0.456 / 0.567
+ADA_BLOCK_FP8_SCALE = 0.334 / 0.567
+SM120_COMPUTE_SCALE = 0.801 / 0.737
+SM120_LOW_PRECISION_SCALE = 0.682 / 0.801
+SM120_FP4_SCALE = 0.562 / 0.801
+ADA_MOE_STREAM_SHARE = {"mxfp4": 0.699}
+SM120_MOE_STREAM_SHARE = {"mxfp4": 0.689}
 # NVIDIA cards joined by PCIe alone (L40S, L4, RTX, A10G): the engines reduce through NCCL past
 # two GPUs (vLLM's CustomAllreduce is "not supported on more than two PCIe-only GPUs":
 # custom_all_reduce.py, 0.9.2; at two its table is within 2 us of NCCL's). NVIDIA's collector
@@ -557,6 +577,26 @@ BLACKWELL_EXTRAPOLATED = (
     "step times"
 )
 AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
+ADA_EXTRAPOLATED = "from Ampere and NVIDIA's L40S kernel tables; no measured step times"
+SM120_EXTRAPOLATED = (
+    "from Hopper's kernels measured on an H200 and NVIDIA's B200 and RTX PRO 6000 kernel "
+    "tables; no measured step times"
+)
+# What Ada and SM120 Blackwell take of their own (NVIDIA's L40S and RTX PRO 6000 tables, above).
+ADA_OWN: dict[str, object] = {
+    "compute_scale": ADA_COMPUTE_SCALE,
+    "low_precision_scale": ADA_LOW_PRECISION_SCALE,
+    "block_fp8_scale": ADA_BLOCK_FP8_SCALE,
+    "moe_stream_share": ADA_MOE_STREAM_SHARE,
+    "source": ADA_EXTRAPOLATED,
+}
+SM120_OWN: dict[str, object] = {
+    "compute_scale": SM120_COMPUTE_SCALE,
+    "low_precision_scale": SM120_LOW_PRECISION_SCALE,
+    "fp4_scale": SM120_FP4_SCALE,
+    "moe_stream_share": BLACKWELL_MOE_STREAM_SHARE | SM120_MOE_STREAM_SHARE,
+    "source": SM120_EXTRAPOLATED,
+}
 
 # What Blackwell takes of its own (NVIDIA's B200 tables, above) over Hopper's constants.
 BLACKWELL_OWN: dict[str, object] = {
@@ -643,11 +683,17 @@ def family_of(gpu: GpuSpec) -> Family:
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED
             ),
         )
-        # Blackwell: Hopper's, less what NVIDIA's B200 tables give it of its own
+        if name == "ada":
+            return family.model_copy(update=ADA_OWN)
+        # Blackwell: Hopper's, less what NVIDIA's B200 tables give it of its own (an SM120
+        # card's GEMMs: the RTX PRO 6000's)
         if name != "blackwell":
             return family
+        sm120 = (gpu.compute_capability or "").startswith("12.")
         return family.model_copy(
-            update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE})
+            update=BLACKWELL_OWN
+            | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE})
+            | (SM120_OWN if sm120 else {})
         )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
