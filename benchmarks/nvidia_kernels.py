@@ -61,7 +61,13 @@ PCIE_CARDS = {
     "rtx_pro_6000_server": ("rtx-pro-6000-blackwell", "2.29.2"),
 }
 NCCL_ALLREDUCE = "nccl_perf.parquet"
-# gpt-oss's MXFP4 experts on those cards (vLLM 0.24.0 runs Marlin's W4A16 kernel there).
+# Cards whose own large dense GEMMs are read (their chip's multiply shares): the PCIe cards and
+# Blackwell Ultra (its FP4 rate is its own).
+OWN_GEMM_CARDS = {
+    **{card: gpu for card, (gpu, _) in PCIE_CARDS.items()},
+    "b300_sxm": "b300-sxm-288gb",
+}
+# gpt-oss's MXFP4 experts on the PCIe cards (vLLM 0.24.0 runs Marlin's W4A16 kernel there).
 PCIE_MXFP4_KERNEL = "vllm_gptossmxfp4moe_marlin_marlinexperts"
 # The largest NCCL all-reduce message read, bytes: a prefill step's activations at TP 2-8.
 NCCL_MAX_BYTES = 33_554_432
@@ -179,7 +185,7 @@ ALLREDUCE_GPUS = 8
 
 def card_gpu(card: str) -> str:
     """The catalog id of an aiconfigurator card name."""
-    return CARDS.get(card) or {**OLDER_RELEASE_CARDS, **PCIE_CARDS}[card][0]
+    return CARDS.get(card) or OWN_GEMM_CARDS.get(card) or OLDER_RELEASE_CARDS[card][0]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -532,12 +538,13 @@ def extract(data: Path) -> list[dict[str, Any]]:
     for card, (_, nccl) in PCIE_CARDS.items():
         comm = data / card / "comm" / "nccl" / nccl / NCCL_ALLREDUCE
         out += nccl_allreduce_rows(pd.read_parquet(comm), card)
-        gemm = data / card / "gemm" / "vllm" / VERSION / "gemm_perf.parquet"
-        out += gemm_rows(pd.read_parquet(gemm), card, decode=False)
         m = pd.read_parquet(data / card / "moe" / "vllm" / VERSION / "moe_perf.parquet")
         m = m[(m.distribution == "balanced") & (m.moe_ep_size == 1)]
         m = m[(m.num_tokens <= MOE_STREAM_MAX_TOKENS) & (m.kernel_source == PCIE_MXFP4_KERNEL)]
         out += [moe_row(r, card, "moe", "mxfp4", "bf16") for r in m.itertuples()]
+    for card in OWN_GEMM_CARDS:
+        gemm = data / card / "gemm" / "vllm" / VERSION / "gemm_perf.parquet"
+        out += gemm_rows(pd.read_parquet(gemm), card, decode=False)
     return out
 
 
@@ -766,7 +773,11 @@ def main() -> None:
             f"(planner: {mine[0]:.3f}, {mine[1]})"
         )
     h200, b200 = dense_shares(rows, "h200_sxm"), dense_shares(rows, "b200_sxm")
-    for card, own in (("l40s", family.ADA_OWN), ("rtx_pro_6000_server", family.SM120_OWN)):
+    for card, own in (
+        ("l40s", family.ADA_OWN),
+        ("rtx_pro_6000_server", family.SM120_OWN),
+        ("b300_sxm", family.BLACKWELL_OWN | family.BLACKWELL_ULTRA_OWN),
+    ):
         shares = dense_shares(rows, card)
         bf16 = shares["bf16"][0]
         print(

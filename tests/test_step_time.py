@@ -599,6 +599,19 @@ def test_nvidia_moe_factors_are_what_the_kernel_tables_give() -> None:
         rtx["fp4"][0] / rtx["bf16"][0], abs=2e-3
     )
     assert family_of(find_gpu("b200")).compute_scale == BLACKWELL_COMPUTE_SCALE
+    # Blackwell Ultra (B300, GB300) takes the B300's: its NVFP4 GEMMs reach a smaller share of
+    # its larger FP4 rate, so prefill in NVFP4 is barely faster than on a B200, not 1.5x
+    b300 = bench.dense_shares(rows, "b300_sxm")
+    for gpu_id in ("b300", "gb300"):
+        ultra = family_of(find_gpu(gpu_id))
+        assert ultra.fp4_scale == pytest.approx(b300["fp4"][0] / b300["bf16"][0], abs=2e-3)
+        assert ultra.compute_scale == pytest.approx(b300["bf16"][0] / h200["bf16"][0], abs=2e-3)
+    llama = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-70B"))
+    prefill = {
+        gpu_id: step_time_for(llama, find_gpu(gpu_id), tp=8, weight_dtype="nvfp4").linear_ms(8192)
+        for gpu_id in ("b200", "b300")
+    }
+    assert 0.85 * prefill["b200"] < prefill["b300"] < prefill["b200"]
 
 
 def test_an_mla_layer_costs_what_nvidias_module_tables_give() -> None:

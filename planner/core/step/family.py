@@ -370,6 +370,15 @@ ADA_BLOCK_FP8_SCALE = 0.334 / 0.567
 SM120_COMPUTE_SCALE = 0.801 / 0.737
 SM120_LOW_PRECISION_SCALE = 0.682 / 0.801
 SM120_FP4_SCALE = 0.562 / 0.801
+# Blackwell Ultra (B300, GB300: compute capability 10.3) in the same collector's tables for vLLM
+# 0.24.0 (systems/data/b300_sxm/gemm/vllm/0.24.0, read as the B200's): bf16 0.703 of its rate
+# (0.95 of the H200's), fp8 0.464 (0.66 of bf16's share), block-scaled fp8 0.503 (0.72) and
+# NVFP4 0.265 (0.38 of it, where the B200 reaches 0.53): its NVFP4 GEMMs take 0.93 of the B200's
+# time, not the two thirds its 1.5x FP4 rate would give.
+BLACKWELL_ULTRA_COMPUTE_SCALE = 0.703 / 0.737
+BLACKWELL_ULTRA_LOW_PRECISION_SCALE = 0.464 / 0.703
+BLACKWELL_ULTRA_BLOCK_FP8_SCALE = 0.503 / 0.703
+BLACKWELL_ULTRA_FP4_SCALE = 0.265 / 0.703
 ADA_MOE_STREAM_SHARE = {"mxfp4": 0.699}
 SM120_MOE_STREAM_SHARE = {"mxfp4": 0.689}
 # NVIDIA cards joined by PCIe alone (L40S, L4, RTX, A10G): the engines reduce through NCCL past
@@ -576,6 +585,10 @@ BLACKWELL_EXTRAPOLATED = (
     "from Hopper's kernels measured on an H200 and NVIDIA's B200 kernel tables; no measured "
     "step times"
 )
+BLACKWELL_ULTRA_EXTRAPOLATED = (
+    "from Hopper's kernels measured on an H200 and NVIDIA's B200 and B300 kernel tables; no "
+    "measured step times"
+)
 AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
 ADA_EXTRAPOLATED = "from Ampere and NVIDIA's L40S kernel tables; no measured step times"
 SM120_EXTRAPOLATED = (
@@ -589,6 +602,13 @@ ADA_OWN: dict[str, object] = {
     "block_fp8_scale": ADA_BLOCK_FP8_SCALE,
     "moe_stream_share": ADA_MOE_STREAM_SHARE,
     "source": ADA_EXTRAPOLATED,
+}
+BLACKWELL_ULTRA_OWN: dict[str, object] = {
+    "compute_scale": BLACKWELL_ULTRA_COMPUTE_SCALE,
+    "low_precision_scale": BLACKWELL_ULTRA_LOW_PRECISION_SCALE,
+    "block_fp8_scale": BLACKWELL_ULTRA_BLOCK_FP8_SCALE,
+    "fp4_scale": BLACKWELL_ULTRA_FP4_SCALE,
+    "source": BLACKWELL_ULTRA_EXTRAPOLATED,
 }
 SM120_OWN: dict[str, object] = {
     "compute_scale": SM120_COMPUTE_SCALE,
@@ -617,6 +637,8 @@ BLACKWELL_OWN: dict[str, object] = {
     "mxfp8_moe_engines": BLACKWELL_MXFP8_MOE_ENGINES,
     "source": BLACKWELL_EXTRAPOLATED,
 }
+# Blackwell Ultra's compute capability (B300, GB300: developer.nvidia.com/cuda-gpus).
+BLACKWELL_ULTRA_CAPABILITY = "10.3"
 # NVIDIA families by CUDA compute capability major.minor (developer.nvidia.com/cuda-gpus).
 NVIDIA_FAMILIES = {
     "7.0": "volta",
@@ -689,11 +711,16 @@ def family_of(gpu: GpuSpec) -> Family:
         # card's GEMMs: the RTX PRO 6000's)
         if name != "blackwell":
             return family
-        sm120 = (gpu.compute_capability or "").startswith("12.")
+        capability = gpu.compute_capability or ""
+        chip = (
+            SM120_OWN
+            if capability.startswith("12.")
+            else BLACKWELL_ULTRA_OWN
+            if capability == BLACKWELL_ULTRA_CAPABILITY
+            else {}
+        )
         return family.model_copy(
-            update=BLACKWELL_OWN
-            | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE})
-            | (SM120_OWN if sm120 else {})
+            update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE}) | chip
         )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")
