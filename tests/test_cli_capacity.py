@@ -157,6 +157,7 @@ def test_unknown_names_suggest_close_matches(cli: Cli) -> None:
         ("GB200 NVL72", "gb200-per-gpu"),
         ("NVIDIA GB300 NVL72", "gb300-per-gpu"),
         ("H100 NVL", "h100-nvl-94gb"),  # a card's own NVL, no domain size
+        ("DGX Spark", "gb10"),  # the system a chip ships in
     ],
 )
 def test_a_gpu_spelled_by_its_words_is_the_card_they_name(cli: Cli, typed: str, card: str) -> None:
@@ -214,3 +215,19 @@ def test_help_lists_commands(cli: Cli) -> None:
     r = cli("--help")
     assert r.code == 0
     assert "capacity" in r.out and "presets" in r.out
+
+
+@pytest.mark.parametrize("typed", ["8x H100", "8xh100", "H100 x8", "8*h100"])
+def test_a_gpu_typed_with_a_count_of_it_is_told_the_count_is_the_layout(
+    cli: Cli, typed: str
+) -> None:
+    r = cli("capacity", "--preset", "gqa-8b", "--gpu", typed, "--json")
+    assert r.code == 2
+    assert r.json() == {
+        "error": f"--gpu: {typed!r} counts cards: --gpu names one (h100-sxm5-80gb); the count is "
+        "the layout (--tp, --pp, --dp)",
+        "exit_code": 2,
+        "field": "--gpu",
+    }
+    # a count beside a name that is no card is the unknown name it was
+    assert "unknown GPU '8x foo'" in cli("capacity", "--preset", "gqa-8b", "--gpu", "8x foo").err

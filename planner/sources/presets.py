@@ -166,8 +166,25 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     if spelled:
         ids = ", ".join(g.id for g in spelled)
         raise InputError(field, f"{name!r} names {len(spelled)} cards ({ids}): give one")
+    counted = CARD_COUNT.fullmatch(key)
+    if counted:
+        card = next(part for part in counted.groups()[1:3] if part)
+        try:
+            one = find_gpu(card, field)
+        except InputError:
+            pass
+        else:
+            raise InputError(
+                field,
+                f"{name!r} counts cards: {field} names one ({one.id}); the count is the layout "
+                "(--tp, --pp, --dp)",
+            )
     known = [g.id for g in gpu_catalog()] + [a for g in gpu_catalog() for a in g.aliases]
     raise unknown_name_error(field, "GPU", name, known)
+
+
+# A card named with a count of it: "8x h100", "8xh100", "8*a100", "h100 x8", "h100 x 8".
+CARD_COUNT = re.compile(r"(?:(\d+)\s*[x×*]\s*(.+)|(.+?)\s+[x×*]\s*(\d+))")
 
 
 # Words a card's spelling may open with that name its maker, line or the system around it
