@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from planner.core.step import family, gemm
+from planner.core.step.family import moe_decode_costs
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +220,38 @@ def mid_m_ratios(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, 
     }
 
 
+# A fused MoE layer's bytes a weight element, by the rows' kernel names (MXFP4: 4 bits and an
+# e8m0 scale a 32).
+MOE_WEIGHT_BYTES = {
+    "fused MoE, bf16": 2.0,
+    "fused MoE, fp8 per-token": 1.0,
+    "fused MoE, fp8 block-scaled": 1.0,
+    "fused MoE, mxfp4 w4a8": 0.5 + 1 / 32,
+    "fused MoE, mxfp4 w4a4": 0.5 + 1 / 32,
+}
+MOE_DECODE_TOKENS = (1, 2, 4)
+
+
+def moe_decode_fit(rows: list[dict[str, Any]], arch: str) -> tuple[float, float, int]:
+    """AITER's fused MoE layers (its two grouped-GEMM stages) at MOE_DECODE_TOKENS less their
+    routed experts' stream at the family's share of peak, fitted as a fixed time + a time per
+    idle local expert (experts no token routed to), us: (fixed, per idle expert, rows)."""
+    stream = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s(ARCH_CARD[arch])
+    idle, left = [], []
+    for r in rows:
+        if r.get("arch") != arch or "experts" not in r or r["tokens"] not in MOE_DECODE_TOKENS:
+            continue
+        experts, topk = r["experts"], r["topk"]
+        routed = experts * (1 - (1 - topk / experts) ** r["tokens"])
+        expert_bytes = 3 * r["model_dim"] * r["inter_dim"] * MOE_WEIGHT_BYTES[r["kernel"]]
+        idle.append(experts - routed)
+        left.append(r["us"] - routed * expert_bytes / stream * 1e6)
+    fixed_us, per_idle_us = np.linalg.lstsq(
+        np.vstack([np.ones(len(idle)), idle]).T, np.array(left), rcond=None
+    )[0]
+    return float(fixed_us), float(per_idle_us), len(left)
+
+
 def _every_fp8_expert_routed(row: dict[str, Any]) -> bool:
     """A gfx942 block-scaled fp8 fused MoE row at 16-64 tokens that routes to 99% of its
     experts (the regime where the whole expert read is the kernel's floor)."""
@@ -300,6 +333,15 @@ def main() -> None:
             f"{arch} fused MoE ({kind}) at {'/'.join(f'{m:,}' for m in LARGE_M)} tokens "
             f"({shapes} shapes): {form} of the rate, ceiling {ceiling / dense_shares[kind]:.2f} "
             f"of the dense share (planner: {own})"
+        )
+    for arch, card in ARCH_CARD.items():
+        fixed_us, per_idle_us, n = moe_decode_fit(rows, arch)
+        idle_us = moe_decode_costs(family.family_of(find_gpu(card)), "sglang")[1] * 1e3
+        print(
+            f"{arch} fused MoE at {'/'.join(map(str, MOE_DECODE_TOKENS))} tokens ({n} rows): "
+            f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "
+            f"experts' stream (planner, SGLang: {family.AMD_GEMM_FLOOR_MS * 3e3:.0f} us of "
+            f"three GEMM floors, {idle_us:.3f} us)"
         )
     amd_rate = family.AMD_BANDWIDTH_EFFICIENCY * peak_bytes_per_s("mi300x")
     for r in (r for r in rows if _every_fp8_expert_routed(r)):

@@ -416,6 +416,28 @@ def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
             assert 0.2 < at_256 / dense[kind] < 0.8, kind
 
 
+def test_aiters_fused_moe_charges_no_idle_expert_on_cdna4_under_sglang() -> None:
+    # AITER's fused MoE on gfx950 at 1-4 tokens: the routed experts' stream and a fixed time
+    # (about the three GEMM floors the family charges), nothing for experts no token reached.
+    # SGLang runs it there; vLLM's ROCm build (Triton) and CDNA3 (too few rows) keep the estimate
+    bench = benchmark_script("gemm_kernels")
+    rows = bench.load(bench.ROWS)
+    fixed_us, per_idle_us, n = bench.moe_decode_fit(rows, "gfx950")
+    assert n >= 100 and abs(per_idle_us) < 0.05
+    assert fixed_us == pytest.approx(3 * AMD_GEMM_FLOOR_MS * 1e3, rel=0.3)
+    mi355x, mi300x = family_of(find_gpu("mi355x")), family_of(find_gpu("mi300x"))
+    assert moe_decode_costs(mi355x, "sglang", "fp8-block") == (MOE_KERNEL_MS_PER_LAYER, 0.0, {})
+    assert moe_decode_costs(mi355x, "vllm")[1] == MOE_MS_PER_IDLE_EXPERT
+    assert moe_decode_costs(mi300x, "sglang")[1] == MOE_MS_PER_IDLE_EXPERT
+    # DeepSeek-V3 at TP 8 keeps all 256 experts on each GPU: one sequence's step drops by the
+    # 58 MoE layers' idle experts under SGLang alone
+    v3 = load_model_preset("deepseek-v3")
+    gpu = find_gpu("mi355x")
+    sglang = step_time_for(v3, gpu, tp=8, engine="sglang").step_ms(1, 2000)
+    vllm = step_time_for(v3, gpu, tp=8, engine="vllm").step_ms(1, 2000)
+    assert vllm - sglang == pytest.approx(58 * 248 * MOE_MS_PER_IDLE_EXPERT, rel=0.1)
+
+
 def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None:
     # DeepSeek-V3's experts (block-scaled fp8) over a 16K-token prefill: the multiply sets their
     # time, so it grows by about 1 / the factor on AMD; a decode step streams the same experts

@@ -98,8 +98,8 @@ class Family(BaseModel):
     )
     sglang_moe_kernel_ms_per_layer: float | None = Field(
         default=None,
-        description="SGLang's MoE routing kernels a layer where its kernel tables time them "
-        "(no idle-expert cost; None: the earlier estimates)",
+        description="SGLang's MoE routing kernels a layer where its kernel tables time its fused "
+        "MoE (no idle-expert cost; None: the earlier estimates)",
     )
     mxfp8_moe_engines: frozenset[str] = Field(
         default=frozenset(),
@@ -250,6 +250,18 @@ def moe_factors(
     return ceilings, {k: half for k, (_, half) in shares.items() if half is not None}
 
 
+# At decode the same tables time AITER's fused MoE (its two grouped-GEMM stages) on gfx950 at
+# 1-4 tokens (198 rows, 16-257 local experts, every kind): beyond the routed experts' stream at
+# the family's share, 14.4 us fixed and -0.002 us an idle local expert (`python
+# benchmarks/gemm_kernels.py`): no early-exit cost for experts no token reached, where the
+# estimate carried from the A100 charges 0.5 us each (124 us a layer for DeepSeek's 248 idle
+# experts at TP 8). The fixed part is the three GEMM floors the family already charges (18 us).
+# SGLang's ROCm build runs these kernels (above), so on CDNA4 it takes no idle-expert cost and
+# keeps the routing kernels' estimate (MOE_KERNEL_MS_PER_LAYER: the tables do not time the
+# top-k and sorting kernels). gfx942's 14 rows (two models with 128 and 257 local experts, the
+# rest 32-33) do not separate the two terms (a negative fixed time beside 0.42 us an idle
+# expert): CDNA3 keeps the estimates, as vLLM's ROCm build (Triton's fused MoE) does on both.
+CDNA4_SGLANG_MOE_KERNEL_MS_PER_LAYER = MOE_KERNEL_MS_PER_LAYER
 CDNA4_MOE_GEMM_SCALE, CDNA4_MOE_HALF_WIDTH = moe_factors(CDNA4_MOE_SHARES, CDNA4_DENSE_GEMM_SHARES)
 CDNA3_MOE_GEMM_SCALE, CDNA3_MOE_HALF_WIDTH = moe_factors(CDNA3_MOE_SHARES, CDNA3_DENSE_GEMM_SHARES)
 # Decode attention's share of the HBM bandwidth, relative to the weight reads' (NVIDIA: the same;
@@ -742,6 +754,7 @@ def family_of(gpu: GpuSpec) -> Family:
             moe_half_width=(
                 CDNA4_MOE_HALF_WIDTH if cdna4 else CDNA3_MOE_HALF_WIDTH if name == "cdna3" else {}
             ),
+            sglang_moe_kernel_ms_per_layer=CDNA4_SGLANG_MOE_KERNEL_MS_PER_LAYER if cdna4 else None,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )
