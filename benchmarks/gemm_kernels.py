@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from planner.core.step import family, gemm
-from planner.core.step.family import moe_decode_costs
 from planner.sources.presets import find_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,7 +335,7 @@ def main() -> None:
         )
     for arch, card in ARCH_CARD.items():
         fixed_us, per_idle_us, n = moe_decode_fit(rows, arch)
-        idle_us = moe_decode_costs(family.family_of(find_gpu(card)), "sglang")[1] * 1e3
+        idle_us = family.moe_decode_costs(family.family_of(find_gpu(card)), "sglang")[1] * 1e3
         print(
             f"{arch} fused MoE at {'/'.join(map(str, MOE_DECODE_TOKENS))} tokens ({n} rows): "
             f"{fixed_us:.1f} us + {per_idle_us:.3f} us an idle expert beyond the routed "

@@ -7,17 +7,20 @@ graphs (ai-dynamo/aiconfigurator @095f58a5, aic-core/src/aiconfigurator_core/sys
 MoE layers, the custom all-reduce, decode and prefill attention and the MLA decode module; SGLang
 0.5.14's fused MoE layers at decode ({h200_sxm,b200_sxm}/moe/sglang/0.5.14); and the A100 SXM's
 custom all-reduce and one-token fused MoE layers (a100_sxm/{comm,moe}/vllm/0.14.0, the newest
-release timed there); and NCCL's all-reduce on two PCIe-only servers (l40s/comm/nccl/2.27.3,
-rtx_pro_6000_server/comm/nccl/2.29.2). This
+release timed there); on two PCIe-only servers NCCL's all-reduce (l40s/comm/nccl/2.27.3,
+rtx_pro_6000_server/comm/nccl/2.29.2), the dense GEMMs and gpt-oss's Marlin MoE layers
+({l40s,rtx_pro_6000_server}/{gemm,moe}/vllm/0.24.0); and the B300's dense GEMMs
+(b300_sxm/gemm/vllm/0.24.0). This
 prints what planner/core/step/family.py takes from them, each beside the planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
 - the share of the tensor-core rate dense GEMMs reach at 16,384 tokens (also on the two PCIe
-  servers: Ada's and SM120 Blackwell's own), and the fused MoE
+  servers and the B300: Ada's, SM120's and Blackwell Ultra's own), and the fused MoE
   layers' at 8,192-32,768 tokens as a function of the expert width a GPU holds;
 - a fused MoE layer's fixed cost at 1-4 tokens (vLLM's kernels, and SGLang 0.5.14's), the
-  A100's at one token with its stream share, and the MXFP4 experts' streaming share;
+  A100's at one token with its stream share, and the MXFP4 experts' streaming share (the PCIe
+  cards' Marlin kernel too);
 - the all-reduce's small-message latency and its bytes' share of the NVLink rate (H200, B200,
   A100), and NCCL's over PCIe as a fixed time, a latency a peer and a share of the link;
 - the MLA decode module's extra time with 128 query heads over 16, against the model's, and

@@ -382,6 +382,8 @@ ADA_BLOCK_FP8_SCALE = 0.334 / 0.567
 SM120_COMPUTE_SCALE = 0.801 / 0.737
 SM120_LOW_PRECISION_SCALE = 0.682 / 0.801
 SM120_FP4_SCALE = 0.562 / 0.801
+ADA_MOE_STREAM_SHARE = {"mxfp4": 0.699}
+SM120_MOE_STREAM_SHARE = {"mxfp4": 0.689}
 # Blackwell Ultra (B300, GB300: compute capability 10.3) in the same collector's tables for vLLM
 # 0.24.0 (systems/data/b300_sxm/gemm/vllm/0.24.0, read as the B200's): bf16 0.703 of its rate
 # (0.95 of the H200's), fp8 0.464 (0.66 of bf16's share), block-scaled fp8 0.503 (0.72) and
@@ -391,8 +393,6 @@ BLACKWELL_ULTRA_COMPUTE_SCALE = 0.703 / 0.737
 BLACKWELL_ULTRA_LOW_PRECISION_SCALE = 0.464 / 0.703
 BLACKWELL_ULTRA_BLOCK_FP8_SCALE = 0.503 / 0.703
 BLACKWELL_ULTRA_FP4_SCALE = 0.265 / 0.703
-ADA_MOE_STREAM_SHARE = {"mxfp4": 0.699}
-SM120_MOE_STREAM_SHARE = {"mxfp4": 0.689}
 # NVIDIA cards joined by PCIe alone (L40S, L4, RTX, A10G): the engines reduce through NCCL past
 # two GPUs (vLLM's CustomAllreduce is "not supported on more than two PCIe-only GPUs":
 # custom_all_reduce.py, 0.9.2; at two its table is within 2 us of NCCL's). NVIDIA's collector
