@@ -118,6 +118,8 @@ MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
 # (SGLANG_MXFP4_KERNELS, the B200's; on Hopper SGLang keeps the earlier estimates:
 # planner/core/step/family.py).
 SGLANG_VERSION = "0.5.14"
+# SGLang's decode attention kernel read on each card: FlashAttention-3, its default on Hopper.
+SGLANG_ATTENTION_KERNELS = {"h200_sxm": "fa3"}
 SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
     "h200_sxm": {
         ("sglang_fused_moe_triton", "bfloat16"): "bf16",
@@ -413,10 +415,13 @@ def pcie_allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, fl
     return float(fixed), float(hop), float(1e6 / us_per_byte / link_bytes_per_s), error
 
 
-def attention_fit(rows: list[dict[str, Any]], card: str, kv: str) -> tuple[float, float, int]:
-    """Decode attention with `kv` cache: fixed us a call and the share of peak bandwidth the
-    KV streams at (a least-squares line through the rows), and how many rows."""
-    got = [r for r in rows if r["table"] == "attention" and r["card"] == card and r["kv"] == kv]
+def attention_fit(
+    rows: list[dict[str, Any]], card: str, kv: str, table: str = "attention"
+) -> tuple[float, float, int]:
+    """Decode attention with `kv` cache (vLLM's rows, or SGLang's: `table`): fixed us a call
+    and the share of peak bandwidth the KV streams at (a least-squares line through the rows),
+    and how many rows."""
+    got = [r for r in rows if r["table"] == table and r["card"] == card and r["kv"] == kv]
     fixed_us, us_per_byte = line_fit((r["kv_bytes"] for r in got), (r["us"] for r in got))
     return fixed_us, 1e6 / us_per_byte / peak_bytes_per_s(card), len(got)
 
@@ -460,32 +465,7 @@ def extract(data: Path) -> list[dict[str, Any]]:
             x = x[(x.num_tokens <= MOE_STREAM_MAX_TOKENS) | x.num_tokens.isin(LARGE_M)]
             for r in x.itertuples():
                 out.append(moe_row(r, card, "moe_sglang", "mxfp4-mxfp8", "fp8"))
-        a = table("attention", "generation_attention_perf.parquet")
-        a = a[(a.window_size == 0) & (a.head_dim == ATTENTION_HEAD_DIM)]
-        a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
-        for r in a.itertuples():
-            kv_bytes = (
-                r.batch_size
-                * r.step
-                * r.num_key_value_heads
-                * r.head_dim
-                * 2
-                * KV_BYTES[r.kv_cache_dtype]
-            )
-            if kv_bytes < ATTENTION_MIN_BYTES:
-                continue
-            out.append(
-                {
-                    "card": card,
-                    "table": "attention",
-                    "kv": r.kv_cache_dtype,
-                    "batch": int(r.batch_size),
-                    "context": int(r.step),
-                    "kv_heads": int(r.num_key_value_heads),
-                    "kv_bytes": int(kv_bytes),
-                    "us": round(r.latency * 1e3, 3),
-                }
-            )
+        out += attention_rows(table("attention", "generation_attention_perf.parquet"), card)
         c = table("attention", "context_attention_perf.parquet")
         c = c[(c.window_size == 0) & (c.kv_cache_dtype == "bfloat16") & (c.isl >= PREFILL_MIN_ISL)]
         c = c[(c.batch_size * c.num_heads >= PREFILL_MIN_HEADS) & c.head_dim.isin(PREFILL_DIMS)]
@@ -548,6 +528,42 @@ def extract(data: Path) -> list[dict[str, Any]]:
     for card in OWN_GEMM_CARDS:
         gemm = data / card / "gemm" / "vllm" / VERSION / "gemm_perf.parquet"
         out += gemm_rows(pd.read_parquet(gemm), card, decode=False)
+    for card, kernel in SGLANG_ATTENTION_KERNELS.items():
+        path = data / card / "attention" / "sglang" / SGLANG_VERSION
+        a = pd.read_parquet(path / "generation_attention_perf.parquet")
+        out += attention_rows(a[a.kernel_source == kernel], card, "attention_sglang")
+    return out
+
+
+def attention_rows(table: Any, card: str, name: str = "attention") -> list[dict[str, Any]]:
+    """A generation_attention table's decode rows: GQA groups of ATTENTION_GROUP query heads a
+    KV head, ATTENTION_HEAD_DIM-dim heads, no window, ATTENTION_MIN_BYTES of KV a call or more."""
+    a = table[(table.window_size == 0) & (table.head_dim == ATTENTION_HEAD_DIM)]
+    a = a[a.num_heads == ATTENTION_GROUP * a.num_key_value_heads]
+    out = []
+    for r in a.itertuples():
+        kv_bytes = (
+            r.batch_size
+            * r.step
+            * r.num_key_value_heads
+            * r.head_dim
+            * 2
+            * KV_BYTES[r.kv_cache_dtype]
+        )
+        if kv_bytes < ATTENTION_MIN_BYTES:
+            continue
+        out.append(
+            {
+                "card": card,
+                "table": name,
+                "kv": r.kv_cache_dtype,
+                "batch": int(r.batch_size),
+                "context": int(r.step),
+                "kv_heads": int(r.num_key_value_heads),
+                "kv_bytes": int(kv_bytes),
+                "us": round(r.latency * 1e3, 3),
+            }
+        )
     return out
 
 
@@ -872,6 +888,14 @@ def main() -> None:
             f"{card} fp8 KV over bf16 KV: {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: "
             f"{own:.3f}; the bf16 share itself: Hopper's measured "
             f"{family.HOPPER_ATTENTION_BANDWIDTH_FRACTION})"
+        )
+    for card, kernel in SGLANG_ATTENTION_KERNELS.items():
+        fits = {kv: attention_fit(rows, card, kv, "attention_sglang") for kv in KV_BYTES}
+        shares = ", ".join(f"{kv} KV {share:.3f}" for kv, (_, share, _) in fits.items())
+        own_sglang = family.fp8_kv_scale(family.family_of(find_gpu(CARDS[card])), "sglang")
+        print(
+            f"{card} SGLang {SGLANG_VERSION} decode attention ({kernel}): {shares} of peak; fp8 "
+            f"over bf16 {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: {own_sglang:.3f})"
         )
 
 

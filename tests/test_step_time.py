@@ -60,6 +60,7 @@ from planner.core.step.family import (
     HOPPER_MOE_SHARES,
     PCIE_ALLREDUCE,
     family_of,
+    fp8_kv_scale,
     moe_decode_costs,
     slowdown_at,
 )
@@ -414,6 +415,31 @@ def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
         for kind, (ceiling, half) in shares.items():
             at_256 = ceiling * (256 / (256 + half) if half else 1.0)
             assert 0.2 < at_256 / dense[kind] < 0.8, kind
+
+
+def test_an_fp8_kv_cache_streams_at_each_engines_measured_share_on_hopper() -> None:
+    # NVIDIA's tables of the decode kernels on the H200: vLLM's FlashAttention-3 streams an fp8
+    # cache at 0.72 of its bf16 share, SGLang's (its default backend there) at 0.57; the B200's
+    # kernel streams both alike, and a bf16 cache is the same under either engine
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    hopper = family_of(find_gpu("h200"))
+    for engine, table in (("vllm", "attention"), ("sglang", "attention_sglang")):
+        fp8 = bench.attention_fit(rows, "h200_sxm", "fp8", table)[1]
+        bf16 = bench.attention_fit(rows, "h200_sxm", "bfloat16", table)[1]
+        assert fp8_kv_scale(hopper, engine) == pytest.approx(fp8 / bf16, abs=2e-3), engine
+    assert fp8_kv_scale(family_of(find_gpu("b200")), "sglang") == 1.0
+    llama = load_model_preset("llama-3.1-8b")
+    h200 = find_gpu("h200")
+    kv = 2_000_000_000  # an fp8 cache's bytes; the same tokens take twice that in bf16
+    steps = {
+        (engine, kv_bytes): step_time_for(llama, h200, engine=engine, kv_dtype_bytes=kv_bytes)
+        for engine in ("vllm", "sglang")
+        for kv_bytes in (1, 2)
+    }
+    assert steps["vllm", 2].kv_read_ms(2 * kv) == steps["sglang", 2].kv_read_ms(2 * kv)
+    ratio = steps["sglang", 1].kv_read_ms(kv) / steps["vllm", 1].kv_read_ms(kv)
+    assert ratio == pytest.approx(0.696 / 0.970 / (0.549 / 0.967), rel=0.01)
 
 
 def test_aiters_fused_moe_charges_no_idle_expert_on_cdna4_under_sglang() -> None:

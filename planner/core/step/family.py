@@ -96,6 +96,11 @@ class Family(BaseModel):
         default=1.0,
         description="decode attention's bandwidth share with an fp8 KV cache over a 16-bit one",
     )
+    sglang_fp8_kv_attention_scale: float | None = Field(
+        default=None,
+        description="the same under SGLang's decode kernel, where its tables time it (None: "
+        "fp8_kv_attention_scale)",
+    )
     sglang_moe_kernel_ms_per_layer: float | None = Field(
         default=None,
         description="SGLang's MoE routing kernels a layer where its kernel tables time its fused "
@@ -364,6 +369,12 @@ BLACKWELL_BLOCK_FP8_SCALE = 0.478 / 0.688
 BLACKWELL_FP4_SCALE = 0.362 / 0.688
 BLACKWELL_ALLREDUCE = AllReduceCost(fixed_ms=0.0070, hop_ms=0.0, link_share=0.51)
 HOPPER_FP8_KV_ATTENTION_SCALE = 0.696 / 0.970
+# SGLang 0.5.14's decode attention on the H200 in the same collector's tables (its default
+# FlashAttention-3 backend, systems/data/h200_sxm/attention/sglang/0.5.14, the same 8-head GQA
+# groups of 128-dim heads; rows in benchmarks/data/nvidia-kernels.jsonl): bf16 KV at 0.967 of
+# peak beyond its fixed cost, fp8 KV at 0.549: 0.57 of bf16's, where vLLM's build of the kernel
+# keeps 0.72.
+HOPPER_SGLANG_FP8_KV_ATTENTION_SCALE = 0.549 / 0.967
 # Two PCIe cards' own dense GEMMs in the same collector's tables for vLLM 0.24.0 (systems/data/
 # {l40s,rtx_pro_6000_server}/gemm/vllm/0.24.0; rows in benchmarks/data/nvidia-kernels.jsonl):
 # large GEMMs (16,384 tokens, N and K >= 2,048, 193-195 shapes a kind) reach, of the card's
@@ -698,6 +709,9 @@ def family_of(gpu: GpuSpec) -> Family:
             kernel_ms_per_layer=HOPPER_KERNEL_MS_PER_LAYER if hopper else KERNEL_MS_PER_LAYER,
             attention_bandwidth_fraction=HOPPER_ATTENTION_BANDWIDTH_FRACTION if hopper else None,
             fp8_kv_attention_scale=HOPPER_FP8_KV_ATTENTION_SCALE if hopper else 1.0,
+            sglang_fp8_kv_attention_scale=(
+                HOPPER_SGLANG_FP8_KV_ATTENTION_SCALE if name == "hopper" else None
+            ),
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             moe_gemm_scale=HOPPER_MOE_GEMM_SCALE,
             moe_half_width=HOPPER_MOE_HALF_WIDTH,
@@ -764,6 +778,15 @@ def family_of(gpu: GpuSpec) -> Family:
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
     )
+
+
+def fp8_kv_scale(family: Family, engine: str) -> float:
+    """Decode attention's bandwidth share with an fp8 KV cache over a 16-bit one under
+    `engine` on `family`: SGLang's own where its tables time it, else the family's."""
+    own = family.sglang_fp8_kv_attention_scale
+    if engine == "sglang" and own is not None:
+        return own
+    return family.fp8_kv_attention_scale
 
 
 def mla_layer_ms(family: Family, kind: str, kv_dtype_bytes: int) -> float:

@@ -20,6 +20,7 @@ from planner.core.step.family import (
     attention_bandwidth_scale,
     bandwidth_efficiency,
     family_of,
+    fp8_kv_scale,
     mla_layer_ms,
     moe_decode_costs,
     slowdown_at,
@@ -1123,7 +1124,7 @@ def step_time_for(
         ),
         attention_half_keys=family.prefill_attention_half_keys,
         attention_bandwidth_scale=attention_bandwidth_scale(gpu)
-        * (family.fp8_kv_attention_scale if kv_dtype_bytes == 1 else 1.0),
+        * (fp8_kv_scale(family, engine) if kv_dtype_bytes == 1 else 1.0),
         dequant_bytes_per_token=dequant,
         layers=ceil_div(model.num_layers, pp),
         kernel_ms_per_layer=family.kernel_ms_per_layer
