@@ -118,6 +118,10 @@ MOE_KERNELS: dict[str, dict[str, tuple[str, str]]] = {
 # (SGLANG_MXFP4_KERNELS, the B200's; on Hopper SGLang keeps the earlier estimates:
 # planner/core/step/family.py).
 SGLANG_VERSION = "0.5.14"
+# Cards whose SGLang fused MoE is read at prefill sizes too (its own kernels' tuning), and the
+# rate each kind is read against.
+SGLANG_LARGE_M_CARDS = ("h200_sxm", "b200_sxm")
+MOE_KIND_RATES = {"bf16": "bf16", "fp8-block": "fp8", "fp4": "fp4"}
 # SGLang's decode attention kernel read on each card: FlashAttention-3, its default on Hopper.
 SGLANG_ATTENTION_KERNELS = {"h200_sxm": "fa3"}
 SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
@@ -528,10 +532,25 @@ def extract(data: Path) -> list[dict[str, Any]]:
     for card in OWN_GEMM_CARDS:
         gemm = data / card / "gemm" / "vllm" / VERSION / "gemm_perf.parquet"
         out += gemm_rows(pd.read_parquet(gemm), card, decode=False)
+    for card in SGLANG_LARGE_M_CARDS:
+        sg = pd.read_parquet(data / card / "moe" / "sglang" / SGLANG_VERSION / "moe_perf.parquet")
+        out += sglang_large_m_rows(sg, card)
     for card, kernel in SGLANG_ATTENTION_KERNELS.items():
         path = data / card / "attention" / "sglang" / SGLANG_VERSION
         a = pd.read_parquet(path / "generation_attention_perf.parquet")
         out += attention_rows(a[a.kernel_source == kernel], card, "attention_sglang")
+    return out
+
+
+def sglang_large_m_rows(table: Any, card: str) -> list[dict[str, Any]]:
+    """SGLang's fused MoE rows of the kinds SGLANG_MOE_KERNELS reads at LARGE_M tokens
+    (balanced routing, TP only), with the rate each kind is read against."""
+    sg = table[(table.distribution == "balanced") & (table.moe_ep_size == 1)]
+    out = []
+    for r in sg[sg.num_tokens.isin(list(LARGE_M))].itertuples():
+        kind = SGLANG_MOE_KERNELS[card].get((r.kernel_source, r.moe_dtype))
+        if kind is not None:
+            out.append(moe_row(r, card, "moe_sglang", kind, MOE_KIND_RATES[kind]))
     return out
 
 
@@ -889,6 +908,20 @@ def main() -> None:
             f"{own:.3f}; the bf16 share itself: Hopper's measured "
             f"{family.HOPPER_ATTENTION_BANDWIDTH_FRACTION})"
         )
+    sglang_shares = {
+        "h200_sxm": (family.HOPPER_SGLANG_MOE_SHARES, family.HOPPER_MOE_SHARES),
+        "b200_sxm": (family.BLACKWELL_SGLANG_MOE_SHARES, family.BLACKWELL_MOE_SHARES),
+    }
+    for card in SGLANG_LARGE_M_CARDS:
+        sglang_own, vllm_own = sglang_shares[card]
+        for kind, (mine, mine_half) in sglang_own.items():
+            ceiling, half, error = moe_width_fit(moe_points(rows, card, kind, "moe_sglang"))
+            print(
+                f"{card} SGLang {SGLANG_VERSION} fused MoE ({kind}) at "
+                f"{'/'.join(f'{m:,}' for m in LARGE_M)} tokens: {ceiling:.3f} x width / (width + "
+                f"{half}) of the rate, median |log error| {error:.3f} (planner: {mine:.3f}, "
+                f"{mine_half}; vLLM's {vllm_own[kind][0]:.3f}, {vllm_own[kind][1]})"
+            )
     for card, kernel in SGLANG_ATTENTION_KERNELS.items():
         fits = {kv: attention_fit(rows, card, kv, "attention_sglang") for kv in KV_BYTES}
         shares = ", ".join(f"{kv} KV {share:.3f}" for kv, (_, share, _) in fits.items())

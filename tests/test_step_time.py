@@ -47,6 +47,7 @@ from planner.core.step.family import (
     BLACKWELL_FP4_SCALE,
     BLACKWELL_LOW_PRECISION_SCALE,
     BLACKWELL_MOE_SHARES,
+    BLACKWELL_SGLANG_MOE_SHARES,
     CDNA3_DENSE_GEMM_SHARES,
     CDNA3_MID_M_SLOWDOWN,
     CDNA3_MOE_SHARES,
@@ -58,6 +59,9 @@ from planner.core.step.family import (
     HOPPER_MOE_GEMM_SCALE,
     HOPPER_MOE_HALF_WIDTH,
     HOPPER_MOE_SHARES,
+    HOPPER_SGLANG_MOE_GEMM_SCALE,
+    HOPPER_SGLANG_MOE_HALF_WIDTH,
+    HOPPER_SGLANG_MOE_SHARES,
     PCIE_ALLREDUCE,
     family_of,
     fp8_kv_scale,
@@ -417,6 +421,41 @@ def test_amd_moe_factors_are_what_the_kernel_tables_give() -> None:
             assert 0.2 < at_256 / dense[kind] < 0.8, kind
 
 
+def test_sglang_prefills_experts_at_its_own_kernels_share() -> None:
+    # SGLang 0.5.14's fused MoE on the H200 (Triton) and the B200 (TRT-LLM), timed at 8K-32K
+    # tokens by NVIDIA's collector: its own width fits, which SGLang takes; vLLM keeps its
+    # tables', and a kind SGLang's tables do not time (bf16 on the B200) keeps vLLM's
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card, shares in (
+        ("h200_sxm", HOPPER_SGLANG_MOE_SHARES),
+        ("b200_sxm", BLACKWELL_SGLANG_MOE_SHARES),
+    ):
+        for kind, (ceiling, half) in shares.items():
+            fitted, fitted_half, _ = bench.moe_width_fit(
+                bench.moe_points(rows, card, kind, "moe_sglang")
+            )
+            assert (ceiling, half) == (pytest.approx(fitted, abs=0.0005), fitted_half), kind
+    v3 = load_model_preset("deepseek-v3")
+    # DeepSeek's block-scaled fp8 experts, 256 columns a GPU at TP 8
+    for gpu_id, (sglang, sglang_half), (vllm, vllm_half) in (
+        ("h200", HOPPER_SGLANG_MOE_SHARES["fp8-block"], HOPPER_MOE_SHARES["fp8-block"]),
+        ("b200", BLACKWELL_SGLANG_MOE_SHARES["fp8-block"], BLACKWELL_MOE_SHARES["fp8-block"]),
+    ):
+        gpu = find_gpu(gpu_id)
+        ratio = (
+            step_time_for(v3, gpu, tp=8, engine="sglang").moe_gemm_scale
+            / step_time_for(v3, gpu, tp=8, engine="vllm").moe_gemm_scale
+        )
+        expected = (sglang * 256 / (256 + sglang_half)) / (vllm * 256 / (256 + vllm_half))
+        assert ratio == pytest.approx(expected, rel=1e-3), gpu_id
+    mixtral = load_model_preset("mixtral-8x7b")
+    b200 = find_gpu("b200")
+    assert step_time_for(mixtral, b200, tp=8, engine="sglang").moe_gemm_scale == (
+        step_time_for(mixtral, b200, tp=8, engine="vllm").moe_gemm_scale
+    )
+
+
 def test_an_fp8_kv_cache_streams_at_each_engines_measured_share_on_hopper() -> None:
     # NVIDIA's tables of the decode kernels on the H200: vLLM's FlashAttention-3 streams an fp8
     # cache at 0.72 of its bf16 share, SGLang's (its default backend there) at 0.57; the B200's
@@ -469,8 +508,12 @@ def test_amd_moe_prefill_takes_the_fused_moe_share_and_decode_does_not() -> None
     # time, so it grows by about 1 / the factor on AMD; a decode step streams the same experts
     # and moves by under 1%; NVIDIA and the dense layers are untouched
     v3 = load_model_preset("deepseek-v3")
-    # NVIDIA's Triton fused MoE over experts 2,048 / 8 = 256 wide on each GPU (TP 8)
-    hopper = HOPPER_MOE_GEMM_SCALE["fp8-block"] * 256 / (256 + HOPPER_MOE_HALF_WIDTH["fp8-block"])
+    # SGLang's Triton fused MoE on Hopper over experts 2,048 / 8 = 256 wide on each GPU (TP 8)
+    hopper = (
+        HOPPER_SGLANG_MOE_GEMM_SCALE["fp8-block"]
+        * 256
+        / (256 + HOPPER_SGLANG_MOE_HALF_WIDTH["fp8-block"])
+    )
     for gpu_id, kind_share in (
         ("mi355x", 0.191 / 0.349 * 256 / (256 + 109)),
         ("mi300x", 0.411 / 0.316 * 256 / (256 + 301)),

@@ -67,6 +67,15 @@ class Family(BaseModel):
         "over the MoE TP) at which the fused MoE kernels reach half their ceiling (none: the "
         "share does not depend on it)",
     )
+    sglang_moe_gemm_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="by the experts' kind: SGLang's own fused-MoE ceiling where its kernel tables "
+        "time it at prefill sizes, over moe_gemm_scale's (none: the same)",
+    )
+    sglang_moe_half_width: dict[str, int] = Field(
+        default_factory=dict,
+        description="by the experts' kind: SGLang's own half width beside its ceiling",
+    )
     moe_kernel_ms_per_layer: float = Field(
         default=MOE_KERNEL_MS_PER_LAYER,
         description="a MoE layer's routing kernels beside its grouped GEMMs' floors, ms",
@@ -541,6 +550,36 @@ HOPPER_MOE_GEMM_SCALE, HOPPER_MOE_HALF_WIDTH = moe_factors(
     HOPPER_MOE_SHARES,
     nvidia_dense_shares(1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0),
 )
+# SGLang 0.5.14's own Triton fused MoE on the H200 at 8K-32K tokens (the same collector's tables,
+# systems/data/h200_sxm/moe/sglang/0.5.14, balanced routing, TP only; rows in benchmarks/data/
+# nvidia-kernels.jsonl, read as vLLM's): bf16 0.279 x width / (width + 74) of the rate (164
+# rows), block-scaled fp8 0.397 x width / (width + 323) (148 rows), against vLLM's 0.637 / 274
+# and 0.326 / 346: at DeepSeek-V3's 256 columns a GPU (TP 8) its fp8 experts multiply 23% faster
+# than vLLM's, a bf16 model's 30% slower. On the B200 SGLang's TRT-LLM MoE (its tables, read the
+# same way: 132 and 120 rows) fits block-scaled fp8 0.215 / 262 and NVFP4 0.490 / 691 against
+# vLLM's 0.191 / 144 and 0.400 / 616: 0.87 and 1.13 of vLLM's at 256 columns. SGLang takes its
+# own where they are timed (16-bit experts on the B200 are not in its tables: vLLM's).
+HOPPER_SGLANG_MOE_SHARES: dict[str, tuple[float, int | None]] = {
+    "bf16": (0.279, 74),
+    "fp8-block": (0.397, 323),
+}
+HOPPER_SGLANG_MOE_GEMM_SCALE, HOPPER_SGLANG_MOE_HALF_WIDTH = moe_factors(
+    HOPPER_SGLANG_MOE_SHARES,
+    nvidia_dense_shares(1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0),
+)
+BLACKWELL_SGLANG_MOE_SHARES: dict[str, tuple[float, int | None]] = {
+    "fp8-block": (0.215, 262),
+    "fp4": (0.490, 691),
+}
+BLACKWELL_SGLANG_MOE_GEMM_SCALE, BLACKWELL_SGLANG_MOE_HALF_WIDTH = moe_factors(
+    BLACKWELL_SGLANG_MOE_SHARES,
+    nvidia_dense_shares(
+        BLACKWELL_COMPUTE_SCALE,
+        BLACKWELL_LOW_PRECISION_SCALE,
+        BLACKWELL_BLOCK_FP8_SCALE,
+        BLACKWELL_FP4_SCALE,
+    ),
+)
 BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = moe_factors(
     BLACKWELL_MOE_SHARES,
     nvidia_dense_shares(
@@ -650,6 +689,8 @@ BLACKWELL_OWN: dict[str, object] = {
     "allreduce": BLACKWELL_ALLREDUCE,
     "fp8_kv_attention_scale": 1.0,
     "moe_gemm_scale": BLACKWELL_MOE_GEMM_SCALE,
+    "sglang_moe_gemm_scale": BLACKWELL_SGLANG_MOE_GEMM_SCALE,
+    "sglang_moe_half_width": BLACKWELL_SGLANG_MOE_HALF_WIDTH,
     "moe_half_width": BLACKWELL_MOE_HALF_WIDTH,
     "moe_kernel_ms_per_layer": BLACKWELL_MOE_KERNEL_MS_PER_LAYER,
     "moe_stream_share": BLACKWELL_MOE_STREAM_SHARE,
@@ -715,6 +756,8 @@ def family_of(gpu: GpuSpec) -> Family:
             low_precision_scale=NVIDIA_LOW_PRECISION_SCALE,
             moe_gemm_scale=HOPPER_MOE_GEMM_SCALE,
             moe_half_width=HOPPER_MOE_HALF_WIDTH,
+            sglang_moe_gemm_scale=HOPPER_SGLANG_MOE_GEMM_SCALE if name == "hopper" else {},
+            sglang_moe_half_width=HOPPER_SGLANG_MOE_HALF_WIDTH if name == "hopper" else {},
             moe_kernel_ms_per_layer=(
                 HOPPER_MOE_KERNEL_MS_PER_LAYER if hopper else MOE_KERNEL_MS_PER_LAYER
             ),
@@ -777,6 +820,19 @@ def family_of(gpu: GpuSpec) -> Family:
         bandwidth_efficiency=OTHER_BANDWIDTH_EFFICIENCY,
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
+    )
+
+
+def engine_moe_family(family: Family, engine: str) -> Family:
+    """`family` with SGLang's own fused-MoE prefill shares under SGLang, where its tables time
+    them (HOPPER_SGLANG_MOE_SHARES), else as it is."""
+    if engine != "sglang" or not family.sglang_moe_gemm_scale:
+        return family
+    return family.model_copy(
+        update={
+            "moe_gemm_scale": family.moe_gemm_scale | family.sglang_moe_gemm_scale,
+            "moe_half_width": family.moe_half_width | family.sglang_moe_half_width,
+        }
     )
 
 

@@ -19,6 +19,7 @@ from planner.core.step.family import (
     Family,
     attention_bandwidth_scale,
     bandwidth_efficiency,
+    engine_moe_family,
     family_of,
     fp8_kv_scale,
     mla_layer_ms,
@@ -1156,7 +1157,10 @@ def step_time_for(
         family=family,
         gemm_kind=dense_kind,
         moe_gemm_scale=moe_share_floored(
-            family, moe_kind, expert_width, plain_rate / (flops * quantized_share)
+            engine_moe_family(family, engine),
+            moe_kind,
+            expert_width,
+            plain_rate / (flops * quantized_share),
         ),
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
