@@ -246,7 +246,7 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
         return stream
     amd = curve.family.name.startswith(("cdna", "amd"))
     tables = "ROCm's kernel tables" if amd else "NVIDIA's kernel tables"
-    if curve.engine == "sglang" and curve.family.sglang_moe_gemm_scale:
+    if curve.sglang_moe_shares:
         tables += " of SGLang's own kernels"
     if curve.family.moe_half_width and curve.expert_width_per_gpu:
         tables += f", for the {curve.expert_width_per_gpu:,} columns of an expert each GPU holds"

@@ -825,7 +825,7 @@ def family_of(gpu: GpuSpec) -> Family:
 
 def engine_moe_family(family: Family, engine: str) -> Family:
     """`family` with SGLang's own fused-MoE prefill shares under SGLang, where its tables time
-    them (HOPPER_SGLANG_MOE_SHARES), else as it is."""
+    them (HOPPER_SGLANG_MOE_SHARES, BLACKWELL_SGLANG_MOE_SHARES), else as it is."""
     if engine != "sglang" or not family.sglang_moe_gemm_scale:
         return family
     return family.model_copy(

@@ -272,6 +272,11 @@ class StepTime(BaseModel):
         description="the share of the weights' rate the routed experts' fused MoE kernels "
         "reach, relative to the dense GEMMs' share (the family's, by the experts' kind)",
     )
+    sglang_moe_shares: bool = Field(
+        default=False,
+        description="whether moe_gemm_scale is SGLang's own kernels' share "
+        "(Family.sglang_moe_gemm_scale)",
+    )
     moe_stream_scale: float = Field(
         default=1.0,
         gt=0,
@@ -1162,6 +1167,7 @@ def step_time_for(
             expert_width,
             plain_rate / (flops * quantized_share),
         ),
+        sglang_moe_shares=engine == "sglang" and moe_kind in family.sglang_moe_gemm_scale,
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
         attention_dp=attention_dp,
