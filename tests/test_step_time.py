@@ -37,6 +37,7 @@ from planner.core.step.comm import (
     collective_ms,
     deepep_ms,
     fabric_of,
+    host_link_bytes_per_s,
 )
 from planner.core.step.family import (
     AMD_BANDWIDTH_EFFICIENCY,
@@ -780,6 +781,26 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     assert collective_ms(8, ring, PCIE_ALLREDUCE, rtx) == pytest.approx(
         0.0275 + ring / (0.42 * 64e9) * 1e3
     )
+
+
+def test_a_group_past_a_pcie_cards_nvlink_bridge_reduces_over_pcie() -> None:
+    # an A100 PCIe's bridge joins two cards: TP 2 reduces over it as the SXM card does (the
+    # custom all-reduce over NVLink 3), TP 4 over PCIe through NCCL; the H200 NVL's 4-way bridge
+    # holds TP 4 on NVLink; cards joined through NVSwitch never leave it
+    llama70 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-70B"))
+    for gpu_id, bridged in (("a100-pcie-80gb", 2), ("h100-pcie-80gb", 2), ("h200-nvl-141gb", 4)):
+        gpu = find_gpu(gpu_id)
+        assert gpu.nvlink_bridge_gpus == bridged
+        inside = step_time_for(llama70, gpu, tp=bridged, engine="vllm")
+        past = step_time_for(llama70, gpu, tp=2 * bridged, engine="vllm")
+        assert inside.allreduce == family_of(gpu).allreduce != PCIE_ALLREDUCE
+        assert inside.fabric.bytes_per_s == fabric_of(gpu).bytes_per_s
+        assert past.allreduce == PCIE_ALLREDUCE
+        assert past.fabric.bytes_per_s == host_link_bytes_per_s(gpu) < inside.fabric.bytes_per_s
+        assert past.allreduce_ms(64) > 4 * inside.allreduce_ms(64)
+    sxm = find_gpu("a100-sxm4-80gb")
+    assert sxm.nvlink_bridge_gpus is None
+    assert step_time_for(llama70, sxm, tp=8, engine="vllm").allreduce == family_of(sxm).allreduce
 
 
 def test_the_sampler_gathers_the_logits_and_casts_them_to_fp32() -> None:

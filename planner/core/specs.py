@@ -220,6 +220,12 @@ class GpuSpec(BaseModel):
     fp8_dense_flops: int | None = None
     fp4_dense_flops: int | None = None
     interconnect: str | None = None
+    nvlink_bridge_gpus: int | None = Field(
+        default=None,
+        ge=2,
+        description="a PCIe card's NVLink bridge: how many GPUs it joins (None: NVLink through "
+        "NVSwitch, or none); a larger group reduces over PCIe",
+    )
     compute_capability: str | None = Field(
         default=None,
         pattern=r"^\d{1,2}\.\d$",

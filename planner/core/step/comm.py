@@ -147,8 +147,20 @@ def deepep_ms(
     return max(moved_ms + 2 * kernel_ms, 2 * hop_ms)
 
 
-def fabric_of(gpu: GpuSpec) -> Fabric:
-    """The card's platform fabric from its catalog interconnect (xGMI: a full mesh)."""
+def beyond_bridge(gpu: GpuSpec, ranks: int) -> bool:
+    """Whether a collective over `ranks` GPUs of a PCIe card outgrows its NVLink bridge (which
+    joins `nvlink_bridge_gpus` of them): past it every ring crosses PCIe, and vLLM's custom
+    all-reduce, which needs every pair NVLink-joined past two GPUs (custom_all_reduce.py,
+    0.9.2), gives way to NCCL."""
+    bridge = gpu.nvlink_bridge_gpus
+    return bridge is not None and ranks > bridge
+
+
+def fabric_of(gpu: GpuSpec, ranks: int = 1) -> Fabric:
+    """The card's platform fabric from its catalog interconnect (xGMI: a full mesh), for a
+    group of `ranks` GPUs: a bridged PCIe card's PCIe link past its bridge."""
+    if beyond_bridge(gpu, ranks):
+        return Fabric(bytes_per_s=host_link_bytes_per_s(gpu))
     mesh = "XGMI" in (gpu.interconnect or "").upper()
     domain = NVL72_DOMAIN_GPUS if gpu.id.startswith(NVL72_PREFIXES) else NODE_DOMAIN_GPUS
     return Fabric(

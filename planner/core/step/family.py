@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
-from planner.core.step.comm import AllReduceCost
+from planner.core.step.comm import AllReduceCost, beyond_bridge
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER, VLLM_V1_SINCE
 
@@ -821,6 +821,14 @@ def family_of(gpu: GpuSpec) -> Family:
         basis="extrapolated",
         source="between the NVIDIA and AMD figures; no measured step times",
     )
+
+
+def ranks_family(family: Family, gpu: GpuSpec, ranks: int) -> Family:
+    """`family` for collectives over `ranks` GPUs: past a PCIe card's NVLink bridge its
+    all-reduce is NCCL's over PCIe (PCIE_ALLREDUCE), whatever the bridge's own."""
+    if not beyond_bridge(gpu, ranks):
+        return family
+    return family.model_copy(update={"allreduce": PCIE_ALLREDUCE})
 
 
 def engine_moe_family(family: Family, engine: str) -> Family:
