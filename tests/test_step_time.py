@@ -783,7 +783,7 @@ def test_custom_all_reduces_are_what_the_kernel_tables_give() -> None:
     )
 
 
-def test_a_group_past_a_pcie_cards_nvlink_bridge_reduces_over_pcie() -> None:
+def test_a_group_past_a_pcie_cards_nvlink_bridge_reduces_over_pcie(cli: Cli) -> None:
     # an A100 PCIe's bridge joins two cards: TP 2 reduces over it as the SXM card does (the
     # custom all-reduce over NVLink 3), TP 4 over PCIe through NCCL; the H200 NVL's 4-way bridge
     # holds TP 4 on NVLink; cards joined through NVSwitch never leave it
@@ -798,6 +798,15 @@ def test_a_group_past_a_pcie_cards_nvlink_bridge_reduces_over_pcie() -> None:
         assert past.allreduce == PCIE_ALLREDUCE
         assert past.fabric.bytes_per_s == host_link_bytes_per_s(gpu) < inside.fabric.bytes_per_s
         assert past.allreduce_ms(64) > 4 * inside.allreduce_ms(64)
+    # `slo` names the link past the bridge
+
+    def fixed_line(tp: int) -> str:
+        args = ("slo", "--tpot", "80", "--preset", "llama-3.1-70b", "--gpu", "a100-pcie-80gb")
+        got = cli(*args, "--tp", str(tp), "--json").json()["arithmetic"]
+        return next(x for x in got if x.startswith("fixed:"))
+
+    assert "(TP 4, NCCL over PCIe)" in fixed_line(4)
+    assert "(TP 2)" in fixed_line(2)
     sxm = find_gpu("a100-sxm4-80gb")
     assert sxm.nvlink_bridge_gpus is None
     assert step_time_for(llama70, sxm, tp=8, engine="vllm").allreduce == family_of(sxm).allreduce

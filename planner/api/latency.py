@@ -140,6 +140,10 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     ranks = f"TP {curve.tp}"
     if curve.moe_ranks and curve.moe_ranks != curve.tp:
         ranks += f", MoE over {curve.moe_ranks}"
+    from planner.core.step.family import PCIE_ALLREDUCE
+
+    if curve.tp > 1 and curve.allreduce == PCIE_ALLREDUCE:
+        ranks += ", NCCL over PCIe"
     arithmetic = (
         f"memory: {one.weights_read_bytes / 1e9:,.2f} GB weights read per step (embedding "
         f"gathered, not read{'; MoE: experts B tokens route to' if curve.num_experts else ''})"
