@@ -13,7 +13,7 @@ from typing import Any
 from planner.core.engines.vllm import PRICED_ALL2ALL
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
-from planner.sources.presets import find_gpu, gpu_catalog
+from planner.sources.presets import find_gpu, gpu_catalog, without_count
 
 # Releases by the build date of their PyPI wheel (the newest file time stamp inside it; vLLM
 # after 0.7.0 by PyPI's upload time, pypi.org/pypi/vllm/json): a row that names no version ran
@@ -473,17 +473,11 @@ def hub_readable(name: str) -> bool:
 
 # A memory size a row's description states ("... Superchip 144GB", "MI300X (192 GB)").
 STATED_MEMORY = re.compile(r"(?<![\w.])(\d{2,3})\s?GB\b", re.IGNORECASE)
-# How many of the card a description counts ("8x H100", "8xMI300X", "H100 x8", "4*A100",
-# "HGX B200 (8 GPUs)"): the card is the same one, counted apart (a row's gpu_count).
-GPU_COUNT = re.compile(
-    r"(?<![\w.])\d+\s*[x×*]\s*(?=[a-z])|\s+[x×*]\s*\d+(?![\w.])|\(\s*\d+\s*gpus?\s*\)",
-    re.IGNORECASE,
-)
 
 
 def uncounted(text: str | None) -> str | None:
-    """`text` without the count of cards it states ("8x H100" is the H100)."""
-    return GPU_COUNT.sub(" ", text).strip() if text else text
+    """`text` without the count of cards it states (presets.without_count)."""
+    return without_count(text) if text else text
 
 
 def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> str | None:

@@ -796,6 +796,16 @@ def test_a_mixed_precision_nemotron_h_is_read_by_its_mixer_names() -> None:
     assert mixed.expert_bytes_per_param == 0.5625
 
 
+def test_every_mixed_precision_algorithm_sized_has_a_first_release_in_each_engine() -> None:
+    # an algorithm the planner sizes is one each engine's table gives a release for, so the
+    # release check never meets one it does not know
+    from planner.core.engines.common import MIXED_PRECISION_SINCE
+    from planner.core.hf_config import MIXED_ALGOS
+
+    for engine, since in MIXED_PRECISION_SINCE.items():
+        assert set(since) == MIXED_ALGOS, engine
+
+
 def test_a_mixed_precision_map_the_planner_cannot_size_is_refused_by_its_field() -> None:
     raw = model_config("nvidia--Qwen3.6-27B-NVFP4")
     layers = raw["quantization_config"]["quantized_layers"]

@@ -114,6 +114,7 @@ SLOPE_REFERENCE_BATCH = 32
 def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> StepModel:
     """a, b (linearised at B = 1 and SLOPE_REFERENCE_BATCH), the prefill cost, the terms."""
     from planner.core.slo import StepModel
+    from planner.core.step.family import PCIE_ALLREDUCE
 
     updates: dict[str, float] = {}
     if "bandwidth_efficiency" in overrides:
@@ -140,8 +141,6 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
     ranks = f"TP {curve.tp}"
     if curve.moe_ranks and curve.moe_ranks != curve.tp:
         ranks += f", MoE over {curve.moe_ranks}"
-    from planner.core.step.family import PCIE_ALLREDUCE
-
     if curve.tp > 1 and curve.allreduce == PCIE_ALLREDUCE:
         ranks += ", NCCL over PCIe"
     arithmetic = (

@@ -166,9 +166,8 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     if spelled:
         ids = ", ".join(g.id for g in spelled)
         raise InputError(field, f"{name!r} names {len(spelled)} cards ({ids}): give one")
-    counted = CARD_COUNT.fullmatch(key)
-    if counted:
-        card = next(part for part in counted.groups()[1:3] if part)
+    card = without_count(key)
+    if card and card != key:
         try:
             one = find_gpu(card, field)
         except InputError:
@@ -183,8 +182,17 @@ def find_gpu(name: str, field: str = "--gpu") -> GpuSpec:
     raise unknown_name_error(field, "GPU", name, known)
 
 
-# A card named with a count of it: "8x h100", "8xh100", "8*a100", "h100 x8", "h100 x 8".
-CARD_COUNT = re.compile(r"(?:(\d+)\s*[x×*]\s*(.+)|(.+?)\s+[x×*]\s*(\d+))")
+# How many of a card a spelling counts: "8x H100", "8xMI300X", "H100 x8", "4*A100", "HGX B200
+# (8 GPUs)" (MI300X's own X is not a count).
+CARD_COUNT = re.compile(
+    r"(?<![\w.])\d+\s*[x×*]\s*(?=[a-z])|\s+[x×*]\s*\d+(?![\w.])|\(\s*\d+\s*gpus?\s*\)",
+    re.IGNORECASE,
+)
+
+
+def without_count(text: str) -> str:
+    """`text` without the count of cards it states ("8x H100" is the H100)."""
+    return CARD_COUNT.sub(" ", text).strip()
 
 
 # Words a card's spelling may open with that name its maker, line or the system around it

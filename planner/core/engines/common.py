@@ -85,7 +85,7 @@ def check_mixed_precision(model: ModelSpec, engine: str, version: tuple[int, int
     since = MIXED_PRECISION_SINCE.get(engine)
     if not model.mixed_precision_algos or since is None:
         return
-    needed = max(since.get(a, (999, 0, 0)) for a in model.mixed_precision_algos)
+    needed = max(since[a] for a in model.mixed_precision_algos)
     if version < needed:
         named = ", ".join(model.mixed_precision_algos)
         raise InputError(

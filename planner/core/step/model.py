@@ -1028,7 +1028,7 @@ def step_time_for(
     attention_dp = dp.groups
     split = weight_split(model, weights_bytes, tp, pp, dp, engine)
     moe_ranks = tp * attention_dp
-    fabric = comm.fabric_of(gpu, max(tp, moe_ranks))
+    fabric = comm.fabric_of(gpu, moe_ranks)  # the widest collective group (MoE ranks >= TP)
     wide = (
         deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
         if exchange.all_to_all is None
@@ -1144,7 +1144,7 @@ def step_time_for(
         tp=tp,
         hidden_size=model.hidden_size,
         fabric=fabric,
-        allreduce=allreduce_cost(ranks_family(family, gpu, max(tp, moe_ranks)), engine, version),
+        allreduce=allreduce_cost(ranks_family(family, gpu, moe_ranks), engine, version),
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp, async_scheduling),
