@@ -34,6 +34,21 @@ def test_capacity_slo_and_spec_agree_on_the_pool(cli: Cli, preset: str, gpu: str
     assert slo["operating_concurrency"] == min(slo["memory_cap"], slo["batch_cap"])
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_tpot_that_binds_plans_one_pool_in_capacity_and_slo(cli: Cli, engine: str) -> None:
+    """Where the TPOT, not memory, binds, both commands print a line whose --max-num-seqs is
+    the latency cap, and both report the pool the engine plans with that line (its smaller
+    max_num_seqs frees sampler rows and CUDA graphs: more than the engine's default holds)."""
+    where = ("--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--engine", engine)
+    where += ("--tpot", "50", "--json")
+    capacity = cli("capacity", *where).json()
+    slo = cli("slo", *where).json()
+    default = cli("capacity", *where[:-3], "--json").json()["max_seqs_paged"]
+    assert slo["binding"] == "latency" and slo["operating_concurrency"] < slo["memory_cap"]
+    assert slo["memory_cap"] == capacity["max_seqs_paged"] > default
+    assert slo["operating_concurrency"] == capacity["operating_concurrency"]
+
+
 @pytest.mark.parametrize(
     ("engine", "flag"), [("vllm", "--gpu-memory-utilization"), ("sglang", "--mem-fraction-static")]
 )

@@ -336,7 +336,10 @@ def slo_advice(
             budget = step_budget(step, tpot_ms, first, engine, engine_version, groups, own)
             batched = budget["max_num_batched_tokens"]
             result["step_budget"] = {"tokens": batched, "at_batch": first}
-            instance, groups = where.instance(budget)
+            # the pool planned with the line's own caps (as `capacity --tpot` plans it): fewer
+            # sequences than the engine's default free their sampler rows and CUDA graphs
+            running = first * (groups if engine == "sglang" else 1)
+            instance, groups = where.instance(budget | {"max_num_seqs": running})
             memory = instance.plan.max_seqs_at_mean
         _bind_memory(result, memory, tpot_ms)
     if validate_rate is not None:
