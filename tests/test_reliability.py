@@ -613,6 +613,17 @@ def test_narrow_tables_show_numbers_and_ids_whole() -> None:
     assert "rtx-pro-6000-blackwell" in gpus and "a100-pcie-40gb" in gpus
 
 
+def test_a_title_wider_than_its_table_is_one_line(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec's speedup table is four narrow columns under a longer title: the title prints on
+    one line of its own, not wrapped to the columns' width."""
+    monkeypatch.setenv("COLUMNS", "100")
+    out = cli("spec", "--alpha", "0.7").out.splitlines()
+    assert out[0] == "Speedup S = E / C  (c = 0.05, v = 0.0)", out[:2]
+    assert out[1].startswith("┏") and len(out[1]) < len(out[0])
+
+
 def test_cost_model_line_is_rounded(cli: Cli) -> None:
     r = cli("simulate", "--requests", "20", "--a-ms", "0.1", "--b-ms", "0.0123456789")
     line = next(ln for ln in r.out.splitlines() if "overhead" in ln)

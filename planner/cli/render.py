@@ -91,8 +91,13 @@ def print_table(out: Console, table: Table) -> None:
     """Print a table whole. One narrower than its columns need is folded instead: each row
     becomes a block of `header  value` lines under its first cell, so no number is cut and
     no line is wider than the console (short of a single value longer than it)."""
-    need = Console(width=WIDEST_TABLE).measure(table).minimum
-    if need <= out.width:
+    measured = Console(width=WIDEST_TABLE).measure(table)
+    if measured.minimum <= out.width:
+        title = str(table.title) if table.title else ""
+        if len(title) > measured.maximum:
+            # a title wider than its columns: on a line of its own, not wrapped to their width
+            table.title = None
+            out.print(title, style="table.title", markup=False)
         out.print(table)
         return
     out.print(folded(table), markup=False, crop=False, overflow="ignore")
