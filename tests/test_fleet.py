@@ -884,3 +884,25 @@ def test_a_card_the_engine_refuses_is_rejected_with_its_reason_and_the_search_go
     assert not refused["fits"] and not refused["starts"]
     assert "not support mxfp4 computation" in refused["reason"]
     assert data["winner"]["gpu"] == "mi355x"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "cell", "words"),
+    [
+        ({"tp": 4, "dp": 2, "ep": 8, "engine": "vllm"}, "4 x DP 2 EP", "TP 4 x DP 2 EP"),
+        ({"tp": 8, "dp": 8, "ep": 8, "engine": "sglang"}, "8 DP-attn 8 EP", "TP 8 DP-attn 8 EP"),
+        ({"tp": 8, "dp": 1, "ep": 1, "pp": 2, "engine": "vllm"}, "8 PP2", "TP 8 x PP 2"),
+        ({"tp": 4, "dp": 1, "ep": 1, "disagg": "1P1D", "engine": "sglang"}, "4 1P1D", "1P1D TP 4"),
+    ],
+)
+def test_the_table_names_every_layout_the_row_counts_gpus_for(
+    candidate: dict[str, Any], cell: str, words: str
+) -> None:
+    """The table's TP column says a vLLM row's data-parallel ranks (its GPUs are TP x DP) and
+    SGLang's attention groups, as the words under the table do: two 8-GPU rows of TP 4 EP and
+    TP 4 x DP 2 EP are not one layout."""
+    from planner.cli.fleet_render import layout_cell
+
+    row = candidate | {"gpu": "h200", "precision": "fp8"}
+    assert layout_cell(row) == cell
+    assert layout_name(row) == f"h200 {words} fp8"

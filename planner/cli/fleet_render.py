@@ -26,6 +26,21 @@ MIN_BAR = 4
 MAX_BAR = 30
 
 
+def layout_cell(c: dict[str, Any]) -> str:
+    """A candidate's parallelism in the table's TP column: `4 x DP 2 EP` (vLLM's data-parallel
+    ranks, whose GPUs the row counts), `8 DP-attn 8 EP` (SGLang's attention groups inside its
+    TP), `8 PP2`, `4 1P1D`, as layout_name words them."""
+    dp = c.get("dp", 1)
+    groups = ""
+    if dp > 1:
+        groups = f" DP-attn {dp}" if c.get("engine") == "sglang" else f" x DP {dp}"
+    return (
+        f"{c['tp']}{groups}{' EP' if c['ep'] > 1 else ''}"
+        + (f" PP{c['pp']}" if c.get("pp", 1) > 1 else "")
+        + (f" {c['disagg']}" if c.get("disagg") else "")
+    )
+
+
 def render(report: dict[str, Any]) -> None:
     """The ranked table, the winner's line, and what was rejected."""
     from rich import box
@@ -54,11 +69,7 @@ def render(report: dict[str, Any]) -> None:
 
     cells: dict[str, Callable[[dict[str, Any]], str]] = {
         "gpu": lambda c: str(c["gpu"]),
-        "TP": lambda c: (
-            f"{c['tp']}{' EP' if c['ep'] > 1 else ''}"
-            + (f" PP{c['pp']}" if c.get("pp", 1) > 1 else "")
-            + (f" {c['disagg']}" if c.get("disagg") else "")
-        ),
+        "TP": layout_cell,
         "weights": lambda c: str(c["precision"]),
         "replicas": lambda c: str(c["replicas"]),
         "GPUs": lambda c: str(c["gpus"]),
