@@ -798,6 +798,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.core.fleet import costed, missed_by, replicas_for, trial
+    from planner.core.parallel import line_max_num_seqs
 
     spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
     w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens
@@ -872,7 +873,7 @@ def _candidate(job: Job) -> dict[str, Any]:
         }
     seqs = cfg.max_batch
     # SGLang's --max-running-requests is the deployment's, shared among its attention groups
-    flag_seqs = seqs * groups if job.engine == "sglang" else seqs
+    flag_seqs = line_max_num_seqs(seqs, job.engine, groups)
     line = plan
     if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
         line, _ = serve_report(

@@ -142,6 +142,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
         sustainable_rate,
         trial,
     )
+    from planner.core.parallel import line_max_num_seqs
 
     card, tp, precision = job.card, job.tp, job.precision
     p, d = job.pools()
@@ -206,7 +207,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
         )
         | {
             # the decode line's value (SGLang's: shared by its attention groups)
-            "max_num_seqs": seqs * (groups if job.engine == "sglang" else 1),
+            "max_num_seqs": line_max_num_seqs(seqs, job.engine, groups),
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
             "mean_tokens": job.mean_tokens,
             "engine_version": inst.prediction.version,

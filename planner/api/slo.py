@@ -251,6 +251,7 @@ def slo_advice(
     names and meaning of `capacity` and `simulate`) takes its step model and KV pool from the
     engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
+    from planner.core.parallel import line_max_num_seqs
     from planner.core.serve import engine_step_tokens
     from planner.sources.models import check_revision
 
@@ -338,7 +339,7 @@ def slo_advice(
             result["step_budget"] = {"tokens": batched, "at_batch": first}
             # the pool planned with the line's own caps (as `capacity --tpot` plans it): fewer
             # sequences than the engine's default free their sampler rows and CUDA graphs
-            running = first * (groups if engine == "sglang" else 1)
+            running = line_max_num_seqs(first, engine, groups)
             instance, groups = where.instance(budget | {"max_num_seqs": running})
             memory = instance.plan.max_seqs_at_mean
         _bind_memory(result, memory, tpot_ms)
@@ -349,7 +350,7 @@ def slo_advice(
             # the engine instance simulate runs, planned at each cap tried (its KV pool, token
             # budget and scheduler), serving one data-parallel rank's share of the rate
             def engine_at(seqs: int) -> Instance:
-                shared = seqs * groups if engine == "sglang" else seqs  # the line's flag
+                shared = line_max_num_seqs(seqs, engine, groups)
                 return where.instance(budget | {"max_num_seqs": shared}, refused=None)[0]
 
         result |= _validate_cap(
@@ -382,7 +383,7 @@ def slo_advice(
     if instance is not None:
         # the deployment's own line (as `capacity --tpot` prints it), planned again at these
         # caps so the engine model checks it starts
-        caps = budget | {"max_num_seqs": seqs * (groups if engine == "sglang" else 1)}
+        caps = budget | {"max_num_seqs": line_max_num_seqs(seqs, engine, groups)}
         result["flags"] = {engine: where.instance(caps, refused="--tpot")[0].plan.command}
     else:
         result["flags"] = _knob_lines(plan, seqs, batched, chunk, engine_version)

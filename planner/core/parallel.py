@@ -24,6 +24,13 @@ def moe_ranks(engine: str, tp: int, groups: int) -> int:
     return tp if ranks_share_tp(engine) else tp * groups
 
 
+def line_max_num_seqs(seqs: int, engine: str, groups: int) -> int:
+    """The launch line's max_num_seqs for `seqs` running in each of `groups` attention groups:
+    SGLang's --max-running-requests is the deployment's, shared by its attention-DP groups;
+    vLLM's --max-num-seqs is each rank's own."""
+    return seqs * groups if ranks_share_tp(engine) else seqs
+
+
 def layout_fields(engine: str, groups: int, ep: int | None) -> dict[str, object]:
     """The engine settings fields of a data-parallel / expert-parallel layout: vLLM
     data_parallel_size and --enable-expert-parallel (EP = TP x DP), SGLang attn_dp_size (its

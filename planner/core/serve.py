@@ -22,7 +22,7 @@ from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource,
 from planner.core.engines.registry import native_since, registry_gap
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
-from planner.core.parallel import ranks_share_tp
+from planner.core.parallel import line_max_num_seqs, ranks_share_tp
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError
@@ -314,7 +314,7 @@ def _engine_fields(
             "context_length": s.context_tokens,
             "mem_fraction_static": s.memory_fraction,
             # the flag is the deployment's: SGLang gives each attention-DP group its share
-            "max_running_requests": seqs * groups if seqs else None,
+            "max_running_requests": line_max_num_seqs(seqs, "sglang", groups) if seqs else None,
             "chunked_prefill_size": tokens,
             "page_size": s.block_size,
             "kv_cache_dtype": s.kv_cache_dtype,
