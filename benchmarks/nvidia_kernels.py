@@ -10,8 +10,10 @@ custom all-reduce and one-token fused MoE layers (a100_sxm/{comm,moe}/vllm/0.14.
 release timed there); on two PCIe-only servers NCCL's all-reduce (l40s/comm/nccl/2.27.3,
 rtx_pro_6000_server/comm/nccl/2.29.2), the dense GEMMs and gpt-oss's Marlin MoE layers
 ({l40s,rtx_pro_6000_server}/{gemm,moe}/vllm/0.24.0); and the B300's dense GEMMs
-(b300_sxm/gemm/vllm/0.24.0). This
-prints what planner/core/step/family.py takes from them, each beside the planner's figure:
+(b300_sxm/gemm/vllm/0.24.0); and DeepEP's dispatch and combine inside one node under SGLang
+0.5.12 ({b200_sxm,b300_sxm,gb200}/comm/sglang/0.5.12). This
+prints what planner/core/step/family.py (and comm.py) takes from them, each beside the
+planner's figure:
 
 - the decode GEMMs' fixed cost and streaming share (bf16 at 1 and 8 tokens), on the H200 (to
   set beside Hopper's constants, measured on an H200 of our own) and on the B200;
@@ -26,7 +28,9 @@ prints what planner/core/step/family.py takes from them, each beside the planner
 - the MLA decode module's extra time with 128 query heads over 16, against the model's, and
   its time at TP 8 beyond the parts the model prices;
 - prefill attention's share by head size and keys a query sees;
-- decode attention's fixed cost and streaming share, bf16 and fp8 KV.
+- decode attention's fixed cost and streaming share, bf16 and fp8 KV;
+- DeepEP's low-latency and normal kernels inside one node as a fixed time and a share of
+  NVLink.
 
     python benchmarks/nvidia_kernels.py [--rows FILE]
     python benchmarks/nvidia_kernels.py --extract DATA_DIR   # re-extract (pandas, pyarrow)
@@ -43,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.core.step import family
+from planner.core.step import comm, family
 from planner.core.step.comm import fabric_of
 from planner.sources.presets import find_gpu
 
@@ -124,6 +128,18 @@ SGLANG_LARGE_M_CARDS = ("h200_sxm", "b200_sxm")
 MOE_KIND_RATES = {"bf16": "bf16", "fp8-block": "fp8", "fp4": "fp4"}
 # SGLang's decode attention kernel read on each card: FlashAttention-3, its default on Hopper.
 SGLANG_ATTENTION_KERNELS = {"h200_sxm": "fa3"}
+# DeepEP's dispatch and combine inside one node, timed with SGLang 0.5.12's DeepEP build over
+# every GPU of the node (8 on a B200 or B300 board, 4 on a GB200 tray): {card}/comm/sglang/
+# 0.5.12/wideep_deepep_{ll,normal}_perf.parquet. The low-latency kernels (decode) at 1-1,024
+# tokens a rank, the normal ones (prefill) at 1-DEEPEP_NORMAL_MAX_TOKENS with DeepEP's default
+# DEEPEP_SMS SMs (deep_ep Buffer.num_sms, which SGLang keeps unless --deepep-config says
+# otherwise).
+DEEPEP_VERSION = "0.5.12"
+DEEPEP_CARDS = {"b200_sxm": 8, "b300_sxm": 8, "gb200": 4}
+DEEPEP_CARD_GPUS = {"gb200": "gb200-per-gpu"}
+DEEPEP_SMS = 20
+DEEPEP_NORMAL_MAX_TOKENS = 16384
+DEEPEP_TABLES = {"deepep_ll": "wideep_deepep_ll_perf", "deepep_normal": "wideep_deepep_normal_perf"}
 SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
     "h200_sxm": {
         ("sglang_fused_moe_triton", "bfloat16"): "bf16",
@@ -194,7 +210,8 @@ ALLREDUCE_GPUS = 8
 
 def card_gpu(card: str) -> str:
     """The catalog id of an aiconfigurator card name."""
-    return CARDS.get(card) or OWN_GEMM_CARDS.get(card) or OLDER_RELEASE_CARDS[card][0]
+    named = CARDS.get(card) or OWN_GEMM_CARDS.get(card) or DEEPEP_CARD_GPUS.get(card)
+    return named or OLDER_RELEASE_CARDS[card][0]
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -405,6 +422,27 @@ def allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float]:
     return small, statistics.median(shares)
 
 
+def deepep_fit(
+    rows: list[dict[str, Any]], card: str, table: str
+) -> tuple[float, float, float, int]:
+    """DeepEP's dispatch + combine in one node (`table`: deepep_ll or deepep_normal) as a
+    fixed time + the bytes the planner counts (a copy per routed expert, fp8 out with its
+    scales and bf16 back: comm.DEEPEP_*_BYTES_PER_VALUE) at a share of one direction of the
+    card's NVLink, least squares in relative error: (fixed us, link share, median |error|,
+    rows)."""
+    got = [r for r in rows if r["table"] == table and r["card"] == card]
+    us = np.array([r["dispatch_us"] + r["combine_us"] for r in got])
+    per_value = comm.DEEPEP_DISPATCH_BYTES_PER_VALUE + comm.DEEPEP_COMBINE_BYTES_PER_VALUE
+    moved = np.array([r["tokens"] * r["topk"] * r["hidden"] * per_value for r in got])
+    weight = 1 / us
+    design = np.vstack([np.ones_like(moved), moved]).T * weight[:, None]
+    (fixed_us, us_per_byte), *_ = np.linalg.lstsq(design, us * weight, rcond=None)
+    error = float(np.median(np.abs((fixed_us + us_per_byte * moved) / us - 1)))
+    link_bytes_per_s = fabric_of(find_gpu(card_gpu(card))).bytes_per_s
+    share = 1e6 / us_per_byte / link_bytes_per_s
+    return float(fixed_us), float(share), error, len(got)
+
+
 def pcie_allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, float, float]:
     """NCCL's all-reduce over PCIe at 2, 4 and 8 GPUs as fixed us + us a peer + the ring's
     bytes (2 (n - 1) / n of the message) at a share of one direction of the card's PCIe link,
@@ -539,7 +577,36 @@ def extract(data: Path) -> list[dict[str, Any]]:
         path = data / card / "attention" / "sglang" / SGLANG_VERSION
         a = pd.read_parquet(path / "generation_attention_perf.parquet")
         out += attention_rows(a[a.kernel_source == kernel], card, "attention_sglang")
+    for card in DEEPEP_CARDS:
+        for name, stem in DEEPEP_TABLES.items():
+            path = data / card / "comm" / "sglang" / DEEPEP_VERSION / f"{stem}.parquet"
+            out += deepep_rows(pd.read_parquet(path), card, name)
     return out
+
+
+def deepep_rows(table: Any, card: str, name: str) -> list[dict[str, Any]]:
+    """DeepEP's dispatch and combine times in one node: every low-latency row, the normal
+    kernels' at DEEPEP_SMS SMs and up to DEEPEP_NORMAL_MAX_TOKENS tokens a rank."""
+    if name == "deepep_normal":
+        table = table[(table.dispatch_sms == DEEPEP_SMS) & (table.combine_sms == DEEPEP_SMS)]
+        table = table[table.num_token <= DEEPEP_NORMAL_MAX_TOKENS]
+        times = ("dispatch_transmit_us", "combine_transmit_us")
+    else:
+        times = ("dispatch_avg_t_us", "combine_avg_t_us")
+    return [
+        {
+            "card": card,
+            "table": name,
+            "gpus": DEEPEP_CARDS[card],
+            "hidden": int(r["hidden_size"]),
+            "tokens": int(r["num_token"]),
+            "topk": int(r["num_topk"]),
+            "experts": int(r["num_experts"]),
+            "dispatch_us": round(float(r[times[0]]), 3),
+            "combine_us": round(float(r[times[1]]), 3),
+        }
+        for r in table[table.node_num == 1].to_dict("records")
+    ]
 
 
 def sglang_large_m_rows(table: Any, card: str) -> list[dict[str, Any]]:
@@ -930,6 +997,19 @@ def main() -> None:
             f"{card} SGLang {SGLANG_VERSION} decode attention ({kernel}): {shares} of peak; fp8 "
             f"over bf16 {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: {own_sglang:.3f})"
         )
+    own_modes = {
+        "deepep_ll": comm.DEEPEP_NVLINK.low_latency,
+        "deepep_normal": comm.DEEPEP_NVLINK.normal,
+    }
+    for card, gpus in DEEPEP_CARDS.items():
+        for table, own in own_modes.items():
+            fixed_us, share, error, n = deepep_fit(rows, card, table)
+            print(
+                f"{card} DeepEP {table.removeprefix('deepep_')} kernels over {gpus} GPUs, dispatch "
+                f"+ combine ({n} rows): {fixed_us:.1f} us + bytes at {share:.3f} of NVLink, "
+                f"median |error| {error:.3f} (planner: {own.fixed_ms * 1e3:.1f} us, "
+                f"{own.link_share:.3f})"
+            )
 
 
 if __name__ == "__main__":

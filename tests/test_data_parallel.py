@@ -14,10 +14,12 @@ from helpers import MODELS, Result, bench
 
 from planner.api import serve_report
 from planner.api.bench_instance import Deployment, deployment_instance
+from planner.api.bench_report import fabric_notes
 from planner.core.engines.common import EnginePrediction
 from planner.core.serve import ServePlan, command_line, fields_from_line
 from planner.core.step import step_time_for
 from planner.core.step.attention_dp import AttentionDp
+from planner.core.step.comm import DEEPEP_NVLINK
 from planner.core.step.moe import MoeExchange
 from planner.errors import InputError
 from planner.sources.models import resolve_model
@@ -456,9 +458,10 @@ def test_sglang_refuses_an_expert_split_with_a_remainder(cli: Cli) -> None:
 
 
 def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
-    """Past one 8-GPU board SGLang runs DeepEP on NVIDIA: inside a GB200 NVL72 rack at the
-    NVLink rate (no NIC), across H200 nodes over the NIC. DeepEP is NVIDIA's: SGLang on
-    MI300X nodes keeps its default gather over the NIC."""
+    """Past one 8-GPU board SGLang runs DeepEP on NVIDIA: inside a GB200 NVL72 rack over
+    NVLink at the costs NVIDIA's tables give its kernels there (no NIC), across H200 nodes
+    over the NIC. DeepEP is NVIDIA's: SGLang on MI300X nodes keeps its default gather over
+    the NIC."""
     spec = resolve_model(None, DEEPSEEK, None)
     per_value = 1 + 4 / 128 + 2
     rack = step_time_for(spec, find_gpu("gb200"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
@@ -466,10 +469,11 @@ def test_wide_expert_parallelism_inside_an_nvl72_rack_and_on_amd() -> None:
     assert rack.moe_all_to_all and nodes.moe_all_to_all
     # DeepEP is expert parallelism: each of the 16 ranks holds 16 whole experts
     assert nodes.experts_per_gpu == 16
-    # inside the rack 64 tokens move in less than a hop each way: the latency floor sets it
-    rack_bytes_ms = 64 * 8 * 7168 * per_value / 900e9 * 1e3
-    assert rack_bytes_ms < 2 * 0.008
-    assert rack.all_to_all_ms(64) == pytest.approx(58 * 2 * 0.008)
+    # inside the rack a decode step's 64 tokens a rank: the low-latency kernels' fixed time
+    # and their bytes at their share of NVLink 5's 900 GB/s a direction, in each MoE layer
+    own = DEEPEP_NVLINK.low_latency
+    rack_bytes_ms = 64 * 8 * 7168 * per_value / (900e9 * own.link_share) * 1e3
+    assert rack.all_to_all_ms(64) == pytest.approx(58 * (own.fixed_ms + rack_bytes_ms))
     assert nodes.all_to_all_ms(64) == pytest.approx(58 * 64 * 8 * 7168 * per_value / 50e9 * 1e3)
     amd = step_time_for(spec, find_gpu("mi300x"), tp=1, dp=AttentionDp(groups=16), engine="sglang")
     assert not amd.moe_all_to_all and amd.all_to_all_ms(64) == 0
@@ -923,3 +927,19 @@ def test_sglang_keeps_dense_mlps_and_the_lm_head_whole_where_its_flags_say() -> 
     )  # fmt: skip
     assert qwen.prediction is not None and alike.prediction is not None
     assert qwen.prediction.weights_bytes == alike.prediction.weights_bytes
+
+
+def test_deepep_inside_one_board_is_priced_at_its_kernels_own_costs(cli: Cli) -> None:
+    """SGLang's DeepEP over the 8 GPUs of one H200 board (named on the line): each MoE layer of
+    a decode step pays the low-latency kernels' fixed time NVIDIA's B200 tables give them, and
+    the note says where the figure comes from."""
+    r = cli("slo", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
+            "--dp", "8", "--dp-attention", "--moe-a2a-backend", "deepep",
+            "--mem-fraction-static", "0.85", "--tpot", "100", "--json")  # fmt: skip
+    assert r.code == 0, r.out
+    spec = resolve_model(None, DEEPSEEK, None)
+    exchange = [float(p["terms"]["all_to_all_ms"]) for p in r.json()["curve"]]
+    assert exchange and min(exchange) >= spec.moe_layers * DEEPEP_NVLINK.low_latency.fixed_ms
+    h200 = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=8), engine="sglang",
+                         exchange=MoeExchange(all_to_all=True))  # fmt: skip
+    assert any("B200 tables" in n for n in fabric_notes(h200, "sglang"))

@@ -27,6 +27,7 @@ from planner.core.step.comm import (
     ALLREDUCE_HOP_MS,
     DEEPEP_COMBINE_BYTES_PER_VALUE,
     DEEPEP_DISPATCH_BYTES_PER_VALUE,
+    DEEPEP_NVLINK,
     MORI_KERNEL_MS,
     PP_HOP_MS,
     QK_NORM_SUMS_BYTES_PER_TOKEN,
@@ -182,6 +183,38 @@ def test_deepep_all_to_all_matches_its_published_times() -> None:
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
     assert normal == pytest.approx(4096 * nodes_reached * 7168 * per_value / 43e9 * 1e3, rel=0.15)
     assert deepep_ms(0, 8, 7168, 32, fabric) == 0
+
+
+def test_deepep_inside_a_node_costs_what_nvidias_tables_give() -> None:
+    """NVIDIA's tables time DeepEP on one 8-GPU B200 board under SGLang 0.5.12: the planner's
+    fixed time and link share for each mode are the tables' fit (the B300's agrees). A
+    decode step's exchange of DeepSeek-V3's shape costs 44 us at one token a rank (the two
+    kernels' own time, where the bytes at NVLink's full rate priced it at the 16 us two-hop
+    floor) and 319 us at 1,024; a prefill step runs the normal kernels, dearer; across nodes
+    the NIC still sets it, and an AMD board (no NVLink) keeps its bytes at the link's rate."""
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for card in ("b200_sxm", "b300_sxm"):
+        for table, own in (
+            ("deepep_ll", DEEPEP_NVLINK.low_latency),
+            ("deepep_normal", DEEPEP_NVLINK.normal),
+        ):
+            fixed_us, share, error, n = bench.deepep_fit(rows, card, table)
+            assert n > 150 and error < 0.12, (card, table)
+            assert own.fixed_ms * 1e3 == pytest.approx(fixed_us, rel=0.05), (card, table)
+            assert own.link_share == pytest.approx(share, abs=0.015), (card, table)
+    b200 = fabric_of(find_gpu("b200"))
+    costs = family_of(find_gpu("b200")).deepep_in_fabric
+    assert costs == DEEPEP_NVLINK == family_of(find_gpu("h100")).deepep_in_fabric
+    one = deepep_ms(1, 8, 7168, 8, b200, in_fabric=costs)
+    assert one == pytest.approx(0.022 + 0.022, rel=0.15) and one > 2 * ALLREDUCE_HOP_MS
+    assert deepep_ms(1024, 8, 7168, 8, b200, in_fabric=costs) == pytest.approx(0.319, rel=0.1)
+    decode = deepep_ms(128, 8, 7168, 8, b200, in_fabric=costs)
+    assert deepep_ms(128, 8, 7168, 8, b200, low_latency=False, in_fabric=costs) > decode
+    h100 = fabric_of(find_gpu("h100"))
+    assert deepep_ms(128, 8, 7168, 32, h100, in_fabric=costs) == deepep_ms(128, 8, 7168, 32, h100)
+    assert family_of(find_gpu("mi300x")).deepep_in_fabric is None
+    assert family_of(find_gpu("l40s")).deepep_in_fabric is None  # no NVLink
 
 
 def test_moris_all_to_all_matches_its_published_times() -> None:

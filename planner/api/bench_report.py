@@ -262,6 +262,11 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
             else "nothing overlaps it with compute (--enable-two-batch-overlap would)"
         )
         priced = f"DeepEP's dispatch and combine {where}"
+        if curve.family is not None and curve.family.deepep_in_fabric and where == link:
+            priced += (
+                ", each mode's kernels at the fixed time and share of NVLink NVIDIA's B200 "
+                "tables give them (an estimate on other cards)"
+            )
         flag = "--all2all-backend" if engine == "vllm" else "--moe-a2a-backend deepep"
         if mori:
             priced = (

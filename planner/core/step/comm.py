@@ -77,6 +77,46 @@ DEEPEP_COMBINE_BYTES_PER_VALUE = 2
 MORI_KERNEL_MS = 0.020
 
 
+class ExchangeCost(BaseModel):
+    """One MoE layer's dispatch and combine inside one fabric beside their bytes: the two
+    kernels' fixed time together, and the share of the link's rate their bytes reach."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fixed_ms: float = Field(default=0.0, ge=0, description="dispatch and combine together, ms")
+    link_share: float = Field(default=1.0, gt=0, le=1)
+
+
+class DeepEpCosts(BaseModel):
+    """DeepEP inside one NVLink fabric: its low-latency kernels (decode steps) and its normal
+    ones (steps with prompt tokens)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low_latency: ExchangeCost
+    normal: ExchangeCost
+
+
+# DeepEP inside one NVLink fabric, timed by NVIDIA's aiconfigurator collector with SGLang
+# 0.5.12's DeepEP over the 8 GPUs of one B200 board (ai-dynamo/aiconfigurator @095f58a5,
+# systems/data/b200_sxm/comm/sglang/0.5.12/wideep_deepep_{ll,normal}_perf.parquet: hidden
+# 2,048-7,168, top-1 to top-22 of 8-512 experts; the low-latency kernels at 1-1,024 tokens a
+# rank, the normal ones at 1-16,384 with DeepEP's default 20 SMs; rows in benchmarks/data/
+# nvidia-kernels.jsonl, `python benchmarks/nvidia_kernels.py`). Fitted as a fixed time + the
+# bytes deepep_ms counts (a copy per routed expert) at a share of NVLink 5's 900 GB/s a
+# direction, in relative error: low-latency dispatch + combine 37.5 us and 0.66 (median error
+# 10%), normal 85 us and 0.555 (9%); the B300's tables give the same within 3% (38.6 us, 0.661;
+# 86.7 us, 0.566), a GB200 tray's four GPUs 28 us and 0.72, 77 us and 0.69. At DeepSeek-V3's
+# shape the kernels take 44 us at one token (22 + 22: no exchange is cheaper than its two
+# kernels) and 319 us at 1,024 tokens (130 + 189), where the bytes at NVLink's full rate with
+# two peer hops' floor priced 16 and 198 us. Every NVLink card takes these (Hopper's own
+# kernels are not in the tables: an estimate); across nodes the NIC's rate is priced as before.
+DEEPEP_NVLINK = DeepEpCosts(
+    low_latency=ExchangeCost(fixed_ms=0.0375, link_share=0.66),
+    normal=ExchangeCost(fixed_ms=0.085, link_share=0.555),
+)
+
+
 class Fabric(BaseModel):
     """The links among a platform's GPUs: the rate each GPU reaches over them (one direction,
     all its links), whether those links are a full mesh (one per peer) or switched, how many
@@ -125,6 +165,7 @@ def deepep_ms(
     fabric: Fabric,
     low_latency: bool = True,
     kernel_ms: float = 0.0,
+    in_fabric: DeepEpCosts | None = None,
 ) -> float:
     """One MoE layer's DeepEP dispatch and combine for a rank's tokens, ms, at the group's
     rate over the fabric (the NIC across nodes, NVLink inside an NVL72 rack): a copy per routed
@@ -132,7 +173,9 @@ def deepep_ms(
     node its experts sit on, its own included (normal kernels, as their published rates count
     them; top-k experts spread uniformly); never less than one hop's latency each way (an RDMA
     hop across nodes, an NVLink peer's inside); `kernel_ms`: a fixed cost each of the two
-    kernels adds (MoRI's, MORI_KERNEL_MS)."""
+    kernels adds (MoRI's, MORI_KERNEL_MS); `in_fabric`: DeepEP's own costs where the group
+    stays inside one fabric (DEEPEP_NVLINK: the kernels' fixed time and the share of the link
+    their bytes reach, by mode)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:
         return 0.0
     copies = float(experts_per_token)
@@ -141,10 +184,15 @@ def deepep_ms(
         copies = nodes * (1 - (1 - 1 / nodes) ** experts_per_token)
     per_value = DEEPEP_DISPATCH_BYTES_PER_VALUE + DEEPEP_COMBINE_BYTES_PER_VALUE
     rate = fabric.exchange_bytes_per_s(ranks)
+    fixed_ms = 2 * kernel_ms
+    if in_fabric is not None and not fabric.crosses_nodes(ranks):
+        own = in_fabric.low_latency if low_latency else in_fabric.normal
+        rate *= own.link_share
+        fixed_ms += own.fixed_ms
     # a few tokens still pay each transfer's latency: one hop for dispatch, one for combine
     hop_ms = PP_HOP_MS if fabric.crosses_nodes(ranks) else ALLREDUCE_HOP_MS
     moved_ms = tokens_per_rank * copies * hidden * per_value / rate * 1e3
-    return max(moved_ms + 2 * kernel_ms, 2 * hop_ms)
+    return max(moved_ms + fixed_ms, 2 * hop_ms)
 
 
 def beyond_bridge(gpu: GpuSpec, ranks: int) -> bool:

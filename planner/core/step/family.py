@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
-from planner.core.step.comm import AllReduceCost, beyond_bridge
+from planner.core.step.comm import DEEPEP_NVLINK, AllReduceCost, DeepEpCosts, beyond_bridge
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER, VLLM_V1_SINCE
 
@@ -119,6 +119,11 @@ class Family(BaseModel):
         default=frozenset(),
         description="engines that multiply MXFP4 experts with MXFP8 activations on this family "
         "(the fp8 rate, the experts' kind mxfp4-mxfp8; none: 16-bit activations on NVIDIA)",
+    )
+    deepep_in_fabric: DeepEpCosts | None = Field(
+        default=None,
+        description="DeepEP's dispatch and combine inside one NVLink fabric, as NVIDIA's tables "
+        "time them (None: their bytes at the link's full rate)",
     )
     mla_layer_ms: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
@@ -769,6 +774,7 @@ def family_of(gpu: GpuSpec) -> Family:
             sglang_moe_kernel_ms_per_layer=(
                 HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER if hopper else None
             ),
+            deepep_in_fabric=DEEPEP_NVLINK if nvlinked else None,
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED

@@ -549,19 +549,22 @@ class StepTime(BaseModel):
         """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
         each GPU sending its share of its group's `tokens`, ms; zero elsewhere. A decode step
         runs the low-latency kernels, a step with prompt tokens the normal ones (SGLang's
-        --deepep-mode auto); MoRI's run the normal pattern in every step, each kernel with
-        its fixed cost (comm.MORI_KERNEL_MS)."""
+        --deepep-mode auto), inside one NVLink fabric at the costs NVIDIA's tables give them
+        (Family.deepep_in_fabric); MoRI's run the normal pattern in every step, each kernel
+        with its fixed cost (comm.MORI_KERNEL_MS)."""
         if not self._all_to_all():
             return 0.0
         per_rank = -(-tokens // self.tp)
+        deepep = self.all_to_all_kernels == "deepep"
         return self.moe_layers * comm.deepep_ms(
             per_rank,
             self.experts_per_token,
             self.hidden_size,
             self._moe_ranks(),
             self.fabric,
-            low_latency=decode and self.all_to_all_kernels == "deepep",
-            kernel_ms=comm.MORI_KERNEL_MS if self.all_to_all_kernels == "mori" else 0.0,
+            low_latency=decode and deepep,
+            kernel_ms=0.0 if deepep else comm.MORI_KERNEL_MS,
+            in_fabric=self.family.deepep_in_fabric if deepep and self.family else None,
         )
 
     def logits_ms(self, sampled: int) -> float:
