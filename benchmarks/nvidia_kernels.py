@@ -136,10 +136,26 @@ SGLANG_ATTENTION_KERNELS = {"h200_sxm": "fa3"}
 # otherwise).
 DEEPEP_VERSION = "0.5.12"
 DEEPEP_CARDS = {"b200_sxm": 8, "b300_sxm": 8, "gb200": 4}
-DEEPEP_CARD_GPUS = {"gb200": "gb200-per-gpu"}
 DEEPEP_SMS = 20
 DEEPEP_NORMAL_MAX_TOKENS = 16384
 DEEPEP_TABLES = {"deepep_ll": "wideep_deepep_ll_perf", "deepep_normal": "wideep_deepep_normal_perf"}
+# SGLang's experts under DeepEP's low-latency exchange (DeepGEMM's masked grouped GEMM in block
+# fp8), timed at DeepSeek-V3's shape over simulated EP groups of 2-256 ranks with balanced
+# routing, 1-128 tokens a rank: {card}/moe/sglang/0.5.10/wideep_generation_moe_perf.parquet.
+DEEPGEMM_MOE_VERSION = "0.5.10"
+DEEPGEMM_MOE_CARDS = {
+    "h100_sxm": "h100-sxm5-80gb",
+    "h200_sxm": "h200-sxm-141gb",
+    "b200_sxm": "b200-sxm-180gb",
+    "b300_sxm": "b300-sxm-288gb",
+    "gb200": "gb200-per-gpu",
+}
+# A block-scaled fp8 expert weight: one byte and a 4-byte scale a 128 x 128 block.
+BLOCK_FP8_WEIGHT_BYTES = 1 + 4 / (128 * 128)
+# The rows where the multiply can outlast the stream: 32 tokens a rank and more, on 8 local
+# experts or fewer (each then meets 32 tokens and more).
+DEEPGEMM_COMPUTE_MIN_TOKENS = 32
+DEEPGEMM_COMPUTE_MAX_LOCAL = 8
 SGLANG_MOE_KERNELS: dict[str, dict[tuple[str, str], str]] = {
     "h200_sxm": {
         ("sglang_fused_moe_triton", "bfloat16"): "bf16",
@@ -210,7 +226,7 @@ ALLREDUCE_GPUS = 8
 
 def card_gpu(card: str) -> str:
     """The catalog id of an aiconfigurator card name."""
-    named = CARDS.get(card) or OWN_GEMM_CARDS.get(card) or DEEPEP_CARD_GPUS.get(card)
+    named = CARDS.get(card) or OWN_GEMM_CARDS.get(card) or DEEPGEMM_MOE_CARDS.get(card)
     return named or OLDER_RELEASE_CARDS[card][0]
 
 
@@ -443,6 +459,47 @@ def deepep_fit(
     return float(fixed_us), float(share), error, len(got)
 
 
+def deepgemm_moe_fit(
+    rows: list[dict[str, Any]], card: str
+) -> tuple[float, float, float, float, float]:
+    """DeepGEMM's masked grouped GEMM under DeepEP (one MoE layer's experts on one rank of an EP
+    group): a fixed time + a time a local expert + the larger of the touched experts' stream (at
+    a share of peak HBM) and their multiply (at a share of the fp8 rate). The first three are
+    fitted (relative error, least squares, the shares on a grid) with the multiply left out of
+    reach, then the multiply's share on the rows where it can bind (DEEPGEMM_COMPUTE_*): (fixed
+    us, us a local expert, stream share, fp8 share, median |error| over every row)."""
+    got = [r for r in rows if r["table"] == "moe_deepep" and r["card"] == card]
+    gpu = find_gpu(card_gpu(card))
+    bandwidth, fp8 = float(gpu.hbm_bandwidth_bytes_per_s or 0), float(gpu.fp8_dense_flops or 0)
+    us = np.array([r["us"] for r in got])
+    local = np.array([r["experts"] / r["ep"] for r in got])
+    slots = np.array([r["tokens"] * r["topk"] for r in got])
+    expert_bytes = np.array([3 * r["hidden"] * r["inter"] * BLOCK_FP8_WEIGHT_BYTES for r in got])
+    streamed = np.minimum(local, slots) * expert_bytes
+    flops = np.array([2 * r["tokens"] * r["topk"] * 3 * r["hidden"] * r["inter"] for r in got])
+
+    def predicted(stream: float, multiply: float) -> tuple[np.ndarray, float, float]:
+        core = np.maximum(streamed / (stream * bandwidth), flops / (multiply * fp8)) * 1e6
+        design = np.vstack([np.ones_like(us), local]).T / us[:, None]
+        (fixed, per_expert), *_ = np.linalg.lstsq(design, (us - core) / us, rcond=None)
+        return fixed + per_expert * local + core, float(fixed), float(per_expert)
+
+    stream = min(
+        np.arange(0.5, 1.0, 0.01), key=lambda b: np.median(np.abs(predicted(b, 10.0)[0] / us - 1))
+    )
+    _, fixed, per_expert = predicted(stream, 10.0)
+    binds = (slots >= DEEPGEMM_COMPUTE_MIN_TOKENS * 8) & (local <= DEEPGEMM_COMPUTE_MAX_LOCAL)
+
+    def error_at(multiply: float) -> float:
+        core = np.maximum(streamed / (stream * bandwidth), flops / (multiply * fp8)) * 1e6
+        return float(np.median(np.abs((fixed + per_expert * local + core)[binds] / us[binds] - 1)))
+
+    multiply = min(np.arange(0.2, 1.0, 0.01), key=error_at)
+    core = np.maximum(streamed / (stream * bandwidth), flops / (multiply * fp8)) * 1e6
+    error = float(np.median(np.abs((fixed + per_expert * local + core) / us - 1)))
+    return fixed, per_expert, float(stream), float(multiply), error
+
+
 def pcie_allreduce_fit(rows: list[dict[str, Any]], card: str) -> tuple[float, float, float, float]:
     """NCCL's all-reduce over PCIe at 2, 4 and 8 GPUs as fixed us + us a peer + the ring's
     bytes (2 (n - 1) / n of the message) at a share of one direction of the card's PCIe link,
@@ -581,6 +638,25 @@ def extract(data: Path) -> list[dict[str, Any]]:
         for name, stem in DEEPEP_TABLES.items():
             path = data / card / "comm" / "sglang" / DEEPEP_VERSION / f"{stem}.parquet"
             out += deepep_rows(pd.read_parquet(path), card, name)
+    for card in DEEPGEMM_MOE_CARDS:
+        path = data / card / "moe" / "sglang" / DEEPGEMM_MOE_VERSION
+        m = pd.read_parquet(path / "wideep_generation_moe_perf.parquet")
+        for r in m[m.distribution == "uniform"].to_dict("records"):
+            ep = int(r["moe_ep_size"])
+            out.append(
+                {
+                    "card": card,
+                    "table": "moe_deepep",
+                    "kind": "fp8-block" if r["moe_dtype"] == "fp8_block" else r["moe_dtype"],
+                    "ep": ep,
+                    "tokens": int(r["num_tokens"]) // ep,  # the table counts all ranks'
+                    "hidden": int(r["hidden_size"]),
+                    "inter": int(r["inter_size"]),
+                    "topk": int(r["topk"]),
+                    "experts": int(r["num_experts"]),
+                    "us": round(float(r["latency"]) * 1e3, 3),
+                }
+            )
     return out
 
 
@@ -996,6 +1072,15 @@ def main() -> None:
         print(
             f"{card} SGLang {SGLANG_VERSION} decode attention ({kernel}): {shares} of peak; fp8 "
             f"over bf16 {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: {own_sglang:.3f})"
+        )
+    for card in DEEPGEMM_MOE_CARDS:
+        fixed_us, per_expert_us, stream, multiply, error = deepgemm_moe_fit(rows, card)
+        own = family.family_of(find_gpu(card_gpu(card))).deepep_moe_fp8_share
+        print(
+            f"{card} DeepGEMM's masked experts under DeepEP (SGLang {DEEPGEMM_MOE_VERSION}): "
+            f"{fixed_us:.1f} us + {per_expert_us:.2f} us a local expert + max(stream at "
+            f"{stream:.2f} of peak, multiply at {multiply:.2f} of the fp8 rate), median |error| "
+            f"{error:.3f} (planner: multiply at {own})"
         )
     own_modes = {
         "deepep_ll": comm.DEEPEP_NVLINK.low_latency,

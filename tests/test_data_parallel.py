@@ -931,8 +931,9 @@ def test_sglang_keeps_dense_mlps_and_the_lm_head_whole_where_its_flags_say() -> 
 
 def test_deepep_inside_one_board_is_priced_at_its_kernels_own_costs(cli: Cli) -> None:
     """SGLang's DeepEP over the 8 GPUs of one H200 board (named on the line): each MoE layer of
-    a decode step pays the low-latency kernels' fixed time NVIDIA's B200 tables give them, and
-    the note says where the figure comes from."""
+    a decode step pays the low-latency kernels' fixed time NVIDIA's B200 tables give them, its
+    experts run DeepGEMM's grouped GEMMs, and the notes and arithmetic say where the figures
+    come from."""
     r = cli("slo", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
             "--dp", "8", "--dp-attention", "--moe-a2a-backend", "deepep",
             "--mem-fraction-static", "0.85", "--tpot", "100", "--json")  # fmt: skip
@@ -940,6 +941,8 @@ def test_deepep_inside_one_board_is_priced_at_its_kernels_own_costs(cli: Cli) ->
     spec = resolve_model(None, DEEPSEEK, None)
     exchange = [float(p["terms"]["all_to_all_ms"]) for p in r.json()["curve"]]
     assert exchange and min(exchange) >= spec.moe_layers * DEEPEP_NVLINK.low_latency.fixed_ms
+    # the experts multiply at DeepGEMM's share, and the arithmetic says so
+    assert any("DeepGEMM" in line for line in r.json()["arithmetic"])
     h200 = step_time_for(spec, find_gpu("h200"), tp=1, dp=AttentionDp(groups=8), engine="sglang",
                          exchange=MoeExchange(all_to_all=True))  # fmt: skip
     assert any("B200 tables" in n for n in fabric_notes(h200, "sglang"))

@@ -217,6 +217,43 @@ def test_deepep_inside_a_node_costs_what_nvidias_tables_give() -> None:
     assert family_of(find_gpu("l40s")).deepep_in_fabric is None  # no NVLink
 
 
+def test_deepgemms_experts_under_deepep_are_what_nvidias_tables_give() -> None:
+    """Under DeepEP the experts run DeepGEMM's grouped GEMMs: the share of the fp8 rate they
+    multiply at is the tables' fit (H100 / H200 for Hopper, B200 / B300 / GB200 for Blackwell),
+    above the dense GEMMs' modelled share. With it, a DeepSeek-V3 MoE layer on 16-256 ranks at
+    32-128 tokens a rank is priced at 0.85-1.45 of the tables' experts (the routing kernels,
+    which the tables do not time, included); the fused kernels' share priced 128 tokens on 64
+    ranks and more at twice the tables'. Without DeepEP the fused kernels' share holds."""
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    fits = {card: bench.deepgemm_moe_fit(rows, card) for card in bench.DEEPGEMM_MOE_CARDS}
+    for card, (_, _, _, multiply, error) in fits.items():
+        own = family_of(find_gpu(bench.card_gpu(card))).deepep_moe_fp8_share
+        assert own is not None and error < 0.03, card
+        assert own == pytest.approx(multiply, abs=0.03), card
+    spec = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-V3"))
+    for card, gpu in (("h200_sxm", "h200"), ("b200_sxm", "b200")):
+        checked = 0
+        for r in rows:
+            if r["table"] != "moe_deepep" or r["card"] != card:
+                continue
+            if r["ep"] < 16 or r["tokens"] < 32:
+                continue
+            dp = AttentionDp(groups=r["ep"])
+            st = step_time_for(
+                spec, find_gpu(gpu), tp=1, dp=dp, engine="sglang",
+                exchange=MoeExchange(all_to_all=True),
+            )  # fmt: skip
+            assert st.moe_gemm_scale > 1  # DeepGEMM beats the dense GEMMs' modelled share
+            layer_ms = st.terms(r["tokens"], 2000).experts_ms / spec.moe_layers
+            ratio = (layer_ms + st.moe_kernel_ms_per_layer) * 1e3 / r["us"]
+            assert 0.85 <= ratio <= 1.45, (card, r["ep"], r["tokens"], ratio)
+            checked += 1
+        assert checked >= 12
+    fused = step_time_for(spec, find_gpu("h200"), tp=8, engine="sglang")
+    assert not fused.moe_all_to_all and fused.moe_gemm_scale <= 1
+
+
 def test_moris_all_to_all_matches_its_published_times() -> None:
     """ROCm/mori's README (DeepSeek-V3 shapes, FP8 dispatch and BF16 combine, MI300X + CX7) at
     EP 8: 35 + 47 us for 128 tokens; 307 / 330 GB/s for 4,096, counted over the tokens a rank

@@ -247,6 +247,14 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     )
     if curve.moe_gemm_scale == 1:
         return stream
+    if curve.moe_gemm_scale > 1:  # DeepGEMM's grouped GEMMs under DeepEP (Family field)
+        return (
+            f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share "
+            f"of the rate on {curve.family.name} (DeepGEMM's grouped GEMMs under DeepEP, at "
+            f"{curve.family.deepep_moe_fp8_share:.2f} of the fp8 rate; NVIDIA's kernel tables of "
+            "SGLang's): it sets a long prefill's expert time and a wide batch's",
+            *stream,
+        )
     amd = curve.family.name.startswith(("cdna", "amd"))
     tables = "ROCm's kernel tables" if amd else "NVIDIA's kernel tables"
     if curve.sglang_moe_shares:

@@ -120,6 +120,12 @@ class Family(BaseModel):
         description="engines that multiply MXFP4 experts with MXFP8 activations on this family "
         "(the fp8 rate, the experts' kind mxfp4-mxfp8; none: 16-bit activations on NVIDIA)",
     )
+    deepep_moe_fp8_share: float | None = Field(
+        default=None,
+        description="the share of the fp8 rate block-scaled experts multiply at under DeepEP "
+        "(DeepGEMM's grouped GEMMs), where NVIDIA's tables time it (None: the fused MoE "
+        "kernels' share)",
+    )
     deepep_in_fabric: DeepEpCosts | None = Field(
         default=None,
         description="DeepEP's dispatch and combine inside one NVLink fabric, as NVIDIA's tables "
@@ -495,6 +501,26 @@ BLACKWELL_MLA_LAYER_MS = {"bf16": (0.0019, 0.0024), "fp8-block": (0.0140, 0.0146
 # benchmarks/data/e2e.jsonl) decode faster at 64-128 sequences than an MXFP4 stream at 0.525
 # allows and slower at 8-16 than no idle-expert cost does, which no kernel table explains.
 MOE_TABLE_ENGINES = frozenset({"vllm"})
+# Under DeepEP the experts run DeepGEMM's grouped GEMMs on the tokens dispatched to them, not the
+# fused MoE kernels above (SGLang's DeepEPMoE: the masked kernel behind the low-latency exchange;
+# vLLM's DeepEP experts alike for block-scaled fp8). NVIDIA's collector times SGLang 0.5.10's
+# (ai-dynamo/aiconfigurator @095f58a5, systems/data/{h100_sxm,h200_sxm,b200_sxm,b300_sxm,gb200}/
+# moe/sglang/0.5.10/wideep_generation_moe_perf.parquet: DeepSeek-V3's block-fp8 experts over EP
+# groups of 2-256 ranks, balanced routing, 1-128 tokens a rank; rows in benchmarks/data/
+# nvidia-kernels.jsonl, `python benchmarks/nvidia_kernels.py`): a fixed 22-25 us + 0.5-0.8 us a
+# local expert + the larger of the touched experts' stream (0.78-0.87 of peak) and their
+# multiply, which reaches 0.67 / 0.70 of the fp8 rate on the H100 / H200 and 0.44 / 0.45 / 0.44
+# on the B200 / B300 / GB200 (median error 1-2% over 56 rows each). The fused MoE share above
+# gives whole experts (2,048 wide) 0.34 and 0.19: at 128 tokens a rank on 64-256 ranks the
+# layer was priced at twice its time. Hopper takes 0.68, Blackwell 0.44. The fixed costs stay
+# the fused MoE layer's (routing included, which these tables do not time): a layer is then
+# priced 0-20 us above the tables' experts on 8-256 ranks of H200s and within 20% of them on
+# 16-256 B200 ranks; on 2-4 B200 ranks, whose idle local experts the masked kernel still
+# visits (0.5-0.8 us each), up to 45% under them at a few tokens. The same share serves prefill
+# steps (the contiguous kernel behind the normal exchange: about 0.5 and 0.36 at 1-16K tokens a
+# rank in the same tables' context rows, which add a larger fixed cost).
+HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
+BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
 HOPPER_SGLANG_MOE_FIXED_MS = 0.0383
@@ -703,6 +729,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
     "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
     "sglang_moe_kernel_ms_per_layer": BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER,
+    "deepep_moe_fp8_share": BLACKWELL_DEEPEP_MOE_FP8_SHARE,
     "mxfp8_moe_engines": BLACKWELL_MXFP8_MOE_ENGINES,
     "source": BLACKWELL_EXTRAPOLATED,
 }
@@ -775,6 +802,7 @@ def family_of(gpu: GpuSpec) -> Family:
                 HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER if hopper else None
             ),
             deepep_in_fabric=DEEPEP_NVLINK if nvlinked else None,
+            deepep_moe_fp8_share=HOPPER_DEEPEP_MOE_FP8_SHARE if name == "hopper" else None,
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED

@@ -269,9 +269,10 @@ class StepTime(BaseModel):
     moe_gemm_scale: float = Field(
         default=1.0,
         gt=0,
-        le=1,
-        description="the share of the weights' rate the routed experts' fused MoE kernels "
-        "reach, relative to the dense GEMMs' share (the family's, by the experts' kind)",
+        le=2,
+        description="the share of the weights' rate the routed experts' kernels reach, relative "
+        "to the dense GEMMs' share (the family's, by the experts' kind): at most 1 for the "
+        "fused MoE kernels, above it for DeepGEMM's grouped GEMMs under DeepEP",
     )
     sglang_moe_shares: bool = Field(
         default=False,
@@ -872,6 +873,17 @@ def moe_share_scale(family: Family, kind: str, width: int) -> float:
     return min(ceiling * width / (width + half), 1.0)
 
 
+def deepep_moe_scale(family: Family, kind: str, quantized_share: float) -> float | None:
+    """The experts' multiply under DeepEP relative to the dense GEMMs' share of the rate: the
+    share of the fp8 rate DeepGEMM's grouped GEMMs reach on block-scaled experts where NVIDIA's
+    tables time them (Family.deepep_moe_fp8_share), over the dense fp8 GEMMs' modelled share;
+    None elsewhere (the fused MoE kernels' share holds)."""
+    share = family.deepep_moe_fp8_share
+    if share is None or kind != "fp8-block":
+        return None
+    return share / (gemm.FLOPS_EFFICIENCY * family.compute_scale * quantized_share)
+
+
 def moe_share_floored(family: Family, kind: str, width: int, bf16_over_quantized: float) -> float:
     """`moe_share_scale`, where per-tensor fp8 experts multiply no slower than the same experts
     in bf16 (`bf16_over_quantized`: the 16-bit rate over the fp8 one the share multiplies).
@@ -1100,6 +1112,17 @@ def step_time_for(
     dense_kind = gemm_kind(model, own, flops > plain_rate)
     mla_share = overhead.mla_layer_share(model)
     mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
+    # the experts' multiply: DeepGEMM's under DeepEP where its tables time it, else the fused
+    # MoE kernels' (the engine's own where measured)
+    deepgemm = wide and exchange.kernels == "deepep"
+    moe_scale = (deepep_moe_scale(family, moe_kind, quantized_share) if deepgemm else None) or (
+        moe_share_floored(
+            engine_moe_family(family, engine),
+            moe_kind,
+            expert_width,
+            plain_rate / (flops * quantized_share),
+        )
+    )
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
         layout += f", attention DP {attention_dp} (MoE over {tp * attention_dp})"
@@ -1165,12 +1188,7 @@ def step_time_for(
         pp_hop_ms=comm.PP_HOP_MS if pp > 1 else 0.0,
         family=family,
         gemm_kind=dense_kind,
-        moe_gemm_scale=moe_share_floored(
-            engine_moe_family(family, engine),
-            moe_kind,
-            expert_width,
-            plain_rate / (flops * quantized_share),
-        ),
+        moe_gemm_scale=moe_scale,
         sglang_moe_shares=engine == "sglang" and moe_kind in family.sglang_moe_gemm_scale,
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
