@@ -233,7 +233,7 @@ def mid_m_lines(curve: StepTime) -> tuple[str, ...]:
 
 def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
     """The family's share for the routed experts' multiply, where its fused MoE kernels reach
-    less of the rate than its dense GEMMs."""
+    less of the rate than its dense GEMMs, or DeepGEMM's under DeepEP more."""
     if curve.family is None or not curve.num_experts:
         return ()
     stream = (
@@ -245,9 +245,7 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
         if curve.moe_stream_scale < 1
         else ()
     )
-    if curve.moe_gemm_scale == 1:
-        return stream
-    if curve.moe_gemm_scale > 1:  # DeepGEMM's grouped GEMMs under DeepEP (Family field)
+    if curve.deepgemm_experts:
         return (
             f"experts: their multiply at x {curve.moe_gemm_scale:.2f} of the dense GEMMs' share "
             f"of the rate on {curve.family.name} (DeepGEMM's grouped GEMMs under DeepEP, at "
@@ -255,6 +253,8 @@ def moe_gemm_lines(curve: StepTime) -> tuple[str, ...]:
             "SGLang's): it sets a long prefill's expert time and a wide batch's",
             *stream,
         )
+    if curve.moe_gemm_scale == 1:
+        return stream
     amd = curve.family.name.startswith(("cdna", "amd"))
     tables = "ROCm's kernel tables" if amd else "NVIDIA's kernel tables"
     if curve.sglang_moe_shares:

@@ -274,6 +274,11 @@ class StepTime(BaseModel):
         "to the dense GEMMs' share (the family's, by the experts' kind): at most 1 for the "
         "fused MoE kernels, above it for DeepGEMM's grouped GEMMs under DeepEP",
     )
+    deepgemm_experts: bool = Field(
+        default=False,
+        description="the experts multiply in DeepGEMM's grouped GEMMs under DeepEP, at "
+        "Family.deepep_moe_fp8_share (moe_gemm_scale holds it)",
+    )
     sglang_moe_shares: bool = Field(
         default=False,
         description="whether moe_gemm_scale is SGLang's own kernels' share "
@@ -1114,14 +1119,16 @@ def step_time_for(
     mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
     # the experts' multiply: DeepGEMM's under DeepEP where its tables time it, else the fused
     # MoE kernels' (the engine's own where measured)
-    deepgemm = wide and exchange.kernels == "deepep"
-    moe_scale = (deepep_moe_scale(family, moe_kind, quantized_share) if deepgemm else None) or (
-        moe_share_floored(
-            engine_moe_family(family, engine),
-            moe_kind,
-            expert_width,
-            plain_rate / (flops * quantized_share),
-        )
+    deepgemm = (
+        deepep_moe_scale(family, moe_kind, quantized_share)
+        if wide and exchange.kernels == "deepep"
+        else None
+    )
+    moe_scale = deepgemm or moe_share_floored(
+        engine_moe_family(family, engine),
+        moe_kind,
+        expert_width,
+        plain_rate / (flops * quantized_share),
     )
     layout = f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
     if attention_dp > 1:
@@ -1189,6 +1196,7 @@ def step_time_for(
         family=family,
         gemm_kind=dense_kind,
         moe_gemm_scale=moe_scale,
+        deepgemm_experts=deepgemm is not None,
         sglang_moe_shares=engine == "sglang" and moe_kind in family.sglang_moe_gemm_scale,
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
