@@ -68,6 +68,13 @@ PCIE_CARDS = {
     "rtx_pro_6000_server": ("rtx-pro-6000-blackwell", "2.29.2"),
 }
 NCCL_ALLREDUCE = "nccl_perf.parquet"
+# NCCL's all-gather and reduce-scatter over NVLink (nccl-tests in NVIDIA's collector, fp16, 2 /
+# 4 / 8 GPUs): the collectives that carry a data-parallel layout's gathered batch to the MoE
+# layers and back. Read at the messages a decode step sends (NCCL_LATENCY_MAX_BYTES and less),
+# where their latency, not their bytes, sets the time.
+NCCL_GATHER_CARDS = {"h100_sxm": "2.29.2", "h200_sxm": "2.29.2", "b200_sxm": "2.29.2"}
+NCCL_GATHER_OPS = {"all_gather": "nccl_allgather", "reduce_scatter": "nccl_reducescatter"}
+NCCL_LATENCY_MAX_BYTES = 262_144
 # Cards whose own large dense GEMMs are read (their chip's multiply shares): the PCIe cards and
 # Blackwell Ultra (its FP4 rate is its own).
 OWN_GEMM_CARDS = {
@@ -638,6 +645,9 @@ def extract(data: Path) -> list[dict[str, Any]]:
         for name, stem in DEEPEP_TABLES.items():
             path = data / card / "comm" / "sglang" / DEEPEP_VERSION / f"{stem}.parquet"
             out += deepep_rows(pd.read_parquet(path), card, name)
+    for card, nccl in NCCL_GATHER_CARDS.items():
+        table = pd.read_parquet(data / card / "comm" / "nccl" / nccl / NCCL_ALLREDUCE)
+        out += nccl_gather_rows(table, card)
     for card in DEEPGEMM_MOE_CARDS:
         path = data / card / "moe" / "sglang" / DEEPGEMM_MOE_VERSION
         m = pd.read_parquet(path / "wideep_generation_moe_perf.parquet")
@@ -803,6 +813,39 @@ def nccl_allreduce_rows(table: Any, card: str) -> list[dict[str, Any]]:
         for r in got.itertuples()
         if int(r.message_size) * 2 <= NCCL_MAX_BYTES
     ]
+
+
+def nccl_gather_rows(table: Any, card: str) -> list[dict[str, Any]]:
+    """NCCL's all-gather and reduce-scatter rows in fp16 up to NCCL_LATENCY_MAX_BYTES (the
+    table counts elements, 2 bytes each)."""
+    got = table[table.op_name.isin(list(NCCL_GATHER_OPS)) & (table.nccl_dtype == "half")]
+    return [
+        {
+            "card": card,
+            "table": NCCL_GATHER_OPS[r.op_name],
+            "gpus": int(r.num_gpus),
+            "bytes": int(r.message_size) * 2,
+            "us": round(r.latency * 1e3, 3),
+        }
+        for r in got.itertuples()
+        if int(r.message_size) * 2 <= NCCL_LATENCY_MAX_BYTES
+    ]
+
+
+def nccl_latency_fit(
+    rows: list[dict[str, Any]], cards: Iterable[str]
+) -> tuple[float, float, float]:
+    """NCCL's all-gather and reduce-scatter at decode-sized messages on `cards`, both kinds
+    together: a fixed time + a time a peer (least squares over 2 / 4 / 8 GPUs), us, and the
+    median |error|."""
+    got = [r for r in rows if r["table"] in NCCL_GATHER_OPS.values() and r["card"] in cards]
+    peers = np.array([r["gpus"] - 1 for r in got], dtype=float)
+    us = np.array([r["us"] for r in got])
+    (fixed_us, per_peer_us), *_ = np.linalg.lstsq(
+        np.vstack([np.ones_like(peers), peers]).T, us, rcond=None
+    )
+    error = float(np.median(np.abs((fixed_us + per_peer_us * peers) / us - 1)))
+    return float(fixed_us), float(per_peer_us), error
 
 
 def mla_head_costs(rows: list[dict[str, Any]], card: str) -> list[tuple[float, float]]:
@@ -1072,6 +1115,15 @@ def main() -> None:
         print(
             f"{card} SGLang {SGLANG_VERSION} decode attention ({kernel}): {shares} of peak; fp8 "
             f"over bf16 {fits['fp8'][1] / fits['bfloat16'][1]:.3f} (planner: {own_sglang:.3f})"
+        )
+    for cards, gpu in ((("h100_sxm", "h200_sxm"), "h200"), (("b200_sxm",), "b200")):
+        fixed_us, per_peer_us, error = nccl_latency_fit(rows, cards)
+        own = family.family_of(find_gpu(gpu)).nccl_latency
+        mine = "none" if own is None else f"{own.fixed_ms * 1e3:.1f} us + {own.hop_ms * 1e3:.2f}"
+        print(
+            f"{'/'.join(cards)} NCCL all-gather and reduce-scatter up to "
+            f"{NCCL_LATENCY_MAX_BYTES // 1024} KB: {fixed_us:.1f} us + {per_peer_us:.2f} us a "
+            f"peer, median |error| {error:.3f} (planner: {mine} us a peer)"
         )
     for card in DEEPGEMM_MOE_CARDS:
         fixed_us, per_expert_us, stream, multiply, error = deepgemm_moe_fit(rows, card)

@@ -255,6 +255,37 @@ def test_deepgemms_experts_under_deepep_are_what_nvidias_tables_give() -> None:
     assert not fused.deepgemm_experts and fused.moe_gemm_scale <= 1
 
 
+def test_a_gathered_batch_pays_nccls_latency_there_and_back() -> None:
+    """A data-parallel layout's MoE layers meet every group's tokens: vLLM all-gathers and
+    reduce-scatters them through NCCL, SGLang gathers with its custom all-reduce and
+    reduce-scatters through NCCL. NVIDIA's nccl-tests tables give each call its latency (the
+    planner's constants are their fit); at one token a group over 8 H200s, a layer's way there
+    and back costs 2 x 11.9 us under vLLM and 4.7 + 11.9 under SGLang, where one custom
+    all-reduce's 4.7 stood for the pair. AMD keeps the all-reduce's cost."""
+    bench = benchmark_script("nvidia_kernels")
+    rows = bench.load(bench.ROWS)
+    for cards, gpu in ((("h100_sxm", "h200_sxm"), "h200"), (("b200_sxm",), "b200")):
+        fixed_us, per_peer_us, error = bench.nccl_latency_fit(rows, cards)
+        own = family_of(find_gpu(gpu)).nccl_latency
+        assert own is not None and error < 0.12
+        assert own.fixed_ms * 1e3 == pytest.approx(fixed_us, abs=0.05)
+        assert own.hop_ms * 1e3 == pytest.approx(per_peer_us, abs=0.01)
+    spec = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-V3"))
+    h200 = find_gpu("h200")
+    nccl = family_of(h200).nccl_latency
+    custom = family_of(h200).allreduce
+    assert nccl is not None and custom is not None
+    one_call_ms = nccl.fixed_ms + 7 * nccl.hop_ms
+    assert one_call_ms * 1e3 == pytest.approx(11.9, abs=0.2)
+    for engine, pair_ms in (("vllm", 2 * one_call_ms), ("sglang", custom.fixed_ms + one_call_ms)):
+        st = step_time_for(spec, h200, tp=1, dp=AttentionDp(groups=8), engine=engine)
+        assert st.gather_cost().fixed_ms + 7 * st.gather_cost().hop_ms == pytest.approx(pair_ms)
+        # one token a group: the pair's latency in every layer, its bytes next to nothing
+        assert st.allreduce_ms(1) == pytest.approx(spec.num_layers * pair_ms, rel=0.05)
+    amd = step_time_for(spec, find_gpu("mi300x"), tp=1, dp=AttentionDp(groups=8), engine="vllm")
+    assert amd.gather_cost() == amd.allreduce
+
+
 def test_moris_all_to_all_matches_its_published_times() -> None:
     """ROCm/mori's README (DeepSeek-V3 shapes, FP8 dispatch and BF16 combine, MI300X + CX7) at
     EP 8: 35 + 47 us for 128 tokens; 307 / 330 GB/s for 4,096, counted over the tokens a rank

@@ -120,6 +120,12 @@ class Family(BaseModel):
         description="engines that multiply MXFP4 experts with MXFP8 activations on this family "
         "(the fp8 rate, the experts' kind mxfp4-mxfp8; none: 16-bit activations on NVIDIA)",
     )
+    nccl_latency: AllReduceCost | None = Field(
+        default=None,
+        description="NCCL's all-gather / reduce-scatter at decode-sized messages over NVLink: "
+        "a fixed time and a time a peer (link_share unused), where NVIDIA's tables time it "
+        "(None: the all-reduce's cost stands for them)",
+    )
     deepep_moe_fp8_share: float | None = Field(
         default=None,
         description="the share of the fp8 rate block-scaled experts multiply at under DeepEP "
@@ -520,6 +526,18 @@ MOE_TABLE_ENGINES = frozenset({"vllm"})
 # steps (the contiguous kernel behind the normal exchange: about 0.5 and 0.36 at 1-16K tokens a
 # rank in the same tables' context rows, which add a larger fixed cost).
 HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
+# A data-parallel layout's MoE layers meet every group's tokens: vLLM's default exchange
+# all-gathers them and reduce-scatters the outputs through NCCL (AgRsAll2AllManager's
+# all_gatherv / reduce_scatterv, device_communicators/all2all.py, 0.11-0.34); SGLang gathers them
+# with its all-reduce and reduce-scatters through NCCL (layers/dp_attention.py, 0.5.23). NVIDIA's
+# collector times nccl-tests' all-gather and reduce-scatter (systems/data/{h100_sxm,h200_sxm,
+# b200_sxm}/comm/nccl/2.29.2/nccl_perf.parquet, fp16, 2 / 4 / 8 GPUs, messages up to 256 KB; rows
+# in benchmarks/data/nvidia-kernels.jsonl): 5.0 us + 0.99 us a peer on the H100 / H200 (12 us
+# over 8 GPUs), 8.3 us + 1.37 us on the B200 (18 us), median error 10% and 7%, where the engines'
+# custom all-reduce takes 4.7 and 7.0 us. Each NCCL call of the way there and back takes these
+# (bytes at the all-reduce's share, as before); outside CUDA graphs, as nccl-tests runs them.
+HOPPER_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0050, hop_ms=0.00099)
+BLACKWELL_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0083, hop_ms=0.00137)
 BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
@@ -730,6 +748,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
     "sglang_moe_kernel_ms_per_layer": BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER,
     "deepep_moe_fp8_share": BLACKWELL_DEEPEP_MOE_FP8_SHARE,
+    "nccl_latency": BLACKWELL_NCCL_LATENCY,
     "mxfp8_moe_engines": BLACKWELL_MXFP8_MOE_ENGINES,
     "source": BLACKWELL_EXTRAPOLATED,
 }
@@ -802,6 +821,7 @@ def family_of(gpu: GpuSpec) -> Family:
                 HOPPER_SGLANG_MOE_KERNEL_MS_PER_LAYER if hopper else None
             ),
             deepep_in_fabric=DEEPEP_NVLINK if nvlinked else None,
+            nccl_latency=HOPPER_NCCL_LATENCY if hopper and nvlinked else None,
             deepep_moe_fp8_share=HOPPER_DEEPEP_MOE_FP8_SHARE if name == "hopper" else None,
             basis="fitted" if fitted else "extrapolated",
             source=(
@@ -823,7 +843,9 @@ def family_of(gpu: GpuSpec) -> Family:
             else {}
         )
         return family.model_copy(
-            update=BLACKWELL_OWN | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE}) | chip
+            update=BLACKWELL_OWN
+            | ({} if nvlinked else {"allreduce": PCIE_ALLREDUCE, "nccl_latency": None})
+            | chip
         )
     if gpu.vendor == "amd":
         name = next((f for prefix, f in AMD_FAMILIES if gpu.id.startswith(prefix)), "amd")

@@ -532,8 +532,9 @@ class StepTime(BaseModel):
         data-parallel attention the one after attention spans the attention TP group, and the
         FFN / MoE half gathers every group's tokens (`gathered`) over the MoE ranks and
         scatters them back (all-gather + reduce-scatter: one all-reduce's traffic of the
-        gathered batch), except in the MoE layers that run DeepEP (`all_to_all_ms`). Each
-        collective runs at its group's rate over the fabric (comm.Fabric)."""
+        gathered batch, each call at its own latency: `gather_cost`), except in the MoE layers
+        that run DeepEP (`all_to_all_ms`). Each collective runs at its group's rate over the
+        fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
         cost, link = self.allreduce, self.fabric
         all_to_all = self._all_to_all()
@@ -548,8 +549,23 @@ class StepTime(BaseModel):
         gathered = self.gathered(tokens, others) * self.hidden_size * self.activation_bytes
         # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
         gathering = self.layers - self.moe_layers if all_to_all else self.layers
-        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, cost, link)
+        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, self.gather_cost(), link)
         return attention + ffn / per_layer + norms
+
+    def gather_cost(self) -> comm.AllReduceCost:
+        """A layer's gather of every group's tokens and their way back, beside its bytes: vLLM
+        all-gathers and reduce-scatters through NCCL, SGLang gathers with its all-reduce and
+        reduce-scatters through NCCL, each NCCL call at the family's measured latency
+        (Family.nccl_latency; where none is known the all-reduce's cost stands for the pair)."""
+        cost = self.allreduce
+        nccl = self.family.nccl_latency if self.family else None
+        if nccl is None:
+            return cost
+        if self.engine == "vllm":
+            fixed_ms, hop_ms = 2 * nccl.fixed_ms, 2 * nccl.hop_ms
+        else:
+            fixed_ms, hop_ms = cost.fixed_ms + nccl.fixed_ms, cost.hop_ms + nccl.hop_ms
+        return cost.model_copy(update={"fixed_ms": fixed_ms, "hop_ms": hop_ms})
 
     def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
         """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
