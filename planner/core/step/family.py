@@ -528,14 +528,14 @@ MOE_TABLE_ENGINES = frozenset({"vllm"})
 HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
 # A data-parallel layout's MoE layers meet every group's tokens: vLLM's default exchange
 # all-gathers them and reduce-scatters the outputs through NCCL (AgRsAll2AllManager's
-# all_gatherv / reduce_scatterv, device_communicators/all2all.py, 0.11-0.34); SGLang gathers them
-# with its all-reduce and reduce-scatters through NCCL (layers/dp_attention.py, 0.5.23). NVIDIA's
+# all_gatherv / reduce_scatterv, device_communicators/all2all.py, 0.11-0.34; SGLang instead
+# all-reduces twice: StepTime.gather_ms). NVIDIA's
 # collector times nccl-tests' all-gather and reduce-scatter (systems/data/{h100_sxm,h200_sxm,
 # b200_sxm}/comm/nccl/2.29.2/nccl_perf.parquet, fp16, 2 / 4 / 8 GPUs, messages up to 256 KB; rows
 # in benchmarks/data/nvidia-kernels.jsonl): 5.0 us + 0.99 us a peer on the H100 / H200 (12 us
 # over 8 GPUs), 8.3 us + 1.37 us on the B200 (18 us), median error 10% and 7%, where the engines'
-# custom all-reduce takes 4.7 and 7.0 us. Each NCCL call of the way there and back takes these
-# (bytes at the all-reduce's share, as before); outside CUDA graphs, as nccl-tests runs them.
+# custom all-reduce takes 4.7 and 7.0 us. vLLM's two calls take these (bytes at the
+# all-reduce's share, as before), timed outside CUDA graphs, as nccl-tests runs them.
 HOPPER_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0050, hop_ms=0.00099)
 BLACKWELL_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0083, hop_ms=0.00137)
 BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44

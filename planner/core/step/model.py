@@ -531,10 +531,9 @@ class StepTime(BaseModel):
         the q / k norms span every head: `qk_norm_allreduce`, a latency-bound one), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
         FFN / MoE half gathers every group's tokens (`gathered`) over the MoE ranks and
-        scatters them back (all-gather + reduce-scatter: one all-reduce's traffic of the
-        gathered batch, each call at its own latency: `gather_cost`), except in the MoE layers
-        that run DeepEP (`all_to_all_ms`). Each collective runs at its group's rate over the
-        fabric (comm.Fabric)."""
+        scatters them back (`gather_ms`: vLLM's all-gather + reduce-scatter, SGLang's two
+        all-reduces), except in the MoE layers that run DeepEP (`all_to_all_ms`). Each
+        collective runs at its group's rate over the fabric (comm.Fabric)."""
         message = tokens * self.hidden_size * self.activation_bytes
         cost, link = self.allreduce, self.fabric
         all_to_all = self._all_to_all()
@@ -547,25 +546,35 @@ class StepTime(BaseModel):
             return comm.allreduce_ms(self.tp, self.layers, message, cost, link) + norms
         attention = comm.allreduce_ms(self.tp, self.layers, message, cost, link) / per_layer
         gathered = self.gathered(tokens, others) * self.hidden_size * self.activation_bytes
-        # the FFN half gathers in every layer, or (DeepEP) in the dense ones before the MoE
-        gathering = self.layers - self.moe_layers if all_to_all else self.layers
-        ffn = comm.allreduce_ms(self._moe_ranks(), gathering, gathered, self.gather_cost(), link)
-        return attention + ffn / per_layer + norms
-
-    def gather_cost(self) -> comm.AllReduceCost:
-        """A layer's gather of every group's tokens and their way back, beside its bytes: vLLM
-        all-gathers and reduce-scatters through NCCL, SGLang gathers with its all-reduce and
-        reduce-scatters through NCCL, each NCCL call at the family's measured latency
-        (Family.nccl_latency; where none is known the all-reduce's cost stands for the pair)."""
-        cost = self.allreduce
-        nccl = self.family.nccl_latency if self.family else None
-        if nccl is None:
-            return cost
-        if self.engine == "vllm":
-            fixed_ms, hop_ms = 2 * nccl.fixed_ms, 2 * nccl.hop_ms
+        if self.engine == "sglang":
+            # its dense FFNs span every GPU too: every layer gathers, or (DeepEP) the dense ones
+            gathering = self.layers - self.moe_layers if all_to_all else self.layers
         else:
-            fixed_ms, hop_ms = cost.fixed_ms + nccl.fixed_ms, cost.hop_ms + nccl.hop_ms
-        return cost.model_copy(update={"fixed_ms": fixed_ms, "hop_ms": hop_ms})
+            # vLLM's data-parallel ranks run their dense layers alone: the MoE layers gather,
+            # unless DeepEP carries their tokens
+            gathering = 0 if all_to_all else self.moe_layers
+        return attention + self.gather_ms(gathering, gathered) + norms
+
+    def gather_ms(self, layers: int, message_bytes: int) -> float:
+        """The way of every group's tokens (`message_bytes` in all) to the FFN / MoE half of
+        `layers` layers and back, ms. vLLM all-gathers them and reduce-scatters the outputs
+        through NCCL (its all2all manager's all_gatherv / reduce_scatterv): one all-reduce's
+        traffic, each call at NCCL's latency where the family's tables give it
+        (Family.nccl_latency; else one all-reduce's cost stands for the pair). SGLang gathers
+        with an all-reduce of a buffer of every group's rows and its FFN sums the output with
+        another (DpPaddingMode.SUM_LEN, layers/dp_attention.py, 0.5.23: every batch with
+        prompt tokens, and decode while the buffer fits the custom all-reduce): two
+        all-reduces of the gathered batch."""
+        ranks, link, cost = self._moe_ranks(), self.fabric, self.allreduce
+        if self.engine == "sglang":
+            return comm.allreduce_ms(ranks, layers, message_bytes, cost, link)
+        nccl = self.family.nccl_latency if self.family else None
+        if nccl is not None:
+            cost = cost.model_copy(
+                update={"fixed_ms": 2 * nccl.fixed_ms, "hop_ms": 2 * nccl.hop_ms}
+            )
+        pair = comm.allreduce_ms(ranks, layers, message_bytes, cost, link)
+        return pair / comm.ALLREDUCES_PER_LAYER  # allreduce_ms counts two a layer
 
     def all_to_all_ms(self, tokens: int, decode: bool = True) -> float:
         """DeepEP's dispatch and combine in every MoE layer (wide expert parallelism),
