@@ -479,6 +479,7 @@ def deepgemm_moe_fit(
     gpu = find_gpu(card_gpu(card))
     bandwidth, fp8 = float(gpu.hbm_bandwidth_bytes_per_s or 0), float(gpu.fp8_dense_flops or 0)
     us = np.array([r["us"] for r in got])
+    tokens = np.array([r["tokens"] for r in got])
     local = np.array([r["experts"] / r["ep"] for r in got])
     slots = np.array([r["tokens"] * r["topk"] for r in got])
     expert_bytes = np.array([3 * r["hidden"] * r["inter"] * BLOCK_FP8_WEIGHT_BYTES for r in got])
@@ -492,10 +493,10 @@ def deepgemm_moe_fit(
         return fixed + per_expert * local + core, float(fixed), float(per_expert)
 
     stream = min(
-        np.arange(0.5, 1.0, 0.01), key=lambda b: np.median(np.abs(predicted(b, 10.0)[0] / us - 1))
+        np.arange(0.5, 1.0, 0.01), key=lambda b: np.median(np.abs(predicted(b, np.inf)[0] / us - 1))
     )
-    _, fixed, per_expert = predicted(stream, 10.0)
-    binds = (slots >= DEEPGEMM_COMPUTE_MIN_TOKENS * 8) & (local <= DEEPGEMM_COMPUTE_MAX_LOCAL)
+    _, fixed, per_expert = predicted(stream, np.inf)
+    binds = (tokens >= DEEPGEMM_COMPUTE_MIN_TOKENS) & (local <= DEEPGEMM_COMPUTE_MAX_LOCAL)
 
     def error_at(multiply: float) -> float:
         core = np.maximum(streamed / (stream * bandwidth), flops / (multiply * fp8)) * 1e6
@@ -650,23 +651,30 @@ def extract(data: Path) -> list[dict[str, Any]]:
         out += nccl_gather_rows(table, card)
     for card in DEEPGEMM_MOE_CARDS:
         path = data / card / "moe" / "sglang" / DEEPGEMM_MOE_VERSION
-        m = pd.read_parquet(path / "wideep_generation_moe_perf.parquet")
-        for r in m[m.distribution == "uniform"].to_dict("records"):
-            ep = int(r["moe_ep_size"])
-            out.append(
-                {
-                    "card": card,
-                    "table": "moe_deepep",
-                    "kind": "fp8-block" if r["moe_dtype"] == "fp8_block" else r["moe_dtype"],
-                    "ep": ep,
-                    "tokens": int(r["num_tokens"]) // ep,  # the table counts all ranks'
-                    "hidden": int(r["hidden_size"]),
-                    "inter": int(r["inter_size"]),
-                    "topk": int(r["topk"]),
-                    "experts": int(r["num_experts"]),
-                    "us": round(float(r["latency"]) * 1e3, 3),
-                }
-            )
+        out += deepgemm_moe_rows(pd.read_parquet(path / "wideep_generation_moe_perf.parquet"), card)
+    return out
+
+
+def deepgemm_moe_rows(table: Any, card: str) -> list[dict[str, Any]]:
+    """The wide-EP experts' rows with balanced routing, their tokens a rank's (the table
+    counts all ranks')."""
+    out = []
+    for r in table[table.distribution == "uniform"].to_dict("records"):
+        ep = int(r["moe_ep_size"])
+        out.append(
+            {
+                "card": card,
+                "table": "moe_deepep",
+                "kind": "fp8-block" if r["moe_dtype"] == "fp8_block" else r["moe_dtype"],
+                "ep": ep,
+                "tokens": int(r["num_tokens"]) // ep,
+                "hidden": int(r["hidden_size"]),
+                "inter": int(r["inter_size"]),
+                "topk": int(r["topk"]),
+                "experts": int(r["num_experts"]),
+                "us": round(float(r["latency"]) * 1e3, 3),
+            }
+        )
     return out
 
 

@@ -526,19 +526,19 @@ MOE_TABLE_ENGINES = frozenset({"vllm"})
 # steps (the contiguous kernel behind the normal exchange: about 0.5 and 0.36 at 1-16K tokens a
 # rank in the same tables' context rows, which add a larger fixed cost).
 HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
+BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
 # A data-parallel layout's MoE layers meet every group's tokens: vLLM's default exchange
 # all-gathers them and reduce-scatters the outputs through NCCL (AgRsAll2AllManager's
 # all_gatherv / reduce_scatterv, device_communicators/all2all.py, 0.11-0.34; SGLang instead
-# all-reduces twice: StepTime.gather_ms). NVIDIA's
-# collector times nccl-tests' all-gather and reduce-scatter (systems/data/{h100_sxm,h200_sxm,
-# b200_sxm}/comm/nccl/2.29.2/nccl_perf.parquet, fp16, 2 / 4 / 8 GPUs, messages up to 256 KB; rows
-# in benchmarks/data/nvidia-kernels.jsonl): 5.0 us + 0.99 us a peer on the H100 / H200 (12 us
-# over 8 GPUs), 8.3 us + 1.37 us on the B200 (18 us), median error 10% and 7%, where the engines'
-# custom all-reduce takes 4.7 and 7.0 us. vLLM's two calls take these (bytes at the
-# all-reduce's share, as before), timed outside CUDA graphs, as nccl-tests runs them.
+# all-reduces twice: StepTime.gather_ms). NVIDIA's collector times nccl-tests' all-gather and
+# reduce-scatter (systems/data/{h100_sxm,h200_sxm,b200_sxm}/comm/nccl/2.29.2/nccl_perf.parquet,
+# fp16, 2 / 4 / 8 GPUs, messages up to 256 KB; rows in benchmarks/data/nvidia-kernels.jsonl):
+# 5.0 us + 0.99 us a peer on the H100 / H200 (12 us over 8 GPUs), 8.3 us + 1.37 us on the B200
+# (18 us), median error 10% and 7%, where the engines' custom all-reduce takes 4.7 and 7.0 us.
+# vLLM's two calls take these (bytes at the all-reduce's share, as before), timed outside CUDA
+# graphs, as nccl-tests runs them.
 HOPPER_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0050, hop_ms=0.00099)
 BLACKWELL_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0083, hop_ms=0.00137)
-BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
 HOPPER_SGLANG_MOE_FIXED_MS = 0.0383
