@@ -260,9 +260,10 @@ def test_a_gathered_batch_pays_each_engines_collectives_there_and_back() -> None
     reduce-scatters the outputs through NCCL, in its MoE layers alone, each call at the latency
     NVIDIA's nccl-tests tables give (the planner's constants are their fit): at one token a rank
     over 8 H200s 2 x 11.9 us a MoE layer, where one custom all-reduce's 4.7 stood for the pair.
-    SGLang's decode gathers with its all-reduce and its FFN sums the output with another, in
-    every layer: two all-reduces' latency and twice one's traffic. AMD's vLLM keeps one
-    all-reduce's cost for the pair."""
+    SGLang 0.5.23 (on NVIDIA) gathers with its all-reduce and its FFN sums the output with
+    another, in every layer: two all-reduces' latency and twice one's traffic; earlier releases
+    do so in steps with prompt tokens only. AMD's vLLM keeps one all-reduce's cost for the
+    pair."""
     bench = benchmark_script("nvidia_kernels")
     rows = bench.load(bench.ROWS)
     for cards, gpu in ((("h100_sxm", "h200_sxm"), "h200"), (("b200_sxm",), "b200")):
@@ -296,6 +297,15 @@ def test_a_gathered_batch_pays_each_engines_collectives_there_and_back() -> None
     message = 512 * spec.hidden_size * 2
     twice = 2 * allreduce_ms(8, spec.num_layers, message, custom, fabric) / 2
     assert sglang.gather_ms(spec.num_layers, message) == pytest.approx(twice)
+    # before 0.5.23 (and on AMD) SGLang's decode graphs all-gather and reduce-scatter through
+    # NCCL, as vLLM's; a step with prompt tokens all-reduces twice in every release since 0.5.4
+    older = step_time_for(
+        spec, h200, tp=1, dp=AttentionDp(groups=8), engine="sglang", version=(0, 5, 13)
+    )
+    assert sglang.sglang_decode_sum_len and not older.sglang_decode_sum_len
+    as_vllm = allreduce_ms(8, spec.num_layers, message, pair, fabric) / 2
+    assert older.gather_ms(spec.num_layers, message) == pytest.approx(as_vllm)
+    assert older.gather_ms(spec.num_layers, message, decode=False) == pytest.approx(twice)
     amd = step_time_for(spec, find_gpu("mi300x"), tp=1, dp=AttentionDp(groups=8), engine="vllm")
     amd_one = allreduce_ms(8, moe_layers, 8, amd.allreduce, amd.fabric) / 2
     assert amd.gather_ms(moe_layers, 8) == pytest.approx(amd_one)

@@ -539,6 +539,12 @@ BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
 # graphs, as nccl-tests runs them.
 HOPPER_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0050, hop_ms=0.00099)
 BLACKWELL_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0083, hop_ms=0.00137)
+# SGLang's decode steps under data-parallel attention: through 0.5.22 its CUDA graphs capture
+# MAX_LEN (all-gather and reduce-scatter; DpPaddingMode.get_default_mode_in_cuda_graph, read in
+# the 0.5.10-0.5.22 wheels); 0.5.23 takes SUM_LEN (two all-reduces) where its JIT custom
+# all-reduce (CustomAllReduceV2, CUDA only) holds the buffer (_decode_sum_len_fits_custom_all_
+# reduce); ROCm keeps MAX_LEN.
+SGLANG_DECODE_SUM_LEN_SINCE = (0, 5, 23)
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
 HOPPER_SGLANG_MOE_FIXED_MS = 0.0383

@@ -16,6 +16,7 @@ from planner.core.step.attention_dp import NO_ATTENTION_DP, AttentionDp
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
     MID_M_ENGINES,
+    SGLANG_DECODE_SUM_LEN_SINCE,
     Family,
     attention_bandwidth_scale,
     bandwidth_efficiency,
@@ -274,6 +275,12 @@ class StepTime(BaseModel):
         "to the dense GEMMs' share (the family's, by the experts' kind): at most 1 for the "
         "fused MoE kernels, above it for DeepGEMM's grouped GEMMs under DeepEP",
     )
+    sglang_decode_sum_len: bool = Field(
+        default=False,
+        description="SGLang's decode steps gather every attention group's rows with an "
+        "all-reduce (SUM_LEN: 0.5.23 on NVIDIA, its CustomAllReduceV2 holding the buffer); "
+        "else they all-gather and reduce-scatter (MAX_LEN)",
+    )
     deepgemm_experts: bool = Field(
         default=False,
         description="the experts multiply in DeepGEMM's grouped GEMMs under DeepEP, at "
@@ -521,12 +528,12 @@ class StepTime(BaseModel):
 
     def collectives_ms(self, tokens: int, decode: bool = True) -> float:
         """Every collective of one forward pass over `tokens` tokens, ms."""
-        return self.allreduce_ms(tokens) + self.all_to_all_ms(tokens, decode)
+        return self.allreduce_ms(tokens, decode=decode) + self.all_to_all_ms(tokens, decode)
 
     def _all_to_all(self) -> bool:
         return self.moe_all_to_all and self.moe_layers > 0
 
-    def allreduce_ms(self, tokens: int, others: int | None = None) -> float:
+    def allreduce_ms(self, tokens: int, others: int | None = None, decode: bool = True) -> float:
         """TP all-reduces of one forward pass over `tokens` tokens (two per layer, three where
         the q / k norms span every head: `qk_norm_allreduce`, a latency-bound one), ms. Under
         data-parallel attention the one after attention spans the attention TP group, and the
@@ -553,20 +560,22 @@ class StepTime(BaseModel):
             # vLLM's data-parallel ranks run their dense layers alone: the MoE layers gather,
             # unless DeepEP carries their tokens
             gathering = 0 if all_to_all else self.moe_layers
-        return attention + self.gather_ms(gathering, gathered) + norms
+        return attention + self.gather_ms(gathering, gathered, decode) + norms
 
-    def gather_ms(self, layers: int, message_bytes: int) -> float:
+    def gather_ms(self, layers: int, message_bytes: int, decode: bool = True) -> float:
         """The way of every group's tokens (`message_bytes` in all) to the FFN / MoE half of
         `layers` layers and back, ms. vLLM all-gathers them and reduce-scatters the outputs
         through NCCL (its all2all manager's all_gatherv / reduce_scatterv): one all-reduce's
         traffic, each call at NCCL's latency where the family's tables give it
-        (Family.nccl_latency; else one all-reduce's cost stands for the pair). SGLang gathers
-        with an all-reduce of a buffer of every group's rows and its FFN sums the output with
-        another (DpPaddingMode.SUM_LEN, layers/dp_attention.py, 0.5.23: every batch with
-        prompt tokens, and decode while the buffer fits the custom all-reduce): two
-        all-reduces of the gathered batch."""
+        (Family.nccl_latency; else one all-reduce's cost stands for the pair). SGLang pads
+        every group's rows into one buffer, gathers it with an all-reduce and sums the FFN's
+        output with another in a step with prompt tokens (DpPaddingMode.SUM_LEN,
+        layers/dp_attention.py, 0.5.4+), and in decode steps where `sglang_decode_sum_len`
+        says so (its custom all-reduce's buffer cap, tuned per card, is not modelled); its
+        other decode steps pad to the longest group and all-gather and reduce-scatter through
+        NCCL (MAX_LEN, the mode its CUDA graphs capture), as vLLM's."""
         ranks, link, cost = self._moe_ranks(), self.fabric, self.allreduce
-        if self.engine == "sglang":
+        if self.engine == "sglang" and (not decode or self.sglang_decode_sum_len):
             return comm.allreduce_ms(ranks, layers, message_bytes, cost, link)
         nccl = self.family.nccl_latency if self.family else None
         if nccl is not None:
@@ -751,7 +760,7 @@ class StepTime(BaseModel):
             experts_ms,
             self.layers * self.kernel_ms_per_layer + moe_ms,
             self.all_to_all_ms(tokens, decode=decode),
-            self.allreduce_ms(tokens, others),
+            self.allreduce_ms(tokens, others, decode=decode),
         )
 
     def mixed_ms(
@@ -1222,6 +1231,9 @@ def step_time_for(
         gemm_kind=dense_kind,
         moe_gemm_scale=moe_scale,
         deepgemm_experts=deepgemm is not None,
+        sglang_decode_sum_len=engine == "sglang"
+        and gpu.vendor == "nvidia"
+        and (version or SGLANG_DECODE_SUM_LEN_SINCE) >= SGLANG_DECODE_SUM_LEN_SINCE,
         sglang_moe_shares=engine == "sglang" and moe_kind in family.sglang_moe_gemm_scale,
         expert_width_per_gpu=expert_width,
         moe_stream_scale=min(1.0, moe_stream.get(moe_kind, efficiency) / efficiency),
