@@ -601,9 +601,18 @@ def nvidia_dense_shares(
     }
 
 
+# The dense shares each NVIDIA family's fused-MoE shares are read against.
+HOPPER_DENSE_GEMM_SHARES = nvidia_dense_shares(
+    1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0
+)
+BLACKWELL_DENSE_GEMM_SHARES = nvidia_dense_shares(
+    BLACKWELL_COMPUTE_SCALE,
+    BLACKWELL_LOW_PRECISION_SCALE,
+    BLACKWELL_BLOCK_FP8_SCALE,
+    BLACKWELL_FP4_SCALE,
+)
 HOPPER_MOE_GEMM_SCALE, HOPPER_MOE_HALF_WIDTH = moe_factors(
-    HOPPER_MOE_SHARES,
-    nvidia_dense_shares(1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0),
+    HOPPER_MOE_SHARES, HOPPER_DENSE_GEMM_SHARES
 )
 # SGLang 0.5.14's own Triton fused MoE on the H200 at 8K-32K tokens (the same collector's tables,
 # systems/data/h200_sxm/moe/sglang/0.5.14, balanced routing, TP only; rows in benchmarks/data/
@@ -619,8 +628,7 @@ HOPPER_SGLANG_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "fp8-block": (0.397, 323),
 }
 HOPPER_SGLANG_MOE_GEMM_SCALE, HOPPER_SGLANG_MOE_HALF_WIDTH = moe_factors(
-    HOPPER_SGLANG_MOE_SHARES,
-    nvidia_dense_shares(1.0, NVIDIA_LOW_PRECISION_SCALE, NVIDIA_LOW_PRECISION_SCALE, 1.0),
+    HOPPER_SGLANG_MOE_SHARES, HOPPER_DENSE_GEMM_SHARES
 )
 BLACKWELL_SGLANG_MOE_SHARES: dict[str, tuple[float, int | None]] = {
     "fp8-block": (0.215, 262),
@@ -628,21 +636,11 @@ BLACKWELL_SGLANG_MOE_SHARES: dict[str, tuple[float, int | None]] = {
 }
 BLACKWELL_SGLANG_MOE_GEMM_SCALE, BLACKWELL_SGLANG_MOE_HALF_WIDTH = moe_factors(
     BLACKWELL_SGLANG_MOE_SHARES,
-    nvidia_dense_shares(
-        BLACKWELL_COMPUTE_SCALE,
-        BLACKWELL_LOW_PRECISION_SCALE,
-        BLACKWELL_BLOCK_FP8_SCALE,
-        BLACKWELL_FP4_SCALE,
-    ),
+    BLACKWELL_DENSE_GEMM_SHARES,
 )
 BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = moe_factors(
     BLACKWELL_MOE_SHARES,
-    nvidia_dense_shares(
-        BLACKWELL_COMPUTE_SCALE,
-        BLACKWELL_LOW_PRECISION_SCALE,
-        BLACKWELL_BLOCK_FP8_SCALE,
-        BLACKWELL_FP4_SCALE,
-    ),
+    BLACKWELL_DENSE_GEMM_SHARES,
 )
 # Engines that run that custom all-reduce, from the first release the planner prices it for.
 # The kernel is older than the tables: vLLM's V1 engine (0.8.0 on, the default) reduces through
