@@ -306,6 +306,14 @@ def test_a_gathered_batch_pays_each_engines_collectives_there_and_back() -> None
     as_vllm = allreduce_ms(8, spec.num_layers, message, pair, fabric) / 2
     assert older.gather_ms(spec.num_layers, message) == pytest.approx(as_vllm)
     assert older.gather_ms(spec.num_layers, message, decode=False) == pytest.approx(twice)
+    # 0.5.23 pads decode to the longest group too once the gathered batch outgrows its custom
+    # all-reduce's 16 MiB (1,170 of DeepSeek's 7,168-wide bf16 rows); prompts still sum
+    big = 1171 * spec.hidden_size * 2
+    assert big > 16 * 2**20 >= 1170 * spec.hidden_size * 2
+    big_pair = allreduce_ms(8, spec.num_layers, big, pair, fabric) / 2
+    assert sglang.gather_ms(spec.num_layers, big) == pytest.approx(big_pair)
+    big_twice = allreduce_ms(8, spec.num_layers, big, custom, fabric)
+    assert sglang.gather_ms(spec.num_layers, big, decode=False) == pytest.approx(big_twice)
     amd = step_time_for(spec, find_gpu("mi300x"), tp=1, dp=AttentionDp(groups=8), engine="vllm")
     amd_one = allreduce_ms(8, moe_layers, 8, amd.allreduce, amd.fabric) / 2
     assert amd.gather_ms(moe_layers, 8) == pytest.approx(amd_one)

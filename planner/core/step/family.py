@@ -545,6 +545,13 @@ BLACKWELL_NCCL_LATENCY = AllReduceCost(fixed_ms=0.0083, hop_ms=0.00137)
 # all-reduce (CustomAllReduceV2, CUDA only) holds the buffer (_decode_sum_len_fits_custom_all_
 # reduce); ROCm keeps MAX_LEN.
 SGLANG_DECODE_SUM_LEN_SINCE = (0, 5, 23)
+# ... while the custom all-reduce holds the gathered buffer (tokens x hidden x 2 bytes): its
+# workspace is the tuned per-card size capped at SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB, 16 MiB
+# by default (sglang/srt/environ.py; device_communicators/custom_all_reduce_v2.py takes the
+# smaller, and the tuned tables of configs/custom_all_reduce_v2.py hold 16 MiB and more for
+# every world size on SM90 and SM100; read in the 0.5.23 wheel). Past it, or with a MoE
+# all-to-all backend named, decode pads to the longest group (MAX_LEN).
+SGLANG_DECODE_SUM_LEN_MAX_BYTES = 16 * 1024 * 1024
 HOPPER_MOE_FIXED_MS = 0.0469
 BLACKWELL_MOE_FIXED_MS = 0.0237
 HOPPER_SGLANG_MOE_FIXED_MS = 0.0383

@@ -16,6 +16,7 @@ from planner.core.step.attention_dp import NO_ATTENTION_DP, AttentionDp
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
     MID_M_ENGINES,
+    SGLANG_DECODE_SUM_LEN_MAX_BYTES,
     SGLANG_DECODE_SUM_LEN_SINCE,
     Family,
     attention_bandwidth_scale,
@@ -571,11 +572,17 @@ class StepTime(BaseModel):
         every group's rows into one buffer, gathers it with an all-reduce and sums the FFN's
         output with another in a step with prompt tokens (DpPaddingMode.SUM_LEN,
         layers/dp_attention.py, 0.5.4+), and in decode steps where `sglang_decode_sum_len`
-        says so (its custom all-reduce's buffer cap, tuned per card, is not modelled); its
-        other decode steps pad to the longest group and all-gather and reduce-scatter through
-        NCCL (MAX_LEN, the mode its CUDA graphs capture), as vLLM's."""
+        says so while its custom all-reduce holds the buffer (SGLANG_DECODE_SUM_LEN_MAX_BYTES)
+        and no MoE all-to-all runs; its other decode steps pad to the longest group and
+        all-gather and reduce-scatter through NCCL (MAX_LEN, the mode its CUDA graphs
+        capture), as vLLM's."""
         ranks, link, cost = self._moe_ranks(), self.fabric, self.allreduce
-        if self.engine == "sglang" and (not decode or self.sglang_decode_sum_len):
+        sum_len_decode = (
+            self.sglang_decode_sum_len
+            and not self._all_to_all()
+            and message_bytes <= SGLANG_DECODE_SUM_LEN_MAX_BYTES
+        )
+        if self.engine == "sglang" and (not decode or sum_len_decode):
             return comm.allreduce_ms(ranks, layers, message_bytes, cost, link)
         nccl = self.family.nccl_latency if self.family else None
         if nccl is not None:
