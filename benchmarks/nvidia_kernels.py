@@ -1135,12 +1135,13 @@ def main() -> None:
         )
     for card in DEEPGEMM_MOE_CARDS:
         fixed_us, per_expert_us, stream, multiply, error = deepgemm_moe_fit(rows, card)
-        own = family.family_of(find_gpu(card_gpu(card))).deepep_moe_fp8_share
+        own = family.family_of(find_gpu(card_gpu(card)))
         print(
             f"{card} DeepGEMM's masked experts under DeepEP (SGLang {DEEPGEMM_MOE_VERSION}): "
             f"{fixed_us:.1f} us + {per_expert_us:.2f} us a local expert + max(stream at "
             f"{stream:.2f} of peak, multiply at {multiply:.2f} of the fp8 rate), median |error| "
-            f"{error:.3f} (planner: multiply at {own})"
+            f"{error:.3f} (planner: {own.deepgemm_ms_per_local_expert * 1e3:.2f} us a local "
+            f"expert, multiply at {own.deepep_moe_fp8_share})"
         )
     own_modes = {
         "deepep_ll": comm.DEEPEP_NVLINK.low_latency,

@@ -219,11 +219,13 @@ def test_deepep_inside_a_node_costs_what_nvidias_tables_give() -> None:
 
 def test_deepgemms_experts_under_deepep_are_what_nvidias_tables_give() -> None:
     """Under DeepEP the experts run DeepGEMM's grouped GEMMs: the share of the fp8 rate they
-    multiply at is the tables' fit (H100 / H200 for Hopper, B200 / B300 / GB200 for Blackwell),
-    above the dense GEMMs' modelled share. With it, a DeepSeek-V3 MoE layer on 16-256 ranks at
+    multiply at, and the time the masked kernel spends on each expert a rank holds, are the
+    tables' fits (H100 / H200 for Hopper, B200 / B300 / GB200 for Blackwell), the share above
+    the dense GEMMs' modelled one. With them, a DeepSeek-V3 MoE layer on 16-256 ranks at
     32-128 tokens a rank is priced at 0.85-1.45 of the tables' experts (the routing kernels,
-    which the tables do not time, included); the fused kernels' share priced 128 tokens on 64
-    ranks and more at twice the tables'. Without DeepEP the fused kernels' share holds."""
+    which the tables do not time, included), and on 2-64 B200 ranks at 0.95-1.05 at the median;
+    the fused kernels' share priced 128 tokens on 64 ranks and more at twice the tables'.
+    Without DeepEP the fused kernels' share holds."""
     bench = benchmark_script("nvidia_kernels")
     rows = bench.load(bench.ROWS)
     fits = {card: bench.deepgemm_moe_fit(rows, card) for card in bench.DEEPGEMM_MOE_CARDS}
@@ -231,6 +233,14 @@ def test_deepgemms_experts_under_deepep_are_what_nvidias_tables_give() -> None:
         own = family_of(find_gpu(bench.card_gpu(card))).deepep_moe_fp8_share
         assert own is not None and error < 0.03, card
         assert own == pytest.approx(multiply, abs=0.03), card
+    # the masked kernel's cost an expert a rank holds: Hopper's cards' mean, Blackwell's median
+    per_expert_us = {card: fit[1] for card, fit in fits.items()}
+    hopper = statistics.mean(per_expert_us[c] for c in ("h100_sxm", "h200_sxm"))
+    blackwell = statistics.median(per_expert_us[c] for c in ("b200_sxm", "b300_sxm", "gb200"))
+    for gpu, fitted in (("h200", hopper), ("b200", blackwell), ("gb200", blackwell)):
+        own_us = family_of(find_gpu(gpu)).deepgemm_ms_per_local_expert * 1e3
+        assert own_us == pytest.approx(fitted, abs=0.01), gpu
+    assert family_of(find_gpu("mi300x")).deepgemm_ms_per_local_expert == 0
     spec = resolve_model(None, str(MODELS / "deepseek-ai--DeepSeek-V3"))
     for card, gpu in (("h200_sxm", "h200"), ("b200_sxm", "b200")):
         checked = 0
@@ -251,6 +261,19 @@ def test_deepgemms_experts_under_deepep_are_what_nvidias_tables_give() -> None:
             assert 0.85 <= ratio <= 1.45, (card, r["ep"], r["tokens"], ratio)
             checked += 1
         assert checked >= 12
+    few_ranks = []
+    for r in rows:
+        if r["table"] != "moe_deepep" or r["card"] != "b200_sxm" or r["ep"] > 64:
+            continue
+        if r["hidden"] != spec.hidden_size or r["experts"] != spec.num_experts:
+            continue
+        st = step_time_for(
+            spec, find_gpu("b200"), tp=1, dp=AttentionDp(groups=r["ep"]), engine="sglang",
+            exchange=MoeExchange(all_to_all=True),
+        )  # fmt: skip
+        layer_ms = st.terms(r["tokens"], 2000).experts_ms / spec.moe_layers
+        few_ranks.append((layer_ms + st.moe_kernel_ms_per_layer) * 1e3 / r["us"])
+    assert len(few_ranks) >= 20 and 0.95 <= statistics.median(few_ranks) <= 1.05
     fused = step_time_for(spec, find_gpu("h200"), tp=8, engine="sglang")
     assert not fused.deepgemm_experts and fused.moe_gemm_scale <= 1
 

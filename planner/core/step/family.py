@@ -132,6 +132,12 @@ class Family(BaseModel):
         "(DeepGEMM's grouped GEMMs), where NVIDIA's tables time it (None: the fused MoE "
         "kernels' share)",
     )
+    deepgemm_ms_per_local_expert: float = Field(
+        default=0.0,
+        ge=0,
+        description="what DeepGEMM's masked grouped GEMM spends on each expert a GPU holds, "
+        "touched or not, under DeepEP, where NVIDIA's tables time it, ms",
+    )
     deepep_in_fabric: DeepEpCosts | None = Field(
         default=None,
         description="DeepEP's dispatch and combine inside one NVLink fabric, as NVIDIA's tables "
@@ -527,6 +533,14 @@ MOE_TABLE_ENGINES = frozenset({"vllm"})
 # rank in the same tables' context rows, which add a larger fixed cost).
 HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
 BLACKWELL_DEEPEP_MOE_FP8_SHARE = 0.44
+# The masked kernel walks every expert a rank holds, touched or not: the same fits give 0.53 /
+# 0.72 us an expert on the H100 / H200 and 0.77 / 0.76 / 0.55 on the B200 / B300 / GB200, which
+# the fused layer's fixed cost above does not hold (32 experts a rank at EP 8: 20-25 us a layer).
+# Hopper takes its two cards' mean, Blackwell its cards' median. With it a DeepSeek-V3 layer on
+# 2-64 Blackwell ranks is priced at 0.94-1.04 of the tables' experts at the median (0.68-0.98
+# without), on 4-64 Hopper ranks 1.02-1.28 (0.98-1.24), the routing kernels included.
+HOPPER_DEEPGEMM_MS_PER_LOCAL_EXPERT = 0.00062
+BLACKWELL_DEEPGEMM_MS_PER_LOCAL_EXPERT = 0.00076
 # A data-parallel layout's MoE layers meet every group's tokens: vLLM's default exchange
 # all-gathers them and reduce-scatters the outputs through NCCL (AgRsAll2AllManager's
 # all_gatherv / reduce_scatterv, device_communicators/all2all.py, 0.11-0.34; SGLang instead
@@ -758,6 +772,7 @@ BLACKWELL_OWN: dict[str, object] = {
     "prefill_attention_half_keys": BLACKWELL_PREFILL_ATTENTION_HALF_KEYS,
     "mla_layer_ms": BLACKWELL_MLA_LAYER_MS,
     "sglang_moe_kernel_ms_per_layer": BLACKWELL_SGLANG_MOE_KERNEL_MS_PER_LAYER,
+    "deepgemm_ms_per_local_expert": BLACKWELL_DEEPGEMM_MS_PER_LOCAL_EXPERT,
     "deepep_moe_fp8_share": BLACKWELL_DEEPEP_MOE_FP8_SHARE,
     "nccl_latency": BLACKWELL_NCCL_LATENCY,
     "mxfp8_moe_engines": BLACKWELL_MXFP8_MOE_ENGINES,
@@ -834,6 +849,9 @@ def family_of(gpu: GpuSpec) -> Family:
             deepep_in_fabric=DEEPEP_NVLINK if nvlinked else None,
             nccl_latency=HOPPER_NCCL_LATENCY if hopper and nvlinked else None,
             deepep_moe_fp8_share=HOPPER_DEEPEP_MOE_FP8_SHARE if name == "hopper" else None,
+            deepgemm_ms_per_local_expert=(
+                HOPPER_DEEPGEMM_MS_PER_LOCAL_EXPERT if name == "hopper" else 0.0
+            ),
             basis="fitted" if fitted else "extrapolated",
             source=(
                 FITTED_SOURCE if fitted else HOPPER_EXTRAPOLATED if hopper else NVIDIA_EXTRAPOLATED

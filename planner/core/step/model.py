@@ -1213,7 +1213,8 @@ def step_time_for(
         + mla_ms * mla_share,
         mla_layer_ms=mla_ms,
         moe_kernel_ms_per_layer=moe_routing_ms
-        + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK,
+        + family.gemm_floor_ms * overhead.GEMMS_PER_MOE_BLOCK
+        + (family.deepgemm_ms_per_local_expert * local_experts if deepgemm is not None else 0.0),
         moe_ms_per_idle_expert=moe_idle_ms,
         tp=tp,
         hidden_size=model.hidden_size,
