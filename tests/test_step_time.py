@@ -347,8 +347,9 @@ def test_moris_all_to_all_matches_its_published_times() -> None:
     EP 8: 35 + 47 us for 128 tokens; 307 / 330 GB/s for 4,096, counted over the tokens a rank
     receives, a token once per rank its top-8 of 256 experts sit on. The planner prices DeepEP's
     bytes (a copy per routed expert inside a node) at the xGMI mesh's rate plus MoRI's fixed
-    cost a kernel: within 15% of both. At EP 16 (V1 kernels, 52 / 67 GB/s of RDMA, counted as
-    DeepEP counts its own) it is 25% slower than published: an estimate, said so."""
+    cost a kernel: within 15% of both, and of its MI355X figures (31 + 36 us, 345 / 420 GB/s)
+    with CDNA4's own fixed cost. At EP 16 (V1 kernels, 52 / 67 GB/s of RDMA, counted as DeepEP
+    counts its own) it is 25% slower than published: an estimate, said so."""
     fabric = fabric_of(find_gpu("mi300x"))
     small = deepep_ms(128, 8, 7168, 8, fabric, low_latency=False, kernel_ms=MORI_KERNEL_MS)
     assert small == pytest.approx(0.035 + 0.047, rel=0.15)
@@ -363,6 +364,16 @@ def test_moris_all_to_all_matches_its_published_times() -> None:
     across = 4096 * nodes_reached * 7168 * (1 / 52e9 + 2 / 67e9) * 1e3
     wide = deepep_ms(4096, 8, 7168, 16, fabric, low_latency=False, kernel_ms=MORI_KERNEL_MS)
     assert wide == pytest.approx(across, rel=0.3) and wide > across
+    # its July 2026 README on MI355X + AINIC at EP 8: 31 + 36 us for 128 tokens, 345 / 420 GB/s
+    # for 4,096; CDNA4's kernels cost less than CDNA3's (the MI300X's above)
+    cdna4 = family_of(find_gpu("mi355x")).mori_kernel_ms
+    assert cdna4 < family_of(find_gpu("mi300x")).mori_kernel_ms == MORI_KERNEL_MS
+    mi355x = fabric_of(find_gpu("mi355x"))
+    small = deepep_ms(128, 8, 7168, 8, mi355x, low_latency=False, kernel_ms=cdna4)
+    assert small == pytest.approx(0.031 + 0.036, rel=0.1)
+    published = received * 7168 * (1 / 345e9 + 2 / 420e9) * 1e3
+    big = deepep_ms(4096, 8, 7168, 8, mi355x, low_latency=False, kernel_ms=cdna4)
+    assert big == pytest.approx(published, rel=0.15)
 
 
 def test_moe_reads_top_k_experts_at_one_token_and_all_of_them_at_many() -> None:

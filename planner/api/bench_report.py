@@ -272,7 +272,8 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
             priced = (
                 f"AMD's MoRI dispatch and combine {where}: DeepEP's bytes in its normal "
                 "kernels' pattern at the link's rate plus MoRI's fixed cost a kernel, within 15% "
-                "of MoRI's published times on one node, 25% slower across two (an estimate)"
+                "of MoRI's published times on one node, 25% slower across two (an estimate; "
+                "decode's AsyncLL kernels, SGLang 0.5.10+, are unpublished and priced alike)"
             )
             flag = "--moe-a2a-backend mori"
         elif engine == "vllm":  # one mode for prefill and decode, the same exchange priced

@@ -75,6 +75,11 @@ DEEPEP_COMBINE_BYTES_PER_VALUE = 2
 # 20 / 19 us fixed a kernel beside 319 / 337 GB/s. Priced with DeepEP's bytes at the link's rate
 # plus this per kernel, the model is within 15% of both points (tests/test_step_time.py).
 MORI_KERNEL_MS = 0.020
+# Its README of July 2026 (commit ba156a88) times the same shapes on MI355X + AINIC at EP 8: 31 /
+# 36 us for 128 tokens, 345 / 420 GB/s for 4,096; the same line gives 17.5 / 13.3 us fixed a
+# kernel beside 359 / 428 GB/s. CDNA4 takes their mean; the MI300X's figures there are the ones
+# above.
+MORI_CDNA4_KERNEL_MS = 0.0154
 
 
 class ExchangeCost(BaseModel):
@@ -173,7 +178,7 @@ def deepep_ms(
     node its experts sit on, its own included (normal kernels, as their published rates count
     them; top-k experts spread uniformly); never less than one hop's latency each way (an RDMA
     hop across nodes, an NVLink peer's inside); `kernel_ms`: a fixed cost each of the two
-    kernels adds (MoRI's, MORI_KERNEL_MS); `in_fabric`: DeepEP's own costs where the group
+    kernels adds (MoRI's, Family.mori_kernel_ms); `in_fabric`: DeepEP's own costs where the group
     stays inside one fabric (DEEPEP_NVLINK: the kernels' fixed time and the share of the link
     their bytes reach, by mode)."""
     if tokens_per_rank <= 0 or experts_per_token <= 0:

@@ -10,7 +10,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec
-from planner.core.step.comm import DEEPEP_NVLINK, AllReduceCost, DeepEpCosts, beyond_bridge
+from planner.core.step.comm import (
+    DEEPEP_NVLINK,
+    MORI_CDNA4_KERNEL_MS,
+    MORI_KERNEL_MS,
+    AllReduceCost,
+    DeepEpCosts,
+    beyond_bridge,
+)
 from planner.core.step.moe import MOE_KERNEL_MS_PER_LAYER, MOE_MS_PER_IDLE_EXPERT
 from planner.core.step.overhead import GEMMS_PER_MOE_BLOCK, KERNEL_MS_PER_LAYER, VLLM_V1_SINCE
 
@@ -137,6 +144,12 @@ class Family(BaseModel):
         ge=0,
         description="what DeepGEMM's masked grouped GEMM spends on each expert a GPU holds, "
         "touched or not, under DeepEP, where NVIDIA's tables time it, ms",
+    )
+    mori_kernel_ms: float = Field(
+        default=MORI_KERNEL_MS,
+        ge=0,
+        description="the fixed cost of each of MoRI's dispatch and combine kernels (AMD's MoE "
+        "all-to-all), as its README times them on the family's card, ms",
     )
     deepep_in_fabric: DeepEpCosts | None = Field(
         default=None,
@@ -897,6 +910,7 @@ def family_of(gpu: GpuSpec) -> Family:
                 CDNA4_MOE_HALF_WIDTH if cdna4 else CDNA3_MOE_HALF_WIDTH if name == "cdna3" else {}
             ),
             sglang_moe_kernel_ms_per_layer=CDNA4_SGLANG_MOE_KERNEL_MS_PER_LAYER if cdna4 else None,
+            mori_kernel_ms=MORI_CDNA4_KERNEL_MS if cdna4 else MORI_KERNEL_MS,
             basis="extrapolated",
             source=AMD_EXTRAPOLATED,
         )

@@ -598,11 +598,12 @@ class StepTime(BaseModel):
         runs the low-latency kernels, a step with prompt tokens the normal ones (SGLang's
         --deepep-mode auto), inside one NVLink fabric at the costs NVIDIA's tables give them
         (Family.deepep_in_fabric); MoRI's run the normal pattern in every step, each kernel
-        with its fixed cost (comm.MORI_KERNEL_MS)."""
+        with its fixed cost (Family.mori_kernel_ms)."""
         if not self._all_to_all():
             return 0.0
         per_rank = -(-tokens // self.tp)
         deepep = self.all_to_all_kernels == "deepep"
+        mori_ms = self.family.mori_kernel_ms if self.family else comm.MORI_KERNEL_MS
         return self.moe_layers * comm.deepep_ms(
             per_rank,
             self.experts_per_token,
@@ -610,7 +611,7 @@ class StepTime(BaseModel):
             self._moe_ranks(),
             self.fabric,
             low_latency=decode and deepep,
-            kernel_ms=0.0 if deepep else comm.MORI_KERNEL_MS,
+            kernel_ms=0.0 if deepep else mori_ms,
             in_fabric=self.family.deepep_in_fabric if deepep and self.family else None,
         )
 
