@@ -538,10 +538,8 @@ MOE_TABLE_ENGINES = frozenset({"vllm"})
 # on the B200 / B300 / GB200 (median error 1-2% over 56 rows each). The fused MoE share above
 # gives whole experts (2,048 wide) 0.34 and 0.19: at 128 tokens a rank on 64-256 ranks the
 # layer was priced at twice its time. Hopper takes 0.68, Blackwell 0.44. The fixed costs stay
-# the fused MoE layer's (routing included, which these tables do not time): a layer is then
-# priced 0-20 us above the tables' experts on 8-256 ranks of H200s and within 20% of them on
-# 16-256 B200 ranks; on 2-4 B200 ranks, whose idle local experts the masked kernel still
-# visits (0.5-0.8 us each), up to 45% under them at a few tokens. The same share serves prefill
+# the fused MoE layer's (routing included, which these tables do not time), with the masked
+# kernel's cost an expert a rank holds beside them (below). The same share serves prefill
 # steps (the contiguous kernel behind the normal exchange: about 0.5 and 0.36 at 1-16K tokens a
 # rank in the same tables' context rows, which add a larger fixed cost).
 HOPPER_DEEPEP_MOE_FP8_SHARE = 0.68
