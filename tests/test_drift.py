@@ -250,14 +250,15 @@ def test_upstream_config_change_is_drift(tmp_path: Path) -> None:
     keys = {d["key"] for d in json.loads(moved.stdout)["differences"]}
     assert {"model.config_sha256", "model.revision", "kv_bytes_per_token"} <= keys
     assert pinned.returncode == 0, pinned.stdout  # the pinned commit still has the old config
-    # --revision, its older name, still works; a bad value names the flag's own spelling
+    # --revision, its older name, still works; a bad value names the spelling typed
     older = subprocess.run(
         [*run, "drift", str(plan), "--revision", "later", "--json"],
         env=env,
         capture_output=True,
         text=True,
     )
-    assert older.returncode == 2 and json.loads(older.stdout)["field"] == "--hub-ref"
+    assert older.returncode == 2 and json.loads(older.stdout)["field"] == "--revision"
+    assert older.stderr.startswith("Error: --revision: 'later'; accepted: current, pinned")
 
 
 def test_json_schema_doc_is_current() -> None:

@@ -885,6 +885,23 @@ def test_limits_are_printed_as_a_user_writes_them(cli: Cli) -> None:
         assert not re.search(r"\d\.\d{6,}", r.err), r.err
 
 
+def test_an_error_names_the_spelling_the_user_typed(cli: Cli) -> None:
+    """An option with several names (`--tp` / `--tensor-parallel-size`, simulate's
+    `--weight-dtype` / `--quantization`): its error names the one on the command line, in the
+    line and in --json's field; typed as the error's own name, it is left as it is."""
+    sim = ("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1",
+           "--prompt-len", "10", "--output-len", "5", "--json")  # fmt: skip
+    long = cli(*sim, "--tensor-parallel-size", "3")
+    assert long.code == 2 and long.json()["field"] == "--tensor-parallel-size"
+    assert long.err.startswith("Error: --tensor-parallel-size: 3 does not divide"), long.err
+    assert long.json()["error"].startswith("--tensor-parallel-size: 3 does not divide")
+    short = cli(*sim, "--tp", "3")
+    assert short.code == 2 and short.json()["field"] == "--tp"
+    method = cli(*sim, "--quantization", "ptpc_fp8")
+    assert method.code == 2 and method.json()["field"] == "--quantization"
+    assert method.err.startswith("Error: --quantization: unknown dtype 'ptpc_fp8'"), method.err
+
+
 def test_an_option_given_twice_is_refused_and_a_list_option_repeats(cli: Cli) -> None:
     """Click keeps the last of two values for a one-value option and drops the first without a
     word: that is an input error naming the flag (aliases count as the same option); fleet's

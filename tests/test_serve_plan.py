@@ -626,7 +626,7 @@ def test_capacity_max_model_len_auto_line_and_refusals(cli: Cli, tmp_path: Path)
     for args, field in (
         (("--engine", "sglang"), "--context"),
         (("--ledger", "textbook"), "--context"),
-        (("--engine-version", "0.10"), "--max-model-len"),
+        (("--engine-version", "0.10"), "--context"),  # the spelling typed
     ):
         bad = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--context", "auto",
                   *args, "--json")  # fmt: skip

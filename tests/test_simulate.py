@@ -769,7 +769,7 @@ def test_simulate_runs_the_server_vllm_fits_with_max_model_len_auto(cli: Cli) ->
     assert fitted % 16 == 0 and 1100 < fitted < 131_072
     long = cli(*base, "--prompt-len", str(fitted + 1000), "--output-len", "100",
                "--len-range", "0.1")  # fmt: skip
-    assert long.code == 2 and long.json()["field"] == "--context"
+    assert long.code == 2 and long.json()["field"] == "--max-model-len"  # the spelling typed
     assert f"auto fits {fitted:,} tokens" in long.json()["error"]
 
 

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     # Typer bundles its own Click: its exceptions live here, not in a separately installed click.
     from typer._click.exceptions import ClickException
 
-    from planner.errors import PlannerError
+    from planner.errors import InputError, PlannerError
 
     if argv is None and hasattr(signal, "SIGPIPE"):
         # `planner ... | head`: end quietly when the reader goes away, as cat and grep do.
@@ -158,9 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         _refuse_repeats(command, name, args)
         result = command.main(args=args, prog_name="planner", standalone_mode=False)
     except PlannerError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
+        field = getattr(exc, "field", None)
+        message = str(exc)
+        typed = _typed_spelling(command, name, args, field)
+        if typed is not None and isinstance(exc, InputError):
+            field, message = typed, f"{typed}: {exc.message}"
+        sys.stderr.write(f"Error: {message}\n")
         if as_json:
-            _json_error(str(exc), getattr(exc, "field", None), exc.exit_code)
+            _json_error(message, field, exc.exit_code)
         return exc.exit_code
     except ClickException as exc:
         message = " ".join(exc.format_message().split())
@@ -172,6 +177,24 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("Aborted.\n")
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _typed_spelling(
+    command: Any, name: str | None, args: list[str], field: str | None
+) -> str | None:
+    """The spelling the user typed of the option an error names, where it is another of that
+    option's names (`--tensor-parallel-size` for an error about `--tp`, `--quantization` for
+    one about `--weight-dtype`); None where the error names what was typed, or no option."""
+    sub = getattr(command, "commands", {}).get(name) if name else None
+    if sub is None or not field or not field.startswith("--"):
+        return None
+    param = next((p for p in sub.params if field in getattr(p, "opts", ())), None)
+    if param is None:
+        return None
+    flags = [a.split("=", 1)[0] for a in (args[: args.index("--")] if "--" in args else args)]
+    if field in flags:
+        return None
+    return next((f for f in flags if f in param.opts), None)
 
 
 def _refuse_repeats(command: Any, name: str | None, args: list[str]) -> None:
