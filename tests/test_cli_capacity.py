@@ -231,3 +231,22 @@ def test_a_gpu_typed_with_a_count_of_it_is_told_the_count_is_the_layout(
     }
     # a count beside a name that is no card is the unknown name it was
     assert "unknown GPU '8x foo'" in cli("capacity", "--preset", "gqa-8b", "--gpu", "8x foo").err
+
+
+def test_a_marlin_kernel_name_sizes_its_checkpoint_and_stays_on_the_line(cli: Cli) -> None:
+    """vLLM's and SGLang's `--quantization awq_marlin` / `gptq_marlin` run AWQ / GPTQ weights
+    with the Marlin kernels, their bytes alike: a launch line naming them is sized as the
+    checkpoint it names and keeps the kernel it chose (vLLM runs its slower AWQ kernel when
+    told `awq`); an unknown method is one error naming the flag."""
+    base = ("capacity", "--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--json")
+    awq = cli(*base, "--quantization", "awq").json()
+    for method, plain in (
+        ("awq_marlin", awq),
+        ("gptq_marlin", cli(*base, "--quantization", "gptq").json()),
+    ):
+        got = cli(*base, "--quantization", method).json()
+        assert got["engine"]["kv_cache_tokens"] == plain["engine"]["kv_cache_tokens"] > 0
+        assert got["flags"]["vllm"].endswith(f"--quantization {method}")
+    assert "--quantization awq" in awq["flags"]["vllm"] and "marlin" not in awq["flags"]["vllm"]
+    bad = cli(*base, "--quantization", "ptpc_fp8")
+    assert bad.code == 2 and bad.json()["field"] == "--quantization"

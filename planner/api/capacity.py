@@ -290,6 +290,12 @@ ENGINE_QUANTIZATION_NAMES = {
 } | {"awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "modelopt": "fp8"}
 
 
+# vLLM's Marlin-kernel names for the same AWQ and GPTQ checkpoints (awq_marlin.py /
+# gptq_marlin.py in vllm/model_executor/layers/quantization: the weights repacked, their bytes
+# alike): on a launch line they name the checkpoint's own method with another kernel.
+MARLIN_METHODS = {"awq_marlin": "awq", "gptq_marlin": "gptq"}
+
+
 def served_weight_dtype(name: str | None) -> str | None:
     """--weight-dtype as typed, an engine's --quantization method read as the format it runs."""
     if name is None:
@@ -410,20 +416,25 @@ def serve_report(
 
         weights, exact = quantized_weights_bytes(spec, variant), False
         values["quantization"] = None
-    elif quantization is not None and quantization != _checkpoint_method(spec):
+    elif quantization is not None and (
+        method := MARLIN_METHODS.get(quantization, quantization)
+    ) != _checkpoint_method(spec):
         from planner.api.engines import SIZED_QUANTIZATIONS
 
-        if quantization not in SIZED_QUANTIZATIONS:
+        if method not in SIZED_QUANTIZATIONS:
             raise InputError(
-                "--quantization", f"{quantization!r}; sized: {', '.join(SIZED_QUANTIZATIONS)}"
+                "--quantization",
+                f"{quantization!r}; sized: {', '.join(SIZED_QUANTIZATIONS)} (and "
+                f"{', '.join(MARLIN_METHODS)}, their Marlin kernels)",
             )
         if spec.weight_dtype in ("bf16", "fp16", "fp32"):
-            weights, exact = quantized_weights_bytes(spec, quantization), False
+            weights, exact = quantized_weights_bytes(spec, method), False
     else:  # the checkpoint's own method (named by the user or not): its weights as stored
         label = _checkpoint_method(spec)
         if label in SGLANG_READS_FROM_CHECKPOINT and values.get("engine") == "sglang":
             label = None  # not a value of SGLang's flag: it reads the method from the checkpoint
-        values["quantization"] = label
+        # the kernel the line names stays on it (vLLM runs the AWQ kernel when told `awq`)
+        values["quantization"] = quantization if quantization in MARLIN_METHODS else label
     tp = values.get("tp", 1)
     if not isinstance(tp, int) or tp < 1:
         raise InputError("--tp", f"must be a positive integer (got {tp})")
