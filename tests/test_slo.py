@@ -526,6 +526,15 @@ def test_slo_takes_the_engines_exchange_flags_as_simulate_does(cli: Cli) -> None
     assert "--moe-a2a-backend mori" in mori.json()["flags"]["sglang"]
     assert "--moe-a2a-backend" not in gathered.json()["flags"]["sglang"]
     assert mori.json()["batch_cap"] != gathered.json()["batch_cap"]
+    # the arithmetic names the exchange it prices, and under DeepEP the experts' kernel walk
+    text = " ".join(cli(*where[:-1], "--moe-a2a-backend", "mori").out.split())
+    assert "MoRI all-to-all" in text and "DeepEP all-to-all" not in text
+    deepep = cli("slo", "--model", r1, "--gpu", "h200", "--tp", "8", "--dp", "8",
+                 "--dp-attention", "--engine", "sglang", "--tpot", "50",
+                 "--moe-a2a-backend", "deepep")  # fmt: skip
+    said = " ".join(deepep.out.split())
+    assert "DeepGEMM's walk of the 32 experts a GPU holds" in said
+    assert "DeepEP all-to-all" in said
     vllm = cli("slo", "--model", r1, "--gpu", "h200", "--tp", "8", "--tpot", "50",
                "--moe-a2a-backend", "deepep")  # fmt: skip
     assert vllm.code == 2 and "--moe-a2a-backend: an SGLang flag" in vllm.err

@@ -159,15 +159,11 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         *moe_gemm_lines(curve),
         f"fixed: {curve.layers} layers x {curve.kernel_ms_per_layer * 1e3:.0f} us kernels "
         + kernel_notes(curve)
-        + (
-            f"+ {curve.moe_layers} MoE layers' routing kernels and idle experts' early exits "
-            f"({curve.moe_fixed_ms(1):.2f} ms at B = 1, fewer idle as B grows) "
-            if curve.num_experts and curve.moe_layers
-            else ""
-        )
+        + moe_fixed_text(curve)
         + f"= {one.kernels_ms:.2f} ms, all-reduce {one.allreduce_ms:.2f} ms ({ranks}), "
         + (
-            f"DeepEP all-to-all {one.all_to_all_ms:.2f} ms (wide expert parallelism), "
+            f"{'MoRI' if curve.all_to_all_kernels == 'mori' else 'DeepEP'} all-to-all "
+            f"{one.all_to_all_ms:.2f} ms (wide expert parallelism), "
             if one.all_to_all_ms
             else ""
         )
@@ -185,6 +181,24 @@ def step_model_from_curve(curve: StepTime, context: int, **overrides: float) -> 
         source=f"derived: {curve.label} (step-time model, an estimate)",
         curve=curve,
         context_tokens=context,
+    )
+
+
+def moe_fixed_text(curve: StepTime) -> str:
+    """The MoE layers' fixed part of the arithmetic: their routing kernels and idle experts'
+    exits, or under DeepEP DeepGEMM's walk of every expert a GPU holds, which no batch
+    shortens."""
+    if not (curve.num_experts and curve.moe_layers):
+        return ""
+    if curve.deepgemm_experts and curve.experts_per_gpu:
+        return (
+            f"+ {curve.moe_layers} MoE layers' routing kernels and DeepGEMM's walk of the "
+            f"{curve.experts_per_gpu} experts a GPU holds ({curve.moe_fixed_ms(1):.2f} ms a "
+            "step) "
+        )
+    return (
+        f"+ {curve.moe_layers} MoE layers' routing kernels and idle experts' early exits "
+        f"({curve.moe_fixed_ms(1):.2f} ms at B = 1, fewer idle as B grows) "
     )
 
 
