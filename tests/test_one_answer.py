@@ -541,3 +541,25 @@ def test_the_memory_flag_named_in_refusals_is_the_lines_own() -> None:
 
     assert memory_flag("vllm") == dict(VLLM_FLAGS)["gpu_memory_utilization"]
     assert memory_flag("sglang") == dict(SGLANG_FLAGS)["mem_fraction_static"]
+
+
+def test_capacity_tpot_and_slo_plan_moris_chunk_alike(cli: Cli) -> None:
+    """SGLang refuses to start AMD's MoRI with more than 4,096 prompt tokens a rank, and its
+    default chunk on an MI300X is 16,384: a line with no chunk would not start. slo's line and
+    capacity --tpot's set their own chunk (the largest inside TPOT): both plan at MoRI's
+    largest and print one line within it, where slo named a flag it does not take and capacity
+    refused; capacity without --tpot still says which flag to pass."""
+    from helpers import MODELS
+
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    where = ("--model", r1, "--gpu", "mi300x", "--engine", "sglang", "--tp", "8", "--ep", "8",
+             "--moe-a2a-backend", "mori", "--tpot", "50", "--json")  # fmt: skip
+    line = cli("capacity", *where)
+    slo = cli("slo", *where)
+    assert line.code == 0 and slo.code == 0, line.err + slo.err
+    assert line.json()["flags"] == slo.json()["flags"]
+    chunk = int(line.json()["flags"]["sglang"].split("--chunked-prefill-size ")[1].split()[0])
+    assert 0 < chunk <= 4096
+    bare = cli("capacity", *where[:-3], "--json")
+    assert bare.code == 2 and bare.json()["field"] == "--chunked-prefill-size"
+    assert "pass --chunked-prefill-size 4096 or less" in bare.json()["error"]

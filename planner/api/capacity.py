@@ -445,26 +445,40 @@ def serve_report(
     split = isinstance(groups, int) and groups > 1 and tp % groups == 0
     check_tp(spec, tp // groups if split else tp)
     served = None  # the engine instance simulate plans for this line, where a step is asked
+    chunk_given = values.get("max_num_batched_tokens") is not None
     if tpot_ms is not None or speculation is not None:
         from planner.api.bench_instance import line_instance
+        from planner.core.engines.sglang import MoriChunkRefused
         from planner.units import GIB_BYTES
 
-        # the gpu as resolved (a detected card's name, its measured memory as the user's)
-        served = line_instance(
-            gpu=card.id,
-            preset=preset,
-            model=model,
-            revision=revision,
-            gpu_memory_gib=None if measured is None else measured[0] / GIB_BYTES,
-            settings=settings
-            | {
-                k: values[k]
-                for k in ("context_tokens", "mean_tokens", "max_model_len_auto")
-                if k in values
-            },
-            spec=spec,
-            calibration=calibration,
-        )
+        def served_with(pinned: dict[str, Any]) -> Any:
+            # the gpu as resolved (a detected card's name, its measured memory as the user's)
+            return line_instance(
+                gpu=card.id,
+                preset=preset,
+                model=model,
+                revision=revision,
+                gpu_memory_gib=None if measured is None else measured[0] / GIB_BYTES,
+                settings=settings
+                | {
+                    k: values[k]
+                    for k in ("context_tokens", "mean_tokens", "max_model_len_auto")
+                    if k in values
+                }
+                | pinned,
+                spec=spec,
+                calibration=calibration,
+            )
+
+        try:
+            served = served_with({})
+        except MoriChunkRefused as e:
+            if tpot_ms is None or chunk_given:
+                raise
+            # the engine's default chunk is past what MoRI dispatches; the line --tpot prints
+            # sets its own within the step budget (as `slo`'s): planned at MoRI's largest
+            values["max_num_batched_tokens"] = e.largest
+            served = served_with({"max_num_batched_tokens": e.largest})
     if tpot_ms is not None and served is not None:
         values |= _latency_cap(served, int(values["mean_tokens"]), tpot_ms)
     if calibration is not None:
@@ -477,7 +491,7 @@ def serve_report(
     if tpot_ms is not None and served is not None and plan.fits and speculation is None:
         # (with speculation each decode takes 1 + k tokens of a vLLM step: the engine's own
         # budget stays)
-        budgeted = _latency_budget(served, serve_settings, tpot_ms, plan)
+        budgeted = _latency_budget(served, serve_settings, tpot_ms, plan, chunk_given)
         if budgeted is not None:
             # the step's tokens `planner slo` budgets at this cap, and the pool the engine then
             # plans (the smaller budget frees memory: its cap may hold a few more sequences)
@@ -616,17 +630,18 @@ def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str
 
 
 def _latency_budget(
-    served: Instance, s: ServeSettings, tpot_ms: float, plan: ServePlan
+    served: Instance, s: ServeSettings, tpot_ms: float, plan: ServePlan, chunk_given: bool
 ) -> ServeSettings | None:
     """The line's step budget under a TPOT, as `planner slo` sets it at the plan's running
     cap: vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT),
-    SGLang's prefill chunk (the largest inside TPOT), never above the engine's own. None where
-    the user gave one or the engine's own already keeps a step inside TPOT."""
+    SGLang's prefill chunk (the largest inside TPOT), never above the engine's own (or the
+    largest MoRI takes, where the plan pinned it). None where the user gave one or the
+    engine's own already keeps a step inside TPOT."""
     from planner.api.latency import step_model_from_curve
     from planner.api.slo import step_budget
     from planner.core.serve import engine_step_tokens
 
-    if s.max_num_batched_tokens is not None or plan.prediction is None:
+    if chunk_given or plan.prediction is None:
         return None
     step = step_model_from_curve(served.curve, s.mean_tokens)
     if not step.prefill_ms_per_token:

@@ -604,6 +604,7 @@ class _Target:
         step budget), and its attention-DP groups; one that would not start is an error
         naming `refused` (None: the engine model's own)."""
         from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
+        from planner.core.engines.sglang import MoriChunkRefused
 
         assert self.gpu is not None
         values = serve_values(
@@ -624,6 +625,12 @@ class _Target:
         )
         try:
             return deployment_instance(where)
+        except MoriChunkRefused as e:
+            if caps is not None:
+                raise
+            # the engine's default chunk is past what MoRI dispatches; the line slo prints
+            # sets its own (within the step budget), so the sizing pass runs at MoRI's largest
+            return self.instance({"max_num_batched_tokens": e.largest}, refused)
         except WouldNotStart as e:
             if refused is None:
                 raise

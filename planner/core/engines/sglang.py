@@ -1037,6 +1037,16 @@ def dense_mlp_replicated(model: ModelSpec, s: SglangSettings, attn_dp: int) -> b
     )
 
 
+class MoriChunkRefused(InputError):
+    """SGLang's refusal to start MoRI past its dispatch cap, with the largest
+    --chunked-prefill-size it takes for this layout (`largest`), for a caller that sets the
+    chunk itself (slo's line) to plan at."""
+
+    def __init__(self, message: str, largest: int) -> None:
+        super().__init__("--chunked-prefill-size", message)
+        self.largest = largest
+
+
 def check_mori(
     version: tuple[int, int, int], chunk_per_rank: int, divisor: int, s: SglangSettings
 ) -> None:
@@ -1052,13 +1062,14 @@ def check_mori(
         chunk_per_rank > 0 and s.disaggregation_mode != "decode"
     )
     if checked and chunk_per_rank > MORI_MAX_DISPATCH_TOKENS_PER_RANK:
-        raise InputError(
-            "--chunked-prefill-size",
+        largest = MORI_MAX_DISPATCH_TOKENS_PER_RANK * divisor
+        raise MoriChunkRefused(
             f"{chunk_per_rank * divisor}: SGLang refuses to start MoRI (--moe-a2a-backend "
             f"mori) with {chunk_per_rank:,} prompt tokens a rank, over the "
             f"{MORI_MAX_DISPATCH_TOKENS_PER_RANK:,} it dispatches "
             "(SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK); pass --chunked-prefill-size "
-            f"{MORI_MAX_DISPATCH_TOKENS_PER_RANK * divisor} or less",
+            f"{largest} or less",
+            largest,
         )
 
 
