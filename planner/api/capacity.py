@@ -451,7 +451,7 @@ def serve_report(
         from planner.core.engines.sglang import MoriChunkRefused
         from planner.units import GIB_BYTES
 
-        def served_with(pinned: dict[str, Any]) -> Any:
+        def served_with(pinned: dict[str, Any]) -> Instance | None:
             # the gpu as resolved (a detected card's name, its measured memory as the user's)
             return line_instance(
                 gpu=card.id,
