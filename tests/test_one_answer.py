@@ -563,3 +563,25 @@ def test_capacity_tpot_and_slo_plan_moris_chunk_alike(cli: Cli) -> None:
     bare = cli("capacity", *where[:-3], "--json")
     assert bare.code == 2 and bare.json()["field"] == "--chunked-prefill-size"
     assert "pass --chunked-prefill-size 4096 or less" in bare.json()["error"]
+
+
+def test_spec_prices_the_moe_exchange_capacity_plans(cli: Cli) -> None:
+    """spec takes the engines' MoE exchange flags as capacity, slo and simulate do: with
+    SGLang's MoRI named, its speculation is priced on the step capacity --spec-alpha prices (it
+    refused the flag, and without it priced the gather); the other engine's flag is refused."""
+    from helpers import MODELS
+
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1")
+    where = ("--model", r1, "--gpu", "mi300x", "--engine", "sglang", "--tp", "8", "--dp", "8",
+             "--dp-attention", "--moe-a2a-backend", "mori", "--json")  # fmt: skip
+    capacity = cli("capacity", *where, "--spec-alpha", "0.7").json()["speculation"]
+    spec = cli("spec", "--alpha", "0.7", *where)
+    assert spec.code == 0, spec.err
+    chosen = spec.json()["chosen"]
+    assert (chosen["k"], chosen["concurrency"]) == (capacity["k"], capacity["concurrency"])
+    assert chosen["speedup"] == capacity["speedup"]
+    gathered = cli("spec", "--alpha", "0.7", *where[:-3], "--json").json()["chosen"]
+    assert gathered["speedup"] != chosen["speedup"]
+    vllm = cli("spec", "--alpha", "0.7", "--model", r1, "--gpu", "h200",
+               "--moe-a2a-backend", "deepep")  # fmt: skip
+    assert vllm.code == 2 and "--moe-a2a-backend: an SGLang flag" in vllm.err

@@ -71,7 +71,8 @@ def spec_advice(
 ) -> dict[str, Any]:
     """Everything `planner spec` reports, as its documented JSON object (`settings`: the
     target's deployment, as `slo` takes it: tp, pp, context_tokens, mean_tokens, weight_dtype,
-    kv_dtype; `dp`, `ep`, `dp_attention`: its data- and expert-parallel layout, as `slo` and
+    kv_dtype, extra (the engine's own MoE exchange flags); `dp`, `ep`, `dp_attention`: its
+    data- and expert-parallel layout, as `slo` and
     `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
     from planner.core import speculative as sp
     from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
@@ -113,6 +114,7 @@ def spec_advice(
         "draft": None,
     }
     pp = int(settings.pop("pp", None) or 1)  # the engine's layout: not the textbook plan's
+    exchange = settings.pop("extra", None)  # the engine's own flags (its MoE exchange): likewise
     laid_out = pp > 1 or dp > 1 or (ep or 1) > 1 or dp_attention
     if gpu is None:
         if laid_out:
@@ -185,7 +187,9 @@ def spec_advice(
         model=model,
         revision=revision,
         settings=serve_values(
-            settings | {"mean_tokens": mean_tokens, "pp": pp, "memory_fraction": memory_fraction},
+            settings
+            | {"mean_tokens": mean_tokens, "pp": pp, "memory_fraction": memory_fraction}
+            | ({"extra": exchange} if exchange else {}),
             engine,
             engine_version,
         ),

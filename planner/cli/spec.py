@@ -4,16 +4,24 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
 from planner.cli.numbers import (
     TP_FLAGS,
+    All2AllBackend,
     AttentionDataParallel,
     DataParallel,
     DataParallelAttention,
+    EnableDbo,
+    EnableDpLmHead,
     EnableExpertParallel,
+    EnableTwoBatchOverlap,
+    EpNumRedundantExperts,
     ExpertParallel,
     HubTimeout,
     MemoryFraction,
     ModelLength,
+    MoeA2aBackend,
+    MoeDenseTpSize,
     PipelineParallel,
     Revision,
     StepCalibration,
@@ -67,6 +75,13 @@ def spec(
     dp_attention: DataParallelAttention = False,
     enable_expert_parallel: EnableExpertParallel = False,
     attn_dp_size: AttentionDataParallel = None,
+    all2all_backend: All2AllBackend = None,
+    enable_dbo: EnableDbo = False,
+    moe_a2a_backend: MoeA2aBackend = None,
+    enable_two_batch_overlap: EnableTwoBatchOverlap = False,
+    ep_num_redundant_experts: EpNumRedundantExperts = None,
+    moe_dense_tp_size: MoeDenseTpSize = None,
+    enable_dp_lm_head: EnableDpLmHead = False,
     calibration: StepCalibration = None,
     context: ModelLength = None,
     memory_fraction: MemoryFraction = None,
@@ -110,6 +125,17 @@ def spec(
     from planner.sources.calibration import load_calibration
 
     weight_dtype = served_weight_dtype(weight_dtype)
+    # the engine's own exchange flags, as capacity, slo and simulate take them (unset left out)
+    own: dict[str, object] = {
+        "all2all_backend": all2all_backend,
+        "enable_dbo": enable_dbo,
+        "moe_a2a_backend": moe_a2a_backend,
+        "enable_two_batch_overlap": enable_two_batch_overlap,
+        "ep_num_redundant_experts": ep_num_redundant_experts,
+        "moe_dense_tp_size": moe_dense_tp_size,
+        "enable_dp_lm_head": enable_dp_lm_head,
+    }
+    exchange = {k: v for k, v in own.items() if v is not None and v is not False}
 
     if gpu is None and preset is None and model is None:
         # these size the deployment the speculation is coupled to: alone they change nothing
@@ -130,6 +156,7 @@ def spec(
             ("--enable-expert-parallel", enable_expert_parallel or None),
             ("--attn-dp-size", attn_dp_size),
             ("--calibration", calibration),
+            *((ENGINE_EXTRA_FLAGS[k][1], v) for k, v in exchange.items()),
         ):
             if value is not None:
                 raise InputError(flag, "needs a model and GPU (--preset/--model, --gpu)")
@@ -142,6 +169,9 @@ def spec(
         "pp": pp,
         "mean_tokens": DEFAULT_MEAN_TOKENS if mean_len is None else mean_len,
     }
+    extra = engine_extra(engine or "vllm", exchange)
+    if extra:
+        settings["extra"] = extra
     if context is not None:
         settings["context_tokens"] = context
     if weight_dtype is not None:
