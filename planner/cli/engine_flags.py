@@ -44,6 +44,25 @@ ENGINE_EXTRA_FLAGS = {
 }
 
 
+# The MoE exchange flags (and the layout flags that go with them) `slo` and `spec` take by these
+# parameter names, as capacity and simulate take them.
+EXCHANGE_PARAMS = (
+    "all2all_backend",
+    "enable_dbo",
+    "moe_a2a_backend",
+    "enable_two_batch_overlap",
+    "ep_num_redundant_experts",
+    "moe_dense_tp_size",
+    "enable_dp_lm_head",
+)
+
+
+def stated_exchange(params: dict[str, object]) -> dict[str, object]:
+    """The exchange flags a command was given, from its parameters by name (a command's
+    `locals()`): the unset ones (None, or a switch left off) left out."""
+    return {k: v for k in EXCHANGE_PARAMS if (v := params[k]) is not None and v is not False}
+
+
 def engine_extra(engine: str, stated: dict[str, object]) -> dict[str, object]:
     """The engine's own settings fields from the flags a command was given (`stated`: by
     parameter name, the unset ones left out); one of the other engine's flags is one error

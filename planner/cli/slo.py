@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra, stated_exchange
 from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
@@ -164,16 +164,7 @@ def slo(
             "--overhead-ms", f"must be in [0, {MAX_OVERHEAD_MS:g}] (got {overhead_ms})"
         )
     # the engine's own exchange flags, as capacity and simulate take them (unset ones left out)
-    own: dict[str, object] = {
-        "all2all_backend": all2all_backend,
-        "enable_dbo": enable_dbo,
-        "moe_a2a_backend": moe_a2a_backend,
-        "enable_two_batch_overlap": enable_two_batch_overlap,
-        "ep_num_redundant_experts": ep_num_redundant_experts,
-        "moe_dense_tp_size": moe_dense_tp_size,
-        "enable_dp_lm_head": enable_dp_lm_head,
-    }
-    exchange = {k: v for k, v in own.items() if v is not None and v is not False}
+    exchange = stated_exchange(locals())
     if gpu is None and preset is None and model is None:
         # these shape a derived step model or its pool: without a model they change nothing
         shaping: tuple[tuple[str, object], ...] = (

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra, stated_exchange
 from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
@@ -125,17 +125,8 @@ def spec(
     from planner.sources.calibration import load_calibration
 
     weight_dtype = served_weight_dtype(weight_dtype)
-    # the engine's own exchange flags, as capacity, slo and simulate take them (unset left out)
-    own: dict[str, object] = {
-        "all2all_backend": all2all_backend,
-        "enable_dbo": enable_dbo,
-        "moe_a2a_backend": moe_a2a_backend,
-        "enable_two_batch_overlap": enable_two_batch_overlap,
-        "ep_num_redundant_experts": ep_num_redundant_experts,
-        "moe_dense_tp_size": moe_dense_tp_size,
-        "enable_dp_lm_head": enable_dp_lm_head,
-    }
-    exchange = {k: v for k, v in own.items() if v is not None and v is not False}
+    # the engine's own exchange flags, as capacity and simulate take them (unset ones left out)
+    exchange = stated_exchange(locals())
 
     if gpu is None and preset is None and model is None:
         # these size the deployment the speculation is coupled to: alone they change nothing
