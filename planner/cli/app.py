@@ -179,20 +179,41 @@ def main(argv: list[str] | None = None) -> int:
     return result if isinstance(result, int) else 0
 
 
+def _subcommand(command: Any, name: str | None) -> Any:
+    """The command object `name` invokes (None: no command named, or a group)."""
+    return getattr(command, "commands", {}).get(name) if name else None
+
+
+def _typed_flags(args: list[str]) -> list[str]:
+    """The options on the command line as typed, before a `--` (their `=value` left off; the
+    values and arguments between them stay, harmlessly: none starts with `--`)."""
+    return [a.split("=", 1)[0] for a in (args[: args.index("--")] if "--" in args else args)]
+
+
+def _param_of(sub: Any, flag: str) -> Any:
+    """The parameter of command `sub` that `flag` spells (any of its names), or None."""
+    return next(
+        (
+            p
+            for p in sub.params
+            if flag in getattr(p, "opts", ()) + getattr(p, "secondary_opts", ())
+        ),
+        None,
+    )
+
+
 def _typed_spelling(
     command: Any, name: str | None, args: list[str], field: str | None
 ) -> str | None:
     """The spelling the user typed of the option an error names, where it is another of that
     option's names (`--tensor-parallel-size` for an error about `--tp`, `--quantization` for
     one about `--weight-dtype`); None where the error names what was typed, or no option."""
-    sub = getattr(command, "commands", {}).get(name) if name else None
+    sub = _subcommand(command, name)
     if sub is None or not field or not field.startswith("--"):
         return None
-    param = next((p for p in sub.params if field in getattr(p, "opts", ())), None)
-    if param is None:
-        return None
-    flags = [a.split("=", 1)[0] for a in (args[: args.index("--")] if "--" in args else args)]
-    if field in flags:
+    param = _param_of(sub, field)
+    flags = _typed_flags(args)
+    if param is None or field in flags:
         return None
     return next((f for f in flags if f in param.opts), None)
 
@@ -203,22 +224,14 @@ def _refuse_repeats(command: Any, name: str | None, args: list[str]) -> None:
     input error naming the flag. Repeatable options (lists) and on/off switches are left be."""
     from planner.errors import InputError
 
-    sub = getattr(command, "commands", {}).get(name) if name else None
+    sub = _subcommand(command, name)
     if sub is None or getattr(sub, "commands", None):
         return
     seen: dict[str, str] = {}
-    for arg in args[: args.index("--")] if "--" in args else args:
-        flag = arg.split("=", 1)[0]
+    for flag in _typed_flags(args):
         if not flag.startswith("--"):
             continue
-        param = next(
-            (
-                p
-                for p in sub.params
-                if flag in getattr(p, "opts", ()) + getattr(p, "secondary_opts", ())
-            ),
-            None,
-        )
+        param = _param_of(sub, flag)
         if param is None or getattr(param, "multiple", True) or getattr(param, "is_flag", True):
             continue
         if param.name in seen:
