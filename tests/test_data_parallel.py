@@ -225,6 +225,47 @@ def test_simulate_sglang_dp_attention_runs_on_the_tp_gpus(cli: Cli) -> None:
     assert dpa["step_ms"]["1"] > tp8["step_ms"]["1"]
 
 
+def _closed_loop(cli: Cli, model: str, clients: int, *args: str) -> dict[str, Any]:
+    r = cli(
+        "simulate", "--model", model, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
+        "--concurrency", str(clients), "--prompt-len", "1000", "--output-len", "100",
+        "--requests", str(4 * clients), "--json", *args,
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    data: dict[str, Any] = r.json()
+    return data
+
+
+def test_fewer_clients_than_attention_groups_leave_groups_idle(cli: Cli) -> None:
+    """SGLang hands a closed loop's clients round-robin: 1 or 4 clients over 8 groups leave
+    groups idle, whose MoE layers bring no tokens (their zero rows route as one), so the step
+    grows with the clients instead of pricing every group as loaded as the busiest."""
+    dpa = ("--dp", "8", "--dp-attention")
+    runs = {n: _closed_loop(cli, DEEPSEEK, n, *dpa) for n in (1, 4, 8)}
+    tpot = [runs[n]["median_tpot_ms"] for n in (1, 4, 8)]
+    assert tpot[0] < tpot[1] < tpot[2]
+    assert all(runs[n]["peak_running_seqs"] == 1 for n in (1, 4, 8))
+    (idle,) = [n for n in runs[4]["notes"] if "step together" in n]
+    assert "0.43 as loaded each" in idle and "round-robin" in idle
+    (loaded,) = [n for n in runs[8]["notes"] if "step together" in n]
+    assert "others, as loaded," in loaded
+    # one client on DP attention: its GPU reads the whole attention, TP 8 an eighth of it
+    assert tpot[0] > _closed_loop(cli, DEEPSEEK, 1)["median_tpot_ms"]
+
+
+def test_attention_groups_sglang_turns_on_by_itself_share_the_clients(cli: Cli) -> None:
+    """SGLang 0.5.4 runs DeepSeek-V3.2's sparse attention with --dp-size TP by itself: the
+    clients spread over its 8 groups as they do under the flag (8 each of 64), not all 64 on
+    one group beside seven as loaded."""
+    v32 = str(MODELS / "deepseek-ai--DeepSeek-V3.2")
+    own = _closed_loop(cli, v32, 64, "--engine-version", "0.5.4")
+    flag = _closed_loop(cli, v32, 64, "--engine-version", "0.5.4", "--dp", "8", "--dp-attention")
+    assert own["deployment"]["dp_attention"] and own["gpus"] == flag["gpus"] == 8
+    assert own["peak_running_seqs"] == flag["peak_running_seqs"] == 8
+    assert own["median_tpot_ms"] == pytest.approx(flag["median_tpot_ms"])
+    assert own["median_ttft_ms"] == pytest.approx(flag["median_ttft_ms"])
+
+
 def test_simulate_vllm_dp_on_moe_spreads_the_experts_and_prints_the_flag(cli: Cli) -> None:
     one = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1")
     dp4 = _simulate(cli, QWEN3_MOE, "h100", "--tp", "1", "--dp", "4", "--ep", "4")

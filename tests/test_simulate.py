@@ -878,6 +878,29 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
     assert closed.others_tokens(16, 1000) is None
 
 
+def test_idle_ranks_in_lockstep_bring_their_share_and_one_zero_row_route() -> None:
+    # A closed loop of 4 clients over 8 SGLang groups: the simulated group runs 1, three others
+    # 1 each, four none (lockstep_load 3 / 7). In phase, a decode step of its 1 decoder meets
+    # the three others' and the idle groups' zero rows, which route as one token: 1 + 3 + 1.
+    trace = Trace(np.zeros(1), np.array([100]), np.array([10]), np.zeros(1, dtype=np.int64))
+    low = _lockstep_loop(trace, 8, concurrency=1, lockstep_load=3 / 7, lockstep_zero_rows=True)
+    assert low.in_phase
+    assert low.others_tokens(1, 0) == 3 + 1
+    # a prefill step gathers by the sum of the groups' tokens (SUM_LEN): no zero rows
+    assert low.others_tokens(0, 1000) == 3 * 1000
+    # DeepEP / MoRI dispatch no rows for idle groups; one client leaves the others all idle
+    no_rows = _lockstep_loop(trace, 8, concurrency=1, lockstep_load=0.0)
+    assert no_rows.others_tokens(1, 0) == 0
+    # the other groups start prefills as 7 x 3 / 7 = 3 ranks as busy as this one would
+    low.in_phase = False
+    low.t, low.finished, low.prompts_done = 1000.0, 10, 10
+    low.prefill_steps, low.prefill_ms_total = 20, 600.0
+    assert low.with_foreign(10.0) == pytest.approx(10 + (1 - 0.8**3) * 20)
+    # as loaded, the step stays the symmetric one (None), whatever the zero rows
+    full = _lockstep_loop(trace, 8, concurrency=8, lockstep_zero_rows=True)
+    assert full.others_tokens(1, 0) is None
+
+
 def test_ranks_in_lockstep_slow_a_poisson_run_and_leave_a_closed_loop_in_phase_alone() -> None:
     rng = np.random.default_rng(7)
     n = 200

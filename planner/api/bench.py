@@ -196,8 +196,11 @@ def benchmark(
         )
     inst = instance(tp, ep, attention_groups)
     served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
+    # the ranks the load spreads over, each run as this one: the DP replicas or ranks, or the
+    # attention groups SGLang turns on by itself
+    ranks = max(dp, inst.attention_groups)
     # one client process reads every replica's and DP rank's streams
-    inst = with_bench_client(inst, trace, max(dp, inst.attention_groups), client)
+    inst = with_bench_client(inst, trace, ranks, client)
     if speculation is not None:
         inst = with_speculation(inst, speculation)
     plan = inst.plan
@@ -205,7 +208,11 @@ def benchmark(
     def run_at(concurrency: int | None, trace_now: Trace, total: int = 0) -> dict[str, Any]:
         """One replica's run at `concurrency` clients of the `total` the benchmark has."""
         cfg = inst.cfg.model_copy(
-            update={"concurrency": concurrency, "paced": paced and concurrency is not None}
+            update={
+                "concurrency": concurrency,
+                "paced": paced and concurrency is not None,
+                "lockstep_load": lockstep_load(inst, total, ranks),
+            }
         )
         trace_now, ignored = multi_step_ignored(trace_now, cfg)
         served, delay, hits = prefix_served(
@@ -215,22 +222,22 @@ def benchmark(
         metrics = bench_metrics(
             run,
             served,
-            replicas=dp,
+            replicas=ranks,
             clients=total if concurrency is not None else None,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,
         )
-        metrics["ignored_requests"] = ignored * dp
+        metrics["ignored_requests"] = ignored * ranks
         if hits is not None:
             metrics["prefix_cache"] = hits
         return metrics
 
     def share(n: int) -> int:
-        return max(1, math.ceil(n / dp))
+        return max(1, math.ceil(n / ranks))
 
     # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
-    one = trace.share(dp)
+    one = trace.share(ranks)
     metrics = run_at(share(closed) if closed else None, one, closed or 0)
     gpus = deployment_gpus(inst.engine, tp, pp, dp, inst.attention_groups)
     mean_tokens = max(1, round(mean_total))
@@ -260,7 +267,14 @@ def benchmark(
     if spec_line is not None:  # the line the run speculates with
         result["deployment"]["command"] += " " + spec_line
     result["notes"] = run_notes(
-        inst, metrics, trace.size, mean_tokens, client, scheduler_steps, result["speculation"]
+        inst,
+        metrics,
+        trace.size,
+        mean_tokens,
+        client,
+        scheduler_steps,
+        result["speculation"],
+        lockstep_load(inst, closed or 0, ranks),
     )
     if sweep:
         points = []
@@ -273,10 +287,22 @@ def benchmark(
                 lengths,
                 bench_client_of(engine_name, client),
             )
-            point = per_gpu(run_at(share(n), swept.share(dp), n), gpus)
+            point = per_gpu(run_at(share(n), swept.share(ranks), n), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
+
+
+def lockstep_load(inst: Instance, clients: int, ranks: int) -> float:
+    """The other ranks' requests, each rank's as a share of the busiest one's, in a closed
+    loop of `clients` over `ranks` (1: as loaded, and for an open loop, `clients` 0). SGLang's
+    scheduler hands requests round-robin (--load-balance-method), so a closed loop keeps
+    ceil(N / ranks) on the busiest and N in all; vLLM's idle DP ranks run dummy batches padded
+    to the busiest one's tokens (the step stays the symmetric one)."""
+    if inst.engine != "sglang" or inst.cfg.lockstep_groups == 1 or clients <= 0 or ranks < 2:
+        return 1.0
+    busiest = math.ceil(clients / ranks)
+    return min(1.0, (clients - busiest) / ((ranks - 1) * busiest))
 
 
 def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:

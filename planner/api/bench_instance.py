@@ -401,6 +401,9 @@ def plan_instance(
             update={
                 "lockstep_groups": attention_groups,
                 "lockstep_padded": engine == "vllm" and version < VLLM_DP_UNPADDED_PREFILL_SINCE,
+                # SGLang's idle ranks run empty batches, which its gather pads with zero rows
+                # (layers/dp_attention.py, 0.5.23); DeepEP / MoRI dispatch no rows for them
+                "lockstep_zero_rows": engine == "sglang" and not curve.moe_all_to_all,
             }
         )
     return Instance(

@@ -100,17 +100,19 @@ def run_notes(
     client: str | None,
     scheduler_steps: int,
     speculation: dict[str, Any] | None,
+    lockstep_load: float = 1.0,
 ) -> list[str]:
     """What the run's figures leave out or assume, each in one line: steps outside the
     engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
     the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore.
-    `speculation`: the run's echo of it (speculation_echo)."""
+    `speculation`: the run's echo of it (speculation_echo); `lockstep_load`: the other
+    ranks' load beside the simulated one's (planner.api.bench.lockstep_load)."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
-        notes.append(lockstep_note(engine, inst.cfg.lockstep_groups))
+        notes.append(lockstep_note(engine, inst.cfg.lockstep_groups, lockstep_load))
     if curve.stream_interval > 1:
         n = curve.stream_interval
         notes.append(
@@ -301,7 +303,7 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     return notes
 
 
-def lockstep_note(engine: str, ranks: int) -> str:
+def lockstep_note(engine: str, ranks: int, load: float = 1.0) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
     SGLang gathers each attention-DP group's batch before every forward and runs an idle one
@@ -309,11 +311,18 @@ def lockstep_note(engine: str, ranks: int) -> str:
     prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
-    to be as loaded (planner.sim.config: `SimConfig.lockstep_groups`)."""
+    to be as loaded, or, where a closed loop's clients leave SGLang's groups idle, `load` of it
+    each (planner.sim.config: `SimConfig.lockstep_groups`, `lockstep_load`)."""
     who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
+    loaded = "as loaded"
+    if load < 1.0:
+        loaded = (
+            f"{load:.2f} as loaded each (the clients, handed round-robin, leave some idle; "
+            "an idle group's zero rows route as one token)"
+        )
     return (
         f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
-        "step): one is simulated with its share of the load, and the others, as loaded, "
+        f"step): the busiest is simulated with its share of the load, and the others, {loaded}, "
         "start prefills at its steady rate at random, each holding its decode step as long as "
         "a prefill step, while its own prefill steps meet their decode tokens (a closed loop "
         "of identical requests keeps them in phase: they prefill together); an expectation no "

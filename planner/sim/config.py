@@ -210,6 +210,20 @@ class SimConfig(BaseModel):
         "any rank runs, so a prefill step is the same on every rank (vLLM before 0.17); False: "
         "each runs its own tokens and the MoE layers meet their sum (SGLang, vLLM 0.17 on)",
     )
+    lockstep_load: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="with `lockstep_groups`: the other ranks' requests, each rank's as a share "
+        "of this one's (a closed loop of fewer clients than the ranks hold at this rank's "
+        "share: 4 over 8 ranks leaves 4 idle, 3 / 7 of a busy one each); 1: as loaded",
+    )
+    lockstep_zero_rows: bool = Field(
+        default=False,
+        description="with `lockstep_load` < 1: a decode step's gather pads the ranks to the "
+        "busiest one's rows with zeros, which route to the same experts as one token would "
+        "(SGLang's data-parallel attention without an all-to-all backend)",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,

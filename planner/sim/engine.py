@@ -738,17 +738,22 @@ class _IterationLoop:
         return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs, others) * factor
 
     def others_tokens(self, decoders: int, prefill_tokens: int) -> int | None:
-        """What the other ranks in lockstep bring to this prefill step's MoE layers: each its
-        decoders (as many as this rank's) and, for the share of the time it spends prefilling
-        (steady rate x mean prefill step), a prefill of this one's size; all of it before a
-        request has finished (the run's first requests reach every rank at once). None: no
-        ranks in lockstep, or every rank running this step's tokens (padded, or in phase: the
+        """What the other ranks in lockstep bring to this step's MoE layers: each its
+        decoders (this rank's x `lockstep_load`) and, for the share of the time it spends
+        prefilling (steady rate x mean prefill step), a prefill of this one's size; all of it
+        before a request has finished (the run's first requests reach every rank at once), or
+        in phase (each prefills when this one does). Idle ranks' zero rows, where the gather
+        pads a decode step with them, route as one token more. None: no ranks in lockstep, or
+        every rank running this step's tokens (padded, or in phase and as loaded: the
         symmetric step)."""
-        if self.groups == 1 or self.cfg.lockstep_padded or self.in_phase:
+        load = self.cfg.lockstep_load
+        if self.groups == 1 or self.cfg.lockstep_padded or (self.in_phase and load >= 1.0):
             return None
-        per_ms = self.prefill_steps_per_ms()
+        per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
-        return round((self.groups - 1) * (decoders + prefill_tokens * busy))
+        others = round((self.groups - 1) * load * (decoders + prefill_tokens * busy))
+        padded = load < 1.0 and self.cfg.lockstep_zero_rows and not prefill_tokens
+        return others + int(padded)
 
     def note_prefill(self, dt: float) -> None:
         """Count a prefill step of `dt`."""
@@ -769,13 +774,15 @@ class _IterationLoop:
 
     def with_foreign(self, dt: float) -> float:
         """A decode-only step of `dt` with the other ranks' prefills landing on it in
-        expectation. Each of the G - 1 starts prefill steps at this rank's steady rate r, at
-        random, so one within the step with chance r x dt; one landing holds the step as long
-        as a mean prefill step P: dt + (1 - (1 - r dt)^(G - 1)) x (P - dt)."""
+        expectation. Each of the G - 1 (x `lockstep_load`, as busy as this one) starts prefill
+        steps at this rank's steady rate r, at random, so one within the step with chance
+        r x dt; one landing holds the step as long as a mean prefill step P:
+        dt + (1 - (1 - r dt)^(G - 1)) x (P - dt)."""
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         if per_ms is None:
             return dt
-        hit = 1.0 - max(0.0, 1.0 - per_ms * dt) ** (self.groups - 1)
+        ranks = (self.groups - 1) * self.cfg.lockstep_load  # the other ranks that prefill
+        hit = 1.0 - float(max(0.0, 1.0 - per_ms * dt) ** ranks)
         return dt + hit * max(0.0, self.mean_prefill_ms() - dt)
 
     def jump(self, dt: float, swap_ms: float, n_decoding: int) -> tuple[int, float]:
@@ -804,7 +811,8 @@ class _IterationLoop:
             steps = min(steps, self.round_left)
         if self.curve is not None and steps > 1:
             mid = self.decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
-            dt = self.curve.step_ms(n_decoding, mid, 0, 0.0) + swap_ms
+            others = self.others_tokens(n_decoding, 0)
+            dt = self.curve.step_ms(n_decoding, mid, 0, 0.0, others) + swap_ms
             if self.multi > 1:
                 dt -= self.round_saving(n_decoding)
         return steps, dt
@@ -995,7 +1003,7 @@ class _IterationLoop:
         n_decoding = len(running) - len(self.pending)
         take = self.prefill_work(n_decoding)
         waiting_decoders = 0
-        others = self.others_tokens(n_decoding, sum(take.values())) if take else None
+        others = self.others_tokens(n_decoding, sum(take.values()))
         if take and not self.mixed:
             waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
         dt = self.step_ms(n_decoding, take, others)
