@@ -295,10 +295,10 @@ def benchmark(
 
 def lockstep_load(inst: Instance, clients: int, ranks: int) -> float:
     """The other ranks' requests, each rank's as a share of the busiest one's, in a closed
-    loop of `clients` over `ranks` (1: as loaded, and for an open loop, `clients` 0). SGLang's
-    scheduler hands requests round-robin (--load-balance-method), so a closed loop keeps
-    ceil(N / ranks) on the busiest and N in all; vLLM's idle DP ranks run dummy batches padded
-    to the busiest one's tokens (the step stays the symmetric one)."""
+    loop of `clients` over `ranks`: SGLang hands requests round-robin (--load-balance-method),
+    so the busiest keeps ceil(N / ranks) and the rest share N - that. 1 (every rank as loaded)
+    for an open loop (`clients` 0), ranks not in lockstep, and vLLM, whose idle DP ranks run
+    dummy batches padded to the busiest one's tokens."""
     if inst.engine != "sglang" or inst.cfg.lockstep_groups == 1 or clients <= 0 or ranks < 2:
         return 1.0
     busiest = math.ceil(clients / ranks)
