@@ -246,9 +246,13 @@ def test_fewer_clients_than_attention_groups_leave_groups_idle(cli: Cli) -> None
     assert tpot[0] < tpot[1] < tpot[2]
     assert all(runs[n]["peak_running_seqs"] == 1 for n in (1, 4, 8))
     (idle,) = [n for n in runs[4]["notes"] if "step together" in n]
-    assert "0.43 as loaded each" in idle and "round-robin" in idle
+    assert "0.43 as loaded each" in idle and "round-robin" in idle and "zero rows" in idle
     (loaded,) = [n for n in runs[8]["notes"] if "step together" in n]
     assert "others, as loaded," in loaded
+    # DeepEP dispatches no rows for an idle group
+    deepep = _closed_loop(cli, DEEPSEEK, 4, *dpa, "--moe-a2a-backend", "deepep")
+    (note,) = [n for n in deepep["notes"] if "step together" in n]
+    assert "0.43 as loaded each" in note and "zero rows" not in note
     # one client on DP attention: its GPU reads the whole attention, TP 8 an eighth of it
     assert tpot[0] > _closed_loop(cli, DEEPSEEK, 1)["median_tpot_ms"]
 
@@ -328,6 +332,23 @@ def test_disaggregated_pools_take_sglang_dp_attention(cli: Cli) -> None:
     assert (
         8 * decode["kv_cache_tokens"] > plain["deployment"]["disagg"]["decode"]["kv_cache_tokens"]
     )
+
+
+def test_a_disaggregated_decode_pool_of_fewer_clients_than_groups_leaves_groups_idle(
+    cli: Cli,
+) -> None:
+    """The decode pool's attention-DP groups meet in the MoE layers as an aggregated
+    instance's do: 1 or 4 clients over 8 leave groups idle, so the decode step grows with the
+    clients."""
+    pd = ("--disagg", "1P1D", "--decode-dp", "8", "--decode-ep", "8")
+    runs = {n: _closed_loop(cli, DEEPSEEK, n, *pd) for n in (1, 4, 8)}
+    tpot = [runs[n]["median_tpot_ms"] for n in (1, 4, 8)]
+    assert tpot[0] < tpot[1] < tpot[2]
+    (idle,) = [n for n in runs[4]["notes"] if "attention-DP groups" in n]
+    assert idle.startswith("decode pool: 4 clients over 8") and "0.43 of the busiest" in idle
+    # EP without an all-to-all backend gathers the groups' rows, an idle one's as zeros
+    assert "their zero rows route as one token" in idle
+    assert not any("attention-DP groups" in n for n in runs[8]["notes"])
 
 
 def test_disaggregated_vllm_pools_take_data_parallel_ranks(cli: Cli) -> None:

@@ -20,6 +20,7 @@ from planner.api.bench_instance import (
     attention_groups_of,
     bench_client_of,
     check_ep,
+    lockstep_load,
     multi_step_ignored,
     plan_instance,
     with_bench_client,
@@ -291,18 +292,6 @@ def benchmark(
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result
-
-
-def lockstep_load(inst: Instance, clients: int, ranks: int) -> float:
-    """The other ranks' requests, each rank's as a share of the busiest one's, in a closed
-    loop of `clients` over `ranks`: SGLang hands requests round-robin (--load-balance-method),
-    so the busiest keeps ceil(N / ranks) and the rest share N - that. 1 (every rank as loaded)
-    for an open loop (`clients` 0), ranks not in lockstep, and vLLM, whose idle DP ranks run
-    dummy batches padded to the busiest one's tokens."""
-    if inst.engine != "sglang" or inst.cfg.lockstep_groups == 1 or clients <= 0 or ranks < 2:
-        return 1.0
-    busiest = math.ceil(clients / ranks)
-    return min(1.0, (clients - busiest) / ((ranks - 1) * busiest))
 
 
 def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:

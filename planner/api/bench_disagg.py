@@ -10,6 +10,7 @@ from planner.api.bench_instance import (
     Instance,
     attention_groups_of,
     bench_client_of,
+    lockstep_load,
     with_bench_client,
     with_client_sends,
 )
@@ -167,6 +168,20 @@ def decode_pool_config(dec: Instance) -> SimConfig:
     return cfg.model_copy(update={"reserve": flat})
 
 
+def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[str]:
+    """The decode pool's attention-DP groups a closed loop of fewer clients leaves part idle
+    (lockstep_load), in one line; none where every group is as loaded."""
+    load = lockstep_load(dec, clients or 0, groups)
+    if load >= 1.0:
+        return []
+    rows = "; their zero rows route as one token" if dec.cfg.lockstep_zero_rows else ""
+    return [
+        f"decode pool: {clients} clients over {groups} attention-DP groups (handed round-robin) "
+        f"leave some idle: each other group brings {load:.2f} of the busiest one's decode "
+        f"tokens to the MoE layers{rows}"
+    ]
+
+
 def run_pools(
     spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
     link: str | None, concurrency: int | None, backend: str | None = None,
@@ -188,7 +203,12 @@ def run_pools(
         layout,
         prefill_cost=pre.cost,
         prefill_cfg=pre.cfg.model_copy(update=alone),
-        decode_cost=dis.DecodeOnlyCost(dec.cost),
+        # a closed loop of fewer clients than the decode groups hold leaves some idle
+        decode_cost=dis.DecodeOnlyCost(
+            dec.cost,
+            lockstep_load(dec, concurrency or 0, layout.decode_schedulers),
+            dec.cfg.lockstep_zero_rows,
+        ),
         decode_cfg=decode_pool_config(dec).model_copy(update=alone),
         transfer_ms=ms,
         concurrency=concurrency,
@@ -368,6 +388,7 @@ def run_disaggregated(
         )
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")
+        + idle_groups_notes(dec, closed, disagg.decode_schedulers)
         + frontend_notes(
             dec.curve,
             dec.engine,

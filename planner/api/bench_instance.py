@@ -4,6 +4,7 @@ admission, budget and multi-step rounds, by release)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -696,6 +697,18 @@ def _scheduler_config(
         prefill_input_cap=input_cap,
     )
     return cfg, budget
+
+
+def lockstep_load(inst: Instance, clients: int, ranks: int) -> float:
+    """The other ranks' requests, each rank's as a share of the busiest one's, in a closed
+    loop of `clients` over `ranks`: SGLang hands requests round-robin (--load-balance-method),
+    so the busiest keeps ceil(N / ranks) and the rest share N - that. 1 (every rank as loaded)
+    for an open loop (`clients` 0), ranks not in lockstep, and vLLM, whose idle DP ranks run
+    dummy batches padded to the busiest one's tokens."""
+    if inst.engine != "sglang" or inst.cfg.lockstep_groups == 1 or clients <= 0 or ranks < 2:
+        return 1.0
+    busiest = math.ceil(clients / ranks)
+    return min(1.0, (clients - busiest) / ((ranks - 1) * busiest))
 
 
 def check_ep(ep: int | None, engine: str, tp: int, groups: int) -> None:

@@ -112,7 +112,11 @@ def run_notes(
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
-        notes.append(lockstep_note(engine, inst.cfg.lockstep_groups, lockstep_load))
+        notes.append(
+            lockstep_note(
+                engine, inst.cfg.lockstep_groups, lockstep_load, inst.cfg.lockstep_zero_rows
+            )
+        )
     if curve.stream_interval > 1:
         n = curve.stream_interval
         notes.append(
@@ -303,7 +307,7 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     return notes
 
 
-def lockstep_note(engine: str, ranks: int, load: float = 1.0) -> str:
+def lockstep_note(engine: str, ranks: int, load: float = 1.0, zero_rows: bool = False) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
     SGLang gathers each attention-DP group's batch before every forward and runs an idle one
@@ -312,14 +316,12 @@ def lockstep_note(engine: str, ranks: int, load: float = 1.0) -> str:
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
     to be as loaded, or, where a closed loop's clients leave SGLang's groups idle, `load` of it
-    each (planner.sim.config: `SimConfig.lockstep_groups`, `lockstep_load`)."""
+    each, their `zero_rows` routing as one token (planner.sim.config: `SimConfig.lockstep_*`)."""
     who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
     loaded = "as loaded"
     if load < 1.0:
-        loaded = (
-            f"{load:.2f} as loaded each (the clients, handed round-robin, leave some idle; "
-            "an idle group's zero rows route as one token)"
-        )
+        rows = "; an idle group's zero rows route as one token" if zero_rows else ""
+        loaded = f"{load:.2f} as loaded each (clients handed round-robin leave some idle{rows})"
     return (
         f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
         f"step): the busiest is simulated with its share of the load, and the others, {loaded}, "
