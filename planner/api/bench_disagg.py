@@ -206,8 +206,11 @@ def run_pools(
         # a closed loop of fewer clients than the decode groups hold leaves some idle
         decode_cost=dis.DecodeOnlyCost(
             dec.cost,
-            lockstep_load(dec, concurrency or 0, layout.decode_schedulers),
-            dec.cfg.lockstep_zero_rows,
+            dec.cfg.model_copy(
+                update={
+                    "lockstep_load": lockstep_load(dec, concurrency or 0, layout.decode_schedulers)
+                }
+            ),
         ),
         decode_cfg=decode_pool_config(dec).model_copy(update=alone),
         transfer_ms=ms,

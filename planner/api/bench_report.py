@@ -106,7 +106,7 @@ def run_notes(
     engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
     the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore.
     `speculation`: the run's echo of it (speculation_echo); `lockstep_load`: the other
-    ranks' load beside the simulated one's (planner.api.bench.lockstep_load)."""
+    ranks' load beside the simulated one's (bench_instance.lockstep_load)."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)

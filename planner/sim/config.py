@@ -247,6 +247,13 @@ class SimConfig(BaseModel):
         "takes in new requests every N of them (at once after a step with prefill, or idle)",
     )
 
+    def lockstep_others(self, tokens: float, decode_only: bool) -> int:
+        """The tokens the other ranks in lockstep bring to the MoE layers beside `tokens` of
+        this rank's: `lockstep_load` of them each, and, below 1 in a decode-only step, the zero
+        rows a padding gather adds (`lockstep_zero_rows`), which route as one token."""
+        padded = self.lockstep_load < 1.0 and self.lockstep_zero_rows and decode_only
+        return round((self.lockstep_groups - 1) * self.lockstep_load * tokens) + int(padded)
+
     @model_validator(mode="after")
     def _window_pool_is_sglangs(self) -> SimConfig:
         """The window pool is SGLang's: it needs the full pool and SGLang's admission."""

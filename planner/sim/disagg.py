@@ -110,13 +110,13 @@ def parse_layout(text: str) -> tuple[int, int]:
 class DecodeOnlyCost(CurveCost):
     """A decode instance's step: the KV of a landing request arrives over the link, so its
     prompt tokens cost the decode pool nothing; every step is decode tokens only. Under
-    data-parallel attention the other groups bring `others_load` of this one's decoders each
-    to the MoE layers (SimConfig.lockstep_load; 1: as many), and, below 1, their zero rows
-    one token's route where `zero_rows` (SimConfig.lockstep_zero_rows)."""
+    data-parallel attention the other groups bring what `lockstep` says of this one's
+    decoders to the MoE layers (SimConfig.lockstep_others where its lockstep_load is below 1;
+    None: as many each)."""
 
-    def __init__(self, inner: CurveCost, others_load: float = 1.0, zero_rows: bool = False):
+    def __init__(self, inner: CurveCost, lockstep: SimConfig | None = None) -> None:
         super().__init__(inner.curve, f"{inner.source} (decode pool)")
-        self.others_load, self.zero_rows = others_load, zero_rows
+        self.lockstep = lockstep
 
     def step_ms(
         self,
@@ -127,11 +127,11 @@ class DecodeOnlyCost(CurveCost):
         others: int | None = None,
     ) -> float:
         """Decode tokens only (a step that only lands KV costs one token's step)."""
-        seqs = max(1, decode_seqs)
-        if self.others_load < 1.0:
-            groups = self.curve.attention_dp
-            others = round((groups - 1) * self.others_load * seqs) + int(self.zero_rows)
-        return super().step_ms(seqs, decode_tokens, 0, 0.0, others)
+        seqs, lockstep = max(1, decode_seqs), self.lockstep
+        mine = None
+        if lockstep is not None and lockstep.lockstep_load < 1.0:
+            mine = lockstep.lockstep_others(seqs, decode_only=True)
+        return super().step_ms(seqs, decode_tokens, 0, 0.0, mine)
 
 
 def _split(n: int, ways: int) -> list[NDArray[np.int64]]:

@@ -751,9 +751,7 @@ class _IterationLoop:
             return None
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
-        others = round((self.groups - 1) * load * (decoders + prefill_tokens * busy))
-        padded = load < 1.0 and self.cfg.lockstep_zero_rows and not prefill_tokens
-        return others + int(padded)
+        return self.cfg.lockstep_others(decoders + prefill_tokens * busy, not prefill_tokens)
 
     def note_prefill(self, dt: float) -> None:
         """Count a prefill step of `dt`."""
