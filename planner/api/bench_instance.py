@@ -5,8 +5,9 @@ admission, budget and multi-step rounds, by release)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from planner.sim.config import ReserveAdmission, SimConfig, WindowPool
     from planner.sim.cost import CurveCost
     from planner.sim.workload import Trace
+
+T = TypeVar("T")
 
 
 # SGLang admits a request only while its pool keeps room for the running requests' remaining
@@ -716,6 +719,21 @@ def check_ep(ep: int | None, engine: str, tp: int, groups: int) -> None:
     span = moe_ranks(engine, tp, groups)
     if ep is not None and ep not in (1, span):
         raise InputError("--ep", f"{ep}: the engine's expert parallelism spans {span} ranks here")
+
+
+def within_mori_chunk(build: Callable[[dict[str, Any]], T], allowed: bool) -> tuple[T, int | None]:
+    """`build` at no pinned settings, or, where SGLang refuses MoRI past its dispatch cap at
+    the engine's default chunk and the caller sets the chunk itself (`allowed`: a line that
+    budgets its own step), again at the largest chunk MoRI takes; with that chunk (None
+    where the default stood)."""
+    from planner.core.engines.sglang import MoriChunkRefused
+
+    try:
+        return build({}), None
+    except MoriChunkRefused as e:
+        if not allowed:
+            raise
+        return build({"max_num_batched_tokens": e.largest}), e.largest
 
 
 def deployment_instance(where: Deployment, longest: int | None = None) -> tuple[Instance, int]:

@@ -447,8 +447,7 @@ def serve_report(
     served = None  # the engine instance simulate plans for this line, where a step is asked
     chunk_given = values.get("max_num_batched_tokens") is not None
     if tpot_ms is not None or speculation is not None:
-        from planner.api.bench_instance import line_instance
-        from planner.core.engines.sglang import MoriChunkRefused
+        from planner.api.bench_instance import line_instance, within_mori_chunk
         from planner.units import GIB_BYTES
 
         def served_with(pinned: dict[str, Any]) -> Instance | None:
@@ -470,15 +469,11 @@ def serve_report(
                 calibration=calibration,
             )
 
-        try:
-            served = served_with({})
-        except MoriChunkRefused as e:
-            if tpot_ms is None or chunk_given:
-                raise
-            # the engine's default chunk is past what MoRI dispatches; the line --tpot prints
-            # sets its own within the step budget (as `slo`'s): planned at MoRI's largest
-            values["max_num_batched_tokens"] = e.largest
-            served = served_with({"max_num_batched_tokens": e.largest})
+        # where the engine's default chunk is past what MoRI dispatches, the line --tpot prints
+        # sets its own within the step budget (as `slo`'s): planned at MoRI's largest
+        served, mori_chunk = within_mori_chunk(served_with, tpot_ms is not None and not chunk_given)
+        if mori_chunk is not None:
+            values["max_num_batched_tokens"] = mori_chunk
     if tpot_ms is not None and served is not None:
         values |= _latency_cap(served, int(values["mean_tokens"]), tpot_ms)
     if calibration is not None:

@@ -603,8 +603,12 @@ class _Target:
         """The engine instance `simulate` plans for these flags (at `caps`: a running cap, a
         step budget), and its attention-DP groups; one that would not start is an error
         naming `refused` (None: the engine model's own)."""
-        from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
-        from planner.core.engines.sglang import MoriChunkRefused
+        from planner.api.bench_instance import (
+            Deployment,
+            WouldNotStart,
+            deployment_instance,
+            within_mori_chunk,
+        )
 
         assert self.gpu is not None
         values = serve_values(
@@ -612,25 +616,26 @@ class _Target:
             self.engine,
             self.engine_version,
         )
-        where = Deployment(
-            gpu=self.gpu,
-            preset=self.preset,
-            model=self.model,
-            revision=self.revision,
-            settings=values | (caps or {}),
-            dp=self.dp,
-            ep=self.ep,
-            dp_attention=self.dp_attention,
-            calibration=self.calibration,
-        )
-        try:
+
+        def planned(pinned: dict[str, Any]) -> tuple[Instance, int]:
+            where = Deployment(
+                gpu=self.gpu,
+                preset=self.preset,
+                model=self.model,
+                revision=self.revision,
+                settings=values | (caps or {}) | pinned,
+                dp=self.dp,
+                ep=self.ep,
+                dp_attention=self.dp_attention,
+                calibration=self.calibration,
+            )
             return deployment_instance(where)
-        except MoriChunkRefused as e:
-            if caps is not None:
-                raise
-            # the engine's default chunk is past what MoRI dispatches; the line slo prints
-            # sets its own (within the step budget), so the sizing pass runs at MoRI's largest
-            return self.instance({"max_num_batched_tokens": e.largest}, refused)
+
+        try:
+            # where the engine's default chunk is past what MoRI dispatches, the line slo
+            # prints sets its own (within the step budget): the sizing pass runs at MoRI's
+            # largest
+            return within_mori_chunk(planned, caps is None)[0]
         except WouldNotStart as e:
             if refused is None:
                 raise
