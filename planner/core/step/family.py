@@ -736,7 +736,10 @@ BLACKWELL_ULTRA_EXTRAPOLATED = (
     "from Hopper's kernels measured on an H200 and NVIDIA's B200 and B300 kernel tables; no "
     "measured step times"
 )
-AMD_EXTRAPOLATED = "from ROCm kernel tables (AITER) and one serving row; no measured step times"
+AMD_EXTRAPOLATED = (
+    "from ROCm kernel tables (AITER) and one serving row; no measured step times, and the TP "
+    "all-reduce at the 8 us a peer fitted on NVIDIA V0 rows (no AMD all-reduce measured)"
+)
 ADA_EXTRAPOLATED = "from Ampere and NVIDIA's L40S kernel tables; no measured step times"
 SM120_EXTRAPOLATED = (
     "from Hopper's kernels measured on an H200 and NVIDIA's B200 and RTX PRO 6000 kernel "
