@@ -246,15 +246,47 @@ def test_fewer_clients_than_attention_groups_leave_groups_idle(cli: Cli) -> None
     assert tpot[0] < tpot[1] < tpot[2]
     assert all(runs[n]["peak_running_seqs"] == 1 for n in (1, 4, 8))
     (idle,) = [n for n in runs[4]["notes"] if "step together" in n]
-    assert "0.43 as loaded each" in idle and "round-robin" in idle and "zero rows" in idle
+    assert "0.43 as loaded each (the closed loop's clients leave ranks idle" in idle
+    assert "zero rows route as one token" in idle
     (loaded,) = [n for n in runs[8]["notes"] if "step together" in n]
     assert "others, as loaded," in loaded
     # DeepEP dispatches no rows for an idle group
     deepep = _closed_loop(cli, DEEPSEEK, 4, *dpa, "--moe-a2a-backend", "deepep")
     (note,) = [n for n in deepep["notes"] if "step together" in n]
     assert "0.43 as loaded each" in note and "zero rows" not in note
+    (alone,) = [n for n in runs[1]["notes"] if "step together" in n]
+    assert "the others, idle (the closed loop's clients leave ranks idle" in alone
     # one client on DP attention: its GPU reads the whole attention, TP 8 an eighth of it
     assert tpot[0] > _closed_loop(cli, DEEPSEEK, 1)["median_tpot_ms"]
+
+
+def test_vllm_idle_dp_ranks_by_model_runner(cli: Cli) -> None:
+    """vLLM's idle DP ranks run dummy batches padded to the busiest rank's tokens. Model
+    runner V2 (the default from 0.30) zeroes their ids, which route as one token: the decode
+    step grows with the clients. The V1 runner leaves stale ids, routed as real tokens: the
+    decode step stays the symmetric one, while from 0.17 a prefill is not padded (its TTFT
+    grows with the clients); through 0.16 a prefill is padded too."""
+
+    def run(version: str, clients: int) -> dict[str, Any]:
+        r = cli(
+            "simulate", "--model", DEEPSEEK, "--gpu", "h200", "--tp", "1", "--dp", "8",
+            "--ep", "8", "--engine-version", version, "--concurrency", str(clients),
+            "--prompt-len", "1000", "--output-len", "100", "--requests", str(4 * clients),
+            "--json",
+        )  # fmt: skip
+        assert r.code == 0, r.err
+        data: dict[str, Any] = r.json()
+        return data
+
+    def tpot_ttft(version: str) -> list[tuple[float, float]]:
+        runs = [run(version, clients) for clients in (1, 4, 8)]
+        return [(d["median_tpot_ms"], d["median_ttft_ms"]) for d in runs]
+
+    v2, v1, padded = tpot_ttft("0.34"), tpot_ttft("0.20"), tpot_ttft("0.16")
+    assert v2[0][0] < v2[1][0] < v2[2][0]
+    assert v1[0][0] == pytest.approx(v1[2][0]) and v1[0][1] < v1[1][1] < v1[2][1]
+    assert padded[0] == pytest.approx(padded[2])
+    assert v2[2] == pytest.approx(v1[2])  # as loaded (8 clients over 8 ranks): the same
 
 
 def test_attention_groups_sglang_turns_on_by_itself_share_the_clients(cli: Cli) -> None:
@@ -345,9 +377,10 @@ def test_a_disaggregated_decode_pool_of_fewer_clients_than_groups_leaves_groups_
     tpot = [runs[n]["median_tpot_ms"] for n in (1, 4, 8)]
     assert tpot[0] < tpot[1] < tpot[2]
     (idle,) = [n for n in runs[4]["notes"] if "attention-DP groups" in n]
-    assert idle.startswith("decode pool: 4 clients over 8") and "0.43 of the busiest" in idle
+    assert idle.startswith("decode pool: 4 clients over 8 attention-DP groups")
+    assert "the others, 0.43 as loaded each" in idle
     # EP without an all-to-all backend gathers the groups' rows, an idle one's as zeros
-    assert "their zero rows route as one token" in idle
+    assert "zero rows route as one token" in idle
     assert not any("attention-DP groups" in n for n in runs[8]["notes"])
 
 

@@ -899,6 +899,10 @@ def test_idle_ranks_in_lockstep_bring_their_share_and_one_zero_row_route() -> No
     # as loaded, the step stays the symmetric one (None), whatever the zero rows
     full = _lockstep_loop(trace, 8, concurrency=8, lockstep_zero_rows=True)
     assert full.others_tokens(1, 0) is None
+    # vLLM's V1 model runner pads a decode step with rows routed as real ones: symmetric; its
+    # prefill (0.17+) is not padded
+    v1 = _lockstep_loop(trace, 8, concurrency=1, lockstep_load=3 / 7, lockstep_decode_padded=True)
+    assert v1.others_tokens(1, 0) is None and v1.others_tokens(0, 1000) == 3 * 1000
 
 
 def test_ranks_in_lockstep_slow_a_poisson_run_and_leave_a_closed_loop_in_phase_alone() -> None:

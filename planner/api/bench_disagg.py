@@ -19,6 +19,7 @@ from planner.api.bench_report import (
     fabric_notes,
     frontend_notes,
     graph_coverage_notes,
+    idle_ranks_text,
     per_gpu,
     step_constants,
     window_tokens,
@@ -172,13 +173,13 @@ def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[s
     """The decode pool's attention-DP groups a closed loop of fewer clients leaves part idle
     (lockstep_load), in one line; none where every group is as loaded."""
     load = lockstep_load(dec, clients or 0, groups)
-    if load >= 1.0:
+    if load >= 1.0 or dec.cfg.lockstep_decode_padded:
         return []
-    rows = "; their zero rows route as one token" if dec.cfg.lockstep_zero_rows else ""
+    who = "attention-DP groups" if dec.engine == "sglang" else "data-parallel ranks"
     return [
-        f"decode pool: {clients} clients over {groups} attention-DP groups (handed round-robin) "
-        f"leave some idle: each other group brings {load:.2f} of the busiest one's decode "
-        f"tokens to the MoE layers{rows}"
+        f"decode pool: {clients} clients over {groups} {who}: the others, "
+        f"{idle_ranks_text(dec.cfg, load)}, bring that share of the busiest one's decode "
+        "tokens to the MoE layers"
     ]
 
 

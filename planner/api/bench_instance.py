@@ -148,6 +148,16 @@ def ranks_per_api_server(engine: str, version: str | None, dp: int) -> int:
 # a long prefill does not. SGLang gathers the sum of the groups' tokens in a step that prefills
 # (layers/dp_attention.py DpPaddingMode: SUM_LEN when an extend is in the batch).
 VLLM_DP_UNPADDED_PREFILL_SINCE = (0, 17, 0)
+# What an idle data-parallel rank brings to the MoE layers. SGLang's idle attention-DP groups run
+# empty batches, which its decode gather pads with zero rows (layers/dp_attention.py, 0.5.23).
+# vLLM's idle DP ranks run a dummy batch padded to the busiest rank's tokens: its V1 model
+# runner leaves the ids its buffer last held (v1/worker/gpu_model_runner.py `_dummy_run`,
+# 0.11-0.33), which route as real tokens; model runner V2 zeroes them (v1/worker/gpu/
+# input_batch.py `make_dummy`), and is the default for every model from 0.30 unless a feature it
+# lacks is asked for, dual-batch overlap among them (config/vllm.py use_v2_model_runner; 0.22-0.28
+# only for listed architectures or, from 0.26, dense models). Rows of zeros give every expert the
+# same router logit: they route to one set of top-k experts, as one token does.
+VLLM_V2_RUNNER_DEFAULT_SINCE = (0, 30, 0)
 
 
 def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
@@ -405,9 +415,12 @@ def plan_instance(
             update={
                 "lockstep_groups": attention_groups,
                 "lockstep_padded": engine == "vllm" and version < VLLM_DP_UNPADDED_PREFILL_SINCE,
-                # SGLang's idle ranks run empty batches, which its gather pads with zero rows
-                # (layers/dp_attention.py, 0.5.23); DeepEP / MoRI dispatch no rows for them
-                "lockstep_zero_rows": engine == "sglang" and not curve.moe_all_to_all,
+                # idle ranks' zero rows (SGLang's gather: DeepEP / MoRI dispatch none; vLLM's
+                # V2 dummy rows, which every backend dispatches), or vLLM V1's stale ones
+                "lockstep_zero_rows": idle_ranks_empty(engine, version, p.settings)
+                and (engine != "sglang" or not curve.moe_all_to_all),
+                "lockstep_decode_padded": engine == "vllm"
+                and not idle_ranks_empty(engine, version, p.settings),
             }
         )
     return Instance(
@@ -702,13 +715,29 @@ def _scheduler_config(
     return cfg, budget
 
 
+def idle_ranks_empty(engine: str, version: tuple[int, int, int], settings: dict[str, Any]) -> bool:
+    """Whether an idle data-parallel rank brings no tokens of its own to the MoE layers
+    (VLLM_V2_RUNNER_DEFAULT_SINCE): SGLang's empty batches, vLLM's zeroed dummy rows from 0.30
+    unless --enable-dbo keeps the V1 model runner."""
+    if engine == "sglang":
+        return True
+    return (
+        engine == "vllm"
+        and version >= VLLM_V2_RUNNER_DEFAULT_SINCE
+        and not settings.get("enable_dbo")
+    )
+
+
 def lockstep_load(inst: Instance, clients: int, ranks: int) -> float:
     """The other ranks' requests, each rank's as a share of the busiest one's, in a closed
     loop of `clients` over `ranks`: SGLang hands requests round-robin (--load-balance-method),
-    so the busiest keeps ceil(N / ranks) and the rest share N - that. 1 (every rank as loaded)
-    for an open loop (`clients` 0), ranks not in lockstep, and vLLM, whose idle DP ranks run
-    dummy batches padded to the busiest one's tokens."""
-    if inst.engine != "sglang" or inst.cfg.lockstep_groups == 1 or clients <= 0 or ranks < 2:
+    vLLM's front end to the least loaded rank (v1/engine/core_client.py), so the busiest keeps
+    ceil(N / ranks) and the rest share N - that. 1 (every rank as loaded) for an open loop
+    (`clients` 0), ranks not in lockstep, and vLLM before 0.17, which pads every rank's step to
+    the busiest one's tokens (a decode step stays so through the V1 model runner:
+    SimConfig.lockstep_decode_padded)."""
+    cfg = inst.cfg
+    if cfg.lockstep_groups == 1 or cfg.lockstep_padded or clients <= 0 or ranks < 2:
         return 1.0
     busiest = math.ceil(clients / ranks)
     return min(1.0, (clients - busiest) / ((ranks - 1) * busiest))

@@ -112,11 +112,7 @@ def run_notes(
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
-        notes.append(
-            lockstep_note(
-                engine, inst.cfg.lockstep_groups, lockstep_load, inst.cfg.lockstep_zero_rows
-            )
-        )
+        notes.append(lockstep_note(engine, inst.cfg, lockstep_load))
     if curve.stream_interval > 1:
         n = curve.stream_interval
         notes.append(
@@ -307,28 +303,35 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     return notes
 
 
-def lockstep_note(engine: str, ranks: int, load: float = 1.0, zero_rows: bool = False) -> str:
+def idle_ranks_text(cfg: SimConfig, load: float) -> str:
+    """How the other ranks in lockstep are loaded, in words: as loaded as the simulated one,
+    or `load` of it each where a closed loop leaves some idle, and what their rows route as."""
+    if load >= 1.0:
+        return "as loaded"
+    rows = "; an idle rank's zero rows route as one token" if cfg.lockstep_zero_rows else ""
+    if cfg.lockstep_decode_padded:
+        rows = "; a decode step pads them with rows that route as real tokens"
+    share = "idle" if load <= 0.0 else f"{load:.2f} as loaded each"
+    return f"{share} (the closed loop's clients leave ranks idle{rows})"
+
+
+def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
     SGLang gathers each attention-DP group's batch before every forward and runs an idle one
     where a group has none (managers/scheduler_components/dp_attn.py
     prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
-    DPEngineCoreProc). One rank is simulated with its share of the load; the others are taken
-    to be as loaded, or, where a closed loop's clients leave SGLang's groups idle, `load` of it
-    each, their `zero_rows` routing as one token (planner.sim.config: `SimConfig.lockstep_*`)."""
+    DPEngineCoreProc). The busiest rank is simulated with its share of the load; the others
+    as idle_ranks_text says (planner.sim.config: `SimConfig.lockstep_*`)."""
     who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
-    loaded = "as loaded"
-    if load < 1.0:
-        rows = "; an idle group's zero rows route as one token" if zero_rows else ""
-        loaded = f"{load:.2f} as loaded each (clients handed round-robin leave some idle{rows})"
     return (
-        f"the {ranks} {who} step together (their MoE layers meet every rank's tokens each "
-        f"step): the busiest is simulated with its share of the load, and the others, {loaded}, "
-        "start prefills at its steady rate at random, each holding its decode step as long as "
-        "a prefill step, while its own prefill steps meet their decode tokens (a closed loop "
-        "of identical requests keeps them in phase: they prefill together); an expectation no "
-        "run with data-parallel attention has checked"
+        f"the {cfg.lockstep_groups} {who} step together (their MoE layers meet every rank's "
+        "tokens each step): the busiest is simulated with its share of the load, and the "
+        f"others, {idle_ranks_text(cfg, load)}, start prefills at its steady rate at random, "
+        "each holding its decode step as long as a prefill step, while its own prefill steps "
+        "meet their decode tokens (a closed loop of identical requests keeps them in phase: "
+        "they prefill together); an expectation no run with data-parallel attention has checked"
     )
 
 

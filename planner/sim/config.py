@@ -220,9 +220,15 @@ class SimConfig(BaseModel):
     )
     lockstep_zero_rows: bool = Field(
         default=False,
-        description="with `lockstep_load` < 1: a decode step's gather pads the ranks to the "
-        "busiest one's rows with zeros, which route to the same experts as one token would "
-        "(SGLang's data-parallel attention without an all-to-all backend)",
+        description="with `lockstep_load` < 1: a decode step pads the ranks to the busiest "
+        "one's rows with zeros, which route to the same experts as one token would (SGLang's "
+        "gather without an all-to-all backend, vLLM's model runner V2)",
+    )
+    lockstep_decode_padded: bool = Field(
+        default=False,
+        description="with `lockstep_groups`: a decode step pads every rank to the busiest "
+        "one's rows with ids that route as real tokens (vLLM's V1 model runner), so it stays "
+        "the symmetric one whatever `lockstep_load`",
     )
     scheduler_steps: int = Field(
         default=1,
@@ -247,10 +253,13 @@ class SimConfig(BaseModel):
         "takes in new requests every N of them (at once after a step with prefill, or idle)",
     )
 
-    def lockstep_others(self, tokens: float, decode_only: bool) -> int:
+    def lockstep_others(self, tokens: float, decode_only: bool) -> int | None:
         """The tokens the other ranks in lockstep bring to the MoE layers beside `tokens` of
         this rank's: `lockstep_load` of them each, and, below 1 in a decode-only step, the zero
-        rows a padding gather adds (`lockstep_zero_rows`), which route as one token."""
+        rows a padding gather adds (`lockstep_zero_rows`), which route as one token. None: as
+        many as this rank's each (a decode step `lockstep_decode_padded`)."""
+        if decode_only and self.lockstep_decode_padded:
+            return None
         padded = self.lockstep_load < 1.0 and self.lockstep_zero_rows and decode_only
         return round((self.lockstep_groups - 1) * self.lockstep_load * tokens) + int(padded)
 

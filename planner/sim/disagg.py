@@ -112,7 +112,7 @@ class DecodeOnlyCost(CurveCost):
     prompt tokens cost the decode pool nothing; every step is decode tokens only. Under
     data-parallel attention the other groups bring what `lockstep` says of this one's
     decoders to the MoE layers (SimConfig.lockstep_others where its lockstep_load is below 1;
-    None: as many each)."""
+    None, or a padded decode step: as many each)."""
 
     def __init__(self, inner: CurveCost, lockstep: SimConfig | None = None) -> None:
         super().__init__(inner.curve, f"{inner.source} (decode pool)")
