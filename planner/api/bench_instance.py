@@ -411,16 +411,15 @@ def plan_instance(
     check_scheduler_steps(scheduler_steps, engine, version)
     cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
     if spec.num_experts and attention_groups > 1:  # the ranks meet in every MoE layer
+        empty = idle_ranks_empty(engine, version, p.settings)
         cfg = cfg.model_copy(
             update={
                 "lockstep_groups": attention_groups,
                 "lockstep_padded": engine == "vllm" and version < VLLM_DP_UNPADDED_PREFILL_SINCE,
                 # idle ranks' zero rows (SGLang's gather: DeepEP / MoRI dispatch none; vLLM's
                 # V2 dummy rows, which every backend dispatches), or vLLM V1's stale ones
-                "lockstep_zero_rows": idle_ranks_empty(engine, version, p.settings)
-                and (engine != "sglang" or not curve.moe_all_to_all),
-                "lockstep_decode_padded": engine == "vllm"
-                and not idle_ranks_empty(engine, version, p.settings),
+                "lockstep_zero_rows": empty and (engine != "sglang" or not curve.moe_all_to_all),
+                "lockstep_decode_padded": engine == "vllm" and not empty,
             }
         )
     return Instance(
