@@ -475,6 +475,23 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     assert paced["request_throughput"] == pytest.approx(2.0, rel=0.1)
 
 
+def test_replicas_complete_the_requests_asked_for() -> None:
+    """100 requests over 8 replicas: the busiest rank's share is 13 (every 8th, from the
+    first), but the benchmark sends 100, so it prints 100 and their tokens, not 8 x 13 = 104."""
+    got = bench(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        dp=8,
+        load=Load(rate_per_s=10.0, requests=100),
+        lengths=Lengths(prompt_len=500, output_len=100),
+    )
+    assert got["completed"] == 100
+    assert (got["total_input_tokens"], got["total_output_tokens"]) == (50_000, 10_000)
+    assert got["output_throughput"] == pytest.approx(10_000 / got["duration"])
+
+
 def test_unmixed_prefill_steps_make_decodes_wait() -> None:
     """SGLang (and vLLM V0) run prefill-only steps: decodes wait through them, where vLLM's V1
     engine carries the prefill chunk in the decode step. With a = 5 ms per step, the four

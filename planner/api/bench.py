@@ -206,8 +206,11 @@ def benchmark(
         inst = with_speculation(inst, speculation)
     plan = inst.plan
 
-    def run_at(concurrency: int | None, trace_now: Trace, total: int = 0) -> dict[str, Any]:
-        """One replica's run at `concurrency` clients of the `total` the benchmark has."""
+    def run_at(
+        concurrency: int | None, trace_now: Trace, total: int, requests: int
+    ) -> dict[str, Any]:
+        """One replica's run at `concurrency` clients of the `total` the benchmark has, on
+        its share `trace_now` of the benchmark's `requests`."""
         cfg = inst.cfg.model_copy(
             update={
                 "concurrency": concurrency,
@@ -215,7 +218,9 @@ def benchmark(
                 "lockstep_load": lockstep_load(inst, total, ranks),
             }
         )
+        per_request = requests / max(1, trace_now.size)  # the benchmark's requests per share's
         trace_now, ignored = multi_step_ignored(trace_now, cfg)
+        served_requests = round(requests - ignored * per_request)
         served, delay, hits = prefix_served(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.trace_seed()
         )
@@ -225,11 +230,12 @@ def benchmark(
             served,
             replicas=ranks,
             clients=total if concurrency is not None else None,
+            requests=served_requests,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,
         )
-        metrics["ignored_requests"] = ignored * ranks
+        metrics["ignored_requests"] = requests - served_requests
         if hits is not None:
             metrics["prefix_cache"] = hits
         return metrics
@@ -239,7 +245,7 @@ def benchmark(
 
     # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
     one = trace.share(ranks)
-    metrics = run_at(share(closed) if closed else None, one, closed or 0)
+    metrics = run_at(share(closed) if closed else None, one, closed or 0, trace.size)
     gpus = deployment_gpus(inst.engine, tp, pp, dp, inst.attention_groups)
     mean_tokens = max(1, round(mean_total))
     result: dict[str, Any] = {
@@ -288,7 +294,7 @@ def benchmark(
                 lengths,
                 bench_client_of(engine_name, client),
             )
-            point = per_gpu(run_at(share(n), swept.share(ranks), n), gpus)
+            point = per_gpu(run_at(share(n), swept.share(ranks), n, swept.size), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points
     return result

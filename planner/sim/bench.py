@@ -81,9 +81,13 @@ def bench_metrics(
     text_ttft: bool = False,
     stream_interval: int = 1,
     clients: int | None = None,
+    requests: int | None = None,
 ) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
-    multiply the throughputs (each served its share of the load). `clients`: the benchmark's
+    multiply the throughputs (each served its share of the load). `requests`: the benchmark's
+    over all the replicas, where the run's share (every replicas-th, from the first: the
+    busiest rank's) holds more than its part of them (3 requests over 16 ranks: 1 a rank, 3 in
+    all); None: the share's times the replicas. `clients`: the benchmark's
     closed-loop clients over all the replicas (None: an open loop). Where they are fewer than
     the replicas hold at the run's share (4 over 8 ranks, 12 over 8: 1 or 2 a rank, run at the
     larger), they cannot keep every replica busy: the benchmark takes at least the time its
@@ -113,9 +117,10 @@ def bench_metrics(
     itl_std = 0.0
     if counts.sum():
         itl_std = float(np.sqrt((counts * (gaps - itl_mean) ** 2).sum() / counts.sum()))
-    inputs = int(trace.prompt_tokens.sum()) * replicas
-    outputs = (int(trace.output_tokens.sum()) - int(empty.sum())) * replicas
-    completed = trace.size * replicas
+    completed = trace.size * replicas if requests is None else requests
+    scale = completed / max(1, trace.size)  # the share's totals, taken to the benchmark's
+    inputs = round(int(trace.prompt_tokens.sum()) * scale)
+    outputs = round((int(trace.output_tokens.sum()) - int(empty.sum())) * scale)
     served = e2el[np.isfinite(e2el)]  # past the requests a V0 multi-step round ignored
     if clients and replicas > 1 and served.size:
         duration_s = max(duration_s, completed * float(served.mean()) / 1000.0 / clients)
@@ -134,7 +139,7 @@ def bench_metrics(
         "std_itl_ms": itl_std,
         **{f"{percentile_key(p)}_itl_ms": t for p, t in zip(percentiles, itl_tails, strict=True)},
         **_stats("e2el", e2el, percentiles),
-        "preemptions": run.preemptions * replicas,
+        "preemptions": round(run.preemptions * scale),
         "peak_kv_blocks": run.peak_blocks,
         "peak_running_seqs": run.peak_running,
     }
