@@ -57,7 +57,7 @@ def layout_curve(
         served, delay, _ = prefix_served(trace, prefix, inst, clients, None, 0)
         cfg = inst.cfg.model_copy(update={"concurrency": clients})
         run = execute(served, inst.cost, cfg, delay)
-        metrics = bench_metrics(run, served, replicas=groups)
+        metrics = bench_metrics(run, served, replicas=groups, requests=requests)
         points.append(curve_point(total, metrics, gpus))
     return points
 
