@@ -20,6 +20,7 @@ from planner.api.bench_report import (
     frontend_notes,
     graph_coverage_notes,
     idle_ranks_text,
+    lockstep_ranks_name,
     per_gpu,
     step_constants,
     window_tokens,
@@ -175,11 +176,10 @@ def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[s
     load = lockstep_load(dec, clients or 0, groups)
     if load >= 1.0 or dec.cfg.lockstep_decode_padded:
         return []
-    who = "attention-DP groups" if dec.engine == "sglang" else "data-parallel ranks"
     return [
-        f"decode pool: {clients} clients over {groups} {who}: the others, "
-        f"{idle_ranks_text(dec.cfg, load)}, bring that share of the busiest one's decode "
-        "tokens to the MoE layers"
+        f"decode pool: {clients} clients over {groups} {lockstep_ranks_name(dec.engine)}: "
+        f"the others, {idle_ranks_text(dec.cfg, load)}, bring that share of the busiest "
+        "one's decode tokens to the MoE layers"
     ]
 
 

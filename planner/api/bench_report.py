@@ -315,6 +315,11 @@ def idle_ranks_text(cfg: SimConfig, load: float) -> str:
     return f"{share} (the closed loop's clients leave ranks idle{rows})"
 
 
+def lockstep_ranks_name(engine: str) -> str:
+    """What an engine's data-parallel ranks of a MoE model are called in the run's notes."""
+    return "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
+
+
 def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
@@ -324,14 +329,14 @@ def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0) -> str:
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). The busiest rank is simulated with its share of the load; the others
     as idle_ranks_text says (planner.sim.config: `SimConfig.lockstep_*`)."""
-    who = "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
     return (
-        f"the {cfg.lockstep_groups} {who} step together (their MoE layers meet every rank's "
-        "tokens each step): the busiest is simulated with its share of the load, and the "
-        f"others, {idle_ranks_text(cfg, load)}, start prefills at its steady rate at random, "
-        "each holding its decode step as long as a prefill step, while its own prefill steps "
-        "meet their decode tokens (a closed loop of identical requests keeps them in phase: "
-        "they prefill together); an expectation no run with data-parallel attention has checked"
+        f"the {cfg.lockstep_groups} {lockstep_ranks_name(engine)} step together (their MoE "
+        "layers meet every rank's tokens each step): the busiest is simulated with its share "
+        f"of the load, and the others, {idle_ranks_text(cfg, load)}, start prefills at its "
+        "steady rate at random, each holding its decode step as long as a prefill step, while "
+        "its own prefill steps meet their decode tokens (a closed loop of identical requests "
+        "keeps them in phase: they prefill together); an expectation no run with "
+        "data-parallel attention has checked"
     )
 
 

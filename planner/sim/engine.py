@@ -775,7 +775,7 @@ class _IterationLoop:
         expectation. Each of the G - 1 (x `lockstep_load`, as busy as this one) starts prefill
         steps at this rank's steady rate r, at random, so one within the step with chance
         r x dt; one landing holds the step as long as a mean prefill step P:
-        dt + (1 - (1 - r dt)^(G - 1)) x (P - dt)."""
+        dt + (1 - (1 - r dt)^((G - 1) x load)) x (P - dt)."""
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         if per_ms is None:
             return dt
