@@ -260,6 +260,27 @@ def test_fewer_clients_than_attention_groups_leave_groups_idle(cli: Cli) -> None
     assert tpot[0] > _closed_loop(cli, DEEPSEEK, 1)["median_tpot_ms"]
 
 
+def test_an_open_loop_prices_the_other_groups_at_their_mean_occupancy(cli: Cli) -> None:
+    """Poisson arrivals over 8 attention-DP groups: each group fills apart from the simulated
+    one, so its MoE layers meet the others' mean occupancy, not the simulated group's count of
+    the moment mirrored seven times. At 0.25 requests a second of 1,000 / 100 tokens about 0.4
+    requests are in flight over the 8 groups: a decode step is close to one client's alone
+    (the zero rows of idle groups route as one token), well below eight clients' (every group
+    one), which mirroring the running group's one request gave."""
+    r = cli(
+        "simulate", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
+        "--dp", "8", "--dp-attention", "--rate", "0.25", "--prompt-len", "1000",
+        "--output-len", "100", "--requests", "60", "--seed", "1", "--json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    sparse: dict[str, Any] = r.json()
+    one, eight = (_closed_loop(cli, DEEPSEEK, n, "--dp", "8", "--dp-attention") for n in (1, 8))
+    assert sparse["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=0.05)
+    assert sparse["median_tpot_ms"] < 0.9 * eight["median_tpot_ms"]
+    (note,) = [n for n in sparse["notes"] if "step together" in n]
+    assert "as loaded on average" in note and "not its count of the moment" in note
+
+
 def test_vllm_idle_dp_ranks_by_model_runner(cli: Cli) -> None:
     """vLLM's idle DP ranks run dummy batches padded to the busiest rank's tokens. Model
     runner V2 (the default from 0.30) zeroes their ids, which route as one token: the decode

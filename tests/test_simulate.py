@@ -861,9 +861,13 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
     loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
     assert loop.with_foreign(10.0) == pytest.approx(10 + (1 - 0.8**7) * 20)
     assert loop.with_foreign(10.0) == pytest.approx(25.806, abs=1e-3)
-    # a prefill of 1,000 tokens meets the 7 others' 16 decoders each, and their prompts for the
-    # 0.02 x 30 = 0.6 of the time they spend prefilling: 7 x (16 + 600) = 4,312
+    # a prefill of 1,000 tokens meets the 7 others' 16 decoders each (this open loop's rank
+    # has run 16 on average), and their prompts for the 0.02 x 30 = 0.6 of the time they spend
+    # prefilling: 7 x (16 + 600) = 4,312
+    loop.decoder_ms, loop.busy_ms = 16 * 1000.0, 1000.0
     assert loop.others_tokens(16, 1000) == 7 * (16 + 600)
+    # the others' arrivals are not this rank's: they hold its mean, not its count of the moment
+    assert loop.others_tokens(4, 1000) == 7 * (16 + 600)
     # before any request has finished the run's first prompts reach every rank at once
     loop.finished = 0
     assert loop.with_foreign(10.0) == 10.0
@@ -876,6 +880,31 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
     closed.prefill_steps, closed.prefill_ms_total = 20, 600.0
     assert closed.in_phase and closed.with_foreign(10.0) == 10.0
     assert closed.others_tokens(16, 1000) is None
+
+
+def test_an_open_loops_other_ranks_hold_this_ranks_mean_occupancy_and_idle_as_often() -> None:
+    # Poisson arrivals over 8 ranks in lockstep (SGLang's attention-DP gather, zero rows for an
+    # idle rank): this rank has run 0.5 decoders on average and idled 60% of the time. Each
+    # other rank does the same in expectation, whatever this one runs now: a decode step meets
+    # 7 x 0.5 = 3.5 of their tokens, and the zero rows of an idle one (some of the 7 idles with
+    # chance 1 - 0.4^7 = 0.998), which route as one token: round(3.5 + 0.998) = 4. Mirroring
+    # this rank's 3 decoders of the moment would give 21.
+    trace = Trace(np.zeros(1), np.array([100]), np.array([10]), np.zeros(1, dtype=np.int64))
+    loop = _lockstep_loop(trace, 8, lockstep_zero_rows=True)
+    loop.t, loop.finished, loop.prompts_done = 1000.0, 10, 10
+    loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
+    loop.decoder_ms, loop.busy_ms = 500.0, 400.0
+    assert loop.others_tokens(3, 0) == 4
+    # fully busy ranks add no zero rows: 7 x 0.5 rounds to 4 all the same, 7 x 2 is 14
+    loop.busy_ms = 1000.0
+    assert loop.others_tokens(3, 0) == 4
+    loop.decoder_ms = 2000.0
+    assert loop.others_tokens(3, 0) == 14
+    # a closed loop's ranks keep their shares of the clients (SimConfig.lockstep_load)
+    closed = _lockstep_loop(trace, 8, lockstep_zero_rows=True, lockstep_load=0.5, concurrency=9)
+    closed.t, closed.finished, closed.prompts_done = 1000.0, 10, 10
+    closed.prefill_steps, closed.prefill_ms_total = 20, 600.0
+    assert closed.others_tokens(4, 0) == 7 * 2 + 1
 
 
 def test_idle_ranks_in_lockstep_bring_their_share_and_one_zero_row_route() -> None:

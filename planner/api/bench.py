@@ -282,6 +282,7 @@ def benchmark(
         scheduler_steps,
         result["speculation"],
         lockstep_load(inst, closed or 0, ranks),
+        open_loop=closed is None,
     )
     if sweep:
         points = []

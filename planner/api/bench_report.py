@@ -101,18 +101,20 @@ def run_notes(
     scheduler_steps: int,
     speculation: dict[str, Any] | None,
     lockstep_load: float = 1.0,
+    open_loop: bool = False,
 ) -> list[str]:
     """What the run's figures leave out or assume, each in one line: steps outside the
     engine's CUDA graphs, the collectives' fabric, speculation, the host's serial CPU work,
     the API server, ROCm's fp8 rescale passes and the requests multi-step rounds ignore.
     `speculation`: the run's echo of it (speculation_echo); `lockstep_load`: the other
-    ranks' load beside the simulated one's (bench_instance.lockstep_load)."""
+    ranks' load beside the simulated one's (bench_instance.lockstep_load); `open_loop`: the
+    requests arrive at a rate, not from a closed loop's clients."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
     notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
-        notes.append(lockstep_note(engine, inst.cfg, lockstep_load))
+        notes.append(lockstep_note(engine, inst.cfg, lockstep_load, open_loop))
     if curve.stream_interval > 1:
         n = curve.stream_interval
         notes.append(
@@ -303,14 +305,22 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
     return notes
 
 
-def idle_ranks_text(cfg: SimConfig, load: float) -> str:
-    """How the other ranks in lockstep are loaded, in words: as loaded as the simulated one,
-    or `load` of it each where a closed loop leaves some idle, and what their rows route as."""
-    if load >= 1.0:
-        return "as loaded"
+def idle_ranks_text(cfg: SimConfig, load: float, open_loop: bool = False) -> str:
+    """How the other ranks in lockstep are loaded, in words: as loaded as the simulated one
+    (under an open loop, on average: its mean occupancy, idle as often), or `load` of it each
+    where a closed loop leaves some idle, and what their rows route as."""
     rows = "; an idle rank's zero rows route as one token" if cfg.lockstep_zero_rows else ""
     if cfg.lockstep_decode_padded:
         rows = "; a decode step pads them with rows that route as real tokens"
+        if open_loop:
+            return "as loaded (a decode step pads them to its rows, routed as real tokens)"
+    if open_loop:
+        return (
+            "as loaded on average (the open loop fills each apart: each holds the simulated "
+            f"one's mean occupancy so far, not its count of the moment, and idles as often{rows})"
+        )
+    if load >= 1.0:
+        return "as loaded"
     share = "idle" if load <= 0.0 else f"{load:.2f} as loaded each"
     return f"{share} (the closed loop's clients leave ranks idle{rows})"
 
@@ -320,7 +330,7 @@ def lockstep_ranks_name(engine: str) -> str:
     return "attention-DP groups" if engine == "sglang" else "data-parallel ranks"
 
 
-def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0) -> str:
+def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0, open_loop: bool = False) -> str:
     """What the simulation assumes of data-parallel ranks that step together. Their MoE
     layers meet every rank's tokens in each step, so the ranks run their steps in lockstep:
     SGLang gathers each attention-DP group's batch before every forward and runs an idle one
@@ -328,14 +338,15 @@ def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0) -> str:
     prepare_mlp_sync_batch_raw, 0.5.13; its CUDA graphs only when every group decodes); vLLM's
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). The busiest rank is simulated with its share of the load; the others
-    as idle_ranks_text says (planner.sim.config: `SimConfig.lockstep_*`)."""
+    as idle_ranks_text says (planner.sim.config: `SimConfig.lockstep_*`; an open loop's
+    occupancy: planner.sim.engine `others_tokens`)."""
     return (
         f"the {cfg.lockstep_groups} {lockstep_ranks_name(engine)} step together (their MoE "
         "layers meet every rank's tokens each step): the busiest is simulated with its share "
-        f"of the load, and the others, {idle_ranks_text(cfg, load)}, start prefills at its "
-        "steady rate at random, each holding its decode step as long as a prefill step, while "
-        "its own prefill steps meet their decode tokens (a closed loop of identical requests "
-        "keeps them in phase: they prefill together); an expectation no run with "
+        f"of the load, and the others, {idle_ranks_text(cfg, load, open_loop)}, start prefills "
+        "at its steady rate at random, each holding its decode step as long as a prefill step, "
+        "while its own prefill steps meet their decode tokens (a closed loop of identical "
+        "requests keeps them in phase: they prefill together); an expectation no run with "
         "data-parallel attention has checked"
     )
 

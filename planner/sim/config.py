@@ -253,15 +253,24 @@ class SimConfig(BaseModel):
         "takes in new requests every N of them (at once after a step with prefill, or idle)",
     )
 
-    def lockstep_others(self, tokens: float, decode_only: bool) -> int | None:
+    def lockstep_others(
+        self, tokens: float, decode_only: bool, idle: float | None = None
+    ) -> int | None:
         """The tokens the other ranks in lockstep bring to the MoE layers beside `tokens` of
-        this rank's: `lockstep_load` of them each, and, below 1 in a decode-only step, the zero
-        rows a padding gather adds (`lockstep_zero_rows`), which route as one token. None: as
-        many as this rank's each (a decode step `lockstep_decode_padded`)."""
+        this rank's: `lockstep_load` of them each, and, in a decode-only step where some rank
+        is idle (below 1; or `idle`, each rank's idle share, for ranks loaded independently:
+        as often as any of them is), the zero rows a padding gather adds
+        (`lockstep_zero_rows`), which route as one token. None: as many as this rank's each (a
+        decode step `lockstep_decode_padded`)."""
         if decode_only and self.lockstep_decode_padded:
             return None
-        padded = self.lockstep_load < 1.0 and self.lockstep_zero_rows and decode_only
-        return round((self.lockstep_groups - 1) * self.lockstep_load * tokens) + int(padded)
+        others = self.lockstep_groups - 1
+        if idle is None:
+            idle = 1.0 if self.lockstep_load < 1.0 else 0.0
+        else:
+            idle = 1.0 - (1.0 - idle) ** others
+        padded = idle if self.lockstep_zero_rows and decode_only else 0.0
+        return round(others * self.lockstep_load * tokens + padded)
 
     @model_validator(mode="after")
     def _window_pool_is_sglangs(self) -> SimConfig:

@@ -387,6 +387,9 @@ class _IterationLoop:
         )
         self.prefill_steps = self.prompts_done = self.finished = 0
         self.prefill_ms_total = 0.0
+        # an open loop's ranks fill independently: the decoders this rank has run, summed over
+        # its time (its mean occupancy, which each other rank shares in expectation)
+        self.decoder_ms = 0.0
         # vLLM V0's async output processing: the first tokens and finishes of the last step,
         # delivered when the next step ends (and a finish's client sends its next request then)
         self.late = cfg.outputs_one_step_late
@@ -737,21 +740,28 @@ class _IterationLoop:
         decode_tokens = self.decode_base + self.clock * n_decoding if n_decoding else 0
         return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs, others) * factor
 
-    def others_tokens(self, decoders: int, prefill_tokens: int) -> int | None:
+    def others_tokens(self, decoders: float, prefill_tokens: int) -> int | None:
         """What the other ranks in lockstep bring to this step's MoE layers: each its
-        decoders (this rank's x `lockstep_load`) and, for the share of the time it spends
+        decoders (this rank's x `lockstep_load`; under an open loop, this rank's mean so far,
+        and zero rows as often as this one idles) and, for the share of the time it spends
         prefilling (steady rate x mean prefill step), a prefill of this one's size; all of it
         before a request has finished (the run's first requests reach every rank at once), or
         in phase (each prefills when this one does). Idle ranks' zero rows, where the gather
         pads a decode step with them, route as one token more. None: no ranks in lockstep, or
         every rank running this step's tokens (padded, or in phase and as loaded: the
         symmetric step)."""
-        load = self.cfg.lockstep_load
-        if self.groups == 1 or self.cfg.lockstep_padded or (self.in_phase and load >= 1.0):
+        cfg = self.cfg
+        load = cfg.lockstep_load
+        if self.groups == 1 or cfg.lockstep_padded or (self.in_phase and load >= 1.0):
             return None
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
-        return self.cfg.lockstep_others(decoders + prefill_tokens * busy, not prefill_tokens)
+        idle = None
+        if cfg.concurrency is None and per_ms is not None:
+            # an open loop: the others' arrivals are not this rank's, so each holds this rank's
+            # mean occupancy, not its count of the moment, and is idle as often as this one
+            decoders, idle = self.decoder_ms / self.t, 1.0 - min(1.0, self.busy_ms / self.t)
+        return cfg.lockstep_others(decoders + prefill_tokens * busy, not prefill_tokens, idle)
 
     def note_prefill(self, dt: float) -> None:
         """Count a prefill step of `dt`."""
@@ -1032,6 +1042,7 @@ class _IterationLoop:
         self.t += dt * steps
         self.busy_ms += dt * steps
         self.slot_ms += len(running) * dt * steps
+        self.decoder_ms += n_decoding * dt * steps
         self.steps_total += steps
 
         if n_decoding:
