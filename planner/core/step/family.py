@@ -374,7 +374,7 @@ HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
 # the time follows the ring's bytes at about 0.7 of one direction of NVLink (450 GB/s on H100 /
 # H200): at TP 8, 2 / 8 / 32 MB take 18.4 / 53.7 / 166 us measured, 15.8 / 49.1 / 182 so
 # priced. Blackwell has its own from NVIDIA's tables (BLACKWELL_ALLREDUCE, below); AMD keeps the
-# per-peer figure, which the one published AMD all-reduce time found bounds from below: ROCm/mori's
+# per-peer figure. The one published AMD all-reduce time found sits a quarter above it: ROCm/mori's
 # Triton peer-read all-reduce example over 8 MI300X takes about 76 us for 64 x 7,168 bf16 values
 # (896 KB; examples/shmem/ir/README.md @0179be5b), priced 60 us so. That example is not the
 # engines' custom all-reduce (vLLM's and AITER's), which no public table times on AMD.
