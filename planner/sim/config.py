@@ -257,11 +257,11 @@ class SimConfig(BaseModel):
         self, tokens: float, decode_only: bool, idle: float | None = None
     ) -> int | None:
         """The tokens the other ranks in lockstep bring to the MoE layers beside `tokens` of
-        this rank's: `lockstep_load` of them each, and, in a decode-only step where some rank
-        is idle (below 1; or `idle`, each rank's idle share, for ranks loaded independently:
-        as often as any of them is), the zero rows a padding gather adds
-        (`lockstep_zero_rows`), which route as one token. None: as many as this rank's each (a
-        decode step `lockstep_decode_padded`)."""
+        this rank's: `lockstep_load` of them each, and, in a decode-only step, the zero rows a
+        padding gather adds for an idle rank (`lockstep_zero_rows`), which route as one token:
+        always below a load of 1 (a closed loop leaves ranks idle); given `idle`, each rank's
+        idle share where the ranks fill independently, with the chance that any of them idles.
+        None: as many as this rank's each (a decode step `lockstep_decode_padded`)."""
         if decode_only and self.lockstep_decode_padded:
             return None
         others = self.lockstep_groups - 1
