@@ -884,20 +884,20 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
 
 def test_an_open_loops_other_ranks_hold_this_ranks_mean_occupancy_and_idle_as_often() -> None:
     # Poisson arrivals over 8 ranks in lockstep (SGLang's attention-DP gather, zero rows for an
-    # idle rank): this rank has run 0.5 decoders on average and idled 60% of the time. Each
+    # idle rank): this rank has run 0.2 decoders on average and idled 60% of the time. Each
     # other rank does the same in expectation, whatever this one runs now: a decode step meets
-    # 7 x 0.5 = 3.5 of their tokens, and the zero rows of an idle one (some of the 7 idles with
-    # chance 1 - 0.4^7 = 0.998), which route as one token: round(3.5 + 0.998) = 4. Mirroring
+    # 7 x 0.2 = 1.4 of their tokens, and the zero rows of an idle one (some of the 7 idles with
+    # chance 1 - 0.4^7 = 0.998), which route as one token: round(1.4 + 0.998) = 2. Mirroring
     # this rank's 3 decoders of the moment would give 21.
     trace = Trace(np.zeros(1), np.array([100]), np.array([10]), np.zeros(1, dtype=np.int64))
     loop = _lockstep_loop(trace, 8, lockstep_zero_rows=True)
     loop.t, loop.finished, loop.prompts_done = 1000.0, 10, 10
     loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
-    loop.decoder_ms, loop.busy_ms = 500.0, 400.0
-    assert loop.others_tokens(3, 0) == 4
-    # fully busy ranks add no zero rows: 7 x 0.5 rounds to 4 all the same, 7 x 2 is 14
+    loop.decoder_ms, loop.busy_ms = 200.0, 400.0
+    assert loop.others_tokens(3, 0) == 2
+    # ranks never idle add no zero rows (round(1.4) = 1); at 2 decoders on average, 7 x 2 = 14
     loop.busy_ms = 1000.0
-    assert loop.others_tokens(3, 0) == 4
+    assert loop.others_tokens(3, 0) == 1
     loop.decoder_ms = 2000.0
     assert loop.others_tokens(3, 0) == 14
     # a closed loop's ranks keep their shares of the clients (SimConfig.lockstep_load)
