@@ -170,24 +170,9 @@ def decode_pool_config(dec: Instance) -> SimConfig:
     return cfg.model_copy(update={"reserve": flat})
 
 
-def idle_groups_notes(
-    dec: Instance,
-    clients: int | None,
-    groups: int,
-    occupancy: dict[str, float] | None = None,
-) -> list[str]:
+def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[str]:
     """The decode pool's attention-DP groups a closed loop of fewer clients leaves part idle
-    (lockstep_load), or an open loop's `occupancy` prices (planner.sim.disagg.run), in one
-    line; none where every group is as loaded."""
-    if occupancy is not None:
-        return [
-            f"decode pool: the open loop fills an instance's {dec.cfg.lockstep_groups} "
-            f"{lockstep_ranks_name(dec.engine)} apart: each step's MoE layers meet the others "
-            "at the mean a group held, "
-            f"{occupancy['mean_running']:.2f} running requests, idle "
-            f"{occupancy['idle_share']:.0%} of the time (found over passes of the run), not "
-            "at one group's count of the moment"
-        ]
+    (lockstep_load), in one line; none where every group is as loaded."""
     load = lockstep_load(dec, clients or 0, groups)
     if load >= 1.0 or dec.cfg.lockstep_decode_padded:
         return []
@@ -407,9 +392,7 @@ def run_disaggregated(
         )
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")
-        + idle_groups_notes(
-            dec, closed, disagg.decode_schedulers, info.get("decode_group_occupancy")
-        )
+        + idle_groups_notes(dec, closed, disagg.decode_schedulers)
         + frontend_notes(
             dec.curve,
             dec.engine,

@@ -29,10 +29,6 @@ from planner.sim.workload import Trace
 # millisecond in ~20 passes on the shipped disaggregated rows (gpt-oss-120b, 500 requests, 32
 # clients: 23 passes, the makespan moving 4% after pass 10); past this the last pass is used.
 MAX_CLOSED_LOOP_PASSES = 30
-# An open loop's decode pool under data-parallel attention: the first pass prices the other
-# groups as loaded as each one at the moment, each further pass at the mean occupancy the last
-# one found (what planner.sim.engine prices inside an aggregated run). Passes after the first.
-OPEN_LOOP_OCCUPANCY_PASSES = 2
 SETTLED_MS = 1.0
 MAX_POOL_RANKS = 1024
 
@@ -116,35 +112,11 @@ class DecodeOnlyCost(CurveCost):
     prompt tokens cost the decode pool nothing; every step is decode tokens only. Under
     data-parallel attention the other groups bring what `lockstep` says of this one's
     decoders to the MoE layers (SimConfig.lockstep_others where its lockstep_load is below 1;
-    given `occupancy`, an open loop's mean decoders a group and its idle share: that many
-    each, whatever this group runs; else, or in a padded decode step: as many as this one's
-    each)."""
+    None, or a padded decode step: as many each)."""
 
-    def __init__(
-        self,
-        inner: CurveCost,
-        lockstep: SimConfig | None = None,
-        occupancy: tuple[float, float] | None = None,
-    ) -> None:
+    def __init__(self, inner: CurveCost, lockstep: SimConfig | None = None) -> None:
         super().__init__(inner.curve, f"{inner.source} (decode pool)")
-        self.inner = inner
         self.lockstep = lockstep
-        self.occupancy = occupancy
-
-    def with_occupancy(self, occupancy: tuple[float, float]) -> DecodeOnlyCost:
-        """This pool's cost with the other groups at an open loop's `occupancy`."""
-        return DecodeOnlyCost(self.inner, self.lockstep, occupancy)
-
-    def open_lockstep(self) -> bool:
-        """Whether the groups step together at loads of their own: an open loop's mean rule
-        applies (not a closed loop's share below 1, not a decode step padded to this one)."""
-        lockstep = self.lockstep
-        return (
-            lockstep is not None
-            and lockstep.lockstep_groups > 1
-            and lockstep.lockstep_load >= 1.0
-            and not lockstep.lockstep_decode_padded
-        )
 
     def step_ms(
         self,
@@ -159,9 +131,6 @@ class DecodeOnlyCost(CurveCost):
         mine = None
         if lockstep is not None and lockstep.lockstep_load < 1.0:
             mine = lockstep.lockstep_others(seqs, decode_only=True)
-        elif lockstep is not None and self.occupancy is not None and self.open_lockstep():
-            mean, idle = self.occupancy
-            mine = lockstep.lockstep_others(mean, decode_only=True, idle=idle)
         return super().step_ms(seqs, decode_tokens, 0, 0.0, mine)
 
 
@@ -193,7 +162,7 @@ def run(
             # ones follow at the rate N clients sustain at that latency. Each pass then moves
             # the arrivals to the finishes the last pass implied.
             first = _subset(trace, np.arange(concurrency))
-            generation, _, _ = _once(
+            generation, _ = _once(
                 first, np.zeros(concurrency), layout, prefill_cost, prefill_cfg, decode_cost,
                 decode_cfg, transfer_ms[:concurrency],
             )  # fmt: skip
@@ -202,28 +171,13 @@ def run(
             arrival[concurrency:] = e2e + np.arange(n - concurrency) * e2e / concurrency
     state: RunState | None = None
     info: dict[str, Any] = {}
-    settled: tuple[float, float] | None = None  # the decode groups' occupancy, where priced
     while True:
         passes += 1
-        state, info, occupancy = _once(
+        state, info = _once(
             trace, arrival, layout, prefill_cost, prefill_cfg, decode_cost, decode_cfg,
             transfer_ms,
         )  # fmt: skip
-        if concurrency is None:
-            # an open loop's decode groups fill apart: run again with the others at the mean
-            # occupancy this pass found (OPEN_LOOP_OCCUPANCY_PASSES), as the aggregated loop
-            # prices them (planner.sim.engine `others_tokens`)
-            if (
-                occupancy is None
-                or not isinstance(decode_cost, DecodeOnlyCost)
-                or not decode_cost.open_lockstep()
-                or passes > OPEN_LOOP_OCCUPANCY_PASSES
-            ):
-                break
-            decode_cost = decode_cost.with_occupancy(occupancy)
-            settled = occupancy
-            continue
-        if concurrency >= n or passes >= MAX_CLOSED_LOOP_PASSES:
+        if concurrency is None or concurrency >= n or passes >= MAX_CLOSED_LOOP_PASSES:
             break
         finishes = np.sort(state.finish_ms)
         implied = np.zeros(n)
@@ -233,11 +187,6 @@ def run(
         arrival = implied
     assert state is not None
     info["closed_loop_passes"] = passes
-    if settled is not None:
-        info["decode_group_occupancy"] = {
-            "mean_running": settled[0],
-            "idle_share": settled[1],
-        }
     return state, info
 
 
@@ -260,10 +209,8 @@ def _once(
     decode_cost: CurveCost,
     decode_cfg: SimConfig,
     transfer_ms: NDArray[np.float64],
-) -> tuple[RunState, dict[str, Any], tuple[float, float] | None]:
-    """One pass of both pools at given arrival times: the client's RunState, the pools'
-    figures, and the decode groups' occupancy (their mean running requests over their active
-    time and their idle share; None where no request reached them)."""
+) -> tuple[RunState, dict[str, Any]]:
+    """One pass of both pools at given arrival times."""
     n = trace.size
     order = np.argsort(arrival_ms, kind="stable")
     first_prefill = np.full(n, np.nan)
@@ -298,7 +245,6 @@ def _once(
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")
     peak_running = 0
-    slot_ms = busy_ms = span_ms = 0.0  # the decode groups' occupancy, summed over them
     for ids in _split(n, layout.decode_schedulers):
         if ids.size == 0:
             continue
@@ -310,8 +256,6 @@ def _once(
             np.zeros(ids.size, dtype=np.int64),
         )
         got = execute(sub, decode_cost, dec_cfg)
-        slot_ms, busy_ms = slot_ms + got.slot_ms, busy_ms + got.busy_ms
-        span_ms += max(0.0, float(np.nanmax(got.finish_ms)) - float(np.min(landing[ids])))
         first[ids] = got.first_ms
         finish[ids] = got.finish_ms
         preemptions += got.preemptions
@@ -335,7 +279,4 @@ def _once(
     }
     if math.isnan(info["median_decode_admission_ms"]):
         info["median_decode_admission_ms"] = 0.0
-    occupancy = None
-    if span_ms > 0:  # a group's mean running requests over its active time, and its idle share
-        occupancy = (slot_ms / span_ms, 1.0 - min(1.0, busy_ms / span_ms))
-    return state, info, occupancy
+    return state, info
