@@ -278,7 +278,7 @@ def test_an_open_loop_prices_the_other_groups_at_their_mean_occupancy(cli: Cli) 
     assert sparse["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=0.05)
     assert sparse["median_tpot_ms"] < 0.9 * eight["median_tpot_ms"]
     (note,) = [n for n in sparse["notes"] if "step together" in n]
-    assert "as loaded on average" in note and "not its count of the moment" in note
+    assert "as loaded on average" in note and "not the simulated one's count of the moment" in note
 
 
 def test_vllm_idle_dp_ranks_by_model_runner(cli: Cli) -> None:

@@ -861,13 +861,9 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
     loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
     assert loop.with_foreign(10.0) == pytest.approx(10 + (1 - 0.8**7) * 20)
     assert loop.with_foreign(10.0) == pytest.approx(25.806, abs=1e-3)
-    # a prefill of 1,000 tokens meets the 7 others' 16 decoders each (this open loop's rank
-    # has run 16 on average), and their prompts for the 0.02 x 30 = 0.6 of the time they spend
-    # prefilling: 7 x (16 + 600) = 4,312
-    loop.decoder_ms, loop.busy_ms = 16 * 1000.0, 1000.0
+    # a prefill of 1,000 tokens meets the 7 others' 16 decoders each, and their prompts for the
+    # 0.02 x 30 = 0.6 of the time they spend prefilling: 7 x (16 + 600) = 4,312
     assert loop.others_tokens(16, 1000) == 7 * (16 + 600)
-    # the others' arrivals are not this rank's: they hold its mean, not its count of the moment
-    assert loop.others_tokens(4, 1000) == 7 * (16 + 600)
     # before any request has finished the run's first prompts reach every rank at once
     loop.finished = 0
     assert loop.with_foreign(10.0) == 10.0
@@ -882,28 +878,43 @@ def test_ranks_in_lockstep_stretch_a_decode_step_by_the_chance_a_prefill_lands_o
     assert closed.others_tokens(16, 1000) is None
 
 
-def test_an_open_loops_other_ranks_hold_this_ranks_mean_occupancy_and_idle_as_often() -> None:
+def test_an_open_loops_other_ranks_hold_what_the_arrival_rate_leaves_in_an_engine() -> None:
     # Poisson arrivals over 8 ranks in lockstep (SGLang's attention-DP gather, zero rows for an
-    # idle rank): this rank has run 0.2 decoders on average and idled 60% of the time. Each
-    # other rank does the same in expectation, whatever this one runs now: a decode step meets
-    # 7 x 0.2 = 1.4 of their tokens, and the zero rows of an idle one (some of the 7 idles with
-    # chance 1 - 0.4^7 = 0.998), which route as one token: round(1.4 + 0.998) = 2. Mirroring
-    # this rank's 3 decoders of the moment would give 21.
-    trace = Trace(np.zeros(1), np.array([100]), np.array([10]), np.zeros(1, dtype=np.int64))
+    # idle rank): this rank's 101 requests arrive over 10 s (0.01 a ms) and each has stayed 30
+    # ms on average. Each other rank, fed at the same rate, holds 0.01 x 30 = 0.3 requests at
+    # 5 s whatever this one runs now (an M/G/inf count), and none with chance exp(-0.3) = 0.74:
+    # a decode step meets 7 x 0.3 = 2.1 of their tokens and, some of the 7 being idle (chance
+    # 1 - 0.26^7 = 1.0), their zero rows, which route as one token: round(2.1 + 1.0) = 3.
+    # Mirroring this rank's 3 decoders of the moment would give 21.
+    arrivals = np.linspace(0.0, 10.0, 101)
+    trace = Trace(arrivals, np.full(101, 100), np.full(101, 10), np.zeros(101, dtype=np.int64))
     loop = _lockstep_loop(trace, 8, lockstep_zero_rows=True)
-    loop.t, loop.finished, loop.prompts_done = 1000.0, 10, 10
+    loop.finished, loop.prompts_done, loop.sojourn_ms = 10, 10, 10 * 30.0
     loop.prefill_steps, loop.prefill_ms_total = 20, 600.0
-    loop.decoder_ms, loop.busy_ms = 200.0, 400.0
-    assert loop.others_tokens(3, 0) == 2
-    # ranks never idle add no zero rows (round(1.4) = 1); at 2 decoders on average, 7 x 2 = 14
-    loop.busy_ms = 1000.0
+    loop.t = 5000.0
+    assert loop.expected_occupancy() == pytest.approx(0.3)
+    assert loop.others_tokens(3, 0) == 3
+    # without zero rows (an all-to-all backend dispatches none for an idle rank): round(2.1)
+    plain = _lockstep_loop(trace, 8)
+    plain.finished, plain.prompts_done, plain.sojourn_ms = 10, 10, 10 * 30.0
+    plain.prefill_steps, plain.prefill_ms_total, plain.t = 20, 600.0, 5000.0
+    assert plain.others_tokens(3, 0) == 2
+    # no lag behind the ramp or past the drain: 10 ms in, or 10 ms before the last request has
+    # stayed its 30, a rank holds 0.01 x 10 = 0.1; once it has, none (all 7 idle: one route)
+    for t, held in ((10.0, 0.1), (10_020.0, 0.1), (10_040.0, 0.0)):
+        loop.t = t
+        assert loop.expected_occupancy() == pytest.approx(held, abs=1e-9)
     assert loop.others_tokens(3, 0) == 1
-    loop.decoder_ms = 2000.0
-    assert loop.others_tokens(3, 0) == 14
+    # a longer stay holds more, at most the running cap (64 here): 0.01 x 300 = 3 a rank
+    loop.t, loop.sojourn_ms = 5000.0, 10 * 300.0
+    assert loop.others_tokens(3, 0) == 21
+    loop.t, loop.sojourn_ms = 9000.0, 10 * 20_000.0  # 0.01 x 9,000 = 90 arrived, all staying
+    assert loop.expected_occupancy() == 64
     # a closed loop's ranks keep their shares of the clients (SimConfig.lockstep_load)
     closed = _lockstep_loop(trace, 8, lockstep_zero_rows=True, lockstep_load=0.5, concurrency=9)
     closed.t, closed.finished, closed.prompts_done = 1000.0, 10, 10
     closed.prefill_steps, closed.prefill_ms_total = 20, 600.0
+    assert closed.expected_occupancy() is None
     assert closed.others_tokens(4, 0) == 7 * 2 + 1
 
 

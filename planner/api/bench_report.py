@@ -307,8 +307,8 @@ def fabric_notes(curve: StepTime, engine: str, role: str = "") -> list[str]:
 
 def idle_ranks_text(cfg: SimConfig, load: float, open_loop: bool = False) -> str:
     """How the other ranks in lockstep are loaded, in words: as loaded as the simulated one
-    (under an open loop, on average: its mean occupancy, idle as often), or `load` of it each
-    where a closed loop leaves some idle, and what their rows route as."""
+    (under an open loop, on average: what the arrival rate leaves in an engine), or `load` of
+    it each where a closed loop leaves some idle, and what their rows route as."""
     rows = "; an idle rank's zero rows route as one token" if cfg.lockstep_zero_rows else ""
     if cfg.lockstep_decode_padded:
         rows = "; a decode step pads them with rows that route as real tokens"
@@ -316,8 +316,9 @@ def idle_ranks_text(cfg: SimConfig, load: float, open_loop: bool = False) -> str
             return "as loaded (a decode step pads them to its rows, routed as real tokens)"
     if open_loop:
         return (
-            "as loaded on average (the open loop fills each apart: each holds the simulated "
-            f"one's mean occupancy so far, not its count of the moment, and idles as often{rows})"
+            "as loaded on average (the open loop fills each apart: each holds what the arrival "
+            "rate leaves in an engine at the time, the rate x the requests' mean stay, not the "
+            f"simulated one's count of the moment, and idles as a Poisson count would{rows})"
         )
     if load >= 1.0:
         return "as loaded"
@@ -339,7 +340,7 @@ def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0, open_loop: boo
     DP engine cores of a MoE model run dummy steps to keep in step (v1/engine/core.py
     DPEngineCoreProc). The busiest rank is simulated with its share of the load; the others
     as idle_ranks_text says (planner.sim.config: `SimConfig.lockstep_*`; an open loop's
-    occupancy: planner.sim.engine `others_tokens`)."""
+    occupancy: planner.sim.engine `expected_occupancy`)."""
     return (
         f"the {cfg.lockstep_groups} {lockstep_ranks_name(engine)} step together (their MoE "
         "layers meet every rank's tokens each step): the busiest is simulated with its share "

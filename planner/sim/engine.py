@@ -386,10 +386,12 @@ class _IterationLoop:
             and min(self.output, default=0) == max(self.output, default=0)
         )
         self.prefill_steps = self.prompts_done = self.finished = 0
+        self.first_arrival_ms = min(self.arrival, default=0.0)
+        self.last_arrival_ms = max(self.arrival, default=0.0)
         self.prefill_ms_total = 0.0
-        # an open loop's ranks fill independently: the decoders this rank has run, summed over
-        # its time (its mean occupancy, which each other rank shares in expectation)
-        self.decoder_ms = 0.0
+        # an open loop's ranks fill independently: the time its finished requests spent in the
+        # engine, summed (their mean sojourn sets how many each rank holds: expected_occupancy)
+        self.sojourn_ms = 0.0
         # vLLM V0's async output processing: the first tokens and finishes of the last step,
         # delivered when the next step ends (and a finish's client sends its next request then)
         self.late = cfg.outputs_one_step_late
@@ -742,11 +744,12 @@ class _IterationLoop:
 
     def others_tokens(self, decoders: float, prefill_tokens: int) -> int | None:
         """What the other ranks in lockstep bring to this step's MoE layers: each its
-        decoders (this rank's x `lockstep_load`; under an open loop, this rank's mean so far,
-        and zero rows as often as this one idles) and, for the share of the time it spends
-        prefilling (steady rate x mean prefill step), a prefill of this one's size; all of it
-        before a request has finished (the run's first requests reach every rank at once), or
-        in phase (each prefills when this one does). Idle ranks' zero rows, where the gather
+        decoders (this rank's x `lockstep_load`; under an open loop, what the arrival rate
+        leaves in an engine now, expected_occupancy, with zero rows as often as that is none)
+        and, for the share of the time it spends prefilling (steady rate x mean prefill
+        step), a prefill of this one's size; all of it before a request has finished (the
+        run's first requests reach every rank at once), or in phase (each prefills when this
+        one does). Idle ranks' zero rows, where the gather
         pads a decode step with them, route as one token more. None: no ranks in lockstep, or
         every rank running this step's tokens (padded, or in phase and as loaded: the
         symmetric step)."""
@@ -757,11 +760,29 @@ class _IterationLoop:
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
         idle = None
-        if cfg.concurrency is None and per_ms is not None:
-            # an open loop: the others' arrivals are not this rank's, so each holds this rank's
-            # mean occupancy, not its count of the moment, and is idle as often as this one
-            decoders, idle = self.decoder_ms / self.t, 1.0 - min(1.0, self.busy_ms / self.t)
+        expected = self.expected_occupancy() if per_ms is not None else None
+        if expected is not None:
+            # an open loop: the others' arrivals are not this rank's, so each holds what the
+            # arrival rate leaves in an engine at this time, not this rank's count of the moment
+            decoders, idle = expected, math.exp(-expected)
         return cfg.lockstep_others(decoders + prefill_tokens * busy, not prefill_tokens, idle)
+
+    def expected_occupancy(self) -> float | None:
+        """The requests a rank of an open loop holds at this time in expectation, at most the
+        running cap: arrivals at this rank's rate r over its trace's span [a, b], each staying
+        its requests' mean sojourn W so far (arrival to last token), leave r x |[t - W, t] and
+        [a, b]| in the engine (an M/G/inf count: no lag behind the ramp, none past the drain),
+        a Poisson count, idle with chance exp(-mean). None: not an open loop, or its requests
+        all arrive at once."""
+        if self.cfg.concurrency is not None or self.n < 2 or not self.finished:
+            return None
+        first, last = self.first_arrival_ms, self.last_arrival_ms
+        if last <= first:
+            return None
+        rate = (self.n - 1) / (last - first)
+        t, sojourn = self.t, self.sojourn_ms / self.finished
+        overlap = max(0.0, min(t, last) - max(t - sojourn, first))
+        return min(float(self.max_batch), rate * overlap)
 
     def note_prefill(self, dt: float) -> None:
         """Count a prefill step of `dt`."""
@@ -958,6 +979,7 @@ class _IterationLoop:
         sends its next request then (paced: not before that one's arrival time)."""
         self.finish[i] = t
         self.finished += 1
+        self.sojourn_ms += t - self.arrival[i]
         if self.released < self.n:
             released = self.released
             go = self.sent[released]
@@ -1042,7 +1064,6 @@ class _IterationLoop:
         self.t += dt * steps
         self.busy_ms += dt * steps
         self.slot_ms += len(running) * dt * steps
-        self.decoder_ms += n_decoding * dt * steps
         self.steps_total += steps
 
         if n_decoding:
