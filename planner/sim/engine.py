@@ -389,8 +389,8 @@ class _IterationLoop:
         self.first_arrival_ms = min(self.arrival, default=0.0)
         self.last_arrival_ms = max(self.arrival, default=0.0)
         self.prefill_ms_total = 0.0
-        # an open loop's ranks fill independently: the time its finished requests spent in the
-        # engine, summed (their mean sojourn sets how many each rank holds: expected_occupancy)
+        # the time this rank's finished requests spent in the engine, summed: their mean stay
+        # sets what an open loop's other ranks hold (expected_occupancy)
         self.sojourn_ms = 0.0
         # vLLM V0's async output processing: the first tokens and finishes of the last step,
         # delivered when the next step ends (and a finish's client sends its next request then)
@@ -749,10 +749,9 @@ class _IterationLoop:
         and, for the share of the time it spends prefilling (steady rate x mean prefill
         step), a prefill of this one's size; all of it before a request has finished (the
         run's first requests reach every rank at once), or in phase (each prefills when this
-        one does). Idle ranks' zero rows, where the gather
-        pads a decode step with them, route as one token more. None: no ranks in lockstep, or
-        every rank running this step's tokens (padded, or in phase and as loaded: the
-        symmetric step)."""
+        one does). Idle ranks' zero rows, where the gather pads a decode step with them, route
+        as one token more. None: no ranks in lockstep, or every rank running this step's
+        tokens (padded, or in phase and as loaded: the symmetric step)."""
         cfg = self.cfg
         load = cfg.lockstep_load
         if self.groups == 1 or cfg.lockstep_padded or (self.in_phase and load >= 1.0):
