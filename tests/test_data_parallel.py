@@ -405,6 +405,37 @@ def test_a_disaggregated_decode_pool_of_fewer_clients_than_groups_leaves_groups_
     assert not any("attention-DP groups" in n for n in runs[8]["notes"])
 
 
+def test_an_open_loops_decode_groups_meet_what_the_arrival_rate_leaves_in_the_others(
+    cli: Cli,
+) -> None:
+    """Under Poisson arrivals a disaggregated decode pool's attention-DP groups fill apart, as
+    an aggregated instance's do: at 0.5 requests a second of 1,000 / 100 tokens about one
+    request is in flight over the 8 groups, so a decode step is near one client's (the idle
+    groups' zero rows route as one token), well below eight clients' (every group one), which
+    pricing the others as loaded as the simulated group at the moment gave. Sent nearly at
+    once, the 60 requests load every group past eight clients' one each."""
+
+    def at_rate(rate: str) -> dict[str, Any]:
+        r = cli(
+            "simulate", "--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
+            "--disagg", "1P1D", "--decode-dp", "8", "--decode-ep", "8", "--rate", rate,
+            "--prompt-len", "1000", "--output-len", "100", "--requests", "60", "--seed", "1",
+            "--json",
+        )  # fmt: skip
+        assert r.code == 0, r.err
+        data: dict[str, Any] = r.json()
+        return data
+
+    sparse = at_rate("0.5")
+    pd = ("--disagg", "1P1D", "--decode-dp", "8", "--decode-ep", "8")
+    one, eight = (_closed_loop(cli, DEEPSEEK, n, *pd) for n in (1, 8))
+    assert sparse["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=0.1)
+    assert sparse["median_tpot_ms"] < 0.9 * eight["median_tpot_ms"]
+    (note,) = [n for n in sparse["notes"] if n.startswith("decode pool: an instance's 8")]
+    assert "as loaded on average" in note and "zero rows route as one token" in note
+    assert at_rate("1000")["median_tpot_ms"] > eight["median_tpot_ms"]
+
+
 def test_disaggregated_vllm_pools_take_data_parallel_ranks(cli: Cli) -> None:
     # vLLM: each DP rank of a decode instance has TP GPUs of its own, the experts span them all
     base = ("--disagg", "1P1D", "--tp", "8", "--prefill-tp", "8", "--decode-tp", "1")

@@ -172,7 +172,15 @@ def decode_pool_config(dec: Instance) -> SimConfig:
 
 def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[str]:
     """The decode pool's attention-DP groups a closed loop of fewer clients leaves part idle
-    (lockstep_load), in one line; none where every group is as loaded."""
+    (lockstep_load), or an open loop fills apart, in one line; none where every group is as
+    loaded."""
+    ranks = dec.cfg.lockstep_groups
+    if clients is None and ranks > 1 and not dec.cfg.lockstep_decode_padded:
+        return [
+            f"decode pool: an instance's {ranks} {lockstep_ranks_name(dec.engine)} step "
+            "together, each step's MoE layers meeting the others "
+            f"{idle_ranks_text(dec.cfg, 1.0, open_loop=True)}"
+        ]
     load = lockstep_load(dec, clients or 0, groups)
     if load >= 1.0 or dec.cfg.lockstep_decode_padded:
         return []
@@ -198,7 +206,13 @@ def run_pools(
     )  # fmt: skip
     # a pool's ranks run the same kind of step: all prefill, or all decode (a landing costs
     # nothing), so none waits on another's different work
-    alone = {"lockstep_groups": 1}
+    alone: dict[str, Any] = {"lockstep_groups": 1}
+    # under an open loop the decode groups fill apart: each meets the others at the load the
+    # arrival rate leaves in them (the loop's expected_occupancy), its prompts computed
+    # elsewhere; a closed loop keeps each at its share of the clients (lockstep_load)
+    decode_alone = alone
+    if concurrency is None and dec.cfg.lockstep_groups > 1:
+        decode_alone = {"prompts_landed": True}
     state, info = dis.run(
         trace,
         layout,
@@ -213,7 +227,7 @@ def run_pools(
                 }
             ),
         ),
-        decode_cfg=decode_pool_config(dec).model_copy(update=alone),
+        decode_cfg=decode_pool_config(dec).model_copy(update=decode_alone),
         transfer_ms=ms,
         concurrency=concurrency,
     )

@@ -230,6 +230,12 @@ class SimConfig(BaseModel):
         "one's rows with ids that route as real tokens (vLLM's V1 model runner), so it stays "
         "the symmetric one whatever `lockstep_load`",
     )
+    prompts_landed: bool = Field(
+        default=False,
+        description="a disaggregated decode instance: its requests' KV arrives from the "
+        "prefill pool, so a step computes none of their prompt tokens, and ranks in lockstep "
+        "wait on no prefill of another's",
+    )
     scheduler_steps: int = Field(
         default=1,
         ge=1,

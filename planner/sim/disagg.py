@@ -112,7 +112,9 @@ class DecodeOnlyCost(CurveCost):
     prompt tokens cost the decode pool nothing; every step is decode tokens only. Under
     data-parallel attention the other groups bring what `lockstep` says of this one's
     decoders to the MoE layers (SimConfig.lockstep_others where its lockstep_load is below 1;
-    None, or a padded decode step: as many each)."""
+    else what the loop passes: under an open loop, the load its arrival rate leaves in each
+    group, planner.sim.engine `expected_occupancy`; None, or a padded decode step: as many
+    each)."""
 
     def __init__(self, inner: CurveCost, lockstep: SimConfig | None = None) -> None:
         super().__init__(inner.curve, f"{inner.source} (decode pool)")
@@ -128,7 +130,7 @@ class DecodeOnlyCost(CurveCost):
     ) -> float:
         """Decode tokens only (a step that only lands KV costs one token's step)."""
         seqs, lockstep = max(1, decode_seqs), self.lockstep
-        mine = None
+        mine = others
         if lockstep is not None and lockstep.lockstep_load < 1.0:
             mine = lockstep.lockstep_others(seqs, decode_only=True)
         return super().step_ms(seqs, decode_tokens, 0, 0.0, mine)

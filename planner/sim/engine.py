@@ -759,7 +759,7 @@ class _IterationLoop:
         per_ms = None if self.in_phase else self.prefill_steps_per_ms()
         busy = 1.0 if per_ms is None else min(1.0, per_ms * self.mean_prefill_ms())
         idle = None
-        expected = self.expected_occupancy() if per_ms is not None else None
+        expected = None if self.in_phase else self.expected_occupancy()
         if expected is not None:
             # an open loop: the others' arrivals are not this rank's, so each holds what the
             # arrival rate leaves in an engine at this time, not this rank's count of the moment
@@ -1032,11 +1032,12 @@ class _IterationLoop:
         n_decoding = len(running) - len(self.pending)
         take = self.prefill_work(n_decoding)
         waiting_decoders = 0
-        others = self.others_tokens(n_decoding, sum(take.values()))
+        landed = self.cfg.prompts_landed  # a decode pool's prompts are computed elsewhere
+        others = self.others_tokens(n_decoding, 0 if landed else sum(take.values()))
         if take and not self.mixed:
             waiting_decoders, n_decoding = n_decoding, 0  # decoders wait for this prefill step
         dt = self.step_ms(n_decoding, take, others)
-        if take and self.groups > 1:
+        if take and self.groups > 1 and not landed:
             self.note_prefill(dt)
         multi = self.multi
         if multi > 1:
