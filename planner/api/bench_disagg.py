@@ -210,9 +210,9 @@ def run_pools(
     # under an open loop the decode groups fill apart: each meets the others at the load the
     # arrival rate leaves in them (the loop's expected_occupancy), its prompts computed
     # elsewhere; a closed loop keeps each at its share of the clients (lockstep_load)
-    decode_alone = alone
+    decode_ranks = alone
     if concurrency is None and dec.cfg.lockstep_groups > 1:
-        decode_alone = {"prompts_landed": True}
+        decode_ranks = {"prompts_landed": True}
     state, info = dis.run(
         trace,
         layout,
@@ -227,7 +227,7 @@ def run_pools(
                 }
             ),
         ),
-        decode_cfg=decode_pool_config(dec).model_copy(update=decode_alone),
+        decode_cfg=decode_pool_config(dec).model_copy(update=decode_ranks),
         transfer_ms=ms,
         concurrency=concurrency,
     )
