@@ -425,17 +425,22 @@ def test_a_scheduler_in_series_with_the_gpu_slows_each_step_per_sequence() -> No
     assert gap == pytest.approx(128 * 0.0068, rel=0.1)
 
 
-def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
-    one = run(8, 500, 100)
-    two = bench(
+def _llama_over_replicas(dp: int, load: Load) -> dict[str, Any]:
+    """Llama-3.1-8B on `dp` H100 replicas, 500 / 100 tokens, under `load`."""
+    return bench(
         gpu="h100",
         preset="llama-3.1-8b",
         model=None,
         settings={},
-        dp=2,
-        load=Load(concurrency=16),
+        dp=dp,
+        load=load,
         lengths=Lengths(prompt_len=500, output_len=100),
     )
+
+
+def test_data_parallel_replicas_multiply_throughput_not_latency() -> None:
+    one = run(8, 500, 100)
+    two = _llama_over_replicas(2, Load(concurrency=16))
     assert two["gpus"] == 2
     assert two["median_tpot_ms"] == pytest.approx(one["median_tpot_ms"], rel=0.02)
     assert two["output_throughput_per_gpu"] == pytest.approx(
@@ -450,18 +455,7 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     share unserved: Little's law holds for the whole benchmark, and the throughput is the
     clients' own (each one's latency as a rank running the larger share serves it)."""
 
-    def over_ranks(load: Load) -> dict[str, Any]:
-        return bench(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={},
-            dp=dp,
-            load=load,
-            lengths=Lengths(prompt_len=500, output_len=100),
-        )
-
-    got = over_ranks(Load(concurrency=clients, requests=24 * clients))
+    got = _llama_over_replicas(dp, Load(concurrency=clients, requests=24 * clients))
     in_system = got["request_throughput"] * got["mean_e2el_ms"] / 1000.0
     assert in_system == pytest.approx(clients, rel=0.03)
     assert got["completed"] == 24 * clients
@@ -471,22 +465,14 @@ def test_replicas_serve_only_the_clients_there_are(clients: int, dp: int) -> Non
     assert got["output_throughput"] == pytest.approx(clients * per_client, rel=0.03)
     # released at a rate the clients keep up with (--request-rate with --max-concurrency),
     # the benchmark runs at the rate: its clients are not what bounds it
-    paced = over_ranks(Load(concurrency=clients, rate_per_s=2.0, requests=48))
+    paced = _llama_over_replicas(dp, Load(concurrency=clients, rate_per_s=2.0, requests=48))
     assert paced["request_throughput"] == pytest.approx(2.0, rel=0.1)
 
 
 def test_replicas_complete_the_requests_asked_for() -> None:
     """100 requests over 8 replicas: the busiest rank's share is 13 (every 8th, from the
     first), but the benchmark sends 100, so it prints 100 and their tokens, not 8 x 13 = 104."""
-    got = bench(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        dp=8,
-        load=Load(rate_per_s=10.0, requests=100),
-        lengths=Lengths(prompt_len=500, output_len=100),
-    )
+    got = _llama_over_replicas(8, Load(rate_per_s=10.0, requests=100))
     assert got["completed"] == 100
     assert (got["total_input_tokens"], got["total_output_tokens"]) == (50_000, 10_000)
     assert got["output_throughput"] == pytest.approx(10_000 / got["duration"])

@@ -220,9 +220,10 @@ class SimConfig(BaseModel):
     )
     lockstep_zero_rows: bool = Field(
         default=False,
-        description="with `lockstep_load` < 1: a decode step pads the ranks to the busiest "
-        "one's rows with zeros, which route to the same experts as one token would (SGLang's "
-        "gather without an all-to-all backend, vLLM's model runner V2)",
+        description="where a rank is idle (a closed loop's `lockstep_load` below 1, an open "
+        "loop's idle share): a decode step pads it to the busiest one's rows with zeros, which "
+        "route to the same experts as one token would (SGLang's gather without an all-to-all "
+        "backend, vLLM's model runner V2)",
     )
     lockstep_decode_padded: bool = Field(
         default=False,
