@@ -669,10 +669,9 @@ def test_a_data_parallel_winner_saves_a_plan_and_manifest_drift_accepts(
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 8
 
 
-def test_disagg_on_adds_a_data_parallel_decode_pool_for_an_mla_moe_model(cli: Cli) -> None:
-    data = report(
-        5.0, ("h200",), preset="deepseek-v3", engine="sglang", tps=[8], disagg="on", workers=2
-    )
+def test_an_mla_moe_models_units_include_a_data_parallel_decode_pool(cli: Cli) -> None:
+    # by default (--disagg auto), as with `on`
+    data = report(5.0, ("h200",), preset="deepseek-v3", engine="sglang", tps=[8], workers=2)
     grouped = [c for c in data["candidates"] if c.get("disagg") and c["dp"] > 1]
     assert len(grouped) == 1
     c = grouped[0]

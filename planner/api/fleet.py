@@ -320,11 +320,12 @@ def fleet_report(
             if narrowest is None or job.ep or job.tp not in (narrowest, max(layouts)):
                 continue
             units.append(job)
-            # asked for (--disagg on): an MLA MoE model's decode pool also with data-parallel
-            # attention and EP over the node (its running requests' latents no longer copied on
-            # every TP rank); the costliest units to simulate, so `auto` leaves them out
+            # an MLA MoE model's decode pool also with data-parallel attention and EP over the
+            # node (its running requests' latents no longer copied on every TP rank), the
+            # layout its engines' disaggregated deployments run; the costliest units to
+            # simulate, tried at one P:D ratio (fleet_disagg.disagg_units)
             groups = fleet_disagg.decode_groups(spec, engine, job.tp)
-            if disagg == "on" and groups > 1 and job.tp == max(layouts):
+            if groups > 1 and job.tp == max(layouts):
                 units.append(replace(job, decode_groups=groups))
         for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
             candidates += got["rows"]
