@@ -93,6 +93,8 @@ GPUS = {
     "B200": "b200-sxm-180gb",
     "H100-PCIe": "h100-pcie-80gb",
 }
+# The catalog's vendor ids as the tables name them (a row that gives no gpu_vendor).
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
 # Checkpoints whose config is a base model's, and the precision that makes them the checkpoint,
 # by their Hub id in lower case (the Hub matches ids without regard to case).
 CHECKPOINTS = {
@@ -698,7 +700,8 @@ def main() -> None:
             "tpot": got[f"{statistic(row, 'tpot')[0]}_tpot_ms"],
             "ttft": got[f"{statistic(row, 'ttft')[0]}_ttft_ms"],
         }
-        vendor = row.get("gpu_vendor") or "?"
+        # the row's vendor, else the catalog card's it was posed on
+        vendor = row.get("gpu_vendor") or VENDOR_NAMES.get(find_gpu(kwargs["gpu"]).vendor, "?")
         # the class by the config's experts (what the step model sees), as well as the row's
         experts = resolve_model(None, kwargs["model"]).num_experts
         klass = "MoE" if experts or "moe" in str(row.get("model_class", "")).lower() else "dense"

@@ -825,6 +825,8 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     out = capsys.readouterr().out
     assert out.startswith("loose") and "tpot       9.5 ->" in out
     assert "1  disaggregated layout not given per pool" in out
+    # no gpu_vendor given: the vendor of the catalog card the row was posed on
+    assert "vendor NVIDIA" in out and "vendor ?" not in out
 
 
 def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
