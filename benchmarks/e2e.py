@@ -31,7 +31,9 @@ and Ray Serve LLM serve with vLLM), a precision is the first format its text nam
 bare W8A8 one goes to the planner, which refuses it), a disaggregated row is posed on its
 pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it), and
 `vllm bench serve --save-result` JSON's own names (median_tpot_ms, output_throughput,
-random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields.
+random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields; a
+random prefix (random_prefix_len: one prefix opening every prompt) is posed as simulate's
+--random-prefix-len poses it.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -59,6 +61,7 @@ from planner.core.parallel import ranks_share_tp
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
+from planner.sim.prefix import PrefixShare
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
 
@@ -434,6 +437,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         lengths = Lengths(prompt_len=max(1, round(mean_in)), output_len=max(1, round(mean_out)))
     else:
         return {}, "dataset lengths not modelled (no mean lengths reported)"
+    # vllm bench serve's --random-prefix-len: one prefix opening every prompt, before its
+    # input_len tokens (served from the prefix cache after the first, where the engine caches)
+    prefix_len = integer(w.get("prefix_len")) or 0
+    if prefix_len > 0 and layout is not None:
+        return {}, "a shared prefix is not modelled with disaggregation"
     rate = number(w.get("request_rate"))
     clients = number(w.get("concurrency"))
     if clients is not None and math.isfinite(clients) and clients >= 1:
@@ -498,6 +506,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "chunked_prefill": chunked,
         "scheduler_steps": steps,
         "disagg": layout,
+        **({"prefix": PrefixShare(share=1.0, tokens=prefix_len)} if prefix_len > 0 else {}),
     }, None
 
 
@@ -522,6 +531,7 @@ WORKLOAD_ALIASES = {
     "output_len": ("random_output_len", "osl"),
     "range_ratio": ("random_range_ratio",),
     "concurrency": ("max_concurrency",),
+    "prefix_len": ("random_prefix_len",),
 }
 
 

@@ -301,6 +301,41 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
         assert alone.code == 2 and alone.json()["field"] == flag[0]
 
 
+def test_a_cached_prefix_is_read_by_every_step_but_prefilled_once(cli: Cli) -> None:
+    """vllm bench serve's --random-prefix-len P is one P-token prefix opening every request:
+    after the first request computes it, the prefix cache serves it, so a prompt's prefill
+    runs its own tokens (their attention over the prefix beside them) while each decode step
+    reads the whole context, as if the prompt had been prefilled whole."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1"]
+    base += ["--output-len", "10", "--requests", "10", "--json"]
+
+    def figures(*flags: str) -> tuple[float, float, int]:
+        got = cli(*base, *flags).json()
+        return got["median_ttft_ms"], got["median_tpot_ms"], got["total_input_tokens"]
+
+    own = figures("--prompt-len", "1000")
+    whole = figures("--prompt-len", "9000")
+    cached = figures("--prompt-len", "1000", "--random-prefix-len", "8000")
+    assert cached == figures(
+        "--prompt-len", "1000", "--prefix-share", "1", "--prefix-tokens", "8000"
+    )
+    assert figures("--prompt-len", "1000", "--random-prefix-len", "0") == own
+    ttft, tpot, tokens = cached
+    assert tokens == whole[2] == 9 * own[2]
+    # prefilled: more than its own 1,000 tokens alone (their keys include the prefix's), far
+    # less than the 9,000 whole; decoded: every step reads the 9,000-token context
+    assert own[0] < ttft < 0.25 * whole[0]
+    assert tpot == pytest.approx(whole[1], rel=1e-9) and tpot > own[1]
+    both = cli(*base, "--prompt-len", "1000", "--random-prefix-len", "8", "--prefix-tokens", "8")
+    assert both.code == 2 and both.json()["field"] == "--random-prefix-len"
+    # vLLM V0 ran without prefix caching unless asked: every prompt prefills its prefix
+    v0 = [*base, "--engine-version", "0.6.3", "--prompt-len"]
+    missed = cli(*v0, "1000", "--random-prefix-len", "8000").json()
+    assert missed["median_ttft_ms"] == cli(*v0, "9000").json()["median_ttft_ms"]
+    assert missed["prefix_cache"]["gpu_hits"] == 0
+    assert any("--enable-prefix-caching" in note for note in missed["notes"])
+
+
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     prompt, output = 1000, 200
     got = run(1, prompt, output, requests=20)

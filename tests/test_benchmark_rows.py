@@ -802,11 +802,17 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
              "random_range_ratio": 0.5, "max_concurrency": 4}  # fmt: skip
     lengths = e2e.pose(dict(row, workload=bench), MODELS)[0]["lengths"]
     assert (lengths.prompt_len, lengths.output_len, lengths.len_spread) == (2048, 256, 0.5)
+    # its random prefix: one shared prefix before every prompt's own tokens
+    prefixed = e2e.pose(dict(row, workload=bench | {"random_prefix_len": 512}), MODELS)[0]
+    assert (prefixed["prefix"].share, prefixed["prefix"].tokens) == (1.0, 512)
+    assert "prefix" not in e2e.pose(dict(row, workload=bench), MODELS)[0]
     # a disaggregated row's layout is its pools', whatever its top-level DP says
     pools = {"prefill_workers": 1, "decode_workers": 1, "prefill_tp": 1, "decode_tp": 1}
     pd = dict(row, gpu_count=2, dp=8, dp_attention=True, disagg=pools)
     args, why = e2e.pose(pd, MODELS)
     assert why is None and (args["dp"], args["dp_attention"], args["disagg"].gpus) == (1, False, 2)
+    shared = dict(pd, workload=row["workload"] | {"random_prefix_len": 64})
+    assert e2e.pose(shared, MODELS)[1] == "a shared prefix is not modelled with disaggregation"
     split = dict(row, id="split", disagg=True)
     assert e2e.pose(split, MODELS)[1] == "disaggregated layout not given per pool"
     # pools nested, each under its own field names

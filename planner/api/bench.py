@@ -19,6 +19,7 @@ from planner.api.bench_instance import (
     Instance,
     attention_groups_of,
     bench_client_of,
+    caches_prefixes,
     check_ep,
     lockstep_load,
     multi_step_ignored,
@@ -387,6 +388,7 @@ def prefix_served(
     plan, p, curve = inst.plan, inst.prediction, inst.curve
     tiers = plan.kv_tiers
     cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
+    caches = caches_prefixes(inst.engine, p.version)
     per_token = p.bytes_per_block // inst.cfg.block_tokens
     own = float((trace.prompt_tokens + trace.output_tokens).mean())
     if concurrency is None:
@@ -394,12 +396,12 @@ def prefix_served(
         step_s = curve.step_ms(plan.max_num_seqs, 1) / 1e3
         concurrency = math.ceil((rate_per_s or 0.0) * out_mean * step_s)
     running = min(plan.max_num_seqs, max(1, concurrency))
-    room = max(0, p.kv_cache_tokens - math.ceil(running * own))
+    room = max(0, p.kv_cache_tokens - math.ceil(running * own)) if caches else 0
     served, delay, hits = with_tiers(
         trace,
         prefix,
         gpu_room_tokens=room,
-        cpu_tier_tokens=cpu_tokens,
+        cpu_tier_tokens=cpu_tokens if caches else 0,
         kv_bytes_per_token=per_token,
         host_link_bytes_per_s=host_link_bytes_per_s(inst.card),
         seed=seed,

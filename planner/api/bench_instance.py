@@ -183,6 +183,15 @@ def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
     return (trace.subset(keep) if ignored else trace), ignored
 
 
+def caches_prefixes(engine: str, version: str) -> bool:
+    """Whether the engine release serves repeated prefixes from its cache unasked: SGLang's
+    radix cache and vLLM V1's automatic prefix caching are on by default; vLLM V0 ran with
+    --enable-prefix-caching off (vllm/engine/arg_utils.py, 0.6.x), a flag not modelled."""
+    from planner.core.engines.common import parse_version
+
+    return engine != "vllm" or parse_version(version) >= VLLM_V1_SINCE
+
+
 def engine_scheduler(
     engine: str, version: tuple[int, int, int], chunked_prefill: bool
 ) -> tuple[bool, ReserveAdmission | None]:

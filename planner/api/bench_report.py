@@ -11,6 +11,7 @@ from planner.api.bench_instance import (
     VLLM_V0_GRAPH_MAX_BATCH,
     Instance,
     bench_client_of,
+    caches_prefixes,
 )
 from planner.api.bench_load import Speculation
 from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN, VLLM_V1_SINCE, api_server_label
@@ -153,6 +154,12 @@ def run_notes(
     emulated = emulation_note(inst)
     if emulated:
         notes.append(emulated)
+    if metrics.get("prefix_cache") and not caches_prefixes(engine, p.version):
+        notes.append(
+            f"vLLM {p.version} (V0) caches no prefixes unless started with "
+            "--enable-prefix-caching (off by default; not modelled): every request prefills "
+            "its shared prefix"
+        )
     if metrics["ignored_requests"]:
         notes.append(
             f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "

@@ -55,6 +55,7 @@ from planner.cli.simulate_render import emit_csv, render, render_bench, save_swe
 if TYPE_CHECKING:
     from planner.api.bench_load import Lengths, Load, Speculation
     from planner.sim.disagg import DisaggLayout
+    from planner.sim.prefix import PrefixShare
 
 
 # Load / Lengths field -> the flag that sets it.
@@ -390,6 +391,14 @@ def simulate(
     prefix_share: PrefixShareOption = None,
     prefix_tokens: PrefixTokens = None,
     prefixes: Prefixes = 1,
+    random_prefix_len: Annotated[
+        int | None,
+        typer.Option(
+            help="vllm bench serve's random prefix: every request opens with the same P "
+            "tokens before its --random-input-len, served from the prefix cache once the "
+            "first has computed them (--prefix-share 1 --prefix-tokens P) [0]."
+        ),
+    ] = None,
     kv_offloading_size: KvOffloadingSize = None,
     kv_offloading_backend: KvOffloadingBackend = None,
     enable_hierarchical_cache: EnableHierarchicalCache = False,
@@ -554,6 +563,7 @@ class SimulateFlags:
     prefix_share: float | None
     prefix_tokens: int | None
     prefixes: int
+    random_prefix_len: int | None
     kv_offloading_size: float | None
     kv_offloading_backend: str | None
     enable_hierarchical_cache: bool
@@ -685,7 +695,7 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         load=load,
         lengths=lengths,
         sweep=points,
-        prefix=parse_prefix(f.prefix_share, f.prefix_tokens, f.prefixes),
+        prefix=_prefix(f),
         disagg=layout,
         percentiles=parse_percentiles(f.metric_percentiles),
         client=f.bench_client,
@@ -855,6 +865,7 @@ DEPLOYMENT_FLAGS = {
     "prefix_share": "--prefix-share",
     "disagg": "--disagg",
     "prefix_tokens": "--prefix-tokens",
+    "random_prefix_len": "--random-prefix-len",
     "kv_offloading_size": "--kv-offloading-size",
     "kv_offloading_backend": "--kv-offloading-backend",
     "enable_hierarchical_cache": "--enable-hierarchical-cache",
@@ -992,6 +1003,26 @@ def _run_policies(f: SimulateFlags) -> None:
         emit_csv(result)
     else:
         render(result)
+
+
+def _prefix(f: SimulateFlags) -> "PrefixShare | None":
+    """The shared prefix a deployment benchmark poses: --prefix-share / --prefix-tokens /
+    --prefixes, or vllm bench serve's --random-prefix-len P (one prefix of P tokens that
+    opens every request: its random dataset draws it once for the run, before each prompt's
+    own tokens; 0, its default, none)."""
+    from planner.errors import InputError
+
+    if f.random_prefix_len is None:
+        return parse_prefix(f.prefix_share, f.prefix_tokens, f.prefixes)
+    if f.prefix_share is not None or f.prefix_tokens is not None:
+        raise InputError(
+            "--random-prefix-len", "is --prefix-share 1 --prefix-tokens P: give one of them"
+        )
+    if f.random_prefix_len < 0:
+        raise InputError("--random-prefix-len", f"must be >= 0 (got {f.random_prefix_len})")
+    if f.random_prefix_len == 0:
+        return None
+    return parse_prefix(1.0, f.random_prefix_len, 1)
 
 
 # Options of the policy simulation that a deployment benchmark takes from the engine instead,

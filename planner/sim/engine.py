@@ -319,6 +319,11 @@ class _IterationLoop:
         )
         self.output: list[int] = run.output.tolist()
         self.target: list[int] = run.target.tolist()
+        # prefix-cache hits: tokens a request does not prefill but attends to (its prefill
+        # chunks' keys and every decode step's KV read), held once in the pool (above)
+        self.cached: list[int] = np.minimum(
+            trace.cached_prefix_tokens, np.maximum(trace.prompt_tokens - 1, 0)
+        ).tolist()
         self.prefilled: list[int] = run.prefilled.tolist()
         self.post: list[int] = run.post.tolist()
         self.generated: list[int] = run.generated.tolist()
@@ -399,6 +404,8 @@ class _IterationLoop:
         self.late_finish: list[int] = []
         # sum over decoding sequences of (prefilled + post_off): their tokens = + clock x n
         self.decode_base = 0
+        # sum over decoding sequences of their cached prefixes: read by each step, not held
+        self.decode_cached = 0
         self.busy_ms = self.overhead_total_ms = self.slot_ms = 0.0
         self.steps_total = 0
         self.t = 0.0
@@ -438,6 +445,7 @@ class _IterationLoop:
         self.decoding_now[i] = True
         self.version[i] += 1
         self.decode_base += self.prefilled[i] + self.post_off[i]
+        self.decode_cached += self.cached[i]
         self.rem_base += output[i] - self.gen_off[i]
         if output[i] - self.gen_off[i] - clock > self.clip:
             self.long.add(i)
@@ -455,6 +463,7 @@ class _IterationLoop:
         self.post[i] = self.post_off[i] + self.clock
         self.decoding_now[i] = False
         self.decode_base -= self.prefilled[i] + self.post_off[i]
+        self.decode_cached -= self.cached[i]
         self.version[i] += 1
 
     def decoding_blocks(self, at_clock: int) -> int:
@@ -737,9 +746,11 @@ class _IterationLoop:
                 + (self.a_ms + self.b_ms * n_decoding) * factor
                 + self.prefill_ms * prefill_tokens
             )
-        prefilled = self.prefilled
-        pairs = sum(curve.curve.chunk_pairs(prefilled[i], g) for i, g in take.items())
-        decode_tokens = self.decode_base + self.clock * n_decoding if n_decoding else 0
+        prefilled, cached = self.prefilled, self.cached
+        pairs = sum(curve.curve.chunk_pairs(cached[i] + prefilled[i], g) for i, g in take.items())
+        decode_tokens = (
+            self.decode_base + self.decode_cached + self.clock * n_decoding if n_decoding else 0
+        )
         return curve.step_ms(n_decoding, decode_tokens, prefill_tokens, pairs, others) * factor
 
     def others_tokens(self, decoders: float, prefill_tokens: int) -> int | None:
@@ -838,7 +849,8 @@ class _IterationLoop:
         if self.multi > 1:
             steps = min(steps, self.round_left)
         if self.curve is not None and steps > 1:
-            mid = self.decode_base + clock * n_decoding + n_decoding * (steps - 1) // 2
+            mid = self.decode_base + self.decode_cached + clock * n_decoding
+            mid += n_decoding * (steps - 1) // 2
             others = self.others_tokens(n_decoding, 0)
             dt = self.curve.step_ms(n_decoding, mid, 0, 0.0, others) + swap_ms
             if self.multi > 1:
