@@ -33,7 +33,8 @@ pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it)
 `vllm bench serve --save-result` JSON's own names (median_tpot_ms, output_throughput,
 random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields; a
 random prefix (random_prefix_len: one prefix opening every prompt) is posed as simulate's
---random-prefix-len poses it.
+--random-prefix-len poses it, and sglang.bench_serving's generated-shared-prefix dataset as its
+groups' shared system prompts (simulate's --prefix-share 1 --prefixes G).
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -384,6 +385,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {gpu_count} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
+    gsp_prefix = None
     mean_in, mean_out = run_means(row)
     input_len, output_len = integer(w.get("input_len")), integer(w.get("output_len"))
     lengths_given = bool(input_len and output_len)
@@ -431,6 +433,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             len_range=None if around else ratio,
             len_spread=ratio if around and ratio else None,
         )
+    elif GSP.search(dataset):
+        posed = gsp_pose(w)
+        if isinstance(posed, str):
+            return {}, posed
+        lengths, gsp_prefix, load["requests"] = posed
     elif mean_in and mean_out:
         # a dataset whose length mix is not modelled, posed at the lengths the run reported
         # (their means: throughput and the medians follow them, the tails less so)
@@ -440,7 +447,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     # vllm bench serve's --random-prefix-len: one prefix opening every prompt, before its
     # input_len tokens (served from the prefix cache after the first, where the engine caches)
     prefix_len = integer(w.get("prefix_len")) or 0
-    if prefix_len > 0 and layout is not None:
+    prefix = PrefixShare(share=1.0, tokens=prefix_len) if prefix_len > 0 else gsp_prefix
+    if prefix is not None and layout is not None:
         return {}, "a shared prefix is not modelled with disaggregation"
     rate = number(w.get("request_rate"))
     clients = number(w.get("concurrency"))
@@ -506,8 +514,45 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "chunked_prefill": chunked,
         "scheduler_steps": steps,
         "disagg": layout,
-        **({"prefix": PrefixShare(share=1.0, tokens=prefix_len)} if prefix_len > 0 else {}),
+        **({"prefix": prefix} if prefix is not None else {}),
     }, None
+
+
+# sglang.bench_serving's generated-shared-prefix dataset ("gsp"): groups of prompts, each group
+# one random system prompt followed by each prompt's own random question, the requests
+# shuffled across groups; its flags' defaults (python/sglang/bench_serving.py, 0.5.13). Its
+# outputs run to --gsp-output-len (the client's ignore-eos default), and it sends groups x
+# prompts per group requests whatever --num-prompts says.
+GSP = re.compile(r"generated[-_ ]shared[-_ ]prefix|\bgsp\b", re.IGNORECASE)
+GSP_DEFAULTS = {
+    "num_groups": 64,
+    "prompts_per_group": 16,
+    "system_prompt_len": 2048,
+    "question_len": 128,
+    "output_len": 256,
+}
+
+
+def gsp_pose(w: dict[str, Any]) -> tuple[Lengths, PrefixShare, int] | str:
+    """A generated-shared-prefix run's lengths (its questions and outputs, fixed), its shared
+    prefixes (one system prompt a group, each drawn as often) and its requests; or why it
+    cannot be posed: the dataset's other modes (Zipf-sized groups, multi-turn prompts, groups
+    in order, lengths drawn in a range) are not modelled."""
+    settings = {k: integer(w.get(f"gsp_{k}")) or v for k, v in GSP_DEFAULTS.items()}
+    ratio = number(w.get("gsp_range_ratio"))
+    other = (
+        str(w.get("gsp_group_distribution") or "uniform").lower() != "uniform"
+        or (integer(w.get("gsp_num_turns")) or 1) != 1
+        or bool(w.get("gsp_ordered"))
+        or (ratio is not None and ratio != 1.0)
+    )
+    if other:
+        return "generated-shared-prefix beyond uniform single-turn fixed lengths not modelled"
+    lengths = Lengths(prompt_len=settings["question_len"], output_len=settings["output_len"])
+    prefix = PrefixShare(
+        share=1.0, tokens=settings["system_prompt_len"], prefixes=settings["num_groups"]
+    )
+    return lengths, prefix, settings["num_groups"] * settings["prompts_per_group"]
 
 
 def load_band(load: Load) -> str:

@@ -835,6 +835,37 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert "vendor NVIDIA" in out and "vendor ?" not in out
 
 
+def test_sglangs_generated_shared_prefix_rows_pose_their_groups_prefixes() -> None:
+    """sglang.bench_serving's generated-shared-prefix dataset: one system prompt a group
+    before each prompt's question, groups x prompts per group requests (its defaults where
+    the row gives none); its other modes are refused by name."""
+    import e2e
+
+    row = {
+        "engine": "sglang",
+        "engine_version": "0.5.13",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {
+            "dataset": "generated-shared-prefix",
+            "gsp_num_groups": 32,
+            "gsp_question_len": 200,
+            "concurrency": 16,
+            "num_prompts": 1000,
+        },
+    }
+    args, why = e2e.pose(row, MODELS)
+    assert why is None
+    prefix, lengths = args["prefix"], args["lengths"]
+    assert (prefix.share, prefix.tokens, prefix.prefixes) == (1.0, 2048, 32)
+    assert (lengths.prompt_len, lengths.output_len) == (200, 256)
+    assert args["load"].requests == 32 * 16  # its groups' prompts, not --num-prompts
+    turns = dict(row, workload=row["workload"] | {"gsp_num_turns": 2})
+    assert "not modelled" in str(e2e.pose(turns, MODELS)[1])
+
+
 def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
     """The first word naming a format, wherever it stands ("W8A8-FP8"); a 16-bit word first
     means 16-bit weights; INT8 is passed on for the planner to refuse, not priced as bf16."""
