@@ -33,8 +33,9 @@ pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it)
 `vllm bench serve --save-result` JSON's own names (median_tpot_ms, output_throughput,
 random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields; a
 random prefix (random_prefix_len: one prefix opening every prompt) is posed as simulate's
---random-prefix-len poses it, and sglang.bench_serving's generated-shared-prefix dataset as its
-groups' shared system prompts (simulate's --prefix-share 1 --prefixes G).
+--random-prefix-len poses it, sglang.bench_serving's generated-shared-prefix dataset as its
+groups' shared system prompts (simulate's --prefix-share 1 --prefixes G) and vLLM's sonnet
+dataset as its prompts' shared opening before their own lines.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
@@ -385,7 +386,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             return {}, f"layout TP {tp} x PP {pp} x DP {dp} != {gpu_count} GPUs"
     dataset = str(w.get("dataset") or "")
     load: dict[str, Any] = {"requests": w.get("num_prompts")}
-    gsp_prefix = None
+    dataset_prefix: PrefixShare | None = None
     mean_in, mean_out = run_means(row)
     input_len, output_len = integer(w.get("input_len")), integer(w.get("output_len"))
     lengths_given = bool(input_len and output_len)
@@ -433,11 +434,22 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             len_range=None if around else ratio,
             len_spread=ratio if around and ratio else None,
         )
+    elif "sonnet" in dataset.lower():
+        # vLLM's sonnet dataset: every prompt opens with the same instruction and prefix lines
+        # (about prefix_len tokens), then poem lines drawn to at most input_len in all
+        total = round(mean_in) if mean_in else (input_len or SONNET_DEFAULTS["input_len"])
+        shared = integer(w.get("prefix_len")) or SONNET_DEFAULTS["prefix_len"]
+        out_len = output_len or SONNET_DEFAULTS["output_len"]
+        if total <= shared:
+            return {}, f"sonnet prompts of {total} tokens within their {shared}-token prefix"
+        stopped = mean_out if mean_out and mean_out < out_len else None
+        lengths = Lengths(prompt_len=total - shared, output_len=out_len, output_mean=stopped)
+        dataset_prefix = PrefixShare(share=1.0, tokens=shared)
     elif GSP.search(dataset):
         posed = gsp_pose(w)
         if isinstance(posed, str):
             return {}, posed
-        lengths, gsp_prefix, load["requests"] = posed
+        lengths, dataset_prefix, load["requests"] = posed
     elif mean_in and mean_out:
         # a dataset whose length mix is not modelled, posed at the lengths the run reported
         # (their means: throughput and the medians follow them, the tails less so)
@@ -447,7 +459,10 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     # vllm bench serve's --random-prefix-len: one prefix opening every prompt, before its
     # input_len tokens (served from the prefix cache after the first, where the engine caches)
     prefix_len = integer(w.get("prefix_len")) or 0
-    prefix = PrefixShare(share=1.0, tokens=prefix_len) if prefix_len > 0 else gsp_prefix
+    if dataset_prefix is not None:  # the dataset's own (sonnet's, generated-shared-prefix's)
+        prefix: PrefixShare | None = dataset_prefix
+    else:
+        prefix = PrefixShare(share=1.0, tokens=prefix_len) if prefix_len > 0 else None
     if prefix is not None and layout is not None:
         return {}, "a shared prefix is not modelled with disaggregation"
     rate = number(w.get("request_rate"))
@@ -518,6 +533,11 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     }, None
 
 
+# vLLM's sonnet dataset's --sonnet-input-len / -prefix-len / -output-len defaults
+# (vllm/benchmarks/datasets.py SonnetDataset, 0.14.0, deprecated there; the 2024
+# benchmark_serving.py's the same): prompts of poem lines up to input_len tokens, the first
+# prefix_len of them (an instruction and the same opening lines) shared by every request.
+SONNET_DEFAULTS = {"input_len": 550, "prefix_len": 200, "output_len": 150}
 # sglang.bench_serving's generated-shared-prefix dataset ("gsp"): groups of prompts, each group
 # one random system prompt followed by each prompt's own random question, the requests
 # shuffled across groups; its flags' defaults (python/sglang/bench_serving.py, 0.5.13). Its
@@ -572,11 +592,11 @@ MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 # Other spellings of a row's workload fields: `vllm bench serve` JSON's and the ISL / OSL
 # shorthand of cross-vendor sweeps.
 WORKLOAD_ALIASES = {
-    "input_len": ("random_input_len", "isl"),
-    "output_len": ("random_output_len", "osl"),
+    "input_len": ("random_input_len", "sonnet_input_len", "isl"),
+    "output_len": ("random_output_len", "sonnet_output_len", "osl"),
     "range_ratio": ("random_range_ratio",),
     "concurrency": ("max_concurrency",),
-    "prefix_len": ("random_prefix_len",),
+    "prefix_len": ("random_prefix_len", "sonnet_prefix_len"),
 }
 
 

@@ -366,7 +366,7 @@ def test_a_row_on_a_dataset_not_modelled_is_posed_at_the_lengths_it_reported() -
         "gpu_norm": "H100",
         "gpu_count": 1,
         "tp": 1,
-        "workload": {"dataset": "sonnet", "concurrency": 8, "num_prompts": 100},
+        "workload": {"dataset": "instructcoder", "concurrency": 8, "num_prompts": 100},
         "measured": {"total_input_tokens": 55_000, "total_output_tokens": 15_000, "completed": 100},
     }
     args, why = e2e.pose(row, MODELS)
@@ -835,10 +835,11 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert "vendor NVIDIA" in out and "vendor ?" not in out
 
 
-def test_sglangs_generated_shared_prefix_rows_pose_their_groups_prefixes() -> None:
+def test_shared_prefix_datasets_pose_their_prefixes() -> None:
     """sglang.bench_serving's generated-shared-prefix dataset: one system prompt a group
     before each prompt's question, groups x prompts per group requests (its defaults where
-    the row gives none); its other modes are refused by name."""
+    the row gives none); its other modes are refused by name. vLLM's sonnet dataset: one
+    shared opening before each prompt's own lines."""
     import e2e
 
     row = {
@@ -864,6 +865,11 @@ def test_sglangs_generated_shared_prefix_rows_pose_their_groups_prefixes() -> No
     assert args["load"].requests == 32 * 16  # its groups' prompts, not --num-prompts
     turns = dict(row, workload=row["workload"] | {"gsp_num_turns": 2})
     assert "not modelled" in str(e2e.pose(turns, MODELS)[1])
+    # vLLM's sonnet dataset: its prompts' shared opening (prefix_len) before their own lines
+    sonnet = {"dataset": "sonnet", "sonnet_input_len": 1024, "concurrency": 8}
+    args, why = e2e.pose(dict(row, engine="vllm", engine_version="0.10.1", workload=sonnet), MODELS)
+    assert why is None and (args["prefix"].tokens, args["prefix"].prefixes) == (200, 1)
+    assert (args["lengths"].prompt_len, args["lengths"].output_len) == (1024 - 200, 150)
 
 
 def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
