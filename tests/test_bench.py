@@ -328,6 +328,8 @@ def test_a_cached_prefix_is_read_by_every_step_but_prefilled_once(cli: Cli) -> N
     assert tpot == pytest.approx(whole[1], rel=1e-9) and tpot > own[1]
     both = cli(*base, "--prompt-len", "1000", "--random-prefix-len", "8", "--prefix-tokens", "8")
     assert both.code == 2 and both.json()["field"] == "--random-prefix-len"
+    split = cli(*base, "--prompt-len", "1000", "--random-prefix-len", "8", "--disagg", "1P1D")
+    assert split.code == 2 and split.json()["field"] == "--random-prefix-len"
     # vLLM V0 ran without prefix caching unless asked: every prompt prefills its prefix
     v0 = [*base, "--engine-version", "0.6.3", "--prompt-len"]
     missed = cli(*v0, "1000", "--random-prefix-len", "8000").json()

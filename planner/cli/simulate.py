@@ -1022,6 +1022,8 @@ def _prefix(f: SimulateFlags) -> "PrefixShare | None":
         raise InputError("--random-prefix-len", f"must be >= 0 (got {f.random_prefix_len})")
     if f.random_prefix_len == 0:
         return None
+    if f.disagg is not None:
+        raise InputError("--random-prefix-len", "not modelled with --disagg yet")
     return parse_prefix(1.0, f.random_prefix_len, 1)
 
 
