@@ -55,7 +55,7 @@ from typing import Any
 
 from planner.api.bench import benchmark
 from planner.api.bench_instance import Deployment
-from planner.api.bench_load import Lengths, Load
+from planner.api.bench_load import Lengths, Load, gsp_run, sonnet_run
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.disagg import SGLANG_TRANSFER_BACKENDS as TRANSFER_BACKENDS
 from planner.core.engines.common import parse_version
@@ -435,21 +435,20 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             len_spread=ratio if around and ratio else None,
         )
     elif "sonnet" in dataset.lower():
-        # vLLM's sonnet dataset: every prompt opens with the same instruction and prefix lines
-        # (about prefix_len tokens), then poem lines drawn to at most input_len in all
-        total = round(mean_in) if mean_in else (input_len or SONNET_DEFAULTS["input_len"])
-        shared = integer(w.get("prefix_len")) or SONNET_DEFAULTS["prefix_len"]
-        out_len = output_len or SONNET_DEFAULTS["output_len"]
-        if total <= shared:
-            return {}, f"sonnet prompts of {total} tokens within their {shared}-token prefix"
-        stopped = mean_out if mean_out and mean_out < out_len else None
-        lengths = Lengths(prompt_len=total - shared, output_len=out_len, output_mean=stopped)
-        dataset_prefix = PrefixShare(share=1.0, tokens=shared)
+        # vLLM's sonnet dataset: every prompt opens with the same instruction and poem lines,
+        # then lines drawn to at most input_len in all (the run's mean prompt where it says)
+        total = round(mean_in) if mean_in else input_len
+        run = sonnet_run(total, integer(w.get("prefix_len")), output_len)
+        stopped = mean_out if mean_out and mean_out < run.output_len else None
+        lengths = Lengths(prompt_len=run.prompt_len, output_len=run.output_len, output_mean=stopped)
+        dataset_prefix = PrefixShare(share=1.0, tokens=run.prefix_tokens)
     elif GSP.search(dataset):
-        posed = gsp_pose(w)
-        if isinstance(posed, str):
-            return {}, posed
-        lengths, dataset_prefix, load["requests"] = posed
+        if gsp_modes(w):
+            return {}, "generated-shared-prefix beyond single-turn uniform fixed lengths"
+        run = gsp_run(*(integer(w.get(f"gsp_{k}")) for k in GSP_FIELDS))
+        lengths = Lengths(prompt_len=run.prompt_len, output_len=run.output_len)
+        dataset_prefix = PrefixShare(share=1.0, tokens=run.prefix_tokens, prefixes=run.prefixes)
+        load["requests"] = run.requests
     elif mean_in and mean_out:
         # a dataset whose length mix is not modelled, posed at the lengths the run reported
         # (their means: throughput and the medians follow them, the tails less so)
@@ -533,46 +532,22 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     }, None
 
 
-# vLLM's sonnet dataset's --sonnet-input-len / -prefix-len / -output-len defaults
-# (vllm/benchmarks/datasets.py SonnetDataset, 0.14.0, deprecated there; the 2024
-# benchmark_serving.py's the same): prompts of poem lines up to input_len tokens, the first
-# prefix_len of them (an instruction and the same opening lines) shared by every request.
-SONNET_DEFAULTS = {"input_len": 550, "prefix_len": 200, "output_len": 150}
-# sglang.bench_serving's generated-shared-prefix dataset ("gsp"): groups of prompts, each group
-# one random system prompt followed by each prompt's own random question, the requests
-# shuffled across groups; its flags' defaults (python/sglang/bench_serving.py, 0.5.13). Its
-# outputs run to --gsp-output-len (the client's ignore-eos default), and it sends groups x
-# prompts per group requests whatever --num-prompts says.
+# sglang.bench_serving's generated-shared-prefix dataset ("gsp"; planner.api.bench_load.gsp_run)
+# and a row's fields for its flags, in gsp_run's order.
 GSP = re.compile(r"generated[-_ ]shared[-_ ]prefix|\bgsp\b", re.IGNORECASE)
-GSP_DEFAULTS = {
-    "num_groups": 64,
-    "prompts_per_group": 16,
-    "system_prompt_len": 2048,
-    "question_len": 128,
-    "output_len": 256,
-}
+GSP_FIELDS = ("num_groups", "prompts_per_group", "system_prompt_len", "question_len", "output_len")
 
 
-def gsp_pose(w: dict[str, Any]) -> tuple[Lengths, PrefixShare, int] | str:
-    """A generated-shared-prefix run's lengths (its questions and outputs, fixed), its shared
-    prefixes (one system prompt a group, each drawn as often) and its requests; or why it
-    cannot be posed: the dataset's other modes (Zipf-sized groups, multi-turn prompts, groups
-    in order, lengths drawn in a range) are not modelled."""
-    settings = {k: integer(w.get(f"gsp_{k}")) or v for k, v in GSP_DEFAULTS.items()}
+def gsp_modes(w: dict[str, Any]) -> bool:
+    """Whether a generated-shared-prefix run used a mode not modelled: Zipf-sized groups,
+    multi-turn prompts, groups in order, or lengths drawn in a range."""
     ratio = number(w.get("gsp_range_ratio"))
-    other = (
+    return (
         str(w.get("gsp_group_distribution") or "uniform").lower() != "uniform"
         or (integer(w.get("gsp_num_turns")) or 1) != 1
         or bool(w.get("gsp_ordered"))
         or (ratio is not None and ratio != 1.0)
     )
-    if other:
-        return "generated-shared-prefix beyond uniform single-turn fixed lengths not modelled"
-    lengths = Lengths(prompt_len=settings["question_len"], output_len=settings["output_len"])
-    prefix = PrefixShare(
-        share=1.0, tokens=settings["system_prompt_len"], prefixes=settings["num_groups"]
-    )
-    return lengths, prefix, settings["num_groups"] * settings["prompts_per_group"]
 
 
 def load_band(load: Load) -> str:

@@ -275,7 +275,7 @@ def test_the_benchmarks_dataset_and_layout_flags_paste_in(cli: Cli) -> None:
     vllm = cli("simulate", *moe, "--max-cudagraph-capture-size", "128").json()
     assert "--max-cudagraph-capture-size 128" in vllm["deployment"]["command"]
     for extra, field in (
-        (["--dataset-name", "sonnet", *lengths], "--dataset-name"),
+        (["--dataset-name", "burstgpt", *lengths], "--dataset-name"),
         (["--dataset-name", "random", "--random-input-len", "512"], "--dataset-name"),
         (["--dataset-name", "sharegpt", "--random-input-len", "512"], "--random-input-len"),
         (["--dataset-name", "sharegpt", "--workload", "sharegpt"], "--dataset-name"),
@@ -336,6 +336,40 @@ def test_a_cached_prefix_is_read_by_every_step_but_prefilled_once(cli: Cli) -> N
     assert missed["median_ttft_ms"] == cli(*v0, "9000").json()["median_ttft_ms"]
     assert missed["prefix_cache"]["gpu_hits"] == 0
     assert any("--enable-prefix-caching" in note for note in missed["notes"])
+
+
+def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:
+    """--dataset-name sonnet (vllm bench serve) and generated-shared-prefix (sglang.bench_serving)
+    pose what the planner's own prefix flags pose: each prompt's own tokens after a prefix
+    every request (sonnet) or every group (generated-shared-prefix) shares; a dataset's flags
+    without it, or a prefix beside its own, are one error naming the flag."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8", "--json"]
+    keys = ("completed", "total_input_tokens", "median_ttft_ms", "median_tpot_ms", "prefix_cache")
+
+    def figures(*flags: str) -> tuple[object, ...]:
+        got = cli(*base, *flags).json()
+        return tuple(got[k] for k in keys)
+
+    sonnet = figures("--dataset-name", "sonnet", "--ignore-eos", "--num-prompts", "64")
+    assert sonnet == figures(
+        "--prompt-len", "350", "--output-len", "150", "--random-prefix-len", "200",
+        "--num-prompts", "64",
+    )  # fmt: skip
+    gsp = ["--dataset-name", "generated-shared-prefix", "--gsp-num-groups", "8"]
+    grouped = figures(*gsp, "--gsp-prompts-per-group", "4", "--num-prompts", "1000")
+    assert grouped == figures(
+        "--prompt-len", "128", "--output-len", "256", "--prefix-share", "1",
+        "--prefix-tokens", "2048", "--prefixes", "8", "--requests", "32",
+    )  # fmt: skip
+    assert grouped[0] == 32 and grouped[4]["misses"] == 8  # each group's first misses
+    for flags, field in (
+        (["--gsp-num-groups", "8", "--prompt-len", "9", "--output-len", "9"], "--gsp-num-groups"),
+        ([*gsp, "--prefix-tokens", "64"], "--prefix-tokens"),
+        (["--dataset-name", "sonnet", "--sonnet-input-len", "150"], "--sonnet-input-len"),
+        (["--dataset-name", "sonnet", "--disagg", "1P1D"], "--dataset-name"),
+    ):
+        refused = cli(*base, *flags)
+        assert refused.code == 2 and refused.json()["field"] == field
 
 
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:

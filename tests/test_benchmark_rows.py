@@ -864,7 +864,7 @@ def test_shared_prefix_datasets_pose_their_prefixes() -> None:
     assert (lengths.prompt_len, lengths.output_len) == (200, 256)
     assert args["load"].requests == 32 * 16  # its groups' prompts, not --num-prompts
     turns = dict(row, workload=row["workload"] | {"gsp_num_turns": 2})
-    assert "not modelled" in str(e2e.pose(turns, MODELS)[1])
+    assert "beyond single-turn" in str(e2e.pose(turns, MODELS)[1])
     # vLLM's sonnet dataset: its prompts' shared opening (prefix_len) before their own lines
     sonnet = {"dataset": "sonnet", "sonnet_input_len": 1024, "concurrency": 8}
     args, why = e2e.pose(dict(row, engine="vllm", engine_version="0.10.1", workload=sonnet), MODELS)

@@ -5,7 +5,7 @@ and the request trace they make."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,76 @@ DEFAULT_BENCH_REQUESTS = 1000
 # num_prompts = concurrency x 5: sgl-project/sgl-cookbook, docs/autoregressive/DeepSeek/
 # DeepSeek-R1.md).
 REQUESTS_PER_CLIENT = 5
+
+
+# vLLM's sonnet dataset (vllm/benchmarks/datasets.py SonnetDataset, 0.14.0, deprecated there;
+# the 2024 benchmark_serving.py's alike): each prompt an instruction and the poem's same opening
+# lines (about --sonnet-prefix-len tokens, shared by every request), then lines drawn to at most
+# --sonnet-input-len tokens in all; outputs of --sonnet-output-len. Its defaults:
+SONNET_INPUT_LEN = 550
+SONNET_PREFIX_LEN = 200
+SONNET_OUTPUT_LEN = 150
+# sglang.bench_serving's generated-shared-prefix dataset (python/sglang/bench_serving.py,
+# 0.5.13): --gsp-num-groups groups of --gsp-prompts-per-group prompts, each its group's random
+# system prompt of --gsp-system-prompt-len tokens then its own question of --gsp-question-len,
+# shuffled across groups, outputs of --gsp-output-len (the client ignores EOS by default); it
+# sends groups x prompts per group requests, whatever --num-prompts says. Its defaults:
+GSP_NUM_GROUPS = 64
+GSP_PROMPTS_PER_GROUP = 16
+GSP_SYSTEM_PROMPT_LEN = 2048
+GSP_QUESTION_LEN = 128
+GSP_OUTPUT_LEN = 256
+
+
+class SharedPrefixRun(NamedTuple):
+    """A shared-prefix dataset's requests in the planner's terms: each prompt's own tokens after
+    one of `prefixes` shared prefixes of `prefix_tokens` (--prefix-share 1), fixed outputs, and
+    the requests it sends (None: the run's own count)."""
+
+    prompt_len: int
+    output_len: int
+    prefix_tokens: int
+    prefixes: int
+    requests: int | None
+
+
+def sonnet_run(
+    input_len: int | None, prefix_len: int | None, output_len: int | None
+) -> SharedPrefixRun:
+    """vLLM's sonnet dataset (its defaults where None): prompts of `input_len` tokens whose first
+    `prefix_len` every request shares."""
+    total = SONNET_INPUT_LEN if input_len is None else input_len
+    shared = SONNET_PREFIX_LEN if prefix_len is None else prefix_len
+    if shared < 1 or total <= shared:
+        raise InputError(
+            "--sonnet-input-len",
+            f"{total} tokens must pass the {shared}-token shared prefix (--sonnet-prefix-len, "
+            "at least 1)",
+        )
+    out = SONNET_OUTPUT_LEN if output_len is None else output_len
+    return SharedPrefixRun(total - shared, out, shared, 1, None)
+
+
+def gsp_run(
+    groups: int | None,
+    per_group: int | None,
+    system_len: int | None,
+    question_len: int | None,
+    output_len: int | None,
+) -> SharedPrefixRun:
+    """sglang.bench_serving's generated-shared-prefix dataset (its defaults where None)."""
+    values = {
+        "--gsp-num-groups": GSP_NUM_GROUPS if groups is None else groups,
+        "--gsp-prompts-per-group": GSP_PROMPTS_PER_GROUP if per_group is None else per_group,
+        "--gsp-system-prompt-len": GSP_SYSTEM_PROMPT_LEN if system_len is None else system_len,
+        "--gsp-question-len": GSP_QUESTION_LEN if question_len is None else question_len,
+        "--gsp-output-len": GSP_OUTPUT_LEN if output_len is None else output_len,
+    }
+    for flag, value in values.items():
+        if value < 1:
+            raise InputError(flag, f"must be >= 1 (got {value})")
+    g, per, system, question, out = values.values()
+    return SharedPrefixRun(question, out, system, g, g * per)
 
 
 class Load(BaseModel):

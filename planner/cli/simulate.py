@@ -58,6 +58,28 @@ if TYPE_CHECKING:
     from planner.sim.prefix import PrefixShare
 
 
+# vllm bench serve's and sglang.bench_serving's --dataset-name values simulate poses, and the
+# workload each one stands for (random: the fixed lengths --random-input-len / -output-len give).
+DATASET_WORKLOADS = {
+    "random": None,
+    "sharegpt": "sharegpt",
+    "sonnet": None,
+    "generated-shared-prefix": None,
+}
+# The shared-prefix datasets (planner.api.bench_load.sonnet_run / gsp_run) and their flags, by
+# SimulateFlags field, in those functions' order.
+SONNET_DATASET = "sonnet"
+GSP_DATASET = "generated-shared-prefix"
+SONNET_FLAGS = ("sonnet_input_len", "sonnet_prefix_len", "sonnet_output_len")
+GSP_FLAGS = (
+    "gsp_num_groups",
+    "gsp_prompts_per_group",
+    "gsp_system_prompt_len",
+    "gsp_question_len",
+    "gsp_output_len",
+)
+
+
 # Load / Lengths field -> the flag that sets it.
 BENCH_FLAGS = {
     "concurrency": "--concurrency/--max-concurrency",
@@ -95,7 +117,9 @@ def simulate(
         typer.Option(
             "--dataset-name",
             help="vllm bench serve's and sglang.bench_serving's dataset: random (with "
-            "--random-input-len / --random-output-len) or sharegpt (--workload sharegpt).",
+            "--random-input-len / --random-output-len), sharegpt (--workload sharegpt), sonnet "
+            "(--sonnet-*) or generated-shared-prefix (--gsp-*): the last two a shared prefix "
+            "served from the prefix cache.",
         ),
     ] = None,
     ignore_eos: Annotated[
@@ -399,6 +423,40 @@ def simulate(
             "first has computed them (--prefix-share 1 --prefix-tokens P) [0]."
         ),
     ] = None,
+    sonnet_input_len: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name sonnet: tokens a prompt holds in all [550]."),
+    ] = None,
+    sonnet_prefix_len: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name sonnet: the opening every prompt shares, tokens [200]."),
+    ] = None,
+    sonnet_output_len: Annotated[
+        int | None, typer.Option(help="--dataset-name sonnet: output tokens [150].")
+    ] = None,
+    gsp_num_groups: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name generated-shared-prefix: system prompts [64]."),
+    ] = None,
+    gsp_prompts_per_group: Annotated[
+        int | None,
+        typer.Option(
+            help="--dataset-name generated-shared-prefix: prompts each (the run sends groups x "
+            "this, whatever --num-prompts says) [16]."
+        ),
+    ] = None,
+    gsp_system_prompt_len: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name generated-shared-prefix: system prompt tokens [2048]."),
+    ] = None,
+    gsp_question_len: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name generated-shared-prefix: question tokens [128]."),
+    ] = None,
+    gsp_output_len: Annotated[
+        int | None,
+        typer.Option(help="--dataset-name generated-shared-prefix: output tokens [256]."),
+    ] = None,
     kv_offloading_size: KvOffloadingSize = None,
     kv_offloading_backend: KvOffloadingBackend = None,
     enable_hierarchical_cache: EnableHierarchicalCache = False,
@@ -564,6 +622,14 @@ class SimulateFlags:
     prefix_tokens: int | None
     prefixes: int
     random_prefix_len: int | None
+    sonnet_input_len: int | None
+    sonnet_prefix_len: int | None
+    sonnet_output_len: int | None
+    gsp_num_groups: int | None
+    gsp_prompts_per_group: int | None
+    gsp_system_prompt_len: int | None
+    gsp_question_len: int | None
+    gsp_output_len: int | None
     kv_offloading_size: float | None
     kv_offloading_backend: str | None
     enable_hierarchical_cache: bool
@@ -605,6 +671,8 @@ def _normalized(f: SimulateFlags) -> SimulateFlags:
         ep, dp, dp_attention = engine_layout(
             f.engine, f.tp, dp, ep, dp_attention, f.enable_expert_parallel, f.attn_dp_size
         )
+    if f.gpu is not None:
+        f = _shared_prefix_dataset(f)
     rate = f.rate
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
         if f.gpu is None:
@@ -701,8 +769,12 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         client=f.bench_client,
         speculation=speculation,
     )
-    if f.dataset_name is not None and not f.ignore_eos and f.output_mean is None:
-        cap = "--random-output-len" if f.dataset_name == "random" else "its reference lengths"
+    # sglang.bench_serving ignores EOS unless told not to; vllm bench serve only when told
+    stops = f.dataset_name is not None and f.dataset_name != GSP_DATASET
+    if stops and not f.ignore_eos and f.output_mean is None:
+        cap = {"random": "--random-output-len", SONNET_DATASET: "--sonnet-output-len"}.get(
+            str(f.dataset_name), "its reference lengths"
+        )
         bench["notes"].append(
             f"--dataset-name {f.dataset_name} without --ignore-eos: the benchmark's outputs "
             f"stop at EOS, short of {cap}; here they run to it (--output-mean with your "
@@ -866,6 +938,7 @@ DEPLOYMENT_FLAGS = {
     "disagg": "--disagg",
     "prefix_tokens": "--prefix-tokens",
     "random_prefix_len": "--random-prefix-len",
+    **{name: "--" + name.replace("_", "-") for name in (*SONNET_FLAGS, *GSP_FLAGS)},
     "kv_offloading_size": "--kv-offloading-size",
     "kv_offloading_backend": "--kv-offloading-backend",
     "enable_hierarchical_cache": "--enable-hierarchical-cache",
@@ -1182,9 +1255,48 @@ def _range_client(client: str | None, engine: str) -> str:
 SGLANG_DEFAULT_RANGE_RATIO = 0.0
 
 
-# vllm bench serve's and sglang.bench_serving's --dataset-name values simulate poses, and the
-# workload each one stands for (random: the fixed lengths --random-input-len / -output-len give).
-DATASET_WORKLOADS = {"random": None, "sharegpt": "sharegpt"}
+def _shared_prefix_dataset(f: SimulateFlags) -> SimulateFlags:
+    """The flags with a shared-prefix dataset (--dataset-name sonnet or generated-shared-prefix,
+    planner.api.bench_load) posed in the planner's own terms: each prompt's own tokens as
+    --prompt-len after a shared prefix (--prefix-share 1 --prefix-tokens --prefixes), fixed
+    outputs, and the requests generated-shared-prefix sends. A dataset's flags without it, or
+    a prefix given beside its own, are one error naming the flag."""
+    from planner.api.bench_load import gsp_run, sonnet_run
+    from planner.errors import InputError
+
+    own = {SONNET_DATASET: SONNET_FLAGS, GSP_DATASET: GSP_FLAGS}
+    for dataset, names in own.items():
+        given = next((n for n in names if getattr(f, n) is not None), None)
+        if given is not None and f.dataset_name != dataset:
+            raise InputError(
+                "--" + given.replace("_", "-"),
+                f"describes the {dataset} dataset (--dataset-name {dataset})",
+            )
+    if f.dataset_name not in own:
+        return f
+    for flag, value in (
+        ("--random-prefix-len", f.random_prefix_len),
+        ("--prefix-share", f.prefix_share),
+        ("--prefix-tokens", f.prefix_tokens),
+        ("--prefixes", None if f.prefixes == 1 else f.prefixes),
+    ):
+        if value is not None:
+            raise InputError(flag, f"--dataset-name {f.dataset_name} poses its own shared prefix")
+    if f.disagg is not None:
+        raise InputError(
+            "--dataset-name", f"{f.dataset_name}'s shared prefix is not modelled with --disagg yet"
+        )
+    values = [getattr(f, n) for n in own[str(f.dataset_name)]]
+    run = sonnet_run(*values) if f.dataset_name == SONNET_DATASET else gsp_run(*values)
+    return replace(
+        f,
+        prompt_len=run.prompt_len,
+        output_len=run.output_len,
+        prefix_share=1.0,
+        prefix_tokens=run.prefix_tokens,
+        prefixes=run.prefixes,
+        requests=f.requests if run.requests is None else run.requests,
+    )
 
 
 def _dataset_workload(
@@ -1208,10 +1320,15 @@ def _dataset_workload(
             "--dataset-name", "random needs --random-input-len and --random-output-len"
         )
     if dataset != "random" and (prompt_len is not None or output_len is not None):
+        own = {SONNET_DATASET: "--sonnet-*", GSP_DATASET: "--gsp-*"}.get(dataset)
         raise InputError(
             "--random-input-len" if prompt_len is not None else "--random-output-len",
-            f"describes the random dataset; {dataset}'s lengths are its own (--prompt-mean / "
-            "--output-mean scale them to your run's)",
+            f"describes the random dataset; {dataset}'s lengths are its own "
+            + (
+                f"({own} flags)"
+                if own
+                else "(--prompt-mean / --output-mean scale them to your run's)"
+            ),
         )
     return DATASET_WORKLOADS[dataset]
 
