@@ -60,16 +60,16 @@ if TYPE_CHECKING:
 
 # vllm bench serve's and sglang.bench_serving's --dataset-name values simulate poses, and the
 # workload each one stands for (random: the fixed lengths --random-input-len / -output-len give).
+# The shared-prefix ones (planner.api.bench_load.sonnet_run / gsp_run) take their own flags, by
+# SimulateFlags field below, in those functions' order.
+SONNET_DATASET = "sonnet"
+GSP_DATASET = "generated-shared-prefix"
 DATASET_WORKLOADS = {
     "random": None,
     "sharegpt": "sharegpt",
-    "sonnet": None,
-    "generated-shared-prefix": None,
+    SONNET_DATASET: None,
+    GSP_DATASET: None,
 }
-# The shared-prefix datasets (planner.api.bench_load.sonnet_run / gsp_run) and their flags, by
-# SimulateFlags field, in those functions' order.
-SONNET_DATASET = "sonnet"
-GSP_DATASET = "generated-shared-prefix"
 SONNET_FLAGS = ("sonnet_input_len", "sonnet_prefix_len", "sonnet_output_len")
 GSP_FLAGS = (
     "gsp_num_groups",
@@ -671,7 +671,6 @@ def _normalized(f: SimulateFlags) -> SimulateFlags:
         ep, dp, dp_attention = engine_layout(
             f.engine, f.tp, dp, ep, dp_attention, f.enable_expert_parallel, f.attn_dp_size
         )
-    if f.gpu is not None:
         f = _shared_prefix_dataset(f)
     rate = f.rate
     if rate == float("inf"):  # vllm bench serve --request-rate inf: every request at once
