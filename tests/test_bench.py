@@ -367,6 +367,10 @@ def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:
         ([*gsp, "--prefix-tokens", "64"], "--prefix-tokens"),
         (["--dataset-name", "sonnet", "--sonnet-input-len", "150"], "--sonnet-input-len"),
         (["--dataset-name", "sonnet", "--disagg", "1P1D"], "--dataset-name"),
+        (["--dataset-name", "sonnet", "--sonnet-output-len", "0"], "--sonnet-output-len"),
+        # past the model's context: the dataset's flag, not the planner's it became
+        (["--dataset-name", "sonnet", "--sonnet-input-len", "200000"], "--sonnet-input-len"),
+        ([*gsp, "--gsp-prompts-per-group", "200000"], "--gsp-prompts-per-group"),
     ):
         refused = cli(*base, *flags)
         assert refused.code == 2 and refused.json()["field"] == field

@@ -58,21 +58,35 @@ class SharedPrefixRun(NamedTuple):
     requests: int | None
 
 
+def _bounded(flag: str, value: int, top: int) -> int:
+    """A dataset flag's token or request count, in [1, top], else one error naming the flag."""
+    if not 1 <= value <= top:
+        raise InputError(flag, f"must be in [1, {top:,}] (got {value:,})")
+    return value
+
+
 def sonnet_run(
     input_len: int | None, prefix_len: int | None, output_len: int | None
 ) -> SharedPrefixRun:
     """vLLM's sonnet dataset (its defaults where None): prompts of `input_len` tokens whose first
     `prefix_len` every request shares."""
-    total = SONNET_INPUT_LEN if input_len is None else input_len
-    shared = SONNET_PREFIX_LEN if prefix_len is None else prefix_len
-    if shared < 1 or total <= shared:
+    from planner.sim.workload import MAX_TRACE_REQUEST_TOKENS as top
+
+    total = _bounded(
+        "--sonnet-input-len", SONNET_INPUT_LEN if input_len is None else input_len, top
+    )
+    shared = _bounded(
+        "--sonnet-prefix-len", SONNET_PREFIX_LEN if prefix_len is None else prefix_len, top
+    )
+    if total <= shared:
         raise InputError(
             "--sonnet-input-len",
-            f"{total} tokens must pass the {shared}-token shared prefix (--sonnet-prefix-len, "
-            "at least 1)",
+            f"{total:,} tokens must pass the {shared:,}-token shared prefix (--sonnet-prefix-len)",
         )
     out = SONNET_OUTPUT_LEN if output_len is None else output_len
-    return SharedPrefixRun(total - shared, out, shared, 1, None)
+    return SharedPrefixRun(
+        total - shared, _bounded("--sonnet-output-len", out, top), shared, 1, None
+    )
 
 
 def gsp_run(
@@ -83,17 +97,17 @@ def gsp_run(
     output_len: int | None,
 ) -> SharedPrefixRun:
     """sglang.bench_serving's generated-shared-prefix dataset (its defaults where None)."""
-    values = {
-        "--gsp-num-groups": GSP_NUM_GROUPS if groups is None else groups,
-        "--gsp-prompts-per-group": GSP_PROMPTS_PER_GROUP if per_group is None else per_group,
-        "--gsp-system-prompt-len": GSP_SYSTEM_PROMPT_LEN if system_len is None else system_len,
-        "--gsp-question-len": GSP_QUESTION_LEN if question_len is None else question_len,
-        "--gsp-output-len": GSP_OUTPUT_LEN if output_len is None else output_len,
-    }
-    for flag, value in values.items():
-        if value < 1:
-            raise InputError(flag, f"must be >= 1 (got {value})")
-    g, per, system, question, out = values.values()
+    from planner.sim.workload import MAX_GENERATED_REQUESTS, MAX_TRACE_REQUEST_TOKENS
+
+    def given(flag: str, value: int | None, default: int, top: int) -> int:
+        return _bounded(flag, default if value is None else value, top)
+
+    tokens, requests = MAX_TRACE_REQUEST_TOKENS, MAX_GENERATED_REQUESTS
+    g = given("--gsp-num-groups", groups, GSP_NUM_GROUPS, requests)
+    per = given("--gsp-prompts-per-group", per_group, GSP_PROMPTS_PER_GROUP, requests // g)
+    system = given("--gsp-system-prompt-len", system_len, GSP_SYSTEM_PROMPT_LEN, tokens)
+    question = given("--gsp-question-len", question_len, GSP_QUESTION_LEN, tokens)
+    out = given("--gsp-output-len", output_len, GSP_OUTPUT_LEN, tokens)
     return SharedPrefixRun(question, out, system, g, g * per)
 
 

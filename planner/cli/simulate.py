@@ -71,6 +71,22 @@ DATASET_WORKLOADS = {
     GSP_DATASET: None,
 }
 SONNET_FLAGS = ("sonnet_input_len", "sonnet_prefix_len", "sonnet_output_len")
+# The planner's flags a shared-prefix dataset's own become (_shared_prefix_dataset), so an error
+# the run raises names the flag typed.
+DATASET_FLAG_NAMES = {
+    SONNET_DATASET: {
+        "--prompt-len": "--sonnet-input-len",
+        "--output-len": "--sonnet-output-len",
+        "--prefix-tokens": "--sonnet-prefix-len",
+    },
+    GSP_DATASET: {
+        "--prompt-len": "--gsp-system-prompt-len",  # its prompts: the system prompt and more
+        "--output-len": "--gsp-output-len",
+        "--prefix-tokens": "--gsp-system-prompt-len",
+        "--prefixes": "--gsp-num-groups",
+        "--requests": "--gsp-prompts-per-group",
+    },
+}
 GSP_FLAGS = (
     "gsp_num_groups",
     "gsp_prompts_per_group",
@@ -757,17 +773,24 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         scheduler_steps=1 if f.num_scheduler_steps is None else f.num_scheduler_steps,
         calibration=profile,
     )
-    bench = benchmark(
-        where,
-        load=load,
-        lengths=lengths,
-        sweep=points,
-        prefix=_prefix(f),
-        disagg=layout,
-        percentiles=parse_percentiles(f.metric_percentiles),
-        client=f.bench_client,
-        speculation=speculation,
-    )
+    try:
+        bench = benchmark(
+            where,
+            load=load,
+            lengths=lengths,
+            sweep=points,
+            prefix=_prefix(f),
+            disagg=layout,
+            percentiles=parse_percentiles(f.metric_percentiles),
+            client=f.bench_client,
+            speculation=speculation,
+        )
+    except InputError as exc:
+        # a shared-prefix dataset's lengths went in under the planner's names: name its own
+        named = DATASET_FLAG_NAMES.get(str(f.dataset_name), {}).get(exc.field.split("/")[0])
+        if named is None:
+            raise
+        raise InputError(named, exc.message) from exc
     # sglang.bench_serving ignores EOS unless told not to; vllm bench serve only when told
     stops = f.dataset_name is not None and f.dataset_name != GSP_DATASET
     if stops and not f.ignore_eos and f.output_mean is None:
