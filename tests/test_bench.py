@@ -376,6 +376,27 @@ def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:
         assert refused.code == 2 and refused.json()["field"] == field
 
 
+def test_a_rate_below_16_bits_is_said(cli: Cli, tmp_path: Path) -> None:
+    """Blackwell Ultra multiplies int8 at 153.5 TOPS against 2,250 TFLOP/s in 16 bits: a W8A8
+    int8 checkpoint there prefills slower than the 16-bit one, and the run says why."""
+    config = json.loads((MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text())
+    group = {
+        "weights": {"type": "int", "num_bits": 8, "strategy": "channel"},
+        "input_activations": {"type": "int", "num_bits": 8, "strategy": "token"},
+    }
+    q = {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+    (tmp_path / "config.json").write_text(json.dumps(config | {"quantization_config": q}))
+    pose = ["--concurrency", "1", "--prompt-len", "4000", "--output-len", "8", "--json"]
+    runs = {
+        model: cli("simulate", "--model", model, "--gpu", "b300", *pose).json()
+        for model in (str(tmp_path), str(MODELS / "meta-llama--Llama-3.1-8B-Instruct"))
+    }
+    int8, bf16 = runs.values()
+    assert int8["median_ttft_ms"] > bf16["median_ttft_ms"]
+    assert any("153.5 TFLOP/s" in note for note in int8["notes"])
+    assert not any("TFLOP/s" in note for note in bf16["notes"])
+
+
 def test_concurrency_one_is_one_prefill_then_the_step_model() -> None:
     prompt, output = 1000, 200
     got = run(1, prompt, output, requests=20)

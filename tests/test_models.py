@@ -12,7 +12,7 @@ from helpers import MODELS, model_config
 
 from planner.core.hf_config import model_spec_from_config
 from planner.core.kv import group_bytes_per_token, group_state_bytes
-from planner.core.specs import MODELOPT_MIXED, ModelSpec
+from planner.core.specs import INT8_W8A8_LABEL, MODELOPT_MIXED, ModelSpec
 from planner.errors import InputError
 
 BF16 = 2
@@ -367,6 +367,26 @@ def test_block_scaled_fp8_is_read_from_the_quantization_config() -> None:
     for q, scaled in expected:
         m = model_spec_from_config(base | {"quantization_config": q}, name="q", source="local")
         assert m.fp8_block_scaled is scaled, q
+
+
+def test_int8_weights_with_int8_inputs_are_w8a8() -> None:
+    """compressed-tensors int8 weights whose config group quantizes the input activations to
+    8-bit integers (its W8A8 exports) carry the W8A8 label; int8 weights alone (W8A16) do not;
+    both store a byte a weight."""
+    base = model_config("meta-llama--Llama-3.1-8B-Instruct")
+    weights = {"type": "int", "num_bits": 8, "strategy": "channel", "symmetric": True}
+    inputs = {"type": "int", "num_bits": 8, "strategy": "token", "dynamic": True}
+
+    def labelled(group: dict[str, object]) -> ModelSpec:
+        q = {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+        return model_spec_from_config(base | {"quantization_config": q}, name="q", source="local")
+
+    w8a8 = labelled({"weights": weights, "input_activations": inputs})
+    w8a16 = labelled({"weights": weights})
+    fp8_inputs = labelled({"weights": weights, "input_activations": inputs | {"type": "float"}})
+    assert w8a8.weight_dtype == INT8_W8A8_LABEL
+    assert w8a16.weight_dtype == fp8_inputs.weight_dtype == "compressed-tensors-int8"
+    assert w8a8.weights_bytes == w8a16.weights_bytes
 
 
 def test_gpt_oss_mxfp4_quantises_only_the_experts() -> None:

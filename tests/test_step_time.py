@@ -1469,6 +1469,29 @@ def test_the_gemm_rate_is_that_of_what_the_tensor_cores_multiply() -> None:
     assert gemm_flops_per_s(h200, "fp8") == h200.fp8_dense_flops
 
 
+def test_w8a8_int8_multiplies_at_each_cards_int8_rate() -> None:
+    """An int8 W8A8 checkpoint's linear layers multiply at the card's INT8 tensor rate: the FP8
+    one where the card has one, twice the 16-bit one on Ampere, the 16-bit one on CDNA2, and
+    Blackwell Ultra's own cut figure (aiconfigurator's systems tables), so there a prefill
+    takes longer than in 16 bits; its decode reads a byte a weight everywhere."""
+    rate = {g: gemm.int8_ops_per_s(find_gpu(g)) / 1e12 for g in ("a100", "h100", "mi250x", "b300")}
+    assert rate == {"a100": 624.0, "h100": 1979.0, "mi250x": 383.0, "b300": 153.5}
+    base = json.loads((MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json").read_text())
+    group = {
+        "weights": {"type": "int", "num_bits": 8, "strategy": "channel"},
+        "input_activations": {"type": "int", "num_bits": 8, "strategy": "token"},
+    }
+    q = {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}}
+    int8 = model_spec_from_config(base | {"quantization_config": q}, name="w8a8", source="local")
+    bf16 = model_spec_from_config(base, name="bf16", source="local")
+    for gpu, faster in (("a100", True), ("h100", True), ("b300", False)):
+        card = find_gpu(gpu)
+        prefill = [step_time_for(m, card).mixed_ms(0, 0, 4096, 4096 * 2048) for m in (int8, bf16)]
+        assert (prefill[0] < prefill[1]) is faster, gpu
+        decode = [step_time_for(m, card).terms(1, 1000).weights_read_bytes for m in (int8, bf16)]
+        assert decode[0] < 0.6 * decode[1]
+
+
 def test_fp8_gemms_reach_less_of_their_rate_and_attention_runs_at_16_bits() -> None:
     """An fp8 GEMM reaches 65/73 of the bf16 share of its rate on Hopper and 38/47 on CDNA3
     (public GEMM benchmarks), so fp8 weights compute 1.78x / 1.62x faster than bf16, not 2x;

@@ -154,6 +154,13 @@ def run_notes(
     emulated = emulation_note(inst)
     if emulated:
         notes.append(emulated)
+    if curve.plain_flops_per_s and curve.flops_per_s < curve.plain_flops_per_s:
+        notes.append(
+            f"{inst.weight_dtype} weights multiply at {inst.card.id}'s "
+            f"{curve.flops_per_s / 1e12:,.1f} TFLOP/s for them, below its "
+            f"{curve.plain_flops_per_s / 1e12:,.0f} in 16 bits: prefill and large batches run "
+            "slower than a 16-bit checkpoint's"
+        )
     if metrics.get("prefix_cache") and not caches_prefixes(engine, p.version):
         notes.append(
             f"vLLM {p.version} (V0) caches no prefixes unless started with "

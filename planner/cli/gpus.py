@@ -19,6 +19,7 @@ CATALOG_KEYS = (
     "bf16_dense_flops",
     "fp8_dense_flops",
     "fp4_dense_flops",
+    "int8_dense_ops",
     "interconnect",
     "source",
 )

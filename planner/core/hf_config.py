@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from pydantic import ValidationError
 
 from planner.core.specs import (
+    INT8_W8A8_LABEL,
     MODELOPT_MIXED,
     MODELOPT_NVFP4,
     OPENAI_MXFP4,
@@ -923,6 +924,9 @@ def _quantization(
             wbits = _quant_bits(w.get("num_bits", 8), f"{field}.weights.num_bits")
             kind = str(w.get("type", "int"))
             label = f"compressed-tensors-{kind}{wbits}"
+            inputs = _mapping(grp, field).get("input_activations")
+            if (kind, wbits) == ("int", 8) and _int8_inputs(inputs):
+                label = INT8_W8A8_LABEL  # its GEMMs multiply int8 by int8
             size = _opt_int(w, "group_size") if w.get("group_size") != -1 else None
             scale = ceil_div(quantized_params, size) * GPTQ_SCALE_BYTES if size else 0
             return label, ceil_div(quantized_params * wbits, 8) + scale + plain_bytes
@@ -1017,6 +1021,14 @@ def _quant_bits(value: Any, field: str) -> int:
     if bits not in QUANT_BITS:
         raise InputError(field, f"{bits} bits; accepted: {QUANT_BITS.start}-{QUANT_BITS.stop - 1}")
     return bits
+
+
+def _int8_inputs(inputs: Any) -> bool:
+    """Whether a compressed-tensors config group quantizes its input activations to 8-bit
+    integers (its W8A8 scheme: num_bits 8, type int; a group without them is weight-only)."""
+    if not isinstance(inputs, Mapping):
+        return False
+    return inputs.get("num_bits") == 8 and str(inputs.get("type", "int")) == "int"
 
 
 def quantized_weights_bytes(model: ModelSpec, method: str) -> int:

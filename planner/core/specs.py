@@ -15,6 +15,10 @@ OPENAI_MXFP4 = "mxfp4"
 # amd/gpt-oss-120b-w-mxfp4-a-fp8; its w4a4 exports are "mxfp4-quark"): the prefixes kept, so
 # the MXFP4 and engine-method lookups read it as the other Quark MXFP4.
 QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
+# ModelSpec.weight_dtype of a compressed-tensors checkpoint whose int8 weights multiply int8
+# activations (its W8A8 scheme: the card's INT8 rate, planner.core.step.gemm); int8 weights
+# alone keep "compressed-tensors-int8" (16-bit multiplies).
+INT8_W8A8_LABEL = "compressed-tensors-w8a8-int8"
 # ModelSpec.weight_dtype of NVIDIA ModelOpt NVFP4 checkpoints (quant_algo NVFP4), and the
 # engines' --quantization name for them (vLLM's QUANTIZATION_METHODS; SGLang spells it alike).
 MODELOPT_NVFP4 = "nvfp4"
@@ -219,6 +223,11 @@ class GpuSpec(BaseModel):
     bf16_dense_flops: int | None = None
     fp8_dense_flops: int | None = None
     fp4_dense_flops: int | None = None
+    int8_dense_ops: int | None = Field(
+        default=None,
+        description="tensor INT8 op/s where the datasheet departs from the rule the planner "
+        "derives it by (planner.core.step.gemm.int8_ops_per_s)",
+    )
     interconnect: str | None = None
     nvlink_bridge_gpus: int | None = Field(
         default=None,

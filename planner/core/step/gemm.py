@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from planner.core.specs import OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS, GpuSpec
+from planner.core.specs import INT8_W8A8_LABEL, OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS, GpuSpec
 
 # Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
 # 0.30 on one H100 serving Qwen3-8B in bf16 (benchmarks/data/step-time.jsonl, silybench rows
@@ -41,6 +41,27 @@ MXFP4_DTYPES = ("mxfp4",)
 # Checkpoint labels of w8a8 FP8 formats beside "fp8..." (planner.core.hf_config): compressed-
 # tensors float8 (its FP8-dynamic exports quantize activations per token).
 FP8_LABELS = ("compressed-tensors-float8",)
+# Checkpoint labels of w8a8 INT8 (planner.core.hf_config): compressed-tensors' int8 weights with
+# int8 input activations (its W8A8 exports; vLLM multiplies them with its CUTLASS int8 scaled
+# GEMM from compute capability 7.5, ROCm's AITER / Triton ones: vllm/model_executor/layers/
+# quantization/kernels/scaled_mm, 0.14.0). Int8 weights alone (W8A16) multiply in 16 bits.
+INT8_W8A8_LABELS = (INT8_W8A8_LABEL,)
+
+
+def int8_ops_per_s(gpu: GpuSpec) -> float:
+    """The card's dense INT8 tensor rate: its own figure where the datasheet departs from the
+    rule (Blackwell Ultra's cut one), else its FP8 rate where it has one (H100, L40S, B200,
+    MI300X and MI355X list the same dense INT8 and FP8 figures), else twice its 16-bit rate on
+    NVIDIA (A100 624 against 312, A10 250 against 125, T4 130 against 65 TOPS / TFLOPS) and the
+    16-bit rate on AMD (MI250X 383 and 383)."""
+    if gpu.int8_dense_ops:
+        return float(gpu.int8_dense_ops)
+    if gpu.fp8_dense_flops:
+        return float(gpu.fp8_dense_flops)
+    base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
+    return 2.0 * base if gpu.vendor == "nvidia" else base
+
+
 # vLLM's fp8 linears on ROCm before 0.7.3 have no row-wise scaled GEMM: apply_fp8_linear
 # (vllm/model_executor/layers/quantization/utils/w8a8_utils.py, 0.6.3-0.7.2) fuses the scales
 # only when both are per-tensor (or on CUDA's CUTLASS kernels). A checkpoint whose weights scale
@@ -90,7 +111,8 @@ def emulated(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) 
 
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) -> float:
     """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
-    fp8 (w8a8) and NVFP4 (w4a4, on cards with fp4 tensor cores) run at their own rate; MXFP4
+    fp8 (w8a8), int8 w8a8 (int8_ops_per_s) and NVFP4 (w4a4, on cards with fp4 tensor cores)
+    run at their own rate; MXFP4
     and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
     the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA; AMD's
     MXFP4 exports on AMD Instinct at the fp4 rate (w4a4, where the card has one) or the fp8
@@ -100,6 +122,8 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     attention is priced there too (an estimate that errs slow on prefill)."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
+    if dtype in INT8_W8A8_LABELS:
+        return int8_ops_per_s(gpu)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
     if dtype.startswith(MXFP4_DTYPES):
