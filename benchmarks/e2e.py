@@ -28,7 +28,7 @@ are counted with their one-line reason, and no row stops the table: counts and f
 numeric strings are read as numbers, the engine is vLLM or SGLang wherever the row's engine
 family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels; llm-d, AIBrix
 and Ray Serve LLM serve with vLLM), a precision is the first format its text names (an INT8 or
-bare W8A8 one goes to the planner, which refuses it), a disaggregated row is posed on its
+bare W8A8 one posed as the planner's int8 W8A8 variant), a disaggregated row is posed on its
 pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it), and
 `vllm bench serve --save-result` JSON's own names (median_tpot_ms, output_throughput,
 random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields; a

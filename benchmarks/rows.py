@@ -156,9 +156,9 @@ SAME_ARCHITECTURE = {
 # A row's stated weight precision -> the weights it poses: the first word of its text that
 # names a format ("fp8 (block)", "FP4", "int4 AWQ", "W8A8-FP8"); a 16-bit word first means
 # 16-bit weights ("bf16, fp8 KV"). A bare "fp4" is NVIDIA's NVFP4 on NVIDIA cards and the OCP
-# MXFP4 AMD Instinct cards run (AMD Quark's exports). INT8 is passed on as such, for the
-# planner to refuse by name rather than price 16-bit weights; so is a bare W8A8 (SmoothQuant's
-# and compressed-tensors' int8 scheme), unless a word after it names FP8 ("W8A8 FP8"). W4A8
+# MXFP4 AMD Instinct cards run (AMD Quark's exports). INT8 is posed as the planner's int8
+# W8A8 variant (int8 weights and activations); so is a bare W8A8 (SmoothQuant's and
+# compressed-tensors' int8 scheme), unless a word after it names FP8 ("W8A8 FP8"). W4A8
 # (4-bit weights, 8-bit activations) is posed as 4-bit weights, float8 / e4m3 as fp8.
 SIXTEEN_BIT_WORDS = ("bf16", "fp16", "fp32", "float16", "bfloat16")
 FP8_WORDS = ("fp8", "float8", "e4m3")

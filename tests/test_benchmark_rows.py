@@ -874,7 +874,8 @@ def test_shared_prefix_datasets_pose_their_prefixes() -> None:
 
 def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
     """The first word naming a format, wherever it stands ("W8A8-FP8"); a 16-bit word first
-    means 16-bit weights; INT8 is passed on for the planner to refuse, not priced as bf16."""
+    means 16-bit weights; INT8 is passed on as the planner's int8 W8A8 variant, not priced as
+    bf16."""
     from rows import stated_weights
 
     cases = {
@@ -884,7 +885,7 @@ def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
         "INT4 (AWQ)": "int4",
         "bf16 (fp8 KV)": None,
         "w8a8 int8": "int8",
-        "W8A8": "int8",  # SmoothQuant's int8 scheme: refused by name, never priced as bf16
+        "W8A8": "int8",  # SmoothQuant's int8 scheme: the int8 W8A8 variant, never bf16
         "W8A8 (FP8 dynamic)": "fp8",
         "float8_e4m3fn": "fp8",
         "W4A8 AWQ": "int4",

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
-from planner.core.specs import MODELOPT_MIXED_METHOD, MODELOPT_NVFP4, MODELOPT_NVFP4_METHOD
+from planner.core.engines.common import capability
+from planner.core.specs import (
+    INT8_W8A8_LABEL,
+    MODELOPT_MIXED_METHOD,
+    MODELOPT_NVFP4,
+    MODELOPT_NVFP4_METHOD,
+    W8A8_INT8_METHOD,
+)
 from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -270,14 +277,19 @@ CHECKPOINT_QUANTIZATION = {
 SGLANG_READS_FROM_CHECKPOINT = frozenset({"fbgemm_fp8", "quark"})
 # Default mean actual tokens per sequence when --mean-len is not given (capped at the context).
 DEFAULT_MEAN_TOKENS = 2000
+# vLLM runs int8 W8A8 GEMMs from compute capability 7.5 (CutlassScaledMMLinearKernel.
+# is_supported, vllm/model_executor/layers/quantization/kernels/scaled_mm/cutlass.py, 0.14.0).
+INT8_W8A8_MIN_CAPABILITY = (7, 5)
 # --weight-dtype values that name a variant checkpoint of the same architecture (sized by its
-# quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, and
-# 4-bit AWQ for int4.
+# quantization format) rather than an online re-quantization: NVFP4 (ModelOpt), MXFP4, 4-bit
+# AWQ for int4, and int8 W8A8 for int8 (compressed-tensors' and SGLang's exports: int8 weights
+# multiplying int8 activations).
 VARIANT_CHECKPOINTS = {
     "fp4": MODELOPT_NVFP4_METHOD,
     "nvfp4": MODELOPT_NVFP4_METHOD,
     "mxfp4": "mxfp4",
     "int4": "awq",
+    "int8": W8A8_INT8_METHOD,
 }
 # The 4-bit float formats among them, which the textbook ledger sizes at its 4 bits a weight.
 FOUR_BIT_FORMATS = {"nvfp4": "fp4", "mxfp4": "fp4"}
@@ -403,6 +415,13 @@ def serve_report(
 
         given = values.get("version")
         sglang.check_nvfp4_experts(spec, card, release("sglang", str(given) if given else None))
+    int8 = variant == W8A8_INT8_METHOD or spec.weight_dtype == INT8_W8A8_LABEL
+    if int8 and capability(card) < INT8_W8A8_MIN_CAPABILITY:
+        raise InputError(
+            "--weight-dtype" if variant else "--model",
+            f"int8 W8A8 runs on CUDA compute capability 7.5 and later (vLLM's CUTLASS int8 "
+            f"GEMM); the {card.id} has {card.compute_capability}",
+        )
     if variant is None and spec.mixed_precision_algos:
         from planner.core.engines import release
         from planner.core.engines.common import check_mixed_precision

@@ -23,6 +23,7 @@ from planner.core.specs import (
     MODELOPT_NVFP4,
     OPENAI_MXFP4,
     QUARK_MXFP4_FP8_INPUTS,
+    W8A8_INT8_METHOD,
     KvKind,
     KvLayerGroup,
     ModelSpec,
@@ -916,6 +917,10 @@ def _quantization(
             return "bnb-nf4", ceil_div(quantized_params, 2) + blocks * 4 + plain_bytes
         if q.get("load_in_8bit"):
             return "bnb-int8", quantized_params + plain_bytes
+    if method == W8A8_INT8_METHOD:
+        # SGLang's int8 W8A8 checkpoints (int8 weights, a scale per output channel, int8
+        # activations scaled per token): a byte a weight, the scales not counted
+        return INT8_W8A8_LABEL, quantized_params + plain_bytes
     if method == "compressed-tensors":
         config_groups = _mapping(q.get("config_groups"), f"{where}.config_groups")
         for key, grp in config_groups.items():
@@ -933,7 +938,7 @@ def _quantization(
     raise InputError(
         "quantization_config.quant_method",
         f"{method!r} is not sized; known: fp8, fbgemm_fp8, quark, awq, gptq, mxfp4, modelopt "
-        "(NVFP4 / FP8), bitsandbytes, compressed-tensors (or pass --weight-dtype)",
+        "(NVFP4 / FP8), bitsandbytes, compressed-tensors, w8a8_int8 (or pass --weight-dtype)",
     )
 
 

@@ -19,6 +19,9 @@ QUARK_MXFP4_FP8_INPUTS = "mxfp4-quark-a8"
 # activations (its W8A8 scheme: the card's INT8 rate, planner.core.step.gemm); int8 weights
 # alone keep "compressed-tensors-int8" (16-bit multiplies).
 INT8_W8A8_LABEL = "compressed-tensors-w8a8-int8"
+# SGLang's --quantization name for int8 W8A8 checkpoints (python/sglang/srt/layers/quantization/
+# w8a8_int8.py), and the method the planner sizes an int8 variant checkpoint by.
+W8A8_INT8_METHOD = "w8a8_int8"
 # ModelSpec.weight_dtype of NVIDIA ModelOpt NVFP4 checkpoints (quant_algo NVFP4), and the
 # engines' --quantization name for them (vLLM's QUANTIZATION_METHODS; SGLang spells it alike).
 MODELOPT_NVFP4 = "nvfp4"

@@ -122,7 +122,7 @@ def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool =
     attention is priced there too (an estimate that errs slow on prefill)."""
     dtype = (weight_dtype or "").lower()
     base = float(gpu.bf16_dense_flops or gpu.fp16_dense_flops or 0)
-    if dtype in INT8_W8A8_LABELS:
+    if dtype in INT8_W8A8_LABELS or dtype == "int8":  # a checkpoint's, or the int8 variant
         return int8_ops_per_s(gpu)
     if (dtype.startswith("fp8") or dtype in FP8_LABELS) and gpu.fp8_dense_flops:
         return float(gpu.fp8_dense_flops)
