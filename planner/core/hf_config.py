@@ -917,10 +917,6 @@ def _quantization(
             return "bnb-nf4", ceil_div(quantized_params, 2) + blocks * 4 + plain_bytes
         if q.get("load_in_8bit"):
             return "bnb-int8", quantized_params + plain_bytes
-    if method == W8A8_INT8_METHOD:
-        # SGLang's int8 W8A8 checkpoints (int8 weights, a scale per output channel, int8
-        # activations scaled per token): a byte a weight, the scales not counted
-        return INT8_W8A8_LABEL, quantized_params + plain_bytes
     if method == "compressed-tensors":
         config_groups = _mapping(q.get("config_groups"), f"{where}.config_groups")
         for key, grp in config_groups.items():
@@ -938,7 +934,7 @@ def _quantization(
     raise InputError(
         "quantization_config.quant_method",
         f"{method!r} is not sized; known: fp8, fbgemm_fp8, quark, awq, gptq, mxfp4, modelopt "
-        "(NVFP4 / FP8), bitsandbytes, compressed-tensors, w8a8_int8 (or pass --weight-dtype)",
+        "(NVFP4 / FP8), bitsandbytes, compressed-tensors (or pass --weight-dtype)",
     )
 
 
@@ -1041,6 +1037,10 @@ def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
     bitsandbytes: vLLM's in-flight 4-bit NF4 of an unquantised checkpoint)."""
     bits = DTYPE_BITS[model.native_dtype]
     q = model.quantizable_params
+    if method == W8A8_INT8_METHOD:
+        # an int8 W8A8 export (int8 weights with a scale per output channel, as compressed-
+        # tensors' channel strategy stores them): a byte a weight, the scales not counted
+        return q + ceil_div((model.params_total - q) * bits, 8)
     config: dict[str, Any] = {"quant_method": method}
     if method == "bitsandbytes":
         config["load_in_4bit"] = True
