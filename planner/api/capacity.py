@@ -418,7 +418,7 @@ def serve_report(
     int8 = variant == W8A8_INT8_METHOD or spec.weight_dtype == INT8_W8A8_LABEL
     if int8 and capability(card) < INT8_W8A8_MIN_CAPABILITY:
         raise InputError(
-            "--weight-dtype" if variant else "--model",
+            "--weight-dtype" if variant else "--gpu",
             f"int8 W8A8 runs on CUDA compute capability 7.5 and later (vLLM's CUTLASS int8 "
             f"GEMM); the {card.id} has {card.compute_capability}",
         )

@@ -49,11 +49,12 @@ INT8_W8A8_LABELS = (INT8_W8A8_LABEL,)
 
 
 def int8_ops_per_s(gpu: GpuSpec) -> float:
-    """The card's dense INT8 tensor rate: its own figure where the datasheet departs from the
-    rule (Blackwell Ultra's cut one), else its FP8 rate where it has one (H100, L40S, B200,
-    MI300X and MI355X list the same dense INT8 and FP8 figures), else twice its 16-bit rate on
-    NVIDIA (A100 624 against 312, A10 250 against 125, T4 130 against 65 TOPS / TFLOPS) and the
-    16-bit rate on AMD (MI250X 383 and 383)."""
+    """The card's dense INT8 tensor rate: its own figure where it departs from the rule
+    (Blackwell Ultra's cut one), else its FP8 rate where it has one (the same figures in NVIDIA's
+    aiconfigurator systems tables for H100, H200, L4, L40S, B200, GB200 and RTX PRO 6000, and in
+    the MI300X and MI355X datasheets), else twice its 16-bit rate on NVIDIA (A100 624 against
+    312 in those tables; the A10 and T4 datasheets 250 against 125, 130 against 65) and the
+    16-bit rate on AMD (the MI250X datasheet: 383 and 383)."""
     if gpu.int8_dense_ops:
         return float(gpu.int8_dense_ops)
     if gpu.fp8_dense_flops:
@@ -112,8 +113,8 @@ def emulated(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) 
 def gemm_flops_per_s(gpu: GpuSpec, weight_dtype: str | None, weight_only: bool = False) -> float:
     """Dense tensor-core rate the linear layers run at: the rate of the activations' dtype.
     fp8 (w8a8), int8 w8a8 (int8_ops_per_s) and NVFP4 (w4a4, on cards with fp4 tensor cores)
-    run at their own rate; MXFP4
-    and weight-only int4 at the rate of the activations they are multiplied with: 16-bit where
+    run at their own rate; MXFP4 and weight-only int4 at the rate of the activations they are
+    multiplied with: 16-bit where
     the format is weight-only (OpenAI's MXFP4 checkpoints, `weight_only`) and on NVIDIA; AMD's
     MXFP4 exports on AMD Instinct at the fp4 rate (w4a4, where the card has one) or the fp8
     rate (fp8 inputs, or no fp4 rate); NVFP4 on AMD Instinct (emulated) at the 16-bit rate. A
