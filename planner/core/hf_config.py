@@ -1024,6 +1024,19 @@ def _quant_bits(value: Any, field: str) -> int:
     return bits
 
 
+# The quantization_config of an int8 W8A8 export (compressed-tensors' W8A8 int8 scheme: per-
+# channel int8 weights, per-token dynamic int8 activations), which --weight-dtype int8 sizes.
+INT8_W8A8_EXPORT: Config = {
+    "quant_method": "compressed-tensors",
+    "config_groups": {
+        "group_0": {
+            "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "int", "strategy": "token"},
+        }
+    },
+}
+
+
 def _int8_inputs(inputs: Any) -> bool:
     """Whether a compressed-tensors config group quantizes its input activations to 8-bit
     integers (its W8A8 scheme: num_bits 8, type int; a group without them is weight-only)."""
@@ -1037,11 +1050,11 @@ def quantized_weights_bytes(model: ModelSpec, method: str) -> int:
     bitsandbytes: vLLM's in-flight 4-bit NF4 of an unquantised checkpoint)."""
     bits = DTYPE_BITS[model.native_dtype]
     q = model.quantizable_params
-    if method == W8A8_INT8_METHOD:
-        # an int8 W8A8 export (int8 weights with a scale per output channel, as compressed-
-        # tensors' channel strategy stores them): a byte a weight, the scales not counted
-        return q + ceil_div((model.params_total - q) * bits, 8)
-    config: dict[str, Any] = {"quant_method": method}
+    # an int8 W8A8 export is sized as compressed-tensors stores one (int8 weights, a scale
+    # per output channel, int8 activations)
+    config: dict[str, Any] = (
+        dict(INT8_W8A8_EXPORT) if method == W8A8_INT8_METHOD else {"quant_method": method}
+    )
     if method == "bitsandbytes":
         config["load_in_4bit"] = True
     _label, linear = _quantization({"quantization_config": config}, q, q, bits)

@@ -91,6 +91,9 @@ class RunState:
         self.output = trace.output_tokens
         self.target = (trace.prompt_tokens - trace.cached_prefix_tokens).astype(np.int64)
         self.target = np.maximum(self.target, 1)  # at least the last token is computed
+        # the prefix-cache hits' tokens: not prefilled, attended to (prefill chunks' keys and
+        # every decode step's KV read)
+        self.cached = trace.prompt_tokens - self.target
         self.prefilled = np.zeros(n, dtype=np.int64)
         self.generated = np.zeros(n, dtype=np.int64)
         self.post = np.zeros(n, dtype=np.int64)  # tokens held after the last (re)prefill
@@ -319,11 +322,7 @@ class _IterationLoop:
         )
         self.output: list[int] = run.output.tolist()
         self.target: list[int] = run.target.tolist()
-        # prefix-cache hits: tokens a request does not prefill but attends to (its prefill
-        # chunks' keys and every decode step's KV read), held once in the pool (above)
-        self.cached: list[int] = np.minimum(
-            trace.cached_prefix_tokens, np.maximum(trace.prompt_tokens - 1, 0)
-        ).tolist()
+        self.cached: list[int] = run.cached.tolist()  # held once in the pool (above)
         self.prefilled: list[int] = run.prefilled.tolist()
         self.post: list[int] = run.post.tolist()
         self.generated: list[int] = run.generated.tolist()
