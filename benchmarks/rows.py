@@ -602,9 +602,9 @@ def engine_settings(row: dict[str, object]) -> dict[str, int | float]:
 
 
 # SGLang engine fields a row's notes may quote: the MoE all-to-all backend (a word), two-batch
-# overlap and the attention-DP groups' own lm_head (bare flags).
+# overlap, the attention-DP groups' own lm_head and the radix cache turned off (bare flags).
 SGLANG_WORD_FLAGS = {"moe_a2a_backend": ("none", "deepep", "mori")}
-SGLANG_BARE_FLAGS = ("enable_two_batch_overlap", "enable_dp_lm_head")
+SGLANG_BARE_FLAGS = ("enable_two_batch_overlap", "enable_dp_lm_head", "disable_radix_cache")
 
 
 # The MoE all-to-all each engine's model prices: vLLM its default gather and reduce-scatter and
@@ -646,8 +646,8 @@ def unmodelled_all_to_all(row: dict[str, object], family: str) -> str | None:
 
 
 # vLLM engine fields a row may state as a bare flag or its negation: async scheduling (a
-# --no- form turns off what 0.14 turns on by default) and dual-batch overlap.
-VLLM_SWITCH_FLAGS = ("async_scheduling", "enable_dbo")
+# --no- form turns off what 0.14 turns on by default), dual-batch overlap and prefix caching.
+VLLM_SWITCH_FLAGS = ("async_scheduling", "enable_dbo", "enable_prefix_caching")
 
 
 def vllm_fields(row: dict[str, object]) -> dict[str, object]:

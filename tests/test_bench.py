@@ -338,6 +338,54 @@ def test_a_cached_prefix_is_read_by_every_step_but_prefilled_once(cli: Cli) -> N
     assert any("--enable-prefix-caching" in note for note in missed["notes"])
 
 
+def test_prefix_caching_follows_the_line_and_the_release(cli: Cli) -> None:
+    """Whether a shared prefix is served from the cache is the engine's: vLLM's
+    --enable-prefix-caching / --no-enable-prefix-caching and SGLang's --disable-radix-cache
+    decide it where given (and the deployment's line carries them, in the form the release
+    parses), else the release's default: V1 on, V0 off, and hybrid models (Mamba / linear
+    attention) off in V1 before 0.26."""
+    base = ["simulate", "--concurrency", "1", "--output-len", "10", "--requests", "10"]
+    base += ["--json", "--prompt-len"]
+    llama = [*base, "1000", "--preset", "llama-3.1-8b", "--gpu", "h100"]
+
+    def run(*flags: str) -> dict[str, Any]:
+        got = cli(*llama, "--random-prefix-len", "8000", *flags)
+        assert got.code == 0, got.output
+        return got.json()
+
+    whole_ttft = cli(*base, "9000", "--preset", "llama-3.1-8b", "--gpu", "h100").json()
+    cached, off = run(), run("--no-enable-prefix-caching")
+    assert cached["prefix_cache"]["gpu_hits"] == 9  # every request after the first
+    assert off["prefix_cache"]["gpu_hits"] == 0
+    assert off["median_ttft_ms"] == whole_ttft["median_ttft_ms"] > 5 * cached["median_ttft_ms"]
+    assert off["deployment"]["command"].endswith("--no-enable-prefix-caching")
+    assert any("--no-enable-prefix-caching" in n for n in off["notes"])
+    assert run("--enable-prefix-caching")["median_ttft_ms"] == cached["median_ttft_ms"]
+    # V0: off unless asked; its line has no negative form (a store_true flag), only the bare one
+    v0_off = run("--engine-version", "0.6.3", "--no-enable-prefix-caching")
+    assert "prefix-caching" not in v0_off["deployment"]["command"]
+    assert v0_off["prefix_cache"]["gpu_hits"] == 0
+    v0_on = run("--engine-version", "0.6.3", "--enable-prefix-caching")
+    assert v0_on["prefix_cache"]["gpu_hits"] == 9
+    assert v0_on["deployment"]["command"].endswith("--enable-prefix-caching")
+    # SGLang's radix cache
+    sglang = ["--engine", "sglang"]
+    assert run(*sglang)["prefix_cache"]["gpu_hits"] == 9
+    radix_off = run(*sglang, "--disable-radix-cache")
+    assert radix_off["prefix_cache"]["gpu_hits"] == 0
+    assert radix_off["deployment"]["command"].endswith("--disable-radix-cache")
+    for flag, engine in (("--disable-radix-cache", "vllm"), ("--enable-prefix-caching", "sglang")):
+        wrong = cli(*llama, "--engine", engine, flag)
+        assert wrong.code == 2 and wrong.json()["field"] == flag
+    # a hybrid model (Qwen3-Next's linear-attention layers) caches from vLLM 0.26 only
+    hybrid = [*base, "1000", "--preset", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "2"]
+    hybrid += ["--random-prefix-len", "8000", "--engine-version"]
+    assert cli(*hybrid, "0.25.0").json()["prefix_cache"]["gpu_hits"] == 0
+    assert cli(*hybrid, "0.26.0").json()["prefix_cache"]["gpu_hits"] == 9
+    asked = cli(*hybrid, "0.25.0", "--enable-prefix-caching").json()
+    assert asked["prefix_cache"]["gpu_hits"] == 9
+
+
 def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:
     """--dataset-name sonnet (vllm bench serve) and generated-shared-prefix (sglang.bench_serving)
     pose what the planner's own prefix flags pose: each prompt's own tokens after a prefix

@@ -255,6 +255,8 @@ def test_a_rows_sglang_moe_flags_are_read_from_its_notes() -> None:
     recipe = {"notes": "--moe-dense-tp-size 1 --enable-dp-lm-head --cuda-graph-max-bs 128"}
     assert sglang_fields(recipe) == {"enable_dp_lm_head": True}
     assert engine_settings(recipe) == {"moe_dense_tp_size": 1, "cuda_graph_max_bs_decode": 128}
+    # a run without the radix cache serves no shared prefix from it
+    assert sglang_fields({"notes": "--disable-radix-cache --tp 8"}) == {"disable_radix_cache": True}
 
 
 def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> None:
@@ -268,6 +270,10 @@ def test_a_vllm_rows_switches_and_stream_interval_are_posed_as_its_line() -> Non
     assert vllm_fields({"notes": "--no-async-scheduling"}) == {"async_scheduling": False}
     assert vllm_fields({"engine_config": {"async_scheduling": True}}) == {"async_scheduling": True}
     assert vllm_fields({"notes": "--async-scheduling-x"}) == {}
+    # prefix caching as a dstack sweep's engine_config states it, or a --no- flag in the notes
+    off = {"engine_config": {"enable_prefix_caching": "FALSE"}}
+    assert vllm_fields(off) == {"enable_prefix_caching": False}
+    assert vllm_fields({"notes": "--no-enable-prefix-caching"}) == {"enable_prefix_caching": False}
     row = vllm_random_row("meta-llama/Llama-3.1-8B-Instruct", "H100", 1, concurrency=4)
     row["notes"] = "vllm serve m --async-scheduling --stream-interval 10"
     kwargs, why = e2e.pose(row, MODELS)

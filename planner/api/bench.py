@@ -388,7 +388,7 @@ def prefix_served(
     plan, p, curve = inst.plan, inst.prediction, inst.curve
     tiers = plan.kv_tiers
     cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
-    caches = caches_prefixes(inst.engine, p.version)
+    caches = caches_prefixes(inst.engine, p, curve.model)
     per_token = p.bytes_per_block // inst.cfg.block_tokens
     own = float((trace.prompt_tokens + trace.output_tokens).mean())
     if concurrency is None:

@@ -161,12 +161,8 @@ def run_notes(
             f"{curve.plain_flops_per_s / 1e12:,.0f} in 16 bits: prefill and large batches run "
             "slower than a 16-bit checkpoint's"
         )
-    if metrics.get("prefix_cache") and not caches_prefixes(engine, p.version):
-        notes.append(
-            f"vLLM {p.version} (V0) caches no prefixes unless started with "
-            "--enable-prefix-caching (off by default; not modelled): every request prefills "
-            "its shared prefix"
-        )
+    if metrics.get("prefix_cache") and not caches_prefixes(engine, p, curve.model):
+        notes.append(prefix_cache_off_note(engine, p))
     if metrics["ignored_requests"]:
         notes.append(
             f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "
@@ -385,6 +381,25 @@ def graph_coverage_notes(
         )
     batch = graph_batch_note(engine, prediction, peak_running, v0)
     return notes + ([batch] if batch else [])
+
+
+def prefix_cache_off_note(engine: str, p: EnginePrediction) -> str:
+    """Why the engine serves no shared prefix from its cache: the line's flag or the release's
+    default (caches_prefixes)."""
+    from planner.core.engines.common import parse_version
+
+    if engine != "vllm":
+        why = "--disable-radix-cache"
+    elif p.settings.get("enable_prefix_caching") is False:
+        why = "--no-enable-prefix-caching"
+    elif parse_version(p.version) < VLLM_V1_SINCE:
+        why = "V0 leaves it off unless started with --enable-prefix-caching"
+    else:
+        why = "off for hybrid models before 0.26 unless started with --enable-prefix-caching"
+    return (
+        f"{'vLLM' if engine == 'vllm' else 'SGLang'} {p.version} caches no prompt prefixes "
+        f"({why}): every request prefills its shared prefix"
+    )
 
 
 def graph_batch_note(

@@ -17,8 +17,10 @@ from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
     AsyncScheduling,
+    DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
+    EnablePrefixCaching,
     EnableTwoBatchOverlap,
     EngineDtype,
     EpNumRedundantExperts,
@@ -140,6 +142,7 @@ def capacity(
     ] = None,
     enforce_eager: Annotated[bool, typer.Option(help="vLLM flag: no CUDA graphs.")] = False,
     async_scheduling: AsyncScheduling = None,
+    enable_prefix_caching: EnablePrefixCaching = None,
     all2all_backend: All2AllBackend = None,
     enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
@@ -259,6 +262,7 @@ def capacity(
     enable_two_batch_overlap: EnableTwoBatchOverlap = False,
     moe_dense_tp_size: MoeDenseTpSize = None,
     enable_dp_lm_head: EnableDpLmHead = False,
+    disable_radix_cache: DisableRadixCache = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -392,6 +396,7 @@ class CapacityFlags:
     max_num_seqs: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    enable_prefix_caching: bool | None
     all2all_backend: str | None
     enable_dbo: bool
     stream_interval: int | None
@@ -422,6 +427,7 @@ class CapacityFlags:
     enable_two_batch_overlap: bool
     moe_dense_tp_size: int | None
     enable_dp_lm_head: bool
+    disable_radix_cache: bool
     quantization: str | None
     mem_fraction_static: float | None
     chunked_prefill_size: int | None
@@ -566,6 +572,7 @@ def _engine_ledger_settings(
             name,
             enforce_eager=f.enforce_eager,
             async_scheduling=f.async_scheduling,
+            enable_prefix_caching=f.enable_prefix_caching,
             all2all_backend=f.all2all_backend,
             enable_dbo=f.enable_dbo,
             stream_interval=f.stream_interval,
@@ -588,6 +595,7 @@ def _engine_ledger_settings(
             moe_a2a_backend=f.moe_a2a_backend,
             moe_dense_tp_size=f.moe_dense_tp_size,
             enable_dp_lm_head=f.enable_dp_lm_head or None,
+            disable_radix_cache=f.disable_radix_cache or None,
             mamba_full_memory_ratio=f.mamba_full_memory_ratio,
             max_mamba_cache_size=f.max_mamba_cache_size,
         )
@@ -620,6 +628,7 @@ VLLM_ONLY_FLAGS = {
     "--max-cudagraph-capture-size": "max_cudagraph_capture_size",
     "--enable-chunked-prefill": "enable_chunked_prefill",
     "--async-scheduling": "async_scheduling",
+    "--enable-prefix-caching": "enable_prefix_caching",
     "--all2all-backend": "all2all_backend",
     "--enable-dbo": "enable_dbo",
     "--flashinfer": "flashinfer",
@@ -649,6 +658,7 @@ SGLANG_ONLY_FLAGS = {
     "--moe-a2a-backend": "moe_a2a_backend",
     "--moe-dense-tp-size": "moe_dense_tp_size",
     "--enable-dp-lm-head": "enable_dp_lm_head",
+    "--disable-radix-cache": "disable_radix_cache",
 }
 
 
@@ -872,7 +882,12 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         # refused by the settings), not mistaken for False
         extra = {k: given[k] for k in names if given[k] not in (None, "serve")}
         extra = {k: v for k, v in extra.items() if v is not False}
-        for tri_state in ("flashinfer", "enable_chunked_prefill", "async_scheduling"):
+        for tri_state in (
+            "flashinfer",
+            "enable_chunked_prefill",
+            "async_scheduling",
+            "enable_prefix_caching",
+        ):
             if given[tri_state] is not None:
                 extra[tri_state] = given[tri_state]
         extra |= reserved
@@ -894,6 +909,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "moe_a2a_backend",
         "moe_dense_tp_size",
         "enable_dp_lm_head",
+        "disable_radix_cache",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

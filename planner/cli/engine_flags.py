@@ -36,6 +36,8 @@ ENGINE_EXTRA_FLAGS = {
     ),
     "enforce_eager": ("vllm", "--enforce-eager", "enforce_eager"),
     "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
+    "enable_prefix_caching": ("vllm", "--enable-prefix-caching", "enable_prefix_caching"),
+    "disable_radix_cache": ("sglang", "--disable-radix-cache", "disable_radix_cache"),
     "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
     "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),

@@ -140,6 +140,22 @@ AsyncScheduling = Annotated[
         show_default=False,
     ),
 ]
+EnablePrefixCaching = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM flag: serve repeated prompt prefixes from the KV cache [the release's: on "
+        "from V1 (0.8), for hybrid Mamba / linear-attention models from 0.26].",
+        show_default=False,
+    ),
+]
+DisableRadixCache = Annotated[
+    bool,
+    typer.Option(
+        "--disable-radix-cache",
+        help="SGLang flag: serve no prompt prefix from the KV cache (its radix cache).",
+    ),
+]
 All2AllBackend = Annotated[
     str | None,
     typer.Option(

@@ -15,10 +15,12 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     AttentionDataParallel,
+    DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
     EnableExpertParallel,
     EnableHierarchicalCache,
+    EnablePrefixCaching,
     EnableTwoBatchOverlap,
     EngineDtype,
     EpNumRedundantExperts,
@@ -348,6 +350,8 @@ def simulate(
         bool, typer.Option("--enforce-eager", help="vLLM: no CUDA graphs.")
     ] = False,
     async_scheduling: AsyncScheduling = None,
+    enable_prefix_caching: EnablePrefixCaching = None,
+    disable_radix_cache: DisableRadixCache = False,
     all2all_backend: All2AllBackend = None,
     enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
@@ -607,6 +611,8 @@ class SimulateFlags:
     max_cudagraph_capture_size: int | None
     enforce_eager: bool
     async_scheduling: bool | None
+    enable_prefix_caching: bool | None
+    disable_radix_cache: bool
     all2all_backend: str | None
     enable_dbo: bool
     stream_interval: int | None
@@ -1001,6 +1007,8 @@ DEPLOYMENT_FLAGS = {
     "max_cudagraph_capture_size": "--max-cudagraph-capture-size",
     "enforce_eager": "--enforce-eager",
     "async_scheduling": "--async-scheduling",
+    "enable_prefix_caching": "--enable-prefix-caching",
+    "disable_radix_cache": "--disable-radix-cache",
     "all2all_backend": "--all2all-backend",
     "enable_dbo": "--enable-dbo",
     "stream_interval": "--stream-interval",

@@ -874,6 +874,7 @@ VLLM_FLAGS = (
     ("max_loras", "--max-loras"),
     ("enforce_eager", "--enforce-eager"),
     ("async_scheduling", "--async-scheduling"),
+    ("enable_prefix_caching", "--enable-prefix-caching"),
     ("all2all_backend", "--all2all-backend"),
     ("enable_dbo", "--enable-dbo"),
     ("stream_interval", "--stream-interval"),
@@ -913,6 +914,7 @@ SGLANG_FLAGS = (
     ("enable_deepep_moe", "--enable-deepep-moe"),
     ("moe_dense_tp_size", "--moe-dense-tp-size"),
     ("enable_dp_lm_head", "--enable-dp-lm-head"),
+    ("disable_radix_cache", "--disable-radix-cache"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -960,6 +962,11 @@ VLLM_KV_CACHE_DTYPE_SINCE = (0, 3, 0)
 # SchedulerConfig (`--no-enable-chunked-prefill`); neither accepts the other's form
 # (vllm/engine/arg_utils.py, read in the 0.8.4 and 0.8.5 wheels).
 VLLM_NO_FLAG_FORM_SINCE = (0, 8, 5)
+# --enable-prefix-caching was a bare store_true flag in V0 (off by default: vllm/engine/
+# arg_utils.py, 0.6.4) and is a BooleanOptionalAction from V1's 0.8.0 (on by default;
+# `--no-enable-prefix-caching` turns it off: the 0.8.0 wheel's arg_utils.py). Before 0.8 off is
+# the default, so the line leaves it out.
+VLLM_NO_PREFIX_CACHING_SINCE = (0, 8, 0)
 
 
 def command_line(
@@ -1001,6 +1008,10 @@ def command_line(
         if field == "async_scheduling" and value is False:
             # asked off: the release's BooleanOptionalAction form (0.10 on, where the flag is)
             parts.append("--no-async-scheduling")
+            continue
+        if field == "enable_prefix_caching" and value is False:
+            if release is None or release >= VLLM_NO_PREFIX_CACHING_SINCE:
+                parts.append("--no-enable-prefix-caching")
             continue
         if value is None or value is False or LINE_DEFAULTS.get(field) == value:
             continue
@@ -1044,6 +1055,8 @@ BOOLEAN_FIELDS = (
     "enable_lora",
     "enforce_eager",
     "async_scheduling",
+    "enable_prefix_caching",
+    "disable_radix_cache",
     "enable_expert_parallel",
     "enable_dp_attention",
     "enable_hierarchical_cache",
@@ -1073,6 +1086,8 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         out["enable_chunked_prefill"] = False
     if "--no-async-scheduling" in flags and engine == "vllm":
         out["async_scheduling"] = False
+    if "--no-enable-prefix-caching" in flags and engine == "vllm":
+        out["enable_prefix_caching"] = False
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         if flag not in flags:
             continue

@@ -436,6 +436,11 @@ class SglangSettings(BaseModel):
         description="--enable-dp-lm-head: the lm_head over each attention-TP group, not the "
         "whole TP group (data-parallel attention only)",
     )
+    disable_radix_cache: bool = Field(
+        default=False,
+        description="--disable-radix-cache: no prompt prefix is served from the KV cache "
+        "(the pool is the same)",
+    )
     enable_two_batch_overlap: bool = Field(
         default=False,
         description="split each batch in two so one half's MoE all-to-all runs under the "
@@ -834,6 +839,7 @@ def predict(
             "enable_dp_lm_head": (s.enable_dp_lm_head and lay.attn_dp > 1) or None,
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
+            "disable_radix_cache": s.disable_radix_cache or None,
             "stream_interval": s.stream_interval,
             "scheduler_recv_interval": s.scheduler_recv_interval,
             "max_prefill_tokens": s.max_prefill_tokens,

@@ -589,6 +589,12 @@ class VllmSettings(BaseModel):
         ge=1,
         description="--stream-interval (0.12+): a request's tokens sent N at a time",
     )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description="--enable-prefix-caching / --no-enable-prefix-caching: serve repeated "
+        "prompt prefixes from the KV cache (None: the release's default, "
+        "planner.api.bench_instance.caches_prefixes); the pool is the same either way",
+    )
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
     pipeline_parallel_size: int = Field(default=1, ge=1)
@@ -1382,6 +1388,7 @@ def predict(
             "enforce_eager": s.enforce_eager,
             "async_scheduling": async_on,
             "stream_interval": s.stream_interval,
+            "enable_prefix_caching": s.enable_prefix_caching,
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
             "enable_lora": s.enable_lora,
