@@ -374,7 +374,11 @@ def test_prefix_caching_follows_the_line_and_the_release(cli: Cli) -> None:
     radix_off = run(*sglang, "--disable-radix-cache")
     assert radix_off["prefix_cache"]["gpu_hits"] == 0
     assert radix_off["deployment"]["command"].endswith("--disable-radix-cache")
-    for flag, engine in (("--disable-radix-cache", "vllm"), ("--enable-prefix-caching", "sglang")):
+    for flag, engine in (
+        ("--disable-radix-cache", "vllm"),
+        ("--enable-prefix-caching", "sglang"),
+        ("--no-enable-prefix-caching", "sglang"),
+    ):
         wrong = cli(*llama, "--engine", engine, flag)
         assert wrong.code == 2 and wrong.json()["field"] == flag
     # a hybrid model (Qwen3-Next's linear-attention layers) caches from vLLM 0.26 only

@@ -46,6 +46,11 @@ ENGINE_EXTRA_FLAGS = {
 }
 
 
+# The flags among them that take a --no- form (a BooleanOptionalAction: on, off, or the release's
+# default when left out).
+NEGATABLE = ("async_scheduling", "enable_prefix_caching")
+
+
 # The MoE exchange flags (and the layout flags that go with them) `slo` and `spec` take by these
 # parameter names, as capacity and simulate take them.
 EXCHANGE_PARAMS = (
@@ -72,6 +77,8 @@ def engine_extra(engine: str, stated: dict[str, object]) -> dict[str, object]:
     extra: dict[str, object] = {}
     for name, value in stated.items():
         owner, flag, field = ENGINE_EXTRA_FLAGS[name]
+        if value is False and name in NEGATABLE:  # typed as its --no- form
+            flag = "--no-" + flag.removeprefix("--")
         if engine != owner:
             which = "an SGLang" if owner == "sglang" else "a vLLM"
             raise InputError(flag, f"{which} flag (--engine {owner})")
