@@ -1458,3 +1458,28 @@ def test_a_logged_fraction_past_floats_range_is_one_bad_figure() -> None:
             "x.log",
             require_tokens=False,
         )
+
+
+def test_vllm_prefix_caching_default_by_release_and_model() -> None:
+    """vLLM's V1 caches prefixes unless told not to, hybrid models (Mamba / linear attention)
+    from 0.26 only; V0 never unless asked. Where a hybrid model runs with it, the plan says its
+    pool is the one without (vLLM then keeps Mamba states at block boundaries, not modelled)."""
+    hybrid = spec_of(str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json"))
+    dense = spec_of(str(MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"))
+    on = vllm.prefix_caching_on
+    assert on(dense, (0, 8, 0), "v1", None) and not on(dense, (0, 6, 4), "v0", None)
+    assert not on(hybrid, (0, 25, 0), "v1", None) and on(hybrid, (0, 26, 0), "v1", None)
+    assert on(hybrid, (0, 14, 0), "v1", True) and not on(dense, (0, 34, 0), "v1", False)
+    gpu = find_gpu("h200")
+    note = "prefix caching on a hybrid model"
+
+    def notes(version: str, stated: bool | None) -> list[str]:
+        settings = vllm.VllmSettings(
+            version=version, tensor_parallel_size=2, enable_prefix_caching=stated
+        )
+        return vllm.predict(hybrid, gpu, settings).notes
+
+    assert any(note in n for n in notes("0.34.0", None))
+    assert not any(note in n for n in notes("0.34.0", False))
+    assert not any(note in n for n in notes("0.25.0", None))
+    assert any(note in n for n in notes("0.25.0", True))

@@ -183,33 +183,21 @@ def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
     return (trace.subset(keep) if ignored else trace), ignored
 
 
-# vLLM's V1 engine leaves prefix caching off by default for hybrid models (Mamba or linear-
-# attention state beside attention layers): 0.11 turns it off for them (MambaModelConfig), 0.12 -
-# 0.25 default it off (ModelConfig.is_prefix_caching_supported: "Hybrid models do not support
-# prefix caching"), 0.26 on (the same property: "Generative hybrid models support prefix
-# caching"); read in the 0.11.0, 0.12.0, 0.14.0, 0.20.0, 0.25.0, 0.26.0 and 0.34.0 wheels.
-VLLM_HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
-
-
 def caches_prefixes(engine: str, prediction: EnginePrediction, model: ModelSpec) -> bool:
     """Whether the started engine serves repeated prompt prefixes from its KV cache: as the
     line sets it (vLLM --enable-prefix-caching / --no-enable-prefix-caching, SGLang
-    --disable-radix-cache), else by the release's default: SGLang's radix cache on; vLLM V1's
-    automatic prefix caching on (for hybrid models from 0.26 only); V0 off (vllm/engine/
-    arg_utils.py, 0.6.x)."""
+    --disable-radix-cache), else by the release's default: SGLang's radix cache on; vLLM's
+    by planner.core.engines.vllm.prefix_caching_on (V1 on, hybrid models from 0.26; V0 off)."""
     from planner.core.engines.common import parse_version
+    from planner.core.engines.vllm import prefix_caching_on
 
     settings = prediction.settings
     if engine != "vllm":
         return not settings.get("disable_radix_cache")
     stated = settings.get("enable_prefix_caching")
-    if isinstance(stated, bool):
-        return stated
     release = parse_version(prediction.version)
-    if release < VLLM_V1_SINCE:
-        return False
-    hybrid = any(not g.kind.per_token for g in model.kv_groups)
-    return not hybrid or release >= VLLM_HYBRID_PREFIX_CACHING_SINCE
+    runs = "v0" if settings.get("engine") == "v0" else "v1"
+    return prefix_caching_on(model, release, runs, stated if isinstance(stated, bool) else None)
 
 
 def engine_scheduler(

@@ -559,6 +559,29 @@ def uses_v2_runner(model: ModelSpec, version: tuple[int, int, int], quantized: b
     return rule.scope == "dense" and not model.num_experts and not hybrid
 
 
+# vLLM's V1 engine leaves prefix caching off by default for hybrid models (Mamba or linear-
+# attention state beside attention layers): 0.11 turns it off for them (MambaModelConfig), 0.12 -
+# 0.25 default it off (ModelConfig.is_prefix_caching_supported: "Hybrid models do not support
+# prefix caching"), 0.26 on (the same property: "Generative hybrid models support prefix
+# caching"); read in the 0.11.0, 0.12.0, 0.14.0, 0.20.0, 0.25.0, 0.26.0 and 0.34.0 wheels. V0
+# (before 0.8) ran every model with it off unless asked (--enable-prefix-caching, store_true:
+# vllm/engine/arg_utils.py, 0.6.4).
+VLLM_HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
+
+
+def prefix_caching_on(
+    model: ModelSpec, version: tuple[int, int, int], engine: str, stated: bool | None
+) -> bool:
+    """Whether the started vLLM (`engine` "v0" or "v1") serves repeated prompt prefixes from
+    its KV cache: as the flag states, else the release's default for the model."""
+    if stated is not None:
+        return stated
+    if engine == "v0":
+        return False
+    hybrid = any(not g.kind.per_token for g in model.kv_groups)
+    return not hybrid or version >= VLLM_HYBRID_PREFIX_CACHING_SINCE
+
+
 class VllmSettings(BaseModel):
     """vLLM flags that move the KV cache; None = the engine's default for that version and GPU."""
 
@@ -1767,6 +1790,16 @@ def _fitted_pool(
     pool = pool_at(max_len)
     if pool.block != lay.block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
+    hybrid = any(not g.kind.per_token for g in at.model.kv_groups)
+    if hybrid and prefix_caching_on(
+        at.model, at.version, at.engine, at.settings.enable_prefix_caching
+    ):
+        notes.append(
+            "prefix caching on a hybrid model: vLLM then keeps Mamba states at block boundaries "
+            "(mamba_cache_mode 'all' or 'align' in recent releases) and aligns its block to "
+            "them; the pool here is the one without prefix caching (an estimate: no log of it "
+            "checked)"
+        )
     if at.settings.max_model_len != MAX_MODEL_LEN_AUTO:
         return pool, max_len, None
     fit_line = None
