@@ -161,6 +161,32 @@ def test_metrics_endpoints(cli: Cli, plan_file: Path) -> None:
     assert len(r.json()["sources"]) == 2
 
 
+def test_a_server_caching_prefixes_otherwise_than_planned_is_drift(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A plan whose line turns prefix caching on or off is checked against the
+    enable_prefix_caching label vLLM's cache_config_info reports (a real 0.29 scrape with it
+    off); a line that leaves it to the release's default is not."""
+    scrape = (DATA / "metrics" / "vllm-0.29-prefix-off-idle.prom").read_text()
+    base = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100"]
+    found = {}
+    with metrics_server({"/metrics": scrape}) as url:
+        for name, flags in (
+            ("on", ["--enable-prefix-caching"]),
+            ("off", ["--no-enable-prefix-caching"]),
+            ("default", []),
+        ):
+            plan = tmp_path / f"{name}.yaml"
+            assert cli(*base, *flags, "--save", str(plan)).code == 0
+            got = cli("drift", str(plan), "--against-metrics", f"{url}/metrics", "--json")
+            found[name] = [
+                (d["planned"], d["actual"])
+                for d in got.json()["differences"]
+                if d["key"] == "enable_prefix_caching"
+            ]
+    assert found == {"on": [("True", "False")], "off": [], "default": []}
+
+
 def test_unreachable_endpoints_exit_3_while_others_are_checked(
     cli: Cli, plan_file: Path, tmp_path: Path
 ) -> None:

@@ -113,6 +113,16 @@ def line_flags(line: str) -> dict[str, str]:
     return got.flags if got else {}
 
 
+def planned_prefix_caching(flags: dict[str, str]) -> bool | None:
+    """Prefix caching as a vLLM line states it (--enable-prefix-caching or its --no- form), or
+    None where the line leaves it to the release's default (which depends on the model)."""
+    if "--no-enable-prefix-caching" in flags:
+        return False
+    if "--enable-prefix-caching" in flags:
+        return flags["--enable-prefix-caching"].lower() != "false"
+    return None
+
+
 def compare_flags(
     planned_line: str,
     actual: dict[str, str],
@@ -272,6 +282,18 @@ def compare_metrics(
                         tolerance="exact",
                     )
                 )
+        stated = planned_prefix_caching(planned)
+        served = labels.get("enable_prefix_caching")
+        if stated is not None and served in ("True", "False") and served != str(stated):
+            rows.append(
+                Difference(
+                    where=where,
+                    key="enable_prefix_caching",
+                    planned=str(stated),
+                    actual=served,
+                    tolerance="exact",
+                )
+            )
         engines = samples["vllm:cache_config_info"]
         raw: Any = labels.get("kv_cache_size_tokens", "None")
         actual_tokens = _count(raw)
