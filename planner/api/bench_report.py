@@ -386,13 +386,11 @@ def graph_coverage_notes(
 def prefix_cache_off_note(engine: str, p: EnginePrediction) -> str:
     """Why the engine serves no shared prefix from its cache: the line's flag or the release's
     default (caches_prefixes)."""
-    from planner.core.engines.common import parse_version
-
     if engine != "vllm":
         why = "--disable-radix-cache"
     elif p.settings.get("enable_prefix_caching") is False:
         why = "--no-enable-prefix-caching"
-    elif parse_version(p.version) < VLLM_V1_SINCE:
+    elif p.settings.get("engine") == "v0":
         why = "V0 leaves it off unless started with --enable-prefix-caching"
     else:
         why = "off for hybrid models before 0.26 unless started with --enable-prefix-caching"

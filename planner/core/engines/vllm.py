@@ -548,6 +548,12 @@ ROCM_CUDAGRAPH_ESTIMATE_SINCE = (0, 26, 0)
 V2_SAMPLER_WARMUP_SINCE = (0, 33, 0)
 
 
+def has_state_layers(model: ModelSpec) -> bool:
+    """Whether a model is hybrid in vLLM's sense: Mamba or linear-attention state layers beside
+    (or instead of) attention."""
+    return any(not g.kind.per_token for g in model.kv_groups)
+
+
 def uses_v2_runner(model: ModelSpec, version: tuple[int, int, int], quantized: bool) -> bool:
     """Whether this vLLM version runs this model on model runner V2 by default."""
     rule = [r for r in V2_RUNNER_RULES if r.since <= version][-1]
@@ -555,7 +561,7 @@ def uses_v2_runner(model: ModelSpec, version: tuple[int, int, int], quantized: b
         return False
     if rule.scope == "all" or model.architecture in rule.architectures:
         return True
-    hybrid = any(not g.kind.per_token for g in model.kv_groups)
+    hybrid = has_state_layers(model)
     return rule.scope == "dense" and not model.num_experts and not hybrid
 
 
@@ -578,8 +584,7 @@ def prefix_caching_on(
         return stated
     if engine == "v0":
         return False
-    hybrid = any(not g.kind.per_token for g in model.kv_groups)
-    return not hybrid or version >= VLLM_HYBRID_PREFIX_CACHING_SINCE
+    return not has_state_layers(model) or version >= VLLM_HYBRID_PREFIX_CACHING_SINCE
 
 
 class VllmSettings(BaseModel):
@@ -1790,8 +1795,7 @@ def _fitted_pool(
     pool = pool_at(max_len)
     if pool.block != lay.block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
-    hybrid = any(not g.kind.per_token for g in at.model.kv_groups)
-    if hybrid and prefix_caching_on(
+    if has_state_layers(at.model) and prefix_caching_on(
         at.model, at.version, at.engine, at.settings.enable_prefix_caching
     ):
         notes.append(
