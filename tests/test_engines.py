@@ -834,6 +834,17 @@ def test_sglang_hybrid_state_pool_before_kv() -> None:
     assert fixed.settings["max_mamba_cache_size"] == 64
     assert fixed.kv_cache_tokens == (rest - 65 * per_request) // cell
     assert fixed.settings["max_running_requests"] == 64 // 3
+    # without the radix cache a request holds its own state slot only: K // 1
+    plain = sglang_plan(
+        model=nxt,
+        gpu="h200",
+        tp_size=2,
+        context_length=32768,
+        max_mamba_cache_size=64,
+        disable_radix_cache=True,
+    )
+    assert plain.settings["max_running_requests"] == 64
+    assert plain.kv_cache_tokens == fixed.kv_cache_tokens  # the same pools
 
 
 def test_sglang_vision_models_lower_the_default_fraction() -> None:

@@ -431,9 +431,8 @@ def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int, window: b
         held = min(held, int(str(window_tokens)) // (ceil_div(tokens, page) * page))
     mamba = p.settings.get("max_mamba_cache_size")
     if mamba:
-        from planner.core.engines.sglang import MAMBA_SLOTS_PER_RUNNING_REQUEST
-
-        held = min(held, int(str(mamba)) // MAMBA_SLOTS_PER_RUNNING_REQUEST)
+        per_request = sglang.mamba_slots_per_request(bool(p.settings.get("disable_radix_cache")))
+        held = min(held, int(str(mamba)) // per_request)
     return held
 
 

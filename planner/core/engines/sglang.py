@@ -334,6 +334,10 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 # beyond it the arithmetic overflows rather than says so.
 MAX_MAMBA_FULL_MEMORY_RATIO = 1e6
 MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
+# --disable-radix-cache: a request holds one state slot (no cached states beside its own), so the
+# cap is K // 1 (`ratio = 1` in ModelRunner's running cap, 0.5.4; _calculate_mamba_ratio,
+# 0.5.10 - 0.5.23's kv_cache_configurator.py).
+MAMBA_SLOTS_PER_REQUEST_NO_RADIX = 1
 # Data-parallel attention (server_args.py; arg_groups/parallel_hook.py from 0.5.23): the
 # reserve grows by 4 GiB under the 0.4.8-0.5.2 tier table and by 3 MiB per decode batch size
 # per attention-DP group in the activation formula; the chunked-prefill size and the running
@@ -1248,6 +1252,14 @@ def _token_cell_bytes(
     return cell
 
 
+def mamba_slots_per_request(disable_radix_cache: bool) -> int:
+    """State slots the running cap counts per request of a hybrid model: 3 with the radix cache
+    (its cached states beside the request's own), 1 without."""
+    if disable_radix_cache:
+        return MAMBA_SLOTS_PER_REQUEST_NO_RADIX
+    return MAMBA_SLOTS_PER_RUNNING_REQUEST
+
+
 def _max_running_requests(
     s: SglangSettings,
     version: tuple[int, int, int],
@@ -1264,7 +1276,7 @@ def _max_running_requests(
         running = max(1, s.max_running_requests // attn_dp)
     running = min(running, tokens // 2)
     if mamba_slots:
-        running = min(running, mamba_slots // MAMBA_SLOTS_PER_RUNNING_REQUEST)
+        running = min(running, mamba_slots // mamba_slots_per_request(s.disable_radix_cache))
     if version < (0, 5, 0):
         running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
     return running
