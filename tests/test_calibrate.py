@@ -236,6 +236,23 @@ def test_compare_with_the_other_engine(cli: Cli) -> None:
     assert "vllm 0.34.0 -> vllm 0.28.0" in text.out and "(undone by the downgrade)" in text.out
     bad = cli("capacity", "--model", LLAMA8, "--gpu", "h100", "--compare-version", "trt:1.0")
     assert bad.code == 2 and "--compare-version" in bad.err
+    # one engine's own flags stay behind on a switch; a flag both take carries over
+    for engine, own, other in (
+        (
+            "vllm",
+            ["--no-enable-prefix-caching", "--no-async-scheduling", "--enforce-eager"],
+            "sglang",
+        ),
+        ("sglang", ["--disable-radix-cache", "--cuda-graph-max-bs", "64"], "vllm"),
+    ):
+        switched = cli(
+            "capacity", "--model", LLAMA8, "--gpu", "h100", "--engine", engine, *own,
+            "--stream-interval", "4", "--compare-version", other, "--json",
+        )  # fmt: skip
+        assert switched.code == 0, switched.out
+        after = switched.json()["comparison"]["after"]["command"]
+        assert "--stream-interval 4" in after
+        assert not any(flag in after for flag in own if flag.startswith("--"))
 
 
 def test_drift_upgrade_that_loses_capacity(cli: Cli, tmp_path: Path) -> None:

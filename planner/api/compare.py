@@ -11,20 +11,6 @@ if TYPE_CHECKING:
     from planner.core.serve import ServePlan
 
 ENGINES = ("vllm", "sglang")
-# Engine-specific extras that do not carry over when the engine changes (settings field names).
-VLLM_ONLY_EXTRA = (
-    "enforce_eager",
-    "kv_cache_memory_bytes",
-    "usage_context",
-    "colocated",
-    "enable_lora",
-    "max_lora_rank",
-    "max_loras",
-    "enable_expert_parallel",
-    "max_cudagraph_capture_size",
-    "flashinfer",
-)
-SGLANG_ONLY_EXTRA = ("cuda_graph_max_bs_decode", "mamba_full_memory_ratio", "max_mamba_cache_size")
 
 
 def parse_target(text: str, engine: str) -> tuple[str, str | None]:
@@ -51,8 +37,12 @@ def target_settings(settings: dict[str, Any], engine: str, version: str | None) 
     before = out.get("engine", "vllm")
     out["engine"], out["version"] = engine, version
     if engine != before:
-        drop = VLLM_ONLY_EXTRA if before == "vllm" else SGLANG_ONLY_EXTRA
-        out["extra"] = {k: v for k, v in (out.get("extra") or {}).items() if k not in drop}
+        # the other engine's own flags do not carry over: only the fields its settings take
+        from planner.core.engines.sglang import SglangSettings
+        from planner.core.engines.vllm import VllmSettings
+
+        takes = (VllmSettings if engine == "vllm" else SglangSettings).model_fields
+        out["extra"] = {k: v for k, v in (out.get("extra") or {}).items() if k in takes}
         kv = str(out.get("kv_cache_dtype", "auto"))
         if kv.startswith("fp8"):
             out["kv_cache_dtype"] = kv_cache_flag(engine, "fp8")
