@@ -1494,3 +1494,31 @@ def test_vllm_prefix_caching_default_by_release_and_model() -> None:
     assert not any(note in n for n in notes("0.34.0", False))
     assert not any(note in n for n in notes("0.25.0", None))
     assert any(note in n for n in notes("0.25.0", True))
+
+
+def test_sglang_disable_cuda_graph_leaves_the_reserve_by_release() -> None:
+    """--disable-cuda-graph: up to 0.5.13 SGLang's reserve counts the graphs anyway; 0.5.14
+    stops counting the prefill graphs, 0.5.15 the decode graphs too (H100, chunk 8,192, decode
+    graphs to 256: 512 + 1.5 x 8,192 + 1,024 / 8 MiB of base, + 2 x 256 for decode graphs, + 8
+    MiB per prefill capture size), and the plan says its steps are launched from the host."""
+    mib = find_gpu("h100").memory_bytes_nvml // 2**20
+    sizes = sglang.prefill_capture_sizes(8192)
+    base = 512 + 1.5 * 8192 + 1024 / 8
+
+    def fraction(version: tuple[int, int, int], graphs: bool) -> float:
+        case = sglang.ReserveCase(
+            version=version, gpu_mem_mib=mib, chunked=8192, decode_bs=256, graphs=graphs
+        )
+        return sglang.default_mem_fraction(case)
+
+    def expect(reserved: float) -> float:
+        return round((mib - reserved) / mib, 3)
+
+    full = expect(base + 2 * 256 + 8 * sizes)
+    for version in ((0, 5, 13), (0, 5, 14), (0, 5, 15), (0, 5, 23)):
+        assert fraction(version, graphs=True) == full
+    assert fraction((0, 5, 13), graphs=False) == full
+    assert fraction((0, 5, 14), graphs=False) == expect(base + 2 * 256)
+    assert fraction((0, 5, 15), graphs=False) == fraction((0, 5, 23), graphs=False)
+    assert fraction((0, 5, 23), graphs=False) == expect(base)
+    assert expect(base) > full  # a larger pool without the graphs' reserve

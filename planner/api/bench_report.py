@@ -405,10 +405,17 @@ def graph_batch_note(
 ) -> str | None:
     """Where the simulated batch outgrew the largest one the engine captures a graph for."""
     settings = prediction.settings
-    if engine != "sglang" and not v0 and prediction.graph_max_batch == 0:
+    eager = (
+        "--disable-cuda-graph"
+        if engine == "sglang" and settings.get("disable_cuda_graph")
+        else "--enforce-eager"
+        if engine != "sglang" and not v0 and prediction.graph_max_batch == 0
+        else None
+    )
+    if eager is not None:
         return (
-            "--enforce-eager: every step launches each kernel from the host, a cost the step "
-            "model does not price; the steps are optimistic"
+            f"{eager}: every step launches each kernel from the host, a cost the step model "
+            "does not price; the steps are optimistic"
         )
     if engine == "sglang":
         largest = int(str(settings.get("cuda_graph_max_bs_decode") or 0))

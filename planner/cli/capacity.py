@@ -17,6 +17,7 @@ from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
     AsyncScheduling,
+    DisableCudaGraph,
     DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
@@ -263,6 +264,7 @@ def capacity(
     moe_dense_tp_size: MoeDenseTpSize = None,
     enable_dp_lm_head: EnableDpLmHead = False,
     disable_radix_cache: DisableRadixCache = False,
+    disable_cuda_graph: DisableCudaGraph = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -428,6 +430,7 @@ class CapacityFlags:
     moe_dense_tp_size: int | None
     enable_dp_lm_head: bool
     disable_radix_cache: bool
+    disable_cuda_graph: bool
     quantization: str | None
     mem_fraction_static: float | None
     chunked_prefill_size: int | None
@@ -596,6 +599,7 @@ def _engine_ledger_settings(
             moe_dense_tp_size=f.moe_dense_tp_size,
             enable_dp_lm_head=f.enable_dp_lm_head or None,
             disable_radix_cache=f.disable_radix_cache or None,
+            disable_cuda_graph=f.disable_cuda_graph or None,
             mamba_full_memory_ratio=f.mamba_full_memory_ratio,
             max_mamba_cache_size=f.max_mamba_cache_size,
         )
@@ -659,6 +663,7 @@ SGLANG_ONLY_FLAGS = {
     "--moe-dense-tp-size": "moe_dense_tp_size",
     "--enable-dp-lm-head": "enable_dp_lm_head",
     "--disable-radix-cache": "disable_radix_cache",
+    "--disable-cuda-graph": "disable_cuda_graph",
 }
 
 
@@ -910,6 +915,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "moe_dense_tp_size",
         "enable_dp_lm_head",
         "disable_radix_cache",
+        "disable_cuda_graph",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

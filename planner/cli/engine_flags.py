@@ -38,6 +38,7 @@ ENGINE_EXTRA_FLAGS = {
     "async_scheduling": ("vllm", "--async-scheduling", "async_scheduling"),
     "enable_prefix_caching": ("vllm", "--enable-prefix-caching", "enable_prefix_caching"),
     "disable_radix_cache": ("sglang", "--disable-radix-cache", "disable_radix_cache"),
+    "disable_cuda_graph": ("sglang", "--disable-cuda-graph", "disable_cuda_graph"),
     "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
     "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),

@@ -156,6 +156,14 @@ DisableRadixCache = Annotated[
         help="SGLang flag: serve no prompt prefix from the KV cache (its radix cache).",
     ),
 ]
+DisableCudaGraph = Annotated[
+    bool,
+    typer.Option(
+        "--disable-cuda-graph",
+        help="SGLang flag: no CUDA graphs (the steps' host launches are not priced; the reserve "
+        "stops counting graphs from 0.5.14 / 0.5.15).",
+    ),
+]
 All2AllBackend = Annotated[
     str | None,
     typer.Option(

@@ -15,6 +15,7 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     AttentionDataParallel,
+    DisableCudaGraph,
     DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
@@ -352,6 +353,7 @@ def simulate(
     async_scheduling: AsyncScheduling = None,
     enable_prefix_caching: EnablePrefixCaching = None,
     disable_radix_cache: DisableRadixCache = False,
+    disable_cuda_graph: DisableCudaGraph = False,
     all2all_backend: All2AllBackend = None,
     enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
@@ -613,6 +615,7 @@ class SimulateFlags:
     async_scheduling: bool | None
     enable_prefix_caching: bool | None
     disable_radix_cache: bool
+    disable_cuda_graph: bool
     all2all_backend: str | None
     enable_dbo: bool
     stream_interval: int | None
@@ -1009,6 +1012,7 @@ DEPLOYMENT_FLAGS = {
     "async_scheduling": "--async-scheduling",
     "enable_prefix_caching": "--enable-prefix-caching",
     "disable_radix_cache": "--disable-radix-cache",
+    "disable_cuda_graph": "--disable-cuda-graph",
     "all2all_backend": "--all2all-backend",
     "enable_dbo": "--enable-dbo",
     "stream_interval": "--stream-interval",

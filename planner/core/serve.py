@@ -914,6 +914,7 @@ SGLANG_FLAGS = (
     ("moe_dense_tp_size", "--moe-dense-tp-size"),
     ("enable_dp_lm_head", "--enable-dp-lm-head"),
     ("disable_radix_cache", "--disable-radix-cache"),
+    ("disable_cuda_graph", "--disable-cuda-graph"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -1056,6 +1057,7 @@ BOOLEAN_FIELDS = (
     "async_scheduling",
     "enable_prefix_caching",
     "disable_radix_cache",
+    "disable_cuda_graph",
     "enable_expert_parallel",
     "enable_dp_attention",
     "enable_hierarchical_cache",

@@ -136,6 +136,14 @@ DEEPEP_PREFILL_GRAPH_RESERVE_MIB = 1024
 MORI_SINCE = (0, 5, 9)
 MORI_CHUNK_CHECK_SCOPED_SINCE = (0, 5, 10)
 MORI_MAX_DISPATCH_TOKENS_PER_RANK = 4096
+# --disable-cuda-graph turns both phases' graphs off (0.5.14's cuda_graph_config: decode and
+# prefill backends DISABLED). The reserve stops counting the prefill graphs from 0.5.14 and the
+# decode graphs (and DeepEP's decode buffers) from 0.5.15 (`backend != Backend.DISABLED` in
+# _handle_gpu_memory_settings; reserve_for_graph_mb from 0.5.16); up to 0.5.13 the flag leaves
+# the reserve as it is (read in the 0.5.10, 0.5.13, 0.5.14, 0.5.15 and 0.5.23 wheels). DP
+# attention's padding is counted either way.
+NO_GRAPH_PREFILL_RESERVE_SINCE = (0, 5, 14)
+NO_GRAPH_DECODE_RESERVE_SINCE = (0, 5, 15)
 # From 0.5.22 a default decode graph batch above --max-running-requests is lowered to it
 # before the reserve is sized (arg_groups/memory_hook.py `decode_max_bs_is_default`; read in
 # the 0.5.21 and 0.5.22 wheels: absent from 0.5.21).
@@ -440,6 +448,11 @@ class SglangSettings(BaseModel):
         description="--enable-dp-lm-head: the lm_head over each attention-TP group, not the "
         "whole TP group (data-parallel attention only)",
     )
+    disable_cuda_graph: bool = Field(
+        default=False,
+        description="--disable-cuda-graph: every step launched from the host (its time not "
+        "priced); the reserve stops counting the graphs from 0.5.14 / 0.5.15",
+    )
     disable_radix_cache: bool = Field(
         default=False,
         description="--disable-radix-cache: no prompt prefix is served from the KV cache "
@@ -532,11 +545,15 @@ class ReserveCase(BaseModel):
     deepep: bool = False  # the MoE layers' all-to-all is DeepEP's (--moe-a2a-backend deepep)
     llama2: bool = False  # the model path names Llama 2 (its prefill graphs stop at 4,096)
     max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS  # the activation tokens, chunking off
+    graphs: bool = True  # False: --disable-cuda-graph
 
 
 def prefill_graphs_run(c: ReserveCase) -> bool:
-    """Whether this release captures prefill CUDA graphs for the deployment (see above)."""
+    """Whether this release captures prefill CUDA graphs for the deployment (see above), as its
+    reserve counts them."""
     if c.version < PIECEWISE_GRAPH_RESERVE_SINCE or not c.cuda or c.multimodal:
+        return False
+    if not c.graphs and c.version >= NO_GRAPH_PREFILL_RESERVE_SINCE:
         return False
     if c.version < BREAKABLE_GRAPH_SINCE:
         return c.attn_dp == 1 and c.pp == 1 and c.role is None
@@ -547,12 +564,19 @@ def prefill_graphs_run(c: ReserveCase) -> bool:
     return not (c.mla and c.version < BREAKABLE_MLA_SINCE)
 
 
+def decode_graphs_reserved(c: ReserveCase) -> bool:
+    """Whether the reserve counts decode CUDA graphs: unless --disable-cuda-graph turns them off
+    in a release whose reserve reads it (NO_GRAPH_DECODE_RESERVE_SINCE)."""
+    return c.graphs or c.version < NO_GRAPH_DECODE_RESERVE_SINCE
+
+
 def graph_reserve_mib(c: ReserveCase) -> float:
     """The CUDA-graph part of the reserve: decode graphs (and DP attention's padding) unless
     this is a prefill instance, prefill graphs where they run."""
     graph = 0.0
     if not (c.role == "prefill" and c.version >= PD_ROLE_RESERVE_SINCE):
-        graph += 2 * c.decode_bs
+        if decode_graphs_reserved(c):
+            graph += 2 * c.decode_bs
         if c.attn_dp > 1:
             graph += DP_ATTENTION_GRAPH_MIB_PER_BS * c.decode_bs * c.attn_dp
             if c.decode_bs > DP_ATTENTION_LARGE_BATCH:
@@ -591,7 +615,12 @@ def default_mem_fraction(c: ReserveCase) -> float:
     reserved = RESERVED_BASE_MIB + 1.5 * activation + tp * pp / 8 * 1024 + graph_reserve_mib(c)
     if gpu_mem_mib > 61_440:
         reserved = max(reserved, RESERVED_FLOOR_MIB)
-    if c.deepep and c.role != "prefill" and c.version >= DEEPEP_DECODE_RESERVE_SINCE:
+    if (
+        c.deepep
+        and c.role != "prefill"
+        and c.version >= DEEPEP_DECODE_RESERVE_SINCE
+        and decode_graphs_reserved(c)
+    ):
         reserved += DEEPEP_DECODE_RESERVE_MIB
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
 
@@ -844,6 +873,7 @@ def predict(
             "ep_num_redundant_experts": experts.redundant or None,
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "disable_radix_cache": s.disable_radix_cache or None,
+            "disable_cuda_graph": s.disable_cuda_graph or None,
             "stream_interval": s.stream_interval,
             "scheduler_recv_interval": s.scheduler_recv_interval,
             "max_prefill_tokens": s.max_prefill_tokens,
@@ -915,6 +945,7 @@ def _layout(
                 deepep=deepep,
                 llama2=LLAMA2_PATH_MARK in model.name.lower(),
                 max_prefill_tokens=s.max_prefill_tokens,
+                graphs=not s.disable_cuda_graph,
             )
         )
         if model.has_vision and version >= VLM_ADJUST_SINCE:
