@@ -390,18 +390,23 @@ def test_prefix_caching_follows_the_line_and_the_release(cli: Cli) -> None:
     assert asked["prefix_cache"]["gpu_hits"] == 9
 
 
-def test_steps_without_cuda_graphs_are_said_to_be_unpriced(cli: Cli) -> None:
+def test_host_work_the_step_model_does_not_price_is_said(cli: Cli) -> None:
     """vLLM's --enforce-eager and SGLang's --disable-cuda-graph launch every kernel from the
-    host, which the step model does not price: the run says so, and the line carries the flag;
-    each engine refuses the other's."""
+    host, and SGLang's --disable-overlap-schedule runs its scheduler between GPU steps: costs
+    the step model does not price, so the run says so; the line carries the flag and each
+    engine refuses the other's."""
     base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4"]
     base += ["--requests", "8", "--prompt-len", "100", "--output-len", "10", "--json"]
-    for engine, flag in (("vllm", "--enforce-eager"), ("sglang", "--disable-cuda-graph")):
+    for engine, flag, said in (
+        ("vllm", "--enforce-eager", "every step launches each kernel from the host"),
+        ("sglang", "--disable-cuda-graph", "every step launches each kernel from the host"),
+        ("sglang", "--disable-overlap-schedule", "SGLang's scheduler prepares each step"),
+    ):
         got = cli(*base, "--engine", engine, flag).json()
-        assert any(n.startswith(f"{flag}: every step launches") for n in got["notes"])
+        assert any(n.startswith(f"{flag}: {said}") for n in got["notes"]), got["notes"]
         assert flag in got["deployment"]["command"]
         plain = cli(*base, "--engine", engine).json()
-        assert not any("launches each kernel from the host" in n for n in plain["notes"])
+        assert not any(said in n for n in plain["notes"])
     wrong = cli(*base, "--engine", "vllm", "--disable-cuda-graph")
     assert wrong.code == 2 and wrong.json()["field"] == "--disable-cuda-graph"
 

@@ -133,6 +133,12 @@ def run_notes(
             f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
             "the engine's pool here"
         )
+    if engine == "sglang" and p.settings.get("disable_overlap_schedule"):
+        notes.append(
+            "--disable-overlap-schedule: SGLang's scheduler prepares each step and processes "
+            "the last one's output between GPU steps, a CPU cost the step model does not price "
+            "(not measured for SGLang); the steps are optimistic"
+        )
     if curve.host_ms_per_seq:
         notes.append(
             f"vLLM {p.version} schedules each step in series with the GPU: "

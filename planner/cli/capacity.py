@@ -18,6 +18,7 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     DisableCudaGraph,
+    DisableOverlapSchedule,
     DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
@@ -265,6 +266,7 @@ def capacity(
     enable_dp_lm_head: EnableDpLmHead = False,
     disable_radix_cache: DisableRadixCache = False,
     disable_cuda_graph: DisableCudaGraph = False,
+    disable_overlap_schedule: DisableOverlapSchedule = False,
     quantization: Annotated[
         str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
     ] = None,
@@ -431,6 +433,7 @@ class CapacityFlags:
     enable_dp_lm_head: bool
     disable_radix_cache: bool
     disable_cuda_graph: bool
+    disable_overlap_schedule: bool
     quantization: str | None
     mem_fraction_static: float | None
     chunked_prefill_size: int | None
@@ -600,6 +603,7 @@ def _engine_ledger_settings(
             enable_dp_lm_head=f.enable_dp_lm_head or None,
             disable_radix_cache=f.disable_radix_cache or None,
             disable_cuda_graph=f.disable_cuda_graph or None,
+            disable_overlap_schedule=f.disable_overlap_schedule or None,
             mamba_full_memory_ratio=f.mamba_full_memory_ratio,
             max_mamba_cache_size=f.max_mamba_cache_size,
         )
@@ -664,6 +668,7 @@ SGLANG_ONLY_FLAGS = {
     "--enable-dp-lm-head": "enable_dp_lm_head",
     "--disable-radix-cache": "disable_radix_cache",
     "--disable-cuda-graph": "disable_cuda_graph",
+    "--disable-overlap-schedule": "disable_overlap_schedule",
 }
 
 
@@ -916,6 +921,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "enable_dp_lm_head",
         "disable_radix_cache",
         "disable_cuda_graph",
+        "disable_overlap_schedule",
     )
     return {k: given[k] for k in keys if given[k] is not None} | reserved
 

@@ -39,6 +39,11 @@ ENGINE_EXTRA_FLAGS = {
     "enable_prefix_caching": ("vllm", "--enable-prefix-caching", "enable_prefix_caching"),
     "disable_radix_cache": ("sglang", "--disable-radix-cache", "disable_radix_cache"),
     "disable_cuda_graph": ("sglang", "--disable-cuda-graph", "disable_cuda_graph"),
+    "disable_overlap_schedule": (
+        "sglang",
+        "--disable-overlap-schedule",
+        "disable_overlap_schedule",
+    ),
     "all2all_backend": ("vllm", "--all2all-backend", "all2all_backend"),
     "enable_dbo": ("vllm", "--enable-dbo", "enable_dbo"),
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),

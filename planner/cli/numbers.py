@@ -164,6 +164,13 @@ DisableCudaGraph = Annotated[
         "stops counting graphs from 0.5.14 / 0.5.15).",
     ),
 ]
+DisableOverlapSchedule = Annotated[
+    bool,
+    typer.Option(
+        "--disable-overlap-schedule",
+        help="SGLang flag: its scheduler's CPU work runs between GPU steps (not priced).",
+    ),
+]
 All2AllBackend = Annotated[
     str | None,
     typer.Option(

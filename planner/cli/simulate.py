@@ -16,6 +16,7 @@ from planner.cli.numbers import (
     AsyncScheduling,
     AttentionDataParallel,
     DisableCudaGraph,
+    DisableOverlapSchedule,
     DisableRadixCache,
     EnableDbo,
     EnableDpLmHead,
@@ -354,6 +355,7 @@ def simulate(
     enable_prefix_caching: EnablePrefixCaching = None,
     disable_radix_cache: DisableRadixCache = False,
     disable_cuda_graph: DisableCudaGraph = False,
+    disable_overlap_schedule: DisableOverlapSchedule = False,
     all2all_backend: All2AllBackend = None,
     enable_dbo: EnableDbo = False,
     stream_interval: StreamInterval = None,
@@ -616,6 +618,7 @@ class SimulateFlags:
     enable_prefix_caching: bool | None
     disable_radix_cache: bool
     disable_cuda_graph: bool
+    disable_overlap_schedule: bool
     all2all_backend: str | None
     enable_dbo: bool
     stream_interval: int | None
@@ -1013,6 +1016,7 @@ DEPLOYMENT_FLAGS = {
     "enable_prefix_caching": "--enable-prefix-caching",
     "disable_radix_cache": "--disable-radix-cache",
     "disable_cuda_graph": "--disable-cuda-graph",
+    "disable_overlap_schedule": "--disable-overlap-schedule",
     "all2all_backend": "--all2all-backend",
     "enable_dbo": "--enable-dbo",
     "stream_interval": "--stream-interval",

@@ -915,6 +915,7 @@ SGLANG_FLAGS = (
     ("enable_dp_lm_head", "--enable-dp-lm-head"),
     ("disable_radix_cache", "--disable-radix-cache"),
     ("disable_cuda_graph", "--disable-cuda-graph"),
+    ("disable_overlap_schedule", "--disable-overlap-schedule"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -1058,6 +1059,7 @@ BOOLEAN_FIELDS = (
     "enable_prefix_caching",
     "disable_radix_cache",
     "disable_cuda_graph",
+    "disable_overlap_schedule",
     "enable_expert_parallel",
     "enable_dp_attention",
     "enable_hierarchical_cache",

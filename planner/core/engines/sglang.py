@@ -448,6 +448,11 @@ class SglangSettings(BaseModel):
         description="--enable-dp-lm-head: the lm_head over each attention-TP group, not the "
         "whole TP group (data-parallel attention only)",
     )
+    disable_overlap_schedule: bool = Field(
+        default=False,
+        description="--disable-overlap-schedule: the scheduler's CPU work runs between GPU "
+        "steps (not priced); the pool is the same",
+    )
     disable_cuda_graph: bool = Field(
         default=False,
         description="--disable-cuda-graph: every step launched from the host (its time not "
@@ -874,6 +879,7 @@ def predict(
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "disable_radix_cache": s.disable_radix_cache or None,
             "disable_cuda_graph": s.disable_cuda_graph or None,
+            "disable_overlap_schedule": s.disable_overlap_schedule or None,
             "stream_interval": s.stream_interval,
             "scheduler_recv_interval": s.scheduler_recv_interval,
             "max_prefill_tokens": s.max_prefill_tokens,
