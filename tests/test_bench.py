@@ -409,6 +409,9 @@ def test_host_work_the_step_model_does_not_price_is_said(cli: Cli) -> None:
         assert not any(said in n for n in plain["notes"])
     wrong = cli(*base, "--engine", "vllm", "--disable-cuda-graph")
     assert wrong.code == 2 and wrong.json()["field"] == "--disable-cuda-graph"
+    # vLLM V0 under --enforce-eager too (its graphs are otherwise its fixed capture list's)
+    v0 = cli(*base, "--engine-version", "0.6.3", "--enforce-eager").json()
+    assert any(n.startswith("--enforce-eager: every step launches") for n in v0["notes"])
 
 
 def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:

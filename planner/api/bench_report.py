@@ -406,18 +406,25 @@ def prefix_cache_off_note(engine: str, p: EnginePrediction) -> str:
     )
 
 
+def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | None:
+    """The flag that runs every step without CUDA graphs, where the line sets it: SGLang's
+    --disable-cuda-graph, vLLM's --enforce-eager (V0's too, whose graphs are otherwise read
+    from its fixed capture list)."""
+    if engine == "sglang":
+        return "--disable-cuda-graph" if prediction.settings.get("disable_cuda_graph") else None
+    eager = prediction.settings.get("enforce_eager") is True
+    if eager or (not v0 and prediction.graph_max_batch == 0):
+        return "--enforce-eager"
+    return None
+
+
 def graph_batch_note(
     engine: str, prediction: EnginePrediction, peak_running: int, v0: bool
 ) -> str | None:
-    """Where the simulated batch outgrew the largest one the engine captures a graph for."""
+    """Where the engine runs without CUDA graphs (its flag), or the simulated batch outgrew the
+    largest one it captures a graph for."""
     settings = prediction.settings
-    eager = (
-        "--disable-cuda-graph"
-        if engine == "sglang" and settings.get("disable_cuda_graph")
-        else "--enforce-eager"
-        if engine != "sglang" and not v0 and prediction.graph_max_batch == 0
-        else None
-    )
+    eager = eager_flag(engine, prediction, v0)
     if eager is not None:
         return (
             f"{eager}: every step launches each kernel from the host, a cost the step model "
