@@ -620,8 +620,8 @@ class VllmSettings(BaseModel):
     enable_prefix_caching: bool | None = Field(
         default=None,
         description="--enable-prefix-caching / --no-enable-prefix-caching: serve repeated "
-        "prompt prefixes from the KV cache (None: the release's default, "
-        "planner.api.bench_instance.caches_prefixes); the pool is the same either way",
+        "prompt prefixes from the KV cache (None: the release's default for the model, "
+        "prefix_caching_on); the pool is the same either way but for hybrid models",
     )
     kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     tensor_parallel_size: int = Field(default=1, ge=1)
