@@ -230,12 +230,14 @@ def predict(row: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def sharegpt_base_output_mean() -> float:
-    """The mean of the sharegpt-base workload's outputs that stream text."""
+def sharegpt_base() -> tuple[str, float]:
+    """The model whose outputs the sharegpt-base workload measured, and the mean of those
+    that stream text."""
     from planner.api.simulate import load_workload
 
-    values = load_workload("sharegpt-base").output_tokens.values
-    return float(sum(values)) / len(values)
+    workload = load_workload("sharegpt-base")
+    values = workload.streamed_outputs().values
+    return workload.source_model, float(sum(values)) / len(values)
 
 
 def number(value: Any) -> float | None:
@@ -392,14 +394,17 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     lengths_given = bool(input_len and output_len)
     if "sharegpt" in dataset.lower():
         # the lengths the run produced: prompts at its mean; outputs stop at EOS short of the
-        # references (the sampler's max_tokens). A base model on these chat prompts loses the
-        # difference to requests that end at their first token, the rest as measured
-        # (sharegpt-base: dstack's raw per-request results, 2024); an instruct model's answers
-        # end early, the references' lengths scaled to the run's mean
+        # references (the sampler's max_tokens). The base model sharegpt-base measured
+        # answers as it did, request by request (dstack's raw per-request results, 2024);
+        # another base model on these chat prompts loses the difference to requests that end
+        # at their first token, the rest as measured; an instruct model's answers end early,
+        # the references' lengths scaled to the run's mean
         base = base_model(str(row.get("model")))
         empty = output_mean = None
-        if base and mean_out:
-            streamed = sharegpt_base_output_mean()
+        source_model, streamed = sharegpt_base()
+        if base and row.get("model") == source_model:
+            pass  # its requests as measured: what it lost to ignored prompts, the engine's
+        elif base and mean_out:
             empty = max(0.0, 1.0 - mean_out / streamed)
             output_mean = mean_out if mean_out > streamed else None
         elif mean_out:

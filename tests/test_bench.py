@@ -1532,8 +1532,9 @@ def test_whole_prompts_wait_for_a_step_with_room() -> None:
 
 def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     """vLLM V0's multi-step rounds with chunked prefill do not chunk prompts and finish a
-    prompt longer than --max-num-batched-tokens at once with no output: the rest are served
-    and the output says how many were ignored; a workload of only such prompts is one error."""
+    prompt longer than --max-num-batched-tokens at once with no output: the rest are served,
+    the client counts every request completed (the ignored with no output), and the output
+    says how many were ignored; a workload of only such prompts is one error."""
     common = v0_chunked_512(Load(rate_per_s=10.0, requests=200)) | {"scheduler_steps": 8}
     with pytest.raises(InputError, match="ignore every prompt longer"):
         bench(**common, lengths=Lengths(prompt_len=600, output_len=50))
@@ -1541,14 +1542,25 @@ def test_multi_step_rounds_ignore_prompts_longer_than_the_budget() -> None:
     assert whole["completed"] == 200 and whole["ignored_requests"] == 0
     # prompts uniform in [300, 600]: those over 512 (about 88 / 301 of them) are ignored; the
     # outputs (uniform in [25, 50]) are the served requests' alone
-    mixed = bench(**common, lengths=Lengths(prompt_len=600, output_len=50, len_range=0.5))
+    mixed_lengths = Lengths(prompt_len=600, output_len=50, len_range=0.5)
+    mixed = bench(**common, lengths=mixed_lengths)
     ignored = mixed["ignored_requests"]
-    assert mixed["completed"] + ignored == 200
+    served = 200 - ignored
+    assert mixed["completed"] == 200
     assert 0.2 * 200 < ignored < 0.4 * 200
-    assert 25 * mixed["completed"] <= mixed["total_output_tokens"] <= 50 * mixed["completed"]
+    assert 25 * served <= mixed["total_output_tokens"] <= 50 * served
+    # their prompts are among the input tokens the client counts (uniform in [300, 600])
+    assert 300 * 200 <= mixed["total_input_tokens"] <= 600 * 200
+    assert mixed["request_throughput"] == pytest.approx(200 / mixed["duration"])
     assert any(f"{ignored:,} of 200 requests" in note for note in mixed["notes"])
-    # and how the client of that era counts them (TTFT 0: vLLM 0.6.3 backend_request_func.py)
+    # how the client of that era counts them: TTFT 0 (vLLM 0.6.3 backend_request_func.py,
+    # stamped on a chunk with text), which `vllm bench serve` does not (timed at the finishing
+    # chunk, not priced: left out of its figures)
     assert any("TTFT of 0" in note for note in mixed["notes"])
+    era = bench(**common, lengths=mixed_lengths, client="vllm-2024")
+    now = bench(**common, lengths=mixed_lengths, client="vllm")
+    assert era["mean_ttft_ms"] == pytest.approx(now["mean_ttft_ms"] * served / 200, rel=1e-6)
+    assert era["mean_e2el_ms"] == pytest.approx(now["mean_e2el_ms"] * served / 200, rel=1e-6)
     # left to its default, the budget under multi-step rounds is the context: none is ignored
     default = bench(
         **common | {"settings": {"version": "0.6.3"}},
@@ -1684,25 +1696,66 @@ def test_sglang_native_stream_costs_its_client_more_as_the_output_grows() -> Non
 
 def test_the_sharegpt_presets_are_the_samplers_measured_lengths() -> None:
     """Both presets list the 1,000 prompt lengths vLLM's ShareGPT sampler drew (dstack's raw
-    results); sharegpt-base adds what a base model made of them: 37.8% ended at their first
-    token, the other 622 outputs as measured. A run of 1,000 draws each prompt length once, a
-    longer one draws with replacement."""
+    results); sharegpt-base pairs each with what a base model made of it: 37.8% ended at their
+    first token (listed as 1), the other 622 as measured (mean 196.5), and the long prompts
+    mostly drew empty answers (101 of the 152 over 512 tokens, 5,129 tokens among them). A run
+    of 1,000 draws each request once, both lengths together; a longer one draws with
+    replacement; either list replaced, the outputs that streamed text are drawn apart."""
     import numpy as np
 
     from planner.api.simulate import load_workload
+    from planner.sim.workload import generate
 
     ref, base = load_workload("sharegpt"), load_workload("sharegpt-base")
     prompts = ref.prompt_tokens
     assert (len(prompts.values), sum(prompts.values)) == (1000, 215_196)
-    assert base.prompt_tokens == prompts
+    assert base.prompt_tokens == prompts and base.paired
     outputs = base.output_tokens.values
-    assert (len(outputs), round(sum(outputs) / len(outputs), 1)) == (622, 196.5)
+    assert (len(outputs), outputs.count(1)) == (1000, 378)
+    streamed = base.streamed_outputs().values
+    assert (len(streamed), round(sum(streamed) / len(streamed), 1)) == (622, 196.5)
+    long = [o for p, o in zip(prompts.values, outputs, strict=True) if p > 512]
+    assert (len(long), long.count(1), sum(o for o in long if o > 1)) == (152, 101, 5_129)
     assert (ref.empty_output_share, base.empty_output_share) == (0.0, 0.378)
+    trace = generate(base)
+    pairs = sorted(zip(trace.prompt_tokens.tolist(), trace.output_tokens.tolist(), strict=True))
+    assert pairs == sorted(zip(prompts.values, outputs, strict=True))
     once = prompts.draw(np.random.default_rng(3), 1000)
     assert sorted(once.tolist()) == sorted(prompts.values)
-    again = prompts.draw(np.random.default_rng(3), 3000)
+    again = generate(base.model_copy(update={"requests": 3000})).prompt_tokens
     assert set(again.tolist()) <= set(prompts.values) and len(again) == 3000
+    assert "paired request by request" in base.summary()
     assert "38% end at their first token" in base.summary()
+
+
+def test_a_paired_workload_keeps_its_empty_outputs_unless_another_share_is_asked() -> None:
+    """sharegpt-base as measured: its 378 empty outputs are the ones the base model gave (the
+    client counts them no tokens). --empty-outputs draws a share afresh over every request,
+    the measured empty ones given lengths that streamed text; --output-mean scales the others
+    and leaves the empty ones empty; --prompt-len breaks the pairs and draws the streamed
+    outputs with the share as the workload's."""
+
+    def run_with(**lengths: Any) -> dict[str, Any]:
+        return bench(
+            gpu="h100",
+            preset="llama-3.1-8b",
+            model=None,
+            settings={},
+            load=Load(rate_per_s=4.0),
+            lengths=Lengths(workload="sharegpt-base", **lengths),
+        )
+
+    measured = run_with()
+    assert measured["total_output_tokens"] == 122_589 - 378  # the empty ones count none
+    assert measured["workload"]["paired"] is True
+    drawn = run_with(empty_share=0.1)
+    assert drawn["total_output_tokens"] == pytest.approx(0.9 * 1000 * 196.5, rel=0.1)
+    assert "10% end at their first token" in drawn["workload"]["description"]
+    scaled = run_with(output_mean=100.0)
+    assert scaled["total_output_tokens"] == pytest.approx(100.0 * 1000 - 378, rel=0.01)
+    apart = run_with(prompt_len=200)
+    assert apart["total_output_tokens"] == pytest.approx(0.622 * 1000 * 196.5, rel=0.1)
+    assert "paired" not in apart["workload"]
 
 
 def test_empty_outputs_stream_no_text_and_a_text_client_counts_their_ttft_as_zero() -> None:

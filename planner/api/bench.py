@@ -81,7 +81,12 @@ def benchmark(
     own. `speculation`: speculative decoding, each decode step the target's verification of k
     drafts per sequence on the step model plus the drafts' forwards, each sequence emitting the
     tokens its draw accepts (+1)."""
-    from planner.sim.bench import DEFAULT_PERCENTILES, TEXT_TTFT_CLIENTS, bench_metrics
+    from planner.sim.bench import (
+        DEFAULT_PERCENTILES,
+        TEXT_TTFT_CLIENTS,
+        EmptyCounting,
+        bench_metrics,
+    )
     from planner.sim.engine import execute
     from planner.sources.models import resolve_model
 
@@ -120,7 +125,7 @@ def benchmark(
     )
     trace, workload_echo = bench_trace(load, lengths, bench_client_of(engine_name, client))
     # what the client counts of an empty output (planner.sim.bench.TEXT_TTFT_CLIENTS)
-    empty = {
+    empty: EmptyCounting = {
         "empty_outputs": bool(workload_echo.get("empty_output_share")),
         "text_ttft": bench_client_of(engine_name, client) in TEXT_TTFT_CLIENTS,
     }
@@ -221,7 +226,7 @@ def benchmark(
         )
         per_request = requests / max(1, trace_now.size)  # the benchmark's requests per share's
         trace_now, ignored = multi_step_ignored(trace_now, cfg)
-        served_requests = round(requests - ignored * per_request)
+        served_requests = round(requests - ignored.size * per_request)
         served, delay, hits = prefix_served(
             trace_now, prefix, inst, concurrency, load.rate_per_s, load.trace_seed()
         )
@@ -232,6 +237,7 @@ def benchmark(
             replicas=ranks,
             clients=total if concurrency is not None else None,
             requests=served_requests,
+            ignored_prompts=ignored.prompt_tokens,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
+    from planner.sim.bench import EmptyCounting
     from planner.sim.config import SimConfig
     from planner.sim.disagg import DisaggLayout
     from planner.sim.engine import RunState
@@ -250,14 +251,14 @@ def run_disaggregated(
     client: str | None = None,
     source: dict[str, str | None] | None = None,
     backend: str | None = None,
-    empty: dict[str, bool] | None = None,
+    empty: EmptyCounting | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
     benchmark client reads every decode scheduler's streams."""
     import numpy as np
 
-    from planner.sim.bench import bench_metrics
+    from planner.sim.bench import EmptyCounting, bench_metrics
 
     for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
         if ep > 1 and not spec.num_experts:
@@ -299,7 +300,7 @@ def run_disaggregated(
         trace,
         percentiles=percentiles,
         stream_interval=dec.curve.stream_interval,
-        **(empty or {}),
+        **(empty or EmptyCounting(empty_outputs=False, text_ttft=False)),
     )
     gpus = disagg.gpus
 

@@ -160,18 +160,19 @@ VLLM_DP_UNPADDED_PREFILL_SINCE = (0, 17, 0)
 VLLM_V2_RUNNER_DEFAULT_SINCE = (0, 30, 0)
 
 
-def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
+def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, Trace]:
     """The requests vLLM V0 serves under multi-step scheduling, and how many it ignores. Its
     rounds do not chunk prompts: a prompt longer than min(max_model_len,
     max_num_batched_tokens) is finished at once with no output (vllm/core/scheduler.py 0.6.3,
     _get_prompt_limit, FINISHED_IGNORED). It takes no engine time, so the rest run as if it
-    were not sent; the figures are the served requests'. Clients count one differently: the
-    benchmark_serving.py of that era (vLLM 0.6.3 benchmarks/backend_request_func.py) times
-    the first token only on a chunk with text, so it counts the request completed with no
-    output and a TTFT of 0; `vllm bench serve` (0.33 benchmarks/lib/endpoint_request_func.py)
-    times it at its finishing chunk."""
+    were not sent. Clients count one as completed with no output; the benchmark_serving.py of
+    that era (vLLM 0.6.3 benchmarks/backend_request_func.py) times the first token only on a
+    chunk with text, so it records a TTFT of 0; `vllm bench serve` (0.33
+    benchmarks/lib/endpoint_request_func.py) times it at its finishing chunk
+    (planner.sim.bench.bench_metrics `ignored_prompts`). Returns the served requests and the
+    ignored ones."""
     if not (cfg.whole_prompts and cfg.scheduler_steps > 1):
-        return trace, 0
+        return trace, trace.subset(trace.prompt_tokens < 0)  # none ignored
     keep = trace.prompt_tokens <= cfg.step_token_budget
     ignored = int(trace.size - keep.sum())
     if ignored == trace.size:
@@ -180,7 +181,7 @@ def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, int]:
             f"{cfg.step_token_budget:,}: vLLM V0's multi-step rounds do not chunk prompts and "
             "ignore every prompt longer than that (finished with no output): all of these are",
         )
-    return (trace.subset(keep) if ignored else trace), ignored
+    return trace.subset(keep), trace.subset(~keep)
 
 
 def caches_prefixes(engine: str, prediction: EnginePrediction, model: ModelSpec) -> bool:

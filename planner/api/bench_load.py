@@ -193,6 +193,7 @@ def bench_trace(
         with_empty_outputs,
         with_means,
         with_sglang_random_lengths,
+        without_empty_outputs,
     )
 
     for flag, mean, fixed in (
@@ -256,6 +257,11 @@ def bench_trace(
     if load.cv is not None and load.cv != 1.0:
         arrival = "gamma"
     rate = load.rate_per_s if load.rate_per_s and math.isfinite(load.rate_per_s) else math.inf
+    # a measured workload's pairs hold while both its lists are drawn; either replaced, its
+    # outputs are the ones that streamed text, drawn apart from the prompts
+    paired = base.paired and prompt is base.prompt_tokens and output is base.output_tokens
+    if base.paired and not paired and output is base.output_tokens:
+        output = base.streamed_outputs()
     w = Workload(
         arrival=arrival,
         cv=load.cv or 1.0,
@@ -264,6 +270,9 @@ def bench_trace(
         seed=load.trace_seed(),
         prompt_tokens=prompt,
         output_tokens=output,
+        paired=paired,
+        empty_output_share=base.empty_output_share if paired else 0.0,
+        source_model=base.source_model if paired else "",
     )
     trace = generate(w)
     # SGLang's client sends its random dataset's own draw (uniform lengths from a range ratio)
@@ -275,11 +284,16 @@ def bench_trace(
             trace, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
         )
         drawn = True
-    trace = with_means(trace, lengths.prompt_mean, output_mean)
+    # a paired trace keeps its measured empty outputs unless another share is asked for
+    measured_empty = paired and lengths.empty_share is None
+    trace = with_means(trace, lengths.prompt_mean, output_mean, keep_empty=measured_empty)
     # after the means (a one-token output is an empty one): the share asked for, else the
     # workload's own
     empty_share = base.empty_output_share if lengths.empty_share is None else lengths.empty_share
-    trace = with_empty_outputs(trace, empty_share, load.trace_seed())
+    if paired and not measured_empty:
+        trace = without_empty_outputs(trace, base.streamed_outputs(), load.trace_seed())
+    if not measured_empty:
+        trace = with_empty_outputs(trace, empty_share, load.trace_seed())
     if load.rate_per_s is not None and not math.isfinite(load.rate_per_s):
         trace = type(trace)(
             np.zeros(trace.size),
@@ -293,8 +307,12 @@ def bench_trace(
             "shared_prefix_fraction",
             "shared_prefix_tokens",
             "empty_output_share",
+            "paired",
+            "source_model",
         }
     )
+    if paired:
+        echo.update(paired=True, source_model=w.source_model)
     summary = w.summary()
     if load.concurrency is not None and math.isfinite(rate):
         # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
@@ -311,7 +329,8 @@ def bench_trace(
             summary += f", {name}s scaled to mean {mean:g}"
             echo[f"{name}_mean"] = mean
     if empty_share:
-        summary += f", {empty_share:.0%} end at their first token (no text)"
+        if not measured_empty:  # the measured share is in the workload's summary
+            summary += f", {empty_share:.0%} end at their first token (no text)"
         echo["empty_output_share"] = empty_share
     if drawn:
         summary += f", the lengths sglang.bench_serving draws at --seed {sglang_seed}"

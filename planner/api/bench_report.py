@@ -173,9 +173,9 @@ def run_notes(
         notes.append(
             f"{metrics['ignored_requests']:,} of {requests:,} requests have prompts longer "
             f"than {inst.budget:,} tokens: vLLM V0's multi-step rounds do not chunk prompts and "
-            "finish those at once with no output (the figures are the other requests'; the "
-            "benchmark_serving.py of that era counts them completed with a TTFT of 0, which "
-            "pulls its TTFT figures down; raise --max-num-batched-tokens to serve them)"
+            "finish those at once with no output: the client counts them completed (the "
+            "benchmark_serving.py of that era with a TTFT of 0, which pulls its TTFT figures "
+            "down); raise --max-num-batched-tokens to serve them"
         )
     return notes
 

@@ -7,7 +7,7 @@ tokens, E2EL send to last token, throughputs over the whole run (first send to l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +24,15 @@ from planner.sim.workload import Trace
 # `vllm bench serve` stamps TTFT at the first chunk whether or not it has text ("text could be
 # empty here", vllm/benchmarks/endpoint_request_func.py, read in 0.9.0 and 0.30.0).
 TEXT_TTFT_CLIENTS = frozenset({"sglang", "vllm-2024"})
+
+
+class EmptyCounting(TypedDict):
+    """How a run counts empty outputs (bench_metrics' `empty_outputs` and `text_ttft`)."""
+
+    empty_outputs: bool
+    text_ttft: bool
+
+
 # Percentiles `vllm bench serve` prints by default (--metric-percentiles 99) plus the median.
 BENCH_PERCENTILE = 99
 DEFAULT_PERCENTILES = (float(BENCH_PERCENTILE),)
@@ -82,6 +91,7 @@ def bench_metrics(
     stream_interval: int = 1,
     clients: int | None = None,
     requests: int | None = None,
+    ignored_prompts: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
     multiply the throughputs (each served its share of the load). `requests`: the benchmark's
@@ -98,7 +108,13 @@ def bench_metrics(
     output tokens, and a `text_ttft` client (TEXT_TTFT_CLIENTS) records their TTFT as 0.
     `stream_interval`: the engine sends a request's tokens N at a time after its first, so the
     client's inter-chunk latency spans N token gaps: its ITL figures are N times the token
-    gaps' (an approximation where a chunk mixes a stalled step with plain ones)."""
+    gaps' (an approximation where a chunk mixes a stalled step with plain ones).
+    `ignored_prompts`: the share's prompts the engine finished at once with no output (vLLM
+    V0's multi-step rounds, planner.api.bench_instance.multi_step_ignored), not in `trace`:
+    the client counts them completed, their prompts among its input tokens; a `text_ttft`
+    client records their TTFT and latency as 0 (no chunk with text), so they join those
+    figures; another times them at the finishing chunk, a wait not priced here, and they
+    stay out of them."""
     start = float(np.min(run.arrival_ms))
     duration_s = (float(np.nanmax(run.finish_ms)) - start) / 1000.0
     ttft = run.first_ms - run.arrival_ms
@@ -121,9 +137,15 @@ def bench_metrics(
     scale = completed / max(1, trace.size)  # the share's totals, taken to the benchmark's
     inputs = round(int(trace.prompt_tokens.sum()) * scale)
     outputs = round((int(trace.output_tokens.sum()) - int(empty.sum())) * scale)
-    served = e2el[np.isfinite(e2el)]  # past the requests a V0 multi-step round ignored
+    served = e2el[np.isfinite(e2el)]
     if clients and replicas > 1 and served.size:
         duration_s = max(duration_s, completed * float(served.mean()) / 1000.0 / clients)
+    if ignored_prompts is not None and ignored_prompts.size:
+        completed += round(ignored_prompts.size * scale)
+        inputs += round(int(ignored_prompts.sum()) * scale)
+        if text_ttft:
+            ttft = np.concatenate([ttft, np.zeros(ignored_prompts.size)])
+            e2el = np.concatenate([e2el, np.zeros(ignored_prompts.size)])
     return {
         "completed": completed,
         "duration": duration_s,

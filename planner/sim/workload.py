@@ -96,6 +96,10 @@ class LengthDist(BaseModel):
         median = math.ceil(math.log(0.5) / math.log1p(-p)) if p < 1 else 1
         return eos.model_copy(update={"median": float(min(cap, max(1, median)))})
 
+    def measured(self) -> NDArray[np.int64]:
+        """empirical: the measured lengths in their order, clipped to [min, max]."""
+        return np.clip(np.asarray(self.values, dtype=np.int64), self.min, self.max)
+
     def draw(self, rng: np.random.Generator, n: int) -> NDArray[np.int64]:
         """n lengths from this distribution, clipped to [min, max]."""
         if self.distribution == "fixed":
@@ -140,6 +144,37 @@ class Workload(BaseModel):
         allow_inf_nan=False,
         description="requests whose first token is EOS: no text (with_empty_outputs)",
     )
+    paired: bool = Field(
+        default=False,
+        description="the measured prompt and output lists are one request each, in order "
+        "(drawn together; an output of 1 is one that ended at its first token)",
+    )
+    source_model: str = Field(
+        default="", max_length=200, description="the model whose outputs were measured"
+    )
+
+    def streamed_outputs(self) -> LengthDist:
+        """The output lengths of the requests that stream text: a paired workload's measured
+        list without its empty (one-token) outputs, else the output distribution itself."""
+        if not self.paired:
+            return self.output_tokens
+        values = tuple(v for v in self.output_tokens.values if v > 1)
+        return self.output_tokens.model_copy(update={"values": values})
+
+    @model_validator(mode="after")
+    def _pairs(self) -> Workload:
+        if not self.paired:
+            return self
+        prompts, outputs = self.prompt_tokens.values, self.output_tokens.values
+        if not prompts or len(prompts) != len(outputs):
+            raise ValueError("paired lengths need measured prompt and output lists of one size")
+        empty = sum(1 for v in outputs if v == 1) / len(outputs)
+        if abs(empty - self.empty_output_share) > 0.5 / len(outputs):
+            raise ValueError(
+                f"empty_output_share {self.empty_output_share:g} != the paired outputs' "
+                f"share of one-token (empty) outputs {empty:.3g}"
+            )
+        return self
 
     def summary(self) -> str:
         """One line describing these exact settings (echoed in reports)."""
@@ -164,6 +199,10 @@ class Workload(BaseModel):
                 f", {self.shared_prefix_fraction:.0%} share a {self.shared_prefix_tokens:,}-token "
                 "prefix"
             )
+        if self.paired:
+            text += ", paired request by request"
+        if self.source_model:
+            text += f", outputs of {self.source_model}"
         if self.empty_output_share:
             text += f", {self.empty_output_share:.0%} end at their first token (no text)"
         return text
@@ -217,31 +256,61 @@ def generate(w: Workload) -> Trace:
     else:
         gaps = np.full(n, 1.0 / w.rate_per_s)
     arrival = np.cumsum(gaps) - gaps[0]
-    prompt = w.prompt_tokens.draw(rng, n)
-    output = w.output_tokens.draw(rng, n)
+    if w.paired:
+        # one draw of requests (each at most once while the run fits the sample), both lengths
+        pick = rng.choice(len(w.prompt_tokens.values), n, replace=n > len(w.prompt_tokens.values))
+        prompt = w.prompt_tokens.measured()[pick]
+        output = w.output_tokens.measured()[pick]
+    else:
+        prompt = w.prompt_tokens.draw(rng, n)
+        output = w.output_tokens.draw(rng, n)
     trace = Trace(arrival, prompt, output, np.zeros(n, dtype=np.int64))
     trace = with_shared_prefix(trace, w.shared_prefix_fraction, w.shared_prefix_tokens, rng)
+    if w.paired:
+        return trace  # its empty outputs are the measured ones
     return with_empty_outputs(trace, w.empty_output_share, w.seed)
 
 
-def with_means(trace: Trace, prompt_mean: float | None, output_mean: float | None) -> Trace:
+def with_means(
+    trace: Trace, prompt_mean: float | None, output_mean: float | None, keep_empty: bool = False
+) -> Trace:
     """The trace with its prompt and / or output lengths scaled (each rounded, at least one
     token) so their mean is the one given: a benchmark run reports the lengths it produced,
-    and outputs that stop at EOS run shorter than the dataset's reference completions."""
+    and outputs that stop at EOS run shorter than the dataset's reference completions.
+    `keep_empty`: the one-token outputs are measured empty ones (a paired workload's): they
+    stay one token and the others are scaled (at least two) to give the whole the mean."""
 
-    def scaled(tokens: NDArray[np.int64], mean: float | None) -> NDArray[np.int64]:
+    def scaled(tokens: NDArray[np.int64], mean: float | None, fixed: int = 0) -> NDArray[np.int64]:
         if mean is None or tokens.size == 0:
             return tokens
-        out: NDArray[np.int64] = np.maximum(1, np.rint(tokens * (mean / float(tokens.mean()))))
+        keep = tokens <= fixed
+        rest = float(tokens[~keep].sum())
+        if rest <= 0:
+            return tokens
+        factor = max(0.0, mean * tokens.size - float(tokens[keep].sum())) / rest
+        out = np.where(keep, tokens, np.maximum(1 + fixed, np.rint(tokens * factor)))
         return out.astype(np.int64)
 
     prompt = scaled(trace.prompt_tokens, prompt_mean)
     return Trace(
         trace.arrival_s,
         prompt,
-        scaled(trace.output_tokens, output_mean),
+        scaled(trace.output_tokens, output_mean, 1 if keep_empty else 0),
         np.minimum(trace.cached_prefix_tokens, prompt),  # a prefix is never longer than its prompt
     )
+
+
+def without_empty_outputs(trace: Trace, streamed: LengthDist, seed: int) -> Trace:
+    """A paired trace's measured empty outputs given lengths drawn from the ones that streamed
+    text (seeded): a share of empty outputs asked for instead of the measured ones is drawn
+    afresh over every request (with_empty_outputs)."""
+    empty = trace.output_tokens == 1
+    if not empty.any():
+        return trace
+    drawn = streamed.draw(np.random.default_rng([seed, EMPTY_OUTPUT_STREAM]), int(empty.sum()))
+    output = trace.output_tokens.copy()
+    output[empty] = drawn
+    return Trace(trace.arrival_s, trace.prompt_tokens, output, trace.cached_prefix_tokens)
 
 
 # SGLang's bench_serving draws its random dataset's lengths with NumPy's legacy generator seeded
