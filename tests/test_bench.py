@@ -1751,6 +1751,7 @@ def test_a_paired_workload_keeps_its_empty_outputs_unless_another_share_is_asked
     drawn = run_with(empty_share=0.1)
     assert drawn["total_output_tokens"] == pytest.approx(0.9 * 1000 * 196.5, rel=0.1)
     assert "10% end at their first token" in drawn["workload"]["description"]
+    assert "38%" not in drawn["workload"]["description"]
     scaled = run_with(output_mean=100.0)
     assert scaled["total_output_tokens"] == pytest.approx(100.0 * 1000 - 378, rel=0.01)
     apart = run_with(prompt_len=200)

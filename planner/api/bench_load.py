@@ -313,7 +313,8 @@ def bench_trace(
     )
     if paired:
         echo.update(paired=True, source_model=w.source_model)
-    summary = w.summary()
+    # a paired workload's own share of empty outputs, unless another was drawn in its place
+    summary = (w if measured_empty else w.model_copy(update={"empty_output_share": 0.0})).summary()
     if load.concurrency is not None and math.isfinite(rate):
         # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
         summary = summary.replace(" req/s,", f" req/s, at most {load.concurrency:,} in flight,", 1)
