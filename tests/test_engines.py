@@ -811,7 +811,8 @@ def sglang_plan(**kw: object) -> EnginePrediction:
 
 
 def test_sglang_hybrid_state_pool_before_kv() -> None:
-    """Qwen3-Next: state : full KV = 0.9 (mamba_full_memory_ratio), K + 1 slots, running <= K/3."""
+    """Qwen3-Next: state : full KV = 0.9 (mamba_full_memory_ratio), K + 1 slots, running <= K/3
+    (K/5 under SGLang 0.5.14+'s extra_buffer strategy)."""
     nxt = str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json")
     spec = spec_of(nxt)
     per_request = sglang.mamba_state_bytes_per_request(spec, 2, 1)
@@ -833,7 +834,24 @@ def test_sglang_hybrid_state_pool_before_kv() -> None:
     )
     assert fixed.settings["max_mamba_cache_size"] == 64
     assert fixed.kv_cache_tokens == (rest - 65 * per_request) // cell
-    assert fixed.settings["max_running_requests"] == 64 // 3
+    # the radix cache keeps 3 state slots a request (cached states beside its own), and from
+    # 0.5.14 its default strategy for Qwen3-Next with the overlap scheduler, extra_buffer, 2
+    # tracking slots more: K // 5; without the overlap scheduler "auto" is no_buffer (K // 3)
+    # unless pages are longer than a token (extra_buffer with one tracking slot: K // 4)
+    assert fixed.settings["mamba_radix_cache_strategy"] == "extra_buffer"
+    assert fixed.settings["max_running_requests"] == 64 // 5
+    assert any("5 state slots a running request" in n for n in fixed.notes)
+
+    def capped(**kw: object) -> tuple[object, int]:
+        got = sglang_plan(
+            model=nxt, gpu="h200", tp_size=2, context_length=32768, max_mamba_cache_size=64, **kw
+        )
+        return got.settings["mamba_radix_cache_strategy"], got.settings["max_running_requests"]
+
+    assert capped(version="0.5.13") == (None, 64 // 3)  # "auto" was always no_buffer
+    assert capped(version="0.5.14") == ("extra_buffer", 64 // 5)
+    assert capped(disable_overlap_schedule=True) == ("no_buffer", 64 // 3)
+    assert capped(disable_overlap_schedule=True, page_size=16) == ("extra_buffer", 64 // 4)
     # without the radix cache a request holds its own state slot only: K // 1
     plain = sglang_plan(
         model=nxt,

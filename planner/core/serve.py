@@ -431,7 +431,11 @@ def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int, window: b
         held = min(held, int(str(window_tokens)) // (ceil_div(tokens, page) * page))
     mamba = p.settings.get("max_mamba_cache_size")
     if mamba:
-        per_request = sglang.mamba_slots_per_request(bool(p.settings.get("disable_radix_cache")))
+        per_request = sglang.mamba_slots_per_request(
+            bool(p.settings.get("disable_radix_cache")),
+            str(p.settings.get("mamba_radix_cache_strategy")),
+            not p.settings.get("disable_overlap_schedule"),
+        )
         held = min(held, int(str(mamba)) // per_request)
     return held
 

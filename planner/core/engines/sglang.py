@@ -346,6 +346,49 @@ MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 # cap is K // 1 (`ratio = 1` in ModelRunner's running cap, 0.5.4; _calculate_mamba_ratio,
 # 0.5.10 - 0.5.23's kv_cache_configurator.py).
 MAMBA_SLOTS_PER_REQUEST_NO_RADIX = 1
+# The radix cache's strategy for those states (--mamba-radix-cache-strategy). Its default "auto"
+# resolves, from 0.5.14, to "extra_buffer" for the architectures that support it (with the
+# default Triton linear-attention kernels) wherever the overlap scheduler is on or a page holds
+# more than one token, else to "no_buffer", which turns the overlap scheduler off
+# (server_args.py _handle_mamba_radix_cache, 0.5.14 and 0.5.15; arg_groups/overrides.py
+# _mamba_radix_cache_resolution, 0.5.23). Before, "auto" always meant "no_buffer" (0.5.10 -
+# 0.5.13, then named --mamba-scheduler-strategy). extra_buffer keeps a ping-pong pair of tracking
+# slots a request beside the 3 under the overlap scheduler, one without it
+# (_calculate_mamba_ratio: MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP 2 / _NO_OVERLAP 1, 0.5.14;
+# get_mamba_tracking_slots, 0.5.23): the running cap falls to K // 5 (K // 4).
+MAMBA_EXTRA_BUFFER_SINCE = (0, 5, 14)
+MAMBA_EXTRA_BUFFER_SLOTS_OVERLAP = 2
+MAMBA_EXTRA_BUFFER_SLOTS_NO_OVERLAP = 1
+# The architectures that support it, by the release that lists them (_support_mamba_cache_
+# extra_buffer in 0.5.14 and 0.5.15; _MAMBA_EXTRA_BUFFER_ARCHS in 0.5.23, whose additions are
+# dated to it: the releases between were not read).
+_EXTRA_BUFFER_0_5_14 = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+    "InternS2PreviewForConditionalGeneration",
+    "MiniCPMV4_6ForConditionalGeneration",
+    "BailingMoeV2_5ForCausalLM",
+    "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM",
+)
+_EXTRA_BUFFER_0_5_23 = (
+    "KimiLinearForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen4ExpForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration",
+    "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
+    "NemotronH_Omni_Reasoning_V3",
+)
+MAMBA_EXTRA_BUFFER_ARCHS: dict[str, tuple[int, int, int]] = {
+    **dict.fromkeys(_EXTRA_BUFFER_0_5_14, MAMBA_EXTRA_BUFFER_SINCE),
+    **dict.fromkeys(_EXTRA_BUFFER_0_5_23, (0, 5, 23)),
+}
 # Data-parallel attention (server_args.py; arg_groups/parallel_hook.py from 0.5.23): the
 # reserve grows by 4 GiB under the 0.4.8-0.5.2 tier table and by 3 MiB per decode batch size
 # per attention-DP group in the activation formula; the chunked-prefill size and the running
@@ -801,7 +844,20 @@ def predict(
         tokens = available // cell
     tokens -= tokens % lay.page
     windowed = window_pool(model, gpu, version, tokens, lay.page)
-    running = _max_running_requests(s, version, tokens, lay.context, mamba_slots, lay.attn_dp)
+    strategy = mamba_radix_cache_strategy(model, s, version, lay.page)
+    mamba_cap = None
+    if mamba_slots:
+        per_request = mamba_slots_per_request(
+            s.disable_radix_cache, strategy, not s.disable_overlap_schedule
+        )
+        mamba_cap = mamba_slots // per_request
+        if strategy == "extra_buffer":
+            notes.append(
+                "the radix cache keeps hybrid states with SGLang's extra_buffer strategy "
+                f"(--mamba-radix-cache-strategy auto, {version_text(MAMBA_EXTRA_BUFFER_SINCE)}+): "
+                f"{per_request} state slots a running request, so at most {mamba_cap:,} run"
+            )
+    running = _max_running_requests(s, version, tokens, lay.context, mamba_cap, lay.attn_dp)
     if s.enable_two_batch_overlap and experts.all_to_all is None:
         raise InputError(
             "--enable-two-batch-overlap",
@@ -871,6 +927,7 @@ def predict(
             "swa_max_total_num_tokens": windowed[0] if windowed else None,
             "sliding_window_size": windowed[1] if windowed else None,
             "max_mamba_cache_size": mamba_slots or None,
+            "mamba_radix_cache_strategy": strategy,
             "moe_a2a_backend": experts.all_to_all,
             "moe_dense_tp_size": s.moe_dense_tp_size,
             "dense_mlp_replicated": dense_mlp_replicated(model, s, lay.attn_dp) or None,
@@ -1289,12 +1346,34 @@ def _token_cell_bytes(
     return cell
 
 
-def mamba_slots_per_request(disable_radix_cache: bool) -> int:
+def mamba_radix_cache_strategy(
+    model: ModelSpec, s: SglangSettings, version: tuple[int, int, int], page: int
+) -> str | None:
+    """What --mamba-radix-cache-strategy auto resolves to for a hybrid model with the radix
+    cache on (from 0.5.14, where it has that name; None otherwise): "extra_buffer" where the
+    architecture supports it and the overlap scheduler is on or pages are longer than a token,
+    else "no_buffer"."""
+    if version < MAMBA_EXTRA_BUFFER_SINCE or s.disable_radix_cache:
+        return None
+    if not mamba_state_bytes_per_request(model, s.tp_size, s.pp_size):
+        return None
+    since = MAMBA_EXTRA_BUFFER_ARCHS.get(model.architecture or "")
+    wanted = not s.disable_overlap_schedule or page > 1
+    return "extra_buffer" if wanted and since is not None and version >= since else "no_buffer"
+
+
+def mamba_slots_per_request(
+    disable_radix_cache: bool, strategy: str | None = None, overlap: bool = True
+) -> int:
     """State slots the running cap counts per request of a hybrid model: 3 with the radix cache
-    (its cached states beside the request's own), 1 without."""
+    (its cached states beside the request's own) and, under the extra_buffer `strategy`, its
+    tracking slots (2 with the overlap scheduler, 1 without); 1 without the radix cache."""
     if disable_radix_cache:
         return MAMBA_SLOTS_PER_REQUEST_NO_RADIX
-    return MAMBA_SLOTS_PER_RUNNING_REQUEST
+    if strategy != "extra_buffer":
+        return MAMBA_SLOTS_PER_RUNNING_REQUEST
+    extra = MAMBA_EXTRA_BUFFER_SLOTS_OVERLAP if overlap else MAMBA_EXTRA_BUFFER_SLOTS_NO_OVERLAP
+    return MAMBA_SLOTS_PER_RUNNING_REQUEST + extra
 
 
 def _max_running_requests(
@@ -1302,18 +1381,19 @@ def _max_running_requests(
     version: tuple[int, int, int],
     tokens: int,
     context: int,
-    mamba_slots: int,
+    mamba_cap: int | None,
     attn_dp: int,
 ) -> int:
     """The running-request cap of one scheduler: resolve_max_num_reqs (sglang.md 3.4),
     clamp(tokens / context x 512, 2048, 4096), or the user's cap shared among the `attn_dp`
-    groups; never above half the token pool nor the Mamba slots' share."""
+    groups; never above half the token pool nor the Mamba slots' share (`mamba_cap`: the
+    slots over mamba_slots_per_request; None for a model without state layers)."""
     running = min(max(int(tokens / context * 512), 2048), 4096)
     if s.max_running_requests is not None:
         running = max(1, s.max_running_requests // attn_dp)
     running = min(running, tokens // 2)
-    if mamba_slots:
-        running = min(running, mamba_slots // mamba_slots_per_request(s.disable_radix_cache))
+    if mamba_cap is not None:
+        running = min(running, mamba_cap)
     if version < (0, 5, 0):
         running += 1  # 0.4.x logged the req_to_token pool size (one padding slot)
     return running
