@@ -390,6 +390,48 @@ def test_prefix_caching_follows_the_line_and_the_release(cli: Cli) -> None:
     assert asked["prefix_cache"]["gpu_hits"] == 9
 
 
+def test_the_hybrid_radix_cache_strategy_is_the_lines(cli: Cli) -> None:
+    """SGLang 0.5.14+'s --mamba-radix-cache-strategy: auto resolves to extra_buffer for
+    Qwen3-Next (5 state slots a running request: the cap falls to K // 5); no_buffer, which
+    SGLang takes only without the overlap scheduler, keeps K // 3; both commands carry it on
+    the line and read it back; what SGLang refuses is one error naming the flag."""
+    base = ["--preset", "qwen3-next-80b-a3b", "--gpu", "h200", "--tp", "2", "--engine"]
+    base += ["sglang", "--engine-version", "0.5.23", "--json"]
+
+    def capped(*flags: str) -> tuple[int, str]:
+        got = cli("capacity", *base, *flags)
+        assert got.code == 0, got.output
+        plan = got.json()
+        return plan["engine"]["settings"]["max_running_requests"], plan["flags"]["sglang"]
+
+    auto, auto_line = capped()
+    no_buffer, line = capped(
+        "--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule"
+    )
+    slots = cli("capacity", *base).json()["engine"]["settings"]["max_mamba_cache_size"]
+    assert (auto, no_buffer) == (slots // 5, slots // 3)
+    assert "--mamba-radix-cache-strategy" not in auto_line
+    assert line.endswith("--disable-overlap-schedule --mamba-radix-cache-strategy no_buffer")
+    assert fields_from_line("sglang", line)["mamba_radix_cache_strategy"] == "no_buffer"
+    ran = cli(
+        "simulate", *base, "--concurrency", "1", "--prompt-len", "100", "--output-len", "4",
+        "--requests", "2", "--mamba-radix-cache-strategy", "no_buffer",
+        "--disable-overlap-schedule",
+    )  # fmt: skip
+    assert ran.code == 0, ran.output
+    assert ran.json()["deployment"]["command"] == line
+    for flags in (
+        ("--mamba-radix-cache-strategy", "no_buffer"),  # the overlap scheduler is on
+        ("--mamba-radix-cache-strategy", "fifo"),
+    ):
+        wrong = cli("capacity", *base, *flags)
+        assert wrong.code == 2 and wrong.json()["field"] == "--mamba-radix-cache-strategy"
+    # before 0.5.14 the flag had another name (--mamba-scheduler-strategy, not modelled)
+    old = [arg if arg != "0.5.23" else "0.5.10" for arg in base]
+    wrong = cli("capacity", *old, "--mamba-radix-cache-strategy", "auto")
+    assert wrong.code == 2 and wrong.json()["field"] == "--mamba-radix-cache-strategy"
+
+
 def test_host_work_the_step_model_does_not_price_is_said(cli: Cli) -> None:
     """vLLM's --enforce-eager and SGLang's --disable-cuda-graph launch every kernel from the
     host, and SGLang's --disable-overlap-schedule runs its scheduler between GPU steps: costs

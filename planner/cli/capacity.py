@@ -28,6 +28,7 @@ from planner.cli.numbers import (
     EpNumRedundantExperts,
     HubTimeout,
     MambaFullMemoryRatio,
+    MambaRadixCacheStrategy,
     MaxMambaCacheSize,
     MaxPrefillTokens,
     MoeA2aBackend,
@@ -282,6 +283,7 @@ def capacity(
     max_running_requests: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,
     mamba_full_memory_ratio: MambaFullMemoryRatio = None,
     max_mamba_cache_size: MaxMambaCacheSize = None,
+    mamba_radix_cache_strategy: MambaRadixCacheStrategy = None,
     context_length: Annotated[
         str | None, typer.Option(metavar="<int>", help="SGLang flag (same as --context).")
     ] = None,
@@ -442,6 +444,7 @@ class CapacityFlags:
     max_running_requests: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
+    mamba_radix_cache_strategy: str | None
     context_length: str | None
     kv_offloading_size: float | None
     kv_offloading_backend: str | None
@@ -606,6 +609,7 @@ def _engine_ledger_settings(
             disable_overlap_schedule=f.disable_overlap_schedule or None,
             mamba_full_memory_ratio=f.mamba_full_memory_ratio,
             max_mamba_cache_size=f.max_mamba_cache_size,
+            mamba_radix_cache_strategy=f.mamba_radix_cache_strategy,
         )
         | parallel,
     }
@@ -655,6 +659,7 @@ SGLANG_ONLY_FLAGS = {
     "--max-prefill-tokens": "max_prefill_tokens",
     "--mamba-full-memory-ratio": "mamba_full_memory_ratio",
     "--max-mamba-cache-size": "max_mamba_cache_size",
+    "--mamba-radix-cache-strategy": "mamba_radix_cache_strategy",
     "--enable-hierarchical-cache": "enable_hierarchical_cache",
     "--hicache-ratio": "hicache_ratio",
     "--hicache-size": "hicache_size",
@@ -914,6 +919,7 @@ def _engine_extra(engine: str, **given: object) -> dict[str, object]:
         "cuda_graph_max_bs_decode",
         "mamba_full_memory_ratio",
         "max_mamba_cache_size",
+        "mamba_radix_cache_strategy",
         "ep_num_redundant_experts",
         "enable_two_batch_overlap",
         "moe_a2a_backend",

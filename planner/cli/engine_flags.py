@@ -49,6 +49,11 @@ ENGINE_EXTRA_FLAGS = {
     "kv_cache_memory_bytes": ("vllm", "--kv-cache-memory-bytes", "kv_cache_memory_bytes"),
     "mamba_full_memory_ratio": ("sglang", "--mamba-full-memory-ratio", "mamba_full_memory_ratio"),
     "max_mamba_cache_size": ("sglang", "--max-mamba-cache-size", "max_mamba_cache_size"),
+    "mamba_radix_cache_strategy": (
+        "sglang",
+        "--mamba-radix-cache-strategy",
+        "mamba_radix_cache_strategy",
+    ),
 }
 
 

@@ -131,6 +131,15 @@ MaxMambaCacheSize = Annotated[
         "--max-mamba-cache-size", help="SGLang flag (hybrid models): the Mamba state slots."
     ),
 ]
+MambaRadixCacheStrategy = Annotated[
+    str | None,
+    typer.Option(
+        "--mamba-radix-cache-strategy",
+        help="SGLang 0.5.14+ flag (hybrid models): auto, no_buffer or extra_buffer, how the "
+        "radix cache keeps their states (extra_buffer: 2 slots a request more) [auto].",
+        show_default=False,
+    ),
+]
 AsyncScheduling = Annotated[
     bool | None,
     typer.Option(

@@ -32,6 +32,7 @@ from planner.cli.numbers import (
     KvOffloadingBackend,
     KvOffloadingSize,
     MambaFullMemoryRatio,
+    MambaRadixCacheStrategy,
     MaxMambaCacheSize,
     MaxPrefillTokens,
     MemoryFraction,
@@ -366,6 +367,7 @@ def simulate(
     ] = None,
     mamba_full_memory_ratio: MambaFullMemoryRatio = None,
     max_mamba_cache_size: MaxMambaCacheSize = None,
+    mamba_radix_cache_strategy: MambaRadixCacheStrategy = None,
     dtype: EngineDtype = None,
     reserved_gib: ReservedGib = None,
     dp_attention: Annotated[
@@ -627,6 +629,7 @@ class SimulateFlags:
     kv_cache_memory_bytes: int | None
     mamba_full_memory_ratio: float | None
     max_mamba_cache_size: int | None
+    mamba_radix_cache_strategy: str | None
     dtype: str | None
     reserved_gib: float | None
     dp_attention: bool
@@ -1026,6 +1029,7 @@ DEPLOYMENT_FLAGS = {
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",
     "max_mamba_cache_size": "--max-mamba-cache-size",
+    "mamba_radix_cache_strategy": "--mamba-radix-cache-strategy",
     "dtype": "--dtype",
     "reserved_gib": "--reserved-gib",
     "spec_method": "--spec-method",

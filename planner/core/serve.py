@@ -431,9 +431,10 @@ def sequences_held(model: ModelSpec, p: EnginePrediction, tokens: int, window: b
         held = min(held, int(str(window_tokens)) // (ceil_div(tokens, page) * page))
     mamba = p.settings.get("max_mamba_cache_size")
     if mamba:
+        strategy = p.settings.get("mamba_radix_cache_strategy")
         per_request = sglang.mamba_slots_per_request(
             bool(p.settings.get("disable_radix_cache")),
-            str(p.settings.get("mamba_radix_cache_strategy")),
+            None if strategy is None else str(strategy),
             not p.settings.get("disable_overlap_schedule"),
         )
         held = min(held, int(str(mamba)) // per_request)
@@ -920,6 +921,7 @@ SGLANG_FLAGS = (
     ("disable_radix_cache", "--disable-radix-cache"),
     ("disable_cuda_graph", "--disable-cuda-graph"),
     ("disable_overlap_schedule", "--disable-overlap-schedule"),
+    ("mamba_radix_cache_strategy", "--mamba-radix-cache-strategy"),
 )
 # Values every version of both engines defaults to: the line leaves them out (they change
 # nothing, and `planner drift` reads an omitted one as its default).
@@ -1054,6 +1056,7 @@ STRING_FIELDS = (
     "disaggregation_transfer_backend",
     "moe_a2a_backend",
     "all2all_backend",
+    "mamba_radix_cache_strategy",
 )
 # Line fields that are bare flags, and those that take a decimal number.
 BOOLEAN_FIELDS = (

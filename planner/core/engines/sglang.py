@@ -496,6 +496,12 @@ class SglangSettings(BaseModel):
         description="--disable-overlap-schedule: the scheduler's CPU work runs between GPU "
         "steps (not priced); the pool is the same",
     )
+    mamba_radix_cache_strategy: Literal["auto", "no_buffer", "extra_buffer"] | None = Field(
+        default=None,
+        description="--mamba-radix-cache-strategy (0.5.14+; hybrid models with the radix "
+        "cache): how it keeps their states (None or auto: the release's resolution, "
+        "mamba_radix_cache_strategy)",
+    )
     disable_cuda_graph: bool = Field(
         default=False,
         description="--disable-cuda-graph: every step launched from the host (its time not "
@@ -1349,17 +1355,42 @@ def _token_cell_bytes(
 def mamba_radix_cache_strategy(
     model: ModelSpec, s: SglangSettings, version: tuple[int, int, int], page: int
 ) -> str | None:
-    """What --mamba-radix-cache-strategy auto resolves to for a hybrid model with the radix
-    cache on (from 0.5.14, where it has that name; None otherwise): "extra_buffer" where the
-    architecture supports it and the overlap scheduler is on or pages are longer than a token,
-    else "no_buffer"."""
-    if version < MAMBA_EXTRA_BUFFER_SINCE or s.disable_radix_cache:
+    """The strategy the radix cache keeps a hybrid model's states with (from 0.5.14, where
+    --mamba-radix-cache-strategy has that name; None otherwise or without the radix cache):
+    the one stated, else what "auto" resolves to: "extra_buffer" where the architecture
+    supports it and the overlap scheduler is on or pages are longer than a token, else
+    "no_buffer". What SGLang refuses at start-up is one error: extra_buffer on an
+    architecture without it, no_buffer with the overlap scheduler or longer pages."""
+    stated = s.mamba_radix_cache_strategy
+    if version < MAMBA_EXTRA_BUFFER_SINCE:
+        if stated is not None:
+            raise InputError(
+                "--mamba-radix-cache-strategy",
+                f"SGLang {version_text(MAMBA_EXTRA_BUFFER_SINCE)}+ (this is "
+                f"{version_text(version)}: its --mamba-scheduler-strategy is not modelled)",
+            )
         return None
-    if not mamba_state_bytes_per_request(model, s.tp_size, s.pp_size):
+    if s.disable_radix_cache or not mamba_state_bytes_per_request(model, s.tp_size, s.pp_size):
         return None
     since = MAMBA_EXTRA_BUFFER_ARCHS.get(model.architecture or "")
-    wanted = not s.disable_overlap_schedule or page > 1
-    return "extra_buffer" if wanted and since is not None and version >= since else "no_buffer"
+    supported = since is not None and version >= since
+    if stated is None or stated == "auto":
+        wanted = not s.disable_overlap_schedule or page > 1
+        return "extra_buffer" if wanted and supported else "no_buffer"
+    if stated == "extra_buffer" and not supported:
+        raise InputError(
+            "--mamba-radix-cache-strategy",
+            f"extra_buffer: SGLang {version_text(version)} supports it for "
+            f"{', '.join(a for a, v in MAMBA_EXTRA_BUFFER_ARCHS.items() if version >= v)}, "
+            f"not {model.architecture}; no_buffer (with --disable-overlap-schedule) or auto",
+        )
+    if stated == "no_buffer" and (not s.disable_overlap_schedule or page > 1):
+        raise InputError(
+            "--mamba-radix-cache-strategy",
+            "no_buffer: SGLang refuses it with the overlap scheduler or pages over one token "
+            "(add --disable-overlap-schedule, keep --page-size 1)",
+        )
+    return stated
 
 
 def mamba_slots_per_request(
