@@ -852,6 +852,24 @@ def test_sglang_hybrid_state_pool_before_kv() -> None:
     assert capped(version="0.5.14") == ("extra_buffer", 64 // 5)
     assert capped(disable_overlap_schedule=True) == ("no_buffer", 64 // 3)
     assert capped(disable_overlap_schedule=True, page_size=16) == ("extra_buffer", 64 // 4)
+    # an architecture the release does not list resolves to no_buffer, and SGLang then turns
+    # its overlap scheduler off itself
+    other = sglang.predict(
+        spec.model_copy(update={"architecture": "JambaForCausalLM"}),
+        find_gpu("h200"),
+        sglang.SglangSettings(tp_size=2, context_length=32768, max_mamba_cache_size=64),
+    )
+    assert other.settings["mamba_radix_cache_strategy"] == "no_buffer"
+    assert other.settings["disable_overlap_schedule"] is True
+    assert other.settings["max_running_requests"] == 64 // 3
+    with pytest.raises(InputError, match="JambaForCausalLM"):
+        sglang.predict(
+            spec.model_copy(update={"architecture": "JambaForCausalLM"}),
+            find_gpu("h200"),
+            sglang.SglangSettings(
+                tp_size=2, context_length=32768, mamba_radix_cache_strategy="extra_buffer"
+            ),
+        )
     # without the radix cache a request holds its own state slot only: K // 1
     plain = sglang_plan(
         model=nxt,

@@ -134,10 +134,14 @@ def run_notes(
             "the engine's pool here"
         )
     if engine == "sglang" and p.settings.get("disable_overlap_schedule"):
+        why = "--disable-overlap-schedule"
+        stated = "--disable-overlap-schedule" in inst.plan.command
+        if not stated and p.settings.get("mamba_radix_cache_strategy") == "no_buffer":
+            why = "the no_buffer Mamba strategy turns SGLang's overlap scheduler off"
         notes.append(
-            "--disable-overlap-schedule: SGLang's scheduler prepares each step and processes "
-            "the last one's output between GPU steps, a CPU cost the step model does not price "
-            "(not measured for SGLang); the steps are optimistic"
+            f"{why}: SGLang's scheduler prepares each step and processes the last one's output "
+            "between GPU steps, a CPU cost the step model does not price (not measured for "
+            "SGLang); the steps are optimistic"
         )
     if curve.host_ms_per_seq:
         notes.append(

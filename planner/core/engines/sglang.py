@@ -942,7 +942,10 @@ def predict(
             "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
             "disable_radix_cache": s.disable_radix_cache or None,
             "disable_cuda_graph": s.disable_cuda_graph or None,
-            "disable_overlap_schedule": s.disable_overlap_schedule or None,
+            # SGLang turns its overlap scheduler off itself under no_buffer (the comment above)
+            "disable_overlap_schedule": s.disable_overlap_schedule
+            or strategy == "no_buffer"
+            or None,
             "stream_interval": s.stream_interval,
             "scheduler_recv_interval": s.scheduler_recv_interval,
             "max_prefill_tokens": s.max_prefill_tokens,
