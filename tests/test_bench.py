@@ -912,14 +912,7 @@ def test_multi_step_with_chunked_prefill_prefills_only_in_a_rounds_first_step() 
 def test_sharegpt_preset_means_match_the_published_totals(
     workload: str, inputs: int, outputs: int
 ) -> None:
-    got = bench(
-        gpu="h100",
-        preset="llama-3.1-8b",
-        model=None,
-        settings={},
-        load=Load(rate_per_s=4.0),
-        lengths=Lengths(workload=workload),
-    )
+    got = sharegpt_run(workload)
     assert got["total_input_tokens"] == pytest.approx(inputs, rel=0.05)
     assert got["total_output_tokens"] == pytest.approx(outputs, rel=0.05)
 
@@ -1011,23 +1004,25 @@ def test_len_spread_draws_around_l_as_vllm_bench_serve_does() -> None:
     assert got["workload"]["prompt_tokens"]["max"] == 1500
 
 
+def sharegpt_run(workload: str, **lengths: Any) -> dict[str, Any]:
+    """Llama-3.1-8B on an H100 at 4 req/s over a ShareGPT preset, with `lengths`' overrides."""
+    return bench(
+        gpu="h100",
+        preset="llama-3.1-8b",
+        model=None,
+        settings={},
+        load=Load(rate_per_s=4.0),
+        lengths=Lengths(workload=workload, **lengths),
+    )
+
+
 def test_means_rescale_the_workload_to_the_runs_lengths() -> None:
     """A ShareGPT run whose outputs stopped at EOS (122 tokens a request, not the references'
     ~197): the trace keeps its shape, scaled to the reported means; shorter outputs mean
     shorter requests, so the same rate holds fewer running and each finishes sooner."""
 
-    def sharegpt(**means: float) -> dict[str, Any]:
-        return bench(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={},
-            load=Load(rate_per_s=4.0),
-            lengths=Lengths(workload="sharegpt", **means),
-        )
-
-    plain = sharegpt()
-    got = sharegpt(prompt_mean=300.0, output_mean=122.2)
+    plain = sharegpt_run("sharegpt")
+    got = sharegpt_run("sharegpt", prompt_mean=300.0, output_mean=122.2)
     assert got["total_input_tokens"] / got["completed"] == pytest.approx(300, abs=0.5)
     assert got["total_output_tokens"] / got["completed"] == pytest.approx(122.2, abs=0.5)
     assert got["median_e2el_ms"] < plain["median_e2el_ms"]
@@ -1778,14 +1773,7 @@ def test_a_paired_workload_keeps_its_empty_outputs_unless_another_share_is_asked
     outputs with the share as the workload's."""
 
     def run_with(**lengths: Any) -> dict[str, Any]:
-        return bench(
-            gpu="h100",
-            preset="llama-3.1-8b",
-            model=None,
-            settings={},
-            load=Load(rate_per_s=4.0),
-            lengths=Lengths(workload="sharegpt-base", **lengths),
-        )
+        return sharegpt_run("sharegpt-base", **lengths)
 
     measured = run_with()
     assert measured["total_output_tokens"] == 122_589 - 378  # the empty ones count none
