@@ -300,13 +300,19 @@ def test_hybrid_block_size_is_the_engines_own(cli: Cli, tmp_path: Path) -> None:
     # x 2 B (SSM) + 3 x (2 x 2,048 + 4,096) / 2 x 2 B (conv) = 548,864 B; a full-attention
     # token is 2 x 1 KV head x 256 x 2 B = 1,024 B; vLLM raises the block to 16 x
     # ceil(548,864 / (16 x 1,024)) = 544 tokens (its log: "Setting attention block size to 544").
-    # From 0.34 the block defaults to 64 tokens and the raise keeps multiples of it: 576.
+    # From 0.34 the block defaults to 64 tokens and the raise keeps multiples of it: 576. So
+    # does 0.33 with prefix caching on (its default for hybrid models from 0.26): its "align"
+    # Mamba mode keeps the block on the 64-token grid FlashInfer's GDN prefill exports its
+    # checkpoints on, and a request holds 3 state blocks a linear-attention group (2 in 0.32).
     base = ("capacity", "--model", NEXT, "--gpu", "h200", "--tp", "2", "--engine-version", "0.33")
+    base += ("--no-enable-prefix-caching",)
     plain = cli(*base, "--json")
     assert plain.code == 0, plain.out
     assert plain.json()["engine"]["settings"]["block_size"] == 544
-    newer = cli(*base[:-1], "0.34", "--json")
-    assert newer.json()["engine"]["settings"]["block_size"] == 576
+    assert plain.json()["engine"]["settings"]["mamba_state_blocks"] == 1
+    for version, block, states in (("0.32", 544, 2), ("0.33", 576, 3), ("0.34", 576, 3)):
+        settings = cli(*base[:-2], version, "--json").json()["engine"]["settings"]
+        assert (settings["block_size"], settings["mamba_state_blocks"]) == (block, states)
     given = cli(*base, "--block-size", "544", "--json")  # read back from the log: accepted
     assert given.code == 0, given.out
     assert given.json()["engine"]["kv_cache_tokens"] == plain.json()["engine"]["kv_cache_tokens"]

@@ -1509,8 +1509,8 @@ def test_a_logged_fraction_past_floats_range_is_one_bad_figure() -> None:
 
 def test_vllm_prefix_caching_default_by_release_and_model() -> None:
     """vLLM's V1 caches prefixes unless told not to, hybrid models (Mamba / linear attention)
-    from 0.26 only; V0 never unless asked. Where a hybrid model runs with it, the plan says its
-    pool is the one without (vLLM then keeps Mamba states at block boundaries, not modelled)."""
+    from 0.26 only; V0 never unless asked. Where a hybrid model runs with it, the plan says how
+    it keeps the Mamba states (test_vllm_hybrid_prefix_caching_holds_more_state_blocks)."""
     hybrid = spec_of(str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json"))
     dense = spec_of(str(MODELS / "meta-llama--Llama-3.1-8B-Instruct" / "config.json"))
     on = vllm.prefix_caching_on
@@ -1530,6 +1530,45 @@ def test_vllm_prefix_caching_default_by_release_and_model() -> None:
     assert not any(note in n for n in notes("0.34.0", False))
     assert not any(note in n for n in notes("0.25.0", None))
     assert any(note in n for n in notes("0.25.0", True))
+
+
+def test_vllm_hybrid_prefix_caching_holds_more_state_blocks() -> None:
+    """With prefix caching on, vLLM keeps a hybrid model's states in "align" mode: each request
+    holds 2 state blocks in every Mamba / linear-attention KV-cache group (3 where the layers
+    export a prefill checkpoint: Mamba-2 mixers from 0.32, Gated DeltaNet from 0.33 under
+    FlashInfer's prefill, on NVIDIA), not 1; the Mamba-2 family ran "all" mode (a state a
+    block) before 0.28, which the pool does not model and says so. Fewer requests fit: the
+    logged concurrency is the blocks over one request's."""
+    nxt = spec_of(str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json"))
+    nano = spec_of(str(MODELS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" / "config.json"))
+    mode, states = vllm.mamba_cache_mode, vllm.mamba_state_blocks
+    h200, mi300x = find_gpu("h200"), find_gpu("mi300x")
+    assert mode(nxt, (0, 19, 0), "v1", True) is None  # before the modes
+    assert mode(nxt, (0, 26, 0), "v1", None) == "align"
+    assert mode(nxt, (0, 26, 0), "v1", False) == "none"
+    assert mode(nano, (0, 26, 0), "v1", None) == "all"
+    assert mode(nano, (0, 28, 0), "v1", None) == "align"
+    assert [states(nxt, (0, v, 0), h200, "align") for v in (30, 32, 33)] == [2, 2, 3]
+    assert states(nxt, (0, 34, 0), mi300x, "align") == 2  # AMD runs its own GDN prefill
+    assert [states(nano, (0, v, 0), h200, "align") for v in (31, 32)] == [2, 3]
+    assert states(nxt, (0, 34, 0), h200, "none") == states(nano, (0, 26, 0), h200, "all") == 1
+
+    def plan(version: str, stated: bool | None) -> EnginePrediction:
+        settings = vllm.VllmSettings(
+            version=version, tensor_parallel_size=2, enable_prefix_caching=stated
+        )
+        return vllm.predict(nxt, h200, settings)
+
+    off, on = plan("0.32.0", False), plan("0.32.0", None)
+    assert off.num_gpu_blocks == on.num_gpu_blocks  # the same pool
+    # Qwen3-Next's 36 Gated DeltaNet layers make 3 groups beside its 12 attention layers'
+    assert on.blocks_per_request - off.blocks_per_request == 3 * (2 - 1)
+    assert on.max_concurrency == pytest.approx(on.num_gpu_blocks / on.blocks_per_request)
+    assert on.kv_cache_tokens < off.kv_cache_tokens
+    assert any("'align' mode, 2 state blocks a request" in n for n in on.notes)
+    assert not any("'align'" in n for n in off.notes)
+    nano_all = vllm.predict(nano, h200, vllm.VllmSettings(version="0.26.0"))
+    assert any("'all' mode" in n and "an estimate" in n for n in nano_all.notes)
 
 
 def test_sglang_disable_cuda_graph_leaves_the_reserve_by_release() -> None:

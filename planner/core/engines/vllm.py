@@ -575,6 +575,86 @@ def uses_v2_runner(model: ModelSpec, version: tuple[int, int, int], quantized: b
 VLLM_HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
 
 
+# With prefix caching on, a hybrid model's Mamba / linear-attention states are cached at block
+# boundaries (--mamba-cache-mode, resolved in MambaModelConfig.verify_and_update_config,
+# vllm/model_executor/models/config.py): from 0.20 "all" (a state every block: memory that
+# grows with the context) for the models declaring SupportsMambaPrefixCaching (the Mamba-2
+# family below, as 0.26 lists it) and "align" for the rest (Qwen3-Next's and Qwen3.5's Gated
+# DeltaNet), "align" for every model from 0.28 (read in the 0.20.0, 0.26.0, 0.27.0, 0.28.0,
+# 0.30.0 and 0.34.0 wheels). Under "align" a request holds 2 state blocks a Mamba group, plus a
+# prefill checkpoint block where its layers export one (MambaSpec.max_memory_usage_bytes: 2 +
+# num_speculative_blocks + num_prefill_checkpoint_blocks): Mamba-2 mixers from 0.32
+# (mamba_mixer2.py get_kv_cache_spec), Gated DeltaNet from 0.33 where FlashInfer's GDN prefill
+# runs ("auto" on Hopper; on Blackwell with 128-dim keys, as Qwen3-Next's and Qwen3.5's, and
+# CUDA 13, taken as the wheels' runtime: qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend).
+# Without prefix caching ("none") a request holds one. Speculative decoding's extra state
+# blocks are not modelled.
+VLLM_MAMBA_CACHE_MODES_SINCE = (0, 20, 0)
+VLLM_MAMBA_ALIGN_DEFAULT_SINCE = (0, 28, 0)
+VLLM_MAMBA_ALL_ARCHS = frozenset(
+    {
+        "NemotronHForCausalLM",
+        "JambaForCausalLM",
+        "MambaForCausalLM",
+        "Mamba2ForCausalLM",
+        "Zamba2ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "FalconH1ForCausalLM",
+    }
+)
+MAMBA_ALIGN_STATE_BLOCKS = 2
+# Mamba-2 mixer architectures (the checkpoint's exporter is mamba_mixer2.py's), and the release
+# each layer kind starts exporting a prefill checkpoint block in.
+VLLM_MAMBA2_ARCHS = frozenset(
+    {
+        "NemotronHForCausalLM",
+        "Mamba2ForCausalLM",
+        "Zamba2ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "FalconH1ForCausalLM",
+        "BambaForCausalLM",
+    }
+)
+VLLM_MAMBA2_CHECKPOINT_SINCE = (0, 32, 0)
+VLLM_GDN_CHECKPOINT_SINCE = (0, 33, 0)
+# The compute capabilities FlashInfer's GDN prefill runs on: Hopper 9.x, Blackwell 10.x and
+# 12.x (RTX PRO 6000, RTX 50).
+GDN_FLASHINFER_MAJORS = (HOPPER_MAJOR, BLACKWELL_MAJOR, 12)
+# FlashInfer's GDN prefill exports its states every 64 tokens (FLASHINFER_GDN_CHECKPOINT_
+# ALIGNMENT, vllm/v1/attention/backends/gdn_attn.py, 0.34).
+GDN_CHECKPOINT_ALIGNMENT_TOKENS = 64
+
+
+def mamba_cache_mode(
+    model: ModelSpec, version: tuple[int, int, int], engine: str, stated: bool | None
+) -> str | None:
+    """How vLLM keeps a hybrid model's states ("none", "align" or "all"), or None where the
+    model has no state layers or the release predates the modes."""
+    if not has_state_layers(model) or version < VLLM_MAMBA_CACHE_MODES_SINCE:
+        return None
+    if not prefix_caching_on(model, version, engine, stated):
+        return "none"
+    all_mode = model.architecture in VLLM_MAMBA_ALL_ARCHS
+    return "all" if all_mode and version < VLLM_MAMBA_ALIGN_DEFAULT_SINCE else "align"
+
+
+def mamba_state_blocks(
+    model: ModelSpec, version: tuple[int, int, int], gpu: GpuSpec, mode: str | None
+) -> int:
+    """State blocks one request holds in each Mamba / linear-attention KV-cache group: 2 under
+    "align" (3 where the layers export a prefill checkpoint), else 1 ("all" keeps one a block
+    of context, which the pool here does not model: an estimate, the plan's notes say so)."""
+    if mode != "align":
+        return 1
+    checkpoint = False
+    if model.architecture in VLLM_MAMBA2_ARCHS:
+        checkpoint = version >= VLLM_MAMBA2_CHECKPOINT_SINCE
+    elif any(g.kind is KvKind.LINEAR for g in model.kv_groups):
+        flashinfer = capability(gpu)[0] in GDN_FLASHINFER_MAJORS
+        checkpoint = flashinfer and version >= VLLM_GDN_CHECKPOINT_SINCE
+    return MAMBA_ALIGN_STATE_BLOCKS + int(checkpoint)
+
+
 def prefix_caching_on(
     model: ModelSpec, version: tuple[int, int, int], engine: str, stated: bool | None
 ) -> bool:
@@ -1133,17 +1213,25 @@ def _prediction_blocks(
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
+    state_blocks = int(str(p.settings.get("mamba_state_blocks") or 1))
     buckets = _buckets(model, tp, pp, block, 1)
     if start_check:
         groups = _counted_groups(buckets, parse_version(p.version))
     else:
         groups = _kv_groups(buckets)[1]
-    return _blocks(groups, tokens, block, in_flight)
+    return _blocks(groups, tokens, block, in_flight, state_blocks)
 
 
-def _blocks(groups: list[tuple[_Bucket, int]], tokens: int, block: int, in_flight: int) -> int:
-    """Blocks one request of `tokens` tokens takes over KV-cache groups (bucket, how many)."""
-    return sum(n * _request_blocks(b, tokens, block, in_flight) for b, n in groups)
+def _blocks(
+    groups: list[tuple[_Bucket, int]],
+    tokens: int,
+    block: int,
+    in_flight: int,
+    state_blocks: int = 1,
+) -> int:
+    """Blocks one request of `tokens` tokens takes over KV-cache groups (bucket, how many);
+    `state_blocks` in each Mamba / linear-attention group (mamba_state_blocks)."""
+    return sum(n * _request_blocks(b, tokens, block, in_flight, state_blocks) for b, n in groups)
 
 
 def _counted_groups(
@@ -1219,9 +1307,32 @@ def _binding_stage(
     return min(stages, key=lambda st: (st.blocks, -st.index)), stages
 
 
-def _request_blocks(b: _Bucket, max_len: int, block: int, in_flight: int) -> int:
+def _mamba_mode(at: _Release) -> str | None:
+    """mamba_cache_mode for the release's model and flags."""
+    return mamba_cache_mode(at.model, at.version, at.engine, at.settings.enable_prefix_caching)
+
+
+def _checkpoint_alignment(at: _Release) -> int:
+    """The token grid a hybrid block must also fall on under "align" mode: FlashInfer's GDN
+    prefill exports its checkpoints every GDN_CHECKPOINT_ALIGNMENT_TOKENS (vLLM's platform
+    makes the block a multiple of it: interface.py _align_hybrid_block_size, 0.34), 1
+    elsewhere (Mamba-2 checkpoints land on any token)."""
+    gdn = any(g.kind is KvKind.LINEAR for g in at.model.kv_groups)
+    if gdn and at.model.architecture not in VLLM_MAMBA2_ARCHS and _state_blocks(at) > 2:
+        return GDN_CHECKPOINT_ALIGNMENT_TOKENS
+    return 1
+
+
+def _state_blocks(at: _Release) -> int:
+    """mamba_state_blocks for the release's model, card and flags."""
+    return mamba_state_blocks(at.model, at.version, at.gpu, _mamba_mode(at))
+
+
+def _request_blocks(
+    b: _Bucket, max_len: int, block: int, in_flight: int, state_blocks: int = 1
+) -> int:
     if b.kind in (KvKind.MAMBA, KvKind.LINEAR):
-        return 1
+        return state_blocks
     if b.kind is KvKind.SLIDING and b.window is not None:
         return ceil_div(min(b.window - 1 + in_flight, max_len), block) + 1
     if b.kind is KvKind.CHUNKED and b.window is not None:
@@ -1417,6 +1528,8 @@ def predict(
             "async_scheduling": async_on,
             "stream_interval": s.stream_interval,
             "enable_prefix_caching": s.enable_prefix_caching,
+            "mamba_cache_mode": _mamba_mode(at),
+            "mamba_state_blocks": _state_blocks(at) if has_state_layers(model) else None,
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
             "enable_lora": s.enable_lora,
@@ -1795,14 +1908,23 @@ def _fitted_pool(
     pool = pool_at(max_len)
     if pool.block != lay.block:
         notes.append(f"attention block size raised to {pool.block} to cover the Mamba state page")
-    if has_state_layers(at.model) and prefix_caching_on(
-        at.model, at.version, at.engine, at.settings.enable_prefix_caching
+    mode = _mamba_mode(at)
+    if mode == "align":
+        notes.append(
+            "prefix caching on a hybrid model: vLLM keeps its Mamba / linear-attention states "
+            f"in 'align' mode, {_state_blocks(at)} state blocks a request in each of their "
+            "KV-cache groups (the running state, the last block boundary's and, where the "
+            "layers export one, a prefill checkpoint), not 1 (no start-up log of it checked)"
+        )
+    elif mode == "all" or (
+        mode is None
+        and has_state_layers(at.model)
+        and prefix_caching_on(at.model, at.version, at.engine, at.settings.enable_prefix_caching)
     ):
         notes.append(
-            "prefix caching on a hybrid model: vLLM then keeps Mamba states at block boundaries "
-            "(mamba_cache_mode 'all' or 'align' in recent releases) and aligns its block to "
-            "them; the pool here is the one without prefix caching (an estimate: no log of it "
-            "checked)"
+            "prefix caching on a hybrid model: vLLM then keeps a Mamba state at every block "
+            "boundary ('all' mode) and aligns its block to the Mamba chunk; the pool here "
+            "counts one state a request (an estimate: fewer requests fit)"
         )
     if at.settings.max_model_len != MAX_MODEL_LEN_AUTO:
         return pool, max_len, None
@@ -2037,7 +2159,7 @@ def _kv_pool(
         # interface.py, kernel_block_alignment_size: 16-token multiples under the 16-token
         # default, 64 under 0.34's)
         per_token = max(attn_pages) // block
-        align = max(KERNEL_MIN_BLOCK_SIZE, block)
+        align = math.lcm(max(KERNEL_MIN_BLOCK_SIZE, block), _checkpoint_alignment(at))
         block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
         buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla)
     page = max(b.page_bytes for b in buckets)
@@ -2048,7 +2170,7 @@ def _kv_pool(
     if granule:
         per_tensor = available // group_size // granule * granule
         num_blocks = per_tensor // page
-    per_request = _blocks(groups, max_len, block, tokens)
+    per_request = _blocks(groups, max_len, block, tokens, _state_blocks(at))
     concurrency = num_blocks / per_request
     if rules.tokens == "blocks" or engine == "v0":
         kv_tokens = num_blocks * block
@@ -2079,7 +2201,7 @@ def _auto_fit(
     budget = pool.num_blocks  # available // bytes_per_block, or the extensible pool's granules
 
     def fits(length: int) -> bool:
-        return _blocks(groups, length, pool.block, in_flight) <= budget
+        return _blocks(groups, length, pool.block, in_flight, _state_blocks(at)) <= budget
 
     if not fits(1):
         raise NoKvCache(
