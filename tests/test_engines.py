@@ -1550,6 +1550,8 @@ def test_vllm_hybrid_prefix_caching_holds_more_state_blocks() -> None:
     assert mode(nano, (0, 28, 0), "v1", None) == "align"
     assert [states(nxt, (0, v, 0), h200, "align") for v in (30, 32, 33)] == [2, 2, 3]
     assert states(nxt, (0, 34, 0), mi300x, "align") == 2  # AMD runs its own GDN prefill
+    kimi = nxt.model_copy(update={"architecture": "KimiLinearForCausalLM"})  # not Qwen's GDN
+    assert states(kimi, (0, 34, 0), h200, "align") == 2
     assert [states(nano, (0, v, 0), h200, "align") for v in (31, 32)] == [2, 3]
     assert states(nxt, (0, 34, 0), h200, "none") == states(nano, (0, 26, 0), h200, "all") == 1
 

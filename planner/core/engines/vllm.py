@@ -617,6 +617,21 @@ VLLM_MAMBA2_ARCHS = frozenset(
 )
 VLLM_MAMBA2_CHECKPOINT_SINCE = (0, 32, 0)
 VLLM_GDN_CHECKPOINT_SINCE = (0, 33, 0)
+# The architectures built on Qwen's Gated DeltaNet layer (qwen_gdn_linear_attn.py, the one GDN
+# layer that exports checkpoints; 0.34: qwen3_next.py, qwen3_5.py, interns2_mobius.py and
+# interns2_preview.py, built on Qwen3.5's).
+VLLM_QWEN_GDN_ARCHS = frozenset(
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "InternS2MobiusForCausalLM",
+        "InternS2MobiusForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+    }
+)
 # The compute capabilities FlashInfer's GDN prefill runs on: Hopper 9.x, Blackwell 10.x and
 # 12.x (RTX PRO 6000, RTX 50).
 GDN_FLASHINFER_MAJORS = (HOPPER_MAJOR, BLACKWELL_MAJOR, 12)
@@ -649,7 +664,7 @@ def mamba_state_blocks(
     checkpoint = False
     if model.architecture in VLLM_MAMBA2_ARCHS:
         checkpoint = version >= VLLM_MAMBA2_CHECKPOINT_SINCE
-    elif any(g.kind is KvKind.LINEAR for g in model.kv_groups):
+    elif model.architecture in VLLM_QWEN_GDN_ARCHS:
         flashinfer = capability(gpu)[0] in GDN_FLASHINFER_MAJORS
         checkpoint = flashinfer and version >= VLLM_GDN_CHECKPOINT_SINCE
     return MAMBA_ALIGN_STATE_BLOCKS + int(checkpoint)
@@ -1317,8 +1332,7 @@ def _checkpoint_alignment(at: _Release) -> int:
     prefill exports its checkpoints every GDN_CHECKPOINT_ALIGNMENT_TOKENS (vLLM's platform
     makes the block a multiple of it: interface.py _align_hybrid_block_size, 0.34), 1
     elsewhere (Mamba-2 checkpoints land on any token)."""
-    gdn = any(g.kind is KvKind.LINEAR for g in at.model.kv_groups)
-    if gdn and at.model.architecture not in VLLM_MAMBA2_ARCHS and _state_blocks(at) > 2:
+    if at.model.architecture in VLLM_QWEN_GDN_ARCHS and _state_blocks(at) > 2:
         return GDN_CHECKPOINT_ALIGNMENT_TOKENS
     return 1
 
