@@ -591,30 +591,20 @@ VLLM_HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
 # blocks are not modelled.
 VLLM_MAMBA_CACHE_MODES_SINCE = (0, 20, 0)
 VLLM_MAMBA_ALIGN_DEFAULT_SINCE = (0, 28, 0)
-VLLM_MAMBA_ALL_ARCHS = frozenset(
+_MAMBA2_PREFIX_CACHING = frozenset(
     {
         "NemotronHForCausalLM",
-        "JambaForCausalLM",
-        "MambaForCausalLM",
         "Mamba2ForCausalLM",
         "Zamba2ForCausalLM",
         "GraniteMoeHybridForCausalLM",
         "FalconH1ForCausalLM",
     }
 )
+VLLM_MAMBA_ALL_ARCHS = _MAMBA2_PREFIX_CACHING | {"JambaForCausalLM", "MambaForCausalLM"}
 MAMBA_ALIGN_STATE_BLOCKS = 2
 # Mamba-2 mixer architectures (the checkpoint's exporter is mamba_mixer2.py's), and the release
 # each layer kind starts exporting a prefill checkpoint block in.
-VLLM_MAMBA2_ARCHS = frozenset(
-    {
-        "NemotronHForCausalLM",
-        "Mamba2ForCausalLM",
-        "Zamba2ForCausalLM",
-        "GraniteMoeHybridForCausalLM",
-        "FalconH1ForCausalLM",
-        "BambaForCausalLM",
-    }
-)
+VLLM_MAMBA2_ARCHS = _MAMBA2_PREFIX_CACHING | {"BambaForCausalLM"}
 VLLM_MAMBA2_CHECKPOINT_SINCE = (0, 32, 0)
 VLLM_GDN_CHECKPOINT_SINCE = (0, 33, 0)
 # The architectures built on Qwen's Gated DeltaNet layer (qwen_gdn_linear_attn.py, the one GDN
