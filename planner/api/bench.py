@@ -237,7 +237,7 @@ def benchmark(
             replicas=ranks,
             clients=total if concurrency is not None else None,
             requests=served_requests,
-            ignored_prompts=ignored.prompt_tokens,
+            ignored_prompt_tokens=ignored.prompt_tokens,
             percentiles=tails,
             stream_interval=inst.curve.stream_interval,
             **empty,

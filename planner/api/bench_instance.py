@@ -161,7 +161,7 @@ VLLM_V2_RUNNER_DEFAULT_SINCE = (0, 30, 0)
 
 
 def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, Trace]:
-    """The requests vLLM V0 serves under multi-step scheduling, and how many it ignores. Its
+    """The requests vLLM V0 serves under multi-step scheduling, and those it ignores. Its
     rounds do not chunk prompts: a prompt longer than min(max_model_len,
     max_num_batched_tokens) is finished at once with no output (vllm/core/scheduler.py 0.6.3,
     _get_prompt_limit, FINISHED_IGNORED). It takes no engine time, so the rest run as if it
@@ -169,7 +169,7 @@ def multi_step_ignored(trace: Trace, cfg: SimConfig) -> tuple[Trace, Trace]:
     that era (vLLM 0.6.3 benchmarks/backend_request_func.py) times the first token only on a
     chunk with text, so it records a TTFT of 0; `vllm bench serve` (0.33
     benchmarks/lib/endpoint_request_func.py) times it at its finishing chunk
-    (planner.sim.bench.bench_metrics `ignored_prompts`). Returns the served requests and the
+    (planner.sim.bench.bench_metrics `ignored_prompt_tokens`). Returns the served requests and the
     ignored ones."""
     if not (cfg.whole_prompts and cfg.scheduler_steps > 1):
         return trace, trace.subset(trace.prompt_tokens < 0)  # none ignored

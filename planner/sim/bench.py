@@ -91,7 +91,7 @@ def bench_metrics(
     stream_interval: int = 1,
     clients: int | None = None,
     requests: int | None = None,
-    ignored_prompts: NDArray[np.int64] | None = None,
+    ignored_prompt_tokens: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]:
     """The benchmark's summary for one run; `replicas` identical data-parallel copies of it
     multiply the throughputs (each served its share of the load). `requests`: the benchmark's
@@ -109,7 +109,7 @@ def bench_metrics(
     `stream_interval`: the engine sends a request's tokens N at a time after its first, so the
     client's inter-chunk latency spans N token gaps: its ITL figures are N times the token
     gaps' (an approximation where a chunk mixes a stalled step with plain ones).
-    `ignored_prompts`: the share's prompts the engine finished at once with no output (vLLM
+    `ignored_prompt_tokens`: the share's prompts the engine finished at once with no output (vLLM
     V0's multi-step rounds, planner.api.bench_instance.multi_step_ignored), not in `trace`:
     the client counts them completed, their prompts among its input tokens; a `text_ttft`
     client records their TTFT and latency as 0 (no chunk with text), so they join those
@@ -140,12 +140,12 @@ def bench_metrics(
     served = e2el[np.isfinite(e2el)]
     if clients and replicas > 1 and served.size:
         duration_s = max(duration_s, completed * float(served.mean()) / 1000.0 / clients)
-    if ignored_prompts is not None and ignored_prompts.size:
-        completed += round(ignored_prompts.size * scale)
-        inputs += round(int(ignored_prompts.sum()) * scale)
+    if ignored_prompt_tokens is not None and ignored_prompt_tokens.size:
+        completed += round(ignored_prompt_tokens.size * scale)
+        inputs += round(int(ignored_prompt_tokens.sum()) * scale)
         if text_ttft:
-            ttft = np.concatenate([ttft, np.zeros(ignored_prompts.size)])
-            e2el = np.concatenate([e2el, np.zeros(ignored_prompts.size)])
+            ttft = np.concatenate([ttft, np.zeros(ignored_prompt_tokens.size)])
+            e2el = np.concatenate([e2el, np.zeros(ignored_prompt_tokens.size)])
     return {
         "completed": completed,
         "duration": duration_s,
