@@ -6,6 +6,10 @@ batched-token budget as the engine would start with them), its step time comes f
 step-time model, and the engine's scheduler runs the benchmark's load (closed loop or an
 arrival rate) over the benchmark's lengths. Everything printed is an estimate; the output
 says so.
+
+This module poses the benchmark (its requests, the client, the deployment's instances) and
+hands it to the run that fits the deployment: planner.api.bench_aggregated for one pool,
+planner.api.bench_disagg for a prefill pool and a decode pool.
 """
 
 from __future__ import annotations
@@ -13,45 +17,23 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
+from planner.api.bench_aggregated import Layout, Posed, run_aggregated
 from planner.api.bench_disagg import run_disaggregated
 from planner.api.bench_instance import (
     Deployment,
     Instance,
     attention_groups_of,
     bench_client_of,
-    caches_prefixes,
     check_ep,
-    lockstep_load,
-    multi_step_ignored,
     plan_instance,
-    with_bench_client,
-    with_speculation,
 )
-from planner.api.bench_load import (
-    DEFAULT_BENCH_REQUESTS,
-    REQUESTS_PER_CLIENT,
-    Lengths,
-    Load,
-    Speculation,
-    bench_trace,
-)
-from planner.api.bench_report import (
-    deployment_echo,
-    per_gpu,
-    run_notes,
-    speculation_echo,
-    speculation_flags,
-    step_constants,
-)
+from planner.api.bench_load import Lengths, Load, Speculation, bench_trace
+from planner.api.bench_report import speculation_flags
 from planner.core.disagg import pool_role
-from planner.core.parallel import deployment_gpus
-from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK, REQUEST_PATH_MS
+from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK
 from planner.errors import InputError
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
     from planner.core.specs import ModelSpec
     from planner.sim.disagg import DisaggLayout
     from planner.sim.prefix import PrefixShare
@@ -85,9 +67,7 @@ def benchmark(
         DEFAULT_PERCENTILES,
         TEXT_TTFT_CLIENTS,
         EmptyCounting,
-        bench_metrics,
     )
-    from planner.sim.engine import execute
     from planner.sources.models import resolve_model
 
     gpu, preset, model = deployment.gpu, deployment.preset, deployment.model
@@ -201,111 +181,28 @@ def benchmark(
             backend=disagg.transfer_backend,
             empty=empty,
         )
-    inst = instance(tp, ep, attention_groups)
-    served_step = inst.curve  # the service's step, as `slo` prices it (no benchmark client)
-    # the ranks the load spreads over, each run as this one: the DP replicas or ranks, or the
-    # attention groups SGLang turns on by itself
-    ranks = max(dp, inst.attention_groups)
-    # one client process reads every replica's and DP rank's streams
-    inst = with_bench_client(inst, trace, ranks, client)
-    if speculation is not None:
-        inst = with_speculation(inst, speculation)
-    plan = inst.plan
-
-    def run_at(
-        concurrency: int | None, trace_now: Trace, total: int, requests: int
-    ) -> dict[str, Any]:
-        """One replica's run at `concurrency` clients of the `total` the benchmark has, on
-        its share `trace_now` of the benchmark's `requests`."""
-        cfg = inst.cfg.model_copy(
-            update={
-                "concurrency": concurrency,
-                "paced": paced and concurrency is not None,
-                "lockstep_load": lockstep_load(inst, total, ranks),
-            }
-        )
-        per_request = requests / max(1, trace_now.size)  # the benchmark's requests per share's
-        trace_now, ignored = multi_step_ignored(trace_now, cfg)
-        served_requests = round(requests - ignored.size * per_request)
-        served, delay, hits = prefix_served(
-            trace_now, prefix, inst, concurrency, load.rate_per_s, load.trace_seed()
-        )
-        run = execute(served, inst.cost, cfg, delay)
-        metrics = bench_metrics(
-            run,
-            served,
-            replicas=ranks,
-            clients=total if concurrency is not None else None,
-            requests=served_requests,
-            ignored_prompt_tokens=ignored.prompt_tokens,
-            percentiles=tails,
-            stream_interval=inst.curve.stream_interval,
-            **empty,
-        )
-        metrics["ignored_requests"] = requests - served_requests
-        if hits is not None:
-            metrics["prefix_cache"] = hits
-        return metrics
-
-    def share(n: int) -> int:
-        return max(1, math.ceil(n / ranks))
-
-    # one replica's share (prefixes are drawn per replica: each one's cache sees its own share)
-    one = trace.share(ranks)
-    metrics = run_at(share(closed) if closed else None, one, closed or 0, trace.size)
-    gpus = deployment_gpus(inst.engine, tp, pp, dp, inst.attention_groups)
-    mean_tokens = max(1, round(mean_total))
-    result: dict[str, Any] = {
-        **per_gpu(metrics, gpus),
-        "max_concurrency": load.concurrency,
-        "request_rate": load.rate_per_s,
-        "gpus": gpus,
-        "estimate": (
-            "predicted by the step-time model and the engine's scheduler (docs/simulate.md); "
-            "not a measurement"
-        ),
-        "step_constants": step_constants(inst.curve, inst.calibrated),
-        "request_path_ms": REQUEST_PATH_MS,
-        "front_door": inst.cfg.front_door.model_dump() if inst.cfg.front_door else None,
-        "bench_client": bench_client_of(engine_name, client),
-        "deployment": deployment_echo(inst, spec, dp, ep, scheduler_steps),
-        "workload": workload_echo,
-        "calibration": None if inst.calibrated is None else inst.calibrated.model_dump(),
-        "step_ms": {
-            str(b): served_step.step_ms(b, mean_tokens)
-            for b in sorted({1, min(64, plan.max_num_seqs), plan.max_num_seqs})
-        },
-        "sweep": None,
-        "speculation": speculation_echo(speculation),
-    }
-    if spec_line is not None:  # the line the run speculates with
-        result["deployment"]["command"] += " " + spec_line
-    result["notes"] = run_notes(
-        inst,
-        metrics,
-        trace.size,
-        mean_tokens,
-        client,
-        scheduler_steps,
-        result["speculation"],
-        lockstep_load(inst, closed or 0, ranks),
-        open_loop=closed is None,
+    posed = Posed(
+        trace=trace,
+        echo=workload_echo,
+        load=load,
+        lengths=lengths,
+        closed=closed,
+        paced=paced,
+        percentiles=tails,
+        empty=empty,
+        client=client,
     )
-    if sweep:
-        points = []
-        for n in sweep:
-            if n < 1:
-                raise InputError("--sweep", "concurrency values must be >= 1")
-            requests = load.requests or max(DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * n)
-            swept, _ = bench_trace(
-                load.model_copy(update={"requests": requests}),
-                lengths,
-                bench_client_of(engine_name, client),
-            )
-            point = per_gpu(run_at(share(n), swept.share(ranks), n, swept.size), gpus)
-            points.append({"max_concurrency": n, **point})
-        result["sweep"] = points
-    return result
+    return run_aggregated(
+        instance(tp, ep, attention_groups),
+        posed,
+        Layout(tp=tp, pp=pp, dp=dp, ep=ep, scheduler_steps=scheduler_steps),
+        spec=spec,
+        mean_total=mean_total,
+        prefix=prefix,
+        speculation=speculation,
+        spec_line=spec_line,
+        sweep=sweep,
+    )
 
 
 def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:
@@ -371,45 +268,3 @@ def _serve_values(
         min(max(1, math.ceil(mean_total)), values.get("context_tokens", spec.max_context_tokens)),
     )
     return values, longest, mean_total
-
-
-def prefix_served(
-    trace: Trace,
-    prefix: PrefixShare | None,
-    inst: Instance,
-    concurrency: int | None,
-    rate_per_s: float | None,
-    seed: int,
-) -> tuple[Trace, NDArray[np.float64] | None, dict[str, Any] | None]:
-    """The trace with its shared prefixes served from the instance's tiers (planner.sim.prefix:
-    the GPU pool's room, the CPU tier the plan sizes), the time each request waits for its
-    prefix to load, and the hits; the trace itself where no prefix is shared. The GPU pool less
-    what the running requests hold is the prefix cache's room: the clients of a closed loop, or
-    Little's law at the engine's full batch for an open one."""
-    if prefix is None or prefix.share <= 0:
-        return trace, None, None
-    from planner.core.step.comm import host_link_bytes_per_s
-    from planner.sim.prefix import with_tiers
-
-    plan, p, curve = inst.plan, inst.prediction, inst.curve
-    tiers = plan.kv_tiers
-    cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
-    caches = caches_prefixes(inst.engine, p, curve.model)
-    per_token = p.bytes_per_block // inst.cfg.block_tokens
-    own = float((trace.prompt_tokens + trace.output_tokens).mean())
-    if concurrency is None:
-        out_mean = float(trace.output_tokens.mean())
-        step_s = curve.step_ms(plan.max_num_seqs, 1) / 1e3
-        concurrency = math.ceil((rate_per_s or 0.0) * out_mean * step_s)
-    running = min(plan.max_num_seqs, max(1, concurrency))
-    room = max(0, p.kv_cache_tokens - math.ceil(running * own)) if caches else 0
-    served, delay, hits = with_tiers(
-        trace,
-        prefix,
-        gpu_room_tokens=room,
-        cpu_tier_tokens=cpu_tokens if caches else 0,
-        kv_bytes_per_token=per_token,
-        host_link_bytes_per_s=host_link_bytes_per_s(inst.card),
-        seed=seed,
-    )
-    return served, delay, hits.model_dump()

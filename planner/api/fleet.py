@@ -675,12 +675,12 @@ def _prefixed(
     job: Job, inst: Instance, cost: CurveCost, cfg: SimConfig, rate: float
 ) -> Callable[[Trace], RunState] | None:
     """A trial's runner when requests share a prefix: each trace served from the replica's
-    prefix cache at `rate` (planner.api.bench.prefix_served, as simulate serves it); None
+    prefix cache at `rate` (planner.api.bench_aggregated.prefix_served, as simulate serves it); None
     (the plain run) without one."""
     prefix = job.prefix
     if prefix is None:
         return None
-    from planner.api.bench import prefix_served
+    from planner.api.bench_aggregated import prefix_served
     from planner.sim.engine import execute
 
     def run(trace: Trace) -> RunState:

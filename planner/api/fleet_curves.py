@@ -43,7 +43,7 @@ def layout_curve(
     and per user. With `groups` data-parallel groups the instance is one group, given its
     share of the clients (as `planner simulate --dp` runs it); with a shared `prefix`, served
     from the instance's prefix cache as simulate serves it."""
-    from planner.api.bench import prefix_served
+    from planner.api.bench_aggregated import prefix_served
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
     from planner.sim.workload import generate
