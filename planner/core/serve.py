@@ -126,6 +126,11 @@ class Suggestion(BaseModel):
     kv_cache_tokens: int
 
 
+# What binds a plan's batch: the KV cache, the latency budget, the engine's own cap, or nothing
+# (the engine would not start).
+Binding = Literal["memory", "latency", "engine", "none"]
+
+
 class ServePlan(BaseModel):
     """The verdict, the engine's figures and the one line that realises them."""
 
@@ -142,7 +147,7 @@ class ServePlan(BaseModel):
     max_seqs_at_context: int
     cap: int
     cap_source: str
-    binding: Literal["memory", "latency", "engine", "none"]
+    binding: Binding
     binding_reason: str
     kv_tiers: KvTiers | None = Field(default=None, description="where KV lives beyond the GPU")
     warnings: list[str]
@@ -672,8 +677,44 @@ def plan_serve(
     if seqs < 1 and not reasons:
         reasons.append(f"the KV cache cannot hold one {s.mean_tokens:,}-token sequence")
     fits = not reasons
-    binding: Literal["memory", "latency", "engine", "none"]
-    if not fits:
+    binding, why = _binding(model, p, s, reasons, held_mean, cap, cap_source, groups)
+    plan = ServePlan(
+        engine=s.engine,
+        fits=fits,
+        reasons=reasons,
+        prediction=p,
+        flags=_shown(fields, s, p),
+        command=command_line(model, s.engine, _shown(fields, s, p), p.version),
+        max_num_seqs=max(seqs, 0),
+        max_seqs_at_mean=held_mean,
+        max_seqs_at_context=held_context,
+        cap=cap,
+        cap_source=cap_source,
+        binding=binding,
+        binding_reason=why,
+        warnings=warnings,
+        kv_tiers=tiers,
+    )
+    if not fits and suggest:
+        plan.suggestions = suggestions(model, gpu, s, weights, measured)
+    return plan
+
+
+def _binding(
+    model: ModelSpec,
+    p: EnginePrediction,
+    s: ServeSettings,
+    reasons: list[str],
+    held_mean: int,
+    cap: int,
+    cap_source: str,
+    groups: int,
+) -> tuple[Binding, str]:
+    """What binds the plan's batch, and why in one sentence: nothing where the engine would not
+    start (its first reason), the KV cache where it holds fewer sequences at the mean than the
+    cap (`cap`, set by `cap_source`), else the latency budget or the engine's own cap."""
+    binding: Binding
+    if reasons:
         binding, why = "none", reasons[0]
     elif held_mean < cap:
         binding = "memory"
@@ -711,26 +752,7 @@ def plan_serve(
             f"the engine's {cap_source} of {cap:,} binds: the KV cache would hold {held_mean:,} "
             "sequences (no latency budget given: pass --tpot to size the batch for a TPOT)"
         )
-    plan = ServePlan(
-        engine=s.engine,
-        fits=fits,
-        reasons=reasons,
-        prediction=p,
-        flags=_shown(fields, s, p),
-        command=command_line(model, s.engine, _shown(fields, s, p), p.version),
-        max_num_seqs=max(seqs, 0),
-        max_seqs_at_mean=held_mean,
-        max_seqs_at_context=held_context,
-        cap=cap,
-        cap_source=cap_source,
-        binding=binding,
-        binding_reason=why,
-        warnings=warnings,
-        kv_tiers=tiers,
-    )
-    if not fits and suggest:
-        plan.suggestions = suggestions(model, gpu, s, weights, measured)
-    return plan
+    return binding, why
 
 
 def _refused(
