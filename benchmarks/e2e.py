@@ -5,9 +5,10 @@ dstack benchmarks and engine pull-request tables, each row with its source; or -
 poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
 the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
 TPOT and TTFT (the median; the mean where a source reports only that, as the SGLang cookbook's
-tables do), with median / p90 |error| by GPU vendor, engine and model class,
-and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
-measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
+tables do), with median / p90 |error| by GPU vendor, engine, model class and source (and each
+bar's rows by vendor and by class), and how well the predictions rank GPU types: Kendall's tau
+over every pair of GPU types measured on the same model, engine, precision and workload (what
+`planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
 length, the lengths the run produced (a workload fact, not a performance figure): a random
 dataset's as geometric lengths at that mean under the cap it asked for, a dataset's as its own
@@ -786,6 +787,9 @@ def main() -> None:
                 f"class {klass}",
                 f"tp {kwargs['settings']['tp']}",
                 load_band(kwargs["load"]),
+                f"source {row.get('source_group') or '?'}",
+                # each bar's slices: its rows by vendor and by model class
+                *([f"{kind}, vendor {vendor}", f"{kind}, class {klass}"] if kind else []),
             ):
                 groups[key][g].append(error)
         if args.v:
