@@ -76,10 +76,8 @@ def spec_advice(
     `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
     from planner.core import speculative as sp
     from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
-    from planner.core.kv import kv_bytes_per_sequence
     from planner.core.spec_load import disable_above, load_points
     from planner.sources.models import check_revision
-    from planner.units import dtype_bytes
 
     check_revision(model, revision)
     if engine not in ("vllm", "sglang"):
@@ -156,23 +154,7 @@ def spec_advice(
                 "--draft-model",
                 "sizes the draft in one TP group's KV pool; this target needs --pp to fit",
             )
-        # the draft runs as its own checkpoint stores it, beside the target on one GPU
-        own = {k: v for k, v in settings.items() if k != "weight_dtype"}
-        draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(own | {"tp": 1}))
-        draft_line = _plan_step(draft_plan)
-        kvb = dtype_bytes(plan.settings.kv_dtype)
-        draft_seq = kv_bytes_per_sequence(
-            draft_plan.model, plan.settings.mean_tokens, 1, kvb, plan.settings.block_tokens
-        )
-        pool = plan.ledger.kv_pool_bytes - draft_plan.ledger.weights_bytes_per_gpu
-        with_draft = max(0, pool) // (plan.kv_bytes_per_sequence_paged_mean + draft_seq)
-        result["draft"] = {
-            "name": draft_plan.model.name,
-            "weights_bytes_per_gpu": draft_plan.ledger.weights_bytes_per_gpu,
-            "kv_bytes_per_sequence_mean": draft_seq,
-            "max_seqs_paged_without_draft": plan.max_seqs_paged,
-            "max_seqs_paged_with_draft": with_draft,
-        }
+        draft_line, result["draft"] = _draft_beside(plan, gpu, draft_model, settings)
     # The operating point is what the engine will run: the serve plan's max_num_seqs, and no
     # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
     # Speculation is priced on the step model of the engine instance `simulate` plans for the
@@ -239,6 +221,33 @@ def spec_advice(
     return result | _decision(
         method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch
     )
+
+
+def _draft_beside(
+    plan: CapacityPlan, gpu: str, draft_model: str, settings: dict[str, Any]
+) -> tuple[StepCost, dict[str, Any]]:
+    """A draft model beside the target (`plan`) on each of its GPUs: the draft's own step, and
+    what it takes from the target's KV pool (its weights, its KV per sequence at the target's
+    mean) as `planner spec --json` reports it. The draft runs as its own checkpoint stores it
+    (the target's --weight-dtype is not its), one copy per GPU (TP 1)."""
+    from planner.core.kv import kv_bytes_per_sequence
+    from planner.units import dtype_bytes
+
+    own = {k: v for k, v in settings.items() if k != "weight_dtype"}
+    draft_plan = capacity_plan(gpu=gpu, model=draft_model, **(own | {"tp": 1}))
+    kvb = dtype_bytes(plan.settings.kv_dtype)
+    draft_seq = kv_bytes_per_sequence(
+        draft_plan.model, plan.settings.mean_tokens, 1, kvb, plan.settings.block_tokens
+    )
+    pool = plan.ledger.kv_pool_bytes - draft_plan.ledger.weights_bytes_per_gpu
+    with_draft = max(0, pool) // (plan.kv_bytes_per_sequence_paged_mean + draft_seq)
+    return _plan_step(draft_plan), {
+        "name": draft_plan.model.name,
+        "weights_bytes_per_gpu": draft_plan.ledger.weights_bytes_per_gpu,
+        "kv_bytes_per_sequence_mean": draft_seq,
+        "max_seqs_paged_without_draft": plan.max_seqs_paged,
+        "max_seqs_paged_with_draft": with_draft,
+    }
 
 
 def _plan_step(plan: CapacityPlan) -> StepCost:
