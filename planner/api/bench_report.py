@@ -446,7 +446,9 @@ def graph_batch_note(
     return (
         f"up to {peak_running:,} sequences ran at once, past the {largest:,} the engine "
         f"captures CUDA graphs for ({flag}): decode steps above it launch every kernel from "
-        "the host, a cost the step model does not price; those steps are optimistic"
+        "the host, a cost the step model does not price: those steps are optimistic where "
+        "launching the kernels outlasts the GPU's work on them (small models; the many "
+        "kernels of MoE and MLA layers)"
     )
 
 
