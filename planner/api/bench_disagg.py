@@ -109,9 +109,10 @@ def pd_router(engine: str, prefill: int, decode: int) -> str:
 # cached prompts priced as hits, the same median excess is 88 ms. The planner keeps 52 and cold
 # pricing (a first run's hand-off may be ~35 ms longer than this) because pricing the reruns as
 # they ran, hits and 88 ms, fits the sweep worse: its prefill-bound reruns (128 output tokens)
-# turn 2x optimistic on throughput (disaggregated tok/s p90 error 54% -> 98%, TTFT
-# median 36% -> 45%, `benchmarks/e2e.py`), its decode pools running slower the more instances
-# share their node (TPOT 0.8-0.9x the prediction at 1P1D, 1.1-1.3x at 3P1D), not modelled.
+# turn 2x optimistic on throughput (the sweep's 56 rows as `benchmarks/e2e.py` poses them, the
+# reruns' prompts cached in a scratch run, 2026-12-06: tok/s p90 error 54% -> 98%, TTFT median
+# 36% -> 45%), its decode pools running slower the more instances share their node (TPOT
+# 0.8-0.9x the prediction at 1P1D, 1.1-1.3x at 3P1D), which is not modelled.
 # vLLM: the proxy sends the decode instance a request of its own (one more request path,
 # REQUEST_PATH_MS) after the prefill instance answers, plus the connector's setup: an
 # estimate of 1 ms until a measurement replaces it.
