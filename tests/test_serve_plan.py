@@ -523,6 +523,21 @@ def test_a_deployed_line_reads_chunked_prefill_in_both_spellings(
         assert fields["max_num_seqs"] == 8
 
 
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("vllm serve m --no-enable-prefix-caching", False),
+        ("vllm serve m --enable-prefix-caching", True),
+        ("vllm serve m --enable-prefix-caching False", False),
+        ("vllm serve m --enable-prefix-caching=false", False),
+    ],
+)
+def test_a_line_reads_any_boolean_flag_in_every_spelling(line: str, expected: bool) -> None:
+    """Every boolean field, not only chunked prefill, reads an explicit value (it was read as
+    an int before, and `False` raised)."""
+    assert fields_from_line("vllm", line)["enable_prefix_caching"] is expected
+
+
 def test_a_fraction_on_the_printed_grid_is_pinned_as_it_is() -> None:
     """A pasted line's --mem-fraction-static 0.7605 is 7604.9999... x 10,000 in floats: the pin
     keeps it (else every paste-back would step it down by 0.0001); off the grid it floors."""

@@ -1124,11 +1124,8 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
         if flag not in flags:
             continue
         raw = flags[flag]
-        if field == "enable_chunked_prefill":  # bare, `--flag=False` or `--flag False`
-            out[field] = raw.lower() == "true"
-            continue
-        if raw == "true" and field in BOOLEAN_FIELDS:
-            out[field] = True
+        if field == "enable_chunked_prefill" or field in BOOLEAN_FIELDS:
+            out[field] = raw.lower() == "true"  # bare, `--flag=False` or `--flag False`
         elif field in FLOAT_FIELDS:
             out[field] = float(raw)
         elif field in STRING_FIELDS:

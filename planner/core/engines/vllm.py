@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     BLACKWELL_MAJOR,
+    CONSUMER_BLACKWELL_MAJOR,
     HOPPER_MAJOR,
     EnginePrediction,
     NoKvCache,
@@ -624,7 +625,7 @@ VLLM_QWEN_GDN_ARCHS = frozenset(
 )
 # The compute capabilities FlashInfer's GDN prefill runs on: Hopper 9.x, Blackwell 10.x and
 # 12.x (RTX PRO 6000, RTX 50).
-GDN_FLASHINFER_MAJORS = (HOPPER_MAJOR, BLACKWELL_MAJOR, 12)
+GDN_FLASHINFER_MAJORS = (HOPPER_MAJOR, BLACKWELL_MAJOR, CONSUMER_BLACKWELL_MAJOR)
 # FlashInfer's GDN prefill exports its states every 64 tokens (FLASHINFER_GDN_CHECKPOINT_
 # ALIGNMENT, vllm/v1/attention/backends/gdn_attn.py, 0.34).
 GDN_CHECKPOINT_ALIGNMENT_TOKENS = 64
@@ -1322,7 +1323,10 @@ def _checkpoint_alignment(at: _Release) -> int:
     prefill exports its checkpoints every GDN_CHECKPOINT_ALIGNMENT_TOKENS (vLLM's platform
     makes the block a multiple of it: interface.py _align_hybrid_block_size, 0.34), 1
     elsewhere (Mamba-2 checkpoints land on any token)."""
-    if at.model.architecture in VLLM_QWEN_GDN_ARCHS and _state_blocks(at) > 2:
+    if (
+        at.model.architecture in VLLM_QWEN_GDN_ARCHS
+        and _state_blocks(at) > MAMBA_ALIGN_STATE_BLOCKS
+    ):
         return GDN_CHECKPOINT_ALIGNMENT_TOKENS
     return 1
 
