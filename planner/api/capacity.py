@@ -332,42 +332,16 @@ def pinned_memory_fraction(plan: ServePlan) -> object:
     return plan.prediction.settings.get("mem_fraction_static")
 
 
-def serve_report(
-    *,
-    gpu: str,
-    preset: str | None,
-    model: str | None,
-    revision: str | None,
-    gpu_memory_gib: float | None,
-    settings: dict[str, Any],
-    tpot_ms: float | None = None,
-    speculation: dict[str, Any] | None = None,
-    calibration: Calibration | None = None,
-    spec: ModelSpec | None = None,
-) -> tuple[ServePlan, dict[str, Any]]:
-    """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more).
-
-    `calibration`: a profile from `planner calibrate` (planner.core.engines.calibration).
-    `spec`: the model already resolved from these names (a search plans many instances of it).
-    """
+def _served_weights(
+    spec: ModelSpec, card: GpuSpec, values: dict[str, Any]
+) -> tuple[int | None, bool | None]:
+    """The weights a line serves: the checkpoint's as stored, a re-stored fp8 copy (online
+    --quantization fp8 or another sized method) or a variant checkpoint of the same
+    architecture (an NVFP4 / MXFP4 / AWQ export), refused where the engine refuses it. Returns
+    their bytes (None: the checkpoint's own) and whether those are exact; takes --weight-dtype
+    out of `values` and sets the --quantization the line prints."""
     from planner.core.hf_config import quantized_weights_bytes
-    from planner.core.serve import ServeSettings, plan_serve, serve_json
 
-    if spec is None:
-        spec = resolve_model(preset, model, revision)
-    card, measured, basis = _card(gpu, gpu_memory_gib)
-    values = dict(settings)
-    if values.get("max_model_len_auto"):
-        # vLLM's `auto` starts from the model's own length and fits it to the KV cache
-        values["context_tokens"] = spec.max_context_tokens
-    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
-    values.setdefault("mean_tokens", min(DEFAULT_MEAN_TOKENS, values["context_tokens"]))
-    if values["context_tokens"] > spec.max_context_tokens:
-        raise InputError(
-            "--context",
-            f"{values['context_tokens']:,} exceeds {spec.name}'s maximum of "
-            f"{spec.max_context_tokens:,} tokens (the engines refuse it)",
-        )
     weight_dtype = values.pop("weight_dtype", None)
     if weight_dtype is not None and weight_dtype.strip().lower() == _checkpoint_method(spec):
         weight_dtype = None  # the checkpoint's own method named (`modelopt_mixed`, `quark`)
@@ -431,8 +405,6 @@ def serve_report(
     if variant is not None:
         # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
         # engine reads its quantization from that checkpoint, so no flag is printed for it.
-        from planner.core.hf_config import quantized_weights_bytes
-
         weights, exact = quantized_weights_bytes(spec, variant), False
         values["quantization"] = None
     elif quantization is not None and (
@@ -454,6 +426,45 @@ def serve_report(
             label = None  # not a value of SGLang's flag: it reads the method from the checkpoint
         # the kernel the line names stays on it (vLLM runs the AWQ kernel when told `awq`)
         values["quantization"] = quantization if quantization in MARLIN_METHODS else label
+    return weights, exact
+
+
+def serve_report(
+    *,
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    gpu_memory_gib: float | None,
+    settings: dict[str, Any],
+    tpot_ms: float | None = None,
+    speculation: dict[str, Any] | None = None,
+    calibration: Calibration | None = None,
+    spec: ModelSpec | None = None,
+) -> tuple[ServePlan, dict[str, Any]]:
+    """The engine-faithful serve plan by name, and its `--json` object (textbook keys + more).
+
+    `calibration`: a profile from `planner calibrate` (planner.core.engines.calibration).
+    `spec`: the model already resolved from these names (a search plans many instances of it).
+    """
+    from planner.core.serve import ServeSettings, plan_serve, serve_json
+
+    if spec is None:
+        spec = resolve_model(preset, model, revision)
+    card, measured, basis = _card(gpu, gpu_memory_gib)
+    values = dict(settings)
+    if values.get("max_model_len_auto"):
+        # vLLM's `auto` starts from the model's own length and fits it to the KV cache
+        values["context_tokens"] = spec.max_context_tokens
+    values.setdefault("context_tokens", min(DEFAULT_CONTEXT_TOKENS, spec.max_context_tokens))
+    values.setdefault("mean_tokens", min(DEFAULT_MEAN_TOKENS, values["context_tokens"]))
+    if values["context_tokens"] > spec.max_context_tokens:
+        raise InputError(
+            "--context",
+            f"{values['context_tokens']:,} exceeds {spec.name}'s maximum of "
+            f"{spec.max_context_tokens:,} tokens (the engines refuse it)",
+        )
+    weights, exact = _served_weights(spec, card, values)
     tp = values.get("tp", 1)
     if not isinstance(tp, int) or tp < 1:
         raise InputError("--tp", f"must be a positive integer (got {tp})")

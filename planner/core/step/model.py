@@ -1058,6 +1058,111 @@ def weight_split(
     return WeightSplit(dense_per_gpu, expert_one, expert_active, gathered_params, embedding_params)
 
 
+def _not_on_record(gpu: GpuSpec) -> Exception:
+    """The error for a card the catalog holds no bandwidth or tensor-core rate for."""
+    from planner.errors import InputError
+
+    return InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
+
+
+@dataclass(frozen=True)
+class ExpertLayout:
+    """How a MoE model's experts sit on the GPUs of one instance: the ranks its MoE layers
+    span, whether tokens reach them by an all-to-all (DeepEP's or MoRI's), the whole experts
+    each GPU holds under expert parallelism (0 without) and the width of an expert each GPU
+    multiplies (whole under expert parallelism, else split over the MoE ranks)."""
+
+    moe_ranks: int
+    all_to_all: bool
+    local_experts: int
+    width_per_gpu: int
+
+    @classmethod
+    def of(
+        cls, model: ModelSpec, gpu: GpuSpec, engine: str, moe_ranks: int, exchange: MoeExchange
+    ) -> ExpertLayout:
+        """The layout `exchange` asks for (an all-to-all where it says so, else where the
+        planner plans one: parallel.deepep_wide); an all-to-all sets the EP size to the MoE
+        ranks, and each GPU then holds (E + redundant experts) / EP whole experts."""
+        wide = (
+            deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
+            if exchange.all_to_all is None
+            else exchange.all_to_all and bool(model.num_experts)
+        )
+        ep_size = moe_ranks if wide else (exchange.expert_ranks or 1)
+        local = (
+            ceil_div((model.num_experts or 0) + exchange.redundant_experts, ep_size)
+            if ep_size > 1
+            else 0
+        )
+        width = (model.moe_intermediate_size or 0) * ep_size // moe_ranks
+        return cls(moe_ranks=moe_ranks, all_to_all=wide, local_experts=local, width_per_gpu=width)
+
+
+@dataclass(frozen=True)
+class GemmRates:
+    """The tensor-core rates a model's linear layers run at on one GPU family: the rate of
+    what they multiply (`flops`) beside the 16-bit one, the share of it quantized GEMMs reach,
+    and the experts' kernel kind."""
+
+    own: bool
+    flops: float
+    plain_rate: float
+    family: Family
+    moe_kind: str
+    quantized_share: float
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the weights' GEMMs run above the 16-bit rate (fp8 / fp4)."""
+        return self.flops > self.plain_rate
+
+    @classmethod
+    def of(cls, model: ModelSpec, gpu: GpuSpec, engine: str, weight_dtype: str | None) -> GemmRates:
+        """The rates for the checkpoint's own format, or `weight_dtype` re-quantized."""
+        # the checkpoint's own quantization leaves some layers in 16 bits (an online or
+        # variant re-quantization is taken to cover every linear layer)
+        own = weight_dtype is None or weight_dtype == model.weight_dtype
+        dtype = weight_dtype or model.weight_dtype
+        # the rate of what the tensor cores multiply: a re-quantization asked for, else the
+        # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate; OpenAI's
+        # MXFP4 is weight-only on every vendor, an MXFP4 variant of another checkpoint named
+        # on AMD is AMD's activation-quantized export)
+        weight_only = gemm.weight_only_mxfp4(model.weight_dtype, weight_dtype)
+        flops = gemm.gemm_flops_per_s(gpu, dtype, weight_only)
+        plain_rate = gemm.gemm_flops_per_s(gpu, None)
+        family = family_of(gpu)
+        # MXFP4 experts an engine multiplies with MXFP8 activations run at the fp8 rate
+        mxfp8 = bool(
+            engine in family.mxfp8_moe_engines
+            and dtype.lower().startswith(gemm.MXFP4_DTYPES)
+            and gpu.fp8_dense_flops
+        )
+        if mxfp8:
+            flops = float(gpu.fp8_dense_flops or flops)
+        if not gpu.hbm_bandwidth_bytes_per_s or not flops:
+            raise _not_on_record(gpu)
+        moe_kind = moe_gemm_kind(
+            model,
+            dtype,
+            own,
+            flops > plain_rate,
+            mxfp8,
+            fp4_rate=bool(gpu.fp4_dense_flops) and flops == gpu.fp4_dense_flops,
+        )
+        # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs
+        # (the checkpoint's own block-scaled fp8 less again on some families)
+        share = low_precision_scale(family, model, own, dtype) if flops > plain_rate else 1.0
+        return cls(
+            own=own,
+            flops=float(flops),
+            plain_rate=float(plain_rate),
+            family=family,
+            moe_kind=moe_kind,
+            quantized_share=share,
+        )
+
+
 def step_time_for(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1089,41 +1194,16 @@ def step_time_for(
     the release's default); `stream_interval`: the engine's --stream-interval."""
     attention_dp = dp.groups
     split = weight_split(model, weights_bytes, tp, pp, dp, engine)
-    moe_ranks = tp * attention_dp
+    experts = ExpertLayout.of(model, gpu, engine, tp * attention_dp, exchange)
+    moe_ranks, wide = experts.moe_ranks, experts.all_to_all
+    local_experts, expert_width = experts.local_experts, experts.width_per_gpu
     fabric = comm.fabric_of(gpu, moe_ranks)  # the widest collective group (MoE ranks >= TP)
-    wide = (
-        deepep_wide(engine, bool(model.num_experts), moe_ranks, gpu.vendor)
-        if exchange.all_to_all is None
-        else exchange.all_to_all and bool(model.num_experts)
-    )
-    ep_size = moe_ranks if wide else (exchange.expert_ranks or 1)
-    local_experts = (
-        ceil_div((model.num_experts or 0) + exchange.redundant_experts, ep_size)
-        if ep_size > 1
-        else 0
-    )
-    # the width of an expert each GPU multiplies: whole under expert parallelism, else split
-    # over the MoE ranks
-    expert_width = (model.moe_intermediate_size or 0) * ep_size // moe_ranks
-    # the checkpoint's own quantization leaves some layers in 16 bits (an online or variant
-    # re-quantization is taken to cover every linear layer)
-    own = weight_dtype is None or weight_dtype == model.weight_dtype
-    # the rate of what the tensor cores multiply: a re-quantization asked for, else the
-    # checkpoint's own format (an FP8 checkpoint runs its GEMMs at the fp8 rate; OpenAI's MXFP4
-    # is weight-only on every vendor, an MXFP4 variant of another checkpoint named on AMD is
-    # AMD's activation-quantized export)
-    weight_only = gemm.weight_only_mxfp4(model.weight_dtype, weight_dtype)
-    flops = gemm.gemm_flops_per_s(gpu, weight_dtype or model.weight_dtype, weight_only)
-    plain_rate = gemm.gemm_flops_per_s(gpu, None)
-    family = family_of(gpu)
-    # MXFP4 experts an engine multiplies with MXFP8 activations run at the fp8 rate
-    mxfp8 = bool(
-        engine in family.mxfp8_moe_engines
-        and (weight_dtype or model.weight_dtype).lower().startswith(gemm.MXFP4_DTYPES)
-        and gpu.fp8_dense_flops
-    )
-    if mxfp8:
-        flops = float(gpu.fp8_dense_flops or flops)
+    rates = GemmRates.of(model, gpu, engine, weight_dtype)
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s
+    if not bandwidth:
+        raise _not_on_record(gpu)
+    own, flops, plain_rate, family = rates.own, rates.flops, rates.plain_rate, rates.family
+    moe_kind, quantized_share = rates.moe_kind, rates.quantized_share
     plain = model.plain_linear_params if own else 0
     dequant = 0
     if (
@@ -1135,28 +1215,9 @@ def step_time_for(
         and version < gemm.VLLM_ROCM_ROWWISE_FP8_SINCE
     ):
         dequant = gemm.unfused_dequant_bytes_per_token(model.rowwise_fp8_outputs, tp, pp)
-    if not gpu.hbm_bandwidth_bytes_per_s or not flops:
-        from planner.errors import InputError
-
-        raise InputError("--gpu", f"{gpu.id} has no bandwidth/FLOPs on record")
-    moe_kind = moe_gemm_kind(
-        model,
-        weight_dtype or model.weight_dtype,
-        own,
-        flops > plain_rate,
-        mxfp8,
-        fp4_rate=bool(gpu.fp4_dense_flops) and flops == gpu.fp4_dense_flops,
-    )
-    # the weights' GEMMs at an fp8 / fp4 rate reach less of it than 16-bit ones of theirs (the
-    # checkpoint's own block-scaled fp8 less again on some families)
-    quantized_share = (
-        low_precision_scale(family, model, own, weight_dtype or model.weight_dtype)
-        if flops > plain_rate
-        else 1.0
-    )
     efficiency = bandwidth_efficiency(gpu)
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
-    dense_kind = gemm_kind(model, own, flops > plain_rate)
+    dense_kind = gemm_kind(model, own, rates.quantized)
     mla_share = overhead.mla_layer_share(model)
     mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
     # the experts' multiply: DeepGEMM's under DeepEP where its tables time it, else the fused
@@ -1186,7 +1247,7 @@ def step_time_for(
         model=model,
         kv_dtype_bytes=kv_dtype_bytes,
         active_params_per_gpu=max(1, model.params_active // (tp * pp)),
-        bandwidth_bytes_per_s=float(gpu.hbm_bandwidth_bytes_per_s),
+        bandwidth_bytes_per_s=float(bandwidth),
         bandwidth_efficiency=efficiency,
         flops_per_s=float(flops),
         plain_params_per_gpu=plain // (tp * pp),
