@@ -10,7 +10,7 @@ Activations and CUDA graphs are not measured: they must fit in (1 - mem_fraction
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -781,6 +781,97 @@ def check_nvfp4_experts(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int,
     )
 
 
+class _TokenPool(NamedTuple):
+    """The KV token pool the memory left buys, and the hybrid models' state slots beside it."""
+
+    tokens: int
+    cell_bytes: int
+    windowed: tuple[int, int] | None
+    strategy: str | None
+    mamba_slots: int
+    mamba_bytes: int
+    mamba_cap: int | None
+
+
+def _token_pool(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    s: SglangSettings,
+    version: tuple[int, int, int],
+    lay: _Layout,
+    available: int,
+    notes: list[str],
+) -> _TokenPool:
+    """The pool SGLang sizes from `available` bytes: the hybrid models' state slots first (and
+    the requests they let run), then the tokens a page-aligned cell of every layer's KV buys."""
+    mamba_slots, mamba_bytes = _mamba_pool(model, s, available, lay.fraction, notes)
+    available -= mamba_bytes
+    kv_bytes = dtype_bytes(lay.kv_dtype)
+    swa = hybrid_swa(model, gpu, version)
+    scaled = (
+        is_dsa(model)
+        and kv_bytes == 1
+        and version >= DSA_SCALED_LAYOUT_SINCE
+        and gpu.vendor == "nvidia"
+        and capability(gpu)[0] < BLACKWELL_MAJOR
+    )
+    cell = _token_cell_bytes(model, s.pp_size, lay.attn_tp, kv_bytes, swa, scaled)
+    if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
+        tokens = lay.context
+        notes.append("no attention KV: the token pool is nominal (context length)")
+    else:
+        tokens = available // cell
+    tokens -= tokens % lay.page
+    windowed = window_pool(model, gpu, version, tokens, lay.page)
+    strategy = mamba_radix_cache_strategy(model, s, version, lay.page)
+    mamba_cap = None
+    if mamba_slots:
+        per_request = mamba_slots_per_request(
+            s.disable_radix_cache, strategy, not s.disable_overlap_schedule
+        )
+        mamba_cap = mamba_slots // per_request
+        if strategy == "extra_buffer":
+            notes.append(
+                "the radix cache keeps hybrid states with SGLang's extra_buffer strategy "
+                f"(--mamba-radix-cache-strategy auto, {version_text(MAMBA_EXTRA_BUFFER_SINCE)}+): "
+                f"{per_request} state slots a running request, so at most {mamba_cap:,} run"
+            )
+    return _TokenPool(tokens, cell, windowed, strategy, mamba_slots, mamba_bytes, mamba_cap)
+
+
+def _check_exchange(
+    s: SglangSettings,
+    version: tuple[int, int, int],
+    experts: _Experts,
+    attn_dp: int,
+    chunk_per_group: int,
+    notes: list[str],
+) -> None:
+    """Refuse what SGLang refuses of the MoE exchange the plan runs (two-batch overlap with
+    none, MoRI past its dispatch limits), and note the exchange planned."""
+    if s.enable_two_batch_overlap and experts.all_to_all is None:
+        raise InputError(
+            "--enable-two-batch-overlap",
+            "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
+            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP), or "
+            "with --moe-a2a-backend mori on AMD",
+        )
+    if experts.deepep and s.moe_a2a_backend is None:
+        notes.append(
+            f"the MoE layers span {s.tp_size} GPUs, past one 8-GPU board: "
+            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
+            "buffers are not in this ledger"
+        )
+    if experts.mori:
+        check_mori(version, chunk_per_group, chunk_divisor(attn_dp, version), s)
+        notes.append(
+            f"the MoE layers exchange their tokens with AMD's MoRI over {s.tp_size} GPUs "
+            "(--moe-a2a-backend mori, its normal kernels); its symmetric heap "
+            "(MORI_SHMEM_HEAP_SIZE) is allocated at its first exchange, after the KV pool is "
+            "sized: it comes out of the memory SGLang leaves free, not out of the pool"
+        )
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -831,61 +922,13 @@ def predict(
             "--mem-fraction-static",
             f"loaded weights leave no KV cache under --mem-fraction-static={lay.fraction}",
         )
-    mamba_slots, mamba_bytes = _mamba_pool(model, s, available, lay.fraction, notes)
-    available -= mamba_bytes
-    kv_bytes = dtype_bytes(lay.kv_dtype)
-    swa = hybrid_swa(model, gpu, version)
-    scaled = (
-        is_dsa(model)
-        and kv_bytes == 1
-        and version >= DSA_SCALED_LAYOUT_SINCE
-        and gpu.vendor == "nvidia"
-        and capability(gpu)[0] < BLACKWELL_MAJOR
-    )
-    cell = _token_cell_bytes(model, pp, lay.attn_tp, kv_bytes, swa, scaled)
-    if cell == 0:  # no attention layer keeps KV: SGLang sizes the (empty) pool at the context
-        tokens = lay.context
-        notes.append("no attention KV: the token pool is nominal (context length)")
-    else:
-        tokens = available // cell
-    tokens -= tokens % lay.page
-    windowed = window_pool(model, gpu, version, tokens, lay.page)
-    strategy = mamba_radix_cache_strategy(model, s, version, lay.page)
-    mamba_cap = None
-    if mamba_slots:
-        per_request = mamba_slots_per_request(
-            s.disable_radix_cache, strategy, not s.disable_overlap_schedule
-        )
-        mamba_cap = mamba_slots // per_request
-        if strategy == "extra_buffer":
-            notes.append(
-                "the radix cache keeps hybrid states with SGLang's extra_buffer strategy "
-                f"(--mamba-radix-cache-strategy auto, {version_text(MAMBA_EXTRA_BUFFER_SINCE)}+): "
-                f"{per_request} state slots a running request, so at most {mamba_cap:,} run"
-            )
+    pool = _token_pool(model, gpu, s, version, lay, available, notes)
+    tokens, cell, windowed, strategy = pool.tokens, pool.cell_bytes, pool.windowed, pool.strategy
+    mamba_slots, mamba_cap = pool.mamba_slots, pool.mamba_cap
+    available -= pool.mamba_bytes
     running = _max_running_requests(s, version, tokens, lay.context, mamba_cap, lay.attn_dp)
-    if s.enable_two_batch_overlap and experts.all_to_all is None:
-        raise InputError(
-            "--enable-two-batch-overlap",
-            "overlaps the MoE all-to-all, and this plan has none (SGLang refuses it with "
-            "--moe-a2a-backend none): it is planned past one 8-GPU board on NVIDIA (DeepEP), or "
-            "with --moe-a2a-backend mori on AMD",
-        )
-    if experts.deepep and s.moe_a2a_backend is None:
-        notes.append(
-            f"the MoE layers span {tp} GPUs, past one 8-GPU board: "
-            "planned with DeepEP's all-to-all (--moe-a2a-backend deepep); its communication "
-            "buffers are not in this ledger"
-        )
     chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
-    if experts.mori:
-        check_mori(version, chunk_per_group, chunk_divisor(lay.attn_dp, version), s)
-        notes.append(
-            f"the MoE layers exchange their tokens with AMD's MoRI over {tp} GPUs "
-            "(--moe-a2a-backend mori, its normal kernels); its symmetric heap "
-            "(MORI_SHMEM_HEAP_SIZE) is allocated at its first exchange, after the KV pool is "
-            "sized: it comes out of the memory SGLang leaves free, not out of the pool"
-        )
+    _check_exchange(s, version, experts, lay.attn_dp, chunk_per_group, notes)
     lines = _log_lines(
         version,
         tokens=tokens,
