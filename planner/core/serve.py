@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -521,6 +521,98 @@ def _context_caps(p: EnginePrediction, s: ServeSettings) -> str | None:
     )
 
 
+def _line_block_size(
+    model: ModelSpec, s: ServeSettings, p: EnginePrediction, warnings: list[str]
+) -> int:
+    """The KV block (SGLang: page) size the line states: the flag's, else the engine's default;
+    for vLLM's non-hybrid models the one the prediction runs (an attention backend may impose
+    one: a warning names it where it overrides the flag)."""
+    # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
+    # the flag's value, so the raised size is never what the line says).
+    # A hybrid model's derived size (plan_serve checks it first) is set by vLLM from the
+    # default flag.
+    default_block = vllm.default_block_size(parse_version(p.version)) if s.engine == "vllm" else 0
+    block = s.block_size or (
+        default_block if s.engine == "vllm" else int(str(p.settings["page_size"]))
+    )
+    if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
+        block = default_block
+    if s.engine == "vllm" and not is_hybrid(model):
+        # the block the prediction runs (an attention backend may impose one: its note names
+        # it) is the one the line states
+        runs = int(str(p.settings["block_size"]))
+        if s.block_size is not None and s.block_size != runs:
+            # the prediction's note names the backend that set it
+            why = next((n for n in p.notes if n.startswith(f"block_size {runs}: ")), "")
+            warnings.append(
+                f"block_size {s.block_size} -> {runs} on vLLM {p.version}: "
+                f"{why.partition(': ')[2] or 'set by its attention backend'}; the line says "
+                "what it runs"
+            )
+        block = runs
+    return block
+
+
+class _Refusal(NamedTuple):
+    """A pass the engine would not start with: its fields and the engine's reason."""
+
+    fields: dict[str, Any]
+    why: str
+
+
+def _largest_batch(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    pinned: ServeSettings,
+    dtype: str,
+    groups: int,
+    tokens: int,
+    cap: int,
+    p: EnginePrediction,
+    fields: dict[str, Any],
+    weights: tuple[int | None, bool | None],
+    measured: tuple[int, TermSource] | None,
+) -> tuple[EnginePrediction, dict[str, Any], int] | _Refusal:
+    """The most sequences, up to `cap`, whose own KV cache holds them at the mean (a smaller
+    batch frees memory: fewer sampler rows and CUDA graphs), from `p` and `fields`, the engine
+    default's pass; the prediction, fields and batch, or the pass the engine refuses."""
+    # at least one sequence is tried: the engine default's cap may leave too little for
+    # one at the mean (the sampler and CUDA graphs of 1,024 sequences) where one fits
+    seqs = max(1, min(cap, sequences_held(model, p, pinned.mean_tokens)))
+    for _ in range(MAX_PLAN_PASSES):
+        if seqs < 1:
+            break
+        # vLLM requires max_num_batched_tokens >= max_num_seqs
+        batched = max(tokens, seqs) if pinned.engine == "vllm" else tokens
+        fields = _engine_fields(pinned, dtype, seqs, batched, groups)
+        try:
+            p = predict(model, gpu, pinned.engine, fields, *weights, measured)
+        except NoKvCache as exc:
+            return _Refusal(fields, str(exc))
+        held = sequences_held(model, p, pinned.mean_tokens)
+        if held >= seqs:
+            break
+        seqs = held
+    # The smaller batch freed memory (fewer sampler rows, fewer CUDA graphs): take the
+    # largest batch that still fits what its own cache holds (bisection; more sequences
+    # never free memory, so the test is monotone).
+    low, high = seqs, min(cap, sequences_held(model, p, pinned.mean_tokens))
+    while 1 <= low < high:
+        mid = (low + high + 1) // 2
+        batched = max(tokens, mid) if pinned.engine == "vllm" else tokens
+        trial = _engine_fields(pinned, dtype, mid, batched, groups)
+        try:
+            q = predict(model, gpu, pinned.engine, trial, *weights, measured)
+        except NoKvCache:
+            high = mid - 1
+            continue
+        if sequences_held(model, q, pinned.mean_tokens) >= mid:
+            low, p, fields, seqs = mid, q, trial, mid
+        else:
+            high = mid - 1
+    return p, fields, seqs
+
+
 def plan_serve(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -559,28 +651,7 @@ def plan_serve(
     # engine would take), so the printed value is the one predicted.
     fraction = pinned_fraction(_fraction(p))
     tokens = engine_step_tokens(p)
-    # The block size the flag sets (vLLM raises hybrid models' attention block by itself, from
-    # the flag's value, so the raised size is never what the line says).
-    # A hybrid model's derived size (checked above) is set by vLLM from the default flag.
-    default_block = vllm.default_block_size(parse_version(p.version)) if s.engine == "vllm" else 0
-    block = s.block_size or (
-        default_block if s.engine == "vllm" else int(str(p.settings["page_size"]))
-    )
-    if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
-        block = default_block
-    if s.engine == "vllm" and not is_hybrid(model):
-        # the block the prediction runs (an attention backend may impose one: its note names
-        # it) is the one the line states
-        runs = int(str(p.settings["block_size"]))
-        if s.block_size is not None and s.block_size != runs:
-            # the prediction's note names the backend that set it
-            why = next((n for n in p.notes if n.startswith(f"block_size {runs}: ")), "")
-            warnings.append(
-                f"block_size {s.block_size} -> {runs} on vLLM {p.version}: "
-                f"{why.partition(': ')[2] or 'set by its attention backend'}; the line says "
-                "what it runs"
-            )
-        block = runs
+    block = _line_block_size(model, s, p, warnings)
     pinned = s.model_copy(update={"memory_fraction": fraction, "block_size": block})
     cap_engine = engine_cap(p)
     seqs_name = "max_num_seqs" if s.engine == "vllm" else "max_running_requests"
@@ -610,42 +681,14 @@ def plan_serve(
                 "tokens the KV cache holds: expect preemptions at full load"
             )
     else:
-        # at least one sequence is tried: the engine default's cap may leave too little for
-        # one at the mean (the sampler and CUDA graphs of 1,024 sequences) where one fits
-        seqs = max(1, min(cap, sequences_held(model, p, s.mean_tokens)))
-        for _ in range(MAX_PLAN_PASSES):
-            if seqs < 1:
-                break
-            # vLLM requires max_num_batched_tokens >= max_num_seqs
-            batched = max(tokens, seqs) if s.engine == "vllm" else tokens
-            fields = _engine_fields(pinned, dtype, seqs, batched, groups)
-            try:
-                p = predict(model, gpu, s.engine, fields, *weights, measured)
-            except NoKvCache as exc:
-                return _refused(
-                    model, gpu, s, fields, str(exc), warnings, weights, suggest, measured
-                )
-            held = sequences_held(model, p, s.mean_tokens)
-            if held >= seqs:
-                break
-            seqs = held
-        # The smaller batch freed memory (fewer sampler rows, fewer CUDA graphs): take the
-        # largest batch that still fits what its own cache holds (bisection; more sequences
-        # never free memory, so the test is monotone).
-        low, high = seqs, min(cap, sequences_held(model, p, s.mean_tokens))
-        while 1 <= low < high:
-            mid = (low + high + 1) // 2
-            batched = max(tokens, mid) if s.engine == "vllm" else tokens
-            trial = _engine_fields(pinned, dtype, mid, batched, groups)
-            try:
-                q = predict(model, gpu, s.engine, trial, *weights, measured)
-            except NoKvCache:
-                high = mid - 1
-                continue
-            if sequences_held(model, q, s.mean_tokens) >= mid:
-                low, p, fields, seqs = mid, q, trial, mid
-            else:
-                high = mid - 1
+        fitted = _largest_batch(
+            model, gpu, pinned, dtype, groups, tokens, cap, p, fields, weights, measured
+        )
+        if isinstance(fitted, _Refusal):
+            return _refused(
+                model, gpu, s, fitted.fields, fitted.why, warnings, weights, suggest, measured
+            )
+        p, fields, seqs = fitted
     if s.max_model_len_auto:
         # the length vLLM fitted is the context every figure below is at
         s = s.model_copy(update={"context_tokens": int(str(p.settings["max_model_len"]))})
