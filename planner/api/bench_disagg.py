@@ -247,6 +247,63 @@ def run_pools(
     return state, info, ms, how
 
 
+def _check_pools(engine: str, version: str | None, disagg: DisaggLayout, spec: ModelSpec) -> None:
+    """Refuse pool layouts the engine cannot run: experts spread for a dense model, data
+    parallelism the engine lacks (SGLang's attention-DP groups inside TP; vLLM V1's DP ranks)."""
+    from planner.core.engines.common import parse_version
+
+    for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
+        if ep > 1 and not spec.num_experts:
+            raise InputError(flag, f"{spec.name} has no experts to spread")
+    for flag, groups, pool_tp in (
+        ("--prefill-dp", disagg.prefill_dp, disagg.prefill_tp),
+        ("--decode-dp", disagg.decode_dp, disagg.decode_tp),
+    ):
+        if groups > 1 and engine == "sglang":
+            attention_groups_of(
+                engine, pool_tp, groups, True, moe=bool(spec.num_experts), version=None, flag=flag
+            )
+        elif groups > 1 and version is not None and parse_version(version) < VLLM_V1_SINCE:
+            raise InputError(flag, "vLLM's data-parallel ranks in one server are V1's (0.8+)")
+        if groups > 1 and disagg.dp_within_tp != (engine == "sglang"):
+            raise InputError(flag, "the layout's DP placement does not match the engine")
+
+
+def _pool_json(
+    inst: Instance,
+    role: Literal["prefill", "decode"],
+    count: int,
+    tp_size: int,
+    ep: int,
+    groups: int,
+    spec: ModelSpec,
+    source: dict[str, str | None] | None,
+    backend: str | None,
+) -> dict[str, Any]:
+    """One pool's instances, layout, engine limits and the command that launches each."""
+    p = inst.prediction
+    where = source or {}
+    return {
+        "instances": count,
+        "tp": tp_size,
+        "ep": ep,
+        "dp": groups,
+        "max_num_seqs": inst.plan.max_num_seqs,
+        "max_num_batched_tokens": inst.budget,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "command": pd_command(
+            inst.values,
+            inst.plan,
+            role,
+            gpu=inst.card.id,
+            preset=where.get("preset"),
+            model=where.get("model"),
+            spec=spec,
+            backend=backend,
+        ),
+    }
+
+
 def run_disaggregated(
     *,
     engine: str,
@@ -272,22 +329,7 @@ def run_disaggregated(
 
     from planner.sim.bench import EmptyCounting, bench_metrics
 
-    for flag, ep in (("--prefill-ep", disagg.prefill_ep), ("--decode-ep", disagg.decode_ep)):
-        if ep > 1 and not spec.num_experts:
-            raise InputError(flag, f"{spec.name} has no experts to spread")
-    from planner.core.engines.common import parse_version
-
-    for flag, groups, pool_tp in (
-        ("--prefill-dp", disagg.prefill_dp, disagg.prefill_tp),
-        ("--decode-dp", disagg.decode_dp, disagg.decode_tp),
-    ):
-        if groups > 1 and engine == "sglang":
-            attention_groups_of(engine, pool_tp, groups, True, moe=bool(spec.num_experts),
-                              version=None, flag=flag)  # fmt: skip
-        elif groups > 1 and version is not None and parse_version(version) < VLLM_V1_SINCE:
-            raise InputError(flag, "vLLM's data-parallel ranks in one server are V1's (0.8+)")
-        if groups > 1 and disagg.dp_within_tp != (engine == "sglang"):
-            raise InputError(flag, "the layout's DP placement does not match the engine")
+    _check_pools(engine, version, disagg, spec)
     # each pool planned with its role's flags, as its line launches it (SGLang sizes its memory
     # reserve by the role from 0.5.15)
     pre = instance(
@@ -315,32 +357,6 @@ def run_disaggregated(
         **(empty or EmptyCounting(empty_outputs=False, text_ttft=False)),
     )
     gpus = disagg.gpus
-
-    def pool(
-        inst: Instance, role: Literal["prefill", "decode"], count: int, tp_size: int, ep: int,
-        groups: int,
-    ) -> dict[str, Any]:  # fmt: skip
-        p = inst.prediction
-        where = source or {}
-        return {
-            "instances": count,
-            "tp": tp_size,
-            "ep": ep,
-            "dp": groups,
-            "max_num_seqs": inst.plan.max_num_seqs,
-            "max_num_batched_tokens": inst.budget,
-            "kv_cache_tokens": p.kv_cache_tokens,
-            "command": pd_command(
-                inst.values,
-                inst.plan,
-                role,
-                gpu=inst.card.id,
-                preset=where.get("preset"),
-                model=where.get("model"),
-                spec=spec,
-                backend=backend,
-            ),
-        }
 
     return {
         **per_gpu(metrics, gpus),
@@ -382,21 +398,27 @@ def run_disaggregated(
             "kv_tiers": None,
             "disagg": {
                 "layout": disagg.label,
-                "prefill": pool(
+                "prefill": _pool_json(
                     pre,
                     "prefill",
                     disagg.prefill,
                     disagg.prefill_tp,
                     disagg.prefill_ep,
                     disagg.prefill_dp,
+                    spec,
+                    source,
+                    backend,
                 ),
-                "decode": pool(
+                "decode": _pool_json(
                     dec,
                     "decode",
                     disagg.decode,
                     disagg.decode_tp,
                     disagg.decode_ep,
                     disagg.decode_dp,
+                    spec,
+                    source,
+                    backend,
                 ),
                 "router": pd_router(engine, disagg.prefill, disagg.decode),
                 "transfer": how
