@@ -1659,6 +1659,85 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
     )
 
 
+def _activation_term(
+    at: _Release,
+    lay: _Layout,
+    m: MeasuredTerms,
+    profile: _Profile,
+    tokens: int,
+    seqs: int,
+    ep: bool,
+    moe_ranks: int,
+    sources: dict[str, TermSource],
+) -> tuple[int, int]:
+    """The profile run's torch peak above the weights: as modelled (what a pipeline stage's
+    split is read against), and as charged (model runner V2's persistent sampler state added,
+    a calibration's correction, a log's figure winning)."""
+    model, version, tp = at.model, at.version, at.settings.tensor_parallel_size
+    cal = at.settings.calibration
+    act_modelled = activation_peak_bytes(
+        model,
+        tokens,
+        min(seqs, tokens),
+        tp,
+        lay.act_bytes,
+        profile.sampler,
+        profile.xformers,
+        ep,
+        moe_ranks,
+    )
+    act = act_modelled
+    if profile.runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
+        vocab = model.vocab_size or 0
+        act += seqs * (vocab + ceil_div(vocab, PENALTY_MASK_BITS)) * PENALTY_ENTRY_BYTES
+    sources["activation_peak_bytes"] = "calibrated"
+    act = correct(cal, "activation_peak_bytes", act, sources)
+    if m.activation_peak_bytes is not None:
+        act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
+    return act_modelled, act
+
+
+def _non_torch_term(
+    at: _Release,
+    m: MeasuredTerms,
+    tokens: int,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> int:
+    """Memory outside torch the profile charges: the release's non-torch figure and DeepEP's
+    buffers (a calibration's correction; a log's figure wins)."""
+    model, gpu, s, version = at.model, at.gpu, at.settings, at.version
+    tp, dp = s.tensor_parallel_size, s.data_parallel_size
+    cal = s.calibration
+    non_torch = _non_torch_bytes(at, notes)
+    deepep = deepep_buffer_bytes(model, gpu, s, version, tokens)
+    if s.all2all_backend not in (None, DEFAULT_ALL2ALL) and deepep_mode(s) is None:
+        notes.append(
+            f"--all2all-backend {s.all2all_backend} runs only where the experts are split whole "
+            "over DP > 1 ranks (--enable-expert-parallel with --data-parallel-size): nothing "
+            "here is exchanged with it"
+        )
+    if deepep:
+        non_torch += deepep
+        notes.append(
+            f"DeepEP buffers {deepep / GIB_BYTES:.2f} GiB outside torch ({s.all2all_backend} over "
+            f"{tp * dp} expert-parallel ranks: vLLM's NVLink buffer"
+            + (
+                ", and the RDMA layout for its token cap"
+                if s.all2all_backend == DEEPEP_LOW_LATENCY
+                else ", and as many RDMA bytes across hosts"
+                if deepep > DEEPEP_BUFFER_BYTES
+                else ""
+            )
+            + ")"
+        )
+    sources["non_torch_bytes"] = "calibrated"
+    non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
+    if m.non_torch_bytes is not None:
+        non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
+    return non_torch
+
+
 def _ledger(
     at: _Release,
     lay: _Layout,
@@ -1724,51 +1803,8 @@ def _ledger(
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
     profile = _profile(at, quantized, seqs, tokens, notes)
     ep = _expert_parallel(model, s, moe_ranks, notes)
-    act_modelled = activation_peak_bytes(
-        model,
-        tokens,
-        min(seqs, tokens),
-        tp,
-        lay.act_bytes,
-        profile.sampler,
-        profile.xformers,
-        ep,
-        moe_ranks,
-    )
-    act = act_modelled
-    if profile.runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
-        vocab = model.vocab_size or 0
-        act += seqs * (vocab + ceil_div(vocab, PENALTY_MASK_BITS)) * PENALTY_ENTRY_BYTES
-    sources["activation_peak_bytes"] = "calibrated"
-    act = correct(cal, "activation_peak_bytes", act, sources)
-    if m.activation_peak_bytes is not None:
-        act, sources["activation_peak_bytes"] = m.activation_peak_bytes, "log"
-    non_torch = _non_torch_bytes(at, notes)
-    deepep = deepep_buffer_bytes(model, gpu, s, version, tokens)
-    if s.all2all_backend not in (None, DEFAULT_ALL2ALL) and deepep_mode(s) is None:
-        notes.append(
-            f"--all2all-backend {s.all2all_backend} runs only where the experts are split whole "
-            "over DP > 1 ranks (--enable-expert-parallel with --data-parallel-size): nothing "
-            "here is exchanged with it"
-        )
-    if deepep:
-        non_torch += deepep
-        notes.append(
-            f"DeepEP buffers {deepep / GIB_BYTES:.2f} GiB outside torch ({s.all2all_backend} over "
-            f"{tp * dp} expert-parallel ranks: vLLM's NVLink buffer"
-            + (
-                ", and the RDMA layout for its token cap"
-                if s.all2all_backend == DEEPEP_LOW_LATENCY
-                else ", and as many RDMA bytes across hosts"
-                if deepep > DEEPEP_BUFFER_BYTES
-                else ""
-            )
-            + ")"
-        )
-    sources["non_torch_bytes"] = "calibrated"
-    non_torch = correct(cal, "non_torch_bytes", non_torch, sources)
-    if m.non_torch_bytes is not None:
-        non_torch, sources["non_torch_bytes"] = m.non_torch_bytes, "log"
+    act_modelled, act = _activation_term(at, lay, m, profile, tokens, seqs, ep, moe_ranks, sources)
+    non_torch = _non_torch_term(at, m, tokens, sources, notes)
     connector = connector_buffer_bytes(
         model, tp, pp, lay.kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens, lay.ds_mla
     )
