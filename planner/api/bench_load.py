@@ -14,7 +14,7 @@ from planner.sim.arrivals import MAX_ARRIVAL_CV
 from planner.sim.config import MAX_SPEC_K
 
 if TYPE_CHECKING:
-    from planner.sim.workload import Trace
+    from planner.sim.workload import LengthDist, Trace
 
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
@@ -175,6 +175,51 @@ class Speculation(BaseModel):
     )
 
 
+def _check_means(lengths: Lengths) -> None:
+    """Refuse --prompt-mean / --output-mean where they cannot rescale the lengths: on a
+    --trace, on a fixed prompt length, or an output mean at or above a fixed output cap."""
+    for flag, mean, fixed in (
+        ("--prompt-mean", lengths.prompt_mean, lengths.prompt_len),
+        ("--output-mean", lengths.output_mean, lengths.output_len),
+    ):
+        if mean is None:
+            continue
+        if lengths.trace is not None:
+            raise InputError(flag, "rescales a generated workload; a --trace keeps its lengths")
+        ranged_lengths = (lengths.len_range is not None and lengths.len_range < 1) or bool(
+            lengths.len_spread
+        )
+        if fixed is not None and not ranged_lengths:
+            if flag == "--prompt-mean":
+                raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
+            if mean >= fixed:
+                raise InputError(
+                    flag, f"with --output-len, outputs stop at EOS: give a mean below {fixed}"
+                )
+
+
+def _length_dist(
+    length: int | None, current: LengthDist, lengths: Lengths, ranged: str
+) -> LengthDist:
+    """One side's lengths: the workload's (`current`) where no length is given, else `length`
+    fixed, uniform in [L x ratio, L] (--len-range, SGLang's and the 2024 script's range ratio)
+    or in [L (1 - r), L (1 + r)] (--len-spread, vllm bench serve's); `ranged` names the flag."""
+    from planner.sim.workload import LengthDist
+
+    ratio, spread = lengths.len_range, lengths.len_spread
+    if length is None:
+        if (ratio is not None or spread is not None) and lengths.workload is None:
+            raise InputError(ranged, "needs --prompt-len and --output-len")
+        return current
+    if spread:  # vllm bench serve: uniform in [L (1 - r), L (1 + r)]
+        low, high = max(1, int(length * (1 - spread))), int(length * (1 + spread))
+        return LengthDist(distribution="uniform", median=length, min=low, max=high)
+    if ratio is None or ratio >= 1:
+        return LengthDist(distribution="fixed", median=length, min=length, max=length)
+    low = max(1, int(length * ratio))
+    return LengthDist(distribution="uniform", median=length, min=low, max=length)
+
+
 def bench_trace(
     load: Load, lengths: Lengths, client: str | None = None
 ) -> tuple[Trace, dict[str, Any]]:
@@ -196,24 +241,7 @@ def bench_trace(
         without_empty_outputs,
     )
 
-    for flag, mean, fixed in (
-        ("--prompt-mean", lengths.prompt_mean, lengths.prompt_len),
-        ("--output-mean", lengths.output_mean, lengths.output_len),
-    ):
-        if mean is None:
-            continue
-        if lengths.trace is not None:
-            raise InputError(flag, "rescales a generated workload; a --trace keeps its lengths")
-        ranged_lengths = (lengths.len_range is not None and lengths.len_range < 1) or bool(
-            lengths.len_spread
-        )
-        if fixed is not None and not ranged_lengths:
-            if flag == "--prompt-mean":
-                raise InputError(flag, "rescales a length distribution; a fixed length is its mean")
-            if mean >= fixed:
-                raise InputError(
-                    flag, f"with --output-len, outputs stop at EOS: give a mean below {fixed}"
-                )
+    _check_means(lengths)
     if lengths.trace is not None and lengths.empty_share:
         raise InputError("--empty-outputs", "draws on a generated workload; a --trace has its own")
     if lengths.trace is not None:
@@ -228,21 +256,8 @@ def bench_trace(
         raise InputError("--len-spread", "give --len-range or --len-spread, not both")
     ranged = "--len-range" if ratio is not None else "--len-spread"
 
-    def dist(length: int | None, current: LengthDist) -> LengthDist:
-        if length is None:
-            if (ratio is not None or spread is not None) and lengths.workload is None:
-                raise InputError(ranged, "needs --prompt-len and --output-len")
-            return current
-        if spread:  # vllm bench serve: uniform in [L (1 - r), L (1 + r)]
-            low, high = max(1, int(length * (1 - spread))), int(length * (1 + spread))
-            return LengthDist(distribution="uniform", median=length, min=low, max=high)
-        if ratio is None or ratio >= 1:
-            return LengthDist(distribution="fixed", median=length, min=length, max=length)
-        low = max(1, int(length * ratio))
-        return LengthDist(distribution="uniform", median=length, min=low, max=length)
-
-    prompt = dist(lengths.prompt_len, prompt)
-    output = dist(lengths.output_len, output)
+    prompt = _length_dist(lengths.prompt_len, prompt, lengths, ranged)
+    output = _length_dist(lengths.output_len, output, lengths, ranged)
     output_mean = lengths.output_mean
     if output.distribution == "fixed" and output_mean is not None:
         # --output-len L --output-mean M: run without --ignore-eos, stopping at EOS before L
