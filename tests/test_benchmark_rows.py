@@ -332,6 +332,41 @@ def test_metas_fp8_export_keeps_attention_and_the_end_layers_in_bf16(cli: Cli) -
     assert "--quantization" not in sglang
 
 
+def test_rocm_unfused_fp8_rescale_holds_three_fp32_copies_in_the_profile(cli: Cli) -> None:
+    """vLLM's ROCm build before 0.7.3 rescales Meta's FBGEMM fp8 MLPs in fp32 outside the GEMM:
+    while the second scale multiply writes, the GEMM's fp32 output and both products are live,
+    12 bytes per element of the widest such linear, down_proj's whole hidden (16,384, above
+    gate_up's 2 x 53,248 / 8 = 13,312). Unchunked, the profile runs max_model_len tokens, each
+    holding them; 0.7.3's fused row-wise GEMM holds none, nor CUDA's CUTLASS kernels. Before
+    0.6.4 the profile charges the allocator's segments: the output says to expect fewer blocks."""
+    from planner.sources.models import resolve_model
+
+    folder, _ = checkpoint_config("meta-llama/Llama-3.1-405B-FP8", MODELS)
+    assert folder is not None
+    assert resolve_model(None, str(folder)).rowwise_fp8_widest == (2 * 53_248, 16_384)
+    where = ("--model", str(folder), "--tp", "8", "--context", "131072",
+             "--no-enable-chunked-prefill", "--json")  # fmt: skip
+
+    def engine(gpu: str, version: str) -> dict[str, object]:
+        payload = cli("capacity", *where, "--gpu", gpu, "--engine-version", version).json()
+        return dict(payload["engine"])
+
+    unfused, fused = engine("mi300x", "0.7.2"), engine("mi300x", "0.7.3")
+    delta = int(str(unfused["activation_peak_bytes"])) - int(str(fused["activation_peak_bytes"]))
+    assert delta == 131_072 * 3 * 4 * 16_384
+    assert int(str(unfused["num_gpu_blocks"])) < int(str(fused["num_gpu_blocks"]))
+
+    def rescale_notes(payload: dict[str, object]) -> list[str]:
+        notes = payload["notes"]
+        assert isinstance(notes, list)
+        return [str(n) for n in notes if "rescale" in str(n)]
+
+    assert len(rescale_notes(unfused)) == 1 and not rescale_notes(fused)
+    assert "fewer KV blocks" not in rescale_notes(unfused)[0]
+    assert "fewer KV blocks" in rescale_notes(engine("mi300x", "0.6.3"))[0]
+    assert not rescale_notes(engine("h200", "0.6.3"))
+
+
 def test_amds_fp8_activation_gpt_oss_is_posed_as_a_quark_export_of_the_same_experts(
     cli: Cli,
 ) -> None:

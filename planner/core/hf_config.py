@@ -123,6 +123,7 @@ class _Layer:
     mlp_outputs: int = 0  # a dense MLP's gate / up output features (down writes hidden)
     dense_mlp_params: int = 0  # a dense (not routed) MLP's matrices inside linear_params
     quantized_outputs: tuple[int, int] = (0, 0)  # (column, row) features of quantized ones
+    quantized_widest: tuple[int, int] = (0, 0)  # the widest single quantized (column, row) one
 
 
 def _get(cfg: Config, *names: str, default: Any = None) -> Any:
@@ -1174,6 +1175,7 @@ def _quantized_share(cfg: Config, layers: list[_Layer], hidden: int) -> None:
             if kept and out
         ]
         layer.quantized_outputs = (sum(blocks), hidden * len(blocks))
+        layer.quantized_widest = (max(blocks, default=0), hidden if blocks else 0)
 
 
 class _Shape(NamedTuple):
@@ -1409,9 +1411,15 @@ def model_spec_from_config(
         quantized = sum(ly.quantized_linear_params for ly in layers)
         quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
         head_in_linear = 0
+    rowwise_scaled = _rowwise_scaled_fp8(t)
     rowwise = (
         tuple(sum(part) for part in zip(*(ly.quantized_outputs for ly in layers), strict=True))
-        if _rowwise_scaled_fp8(t)
+        if rowwise_scaled
+        else (0, 0)
+    )
+    widest = (
+        tuple(max(part) for part in zip(*(ly.quantized_widest for ly in layers), strict=True))
+        if rowwise_scaled and layers
         else (0, 0)
     )
     if not quant_label:
@@ -1464,6 +1472,7 @@ def model_spec_from_config(
         quantizable_params=linear,
         plain_linear_params=linear - quantized if quant_label else 0,
         rowwise_fp8_outputs=rowwise,
+        rowwise_fp8_widest=widest,
         fp8_block_scaled=_block_scaled_fp8(t),
         fp8_kv_declared_by=_fp8_kv_declared_by(t),
         mixed_precision_algos=mixed.algos if mixed else (),

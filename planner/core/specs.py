@@ -117,6 +117,11 @@ class ModelSpec(BaseModel):
         "split by TP; row-parallel ones, hidden each on every GPU): what a GEMM without "
         "row-wise scaling rescales in separate passes, per token",
     )
+    rowwise_fp8_widest: tuple[int, int] = Field(
+        default=(0, 0),
+        description="the widest single such linear's output features (column-parallel, split "
+        "by TP; row-parallel, the hidden): what one unfused rescale holds in fp32 per token",
+    )
     fp8_block_scaled: bool = Field(
         default=False,
         description="the checkpoint's fp8 linears scale per 2-D tile (DeepSeek-V3's "

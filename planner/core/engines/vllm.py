@@ -43,6 +43,7 @@ from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.offload import LMCACHE_CHUNK_TOKENS
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, KvKind, KvLayerGroup, ModelSpec
+from planner.core.step import gemm
 from planner.core.step.comm import NODE_DOMAIN_GPUS, NVL72_PREFIXES
 from planner.core.step.overhead import (
     VLLM_ASYNC_SCHEDULING_FLAG_SINCE,
@@ -128,6 +129,11 @@ PENALTY_MASK_BITS = 32  # prompt_bin_mask packs one vocabulary entry per bit
 # snapshot, so little shows up. Median of the three such calibration logs (docs/engines.md): Unsloth
 # on a T4 0.01 GiB, an A100-40GB 0.09 GiB and an L4 0.02 GiB.
 NON_TORCH_COLOCATED_BYTES = round(0.02 * GIB_BYTES)
+# vLLM V0 before 0.6.4 took the profile's peak as the device memory in use after the profile
+# run less the memory in use before it (worker.py determine_num_available_blocks, 0.6.3.post1:
+# init_gpu_memory - mem_get_info() free): the caching allocator's segments, not torch's
+# allocated peak, which 0.6.4 reads (memory_stats()["allocated_bytes.all.peak"]).
+VLLM_TORCH_PEAK_SINCE = (0, 6, 4)
 # vLLM V0 0.6.4 and V1 0.8.x counted all non-torch memory on the device, the CUDA context
 # included (mem_get_info used - torch allocated): both 0.6.4 RTX 3090 logs print 0.35 GiB.
 NON_TORCH_WITH_CONTEXT_BYTES = round(0.35 * GIB_BYTES)
@@ -917,9 +923,12 @@ def activation_peak_bytes(
     xformers: bool = False,
     expert_parallel: bool = False,
     moe_ranks: int | None = None,
+    rescale_bytes_per_token: int = 0,
 ) -> int:
     """Torch peak above the weights during profiling: max(forward, sampler) + MoE workspace.
-    `moe_ranks`: the GPUs the MoE layers span (TP x DP under data parallelism; None: TP)."""
+    `moe_ranks`: the GPUs the MoE layers span (TP x DP under data parallelism; None: TP).
+    `rescale_bytes_per_token`: fp32 copies an unfused fp8 rescale holds beside the forward's
+    buffers (step.gemm.unfused_dequant_peak_bytes_per_token; 0 where the GEMM fuses it)."""
     hidden = model.hidden_size
     inter = (model.intermediate_size or 4 * hidden) // tp
     if model.num_experts:
@@ -930,7 +939,7 @@ def activation_peak_bytes(
         + FORWARD_HIDDEN_BUFFERS * hidden
         + (query if xformers else 0)
     )
-    forward *= act_bytes
+    forward = forward * act_bytes + tokens * rescale_bytes_per_token
     per_logit = sampler_bytes_per_logit(sampler, act_bytes)
     sampler_peak = per_logit * seqs * (model.vocab_size or 0)
     workspace = 0
@@ -1659,6 +1668,32 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
     )
 
 
+def _unfused_rescale_bytes(at: _Release, own: bool, notes: list[str]) -> int:
+    """The fp32 bytes per token the unfused fp8 rescale of vLLM's ROCm build before 0.7.3
+    holds at its widest linear (step.gemm), for a row-wise scaled checkpoint served as stored;
+    0 elsewhere. Before 0.6.4 the profile charges the device memory then in use, the caching
+    allocator's segments: more than torch's peak where allocations of several widths cannot
+    reuse each other's blocks, which a note says."""
+    model, s = at.model, at.settings
+    widest = model.rowwise_fp8_widest
+    if not any(widest) or not gemm.unfused_rocm_dequant("vllm", at.gpu, at.version, own):
+        return 0
+    per_token = gemm.unfused_dequant_peak_bytes_per_token(widest, s.tensor_parallel_size)
+    note = (
+        f"{model.name}'s row-wise scaled fp8 linears rescale their outputs in fp32 outside the "
+        f"GEMM on ROCm before vLLM {version_text(gemm.VLLM_ROCM_ROWWISE_FP8_SINCE)}: "
+        f"{per_token:,} bytes per profiled token at the widest are in the activation peak"
+    )
+    if at.version < VLLM_TORCH_PEAK_SINCE:
+        note += (
+            f"; vLLM {version_text(at.version)} charges the device memory in use after "
+            "profiling (the allocator's cached segments, of every width these copies take), "
+            "more than this peak: expect fewer KV blocks than planned"
+        )
+    notes.append(note)
+    return per_token
+
+
 def _activation_term(
     at: _Release,
     lay: _Layout,
@@ -1668,11 +1703,13 @@ def _activation_term(
     seqs: int,
     ep: bool,
     moe_ranks: int,
+    rescale: int,
     sources: dict[str, TermSource],
 ) -> tuple[int, int]:
     """The profile run's torch peak above the weights: as modelled (what a pipeline stage's
     split is read against), and as charged (model runner V2's persistent sampler state added,
-    a calibration's correction, a log's figure winning)."""
+    a calibration's correction, a log's figure winning). `rescale`: the unfused fp8 rescale's
+    fp32 bytes per token (_unfused_rescale_bytes)."""
     model, version, tp = at.model, at.version, at.settings.tensor_parallel_size
     cal = at.settings.calibration
     act_modelled = activation_peak_bytes(
@@ -1685,6 +1722,7 @@ def _activation_term(
         profile.xformers,
         ep,
         moe_ranks,
+        rescale,
     )
     act = act_modelled
     if profile.runner == "v2" and version >= V2_PERSISTENT_STATE_SINCE:
@@ -1803,7 +1841,10 @@ def _ledger(
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
     profile = _profile(at, quantized, seqs, tokens, notes)
     ep = _expert_parallel(model, s, moe_ranks, notes)
-    act_modelled, act = _activation_term(at, lay, m, profile, tokens, seqs, ep, moe_ranks, sources)
+    rescale = _unfused_rescale_bytes(at, weights_bytes is None, notes)
+    act_modelled, act = _activation_term(
+        at, lay, m, profile, tokens, seqs, ep, moe_ranks, rescale, sources
+    )
     non_torch = _non_torch_term(at, m, tokens, sources, notes)
     connector = connector_buffer_bytes(
         model, tp, pp, lay.kv_bytes, s.kv_connector, s.kv_connector_chunk_tokens, lay.ds_mla
@@ -1837,6 +1878,7 @@ def _ledger(
                 profile.sampler,
                 profile.xformers,
                 ep,
+                rescale_bytes_per_token=rescale,
             ),
             act_modelled,
             requested - non_torch - connector,

@@ -77,6 +77,37 @@ VLLM_ROCM_ROWWISE_FP8_SINCE = (0, 7, 3)
 UNFUSED_DEQUANT_BYTES_PER_OUTPUT = 24
 
 
+# Its memory: `output * x_scale * weight_scale.t()` allocates each product anew, so while the
+# second is written the fp32 GEMM output, the first product and the second are all live: three
+# fp32 copies (12 bytes) per output element of the widest such linear (the bf16 cast that follows
+# holds 6).
+UNFUSED_DEQUANT_FP32_COPIES = 3
+FP32_BYTES = 4
+
+
+def unfused_rocm_dequant(
+    engine: str, gpu: GpuSpec, version: tuple[int, int, int] | None, own: bool
+) -> bool:
+    """Whether vLLM runs a row-wise scaled fp8 checkpoint's linears through the unfused
+    fallback above: its own ROCm build before 0.7.3, on a card with fp8 tensor cores, serving
+    the checkpoint's own weights (a re-quantization is per-tensor)."""
+    return bool(
+        own
+        and engine == "vllm"
+        and gpu.vendor == "amd"
+        and gpu.fp8_dense_flops
+        and version is not None
+        and version < VLLM_ROCM_ROWWISE_FP8_SINCE
+    )
+
+
+def unfused_dequant_peak_bytes_per_token(widest: tuple[int, int], tp: int) -> int:
+    """The fallback's fp32 copies live at once per token on one GPU, at the widest such
+    linear: a column-parallel one's 1/TP of its features, a row-parallel one's whole hidden."""
+    column, row = widest
+    return UNFUSED_DEQUANT_FP32_COPIES * FP32_BYTES * max(-(-column // tp), row)
+
+
 def unfused_dequant_bytes_per_token(rowwise_outputs: tuple[int, int], tp: int, pp: int = 1) -> int:
     """The unfused dequantization's extra HBM bytes per token on one GPU: column-parallel
     linears write their 1/TP of the features, row-parallel ones (O, down) the whole hidden

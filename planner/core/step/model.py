@@ -1206,14 +1206,7 @@ def step_time_for(
     moe_kind, quantized_share = rates.moe_kind, rates.quantized_share
     plain = model.plain_linear_params if own else 0
     dequant = 0
-    if (
-        own
-        and engine == "vllm"
-        and gpu.vendor == "amd"
-        and gpu.fp8_dense_flops
-        and version is not None
-        and version < gemm.VLLM_ROCM_ROWWISE_FP8_SINCE
-    ):
+    if gemm.unfused_rocm_dequant(engine, gpu, version, own):
         dequant = gemm.unfused_dequant_bytes_per_token(model.rowwise_fp8_outputs, tp, pp)
     efficiency = bandwidth_efficiency(gpu)
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
