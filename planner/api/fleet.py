@@ -314,19 +314,7 @@ def fleet_report(
     candidates += _run_jobs(stretched, workers, progress, _candidate)
     unit_jobs: dict[int, Job] = {}
     if fleet_disagg.wanted(disagg, spec):
-        units = []
-        for job in jobs:
-            narrowest = fleet_disagg.unit_tp(candidates, job.card.id, job.precision)
-            if narrowest is None or job.ep or job.tp not in (narrowest, max(layouts)):
-                continue
-            units.append(job)
-            # an MLA MoE model's decode pool also with data-parallel attention and EP over the
-            # node (its running requests' latents no longer copied on every TP rank), the
-            # layout its engines' disaggregated deployments run; the costliest units to
-            # simulate, tried at one P:D ratio (fleet_disagg.disagg_units)
-            groups = fleet_disagg.decode_groups(spec, engine, job.tp)
-            if groups > 1 and job.tp == max(layouts):
-                units.append(replace(job, decode_groups=groups))
+        units = fleet_disagg.unit_jobs(jobs, candidates, max(layouts), spec, engine)
         for got in _run_jobs(units, workers, progress, fleet_disagg.disagg_units):
             candidates += got["rows"]
             unit_jobs |= {id(r): j for r, j in zip(got["rows"], got["jobs"], strict=True)}
@@ -334,11 +322,7 @@ def fleet_report(
     if unit_jobs:
         # the curve of the best unit of each GPU and precision (a closed-loop sweep of two
         # pools costs more than an aggregated one; the others keep their operating point)
-        best: dict[tuple[str, str], dict[str, Any]] = {}
-        for c in ranked:
-            if c.get("disagg"):
-                best.setdefault((c["gpu"], c["precision"]), c)
-        chosen = list(best.values())
+        chosen = fleet_disagg.best_units(ranked)
         curves = _run_jobs(
             [unit_jobs[id(c)] for c in chosen], workers, progress, fleet_disagg.disagg_curve_row
         )

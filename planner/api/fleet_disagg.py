@@ -76,6 +76,36 @@ def decode_groups(spec: ModelSpec, engine: str, tp: int) -> int:
     return grouped[0] if grouped else 1
 
 
+def unit_jobs(
+    jobs: list[Job], candidates: list[dict[str, Any]], widest_tp: int, spec: ModelSpec, engine: str
+) -> list[Job]:
+    """The xPyD units searched beside the aggregated candidates: each GPU and precision's
+    pools at the narrowest TP an aggregated replica started with (unit_tp) and at the widest,
+    without EP; at the widest an MLA MoE model's decode pool also runs data-parallel attention
+    with EP over the node (its running requests' latents no longer copied on every TP rank),
+    the layout its engines' disaggregated deployments run: the costliest units to simulate,
+    tried at one P:D ratio (disagg_units)."""
+    units: list[Job] = []
+    for job in jobs:
+        narrowest = unit_tp(candidates, job.card.id, job.precision)
+        if narrowest is None or job.ep or job.tp not in (narrowest, widest_tp):
+            continue
+        units.append(job)
+        groups = decode_groups(spec, engine, job.tp)
+        if groups > 1 and job.tp == widest_tp:
+            units.append(replace(job, decode_groups=groups))
+    return units
+
+
+def best_units(ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best-ranked disaggregated candidate of each GPU and precision (whose curve is swept)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for c in ranked:
+        if c.get("disagg"):
+            best.setdefault((c["gpu"], c["precision"]), c)
+    return list(best.values())
+
+
 def decode_job(job: Job) -> Job:
     """The job of a unit's decode instance: the unit's own, or with its data-parallel groups
     and expert parallelism."""
