@@ -1682,7 +1682,8 @@ def _unfused_rescale_bytes(at: _Release, own: bool, notes: list[str]) -> int:
     note = (
         f"{model.name}'s row-wise scaled fp8 linears rescale their outputs in fp32 outside the "
         f"GEMM on ROCm before vLLM {version_text(gemm.VLLM_ROCM_ROWWISE_FP8_SINCE)}: "
-        f"{per_token:,} bytes per profiled token at the widest are in the activation peak"
+        f"three fp32 copies of the widest output, {per_token:,} bytes per profiled token, are "
+        "in the activation peak"
     )
     if at.version < VLLM_TORCH_PEAK_SINCE:
         note += (
