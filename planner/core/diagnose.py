@@ -237,28 +237,12 @@ class Effects:
     engine: str | None = None  # the engine the models are that engine's (None: a textbook plan)
 
 
-def diagnose(
-    before: Samples,
-    after: Samples,
-    interval_s: float,
-    budgets: Budgets,
-    effects: Effects | None = None,
-) -> Diagnosis:
-    """The checklist over two scrapes, and the advice."""
-    fx = effects or Effects()
-    resets: list[str] = []
-    q = budgets.percentile / 100.0
-    pct = f"p{budgets.percentile:g}"
+def _memory_findings(
+    before: Samples, after: Samples, fx: Effects, usage: float | None, preempt_rate: float | None
+) -> list[Finding]:
+    """Step 1, the memory ledger: the KV cache at its ceiling and preemptions, with the memory
+    action where either fails."""
     findings: list[Finding] = []
-    running = gauge(after, RUNNING)
-    waiting_before, waiting = gauge(before, WAITING), gauge(after, WAITING)
-    usage = gauge(after, KV_USAGE)
-    if usage is not None and _pick(after, KV_USAGE) == "vllm:kv_cache_usage_perc":
-        usage /= max(1, len(after["vllm:kv_cache_usage_perc"]))  # a mean over DP engines
-    preempted = counter_delta(before, after, PREEMPTIONS, resets)
-    preempt_rate = None if preempted is None else preempted / interval_s
-
-    # 1. Memory ledger: KV at its ceiling, preemptions.
     kv_fail = usage is not None and usage >= KV_NEAR_CEILING
     pre_fail = preempt_rate is not None and preempt_rate > 0
     action = effect = None
@@ -289,8 +273,21 @@ def diagnose(
             expected_effect=effect if pre_fail else None,
         )
     )
+    return findings
 
-    # 2. TPOT against the budget: max_num_seqs from the step model.
+
+def _tpot_finding(
+    before: Samples,
+    after: Samples,
+    fx: Effects,
+    budgets: Budgets,
+    usage: float | None,
+    running: float | None,
+) -> Finding:
+    """Step 2, TPOT against the budget: the window's ITL quantile, and the max_num_seqs the
+    step model sets where it is over."""
+    q = budgets.percentile / 100.0
+    pct = f"p{budgets.percentile:g}"
     itl, itl_n = histogram_quantile(before, after, ITL, q)
     tpot_fail = itl is not None and budgets.tpot_ms is not None and itl * 1e3 > budgets.tpot_ms
     action = effect = None
@@ -302,20 +299,32 @@ def diagnose(
         action, effect = _tpot_action(
             fx, budgets.tpot_ms, itl * 1e3, load, usage, detect_engine(after)
         )
-    findings.append(
-        Finding(
-            check=f"TPOT {pct}",
-            value="no tokens in the window" if itl is None else f"{itl * 1e3:.1f} ms ({itl_n:,})",
-            threshold=_budget_text(budgets.tpot_ms, "--tpot"),
-            source="your TPOT budget",
-            verdict=_verdict(itl is not None and budgets.tpot_ms is not None, tpot_fail),
-            step=2,
-            action=action,
-            expected_effect=effect,
-        )
+    return Finding(
+        check=f"TPOT {pct}",
+        value="no tokens in the window" if itl is None else f"{itl * 1e3:.1f} ms ({itl_n:,})",
+        threshold=_budget_text(budgets.tpot_ms, "--tpot"),
+        source="your TPOT budget",
+        verdict=_verdict(itl is not None and budgets.tpot_ms is not None, tpot_fail),
+        step=2,
+        action=action,
+        expected_effect=effect,
     )
 
-    # 3. TTFT and the queue: admission and capacity.
+
+def _queue_findings(
+    before: Samples,
+    after: Samples,
+    fx: Effects,
+    budgets: Budgets,
+    usage: float | None,
+    running: float | None,
+) -> list[Finding]:
+    """Step 3, TTFT and the queue: admission and capacity (a queue in both scrapes, or TTFT
+    over its budget), with the action on the queue where either fails."""
+    q = budgets.percentile / 100.0
+    pct = f"p{budgets.percentile:g}"
+    waiting_before, waiting = gauge(before, WAITING), gauge(after, WAITING)
+    findings: list[Finding] = []
     ttft, ttft_n = histogram_quantile(before, after, TTFT, q)
     ttft_fail = ttft is not None and budgets.ttft_ms is not None and ttft * 1e3 > budgets.ttft_ms
     queued = (
@@ -356,6 +365,34 @@ def diagnose(
             expected_effect=queue_effect if queued else None,
         )
     )
+    return findings
+
+
+def diagnose(
+    before: Samples,
+    after: Samples,
+    interval_s: float,
+    budgets: Budgets,
+    effects: Effects | None = None,
+) -> Diagnosis:
+    """The checklist over two scrapes, and the advice."""
+    fx = effects or Effects()
+    resets: list[str] = []
+    findings: list[Finding] = []
+    running = gauge(after, RUNNING)
+    waiting = gauge(after, WAITING)
+    usage = gauge(after, KV_USAGE)
+    if usage is not None and _pick(after, KV_USAGE) == "vllm:kv_cache_usage_perc":
+        usage /= max(1, len(after["vllm:kv_cache_usage_perc"]))  # a mean over DP engines
+    preempted = counter_delta(before, after, PREEMPTIONS, resets)
+    preempt_rate = None if preempted is None else preempted / interval_s
+
+    # 1. Memory ledger: KV at its ceiling, preemptions.
+    findings += _memory_findings(before, after, fx, usage, preempt_rate)
+    # 2. TPOT against the budget: max_num_seqs from the step model.
+    findings.append(_tpot_finding(before, after, fx, budgets, usage, running))
+    # 3. TTFT and the queue: admission and capacity.
+    findings += _queue_findings(before, after, fx, budgets, usage, running)
 
     # 4. Prefix caching: a collapse between the scrapes.
     findings.append(_prefix_finding(before, after, resets))
