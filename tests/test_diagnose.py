@@ -198,6 +198,24 @@ def test_a_100_mb_body_is_refused(cli: Cli) -> None:
     assert r.code == 3 and "larger than" in r.err
 
 
+def test_an_idle_window_is_not_read_as_a_feature_turned_off(cli: Cli, tmp_path: Path) -> None:
+    """Two scrapes of a speculating, prefix-caching server with nothing served between them
+    say the window had no drafts and no lookups, not that speculation or the prefix cache is
+    off; a server that does not speculate (no draft counters) is still 'speculation off'."""
+
+    def checks(text: str) -> dict[str, str]:
+        path = tmp_path / "scrape.prom"
+        path.write_text(text)
+        where = ("--snapshots", f"{path},{path}", "--interval", "30", "--json")
+        data = cli("diagnose", *where).json()
+        return {f["check"]: f["value"] for f in data["findings"]}
+
+    idle = checks(SPEC)
+    assert idle["speculative acceptance"] == "no drafts in the window"
+    assert idle["prefix-cache hit rate"] == "no lookups in the window"
+    assert checks(LIGHT)["speculative acceptance"] == "speculation off"
+
+
 def test_saved_snapshots_and_github_format(cli: Cli, tmp_path: Path) -> None:
     a, b = tmp_path / "a.prom", tmp_path / "b.prom"
     a.write_text(SGLANG)

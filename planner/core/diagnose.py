@@ -675,11 +675,13 @@ def _prefix_finding(before: Samples, after: Samples, resets: list[str]) -> Findi
         and lifetime >= PREFIX_WORTH_PROTECTING
         and rate < PREFIX_COLLAPSE_SHARE * lifetime
     )
+    if rate is not None:
+        value = f"{rate:.1%}" + ("" if lifetime is None else f" (before: {lifetime:.1%})")
+    else:  # the counters, where the server exports them, counted no lookup in the window
+        value = "absent" if queries is None else "no lookups in the window"
     return Finding(
         check="prefix-cache hit rate",
-        value="absent"
-        if rate is None
-        else f"{rate:.1%}" + ("" if lifetime is None else f" (before: {lifetime:.1%})"),
+        value=value,
         threshold=f">= {PREFIX_COLLAPSE_SHARE:.0%} of the earlier rate",
         source="a fall to under half the earlier rate means prompts stopped sharing prefixes",
         verdict=_verdict(rate is not None and lifetime is not None, collapsed),
@@ -729,9 +731,11 @@ def _spec_finding(
     elif (g := gauge(after, SPEC_ACCEPT_LENGTH)) is not None and g > 0:
         length = g
     if length is None:
+        # the draft counters, which vLLM registers only when it speculates (SpecDecodingProm,
+        # vllm/v1/spec_decode/metrics.py 0.34.0), counted none in the window
         return Finding(
             check="speculative acceptance",
-            value="speculation off",
+            value="speculation off" if drafts is None else "no drafts in the window",
             threshold="speedup > 1",
             source="E / (1 + k c), docs/method.md §4",
             verdict="n/a",
