@@ -224,6 +224,16 @@ class Budgets(BaseModel):
     percentile: float = 95.0
     draft_cost: float = DEFAULT_DRAFT_COST
 
+    @property
+    def quantile(self) -> float:
+        """The percentile the budgets hold at, as a fraction."""
+        return self.percentile / 100.0
+
+    @property
+    def label(self) -> str:
+        """The percentile as the checks name it ("p95")."""
+        return f"p{self.percentile:g}"
+
 
 @dataclass(frozen=True)
 class Effects:
@@ -286,9 +296,7 @@ def _tpot_finding(
 ) -> Finding:
     """Step 2, TPOT against the budget: the window's ITL quantile, and the max_num_seqs the
     step model sets where it is over."""
-    q = budgets.percentile / 100.0
-    pct = f"p{budgets.percentile:g}"
-    itl, itl_n = histogram_quantile(before, after, ITL, q)
+    itl, itl_n = histogram_quantile(before, after, ITL, budgets.quantile)
     tpot_fail = itl is not None and budgets.tpot_ms is not None and itl * 1e3 > budgets.tpot_ms
     action = effect = None
     if tpot_fail and budgets.tpot_ms is not None:
@@ -300,7 +308,7 @@ def _tpot_finding(
             fx, budgets.tpot_ms, itl * 1e3, load, usage, detect_engine(after)
         )
     return Finding(
-        check=f"TPOT {pct}",
+        check=f"TPOT {budgets.label}",
         value="no tokens in the window" if itl is None else f"{itl * 1e3:.1f} ms ({itl_n:,})",
         threshold=_budget_text(budgets.tpot_ms, "--tpot"),
         source="your TPOT budget",
@@ -321,11 +329,9 @@ def _queue_findings(
 ) -> list[Finding]:
     """Step 3, TTFT and the queue: admission and capacity (a queue in both scrapes, or TTFT
     over its budget), with the action on the queue where either fails."""
-    q = budgets.percentile / 100.0
-    pct = f"p{budgets.percentile:g}"
     waiting_before, waiting = gauge(before, WAITING), gauge(after, WAITING)
     findings: list[Finding] = []
-    ttft, ttft_n = histogram_quantile(before, after, TTFT, q)
+    ttft, ttft_n = histogram_quantile(before, after, TTFT, budgets.quantile)
     ttft_fail = ttft is not None and budgets.ttft_ms is not None and ttft * 1e3 > budgets.ttft_ms
     queued = (
         waiting is not None
@@ -339,7 +345,7 @@ def _queue_findings(
         )
     findings.append(
         Finding(
-            check=f"TTFT {pct}",
+            check=f"TTFT {budgets.label}",
             value="no requests in the window"
             if ttft is None
             else f"{ttft * 1e3:,.0f} ms ({ttft_n:,})",
