@@ -2287,8 +2287,10 @@ def _auto_fit(
     groups = _counted_groups(buckets, at.version)
     budget = pool.num_blocks  # available // bytes_per_block, or the extensible pool's granules
 
+    state_blocks = _state_blocks(at)  # the same at every length the search tries
+
     def fits(length: int) -> bool:
-        return _blocks(groups, length, pool.block, in_flight, _state_blocks(at)) <= budget
+        return _blocks(groups, length, pool.block, in_flight, state_blocks) <= budget
 
     if not fits(1):
         raise NoKvCache(
