@@ -1328,6 +1328,83 @@ def _mixer(
     )
 
 
+def _attention_shape(t: Config) -> _Shape:
+    """The top level's attention shape: hidden size, query and KV heads (KV heads dividing the
+    query heads; multi-query configs one) and head width."""
+    hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
+    heads = _require_int(t, "num_attention_heads", "n_head", limit=MAX_CONFIG_HEADS)
+    kv = _opt_int(t, "num_key_value_heads", "num_kv_heads")
+    if kv is None:
+        kv = 1 if t.get("multi_query") else heads
+    if kv == 0 or heads % kv:
+        raise InputError(
+            "num_key_value_heads", f"{kv} must be positive and divide the {heads} attention heads"
+        )
+    return _Shape(
+        hidden, heads, kv, _opt_int(t, "head_dim", "attention_head_dim") or hidden // heads
+    )
+
+
+class _StoredLinears(NamedTuple):
+    """The decoder's linear layers as the checkpoint stores them: their bytes (with the lm_head
+    where a mixed-precision checkpoint quantizes it: `head_in_linear` of its parameters), the
+    quantization label ('' for 16-bit), the parameters it quantizes, and the row-wise scaled fp8
+    outputs (summed and widest, per token: zero unless row-wise scaled)."""
+
+    label: str
+    linear_bytes: int
+    head_in_linear: int
+    quantized_params: int
+    rowwise_outputs: tuple[int, int]
+    rowwise_widest: tuple[int, int]
+    mixed: _MixedPrecision | None
+
+
+def _stored_linears(t: Config, layers: list[_Layer], head: int, bits: int) -> _StoredLinears:
+    """How the checkpoint stores the decoder's linear layers (_StoredLinears): a ModelOpt
+    MIXED_PRECISION one block by block, else at its quantization_config's format, else at the
+    native `bits`."""
+    q = t.get("quantization_config")
+    linear = sum(ly.linear_params for ly in layers)
+    mixed = None
+    if (
+        isinstance(q, Mapping)
+        and str(q.get("quant_method", "")).lower() == "modelopt"
+        and str(q.get("quant_algo", "")).upper() == MODELOPT_MIXED_ALGO
+    ):
+        mixed = _mixed_precision(q, layers, head, bits)
+    if mixed is not None:
+        quantized = mixed.quantized_params
+        label, linear_bytes = MODELOPT_MIXED, mixed.linear_bytes + mixed.head_bytes
+        head_in_linear = head
+    else:
+        quantized = sum(ly.quantized_linear_params for ly in layers)
+        label, linear_bytes = _quantization(t, linear, quantized, bits)
+        head_in_linear = 0
+    rowwise_scaled = _rowwise_scaled_fp8(t)
+    rowwise = (
+        tuple(sum(part) for part in zip(*(ly.quantized_outputs for ly in layers), strict=True))
+        if rowwise_scaled
+        else (0, 0)
+    )
+    widest = (
+        tuple(max(part) for part in zip(*(ly.quantized_widest for ly in layers), strict=True))
+        if rowwise_scaled and layers
+        else (0, 0)
+    )
+    if not label:
+        linear_bytes = ceil_div(linear * bits, 8)
+    return _StoredLinears(
+        label,
+        linear_bytes,
+        head_in_linear,
+        quantized,
+        rowwise,
+        widest,
+        mixed,
+    )
+
+
 def model_spec_from_config(
     cfg: Config,
     *,
@@ -1350,16 +1427,7 @@ def model_spec_from_config(
     if "quantization_config" in t:
         t["quantization_config"] = normalized_quantization(t["quantization_config"])
     n = _require_int(t, "num_hidden_layers", "n_layer", "num_layers", limit=MAX_CONFIG_LAYERS)
-    hidden = _require_int(t, "hidden_size", "d_model", "n_embd")
-    heads = _require_int(t, "num_attention_heads", "n_head", limit=MAX_CONFIG_HEADS)
-    kv = _opt_int(t, "num_key_value_heads", "num_kv_heads")
-    if kv is None:
-        kv = 1 if t.get("multi_query") else heads
-    if kv == 0 or heads % kv:
-        raise InputError(
-            "num_key_value_heads", f"{kv} must be positive and divide the {heads} attention heads"
-        )
-    head_dim = _opt_int(t, "head_dim", "attention_head_dim") or hidden // heads
+    hidden, heads, kv, head_dim = shape = _attention_shape(t)
     vocab = _opt_int(t, "vocab_size", "padded_vocab_size")
     if not vocab:
         raise InputError("vocab_size", "missing from config.json")
@@ -1380,7 +1448,7 @@ def model_spec_from_config(
         kv = min(kv_values) if kv_values else heads
         moe_layers = 0
     else:
-        layers, moe_layers = _decoder_layers(t, n, _Shape(hidden, heads, kv, head_dim), bits)
+        layers, moe_layers = _decoder_layers(t, n, shape, bits)
         n = len(layers)
 
     _quantized_share(t, layers, hidden)
@@ -1395,36 +1463,11 @@ def model_spec_from_config(
     params_total = linear + other + embed + head + extra
     params_active = active_linear + other + embed + head + extra
 
-    mixed = None
-    q = t.get("quantization_config")
-    if (
-        isinstance(q, Mapping)
-        and str(q.get("quant_method", "")).lower() == "modelopt"
-        and str(q.get("quant_algo", "")).upper() == MODELOPT_MIXED_ALGO
-    ):
-        mixed = _mixed_precision(q, layers, head, bits)
-    if mixed is not None:
-        quantized = mixed.quantized_params
-        quant_label, linear_bytes = MODELOPT_MIXED, mixed.linear_bytes + mixed.head_bytes
-        head_in_linear = head
-    else:
-        quantized = sum(ly.quantized_linear_params for ly in layers)
-        quant_label, linear_bytes = _quantization(t, linear, quantized, bits)
-        head_in_linear = 0
-    rowwise_scaled = _rowwise_scaled_fp8(t)
-    rowwise = (
-        tuple(sum(part) for part in zip(*(ly.quantized_outputs for ly in layers), strict=True))
-        if rowwise_scaled
-        else (0, 0)
+    stored = _stored_linears(t, layers, head, bits)
+    quant_label, quantized, mixed = stored.label, stored.quantized_params, stored.mixed
+    weights = stored.linear_bytes + ceil_div(
+        (other + embed + head - stored.head_in_linear + extra) * bits, 8
     )
-    widest = (
-        tuple(max(part) for part in zip(*(ly.quantized_widest for ly in layers), strict=True))
-        if rowwise_scaled and layers
-        else (0, 0)
-    )
-    if not quant_label:
-        linear_bytes = ceil_div(linear * bits, 8)
-    weights = linear_bytes + ceil_div((other + embed + head - head_in_linear + extra) * bits, 8)
     basis = "estimated from config.json parameter count"
     if mixed is not None:
         basis += (
@@ -1471,8 +1514,8 @@ def model_spec_from_config(
         weights_basis=basis,
         quantizable_params=linear,
         plain_linear_params=linear - quantized if quant_label else 0,
-        rowwise_fp8_outputs=rowwise,
-        rowwise_fp8_widest=widest,
+        rowwise_fp8_outputs=stored.rowwise_outputs,
+        rowwise_fp8_widest=stored.rowwise_widest,
         fp8_block_scaled=_block_scaled_fp8(t),
         fp8_kv_declared_by=_fp8_kv_declared_by(t),
         mixed_precision_algos=mixed.algos if mixed else (),
