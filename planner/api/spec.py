@@ -8,6 +8,7 @@ from planner.api.capacity import capacity_plan
 from planner.errors import InputError, PlannerError
 
 if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
+    from planner.api.bench_instance import Deployment
     from planner.core.capacity import CapacityPlan
     from planner.core.engines.calibration import Calibration
     from planner.core.spec_load import StepCost
@@ -75,42 +76,13 @@ def spec_advice(
     data- and expert-parallel layout, as `slo` and
     `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
     from planner.core import speculative as sp
-    from planner.core.flags import SPEC_METHODS, SPEC_NEEDS
     from planner.core.spec_load import disable_above, load_points
     from planner.sources.models import check_revision
 
     check_revision(model, revision)
-    if engine not in ("vllm", "sglang"):
-        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
-    if method not in SPEC_METHODS:
-        raise InputError("--method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
-    if max_batch < 1:
-        raise InputError("--max-batch", f"{max_batch} < 1")
-    if concurrency is not None and concurrency < 1:
-        raise InputError("--concurrency", f"{concurrency} < 1")
-    rows = sp.table(alphas, ks, draft_cost, verify_cost)
-    bests = {a: sp.best(a, ks, draft_cost, verify_cost) for a in alphas}
+    _check_request(engine, method, max_batch, concurrency)
+    result = _textbook(method, alphas, ks, draft_cost, verify_cost)
     top = max(alphas)
-    result: dict[str, Any] = {
-        "method": method,
-        "method_needs": SPEC_NEEDS[method],
-        "draft_cost": draft_cost,
-        "verify_cost": verify_cost,
-        "rows": [r.model_dump() for r in rows],
-        "best": [{"alpha": a, "k": b.k, "speedup": b.speedup} for a, b in bests.items()],
-        "break_even_alpha": [
-            {"k": k, "alpha": sp.break_even_alpha(k, draft_cost, verify_cost)} for k in ks
-        ],
-        "v_sensitivity": [
-            {"v": v, "alpha": a, "k": b.k, "speedup": b.speedup}
-            for v in sp.V_SENSITIVITY_GRID
-            for a in alphas
-            for b in [sp.best(a, ks, draft_cost, v)]
-        ],
-        "disable_above_concurrency": None,
-        "load": None,
-        "draft": None,
-    }
     pp = int(settings.pop("pp", None) or 1)  # the engine's layout: not the textbook plan's
     exchange = settings.pop("extra", None)  # the engine's own flags (its MoE exchange): likewise
     laid_out = pp > 1 or dp > 1 or (ep or 1) > 1 or dp_attention
@@ -121,32 +93,10 @@ def spec_advice(
             raise InputError("--gpu", "required with --preset/--model/--draft-model")
         if concurrency is not None:
             raise InputError("--concurrency", "needs a model and GPU (--preset/--model, --gpu)")
-        chosen = bests[top]
+        chosen = sp.best(top, ks, draft_cost, verify_cost)
         where = f"alpha {top:g}, c {draft_cost:g}, v {verify_cost:g}"
         return result | _decision(method, draft_model, top, chosen.k, chosen.speedup, where, None)
-    from planner.sources.models import resolve_model
-
-    plan: CapacityPlan | None = None
-    try:
-        plan = capacity_plan(gpu=gpu, preset=preset, model=model, revision=revision, **settings)
-    except PlannerError:
-        if pp < 2:
-            raise
-        # the textbook plan is one TP group's: a model that needs the pipeline's stages to fit
-        # is the engine instance's to plan (below)
-    target_model = plan.model if plan is not None else resolve_model(preset, model, revision)
-    if method == "mtp" and target_model.mtp_layers == 0:
-        raise InputError(
-            "--method",
-            f"mtp needs a target with MTP layers; {target_model.name} has none "
-            "(num_nextn_predict_layers is 0 or absent): use eagle3, ngram or draft",
-        )
-    if plan is not None:
-        mean_tokens = plan.settings.mean_tokens
-    else:
-        from planner.api.capacity import DEFAULT_MEAN_TOKENS
-
-        mean_tokens = int(settings.get("mean_tokens") or DEFAULT_MEAN_TOKENS)
+    plan, mean_tokens = _target_plan(gpu, preset, model, revision, method, pp, settings)
     draft_line = None
     if draft_model is not None:
         if plan is None:
@@ -155,13 +105,8 @@ def spec_advice(
                 "sizes the draft in one TP group's KV pool; this target needs --pp to fit",
             )
         draft_line, result["draft"] = _draft_beside(plan, gpu, draft_model, settings)
-    # The operating point is what the engine will run: the serve plan's max_num_seqs, and no
-    # more sequences can run than the engine's KV cache holds (the pool `capacity` prints).
-    # Speculation is priced on the step model of the engine instance `simulate` plans for the
-    # same flags (every term of it, the layout's included), as `capacity --spec-alpha` does.
-    from planner.api.bench_instance import Deployment, WouldNotStart, deployment_instance
-    from planner.api.slo import memory_flag, serve_values
-    from planner.core.spec_load import curve_cost
+    from planner.api.bench_instance import Deployment
+    from planner.api.slo import serve_values
 
     deployment = Deployment(
         gpu=gpu,
@@ -180,25 +125,9 @@ def spec_advice(
         dp_attention=dp_attention,
         calibration=calibration,
     )
-    try:
-        served, _groups = deployment_instance(deployment, longest=1)
-    except WouldNotStart as e:
-        if laid_out or calibration is not None or memory_fraction is not None:
-            # the layout, or the memory share given, is the engine's to start: not a textbook
-            # plan's
-            flags = "--tp/--pp/--dp"
-            if memory_fraction is not None:
-                flags += "/" + memory_flag(engine)
-            raise InputError(flags, "; ".join(e.reasons)) from e
-        served = None
-    if served is not None:
-        serve, target = served.plan, curve_cost(served.curve, mean_tokens)
-        capacity = serve.max_seqs_at_mean
-        operating = serve.max_num_seqs
-    else:
-        assert plan is not None  # (a pipeline deployment that would not start was refused)
-        target = _plan_step(plan)
-        capacity, operating = plan.max_seqs_paged, plan.operating_concurrency
+    target, capacity, operating = _operating_point(
+        deployment, plan, mean_tokens, laid_out=laid_out, memory_fraction=memory_fraction
+    )
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -221,6 +150,123 @@ def spec_advice(
     return result | _decision(
         method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch
     )
+
+
+def _target_plan(
+    gpu: str,
+    preset: str | None,
+    model: str | None,
+    revision: str | None,
+    method: str,
+    pp: int,
+    settings: dict[str, Any],
+) -> tuple[CapacityPlan | None, int]:
+    """The target's textbook plan (one TP group's: None where only the pipeline's stages fit
+    the model, which the engine instance plans) and the mean context its step is priced at;
+    MTP refused for a target without MTP layers."""
+    from planner.sources.models import resolve_model
+
+    plan: CapacityPlan | None = None
+    try:
+        plan = capacity_plan(gpu=gpu, preset=preset, model=model, revision=revision, **settings)
+    except PlannerError:
+        if pp < 2:
+            raise
+    target_model = plan.model if plan is not None else resolve_model(preset, model, revision)
+    if method == "mtp" and target_model.mtp_layers == 0:
+        raise InputError(
+            "--method",
+            f"mtp needs a target with MTP layers; {target_model.name} has none "
+            "(num_nextn_predict_layers is 0 or absent): use eagle3, ngram or draft",
+        )
+    if plan is not None:
+        return plan, plan.settings.mean_tokens
+    from planner.api.capacity import DEFAULT_MEAN_TOKENS
+
+    return None, int(settings.get("mean_tokens") or DEFAULT_MEAN_TOKENS)
+
+
+def _check_request(engine: str, method: str, max_batch: int, concurrency: int | None) -> None:
+    """Refuse, by the flag typed, an engine, method, batch cap or concurrency out of range."""
+    from planner.core.flags import SPEC_METHODS
+
+    if engine not in ("vllm", "sglang"):
+        raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
+    if method not in SPEC_METHODS:
+        raise InputError("--method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
+    if max_batch < 1:
+        raise InputError("--max-batch", f"{max_batch} < 1")
+    if concurrency is not None and concurrency < 1:
+        raise InputError("--concurrency", f"{concurrency} < 1")
+
+
+def _textbook(
+    method: str, alphas: list[float], ks: list[int], draft_cost: float, verify_cost: float
+) -> dict[str, Any]:
+    """The report's load-free part: the speedup of every (alpha, k), the best k for each
+    alpha, the alpha at which each k breaks even, and how the best moves with the verify cost;
+    the load, draft and off-switch fields empty until a deployment fills them."""
+    from planner.core import speculative as sp
+    from planner.core.flags import SPEC_NEEDS
+
+    return {
+        "method": method,
+        "method_needs": SPEC_NEEDS[method],
+        "draft_cost": draft_cost,
+        "verify_cost": verify_cost,
+        "rows": [r.model_dump() for r in sp.table(alphas, ks, draft_cost, verify_cost)],
+        "best": [
+            {"alpha": a, "k": b.k, "speedup": b.speedup}
+            for a in alphas
+            for b in [sp.best(a, ks, draft_cost, verify_cost)]
+        ],
+        "break_even_alpha": [
+            {"k": k, "alpha": sp.break_even_alpha(k, draft_cost, verify_cost)} for k in ks
+        ],
+        "v_sensitivity": [
+            {"v": v, "alpha": a, "k": b.k, "speedup": b.speedup}
+            for v in sp.V_SENSITIVITY_GRID
+            for a in alphas
+            for b in [sp.best(a, ks, draft_cost, v)]
+        ],
+        "disable_above_concurrency": None,
+        "load": None,
+        "draft": None,
+    }
+
+
+def _operating_point(
+    deployment: Deployment,
+    plan: CapacityPlan | None,
+    mean_tokens: int,
+    *,
+    laid_out: bool,
+    memory_fraction: float | None,
+) -> tuple[StepCost, int, int]:
+    """The target's step, the sequences its KV cache holds and the concurrency it runs at.
+
+    The operating point is what the engine will run: the serve plan's max_num_seqs, and no
+    more sequences than the engine's KV cache holds (the pool `capacity` prints). Speculation
+    is priced on the step model of the engine instance `simulate` plans for the same flags
+    (every term of it, the layout's included), as `capacity --spec-alpha` does. Where the
+    engine would not start, a textbook plan's step and pool stand in, unless the layout or the
+    memory share given is the engine's to start (refused, naming the flags)."""
+    from planner.api.bench_instance import WouldNotStart, deployment_instance
+    from planner.api.slo import memory_flag
+    from planner.core.spec_load import curve_cost
+
+    try:
+        served, _groups = deployment_instance(deployment, longest=1)
+    except WouldNotStart as e:
+        if laid_out or deployment.calibration is not None or memory_fraction is not None:
+            flags = "--tp/--pp/--dp"
+            if memory_fraction is not None:
+                flags += "/" + memory_flag(str(deployment.settings["engine"]))
+            raise InputError(flags, "; ".join(e.reasons)) from e
+        assert plan is not None  # (a pipeline deployment that would not start was refused)
+        return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency
+    serve = served.plan
+    return curve_cost(served.curve, mean_tokens), serve.max_seqs_at_mean, serve.max_num_seqs
 
 
 def _draft_beside(
