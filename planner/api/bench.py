@@ -15,6 +15,7 @@ planner.api.bench_disagg for a prefill pool and a decode pool.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from planner.api.bench_aggregated import Layout, Posed, run_aggregated
@@ -70,9 +71,9 @@ def benchmark(
     )
     from planner.sources.models import resolve_model
 
-    gpu, preset, model = deployment.gpu, deployment.preset, deployment.model
+    preset, model = deployment.preset, deployment.model
     settings, dp, ep = dict(deployment.settings), deployment.dp, deployment.ep
-    scheduler_steps, calibration = deployment.scheduler_steps, deployment.calibration
+    scheduler_steps = deployment.scheduler_steps
 
     tails = percentiles or DEFAULT_PERCENTILES
     if client is not None and client not in (*BENCH_CLIENT_MS_PER_CHUNK, "none"):
@@ -84,18 +85,7 @@ def benchmark(
         raise InputError("--dp", f"must be >= 1 (got {dp})")
     engine_name = str(settings.get("engine", "vllm"))
     if disagg is not None:
-        for flag, given in (
-            ("--dp", dp != 1),
-            ("--ep", ep not in (None, 1)),
-            ("--sweep", bool(sweep)),
-            ("--prefix-share", prefix is not None),
-            ("--calibration", calibration is not None),
-            ("--num-scheduler-steps", scheduler_steps != 1),
-            ("--rate", load.concurrency is not None and load.rate_per_s is not None),
-            ("--spec-alpha", speculation is not None),
-        ):
-            if given:
-                raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
+        _check_disaggregated(deployment, load, sweep, prefix, speculation)
     # --rate with --concurrency: released at the rate, at most N in flight (vllm bench serve
     # --request-rate R --max-concurrency N); --rate inf with --concurrency: a plain closed loop
     paced = (
@@ -126,40 +116,7 @@ def benchmark(
         settings, spec, trace, prefix, deployment.chunked_prefill
     )
 
-    def instance(
-        tp_size: int,
-        ep_size: int | None,
-        groups: int = 1,
-        role: Literal["prefill", "decode"] | None = None,
-    ) -> Instance:
-        """This deployment's engine instance at one TP (and EP) size; `groups` data-parallel
-        attention groups (vLLM DP ranks of a MoE model, SGLang attention-DP groups); `role`:
-        its pool's in a disaggregated deployment, with that role's flags."""
-        own: dict[str, Any] = {"tp": tp_size}
-        if role is not None and disagg is not None:
-            own["disagg"] = pool_role(engine_name, role, disagg.transfer_backend)
-        try:
-            return plan_instance(
-                replicas=dp,
-                gpu=gpu,
-                preset=preset,
-                model=model,
-                revision=deployment.revision,
-                values=values | own,
-                attention_groups=groups,
-                spec=spec,
-                longest=longest,
-                ep=ep_size,
-                calibration=calibration,
-                scheduler_steps=scheduler_steps,
-                seed=load.trace_seed(),
-            )
-        except InputError as err:
-            flag = pool_flag(err.field, role, own_tp=tp_size != tp)
-            if flag is None:
-                raise
-            raise InputError(flag, err.message) from err
-
+    instance = _Instances(deployment, values, spec, longest, load.trace_seed(), disagg)
     closed = load.concurrency
     if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
         closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
@@ -203,6 +160,79 @@ def benchmark(
         spec_line=spec_line,
         sweep=sweep,
     )
+
+
+def _check_disaggregated(
+    deployment: Deployment,
+    load: Load,
+    sweep: list[int] | None,
+    prefix: PrefixShare | None,
+    speculation: Speculation | None,
+) -> None:
+    """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each)."""
+    for flag, given in (
+        ("--dp", deployment.dp != 1),
+        ("--ep", deployment.ep not in (None, 1)),
+        ("--sweep", bool(sweep)),
+        ("--prefix-share", prefix is not None),
+        ("--calibration", deployment.calibration is not None),
+        ("--num-scheduler-steps", deployment.scheduler_steps != 1),
+        ("--rate", load.concurrency is not None and load.rate_per_s is not None),
+        ("--spec-alpha", speculation is not None),
+    ):
+        if given:
+            raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
+
+
+@dataclass(frozen=True)
+class _Instances:
+    """The deployment's engine instances, planned with the run's serve values: one for each TP
+    (and EP) size, data-parallel attention groups and pool role the run asks for."""
+
+    deployment: Deployment
+    values: dict[str, Any]
+    spec: ModelSpec
+    longest: int
+    seed: int
+    disagg: DisaggLayout | None
+
+    def __call__(
+        self,
+        tp_size: int,
+        ep_size: int | None,
+        groups: int = 1,
+        role: Literal["prefill", "decode"] | None = None,
+    ) -> Instance:
+        """The instance at one TP (and EP) size; `groups` data-parallel attention groups (vLLM
+        DP ranks of a MoE model, SGLang attention-DP groups); `role`: its pool's in a
+        disaggregated deployment, with that role's flags (a pool's layout error named by the
+        pool's own flag)."""
+        d = self.deployment
+        own: dict[str, Any] = {"tp": tp_size}
+        engine = str(d.settings.get("engine", "vllm"))
+        if role is not None and self.disagg is not None:
+            own["disagg"] = pool_role(engine, role, self.disagg.transfer_backend)
+        try:
+            return plan_instance(
+                replicas=d.dp,
+                gpu=d.gpu,
+                preset=d.preset,
+                model=d.model,
+                revision=d.revision,
+                values=self.values | own,
+                attention_groups=groups,
+                spec=self.spec,
+                longest=self.longest,
+                ep=ep_size,
+                calibration=d.calibration,
+                scheduler_steps=d.scheduler_steps,
+                seed=self.seed,
+            )
+        except InputError as err:
+            flag = pool_flag(err.field, role, own_tp=tp_size != int(d.settings.get("tp", 1)))
+            if flag is None:
+                raise
+            raise InputError(flag, err.message) from err
 
 
 def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:
