@@ -252,7 +252,6 @@ def slo_advice(
     engine instance `simulate` plans; under data-parallel attention the batch is one group's."""
     from planner.core import slo
     from planner.core.parallel import line_max_num_seqs
-    from planner.core.serve import engine_step_tokens
     from planner.sources.models import check_revision
 
     check_revision(model, revision)
@@ -314,34 +313,18 @@ def slo_advice(
     else:
         ratio, brought_by = prompt_per_output(workload), f"the {workload} workload"
     budget: dict[str, Any] = {}
-    if plan is not None or instance is not None:
-        memory = (
-            instance.plan.max_seqs_at_mean
-            if instance is not None
-            else engine_memory_cap(
-                gpu,
-                preset,
-                model,
-                settings | {"memory_fraction": memory_fraction},
-                engine,
-                engine_version,
-                revision,
-            )
+    if instance is not None:
+        budget, instance, groups = _engine_budget(result, step, where, instance, groups, cap, ratio)
+    elif plan is not None:
+        memory = engine_memory_cap(
+            gpu,
+            preset,
+            model,
+            settings | {"memory_fraction": memory_fraction},
+            engine,
+            engine_version,
+            revision,
         )
-        if instance is not None:
-            # the step budget at the cap the TPOT and this pool allow (as `capacity --tpot`
-            # sets it), and the pool the engine then plans: the smaller budget frees memory
-            first = slo.balanced_cap(step, tpot_ms, min(memory, cap), ratio)
-            assert instance.plan.prediction is not None
-            own = engine_step_tokens(instance.plan.prediction)
-            budget = step_budget(step, tpot_ms, first, engine, engine_version, groups, own)
-            batched = budget["max_num_batched_tokens"]
-            result["step_budget"] = {"tokens": batched, "at_batch": first}
-            # the pool planned with the line's own caps (as `capacity --tpot` plans it): fewer
-            # sequences than the engine's default free their sampler rows and CUDA graphs
-            running = line_max_num_seqs(first, engine, groups)
-            instance, groups = where.instance(budget | {"max_num_seqs": running})
-            memory = instance.plan.max_seqs_at_mean
         _bind_memory(result, memory, tpot_ms)
     if validate_rate is not None:
         engine_at = None
@@ -362,9 +345,54 @@ def slo_advice(
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).
     room = slo.prefill_room(step, tpot_ms, seqs) if step.prefill_ms_per_token else chunk
-    if not budget:
-        batched = slo.step_tokens(step, tpot_ms, seqs)
+    batched = budget["max_num_batched_tokens"] if budget else slo.step_tokens(step, tpot_ms, seqs)
     result["prefill_room_at_full_batch_tokens"] = room
+    result["warnings"] = warnings + _room_warnings(room, seqs, tpot_ms, prompt_tokens, ttft_ms)
+    if instance is not None:
+        # the deployment's own line (as `capacity --tpot` prints it), planned again at these
+        # caps so the engine model checks it starts
+        caps = budget | {"max_num_seqs": line_max_num_seqs(seqs, engine, groups)}
+        result["flags"] = {engine: where.instance(caps, refused="--tpot")[0].plan.command}
+    else:
+        result["flags"] = _knob_lines(plan, seqs, batched, chunk, engine_version)
+    return result
+
+
+def _engine_budget(
+    result: dict[str, Any],
+    step: StepModel,
+    where: _Target,
+    instance: Instance,
+    groups: int,
+    cap: int,
+    ratio: float,
+) -> tuple[dict[str, Any], Instance, int]:
+    """The step budget at the cap the TPOT and the engine instance's pool allow (as `capacity
+    --tpot` sets it), and the instance (with its attention groups) the engine then plans: the
+    smaller budget frees memory, and fewer sequences than the engine's default free their
+    sampler rows and CUDA graphs. Binds the step budget and the memory cap into `result`."""
+    from planner.core import slo
+    from planner.core.parallel import line_max_num_seqs
+    from planner.core.serve import engine_step_tokens
+
+    tpot_ms, engine = float(result["tpot_ms"]), where.engine
+    first = slo.balanced_cap(step, tpot_ms, min(instance.plan.max_seqs_at_mean, cap), ratio)
+    assert instance.plan.prediction is not None
+    own = engine_step_tokens(instance.plan.prediction)
+    budget = step_budget(step, tpot_ms, first, engine, where.engine_version, groups, own)
+    result["step_budget"] = {"tokens": budget["max_num_batched_tokens"], "at_batch": first}
+    running = line_max_num_seqs(first, engine, groups)
+    instance, groups = where.instance(budget | {"max_num_seqs": running})
+    _bind_memory(result, instance.plan.max_seqs_at_mean, tpot_ms)
+    return budget, instance, groups
+
+
+def _room_warnings(
+    room: int, seqs: int, tpot_ms: float, prompt_tokens: int | None, ttft_ms: float | None
+) -> list[str]:
+    """What the prefill room of a full batch's step (`room` prompt tokens inside TPOT) means
+    for the TTFT budget: a prompt needing more such steps than TTFT allows, or no room at all."""
+    warnings = []
     if prompt_tokens is not None and ttft_ms is not None and room > 0:
         steps = math.ceil(prompt_tokens / room)
         if steps * tpot_ms > ttft_ms:
@@ -379,15 +407,7 @@ def slo_advice(
             f"a full batch of {seqs} fills the TPOT budget: every prefill chunk stretches a "
             f"step past TPOT {tpot_ms:g} ms; lower --max-num-seqs to leave room"
         )
-    result["warnings"] = warnings
-    if instance is not None:
-        # the deployment's own line (as `capacity --tpot` prints it), planned again at these
-        # caps so the engine model checks it starts
-        caps = budget | {"max_num_seqs": line_max_num_seqs(seqs, engine, groups)}
-        result["flags"] = {engine: where.instance(caps, refused="--tpot")[0].plan.command}
-    else:
-        result["flags"] = _knob_lines(plan, seqs, batched, chunk, engine_version)
-    return result
+    return warnings
 
 
 def _curve_report(
