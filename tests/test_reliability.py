@@ -667,6 +667,23 @@ def test_engine_version_beyond_newest_is_noted(cli: Cli) -> None:
     assert any("newer than the newest release modelled" in n for n in r.json()["engine"]["notes"])
 
 
+@pytest.mark.parametrize(
+    ("engine", "version", "newest"), [("vllm", "1.0.0", "0.34.0"), ("sglang", "0.6.0", "0.5.23")]
+)
+def test_simulate_names_the_release_it_stands_in(
+    cli: Cli, engine: str, version: str, newest: str
+) -> None:
+    # a release past the newest modelled runs that release's rules for its steps as well as its
+    # memory: simulate says so, as capacity does; the newest itself says nothing
+    args = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]
+    args += ["--concurrency", "4", "--prompt-len", "200", "--output-len", "20"]
+    args += ["--num-prompts", "8", "--json"]
+    notes = cli(*args, "--engine-version", version).json()["notes"]
+    assert f"newer than the newest release modelled ({newest})" in notes[0], notes
+    notes = cli(*args, "--engine-version", newest).json()["notes"]
+    assert not any("release modelled" in n for n in notes), notes
+
+
 @pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.7"), ("sglang", "0.2.9")])
 def test_engine_version_before_oldest_is_noted(cli: Cli, engine: str, version: str) -> None:
     args = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]

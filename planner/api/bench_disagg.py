@@ -25,6 +25,7 @@ from planner.api.bench_report import (
     step_constants,
     window_tokens,
 )
+from planner.core.engines import release_notes
 from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
 from planner.errors import InputError
 
@@ -436,7 +437,8 @@ def run_disaggregated(
         "sweep": None,
         # the decode pool's batch against its CUDA graphs (its steps are decode-only) and its
         # API server
-        "notes": graph_coverage_notes(
+        "notes": release_notes(dec.engine, dec.prediction.version)
+        + graph_coverage_notes(
             dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
         )
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")

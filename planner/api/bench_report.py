@@ -14,6 +14,7 @@ from planner.api.bench_instance import (
     caches_prefixes,
 )
 from planner.api.bench_load import Speculation
+from planner.core.engines import release_notes
 from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN, VLLM_V1_SINCE, api_server_label
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ def run_notes(
     requests arrive at a rate, not from a closed loop's clients."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
-    notes = graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
+    notes = release_notes(engine, p.version)
+    notes += graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
         notes.append(lockstep_note(engine, inst.cfg, lockstep_load, open_loop))

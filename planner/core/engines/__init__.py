@@ -15,6 +15,19 @@ def release(engine: str, version: str | None) -> tuple[int, int, int]:
     return sglang.NEWEST_VERSION if engine == "sglang" else vllm.NEWEST_VERSION
 
 
+def release_notes(engine: str, version: str) -> list[str]:
+    """A note where `version` lies outside the releases the engine's model reads: the nearest
+    one's rules stand in, for its memory and its steps alike (common.outside_table)."""
+    from planner.core.engines import sglang, vllm
+    from planner.core.engines.common import outside_table, parse_version
+
+    if engine == "sglang":
+        return outside_table(
+            "SGLang", parse_version(version), sglang.OLDEST_VERSION, sglang.NEWEST_VERSION
+        )
+    return outside_table("vLLM", parse_version(version), vllm.OLDEST_VERSION, vllm.NEWEST_VERSION)
+
+
 def engine_kv_dtype(
     engine: str, model: ModelSpec, gpu: GpuSpec, version: str | None, flag: str
 ) -> str:
