@@ -684,6 +684,18 @@ def test_simulate_names_the_release_it_stands_in(
     assert not any("release modelled" in n for n in notes), notes
 
 
+def test_every_command_names_the_release_it_stands_in(cli: Cli) -> None:
+    # slo, spec and fleet plan the same engine instance as simulate: each says which release's
+    # rules stand in for a release past the newest modelled
+    on = ["--preset", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "1.0.0", "--json"]
+    said = "vLLM 1.0.0 is newer than the newest release modelled (0.34.0)"
+    assert said in cli("slo", "--tpot", "20", *on).json()["warnings"][0]
+    assert said in cli("spec", "--alpha", "0.7", *on).json()["notes"][0]
+    fleet = cli("fleet", "--rate", "5", "--tpot", "50", "--ttft", "1000", *on).json()
+    assert said in fleet["winner"]["notes"][0]
+    assert not cli("spec", "--alpha", "0.7", *on[:-3], "--json").json()["notes"]
+
+
 @pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.7"), ("sglang", "0.2.9")])
 def test_engine_version_before_oldest_is_noted(cli: Cli, engine: str, version: str) -> None:
     args = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]

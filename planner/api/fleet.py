@@ -782,6 +782,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.api.bench_report import graph_coverage_notes
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
+    from planner.core.engines import release_notes
     from planner.core.fleet import costed, missed_by, replicas_for, trial
     from planner.core.parallel import line_max_num_seqs
 
@@ -896,6 +897,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
             # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
-            "notes": graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
+            "notes": release_notes(job.engine, launched.version)
+            + graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
         }
     )

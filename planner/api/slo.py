@@ -341,6 +341,10 @@ def slo_advice(
         )
         _bind_goodput(result, validate_rate)
     warnings = _bind_prefill(result, step, ratio, brought_by)
+    if engine_version is not None and (plan is not None or instance is not None):
+        from planner.core.engines import release_notes
+
+        warnings = release_notes(engine, engine_version) + warnings
     seqs = result["operating_concurrency"]
     # A step of a full batch also carries prefill: budget the decode tokens of every running
     # sequence plus the prompt tokens that still fit inside TPOT (at most the largest chunk).

@@ -128,6 +128,10 @@ def spec_advice(
     target, capacity, operating = _operating_point(
         deployment, plan, mean_tokens, laid_out=laid_out, memory_fraction=memory_fraction
     )
+    if engine_version is not None:
+        from planner.core.engines import release_notes
+
+        result["notes"] = release_notes(engine, engine_version)
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -232,6 +236,7 @@ def _textbook(
         "disable_above_concurrency": None,
         "load": None,
         "draft": None,
+        "notes": [],
     }
 
 

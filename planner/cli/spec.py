@@ -286,6 +286,8 @@ def render(r: dict[str, Any]) -> None:
         )
     out.print(f"method {r['method']} needs {r['method_needs']}")
     out.print(f"[bold]Advice:[/] {r['advice']}.", markup=True)
+    for note in r["notes"]:
+        out.print(f"note: {note}", markup=False)
     if r["flags"] is None:
         return
     out.print("[bold]vLLM:[/]   " + r["flags"]["vllm"], soft_wrap=True, markup=True)
