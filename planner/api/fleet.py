@@ -171,6 +171,40 @@ def parse_prices(
 KV_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
+def _promise_and_workload(
+    promise: dict[str, Any], workload: dict[str, Any], rate: float
+) -> tuple[Promise, Workload]:
+    """The promise and the workload at `rate`, validated: a bad field is refused by the flag
+    that set it (FLEET_FLAGS)."""
+    from planner.core.fleet import Promise
+    from planner.sim.workload import Workload
+
+    try:
+        return Promise(**promise), Workload.model_validate(workload | {"rate_per_s": rate})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in err["loc"])
+        flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
+        raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
+
+
+def _tp_sizes(spec: ModelSpec, tps: list[int] | None) -> list[int]:
+    """The TP sizes searched: those asked for (each dividing the attention heads), else every
+    one that divides them up to a node's MAX_TP."""
+    from planner.core.serve import valid_tp
+
+    if tps is None:
+        return [t for t in valid_tp(spec) if t <= MAX_TP]
+    bad = [t for t in tps if t not in valid_tp(spec)]
+    if bad:
+        raise InputError(
+            "--tp",
+            f"{bad[0]} does not divide {spec.name}'s attention heads; accepted: "
+            + ", ".join(str(t) for t in valid_tp(spec)),
+        )
+    return sorted(set(tps))
+
+
 def fleet_report(
     *,
     preset: str | None,
@@ -215,9 +249,6 @@ def fleet_report(
     """
     from planner.api import fleet_disagg
     from planner.api.fleet_curves import front
-    from planner.core.fleet import Promise
-    from planner.core.serve import valid_tp
-    from planner.sim.workload import Workload
     from planner.sources.models import resolve_model
     from planner.sources.presets import find_gpu
 
@@ -227,14 +258,7 @@ def fleet_report(
         raise InputError("--engine", f"{engine!r}; accepted: vllm, sglang")
     if objective is not None and objective not in OBJECTIVES:
         raise InputError("--objective", f"{objective!r}; accepted: {', '.join(OBJECTIVES)}")
-    try:
-        promised = Promise(**promise)
-        w = Workload.model_validate(workload | {"rate_per_s": rate})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        path = ".".join(str(p) for p in err["loc"])
-        flag = next((f for key, f in FLEET_FLAGS.items() if path.startswith(key)), path)
-        raise InputError(flag, f"{validation_text(err)} (got {err.get('input')!r})") from exc
+    promised, w = _promise_and_workload(promise, workload, rate)
     spec = resolve_model(preset, model, revision)
     kv = (kv_dtype or "auto").strip().lower()
     if kv not in KV_DTYPES:
@@ -250,19 +274,9 @@ def fleet_report(
     lengths = _request_lengths(spec, w, prefix, context)
     context, mean = lengths.context_tokens, lengths.mean_tokens
     mean_prompt, mean_output = lengths.mean_prompt_tokens, lengths.mean_output_tokens
-    cards = [find_gpu(g) for g in gpus]
-    layouts = [t for t in valid_tp(spec) if t <= MAX_TP]
-    if tps is not None:
-        bad = [t for t in tps if t not in valid_tp(spec)]
-        if bad:
-            raise InputError(
-                "--tp",
-                f"{bad[0]} does not divide {spec.name}'s attention heads; accepted: "
-                + ", ".join(str(t) for t in valid_tp(spec)),
-            )
-        layouts = sorted(set(tps))
+    layouts = _tp_sizes(spec, tps)
     jobs: list[Job] = []
-    for card in cards:
+    for card in (find_gpu(g) for g in gpus):
         for precision in _precisions(spec, card, precisions):
             # Every TP of one node: a wider TP sustains more per replica and may cost less
             # per token; the ranking, not the search order, decides.
