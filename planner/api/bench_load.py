@@ -14,7 +14,7 @@ from planner.sim.arrivals import MAX_ARRIVAL_CV
 from planner.sim.config import MAX_SPEC_K
 
 if TYPE_CHECKING:
-    from planner.sim.workload import LengthDist, Trace
+    from planner.sim.workload import LengthDist, Trace, Workload
 
 
 # vllm bench serve's default --num-prompts (vllm/benchmarks/serve.py).
@@ -220,6 +220,67 @@ def _length_dist(
     return LengthDist(distribution="uniform", median=length, min=low, max=length)
 
 
+class _Drawn(NamedTuple):
+    """How a generated trace was drawn, as its description reports it: the workload, its rate
+    (inf: a closed loop or every request at once), the output mean it was scaled to (None: not
+    scaled), whether the workload's measured empty outputs were kept, the empty share, and the
+    seed of SGLang's own length draw (None: not drawn so)."""
+
+    workload: Workload
+    rate_per_s: float
+    output_mean: float | None
+    measured_empty: bool
+    empty_share: float
+    sglang_seed: int | None
+
+
+def _described(drawn: _Drawn, load: Load, lengths: Lengths) -> dict[str, Any]:
+    """The echo of a generated run's requests (the workload's fields as the run drew them) with
+    its one-line description: the arrival process the load gives them (paced, closed loop or
+    every request at once), the means they were scaled to, the empty outputs and SGLang's own
+    length draw."""
+    w, rate, output_mean = drawn.workload, drawn.rate_per_s, drawn.output_mean
+    measured_empty, empty_share = drawn.measured_empty, drawn.empty_share
+    echo = w.model_dump(
+        exclude={
+            "description",
+            "shared_prefix_fraction",
+            "shared_prefix_tokens",
+            "empty_output_share",
+            "paired",
+            "source_model",
+        }
+    )
+    if w.paired:
+        echo.update(paired=True, source_model=w.source_model)
+    # a paired workload's own share of empty outputs, unless another was drawn in its place
+    summary = (w if measured_empty else w.model_copy(update={"empty_output_share": 0.0})).summary()
+    if load.concurrency is not None and math.isfinite(rate):
+        # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
+        summary = summary.replace(" req/s,", f" req/s, at most {load.concurrency:,} in flight,", 1)
+        echo["max_concurrency"] = load.concurrency
+    elif load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
+        # the arrival process is not the workload's: say only what the requests are
+        summary = f"{w.requests:,} requests, " + summary.split(", ", 2)[-1]
+        echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
+        echo.pop("rate_per_s")
+        echo.pop("cv")
+    for name, mean in (("prompt", lengths.prompt_mean), ("output", output_mean)):
+        if mean is not None:
+            summary += f", {name}s scaled to mean {mean:g}"
+            echo[f"{name}_mean"] = mean
+    if empty_share:
+        if not measured_empty:  # the measured share is in the workload's summary
+            summary += f", {empty_share:.0%} end at their first token (no text)"
+        echo["empty_output_share"] = empty_share
+    if drawn.sglang_seed is not None:
+        seed = drawn.sglang_seed
+        summary += f", the lengths sglang.bench_serving draws at --seed {seed}"
+        echo["length_sampler"] = f"sglang.bench_serving --seed {seed}"
+    echo["description"] = summary
+    return echo
+
+
 def bench_trace(
     load: Load, lengths: Lengths, client: str | None = None
 ) -> tuple[Trace, dict[str, Any]]:
@@ -293,12 +354,12 @@ def bench_trace(
     # SGLang's client sends its random dataset's own draw (uniform lengths from a range ratio)
     sglang_seed = SGLANG_BENCH_SEED if load.seed is None else load.seed
     uniform = ratio is not None and ratio < 1 and output.distribution == "uniform"
-    drawn = False
+    sglang_drawn = False
     if client == "sglang" and uniform and lengths.prompt_len and lengths.output_len:
         trace = with_sglang_random_lengths(
             trace, lengths.prompt_len, lengths.output_len, ratio or 0.0, sglang_seed
         )
-        drawn = True
+        sglang_drawn = True
     # a paired trace keeps its measured empty outputs unless another share is asked for
     measured_empty = paired and lengths.empty_share is None
     trace = with_means(trace, lengths.prompt_mean, output_mean, keep_empty=measured_empty)
@@ -316,40 +377,7 @@ def bench_trace(
             trace.output_tokens,
             trace.cached_prefix_tokens,
         )
-    echo = w.model_dump(
-        exclude={
-            "description",
-            "shared_prefix_fraction",
-            "shared_prefix_tokens",
-            "empty_output_share",
-            "paired",
-            "source_model",
-        }
+    drawn = _Drawn(
+        w, rate, output_mean, measured_empty, empty_share, sglang_seed if sglang_drawn else None
     )
-    if paired:
-        echo.update(paired=True, source_model=w.source_model)
-    # a paired workload's own share of empty outputs, unless another was drawn in its place
-    summary = (w if measured_empty else w.model_copy(update={"empty_output_share": 0.0})).summary()
-    if load.concurrency is not None and math.isfinite(rate):
-        # paced: released at the rate, at most N in flight (vllm bench serve's semaphore)
-        summary = summary.replace(" req/s,", f" req/s, at most {load.concurrency:,} in flight,", 1)
-        echo["max_concurrency"] = load.concurrency
-    elif load.concurrency is not None or load.rate_per_s is None or not math.isfinite(rate):
-        # the arrival process is not the workload's: say only what the requests are
-        summary = f"{w.requests:,} requests, " + summary.split(", ", 2)[-1]
-        echo["arrival"] = "closed loop" if load.concurrency is not None else "all at t = 0"
-        echo.pop("rate_per_s")
-        echo.pop("cv")
-    for name, mean in (("prompt", lengths.prompt_mean), ("output", output_mean)):
-        if mean is not None:
-            summary += f", {name}s scaled to mean {mean:g}"
-            echo[f"{name}_mean"] = mean
-    if empty_share:
-        if not measured_empty:  # the measured share is in the workload's summary
-            summary += f", {empty_share:.0%} end at their first token (no text)"
-        echo["empty_output_share"] = empty_share
-    if drawn:
-        summary += f", the lengths sglang.bench_serving draws at --seed {sglang_seed}"
-        echo["length_sampler"] = f"sglang.bench_serving --seed {sglang_seed}"
-    echo["description"] = summary
-    return trace, echo
+    return trace, _described(drawn, load, lengths)
