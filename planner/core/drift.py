@@ -237,126 +237,182 @@ def compare_metrics(
     rows: list[Difference] = _model_differs(lock, samples, where)
     tokens = planned_kv_tokens(lock)
     if "vllm:cache_config_info" in samples:
-        labels = samples["vllm:cache_config_info"][0][0]
-        planned = line_flags(lock.flags.get("vllm", ""))
-        if not planned:  # an SGLang plan: only its page size means the same in vLLM
-            sglang_line = line_flags(lock.flags.get("sglang", ""))
-            if "--page-size" in sglang_line:
-                planned = {"--block-size": sglang_line["--page-size"]}
-        if "engine.block_size" in lock.figures and "--block-size" in planned:
-            # vLLM reports the block it runs with: a hybrid model's, raised past the flag
-            planned = planned | {"--block-size": str(lock.figures["engine.block_size"])}
-        checks = (
-            ("--gpu-memory-utilization", "gpu_memory_utilization"),
-            ("--block-size", "block_size"),
-            ("--kv-cache-dtype", "cache_dtype"),
-        )
-        labels = dict(labels)
-        if labels.get("gpu_memory_utilization") == "None":
-            # vLLM 0.34 leaves the field unset and resolves it by the sizing mode: 1.0 with the
-            # extensible KV cache, 0.92 without (config/cache.py resolved_gpu_memory_utilization)
-            extensible = labels.get("enable_extensible_kv_cache", "True") != "False"
-            labels["gpu_memory_utilization"] = str(
-                vllm.EXTENSIBLE_DEFAULT_UTILIZATION
-                if extensible
-                else vllm.rules_for(vllm.NEWEST_VERSION).default_gpu_memory_utilization
-            )
-        if (planned.get("--kv-cache-dtype"), labels.get("cache_dtype")) in VLLM_RESOLVED_KV_DTYPES:
-            # the spelling vLLM rewrote the flag to for DeepSeek-V3.2 is the flag as planned
-            labels["cache_dtype"] = planned["--kv-cache-dtype"]
-        elif (
-            planned.get("--kv-cache-dtype") == "auto"
-            and labels.get("cache_dtype") in VLLM_CHECKPOINT_FP8_SPELLINGS
-            and lock.figures.get("engine.kv_dtype") == "fp8"
-        ):
-            # `auto` resolved to the FP8 cache the checkpoint declares, as the plan ran it
-            labels["cache_dtype"] = "auto"
-        for flag, label in checks:
-            if flag in planned and label in labels and _differs(planned[flag], labels[label], 0):
-                rows.append(
-                    Difference(
-                        where=where,
-                        key=label,
-                        planned=planned[flag],
-                        actual=labels[label],
-                        tolerance="exact",
-                    )
-                )
-        stated = planned_prefix_caching(planned)
-        served = labels.get("enable_prefix_caching")
-        if stated is not None and served in ("True", "False") and served != str(stated):
+        rows += _vllm_differences(lock, samples, where, tolerance, tokens)
+        return rows, "ok (vllm:cache_config_info)"
+    if "sglang:max_total_num_tokens" in samples:
+        rows += _sglang_differences(lock, samples, where, tolerance, tokens)
+        return rows, "ok (sglang gauges)"
+    return rows, "reachable, but no vllm:cache_config_info or sglang:max_total_num_tokens"
+
+
+def _vllm_differences(
+    lock: PlanLock,
+    samples: dict[str, list[tuple[dict[str, str], float]]],
+    where: str,
+    tolerance: float,
+    tokens: int | None,
+) -> list[Difference]:
+    """vLLM's cache_config_info against the plan: the memory share, block size, KV dtype and
+    prefix caching exactly (each as vLLM reports what it resolved the flag to), and the KV
+    tokens within `tolerance` of the `tokens` planned."""
+    rows: list[Difference] = []
+    planned = _vllm_planned(lock)
+    labels = _vllm_resolved(samples["vllm:cache_config_info"][0][0], planned, lock)
+    checks = (
+        ("--gpu-memory-utilization", "gpu_memory_utilization"),
+        ("--block-size", "block_size"),
+        ("--kv-cache-dtype", "cache_dtype"),
+    )
+    for flag, label in checks:
+        if flag in planned and label in labels and _differs(planned[flag], labels[label], 0):
             rows.append(
                 Difference(
                     where=where,
-                    key="enable_prefix_caching",
-                    planned=str(stated),
-                    actual=served,
+                    key=label,
+                    planned=planned[flag],
+                    actual=labels[label],
                     tolerance="exact",
                 )
             )
-        engines = samples["vllm:cache_config_info"]
-        raw: Any = labels.get("kv_cache_size_tokens", "None")
-        actual_tokens = _count(raw)
-        if raw == "None":
-            raw = labels.get("num_gpu_blocks", "None")
-            blocks = _count(raw)  # summed over DP engines
-            # a scrape without the block label: the block the plan runs (else vLLM's default)
-            planned_block = lock.figures.get("engine.block_size") or planned.get(
-                "--block-size", DEFAULT_BLOCK_SIZE
+    stated = planned_prefix_caching(planned)
+    served = labels.get("enable_prefix_caching")
+    if stated is not None and served in ("True", "False") and served != str(stated):
+        rows.append(
+            Difference(
+                where=where,
+                key="enable_prefix_caching",
+                planned=str(stated),
+                actual=served,
+                tolerance="exact",
             )
-            block = _count(labels.get("block_size", planned_block))
-            actual_tokens = blocks * block // len(engines) if blocks is not None and block else None
-            if blocks is not None and not block:
-                raw = labels.get("block_size")
-        if (
-            tokens
-            and raw != "None"
-            and (actual_tokens is None or actual_tokens < tokens * (1 - tolerance))
-        ):
-            rows.append(
-                Difference(
-                    where=where,
-                    key="kv_cache_tokens",
-                    planned=tokens,
-                    actual=raw if actual_tokens is None else actual_tokens,
-                    tolerance=f"{tolerance:.1%}",
-                )
+        )
+    raw, actual_tokens = _vllm_kv_tokens(
+        labels, len(samples["vllm:cache_config_info"]), planned, lock
+    )
+    if (
+        tokens
+        and raw != "None"
+        and (actual_tokens is None or actual_tokens < tokens * (1 - tolerance))
+    ):
+        rows.append(
+            Difference(
+                where=where,
+                key="kv_cache_tokens",
+                planned=tokens,
+                actual=raw if actual_tokens is None else actual_tokens,
+                tolerance=f"{tolerance:.1%}",
             )
-        return rows, "ok (vllm:cache_config_info)"
-    if "sglang:max_total_num_tokens" in samples:
-        value = samples["sglang:max_total_num_tokens"][0][1]
-        actual = _count(value)
-        if tokens and (actual is None or actual < tokens * (1 - tolerance)):
-            rows.append(
-                Difference(
-                    where=where,
-                    key="max_total_num_tokens",
-                    planned=tokens,
-                    actual=str(value) if actual is None else actual,
-                    tolerance=f"{tolerance:.1%}",
-                )
+        )
+    return rows
+
+
+def _vllm_planned(lock: PlanLock) -> dict[str, str]:
+    """The plan's vLLM flags as vLLM reports them: an SGLang plan's page size as the block size
+    (nothing else means the same), and the block the plan runs where vLLM raises it past the
+    flag (a hybrid model's)."""
+    planned = line_flags(lock.flags.get("vllm", ""))
+    if not planned:
+        sglang_line = line_flags(lock.flags.get("sglang", ""))
+        if "--page-size" in sglang_line:
+            planned = {"--block-size": sglang_line["--page-size"]}
+    if "engine.block_size" in lock.figures and "--block-size" in planned:
+        planned = planned | {"--block-size": str(lock.figures["engine.block_size"])}
+    return planned
+
+
+def _vllm_resolved(
+    labels: dict[str, str], planned: dict[str, str], lock: PlanLock
+) -> dict[str, str]:
+    """cache_config_info's labels with what vLLM resolved a flag to read as the flag planned:
+    an unset memory share as the release's default, a KV dtype spelling vLLM rewrote (or the
+    checkpoint's FP8 cache that `auto` runs) as the flag."""
+    labels = dict(labels)
+    if labels.get("gpu_memory_utilization") == "None":
+        # vLLM 0.34 leaves the field unset and resolves it by the sizing mode: 1.0 with the
+        # extensible KV cache, 0.92 without (config/cache.py resolved_gpu_memory_utilization)
+        extensible = labels.get("enable_extensible_kv_cache", "True") != "False"
+        labels["gpu_memory_utilization"] = str(
+            vllm.EXTENSIBLE_DEFAULT_UTILIZATION
+            if extensible
+            else vllm.rules_for(vllm.NEWEST_VERSION).default_gpu_memory_utilization
+        )
+    if (planned.get("--kv-cache-dtype"), labels.get("cache_dtype")) in VLLM_RESOLVED_KV_DTYPES:
+        # the spelling vLLM rewrote the flag to for DeepSeek-V3.2 is the flag as planned
+        labels["cache_dtype"] = planned["--kv-cache-dtype"]
+    elif (
+        planned.get("--kv-cache-dtype") == "auto"
+        and labels.get("cache_dtype") in VLLM_CHECKPOINT_FP8_SPELLINGS
+        and lock.figures.get("engine.kv_dtype") == "fp8"
+    ):
+        # `auto` resolved to the FP8 cache the checkpoint declares, as the plan ran it
+        labels["cache_dtype"] = "auto"
+    return labels
+
+
+def _vllm_kv_tokens(
+    labels: dict[str, str], engines: int, planned: dict[str, str], lock: PlanLock
+) -> tuple[Any, int | None]:
+    """The KV tokens a vLLM server reports (per engine, from its blocks where the label is
+    older: summed over `engines` DP engines, at the block the scrape names, else the plan's),
+    and the raw label value shown where it does not read as a count."""
+    raw: Any = labels.get("kv_cache_size_tokens", "None")
+    actual_tokens = _count(raw)
+    if raw == "None":
+        raw = labels.get("num_gpu_blocks", "None")
+        blocks = _count(raw)  # summed over DP engines
+        # a scrape without the block label: the block the plan runs (else vLLM's default)
+        planned_block = lock.figures.get("engine.block_size") or planned.get(
+            "--block-size", DEFAULT_BLOCK_SIZE
+        )
+        block = _count(labels.get("block_size", planned_block))
+        actual_tokens = blocks * block // engines if blocks is not None and block else None
+        if blocks is not None and not block:
+            raw = labels.get("block_size")
+    return raw, actual_tokens
+
+
+def _sglang_differences(
+    lock: PlanLock,
+    samples: dict[str, list[tuple[dict[str, str], float]]],
+    where: str,
+    tolerance: float,
+    tokens: int | None,
+) -> list[Difference]:
+    """SGLang's constant gauges against the plan: its KV tokens within `tolerance` of the
+    `tokens` planned, its page size and context length exactly."""
+    rows: list[Difference] = []
+    value = samples["sglang:max_total_num_tokens"][0][1]
+    actual = _count(value)
+    if tokens and (actual is None or actual < tokens * (1 - tolerance)):
+        rows.append(
+            Difference(
+                where=where,
+                key="max_total_num_tokens",
+                planned=tokens,
+                actual=str(value) if actual is None else actual,
+                tolerance=f"{tolerance:.1%}",
             )
-        planned = line_flags(lock.flags.get("sglang", ""))
-        if not planned:  # a vLLM plan: its block size and max model length are what compare
-            vllm_line = line_flags(lock.flags.get("vllm", ""))
-            renames = {"--block-size": "--page-size", "--max-model-len": "--context-length"}
-            planned = {renames[k]: v for k, v in vllm_line.items() if k in renames}
-        for flag, metric in (
-            ("--page-size", "sglang:page_size"),
-            ("--context-length", "sglang:context_len"),
-        ):
-            if flag in planned and metric in samples:
-                gauge = samples[metric][0][1]
-                if _differs(planned[flag], gauge, 0):
-                    shown = _count(gauge)
-                    rows.append(
-                        Difference(
-                            where=where,
-                            key=metric,
-                            planned=planned[flag],
-                            actual=str(gauge) if shown is None else shown,
-                            tolerance="exact",
-                        )
+        )
+    planned = line_flags(lock.flags.get("sglang", ""))
+    if not planned:  # a vLLM plan: its block size and max model length are what compare
+        vllm_line = line_flags(lock.flags.get("vllm", ""))
+        renames = {"--block-size": "--page-size", "--max-model-len": "--context-length"}
+        planned = {renames[k]: v for k, v in vllm_line.items() if k in renames}
+    for flag, metric in (
+        ("--page-size", "sglang:page_size"),
+        ("--context-length", "sglang:context_len"),
+    ):
+        if flag in planned and metric in samples:
+            gauge = samples[metric][0][1]
+            if _differs(planned[flag], gauge, 0):
+                shown = _count(gauge)
+                rows.append(
+                    Difference(
+                        where=where,
+                        key=metric,
+                        planned=planned[flag],
+                        actual=str(gauge) if shown is None else shown,
+                        tolerance="exact",
                     )
-        return rows, "ok (sglang gauges)"
-    return rows, "reachable, but no vllm:cache_config_info or sglang:max_total_num_tokens"
+                )
+    return rows
