@@ -270,6 +270,108 @@ def _check_pools(engine: str, version: str | None, disagg: DisaggLayout, spec: M
             raise InputError(flag, "the layout's DP placement does not match the engine")
 
 
+def _deployment(
+    pre: Instance,
+    dec: Instance,
+    disagg: DisaggLayout,
+    spec: ModelSpec,
+    trace: Trace,
+    ms: NDArray[np.float64],
+    how: dict[str, Any],
+    info: dict[str, Any],
+    source: dict[str, str | None] | None,
+    backend: str | None,
+) -> dict[str, Any]:
+    """The run's `deployment` object: the decode pool's instance, as the KV and the command
+    there are, with both pools, the router and the KV transfer (`how`: its link and bytes a
+    token; `ms`: each request's transfer time) under `disagg`."""
+    import numpy as np
+
+    return {
+        "model": spec.name,
+        "gpu": pre.card.id,
+        "engine": pre.engine,
+        "engine_version": pre.prediction.version,
+        # the decode pool's instance, as the KV and the command here are
+        "tp": disagg.decode_tp,
+        "pp": 1,
+        "dp": disagg.decode_dp,
+        "dp_attention": dec.attention_groups > 1,
+        "ep": disagg.decode_ep,
+        "weight_dtype": pre.weight_dtype,
+        "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
+        "max_num_seqs": dec.plan.max_num_seqs,
+        "max_num_batched_tokens": pre.budget,
+        "kv_cache_tokens": dec.prediction.kv_cache_tokens,
+        "kv_window_tokens": window_tokens(dec.cfg),
+        "block_size": dec.cfg.block_tokens,
+        "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
+        "command": dec.plan.command,
+        "kv_tiers": None,
+        "disagg": {
+            "layout": disagg.label,
+            "prefill": _pool_json(
+                pre,
+                "prefill",
+                disagg.prefill,
+                disagg.prefill_tp,
+                disagg.prefill_ep,
+                disagg.prefill_dp,
+                spec,
+                source,
+                backend,
+            ),
+            "decode": _pool_json(
+                dec,
+                "decode",
+                disagg.decode,
+                disagg.decode_tp,
+                disagg.decode_ep,
+                disagg.decode_dp,
+                spec,
+                source,
+                backend,
+            ),
+            "router": pd_router(pre.engine, disagg.prefill, disagg.decode),
+            "transfer": how
+            | {
+                "mean_bytes_per_request": float(trace.prompt_tokens.mean())
+                * how["kv_bytes_per_token"],
+                "median_ms": float(np.median(ms)),
+            },
+            **info,
+        },
+    }
+
+
+def _notes(
+    pre: Instance,
+    dec: Instance,
+    disagg: DisaggLayout,
+    trace: Trace,
+    metrics: dict[str, Any],
+    closed: int | None,
+    client: str | None,
+) -> list[str]:
+    """What the run's figures leave out or assume: the release modelled, the decode pool's
+    batch against its CUDA graphs (its steps are decode-only), each pool's fabric, idle
+    decode groups and the API server's and client's pace."""
+    return release_notes(dec.engine, dec.prediction.version)
+    +graph_coverage_notes(dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False)
+    +fabric_notes(pre.curve, pre.engine, "prefill pool: ")
+    +fabric_notes(dec.curve, dec.engine, "decode pool: ")
+    +idle_groups_notes(dec, closed, disagg.decode_schedulers)
+    +frontend_notes(
+        dec.curve,
+        dec.engine,
+        dec.prediction.version,
+        metrics["peak_running_seqs"],
+        max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
+        dec.api_server_ranks,
+        client,
+    )
+
+
 def _pool_json(
     inst: Instance,
     role: Literal["prefill", "decode"],
@@ -326,7 +428,6 @@ def run_disaggregated(
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
     benchmark client reads every decode scheduler's streams."""
-    import numpy as np
 
     from planner.sim.bench import EmptyCounting, bench_metrics
 
@@ -376,81 +477,10 @@ def run_disaggregated(
         "ignored_requests": 0,
         "speculation": None,
         "bench_client": bench_client_of(engine, client),
-        "deployment": {
-            "model": spec.name,
-            "gpu": pre.card.id,
-            "engine": pre.engine,
-            "engine_version": pre.prediction.version,
-            # the decode pool's instance, as the KV and the command here are
-            "tp": disagg.decode_tp,
-            "pp": 1,
-            "dp": disagg.decode_dp,
-            "dp_attention": dec.attention_groups > 1,
-            "ep": disagg.decode_ep,
-            "weight_dtype": pre.weight_dtype,
-            "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
-            "max_num_seqs": dec.plan.max_num_seqs,
-            "max_num_batched_tokens": pre.budget,
-            "kv_cache_tokens": dec.prediction.kv_cache_tokens,
-            "kv_window_tokens": window_tokens(dec.cfg),
-            "block_size": dec.cfg.block_tokens,
-            "scheduler": f"disaggregated {disagg.label}: prefill-only and decode-only pools",
-            "command": dec.plan.command,
-            "kv_tiers": None,
-            "disagg": {
-                "layout": disagg.label,
-                "prefill": _pool_json(
-                    pre,
-                    "prefill",
-                    disagg.prefill,
-                    disagg.prefill_tp,
-                    disagg.prefill_ep,
-                    disagg.prefill_dp,
-                    spec,
-                    source,
-                    backend,
-                ),
-                "decode": _pool_json(
-                    dec,
-                    "decode",
-                    disagg.decode,
-                    disagg.decode_tp,
-                    disagg.decode_ep,
-                    disagg.decode_dp,
-                    spec,
-                    source,
-                    backend,
-                ),
-                "router": pd_router(engine, disagg.prefill, disagg.decode),
-                "transfer": how
-                | {
-                    "mean_bytes_per_request": float(trace.prompt_tokens.mean())
-                    * how["kv_bytes_per_token"],
-                    "median_ms": float(np.median(ms)),
-                },
-                **info,
-            },
-        },
+        "deployment": _deployment(pre, dec, disagg, spec, trace, ms, how, info, source, backend),
         "workload": workload_echo,
         "calibration": None,
         "step_ms": {},
         "sweep": None,
-        # the decode pool's batch against its CUDA graphs (its steps are decode-only) and its
-        # API server
-        "notes": release_notes(dec.engine, dec.prediction.version)
-        + graph_coverage_notes(
-            dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False
-        )
-        + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
-        + fabric_notes(dec.curve, dec.engine, "decode pool: ")
-        + idle_groups_notes(dec, closed, disagg.decode_schedulers)
-        + frontend_notes(
-            dec.curve,
-            dec.engine,
-            dec.prediction.version,
-            metrics["peak_running_seqs"],
-            max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
-            dec.api_server_ranks,
-            client,
-        ),
+        "notes": _notes(pre, dec, disagg, trace, metrics, closed, client),
     }
