@@ -356,19 +356,23 @@ def _notes(
     """What the run's figures leave out or assume: the release modelled, the decode pool's
     batch against its CUDA graphs (its steps are decode-only), each pool's fabric, idle
     decode groups and the API server's and client's pace."""
-    return release_notes(dec.engine, dec.prediction.version)
-    +graph_coverage_notes(dec.engine, dec.prediction, metrics["peak_running_seqs"], mixed=False)
-    +fabric_notes(pre.curve, pre.engine, "prefill pool: ")
-    +fabric_notes(dec.curve, dec.engine, "decode pool: ")
-    +idle_groups_notes(dec, closed, disagg.decode_schedulers)
-    +frontend_notes(
-        dec.curve,
-        dec.engine,
-        dec.prediction.version,
-        metrics["peak_running_seqs"],
-        max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean()))),
-        dec.api_server_ranks,
-        client,
+    peak = metrics["peak_running_seqs"]
+    mean_tokens = max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean())))
+    return (
+        release_notes(dec.engine, dec.prediction.version)
+        + graph_coverage_notes(dec.engine, dec.prediction, peak, mixed=False)
+        + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
+        + fabric_notes(dec.curve, dec.engine, "decode pool: ")
+        + idle_groups_notes(dec, closed, disagg.decode_schedulers)
+        + frontend_notes(
+            dec.curve,
+            dec.engine,
+            dec.prediction.version,
+            peak,
+            mean_tokens,
+            dec.api_server_ranks,
+            client,
+        )
     )
 
 
