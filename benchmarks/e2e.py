@@ -15,7 +15,8 @@ dataset's as geometric lengths at that mean under the cap it asked for, a datase
 distribution scaled to it; a dataset whose length mix is not modelled is posed at the mean
 lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps are posed with
 multi-step scheduling (with chunked prefill as well from 0.6.3, which first ran the two
-together). A row that names no release is posed at the one current on its run date (an
+together). A row that names no release (a serving stack's, Dynamo's or llm-d's, is not its
+engine's) is posed at the one current on its run date (an
 image's `latest` tag; by the PyPI wheels' build dates; a source dated to the month only, at its
 middle), else, for multi-step rows, at the newest V0 release (the flag exists only there). A
 dense model on a multiple of its TP x PP GPUs, no DP named, runs that many replicas. The
@@ -480,7 +481,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         load["rate_per_s"] = rate
     else:
         return {}, "no load given"
-    version = engine_release(row)
+    version = engine_release(row, family)
     settings: dict[str, Any] = {"engine": family, "tp": tp} | ({"pp": pp} if pp > 1 else {})
     config = row.get("engine_config") or {}
     settings |= engine_settings(row)  # "default": the engine's own

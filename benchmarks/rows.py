@@ -91,11 +91,26 @@ def run_date(row: dict[str, Any]) -> str | None:
 RELEASE_NUMBER = re.compile(r"(?<![A-UW-Za-uw-z\d.])[vV]?(\d+\.\d+(?:\.\d+)?)")
 
 
-def engine_release(row: dict[str, Any]) -> str | None:
-    """The engine release a row names: in its engine version, else in its image's tag (None:
-    neither names one, e.g. a `latest` tag)."""
+# Serving stacks that run an engine inside them and version themselves: Dynamo, llm-d, AIBrix,
+# Ray Serve, KServe and NVIDIA's Triton server. A row whose engine names one ("dynamo + vllm")
+# gives the stack's release in its version field (Dynamo 0.4.1 ran vLLM 0.10), not the engine's.
+SERVING_STACKS = ("dynamo", "llm-d", "aibrix", "ray", "kserve", "triton")
+
+
+def engine_release(row: dict[str, Any], engine: str | None = None) -> str | None:
+    """The `engine` release a row names: in its engine version, else in its image's tag (None:
+    neither names one, e.g. a `latest` tag). Where the row's engine is a serving stack around
+    the engine (SERVING_STACKS), only a number the engine's own name precedes ("vllm 0.10.2",
+    "vllm==0.10.2") is its release: the stack's own is not."""
+    named = str(row.get("engine") or "").lower()
+    stacked = engine is not None and any(stack in named for stack in SERVING_STACKS)
     for field in ("engine_version", "engine_image"):
-        found = RELEASE_NUMBER.search(str(row.get(field) or ""))
+        text = str(row.get(field) or "")
+        found = (
+            re.search(rf"{engine}\W{{0,3}}{RELEASE_NUMBER.pattern}", text, re.IGNORECASE)
+            if stacked
+            else RELEASE_NUMBER.search(text)
+        )
         if found:
             return found.group(1)
     return None

@@ -586,6 +586,16 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
         "0.8.3"
     )
     assert e2e.engine_release({"engine_version": "vllm/vllm-openai:nightly-cu12.8"}) is None
+    # a serving stack's version is its own, not the engine's inside it: a Dynamo row is posed
+    # at the vLLM release current on its run date unless its text names vLLM's own
+    dynamo = row | {"engine": "dynamo + vllm", "engine_family": "vllm", "engine_version": "0.4.1"}
+    dynamo["source"] = {"date": "2025-10-15"}
+    assert e2e.engine_release(dynamo, "vllm") is None
+    assert e2e.pose(dynamo, MODELS)[0]["settings"]["version"] == "0.11.0"
+    both = dynamo | {"engine_version": "dynamo 0.4.1 (vllm 0.10.1.1)"}
+    assert e2e.pose(both, MODELS)[0]["settings"]["version"] == "0.10.1"
+    llmd = {"engine": "llm-d", "engine_image": "ghcr.io/llm-d/llm-d:v0.2.0"}
+    assert e2e.engine_release(llmd, "vllm") is None
     # a source dated to the month ran in the middle of it (the release then current)
     for month in ("2025-09", "Sep 2025", "September 2025 (blog)"):
         assert e2e.run_date({"source": {"date": month}}) == "2025-09-15"
