@@ -583,11 +583,13 @@ WORKLOAD_ALIASES = {
 
 
 def workload_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """A row's workload, its fields' other spellings (WORKLOAD_ALIASES) read as the rows' own."""
+    """A row's workload, its fields' other spellings (WORKLOAD_ALIASES, in any case: "ISL",
+    "Max_Concurrency") read as the rows' own."""
     w = dict(row["workload"])
+    lowered = {str(k).lower(): v for k, v in w.items()}
     for key, aliases in WORKLOAD_ALIASES.items():
         if w.get(key) is None:
-            w[key] = next((w[a] for a in aliases if w.get(a) is not None), None)
+            w[key] = next((lowered[a] for a in (key, *aliases) if lowered.get(a) is not None), None)
     return w
 
 

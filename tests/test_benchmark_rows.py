@@ -853,6 +853,11 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
              "random_range_ratio": 0.5, "max_concurrency": 4}  # fmt: skip
     lengths = e2e.pose(dict(row, workload=bench), MODELS)[0]["lengths"]
     assert (lengths.prompt_len, lengths.output_len, lengths.len_spread) == (2048, 256, 0.5)
+    # in whatever case a sweep spells them
+    upper = {"dataset": "random", "ISL": 1024, "OSL": 128, "Max_Concurrency": 32}
+    posed = e2e.pose(dict(row, workload=upper), MODELS)[0]
+    assert (posed["lengths"].prompt_len, posed["lengths"].output_len) == (1024, 128)
+    assert posed["load"].concurrency == 32
     # its random prefix: one shared prefix before every prompt's own tokens
     prefixed = e2e.pose(dict(row, workload=bench | {"random_prefix_len": 512}), MODELS)[0]
     assert (prefixed["prefix"].share, prefixed["prefix"].tokens) == (1.0, 512)
