@@ -3,7 +3,8 @@
 Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf Inference,
 dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
 poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
-the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU,
+the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU
+(total tokens/s, so labelled, where a row reports that alone),
 TPOT and TTFT (the median; the mean where a source reports only that, as the SGLang cookbook's
 tables do), with median / p90 |error| by GPU vendor, engine, model class and source (and each
 bar's rows by vendor and by class), and how well the predictions rank GPU types: Kendall's tau
@@ -626,9 +627,11 @@ def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
     return "median", False
 
 
-def measured(row: dict[str, Any]) -> dict[str, float | None]:
+def measured(row: dict[str, Any]) -> dict[str, Any]:
     """Output tok/s per GPU, TPOT and TTFT as the row gives them (the statistic that
-    `statistic` picks)."""
+    `statistic` picks). A row that reports its total (input and output) tokens/s alone, labelled
+    so, is compared on that: `tok_s_basis` "total" (the predictor's total_token_throughput_per_
+    gpu); a throughput whose kind its source does not label is not compared."""
     m = measured_fields(row)
 
     def positive(value: Any) -> float | None:
@@ -646,13 +649,20 @@ def measured(row: dict[str, Any]) -> dict[str, float | None]:
     total, gpus = positive(m.get("output_tokens_per_s")), positive(row.get("gpu_count"))
     if per_gpu is None and total and gpus:
         per_gpu = total / gpus
+    basis = "output"
+    if per_gpu is None:
+        per_gpu = positive(m.get("tokens_per_s_per_gpu"))
+        both = positive(m.get("total_tokens_per_s") or m.get("total_token_throughput"))
+        if per_gpu is None and both and gpus:
+            per_gpu = both / gpus
+        basis = "total"
     done = positive(m.get("completed_requests") or m.get("completed"))
     sent = positive(m.get("num_prompts") or row["workload"].get("num_prompts"))
     if done and sent and done < sent:
         # requests failed: the benchmark divides by a duration their timeouts set, not the
         # server's pace (the latencies are the completed requests' own and still count)
         per_gpu = None
-    return {"tok_s_gpu": per_gpu, "tpot": pick("tpot"), "ttft": pick("ttft")}
+    return {"tok_s_gpu": per_gpu, "tpot": pick("tpot"), "ttft": pick("ttft"), "tok_s_basis": basis}
 
 
 def summary(errors: list[float]) -> str:
@@ -755,7 +765,11 @@ def main() -> None:
         if kind:
             eligible[kind][0] += 1
         pred = {
-            "tok_s_gpu": got["output_throughput_per_gpu"],
+            "tok_s_gpu": got[
+                "output_throughput_per_gpu"
+                if meas["tok_s_basis"] == "output"
+                else "total_token_throughput_per_gpu"
+            ],
             "tpot": got[f"{statistic(row, 'tpot')[0]}_tpot_ms"],
             "ttft": got[f"{statistic(row, 'ttft')[0]}_ttft_ms"],
         }
@@ -764,7 +778,7 @@ def main() -> None:
         # the class by the config's experts (what the step model sees), as well as the row's
         experts = resolve_model(None, kwargs["model"]).num_experts
         klass = "MoE" if experts or "moe" in str(row.get("model_class", "")).lower() else "dense"
-        if meas["tok_s_gpu"]:
+        if meas["tok_s_gpu"] and meas["tok_s_basis"] == "output":
             ranks[ranking_key(row)][row.get("gpu_norm") or row.get("gpu") or "?"].append(
                 (float(meas["tok_s_gpu"]), float(pred["tok_s_gpu"]))
             )
@@ -775,6 +789,8 @@ def main() -> None:
                 continue
             error = (pred[key] - meas[key]) / meas[key]
             line.append(f"{key} {meas[key]:9.1f} -> {pred[key]:9.1f} ({error:+6.1%})")
+            if key == "tok_s_gpu" and meas["tok_s_basis"] == "total":
+                line[-1] += " [total tokens]"
             if key != "tok_s_gpu":
                 stat, stated = statistic(row, key)
                 other = "mean" if stat == "median" else "median"
@@ -798,7 +814,7 @@ def main() -> None:
         if args.v:
             print("  ".join(line))
     for key, title in (
-        ("tok_s_gpu", "output tok/s per GPU"),
+        ("tok_s_gpu", "output tok/s per GPU (total tok/s where a row reports that alone)"),
         ("tpot", "TPOT (the median, or the mean where that is what the source reports)"),
         ("ttft", "TTFT (the median, or the mean where that is what the source reports)"),
     ):

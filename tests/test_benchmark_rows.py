@@ -703,7 +703,12 @@ def test_a_run_with_failed_requests_is_not_compared_on_throughput() -> None:
             "completed_requests": 380,
         },
     }
-    assert e2e.measured(row) == {"tok_s_gpu": None, "tpot": 10.7, "ttft": 1294.2}
+    assert e2e.measured(row) == {
+        "tok_s_gpu": None,
+        "tpot": 10.7,
+        "ttft": 1294.2,
+        "tok_s_basis": "output",
+    }
     row["measured"]["completed_requests"] = 500
     assert e2e.measured(row)["tok_s_gpu"] == 1.9
 
@@ -819,11 +824,20 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     }
     args, why = e2e.pose(row, MODELS)
     assert why is None and args["settings"]["tp"] == 1
-    assert e2e.measured(row) == {"tok_s_gpu": 400.0, "tpot": 9.5, "ttft": 40.0}
+    got = {"tok_s_gpu": 400.0, "tpot": 9.5, "ttft": 40.0, "tok_s_basis": "output"}
+    assert e2e.measured(row) == got
     # the flat keys of `vllm bench serve --save-result` JSON, as a row may embed them
     flat = {"median_tpot_ms": 12.5, "mean_ttft_ms": 210.0, "output_throughput": 800.0}
     saved = dict(row, gpu_count=2, measured=flat)
-    assert e2e.measured(saved) == {"tok_s_gpu": 400.0, "tpot": 12.5, "ttft": 210.0}
+    got = {"tok_s_gpu": 400.0, "tpot": 12.5, "ttft": 210.0, "tok_s_basis": "output"}
+    assert e2e.measured(saved) == got
+    # a row that reports its total tokens/s alone is compared on the total; an unlabelled
+    # throughput (the SGLang cookbook's column) on nothing
+    total = dict(row, gpu_count=2, measured={"tpot_ms": 9.5, "total_token_throughput": 1000.0})
+    assert e2e.measured(total)["tok_s_gpu"] == 500.0
+    assert e2e.measured(total)["tok_s_basis"] == "total"
+    unlabelled = dict(row, measured={"tpot_ms": 9.5, "throughput_tokens_per_s_as_reported": 900})
+    assert e2e.measured(unlabelled)["tok_s_gpu"] is None
     assert e2e.statistic(saved, "tpot") == ("median", True)
     assert e2e.statistic(saved, "ttft") == ("mean", True)
     assert e2e.statistic(row, "tpot") == ("median", False)
@@ -881,11 +895,16 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     assert (layout.prefill, layout.decode, layout.prefill_tp, layout.decode_tp) == (2, 2, 1, 1)
     assert e2e.pose(dict(named, tp=None), MODELS)[1] == "disaggregated layout not given per pool"
     rows = tmp_path / "rows.jsonl"
-    rows.write_text("\n".join(json.dumps(r) for r in (row, split)) + "\n")
+    total = dict(row, id="total", measured={"tpot_ms": 9.5, "total_token_throughput": 2000.0})
+    rows.write_text("\n".join(json.dumps(r) for r in (row, split, total)) + "\n")
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "-v"])
     e2e.main()
     out = capsys.readouterr().out
     assert out.startswith("loose") and "tpot       9.5 ->" in out
+    # the total-only row against the predicted total, and labelled so
+    line = next(x for x in out.splitlines() if x.startswith("total"))
+    predicted = e2e.predict(total, e2e.pose(total, MODELS)[0])["total_token_throughput_per_gpu"]
+    assert f"2000.0 -> {predicted:9.1f}" in line and "[total tokens]" in line
     assert "1  disaggregated layout not given per pool" in out
     # no gpu_vendor given: the vendor of the catalog card the row was posed on
     assert "vendor NVIDIA" in out and "vendor ?" not in out
