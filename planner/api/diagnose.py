@@ -8,11 +8,8 @@ from typing import TYPE_CHECKING, Any
 from planner.errors import InputError, PlannerError, SourceUnavailable
 
 if TYPE_CHECKING:
-    from planner.core.diagnose import Effects
+    from planner.core.diagnose import Effects, Samples
     from planner.core.specs import ModelSpec
-
-# Samples by metric name: [(labels, value)] (planner.sources.deployed.parse_prometheus).
-Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 # The longest --window / --interval accepted, seconds: an hour is not a health check.
 MAX_WINDOW_S = 3600.0

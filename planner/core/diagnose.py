@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.search import largest_passing
 
+# A scrape's samples by metric name: [(labels, value)] (planner.sources.deployed.parse_prometheus),
+# as diagnose and drift read them.
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 # Metric names by what they measure, newest first (vLLM V1, V0, SGLang, SGLang 2024).

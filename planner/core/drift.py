@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.diagnose import Samples
 from planner.core.engines import vllm
 from planner.core.engines.vllm import DEFAULT_BLOCK_SIZE
 from planner.core.flags import ENGINE_FLAG_DEFAULTS, Deployed, parse_argv
@@ -184,9 +185,7 @@ def planned_kv_tokens(lock: PlanLock) -> int | None:
     return None
 
 
-def _model_differs(
-    lock: PlanLock, samples: dict[str, list[tuple[dict[str, str], float]]], where: str
-) -> list[Difference]:
+def _model_differs(lock: PlanLock, samples: Samples, where: str) -> list[Difference]:
     """The served model against the plan's, by its last path component (a local folder of
     the same checkpoint matches its Hub id; a --served-model-name alias does not)."""
     from planner.core.diagnose import served_models
@@ -228,7 +227,7 @@ VLLM_RESOLVED_KV_DTYPES = frozenset(
 
 def compare_metrics(
     lock: PlanLock,
-    samples: dict[str, list[tuple[dict[str, str], float]]],
+    samples: Samples,
     where: str,
     tolerance: float,
 ) -> tuple[list[Difference], str]:
@@ -247,7 +246,7 @@ def compare_metrics(
 
 def _vllm_differences(
     lock: PlanLock,
-    samples: dict[str, list[tuple[dict[str, str], float]]],
+    samples: Samples,
     where: str,
     tolerance: float,
     tokens: int | None,
@@ -373,7 +372,7 @@ def _vllm_kv_tokens(
 
 def _sglang_differences(
     lock: PlanLock,
-    samples: dict[str, list[tuple[dict[str, str], float]]],
+    samples: Samples,
     where: str,
     tolerance: float,
     tokens: int | None,
