@@ -1463,30 +1463,7 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if lay.block_note is not None:
         notes.append(lay.block_note)
-    if lay.ds_mla:
-        notes.append(
-            f"KV cache fp8_ds_mla: vLLM {version_text(version)} stores DeepSeek's sparse-attention "
-            "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
-            "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
-        )
-    elif glm_dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
-        notes.append(
-            f"KV cache fp8_e4m3: vLLM {version_text(version)} runs GLM-5's cache in fp8 on "
-            "Blackwell for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
-        )
-    elif not s.kv_cache_dtype.startswith("fp8") and checkpoint_fp8_kv(
-        model, version, s.kv_cache_dtype
-    ):
-        # (an fp8 asked for is run as asked: nothing to say)
-        notes.append(
-            f"KV cache fp8: the checkpoint's {model.fp8_kv_declared_by} config declares an FP8 "
-            f"KV cache, which vLLM {version_text(version)} runs"
-            + (
-                " for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
-                if s.kv_cache_dtype == "auto"
-                else " whatever --kv-cache-dtype says (0.15-0.21)"
-            )
-        )
+    notes += _kv_dtype_notes(at, lay.ds_mla)
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
     )
@@ -1532,42 +1509,81 @@ def predict(
         max_concurrency=pool.concurrency,
         blocks_per_request=pool.blocks_per_request,
         num_kv_groups=pool.num_groups,
-        settings={
-            "engine": at.engine,
-            "gpu_memory_utilization": lay.util,
-            "max_model_len": max_len,
-            "max_num_batched_tokens": led.tokens,
-            "max_num_seqs": led.seqs,
-            "block_size": pool.block,
-            "kv_cache_dtype": s.kv_cache_dtype,
-            "dtype": s.dtype,
-            "enforce_eager": s.enforce_eager,
-            "async_scheduling": async_on,
-            "stream_interval": s.stream_interval,
-            "enable_prefix_caching": s.enable_prefix_caching,
-            "mamba_cache_mode": _mamba_mode(at),
-            "mamba_state_blocks": _state_blocks(at) if has_state_layers(model) else None,
-            "tensor_parallel_size": s.tensor_parallel_size,
-            "pipeline_parallel_size": s.pipeline_parallel_size,
-            "enable_lora": s.enable_lora,
-            "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
-            "max_loras": s.max_loras if s.enable_lora else None,
-            "enable_expert_parallel": s.enable_expert_parallel,
-            "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
-            "enable_chunked_prefill": led.chunked,
-            "data_parallel_size": s.data_parallel_size,
-            "all2all_backend": s.all2all_backend,
-            "enable_dbo": s.enable_dbo,
-            "deepep": deepep_mode(s) is not None and bool(model.num_experts),
-            "colocated": s.colocated,
-            "model_runner": led.profile.runner,
-            "profile_sampler": led.profile.sampler,
-        },
+        settings=_resolved(at, lay, led, pool.block, max_len, async_on),
         defaults_used=defaults,
         term_sources=sources,
         log_lines=lines,
         notes=notes,
     )
+
+
+def _kv_dtype_notes(at: _Release, ds_mla: bool) -> list[str]:
+    """Where the KV cache runs another dtype than --kv-cache-dtype names: DeepSeek's sparse
+    attention in vLLM's fp8_ds_mla layout, GLM-5's fp8 on Blackwell for `auto`, and the FP8
+    cache a checkpoint declares (an fp8 asked for is run as asked: nothing to say)."""
+    model, s, version = at.model, at.settings, at.version
+    if ds_mla:
+        return [
+            f"KV cache fp8_ds_mla: vLLM {version_text(version)} stores DeepSeek's sparse-attention "
+            "cache in its scaled fp8 layout (fp8 latent with a scale per 128 values, bf16 RoPE "
+            "part)" + (" for `auto` too" if s.kv_cache_dtype == "auto" else "")
+        ]
+    if glm_dsa_fp8_kv(model, at.gpu, version, s.kv_cache_dtype):
+        return [
+            f"KV cache fp8_e4m3: vLLM {version_text(version)} runs GLM-5's cache in fp8 on "
+            "Blackwell for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
+        ]
+    if not s.kv_cache_dtype.startswith("fp8") and checkpoint_fp8_kv(
+        model, version, s.kv_cache_dtype
+    ):
+        return [
+            f"KV cache fp8: the checkpoint's {model.fp8_kv_declared_by} config declares an FP8 "
+            f"KV cache, which vLLM {version_text(version)} runs"
+            + (
+                " for `auto` (--kv-cache-dtype bfloat16 keeps 16 bits)"
+                if s.kv_cache_dtype == "auto"
+                else " whatever --kv-cache-dtype says (0.15-0.21)"
+            )
+        ]
+    return []
+
+
+def _resolved(
+    at: _Release, lay: _Layout, led: _Ledger, block: int, max_len: int, async_on: bool
+) -> dict[str, object]:
+    """The settings vLLM resolves and runs (the prediction's `settings`)."""
+    model, s = at.model, at.settings
+    return {
+        "engine": at.engine,
+        "gpu_memory_utilization": lay.util,
+        "max_model_len": max_len,
+        "max_num_batched_tokens": led.tokens,
+        "max_num_seqs": led.seqs,
+        "block_size": block,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "dtype": s.dtype,
+        "enforce_eager": s.enforce_eager,
+        "async_scheduling": async_on,
+        "stream_interval": s.stream_interval,
+        "enable_prefix_caching": s.enable_prefix_caching,
+        "mamba_cache_mode": _mamba_mode(at),
+        "mamba_state_blocks": _state_blocks(at) if has_state_layers(model) else None,
+        "tensor_parallel_size": s.tensor_parallel_size,
+        "pipeline_parallel_size": s.pipeline_parallel_size,
+        "enable_lora": s.enable_lora,
+        "max_lora_rank": s.max_lora_rank if s.enable_lora else None,
+        "max_loras": s.max_loras if s.enable_lora else None,
+        "enable_expert_parallel": s.enable_expert_parallel,
+        "max_cudagraph_capture_size": s.max_cudagraph_capture_size,
+        "enable_chunked_prefill": led.chunked,
+        "data_parallel_size": s.data_parallel_size,
+        "all2all_backend": s.all2all_backend,
+        "enable_dbo": s.enable_dbo,
+        "deepep": deepep_mode(s) is not None and bool(model.num_experts),
+        "colocated": s.colocated,
+        "model_runner": led.profile.runner,
+        "profile_sampler": led.profile.sampler,
+    }
 
 
 def _async_scheduling(at: _Release) -> bool:
