@@ -909,24 +909,11 @@ def predict(
     if model.has_vision and version >= VLM_CACHE_RESERVE_SINCE:
         available -= VLM_CACHE_RESERVE_BYTES
         notes.append("100 MiB of the KV budget reserved for the multimodal embedding cache")
-    if lay.fraction <= 0:  # only SGLang's own default goes this low (the flag must be > 0)
-        raise NoKvCache(
-            "--mem-fraction-static",
-            f"SGLang's default here is {lay.fraction}: its reserve for activations and the "
-            f"decode CUDA graphs of {lay.attn_dp} attention-DP group(s) at batch "
-            f"{lay.decode_bs} exceeds the card, so it would not start; pass "
-            "--mem-fraction-static, or a smaller --cuda-graph-max-bs",
-        )
-    if available <= 0:
-        raise NoKvCache(
-            "--mem-fraction-static",
-            f"loaded weights leave no KV cache under --mem-fraction-static={lay.fraction}",
-        )
+    _check_room(lay, available)
     pool = _token_pool(model, gpu, s, version, lay, available, notes)
-    tokens, cell, windowed, strategy = pool.tokens, pool.cell_bytes, pool.windowed, pool.strategy
-    mamba_slots, mamba_cap = pool.mamba_slots, pool.mamba_cap
+    tokens, cell = pool.tokens, pool.cell_bytes
     available -= pool.mamba_bytes
-    running = _max_running_requests(s, version, tokens, lay.context, mamba_cap, lay.attn_dp)
+    running = _max_running_requests(s, version, tokens, lay.context, pool.mamba_cap, lay.attn_dp)
     chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
     _check_exchange(s, version, experts, lay.attn_dp, chunk_per_group, notes)
     lines = _log_lines(
@@ -959,40 +946,7 @@ def predict(
         max_concurrency=tokens / lay.context,
         blocks_per_request=ceil_div(lay.context, lay.page),
         num_kv_groups=len(model.kv_groups),
-        settings={
-            "mem_fraction_static": lay.fraction,
-            "context_length": lay.context,
-            "chunked_prefill_size": lay.chunk,
-            "chunked_prefill_per_group": chunk_per_group,
-            "cuda_graph_max_bs_decode": lay.decode_bs,
-            "page_size": lay.page,
-            "kv_cache_dtype": s.kv_cache_dtype,
-            "tp_size": tp,
-            "pp_size": pp,
-            "attn_dp_size": lay.attn_dp,
-            "ep_size": s.ep_size,
-            "dp_size": s.dp_size,
-            "max_running_requests": running,
-            "swa_max_total_num_tokens": windowed[0] if windowed else None,
-            "sliding_window_size": windowed[1] if windowed else None,
-            "max_mamba_cache_size": mamba_slots or None,
-            "mamba_radix_cache_strategy": strategy,
-            "moe_a2a_backend": experts.all_to_all,
-            "moe_dense_tp_size": s.moe_dense_tp_size,
-            "dense_mlp_replicated": dense_mlp_replicated(model, s, lay.attn_dp) or None,
-            "enable_dp_lm_head": (s.enable_dp_lm_head and lay.attn_dp > 1) or None,
-            "ep_num_redundant_experts": experts.redundant or None,
-            "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
-            "disable_radix_cache": s.disable_radix_cache or None,
-            "disable_cuda_graph": s.disable_cuda_graph or None,
-            # SGLang turns its overlap scheduler off itself under no_buffer (the comment above)
-            "disable_overlap_schedule": s.disable_overlap_schedule
-            or strategy == "no_buffer"
-            or None,
-            "stream_interval": s.stream_interval,
-            "scheduler_recv_interval": s.scheduler_recv_interval,
-            "max_prefill_tokens": s.max_prefill_tokens,
-        },
+        settings=_resolved(model, s, lay, experts, pool, running, chunk_per_group),
         defaults_used=defaults,
         term_sources=sources
         | {
@@ -1003,6 +957,70 @@ def predict(
         log_lines=lines,
         notes=notes,
     )
+
+
+def _check_room(lay: _Layout, available: int) -> None:
+    """Refuse a layout that leaves SGLang no memory share (only its own default goes that low:
+    the flag must be > 0) or no KV cache beside the weights."""
+    if lay.fraction <= 0:
+        raise NoKvCache(
+            "--mem-fraction-static",
+            f"SGLang's default here is {lay.fraction}: its reserve for activations and the "
+            f"decode CUDA graphs of {lay.attn_dp} attention-DP group(s) at batch "
+            f"{lay.decode_bs} exceeds the card, so it would not start; pass "
+            "--mem-fraction-static, or a smaller --cuda-graph-max-bs",
+        )
+    if available <= 0:
+        raise NoKvCache(
+            "--mem-fraction-static",
+            f"loaded weights leave no KV cache under --mem-fraction-static={lay.fraction}",
+        )
+
+
+def _resolved(
+    model: ModelSpec,
+    s: SglangSettings,
+    lay: _Layout,
+    experts: _Experts,
+    pool: _TokenPool,
+    running: int,
+    chunk_per_group: int,
+) -> dict[str, object]:
+    """The settings SGLang resolves and runs (the prediction's `settings`)."""
+    return {
+        "mem_fraction_static": lay.fraction,
+        "context_length": lay.context,
+        "chunked_prefill_size": lay.chunk,
+        "chunked_prefill_per_group": chunk_per_group,
+        "cuda_graph_max_bs_decode": lay.decode_bs,
+        "page_size": lay.page,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "tp_size": s.tp_size,
+        "pp_size": s.pp_size,
+        "attn_dp_size": lay.attn_dp,
+        "ep_size": s.ep_size,
+        "dp_size": s.dp_size,
+        "max_running_requests": running,
+        "swa_max_total_num_tokens": pool.windowed[0] if pool.windowed else None,
+        "sliding_window_size": pool.windowed[1] if pool.windowed else None,
+        "max_mamba_cache_size": pool.mamba_slots or None,
+        "mamba_radix_cache_strategy": pool.strategy,
+        "moe_a2a_backend": experts.all_to_all,
+        "moe_dense_tp_size": s.moe_dense_tp_size,
+        "dense_mlp_replicated": dense_mlp_replicated(model, s, lay.attn_dp) or None,
+        "enable_dp_lm_head": (s.enable_dp_lm_head and lay.attn_dp > 1) or None,
+        "ep_num_redundant_experts": experts.redundant or None,
+        "enable_two_batch_overlap": s.enable_two_batch_overlap or None,
+        "disable_radix_cache": s.disable_radix_cache or None,
+        "disable_cuda_graph": s.disable_cuda_graph or None,
+        # SGLang turns its overlap scheduler off itself under no_buffer (the comment above)
+        "disable_overlap_schedule": s.disable_overlap_schedule
+        or pool.strategy == "no_buffer"
+        or None,
+        "stream_interval": s.stream_interval,
+        "scheduler_recv_interval": s.scheduler_recv_interval,
+        "max_prefill_tokens": s.max_prefill_tokens,
+    }
 
 
 def _layout(
