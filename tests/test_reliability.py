@@ -696,6 +696,27 @@ def test_every_command_names_the_release_it_stands_in(cli: Cli) -> None:
     assert not cli("spec", "--alpha", "0.7", *on[:-3], "--json").json()["notes"]
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_simulate_and_fleet_name_the_kv_cache_the_engine_runs(cli: Cli, engine: str) -> None:
+    # a checkpoint that declares an FP8 KV cache runs one for `auto`: simulate's deployment
+    # says the dtype run beside the flag, and its notes and fleet's say why, as capacity's do
+    model = str(MODELS / "Qwen--Qwen3-32B-FP8-Static-PerTensor")
+    on = ["--model", model, "--gpu", "h100", "--engine", engine]
+    run = cli("simulate", *on, "--concurrency", "2", "--prompt-len", "200", "--output-len", "20",
+              "--num-prompts", "4", "--json").json()  # fmt: skip
+    assert (run["deployment"]["kv_cache_dtype"], run["deployment"]["kv_dtype"]) == ("auto", "fp8")
+    said = "config declares an FP8 KV cache"
+    assert said in run["notes"][0]
+    assert any(said in n for n in cli("capacity", *on, "--json").json()["engine"]["notes"])
+    fleet = cli("fleet", *on, "--rate", "1", "--tpot", "80", "--ttft", "3000", "--json").json()
+    assert said in fleet["winner"]["notes"][0]
+    # a bf16 cache asked for: the flag's own dtype, nothing to say
+    plain = cli("simulate", *on, "--kv-dtype", "bf16", "--concurrency", "2", "--prompt-len",
+                "200", "--output-len", "20", "--num-prompts", "4", "--json").json()  # fmt: skip
+    assert plain["deployment"]["kv_dtype"] == "bf16"
+    assert not any(said in n for n in plain["notes"])
+
+
 @pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.7"), ("sglang", "0.2.9")])
 def test_engine_version_before_oldest_is_noted(cli: Cli, engine: str, version: str) -> None:
     args = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]

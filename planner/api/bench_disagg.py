@@ -300,6 +300,7 @@ def _deployment(
         "ep": disagg.decode_ep,
         "weight_dtype": pre.weight_dtype,
         "kv_cache_dtype": dec.plan.flags.get("kv_cache_dtype", "auto"),
+        "kv_dtype": dec.prediction.kv_dtype,
         "max_num_seqs": dec.plan.max_num_seqs,
         "max_num_batched_tokens": pre.budget,
         "kv_cache_tokens": dec.prediction.kv_cache_tokens,
@@ -360,6 +361,7 @@ def _notes(
     mean_tokens = max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean())))
     return (
         release_notes(dec.engine, dec.prediction.version)
+        + dec.prediction.kv_dtype_notes
         + graph_coverage_notes(dec.engine, dec.prediction, peak, mixed=False)
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")

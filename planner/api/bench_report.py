@@ -53,6 +53,7 @@ def deployment_echo(
         "ep": ep or 1,
         "weight_dtype": inst.weight_dtype,
         "kv_cache_dtype": values.get("kv_cache_dtype", "auto"),
+        "kv_dtype": p.kv_dtype,  # what the engine runs for the flag
         "max_num_seqs": plan.max_num_seqs,
         "max_num_batched_tokens": inst.budget,
         "kv_cache_tokens": p.kv_cache_tokens,
@@ -113,7 +114,7 @@ def run_notes(
     requests arrive at a rate, not from a closed loop's clients."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
-    notes = release_notes(engine, p.version)
+    notes = release_notes(engine, p.version) + p.kv_dtype_notes
     notes += graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:

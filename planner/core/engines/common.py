@@ -233,6 +233,11 @@ class EnginePrediction(BaseModel):
         description="the KV cache's dtype as the engine resolves --kv-cache-dtype (a units "
         "dtype name: bf16, fp16, fp8, ...)",
     )
+    kv_dtype_notes: list[str] = Field(
+        default_factory=list,
+        description="where the engine runs a KV cache of another dtype than --kv-cache-dtype "
+        "names, and why (also among `notes`)",
+    )
     bytes_per_block: int
     num_gpu_blocks: int
     usable_blocks: int = Field(description="num_gpu_blocks minus the reserved null block")

@@ -709,6 +709,7 @@ class _Layout:
     page: int
     kv_dtype: str
     act_bytes: int
+    kv_dtype_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -939,6 +940,7 @@ def predict(
         cudagraph_bytes=0,
         available_kv_bytes=available,
         kv_dtype=lay.kv_dtype,
+        kv_dtype_notes=[lay.kv_dtype_note] if lay.kv_dtype_note else [],
         bytes_per_block=cell * lay.page,
         num_gpu_blocks=tokens // lay.page,
         usable_blocks=tokens // lay.page,
@@ -1104,20 +1106,23 @@ def _layout(
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
     except ValueError as exc:
         raise InputError("--kv-cache-dtype", str(exc)) from exc
+    kv_note = None
     if kv_dtype != "fp8" and dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
         kv_dtype = "fp8"
-        notes.append(
+        kv_note = (
             f"KV cache fp8_e4m3: SGLang {version_text(version)} sets it for DeepSeek's sparse "
             f"attention on compute capability {BLACKWELL_MAJOR}+"
             + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
         )
     elif kv_dtype != "fp8" and checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
         kv_dtype = "fp8"
-        notes.append(
+        kv_note = (
             f"KV cache fp8_e4m3: the checkpoint's {model.fp8_kv_declared_by} config declares an "
             f"FP8 KV cache, which SGLang {version_text(version)} runs for `auto` "
             "(--kv-cache-dtype bf16, from 0.5.4, keeps 16 bits)"
         )
+    if kv_note is not None:
+        notes.append(kv_note)
     if forced > 1 and s.attn_dp_size != forced:
         notes.append(
             f"SGLang {version_text(version)} turns on data-parallel attention with --dp-size "
@@ -1138,6 +1143,7 @@ def _layout(
         page=page,
         kv_dtype=kv_dtype,
         act_bytes=dtype_bytes(run_dtype),
+        kv_dtype_note=kv_note,
     )
 
 

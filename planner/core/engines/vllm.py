@@ -1463,7 +1463,8 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if lay.block_note is not None:
         notes.append(lay.block_note)
-    notes += _kv_dtype_notes(at, lay.ds_mla)
+    kv_notes = _kv_dtype_notes(at, lay.ds_mla)
+    notes += kv_notes
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
     )
@@ -1502,6 +1503,7 @@ def predict(
         connector_bytes=led.connector,
         available_kv_bytes=available,
         kv_dtype=lay.kv_dtype,
+        kv_dtype_notes=kv_notes,
         bytes_per_block=pool.bytes_per_block,
         num_gpu_blocks=pool.num_blocks,
         usable_blocks=pool.num_blocks - 1,
