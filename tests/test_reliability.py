@@ -717,6 +717,17 @@ def test_simulate_and_fleet_name_the_kv_cache_the_engine_runs(cli: Cli, engine: 
     assert not any(said in n for n in plain["notes"])
 
 
+def test_simulate_names_the_attention_dp_sglang_turns_on_itself(cli: Cli) -> None:
+    # SGLang 0.5.4 runs DeepSeek-V3.2's sparse attention data-parallel whatever the flags say:
+    # the run is planned so, and says why before the lockstep note that follows from it
+    run = cli("simulate", "--model", str(MODELS / "deepseek-ai--DeepSeek-V3.2"), "--gpu", "h200",
+              "--tp", "8", "--engine", "sglang", "--engine-version", "0.5.4", "--concurrency",
+              "8", "--prompt-len", "500", "--output-len", "20", "--num-prompts", "8",
+              "--json").json()  # fmt: skip
+    assert run["deployment"]["dp_attention"] is True
+    assert "turns on data-parallel attention with --dp-size 8" in run["notes"][0]
+
+
 @pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.7"), ("sglang", "0.2.9")])
 def test_engine_version_before_oldest_is_noted(cli: Cli, engine: str, version: str) -> None:
     args = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", engine]

@@ -361,7 +361,7 @@ def _notes(
     mean_tokens = max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean())))
     return (
         release_notes(dec.engine, dec.prediction.version)
-        + dec.prediction.kv_dtype_notes
+        + dec.prediction.resolved_notes
         + graph_coverage_notes(dec.engine, dec.prediction, peak, mixed=False)
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")

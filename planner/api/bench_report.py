@@ -114,7 +114,7 @@ def run_notes(
     requests arrive at a rate, not from a closed loop's clients."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
-    notes = release_notes(engine, p.version) + p.kv_dtype_notes
+    notes = release_notes(engine, p.version) + p.resolved_notes
     notes += graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:

@@ -912,7 +912,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             "peak_running_seqs": at_load.peak_running,
             # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
             "notes": release_notes(job.engine, launched.version)
-            + launched.kv_dtype_notes
+            + launched.resolved_notes
             + graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
         }
     )

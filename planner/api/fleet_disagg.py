@@ -258,7 +258,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             # the busiest decode scheduler at the planned load, against its CUDA graphs
             "peak_running_seqs": at_load.peak_running,
             "notes": release_notes(job.engine, dec.prediction.version)
-            + dec.prediction.kv_dtype_notes
+            + dec.prediction.resolved_notes
             + graph_coverage_notes(job.engine, dec.prediction, at_load.peak_running, mixed=False),
         }
     )

@@ -233,10 +233,12 @@ class EnginePrediction(BaseModel):
         description="the KV cache's dtype as the engine resolves --kv-cache-dtype (a units "
         "dtype name: bf16, fp16, fp8, ...)",
     )
-    kv_dtype_notes: list[str] = Field(
+    resolved_notes: list[str] = Field(
         default_factory=list,
-        description="where the engine runs a KV cache of another dtype than --kv-cache-dtype "
-        "names, and why (also among `notes`)",
+        exclude=True,  # among `notes` in every dump already
+        description="where the engine runs other than its flags name (a KV cache of another "
+        "dtype, data-parallel attention it turns on), and why: what a run's figures rest on "
+        "(also among `notes`)",
     )
     bytes_per_block: int
     num_gpu_blocks: int

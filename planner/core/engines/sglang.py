@@ -709,7 +709,7 @@ class _Layout:
     page: int
     kv_dtype: str
     act_bytes: int
-    kv_dtype_note: str | None = None
+    resolved: tuple[str, ...] = ()  # where it runs other than the flags name (notes, too)
 
 
 @dataclass(frozen=True)
@@ -940,7 +940,7 @@ def predict(
         cudagraph_bytes=0,
         available_kv_bytes=available,
         kv_dtype=lay.kv_dtype,
-        kv_dtype_notes=[lay.kv_dtype_note] if lay.kv_dtype_note else [],
+        resolved_notes=list(lay.resolved),
         bytes_per_block=cell * lay.page,
         num_gpu_blocks=tokens // lay.page,
         usable_blocks=tokens // lay.page,
@@ -1121,14 +1121,14 @@ def _layout(
             f"FP8 KV cache, which SGLang {version_text(version)} runs for `auto` "
             "(--kv-cache-dtype bf16, from 0.5.4, keeps 16 bits)"
         )
-    if kv_note is not None:
-        notes.append(kv_note)
+    resolved = [] if kv_note is None else [kv_note]
     if forced > 1 and s.attn_dp_size != forced:
-        notes.append(
+        resolved.append(
             f"SGLang {version_text(version)} turns on data-parallel attention with --dp-size "
             f"{tp} for DeepSeek's sparse attention by itself (after sizing its memory fraction "
             "without it): planned so"
         )
+    notes += resolved
     first, past = DP_ATTENTION_GRAPH_BS_CAP_RELEASES
     if attn_dp > 1 and first <= version < past:  # capped after the fraction was sized
         decode_bs = min(decode_bs, DP_ATTENTION_GRAPH_BS_CAP)
@@ -1143,7 +1143,7 @@ def _layout(
         page=page,
         kv_dtype=kv_dtype,
         act_bytes=dtype_bytes(run_dtype),
-        kv_dtype_note=kv_note,
+        resolved=tuple(resolved),
     )
 
 

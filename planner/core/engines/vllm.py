@@ -1463,7 +1463,7 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if lay.block_note is not None:
         notes.append(lay.block_note)
-    kv_notes = _kv_dtype_notes(at, lay.ds_mla)
+    kv_notes = _resolved_notes(at, lay.ds_mla)
     notes += kv_notes
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
@@ -1503,7 +1503,7 @@ def predict(
         connector_bytes=led.connector,
         available_kv_bytes=available,
         kv_dtype=lay.kv_dtype,
-        kv_dtype_notes=kv_notes,
+        resolved_notes=kv_notes,
         bytes_per_block=pool.bytes_per_block,
         num_gpu_blocks=pool.num_blocks,
         usable_blocks=pool.num_blocks - 1,
@@ -1519,7 +1519,7 @@ def predict(
     )
 
 
-def _kv_dtype_notes(at: _Release, ds_mla: bool) -> list[str]:
+def _resolved_notes(at: _Release, ds_mla: bool) -> list[str]:
     """Where the KV cache runs another dtype than --kv-cache-dtype names: DeepSeek's sparse
     attention in vLLM's fp8_ds_mla layout, GLM-5's fp8 on Blackwell for `auto`, and the FP8
     cache a checkpoint declares (an fp8 asked for is run as asked: nothing to say)."""
