@@ -697,9 +697,10 @@ def test_every_command_names_the_release_it_stands_in(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_simulate_and_fleet_name_the_kv_cache_the_engine_runs(cli: Cli, engine: str) -> None:
+def test_every_command_names_the_kv_cache_the_engine_runs(cli: Cli, engine: str) -> None:
     # a checkpoint that declares an FP8 KV cache runs one for `auto`: simulate's deployment
-    # says the dtype run beside the flag, and its notes and fleet's say why, as capacity's do
+    # says the dtype run beside the flag, and its notes, fleet's, slo's and spec's say why, as
+    # capacity's do
     model = str(MODELS / "Qwen--Qwen3-32B-FP8-Static-PerTensor")
     on = ["--model", model, "--gpu", "h100", "--engine", engine]
     run = cli("simulate", *on, "--concurrency", "2", "--prompt-len", "200", "--output-len", "20",
@@ -710,6 +711,8 @@ def test_simulate_and_fleet_name_the_kv_cache_the_engine_runs(cli: Cli, engine: 
     assert any(said in n for n in cli("capacity", *on, "--json").json()["engine"]["notes"])
     fleet = cli("fleet", *on, "--rate", "1", "--tpot", "80", "--ttft", "3000", "--json").json()
     assert said in fleet["winner"]["notes"][0]
+    assert said in cli("slo", *on, "--tpot", "40", "--json").json()["warnings"][0]
+    assert said in cli("spec", *on, "--alpha", "0.7", "--json").json()["notes"][0]
     # a bf16 cache asked for: the flag's own dtype, nothing to say
     plain = cli("simulate", *on, "--kv-dtype", "bf16", "--concurrency", "2", "--prompt-len",
                 "200", "--output-len", "20", "--num-prompts", "4", "--json").json()  # fmt: skip

@@ -341,6 +341,8 @@ def slo_advice(
         )
         _bind_goodput(result, validate_rate)
     warnings = _bind_prefill(result, step, ratio, brought_by)
+    if instance is not None:  # what the engine runs other than the flags name
+        warnings = instance.prediction.resolved_notes + warnings
     if engine_version is not None and (plan is not None or instance is not None):
         from planner.core.engines import release_notes
 

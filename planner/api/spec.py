@@ -125,13 +125,14 @@ def spec_advice(
         dp_attention=dp_attention,
         calibration=calibration,
     )
-    target, capacity, operating = _operating_point(
+    target, capacity, operating, resolved = _operating_point(
         deployment, plan, mean_tokens, laid_out=laid_out, memory_fraction=memory_fraction
     )
     if engine_version is not None:
         from planner.core.engines import release_notes
 
         result["notes"] = release_notes(engine, engine_version)
+    result["notes"] += resolved
     if result["draft"] is not None:
         capacity = result["draft"]["max_seqs_paged_with_draft"]
     limit = max(1, min(max_batch, capacity))
@@ -247,8 +248,9 @@ def _operating_point(
     *,
     laid_out: bool,
     memory_fraction: float | None,
-) -> tuple[StepCost, int, int]:
-    """The target's step, the sequences its KV cache holds and the concurrency it runs at.
+) -> tuple[StepCost, int, int, list[str]]:
+    """The target's step, the sequences its KV cache holds, the concurrency it runs at, and
+    where the engine runs other than the flags name (EnginePrediction.resolved_notes).
 
     The operating point is what the engine will run: the serve plan's max_num_seqs, and no
     more sequences than the engine's KV cache holds (the pool `capacity` prints). Speculation
@@ -269,9 +271,9 @@ def _operating_point(
                 flags += "/" + memory_flag(str(deployment.settings["engine"]))
             raise InputError(flags, "; ".join(e.reasons)) from e
         assert plan is not None  # (a pipeline deployment that would not start was refused)
-        return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency
-    serve = served.plan
-    return curve_cost(served.curve, mean_tokens), serve.max_seqs_at_mean, serve.max_num_seqs
+        return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency, []
+    serve, step = served.plan, curve_cost(served.curve, mean_tokens)
+    return step, serve.max_seqs_at_mean, serve.max_num_seqs, served.prediction.resolved_notes
 
 
 def _draft_beside(
