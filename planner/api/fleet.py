@@ -910,7 +910,8 @@ def _candidate(job: Job) -> dict[str, Any]:
             "flags": line.flags,
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
-            # at the planned load, past the engine's CUDA graphs: where its figures are optimistic
+            # the release the rules are a stand-in for, what the engine runs other than its
+            # flags name, and, at the planned load, steps past its CUDA graphs (optimistic)
             "notes": release_notes(job.engine, launched.version)
             + launched.resolved_notes
             + graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
