@@ -208,40 +208,9 @@ def drift_report(
             sources.append({"where": "recompute", "status": f"unreachable: {exc}"})
             unreachable = True
         else:
-            where = "recompute"
-            before = len(rows)
-            recomputed_sha = payload["model"]["config_sha256"]
-            recomputed_rev = payload["model"]["revision"]
-            if i.config_sha256 and recomputed_sha != i.config_sha256:
-                rows.append(
-                    drift.Difference(
-                        where=where,
-                        key="model.config_sha256",
-                        planned=i.config_sha256[:12],
-                        actual=(recomputed_sha or "")[:12],
-                        tolerance="exact",
-                    )
-                )
-            if i.revision and recomputed_rev and recomputed_rev != i.revision:
-                rows.append(
-                    drift.Difference(
-                        where=where,
-                        key="model.revision",
-                        planned=i.revision,
-                        actual=recomputed_rev,
-                        tolerance="exact",
-                    )
-                )
-            rows += drift.compare_figures(lock.figures, figures_from(payload), tolerance, where)
-            # A local model folder is spelled relative to wherever the plan was made; its
-            # content is pinned by config_sha256 above, so the path itself is not compared.
-            skip = ("--model",) if payload["model"]["source"] == "local" else ()
-            for engine, line in sorted(lock.flags.items()):
-                actual = payload["flags"].get(engine, "")
-                rows += drift.compare_flags(
-                    line, drift.line_flags(actual), f"{where} {engine}", skip=skip
-                )
-            changed = len(rows) - before
+            found = drift.compare_recomputed(lock, payload, tolerance)
+            rows += found
+            changed = len(found)
             status = f"{changed} difference{'s' if changed != 1 else ''}" if changed else "ok"
             sources.append({"where": "recompute", "status": f"{status} (revision {revision_mode})"})
     for text, origin in args_texts:

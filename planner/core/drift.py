@@ -17,7 +17,7 @@ from planner.core.diagnose import Samples
 from planner.core.engines import vllm
 from planner.core.engines.vllm import DEFAULT_BLOCK_SIZE
 from planner.core.flags import ENGINE_FLAG_DEFAULTS, Deployed, parse_argv
-from planner.plan import PlanLock
+from planner.plan import PlanLock, figures_from
 
 
 class Difference(BaseModel):
@@ -223,6 +223,45 @@ VLLM_RESOLVED_KV_DTYPES = frozenset(
         ("bfloat16", "auto"),
     }
 )
+
+
+def compare_recomputed(
+    lock: PlanLock, payload: dict[str, Any], tolerance: float, where: str = "recompute"
+) -> list[Difference]:
+    """The plan made again now (`payload`, the plan's JSON) against the lock: the config's hash
+    and the model's revision exactly, every figure within `tolerance`, each engine's line flag
+    by flag. A local model folder is spelled relative to wherever the plan was made; its
+    content is pinned by the hash, so the path itself is not compared."""
+    i = lock.inputs
+    rows: list[Difference] = []
+    recomputed_sha = payload["model"]["config_sha256"]
+    recomputed_rev = payload["model"]["revision"]
+    if i.config_sha256 and recomputed_sha != i.config_sha256:
+        rows.append(
+            Difference(
+                where=where,
+                key="model.config_sha256",
+                planned=i.config_sha256[:12],
+                actual=(recomputed_sha or "")[:12],
+                tolerance="exact",
+            )
+        )
+    if i.revision and recomputed_rev and recomputed_rev != i.revision:
+        rows.append(
+            Difference(
+                where=where,
+                key="model.revision",
+                planned=i.revision,
+                actual=recomputed_rev,
+                tolerance="exact",
+            )
+        )
+    rows += compare_figures(lock.figures, figures_from(payload), tolerance, where)
+    skip = ("--model",) if payload["model"]["source"] == "local" else ()
+    for engine, line in sorted(lock.flags.items()):
+        actual = payload["flags"].get(engine, "")
+        rows += compare_flags(line, line_flags(actual), f"{where} {engine}", skip=skip)
+    return rows
 
 
 def compare_metrics(
