@@ -669,6 +669,33 @@ def _ep_size(job: Job) -> int | None:
     return moe_ranks(job.engine, int(job.tp), job.groups)
 
 
+def _at_planned_load(
+    job: Job, inst: Instance, cfg: SimConfig, replicas: int, sustained_requests: int
+) -> tuple[Trial, int, float]:
+    """The promise judged at the planned load (the rate shared by `replicas` replicas and each
+    one's data-parallel groups): the trial, the replicas and the rate a group takes. A lower
+    rate is judged on fewer requests, so its bound can be looser than the sustainable rate's
+    (judged on `sustained_requests`): where it misses, it is judged again on as many requests,
+    then with one replica more at a time (at most MAX_ADDED_REPLICAS)."""
+    from planner.core.fleet import trial
+
+    # every trial runs the step-time model itself, step by step, as `planner simulate` runs
+    # this instance (inst.cost): a cost linearised at the mean context prices the batch's long
+    # requests and long prompts' attention at the mean, and judged the promise 25-30% kind (the
+    # reference chat workload's p95 TTFT and TPOT on Llama-3.1-70B)
+    w, cost, promised, groups = job.workload, inst.cost, job.promise, job.groups
+    at_rate = job.rate_per_s / replicas / groups
+    at_load = trial(w, at_rate, cost, cfg, promised, _prefixed(job, inst, cost, cfg, at_rate))
+    for added in range(MAX_ADDED_REPLICAS + 1 if not at_load.ok else 0):
+        replicas += 1 if added else 0
+        at_rate = job.rate_per_s / replicas / groups
+        runner = _prefixed(job, inst, cost, cfg, at_rate)
+        at_load = trial(w, at_rate, cost, cfg, promised, runner, min_requests=sustained_requests)
+        if at_load.ok:
+            break
+    return at_load, replicas, at_rate
+
+
 def _prefixed(
     job: Job, inst: Instance, cost: CurveCost, cfg: SimConfig, rate: float
 ) -> Callable[[Trace], RunState] | None:
@@ -797,7 +824,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
     from planner.core.engines import release_notes
-    from planner.core.fleet import costed, missed_by, replicas_for, trial
+    from planner.core.fleet import costed, missed_by, replicas_for
     from planner.core.parallel import line_max_num_seqs
 
     spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
@@ -831,11 +858,6 @@ def _candidate(job: Job) -> dict[str, Any]:
         return row | {"fits": False, "reason": exc.message, "starts": False}
     row["starts"] = True
     plan = inst.plan
-    # every trial runs the step-time model itself, step by step, as `planner simulate` runs
-    # this instance: a cost linearised at the mean context prices the batch's long requests
-    # and long prompts' attention at the mean, and judged the promise 25-30% kind (the
-    # reference chat workload's p95 TTFT and TPOT on Llama-3.1-70B)
-    cost = inst.cost
     t1_ms = inst.curve.step_ms(1, mean)
     searched = _sustained(job, inst, t1_ms)
     if isinstance(searched, str):
@@ -853,18 +875,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     curve_points = layout_curve(
         inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.prefix
     )
-    at_rate = rate / replicas / groups
-    at_load = trial(w, at_rate, cost, cfg, promised, _prefixed(job, inst, cost, cfg, at_rate))
-    # a lower rate is judged on fewer requests, so its bound can be looser than the sustainable
-    # rate's: judged again on as many requests as that one was, and where it still misses the
-    # promise, with one replica more (at most MAX_ADDED_REPLICAS)
-    for added in range(MAX_ADDED_REPLICAS + 1 if not at_load.ok else 0):
-        replicas += 1 if added else 0
-        at_rate = rate / replicas / groups
-        runner = _prefixed(job, inst, cost, cfg, at_rate)
-        at_load = trial(w, at_rate, cost, cfg, promised, runner, min_requests=best.requests)
-        if at_load.ok:
-            break
+    at_load, replicas, at_rate = _at_planned_load(job, inst, cfg, replicas, best.requests)
     if not at_load.ok:
         return row | {
             "fits": False,
