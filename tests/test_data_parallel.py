@@ -348,9 +348,10 @@ def test_simulate_vllm_dp_on_moe_spreads_the_experts_and_prints_the_flag(cli: Cl
          "is SGLang's"),
         (("--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--dp", "3",
           "--dp-attention"), "divide the TP size 8"),
-        # no --dp: SGLang's --enable-dp-attention alone keeps one group (nothing to model)
+        # no --dp: SGLang's --enable-dp-attention alone keeps one group (nothing to model),
+        # and the refusal says how to plan it
         (("--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
-          "--dp-attention"), "needs --dp N"),
+          "--dp-attention"), "plan it without --dp-attention"),
         (("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--tp", "2", "--dp",
           "2", "--dp-attention"), "MoE models"),
     ],
