@@ -249,11 +249,29 @@ class Effects:
     engine: str | None = None  # the engine the models are that engine's (None: a textbook plan)
 
 
-def _memory_findings(
-    before: Samples, after: Samples, fx: Effects, usage: float | None, preempt_rate: float | None
-) -> list[Finding]:
+@dataclass(frozen=True)
+class _Window:
+    """The two scrapes of a window and the gauges the checks read from the second: the running
+    sequences and the KV cache usage (vLLM's a mean over its data-parallel engines)."""
+
+    before: Samples
+    after: Samples
+    usage: float | None
+    running: float | None
+
+    @classmethod
+    def read(cls, before: Samples, after: Samples) -> _Window:
+        """The window between two scrapes, its gauges read once."""
+        usage = gauge(after, KV_USAGE)
+        if usage is not None and _pick(after, KV_USAGE) == "vllm:kv_cache_usage_perc":
+            usage /= max(1, len(after["vllm:kv_cache_usage_perc"]))  # a mean over DP engines
+        return cls(before, after, usage, gauge(after, RUNNING))
+
+
+def _memory_findings(w: _Window, fx: Effects, preempt_rate: float | None) -> list[Finding]:
     """Step 1, the memory ledger: the KV cache at its ceiling and preemptions, with the memory
     action where either fails."""
+    before, after, usage = w.before, w.after, w.usage
     findings: list[Finding] = []
     kv_fail = usage is not None and usage >= KV_NEAR_CEILING
     pre_fail = preempt_rate is not None and preempt_rate > 0
@@ -288,16 +306,10 @@ def _memory_findings(
     return findings
 
 
-def _tpot_finding(
-    before: Samples,
-    after: Samples,
-    fx: Effects,
-    budgets: Budgets,
-    usage: float | None,
-    running: float | None,
-) -> Finding:
+def _tpot_finding(w: _Window, fx: Effects, budgets: Budgets) -> Finding:
     """Step 2, TPOT against the budget: the window's ITL quantile, and the max_num_seqs the
     step model sets where it is over."""
+    before, after, usage, running = w.before, w.after, w.usage, w.running
     itl, itl_n = histogram_quantile(before, after, ITL, budgets.quantile)
     tpot_fail = itl is not None and budgets.tpot_ms is not None and itl * 1e3 > budgets.tpot_ms
     action = effect = None
@@ -321,16 +333,10 @@ def _tpot_finding(
     )
 
 
-def _queue_findings(
-    before: Samples,
-    after: Samples,
-    fx: Effects,
-    budgets: Budgets,
-    usage: float | None,
-    running: float | None,
-) -> list[Finding]:
+def _queue_findings(w: _Window, fx: Effects, budgets: Budgets) -> list[Finding]:
     """Step 3, TTFT and the queue: admission and capacity (a queue in both scrapes, or TTFT
     over its budget), with the action on the queue where either fails."""
+    before, after, usage, running = w.before, w.after, w.usage, w.running
     waiting_before, waiting = gauge(before, WAITING), gauge(after, WAITING)
     findings: list[Finding] = []
     ttft, ttft_n = histogram_quantile(before, after, TTFT, budgets.quantile)
@@ -387,20 +393,17 @@ def diagnose(
     fx = effects or Effects()
     resets: list[str] = []
     findings: list[Finding] = []
-    running = gauge(after, RUNNING)
-    waiting = gauge(after, WAITING)
-    usage = gauge(after, KV_USAGE)
-    if usage is not None and _pick(after, KV_USAGE) == "vllm:kv_cache_usage_perc":
-        usage /= max(1, len(after["vllm:kv_cache_usage_perc"]))  # a mean over DP engines
+    w = _Window.read(before, after)
+    running, waiting = w.running, gauge(after, WAITING)
     preempted = counter_delta(before, after, PREEMPTIONS, resets)
     preempt_rate = None if preempted is None else preempted / interval_s
 
     # 1. Memory ledger: KV at its ceiling, preemptions.
-    findings += _memory_findings(before, after, fx, usage, preempt_rate)
+    findings += _memory_findings(w, fx, preempt_rate)
     # 2. TPOT against the budget: max_num_seqs from the step model.
-    findings.append(_tpot_finding(before, after, fx, budgets, usage, running))
+    findings.append(_tpot_finding(w, fx, budgets))
     # 3. TTFT and the queue: admission and capacity.
-    findings += _queue_findings(before, after, fx, budgets, usage, running)
+    findings += _queue_findings(w, fx, budgets)
 
     # 4. Prefix caching: a collapse between the scrapes.
     findings.append(_prefix_finding(before, after, resets))
