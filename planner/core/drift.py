@@ -273,12 +273,11 @@ def compare_metrics(
     """vLLM's cache_config_info or SGLang's constant gauges against the plan, and the model
     the server names against the plan's."""
     rows: list[Difference] = _model_differs(lock, samples, where)
-    tokens = planned_kv_tokens(lock)
     if "vllm:cache_config_info" in samples:
-        rows += _vllm_differences(lock, samples, where, tolerance, tokens)
+        rows += _vllm_differences(lock, samples, where, tolerance)
         return rows, "ok (vllm:cache_config_info)"
     if "sglang:max_total_num_tokens" in samples:
-        rows += _sglang_differences(lock, samples, where, tolerance, tokens)
+        rows += _sglang_differences(lock, samples, where, tolerance)
         return rows, "ok (sglang gauges)"
     return rows, "reachable, but no vllm:cache_config_info or sglang:max_total_num_tokens"
 
@@ -288,12 +287,12 @@ def _vllm_differences(
     samples: Samples,
     where: str,
     tolerance: float,
-    tokens: int | None,
 ) -> list[Difference]:
     """vLLM's cache_config_info against the plan: the memory share, block size, KV dtype and
     prefix caching exactly (each as vLLM reports what it resolved the flag to), and the KV
-    tokens within `tolerance` of the `tokens` planned."""
+    tokens within `tolerance` of those planned."""
     rows: list[Difference] = []
+    tokens = planned_kv_tokens(lock)
     planned = _vllm_planned(lock)
     labels = _vllm_resolved(samples["vllm:cache_config_info"][0][0], planned, lock)
     checks = (
@@ -414,11 +413,11 @@ def _sglang_differences(
     samples: Samples,
     where: str,
     tolerance: float,
-    tokens: int | None,
 ) -> list[Difference]:
-    """SGLang's constant gauges against the plan: its KV tokens within `tolerance` of the
-    `tokens` planned, its page size and context length exactly."""
+    """SGLang's constant gauges against the plan: its KV tokens within `tolerance` of those
+    planned, its page size and context length exactly."""
     rows: list[Difference] = []
+    tokens = planned_kv_tokens(lock)
     value = samples["sglang:max_total_num_tokens"][0][1]
     actual = _count(value)
     if tokens and (actual is None or actual < tokens * (1 - tolerance)):
