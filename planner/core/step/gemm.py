@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from planner.core.specs import INT8_W8A8_LABEL, OPENAI_MXFP4, QUARK_MXFP4_FP8_INPUTS, GpuSpec
-from planner.units import dtype_bytes
+from planner.units import ceil_div, dtype_bytes
 
 # Achievable share of dense peak FLOPs in the linear layers, measured on public prefill: vLLM
 # 0.30 on one H100 serving Qwen3-8B in bf16 (benchmarks/data/step-time.jsonl, silybench rows
@@ -105,7 +105,7 @@ def unfused_dequant_peak_bytes_per_token(widest: tuple[int, int], tp: int) -> in
     """The fallback's fp32 copies live at once per token on one GPU, at the widest such
     linear: a column-parallel one's 1/TP of its features, a row-parallel one's whole hidden."""
     column, row = widest
-    return UNFUSED_DEQUANT_FP32_COPIES * dtype_bytes("fp32") * max(-(-column // tp), row)
+    return UNFUSED_DEQUANT_FP32_COPIES * dtype_bytes("fp32") * max(ceil_div(column, tp), row)
 
 
 def unfused_dequant_bytes_per_token(rowwise_outputs: tuple[int, int], tp: int, pp: int = 1) -> int:
