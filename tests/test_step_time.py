@@ -98,6 +98,24 @@ LLAMA8 = resolve_model(None, str(MODELS / "meta-llama--Llama-3.1-8B"))
 MIXTRAL = resolve_model(None, str(MODELS / "mistralai--Mixtral-8x22B-v0.1"))
 
 
+@pytest.mark.parametrize(
+    "missing",
+    [
+        {"hbm_bandwidth_bytes_per_s": None},
+        {"fp16_dense_flops": None, "bf16_dense_flops": None, "fp8_dense_flops": None},
+    ],
+)
+def test_a_card_without_bandwidth_or_tensor_rate_is_refused_by_gpu(
+    missing: dict[str, Any],
+) -> None:
+    from planner.errors import InputError
+
+    card = find_gpu("h100").model_copy(update=missing)
+    with pytest.raises(InputError) as refused:
+        step_time_for(LLAMA8, card, tp=1)
+    assert refused.value.field == "--gpu" and "no bandwidth/FLOPs on record" in str(refused.value)
+
+
 def test_all_reduce_is_zero_at_tp1_and_grows_with_tp_and_hidden() -> None:
     gpu = find_gpu("h100")
     one = step_time_for(LLAMA8, gpu, tp=1).terms(16, 2000)

@@ -1106,8 +1106,8 @@ class GemmRates:
     and the experts' kernel kind."""
 
     own: bool
-    flops: float
-    plain_rate: float
+    flops_per_s: float
+    plain_flops_per_s: float
     family: Family
     moe_kind: str
     quantized_share: float
@@ -1115,7 +1115,7 @@ class GemmRates:
     @property
     def quantized(self) -> bool:
         """Whether the weights' GEMMs run above the 16-bit rate (fp8 / fp4)."""
-        return self.flops > self.plain_rate
+        return self.flops_per_s > self.plain_flops_per_s
 
     @classmethod
     def of(cls, model: ModelSpec, gpu: GpuSpec, engine: str, weight_dtype: str | None) -> GemmRates:
@@ -1140,7 +1140,7 @@ class GemmRates:
         )
         if mxfp8:
             flops = float(gpu.fp8_dense_flops or flops)
-        if not gpu.hbm_bandwidth_bytes_per_s or not flops:
+        if not flops:
             raise _not_on_record(gpu)
         moe_kind = moe_gemm_kind(
             model,
@@ -1155,8 +1155,8 @@ class GemmRates:
         share = low_precision_scale(family, model, own, dtype) if flops > plain_rate else 1.0
         return cls(
             own=own,
-            flops=float(flops),
-            plain_rate=float(plain_rate),
+            flops_per_s=float(flops),
+            plain_flops_per_s=float(plain_rate),
             family=family,
             moe_kind=moe_kind,
             quantized_share=share,
@@ -1198,11 +1198,12 @@ def step_time_for(
     moe_ranks, wide = experts.moe_ranks, experts.all_to_all
     local_experts, expert_width = experts.local_experts, experts.width_per_gpu
     fabric = comm.fabric_of(gpu, moe_ranks)  # the widest collective group (MoE ranks >= TP)
-    rates = GemmRates.of(model, gpu, engine, weight_dtype)
     bandwidth = gpu.hbm_bandwidth_bytes_per_s
     if not bandwidth:
         raise _not_on_record(gpu)
-    own, flops, plain_rate, family = rates.own, rates.flops, rates.plain_rate, rates.family
+    rates = GemmRates.of(model, gpu, engine, weight_dtype)
+    own, family = rates.own, rates.family
+    flops, plain_rate = rates.flops_per_s, rates.plain_flops_per_s
     moe_kind, quantized_share = rates.moe_kind, rates.quantized_share
     plain = model.plain_linear_params if own else 0
     dequant = 0
