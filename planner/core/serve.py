@@ -576,15 +576,18 @@ def _largest_batch(
     """The most sequences, up to `cap`, whose own KV cache holds them at the mean (a smaller
     batch frees memory: fewer sampler rows and CUDA graphs), from `p` and `fields`, the engine
     default's pass; the prediction, fields and batch, or the pass the engine refuses."""
+
+    def budget(seqs: int) -> int:
+        """The batched-token budget at `seqs` (vLLM requires it >= max_num_seqs)."""
+        return max(tokens, seqs) if pinned.engine == "vllm" else tokens
+
     # at least one sequence is tried: the engine default's cap may leave too little for
     # one at the mean (the sampler and CUDA graphs of 1,024 sequences) where one fits
     seqs = max(1, min(cap, sequences_held(model, p, pinned.mean_tokens)))
     for _ in range(MAX_PLAN_PASSES):
         if seqs < 1:
             break
-        # vLLM requires max_num_batched_tokens >= max_num_seqs
-        batched = max(tokens, seqs) if pinned.engine == "vllm" else tokens
-        fields = _engine_fields(pinned, dtype, seqs, batched, groups)
+        fields = _engine_fields(pinned, dtype, seqs, budget(seqs), groups)
         try:
             p = predict(model, gpu, pinned.engine, fields, *weights, measured)
         except NoKvCache as exc:
@@ -599,8 +602,7 @@ def _largest_batch(
     low, high = seqs, min(cap, sequences_held(model, p, pinned.mean_tokens))
     while 1 <= low < high:
         mid = (low + high + 1) // 2
-        batched = max(tokens, mid) if pinned.engine == "vllm" else tokens
-        trial = _engine_fields(pinned, dtype, mid, batched, groups)
+        trial = _engine_fields(pinned, dtype, mid, budget(mid), groups)
         try:
             q = predict(model, gpu, pinned.engine, trial, *weights, measured)
         except NoKvCache:
