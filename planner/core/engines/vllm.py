@@ -1463,7 +1463,7 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if lay.block_note is not None:
         notes.append(lay.block_note)
-    kv_notes = _resolved_notes(at, lay.ds_mla)
+    kv_notes = _kv_dtype_notes(at, lay.ds_mla)
     notes += kv_notes
     led = _ledger(
         at, lay, measured or MeasuredTerms(), weights_bytes, weights_exact, sources, defaults, notes
@@ -1519,7 +1519,7 @@ def predict(
     )
 
 
-def _resolved_notes(at: _Release, ds_mla: bool) -> list[str]:
+def _kv_dtype_notes(at: _Release, ds_mla: bool) -> list[str]:
     """Where the KV cache runs another dtype than --kv-cache-dtype names: DeepSeek's sparse
     attention in vLLM's fp8_ds_mla layout, GLM-5's fp8 on Blackwell for `auto`, and the FP8
     cache a checkpoint declares (an fp8 asked for is run as asked: nothing to say)."""
@@ -1700,8 +1700,8 @@ def _unfused_rescale_bytes(at: _Release, own: bool, notes: list[str]) -> int:
     note = (
         f"{model.name}'s row-wise scaled fp8 linears rescale their outputs in fp32 outside the "
         f"GEMM on ROCm before vLLM {version_text(gemm.VLLM_ROCM_ROWWISE_FP8_SINCE)}: "
-        f"three fp32 copies of the widest output, {per_token:,} bytes per profiled token, are "
-        "in the activation peak"
+        f"{gemm.UNFUSED_DEQUANT_FP32_COPIES} fp32 copies of the widest output, {per_token:,} "
+        "bytes per profiled token, are in the activation peak"
     )
     if at.version < VLLM_TORCH_PEAK_SINCE:
         note += (
