@@ -432,11 +432,11 @@ def test_the_hybrid_radix_cache_strategy_is_the_lines(cli: Cli) -> None:
     assert wrong.code == 2 and wrong.json()["field"] == "--mamba-radix-cache-strategy"
 
 
-def test_host_work_the_step_model_does_not_price_is_said(cli: Cli) -> None:
+def test_host_work_outside_the_gpu_steps_is_said(cli: Cli) -> None:
     """vLLM's --enforce-eager and SGLang's --disable-cuda-graph launch every kernel from the
-    host, and SGLang's --disable-overlap-schedule runs its scheduler between GPU steps: costs
-    the step model does not price, so the run says so; the line carries the flag and each
-    engine refuses the other's."""
+    host (priced at the host's launches, a floor), and SGLang's --disable-overlap-schedule runs
+    its scheduler between GPU steps (not priced): the run says so; the line carries the flag
+    and each engine refuses the other's."""
     base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "4"]
     base += ["--requests", "8", "--prompt-len", "100", "--output-len", "10", "--json"]
     for engine, flag, said in (
@@ -454,6 +454,24 @@ def test_host_work_the_step_model_does_not_price_is_said(cli: Cli) -> None:
     # vLLM V0 under --enforce-eager too (its graphs are otherwise its fixed capture list's)
     v0 = cli(*base, "--engine-version", "0.6.3", "--enforce-eager").json()
     assert any(n.startswith("--enforce-eager: every step launches") for n in v0["notes"])
+
+
+def test_eager_steps_of_a_small_model_take_the_hosts_launches(cli: Cli) -> None:
+    """Under --enforce-eager a 0.6B model's decode step is shorter on the GPU than the host's
+    launches of its kernels: its TPOT rises to them (at least 286 kernels x 6.05 us); an 8B's
+    GPU work outlasts its launches and its TPOT stays where the graphs put it."""
+    base = ["simulate", "--gpu", "h100", "--concurrency", "1", "--requests", "8"]
+    base += ["--prompt-len", "100", "--output-len", "50", "--json"]
+    small = ("--model", str(MODELS / "Qwen--Qwen3-0.6B"))
+    graphed = cli(*base, *small).json()
+    eager = cli(*base, *small, "--enforce-eager").json()
+    assert eager["median_tpot_ms"] > graphed["median_tpot_ms"]
+    assert eager["median_tpot_ms"] >= 286 * 0.00605
+    (note,) = eager["notes"]
+    assert "priced at least the host's 1.73 ms of launches (286 kernels" in note
+    eight = ("--preset", "llama-3.1-8b")
+    on = cli(*base, *eight).json()["median_tpot_ms"]
+    assert cli(*base, *eight, "--enforce-eager").json()["median_tpot_ms"] == on
 
 
 def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:

@@ -1974,3 +1974,51 @@ def test_hopper_all_reduces_take_the_measured_custom_all_reduce() -> None:
     assert step_time_for(llama70, h100, tp=1).allreduce_ms(64) == 0.0
     st8 = step_time_for(llama70, h100, tp=8)
     assert st8.allreduce_ms(256) > st8.allreduce_ms(1)
+
+
+def test_eager_kernels_are_counted_by_block_kind() -> None:
+    """Hand counts of one eager forward pass (planner.core.step.launch): a Llama layer's four
+    GEMMs, its attention block's norm, rotary, KV write and attention and its MLP's norm and
+    activation (10), two all-reduces more under TP; a Qwen3-30B-A3B layer's attention (6) and
+    MoE block (router, two expert GEMMs, norm, top-k, sort, activation, sum: 8); six kernels
+    outside the layers, at 6.05 us each."""
+    from planner.core.step.launch import EAGER_MS_PER_KERNEL, kernels_per_layer, launch_ms
+
+    llama = load_model_preset("llama-3.1-8b")
+    assert kernels_per_layer(llama, 1) == 10 and kernels_per_layer(llama, 2) == 12
+    assert launch_ms(llama, 1, 32) == pytest.approx((32 * 10 + 6) * EAGER_MS_PER_KERNEL)
+    moe = load_model_preset("qwen3-30b-a3b")
+    assert kernels_per_layer(moe, 1) == 14
+    assert launch_ms(moe, 1, 48) == pytest.approx(678 * 0.00605)
+
+
+def test_a_step_outside_the_graphs_is_floored_at_the_hosts_launches() -> None:
+    """A step the engine launches kernel by kernel takes at least the host's launches: a
+    0.6B model's decode step (GPU work shorter than its launches) grows to them; a 70B at TP 8
+    (GPU work longer) does not change; a step inside the graphs keeps the per-layer costs
+    measured there."""
+    from planner.core.step.launch import Graphs
+
+    gpu = find_gpu("h100")
+    small = resolve_model(None, str(MODELS / "Qwen--Qwen3-0.6B"))
+    graphed = step_time_for(small, gpu)
+    eager = step_time_for(small, gpu, graphs=Graphs(max_tokens=0))
+    plain, floored = graphed.terms(1, 300), eager.terms(1, 300)
+    assert floored.step_ms > plain.step_ms
+    assert floored.step_ms == pytest.approx(
+        eager.eager_launch_ms + floored.overhead_ms + floored.logits_ms
+    )
+    # past the largest captured batch only: 64 sequences replay a graph of 64
+    past = step_time_for(small, gpu, graphs=Graphs(max_tokens=64))
+    assert past.step_ms(64, 300) == graphed.step_ms(64, 300)
+    assert past.step_ms(65, 300) >= past.eager_launch_ms
+    # vLLM V0's prompt steps launch eagerly whatever their size; V1 graphs them by tokens
+    v0 = Graphs(max_tokens=256, prompts_eager=True)
+    assert v0.eager(8, 4) and not v0.eager(8, 0) and v0.eager(257, 0)
+    v1 = Graphs(max_tokens=512)
+    assert not v1.eager(500, 400) and v1.eager(513, 0)
+    large = load_model_preset("llama-3.1-70b")
+    for batch in (1, 64):
+        on = step_time_for(large, gpu, tp=8).step_ms(batch, 2000)
+        off = step_time_for(large, gpu, tp=8, graphs=Graphs(max_tokens=0)).step_ms(batch, 2000)
+        assert off == on

@@ -362,7 +362,7 @@ def _notes(
     return (
         release_notes(dec.engine, dec.prediction.version)
         + dec.prediction.resolved_notes
-        + graph_coverage_notes(dec.engine, dec.prediction, peak, mixed=False)
+        + graph_coverage_notes(dec.engine, dec.prediction, dec.curve, peak, mixed=False)
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")
         + idle_groups_notes(dec, closed, disagg.decode_schedulers)

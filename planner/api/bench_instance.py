@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from planner.core.engines.common import EnginePrediction
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
+    from planner.core.step.launch import Graphs
     from planner.core.step.model import StepTime
     from planner.core.step.moe import MoeExchange
     from planner.sim.config import ReserveAdmission, SimConfig, WindowPool
@@ -643,7 +644,40 @@ def _instance_curve(
             bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
         ),
         stream_interval=int(str(p.settings.get("stream_interval") or 1)),
+        graphs=engine_graphs(engine, p),
     )
+
+
+def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | None:
+    """The flag that runs every step without CUDA graphs, where the line sets it: SGLang's
+    --disable-cuda-graph, vLLM's --enforce-eager (V0's too, whose graphs are otherwise read
+    from its fixed capture list)."""
+    if engine == "sglang":
+        return "--disable-cuda-graph" if prediction.settings.get("disable_cuda_graph") else None
+    eager = prediction.settings.get("enforce_eager") is True
+    if eager or (not v0 and prediction.graph_max_batch == 0):
+        return "--enforce-eager"
+    return None
+
+
+def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
+    """The steps the engine replays CUDA graphs for: none under its eager flag; vLLM V1's of
+    up to its largest capture size in tokens (piecewise graphs hold prompt chunks too), V0's
+    decode-only batches up to 256, SGLang's decode batches up to --cuda-graph-max-bs (a prompt
+    batch by its tokens too: its GPU work outlasts its launches whether captured or not)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.step.launch import ALL_GRAPHED, Graphs
+
+    v0 = engine != "sglang" and parse_version(prediction.version) < VLLM_V1_SINCE
+    if eager_flag(engine, prediction, v0) is not None:
+        return Graphs(max_tokens=0)
+    if v0:
+        return Graphs(max_tokens=VLLM_V0_GRAPH_MAX_BATCH, prompts_eager=True)
+    if engine == "sglang":
+        largest = int(str(prediction.settings.get("cuda_graph_max_bs_decode") or 0))
+    else:
+        largest = prediction.graph_max_batch or 0
+    return Graphs(max_tokens=largest) if largest else ALL_GRAPHED
 
 
 def _scheduler_config(

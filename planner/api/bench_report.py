@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from planner.api.bench_instance import (
     BENCH_CLIENT_NAMES,
-    VLLM_V0_GRAPH_MAX_BATCH,
     Instance,
     bench_client_of,
     caches_prefixes,
+    eager_flag,
+    engine_graphs,
 )
 from planner.api.bench_load import Speculation
 from planner.core.engines import release_notes
@@ -115,7 +116,7 @@ def run_notes(
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
     notes = release_notes(engine, p.version) + p.resolved_notes
-    notes += graph_coverage_notes(engine, p, peak, inst.cfg.mixed)
+    notes += graph_coverage_notes(engine, p, curve, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:
         notes.append(lockstep_note(engine, inst.cfg, lockstep_load, open_loop))
@@ -376,12 +377,12 @@ def lockstep_note(engine: str, cfg: SimConfig, load: float = 1.0, open_loop: boo
 
 
 def graph_coverage_notes(
-    engine: str, prediction: EnginePrediction, peak_running: int, mixed: bool
+    engine: str, prediction: EnginePrediction, curve: StepTime, peak_running: int, mixed: bool
 ) -> list[str]:
     """Where the run leaves the engine's CUDA graphs: decode steps beyond the largest
     captured batch, and vLLM V0's steps that mix prefill chunks into decodes (V0 captured
-    decode-only batches), launch every kernel from the host, which the step model (whose
-    per-layer kernel cost is measured inside graphs) does not price."""
+    decode-only batches), launch every kernel from the host; the step model floors them at
+    the host's launches (StepTime.launched)."""
     from planner.core.engines.common import parse_version
 
     notes = []
@@ -389,11 +390,23 @@ def graph_coverage_notes(
     if v0 and mixed:
         notes.append(
             "vLLM V0 runs the steps that mix prefill chunks into decodes without CUDA graphs "
-            "(it captures decode-only batches): their host launch cost is not priced, so "
-            "those steps are optimistic"
+            f"(it captures decode-only batches): each is priced at least {launch_floor(curve)}"
         )
-    batch = graph_batch_note(engine, prediction, peak_running, v0)
+    batch = graph_batch_note(engine, prediction, curve, peak_running, v0)
     return notes + ([batch] if batch else [])
+
+
+def launch_floor(curve: StepTime) -> str:
+    """The host's launches of one eager forward pass, as the notes word the floor."""
+    from planner.core.step.launch import EAGER_MS_PER_KERNEL
+
+    kernels = round(curve.eager_launch_ms / EAGER_MS_PER_KERNEL)
+    return (
+        f"the host's {curve.eager_launch_ms:.2f} ms of launches ({kernels:,} kernels at "
+        f"{EAGER_MS_PER_KERNEL * 1e3:.2f} us, PyTorch's eager launch measured on an H200's "
+        "host; an engine's ops cost more on the way, so a floor), which binds where the GPU's "
+        "work is shorter"
+    )
 
 
 def prefix_cache_off_note(engine: str, p: EnginePrediction) -> str:
@@ -413,45 +426,30 @@ def prefix_cache_off_note(engine: str, p: EnginePrediction) -> str:
     )
 
 
-def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | None:
-    """The flag that runs every step without CUDA graphs, where the line sets it: SGLang's
-    --disable-cuda-graph, vLLM's --enforce-eager (V0's too, whose graphs are otherwise read
-    from its fixed capture list)."""
-    if engine == "sglang":
-        return "--disable-cuda-graph" if prediction.settings.get("disable_cuda_graph") else None
-    eager = prediction.settings.get("enforce_eager") is True
-    if eager or (not v0 and prediction.graph_max_batch == 0):
-        return "--enforce-eager"
-    return None
-
-
 def graph_batch_note(
-    engine: str, prediction: EnginePrediction, peak_running: int, v0: bool
+    engine: str, prediction: EnginePrediction, curve: StepTime, peak_running: int, v0: bool
 ) -> str | None:
     """Where the engine runs without CUDA graphs (its flag), or the simulated batch outgrew the
-    largest one it captures a graph for."""
-    settings = prediction.settings
+    largest one it captures a graph for (engine_graphs)."""
     eager = eager_flag(engine, prediction, v0)
     if eager is not None:
         return (
-            f"{eager}: every step launches each kernel from the host, a cost the step model "
-            "does not price; the steps are optimistic"
+            f"{eager}: every step launches each kernel from the host, priced at least "
+            f"{launch_floor(curve)}"
         )
+    largest = engine_graphs(engine, prediction).max_tokens or 0
     if engine == "sglang":
-        largest = int(str(settings.get("cuda_graph_max_bs_decode") or 0))
         flag = "--cuda-graph-max-bs"
     elif v0:
-        largest, flag = VLLM_V0_GRAPH_MAX_BATCH, "its fixed capture list"
+        flag = "its fixed capture list"
     else:
-        largest, flag = prediction.graph_max_batch or 0, "--max-cudagraph-capture-size"
+        flag = "--max-cudagraph-capture-size"
     if not largest or peak_running <= largest:
         return None
     return (
         f"up to {peak_running:,} sequences ran at once, past the {largest:,} the engine "
         f"captures CUDA graphs for ({flag}): decode steps above it launch every kernel from "
-        "the host, a cost the step model does not price: those steps are optimistic where "
-        "launching the kernels outlasts the GPU's work on them (small models; the many "
-        "kernels of MoE and MLA layers)"
+        f"the host, each priced at least {launch_floor(curve)}"
     )
 
 

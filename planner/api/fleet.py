@@ -925,6 +925,8 @@ def _candidate(job: Job) -> dict[str, Any]:
             # flags name, and, at the planned load, steps past its CUDA graphs (optimistic)
             "notes": release_notes(job.engine, launched.version)
             + launched.resolved_notes
-            + graph_coverage_notes(job.engine, launched, at_load.peak_running, cfg.mixed),
+            + graph_coverage_notes(
+                job.engine, launched, inst.curve, at_load.peak_running, cfg.mixed
+            ),
         }
     )

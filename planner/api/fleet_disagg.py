@@ -259,7 +259,9 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             "peak_running_seqs": at_load.peak_running,
             "notes": release_notes(job.engine, dec.prediction.version)
             + dec.prediction.resolved_notes
-            + graph_coverage_notes(job.engine, dec.prediction, at_load.peak_running, mixed=False),
+            + graph_coverage_notes(
+                job.engine, dec.prediction, dec.curve, at_load.peak_running, mixed=False
+            ),
         }
     )
 

@@ -9,6 +9,7 @@ one module per family of operations (docs/method.md §3).
     comm      tensor-parallel all-reduce, pipeline sends, the links they use
     attention_dp  data-parallel attention groups, and the dense weights kept outside them
     overhead  kernels per layer and the engine's per-step overhead
+    launch    steps outside the CUDA graphs: the host's kernel launches as their floor
     model     StepTime: the operations summed as the GPU runs them
 
     t(B, ctx) = hypot(weights, compute) per class of linear layers + attention + kernels

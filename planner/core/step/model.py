@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.core.kv import kv_bytes_per_sequence
 from planner.core.parallel import deepep_wide
 from planner.core.specs import GpuSpec, ModelSpec
-from planner.core.step import attention, comm, gemm, moe, overhead, sampler
+from planner.core.step import attention, comm, gemm, launch, moe, overhead, sampler
 from planner.core.step.attention_dp import NO_ATTENTION_DP, AttentionDp
 from planner.core.step.family import (
     CUSTOM_ALLREDUCE_ENGINES,
@@ -29,6 +29,7 @@ from planner.core.step.family import (
     ranks_family,
     slowdown_at,
 )
+from planner.core.step.launch import ALL_GRAPHED, Graphs
 from planner.core.step.moe import ENGINE_DEFAULT_EXCHANGE, TWO_BATCH_MIN_TOKENS, MoeExchange
 from planner.units import DTYPE_BITS, bytes_for_elements, ceil_div
 
@@ -346,6 +347,17 @@ class StepTime(BaseModel):
         default=TWO_BATCH_MIN_TOKENS,
         description="the tokens a step needs before it splits in two: (a decode-only step, one "
         "with prompt tokens); SGLang any two, vLLM's dual-batch overlap its thresholds",
+    )
+    graphs: Graphs = Field(
+        default=ALL_GRAPHED,
+        description="the steps the engine replays CUDA graphs for; the others launch every "
+        "kernel from the host (launch.Graphs)",
+    )
+    eager_launch_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="host time to launch one stage's forward pass kernel by kernel, ms: the "
+        "floor of a step outside the graphs (launch.launch_ms)",
     )
 
     def _moe_ranks(self) -> int:
@@ -691,6 +703,14 @@ class StepTime(BaseModel):
         client_ms = self.client_ms_per_token / self.stream_interval
         return max(self.frontend_ms_per_token, client_ms) * seqs
 
+    def launched(self, gpu_ms: float, tokens: int, prompt_tokens: int) -> float:
+        """One stage's time for a step of `tokens` tokens (`prompt_tokens` of them prompt)
+        whose GPU work takes `gpu_ms`: outside the engine's CUDA graphs the host launches its
+        kernels one by one, and the GPU cannot finish before the last is launched."""
+        if self.eager_launch_ms and self.graphs.eager(tokens, prompt_tokens):
+            return max(gpu_ms, self.eager_launch_ms)
+        return gpu_ms
+
     def _pipelined(self, stage_ms: float, overhead_ms: float) -> float:
         return comm.pipelined_ms(stage_ms, overhead_ms, self.pp, self.pp_hop_ms)
 
@@ -808,9 +828,10 @@ class StepTime(BaseModel):
         kernels_ms, all_to_all_ms = self._overlapped(
             work_ms, got.fixed_ms, got.all_to_all_ms, got.tokens, prefill_tokens == 0
         )
-        engine_ms = self._pipelined(
-            work_ms + kernels_ms + got.allreduce_ms + all_to_all_ms + got.own_ms, got.own_ms
+        stage_ms = self.launched(
+            work_ms + kernels_ms + got.allreduce_ms + all_to_all_ms, got.tokens, prefill_tokens
         )
+        engine_ms = self._pipelined(stage_ms + got.own_ms, got.own_ms)
         # the last stage samples each micro-batch once, after its trip through the stages
         return max(engine_ms + got.logits_ms, got.streamed_ms)
 
@@ -833,7 +854,9 @@ class StepTime(BaseModel):
             micro,
         )
         allreduce_ms = self.allreduce_ms(micro)
-        step = linear_ms + attention_ms + kernels_ms + allreduce_ms + all_to_all_ms
+        step = self.launched(
+            linear_ms + attention_ms + kernels_ms + allreduce_ms + all_to_all_ms, micro, 0
+        )
         own_ms = self.step_overhead_ms(micro)
         streamed_ms = self.streamed_ms(batch)
         logits_ms = self.logits_ms(micro)
@@ -1178,6 +1201,7 @@ def step_time_for(
     exchange: MoeExchange = ENGINE_DEFAULT_EXCHANGE,
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
+    graphs: Graphs = ALL_GRAPHED,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -1191,7 +1215,8 @@ def step_time_for(
     Under expert parallelism (its expert_ranks > 1, or an all-to-all, which sets the EP size
     to the MoE ranks) each GPU holds (E + redundant experts) / EP whole experts.
     `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
-    the release's default); `stream_interval`: the engine's --stream-interval."""
+    the release's default); `stream_interval`: the engine's --stream-interval; `graphs`: the
+    steps the engine replays CUDA graphs for (the others are floored at the host's launches)."""
     attention_dp = dp.groups
     split = weight_split(model, weights_bytes, tp, pp, dp, engine)
     experts = ExpertLayout.of(model, gpu, engine, tp * attention_dp, exchange)
@@ -1310,4 +1335,6 @@ def step_time_for(
         experts_per_gpu=local_experts if model.num_experts else 0,
         overlap_all_to_all=exchange.two_batch_overlap and wide,
         overlap_min_tokens=exchange.overlap_min_tokens,
+        graphs=graphs,
+        eager_launch_ms=launch.launch_ms(model, tp, ceil_div(model.num_layers, pp)),
     )
