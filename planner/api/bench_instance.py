@@ -663,8 +663,10 @@ def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | Non
 def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
     """The steps the engine replays CUDA graphs for: none under its eager flag; vLLM V1's of
     up to its largest capture size in tokens (piecewise graphs hold prompt chunks too), V0's
-    decode-only batches up to 256, SGLang's decode batches up to --cuda-graph-max-bs (a prompt
-    batch by its tokens too: its GPU work outlasts its launches whether captured or not)."""
+    decode-only batches up to 256, SGLang's decode batches up to --cuda-graph-max-bs (its
+    prompt batches are read by their tokens too, though releases before its piecewise prefill
+    graphs, 0.5.10, launch them eagerly: a prompt step's GPU work mostly outlasts its
+    launches, but a small model's short prompt there goes without the floor)."""
     from planner.core.engines.common import parse_version
     from planner.core.step.launch import ALL_GRAPHED, Graphs
 
