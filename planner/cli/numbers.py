@@ -169,8 +169,8 @@ DisableCudaGraph = Annotated[
     bool,
     typer.Option(
         "--disable-cuda-graph",
-        help="SGLang flag: no CUDA graphs (the steps' host launches are not priced; the reserve "
-        "stops counting graphs from 0.5.14 / 0.5.15).",
+        help="SGLang flag: no CUDA graphs (each step takes at least the host's launches of its "
+        "kernels; the reserve stops counting graphs from 0.5.14 / 0.5.15).",
     ),
 ]
 DisableOverlapSchedule = Annotated[
