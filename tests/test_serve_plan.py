@@ -271,6 +271,18 @@ def test_given_max_num_seqs_is_kept_and_warned(cli: Cli) -> None:
     data = r.json()
     assert "--max-num-seqs 256" in data["flags"]["vllm"]
     assert any("expect preemptions" in w for w in data["warnings"])
+    # the binding names the cap as the user's own, whichever binds
+    assert data["binding_reason"].startswith("memory binds: the KV cache holds ")
+    assert "fewer than your max_num_seqs cap of 256" in data["binding_reason"]
+    small = ["capacity", "--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--json"]
+    own = cli(*small, "--max-num-seqs", "64").json()
+    assert own["binding"] == "engine"
+    assert own["binding_reason"].startswith("your max_num_seqs of 64 binds: the KV cache ")
+    engine_cap = cli(*small).json()["binding_reason"]
+    assert engine_cap.endswith(
+        "fewer than the max_num_seqs cap of 1,024 (no latency budget given: "
+        "pass --tpot for a latency cap)"
+    )
 
 
 def test_sglang_plan(cli: Cli) -> None:

@@ -615,6 +615,61 @@ def _largest_batch(
     return p, fields, seqs
 
 
+def _as_given(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    pinned: ServeSettings,
+    dtype: str,
+    groups: int,
+    seqs: int,
+    tokens: int,
+    weights: tuple[int | None, bool | None],
+    measured: tuple[int, TermSource] | None,
+) -> tuple[EnginePrediction, dict[str, Any], int] | _Refusal:
+    """The engine at the user's own batch (`seqs`) and batched-token budget (vLLM's at least
+    the batch): the prediction, fields and batch, or the pass the engine refuses."""
+    budget = pinned.max_num_batched_tokens or (
+        max(tokens, seqs) if pinned.engine == "vllm" else tokens
+    )
+    fields = _engine_fields(pinned, dtype, seqs, budget, groups)
+    try:
+        p = predict(model, gpu, pinned.engine, fields, *weights, measured)
+    except NoKvCache as exc:
+        return _Refusal(fields, str(exc))
+    return p, fields, seqs
+
+
+def _start_reasons(
+    model: ModelSpec,
+    p: EnginePrediction,
+    s: ServeSettings,
+    tiers: KvTiers | None,
+    warnings: list[str],
+) -> list[str]:
+    """Why the engine would not start or serve this plan: an architecture its release does
+    not register, a request it refuses, a KV offload tier the host cannot hold; what only
+    warns (a registry gap it falls back on, the context caps) goes to `warnings`."""
+    reasons: list[str] = []
+    gap = registry_gap(s.engine, model.architecture, parse_version(p.version))
+    if gap is not None:
+        (reasons if gap[1] else warnings).append(gap[0])
+    refusal = _start_refusal(model, p, s)
+    if refusal:
+        reasons.append(refusal)
+    elif caps := _context_caps(p, s):
+        warnings.append(caps)
+    if tiers is not None and tiers.fits_host is False and tiers.host_memory_bytes is not None:
+        need_gib = tiers.host_bytes_per_node / GIB_BYTES
+        have_gib = tiers.host_memory_bytes / GIB_BYTES
+        largest = ", ".join(f"{k} {v:g}" for k, v in (tiers.largest_fitting or {}).items())
+        reasons.append(
+            f"the KV offload tier needs {need_gib:,.1f} GiB of host memory ({tiers.ranks} "
+            f"rank{'s' if tiers.ranks != 1 else ''}), more than the {have_gib:,.1f} GiB the "
+            f"host has; largest that fits: {largest}"
+        )
+    return reasons
+
+
 def plan_serve(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -663,34 +718,21 @@ def plan_serve(
     if given_seqs is not None:
         # The user's own value is what the engine will run with: predicted as given, not planned.
         cap, cap_source = given_seqs, f"your {seqs_name}"
-        seqs = given_seqs
-        given_tokens = s.max_num_batched_tokens
-        fields = _engine_fields(
-            pinned,
-            dtype,
-            seqs,
-            given_tokens or (max(tokens, seqs) if s.engine == "vllm" else tokens),
-            groups,
+        run = _as_given(model, gpu, pinned, dtype, groups, given_seqs, tokens, weights, measured)
+    else:
+        run = _largest_batch(
+            model, gpu, pinned, dtype, groups, tokens, cap, p, fields, weights, measured
         )
-        try:
-            p = predict(model, gpu, s.engine, fields, *weights, measured)
-        except NoKvCache as exc:
-            return _refused(model, gpu, s, fields, str(exc), warnings, weights, suggest, measured)
+    if isinstance(run, _Refusal):
+        return _refused(model, gpu, s, run.fields, run.why, warnings, weights, suggest, measured)
+    p, fields, seqs = run
+    if given_seqs is not None:
         held = sequences_held(model, p, s.mean_tokens)
         if held < seqs:
             warnings.append(
                 f"{seqs_name} {seqs:,} is more than the {held:,} sequences of ~{s.mean_tokens:,} "
                 "tokens the KV cache holds: expect preemptions at full load"
             )
-    else:
-        fitted = _largest_batch(
-            model, gpu, pinned, dtype, groups, tokens, cap, p, fields, weights, measured
-        )
-        if isinstance(fitted, _Refusal):
-            return _refused(
-                model, gpu, s, fitted.fields, fitted.why, warnings, weights, suggest, measured
-            )
-        p, fields, seqs = fitted
     if s.max_model_len_auto:
         # the length vLLM fitted is the context every figure below is at
         s = s.model_copy(update={"context_tokens": int(str(p.settings["max_model_len"]))})
@@ -701,24 +743,8 @@ def plan_serve(
             )
     held_mean = sequences_held(model, p, s.mean_tokens)
     held_context = sequences_held(model, p, s.context_tokens)
-    gap = registry_gap(s.engine, model.architecture, parse_version(p.version))
-    if gap is not None:
-        (reasons if gap[1] else warnings).append(gap[0])
-    refusal = _start_refusal(model, p, s)
-    if refusal:
-        reasons.append(refusal)
-    elif caps := _context_caps(p, s):
-        warnings.append(caps)
     tiers = offload_tiers(model, p, s)
-    if tiers is not None and tiers.fits_host is False and tiers.host_memory_bytes is not None:
-        need_gib = tiers.host_bytes_per_node / GIB_BYTES
-        have_gib = tiers.host_memory_bytes / GIB_BYTES
-        largest = ", ".join(f"{k} {v:g}" for k, v in (tiers.largest_fitting or {}).items())
-        reasons.append(
-            f"the KV offload tier needs {need_gib:,.1f} GiB of host memory ({tiers.ranks} "
-            f"rank{'s' if tiers.ranks != 1 else ''}), more than the {have_gib:,.1f} GiB the "
-            f"host has; largest that fits: {largest}"
-        )
+    reasons += _start_reasons(model, p, s, tiers, warnings)
     if seqs < 1 and not reasons:
         reasons.append(f"the KV cache cannot hold one {s.mean_tokens:,}-token sequence")
     fits = not reasons
@@ -759,13 +785,15 @@ def _binding(
     start (its first reason), the KV cache where it holds fewer sequences at the mean than the
     cap (`cap`, set by `cap_source`), else the latency budget or the engine's own cap."""
     binding: Binding
+    # the user's own cap is named as theirs ("your max_num_seqs"), the engine's as its
+    given = cap_source.startswith("your ")
     if reasons:
         binding, why = "none", reasons[0]
     elif held_mean < cap:
         binding = "memory"
         why = (
             f"memory binds: the KV cache holds {held_mean:,} sequences of ~{s.mean_tokens:,} "
-            f"tokens, fewer than the {cap_source} cap of {cap:,}"
+            f"tokens, fewer than {cap_source if given else f'the {cap_source}'} cap of {cap:,}"
         )
         window_tokens = p.settings.get("swa_max_total_num_tokens")
         if window_tokens and sequences_held(model, p, s.mean_tokens, window=False) > held_mean:
@@ -793,8 +821,9 @@ def _binding(
         )
     else:
         binding = "engine"
+        owner = cap_source if given else f"the engine's {cap_source}"
         why = (
-            f"the engine's {cap_source} of {cap:,} binds: the KV cache would hold {held_mean:,} "
+            f"{owner} of {cap:,} binds: the KV cache would hold {held_mean:,} "
             "sequences (no latency budget given: pass --tpot to size the batch for a TPOT)"
         )
     return binding, why
