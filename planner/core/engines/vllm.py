@@ -1280,6 +1280,43 @@ class _Stage:
     bytes_per_block: int
 
 
+def _pp_stage(
+    at: _Release,
+    lay: _Layout,
+    checkpoint_bytes: int,
+    avg: tuple[int, int, int],
+    act_without_sampler: int,
+    act_modelled: int,
+    budget: int,
+    notes: list[str],
+) -> _Stage:
+    """The PP stage vLLM sizes the KV cache by (the fewest blocks: _binding_stage), with a
+    note of every stage's layers and blocks."""
+    s = at.settings
+    pp = s.pipeline_parallel_size
+    bound, stages = _binding_stage(
+        at.model,
+        s.tensor_parallel_size,
+        pp,
+        lay.block,
+        lay.kv_bytes,
+        lay.act_bytes,
+        checkpoint_bytes,
+        avg,
+        act_without_sampler,
+        act_modelled,
+        budget,
+        lay.ds_mla,
+    )
+    notes.append(
+        f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
+        f"{', '.join(f'{max(st.blocks, 0):,}' for st in stages)} KV blocks (embedding on "
+        "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
+        f"{bound.index}'s"
+    )
+    return bound
+
+
 def _binding_stage(
     model: ModelSpec,
     tp: int,
@@ -1795,6 +1832,48 @@ def _non_torch_term(
     return non_torch
 
 
+def _weights_ledger(
+    at: _Release,
+    lay: _Layout,
+    m: MeasuredTerms,
+    weights_bytes: int | None,
+    weights_exact: bool | None,
+    moe_ranks: int,
+    sharding: Sharding | None,
+    sources: dict[str, TermSource],
+    notes: list[str],
+) -> int:
+    """The weights one GPU loads (a log's figure wins; a calibration corrects the model's):
+    its share of the checkpoint, the LoRA buffers loaded with it; the data-parallel ranks'
+    note."""
+    model, s = at.model, at.settings
+    tp, pp, dp = s.tensor_parallel_size, s.pipeline_parallel_size, s.data_parallel_size
+    w, sources["weights_bytes"] = weights_term(
+        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, lay.act_bytes, sharding
+    )
+    if dp > 1:
+        notes.append(
+            f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
+            + (
+                f"; the experts span all {moe_ranks} GPUs (weights split by parameter count: "
+                "an estimate)"
+                if sharding is not None
+                else ""
+            )
+        )
+    if s.enable_lora and m.weights_bytes is None:
+        lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, lay.act_bytes, at.version)
+        w += lora
+        notes.append(
+            f"LoRA buffers {lora / GIB_BYTES:.3f} GiB (max_loras {s.max_loras} x rank "
+            f"{s.max_lora_rank}) are loaded with the weights"
+            + ("; MoE expert LoRA is not counted" if model.num_experts else "")
+        )
+    if m.weights_bytes is None:
+        w = correct(s.calibration, "weights_bytes", w, sources)
+    return w
+
+
 def _ledger(
     at: _Release,
     lay: _Layout,
@@ -1834,29 +1913,9 @@ def _ledger(
         # DP rank, the expert layers form one group of TP x DP ranks (sharded, or whole experts
         # with --enable-expert-parallel): docs.vllm.ai, "Data Parallel Deployment".
         sharding = Sharding(attention_ranks=tp, dense_ranks=tp, expert_ranks=moe_ranks)
-    w, sources["weights_bytes"] = weights_term(
-        model, weights_bytes, weights_exact, m.weights_bytes, tp, pp, lay.act_bytes, sharding
+    w = _weights_ledger(
+        at, lay, m, weights_bytes, weights_exact, moe_ranks, sharding, sources, notes
     )
-    if dp > 1:
-        notes.append(
-            f"{dp} data-parallel ranks, each with this KV cache and max_num_seqs"
-            + (
-                f"; the experts span all {moe_ranks} GPUs (weights split by parameter count: "
-                "an estimate)"
-                if sharding is not None
-                else ""
-            )
-        )
-    if s.enable_lora and m.weights_bytes is None:
-        lora = lora_bytes(model, s.max_lora_rank, s.max_loras, tp, pp, lay.act_bytes, version)
-        w += lora
-        notes.append(
-            f"LoRA buffers {lora / GIB_BYTES:.3f} GiB (max_loras {s.max_loras} x rank "
-            f"{s.max_lora_rank}) are loaded with the weights"
-            + ("; MoE expert LoRA is not counted" if model.num_experts else "")
-        )
-    if m.weights_bytes is None:
-        w = correct(cal, "weights_bytes", w, sources)
     quantized = weights_bytes is not None or model.weight_dtype not in ("fp32", "fp16", "bf16")
     profile = _profile(at, quantized, seqs, tokens, notes)
     ep = _expert_parallel(model, s, moe_ranks, notes)
@@ -1879,37 +1938,24 @@ def _ledger(
 
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
-        bound, stages = _binding_stage(
+        # the stage with the fewest KV blocks: its weights, activation and graphs
+        act_without_sampler = activation_peak_bytes(
             model,
+            tokens,
+            0,
             tp,
-            pp,
-            lay.block,
-            lay.kv_bytes,
             lay.act_bytes,
-            model.weights_bytes if weights_bytes is None else weights_bytes,
-            (w, act, graph),
-            activation_peak_bytes(
-                model,
-                tokens,
-                0,
-                tp,
-                lay.act_bytes,
-                profile.sampler,
-                profile.xformers,
-                ep,
-                rescale_bytes_per_token=rescale,
-            ),
-            act_modelled,
-            requested - non_torch - connector,
-            lay.ds_mla,
+            profile.sampler,
+            profile.xformers,
+            ep,
+            rescale_bytes_per_token=rescale,
+        )
+        room = requested - non_torch - connector
+        stored = model.weights_bytes if weights_bytes is None else weights_bytes
+        bound = _pp_stage(
+            at, lay, stored, (w, act, graph), act_without_sampler, act_modelled, room, notes
         )
         w, act, graph, stage_layers = bound.weights, bound.activation, bound.graph, bound.layers
-        notes.append(
-            f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
-            f"{', '.join(f'{max(st.blocks, 0):,}' for st in stages)} KV blocks (embedding on "
-            "the first, lm_head and sampler on the last); vLLM takes the smallest, stage "
-            f"{bound.index}'s"
-        )
     return _Ledger(
         total=total,
         requested=requested,
