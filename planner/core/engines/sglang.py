@@ -1025,6 +1025,48 @@ def _resolved(
     }
 
 
+def _default_fraction(
+    model: ModelSpec, case: ReserveCase, sources: dict[str, TermSource], defaults: list[str]
+) -> float:
+    """--mem-fraction-static as SGLang derives it when unset (its reserve heuristic, lowered
+    for a vision tower from VLM_ADJUST_SINCE), said among the defaults."""
+    fraction = default_mem_fraction(case)
+    if model.has_vision and case.version >= VLM_ADJUST_SINCE:
+        fraction *= vlm_fraction_factor(model)
+    defaults.append(
+        f"mem_fraction_static={fraction:.4f} (SGLang heuristic for {case.gpu_mem_mib} MiB"
+        + (", lowered for the vision tower)" if model.has_vision else ")")
+    )
+    sources["mem_fraction_static"] = "derived"
+    return fraction
+
+
+def _kv_dtype_run(
+    model: ModelSpec, gpu: GpuSpec, s: SglangSettings, version: tuple[int, int, int]
+) -> tuple[str, str | None]:
+    """The KV dtype SGLang stores for --kv-cache-dtype, and why where it is not what the flag
+    names: fp8 for DeepSeek's sparse attention on Blackwell, or a checkpoint that declares it."""
+    if s.kv_cache_dtype == "fp8_ds_mla":
+        raise InputError("--kv-cache-dtype", "fp8_ds_mla is vLLM's spelling; SGLang's: fp8_e4m3")
+    try:
+        kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
+    except ValueError as exc:
+        raise InputError("--kv-cache-dtype", str(exc)) from exc
+    if kv_dtype != "fp8" and dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
+        return "fp8", (
+            f"KV cache fp8_e4m3: SGLang {version_text(version)} sets it for DeepSeek's sparse "
+            f"attention on compute capability {BLACKWELL_MAJOR}+"
+            + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
+        )
+    if kv_dtype != "fp8" and checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
+        return "fp8", (
+            f"KV cache fp8_e4m3: the checkpoint's {model.fp8_kv_declared_by} config declares an "
+            f"FP8 KV cache, which SGLang {version_text(version)} runs for `auto` "
+            "(--kv-cache-dtype bf16, from 0.5.4, keeps 16 bits)"
+        )
+    return kv_dtype, None
+
+
 def _layout(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1062,34 +1104,26 @@ def _layout(
     attn_dp = forced if forced > 1 else s.attn_dp_size
     fraction = s.mem_fraction_static
     if fraction is None:
-        fraction = default_mem_fraction(
-            ReserveCase(
-                version=version,
-                gpu_mem_mib=gpu_mem_mib,
-                tp=tp,
-                pp=pp,
-                chunked=max(chunk, 0),
-                decode_bs=decode_bs,
-                mla=mla,
-                attn_dp=s.attn_dp_size,  # the heuristic runs before a forced DP attention
-                cuda=gpu.vendor == "nvidia",
-                multimodal=model.has_vision,
-                role=s.disaggregation_mode,
-                max_running_requests=s.max_running_requests,
-                context=s.context_length or model.max_context_tokens,
-                deepep=deepep,
-                llama2=LLAMA2_PATH_MARK in model.name.lower(),
-                max_prefill_tokens=s.max_prefill_tokens,
-                graphs=not s.disable_cuda_graph,
-            )
+        case = ReserveCase(
+            version=version,
+            gpu_mem_mib=gpu_mem_mib,
+            tp=tp,
+            pp=pp,
+            chunked=max(chunk, 0),
+            decode_bs=decode_bs,
+            mla=mla,
+            attn_dp=s.attn_dp_size,  # the heuristic runs before a forced DP attention
+            cuda=gpu.vendor == "nvidia",
+            multimodal=model.has_vision,
+            role=s.disaggregation_mode,
+            max_running_requests=s.max_running_requests,
+            context=s.context_length or model.max_context_tokens,
+            deepep=deepep,
+            llama2=LLAMA2_PATH_MARK in model.name.lower(),
+            max_prefill_tokens=s.max_prefill_tokens,
+            graphs=not s.disable_cuda_graph,
         )
-        if model.has_vision and version >= VLM_ADJUST_SINCE:
-            fraction *= vlm_fraction_factor(model)
-        defaults.append(
-            f"mem_fraction_static={fraction:.4f} (SGLang heuristic for {gpu_mem_mib} MiB"
-            + (", lowered for the vision tower)" if model.has_vision else ")")
-        )
-        sources["mem_fraction_static"] = "derived"
+        fraction = _default_fraction(model, case, sources, defaults)
     context = s.context_length or model.max_context_tokens
     if s.context_length is None:
         defaults.append(f"context_length={context} (the model's maximum)")
@@ -1100,27 +1134,7 @@ def _layout(
             runtime = "; 1 where the image lacks aiter's preshuffle paged-MQA path, Triton < 3.5"
         defaults.append(f"page_size={page} (the attention backend's on this GPU{runtime})")
     run_dtype = compute_dtype(model, s.dtype)
-    if s.kv_cache_dtype == "fp8_ds_mla":
-        raise InputError("--kv-cache-dtype", "fp8_ds_mla is vLLM's spelling; SGLang's: fp8_e4m3")
-    try:
-        kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
-    except ValueError as exc:
-        raise InputError("--kv-cache-dtype", str(exc)) from exc
-    kv_note = None
-    if kv_dtype != "fp8" and dsa_fp8_kv(model, gpu, version, s.kv_cache_dtype):
-        kv_dtype = "fp8"
-        kv_note = (
-            f"KV cache fp8_e4m3: SGLang {version_text(version)} sets it for DeepSeek's sparse "
-            f"attention on compute capability {BLACKWELL_MAJOR}+"
-            + (" whatever --kv-cache-dtype says" if version < DSA_FP8_KV_AUTO_ONLY_SINCE else "")
-        )
-    elif kv_dtype != "fp8" and checkpoint_fp8_kv(model, version, s.kv_cache_dtype):
-        kv_dtype = "fp8"
-        kv_note = (
-            f"KV cache fp8_e4m3: the checkpoint's {model.fp8_kv_declared_by} config declares an "
-            f"FP8 KV cache, which SGLang {version_text(version)} runs for `auto` "
-            "(--kv-cache-dtype bf16, from 0.5.4, keeps 16 bits)"
-        )
+    kv_dtype, kv_note = _kv_dtype_run(model, gpu, s, version)
     resolved = [] if kv_note is None else [kv_note]
     if forced > 1 and s.attn_dp_size != forced:
         resolved.append(
