@@ -25,7 +25,7 @@ from planner.api.bench_report import (
     step_constants,
     window_tokens,
 )
-from planner.core.engines import release_notes
+from planner.core.engines import engine_notes
 from planner.core.step.overhead import REQUEST_PATH_MS, VLLM_V1_SINCE
 from planner.errors import InputError
 
@@ -360,8 +360,7 @@ def _notes(
     peak = metrics["peak_running_seqs"]
     mean_tokens = max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean())))
     return (
-        release_notes(dec.engine, dec.prediction.version)
-        + dec.prediction.resolved_notes
+        engine_notes(dec.prediction)
         + graph_coverage_notes(dec.engine, dec.prediction, dec.curve, peak, mixed=False)
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")

@@ -15,7 +15,7 @@ from planner.api.bench_instance import (
     engine_graphs,
 )
 from planner.api.bench_load import Speculation
-from planner.core.engines import release_notes
+from planner.core.engines import engine_notes
 from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN, VLLM_V1_SINCE, api_server_label
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def run_notes(
     requests arrive at a rate, not from a closed loop's clients."""
     curve, p, engine = inst.curve, inst.prediction, inst.engine
     peak = metrics["peak_running_seqs"]
-    notes = release_notes(engine, p.version) + p.resolved_notes
+    notes = engine_notes(p)
     notes += graph_coverage_notes(engine, p, curve, peak, inst.cfg.mixed)
     notes += fabric_notes(curve, engine)
     if inst.cfg.lockstep_groups > 1:

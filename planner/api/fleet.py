@@ -823,7 +823,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.api.bench_report import graph_coverage_notes
     from planner.api.capacity import serve_report
     from planner.api.fleet_curves import layout_curve
-    from planner.core.engines import release_notes
+    from planner.core.engines import engine_notes
     from planner.core.fleet import costed, missed_by, replicas_for
     from planner.core.parallel import line_max_num_seqs
 
@@ -922,9 +922,9 @@ def _candidate(job: Job) -> dict[str, Any]:
             "curve": curve_points,
             "peak_running_seqs": at_load.peak_running,
             # the release the rules are a stand-in for, what the engine runs other than its
-            # flags name, and, at the planned load, steps past its CUDA graphs (optimistic)
-            "notes": release_notes(job.engine, launched.version)
-            + launched.resolved_notes
+            # flags name, and, at the planned load, steps past its CUDA graphs (floored at the
+            # host's launches)
+            "notes": engine_notes(launched)
             + graph_coverage_notes(
                 job.engine, launched, inst.curve, at_load.peak_running, cfg.mixed
             ),

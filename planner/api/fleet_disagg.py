@@ -165,7 +165,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     and of the decode pool; one group's, under data-parallel attention)."""
     from planner.api.bench_report import graph_coverage_notes
     from planner.api.fleet import layout_name, no_room, serve_values
-    from planner.core.engines import release_notes
+    from planner.core.engines import engine_notes
     from planner.core.fleet import (
         STABLE_UTILISATION,
         costed,
@@ -257,8 +257,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             "starts": True,
             # the busiest decode scheduler at the planned load, against its CUDA graphs
             "peak_running_seqs": at_load.peak_running,
-            "notes": release_notes(job.engine, dec.prediction.version)
-            + dec.prediction.resolved_notes
+            "notes": engine_notes(dec.prediction)
             + graph_coverage_notes(
                 job.engine, dec.prediction, dec.curve, at_load.peak_running, mixed=False
             ),

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from planner.core.specs import GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from planner.core.engines.common import EnginePrediction
 
 
 def release(engine: str, version: str | None) -> tuple[int, int, int]:
@@ -26,6 +31,13 @@ def release_notes(engine: str, version: str) -> list[str]:
             "SGLang", parse_version(version), sglang.OLDEST_VERSION, sglang.NEWEST_VERSION
         )
     return outside_table("vLLM", parse_version(version), vllm.OLDEST_VERSION, vllm.NEWEST_VERSION)
+
+
+def engine_notes(prediction: EnginePrediction) -> list[str]:
+    """What a run of this engine instance rests on beyond its flags: a release outside those
+    modelled (release_notes), then where the engine runs other than the flags name
+    (EnginePrediction.resolved_notes)."""
+    return release_notes(prediction.name, prediction.version) + prediction.resolved_notes
 
 
 def engine_kv_dtype(
