@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import KvKind, ModelSpec
+from planner.core.step.moe import moe_layers
 from planner.core.step.overhead import (
     GEMMS_PER_MOE_BLOCK,
     gemm_launches_per_layer,
@@ -70,7 +71,7 @@ def kernels_per_layer(model: ModelSpec, tp: int) -> float:
             others += g.num_layers * OTHER_KERNELS_PER_ATTENTION_BLOCK
         else:
             others += g.num_layers * OTHER_KERNELS_PER_STATE_BLOCK
-    routed = model.moe_layers or (layers if model.num_experts else 0)
+    routed = moe_layers(model) if model.num_experts else 0
     others += routed * (OTHER_KERNELS_PER_MOE_BLOCK + GEMMS_PER_MOE_BLOCK)
     others += max(layers - routed, 0) * OTHER_KERNELS_PER_DENSE_MLP
     reduces = ALLREDUCE_KERNELS_PER_LAYER if tp > 1 else 0
