@@ -1599,3 +1599,39 @@ def test_sglang_disable_cuda_graph_leaves_the_reserve_by_release() -> None:
     assert fraction((0, 5, 15), graphs=False) == fraction((0, 5, 23), graphs=False)
     assert fraction((0, 5, 23), graphs=False) == expect(base)
     assert expect(base) > full  # a larger pool without the graphs' reserve
+
+
+def test_sglang_prefill_graphs_by_release_card_and_layout() -> None:
+    """SGLang replays its prompt steps in prefill graphs from 0.5.10 on CUDA, up to its chunk
+    (2,048 tokens with an MLA backend); before 0.5.10, on AMD, under DP attention before 0.5.17
+    and with an MoE all-to-all backend (any before 0.5.17, all but DeepEP after) it launches
+    them from the host, which the step model floors at the host's launches."""
+    from planner.api.bench_instance import engine_graphs
+
+    def prefill(**kw: object) -> int:
+        return int(str(sglang_plan(context_length=8192, **kw).settings["prefill_graph_max_tokens"]))
+
+    assert prefill(version="0.5.9") == 0
+    assert prefill(version="0.5.10") == 8192  # the H100's chunk, as its reserve counts them
+    assert prefill(version="0.5.23", chunked_prefill_size=4096) == 4096
+    assert prefill(version="0.5.13", gpu="mi300x") == 0
+    dsv2 = str(MODELS / "deepseek-ai--DeepSeek-V2-Lite" / "config.json")
+    assert prefill(version="0.5.13", model=dsv2) == 2048
+    assert prefill(version="0.5.13", model=dsv2, tp_size=2, attn_dp_size=2) == 0
+    assert prefill(version="0.5.23", model=dsv2, tp_size=2, attn_dp_size=2) == 2048
+    moe = str(MODELS / "Qwen--Qwen3-30B-A3B" / "config.json")
+    assert prefill(version="0.5.15", model=moe, tp_size=2) == 8192
+    for version, kept in (("0.5.15", 0), ("0.5.23", 8192)):
+        deepep = prefill(version=version, model=moe, tp_size=2, moe_a2a_backend="deepep")
+        assert deepep == kept, version
+    # DeepSeek-V3 prefills on TensorRT-LLM's MLA kernels on a B200, which a graph would
+    # replace with FlashAttention's: from 0.5.15 SGLang captures none there
+    r1 = str(MODELS / "deepseek-ai--DeepSeek-R1" / "config.json")
+    assert prefill(version="0.5.23", model=r1, gpu="h200", tp_size=8) == 2048
+    assert prefill(version="0.5.23", model=r1, gpu="b200", tp_size=8) == 0
+    # the simulator's graphs: decode batches by --cuda-graph-max-bs, prompt steps by these
+    graphs = engine_graphs("sglang", sglang_plan(version="0.5.13", context_length=8192))
+    assert not graphs.eager(256, 0) and graphs.eager(257, 0)
+    assert not graphs.eager(8000, 8000) and graphs.eager(8193, 8193)
+    old = engine_graphs("sglang", sglang_plan(version="0.5.9", context_length=8192))
+    assert old.eager(300, 300) and not old.eager(256, 0)

@@ -2015,7 +2015,7 @@ def test_a_step_outside_the_graphs_is_floored_at_the_hosts_launches() -> None:
     # at 64 sequences its GPU work outlasts the launches: eager or not, the same step
     assert eager.step_ms(64, 300) == graphed.step_ms(64, 300)
     # vLLM V0's prompt steps launch eagerly whatever their size; V1 graphs them by tokens
-    v0 = Graphs(max_tokens=256, prompts_eager=True)
+    v0 = Graphs(max_tokens=256, prompt_max_tokens=0)
     assert v0.eager(8, 4) and not v0.eager(8, 0) and v0.eager(257, 0)
     v1 = Graphs(max_tokens=512)
     assert not v1.eager(500, 400) and v1.eager(513, 0)

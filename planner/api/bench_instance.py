@@ -663,10 +663,9 @@ def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | Non
 def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
     """The steps the engine replays CUDA graphs for: none under its eager flag; vLLM V1's of
     up to its largest capture size in tokens (piecewise graphs hold prompt chunks too), V0's
-    decode-only batches up to 256, SGLang's decode batches up to --cuda-graph-max-bs (its
-    prompt batches are read by their tokens too, though releases before its piecewise prefill
-    graphs, 0.5.10, launch them eagerly: a prompt step's GPU work mostly outlasts its
-    launches, but a small model's short prompt there goes without the floor)."""
+    decode-only batches up to 256; SGLang's decode batches up to --cuda-graph-max-bs and its
+    prompt steps up to its prefill graphs' size, as it resolves them (none before 0.5.10, on
+    AMD, or where its rules turn them off: planner.core.engines.sglang.prefill_graph_tokens)."""
     from planner.core.engines.common import parse_version
     from planner.core.step.launch import ALL_GRAPHED, Graphs
 
@@ -674,11 +673,14 @@ def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
     if eager_flag(engine, prediction, v0) is not None:
         return Graphs(max_tokens=0)
     if v0:
-        return Graphs(max_tokens=VLLM_V0_GRAPH_MAX_BATCH, prompts_eager=True)
+        return Graphs(max_tokens=VLLM_V0_GRAPH_MAX_BATCH, prompt_max_tokens=0)
     if engine == "sglang":
-        largest = int(str(prediction.settings.get("cuda_graph_max_bs_decode") or 0))
-    else:
-        largest = prediction.graph_max_batch or 0
+        settings = prediction.settings
+        return Graphs(
+            max_tokens=int(str(settings.get("cuda_graph_max_bs_decode") or 0)),
+            prompt_max_tokens=int(str(settings.get("prefill_graph_max_tokens") or 0)),
+        )
+    largest = prediction.graph_max_batch or 0
     return Graphs(max_tokens=largest) if largest else ALL_GRAPHED
 
 

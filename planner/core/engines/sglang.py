@@ -153,6 +153,22 @@ GRAPH_BS_RUNNING_CAP_SINCE = (0, 5, 22)
 # arg_groups/memory_hook.py 0.5.19 - 0.5.23).
 LLAMA2_PREFILL_GRAPH_TOKENS = 4096
 LLAMA2_PATH_MARK = "llama-2"
+# With an MLA attention backend the prefill graphs stop at 2,048 tokens, the chunk's size
+# otherwise ("the introduction of piecewise cuda graph will influence the kernel dispatch":
+# piecewise_cuda_graph_max_tokens in server_args.py 0.5.10, the prefill phase's max_bs from
+# 0.5.15). An MoE all-to-all backend turns them off at start-up: any in the piecewise graphs'
+# rules (0.5.10's _handle_piecewise_cuda_graph, "MoE A2A backend") and the breakable ones'
+# (0.5.15's _disable_breakable_cudagraph_if_incompatible); from 0.5.17, where the reserve
+# counts DeepEP's delta beside breakable prefill graphs, all but DeepEP ("unvalidated a2a
+# backend": arg_groups/cuda_graph_hook.py, 0.5.23, which keeps DeepEP, MegaMoE and FlashInfer's).
+MLA_PREFILL_GRAPH_TOKENS = 2048
+# A captured prefill graph makes TensorRT-LLM's MLA backend fall back to FlashAttention for
+# prefill, so from 0.5.15 SGLang turns the prefill graphs off for the DeepSeek-V3 architecture
+# where trtllm_mla prefills (_disable_prefill_cuda_graph_for_deepseek_trtllm_mla in
+# server_args.py 0.5.15, arg_groups/cuda_graph_hook.py 0.5.23), unless the prefill graph
+# backend is set explicitly.
+TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE = (0, 5, 15)
+DEEPSEEK_V3_ARCHITECTURE = "DeepseekV3ForCausalLM"
 # ServerArgs.max_prefill_tokens, 16,384 (server_args.py in 0.5.13, arg_groups/fields/
 # schedule.py in 0.5.23): the log's summary line, and the prompt tokens a prefill batch stops
 # taking requests at (planner.api.bench_instance)
@@ -328,6 +344,15 @@ def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
     if since is None and arch in PLAIN_ATTENTION_ARCHITECTURES:
         since = PLAIN_ATTENTION_PAGE_SINCE
     return TRTLLM_PAGE_TOKENS if since is not None and version >= since else 1
+
+
+def trtllm_mla_prefill(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> bool:
+    """Whether SGLang prefills a DeepSeek-V3 architecture on TensorRT-LLM's MLA kernels, its
+    default attention backend for it on compute capability 10.x (BLACKWELL_PAGE_SINCE)."""
+    arch = model.architecture or ""
+    if arch != DEEPSEEK_V3_ARCHITECTURE or gpu.vendor != "nvidia":
+        return False
+    return capability(gpu)[0] == BLACKWELL_MAJOR and version >= BLACKWELL_PAGE_SINCE[arch]
 
 
 # Multimodal models reserve SGLANG_VLM_CACHE_SIZE_MB (100) of the KV budget for the embedding
@@ -618,6 +643,34 @@ def prefill_graphs_run(c: ReserveCase) -> bool:
     return not (c.mla and c.version < BREAKABLE_MLA_SINCE)
 
 
+def prefill_graph_top(c: ReserveCase) -> int:
+    """The largest prompt step, tokens, SGLang captures a prefill graph for where it captures
+    them: the chunk (MLA: MLA_PREFILL_GRAPH_TOKENS), capped at the context before 0.5.15 and at
+    4,096 on a Llama 2 path."""
+    top = MLA_PREFILL_GRAPH_TOKENS if c.mla else c.chunked
+    if c.context is not None and c.version < BREAKABLE_GRAPH_SINCE:
+        top = min(top, c.context)
+    if c.llama2:
+        top = min(top, LLAMA2_PREFILL_GRAPH_TOKENS)
+    return top
+
+
+def prefill_graph_tokens(c: ReserveCase, all_to_all: str | None, trtllm_mla: bool = False) -> int:
+    """The largest prompt step SGLang replays a prefill graph for, tokens (0: it launches every
+    prompt step eagerly): where its reserve counts the graphs, unless the MoE layers' all-to-all
+    backend (`all_to_all`) turns them off at start-up (any before 0.5.17, all but DeepEP's
+    after: MLA_PREFILL_GRAPH_TOKENS) or DeepSeek-V3 prefills on TensorRT-LLM's MLA kernels
+    (`trtllm_mla`: TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE)."""
+    if not prefill_graphs_run(c):
+        return 0
+    if trtllm_mla and c.version >= TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE:
+        return 0
+    deepep_kept = all_to_all == "deepep" and c.version >= DEEPEP_PREFILL_GRAPH_RESERVE_SINCE
+    if all_to_all is not None and not deepep_kept:
+        return 0
+    return prefill_graph_top(c)
+
+
 def decode_graphs_reserved(c: ReserveCase) -> bool:
     """Whether the reserve counts decode CUDA graphs: unless --disable-cuda-graph turns them off
     in a release whose reserve reads it (NO_GRAPH_DECODE_RESERVE_SINCE)."""
@@ -639,12 +692,7 @@ def graph_reserve_mib(c: ReserveCase) -> float:
         if c.mla:
             graph += MLA_PREFILL_GRAPH_RESERVE_MIB
         else:
-            top = c.chunked
-            if c.context is not None and c.version < BREAKABLE_GRAPH_SINCE:
-                top = min(top, c.context)
-            if c.llama2:
-                top = min(top, LLAMA2_PREFILL_GRAPH_TOKENS)
-            graph += PREFILL_GRAPH_MIB_PER_SIZE * prefill_capture_sizes(top)
+            graph += PREFILL_GRAPH_MIB_PER_SIZE * prefill_capture_sizes(prefill_graph_top(c))
         if c.deepep and c.version >= DEEPEP_PREFILL_GRAPH_RESERVE_SINCE:
             graph += DEEPEP_PREFILL_GRAPH_RESERVE_MIB
     return graph
@@ -709,6 +757,7 @@ class _Layout:
     page: int
     kv_dtype: str
     act_bytes: int
+    prefill_graph_tokens: int  # the largest prompt step it replays a graph for (0: none)
     resolved: tuple[str, ...] = ()  # where it runs other than the flags name (notes, too)
 
 
@@ -899,7 +948,7 @@ def predict(
         total = correct(cal, "total_memory_bytes", total, sources)
     notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     experts = _experts(model, gpu, s)
-    lay = _layout(model, gpu, s, version, total, sources, defaults, notes, experts.deepep)
+    lay = _layout(model, gpu, s, version, total, sources, defaults, notes, experts)
     pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     w = _weights(model, s, version, lay, weights_bytes, weights_exact, m, sources, notes)
     w += _redundant_bytes(model, experts, pp, weights_bytes, sources, notes)
@@ -995,6 +1044,7 @@ def _resolved(
         "chunked_prefill_size": lay.chunk,
         "chunked_prefill_per_group": chunk_per_group,
         "cuda_graph_max_bs_decode": lay.decode_bs,
+        "prefill_graph_max_tokens": lay.prefill_graph_tokens,
         "page_size": lay.page,
         "kv_cache_dtype": s.kv_cache_dtype,
         "tp_size": s.tp_size,
@@ -1076,12 +1126,13 @@ def _layout(
     sources: dict[str, TermSource],
     defaults: list[str],
     notes: list[str],
-    deepep: bool = False,
+    experts: _Experts,
 ) -> _Layout:
     """Resolve the server arguments SGLang's heuristics set for this card and layout: the
     chunk and decode graph batch, the attention-DP groups (the flag's, or those it forces for
-    DeepSeek's sparse attention), --mem-fraction-static (`deepep`: DeepEP's buffers reserved
-    too), the context, the page and the KV dtype it stores (fp8 where it forces that)."""
+    DeepSeek's sparse attention), --mem-fraction-static (DeepEP's buffers reserved too where
+    the MoE layers exchange through it), the prefill graphs it replays, the context, the page
+    and the KV dtype it stores (fp8 where it forces that)."""
     tp, pp = s.tp_size, s.pp_size
     gpu_mem_mib = (gpu.memory_bytes_nvml or total) // MIB_BYTES
     chunked, default_bs = default_chunk_and_bs(version, gpu_mem_mib, tp)
@@ -1102,27 +1153,27 @@ def _layout(
     # the groups the server runs: the ones it sets by itself (whatever the flags), else the flag's
     forced = forced_attention_dp(model, version, tp)
     attn_dp = forced if forced > 1 else s.attn_dp_size
+    case = ReserveCase(
+        version=version,
+        gpu_mem_mib=gpu_mem_mib,
+        tp=tp,
+        pp=pp,
+        chunked=max(chunk, 0),
+        decode_bs=decode_bs,
+        mla=mla,
+        attn_dp=s.attn_dp_size,  # the heuristic runs before a forced DP attention
+        cuda=gpu.vendor == "nvidia",
+        multimodal=model.has_vision,
+        role=s.disaggregation_mode,
+        max_running_requests=s.max_running_requests,
+        context=s.context_length or model.max_context_tokens,
+        deepep=experts.deepep,
+        llama2=LLAMA2_PATH_MARK in model.name.lower(),
+        max_prefill_tokens=s.max_prefill_tokens,
+        graphs=not s.disable_cuda_graph,
+    )
     fraction = s.mem_fraction_static
     if fraction is None:
-        case = ReserveCase(
-            version=version,
-            gpu_mem_mib=gpu_mem_mib,
-            tp=tp,
-            pp=pp,
-            chunked=max(chunk, 0),
-            decode_bs=decode_bs,
-            mla=mla,
-            attn_dp=s.attn_dp_size,  # the heuristic runs before a forced DP attention
-            cuda=gpu.vendor == "nvidia",
-            multimodal=model.has_vision,
-            role=s.disaggregation_mode,
-            max_running_requests=s.max_running_requests,
-            context=s.context_length or model.max_context_tokens,
-            deepep=deepep,
-            llama2=LLAMA2_PATH_MARK in model.name.lower(),
-            max_prefill_tokens=s.max_prefill_tokens,
-            graphs=not s.disable_cuda_graph,
-        )
         fraction = _default_fraction(model, case, sources, defaults)
     context = s.context_length or model.max_context_tokens
     if s.context_length is None:
@@ -1157,6 +1208,11 @@ def _layout(
         page=page,
         kv_dtype=kv_dtype,
         act_bytes=dtype_bytes(run_dtype),
+        prefill_graph_tokens=prefill_graph_tokens(
+            case.model_copy(update={"attn_dp": attn_dp}),  # the groups it runs
+            experts.all_to_all,
+            trtllm_mla_prefill(model, gpu, version),
+        ),
         resolved=tuple(resolved),
     )
 

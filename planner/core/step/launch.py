@@ -38,20 +38,23 @@ KERNELS_OUTSIDE_LAYERS = 6
 
 class Graphs(BaseModel):
     """Which steps replay a CUDA graph: those of at most `max_tokens` tokens (None: every step,
-    as the per-layer kernel costs assume; 0: none, an eager engine), except steps with prompt
-    tokens where `prompts_eager` (vLLM V0 captures decode-only batches)."""
+    as the per-layer kernel costs assume; 0: none, an eager engine); a step with prompt tokens
+    only up to `prompt_max_tokens` where that is set (0: prompt steps launch eagerly, as vLLM V0
+    captures decode-only batches; SGLang captures its prefill graphs apart from its decode
+    ones, to their own size)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_tokens: int | None = Field(default=None, ge=0)
-    prompts_eager: bool = False
+    prompt_max_tokens: int | None = Field(default=None, ge=0)
 
     def eager(self, tokens: int, prompt_tokens: int) -> bool:
         """Whether a step of `tokens` tokens, `prompt_tokens` of them prompt, launches its
         kernels from the host."""
-        if prompt_tokens and self.prompts_eager:
-            return True
-        return self.max_tokens is not None and tokens > self.max_tokens
+        largest = self.max_tokens
+        if prompt_tokens and self.prompt_max_tokens is not None:
+            largest = self.prompt_max_tokens
+        return largest is not None and tokens > largest
 
 
 ALL_GRAPHED = Graphs()
