@@ -830,7 +830,7 @@ def test_a_candidate_past_the_captured_cuda_graphs_says_so(cli: Cli) -> None:
         assert all("past the 512" in n for n in c["notes"])
     assert bool(report["winner"]["notes"]) == ("note: up to" in r.out)
     # a layout whose load runs past the graphs: the table prints the winner's note
-    only = " ".join(cli("fleet", *args, "--tp", "8", "--precision", "bf16").out.split())
+    only = " ".join(cli("fleet", *args, "--tp", "8", "--precision", "fp8").out.split())
     assert "note: up to" in only and "past the 512 the engine captures CUDA graphs" in only
 
 

@@ -373,11 +373,8 @@ HOPPER_CONSTANT_FAMILIES = frozenset({"hopper", "blackwell"})
 # 2.4-4.8), not the (TP - 1) x 8 us a peer fitted on the A100 rows (56 us at TP 8). Above that
 # the time follows the ring's bytes at about 0.7 of one direction of NVLink (450 GB/s on H100 /
 # H200): at TP 8, 2 / 8 / 32 MB take 18.4 / 53.7 / 166 us measured, 15.8 / 49.1 / 182 so
-# priced. Blackwell has its own from NVIDIA's tables (BLACKWELL_ALLREDUCE, below); AMD keeps the
-# per-peer figure. The one published AMD all-reduce time found sits a quarter above it: ROCm/mori's
-# Triton peer-read all-reduce example over 8 MI300X takes about 76 us for 64 x 7,168 bf16 values
-# (896 KB; examples/shmem/ir/README.md @0179be5b), priced 60 us so. That example is not the
-# engines' custom all-reduce (vLLM's and AITER's), which no public table times on AMD.
+# priced. Blackwell has its own from NVIDIA's tables (BLACKWELL_ALLREDUCE, below), AMD from
+# published MI300X times (CDNA3_ALLREDUCE, below).
 HOPPER_ALLREDUCE_MS = 0.0047
 HOPPER_ALLREDUCE_LINK_SHARE = 0.7
 HOPPER_ALLREDUCE = AllReduceCost(
@@ -394,6 +391,19 @@ AMPERE_ALLREDUCE_LINK_SHARE = 0.54
 AMPERE_ALLREDUCE = AllReduceCost(
     fixed_ms=AMPERE_ALLREDUCE_MS, hop_ms=0.0, link_share=AMPERE_ALLREDUCE_LINK_SHARE
 )
+# AMD's all-reduce inside one platform: mk1-project/quickreduce's README (@910e892) times RCCL
+# 2.20.5 and QuickReduce's uncompressed two-shot kernel over peer memory (the kind the engines'
+# custom all-reduce is) on 2, 4 and 8 MI300X of one board under ROCm 6.2, fp16 messages of 32 KB
+# to 64 MB (rows in benchmarks/data/amd-allreduce.jsonl, `python benchmarks/amd_allreduce.py`).
+# The faster of the two at each size (an engine reduces small messages in its custom kernel,
+# large ones in RCCL) fits 6.4 us + 1.2 us a peer + the ring's bytes at 0.71 of the xGMI links
+# among the group's GPUs (comm.Fabric: one link a peer), median error 3% over the 36 points:
+# 8.5 / 10.6 / 14.8 us at 32 KB on 2 / 4 / 8 GPUs, where the (TP - 1) x 8 us a peer fitted on
+# NVIDIA's V0 rows priced 8 / 24 / 56. ROCm/mori's Triton peer-read all-reduce example (about
+# 76 us for 896 KB over 8 MI300X: examples/shmem/ir/README.md @0179be5b), which the per-peer
+# figure was once held to, is a demonstration three times slower than RCCL there (26 us at 1
+# MB). CDNA2 and CDNA4 take it too (their boards are not in the table: extrapolated).
+CDNA3_ALLREDUCE = AllReduceCost(fixed_ms=0.0064, hop_ms=0.0012, link_share=0.71)
 # NVIDIA's own kernel tables for vLLM 0.24.0 on an H200 SXM and a B200 SXM (aiconfigurator's
 # collector: ai-dynamo/aiconfigurator @095f58a5, systems/data/{h200_sxm,b200_sxm}/{gemm,moe,comm,
 # attention}/vllm/0.24.0; the rows used are in benchmarks/data/nvidia-kernels.jsonl, `python
@@ -740,9 +750,8 @@ BLACKWELL_ULTRA_EXTRAPOLATED = (
     "measured step times"
 )
 AMD_EXTRAPOLATED = (
-    "from ROCm kernel tables (AITER) and one serving row; no measured step times, and the TP "
-    "all-reduce at the 8 us a peer fitted on NVIDIA V0 rows (the engines' AMD all-reduce is "
-    "not measured; MoRI's example kernel over 8 MI300X takes 76 us for 896 KB, priced 60)"
+    "from ROCm kernel tables (AITER), published MI300X all-reduce times (RCCL, QuickReduce) "
+    "and one serving row; no measured step times"
 )
 ADA_EXTRAPOLATED = "from Ampere and NVIDIA's L40S kernel tables; no measured step times"
 SM120_EXTRAPOLATED = (
@@ -905,6 +914,7 @@ def family_of(gpu: GpuSpec) -> Family:
             block_fp8_scale=CDNA4_BLOCK_FP8_SCALE if cdna4 else CDNA3_BLOCK_FP8_SCALE,
             attention_bandwidth_scale=AMD_ATTENTION_BANDWIDTH_SCALE,
             gemm_floor_ms=AMD_GEMM_FLOOR_MS,
+            allreduce=CDNA3_ALLREDUCE,
             mid_m_slowdown=(
                 CDNA4_MID_M_SLOWDOWN if cdna4 else CDNA3_MID_M_SLOWDOWN if name == "cdna3" else {}
             ),

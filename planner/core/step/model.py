@@ -971,9 +971,9 @@ def allreduce_cost(
     family: Family, engine: str, version: tuple[int, int, int] | None
 ) -> comm.AllReduceCost:
     """One all-reduce's cost: the family's measured one (the custom all-reduce over NVLink,
-    NCCL's over PCIe) in the engines it was measured with (CUSTOM_ALLREDUCE_ENGINES: vLLM's V1
-    engine, SGLang 0.4+; no release: the newest), else the per-peer hop fitted on vLLM V0's
-    rows."""
+    NCCL's over PCIe, the faster of RCCL and a peer-memory kernel over xGMI) in the engines
+    that run such a kernel (CUSTOM_ALLREDUCE_ENGINES: vLLM's V1 engine, SGLang 0.4+; no
+    release: the newest), else the per-peer hop fitted on vLLM V0's rows."""
     since = CUSTOM_ALLREDUCE_ENGINES.get(engine)
     if family.allreduce is None or since is None:
         return comm.AllReduceCost()
