@@ -659,8 +659,8 @@ def prefill_graph_tokens(c: ReserveCase, all_to_all: str | None, trtllm_mla: boo
     """The largest prompt step SGLang replays a prefill graph for, tokens (0: it launches every
     prompt step eagerly): where its reserve counts the graphs, unless the MoE layers' all-to-all
     backend (`all_to_all`) turns them off at start-up (any before 0.5.17, all but DeepEP's
-    after: MLA_PREFILL_GRAPH_TOKENS) or DeepSeek-V3 prefills on TensorRT-LLM's MLA kernels
-    (`trtllm_mla`: TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE)."""
+    after; the sources are beside MLA_PREFILL_GRAPH_TOKENS) or DeepSeek-V3 prefills on
+    TensorRT-LLM's MLA kernels (`trtllm_mla`: TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE)."""
     if not prefill_graphs_run(c):
         return 0
     if trtllm_mla and c.version >= TRTLLM_MLA_NO_PREFILL_GRAPH_SINCE:
