@@ -676,9 +676,11 @@ def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
         return Graphs(max_tokens=VLLM_V0_GRAPH_MAX_BATCH, prompt_max_tokens=0)
     if engine == "sglang":
         settings = prediction.settings
+        largest = int(str(settings.get("cuda_graph_max_bs_decode") or 0))
+        prompts = settings.get("prefill_graph_max_tokens")
         return Graphs(
-            max_tokens=int(str(settings.get("cuda_graph_max_bs_decode") or 0)),
-            prompt_max_tokens=int(str(settings.get("prefill_graph_max_tokens") or 0)),
+            max_tokens=largest or None,
+            prompt_max_tokens=None if prompts is None else int(str(prompts)),
         )
     largest = prediction.graph_max_batch or 0
     return Graphs(max_tokens=largest) if largest else ALL_GRAPHED
