@@ -328,8 +328,6 @@ def test_a_cached_prefix_is_read_by_every_step_but_prefilled_once(cli: Cli) -> N
     assert tpot == pytest.approx(whole[1], rel=1e-9) and tpot > own[1]
     both = cli(*base, "--prompt-len", "1000", "--random-prefix-len", "8", "--prefix-tokens", "8")
     assert both.code == 2 and both.json()["field"] == "--random-prefix-len"
-    split = cli(*base, "--prompt-len", "1000", "--random-prefix-len", "8", "--disagg", "1P1D")
-    assert split.code == 2 and split.json()["field"] == "--random-prefix-len"
     # vLLM V0 ran without prefix caching unless asked: every prompt prefills its prefix
     v0 = [*base, "--engine-version", "0.6.3", "--prompt-len"]
     missed = cli(*v0, "1000", "--random-prefix-len", "8000").json()
@@ -502,7 +500,6 @@ def test_the_shared_prefix_datasets_pose_their_prefix(cli: Cli) -> None:
         (["--gsp-num-groups", "8", "--prompt-len", "9", "--output-len", "9"], "--gsp-num-groups"),
         ([*gsp, "--prefix-tokens", "64"], "--prefix-tokens"),
         (["--dataset-name", "sonnet", "--sonnet-input-len", "150"], "--sonnet-input-len"),
-        (["--dataset-name", "sonnet", "--disagg", "1P1D"], "--dataset-name"),
         (["--dataset-name", "sonnet", "--sonnet-output-len", "0"], "--sonnet-output-len"),
         # past the model's context: the dataset's flag, not the planner's it became
         (["--dataset-name", "sonnet", "--sonnet-input-len", "200000"], "--sonnet-input-len"),

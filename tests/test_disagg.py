@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -454,3 +455,41 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
     assert split["p99.9_itl_ms"] < 0.2 * agg["p99.9_itl_ms"]
     assert split["output_throughput_per_gpu"] > agg["output_throughput_per_gpu"]
     assert split["median_ttft_ms"] > agg["median_ttft_ms"]  # one prefill instance queues
+
+
+def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> None:
+    """A prefix every request opens with (vllm bench serve's --random-prefix-len) is computed
+    once by each prefill scheduler and then served from its cache: prompts prefill their own
+    tokens, so TTFT falls below the whole prompt's, while the decode pool still receives and
+    reads every prompt's KV whole. SGLang's --disable-radix-cache prefills it every time."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8"]
+    base += ["--requests", "64", "--output-len", "100", "--disagg", "2p2d", "--json"]
+
+    def run(*flags: str) -> dict[str, Any]:
+        got = cli(*base, *flags)
+        assert got.code == 0, got.out
+        body: dict[str, Any] = got.json()
+        return body
+
+    whole = run("--prompt-len", "4500")
+    cached = run("--prompt-len", "500", "--random-prefix-len", "4000")
+    own = run("--prompt-len", "500")
+    assert cached["total_input_tokens"] == whole["total_input_tokens"] == 64 * 4500
+    # the first request at each of the two prefill schedulers computes the prefix
+    hits = cached["prefix_cache"]
+    assert (hits["misses"], hits["gpu_hits"], hits["requests_with_prefix"]) == (2, 62, 64)
+    assert own["median_ttft_ms"] < cached["median_ttft_ms"] < whole["median_ttft_ms"]
+    # the KV that crosses is the whole prompt's: Llama-3.1-8B's 131,072 B a token
+    moved = [
+        r["deployment"]["disagg"]["transfer"]["mean_bytes_per_request"] for r in (cached, whole)
+    ]
+    assert moved == [4500 * 131072] * 2
+    assert cached["median_tpot_ms"] == pytest.approx(whole["median_tpot_ms"], rel=0.1)
+    assert cached["median_tpot_ms"] > own["median_tpot_ms"]
+    # SGLang's prefill server without its radix cache computes every prefix
+    sglang = ["--engine", "sglang", "--prompt-len"]
+    off = run(*sglang, "500", "--random-prefix-len", "4000", "--disable-radix-cache")
+    assert off["prefix_cache"]["gpu_hits"] == 0
+    assert any("--disable-radix-cache" in note for note in off["notes"])
+    plain = run(*sglang, "4500", "--disable-radix-cache")
+    assert off["median_ttft_ms"] == pytest.approx(plain["median_ttft_ms"])

@@ -713,9 +713,21 @@ def _fixed(tokens: int) -> dict[str, Any]:
 def _simulated_point(
     w: dict[str, Any], n: int, prompt: int, output: int, prefix: Any, **settings: Any
 ) -> dict[str, Any]:
-    """`planner simulate` of a fleet winner's line at `n` clients, as its curve poses it."""
+    """`planner simulate` of a fleet candidate's line at `n` clients, as its curve poses it
+    (a disaggregated unit's with its pools)."""
     from planner.api.bench_load import Lengths, Load
     from planner.api.fleet_curves import CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT
+    from planner.sim.disagg import DisaggLayout
+
+    pools = w.get("pools")
+    disagg = None
+    if pools:
+        disagg = DisaggLayout(
+            prefill=pools["prefill_instances"],
+            decode=pools["decode_instances"],
+            prefill_tp=w["tp"],
+            decode_tp=w["tp"],
+        )
 
     return bench(
         gpu=w["gpu"],
@@ -731,6 +743,7 @@ def _simulated_point(
         load=Load(concurrency=n, requests=max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * n)),
         lengths=Lengths(prompt_len=prompt, output_len=output),
         prefix=prefix,
+        disagg=disagg,
         client="none",  # a fleet serves many clients; no one benchmark process
     )
 
@@ -755,11 +768,17 @@ def test_a_shared_prefix_is_served_from_the_prefix_cache_as_simulate_serves_it(c
     assert sim["prefix_cache"]["gpu_hits"] > 0
     assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
     assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
-    # not modelled with disaggregation yet, said so; a half-given prefix names its flag
+    # a disaggregated unit's prefill instances serve it from their caches, as simulate does
+    split = report(5.0, ("h100",), prefix=shared, workload=own, disagg="on", tps=[1])
+    unit = next(c for c in split["candidates"] if c.get("disagg") and c["curve"])
+    point = unit["curve"][1]
+    sim = _simulated_point(unit, point["max_concurrency"], 500, 200, shared)
+    assert sim["prefix_cache"]["gpu_hits"] > 0
+    assert sim["output_throughput_per_gpu"] == pytest.approx(point["output_tokens_per_s_per_gpu"])
+    assert sim["median_ttft_ms"] == pytest.approx(point["median_ttft_ms"])
+    # a half-given prefix names its flag
     args = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--tpot", "50"]
     args += ["--ttft", "1000"]
-    on = cli(*args, "--prefix-share", "0.5", "--prefix-tokens", "100", "--disagg", "on", "--json")
-    assert on.code == 2 and on.json()["field"] == "--disagg"
     half = cli(*args, "--prefix-share", "0.5", "--json")
     assert half.code == 2 and half.json()["field"] == "--prefix-share"
 

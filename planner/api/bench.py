@@ -85,7 +85,7 @@ def benchmark(
         raise InputError("--dp", f"must be >= 1 (got {dp})")
     engine_name = str(settings.get("engine", "vllm"))
     if disagg is not None:
-        _check_disaggregated(deployment, load, sweep, prefix, speculation)
+        _check_disaggregated(deployment, load, sweep, speculation)
     # --rate with --concurrency: released at the rate, at most N in flight (vllm bench serve
     # --request-rate R --max-concurrency N); --rate inf with --concurrency: a plain closed loop
     paced = (
@@ -137,6 +137,7 @@ def benchmark(
             source={"preset": preset, "model": model},
             backend=disagg.transfer_backend,
             empty=empty,
+            prefix=prefix,
         )
     posed = Posed(
         trace=trace,
@@ -163,18 +164,13 @@ def benchmark(
 
 
 def _check_disaggregated(
-    deployment: Deployment,
-    load: Load,
-    sweep: list[int] | None,
-    prefix: PrefixShare | None,
-    speculation: Speculation | None,
+    deployment: Deployment, load: Load, sweep: list[int] | None, speculation: Speculation | None
 ) -> None:
     """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each)."""
     for flag, given in (
         ("--dp", deployment.dp != 1),
         ("--ep", deployment.ep not in (None, 1)),
         ("--sweep", bool(sweep)),
-        ("--prefix-share", prefix is not None),
         ("--calibration", deployment.calibration is not None),
         ("--num-scheduler-steps", deployment.scheduler_steps != 1),
         ("--rate", load.concurrency is not None and load.rate_per_s is not None),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from planner.core.specs import ModelSpec
     from planner.sim.bench import EmptyCounting
-    from planner.sim.prefix import PrefixShare
+    from planner.sim.prefix import PrefixShare, TierHits
     from planner.sim.workload import Trace
 
 
@@ -219,22 +219,33 @@ def prefix_served(
     Little's law at the engine's full batch for an open one."""
     if prefix is None or prefix.share <= 0:
         return trace, None, None
-    from planner.core.step.comm import host_link_bytes_per_s
-    from planner.sim.prefix import with_tiers
-
-    plan, p, curve = inst.plan, inst.prediction, inst.curve
-    tiers = plan.kv_tiers
-    cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
-    caches = caches_prefixes(inst.engine, p, curve.model)
-    per_token = p.bytes_per_block // inst.cfg.block_tokens
+    plan, curve = inst.plan, inst.curve
     own = float((trace.prompt_tokens + trace.output_tokens).mean())
     if concurrency is None:
         out_mean = float(trace.output_tokens.mean())
         step_s = curve.step_ms(plan.max_num_seqs, 1) / 1e3
         concurrency = math.ceil((rate_per_s or 0.0) * out_mean * step_s)
     running = min(plan.max_num_seqs, max(1, concurrency))
-    room = max(0, p.kv_cache_tokens - math.ceil(running * own)) if caches else 0
-    served, delay, hits = with_tiers(
+    served, delay, hits = tiers_served(trace, prefix, inst, math.ceil(running * own), seed)
+    return served, delay, hits.model_dump()
+
+
+def tiers_served(
+    trace: Trace, prefix: PrefixShare, inst: Instance, held_tokens: int, seed: int
+) -> tuple[Trace, NDArray[np.float64], TierHits]:
+    """The trace with `prefix` served from the instance's tiers, where the requests it runs
+    hold `held_tokens` of its GPU pool (the rest is the prefix cache's room), the wait each
+    request has for its prefix to load from the CPU tier, and the hits."""
+    from planner.core.step.comm import host_link_bytes_per_s
+    from planner.sim.prefix import with_tiers
+
+    plan, p = inst.plan, inst.prediction
+    tiers = plan.kv_tiers
+    cpu_tokens = 0 if tiers is None else sum(t.tokens for t in tiers.tiers if t.tier == "CPU")
+    caches = caches_prefixes(inst.engine, p, inst.curve.model)
+    per_token = p.bytes_per_block // inst.cfg.block_tokens
+    room = max(0, p.kv_cache_tokens - held_tokens) if caches else 0
+    return with_tiers(
         trace,
         prefix,
         gpu_room_tokens=room,
@@ -243,4 +254,3 @@ def prefix_served(
         host_link_bytes_per_s=host_link_bytes_per_s(inst.card),
         seed=seed,
     )
-    return served, delay, hits.model_dump()

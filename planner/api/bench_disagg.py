@@ -10,6 +10,7 @@ from planner.api.bench_instance import (
     Instance,
     attention_groups_of,
     bench_client_of,
+    caches_prefixes,
     lockstep_load,
     with_bench_client,
     with_client_sends,
@@ -22,6 +23,7 @@ from planner.api.bench_report import (
     idle_ranks_text,
     lockstep_ranks_name,
     per_gpu,
+    prefix_cache_off_note,
     step_constants,
     window_tokens,
 )
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from planner.sim.config import SimConfig
     from planner.sim.disagg import DisaggLayout
     from planner.sim.engine import RunState
+    from planner.sim.prefix import PrefixShare
     from planner.sim.workload import Trace
 
 
@@ -208,10 +211,12 @@ def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[s
 def run_pools(
     spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
     link: str | None, concurrency: int | None, backend: str | None = None,
+    delay_ms: NDArray[np.float64] | None = None,
 ) -> tuple[RunState, dict[str, Any], NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
     clients): the client-side RunState, the pools' figures, each request's transfer time and
-    how the transfer was priced."""
+    how the transfer was priced. `delay_ms`: each request's wait for its prefix to load from
+    the prefill instance's CPU tier."""
     from planner.sim import disagg as dis
 
     ms, how = transfer_plan(
@@ -244,8 +249,49 @@ def run_pools(
         decode_cfg=decode_pool_config(dec).model_copy(update=decode_ranks),
         transfer_ms=ms,
         concurrency=concurrency,
+        delay_ms=delay_ms,
     )
     return state, info, ms, how
+
+
+def prefill_prefix_served(
+    trace: Trace, prefix: PrefixShare | None, pre: Instance, schedulers: int, seed: int
+) -> tuple[Trace, NDArray[np.float64] | None, dict[str, Any] | None]:
+    """The trace with its shared prefixes served from the prefill instances' prefix caches,
+    each scheduler's from its own over the requests the round-robin gives it (SGLang's prefill
+    server keeps its radix cache, its decode server none; vLLM's prefill instance caches
+    prefixes as its release does), the wait each request has for a prefix to load from a CPU
+    tier, and the hits summed over the schedulers; the trace itself where no prefix is shared.
+    A prefill instance holds the prompts of the step it runs (its token budget) beside its
+    cache; the prompts whose KV waits to cross the link are not counted (an estimate). The
+    decode pool takes every prompt's KV whole (planner.sim.disagg)."""
+    if prefix is None or prefix.share <= 0:
+        return trace, None, None
+    import numpy as np
+
+    from planner.api.bench_aggregated import tiers_served
+    from planner.sim.disagg import round_robin
+    from planner.sim.workload import Trace
+
+    prompt = trace.prompt_tokens.copy()
+    cached = trace.cached_prefix_tokens.copy()
+    delay = np.zeros(trace.size)
+    counts = {"requests_with_prefix": 0, "gpu_hits": 0, "cpu_hits": 0, "misses": 0}
+    hits: dict[str, Any] = {}
+    widest = 0
+    for k, ids in enumerate(round_robin(trace.size, schedulers)):
+        if ids.size == 0:
+            continue
+        served, wait, got = tiers_served(trace.subset(ids), prefix, pre, pre.budget, seed + k)
+        prompt[ids], cached[ids] = served.prompt_tokens, served.cached_prefix_tokens
+        delay[ids] = wait
+        hits = got.model_dump()  # the tiers' sizes are every scheduler's
+        widest = max(widest, got.working_set_tokens)
+        for key in counts:
+            counts[key] += hits[key]
+    # the counts over every prefill scheduler; the working set and the tiers, one scheduler's
+    hits |= counts | {"working_set_tokens": widest}
+    return Trace(trace.arrival_s, prompt, trace.output_tokens, cached), delay, hits
 
 
 def _check_pools(engine: str, version: str | None, disagg: DisaggLayout, spec: ModelSpec) -> None:
@@ -359,8 +405,20 @@ def _notes(
     decode groups and the API server's and client's pace."""
     peak = metrics["peak_running_seqs"]
     mean_tokens = max(1, round(float((trace.prompt_tokens + trace.output_tokens).mean())))
+    cache: list[str] = []
+    if metrics.get("prefix_cache"):
+        if caches_prefixes(pre.engine, pre.prediction, pre.curve.model):
+            cache.append(
+                "prefill pool: each scheduler serves the shared prefixes of the requests the "
+                "round-robin sends it from its own cache (a cache-aware router, sending a "
+                "prefix to the instance that holds it, finds more); the decode pool receives "
+                "every prompt's KV whole"
+            )
+        else:
+            cache.append("prefill pool: " + prefix_cache_off_note(pre.engine, pre.prediction))
     return (
-        engine_notes(dec.prediction)
+        cache
+        + engine_notes(dec.prediction)
         + graph_coverage_notes(dec.engine, dec.prediction, dec.curve, peak, mixed=False)
         + fabric_notes(pre.curve, pre.engine, "prefill pool: ")
         + fabric_notes(dec.curve, dec.engine, "decode pool: ")
@@ -429,10 +487,12 @@ def run_disaggregated(
     source: dict[str, str | None] | None = None,
     backend: str | None = None,
     empty: EmptyCounting | None = None,
+    prefix: PrefixShare | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
-    benchmark client reads every decode scheduler's streams."""
+    benchmark client reads every decode scheduler's streams. `prefix`: a shared prefix the
+    prefill instances serve from their caches (prefill_prefix_served)."""
 
     from planner.sim.bench import EmptyCounting, bench_metrics
 
@@ -454,8 +514,11 @@ def run_disaggregated(
     # the client sends each request (through the router) to the prefill pool, and reads every
     # decode scheduler's stream
     pre = with_client_sends(pre, client)
+    trace, delay, hits = prefill_prefix_served(
+        trace, prefix, pre, disagg.prefill_schedulers, load.trace_seed()
+    )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
-    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend)
+    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend, delay)
     metrics = bench_metrics(
         state,
         trace,
@@ -463,6 +526,8 @@ def run_disaggregated(
         stream_interval=dec.curve.stream_interval,
         **(empty or EmptyCounting(empty_outputs=False, text_ttft=False)),
     )
+    if hits is not None:
+        metrics["prefix_cache"] = hits
     gpus = disagg.gpus
 
     return {

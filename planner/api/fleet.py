@@ -236,9 +236,10 @@ def fleet_report(
 
     `prefix`: a planner.sim.prefix.PrefixShare: a share of requests opens with a shared prefix
     that the replica's prefix cache serves where it still holds it (as `planner simulate
-    --prefix-share` runs it); disaggregated units are not searched then. `offload`: the KV
-    offload tier every candidate's line carries (OffloadSettings fields, as capacity and
-    simulate take them): a CPU tier the prefixes are served from too.
+    --prefix-share` runs it; a disaggregated unit's prefill instances, each from its own cache).
+    `offload`: the KV offload tier every candidate's line carries (OffloadSettings fields, as
+    capacity and simulate take them): a CPU tier the prefixes are served from too;
+    disaggregated units are not searched then.
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another). `objective`: what
@@ -265,11 +266,9 @@ def fleet_report(
         raise InputError("--kv-dtype", f"{kv_dtype!r}; accepted: {', '.join(KV_DTYPES)}")
     if prefix is not None and prefix.share <= 0:
         prefix = None
-    if prefix is not None or offload:
+    if offload:
         if disagg == "on":
-            raise InputError(
-                "--disagg", "on is not modelled with --prefix-share or a KV offload tier yet"
-            )
+            raise InputError("--disagg", "on is not modelled with a KV offload tier yet")
         disagg = "off"
     lengths = _request_lengths(spec, w, prefix, context)
     context, mean = lengths.context_tokens, lengths.mean_tokens

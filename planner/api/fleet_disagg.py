@@ -196,7 +196,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     }
 
     def runner(trace: Trace) -> RunState:
-        return _run_unit(job, inst, dec, layout, trace, None)
+        return _run_unit(job, inst, dec, layout, trace, None)[0]
 
     seqs = dec.plan.max_num_seqs
     # capacity of each pool at utilisation 1: decode at its full batch, prefill at its budget
@@ -302,12 +302,17 @@ def _run_unit(
     layout: DisaggLayout,
     trace: Trace,
     clients: int | None,
-) -> RunState:
-    """One unit over a trace (open loop, or `clients` in a closed loop): the RunState."""
-    from planner.api.bench_disagg import run_pools
+) -> tuple[RunState, Trace]:
+    """One unit over a trace (open loop, or `clients` in a closed loop): the RunState, and the
+    trace as served (a shared prefix opening the prompts, from the prefill instances' caches
+    where they hold it, as `planner simulate --disagg` serves it)."""
+    from planner.api.bench_disagg import prefill_prefix_served, run_pools
 
-    state, _, _, _ = run_pools(job.spec, trace, layout, inst, dec, None, clients)
-    return state
+    served, delay, _ = prefill_prefix_served(
+        trace, job.prefix, inst, layout.prefill_schedulers, job.workload.seed
+    )
+    state, _, _, _ = run_pools(job.spec, served, layout, inst, dec, None, clients, None, delay)
+    return state, served
 
 
 def disagg_curve(job: Job) -> list[dict[str, Any]]:
@@ -331,7 +336,7 @@ def disagg_curve(job: Job) -> list[dict[str, Any]]:
     for clients in clients_for(dec.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
         trace = generate(job.workload.model_copy(update={"requests": requests, "seed": 0}))
-        m = bench_metrics(_run_unit(job, inst, dec, layout, trace, clients), trace)
+        m = bench_metrics(*_run_unit(job, inst, dec, layout, trace, clients))
         points.append(curve_point(clients, m, layout.gpus))
     return points
 

@@ -1137,8 +1137,6 @@ def _prefix(f: SimulateFlags) -> "PrefixShare | None":
         raise InputError("--random-prefix-len", f"must be >= 0 (got {f.random_prefix_len})")
     if f.random_prefix_len == 0:
         return None
-    if f.disagg is not None:
-        raise InputError("--random-prefix-len", "not modelled with --disagg yet")
     return parse_prefix(1.0, f.random_prefix_len, 1)
 
 
@@ -1324,10 +1322,6 @@ def _shared_prefix_dataset(f: SimulateFlags) -> SimulateFlags:
     ):
         if value is not None:
             raise InputError(flag, f"--dataset-name {f.dataset_name} poses its own shared prefix")
-    if f.disagg is not None:
-        raise InputError(
-            "--dataset-name", f"{f.dataset_name}'s shared prefix is not modelled with --disagg yet"
-        )
     values = [getattr(f, n) for n in own[str(f.dataset_name)]]
     run = sonnet_run(*values) if f.dataset_name == SONNET_DATASET else gsp_run(*values)
     return replace(

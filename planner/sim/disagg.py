@@ -2,7 +2,8 @@
 between them.
 
 A request is routed round-robin to a prefill instance, which runs prefill-only steps (its
-queue, its chunks) and samples the first token; its prompt's KV then crosses the link to a
+queue, its chunks; a prefix its cache holds skipped, as the trace's cached tokens say) and
+samples the first token; its prompt's KV then crosses the link to a
 decode instance (round-robin), which admits it when it lands and runs decode steps that no
 prefill interrupts. The client sees the first token when the decode instance emits it, so TTFT
 = prefill queueing + prefill + transfer + the decode instance's admission; TPOT and ITL are the
@@ -136,8 +137,8 @@ class DecodeOnlyCost(CurveCost):
         return super().step_ms(seqs, decode_tokens, 0, 0.0, mine)
 
 
-def _split(n: int, ways: int) -> list[NDArray[np.int64]]:
-    """Round-robin: request i goes to instance i % ways."""
+def round_robin(n: int, ways: int) -> list[NDArray[np.int64]]:
+    """Each instance's requests, round-robin: request i goes to instance i % ways."""
     ids = np.arange(n)
     return [ids[ids % ways == k] for k in range(ways)]
 
@@ -152,8 +153,11 @@ def run(
     decode_cfg: SimConfig,
     transfer_ms: NDArray[np.float64],
     concurrency: int | None,
+    delay_ms: NDArray[np.float64] | None = None,
 ) -> tuple[RunState, dict[str, Any]]:
-    """Both pools over the trace; one RunState as the client sees it, and per-pool figures."""
+    """Both pools over the trace; one RunState as the client sees it, and per-pool figures.
+    `delay_ms`: each request's wait at its prefill instance for a prefix to load from a CPU
+    tier (planner.sim.engine.execute)."""
     n = trace.size
     arrival = trace.arrival_s * 1000.0
     passes = 0
@@ -163,10 +167,11 @@ def run(
             # First guess: the first N requests run alone (the loop's first generation); later
             # ones follow at the rate N clients sustain at that latency. Each pass then moves
             # the arrivals to the finishes the last pass implied.
-            first = _subset(trace, np.arange(concurrency))
+            first = trace.subset(np.arange(concurrency))
             generation, _ = _once(
                 first, np.zeros(concurrency), layout, prefill_cost, prefill_cfg, decode_cost,
                 decode_cfg, transfer_ms[:concurrency],
+                None if delay_ms is None else delay_ms[:concurrency],
             )  # fmt: skip
             passes += 1
             e2e = float(np.mean(generation.finish_ms))
@@ -177,7 +182,7 @@ def run(
         passes += 1
         state, info = _once(
             trace, arrival, layout, prefill_cost, prefill_cfg, decode_cost, decode_cfg,
-            transfer_ms,
+            transfer_ms, delay_ms,
         )  # fmt: skip
         if concurrency is None or concurrency >= n or passes >= MAX_CLOSED_LOOP_PASSES:
             break
@@ -192,16 +197,6 @@ def run(
     return state, info
 
 
-def _subset(trace: Trace, ids: NDArray[np.int64]) -> Trace:
-    """The requests `ids` of a trace."""
-    return Trace(
-        trace.arrival_s[ids],
-        trace.prompt_tokens[ids],
-        trace.output_tokens[ids],
-        trace.cached_prefix_tokens[ids],
-    )
-
-
 def _once(
     trace: Trace,
     arrival_ms: NDArray[np.float64],
@@ -211,6 +206,7 @@ def _once(
     decode_cost: CurveCost,
     decode_cfg: SimConfig,
     transfer_ms: NDArray[np.float64],
+    delay_ms: NDArray[np.float64] | None,
 ) -> tuple[RunState, dict[str, Any]]:
     """One pass of both pools at given arrival times."""
     n = trace.size
@@ -218,7 +214,7 @@ def _once(
     first_prefill = np.full(n, np.nan)
     pre_cfg = prefill_cfg.model_copy(update={"concurrency": None})
     preemptions = 0
-    for ids in _split(n, layout.prefill_schedulers):
+    for ids in round_robin(n, layout.prefill_schedulers):
         if ids.size == 0:  # fewer requests than instances: this one idles
             continue
         ids = order[np.isin(order, ids)]  # this instance's requests, in arrival order
@@ -228,7 +224,7 @@ def _once(
             np.ones(ids.size, dtype=np.int64),  # the prefill instance samples the first token
             trace.cached_prefix_tokens[ids],
         )
-        got = execute(sub, prefill_cost, pre_cfg)
+        got = execute(sub, prefill_cost, pre_cfg, None if delay_ms is None else delay_ms[ids])
         first_prefill[ids] = got.first_ms
         preemptions += got.preemptions
     landing = first_prefill + transfer_ms
@@ -247,7 +243,7 @@ def _once(
     dec_cfg = dec_cfg.model_copy(update={"chunk_tokens": dec_cfg.step_token_budget})
     landing_order = np.argsort(landing, kind="stable")
     peak_running = 0
-    for ids in _split(n, layout.decode_schedulers):
+    for ids in round_robin(n, layout.decode_schedulers):
         if ids.size == 0:
             continue
         ids = landing_order[np.isin(landing_order, ids)]

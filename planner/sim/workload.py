@@ -222,8 +222,8 @@ class Trace:
         """Number of requests."""
         return int(self.arrival_s.size)
 
-    def subset(self, keep: NDArray[np.bool_]) -> Trace:
-        """The requests where `keep` is true, in order."""
+    def subset(self, keep: NDArray[np.bool_] | NDArray[np.int64]) -> Trace:
+        """The requests where `keep` is true (or at its indices), in order."""
         return Trace(
             self.arrival_s[keep],
             self.prompt_tokens[keep],
