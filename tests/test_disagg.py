@@ -493,3 +493,26 @@ def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> Non
     assert any("--disable-radix-cache" in note for note in off["notes"])
     plain = run(*sglang, "4500", "--disable-radix-cache")
     assert off["median_ttft_ms"] == pytest.approx(plain["median_ttft_ms"])
+
+
+def test_an_sglang_decode_pool_speculates_as_one_server_does(cli: Cli) -> None:
+    """Under --disagg, SGLang's decode pool verifies the drafts: at one client its TPOT is the
+    aggregated server's with the same speculation (the same decode steps, the same accepted
+    drafts), well under the plain pool's; both pools' lines carry the speculation flags (the
+    prefill server runs the draft to hand over its first proposals). vLLM's pools with
+    speculation are refused, naming the flag."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1"]
+    base += ["--requests", "20", "--prompt-len", "2000", "--output-len", "300", "--json"]
+    spec = ["--spec-alpha", "0.7", "--spec-k", "3"]
+    split = cli(*base, "--engine", "sglang", "--disagg", "1p1d", *spec).json()
+    alone = cli(*base, "--engine", "sglang", *spec).json()
+    plain = cli(*base, "--engine", "sglang", "--disagg", "1p1d").json()
+    assert split["median_tpot_ms"] == pytest.approx(alone["median_tpot_ms"], rel=1e-9)
+    assert split["median_tpot_ms"] < plain["median_tpot_ms"] / 1.5
+    assert split["speculation"] == alone["speculation"] and plain["speculation"] is None
+    pools = split["deployment"]["disagg"]
+    for role in ("prefill", "decode"):
+        assert "--speculative-num-steps 3" in pools[role]["command"]
+    assert any(note.startswith("decode pool: speculative decoding") for note in split["notes"])
+    refused = cli(*base, "--disagg", "1p1d", *spec)
+    assert refused.code == 2 and refused.json()["field"] == "--spec-alpha"

@@ -138,6 +138,8 @@ def benchmark(
             backend=disagg.transfer_backend,
             empty=empty,
             prefix=prefix,
+            speculation=speculation,
+            spec_line=spec_line,
         )
     posed = Posed(
         trace=trace,
@@ -166,7 +168,10 @@ def benchmark(
 def _check_disaggregated(
     deployment: Deployment, load: Load, sweep: list[int] | None, speculation: Speculation | None
 ) -> None:
-    """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each)."""
+    """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each;
+    speculation in vLLM's pools)."""
+    if speculation is not None and deployment.settings.get("engine", "vllm") != "sglang":
+        raise InputError("--spec-alpha", "with --disagg is modelled for SGLang's pools only")
     for flag, given in (
         ("--dp", deployment.dp != 1),
         ("--ep", deployment.ep not in (None, 1)),
@@ -174,7 +179,6 @@ def _check_disaggregated(
         ("--calibration", deployment.calibration is not None),
         ("--num-scheduler-steps", deployment.scheduler_steps != 1),
         ("--rate", load.concurrency is not None and load.rate_per_s is not None),
-        ("--spec-alpha", speculation is not None),
     ):
         if given:
             raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")

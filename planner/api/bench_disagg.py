@@ -14,8 +14,9 @@ from planner.api.bench_instance import (
     lockstep_load,
     with_bench_client,
     with_client_sends,
+    with_speculation,
 )
-from planner.api.bench_load import Load
+from planner.api.bench_load import Load, Speculation
 from planner.api.bench_report import (
     fabric_notes,
     frontend_notes,
@@ -24,6 +25,8 @@ from planner.api.bench_report import (
     lockstep_ranks_name,
     per_gpu,
     prefix_cache_off_note,
+    speculation_echo,
+    speculation_note,
     step_constants,
     window_tokens,
 )
@@ -488,11 +491,15 @@ def run_disaggregated(
     backend: str | None = None,
     empty: EmptyCounting | None = None,
     prefix: PrefixShare | None = None,
+    speculation: Speculation | None = None,
+    spec_line: str | None = None,
 ) -> dict[str, Any]:
     """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
     attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
     benchmark client reads every decode scheduler's streams. `prefix`: a shared prefix the
-    prefill instances serve from their caches (prefill_prefix_served)."""
+    prefill instances serve from their caches (prefill_prefix_served). `speculation`: the
+    decode pool speculates (SGLang; `spec_line`, its flags, on both pools' lines: the prefill
+    server runs the draft over each prompt to hand its first proposals over)."""
 
     from planner.sim.bench import EmptyCounting, bench_metrics
 
@@ -518,6 +525,8 @@ def run_disaggregated(
         trace, prefix, pre, disagg.prefill_schedulers, load.trace_seed()
     )
     dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
+    if speculation is not None:
+        dec = with_speculation(dec, speculation)
     state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend, delay)
     metrics = bench_metrics(
         state,
@@ -529,6 +538,19 @@ def run_disaggregated(
     if hits is not None:
         metrics["prefix_cache"] = hits
     gpus = disagg.gpus
+    deployment = _deployment(pre, dec, disagg, spec, trace, ms, how, info, source, backend)
+    notes = _notes(pre, dec, disagg, trace, metrics, closed, client)
+    echo = speculation_echo(speculation)
+    if echo is not None and spec_line is not None:
+        pools = deployment["disagg"]
+        deployment["command"] += " " + spec_line
+        for role in ("prefill", "decode"):
+            pools[role]["command"] += " " + spec_line
+        notes += [
+            "decode pool: " + speculation_note(echo),
+            "prefill pool: its server runs the draft over each prompt to hand the decode pool "
+            "its first proposals (SGLang's disaggregation/prefill.py, 0.5.14), not priced here",
+        ]
 
     return {
         **per_gpu(metrics, gpus),
@@ -545,12 +567,12 @@ def run_disaggregated(
         # prefill pool's API server; V0's multi-step rounds and speculation are refused here
         "front_door": pre.cfg.front_door.model_dump() if pre.cfg.front_door else None,
         "ignored_requests": 0,
-        "speculation": None,
+        "speculation": echo,
         "bench_client": bench_client_of(engine, client),
-        "deployment": _deployment(pre, dec, disagg, spec, trace, ms, how, info, source, backend),
+        "deployment": deployment,
         "workload": workload_echo,
         "calibration": None,
         "step_ms": {},
         "sweep": None,
-        "notes": _notes(pre, dec, disagg, trace, metrics, closed, client),
+        "notes": notes,
     }

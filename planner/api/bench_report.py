@@ -78,6 +78,18 @@ def speculation_echo(speculation: Speculation | None) -> dict[str, Any] | None:
     return speculation.model_dump() | {"expected_tokens_per_step": tokens}
 
 
+def speculation_note(speculation: dict[str, Any]) -> str:
+    """How a run's decode steps speculate (`speculation`: its speculation_echo)."""
+    k = speculation["k"]
+    return (
+        f"speculative decoding: each decode step verifies {k} drafts per sequence on the "
+        f"step model ({speculation['expected_tokens_per_step']:.2f} tokens expected at "
+        f"alpha {speculation['alpha']:g}) after {k} draft forwards of "
+        f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
+        "the engine's pool here"
+    )
+
+
 def speculation_flags(speculation: Speculation, spec: ModelSpec, engine: str) -> str:
     """The engine's speculation flags for the run's method and k, as `capacity --spec-alpha`
     prints them (the draft model a placeholder); a method the model or the engine has not is
@@ -129,14 +141,7 @@ def run_notes(
             "own)"
         )
     if speculation is not None:
-        k = speculation["k"]
-        notes.append(
-            f"speculative decoding: each decode step verifies {k} drafts per sequence on the "
-            f"step model ({speculation['expected_tokens_per_step']:.2f} tokens expected at "
-            f"alpha {speculation['alpha']:g}) after {k} draft forwards of "
-            f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
-            "the engine's pool here"
-        )
+        notes.append(speculation_note(speculation))
     if engine == "sglang" and p.settings.get("disable_overlap_schedule"):
         why = "--disable-overlap-schedule"
         stated = "--disable-overlap-schedule" in inst.plan.command

@@ -118,7 +118,9 @@ class DecodeOnlyCost(CurveCost):
     each)."""
 
     def __init__(self, inner: CurveCost, lockstep: SimConfig | None = None) -> None:
-        super().__init__(inner.curve, f"{inner.source} (decode pool)")
+        super().__init__(
+            inner.curve, f"{inner.source} (decode pool)", inner.spec_k, inner.spec_draft_cost
+        )
         self.lockstep = lockstep
 
     def step_ms(
