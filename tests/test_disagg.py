@@ -516,3 +516,17 @@ def test_an_sglang_decode_pool_speculates_as_one_server_does(cli: Cli) -> None:
     assert any(note.startswith("decode pool: speculative decoding") for note in split["notes"])
     refused = cli(*base, "--disagg", "1p1d", *spec)
     assert refused.code == 2 and refused.json()["field"] == "--spec-alpha"
+
+
+def test_a_disaggregated_sweep_point_is_the_run_at_that_concurrency(cli: Cli) -> None:
+    """--sweep concurrency=... reruns the pools at each point on that point's requests: a
+    point is the plain run at its concurrency, and throughput grows with the clients."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--requests", "64"]
+    base += ["--prompt-len", "2000", "--output-len", "100", "--disagg", "1p1d", "--json"]
+    swept = cli(*base, "--concurrency", "8", "--sweep", "concurrency=1,4,16").json()["sweep"]
+    assert [p["max_concurrency"] for p in swept] == [1, 4, 16]
+    alone = cli(*base, "--concurrency", "4").json()
+    for key in ("output_throughput", "median_tpot_ms", "median_ttft_ms"):
+        assert swept[1][key] == pytest.approx(alone[key], rel=1e-9)
+    rates = [p["output_throughput"] for p in swept]
+    assert rates == sorted(rates)

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from planner.api.bench_aggregated import Layout, Posed, run_aggregated
+from planner.api.bench_aggregated import Layout, run_aggregated
 from planner.api.bench_disagg import run_disaggregated
 from planner.api.bench_instance import (
     Deployment,
@@ -28,7 +28,7 @@ from planner.api.bench_instance import (
     check_ep,
     plan_instance,
 )
-from planner.api.bench_load import Lengths, Load, Speculation, bench_trace
+from planner.api.bench_load import Lengths, Load, Posed, Speculation, bench_trace
 from planner.api.bench_report import speculation_flags
 from planner.core.disagg import pool_role
 from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK
@@ -85,7 +85,7 @@ def benchmark(
         raise InputError("--dp", f"must be >= 1 (got {dp})")
     engine_name = str(settings.get("engine", "vllm"))
     if disagg is not None:
-        _check_disaggregated(deployment, load, sweep, speculation)
+        _check_disaggregated(deployment, load, speculation)
     # --rate with --concurrency: released at the rate, at most N in flight (vllm bench serve
     # --request-rate R --max-concurrency N); --rate inf with --concurrency: a plain closed loop
     paced = (
@@ -120,27 +120,6 @@ def benchmark(
     closed = load.concurrency
     if closed is None and (load.rate_per_s is None or not math.isfinite(load.rate_per_s)):
         closed = trace.size  # no rate (vllm bench serve's default, inf): every request at t = 0
-    if disagg is not None:
-        return run_disaggregated(
-            engine=engine_name,
-            version=settings.get("version"),
-            disagg=disagg,
-            link=disagg.link,
-            trace=trace,
-            closed=closed,
-            load=load,
-            spec=spec,
-            workload_echo=workload_echo,
-            instance=instance,
-            percentiles=tails,
-            client=client,
-            source={"preset": preset, "model": model},
-            backend=disagg.transfer_backend,
-            empty=empty,
-            prefix=prefix,
-            speculation=speculation,
-            spec_line=spec_line,
-        )
     posed = Posed(
         trace=trace,
         echo=workload_echo,
@@ -152,6 +131,20 @@ def benchmark(
         empty=empty,
         client=client,
     )
+    if disagg is not None:
+        return run_disaggregated(
+            disagg,
+            posed,
+            instance,
+            engine=engine_name,
+            version=settings.get("version"),
+            spec=spec,
+            source={"preset": preset, "model": model},
+            prefix=prefix,
+            speculation=speculation,
+            spec_line=spec_line,
+            sweep=sweep,
+        )
     return run_aggregated(
         instance(tp, ep, attention_groups),
         posed,
@@ -166,7 +159,7 @@ def benchmark(
 
 
 def _check_disaggregated(
-    deployment: Deployment, load: Load, sweep: list[int] | None, speculation: Speculation | None
+    deployment: Deployment, load: Load, speculation: Speculation | None
 ) -> None:
     """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each;
     speculation in vLLM's pools)."""
@@ -175,7 +168,6 @@ def _check_disaggregated(
     for flag, given in (
         ("--dp", deployment.dp != 1),
         ("--ep", deployment.ep not in (None, 1)),
-        ("--sweep", bool(sweep)),
         ("--calibration", deployment.calibration is not None),
         ("--num-scheduler-steps", deployment.scheduler_steps != 1),
         ("--rate", load.concurrency is not None and load.rate_per_s is not None),

@@ -17,14 +17,7 @@ from planner.api.bench_instance import (
     with_bench_client,
     with_speculation,
 )
-from planner.api.bench_load import (
-    DEFAULT_BENCH_REQUESTS,
-    REQUESTS_PER_CLIENT,
-    Lengths,
-    Load,
-    Speculation,
-    bench_trace,
-)
+from planner.api.bench_load import Posed, Speculation
 from planner.api.bench_report import (
     deployment_echo,
     per_gpu,
@@ -34,35 +27,14 @@ from planner.api.bench_report import (
 )
 from planner.core.parallel import deployment_gpus
 from planner.core.step.overhead import REQUEST_PATH_MS
-from planner.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
     from planner.core.specs import ModelSpec
-    from planner.sim.bench import EmptyCounting
     from planner.sim.prefix import PrefixShare, TierHits
     from planner.sim.workload import Trace
-
-
-@dataclass(frozen=True)
-class Posed:
-    """The benchmark as the client runs it: its requests (`trace`, drawn from `load` and
-    `lengths`; `echo`, the workload as the output states it), `closed` clients of a closed loop
-    (None: an open loop at the load's rate), whether a rate paces the clients (`paced`), the
-    tail figures it prints, what it counts of an empty output, and its client (None: the
-    engine's own)."""
-
-    trace: Trace
-    echo: dict[str, Any]
-    load: Load
-    lengths: Lengths
-    closed: int | None
-    paced: bool
-    percentiles: tuple[float, ...]
-    empty: EmptyCounting
-    client: str | None
 
 
 @dataclass(frozen=True)
@@ -190,14 +162,7 @@ def run_aggregated(
     if sweep:
         points = []
         for n in sweep:
-            if n < 1:
-                raise InputError("--sweep", "concurrency values must be >= 1")
-            requests = load.requests or max(DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * n)
-            swept, _ = bench_trace(
-                load.model_copy(update={"requests": requests}),
-                posed.lengths,
-                bench_client_of(engine_name, posed.client),
-            )
+            swept = posed.swept(n, bench_client_of(engine_name, posed.client))
             point = per_gpu(run_at(share(n), swept.share(ranks), n, swept.size), gpus)
             points.append({"max_concurrency": n, **point})
         result["sweep"] = points

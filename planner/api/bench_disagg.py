@@ -4,7 +4,7 @@ KV handoff between them over the link, and the benchmark run across both."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from planner.api.bench_instance import (
     Instance,
@@ -16,7 +16,7 @@ from planner.api.bench_instance import (
     with_client_sends,
     with_speculation,
 )
-from planner.api.bench_load import Load, Speculation
+from planner.api.bench_load import Posed, Speculation
 from planner.api.bench_report import (
     fabric_notes,
     frontend_notes,
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
-    from planner.sim.bench import EmptyCounting
     from planner.sim.config import SimConfig
     from planner.sim.disagg import DisaggLayout
     from planner.sim.engine import RunState
@@ -474,34 +473,28 @@ def _pool_json(
 
 
 def run_disaggregated(
+    disagg: DisaggLayout,
+    posed: Posed,
+    instance: Callable[[int, int | None, int, Literal["prefill", "decode"]], Instance],
     *,
     engine: str,
     version: str | None,
-    disagg: DisaggLayout,
-    link: str | None,
-    trace: Trace,
-    closed: int | None,
-    load: Load,
     spec: ModelSpec,
-    workload_echo: dict[str, Any],
-    instance: Callable[[int, int | None, int, Literal["prefill", "decode"]], Instance],
-    percentiles: tuple[float, ...],
-    client: str | None = None,
     source: dict[str, str | None] | None = None,
-    backend: str | None = None,
-    empty: EmptyCounting | None = None,
     prefix: PrefixShare | None = None,
     speculation: Speculation | None = None,
     spec_line: str | None = None,
+    sweep: list[int] | None = None,
 ) -> dict[str, Any]:
-    """The benchmark over a prefill pool and a decode pool (planner.sim.disagg). A pool's
-    attention-DP groups (SGLang) are its schedulers, each with its share of the requests; the
-    benchmark client reads every decode scheduler's streams. `prefix`: a shared prefix the
-    prefill instances serve from their caches (prefill_prefix_served). `speculation`: the
-    decode pool speculates (SGLang; `spec_line`, its flags, on both pools' lines: the prefill
-    server runs the draft over each prompt to hand its first proposals over)."""
-
-    from planner.sim.bench import EmptyCounting, bench_metrics
+    """The benchmark `posed` over a prefill pool and a decode pool (planner.sim.disagg), each
+    pool's instance from `instance(tp, ep, groups, role)`. A pool's attention-DP groups
+    (SGLang) are its schedulers, each with its share of the requests; the benchmark client
+    reads every decode scheduler's streams. `prefix`: a shared prefix the prefill instances
+    serve from their caches (prefill_prefix_served). `speculation`: the decode pool speculates
+    (SGLang; `spec_line`, its flags, on both pools' lines: the prefill server runs the draft
+    over each prompt to hand its first proposals over). `sweep`: the concurrencies to rerun
+    it at."""
+    from planner.sim.bench import bench_metrics
 
     _check_pools(engine, version, disagg, spec)
     # each pool planned with its role's flags, as its line launches it (SGLang sizes its memory
@@ -512,35 +505,50 @@ def run_disaggregated(
         disagg.prefill_dp,
         "prefill",
     )
-    dec = instance(
+    plain_dec = instance(
         disagg.decode_tp,
         disagg.decode_ep if disagg.decode_ep > 1 else None,
         disagg.decode_dp,
         "decode",
     )
-    # the client sends each request (through the router) to the prefill pool, and reads every
-    # decode scheduler's stream
-    pre = with_client_sends(pre, client)
-    trace, delay, hits = prefill_prefix_served(
-        trace, prefix, pre, disagg.prefill_schedulers, load.trace_seed()
-    )
-    dec = with_bench_client(dec, trace, disagg.decode_schedulers, client, sends=False)
-    if speculation is not None:
-        dec = with_speculation(dec, speculation)
-    state, info, ms, how = run_pools(spec, trace, disagg, pre, dec, link, closed, backend, delay)
-    metrics = bench_metrics(
-        state,
-        trace,
-        percentiles=percentiles,
-        stream_interval=dec.curve.stream_interval,
-        **(empty or EmptyCounting(empty_outputs=False, text_ttft=False)),
-    )
-    if hits is not None:
-        metrics["prefix_cache"] = hits
-    gpus = disagg.gpus
-    deployment = _deployment(pre, dec, disagg, spec, trace, ms, how, info, source, backend)
-    notes = _notes(pre, dec, disagg, trace, metrics, closed, client)
+    # the client sends each request (through the router) to the prefill pool
+    pre = with_client_sends(pre, posed.client)
     echo = speculation_echo(speculation)
+
+    def run_at(trace: Trace, closed: int | None) -> _PoolsRun:
+        """Both pools over `trace`, `closed` clients in a closed loop (None: open): the
+        served trace, the decode instance as the client reads it, and the run."""
+        trace, delay, hits = prefill_prefix_served(
+            trace, prefix, pre, disagg.prefill_schedulers, posed.load.trace_seed()
+        )
+        # the client reads every decode scheduler's stream
+        dec = with_bench_client(
+            plain_dec, trace, disagg.decode_schedulers, posed.client, sends=False
+        )
+        if speculation is not None:
+            dec = with_speculation(dec, speculation)
+        state, info, ms, how = run_pools(
+            spec, trace, disagg, pre, dec, disagg.link, closed, disagg.transfer_backend, delay
+        )
+        metrics = bench_metrics(
+            state,
+            trace,
+            percentiles=posed.percentiles,
+            stream_interval=dec.curve.stream_interval,
+            **posed.empty,
+        )
+        if hits is not None:
+            metrics["prefix_cache"] = hits
+        return _PoolsRun(trace, dec, metrics, info, ms, how)
+
+    run = run_at(posed.trace, posed.closed)
+    trace, dec, metrics = run.trace, run.dec, run.metrics
+    gpus = disagg.gpus
+    deployment = _deployment(
+        pre, dec, disagg, spec, trace, run.transfer_ms, run.transfer, run.info, source,
+        disagg.transfer_backend,
+    )  # fmt: skip
+    notes = _notes(pre, dec, disagg, trace, metrics, posed.closed, posed.client)
     if echo is not None and spec_line is not None:
         pools = deployment["disagg"]
         deployment["command"] += " " + spec_line
@@ -551,7 +559,14 @@ def run_disaggregated(
             "prefill pool: its server runs the draft over each prompt to hand the decode pool "
             "its first proposals (SGLang's disaggregation/prefill.py, 0.5.14), not priced here",
         ]
-
+    points = None
+    if sweep:
+        client = bench_client_of(engine, posed.client)
+        points = [
+            {"max_concurrency": n, **per_gpu(run_at(posed.swept(n, client), n).metrics, gpus)}
+            for n in sweep
+        ]
+    load = posed.load
     return {
         **per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
@@ -564,15 +579,28 @@ def run_disaggregated(
         "step_constants": step_constants(pre.curve, None),
         "request_path_ms": REQUEST_PATH_MS,
         # the keys an aggregated run prints, so one reader takes both: requests reach the
-        # prefill pool's API server; V0's multi-step rounds and speculation are refused here
+        # prefill pool's API server; V0's multi-step rounds are refused here
         "front_door": pre.cfg.front_door.model_dump() if pre.cfg.front_door else None,
         "ignored_requests": 0,
         "speculation": echo,
-        "bench_client": bench_client_of(engine, client),
+        "bench_client": bench_client_of(engine, posed.client),
         "deployment": deployment,
-        "workload": workload_echo,
+        "workload": posed.echo,
         "calibration": None,
         "step_ms": {},
-        "sweep": None,
+        "sweep": points,
         "notes": notes,
     }
+
+
+class _PoolsRun(NamedTuple):
+    """One disaggregated run: the trace as served (shared prefixes in its prompts), the decode
+    instance as the client reads it, the benchmark's figures, the pools' own figures, each
+    request's KV transfer time and how the transfer was priced."""
+
+    trace: Trace
+    dec: Instance
+    metrics: dict[str, Any]
+    info: dict[str, Any]
+    transfer_ms: NDArray[np.float64]
+    transfer: dict[str, Any]

@@ -5,6 +5,7 @@ and the request trace they make."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,7 @@ from planner.sim.arrivals import MAX_ARRIVAL_CV
 from planner.sim.config import MAX_SPEC_K
 
 if TYPE_CHECKING:
+    from planner.sim.bench import EmptyCounting
     from planner.sim.workload import LengthDist, Trace, Workload
 
 
@@ -44,6 +46,39 @@ GSP_PROMPTS_PER_GROUP = 16
 GSP_SYSTEM_PROMPT_LEN = 2048
 GSP_QUESTION_LEN = 128
 GSP_OUTPUT_LEN = 256
+
+
+@dataclass(frozen=True)
+class Posed:
+    """The benchmark as the client runs it: its requests (`trace`, drawn from `load` and
+    `lengths`; `echo`, the workload as the output states it), `closed` clients of a closed loop
+    (None: an open loop at the load's rate), whether a rate paces the clients (`paced`), the
+    tail figures it prints, what it counts of an empty output, and its client (None: the
+    engine's own)."""
+
+    trace: Trace
+    echo: dict[str, Any]
+    load: Load
+    lengths: Lengths
+    closed: int | None
+    paced: bool
+    percentiles: tuple[float, ...]
+    empty: EmptyCounting
+    client: str | None
+
+    def swept(self, clients: int, client: str) -> Trace:
+        """The requests of a concurrency sweep's point at `clients`: the load's number, else
+        a quarter of the default run or REQUESTS_PER_CLIENT a client, drawn as the run's by
+        `client` (resolved: bench_instance.bench_client_of)."""
+        if clients < 1:
+            raise InputError("--sweep", "concurrency values must be >= 1")
+        requests = self.load.requests or max(
+            DEFAULT_BENCH_REQUESTS // 4, REQUESTS_PER_CLIENT * clients
+        )
+        trace, _ = bench_trace(
+            self.load.model_copy(update={"requests": requests}), self.lengths, client
+        )
+        return trace
 
 
 class SharedPrefixRun(NamedTuple):
