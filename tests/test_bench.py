@@ -1327,6 +1327,12 @@ def test_calibrate_bench_round_trip(cli: Cli, tmp_path: Path) -> None:
     for key in ("median_tpot_ms", "output_throughput"):
         assert fitted[key] == pytest.approx(measured[key], rel=0.10)
         assert abs(plain[key] - measured[key]) > abs(fitted[key] - measured[key])
+    # a disaggregated deployment's pools take the same profile (the card's and engine's)
+    pools = [
+        cli(*args, "--disagg", "1p1d", *c).json() for c in ((), ("--calibration", str(profile)))
+    ]
+    assert pools[1]["calibration"] == fitted["calibration"] and pools[0]["calibration"] is None
+    assert pools[1]["median_tpot_ms"] > 1.2 * pools[0]["median_tpot_ms"]
     # capacity --tpot and slo cap the batch on the same calibrated step (slower: fewer seqs)
     where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--tpot", "40", "--json")
     capped = [

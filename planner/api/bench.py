@@ -168,7 +168,6 @@ def _check_disaggregated(
     for flag, given in (
         ("--dp", deployment.dp != 1),
         ("--ep", deployment.ep not in (None, 1)),
-        ("--calibration", deployment.calibration is not None),
         ("--num-scheduler-steps", deployment.scheduler_steps != 1),
         ("--rate", load.concurrency is not None and load.rate_per_s is not None),
     ):

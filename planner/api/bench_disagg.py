@@ -576,7 +576,7 @@ def run_disaggregated(
             "predicted by the step-time model and the engine's scheduler for each pool, with the "
             "KV transfer priced on the link (docs/disagg.md); not a measurement"
         ),
-        "step_constants": step_constants(pre.curve, None),
+        "step_constants": step_constants(pre.curve, pre.calibrated),
         "request_path_ms": REQUEST_PATH_MS,
         # the keys an aggregated run prints, so one reader takes both: requests reach the
         # prefill pool's API server; V0's multi-step rounds are refused here
@@ -586,7 +586,8 @@ def run_disaggregated(
         "bench_client": bench_client_of(engine, posed.client),
         "deployment": deployment,
         "workload": posed.echo,
-        "calibration": None,
+        # one profile (its card's and engine's) applies to both pools
+        "calibration": None if pre.calibrated is None else pre.calibrated.model_dump(),
         "step_ms": {},
         "sweep": points,
         "notes": notes,
