@@ -530,3 +530,23 @@ def test_a_disaggregated_sweep_point_is_the_run_at_that_concurrency(cli: Cli) ->
         assert swept[1][key] == pytest.approx(alone[key], rel=1e-9)
     rates = [p["output_throughput"] for p in swept]
     assert rates == sorted(rates)
+
+
+def test_a_paced_closed_loop_is_the_open_loop_below_its_clients_and_the_loop_above(
+    cli: Cli,
+) -> None:
+    """--rate R --concurrency N (vllm bench serve --request-rate --max-concurrency): requests
+    go at their arrival times, at most N in flight. Far below what N clients sustain it is the
+    open loop at R; far above, the closed loop of N."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--requests", "100"]
+    base += ["--prompt-len", "1000", "--output-len", "100", "--disagg", "1p1d", "--json"]
+    keys = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
+
+    def figures(*flags: str) -> list[float]:
+        got = cli(*base, *flags).json()
+        return [got[k] for k in keys]
+
+    assert figures("--rate", "2", "--concurrency", "64") == figures("--rate", "2")
+    paced, loop = figures("--rate", "50", "--concurrency", "4"), figures("--concurrency", "4")
+    assert paced == pytest.approx(loop, rel=0.02)
+    assert figures("--rate", "50")[0] > 1.2 * paced[0]

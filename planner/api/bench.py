@@ -85,7 +85,7 @@ def benchmark(
         raise InputError("--dp", f"must be >= 1 (got {dp})")
     engine_name = str(settings.get("engine", "vllm"))
     if disagg is not None:
-        _check_disaggregated(deployment, load, speculation)
+        _check_disaggregated(deployment, speculation)
     # --rate with --concurrency: released at the rate, at most N in flight (vllm bench serve
     # --request-rate R --max-concurrency N); --rate inf with --concurrency: a plain closed loop
     paced = (
@@ -158,21 +158,26 @@ def benchmark(
     )
 
 
-def _check_disaggregated(
-    deployment: Deployment, load: Load, speculation: Speculation | None
-) -> None:
-    """Refuse, by its flag, what a disaggregated run does not model yet (one pool layout each;
-    speculation in vLLM's pools)."""
+def _check_disaggregated(deployment: Deployment, speculation: Speculation | None) -> None:
+    """Refuse, by its flag, what a disaggregated run does not take: one DP or EP size for both
+    pools (each pool has its own flags), V0's multi-step rounds, speculation in vLLM's pools."""
     if speculation is not None and deployment.settings.get("engine", "vllm") != "sglang":
         raise InputError("--spec-alpha", "with --disagg is modelled for SGLang's pools only")
-    for flag, given in (
-        ("--dp", deployment.dp != 1),
-        ("--ep", deployment.ep not in (None, 1)),
-        ("--num-scheduler-steps", deployment.scheduler_steps != 1),
-        ("--rate", load.concurrency is not None and load.rate_per_s is not None),
+    for flag, given, why in (
+        ("--dp", deployment.dp != 1, "each pool takes its own: --prefill-dp / --decode-dp"),
+        (
+            "--ep",
+            deployment.ep not in (None, 1),
+            "each pool takes its own: --prefill-ep / --decode-ep",
+        ),
+        (
+            "--num-scheduler-steps",
+            deployment.scheduler_steps != 1,
+            "V0's multi-step rounds are not modelled with --disagg",
+        ),
     ):
         if given:
-            raise InputError(flag, "not modelled with --disagg yet (one pool layout each)")
+            raise InputError(flag, why)
 
 
 @dataclass(frozen=True)

@@ -213,12 +213,12 @@ def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[s
 def run_pools(
     spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
     link: str | None, concurrency: int | None, backend: str | None = None,
-    delay_ms: NDArray[np.float64] | None = None,
+    delay_ms: NDArray[np.float64] | None = None, paced: bool = False,
 ) -> tuple[RunState, dict[str, Any], NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
-    clients): the client-side RunState, the pools' figures, each request's transfer time and
-    how the transfer was priced. `delay_ms`: each request's wait for its prefix to load from
-    the prefill instance's CPU tier."""
+    clients, `paced`: each request not before its arrival time): the client-side RunState, the
+    pools' figures, each request's transfer time and how the transfer was priced. `delay_ms`:
+    each request's wait for its prefix to load from the prefill instance's CPU tier."""
     from planner.sim import disagg as dis
 
     ms, how = transfer_plan(
@@ -252,6 +252,7 @@ def run_pools(
         transfer_ms=ms,
         concurrency=concurrency,
         delay_ms=delay_ms,
+        paced=paced,
     )
     return state, info, ms, how
 
@@ -528,8 +529,9 @@ def run_disaggregated(
         if speculation is not None:
             dec = with_speculation(dec, speculation)
         state, info, ms, how = run_pools(
-            spec, trace, disagg, pre, dec, disagg.link, closed, disagg.transfer_backend, delay
-        )
+            spec, trace, disagg, pre, dec, disagg.link, closed, disagg.transfer_backend, delay,
+            paced=posed.paced and closed is not None,
+        )  # fmt: skip
         metrics = bench_metrics(
             state,
             trace,
@@ -570,7 +572,7 @@ def run_disaggregated(
     return {
         **per_gpu(metrics, gpus),
         "max_concurrency": load.concurrency,
-        "request_rate": load.rate_per_s if load.concurrency is None else None,
+        "request_rate": load.rate_per_s,
         "gpus": gpus,
         "estimate": (
             "predicted by the step-time model and the engine's scheduler for each pool, with the "

@@ -156,28 +156,31 @@ def run(
     transfer_ms: NDArray[np.float64],
     concurrency: int | None,
     delay_ms: NDArray[np.float64] | None = None,
+    paced: bool = False,
 ) -> tuple[RunState, dict[str, Any]]:
     """Both pools over the trace; one RunState as the client sees it, and per-pool figures.
     `delay_ms`: each request's wait at its prefill instance for a prefix to load from a CPU
-    tier (planner.sim.engine.execute)."""
+    tier (planner.sim.engine.execute). `paced`: the closed loop's requests go no earlier than
+    their arrival times (vllm bench serve --request-rate R --max-concurrency N)."""
     n = trace.size
-    arrival = trace.arrival_s * 1000.0
+    scheduled = trace.arrival_s * 1000.0
+    # a closed loop's requests go when a client frees (paced: not before their arrival times)
+    floor = scheduled if paced else np.zeros(n)
+    arrival = scheduled if concurrency is None else floor.copy()
     passes = 0
-    if concurrency is not None:
-        arrival = np.zeros(n)
-        if concurrency < n:
-            # First guess: the first N requests run alone (the loop's first generation); later
-            # ones follow at the rate N clients sustain at that latency. Each pass then moves
-            # the arrivals to the finishes the last pass implied.
-            first = trace.subset(np.arange(concurrency))
-            generation, _ = _once(
-                first, np.zeros(concurrency), layout, prefill_cost, prefill_cfg, decode_cost,
-                decode_cfg, transfer_ms[:concurrency],
-                None if delay_ms is None else delay_ms[:concurrency],
-            )  # fmt: skip
-            passes += 1
-            e2e = float(np.mean(generation.finish_ms))
-            arrival[concurrency:] = e2e + np.arange(n - concurrency) * e2e / concurrency
+    if concurrency is not None and concurrency < n and not paced:
+        # First guess: the first N requests run alone (the loop's first generation); later
+        # ones follow at the rate N clients sustain at that latency. Each pass then moves
+        # the arrivals to the finishes the last pass implied.
+        first = trace.subset(np.arange(concurrency))
+        generation, _ = _once(
+            first, np.zeros(concurrency), layout, prefill_cost, prefill_cfg, decode_cost,
+            decode_cfg, transfer_ms[:concurrency],
+            None if delay_ms is None else delay_ms[:concurrency],
+        )  # fmt: skip
+        passes += 1
+        e2e = float(np.mean(generation.finish_ms))
+        arrival[concurrency:] = e2e + np.arange(n - concurrency) * e2e / concurrency
     state: RunState | None = None
     info: dict[str, Any] = {}
     while True:
@@ -191,6 +194,7 @@ def run(
         finishes = np.sort(state.finish_ms)
         implied = np.zeros(n)
         implied[concurrency:] = finishes[: n - concurrency]
+        implied = np.maximum(implied, floor)
         if float(np.max(np.abs(implied - arrival))) < SETTLED_MS:
             break
         arrival = implied
