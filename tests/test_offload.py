@@ -278,3 +278,22 @@ def test_tiers_table_fits_the_terminal(
     table = text[: text.index("host memory per node")]
     assert "524,288" in table  # the CPU tier's tokens, whole
     assert all(len(line) <= int(columns) for line in table.splitlines())
+
+
+def test_a_cpu_tier_beside_a_transfer_connector_is_refused(cli: Cli) -> None:
+    """vLLM sets kv_connector to its offloading connector whenever --kv-offloading-size is
+    given, replacing the one --kv-transfer-config names: such a line runs no NIXL transfer, so
+    neither capacity nor a disaggregated simulation prints it; alone, each flag plans."""
+    nixl = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    base = ["capacity", "--model", LLAMA, "--gpu", "h100", "--json"]
+    both = cli(*base, "--kv-transfer-config", nixl, "--kv-offloading-size", "64")
+    assert both.code == 2 and both.json()["field"] == "--kv-offloading-size"
+    assert "MultiConnector" in both.json()["error"]
+    assert cli(*base, "--kv-transfer-config", nixl).code == 0
+    assert cli(*base, "--kv-offloading-size", "64").code == 0
+    pools = cli(
+        "simulate", "--model", LLAMA, "--gpu", "h100", "--concurrency", "4", "--requests", "8",
+        "--prompt-len", "200", "--output-len", "20", "--disagg", "1p1d",
+        "--kv-offloading-size", "64", "--json",
+    )  # fmt: skip
+    assert pools.code == 2 and pools.json()["field"] == "--kv-offloading-size"

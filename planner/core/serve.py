@@ -336,11 +336,22 @@ def _engine_fields(
 def vllm_connector(s: ServeSettings) -> tuple[str | None, int | None]:
     """The KV connector a vLLM plan runs and LMCache's chunk: --kv-transfer-config's, else the
     one --kv-offloading-size starts (0.12+, vllm/config/vllm.py: the native backend is the
-    OffloadingConnector, lmcache the LMCacheConnectorV1), else none."""
-    if s.disagg is not None and s.disagg.kv_transfer_config:
-        return str(json.loads(s.disagg.kv_transfer_config)["kv_connector"]), None
+    OffloadingConnector, lmcache the LMCacheConnectorV1), else none. Both given are refused:
+    vLLM's _post_init_kv_transfer_config sets kv_connector to the offloading one whenever the
+    size is given (0.12-0.34), so the named connector (a disaggregated pool's NIXL) would not
+    run."""
     o = s.offload
-    if o is None or not o.kv_offloading_size_gib:
+    offloading = o is not None and bool(o.kv_offloading_size_gib)
+    if s.disagg is not None and s.disagg.kv_transfer_config:
+        if offloading:
+            raise InputError(
+                "--kv-offloading-size",
+                "vLLM replaces the --kv-transfer-config connector with its offloading one "
+                "when this is given, so the line would run no KV transfer; a pool with a CPU "
+                "tier takes a MultiConnector in --kv-transfer-config (not modelled)",
+            )
+        return str(json.loads(s.disagg.kv_transfer_config)["kv_connector"]), None
+    if o is None or not offloading:
         return None, None
     if o.kv_offloading_backend == "lmcache":
         return "LMCacheConnectorV1", o.lmcache.chunk_size if o.lmcache else None
