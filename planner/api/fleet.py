@@ -27,23 +27,17 @@ Progress = Callable[[str, int, str], None]
 
 
 @dataclass(frozen=True)
-class Job:
-    """One candidate to plan and search: a layout of one GPU type at one precision, and what
-    the search judges it by (the model, the traffic and the promise). Jobs run in a process
-    pool, so a job carries everything its candidate needs."""
+class Question:
+    """What every candidate of one fleet search is judged by and planned with: the model and
+    engine, the traffic, its promise and the requests' lengths, and what each line carries
+    beside its layout (a calibration, reserved memory, a shared prefix, an offload tier, the
+    KV cache's dtype). One per search, shared by its jobs."""
 
-    card: GpuSpec
-    precision: str
-    tp: int
-    ep: bool  # expert parallelism (experts whole on E / EP GPUs) rather than sharded
-    groups: int  # data-parallel attention groups (1: none)
-    pp: int
     spec: ModelSpec
     preset: str | None
     model: str | None
     engine: str
     engine_version: str | None
-    price_per_gpu_hour: float | None  # None: not priced
     calibration: Calibration | None
     reserved_bytes: int | None
     context_tokens: int
@@ -57,6 +51,22 @@ class Job:
     prefix: PrefixShare | None
     offload: dict[str, Any] | None
     kv_fp8: bool = False  # an fp8 KV cache (--kv-dtype fp8), else the model's 16 bits
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate to plan and search: a layout of one GPU type at one precision, priced,
+    and the search's question. Jobs run in a process pool, so a job carries everything its
+    candidate needs."""
+
+    question: Question
+    card: GpuSpec
+    precision: str
+    tp: int
+    ep: bool  # expert parallelism (experts whole on E / EP GPUs) rather than sharded
+    groups: int  # data-parallel attention groups (1: none)
+    pp: int
+    price_per_gpu_hour: float | None  # None: not priced
     decode_groups: int = 1  # a disaggregated unit's decode instance's attention groups
     ratio: tuple[int, int] | None = None  # a disaggregated unit's prefill and decode instances
 
@@ -274,43 +284,44 @@ def fleet_report(
     context, mean = lengths.context_tokens, lengths.mean_tokens
     mean_prompt, mean_output = lengths.mean_prompt_tokens, lengths.mean_output_tokens
     layouts = _tp_sizes(spec, tps)
-    jobs: list[Job] = []
-    for card in (find_gpu(g) for g in gpus):
-        for precision in _precisions(spec, card, precisions):
-            # Every TP of one node: a wider TP sustains more per replica and may cost less
-            # per token; the ranking, not the search order, decides.
-            for tp, ep, groups in [
-                (t, e, g) for t in layouts for e, g in _parallel_options(spec, engine, t)
-            ]:
-                jobs.append(
-                    Job(
-                        card=card,
-                        precision=precision,
-                        tp=tp,
-                        ep=ep,
-                        groups=groups,
-                        pp=1,
-                        spec=spec,
-                        preset=preset,
-                        model=model,
-                        engine=engine,
-                        engine_version=engine_version,
-                        price_per_gpu_hour=prices.get(card.id),
-                        calibration=calibration,
-                        reserved_bytes=reserved_bytes,
-                        context_tokens=context,
-                        mean_tokens=mean,
-                        workload=w,
-                        promise=promised,
-                        rate_per_s=rate,
-                        headroom=headroom,
-                        mean_prompt_tokens=mean_prompt,
-                        mean_output_tokens=mean_output,
-                        prefix=prefix,
-                        offload=offload,
-                        kv_fp8=kv.startswith("fp8"),
-                    )
-                )
+    question = Question(
+        spec=spec,
+        preset=preset,
+        model=model,
+        engine=engine,
+        engine_version=engine_version,
+        calibration=calibration,
+        reserved_bytes=reserved_bytes,
+        context_tokens=context,
+        mean_tokens=mean,
+        workload=w,
+        promise=promised,
+        rate_per_s=rate,
+        headroom=headroom,
+        mean_prompt_tokens=mean_prompt,
+        mean_output_tokens=mean_output,
+        prefix=prefix,
+        offload=offload,
+        kv_fp8=kv.startswith("fp8"),
+    )
+    # Every TP of one node: a wider TP sustains more per replica and may cost less per
+    # token; the ranking, not the search order, decides.
+    jobs = [
+        Job(
+            question=question,
+            card=card,
+            precision=precision,
+            tp=tp,
+            ep=ep,
+            groups=groups,
+            pp=1,
+            price_per_gpu_hour=prices.get(card.id),
+        )
+        for card in (find_gpu(g) for g in gpus)
+        for precision in _precisions(spec, card, precisions)
+        for tp in layouts
+        for ep, groups in _parallel_options(spec, engine, tp)
+    ]
     if not jobs:
         raise InputError("--precision", "no candidate GPU runs the precisions asked for")
     candidates = _run_jobs(jobs, workers, progress, _candidate)
@@ -533,7 +544,7 @@ def replica_gpus(job: Job) -> int:
     from planner.core.parallel import deployment_gpus
 
     groups = job.groups
-    return deployment_gpus(job.engine, int(job.tp), int(job.pp), groups, groups)
+    return deployment_gpus(job.question.engine, int(job.tp), int(job.pp), groups, groups)
 
 
 def _precisions(spec: ModelSpec, card: GpuSpec, asked: list[str] | None) -> list[str]:
@@ -584,28 +595,28 @@ def serve_values(job: Job) -> dict[str, Any]:
     card and engine, other tenants' memory, expert parallelism)."""
     from planner.core.parallel import layout_fields
 
-    spec, card, engine = job.spec, job.card, job.engine
+    spec, card, engine = job.question.spec, job.card, job.question.engine
     fp8 = job.precision == "fp8" and spec.weight_dtype in ("bf16", "fp16", "fp32")
     extra: dict[str, Any] = {}
-    cal = job.calibration
+    cal = job.question.calibration
     if cal is not None and cal.gpu == card.id and cal.engine == engine:
         extra["calibration"] = cal
-    if job.reserved_bytes:
-        extra["reserved_bytes"] = job.reserved_bytes
+    if job.question.reserved_bytes:
+        extra["reserved_bytes"] = job.question.reserved_bytes
     extra |= layout_fields(engine, job.groups, _ep_size(job))
     return (
         {
             "engine": engine,
-            "version": job.engine_version,
+            "version": job.question.engine_version,
             "tp": job.tp,
             "pp": job.pp,
-            "context_tokens": job.context_tokens,
-            "mean_tokens": job.mean_tokens,
+            "context_tokens": job.question.context_tokens,
+            "mean_tokens": job.question.mean_tokens,
             "quantization": "fp8" if fp8 else None,
             "dtype": "auto" if card.supports_bf16 else "half",
             "extra": extra,
         }
-        | ({"offload": job.offload} if job.offload else {})
+        | ({"offload": job.question.offload} if job.question.offload else {})
         | _kv_setting(job)
     )
 
@@ -615,7 +626,8 @@ def _kv_setting(job: Job) -> dict[str, Any]:
     engine's e4m3 spelling); none otherwise: the engine's own default."""
     from planner.core.flags import kv_cache_flag
 
-    return {"kv_cache_dtype": kv_cache_flag(job.engine, "fp8")} if job.kv_fp8 else {}
+    q = job.question
+    return {"kv_cache_dtype": kv_cache_flag(q.engine, "fp8")} if q.kv_fp8 else {}
 
 
 def _widened(candidates: list[dict[str, Any]], job: Job, cramped: bool) -> bool:
@@ -642,15 +654,15 @@ def job_instance(
 
     values = serve_values(job)
     if role is not None:
-        values["disagg"] = pool_role(job.engine, role)
+        values["disagg"] = pool_role(job.question.engine, role)
     return plan_instance(
         gpu=job.card.id,
-        preset=job.preset,
-        model=job.model,
+        preset=job.question.preset,
+        model=job.question.model,
         revision=None,
         values=values,
-        spec=job.spec,
-        longest=job.context_tokens,
+        spec=job.question.spec,
+        longest=job.question.context_tokens,
         ep=_ep_size(job),
         calibration=None,
         seed=0,
@@ -665,7 +677,7 @@ def _ep_size(job: Job) -> int | None:
 
     if not job.ep:
         return None
-    return moe_ranks(job.engine, int(job.tp), job.groups)
+    return moe_ranks(job.question.engine, int(job.tp), job.groups)
 
 
 def _at_planned_load(
@@ -682,12 +694,13 @@ def _at_planned_load(
     # this instance (inst.cost): a cost linearised at the mean context prices the batch's long
     # requests and long prompts' attention at the mean, and judged the promise 25-30% kind (the
     # reference chat workload's p95 TTFT and TPOT on Llama-3.1-70B)
-    w, cost, promised, groups = job.workload, inst.cost, job.promise, job.groups
-    at_rate = job.rate_per_s / replicas / groups
+    q, cost, groups = job.question, inst.cost, job.groups
+    w, promised = q.workload, q.promise
+    at_rate = q.rate_per_s / replicas / groups
     at_load = trial(w, at_rate, cost, cfg, promised, _prefixed(job, inst, cost, cfg, at_rate))
     for added in range(MAX_ADDED_REPLICAS + 1 if not at_load.ok else 0):
         replicas += 1 if added else 0
-        at_rate = job.rate_per_s / replicas / groups
+        at_rate = q.rate_per_s / replicas / groups
         runner = _prefixed(job, inst, cost, cfg, at_rate)
         at_load = trial(w, at_rate, cost, cfg, promised, runner, min_requests=sustained_requests)
         if at_load.ok:
@@ -701,14 +714,15 @@ def _prefixed(
     """A trial's runner when requests share a prefix: each trace served from the replica's
     prefix cache at `rate` (planner.api.bench_aggregated.prefix_served, as simulate serves it); None
     (the plain run) without one."""
-    prefix = job.prefix
+    prefix = job.question.prefix
     if prefix is None:
         return None
     from planner.api.bench_aggregated import prefix_served
     from planner.sim.engine import execute
 
     def run(trace: Trace) -> RunState:
-        served, delay, _ = prefix_served(trace, prefix, inst, None, rate, job.workload.seed)
+        seed = job.question.workload.seed
+        served, delay, _ = prefix_served(trace, prefix, inst, None, rate, seed)
         return execute(served, cost, cfg, delay)
 
     return run
@@ -728,11 +742,12 @@ def _sustained(job: Job, inst: Instance, t1_ms: float) -> tuple[Trial, SimConfig
         trial,
     )
 
-    w, promised, mean = job.workload, job.promise, job.mean_tokens
-    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
+    q = job.question
+    w, promised, mean = q.workload, q.promise, q.mean_tokens
+    mean_prompt, mean_output = q.mean_prompt_tokens, q.mean_output_tokens
     plan, cost = inst.plan, inst.cost
     longest = int(w.prompt_tokens.max + w.output_tokens.max)
-    prefix = job.prefix
+    prefix = q.prefix
     if prefix is not None:
         longest += prefix.tokens  # a request may open with the shared prefix
     best = None
@@ -826,10 +841,9 @@ def _candidate(job: Job) -> dict[str, Any]:
     from planner.core.fleet import costed, missed_by, replicas_for
     from planner.core.parallel import line_max_num_seqs
 
-    spec, card, tp, pp = job.spec, job.card, job.tp, job.pp
-    w, promised, rate, mean = job.workload, job.promise, job.rate_per_s, job.mean_tokens
-    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
-    headroom = job.headroom
+    q, card, tp, pp = job.question, job.card, job.tp, job.pp
+    spec, w, promised, rate, mean = q.spec, q.workload, q.promise, q.rate_per_s, q.mean_tokens
+    mean_prompt, mean_output, headroom = q.mean_prompt_tokens, q.mean_output_tokens, q.headroom
     values = serve_values(job)
     groups = job.groups
     per_replica = replica_gpus(job)
@@ -841,7 +855,7 @@ def _candidate(job: Job) -> dict[str, Any]:
         "dp_attention": groups > 1,
         "pp": pp,
         "precision": job.precision,
-        "engine": job.engine,
+        "engine": job.question.engine,
         "price_per_gpu_hour": job.price_per_gpu_hour,
         "calibrated": "calibration" in values["extra"],
     }
@@ -872,7 +886,7 @@ def _candidate(job: Job) -> dict[str, Any]:
     # the layout's curve, as `planner simulate --concurrency N` predicts it for the planned
     # line at its KV-bound max_num_seqs (the rate search may cap it lower for the promise)
     curve_points = layout_curve(
-        inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.prefix
+        inst=inst, workload=w, gpus=per_replica, groups=groups, prefix=job.question.prefix
     )
     at_load, replicas, at_rate = _at_planned_load(job, inst, cfg, replicas, best.requests)
     if not at_load.ok:
@@ -883,13 +897,13 @@ def _candidate(job: Job) -> dict[str, Any]:
         }
     seqs = cfg.max_batch
     # SGLang's --max-running-requests is the deployment's, shared among its attention groups
-    flag_seqs = line_max_num_seqs(seqs, job.engine, groups)
+    flag_seqs = line_max_num_seqs(seqs, job.question.engine, groups)
     line = plan
     if seqs != plan.max_num_seqs:  # the launch line at the cap the search chose, re-planned
         line, _ = serve_report(
             gpu=card.id,
-            preset=job.preset,
-            model=job.model,
+            preset=job.question.preset,
+            model=job.question.model,
             revision=None,
             gpu_memory_gib=None,
             settings=values | {"max_num_seqs": flag_seqs},
@@ -908,7 +922,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             price_per_gpu_hour=job.price_per_gpu_hour,
             rate=rate,
             # the prompts as asked for: with the shared prefix they open with
-            mean_prompt=mean_prompt + (job.prefix.mean_tokens if job.prefix else 0.0),
+            mean_prompt=mean_prompt + (q.prefix.mean_tokens if q.prefix else 0.0),
             mean_output=mean_output,
         )
         | {
@@ -925,7 +939,7 @@ def _candidate(job: Job) -> dict[str, Any]:
             # host's launches)
             "notes": engine_notes(launched)
             + graph_coverage_notes(
-                job.engine, launched, inst.curve, at_load.peak_running, cfg.mixed
+                job.question.engine, launched, inst.curve, at_load.peak_running, cfg.mixed
             ),
         }
     )

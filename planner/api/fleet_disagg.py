@@ -130,8 +130,8 @@ def disagg_commands(
             seqs *= own.groups
         values = serve_values(own) | {"max_num_seqs": seqs}
         return pd_command(
-            values, pool.plan, role, gpu=job.card.id, preset=job.preset,
-            model=job.model, spec=job.spec,
+            values, pool.plan, role, gpu=job.card.id, preset=job.question.preset,
+            model=job.question.model, spec=job.question.spec,
         )  # fmt: skip
 
     router = pd_router(inst.engine, layout.prefill, layout.decode)
@@ -148,8 +148,9 @@ def disagg_units(job: Job) -> dict[str, Any]:
         inst, dec = _unit_instances(job)
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
-    prefill_ms = pool_work_ms(inst, job.mean_prompt_tokens, job.mean_output_tokens)[0]
-    decode_ms = pool_work_ms(dec, job.mean_prompt_tokens, job.mean_output_tokens)[1]
+    mean_prompt, mean_output = job.question.mean_prompt_tokens, job.question.mean_output_tokens
+    prefill_ms = pool_work_ms(inst, mean_prompt, mean_output)[0]
+    decode_ms = pool_work_ms(dec, mean_prompt, mean_output)[1]
     # a decode instance of G groups serves G requests' worth per group step
     groups = job.decode_groups
     balance = (prefill_ms, decode_ms / groups)
@@ -178,8 +179,9 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
     card, tp, precision = job.card, job.tp, job.precision
     p, d = job.pools()
     layout = _layout(job)
-    w, promised, rate, headroom = job.workload, job.promise, job.rate_per_s, job.headroom
-    mean_prompt, mean_output = job.mean_prompt_tokens, job.mean_output_tokens
+    q = job.question
+    w, promised, rate, headroom = q.workload, q.promise, q.rate_per_s, q.headroom
+    mean_prompt, mean_output = q.mean_prompt_tokens, q.mean_output_tokens
     groups = job.decode_groups
     row: dict[str, Any] = {
         "gpu": card.id,
@@ -189,7 +191,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
         "dp_attention": groups > 1,
         "pp": 1,
         "precision": precision,
-        "engine": job.engine,
+        "engine": job.question.engine,
         "disagg": layout.label,
         "price_per_gpu_hour": job.price_per_gpu_hour,
         "calibrated": "calibration" in serve_values(job)["extra"],
@@ -238,9 +240,9 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
         )
         | {
             # the decode line's value (SGLang's: shared by its attention groups)
-            "max_num_seqs": line_max_num_seqs(seqs, job.engine, groups),
+            "max_num_seqs": line_max_num_seqs(seqs, job.question.engine, groups),
             "kv_cache_tokens": dec.prediction.kv_cache_tokens,
-            "mean_tokens": job.mean_tokens,
+            "mean_tokens": job.question.mean_tokens,
             "engine_version": inst.prediction.version,
             "command": commands["decode"],
             "pools": {
@@ -259,7 +261,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
             "peak_running_seqs": at_load.peak_running,
             "notes": engine_notes(dec.prediction)
             + graph_coverage_notes(
-                job.engine, dec.prediction, dec.curve, at_load.peak_running, mixed=False
+                job.question.engine, dec.prediction, dec.curve, at_load.peak_running, mixed=False
             ),
         }
     )
@@ -280,7 +282,7 @@ def _layout(job: Job) -> DisaggLayout:
         decode_tp=job.tp,
         decode_dp=groups,
         decode_ep=_ep_size(decode_job(job)) or 1,
-        dp_within_tp=ranks_share_tp(job.engine),
+        dp_within_tp=ranks_share_tp(job.question.engine),
     )
 
 
@@ -308,10 +310,11 @@ def _run_unit(
     where they hold it, as `planner simulate --disagg` serves it)."""
     from planner.api.bench_disagg import prefill_prefix_served, run_pools
 
+    q = job.question
     served, delay, _ = prefill_prefix_served(
-        trace, job.prefix, inst, layout.prefill_schedulers, job.workload.seed
+        trace, q.prefix, inst, layout.prefill_schedulers, q.workload.seed
     )
-    state, _, _, _ = run_pools(job.spec, served, layout, inst, dec, None, clients, None, delay)
+    state, _, _, _ = run_pools(q.spec, served, layout, inst, dec, None, clients, None, delay)
     return state, served
 
 
@@ -335,7 +338,7 @@ def disagg_curve(job: Job) -> list[dict[str, Any]]:
     # cost the most to settle
     for clients in clients_for(dec.plan.max_num_seqs):
         requests = max(CURVE_MIN_REQUESTS, CURVE_REQUESTS_PER_CLIENT * clients)
-        trace = generate(job.workload.model_copy(update={"requests": requests, "seed": 0}))
+        trace = generate(job.question.workload.model_copy(update={"requests": requests, "seed": 0}))
         m = bench_metrics(*_run_unit(job, inst, dec, layout, trace, clients))
         points.append(curve_point(clients, m, layout.gpus))
     return points
