@@ -139,6 +139,28 @@ def test_sglang_dp_attention_must_divide_tp() -> None:
         _plan("sglang", 4, {"attn_dp_size": 3})
 
 
+def test_sglang_dp_attention_at_one_group_is_plain_tp_in_simulate_as_in_capacity(cli: Cli) -> None:
+    """SGLang turns --enable-dp-attention off at --dp-size 1 (server_args.py 0.5.2-0.5.10,
+    arg_groups/overrides.py 0.5.15; attn_dp_size > 1 from 0.5.23): simulate runs plain TP and
+    capacity plans it, neither printing the flag, rather than one refusing what the other
+    plans."""
+    where = ["--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--json"]
+    run = ["simulate", *where, "--concurrency", "4", "--prompt-len", "100", "--output-len", "10"]
+    run += ["--requests", "8"]
+    flagged = cli(*run, "--dp", "1", "--enable-dp-attention").json()
+    plain = cli(*run).json()
+    assert flagged["median_tpot_ms"] == plain["median_tpot_ms"]
+    assert flagged["deployment"]["command"] == plain["deployment"]["command"]
+    assert "--enable-dp-attention" not in plain["deployment"]["command"]
+    capacity = cli("capacity", *where, "--dp", "1", "--enable-dp-attention").json()
+    line = capacity["flags"]["sglang"]
+    assert "--tp-size 8" in line and "--enable-dp-attention" not in line
+    assert (
+        capacity["engine"]["kv_cache_tokens"]
+        == cli("capacity", *where).json()["engine"]["kv_cache_tokens"]
+    )
+
+
 def test_vllm_data_parallel_line_round_trips() -> None:
     spec = resolve_model(None, QWEN3_MOE, None)
     fields = {"tensor_parallel_size": 2, "data_parallel_size": 4, "enable_expert_parallel": True}
@@ -348,10 +370,6 @@ def test_simulate_vllm_dp_on_moe_spreads_the_experts_and_prints_the_flag(cli: Cl
          "is SGLang's"),
         (("--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--dp", "3",
           "--dp-attention"), "divide the TP size 8"),
-        # no --dp: SGLang's --enable-dp-attention alone keeps one group (nothing to model),
-        # and the refusal says how to plan it
-        (("--model", DEEPSEEK, "--gpu", "h200", "--engine", "sglang", "--tp", "8",
-          "--dp-attention"), "plan it without --dp-attention"),
         (("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang", "--tp", "2", "--dp",
           "2", "--dp-attention"), "MoE models"),
     ],

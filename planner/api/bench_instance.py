@@ -951,15 +951,10 @@ def attention_groups_of(
             "rank a --tp group (GPUs = TP x DP: --tp 1 --dp 8 for eight one-GPU groups)",
         )
     if dp < 2:
-        # SGLang takes --enable-dp-attention at --dp-size 1 too: one group over the TP size,
-        # whose steps and pool are plain TP's; the flag's other effect there, a 0.3x admission
-        # ratio (server_args.py, 0.5.15), is not modelled without groups
-        raise InputError(
-            flag,
-            f"needs --dp N, 2 or more attention-DP groups that divide --tp {tp} (SGLang's "
-            f"--dp N --enable-dp-attention; e.g. --dp {tp}); at --dp 1 SGLang runs one group "
-            "over the TP size: plan it without --dp-attention (its 0.3x admission ratio aside)",
-        )
+        # SGLang turns the flag off at --dp-size 1 (server_args.py _handle_data_parallelism in
+        # 0.5.2-0.5.10, arg_groups/overrides.py _data_parallelism_defaults in 0.5.15; from
+        # 0.5.23 it resolves to attn_dp_size > 1): plain TP, as `capacity` plans it
+        return 1
     if tp % dp:
         raise InputError(flag, f"needs groups that divide the TP size {tp} (got --dp {dp})")
     if not moe:
