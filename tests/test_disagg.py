@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -478,6 +479,9 @@ def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> Non
     # the first request at each of the two prefill schedulers computes the prefix
     hits = cached["prefix_cache"]
     assert (hits["misses"], hits["gpu_hits"], hits["requests_with_prefix"]) == (2, 62, 64)
+    text = cli(*base[:-1], "--prompt-len", "500", "--random-prefix-len", "4000").out
+    assert re.search(r"Prefix from the GPU cache: +62\n", text)
+    assert re.search(r"Prefix prefilled: +2\n", text)
     assert own["median_ttft_ms"] < cached["median_ttft_ms"] < whole["median_ttft_ms"]
     # the KV that crosses is the whole prompt's: Llama-3.1-8B's 131,072 B a token
     moved = [

@@ -234,6 +234,13 @@ def render_bench(result: dict[str, Any]) -> None:
     ]
     if result.get("ignored_requests"):
         rows.insert(1, ("Ignored requests:", f"{result['ignored_requests']:,}"))
+    hits = result.get("prefix_cache")
+    if hits:  # the shared prefixes' requests by where their prefix came from
+        rows += [
+            ("Prefix from the GPU cache:", f"{hits['gpu_hits']:,}"),
+            ("Prefix from the CPU tier:", f"{hits['cpu_hits']:,}"),
+            ("Prefix prefilled:", f"{hits['misses']:,}"),
+        ]
     for line in lines:
         out.print(line, markup=False, soft_wrap=True)
     for label, value in rows:
