@@ -503,7 +503,7 @@ def test_an_sglang_decode_pool_speculates_as_one_server_does(cli: Cli) -> None:
     """Under --disagg, SGLang's decode pool verifies the drafts: at one client its TPOT is the
     aggregated server's with the same speculation (the same decode steps, the same accepted
     drafts), well under the plain pool's; both pools' lines carry the speculation flags (the
-    prefill server runs the draft to hand over its first proposals). vLLM's pools with
+    prefill server hands the decode pool what the draft starts from). vLLM's pools with
     speculation are refused, naming the flag."""
     base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1"]
     base += ["--requests", "20", "--prompt-len", "2000", "--output-len", "300", "--json"]

@@ -492,8 +492,8 @@ def run_disaggregated(
     (SGLang) are its schedulers, each with its share of the requests; the benchmark client
     reads every decode scheduler's streams. `prefix`: a shared prefix the prefill instances
     serve from their caches (prefill_prefix_served). `speculation`: the decode pool speculates
-    (SGLang; `spec_line`, its flags, on both pools' lines: the prefill server runs the draft
-    over each prompt to hand its first proposals over). `sweep`: the concurrencies to rerun
+    (SGLang; `spec_line`, its flags, on both pools' lines: the prefill server hands the decode
+    pool what the draft starts from). `sweep`: the concurrencies to rerun
     it at."""
     from planner.sim.bench import bench_metrics
 
@@ -558,8 +558,9 @@ def run_disaggregated(
             pools[role]["command"] += " " + spec_line
         notes += [
             "decode pool: " + speculation_note(echo),
-            "prefill pool: its server runs the draft over each prompt to hand the decode pool "
-            "its first proposals (SGLang's disaggregation/prefill.py, 0.5.14), not priced here",
+            "prefill pool: its server speculates too, handing the decode pool each prompt's "
+            "last hidden state (SGLang 0.5.2) or the draft's first proposals (0.5.4+; "
+            "disaggregation/prefill.py); that pass over the prompt is not priced here",
         ]
     points = None
     if sweep:
