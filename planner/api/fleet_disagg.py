@@ -57,6 +57,17 @@ def pool_work_ms(inst: Instance, mean_prompt: float, mean_output: float) -> tupl
     return max(mean_prompt, 1.0) * prefill, mean_output * decode
 
 
+def unit_work_ms(job: Job, inst: Instance, dec: Instance) -> tuple[float, float]:
+    """GPU time one request costs a unit's prefill pool (`inst`) and decode pool (`dec`), ms
+    (pool_work_ms): a shared prefix counted as the prefill pool's cache serves it at best (a
+    hit: its own tokens prefill) and as the decode pool holds it (its KV read every step)."""
+    q = job.question
+    opening = q.prefix.mean_tokens if q.prefix is not None else 0.0
+    prefill_ms = pool_work_ms(inst, q.mean_prompt_tokens, q.mean_output_tokens)[0]
+    decode_ms = pool_work_ms(dec, q.mean_prompt_tokens + opening, q.mean_output_tokens)[1]
+    return prefill_ms, decode_ms
+
+
 def wanted(mode: str, spec: ModelSpec) -> bool:
     """Whether this search adds disaggregated candidates."""
     from planner.errors import InputError
@@ -148,9 +159,7 @@ def disagg_units(job: Job) -> dict[str, Any]:
         inst, dec = _unit_instances(job)
     except WouldNotStart:  # the aggregated candidate of this layout already says why
         return {"rows": [], "jobs": []}
-    mean_prompt, mean_output = job.question.mean_prompt_tokens, job.question.mean_output_tokens
-    prefill_ms = pool_work_ms(inst, mean_prompt, mean_output)[0]
-    decode_ms = pool_work_ms(dec, mean_prompt, mean_output)[1]
+    prefill_ms, decode_ms = unit_work_ms(job, inst, dec)
     # a decode instance of G groups serves G requests' worth per group step
     groups = job.decode_groups
     balance = (prefill_ms, decode_ms / groups)
@@ -202,8 +211,7 @@ def disagg_candidate(job: Job, inst: Instance, dec: Instance) -> dict[str, Any]:
 
     seqs = dec.plan.max_num_seqs
     # capacity of each pool at utilisation 1: decode at its full batch, prefill at its budget
-    prefill_ms = pool_work_ms(inst, mean_prompt, mean_output)[0]
-    decode_ms = pool_work_ms(dec, mean_prompt, mean_output)[1]
+    prefill_ms, decode_ms = unit_work_ms(job, inst, dec)
     schedulers = layout.decode_schedulers
     ceiling = STABLE_UTILISATION * min(schedulers * 1000.0 / decode_ms, p * 1000.0 / prefill_ms)
     sizing = inst.cfg.model_copy(update={"max_batch": seqs * schedulers})
