@@ -297,3 +297,23 @@ def test_a_cpu_tier_beside_a_transfer_connector_is_refused(cli: Cli) -> None:
         "--kv-offloading-size", "64", "--json",
     )  # fmt: skip
     assert pools.code == 2 and pools.json()["field"] == "--kv-offloading-size"
+
+
+def test_hicache_beside_a_server_without_its_radix_cache_is_refused(cli: Cli) -> None:
+    """SGLang refuses --enable-hierarchical-cache beside --disable-radix-cache ("mutually
+    exclusive", server_args.py), and a PD decode server turns its radix cache off: capacity
+    refuses both lines, and a disaggregated simulation gives HiCache to the prefill pool only."""
+    base = ["capacity", "--model", LLAMA, "--gpu", "h100", "--engine", "sglang", "--json"]
+    hicache = "--enable-hierarchical-cache"
+    for extra in (["--disable-radix-cache"], ["--disaggregation-mode", "decode"]):
+        r = cli(*base, hicache, *extra)
+        assert r.code == 2 and r.json()["field"] == hicache
+    assert cli(*base, hicache, "--disaggregation-mode", "prefill").code == 0
+    run = cli(
+        "simulate", "--model", LLAMA, "--gpu", "h100", "--engine", "sglang", "--concurrency",
+        "4", "--requests", "8", "--prompt-len", "200", "--output-len", "20", "--disagg", "1p1d",
+        hicache, "--json",
+    )  # fmt: skip
+    assert run.code == 0, run.out
+    pools = run.json()["deployment"]["disagg"]
+    assert hicache in pools["prefill"]["command"] and hicache not in pools["decode"]["command"]

@@ -208,6 +208,10 @@ class _Instances:
         engine = str(d.settings.get("engine", "vllm"))
         if role is not None and self.disagg is not None:
             own["disagg"] = pool_role(engine, role, self.disagg.transfer_backend)
+            if role == "decode" and engine == "sglang":
+                # HiCache is the prefill pool's: a decode server turns its radix cache off and
+                # refuses HiCache beside it (planner.core.serve.offload_tiers)
+                own["offload"] = None
         try:
             return plan_instance(
                 replicas=d.dp,

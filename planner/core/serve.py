@@ -410,6 +410,17 @@ def offload_tiers(model: ModelSpec, p: EnginePrediction, s: ServeSettings) -> Kv
 
     if s.offload is None:
         return None
+    if s.engine == "sglang" and s.offload.hicache:
+        decode = s.disagg is not None and s.disagg.mode == "decode"
+        if decode or p.settings.get("disable_radix_cache"):
+            # server_args.py (0.5.2-0.5.15), arg_groups/kv_cache_hook.py (0.5.23): the two are
+            # "mutually exclusive"; a PD decode server turns its radix cache off first
+            why = "a decode server, which turns its radix cache off" if decode else ""
+            raise InputError(
+                "--enable-hierarchical-cache",
+                "SGLang refuses to start with it beside --disable-radix-cache"
+                + (f" ({why})" if why else ""),
+            )
     block = int(str(p.settings["block_size" if s.engine == "vllm" else "page_size"]))
     if is_hybrid(model) and (s.offload.kv_offloading_size_gib or s.offload.hicache):
         raise InputError(
