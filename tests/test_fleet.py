@@ -804,6 +804,7 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
     args = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--rate", "2", "--tpot", "50"]
     on = cli(*args, "--ttft", "1000", "--kv-offloading-size", "100", "--disagg", "on", "--json")
     assert on.code == 2 and on.json()["field"] == "--disagg"
+    assert "replaces the NIXL connector" in on.json()["error"]
 
 
 @pytest.mark.parametrize(

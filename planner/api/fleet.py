@@ -278,7 +278,13 @@ def fleet_report(
         prefix = None
     if offload:
         if disagg == "on":
-            raise InputError("--disagg", "on is not modelled with a KV offload tier yet")
+            why = (
+                "vLLM's --kv-offloading-size replaces the NIXL connector a pool runs"
+                if engine == "vllm"
+                else "SGLang's HiCache is not searched in units yet (`planner simulate --disagg` "
+                "puts it on the prefill pool)"
+            )
+            raise InputError("--disagg", f"on with a KV offload tier: {why}")
         disagg = "off"
     lengths = _request_lengths(spec, w, prefix, context)
     context, mean = lengths.context_tokens, lengths.mean_tokens
