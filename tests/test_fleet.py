@@ -805,6 +805,15 @@ def test_a_cpu_kv_tier_serves_the_prefixes_the_gpu_no_longer_holds(cli: Cli) -> 
     on = cli(*args, "--ttft", "1000", "--kv-offloading-size", "100", "--disagg", "on", "--json")
     assert on.code == 2 and on.json()["field"] == "--disagg"
     assert "replaces the NIXL connector" in on.json()["error"]
+    # SGLang's HiCache goes on a unit's prefill pool only (its decode server refuses it)
+    sglang = ["fleet", "--preset", "llama-3.1-8b", "--gpus", "h100", "--engine", "sglang"]
+    sglang += ["--rate", "5", "--tpot", "50", "--ttft", "2000", "--tp", "1", "--disagg", "on"]
+    hicache = "--enable-hierarchical-cache"
+    units = [c for c in cli(*sglang, hicache, "--json").json()["candidates"] if c.get("pools")]
+    assert units
+    for unit in units:
+        pools = unit["pools"]
+        assert hicache in pools["prefill_command"] and hicache not in pools["decode_command"]
 
 
 @pytest.mark.parametrize(

@@ -276,15 +276,14 @@ def fleet_report(
         raise InputError("--kv-dtype", f"{kv_dtype!r}; accepted: {', '.join(KV_DTYPES)}")
     if prefix is not None and prefix.share <= 0:
         prefix = None
-    if offload:
+    if offload and engine == "vllm":
+        # SGLang's HiCache goes on a unit's prefill pool (pool_values)
         if disagg == "on":
-            why = (
-                "vLLM's --kv-offloading-size replaces the NIXL connector a pool runs"
-                if engine == "vllm"
-                else "SGLang's HiCache is not searched in units yet (`planner simulate --disagg` "
-                "puts it on the prefill pool)"
+            raise InputError(
+                "--disagg",
+                "on with a KV offload tier: vLLM's --kv-offloading-size replaces the NIXL "
+                "connector a pool runs",
             )
-            raise InputError("--disagg", f"on with a KV offload tier: {why}")
         disagg = "off"
     lengths = _request_lengths(spec, w, prefix, context)
     context, mean = lengths.context_tokens, lengths.mean_tokens
@@ -656,11 +655,8 @@ def job_instance(
     launched: the engine's running cap; else the plan's advised max_num_seqs); `role`: its
     pool's in a disaggregated unit, with that role's flags."""
     from planner.api.bench_instance import plan_instance
-    from planner.core.disagg import pool_role
 
-    values = serve_values(job)
-    if role is not None:
-        values["disagg"] = pool_role(job.question.engine, role)
+    values = pool_values(job, role)
     return plan_instance(
         gpu=job.card.id,
         preset=job.question.preset,
@@ -675,6 +671,21 @@ def job_instance(
         as_launched=as_launched,
         attention_groups=job.groups,
     )
+
+
+def pool_values(job: Job, role: Literal["prefill", "decode"] | None) -> dict[str, Any]:
+    """A candidate's serve values (serve_values), as a disaggregated unit's pool of `role`
+    runs them: with that role's flags, and SGLang's HiCache on the prefill pool only (a decode
+    server refuses it: planner.core.serve.offload_tiers)."""
+    from planner.core.disagg import pool_role
+
+    values = serve_values(job)
+    if role is None:
+        return values
+    values["disagg"] = pool_role(job.question.engine, role)
+    if role == "decode" and job.question.engine == "sglang":
+        values.pop("offload", None)
+    return values
 
 
 def _ep_size(job: Job) -> int | None:

@@ -132,14 +132,14 @@ def disagg_commands(
     instance both sending and receiving), and the router in front of them. `inst` / `dec`: the
     prefill and decode instances."""
     from planner.api.bench_disagg import pd_command, pd_router
-    from planner.api.fleet import serve_values
+    from planner.api.fleet import pool_values
 
     def line(role: Literal["prefill", "decode"]) -> str:
         own, pool = (job, inst) if role == "prefill" else (decode_job(job), dec)
         seqs = pool.plan.max_num_seqs
         if inst.engine == "sglang":  # the deployment's cap, shared by its attention groups
             seqs *= own.groups
-        values = serve_values(own) | {"max_num_seqs": seqs}
+        values = pool_values(own, role) | {"max_num_seqs": seqs}
         return pd_command(
             values, pool.plan, role, gpu=job.card.id, preset=job.question.preset,
             model=job.question.model, spec=job.question.spec,
