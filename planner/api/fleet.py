@@ -248,8 +248,8 @@ def fleet_report(
     that the replica's prefix cache serves where it still holds it (as `planner simulate
     --prefix-share` runs it; a disaggregated unit's prefill instances, each from its own cache).
     `offload`: the KV offload tier every candidate's line carries (OffloadSettings fields, as
-    capacity and simulate take them): a CPU tier the prefixes are served from too;
-    disaggregated units are not searched then.
+    capacity and simulate take them): a CPU tier the prefixes are served from too (vLLM's:
+    disaggregated units are not searched then; SGLang's HiCache: on a unit's prefill pool).
 
     `calibration`: a profile from `planner calibrate`, applied to the candidates on its card
     and engine (a profile measured on one card says nothing about another). `objective`: what
