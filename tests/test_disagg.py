@@ -461,8 +461,9 @@ def test_disaggregation_frees_data_parallel_attention_from_the_others_prefills()
 def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> None:
     """A prefix every request opens with (vllm bench serve's --random-prefix-len) is computed
     once by each prefill scheduler and then served from its cache: prompts prefill their own
-    tokens, so TTFT falls below the whole prompt's, while the decode pool still receives and
-    reads every prompt's KV whole. SGLang's --disable-radix-cache prefills it every time."""
+    tokens, so TTFT falls below the whole prompt's, while the decode pool reads every prompt's
+    whole KV. vLLM's decode instance pulls only what its own cache lacks; SGLang's receives
+    every prompt whole; SGLang's --disable-radix-cache prefills the prefix every time."""
     base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8"]
     base += ["--requests", "64", "--output-len", "100", "--disagg", "2p2d", "--json"]
 
@@ -483,15 +484,21 @@ def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> Non
     assert re.search(r"Prefix from the GPU cache: +62\n", text)
     assert re.search(r"Prefix prefilled: +2\n", text)
     assert own["median_ttft_ms"] < cached["median_ttft_ms"] < whole["median_ttft_ms"]
-    # the KV that crosses is the whole prompt's: Llama-3.1-8B's 131,072 B a token
+    # vLLM's decode instance (prefix caching on) pulls a prompt less the prefix it holds: the
+    # first request at each of its two schedulers takes the prefix across, the rest their own
+    # tokens (Llama-3.1-8B's KV: 131,072 B a token)
     moved = [
         r["deployment"]["disagg"]["transfer"]["mean_bytes_per_request"] for r in (cached, whole)
     ]
-    assert moved == [4500 * 131072] * 2
+    assert moved == [(64 * 4500 - 62 * 4000) / 64 * 131072, 4500 * 131072]
     assert cached["median_tpot_ms"] == pytest.approx(whole["median_tpot_ms"], rel=0.1)
     assert cached["median_tpot_ms"] > own["median_tpot_ms"]
-    # SGLang's prefill server without its radix cache computes every prefix
+    # SGLang's decode server keeps no radix cache: every prompt's KV crosses whole
     sglang = ["--engine", "sglang", "--prompt-len"]
+    radix = run(*sglang, "500", "--random-prefix-len", "4000")
+    assert radix["prefix_cache"]["gpu_hits"] == 62
+    assert radix["deployment"]["disagg"]["transfer"]["mean_bytes_per_request"] == 4500 * 131072
+    # SGLang's prefill server without its radix cache computes every prefix
     off = run(*sglang, "500", "--random-prefix-len", "4000", "--disable-radix-cache")
     assert off["prefix_cache"]["gpu_hits"] == 0
     assert any("--disable-radix-cache" in note for note in off["notes"])

@@ -196,11 +196,17 @@ def prefix_served(
 
 
 def tiers_served(
-    trace: Trace, prefix: PrefixShare, inst: Instance, held_tokens: int, seed: int
+    trace: Trace,
+    prefix: PrefixShare,
+    inst: Instance,
+    held_tokens: int,
+    seed: int,
+    ids: NDArray[np.int64] | None = None,
 ) -> tuple[Trace, NDArray[np.float64], TierHits]:
     """The trace with `prefix` served from the instance's tiers, where the requests it runs
     hold `held_tokens` of its GPU pool (the rest is the prefix cache's room), the wait each
-    request has for its prefix to load from the CPU tier, and the hits."""
+    request has for its prefix to load from the CPU tier, and the hits. `ids`: the prefix
+    each request opens with (planner.sim.prefix.prefix_ids), else drawn from `seed`."""
     from planner.core.step.comm import host_link_bytes_per_s
     from planner.sim.prefix import with_tiers
 
@@ -218,4 +224,5 @@ def tiers_served(
         kv_bytes_per_token=per_token,
         host_link_bytes_per_s=host_link_bytes_per_s(inst.card),
         seed=seed,
+        ids=ids,
     )

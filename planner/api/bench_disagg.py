@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.sim.config import SimConfig
-    from planner.sim.disagg import DisaggLayout
+    from planner.sim.disagg import DisaggLayout, Served
     from planner.sim.engine import RunState
     from planner.sim.prefix import PrefixShare
     from planner.sim.workload import Trace
@@ -213,18 +213,23 @@ def idle_groups_notes(dec: Instance, clients: int | None, groups: int) -> list[s
 def run_pools(
     spec: ModelSpec, trace: Trace, layout: DisaggLayout, pre: Instance, dec: Instance,
     link: str | None, concurrency: int | None, backend: str | None = None,
-    delay_ms: NDArray[np.float64] | None = None, paced: bool = False,
+    served: Served | None = None, paced: bool = False,
 ) -> tuple[RunState, dict[str, Any], NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Both pools of a disaggregated deployment over a trace (open loop, or `concurrency`
     clients, `paced`: each request not before its arrival time): the client-side RunState, the
-    pools' figures, each request's transfer time and how the transfer was priced. `delay_ms`:
-    each request's wait for its prefix to load from the prefill instance's CPU tier."""
+    pools' figures, each request's transfer time and how the transfer was priced. `served`:
+    the shared prefixes as the pools serve them (pools_prefix_served); a prompt's tokens the
+    decode instance already holds do not cross."""
     from planner.sim import disagg as dis
 
+    crossing = trace.prompt_tokens
+    if served is not None:
+        crossing = crossing - served.decode_cached
     ms, how = transfer_plan(
-        spec, trace.prompt_tokens, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
+        spec, crossing, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
         layout.gpus, pre.card, pre.engine, backend,
     )  # fmt: skip
+    how["mean_bytes_per_request"] = float(crossing.mean()) * how["kv_bytes_per_token"]
     # a pool's ranks run the same kind of step: all prefill, or all decode (a landing costs
     # nothing), so none waits on another's different work
     alone: dict[str, Any] = {"lockstep_groups": 1}
@@ -251,50 +256,74 @@ def run_pools(
         decode_cfg=decode_pool_config(dec).model_copy(update=decode_ranks),
         transfer_ms=ms,
         concurrency=concurrency,
-        delay_ms=delay_ms,
+        served=served,
         paced=paced,
     )
     return state, info, ms, how
 
 
-def prefill_prefix_served(
-    trace: Trace, prefix: PrefixShare | None, pre: Instance, schedulers: int, seed: int
-) -> tuple[Trace, NDArray[np.float64] | None, dict[str, Any] | None]:
-    """The trace with its shared prefixes served from the prefill instances' prefix caches,
-    each scheduler's from its own over the requests the round-robin gives it (SGLang's prefill
-    server keeps its radix cache, its decode server none; vLLM's prefill instance caches
-    prefixes as its release does), the wait each request has for a prefix to load from a CPU
-    tier, and the hits summed over the schedulers; the trace itself where no prefix is shared.
-    A prefill instance holds the prompts of the step it runs (its token budget) beside its
-    cache; the prompts whose KV waits to cross the link are not counted (an estimate). The
-    decode pool takes every prompt's KV whole (planner.sim.disagg)."""
+def pools_prefix_served(
+    trace: Trace,
+    prefix: PrefixShare | None,
+    pre: Instance,
+    dec: Instance,
+    layout: DisaggLayout,
+    clients: int | None,
+    seed: int,
+) -> tuple[Trace, Served | None, dict[str, Any] | None]:
+    """The trace with its shared prefixes served by the pools, how they serve them (Served)
+    and the prefill pool's hits summed over its schedulers; the trace itself where no prefix
+    is shared. Each prefill scheduler serves the prefixes of the requests the round-robin
+    gives it from its own cache (SGLang's prefill server keeps its radix cache; vLLM's
+    instance caches prefixes as its release does), holding the prompts of the step it runs
+    (its token budget) beside it; the prompts whose KV waits to cross the link are not counted
+    (an estimate). A decode scheduler that caches prefixes (vLLM's, as its release does; an
+    SGLang decode server turns its radix cache off) finds a prefix it still holds and pulls
+    the rest of the prompt (the NIXL connector's get_num_new_matched_tokens: the prompt less
+    the locally computed tokens, vLLM 0.34), its running requests (its share of the clients,
+    else its running cap) holding their own tokens beside its cache."""
     if prefix is None or prefix.share <= 0:
         return trace, None, None
     import numpy as np
 
     from planner.api.bench_aggregated import tiers_served
-    from planner.sim.disagg import round_robin
+    from planner.sim.disagg import Served, round_robin
+    from planner.sim.prefix import prefix_ids
     from planner.sim.workload import Trace
 
+    ids = prefix_ids(trace.size, prefix, seed)
     prompt = trace.prompt_tokens.copy()
     cached = trace.cached_prefix_tokens.copy()
     delay = np.zeros(trace.size)
     counts = {"requests_with_prefix": 0, "gpu_hits": 0, "cpu_hits": 0, "misses": 0}
     hits: dict[str, Any] = {}
     widest = 0
-    for k, ids in enumerate(round_robin(trace.size, schedulers)):
-        if ids.size == 0:
+    for mine in round_robin(trace.size, layout.prefill_schedulers):
+        if mine.size == 0:
             continue
-        served, wait, got = tiers_served(trace.subset(ids), prefix, pre, pre.budget, seed + k)
-        prompt[ids], cached[ids] = served.prompt_tokens, served.cached_prefix_tokens
-        delay[ids] = wait
-        hits = got.model_dump()  # the tiers' sizes are every scheduler's
-        widest = max(widest, got.working_set_tokens)
+        got, wait, tier = tiers_served(trace.subset(mine), prefix, pre, pre.budget, seed, ids[mine])
+        prompt[mine], cached[mine] = got.prompt_tokens, got.cached_prefix_tokens
+        delay[mine] = wait
+        hits = tier.model_dump()  # the tiers' sizes are every scheduler's
+        widest = max(widest, tier.working_set_tokens)
         for key in counts:
             counts[key] += hits[key]
     # the counts over every prefill scheduler; the working set and the tiers, one scheduler's
     hits |= counts | {"working_set_tokens": widest}
-    return Trace(trace.arrival_s, prompt, trace.output_tokens, cached), delay, hits
+    held = np.zeros(trace.size, dtype=np.int64)
+    if dec.engine == "vllm" and caches_prefixes(dec.engine, dec.prediction, dec.curve.model):
+        schedulers = layout.decode_schedulers
+        seqs = dec.plan.max_num_seqs
+        running = seqs if clients is None else min(seqs, -(-clients // schedulers))
+        own = float((trace.prompt_tokens + trace.output_tokens).mean())
+        for mine in round_robin(trace.size, schedulers):
+            if mine.size:
+                kept = tiers_served(
+                    trace.subset(mine), prefix, dec, round(running * own), seed, ids[mine]
+                )[0]
+                held[mine] = kept.cached_prefix_tokens
+    served = Trace(trace.arrival_s, prompt, trace.output_tokens, cached)
+    return served, Served(delay, held), hits
 
 
 def _check_pools(engine: str, version: str | None, disagg: DisaggLayout, spec: ModelSpec) -> None:
@@ -383,12 +412,7 @@ def _deployment(
                 backend,
             ),
             "router": pd_router(pre.engine, disagg.prefill, disagg.decode),
-            "transfer": how
-            | {
-                "mean_bytes_per_request": float(trace.prompt_tokens.mean())
-                * how["kv_bytes_per_token"],
-                "median_ms": float(np.median(ms)),
-            },
+            "transfer": how | {"median_ms": float(np.median(ms))},
             **info,
         },
     }
@@ -411,11 +435,16 @@ def _notes(
     cache: list[str] = []
     if metrics.get("prefix_cache"):
         if caches_prefixes(pre.engine, pre.prediction, pre.curve.model):
+            decode = (
+                "a decode instance pulls the prompt less the prefix its own cache holds"
+                if dec.engine == "vllm"
+                else "the decode pool receives every prompt's KV whole (its servers keep no "
+                "radix cache)"
+            )
             cache.append(
                 "prefill pool: each scheduler serves the shared prefixes of the requests the "
                 "round-robin sends it from its own cache (a cache-aware router, sending a "
-                "prefix to the instance that holds it, finds more); the decode pool receives "
-                "every prompt's KV whole"
+                f"prefix to the instance that holds it, finds more); {decode}"
             )
         else:
             cache.append("prefill pool: " + prefix_cache_off_note(pre.engine, pre.prediction))
@@ -491,7 +520,7 @@ def run_disaggregated(
     pool's instance from `instance(tp, ep, groups, role)`. A pool's attention-DP groups
     (SGLang) are its schedulers, each with its share of the requests; the benchmark client
     reads every decode scheduler's streams. `prefix`: a shared prefix the prefill instances
-    serve from their caches (prefill_prefix_served). `speculation`: the decode pool speculates
+    serve from their caches (pools_prefix_served). `speculation`: the decode pool speculates
     (SGLang; `spec_line`, its flags, on both pools' lines: the prefill server hands the decode
     pool what the draft starts from). `sweep`: the concurrencies to rerun
     it at."""
@@ -519,8 +548,8 @@ def run_disaggregated(
     def run_at(trace: Trace, closed: int | None) -> _PoolsRun:
         """Both pools over `trace`, `closed` clients in a closed loop (None: open): the
         served trace, the decode instance as the client reads it, and the run."""
-        trace, delay, hits = prefill_prefix_served(
-            trace, prefix, pre, disagg.prefill_schedulers, posed.load.trace_seed()
+        trace, served, hits = pools_prefix_served(
+            trace, prefix, pre, plain_dec, disagg, closed, posed.load.trace_seed()
         )
         # the client reads every decode scheduler's stream
         dec = with_bench_client(
@@ -529,7 +558,7 @@ def run_disaggregated(
         if speculation is not None:
             dec = with_speculation(dec, speculation)
         state, info, ms, how = run_pools(
-            spec, trace, disagg, pre, dec, disagg.link, closed, disagg.transfer_backend, delay,
+            spec, trace, disagg, pre, dec, disagg.link, closed, disagg.transfer_backend, served,
             paced=posed.paced and closed is not None,
         )  # fmt: skip
         metrics = bench_metrics(

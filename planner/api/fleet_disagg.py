@@ -316,14 +316,14 @@ def _run_unit(
     """One unit over a trace (open loop, or `clients` in a closed loop): the RunState, and the
     trace as served (a shared prefix opening the prompts, from the prefill instances' caches
     where they hold it, as `planner simulate --disagg` serves it)."""
-    from planner.api.bench_disagg import prefill_prefix_served, run_pools
+    from planner.api.bench_disagg import pools_prefix_served, run_pools
 
     q = job.question
-    served, delay, _ = prefill_prefix_served(
-        trace, q.prefix, inst, layout.prefill_schedulers, q.workload.seed
+    trace, served, _ = pools_prefix_served(
+        trace, q.prefix, inst, dec, layout, clients, q.workload.seed
     )
-    state, _, _, _ = run_pools(q.spec, served, layout, inst, dec, None, clients, None, delay)
-    return state, served
+    state, _, _, _ = run_pools(q.spec, trace, layout, inst, dec, None, clients, None, served)
+    return state, trace
 
 
 def disagg_curve(job: Job) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ pass's finishes imply until they settle.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -99,6 +99,20 @@ class DisaggLayout(BaseModel):
         return f"{self.prefill}P{self.decode}D"
 
 
+class Served(NamedTuple):
+    """A trace's shared prefixes as the pools serve them, per request: the wait at its
+    prefill instance for the prefix to load from a CPU tier (ms), and the prompt tokens its
+    decode instance already holds in its own prefix cache (vLLM's), which it neither receives
+    nor stores again."""
+
+    delay_ms: NDArray[np.float64]
+    decode_cached: NDArray[np.int64]
+
+    def head(self, n: int) -> Served:
+        """The first `n` requests'."""
+        return Served(self.delay_ms[:n], self.decode_cached[:n])
+
+
 def parse_layout(text: str) -> tuple[int, int]:
     """'1P3D' / '1p3d' -> (1, 3); ValueError otherwise."""
     t = text.strip().lower()
@@ -155,13 +169,13 @@ def run(
     decode_cfg: SimConfig,
     transfer_ms: NDArray[np.float64],
     concurrency: int | None,
-    delay_ms: NDArray[np.float64] | None = None,
+    served: Served | None = None,
     paced: bool = False,
 ) -> tuple[RunState, dict[str, Any]]:
     """Both pools over the trace; one RunState as the client sees it, and per-pool figures.
-    `delay_ms`: each request's wait at its prefill instance for a prefix to load from a CPU
-    tier (planner.sim.engine.execute). `paced`: the closed loop's requests go no earlier than
-    their arrival times (vllm bench serve --request-rate R --max-concurrency N)."""
+    `served`: the shared prefixes as the pools serve them (None: no shared prefix). `paced`:
+    the closed loop's requests go no earlier than their arrival times (vllm bench serve
+    --request-rate R --max-concurrency N)."""
     n = trace.size
     scheduled = trace.arrival_s * 1000.0
     # a closed loop's requests go when a client frees (paced: not before their arrival times)
@@ -173,10 +187,10 @@ def run(
         # ones follow at the rate N clients sustain at that latency. Each pass then moves
         # the arrivals to the finishes the last pass implied.
         first = trace.subset(np.arange(concurrency))
+        head = None if served is None else served.head(concurrency)
         generation, _ = _once(
             first, np.zeros(concurrency), layout, prefill_cost, prefill_cfg, decode_cost,
-            decode_cfg, transfer_ms[:concurrency],
-            None if delay_ms is None else delay_ms[:concurrency],
+            decode_cfg, transfer_ms[:concurrency], head,
         )  # fmt: skip
         passes += 1
         e2e = float(np.mean(generation.finish_ms))
@@ -187,7 +201,7 @@ def run(
         passes += 1
         state, info = _once(
             trace, arrival, layout, prefill_cost, prefill_cfg, decode_cost, decode_cfg,
-            transfer_ms, delay_ms,
+            transfer_ms, served,
         )  # fmt: skip
         if concurrency is None or concurrency >= n or passes >= MAX_CLOSED_LOOP_PASSES:
             break
@@ -212,7 +226,7 @@ def _once(
     decode_cost: CurveCost,
     decode_cfg: SimConfig,
     transfer_ms: NDArray[np.float64],
-    delay_ms: NDArray[np.float64] | None,
+    served: Served | None,
 ) -> tuple[RunState, dict[str, Any]]:
     """One pass of both pools at given arrival times."""
     n = trace.size
@@ -230,7 +244,7 @@ def _once(
             np.ones(ids.size, dtype=np.int64),  # the prefill instance samples the first token
             trace.cached_prefix_tokens[ids],
         )
-        got = execute(sub, prefill_cost, pre_cfg, None if delay_ms is None else delay_ms[ids])
+        got = execute(sub, prefill_cost, pre_cfg, None if served is None else served.delay_ms[ids])
         first_prefill[ids] = got.first_ms
         preemptions += got.preemptions
     landing = first_prefill + transfer_ms
@@ -257,7 +271,7 @@ def _once(
             landing[ids] / 1000.0,
             trace.prompt_tokens[ids],
             trace.output_tokens[ids],
-            np.zeros(ids.size, dtype=np.int64),
+            np.zeros(ids.size, dtype=np.int64) if served is None else served.decode_cached[ids],
         )
         got = execute(sub, decode_cost, dec_cfg)
         first[ids] = got.first_ms

@@ -57,6 +57,11 @@ def assign(n: int, share: PrefixShare, rng: np.random.Generator) -> NDArray[np.i
     return np.where(has, ids, NO_PREFIX).astype(np.int64)
 
 
+def prefix_ids(n: int, share: PrefixShare, seed: int) -> NDArray[np.int64]:
+    """The prefix each of `n` requests opens with, drawn from `seed` (NO_PREFIX: none)."""
+    return assign(n, share, np.random.default_rng(seed + 1))
+
+
 def stack_distances(ids: NDArray[np.int64]) -> NDArray[np.int64]:
     """Distinct other prefixes used since each request's prefix was last used (-1: first use
     or no prefix): the marks of last uses after this prefix's own, counted in a Fenwick tree
@@ -104,11 +109,13 @@ def with_tiers(
     kv_bytes_per_token: int,
     host_link_bytes_per_s: float,
     seed: int,
+    ids: NDArray[np.int64] | None = None,
 ) -> tuple[Trace, NDArray[np.float64], TierHits]:
     """The trace with the prefixes added to the prompts, the prefix-cache hits as cached
-    tokens, and the load time (ms) each request waits for its prefix to come from the CPU."""
-    rng = np.random.default_rng(seed + 1)
-    ids = assign(trace.size, share, rng)
+    tokens, and the load time (ms) each request waits for its prefix to come from the CPU.
+    `ids`: the prefix each request opens with (prefix_ids), else drawn from `seed`."""
+    if ids is None:
+        ids = prefix_ids(trace.size, share, seed)
     distance = stack_distances(ids)
     has = ids != NO_PREFIX
     # fits beside the distinct prefixes used since: (distance + 1) prefixes of `tokens`
