@@ -480,6 +480,7 @@ def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> Non
     # the first request at each of the two prefill schedulers computes the prefix
     hits = cached["prefix_cache"]
     assert (hits["misses"], hits["gpu_hits"], hits["requests_with_prefix"]) == (2, 62, 64)
+    assert hits["decode_hits"] == 62  # each decode scheduler's first request brings it
     text = cli(*base[:-1], "--prompt-len", "500", "--random-prefix-len", "4000").out
     assert re.search(r"Prefix from the GPU cache: +62\n", text)
     assert re.search(r"Prefix prefilled: +2\n", text)
@@ -496,7 +497,7 @@ def test_the_prefill_pool_serves_a_shared_prefix_from_its_cache(cli: Cli) -> Non
     # SGLang's decode server keeps no radix cache: every prompt's KV crosses whole
     sglang = ["--engine", "sglang", "--prompt-len"]
     radix = run(*sglang, "500", "--random-prefix-len", "4000")
-    assert radix["prefix_cache"]["gpu_hits"] == 62
+    assert (radix["prefix_cache"]["gpu_hits"], radix["prefix_cache"]["decode_hits"]) == (62, 0)
     assert radix["deployment"]["disagg"]["transfer"]["mean_bytes_per_request"] == 4500 * 131072
     # SGLang's prefill server without its radix cache computes every prefix
     off = run(*sglang, "500", "--random-prefix-len", "4000", "--disable-radix-cache")

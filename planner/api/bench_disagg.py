@@ -322,6 +322,7 @@ def pools_prefix_served(
                     trace.subset(mine), prefix, dec, round(running * own), seed, ids[mine]
                 )[0]
                 held[mine] = kept.cached_prefix_tokens
+    hits["decode_hits"] = int(np.count_nonzero(held))  # requests whose prefix did not cross
     served = Trace(trace.arrival_s, prompt, trace.output_tokens, cached)
     return served, Served(delay, held), hits
 

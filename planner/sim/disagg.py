@@ -3,13 +3,13 @@ between them.
 
 A request is routed round-robin to a prefill instance, which runs prefill-only steps (its
 queue, its chunks; a prefix its cache holds skipped, as the trace's cached tokens say) and
-samples the first token; its prompt's KV then crosses the link to a
-decode instance (round-robin), which admits it when it lands and runs decode steps that no
-prefill interrupts. The client sees the first token when the decode instance emits it, so TTFT
-= prefill queueing + prefill + transfer + the decode instance's admission; TPOT and ITL are the
-decode pool's. A closed loop couples the two stages (a client sends its next request when a
-decode instance finishes its last), so the stages are re-run with the arrivals the previous
-pass's finishes imply until they settle.
+samples the first token; its prompt's KV then crosses the link (less what the decode
+instance's own prefix cache holds: Served) to a decode instance (round-robin), which admits it
+when it lands and runs decode steps that no prefill interrupts. The client sees the first
+token when the decode instance emits it, so TTFT = prefill queueing + prefill + transfer + the
+decode instance's admission; TPOT and ITL are the decode pool's. A closed loop couples the two
+stages (a client sends its next request when a decode instance finishes its last), so the
+stages are re-run with the arrivals the previous pass's finishes imply until they settle.
 """
 
 from __future__ import annotations
