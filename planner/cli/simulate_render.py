@@ -199,6 +199,15 @@ def _pool_lines(d: dict[str, Any], pools: dict[str, Any], width: int) -> list[st
             f"KV {p['kv_cache_tokens']:,} tokens" + (" per DP rank" if p["dp"] > 1 else ""),
         ]
         lines += _joined(layout, width)
+    t = pools["transfer"]
+    lines += _joined(
+        [
+            f"KV transfer: {t['mean_bytes_per_request'] / 1e6:,.1f} MB a request",
+            f"over {t['link']}",
+            f"median {t['median_ms']:,.1f} ms",
+        ],
+        width,
+    )
     return lines
 
 
