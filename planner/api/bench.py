@@ -30,7 +30,7 @@ from planner.api.bench_instance import (
 )
 from planner.api.bench_load import Lengths, Load, Posed, Speculation, bench_trace
 from planner.api.bench_report import speculation_flags
-from planner.core.disagg import pool_role
+from planner.core.disagg import pool_keeps_offload, pool_role
 from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK
 from planner.errors import InputError
 
@@ -208,9 +208,7 @@ class _Instances:
         engine = str(d.settings.get("engine", "vllm"))
         if role is not None and self.disagg is not None:
             own["disagg"] = pool_role(engine, role, self.disagg.transfer_backend)
-            if role == "decode" and engine == "sglang":
-                # HiCache is the prefill pool's: a decode server turns its radix cache off and
-                # refuses HiCache beside it (planner.core.serve.offload_tiers)
+            if not pool_keeps_offload(engine, role):
                 own["offload"] = None
         try:
             return plan_instance(

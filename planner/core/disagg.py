@@ -62,6 +62,13 @@ def kv_transfer_config(text: str) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def pool_keeps_offload(engine: str, role: Literal["prefill", "decode"]) -> bool:
+    """Whether a pool's instance keeps the line's KV offload tier: all but an SGLang decode
+    server, which turns its radix cache off and refuses HiCache beside it
+    (planner.core.serve.offload_tiers)."""
+    return not (engine == "sglang" and role == "decode")
+
+
 def pool_role(
     engine: str, role: Literal["prefill", "decode"], backend: str | None = None
 ) -> DisaggRole:
