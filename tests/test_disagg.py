@@ -264,7 +264,7 @@ def test_a_pool_spreads_its_experts_when_asked(cli: Cli) -> None:
     assert dense.code == 2 and "--decode-ep" in dense.err
     alone = cli("simulate", "--preset", "qwen3-30b-a3b", "--gpu", "h100", "--decode-ep", "2",
                 "--prompt-len", "100", "--output-len", "10")  # fmt: skip
-    assert alone.code == 2 and "need --disagg" in alone.err
+    assert alone.code == 2 and "--decode-ep: needs --disagg" in alone.err
 
 
 def test_a_decode_pool_past_its_cuda_graphs_says_so() -> None:
@@ -563,3 +563,41 @@ def test_a_paced_closed_loop_is_the_open_loop_below_its_clients_and_the_loop_abo
     paced, loop = figures("--rate", "50", "--concurrency", "4"), figures("--concurrency", "4")
     assert paced == pytest.approx(loop, rel=0.02)
     assert figures("--rate", "50")[0] > 1.2 * paced[0]
+
+
+def test_each_pool_takes_its_own_engine_flags(cli: Cli) -> None:
+    """--prefill-args / --decode-args: a pool's own engine flags, as on its line, override the
+    shared ones there (SGLang's --max-running-requests is the instance's, shared by its
+    attention-DP groups): the decode pool's running cap and graphs, the prefill pool's chunk.
+    A cap below the clients queues them at the decode pool: TTFT grows, TPOT falls. A flag the
+    pools share, one the plan does not model, or a bad value is one error naming the option."""
+    base = ["simulate", "--model", str(MODELS / "deepseek-ai--DeepSeek-R1"), "--gpu", "h200"]
+    base += ["--engine", "sglang", "--tp", "8", "--concurrency", "64", "--prompt-len", "2000"]
+    base += ["--output-len", "300", "--requests", "192", "--disagg", "1p1d", "--json"]
+    plain = cli(*base).json()
+    own = cli(
+        *base, "--decode-args", "--max-running-requests 32 --cuda-graph-max-bs 32",
+        "--prefill-args", "--chunked-prefill-size 4096",
+    ).json()  # fmt: skip
+    pools = own["deployment"]["disagg"]
+    assert (
+        pools["decode"]["max_num_seqs"] == 32 and pools["prefill"]["max_num_batched_tokens"] == 4096
+    )
+    assert "--cuda-graph-max-bs 32" in pools["decode"]["command"]
+    assert "--max-running-requests 32 " in pools["decode"]["command"]
+    assert "--chunked-prefill-size 4096" in pools["prefill"]["command"]
+    assert "--cuda-graph-max-bs 32" not in pools["prefill"]["command"]
+    assert own["median_ttft_ms"] > 2 * plain["median_ttft_ms"]
+    assert own["median_tpot_ms"] < plain["median_tpot_ms"]
+    # eight attention-DP groups share the instance's cap
+    grouped = cli(*base, "--decode-dp", "8", "--decode-args", "--max-running-requests 64").json()
+    assert grouped["deployment"]["disagg"]["decode"]["max_num_seqs"] == 8
+    for args, flag in (
+        (("--decode-args", "--tp-size 4"), "--decode-args"),
+        (("--prefill-args", "--no-such-flag 1"), "--prefill-args"),
+        (("--decode-args", "--mem-fraction-static 1.5"), "--decode-args"),
+        (("--decode-args", "--max-running-requests many"), "--decode-args"),
+        (("--prefill-args", "--chunked-prefill-size '4096"), "--prefill-args"),
+    ):
+        bad = cli(*base, *args)
+        assert bad.code == 2 and bad.json()["field"] == flag, (args, bad.out)

@@ -206,10 +206,12 @@ class _Instances:
         d = self.deployment
         own: dict[str, Any] = {"tp": tp_size}
         engine = str(d.settings.get("engine", "vllm"))
+        values = self.values
         if role is not None and self.disagg is not None:
             own["disagg"] = pool_role(engine, role, self.disagg.transfer_backend)
             if not pool_keeps_offload(engine, role):
                 own["offload"] = None
+            values = _with_pool_args(values, engine, role, self.disagg)
         try:
             return plan_instance(
                 replicas=d.dp,
@@ -217,7 +219,7 @@ class _Instances:
                 preset=d.preset,
                 model=d.model,
                 revision=d.revision,
-                values=self.values | own,
+                values=values | own,
                 attention_groups=groups,
                 spec=self.spec,
                 longest=self.longest,
@@ -228,9 +230,30 @@ class _Instances:
             )
         except InputError as err:
             flag = pool_flag(err.field, role, own_tp=tp_size != int(d.settings.get("tp", 1)))
+            text = self.disagg and (
+                self.disagg.prefill_args if role == "prefill" else self.disagg.decode_args
+            )
+            if text and any(name in text for name in err.field.split(" / ")):
+                flag = f"--{role}-args"  # the pool's own flag's value
             if flag is None:
                 raise
             raise InputError(flag, err.message) from err
+
+
+def _with_pool_args(
+    values: dict[str, Any], engine: str, role: Literal["prefill", "decode"], disagg: DisaggLayout
+) -> dict[str, Any]:
+    """A pool's serve values: the deployment's, overridden by the pool's own engine flags
+    (--prefill-args / --decode-args, read as the shared ones are: SGLang's
+    --max-running-requests is the instance's, which its attention-DP groups share)."""
+    from planner.core.serve import pool_overrides
+
+    text = disagg.prefill_args if role == "prefill" else disagg.decode_args
+    if not text:
+        return values
+    over = pool_overrides(engine, text, f"--{role}-args")
+    extra = dict(values.get("extra") or {}) | over.pop("extra", {})
+    return values | over | ({"extra": extra} if extra else {})
 
 
 def pool_flag(field: str, role: str | None, own_tp: bool) -> str | None:

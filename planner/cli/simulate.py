@@ -539,6 +539,20 @@ def simulate(
             "[default: rdma for SGLang's Mooncake and across nodes, else nvlink]."
         ),
     ] = None,
+    prefill_args: Annotated[
+        str | None,
+        typer.Option(
+            help="The prefill pool's own engine flags, as on its line (e.g. '--chunked-prefill-"
+            "size 16384 --mem-fraction-static 0.85'): they override the shared ones there."
+        ),
+    ] = None,
+    decode_args: Annotated[
+        str | None,
+        typer.Option(
+            help="The decode pool's own engine flags, as on its line (e.g. '--max-running-"
+            "requests 256 --cuda-graph-max-bs 256'): they override the shared ones there."
+        ),
+    ] = None,
     trust_remote_code: TrustRemoteCode = False,
     hub_timeout: HubTimeout = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -675,6 +689,8 @@ class SimulateFlags:
     decode_dp: int | None
     disagg_transfer_backend: str | None
     disagg_link: str | None
+    prefill_args: str | None
+    decode_args: str | None
     trust_remote_code: bool
     hub_timeout: float | None
     json_out: bool
@@ -768,6 +784,7 @@ def _run_benchmark(f: SimulateFlags, gpu: str) -> None:
         decode_dp=f.decode_dp,
         disagg_link=f.disagg_link,
         disagg_transfer_backend=f.disagg_transfer_backend,
+        pool_args=(f.prefill_args, f.decode_args),
     )
     load, lengths, speculation = _bench_load(f, engine)
     profile = None
@@ -1006,6 +1023,8 @@ DEPLOYMENT_FLAGS = {
     "prefill_dp": "--prefill-dp",
     "decode_dp": "--decode-dp",
     "disagg_link": "--disagg-link",
+    "prefill_args": "--prefill-args",
+    "decode_args": "--decode-args",
     "disagg_transfer_backend": "--disaggregation-transfer-backend",
     "prefixes": "--prefixes",
     "dataset_name": "--dataset-name",
@@ -1197,6 +1216,7 @@ def _disagg_layout(
     decode_dp: int | None,
     disagg_link: str | None,
     disagg_transfer_backend: str | None,
+    pool_args: tuple[str | None, str | None] = (None, None),
 ) -> "DisaggLayout | None":
     """The prefill/decode pools --disagg and each pool's --prefill-* / --decode-* options
     describe (a DisaggLayout; None without --disagg), each bad value one error naming its
@@ -1250,14 +1270,17 @@ def _disagg_layout(
                 "dp_within_tp": ranks_share_tp(engine),
                 "link": disagg_link,
                 "transfer_backend": disagg_transfer_backend,
+                "prefill_args": pool_args[0],
+                "decode_args": pool_args[1],
             }
         )
-    elif any(v is not None for v in (*pools, disagg_link)):
-        raise InputError(
-            "--prefill-tp",
-            "--prefill-tp / --decode-tp / --prefill-ep / --decode-ep / --prefill-dp / "
-            "--decode-dp / --disagg-link need --disagg",
-        )
+    else:
+        names = "--prefill-tp --decode-tp --prefill-ep --decode-ep --prefill-dp --decode-dp"
+        names += " --disagg-link --prefill-args --decode-args"
+        values = (*pools, disagg_link, *pool_args)
+        given = [n for n, v in zip(names.split(), values, strict=True) if v is not None]
+        if given:
+            raise InputError(given[0], "needs --disagg (a pool's option)")
     if disagg_transfer_backend is not None:
         from planner.core.disagg import SGLANG_TRANSFER_BACKENDS
 

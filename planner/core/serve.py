@@ -1203,6 +1203,70 @@ FLOAT_FIELDS = (
 )
 
 
+# A pool's own engine flags (simulate --prefill-args / --decode-args): the settings fields that
+# are ServeSettings' own, by engine; the rest go to its extras as the engine's fields. Refused
+# there: what the pools share or set by their own options (layout, role, weights, KV dtype,
+# context, offload).
+POOL_TOP_FIELDS = {
+    "vllm": {
+        "gpu_memory_utilization": "memory_fraction",
+        "max_num_seqs": "max_num_seqs",
+        "max_num_batched_tokens": "max_num_batched_tokens",
+        "block_size": "block_size",
+    },
+    "sglang": {
+        "mem_fraction_static": "memory_fraction",
+        "max_running_requests": "max_num_seqs",
+        "chunked_prefill_size": "max_num_batched_tokens",
+        "page_size": "block_size",
+    },
+}
+POOL_SHARED_FIELDS = frozenset(
+    {
+        "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+        "enable_expert_parallel", "tp_size", "pp_size", "attn_dp_size", "dp_size",
+        "enable_dp_attention", "ep_size", "max_model_len", "context_length", "kv_cache_dtype",
+        "dtype", "quantization", "kv_transfer_config", "disaggregation_mode",
+        "enable_chunked_prefill", "disaggregation_transfer_backend", "kv_offloading_size",
+        "kv_offloading_backend",
+        "enable_hierarchical_cache", "hicache_ratio", "hicache_size",
+    }
+)  # fmt: skip
+
+
+def pool_overrides(engine: str, text: str, flag: str) -> dict[str, Any]:
+    """The serve values a disaggregated pool's own engine flags set (`text`, as on its command
+    line; `flag`: the option that gave them): ServeSettings' own fields and the engine's extras.
+    A flag the plan does not model, or one the pools share or set by their own options, is
+    refused naming it."""
+    from planner.core.flags import parse_argv
+
+    head = "vllm serve MODEL" if engine == "vllm" else "python -m sglang.launch_server"
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise InputError(flag, str(exc).lower()) from exc
+    parsed = parse_argv([*shlex.split(head), *words], flag)
+    given = set(parsed.flags) - {"--model"} if parsed else set()
+    known = dict((f, field) for field, f in (VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS))
+    negated = {"--no-async-scheduling", "--no-enable-prefix-caching"}
+    for name in sorted(given):
+        if name not in known and not (engine == "vllm" and name in negated):
+            raise InputError(flag, f"{name} is not a {engine} flag the plan models")
+        if known.get(name) in POOL_SHARED_FIELDS:
+            raise InputError(flag, f"{name}: the pools share it, or take it by their own options")
+    try:
+        fields = fields_from_line(engine, " ".join([head, *map(shlex.quote, words)]))
+    except ValueError as exc:  # a number flag given a word
+        raise InputError(flag, f"a flag's value is not a number ({exc})") from exc
+    top = POOL_TOP_FIELDS[engine]
+    out: dict[str, Any] = {top[k]: v for k, v in fields.items() if k in top}
+    extra = {k: v for k, v in fields.items() if k not in top}
+    if extra:
+        out["extra"] = extra
+    return out
+
+
 def fields_from_line(engine: str, line: str) -> dict[str, Any]:
     """The settings fields a launch line sets (the inverse of `command_line`)."""
     from planner.core.flags import parse_argv

@@ -72,6 +72,12 @@ class DisaggLayout(BaseModel):
     transfer_backend: str | None = Field(
         default=None, description="SGLang's --disaggregation-transfer-backend (None: its default)"
     )
+    prefill_args: str | None = Field(
+        default=None, description="the prefill pool's own engine flags, as on its line"
+    )
+    decode_args: str | None = Field(
+        default=None, description="the decode pool's own engine flags, as on its line"
+    )
 
     @property
     def gpus(self) -> int:
