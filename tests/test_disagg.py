@@ -598,6 +598,8 @@ def test_each_pool_takes_its_own_engine_flags(cli: Cli) -> None:
         (("--decode-args", "--mem-fraction-static 1.5"), "--decode-args"),
         (("--decode-args", "--max-running-requests many"), "--decode-args"),
         (("--prefill-args", "--chunked-prefill-size '4096"), "--prefill-args"),
+        (("--decode-args", "--max-running-requests 32 64"), "--decode-args"),
+        (("--decode-args", "-x 3"), "--decode-args"),
     ):
         bad = cli(*base, *args)
         assert bad.code == 2 and bad.json()["field"] == flag, (args, bad.out)

@@ -1247,7 +1247,13 @@ def pool_overrides(engine: str, text: str, flag: str) -> dict[str, Any]:
     except ValueError as exc:
         raise InputError(flag, str(exc).lower()) from exc
     parsed = parse_argv([*shlex.split(head), *words], flag)
-    given = set(parsed.flags) - {"--model"} if parsed else set()
+    flags = dict(parsed.flags) if parsed else {}
+    flags.pop("--model", None)
+    given = set(flags)
+    values = set(flags.values())
+    for word in words:  # short flags and stray words: the parser would pass them by
+        if not word.startswith("--") and word not in values:
+            raise InputError(flag, f"{word!r}: expected --flag value pairs, as on the line")
     known = dict((f, field) for field, f in (VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS))
     negated = {"--no-async-scheduling", "--no-enable-prefix-caching"}
     for name in sorted(given):
