@@ -284,3 +284,26 @@ def test_verifying_drafts_on_a_moe_reads_the_experts_they_touch() -> None:
         newly_routed = curve.experts_read(4) - curve.experts_read(1)
         assert exits == pytest.approx(curve.moe_layers * newly_routed * idle_ms)
         assert touched - exits <= gap <= (touched - exits) * 1.25, gpu_id
+
+
+def test_the_draft_runs_over_the_prompt_tokens_too(cli: Cli) -> None:
+    """Under speculation the draft passes over every prompt token a step prefills (its KV for
+    them): a prompt-only step costs (1 + c) x the plain one, a mixed step that much more than
+    its decode part alone, and at one client the TTFT rises by about c x the prefill while the
+    TPOT falls by spec's speedup."""
+    from planner.core.step import step_time_for
+    from planner.sim.cost import CurveCost
+    from planner.sources.models import resolve_model
+    from planner.sources.presets import find_gpu
+
+    curve = step_time_for(resolve_model("llama-3.1-8b", None), find_gpu("h100"))
+    plain, spec = CurveCost(curve), CurveCost(curve, spec_k=4, spec_draft_cost=C)
+    prompt = plain.step_ms(0, 0, 4096, 4096 * 2048.5)
+    assert spec.step_ms(0, 0, 4096, 4096 * 2048.5) == pytest.approx((1 + C) * prompt)
+    decode_only = spec.step_ms(32, 32 * 1000, 0, 0.0)
+    assert spec.step_ms(32, 32 * 1000, 4096, 4096 * 2048.5) > decode_only + C * prompt
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1"]
+    base += ["--requests", "10", "--prompt-len", "4000", "--output-len", "100", "--json"]
+    off, on = cli(*base).json(), cli(*base, "--spec-alpha", "0.7", "--spec-k", "4").json()
+    assert off["median_ttft_ms"] < on["median_ttft_ms"] < (1 + 2 * C) * off["median_ttft_ms"]
+    assert on["median_tpot_ms"] < off["median_tpot_ms"] / 1.5

@@ -544,6 +544,8 @@ def run_disaggregated(
     )
     # the client sends each request (through the router) to the prefill pool
     pre = with_client_sends(pre, posed.client)
+    if speculation is not None:  # its draft's pass over each prompt (CurveCost)
+        pre = with_speculation(pre, speculation)
     echo = speculation_echo(speculation)
 
     def run_at(trace: Trace, closed: int | None) -> _PoolsRun:
@@ -590,7 +592,8 @@ def run_disaggregated(
             "decode pool: " + speculation_note(echo),
             "prefill pool: its server speculates too, handing the decode pool each prompt's "
             "last hidden state (SGLang 0.5.2) or the draft's first proposals (0.5.4+; "
-            "disaggregation/prefill.py); that pass over the prompt is not priced here",
+            "disaggregation/prefill.py), its draft's pass over each prompt priced as on one "
+            "server",
         ]
     points = None
     if sweep:

@@ -85,8 +85,9 @@ def speculation_note(speculation: dict[str, Any]) -> str:
         f"speculative decoding: each decode step verifies {k} drafts per sequence on the "
         f"step model ({speculation['expected_tokens_per_step']:.2f} tokens expected at "
         f"alpha {speculation['alpha']:g}) after {k} draft forwards of "
-        f"{speculation['draft_cost']:g} x a plain step; the draft's weights and KV are not in "
-        "the engine's pool here"
+        f"{speculation['draft_cost']:g} x a plain step, and the draft runs over each step's "
+        f"prompt tokens at {speculation['draft_cost']:g} x their prefill; the draft's weights and "
+        "KV are not in the engine's pool here"
     )
 
 

@@ -87,13 +87,24 @@ class CurveCost:
             if one is None:
                 one = self._kv_bytes[context] = self.curve.kv_bytes(context)
             kv = decode_seqs * one
+        prompt_drafts = self._draft_prompt_ms(prefill_tokens, prefill_pairs)
         if self.spec_k and decode_seqs:
             k = self.spec_k
             drafts = k * self.spec_draft_cost * self.curve.mixed_ms(decode_seqs, kv, 0, 0.0)
             verify = verify_ms(
                 self.curve, decode_seqs, kv, context, k, prefill_tokens, prefill_pairs
             )
-            return verify + drafts
-        return self.curve.mixed_ms(
+            return verify + drafts + prompt_drafts
+        return prompt_drafts + self.curve.mixed_ms(
             decode_seqs, kv, prefill_tokens, prefill_pairs, parts=self._parts, others=others
         )
+
+    def _draft_prompt_ms(self, prefill_tokens: int, prefill_pairs: float) -> float:
+        """The draft's own pass over a step's prompt tokens under speculation, which fills its
+        KV for them: `spec_draft_cost` x the target's prefill of them. Both engines run it on
+        the target's batch: vLLM's drafter ("Draft prefill runs on the target's batch",
+        v1/worker/gpu/spec_decode/speculator.py, 0.34), SGLang's after the target's prefill
+        (eagle_worker_v2.py forward_batch_generation, _draft_extend_for_prefill, 0.5.14)."""
+        if not self.spec_k or not prefill_tokens:
+            return 0.0
+        return self.spec_draft_cost * self.curve.mixed_ms(0, 0, prefill_tokens, prefill_pairs)
