@@ -1249,20 +1249,20 @@ def pool_overrides(engine: str, text: str, flag: str) -> dict[str, Any]:
     parsed = parse_argv([*shlex.split(head), *words], flag)
     flags = dict(parsed.flags) if parsed else {}
     flags.pop("--model", None)
-    given = set(flags)
     values = set(flags.values())
     for word in words:  # short flags and stray words: the parser would pass them by
         if not word.startswith("--") and word not in values:
             raise InputError(flag, f"{word!r}: expected --flag value pairs, as on the line")
-    known = dict((f, field) for field, f in (VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS))
-    negated = {"--no-async-scheduling", "--no-enable-prefix-caching"}
-    for name in sorted(given):
-        if name not in known and not (engine == "vllm" and name in negated):
+    known = {f: field for field, f in (VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS)}
+    if engine == "vllm":
+        known |= VLLM_NEGATIVE_FLAGS
+    for name in sorted(flags):
+        if name not in known:
             raise InputError(flag, f"{name} is not a {engine} flag the plan models")
-        if known.get(name) in POOL_SHARED_FIELDS:
+        if known[name] in POOL_SHARED_FIELDS:
             raise InputError(flag, f"{name}: the pools share it, or take it by their own options")
     try:
-        fields = fields_from_line(engine, " ".join([head, *map(shlex.quote, words)]))
+        fields = fields_from_flags(engine, flags)
     except ValueError as exc:  # a number flag given a word
         raise InputError(flag, f"a flag's value is not a number ({exc})") from exc
     top = POOL_TOP_FIELDS[engine]
@@ -1278,14 +1278,23 @@ def fields_from_line(engine: str, line: str) -> dict[str, Any]:
     from planner.core.flags import parse_argv
 
     parsed = parse_argv(shlex.split(line), "line")
-    flags = parsed.flags if parsed else {}
+    return fields_from_flags(engine, parsed.flags if parsed else {})
+
+
+# vLLM's negative forms of its BooleanOptionalAction flags, and the field each turns off.
+VLLM_NEGATIVE_FLAGS = {
+    "--no-enable-chunked-prefill": "enable_chunked_prefill",
+    "--no-async-scheduling": "async_scheduling",
+    "--no-enable-prefix-caching": "enable_prefix_caching",
+}
+
+
+def fields_from_flags(engine: str, flags: dict[str, str]) -> dict[str, Any]:
+    """The settings fields a launch line's parsed flags set (planner.core.flags.parse_argv);
+    ValueError where a number flag holds a word."""
     out: dict[str, Any] = {}
-    if "--no-enable-chunked-prefill" in flags and engine == "vllm":
-        out["enable_chunked_prefill"] = False
-    if "--no-async-scheduling" in flags and engine == "vllm":
-        out["async_scheduling"] = False
-    if "--no-enable-prefix-caching" in flags and engine == "vllm":
-        out["enable_prefix_caching"] = False
+    if engine == "vllm":
+        out |= {field: False for flag, field in VLLM_NEGATIVE_FLAGS.items() if flag in flags}
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         if flag not in flags:
             continue
