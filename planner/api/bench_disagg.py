@@ -444,8 +444,9 @@ def _notes(
             )
             cache.append(
                 "prefill pool: each scheduler serves the shared prefixes of the requests the "
-                "round-robin sends it from its own cache (a cache-aware router, sending a "
-                f"prefix to the instance that holds it, finds more); {decode}"
+                "round-robin sends it from its own cache, its room beside the prompts it holds "
+                "an estimate (a cache-aware router, sending a prefix to the instance that "
+                f"holds it, finds more); {decode}"
             )
         else:
             cache.append("prefill pool: " + prefix_cache_off_note(pre.engine, pre.prediction))
