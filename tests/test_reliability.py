@@ -966,6 +966,34 @@ def test_an_error_names_the_spelling_the_user_typed(cli: Cli) -> None:
     assert method.err.startswith("Error: --quantization: unknown dtype 'ptpc_fp8'"), method.err
 
 
+def test_a_value_of_the_wrong_kind_names_the_flag_as_typed_and_what_it_takes(cli: Cli) -> None:
+    """A word where a number belongs is one line naming the spelling typed and what the option
+    takes (Typer's own line listed every alias and said "valid integer"), and an option whose
+    value was left out, so that it swallowed the next flag, says so rather than calling that
+    flag a bad number; --json carries the same line and the typed flag."""
+    sim = ("simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    rate = cli(*sim, "--request-rate=fast")
+    assert rate.code == 2, rate.err
+    assert rate.json() == {
+        "error": "--request-rate: expects a number, got 'fast'",
+        "exit_code": 2,
+        "field": "--request-rate",
+    }
+    whole = cli(*sim, "--num-prompts", "1.5")
+    assert (
+        whole.code == 2 and whole.err == "Error: --num-prompts: expects a whole number, got '1.5'\n"
+    )
+    swallowed = cli(*sim, "--tp-size", "--concurrency", "4")
+    assert swallowed.code == 2 and swallowed.json()["field"] == "--tp-size"
+    assert (
+        swallowed.json()["error"]
+        == "--tp-size needs a value (the next word is the flag --concurrency)"
+    )
+    # other usage errors keep Typer's own line
+    bare = cli("simulate", "--engine")
+    assert bare.code == 2 and "'--engine' requires an argument" in bare.err
+
+
 def test_an_option_given_twice_is_refused_and_a_list_option_repeats(cli: Cli) -> None:
     """Click keeps the last of two values for a one-value option and drops the first without a
     word: that is an input error naming the flag (aliases count as the same option); fleet's

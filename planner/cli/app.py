@@ -168,10 +168,13 @@ def main(argv: list[str] | None = None) -> int:
             _json_error(message, field, exc.exit_code)
         return exc.exit_code
     except ClickException as exc:
-        message = " ".join(exc.format_message().split())
+        field, message = _bad_value(args, exc) or (
+            _click_field(exc),
+            " ".join(exc.format_message().split()),
+        )
         sys.stderr.write(f"Error: {message}\n")
         if as_json:
-            _json_error(message, _click_field(exc), exc.exit_code)
+            _json_error(message, field, exc.exit_code)
         return exc.exit_code
     except typer.Abort:
         sys.stderr.write("Aborted.\n")
@@ -247,6 +250,36 @@ def _json_error(message: str, field: str | None, exit_code: int) -> None:
 
     payload = {"error": message, "field": field, "exit_code": exit_code}
     sys.stdout.write(json.dumps(payload, sort_keys=True, indent=2) + "\n")
+
+
+# Typer's messages for a value of the wrong type, as what the option accepts.
+VALUE_KINDS = {"valid integer": "a whole number", "valid number": "a number"}
+
+
+def _bad_value(args: list[str], exc: Exception) -> tuple[str, str] | None:
+    """A value of the wrong type as the option as typed and one line naming it and what it
+    takes (`--requests: expects a whole number, got '1.5'`), or, where the word after the
+    option is another flag, that its value is missing; None for other usage errors."""
+    from typer._click.exceptions import BadParameter
+
+    param = getattr(exc, "param", None)
+    if not isinstance(exc, BadParameter) or param is None:
+        return None
+    spellings = (*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ()))
+    words = args[: args.index("--")] if "--" in args else args
+    for i, word in enumerate(words):
+        flag, equals, value = word.partition("=")
+        if flag not in spellings:
+            continue
+        if not equals:
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if value.startswith("--"):
+                return flag, f"{flag} needs a value (the next word is the flag {value})"
+        kind = next((k for key, k in VALUE_KINDS.items() if key in exc.message), None)
+        if kind is None:
+            return None
+        return flag, f"{flag}: expects {kind}, got {value!r}"
+    return None
 
 
 def _click_field(exc: Exception) -> str | None:
