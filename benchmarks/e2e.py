@@ -33,8 +33,10 @@ family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels; l
 and Ray Serve LLM serve with vLLM), a precision is the first format its text names (an INT8 or
 bare W8A8 one posed as the planner's int8 W8A8 variant), a disaggregated row is posed on its
 pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it), and
-`vllm bench serve --save-result` JSON's own names (median_tpot_ms, output_throughput,
-random_input_len, max_concurrency) and the ISL / OSL shorthand read as the rows' fields; a
+`vllm bench serve --save-result` JSON's own names (dataset_name, median_tpot_ms,
+output_throughput, random_input_len, max_concurrency) and the ISL / OSL shorthand read as the
+rows' fields (a row that names no dataset beside its input and output lengths ran the clients'
+random one, as cross-vendor sweeps do); a
 random prefix (random_prefix_len: one prefix opening every prompt) is posed as simulate's
 --random-prefix-len poses it, sglang.bench_serving's generated-shared-prefix dataset as its
 groups' shared system prompts (simulate's --prefix-share 1 --prefixes G) and vLLM's sonnet
@@ -418,7 +420,9 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
             output_mean=output_mean,
             empty_share=empty,
         )
-    elif dataset.lower().startswith("random") and lengths_given:
+    elif lengths_given and (RANDOM_DATASET.search(dataset) or not dataset.strip()):
+        # the random dataset, or a row that states only its lengths (the ISL / OSL of a
+        # cross-vendor sweep, which runs the clients' random dataset)
         ratio = number(w.get("range_ratio"))
         # The client decides what --random-range-ratio means. SGLang's bench_serving (and
         # vLLM's 2024 benchmark_serving.py) draw uniform in [r L, L], SGLang's default 0.0 being
@@ -572,9 +576,14 @@ def load_band(load: Load) -> str:
 MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 
 
+# A dataset the row names as the clients' random one ("random", "Random (vllm bench serve)").
+RANDOM_DATASET = re.compile(r"\brandom\b", re.IGNORECASE)
+
+
 # Other spellings of a row's workload fields: `vllm bench serve` JSON's and the ISL / OSL
 # shorthand of cross-vendor sweeps.
 WORKLOAD_ALIASES = {
+    "dataset": ("dataset_name",),
     "input_len": ("random_input_len", "sonnet_input_len", "isl"),
     "output_len": ("random_output_len", "sonnet_output_len", "osl"),
     "range_ratio": ("random_range_ratio",),

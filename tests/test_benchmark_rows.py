@@ -796,6 +796,37 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
     assert "planner: --model:" in capsys.readouterr().out
 
 
+def test_a_random_row_is_posed_whatever_it_calls_the_dataset() -> None:
+    """`vllm bench serve` JSON's dataset_name, "random" anywhere in the dataset's words, and a
+    row that gives only its input and output lengths (a cross-vendor sweep's ISL / OSL) are
+    the clients' random dataset at those lengths; another named dataset with no reported
+    means is still refused, by reason."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "measured": {},
+    }
+    lengths = {"random_input_len": 1000, "random_output_len": 200, "max_concurrency": 8}
+    for spelled in (
+        {"dataset_name": "random"},
+        {"dataset": "Synthetic random tokens"},
+        {},
+    ):
+        args, why = e2e.pose(row | {"workload": spelled | lengths}, MODELS)
+        assert why is None, (spelled, why)
+        got = args["lengths"]
+        assert (got.prompt_len, got.output_len, got.workload) == (1000, 200, None), spelled
+        assert args["load"].concurrency == 8
+    _, why = e2e.pose(row | {"workload": {"dataset": "custom-chat"} | lengths}, MODELS)
+    assert why == "dataset lengths not modelled (no mean lengths reported)"
+
+
 def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_never_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
