@@ -80,7 +80,10 @@ from rows import (  # noqa: E402
     catalog_gpu,
     engine_release,
     engine_settings,
+    expert_parallel,
+    integer,
     model_reference,
+    number,
     release_on,
     run_date,
     sglang_fields,
@@ -245,22 +248,6 @@ def sharegpt_base() -> tuple[str, float]:
     return workload.source_model, float(sum(values)) / len(values)
 
 
-def number(value: Any) -> float | None:
-    """A load figure as a row gives it: a number, a numeric string, or "inf" / "inf (closed
-    loop)" for requests sent at once (None: none given)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value or "").strip().lower()
-    if text.startswith("inf"):
-        return math.inf
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 # Serving stacks whose model server is vLLM whatever else they add (routing, KV-aware
 # scheduling): llm-d (llm-d/llm-d), AIBrix (vllm-project/aibrix) and Ray Serve LLM (ray's
 # serve/llm, its VLLMEngine). A stack with several backends (Dynamo, KServe) names none.
@@ -280,15 +267,6 @@ def engine_of(row: dict[str, Any]) -> str:
         if any(stack in name for stack in VLLM_STACKS):
             return "vllm"
     return str(row.get("engine_family") or row.get("engine") or "").lower()
-
-
-def integer(value: Any) -> int | None:
-    """A count as a row gives it: an int, or a number or numeric string that is a whole one
-    (None: absent or not a count)."""
-    got = number(value)
-    if got is None or not math.isfinite(got) or got != int(got):
-        return None
-    return int(got)
 
 
 def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]:
@@ -345,9 +323,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     if gpu is None:
         return {}, f"GPU {row.get('gpu_norm') or row.get('gpu')} not in the catalog"
     dp_attention = bool(row.get("dp_attention"))
-    tp = int(row.get("tp") or 1)
-    dp = int(row.get("dp") or 1)
-    pp = int(row.get("pp") or 1)
+    tp, dp, pp = (integer(row.get(k)) or 1 for k in ("tp", "dp", "pp"))
     if dp_attention and family != "sglang":
         # vLLM runs a MoE model's --data-parallel-size ranks as attention DP on its own, each
         # rank a TP group (GPUs = TP x DP); a row in SGLang's notation (the groups inside the
@@ -533,7 +509,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         "settings": settings,
         # a disaggregated row's pools carry their own layout (DisaggLayout), not the row's
         "dp": 1 if layout else dp,
-        "ep": None if layout else row.get("ep"),
+        "ep": None if layout else expert_parallel(row.get("ep"), tp if dp_attention else tp * dp),
         "dp_attention": dp_attention and not layout,
         "load": Load(**{k: v for k, v in load.items() if v is not None}),
         "lengths": lengths,
@@ -587,7 +563,7 @@ WORKLOAD_ALIASES = {
     "input_len": ("random_input_len", "sonnet_input_len", "isl"),
     "output_len": ("random_output_len", "sonnet_output_len", "osl"),
     "range_ratio": ("random_range_ratio",),
-    "concurrency": ("max_concurrency",),
+    "concurrency": ("max_concurrency", "conc"),
     "prefix_len": ("random_prefix_len", "sonnet_prefix_len"),
 }
 

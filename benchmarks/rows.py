@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -64,6 +65,40 @@ RELEASE_DATES = {
 # releases either way at 2025-2026's cadence: RELEASE_DATES).
 MID_MONTH_DAY = "15"
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def number(value: Any) -> float | None:
+    """A load figure as a row gives it: a number, a numeric string, or "inf" / "inf (closed
+    loop)" for requests sent at once (None: none given)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value or "").strip().lower()
+    if text.startswith("inf"):
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def integer(value: Any) -> int | None:
+    """A count as a row gives it: an int, or a number or numeric string that is a whole one
+    (None: absent or not a count)."""
+    got = number(value)
+    if got is None or not math.isfinite(got) or got != int(got):
+        return None
+    return int(got)
+
+
+def expert_parallel(value: Any, ranks: int) -> int | None:
+    """A row's expert parallelism as a size: a count as given; true (expert parallelism on,
+    as vLLM's --enable-expert-parallel says it) every rank of the layout; false or absent
+    None."""
+    if isinstance(value, bool) or str(value).lower() in ("true", "false"):
+        return ranks if str(value).lower() == "true" else None
+    return integer(value)
 
 
 def run_date(row: dict[str, Any]) -> str | None:

@@ -46,6 +46,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from rows import (  # noqa: E402
     catalog_gpu,
     engine_release,
+    expert_parallel,
+    integer,
     model_reference,
     release_on,
     row_weights,
@@ -125,9 +127,9 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     # the expert split and data-parallel ranks a MoE row states: DP groups of attention, the
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
     # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
-    ep = int(str(row.get("ep") or 1))
-    dp = int(str(row.get("dp") or 1))
-    gpus = int(str(row.get("gpu_count") or tp))
+    dp = integer(row.get("dp")) or 1
+    gpus = integer(row.get("gpu_count")) or tp
+    ep = expert_parallel(row.get("ep"), gpus) or 1
     groups, attention_tp = 1, tp
     if dp > 1 and model.num_experts and gpus == tp and tp % dp == 0:
         groups, attention_tp = dp, tp // dp
@@ -142,7 +144,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
         kv_dtype_bytes=kv,
         engine=engine,
         version=version,
-        pp=int(str(row.get("pp") or 1)),
+        pp=integer(row.get("pp")) or 1,
         dp=AttentionDp(groups=groups),
         exchange=MoeExchange(expert_ranks=ep if ep > 1 and model.num_experts else None),
     )
@@ -163,12 +165,16 @@ def measured_of(row: dict[str, object]) -> float:
 def tp_of(row: dict[str, object]) -> int:
     """A row's TP size: as given, else its GPU count (one engine over its GPUs) unless it names
     data parallelism."""
-    return int(str(row.get("tp") or (1 if row.get("dp") else row.get("gpu_count") or 1)))
+    given = integer(row.get("tp"))
+    return given or (1 if integer(row.get("dp")) else integer(row.get("gpu_count")) or 1)
 
 
 def batch_of(row: dict[str, object]) -> int:
     """A row's decode batch (`batch`, or `batch_size`)."""
-    return int(str(row.get("batch") or row["batch_size"]))
+    batch = integer(row.get("batch")) or integer(row.get("batch_size"))
+    if batch is None:
+        raise KeyError("batch")
+    return batch
 
 
 def kv_dtype_bytes(
@@ -206,9 +212,13 @@ def context_of(row: dict[str, object]) -> int:
     """The context a row's decode steps see: its own figure, else the prompt and half the
     output (the mean over the decode phase, the convention the rows' notes state; a row without
     an output length at its prompt)."""
-    if row.get("context_at_decode") is not None:
-        return int(str(row["context_at_decode"]))
-    return int(str(row["input_len"])) + int(str(row.get("output_len") or 0)) // 2
+    given = integer(row.get("context_at_decode"))
+    if given is not None:
+        return given
+    prompt = integer(row.get("input_len"))
+    if prompt is None:
+        raise KeyError("input_len")
+    return prompt + (integer(row.get("output_len")) or 0) // 2
 
 
 def model_class(row: dict[str, object], models: Path = MODELS) -> str:

@@ -827,6 +827,35 @@ def test_a_random_row_is_posed_whatever_it_calls_the_dataset() -> None:
     assert why == "dataset lengths not modelled (no mean lengths reported)"
 
 
+def test_a_rows_layout_is_read_from_counts_as_text_and_expert_parallelism_as_a_switch() -> None:
+    """TP given as "8" or "8.0", the clients as a sweep's `conc`, and `ep: true` (expert
+    parallelism on, vLLM's --enable-expert-parallel) as every rank of the layout: the experts
+    over TP x DP, or over the TP group where SGLang's attention-DP groups live inside it."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.10.1",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "gpu_norm": "H200",
+        "gpu_count": 8,
+        "workload": {"isl": 1024, "osl": 1024, "conc": 64},
+        "measured": {},
+    }
+    for tp in ("8", "8.0", 8):
+        args, why = e2e.pose(row | {"tp": tp, "ep": True}, MODELS)
+        assert why is None, why
+        assert (args["settings"]["tp"], args["ep"], args["load"].concurrency) == (8, 8, 64)
+    args, _ = e2e.pose(row | {"tp": 2, "dp": 4, "ep": "true"}, MODELS)
+    assert (args["settings"]["tp"], args["dp"], args["ep"]) == (2, 4, 8)
+    sglang = row | {"engine": "sglang", "engine_version": "0.5.3", "dp_attention": True}
+    args, _ = e2e.pose(sglang | {"tp": 8, "dp": 8, "ep": True}, MODELS)
+    assert (args["settings"]["tp"], args["dp"], args["ep"], args["dp_attention"]) == (8, 8, 8, True)
+    for off in (False, None, "false"):
+        assert e2e.pose(row | {"tp": 8, "ep": off}, MODELS)[0]["ep"] is None
+    assert e2e.pose(row | {"tp": 8, "ep": 4}, MODELS)[0]["ep"] == 4
+
+
 def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_never_stops_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1244,6 +1273,9 @@ def test_a_moe_step_time_row_is_posed_with_its_expert_and_data_parallel_split() 
     # without the split: TP 8, experts sharded
     plain = step_time.predict(row | {"tp": 8, "ep": 1})
     assert plain is not None and plain != pytest.approx(expected)
+    # counts as text, and expert parallelism as a switch: on, the experts over every GPU
+    assert step_time.predict(sglang | {"ep": True, "batch": "64.0"}) == pytest.approx(expected)
+    assert step_time.predict(row | {"tp": "8", "ep": "false"}) == pytest.approx(plain)
 
 
 def test_a_step_time_row_of_a_4_bit_export_is_priced_on_its_weights() -> None:
