@@ -612,11 +612,12 @@ def statistic(row: dict[str, Any], key: str) -> tuple[str, bool]:
     return "median", False
 
 
-def measured(row: dict[str, Any]) -> dict[str, Any]:
+def measured(row: dict[str, Any], layout_gpus: int | None = None) -> dict[str, Any]:
     """Output tok/s per GPU, TPOT and TTFT as the row gives them (the statistic that
     `statistic` picks). A row that reports its total (input and output) tokens/s alone, labelled
     so, is compared on that: `tok_s_basis` "total" (the predictor's total_token_throughput_per_
-    gpu); a throughput whose kind its source does not label is not compared."""
+    gpu); a throughput whose kind its source does not label is not compared. A row that states
+    no GPU count is divided by `layout_gpus`, the GPUs its stated layout takes, where given."""
     m = measured_fields(row)
 
     def positive(value: Any) -> float | None:
@@ -631,7 +632,8 @@ def measured(row: dict[str, Any]) -> dict[str, Any]:
         return positive(value.get(statistic(row, key)[0], value.get("as_reported")))
 
     per_gpu = positive(m.get("output_tokens_per_s_per_gpu"))
-    total, gpus = positive(m.get("output_tokens_per_s")), positive(row.get("gpu_count"))
+    total = positive(m.get("output_tokens_per_s"))
+    gpus = positive(row.get("gpu_count")) or layout_gpus
     if per_gpu is None and total and gpus:
         per_gpu = total / gpus
     basis = "output"
@@ -749,6 +751,8 @@ def main() -> None:
             continue
         if kind:
             eligible[kind][0] += 1
+        if not row.get("gpu_count"):
+            meas = measured(row, got["gpus"])  # per GPU over the GPUs its layout takes
         pred = {
             "tok_s_gpu": got[
                 "output_throughput_per_gpu"

@@ -827,6 +827,33 @@ def test_a_random_row_is_posed_whatever_it_calls_the_dataset() -> None:
     assert why == "dataset lengths not modelled (no mean lengths reported)"
 
 
+def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Output tokens/s over a layout the row states (TP 4) but no GPU count: per GPU of that
+    layout, not dropped; a stated count still wins."""
+    import e2e
+
+    row = {
+        "id": "no-count",
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "tp": 4,
+        "workload": {"dataset": "random", "input_len": 500, "output_len": 100, "concurrency": 8},
+        "measured": {"output_tokens_per_s": 2000.0, "tpot_ms": {"median": 5.0}},
+    }
+    assert e2e.measured(row)["tok_s_gpu"] is None
+    assert e2e.measured(row, 4)["tok_s_gpu"] == 500.0
+    assert e2e.measured(row | {"gpu_count": 8}, 4)["tok_s_gpu"] == 250.0
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "-v"])
+    e2e.main()
+    assert "tok_s_gpu     500.0 ->" in capsys.readouterr().out
+
+
 def test_a_rows_layout_is_read_from_counts_as_text_and_expert_parallelism_as_a_switch() -> None:
     """TP given as "8" or "8.0", the clients as a sweep's `conc`, and `ep: true` (expert
     parallelism on, vLLM's --enable-expert-parallel) as every rank of the layout: the experts
