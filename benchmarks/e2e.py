@@ -579,11 +579,22 @@ def workload_fields(row: dict[str, Any]) -> dict[str, Any]:
     return w
 
 
+# Other names of the statistics a row's latencies give.
+STATISTIC_NAMES = {"p50": "median", "avg": "mean", "average": "mean"}
+
+
 def measured_fields(row: dict[str, Any]) -> dict[str, Any]:
     """A row's measured figures, the flat keys of `vllm bench serve --save-result` JSON
-    (median_tpot_ms, mean_ttft_ms, output_throughput) read as the nested ones the rows use."""
+    (median_tpot_ms, mean_ttft_ms, output_throughput) read as the nested ones the rows use, and
+    a nested P50 / avg as the median / mean."""
     m = dict(row["measured"])
     for key in ("tpot", "ttft"):
+        nested = m.get(f"{key}_ms")
+        if isinstance(nested, dict):  # its statistics in the names sources use (P50, avg)
+            named = {
+                STATISTIC_NAMES.get(str(k).lower(), str(k).lower()): v for k, v in nested.items()
+            }
+            m[f"{key}_ms"] = named | {k: v for k, v in nested.items() if k in ("median", "mean")}
         flat = {
             stat: m[f"{stat}_{key}_ms"]
             for stat in ("median", "mean")

@@ -1159,9 +1159,9 @@ def test_a_row_with_pipeline_stages_is_posed_with_them() -> None:
 
 
 def test_a_row_is_compared_at_the_statistic_its_source_reports() -> None:
-    """The median where a row gives it, the mean where it gives only that, and the mean for an
-    unlabelled figure from the SGLang cookbook (whose key metrics are the means); any other
-    unlabelled figure is taken for the median; both unlabelled ones say so."""
+    """The median (or P50) where a row gives it, the mean (avg) where it gives only that, and
+    the mean for an unlabelled figure from the SGLang cookbook (whose key metrics are the
+    means); any other unlabelled figure is taken for the median; both unlabelled ones say so."""
     import e2e
 
     def row(value: dict[str, float], kind: str = "vendor blog") -> dict[str, object]:
@@ -1176,6 +1176,11 @@ def test_a_row_is_compared_at_the_statistic_its_source_reports() -> None:
     assert e2e.statistic(cookbook, "tpot") == ("mean", False)
     assert e2e.measured(cookbook)["tpot"] == 31.45
     assert e2e.statistic(row({"as_reported": 31.45}), "tpot") == ("median", False)
+    # a P50 is the median, an avg the mean, in either case
+    spelled = row({"P50": 10.0, "Avg": 12.0, "p99": 30.0})
+    assert e2e.statistic(spelled, "tpot") == ("median", True)
+    assert e2e.measured(spelled)["tpot"] == 10.0
+    assert e2e.measured(row({"avg": 12.0, "p99": 30.0}))["tpot"] == 12.0
 
 
 def test_a_rows_checkpoint_id_is_read_without_regard_to_case() -> None:
