@@ -32,7 +32,8 @@ numeric strings are read as numbers, the engine is vLLM or SGLang wherever the r
 family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels; llm-d, AIBrix
 and Ray Serve LLM serve with vLLM), a precision is the first format its text names (an INT8 or
 bare W8A8 one posed as the planner's int8 W8A8 variant), a disaggregated row is posed on its
-pools' layout (flat, nested per pool, or "2P2D" beside one TP: both pools at it), and
+pools' layout (flat, nested per pool, or "2P2D" beside one TP or among the layout's fields; a
+pool that gives no TP at the row's), and
 `vllm bench serve --save-result` JSON's own names (dataset_name, median_tpot_ms,
 output_throughput, random_input_len, max_concurrency) and the ISL / OSL shorthand read as the
 rows' fields (a row that names no dataset beside its input and output lengths ran the clients'
@@ -171,6 +172,23 @@ def flat_pools(split: dict[str, Any]) -> dict[str, Any]:
 XPYD = re.compile(r"(\d+)\s*[pP]\s*(\d+)\s*[dD]")
 
 
+def counted_pools(split: dict[str, Any], tp: Any) -> dict[str, Any]:
+    """A disaggregated layout's instance counts from an xPyD it names among its fields
+    ({"mode": "1P2D"}) where it gives no counts, and each pool's TP from the row's one TP
+    where it gives none (both pools at it, as "2P2D" beside one TP reads)."""
+    out = dict(split)
+    if out.get("prefill_workers") is None and out.get("decode_workers") is None:
+        for value in split.values():
+            named = XPYD.fullmatch(value.strip()) if isinstance(value, str) else None
+            if named:
+                out["prefill_workers"], out["decode_workers"] = (int(n) for n in named.groups())
+                break
+    for pool in POOLS:
+        if out.get(f"{pool}_tp") is None and tp is not None:
+            out[f"{pool}_tp"] = tp
+    return out
+
+
 def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
     """Mean prompt and output tokens per request the run reported: given, or its totals over
     the requests it completed (None where it reported neither)."""
@@ -290,6 +308,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         split |= {"prefill_tp": row["tp"], "decode_tp": row["tp"]}
     if isinstance(split, dict) and any(isinstance(split.get(p), dict) for p in POOLS):
         split = flat_pools(split)
+    if isinstance(split, dict):
+        split = counted_pools(split, row.get("tp"))
     if split and not isinstance(split, dict):
         return {}, "disaggregated layout not given per pool"
     if split:

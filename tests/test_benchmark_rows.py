@@ -981,6 +981,13 @@ def test_a_row_in_looser_spellings_is_scored_and_one_the_harness_cannot_pose_nev
     layout = e2e.pose(named, MODELS)[0]["disagg"]
     assert (layout.prefill, layout.decode, layout.prefill_tp, layout.decode_tp) == (2, 2, 1, 1)
     assert e2e.pose(dict(named, tp=None), MODELS)[1] == "disaggregated layout not given per pool"
+    # an xPyD among a layout's fields names its counts; a pool without its TP takes the row's
+    moded = e2e.pose(dict(named, disagg={"mode": "1p3d", "transfer": "nixl"}), MODELS)[0]
+    layout = moded["disagg"]
+    assert (layout.prefill, layout.decode, layout.prefill_tp, layout.decode_tp) == (1, 3, 1, 1)
+    counted = {"prefill_workers": 2, "decode_workers": 1, "decode_tp": 2}
+    layout = e2e.pose(dict(named, disagg=counted), MODELS)[0]["disagg"]
+    assert (layout.prefill, layout.decode, layout.prefill_tp, layout.decode_tp) == (2, 1, 1, 2)
     rows = tmp_path / "rows.jsonl"
     total = dict(row, id="total", measured={"tpot_ms": 9.5, "total_token_throughput": 2000.0})
     rows.write_text("\n".join(json.dumps(r) for r in (row, split, total)) + "\n")
