@@ -96,8 +96,9 @@ def expert_parallel(value: Any, ranks: int) -> int | None:
     """A row's expert parallelism as a size: a count as given; true (expert parallelism on,
     as vLLM's --enable-expert-parallel says it) every rank of the layout; false or absent
     None."""
-    if isinstance(value, bool) or str(value).lower() in ("true", "false"):
-        return ranks if str(value).lower() == "true" else None
+    text = str(value).strip().lower()
+    if text in ("true", "false"):  # a bool as well as its spelling
+        return ranks if text == "true" else None
     return integer(value)
 
 

@@ -49,6 +49,7 @@ from rows import (  # noqa: E402
     expert_parallel,
     integer,
     model_reference,
+    number,
     release_on,
     row_weights,
     run_date,
@@ -212,9 +213,9 @@ def context_of(row: dict[str, object]) -> int:
     """The context a row's decode steps see: its own figure, else the prompt and half the
     output (the mean over the decode phase, the convention the rows' notes state; a row without
     an output length at its prompt)."""
-    given = integer(row.get("context_at_decode"))
-    if given is not None:
-        return given
+    given = number(row.get("context_at_decode"))
+    if given is not None and given < float("inf"):
+        return round(given)  # a mean context may be fractional
     prompt = integer(row.get("input_len"))
     if prompt is None:
         raise KeyError("input_len")
