@@ -214,7 +214,7 @@ def context_of(row: dict[str, object]) -> int:
     output (the mean over the decode phase, the convention the rows' notes state; a row without
     an output length at its prompt)."""
     given = number(row.get("context_at_decode"))
-    if given is not None and given < float("inf"):
+    if given is not None and math.isfinite(given):
         return round(given)  # a mean context may be fractional
     prompt = integer(row.get("input_len"))
     if prompt is None:
