@@ -572,8 +572,10 @@ def load_band(load: Load) -> str:
 MEAN_REPORTING_SOURCES = re.compile(r"sglang cookbook", re.IGNORECASE)
 
 
-# A dataset the row names as the clients' random one ("random", "Random (vllm bench serve)").
-RANDOM_DATASET = re.compile(r"\brandom\b", re.IGNORECASE)
+# A dataset the row names as the clients' random text one ("random", "Random (vllm bench
+# serve)", SGLang's "random-ids"), not vLLM's multimodal or reranking random datasets
+# ("random-mm", "random-rerank": their prompts carry images or pairs the lengths do not count).
+RANDOM_DATASET = re.compile(r"\brandom(?:-ids)?\b(?![-_](?:mm|rerank))", re.IGNORECASE)
 
 
 # Other spellings of a row's workload fields: `vllm bench serve` JSON's and the ISL / OSL

@@ -799,8 +799,9 @@ def test_a_rows_load_and_dataset_are_read_in_the_spellings_sources_use(
 def test_a_random_row_is_posed_whatever_it_calls_the_dataset() -> None:
     """`vllm bench serve` JSON's dataset_name, "random" anywhere in the dataset's words, and a
     row that gives only its input and output lengths (a cross-vendor sweep's ISL / OSL) are
-    the clients' random dataset at those lengths; another named dataset with no reported
-    means is still refused, by reason."""
+    the clients' random dataset at those lengths (SGLang's random-ids too); another named
+    dataset with no reported means (vLLM's multimodal and reranking random ones among them) is
+    still refused, by reason."""
     import e2e
 
     row = {
@@ -823,8 +824,10 @@ def test_a_random_row_is_posed_whatever_it_calls_the_dataset() -> None:
         got = args["lengths"]
         assert (got.prompt_len, got.output_len, got.workload) == (1000, 200, None), spelled
         assert args["load"].concurrency == 8
-    _, why = e2e.pose(row | {"workload": {"dataset": "custom-chat"} | lengths}, MODELS)
-    assert why == "dataset lengths not modelled (no mean lengths reported)"
+    for other in ("custom-chat", "random-mm", "random-rerank"):  # images, pairs: not text
+        _, why = e2e.pose(row | {"workload": {"dataset": other} | lengths}, MODELS)
+        assert why == "dataset lengths not modelled (no mean lengths reported)", other
+    assert e2e.pose(row | {"workload": {"dataset": "random-ids"} | lengths}, MODELS)[1] is None
 
 
 def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
