@@ -573,8 +573,9 @@ def catalog_gpu(short: str | None, full: str | None, table: dict[str, str]) -> s
 def sized_card(short: str, found: str, full: str) -> str:
     """`found`, or the card of its chip that the row's description `full` names (the planner's
     own spelling rules: "NVIDIA H100 PCIe 80GB") or, failing that, the card of chip `short`
-    with the memory `full` states ("GH200 Grace Hopper Superchip 144GB"), where the catalog
-    holds one; a size no card of the chip has keeps `found`."""
+    with the memory `full` states ("GH200 Grace Hopper Superchip 144GB"; of `found`'s form
+    factor where the size names several: "NVIDIA A100 40GB"), where the catalog holds one; a
+    size no card of the chip has keeps `found`."""
     stated = STATED_MEMORY.search(full)
     spellings = [full] + ([f"{short} {stated.group(1)}GB"] if stated else [])
     for spelling in spellings:
@@ -584,6 +585,12 @@ def sized_card(short: str, found: str, full: str) -> str:
             continue
         if card.partition("-")[0] == found.partition("-")[0]:
             return card
+    if stated:
+        # a size that names the chip's cards of every form factor ("A100 40GB": PCIe and SXM4)
+        # is the one of `found`'s form factor where the catalog has it at that size
+        same_form = f"{found.rpartition('-')[0]}-{stated.group(1)}gb"
+        if any(card.id == same_form for card in gpu_catalog()):
+            return same_form
     return found
 
 

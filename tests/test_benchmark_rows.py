@@ -88,6 +88,9 @@ def test_a_rows_gpu_is_the_catalog_card_it_names(
         ("GH200", "NVIDIA GH200 Grace Hopper Superchip 144GB", "gh200-144gb"),
         ("GH200", "NVIDIA GH200 Grace Hopper Superchip 96GB", "gh200-96gb"),
         ("H100", "NVIDIA H100 PCIe 80GB", "h100-pcie-80gb"),
+        # a size that names the chip's cards of both form factors: the table card's form's
+        ("A100", "NVIDIA A100 40GB", "a100-sxm4-40gb"),
+        ("A100", "NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
         # a size no card of the chip has keeps the table's card, another chip's name too
         ("B200", "NVIDIA B200 192GB", "b200-sxm-180gb"),
         ("B200", "NVIDIA GB200", "b200-sxm-180gb"),
