@@ -118,7 +118,7 @@ REF = ["--preset", "gqa-70b", "--gpu", "mi300x"]
         ([*REF, "--block-size", "0"], "--block-size"),
         ([*REF, "--workspace-gib", "-1"], "--workspace-gib"),
         ([*REF, "--gpu-memory-gib", "0"], "--gpu-memory-gib"),
-        ([*REF, "--tp", "x"], "'--tp'"),
+        ([*REF, "--tp", "x"], "--tp: expects a whole number, got 'x'"),
         (["--gpu", "mi300x"], "--preset/--model"),
         (["--preset", "gqa-70b"], "--gpu: required"),
     ],
