@@ -89,6 +89,7 @@ from rows import (  # noqa: E402
     run_date,
     sglang_fields,
     stated_weights,
+    switched_on,
     unmodelled_all_to_all,
     vllm_fields,
 )
@@ -293,12 +294,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     family = engine_of(row)
     if family not in ("vllm", "sglang"):
         return {}, f"engine {row.get('engine')}"
-    if row.get("spec_decode") not in (None, "none"):
+    if switched_on(row.get("spec_decode")):
         return {}, "speculative"
     exchange = unmodelled_all_to_all(row, family)
     if exchange is not None:
         return {}, f"MoE all-to-all {exchange} not modelled"
-    split = row.get("disagg")
+    split = row.get("disagg") if switched_on(row.get("disagg")) else None
     layout = None
     gpu_count = integer(row.get("gpu_count"))
     if isinstance(split, str) and (named := XPYD.fullmatch(split.strip())) and row.get("tp"):
@@ -342,7 +343,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     gpu = catalog_gpu(row.get("gpu_norm"), row.get("gpu"), GPUS)
     if gpu is None:
         return {}, f"GPU {row.get('gpu_norm') or row.get('gpu')} not in the catalog"
-    dp_attention = bool(row.get("dp_attention"))
+    dp_attention = switched_on(row.get("dp_attention"))
     tp, dp, pp = (integer(row.get(k)) or 1 for k in ("tp", "dp", "pp"))
     if dp_attention and family != "sglang":
         # vLLM runs a MoE model's --data-parallel-size ranks as attention DP on its own, each
@@ -740,9 +741,9 @@ def _bar_kind(row: dict[str, Any]) -> str | None:
     """Which bar a row counts toward: "aggregated" (the benchmark predictor's), "disaggregated"
     (prefill/decode disaggregation's), or None (another engine, or speculative decoding)."""
     family = engine_of(row)
-    if family not in ("vllm", "sglang") or row.get("spec_decode") not in (None, "none"):
+    if family not in ("vllm", "sglang") or switched_on(row.get("spec_decode")):
         return None
-    return "disaggregated" if row.get("disagg") else "aggregated"
+    return "disaggregated" if switched_on(row.get("disagg")) else "aggregated"
 
 
 def main() -> None:

@@ -92,6 +92,16 @@ def integer(value: Any) -> int | None:
     return int(got)
 
 
+# The words a row uses for a feature that is off, beside a bool's own spellings.
+OFF_WORDS = frozenset({"", "none", "no", "off", "false", "0", "disabled", "null", "n/a"})
+
+
+def switched_on(value: Any) -> bool:
+    """Whether a row's field turns its feature on: anything but its absence, false, 0 or a word
+    for off ("none", "No", "off", "disabled"), so a row that spells "off" out is not read as on."""
+    return value is not None and value is not False and str(value).strip().lower() not in OFF_WORDS
+
+
 def expert_parallel(value: Any, ranks: int) -> int | None:
     """A row's expert parallelism as a size: a count as given; true (expert parallelism on,
     as vLLM's --enable-expert-parallel says it) every rank of the layout; false or absent

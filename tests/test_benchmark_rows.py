@@ -860,6 +860,32 @@ def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
     assert "tok_s_gpu     500.0 ->" in capsys.readouterr().out
 
 
+def test_a_feature_a_row_spells_off_is_off() -> None:
+    """ "None", "off", "No", "false" and 0 for speculation, disaggregation and data-parallel
+    attention mean the feature is off (bool("false") is True: such a row was refused as
+    speculative, or posed with attention DP it did not run); a method name or true is on."""
+    import e2e
+
+    row = {
+        "engine": "sglang",
+        "engine_version": "0.5.3",
+        "model": "deepseek-ai/DeepSeek-R1-0528",
+        "gpu_norm": "H200",
+        "gpu_count": 8,
+        "tp": 8,
+        "workload": {"isl": 1024, "osl": 1024, "conc": 64},
+        "measured": {},
+    }
+    for off in ("None", "off", "No", "false", 0, False, ""):
+        args, why = e2e.pose(row | {"spec_decode": off, "disagg": off, "dp_attention": off}, MODELS)
+        assert why is None, (off, why)
+        assert (args["dp_attention"], args["disagg"]) == (False, None), off
+        assert e2e._bar_kind(row | {"spec_decode": off, "disagg": off}) == "aggregated", off
+    assert e2e.pose(row | {"spec_decode": "EAGLE-3"}, MODELS)[1] == "speculative"
+    assert e2e._bar_kind(row | {"spec_decode": "mtp"}) is None
+    assert e2e.pose(row | {"dp": 8, "dp_attention": "true"}, MODELS)[0]["dp_attention"] is True
+
+
 def test_a_rows_layout_is_read_from_counts_as_text_and_expert_parallelism_as_a_switch() -> None:
     """TP given as "8" or "8.0", the clients as a sweep's `conc`, and `ep: true` (expert
     parallelism on, vLLM's --enable-expert-parallel) as every rank of the layout: the experts
