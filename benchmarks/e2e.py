@@ -88,6 +88,7 @@ from rows import (  # noqa: E402
     release_on,
     run_date,
     sglang_fields,
+    stated_switch,
     stated_weights,
     switched_on,
     unmodelled_all_to_all,
@@ -194,13 +195,16 @@ def run_means(row: dict[str, Any]) -> tuple[float | None, float | None]:
     """Mean prompt and output tokens per request the run reported: given, or its totals over
     the requests it completed (None where it reported neither)."""
     m = row.get("measured") or {}
-    done = m.get("completed_requests") or m.get("completed") or row["workload"].get("num_prompts")
+    done = number(
+        m.get("completed_requests") or m.get("completed") or row["workload"].get("num_prompts")
+    )
 
     def mean(given: str, total: str) -> float | None:
-        if m.get(given):
-            return float(m[given])
-        if m.get(total) and done:
-            return float(m[total]) / float(done)
+        stated, summed = number(m.get(given)), number(m.get(total))
+        if stated:
+            return stated
+        if summed and done:
+            return summed / done
         return None
 
     return (
@@ -214,8 +218,9 @@ def stated_context(row: dict[str, Any]) -> int | None:
     or a --max-model-len / --context-length in its notes or command)."""
     config = row.get("engine_config") or {}
     for key in ("max_model_len", "context_length"):
-        if str(config.get(key) or "").isdigit():
-            return int(config[key])
+        stated = integer(config.get(key))
+        if stated and stated > 0:
+            return stated
     text = " ".join(str(row.get(k) or "") for k in ("notes", "command"))
     found = re.search(r"--(?:max-model-len|context-length)[ =](\d+)", text)
     return int(found.group(1)) if found else None
@@ -496,10 +501,8 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
                 line_fields[field] = value
     if line_fields:
         settings["extra"] = line_fields
-    chunked = None
-    if config.get("enable_chunked_prefill"):
-        chunked = str(config["enable_chunked_prefill"]).lower() == "true"
-    steps = int(config.get("num_scheduler_steps") or 1)
+    chunked = stated_switch(config.get("enable_chunked_prefill"))
+    steps = integer(config.get("num_scheduler_steps")) or 1
     if chunked is False and settings.get("max_num_batched_tokens", math.inf) < (
         DEFAULT_CONTEXT_TOKENS
     ):

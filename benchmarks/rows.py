@@ -102,6 +102,14 @@ def switched_on(value: Any) -> bool:
     return value is not None and value is not False and str(value).strip().lower() not in OFF_WORDS
 
 
+def stated_switch(value: Any) -> bool | None:
+    """An engine switch as a row's config states it: on or off (switched_on), None where it is
+    absent or left to the engine ("default", "auto")."""
+    if value is None or str(value).strip().lower() in ("", "default", "auto"):
+        return None
+    return switched_on(value)
+
+
 def expert_parallel(value: Any, ranks: int) -> int | None:
     """A row's expert parallelism as a size: a count as given; true (expert parallelism on,
     as vLLM's --enable-expert-parallel says it) every rank of the layout; false or absent
@@ -729,9 +737,9 @@ def vllm_fields(row: dict[str, object]) -> dict[str, object]:
         out["all2all_backend"] = backend
     for field in VLLM_SWITCH_FLAGS:
         flag = field.replace("_", "-")
-        stated = str(given.get(field, "")).lower()
-        if stated in ("true", "false"):
-            out[field] = stated == "true"
+        stated = stated_switch(given.get(field))
+        if stated is not None:
+            out[field] = stated
         elif re.search(r"--no-" + re.escape(flag) + r"(?![\w-])", notes):
             out[field] = False
         elif re.search(r"--" + re.escape(flag) + r"(?![\w-])", notes):

@@ -886,6 +886,37 @@ def test_a_feature_a_row_spells_off_is_off() -> None:
     assert e2e.pose(row | {"dp": 8, "dp_attention": "true"}, MODELS)[0]["dp_attention"] is True
 
 
+def test_a_rows_engine_config_is_read_in_json_and_text_spellings() -> None:
+    """Chunked prefill off as JSON's false (it was read as not stated, so the release's default
+    ran), on as "yes"; "default" leaves the engine's own; a scheduler-steps "default" and a
+    context "8192.0" read as the engine's default and 8,192; run totals as numeric strings."""
+    import e2e
+
+    row = {
+        "engine": "vllm",
+        "engine_version": "0.6.3",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_norm": "H100",
+        "gpu_count": 1,
+        "tp": 1,
+        "workload": {"dataset": "random", "input_len": 1000, "output_len": 100, "concurrency": 8},
+        "measured": {},
+    }
+
+    def posed(config: dict[str, object]) -> dict[str, object]:
+        args, why = e2e.pose(row | {"engine_config": config}, MODELS)
+        assert why is None, why
+        return args
+
+    assert posed({"enable_chunked_prefill": False})["chunked_prefill"] is False
+    assert posed({"enable_chunked_prefill": "yes"})["chunked_prefill"] is True
+    assert posed({"enable_chunked_prefill": "default"})["chunked_prefill"] is None
+    assert posed({"num_scheduler_steps": "default"})["scheduler_steps"] == 1
+    assert posed({"max_model_len": "8192.0"})["settings"]["context_tokens"] == 8192
+    totals = {"total_input_tokens": "20000", "total_output_tokens": "2000", "completed": "20"}
+    assert e2e.run_means(row | {"measured": totals}) == (1000.0, 100.0)
+
+
 def test_a_rows_layout_is_read_from_counts_as_text_and_expert_parallelism_as_a_switch() -> None:
     """TP given as "8" or "8.0", the clients as a sweep's `conc`, and `ep: true` (expert
     parallelism on, vLLM's --enable-expert-parallel) as every rank of the layout: the experts
