@@ -86,10 +86,12 @@ from rows import (  # noqa: E402
     model_reference,
     number,
     release_on,
+    row_gpu_count,
     run_date,
     sglang_fields,
     stated_switch,
     stated_weights,
+    states_layout,
     switched_on,
     unmodelled_all_to_all,
     vllm_fields,
@@ -306,7 +308,7 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
         return {}, f"MoE all-to-all {exchange} not modelled"
     split = row.get("disagg") if switched_on(row.get("disagg")) else None
     layout = None
-    gpu_count = integer(row.get("gpu_count"))
+    gpu_count = row_gpu_count(row)
     if isinstance(split, str) and (named := XPYD.fullmatch(split.strip())) and row.get("tp"):
         # "2P2D" beside one TP: every instance of both pools at the row's TP
         prefill, decode = (int(n) for n in named.groups())
@@ -654,7 +656,8 @@ def measured(row: dict[str, Any], layout_gpus: int | None = None) -> dict[str, A
     `statistic` picks). A row that reports its total (input and output) tokens/s alone, labelled
     so, is compared on that: `tok_s_basis` "total" (the predictor's total_token_throughput_per_
     gpu); a throughput whose kind its source does not label is not compared. A row that states
-    no GPU count is divided by `layout_gpus`, the GPUs its stated layout takes, where given."""
+    no GPU count (as a field, or in its GPU's name: "8x H200") is divided by `layout_gpus`, the
+    GPUs its stated layout takes, where given."""
     m = measured_fields(row)
 
     def positive(value: Any) -> float | None:
@@ -670,7 +673,7 @@ def measured(row: dict[str, Any], layout_gpus: int | None = None) -> dict[str, A
 
     per_gpu = positive(m.get("output_tokens_per_s_per_gpu"))
     total = positive(m.get("output_tokens_per_s"))
-    gpus = positive(row.get("gpu_count")) or layout_gpus
+    gpus = row_gpu_count(row) or layout_gpus
     if per_gpu is None and total and gpus:
         per_gpu = total / gpus
     basis = "output"
@@ -788,7 +791,7 @@ def main() -> None:
             continue
         if kind:
             eligible[kind][0] += 1
-        if not row.get("gpu_count"):
+        if not row_gpu_count(row) and states_layout(row):
             meas = measured(row, got["gpus"])  # per GPU over the GPUs its layout takes
         pred = {
             "tok_s_gpu": got[

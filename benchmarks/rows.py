@@ -14,7 +14,7 @@ from typing import Any
 from planner.core.engines.vllm import PRICED_ALL2ALL
 from planner.errors import PlannerError
 from planner.sources.models import resolve_model
-from planner.sources.presets import find_gpu, gpu_catalog, without_count
+from planner.sources.presets import card_count, find_gpu, gpu_catalog, without_count
 
 # Releases by the build date of their PyPI wheel (the newest file time stamp inside it; vLLM
 # after 0.7.0 by PyPI's upload time, pypi.org/pypi/vllm/json): a row that names no version ran
@@ -108,6 +108,21 @@ def stated_switch(value: Any) -> bool | None:
     if value is None or str(value).strip().lower() in ("", "default", "auto"):
         return None
     return switched_on(value)
+
+
+def row_gpu_count(row: dict[str, Any]) -> int | None:
+    """The GPUs a row ran on: its `gpu_count`, else the count its GPU's name states ("8x
+    H200"); None where it states neither."""
+    given = integer(row.get("gpu_count"))
+    if given:
+        return given
+    return card_count(str(row.get("gpu") or "")) or card_count(str(row.get("gpu_norm") or ""))
+
+
+def states_layout(row: dict[str, Any]) -> bool:
+    """Whether a row states the layout it ran (a TP, DP or PP size, or disaggregated pools)
+    rather than leaving it to be read from its GPU count."""
+    return any(integer(row.get(k)) for k in ("tp", "dp", "pp")) or switched_on(row.get("disagg"))
 
 
 def expert_parallel(value: Any, ranks: int) -> int | None:

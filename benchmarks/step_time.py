@@ -51,6 +51,7 @@ from rows import (  # noqa: E402
     model_reference,
     number,
     release_on,
+    row_gpu_count,
     row_weights,
     run_date,
 )
@@ -129,7 +130,7 @@ def predict(row: dict[str, object], models: Path = MODELS) -> float | None:
     # MoE layers over all their GPUs; in SGLang's notation the groups sit inside the TP size
     # (GPUs = TP), in vLLM's each is a TP group (GPUs = TP x DP)
     dp = integer(row.get("dp")) or 1
-    gpus = integer(row.get("gpu_count")) or tp
+    gpus = row_gpu_count(row) or tp
     ep = expert_parallel(row.get("ep"), gpus) or 1
     groups, attention_tp = 1, tp
     if dp > 1 and model.num_experts and gpus == tp and tp % dp == 0:
@@ -167,7 +168,7 @@ def tp_of(row: dict[str, object]) -> int:
     """A row's TP size: as given, else its GPU count (one engine over its GPUs) unless it names
     data parallelism."""
     given = integer(row.get("tp"))
-    return given or (1 if integer(row.get("dp")) else integer(row.get("gpu_count")) or 1)
+    return given or (1 if integer(row.get("dp")) else row_gpu_count(row) or 1)
 
 
 def batch_of(row: dict[str, object]) -> int:

@@ -39,6 +39,25 @@ def vllm_random_row(model: str, gpu: str, tp: int, concurrency: int) -> dict[str
 
 
 @pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("8x H200", 8),
+        ("8xMI300X", 8),
+        ("MI300X x 8", 8),
+        ("4*A100", 4),
+        ("NVIDIA HGX B200 (8 GPUs)", 8),
+        ("MI300X", None),  # its X is not a count
+        ("NVIDIA H100 80GB HBM3", None),
+        ("GB200 NVL72", None),  # the rack's NVLink domain, not a count of cards
+    ],
+)
+def test_the_count_of_cards_a_gpu_name_states(text: str, count: int | None) -> None:
+    from planner.sources.presets import card_count
+
+    assert card_count(text) == count
+
+
+@pytest.mark.parametrize(
     ("short", "full", "card"),
     [
         ("MI355X", None, "mi355x"),
@@ -837,7 +856,8 @@ def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Output tokens/s over a layout the row states (TP 4) but no GPU count: per GPU of that
-    layout, not dropped; a stated count still wins."""
+    layout, not dropped; a stated count, as a field or in the GPU's name ("8x H100"), still
+    wins, and a row with neither a layout nor a count is not posed on a guessed one."""
     import e2e
 
     row = {
@@ -853,6 +873,11 @@ def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
     assert e2e.measured(row)["tok_s_gpu"] is None
     assert e2e.measured(row, 4)["tok_s_gpu"] == 500.0
     assert e2e.measured(row | {"gpu_count": 8}, 4)["tok_s_gpu"] == 250.0
+    # a count in the GPU's name is the row's count, for the comparison and the layout
+    named = row | {"gpu": "8x H100"}
+    assert e2e.measured(named, 4)["tok_s_gpu"] == 250.0
+    assert e2e.pose(named, MODELS)[0]["dp"] == 2  # a dense model's replicas over the 8
+    assert e2e.pose(named | {"tp": None}, MODELS)[1] == "layout not given for 8 GPUs"
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     monkeypatch.setattr(sys, "argv", ["e2e.py", "--rows", str(rows), "-v"])

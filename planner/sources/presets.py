@@ -195,6 +195,14 @@ def without_count(text: str) -> str:
     return CARD_COUNT.sub(" ", text).strip()
 
 
+def card_count(text: str) -> int | None:
+    """The count of cards `text` states ("8x H100", "MI300X x 8": 8), None where it states
+    none."""
+    found = CARD_COUNT.search(text)
+    digits = re.search(r"\d+", found.group(0)) if found else None
+    return int(digits.group(0)) if digits else None
+
+
 # Words a card's spelling may open with that name its maker, line or the system around it
 # (NVIDIA's DGX / HGX boards: "DGX B200", "HGX H100"), not the card.
 MAKER_WORDS = frozenset({"nvidia", "amd", "instinct", "tesla", "geforce", "radeon", "dgx", "hgx"})
