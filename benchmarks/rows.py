@@ -135,10 +135,19 @@ def expert_parallel(value: Any, ranks: int) -> int | None:
     return integer(value)
 
 
+# A build date in an image tag: eight digits standing apart ("nightly_main_20251010").
+IMAGE_BUILD_DATE = re.compile(r"(?<!\d)(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
+
+
 def run_date(row: dict[str, Any]) -> str | None:
-    """The first run date a row's source gives (YYYYMMDD or YYYY-MM-DD in it, else its month:
-    YYYY-MM or a month's name and year, at MID_MONTH_DAY), as YYYY-MM-DD; None where its
-    source is only a text (a step-time row's) or gives no date."""
+    """The date the row's engine build is from: the build date a nightly image's tag carries
+    ("rocm/vllm-dev:nightly_main_20251010"), else the first run date its source gives
+    (YYYYMMDD or YYYY-MM-DD in it, else its month: YYYY-MM or a month's name and year, at
+    MID_MONTH_DAY), as YYYY-MM-DD; None where its source is only a text (a step-time row's) or
+    gives no date."""
+    built = IMAGE_BUILD_DATE.search(str(row.get("engine_image") or ""))
+    if built:
+        return "-".join(built.groups())
     source = row.get("source")
     text = str(source.get("date") or "") if isinstance(source, dict) else ""
     found = re.search(r"(20\d\d)-?(\d\d)-?(\d\d)", text)

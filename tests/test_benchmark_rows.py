@@ -604,6 +604,10 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     # number beside the engine's is not the engine's
     tagged = row | {"engine_image": "lmsysorg/sglang:v0.5.13.post1-rocm720-mi30x"}
     assert e2e.pose(tagged, MODELS)[0]["settings"]["version"] == "0.5.13"
+    # a nightly image's build date, not the source's, dates the engine it ran
+    nightly = row | {"engine_image": "rocm/sgl-dev:nightly_main_20250910"}
+    assert e2e.run_date(nightly) == "2025-09-10"
+    assert e2e.pose(nightly, MODELS)[0]["settings"]["version"] == "0.5.1"
     assert e2e.engine_release({"engine_image": "rocm/vllm:rocm6.3.1_vllm_0.8.3_20250415"}) == (
         "0.8.3"
     )
