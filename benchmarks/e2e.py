@@ -1,15 +1,14 @@
 """Public end-to-end serving results through `planner simulate` (the benchmark predictor).
 
-Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf Inference,
-dstack benchmarks and engine pull-request tables, each row with its source; or --rows FILE),
-poses each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as
-the simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU
-(total tokens/s, so labelled, where a row reports that alone),
-TPOT and TTFT (the median; the mean where a source reports only that, as the SGLang cookbook's
-tables do), with median / p90 |error| by GPU vendor, engine, model class and source (and each
-bar's rows by vendor and by class), and how well the predictions rank GPU types: Kendall's tau
-over every pair of GPU types measured on the same model, engine, precision and workload (what
-`planner fleet` ranks by).
+Reads a JSONL of published results (default benchmarks/data/e2e.jsonl: MLPerf Inference, dstack
+benchmarks and engine pull-request tables, each row with its source; or --rows FILE), poses
+each vLLM / SGLang non-speculative row (aggregated or prefill/decode disaggregated) as the
+simulate flags a user would type, and prints predicted vs measured output tokens/s per GPU
+(total tokens/s, so labelled, where a row reports that alone), TPOT and TTFT (the median; the
+mean where a source reports only that, as the SGLang cookbook's tables do), with median / p90
+|error| by GPU vendor, engine, model class and source (and each bar's rows by vendor and by
+class), and how well the predictions rank GPU types: Kendall's tau over every pair of GPU types
+measured on the same model, engine, precision and workload (what `planner fleet` ranks by).
 Rows whose outputs stopped at EOS (no --ignore-eos) are posed at their measured mean output
 length, the lengths the run produced (a workload fact, not a performance figure): a random
 dataset's as geometric lengths at that mean under the cap it asked for, a dataset's as its own
@@ -17,31 +16,31 @@ distribution scaled to it; a dataset whose length mix is not modelled is posed a
 lengths the run reported, where it did. vLLM V0 rows with --num-scheduler-steps are posed with
 multi-step scheduling (with chunked prefill as well from 0.6.3, which first ran the two
 together). A row that names no release (a serving stack's, Dynamo's or llm-d's, is not its
-engine's) is posed at the one current on its run date (an
-image's `latest` tag; by the PyPI wheels' build dates; a source dated to the month only, at its
-middle), else, for multi-step rows, at the newest V0 release (the flag exists only there). A
-dense model on a multiple of its TP x PP GPUs, no DP named, runs that many replicas. The
-server's context is the one a row states (--max-model-len / --context-length), else the
-model's own maximum, which is what the engines run without the flag (it sets vLLM V0's default
-batched-token budget with chunked prefill off);
-where the engine could not start with it, the run must have set a smaller one and the row is
-posed at 8,192. A run whose requests partly failed (completed < sent) is not compared on
-throughput: the benchmark divides by a duration their timeouts set. Rows that cannot be posed
-are counted with their one-line reason, and no row stops the table: counts and figures given as
-numeric strings are read as numbers, the engine is vLLM or SGLang wherever the row's engine
-family or engine names one ("dynamo + vllm" runs vLLM's scheduler and kernels; llm-d, AIBrix
-and Ray Serve LLM serve with vLLM), a precision is the first format its text names (an INT8 or
-bare W8A8 one posed as the planner's int8 W8A8 variant), a disaggregated row is posed on its
-pools' layout (flat, nested per pool, or "2P2D" beside one TP or among the layout's fields; a
-pool that gives no TP at the row's), and
-`vllm bench serve --save-result` JSON's own names (dataset_name, median_tpot_ms,
-output_throughput, random_input_len, max_concurrency) and the ISL / OSL shorthand read as the
-rows' fields (a row that names no dataset beside its input and output lengths ran the clients'
-random one, as cross-vendor sweeps do); a
-random prefix (random_prefix_len: one prefix opening every prompt) is posed as simulate's
---random-prefix-len poses it, sglang.bench_serving's generated-shared-prefix dataset as its
-groups' shared system prompts (simulate's --prefix-share 1 --prefixes G) and vLLM's sonnet
-dataset as its prompts' shared opening before their own lines.
+engine's) is posed at the one current on its run date (an image's `latest` tag; by the PyPI
+wheels' build dates; a source dated to the month only, at its middle), else, for multi-step
+rows, at the newest V0 release (the flag exists only there). A dense model on a multiple of its
+TP x PP GPUs, no DP named, runs that many replicas. The server's context is the one a row
+states (--max-model-len / --context-length), else the model's own maximum, which is what the
+engines run without the flag (it sets vLLM V0's default batched-token budget with chunked
+prefill off); where the engine could not start with it, the run must have set a smaller one and
+the row is posed at 8,192. A run whose requests partly failed (completed < sent) is not
+compared on throughput: the benchmark divides by a duration their timeouts set. Rows that
+cannot be posed are counted with their one-line reason, and no row stops the table: counts and
+figures given as numeric strings are read as numbers (a GPU name's "8x" as the row's GPU count,
+`ep: true` as expert parallelism over the layout's ranks, P50 / avg latencies as the median /
+mean), a feature spelled off ("None", "off", false, 0) as off, the engine is vLLM or SGLang
+wherever the row's engine family or engine names one ("dynamo + vllm" runs vLLM's scheduler and
+kernels; llm-d, AIBrix and Ray Serve LLM serve with vLLM), a precision is the first format its
+text names (an INT8 or bare W8A8 one posed as the planner's int8 W8A8 variant), a disaggregated
+row is posed on its pools' layout (flat, nested per pool, or "2P2D" beside one TP or among the
+layout's fields; a pool that gives no TP at the row's), and `vllm bench serve --save-result`
+JSON's own names (dataset_name, median_tpot_ms, output_throughput, random_input_len,
+max_concurrency) and the ISL / OSL shorthand read as the rows' fields (a row that names no
+dataset beside its input and output lengths ran the clients' random one, as cross-vendor sweeps
+do); a random prefix (random_prefix_len: one prefix opening every prompt) is posed as
+simulate's --random-prefix-len poses it, sglang.bench_serving's generated-shared-prefix dataset
+as its groups' shared system prompts (simulate's --prefix-share 1 --prefixes G) and vLLM's
+sonnet dataset as its prompts' shared opening before their own lines.
 
     python benchmarks/e2e.py [--rows FILE] [--models DIR] [-v]
 """
