@@ -612,8 +612,10 @@ STATISTIC_NAMES = {"p50": "median", "avg": "mean", "average": "mean"}
 
 def measured_fields(row: dict[str, Any]) -> dict[str, Any]:
     """A row's measured figures, the flat keys of `vllm bench serve --save-result` JSON
-    (median_tpot_ms, mean_ttft_ms, output_throughput) read as the nested ones the rows use, and
-    a nested P50 / avg as the median / mean."""
+    (median_tpot_ms, mean_ttft_ms, output_throughput) and of `planner simulate --json`
+    (output_throughput_per_gpu) read as the nested ones the rows use, and a nested P50 / avg as
+    the median / mean. Tokens/s per user is not read for a TPOT: sources define it over the
+    decode alone or over the whole request."""
     m = dict(row["measured"])
     for key in ("tpot", "ttft"):
         nested = m.get(f"{key}_ms")
@@ -631,6 +633,9 @@ def measured_fields(row: dict[str, Any]) -> dict[str, Any]:
             m[f"{key}_ms"] = flat
     if m.get("output_tokens_per_s") is None and m.get("output_throughput") is not None:
         m["output_tokens_per_s"] = m["output_throughput"]
+    if m.get("output_tokens_per_s_per_gpu") is None:
+        # simulate --json's own name for it
+        m["output_tokens_per_s_per_gpu"] = m.get("output_throughput_per_gpu")
     return m
 
 

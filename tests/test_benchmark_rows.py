@@ -877,6 +877,9 @@ def test_a_row_without_a_gpu_count_is_compared_per_gpu_of_its_layout(
     assert e2e.measured(row)["tok_s_gpu"] is None
     assert e2e.measured(row, 4)["tok_s_gpu"] == 500.0
     assert e2e.measured(row | {"gpu_count": 8}, 4)["tok_s_gpu"] == 250.0
+    # simulate --json's own key for it, as a user saving a prediction beside a run would
+    saved = row | {"measured": {"output_throughput_per_gpu": 300.0, "median_tpot_ms": 5.0}}
+    assert (e2e.measured(saved)["tok_s_gpu"], e2e.measured(saved)["tpot"]) == (300.0, 5.0)
     # a count in the GPU's name is the row's count, for the comparison and the layout
     named = row | {"gpu": "8x H100"}
     assert e2e.measured(named, 4)["tok_s_gpu"] == 250.0
