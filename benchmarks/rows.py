@@ -252,8 +252,13 @@ SAME_ARCHITECTURE = {
 # MXFP4 AMD Instinct cards run (AMD Quark's exports). INT8 is posed as the planner's int8
 # W8A8 variant (int8 weights and activations); so is a bare W8A8 (SmoothQuant's and
 # compressed-tensors' int8 scheme), unless a word after it names FP8 ("W8A8 FP8"). W4A8
-# (4-bit weights, 8-bit activations) is posed as 4-bit weights, float8 / e4m3 as fp8.
+# (4-bit weights, 8-bit activations) is posed as 4-bit weights (an FP4 format named after it, as
+# that format), float8 / e4m3 as fp8.
 SIXTEEN_BIT_WORDS = ("bf16", "fp16", "fp32", "float16", "bfloat16")
+# Bit-width schemes that name no number format ("W4A16"): a 4-bit float format named after one
+# ("W4A16 MXFP4", gpt-oss's weight-only MXFP4 on Hopper) is the weights' format.
+WEIGHT_BIT_SCHEMES = ("w4a16", "w4a8")
+FP4_FORMATS = ("mxfp4", "nvfp4")
 FP8_WORDS = ("fp8", "float8", "e4m3")
 PRECISION_WORDS = (
     *((word, "fp8") for word in FP8_WORDS),
@@ -300,6 +305,10 @@ def stated_weights(text: str, vendor: str) -> str | None:
                     return "mxfp4" if vendor == "amd" else "nvfp4"
                 if prefix == "w8a8" and any(w.startswith(FP8_WORDS) for w in words[i + 1 :]):
                     return "fp8"
+                if prefix in WEIGHT_BIT_SCHEMES:  # "W4A16 MXFP4": the format it names after
+                    named = stated_weights(" ".join(words[i + 1 :]), vendor)
+                    if named in FP4_FORMATS:
+                        return named
                 return dtype
     return None
 

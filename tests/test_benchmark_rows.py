@@ -1153,6 +1153,8 @@ def test_a_rows_weights_are_the_first_format_its_precision_names() -> None:
         "W8A8 (FP8 dynamic)": "fp8",
         "float8_e4m3fn": "fp8",
         "W4A8 AWQ": "int4",
+        "W4A16 MXFP4": "mxfp4",  # a bit-width scheme, then the FP4 format it runs
+        "W4A16 bf16 activations": "int4",
         "auto": None,
     }
     assert {text: stated_weights(text, "nvidia") for text in cases} == cases
