@@ -30,7 +30,7 @@ from planner.api.bench_instance import (
 )
 from planner.api.bench_load import Lengths, Load, Posed, Speculation, bench_trace
 from planner.api.bench_report import speculation_flags
-from planner.core.disagg import pool_keeps_offload, pool_role
+from planner.core.disagg import role_values
 from planner.core.step.overhead import BENCH_CLIENT_MS_PER_CHUNK
 from planner.errors import InputError
 
@@ -208,9 +208,7 @@ class _Instances:
         engine = str(d.settings.get("engine", "vllm"))
         values = self.values
         if role is not None and self.disagg is not None:
-            own["disagg"] = pool_role(engine, role, self.disagg.transfer_backend)
-            if not pool_keeps_offload(engine, role):
-                own["offload"] = None
+            values = role_values(values, engine, role, self.disagg.transfer_backend)
             values = _with_pool_args(values, engine, role, self.disagg)
         try:
             return plan_instance(
@@ -233,11 +231,19 @@ class _Instances:
             text = self.disagg and (
                 self.disagg.prefill_args if role == "prefill" else self.disagg.decode_args
             )
-            if text and any(name in text for name in err.field.split(" / ")):
+            if text and any(_names_flag(text, name) for name in err.field.split(" / ")):
                 flag = f"--{role}-args"  # the pool's own flag's value
             if flag is None:
                 raise
             raise InputError(flag, err.message) from err
+
+
+def _names_flag(text: str, flag: str) -> bool:
+    """Whether a pool's flags `text` give `flag` itself (not one it is the start of:
+    --max-num-seqs is not in --max-num-seqs-x)."""
+    import re
+
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
 
 
 def _with_pool_args(

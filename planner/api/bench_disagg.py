@@ -67,13 +67,13 @@ def pd_command(
     backend: str | None = None,
 ) -> str:
     """A disaggregated pool's serve line: the pool as planned (`values`, `plan`), with its
-    role's flags (planner.core.disagg.pool_role) and the memory fraction its plan ran with
+    role's flags (planner.core.disagg.role_values) and the memory fraction its plan ran with
     pinned, so the line starts the pool simulated."""
     from planner.api.capacity import pinned_memory_fraction, serve_report
-    from planner.core.disagg import pool_role
+    from planner.core.disagg import role_values
 
-    flags = pool_role(str(values.get("engine", "vllm")), role, backend)
-    pinned = values | {"disagg": flags, "memory_fraction": pinned_memory_fraction(plan)}
+    pooled = role_values(values, str(values.get("engine", "vllm")), role, backend)
+    pinned = pooled | {"memory_fraction": pinned_memory_fraction(plan)}
     made, _ = serve_report(
         gpu=gpu, preset=preset, model=model, revision=None, gpu_memory_gib=None,
         settings=pinned, spec=spec,

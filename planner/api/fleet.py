@@ -677,15 +677,10 @@ def pool_values(job: Job, role: Literal["prefill", "decode"] | None) -> dict[str
     """A candidate's serve values (serve_values), as a disaggregated unit's pool of `role`
     runs them: with that role's flags, and SGLang's HiCache on the prefill pool only (a decode
     server refuses it: planner.core.serve.offload_tiers)."""
-    from planner.core.disagg import pool_keeps_offload, pool_role
+    from planner.core.disagg import role_values
 
     values = serve_values(job)
-    if role is None:
-        return values
-    values["disagg"] = pool_role(job.question.engine, role)
-    if not pool_keeps_offload(job.question.engine, role):
-        values.pop("offload", None)
-    return values
+    return values if role is None else role_values(values, job.question.engine, role)
 
 
 def _ep_size(job: Job) -> int | None:

@@ -9,7 +9,7 @@ connector and the instance's role (vllm/config/kv_transfer.py, KVTransferConfig)
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -60,6 +60,20 @@ def kv_transfer_config(text: str) -> str:
     if role is not None and role not in VLLM_KV_ROLES:
         raise InputError("--kv-transfer-config", f"kv_role {role!r}; accepted: {VLLM_KV_ROLES}")
     return json.dumps(value, separators=(",", ":"))
+
+
+def role_values(
+    values: dict[str, Any],
+    engine: str,
+    role: Literal["prefill", "decode"],
+    backend: str | None = None,
+) -> dict[str, Any]:
+    """A deployment's serve values as its pool of `role` runs them: that role's flags
+    (pool_role) and the KV offload tier only where the pool keeps it (pool_keeps_offload)."""
+    out = values | {"disagg": pool_role(engine, role, backend)}
+    if not pool_keeps_offload(engine, role):
+        out.pop("offload", None)
+    return out
 
 
 def pool_keeps_offload(engine: str, role: Literal["prefill", "decode"]) -> bool:
