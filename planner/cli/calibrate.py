@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner.cli.numbers import HubTimeout, apply_hub_timeout
+from planner.cli.numbers import HubTimeout, JsonOut, KvDtype, apply_hub_timeout
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 if TYPE_CHECKING:
@@ -43,14 +43,12 @@ def calibrate(
     weight_dtype: Annotated[
         str | None, typer.Option(help="Weights as served (with --bench): fp8, fp4, int4.")
     ] = None,
-    kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
-    ] = None,
+    kv_dtype: KvDtype = None,
     save: Annotated[
         str | None, typer.Option(help="Write the profile (YAML) for --calibration.")
     ] = None,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Measure the engine model's terms on your own logs; save them as a calibration profile."""
     apply_hub_timeout(hub_timeout)

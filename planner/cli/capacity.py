@@ -27,6 +27,7 @@ from planner.cli.numbers import (
     EngineDtype,
     EpNumRedundantExperts,
     HubTimeout,
+    JsonOut,
     MambaFullMemoryRatio,
     MambaRadixCacheStrategy,
     MaxMambaCacheSize,
@@ -336,7 +337,7 @@ def capacity(
         str | None, typer.Option(help="Write a plan lock file (YAML) for `planner drift`.")
     ] = None,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Does the model fit, how many sequences run at once, what binds them, and the flags."""
     flags = CapacityFlags(**locals())

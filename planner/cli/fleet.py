@@ -13,6 +13,7 @@ from planner.cli.numbers import (
     HicacheRatio,
     HicacheSize,
     HubTimeout,
+    JsonOut,
     KvOffloadingBackend,
     KvOffloadingSize,
     Prefixes,
@@ -151,7 +152,7 @@ def fleet(
     hicache_ratio: HicacheRatio = None,
     hicache_size: HicacheSize = None,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Which GPUs, TP, replicas and flags serve this traffic within the promise, at what cost."""
     apply_hub_timeout(hub_timeout)

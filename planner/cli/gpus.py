@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.numbers import JsonOut
 from planner.cli.render import console, emit_json, fit_columns, print_table
 
 CATALOG_KEYS = (
@@ -29,7 +30,7 @@ def gpus(
     detect: Annotated[
         bool, typer.Option(help="Also list the GPUs NVML / AMD-SMI see here.")
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """List the GPU catalog (memory, bandwidth, dense FLOPs) and detected devices."""
     from planner.sources.presets import gpu_catalog

@@ -31,6 +31,15 @@ MAX_GPU_MEMORY_GIB = 2**20
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# --json, as every command that prints one object declares it.
+JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+# --kv-dtype, as slo, spec and calibrate declare it (capacity and simulate name the engines'
+# own spellings beside it).
+KvDtype = Annotated[
+    str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
+]
+
+
 # --reserved-gib, as capacity and fleet declare it.
 ReservedGib = Annotated[
     float | None,

@@ -1,14 +1,11 @@
 """`planner presets`: list the built-in model, GPU and workload presets."""
 
-from typing import Annotated
-
-import typer
-
+from planner.cli.numbers import JsonOut
 from planner.cli.render import console, emit_json
 
 
 def presets(
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """List the model, GPU and workload presets shipped with planner."""
     from planner.sources.presets import KINDS, preset_names

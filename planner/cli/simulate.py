@@ -29,6 +29,7 @@ from planner.cli.numbers import (
     HicacheRatio,
     HicacheSize,
     HubTimeout,
+    JsonOut,
     KvOffloadingBackend,
     KvOffloadingSize,
     MambaFullMemoryRatio,
@@ -555,7 +556,7 @@ def simulate(
     ] = None,
     trust_remote_code: TrustRemoteCode = False,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
     plot: Annotated[
         str | None, typer.Option(help="Save the sweep chart as an image (plot extra).")

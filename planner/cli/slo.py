@@ -18,6 +18,8 @@ from planner.cli.numbers import (
     EpNumRedundantExperts,
     ExpertParallel,
     HubTimeout,
+    JsonOut,
+    KvDtype,
     MemoryFraction,
     ModelLength,
     MoeA2aBackend,
@@ -99,9 +101,7 @@ def slo(
             help="Weights as served: bf16, fp8, fp4, int4 [default: the checkpoint's].",
         ),
     ] = None,
-    kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
-    ] = None,
+    kv_dtype: KvDtype = None,
     engine: Annotated[
         str, typer.Option(help="vllm, sglang or lmdeploy (its step overhead).")
     ] = "vllm",
@@ -138,7 +138,7 @@ def slo(
         str | None, typer.Option(help="Also save the chart as an image (plot extra).")
     ] = None,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """The largest batch meeting TPOT, the prefill chunk that keeps stalls inside it, and flags."""
     apply_hub_timeout(hub_timeout)

@@ -18,6 +18,8 @@ from planner.cli.numbers import (
     EpNumRedundantExperts,
     ExpertParallel,
     HubTimeout,
+    JsonOut,
+    KvDtype,
     MemoryFraction,
     ModelLength,
     MoeA2aBackend,
@@ -93,9 +95,7 @@ def spec(
             help="Target weights as served, as `capacity` takes them [the checkpoint's].",
         ),
     ] = None,
-    kv_dtype: Annotated[
-        str | None, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV cache dtype.")
-    ] = None,
+    kv_dtype: KvDtype = None,
     engine: Annotated[
         str | None, typer.Option(help="vllm or sglang: the engine the target runs on [vllm].")
     ] = None,
@@ -114,7 +114,7 @@ def spec(
         str | None, typer.Option(help="Also save S against k as an image (plot extra).")
     ] = None,
     hub_timeout: HubTimeout = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOut = False,
 ) -> None:
     """Speculative-decoding speedup per k, break-even alpha, and the concurrency it stops paying."""
     apply_hub_timeout(hub_timeout)
