@@ -640,12 +640,19 @@ def _instance_curve(
             dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
         ),
         exchange=line_exchange(p.settings, engine, ep),
-        async_scheduling=(
-            bool(p.settings["async_scheduling"]) if "async_scheduling" in p.settings else None
-        ),
+        async_scheduling=scheduling_beside_gpu(engine, p.settings),
         stream_interval=int(str(p.settings.get("stream_interval") or 1)),
         graphs=engine_graphs(engine, p),
     )
+
+
+def scheduling_beside_gpu(engine: str, settings: dict[str, Any]) -> bool | None:
+    """Whether the engine schedules while the GPU runs a step, as its settings resolved it:
+    vLLM's async scheduling, SGLang's overlap scheduler (off under --disable-overlap-schedule
+    and where the engine turns it off); None: the release's default."""
+    if engine == "sglang":
+        return False if settings.get("disable_overlap_schedule") else None
+    return bool(settings["async_scheduling"]) if "async_scheduling" in settings else None
 
 
 def eager_flag(engine: str, prediction: EnginePrediction, v0: bool) -> str | None:

@@ -150,10 +150,11 @@ def run_notes(
             why = "the no_buffer Mamba strategy turns SGLang's overlap scheduler off"
         notes.append(
             f"{why}: SGLang's scheduler prepares each step and processes the last one's output "
-            "between GPU steps, a CPU cost the step model does not price (not measured for "
-            "SGLang); the steps are optimistic"
+            f"between GPU steps: {curve.host_ms_per_seq * 1000:.1f} us of CPU per running "
+            "sequence is added (measured on a CPU; the forward's own CPU work is not, so the "
+            "steps are optimistic)"
         )
-    if curve.host_ms_per_seq:
+    if curve.host_ms_per_seq and engine == "vllm":
         notes.append(
             f"vLLM {p.version} schedules each step in series with the GPU: "
             f"{curve.host_ms_per_seq * 1000:.1f} us of CPU per running sequence is added "
@@ -226,11 +227,12 @@ def frontend_notes(
     client: str | None = None,
     scheduler_steps: int = 1,
 ) -> list[str]:
-    """What streamed the tokens at the run's peak batch where that outlasted the GPU step:
-    the API server (`ranks` DP ranks sharing one) or the benchmark client, measured; an engine
-    whose API server is not measured (vLLM V0), where vLLM V1's would have set the pace: the
-    figures may be optimistic, and the output says so rather than borrow the number. A V0
-    multi-step round (`scheduler_steps`) pays the engine's own time once, its steps shorter."""
+    """What paced the steps at the run's peak batch where that outlasted the GPU step: the API
+    server (`ranks` DP ranks sharing one), the benchmark client or the scheduler's own work
+    beside the GPU, measured; an engine whose API server is not measured (vLLM V0), where vLLM
+    V1's would have set the pace: the figures may be optimistic, and the output says so rather
+    than borrow the number. A V0 multi-step round (`scheduler_steps`) pays the engine's own
+    time once, its steps shorter."""
     if not peak:
         return []
     terms = curve.terms(peak, context)
@@ -262,6 +264,21 @@ def frontend_notes(
                 f"(measured on a CPU), takes longer than the {gpu_ms:.1f} ms GPU step: tokens "
                 "reach the clients at its pace"
             )
+    floor_ms = curve.scheduler_floor_ms(peak)
+    if floor_ms >= terms.step_ms > 0 and floor_ms > terms.frontend_ms:
+        gpu_ms = curve.model_copy(
+            update={
+                "overlapped_host_ms_per_seq": 0.0,
+                "frontend_ms_per_token": 0.0,
+                "client_ms_per_token": 0.0,
+            }
+        ).step_ms(peak, context)
+        notes.append(
+            f"at {peak:,} running sequences the scheduler's own CPU work, "
+            f"{curve.overlapped_host_ms_per_seq * 1e3:.1f} us a sequence (measured on a CPU), "
+            f"takes longer than the {gpu_ms:.1f} ms GPU step it runs beside: the steps run at "
+            "its pace"
+        )
     per_token_ms = FRONTEND_MS_PER_TOKEN["vllm"]
     step_ms = terms.step_ms - saved_ms
     if curve.frontend_ms_per_token or peak * per_token_ms < step_ms:

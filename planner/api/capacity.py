@@ -651,6 +651,11 @@ def _latency_cap(served: Instance, mean_tokens: int, tpot_ms: float) -> dict[str
             f" (there {api_server_label(served.engine)[0]} API server, streaming "
             f"{curve.frontend_ms_per_token * 1e3:.0f} us a token, sets the step)"
         )
+    elif at_cap.scheduler_ms and at_cap.scheduler_ms >= at_cap.step_ms:
+        reason += (
+            f" (there the scheduler's work beside the GPU, "
+            f"{curve.overlapped_host_ms_per_seq * 1e3:.1f} us a running sequence, sets the step)"
+        )
     return {"latency_cap": cap, "latency_reason": reason}
 
 

@@ -821,6 +821,7 @@ def _terms(step: StepModel, batch: int) -> dict[str, float] | None:
         "all_to_all_ms": t.all_to_all_ms,
         "overhead_ms": t.overhead_ms,
         "frontend_ms": t.frontend_ms,
+        "scheduler_ms": t.scheduler_ms,
         "weights_read_bytes": float(t.weights_read_bytes),
         "kv_read_bytes": float(t.kv_read_bytes),
         "experts_read_per_layer": t.experts_read_per_layer or 0.0,

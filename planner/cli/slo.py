@@ -368,8 +368,11 @@ def render(r: dict[str, Any]) -> None:
                 + f", overhead {terms['overhead_ms']:.2f}"
             )
             streamed = terms.get("frontend_ms") or 0.0
+            scheduler = terms.get("scheduler_ms") or 0.0
             if streamed >= ms:  # the API server, beside the engine, sets the clients' pace
                 detail += f"; the API server's streaming {streamed:.2f} sets the step"
+            elif scheduler >= ms:  # the scheduler beside the GPU readies steps no faster
+                detail += f"; the scheduler's work beside the GPU {scheduler:.2f} sets the step"
             detail += ")"
         out.print(f"t({b}) = {ms:.2f} ms{detail}", markup=False)
     for row in r["fit_residuals"]:

@@ -81,17 +81,24 @@ class StepTerms(BaseModel):
         description="the API server streaming the step's tokens, in its own process beside "
         "the engine: the step lasts at least this long for the clients, ms",
     )
+    scheduler_ms: float = Field(
+        default=0.0,
+        description="the scheduler readying the next step beside the GPU (async / overlap "
+        "scheduling): the step lasts at least this long, ms",
+    )
     step_ms: float
     experts_read_per_layer: float | None = None
 
 
 class TokenParts(NamedTuple):
     """The terms of one step fixed by its token counts (StepTime.token_parts), ms: the
-    serving pipeline's floor, the engine's own time, the linear layers, the fixed kernels,
-    the MoE all-to-all and the all-reduces; `tokens` per micro-batch (0: an empty step)."""
+    serving pipeline's floor, the scheduler's work beside the GPU, the engine's own time, the
+    linear layers, the fixed kernels, the MoE all-to-all and the all-reduces; `tokens` per
+    micro-batch (0: an empty step)."""
 
     tokens: int
     streamed_ms: float = 0.0
+    scheduler_ms: float = 0.0
     own_ms: float = 0.0
     linear_ms: float = 0.0
     fixed_ms: float = 0.0
@@ -192,6 +199,12 @@ class StepTime(BaseModel):
         default=0.0,
         ge=0,
         description="the scheduler's CPU time per running sequence, in series with the GPU, ms",
+    )
+    overlapped_host_ms_per_seq: float = Field(
+        default=0.0,
+        ge=0,
+        description="the scheduler's CPU time per running sequence where it runs beside the GPU "
+        "(vLLM's async scheduling, SGLang's overlap scheduler), ms: a floor under the step",
     )
     frontend_ms_per_token: float = Field(
         default=0.0, ge=0, description="the API server's time per streamed token, ms"
@@ -697,6 +710,11 @@ class StepTime(BaseModel):
         scheduler's serial work per sequence."""
         return self.overhead_ms + self.host_ms_per_seq * seqs
 
+    def scheduler_floor_ms(self, seqs: int) -> float:
+        """The scheduler's work for a step of `seqs` sequences where it runs beside the GPU,
+        ms: the step ends no sooner than the next one is ready."""
+        return self.overlapped_host_ms_per_seq * seqs
+
     def streamed_ms(self, seqs: int) -> float:
         """Streaming one token to each of `seqs` sequences, ms: the API server and, in a
         benchmark, its client work in parallel, and the slower one sets the pace."""
@@ -743,6 +761,7 @@ class StepTime(BaseModel):
         `cache`: a caller's PartsCache (the terms of the step's tokens and of its sampled
         positions, met again by steps of other mixes)."""
         streamed_ms = self.streamed_ms(decode_seqs)
+        scheduler_ms = self.scheduler_floor_ms(decode_seqs)
         sampled = decode_seqs if sampled is None else sampled
         if self.pp > 1:  # one micro-batch's share of the step, through every stage
             decode_seqs = ceil_div(decode_seqs, self.pp)
@@ -768,6 +787,7 @@ class StepTime(BaseModel):
         return TokenParts(
             tokens=tokens,
             streamed_ms=streamed_ms,
+            scheduler_ms=scheduler_ms,
             own_ms=self.step_overhead_ms(decode_seqs),
             linear_ms=body_ms + experts_ms + head_ms,
             fixed_ms=fixed_ms,
@@ -833,7 +853,7 @@ class StepTime(BaseModel):
         )
         engine_ms = self._pipelined(stage_ms + got.own_ms, got.own_ms)
         # the last stage samples each micro-batch once, after its trip through the stages
-        return max(engine_ms + got.logits_ms, got.streamed_ms)
+        return max(engine_ms + got.logits_ms, got.streamed_ms, got.scheduler_ms)
 
     def terms(self, batch: int, context: int) -> StepTerms:
         """Every term of one decode step of `batch` sequences at `context` tokens (under
@@ -860,7 +880,8 @@ class StepTime(BaseModel):
         own_ms = self.step_overhead_ms(micro)
         streamed_ms = self.streamed_ms(batch)
         logits_ms = self.logits_ms(micro)
-        step = max(self._pipelined(step + own_ms, own_ms) + logits_ms, streamed_ms)
+        scheduler_ms = self.scheduler_floor_ms(batch)
+        step = max(self._pipelined(step + own_ms, own_ms) + logits_ms, streamed_ms, scheduler_ms)
         return StepTerms(
             batch=batch,
             context_tokens=context,
@@ -880,6 +901,7 @@ class StepTime(BaseModel):
             all_to_all_ms=all_to_all_ms,
             overhead_ms=own_ms,
             frontend_ms=streamed_ms,
+            scheduler_ms=scheduler_ms,
             step_ms=step,
             experts_read_per_layer=experts if self.num_experts else None,
         )
@@ -1215,8 +1237,9 @@ def step_time_for(
     Under expert parallelism (its expert_ranks > 1, or an all-to-all, which sets the EP size
     to the MoE ranks) each GPU holds (E + redundant experts) / EP whole experts.
     `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
-    the release's default); `stream_interval`: the engine's --stream-interval; `graphs`: the
-    steps the engine replays CUDA graphs for (the others are floored at the host's launches)."""
+    the release's default; for SGLang, False where its overlap scheduler is off);
+    `stream_interval`: the engine's --stream-interval; `graphs`: the steps the engine replays
+    CUDA graphs for (the others are floored at the host's launches)."""
     attention_dp = dp.groups
     split = weight_split(model, weights_bytes, tp, pp, dp, engine)
     experts = ExpertLayout.of(model, gpu, engine, tp * attention_dp, exchange)
@@ -1304,6 +1327,9 @@ def step_time_for(
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
         host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp, async_scheduling),
+        overlapped_host_ms_per_seq=overhead.overlapped_host_ms_per_seq(
+            engine, version, pp, async_scheduling
+        ),
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version, stream_interval),
         stream_interval=stream_interval,
         engine=engine,
