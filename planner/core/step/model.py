@@ -1261,6 +1261,7 @@ def step_time_for(
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
     dense_kind = gemm_kind(model, own, rates.quantized)
     mla_share = overhead.mla_layer_share(model)
+    serial_host_ms, beside_host_ms = overhead.host_ms_per_seq(engine, version, pp, async_scheduling)
     mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
     # the experts' multiply: DeepGEMM's under DeepEP where its tables time it, else the fused
     # MoE kernels' (the engine's own where measured)
@@ -1326,10 +1327,8 @@ def step_time_for(
         allreduce=allreduce_cost(ranks_family(family, gpu, moe_ranks), engine, version),
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
-        host_ms_per_seq=overhead.host_ms_per_seq(engine, version, pp, async_scheduling),
-        overlapped_host_ms_per_seq=overhead.overlapped_host_ms_per_seq(
-            engine, version, pp, async_scheduling
-        ),
+        host_ms_per_seq=serial_host_ms,
+        overlapped_host_ms_per_seq=beside_host_ms,
         frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version, stream_interval),
         stream_interval=stream_interval,
         engine=engine,

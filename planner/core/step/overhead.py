@@ -69,7 +69,7 @@ VLLM_V1_SINCE = (0, 8, 0)
 # batches in flight while it schedules the next: EngineCore.step_with_batch_queue,
 # max_concurrent_batches = PP, read in 0.10.1; V0 ran one virtual engine per stage, scheduled while
 # the others' batches ran); SGLang since its overlap scheduler (0.4). Those steps pay none of it in
-# series; it floors them instead (overlapped_host_ms_per_seq).
+# series; it floors them instead (host_ms_per_seq: its second figure).
 V0_SCHEDULE_MS_PER_SEQ = 0.0115
 V0_INPUT_PREP_MS_PER_SEQ = 0.0184
 V0_SAMPLER_MS_PER_SEQ = 0.0059
@@ -253,26 +253,15 @@ def host_ms_per_seq(
     version: tuple[int, int, int] | None,
     pp: int = 1,
     async_scheduling: bool | None = None,
-) -> float:
-    """The scheduler's serial CPU time per running request per step, ms: added to the step
-    where the engine runs it between GPU steps, 0 where it overlaps it with the GPU
-    (schedules_beside_gpu) or it is not measured."""
+) -> tuple[float, float]:
+    """The scheduler's CPU time per running request per step, ms, as (in series, beside the
+    GPU): in series it adds to the step; beside the GPU (schedules_beside_gpu) it is hidden,
+    but a step cannot finish sooner than the scheduler readies the next one. (0, 0) where it
+    is not measured."""
+    ms = scheduler_ms_per_seq(engine, version)
     if schedules_beside_gpu(engine, version, pp, async_scheduling):
-        return 0.0
-    return scheduler_ms_per_seq(engine, version)
-
-
-def overlapped_host_ms_per_seq(
-    engine: str,
-    version: tuple[int, int, int] | None,
-    pp: int = 1,
-    async_scheduling: bool | None = None,
-) -> float:
-    """The same CPU time where it runs beside the GPU, ms per running request: hidden, but a
-    step cannot finish sooner than the scheduler readies the next one."""
-    if not schedules_beside_gpu(engine, version, pp, async_scheduling):
-        return 0.0
-    return scheduler_ms_per_seq(engine, version)
+        return 0.0, ms
+    return ms, 0.0
 
 
 def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
