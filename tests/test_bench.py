@@ -450,6 +450,9 @@ def test_host_work_outside_the_gpu_steps_is_said(cli: Cli) -> None:
         # an 8B's GPU work hides the eager launches; the serial scheduler adds to it
         if flag == "--disable-overlap-schedule":
             assert got["median_tpot_ms"] > plain["median_tpot_ms"]
+    # SGLang before 0.3.6 had no overlap scheduler on by default: the same cost, its reason
+    old = cli(*base, "--engine", "sglang", "--engine-version", "0.3.0").json()
+    assert any(n.startswith("SGLang 0.3.0 has no overlap scheduler") for n in old["notes"])
     wrong = cli(*base, "--engine", "vllm", "--disable-cuda-graph")
     assert wrong.code == 2 and wrong.json()["field"] == "--disable-cuda-graph"
     # vLLM V0 under --enforce-eager too (its graphs are otherwise its fixed capture list's)

@@ -81,6 +81,7 @@ from planner.core.step.overhead import (
     api_server_ms_per_request,
     frontend_ms_per_token,
     gemm_launches_per_layer,
+    sglang_overlap,
 )
 from planner.core.step.sampler import GREEDY_BYTES_PER_LOGIT
 from planner.sources.models import resolve_model
@@ -1809,6 +1810,13 @@ def test_the_scheduler_runs_in_series_only_where_nothing_overlaps_it() -> None:
     off = step_time_for(LLAMA8, h100, engine="sglang", version=(0, 5, 13), async_scheduling=False)
     assert (sglang.host_ms_per_seq, off.host_ms_per_seq) == (0.0, pytest.approx(0.0069))
     assert off.step_ms(256, 1000) - sglang.step_ms(256, 1000) == pytest.approx(256 * 0.0069)
+    # its overlap scheduler is the default from 0.3.6, and attention DP kept it off to 0.4.1
+    assert step_time_for(LLAMA8, h100, engine="sglang", version=(0, 3, 0)).host_ms_per_seq > 0
+    assert step_time_for(LLAMA8, h100, engine="sglang", version=(0, 3, 6)).host_ms_per_seq == 0
+    cases = [((0, 4, 1), False, True, False), ((0, 4, 2), False, True, True)]
+    cases += [((0, 5, 13), True, False, False), (None, False, False, True)]
+    for version, disabled, dp_attention, on in cases:
+        assert sglang_overlap(version, disabled, dp_attention) is on, version
 
 
 def test_a_scheduler_beside_the_gpu_floors_the_step_it_prepares() -> None:

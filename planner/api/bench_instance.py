@@ -640,18 +640,24 @@ def _instance_curve(
             dp_lm_head=bool(p.settings.get("enable_dp_lm_head")),
         ),
         exchange=line_exchange(p.settings, engine, ep),
-        async_scheduling=scheduling_beside_gpu(engine, p.settings),
+        async_scheduling=scheduling_beside_gpu(engine, p.settings, p.version, sglang_groups),
         stream_interval=int(str(p.settings.get("stream_interval") or 1)),
         graphs=engine_graphs(engine, p),
     )
 
 
-def scheduling_beside_gpu(engine: str, settings: dict[str, Any]) -> bool | None:
+def scheduling_beside_gpu(
+    engine: str, settings: dict[str, Any], version: str, dp_attention: bool
+) -> bool | None:
     """Whether the engine schedules while the GPU runs a step, as its settings resolved it:
-    vLLM's async scheduling, SGLang's overlap scheduler (off under --disable-overlap-schedule
-    and where the engine turns it off); None: the release's default."""
+    vLLM's async scheduling (None: the release's default), SGLang's overlap scheduler
+    (overhead.sglang_overlap: its release, --disable-overlap-schedule, attention DP)."""
+    from planner.core.engines.common import parse_version
+    from planner.core.step.overhead import sglang_overlap
+
     if engine == "sglang":
-        return False if settings.get("disable_overlap_schedule") else None
+        disabled = bool(settings.get("disable_overlap_schedule"))
+        return sglang_overlap(parse_version(version), disabled, dp_attention)
     return bool(settings["async_scheduling"]) if "async_scheduling" in settings else None
 
 

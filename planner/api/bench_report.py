@@ -16,7 +16,12 @@ from planner.api.bench_instance import (
 )
 from planner.api.bench_load import Speculation
 from planner.core.engines import engine_notes
-from planner.core.step.overhead import FRONTEND_MS_PER_TOKEN, VLLM_V1_SINCE, api_server_label
+from planner.core.step.overhead import (
+    FRONTEND_MS_PER_TOKEN,
+    SGLANG_OVERLAP_SINCE,
+    VLLM_V1_SINCE,
+    api_server_label,
+)
 
 if TYPE_CHECKING:
     from planner.core.engines.calibration import StepCalibration
@@ -143,16 +148,12 @@ def run_notes(
         )
     if speculation is not None:
         notes.append(speculation_note(speculation))
-    if engine == "sglang" and p.settings.get("disable_overlap_schedule"):
-        why = "--disable-overlap-schedule"
-        stated = "--disable-overlap-schedule" in inst.plan.command
-        if not stated and p.settings.get("mamba_radix_cache_strategy") == "no_buffer":
-            why = "the no_buffer Mamba strategy turns SGLang's overlap scheduler off"
+    if engine == "sglang" and curve.host_ms_per_seq:
         notes.append(
-            f"{why}: SGLang's scheduler prepares each step and processes the last one's output "
-            f"between GPU steps: {curve.host_ms_per_seq * 1000:.1f} us of CPU per running "
-            "sequence is added (measured on a CPU; the forward's own CPU work is not, so the "
-            "steps are optimistic)"
+            f"{sglang_serial_reason(inst)}: SGLang's scheduler prepares each step and processes "
+            f"the last one's output between GPU steps: {curve.host_ms_per_seq * 1000:.1f} us of "
+            "CPU per running sequence is added (measured on a CPU with 0.5.13; the forward's own "
+            "CPU work is not, so the steps are optimistic)"
         )
     if curve.host_ms_per_seq and engine == "vllm":
         notes.append(
@@ -215,6 +216,24 @@ def emulation_note(inst: Instance) -> str | None:
         "dequantized before each multiply), priced at the fp8 rate without those passes, so "
         "the steps are optimistic"
     )
+
+
+def sglang_serial_reason(inst: Instance) -> str:
+    """Why an SGLang run schedules in series with the GPU: the flag, the Mamba strategy that
+    implies it, a release before its overlap scheduler, or attention DP through 0.4.1."""
+    from planner.core.engines.common import parse_version
+
+    p = inst.prediction
+    if "--disable-overlap-schedule" in inst.plan.command:
+        return "--disable-overlap-schedule"
+    if p.settings.get("disable_overlap_schedule"):
+        if p.settings.get("mamba_radix_cache_strategy") == "no_buffer":
+            return "the no_buffer Mamba strategy turns SGLang's overlap scheduler off"
+        return "--disable-overlap-schedule"
+    version = parse_version(p.version)
+    if version is not None and version < SGLANG_OVERLAP_SINCE:
+        return f"SGLang {p.version} has no overlap scheduler by default (0.3.6 turns it on)"
+    return f"SGLang {p.version} turns its overlap scheduler off under attention DP (0.4.2 keeps it)"
 
 
 def frontend_notes(

@@ -84,6 +84,12 @@ V1_INPUT_PREP_MS_PER_SEQ = 0.0012
 # overlap scheduler (event_loop_overlap, the default since 0.4) runs it while the GPU runs the
 # next step; --disable-overlap-schedule puts it between steps.
 SGLANG_SCHEDULE_MS_PER_SEQ = 0.0069
+# SGLang's overlap scheduler is on by default from 0.3.6 (server_args.py: 0.3.4 and 0.3.5 have an
+# opt-in --enable-overlap-schedule, 0.3.6 --disable-overlap-schedule; 0.3.0 has neither), and
+# data-parallel attention turned it off through 0.4.1 ("Overlap schedule is disabled", dropped in
+# 0.4.2). Releases before, and those runs, schedule in series (at 0.5.13's measured time).
+SGLANG_OVERLAP_SINCE = (0, 3, 6)
+SGLANG_DP_ATTENTION_OVERLAP_SINCE = (0, 4, 2)
 HOST_MS_PER_SEQ = {
     "vllm-v0": V0_SCHEDULE_MS_PER_SEQ + V0_INPUT_PREP_MS_PER_SEQ + V0_SAMPLER_MS_PER_SEQ,
     "vllm": V1_SCHEDULE_MS_PER_SEQ + V1_INPUT_PREP_MS_PER_SEQ,
@@ -228,14 +234,28 @@ def schedules_beside_gpu(
 ) -> bool:
     """Whether the engine's scheduler runs while the GPU runs a step (vLLM: async scheduling as
     resolved, None being the release's default, or a pipeline's batch queue; SGLang: its overlap
-    scheduler, unless `async_scheduling` is False: --disable-overlap-schedule)."""
+    scheduler as resolved, None being the release's default: sglang_overlap)."""
     if engine == "sglang":
-        return async_scheduling is not False
+        if async_scheduling is not None:
+            return async_scheduling
+        return version is None or version >= SGLANG_OVERLAP_SINCE
     if engine != "vllm" or version is None or pp > 1:
         return True
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(version, pp)
     return bool(async_scheduling) and version >= VLLM_ASYNC_SCHEDULING_FLAG_SINCE
+
+
+def sglang_overlap(
+    version: tuple[int, int, int] | None, disabled: bool, dp_attention: bool
+) -> bool:
+    """Whether SGLang runs its overlap scheduler: the release's default, not turned off by
+    --disable-overlap-schedule (or a setting that implies it, `disabled`) or, through 0.4.1, by
+    data-parallel attention."""
+    if version is None:
+        return not disabled
+    early_dp = dp_attention and version < SGLANG_DP_ATTENTION_OVERLAP_SINCE
+    return not (disabled or version < SGLANG_OVERLAP_SINCE or early_dp)
 
 
 def scheduler_ms_per_seq(engine: str, version: tuple[int, int, int] | None) -> float:
