@@ -1,6 +1,6 @@
 """SGLang's scheduler: its CPU time per decode step, by running batch, with the engine's own code.
 
-SGLang's overlap scheduler (event_loop_overlap, on by default since 0.4) prepares step N+1 and
+SGLang's overlap scheduler (event_loop_overlap, on by default from 0.3.6) prepares step N+1 and
 processes step N's output on the CPU while the GPU runs step N+1, so its CPU time per step is
 hidden unless it outlasts the GPU's; with --disable-overlap-schedule it runs between GPU steps.
 This times, on the CPU with no model (a bare ScheduleBatch on CPU memory pools, a radix cache,

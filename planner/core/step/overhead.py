@@ -68,7 +68,7 @@ VLLM_V1_SINCE = (0, 8, 0)
 # > 1: vllm/config/vllm.py, 0.14.0) and, under PP, in every release (its batch queue keeps PP
 # batches in flight while it schedules the next: EngineCore.step_with_batch_queue,
 # max_concurrent_batches = PP, read in 0.10.1; V0 ran one virtual engine per stage, scheduled while
-# the others' batches ran); SGLang since its overlap scheduler (0.4). Those steps pay none of it in
+# the others' batches ran); SGLang's overlap scheduler (0.3.6 on). Those steps pay none of it in
 # series; it floors them instead (host_ms_per_seq: its second figure).
 V0_SCHEDULE_MS_PER_SEQ = 0.0115
 V0_INPUT_PREP_MS_PER_SEQ = 0.0184
@@ -81,8 +81,8 @@ V1_INPUT_PREP_MS_PER_SEQ = 0.0012
 # prepare_for_decode, the overlap loop's batch copy and process_batch_result_decode (each
 # request's token, its finish state, the output built and pickled for the detokenizer): 6.9 us
 # a request (7.1 ms a step at B = 1,024). The forward's own CPU work is not in it: a floor. Its
-# overlap scheduler (event_loop_overlap, the default since 0.4) runs it while the GPU runs the
-# next step; --disable-overlap-schedule puts it between steps.
+# overlap scheduler (event_loop_overlap, SGLANG_OVERLAP_SINCE below) runs it while the GPU runs
+# the next step; --disable-overlap-schedule puts it between steps.
 SGLANG_SCHEDULE_MS_PER_SEQ = 0.0069
 # SGLang's overlap scheduler is on by default from 0.3.6 (server_args.py: 0.3.4 and 0.3.5 have an
 # opt-in --enable-overlap-schedule, 0.3.6 --disable-overlap-schedule; 0.3.0 has neither), and
