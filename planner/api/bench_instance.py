@@ -21,6 +21,7 @@ from planner.core.step.overhead import (
     VLLM_V1_SINCE,
     api_server_ms_per_request,
     bench_client_ms_per_chunk,
+    sglang_overlap,
 )
 from planner.errors import InputError, PlannerError
 
@@ -653,7 +654,6 @@ def scheduling_beside_gpu(
     vLLM's async scheduling (None: the release's default), SGLang's overlap scheduler
     (overhead.sglang_overlap: its release, --disable-overlap-schedule, attention DP)."""
     from planner.core.engines.common import parse_version
-    from planner.core.step.overhead import sglang_overlap
 
     if engine == "sglang":
         disabled = bool(settings.get("disable_overlap_schedule"))
