@@ -1822,7 +1822,7 @@ def test_the_scheduler_runs_in_series_only_where_nothing_overlaps_it() -> None:
 def test_a_scheduler_beside_the_gpu_floors_the_step_it_prepares() -> None:
     """Where the scheduler overlaps the GPU its work is hidden until it outlasts the step: a
     0.6B model at 1,024 sequences of 100 tokens on a B200 steps faster than SGLang's scheduler
-    readies 1,024 requests (7.1 ms), once its API server streams ten tokens a chunk."""
+    readies 1,024 requests (7.1 ms), once its API server streams a hundred tokens a chunk."""
     b200 = find_gpu("b200")
     small = resolve_model(None, str(MODELS / "Qwen--Qwen3-0.6B"))
     where = {"engine": "sglang", "version": (0, 5, 13), "stream_interval": 100}
