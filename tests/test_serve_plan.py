@@ -257,6 +257,31 @@ def test_quantized_checkpoint_fits_on_engine_arithmetic(cli: Cli) -> None:
     assert "--quantization fp8" in data["flags"]["vllm"]
 
 
+def test_an_online_quantization_of_a_quantized_checkpoint_is_refused(cli: Cli) -> None:
+    """The engines serve a quantized checkpoint as stored (a --quantization other than its
+    config's method is refused, or dropped where the checkpoint's own method overrides it):
+    fp8 asked of an NVFP4, MXFP4 or int4 checkpoint is refused by the flag it came by, in
+    every command that plans an instance; fp8 asked of one that stores fp8 is its own."""
+    for name, stored in (
+        ("nvidia--Qwen3-235B-A22B-NVFP4", "nvfp4"),
+        ("openai--gpt-oss-20b", "mxfp4"),
+        ("moonshotai--Kimi-K2.5", "compressed-tensors-int4"),
+    ):
+        base = ("--model", str(MODELS / name), "--gpu", "b200", "--tp", "8")
+        for flag in ("--weight-dtype", "--quantization"):
+            r = cli("capacity", *base, flag, "fp8", "--json")
+            assert r.code == 2 and r.json()["field"] == flag, (name, flag)
+            assert f"is already quantized ({stored})" in r.json()["error"]
+        load = ("--concurrency", "2", "--requests", "4", "--prompt-len", "64", "--output-len", "8")
+        r = cli("simulate", *base, *load, "--weight-dtype", "fp8", "--json")
+        assert r.code == 2 and r.json()["field"] == "--weight-dtype"
+        assert cli("capacity", *base, "--json").code == 0  # served as stored
+    fp8 = ("capacity", "--model", str(MODELS / "Qwen--Qwen3-32B-FP8"), "--gpu", "h100")
+    own, asked = cli(*fp8, "--json").json(), cli(*fp8, "--weight-dtype", "fp8", "--json").json()
+    assert asked["flags"] == own["flags"] and "--quantization fp8" in own["flags"]["vllm"]
+    assert asked["kv_pool_bytes"] == own["kv_pool_bytes"]
+
+
 def test_tpot_budget_caps_max_num_seqs(cli: Cli) -> None:
     base = ["capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json"]
     free = cli(*base).json()

@@ -15,6 +15,7 @@ from planner.core.specs import (
     MODELOPT_NVFP4_METHOD,
     W8A8_INT8_METHOD,
 )
+from planner.core.step.gemm import FP8_LABELS
 from planner.errors import InputError, validation_text
 from planner.sources.models import resolve_model
 from planner.sources.presets import find_gpu
@@ -323,6 +324,30 @@ def _checkpoint_method(spec: ModelSpec) -> str | None:
     )
 
 
+def stores_fp8(spec: ModelSpec) -> bool:
+    """Whether a checkpoint stores its weights in fp8, in any of the formats the engines read
+    as fp8 (its own method: fp8, FBGEMM's, Quark's, compressed-tensors' float8, ModelOpt's)."""
+    return spec.weight_dtype.startswith("fp8") or spec.weight_dtype in FP8_LABELS
+
+
+def _refuse_requantizing(spec: ModelSpec, flag: str, method: str) -> None:
+    """Refuse an online quantization method for a checkpoint already quantized in another
+    format: vLLM and SGLang serve such a checkpoint as stored, and raise where --quantization
+    names another method than its config's ("Quantization method specified in the model config
+    (...) does not match the quantization method specified in the `quantization` argument":
+    vllm/config/model.py _verify_quantization, 0.34.0; sglang/srt/configs/model_config.py,
+    0.5.13), unless the checkpoint's own method overrides it, as ModelOpt's and OpenAI's MXFP4
+    do (then the flag is dropped in silence). Either way the weights are the checkpoint's."""
+    if spec.weight_dtype in ("bf16", "fp16", "fp32"):
+        return
+    raise InputError(
+        flag,
+        f"{method}: {spec.name} is already quantized ({spec.weight_dtype}), and the engines "
+        "serve a quantized checkpoint as stored (another --quantization is refused or "
+        "ignored); drop it, or give a 16-bit checkpoint to re-quantize",
+    )
+
+
 def pinned_memory_fraction(plan: ServePlan) -> object:
     """The memory fraction to pin when a plan is made again with another running cap: SGLang's
     as this plan resolved it (SGLang sizes its reserve by the running cap, so an unpinned
@@ -372,7 +397,10 @@ def _served_weights(
                     f"--quantization fp8) or sizes a variant checkpoint "
                     f"({', '.join(VARIANT_CHECKPOINTS)}); use --ledger textbook for others",
                 )
+            elif stores_fp8(spec):
+                weight_dtype = None  # fp8 weights asked of a checkpoint that stores them
             else:
+                _refuse_requantizing(spec, "--weight-dtype", "fp8")
                 values.setdefault("quantization", "fp8")
     weights = exact = None
     quantization = values.get("quantization")
@@ -418,6 +446,7 @@ def _served_weights(
                 f"{quantization!r}; sized: {', '.join(SIZED_QUANTIZATIONS)} (and "
                 f"{', '.join(MARLIN_METHODS)}, their Marlin kernels)",
             )
+        _refuse_requantizing(spec, "--quantization", quantization)
         if spec.weight_dtype in ("bf16", "fp16", "fp32"):
             weights, exact = quantized_weights_bytes(spec, method), False
     else:  # the checkpoint's own method (named by the user or not): its weights as stored
