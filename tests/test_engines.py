@@ -273,6 +273,26 @@ def test_sglang_0_4_0_caps_data_parallel_attentions_decode_graphs() -> None:
     assert capped.kv_cache_tokens == later.kv_cache_tokens
 
 
+@pytest.mark.parametrize(
+    ("engine", "before", "since"), [("vllm", "0.5.0", "0.5.1"), ("sglang", "0.4.6", "0.4.7")]
+)
+def test_pipeline_parallelism_is_refused_before_the_release_that_runs_it(
+    cli: Cli, engine: str, before: str, since: str
+) -> None:
+    """vLLM raises on --pipeline-parallel-size > 1 through 0.5.0 ("not supported yet") and
+    SGLang has no --pp-size before 0.4.7: a plan for those releases is refused by --pp, in
+    capacity and simulate alike; the next release plans it."""
+    base = ("--preset", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--engine", engine)
+    load = ("--concurrency", "2", "--requests", "4", "--prompt-len", "64", "--output-len", "8")
+    for command in (("capacity",), ("simulate", *load)):
+        r = cli(*command, *base, "--pp", "2", "--engine-version", before, "--json")
+        assert r.code == 2 and r.json()["field"] == "--pp", (command, r.out)
+        assert f"from {since}" in r.json()["error"]
+        assert cli(*command, *base, "--pp", "2", "--engine-version", since, "--json").code == 0
+    # one stage is no pipeline: the old release plans it
+    assert cli("capacity", *base, "--engine-version", before, "--json").code == 0
+
+
 def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:
     """SGLang 0.5.4 and 0.5.5 turn on data-parallel attention (--dp-size = TP) for DeepSeek-V3.2
     by themselves, after the memory heuristic ran without it: the plan is that of the explicit

@@ -45,6 +45,9 @@ NEWEST_VERSION = (0, 5, 23)
 # The oldest release modelled: 0.3, the oldest line the version rules here start from; earlier
 # releases get a note rather than a silent stand-in.
 OLDEST_VERSION = (0, 3, 0)
+# Pipeline parallelism (--pp-size) from 0.4.7: the 0.4.6 wheel's server_args.py has no such
+# flag, 0.4.7's adds it (and turns the overlap scheduler off under it, as 0.5.13 still does).
+PP_SINCE = (0, 4, 7)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
 # the calibration cases (docs/engines.md) printed "Load weight begin. avail mem=78.81 GB" on an
 # 80 GB card whose
@@ -939,6 +942,12 @@ def predict(
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
     check_stages(model, pp)
+    if pp > 1 and version < PP_SINCE:
+        raise InputError(
+            "--pp",
+            f"SGLang runs pipeline parallelism (--pp-size) from {version_text(PP_SINCE)}; "
+            f"{version_text(version)} has no such flag",
+        )
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(

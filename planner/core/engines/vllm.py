@@ -293,6 +293,11 @@ GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
 # of its experts alone. They run where the experts are split whole across DP > 1 ranks
 # (FusedMoEParallelConfig.use_all2all_kernels, 0.34.0). The planner prices these three.
 ALL2ALL_FLAG_SINCE = (0, 11, 1)
+# Pipeline parallelism: through 0.5.0 ParallelConfig._verify_args raises NotImplementedError
+# ("Pipeline parallelism is not supported yet.", vllm/config.py, read in the 0.5.0 wheel); 0.5.1
+# serves it for the architectures of its _PP_SUPPORTED_MODELS, later releases for every model
+# whose class supports it (ModelRegistry.is_pp_supported_model, 0.6.3).
+PP_SINCE = (0, 5, 1)
 DEFAULT_ALL2ALL = "allgather_reducescatter"
 DEEPEP_HIGH_THROUGHPUT = "deepep_high_throughput"
 DEEPEP_LOW_LATENCY = "deepep_low_latency"
@@ -1657,6 +1662,12 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
             "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
         )
     check_stages(model, pp)
+    if pp > 1 and version < PP_SINCE:
+        raise InputError(
+            "--pp",
+            f"vLLM runs pipeline parallelism from {version_text(PP_SINCE)}; "
+            f"{version_text(version)} refuses it (not supported yet)",
+        )
     max_len = _max_model_len(model, s, version, defaults)
     extensible = (
         at.rules.extensible_kv
