@@ -293,6 +293,19 @@ def test_pipeline_parallelism_is_refused_before_the_release_that_runs_it(
     assert cli("capacity", *base, "--engine-version", before, "--json").code == 0
 
 
+def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> None:
+    """--enable-expert-parallel is first in vLLM 0.8.0's arguments: --ep (or the flag itself)
+    with an earlier release is refused by the release asked for; 0.8.0 prints the flag."""
+    base = ("capacity", "--preset", "mixtral-8x7b", "--gpu", "h100", "--tp", "2", "--json")
+    for ep in (("--ep", "2"), ("--enable-expert-parallel",)):
+        r = cli(*base, *ep, "--engine-version", "0.7.3")
+        assert r.code == 2 and r.json()["field"] == "--engine-version", r.out
+        assert "from 0.8.0" in r.json()["error"]
+        line = cli(*base, *ep, "--engine-version", "0.8.0").json()["flags"]["vllm"]
+        assert line.endswith("--enable-expert-parallel")
+    assert cli(*base, "--engine-version", "0.7.3").code == 0  # experts sharded over TP
+
+
 def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:
     """SGLang 0.5.4 and 0.5.5 turn on data-parallel attention (--dp-size = TP) for DeepSeek-V3.2
     by themselves, after the memory heuristic ran without it: the plan is that of the explicit

@@ -293,6 +293,9 @@ GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
 # of its experts alone. They run where the experts are split whole across DP > 1 ranks
 # (FusedMoEParallelConfig.use_all2all_kernels, 0.34.0). The planner prices these three.
 ALL2ALL_FLAG_SINCE = (0, 11, 1)
+# --enable-expert-parallel: first in the 0.8.0 wheel's engine/arg_utils.py (absent from 0.7.3's);
+# before it every rank holds a TP shard of every expert.
+EXPERT_PARALLEL_SINCE = (0, 8, 0)
 # Pipeline parallelism: through 0.5.0 ParallelConfig._verify_args raises NotImplementedError
 # ("Pipeline parallelism is not supported yet.", vllm/config.py, read in the 0.5.0 wheel); 0.5.1
 # serves it for the architectures of its _PP_SUPPORTED_MODELS, later releases for every model
@@ -1499,6 +1502,13 @@ def predict(
         )
     _check_all2all(s, version)
     _check_dbo(s, version)
+    if s.enable_expert_parallel and version < EXPERT_PARALLEL_SINCE:
+        raise InputError(
+            "--engine-version",
+            f"vLLM {version_text(version)} has no --enable-expert-parallel (expert parallelism "
+            f"from {version_text(EXPERT_PARALLEL_SINCE)}; before it every expert shards over "
+            "TP)",
+        )
     sources: dict[str, TermSource] = {}
     defaults: list[str] = []
     lay = _layout(at, defaults)
