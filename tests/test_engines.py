@@ -293,6 +293,33 @@ def test_pipeline_parallelism_is_refused_before_the_release_that_runs_it(
     assert cli("capacity", *base, "--engine-version", before, "--json").code == 0
 
 
+def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them(
+    cli: Cli,
+) -> None:
+    """vLLM's --kv-cache-dtype took fp8_e5m2 alone through 0.4.0, fp8 from 0.4.1; the largest
+    captured batch is --cuda-graph-sizes N from 0.9.0 and --max-cudagraph-capture-size from
+    0.11.1, with no flag before 0.9.0: the line uses the release's own spelling (the same
+    bytes), and a size asked of a release without the flag is refused by it."""
+    base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+
+    def line(version: str, *more: str) -> str:
+        return str(cli(*base, "--engine-version", version, *more).json()["flags"]["vllm"])
+
+    assert line("0.3.3", "--kv-dtype", "fp8").endswith("--kv-cache-dtype fp8_e5m2")
+    assert line("0.4.1", "--kv-dtype", "fp8").endswith("--kv-cache-dtype fp8")
+    old, new = (
+        cli(*base, "--engine-version", v, "--kv-dtype", "fp8").json() for v in ("0.3.3", "0.4.1")
+    )
+    assert old["kv_bytes_per_token"] == new["kv_bytes_per_token"]  # a byte either way
+    size = ("--max-cudagraph-capture-size", "256")
+    assert line("0.9.0", *size).endswith("--cuda-graph-sizes 256")
+    assert line("0.11.0", *size).endswith("--cuda-graph-sizes 256")
+    assert line("0.11.1", *size).endswith("--max-cudagraph-capture-size 256")
+    r = cli(*base, "--engine-version", "0.8.5", *size)
+    assert r.code == 2 and r.json()["field"] == "--max-cudagraph-capture-size"
+    assert "--cuda-graph-sizes from 0.9.0" in r.json()["error"]
+
+
 def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> None:
     """--enable-expert-parallel is first in vLLM 0.8.0's arguments: --ep (or the flag itself)
     with an earlier release is refused by the release asked for; 0.8.0 prints the flag."""

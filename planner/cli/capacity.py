@@ -168,8 +168,11 @@ def capacity(
     max_cudagraph_capture_size: Annotated[
         int | None,
         typer.Option(
+            "--max-cudagraph-capture-size",
+            "--cuda-graph-sizes",
             help="vLLM flag: the largest batch captured in a CUDA graph (each size captured "
-            "holds graph memory) [default: min(2 x max_num_seqs, 512)]."
+            "holds graph memory; --cuda-graph-sizes N before 0.11.1) [default: min(2 x "
+            "max_num_seqs, 512)].",
         ),
     ] = None,
     enable_chunked_prefill: Annotated[
@@ -779,17 +782,22 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     """Our --kv-dtype as the engine's --kv-cache-dtype. 16-bit KV is the engine's auto (the
     model's dtype), but bf16 keeps the release's own spelling where it has one: `auto` is not
     16 bits for DeepSeek's sparse attention there (vLLM 0.11's fp8_ds_mla, SGLang's fp8 on
-    Blackwell)."""
+    Blackwell); fp8 is the release's spelling of it (vLLM before 0.4.1: fp8_e5m2)."""
     from planner.core.engines.common import parse_version
-    from planner.core.serve import SGLANG_16BIT_KV_SINCE, VLLM_KV_DTYPE_SINCE
+    from planner.core.serve import (
+        SGLANG_16BIT_KV_SINCE,
+        VLLM_KV_DTYPE_SINCE,
+        vllm_fp8_kv_spelling,
+    )
     from planner.errors import InputError
     from planner.units import KV_DTYPES, normalize_dtype
 
     text = (kv_dtype or "auto").strip().lower()
     if text == "auto":
         return "auto"
+    vllm_fp8 = vllm_fp8_kv_spelling(parse_version(version) if version else None)
     if text in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
-        return text if engine == "sglang" else "fp8"
+        return text if engine == "sglang" else vllm_fp8
     if text == "fp8_ds_mla":  # vLLM's DeepSeek layout (the engine model checks the model)
         return text
     name = normalize_dtype(text, "--kv-dtype", KV_DTYPES)
@@ -800,7 +808,7 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     if name == "fp16":
         return "auto"
     if name == "fp8":
-        return "fp8" if engine == "vllm" else "fp8_e4m3"
+        return vllm_fp8 if engine == "vllm" else "fp8_e4m3"
     raise InputError(
         "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
     )

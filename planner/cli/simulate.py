@@ -347,7 +347,9 @@ def simulate(
         int | None,
         typer.Option(
             "--max-cudagraph-capture-size",
-            help="vLLM: the largest batch it captures a CUDA graph for.",
+            "--cuda-graph-sizes",
+            help="vLLM: the largest batch it captures a CUDA graph for (--cuda-graph-sizes N "
+            "before 0.11.1).",
         ),
     ] = None,
     enforce_eager: Annotated[

@@ -42,7 +42,22 @@ VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
 # reads "Setting attention block size to 544 tokens"). Such a size, read back from a log or a
 # cache_config_info label, is accepted when it is the one vLLM derives, and left off the line.
 HYBRID_BLOCK_ALIGNMENT = 16
-VLLM_KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+# vLLM's fp8 spellings by the release that took them (engine/arg_utils.py --kv-cache-dtype
+# choices, read in the wheels): fp8_e5m2 alone from 0.3.0 through 0.4.0, fp8 alone in 0.4.1 and
+# 0.4.2, all three from 0.4.3. The ledger sizes each at a byte.
+VLLM_FP8_KV_SPELLINGS = (
+    ((0, 3, 0), ("fp8_e5m2",)),
+    ((0, 4, 1), ("fp8",)),
+    ((0, 4, 3), ("fp8", "fp8_e4m3", "fp8_e5m2")),
+)
+# The spellings every release from 0.4.3 takes (the 16-bit ones below by their own release).
+VLLM_KV_CACHE_DTYPES = ("auto", *VLLM_FP8_KV_SPELLINGS[-1][1])
+# vLLM's flag for the largest CUDA-graph batch: --cuda-graph-sizes N from 0.9.0 (one value: sizes
+# 1, 2, 4 and every 8 to N; SchedulerConfig, config.py 0.9.0), --max-cudagraph-capture-size from
+# 0.11.1 (engine/arg_utils.py, read in the 0.8.5, 0.9.0, 0.11.0 and 0.11.1 wheels); before 0.9.0
+# no flag sets it.
+VLLM_CUDA_GRAPH_SIZES_SINCE = (0, 9, 0)
+VLLM_CAPTURE_SIZE_FLAG_SINCE = (0, 11, 1)
 SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 # --kv-cache-dtype spellings and the first release that takes each (vLLM vllm/config/cache.py
 # CacheDType: bfloat16 from 0.11, float16 from 0.18, DeepSeek's fp8_ds_mla from 0.12; SGLang
@@ -163,15 +178,22 @@ class ServePlan(BaseModel):
 ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 
 
+def vllm_fp8_kv_spelling(version: tuple[int, int, int] | None) -> str:
+    """The --kv-cache-dtype spelling of an fp8 cache a vLLM release takes (None: the newest)."""
+    taken = [names for first, names in VLLM_FP8_KV_SPELLINGS if version is None or version >= first]
+    return taken[-1][0] if taken else "fp8"
+
+
 def check_kv_cache_dtype(s: ServeSettings) -> None:
     """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
 
     plain: tuple[str, ...]
+    version = release(s.engine, s.version)
     if s.engine == "vllm":
-        name, plain, since = "vLLM", VLLM_KV_CACHE_DTYPES, VLLM_KV_DTYPE_SINCE
+        fp8 = [names for first, names in VLLM_FP8_KV_SPELLINGS if version >= first]
+        name, plain, since = "vLLM", ("auto", *(fp8[-1] if fp8 else ())), VLLM_KV_DTYPE_SINCE
     else:
         name, plain, since = "SGLang", SGLANG_KV_CACHE_DTYPES, SGLANG_16BIT_KV_SINCE
-    version = release(s.engine, s.version)
     accepted = (*plain, *(k for k, v in since.items() if version >= v))
     if s.kv_cache_dtype not in accepted:
         raise InputError(
@@ -208,6 +230,15 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
                 f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {block})",
             )
     check_kv_cache_dtype(s)
+    capture = s.extra.get("max_cudagraph_capture_size")
+    if s.engine == "vllm" and capture is not None:
+        version = release(s.engine, s.version)
+        if version < VLLM_CUDA_GRAPH_SIZES_SINCE:
+            raise InputError(
+                "--max-cudagraph-capture-size",
+                f"vLLM {'.'.join(map(str, version))} has no flag for it (--cuda-graph-sizes from "
+                f"0.9.0, --max-cudagraph-capture-size from 0.11.1)",
+            )
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
@@ -1126,6 +1157,9 @@ def command_line(
         fields |= {"moe_a2a_backend": None, "enable_deepep_moe": True}
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
+        old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
+        if field == "max_cudagraph_capture_size" and old_capture:
+            flag = "--cuda-graph-sizes"  # one value: the same largest size
         if field == "enable_chunked_prefill" and value is False:
             new_form = release is None or release >= VLLM_NO_FLAG_FORM_SINCE
             parts += ["--no-enable-chunked-prefill"] if new_form else [flag, "False"]
