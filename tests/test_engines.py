@@ -320,6 +320,33 @@ def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them
     assert "--cuda-graph-sizes from 0.9.0" in r.json()["error"]
 
 
+def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
+    """SGLang's server_args.py took --cuda-graph-max-bs and --enable-dp-attention from 0.3.6,
+    --ep-size from 0.4.1, fp8_e4m3 KV from 0.4.3 (fp8_e5m2 alone before) and --page-size from
+    0.4.4: a 0.3.0 line leaves --page-size out (its pages are single tokens) and spells an fp8
+    cache fp8_e5m2; a setting that needs a flag the release lacks is refused by it."""
+    base = ("capacity", "--preset", "mixtral-8x7b", "--gpu", "h100", "--tp", "2")
+    base += ("--engine", "sglang", "--json")
+
+    def plan(version: str, *more: str) -> Result:
+        return cli(*base, "--engine-version", version, *more)
+
+    old = str(plan("0.3.0", "--kv-dtype", "fp8").json()["flags"]["sglang"])
+    assert "--page-size" not in old and old.endswith("--kv-cache-dtype fp8_e5m2")
+    new = str(plan("0.4.4", "--kv-dtype", "fp8").json()["flags"]["sglang"])
+    assert "--page-size 1" in new and new.endswith("--kv-cache-dtype fp8_e4m3")
+    for asked, flag, since in (
+        (("--ep", "2"), "--ep", "0.4.1"),
+        (("--dp", "2", "--dp-attention"), "--dp-attention", "0.3.6"),
+        (("--cuda-graph-max-bs", "64"), "--cuda-graph-max-bs", "0.3.6"),
+        (("--page-size", "16"), "--page-size", "0.4.4"),
+    ):
+        r = plan("0.3.0", *asked)
+        assert r.code == 2 and r.json()["field"] == flag, (asked, r.out)
+        assert f"from {since}" in r.json()["error"]
+        assert plan(since, *asked).code == 0, asked
+
+
 def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> None:
     """--enable-expert-parallel is first in vLLM 0.8.0's arguments: --ep (or the flag itself)
     with an earlier release is refused by the release asked for; 0.8.0 prints the flag."""

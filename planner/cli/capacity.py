@@ -782,8 +782,10 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     """Our --kv-dtype as the engine's --kv-cache-dtype. 16-bit KV is the engine's auto (the
     model's dtype), but bf16 keeps the release's own spelling where it has one: `auto` is not
     16 bits for DeepSeek's sparse attention there (vLLM 0.11's fp8_ds_mla, SGLang's fp8 on
-    Blackwell); fp8 is the release's spelling of it (vLLM before 0.4.1: fp8_e5m2)."""
+    Blackwell); fp8 is the release's spelling of it (fp8_e5m2 in vLLM before 0.4.1 and SGLang
+    before 0.4.3)."""
     from planner.core.engines.common import parse_version
+    from planner.core.engines.sglang import FP8_E4M3_KV_SINCE
     from planner.core.serve import (
         SGLANG_16BIT_KV_SINCE,
         VLLM_KV_DTYPE_SINCE,
@@ -795,9 +797,12 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     text = (kv_dtype or "auto").strip().lower()
     if text == "auto":
         return "auto"
-    vllm_fp8 = vllm_fp8_kv_spelling(parse_version(version) if version else None)
+    at = parse_version(version) if version else None
+    vllm_fp8 = vllm_fp8_kv_spelling(at)
+    # SGLang's fp8 before it took fp8_e4m3 is fp8_e5m2 (the same byte)
+    sglang_fp8 = "fp8_e5m2" if at is not None and at < FP8_E4M3_KV_SINCE else "fp8_e4m3"
     if text in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
-        return text if engine == "sglang" else vllm_fp8
+        return (text if text == "fp8_e5m2" else sglang_fp8) if engine == "sglang" else vllm_fp8
     if text == "fp8_ds_mla":  # vLLM's DeepSeek layout (the engine model checks the model)
         return text
     name = normalize_dtype(text, "--kv-dtype", KV_DTYPES)
@@ -808,7 +813,7 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     if name == "fp16":
         return "auto"
     if name == "fp8":
-        return vllm_fp8 if engine == "vllm" else "fp8_e4m3"
+        return vllm_fp8 if engine == "vllm" else sglang_fp8
     raise InputError(
         "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
     )

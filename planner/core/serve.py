@@ -193,7 +193,9 @@ def check_kv_cache_dtype(s: ServeSettings) -> None:
         fp8 = [names for first, names in VLLM_FP8_KV_SPELLINGS if version >= first]
         name, plain, since = "vLLM", ("auto", *(fp8[-1] if fp8 else ())), VLLM_KV_DTYPE_SINCE
     else:
-        name, plain, since = "SGLang", SGLANG_KV_CACHE_DTYPES, SGLANG_16BIT_KV_SINCE
+        e4m3 = version >= sglang.FP8_E4M3_KV_SINCE
+        plain = SGLANG_KV_CACHE_DTYPES if e4m3 else ("auto", "fp8_e5m2")
+        name, since = "SGLang", SGLANG_16BIT_KV_SINCE
     accepted = (*plain, *(k for k, v in since.items() if version >= v))
     if s.kv_cache_dtype not in accepted:
         raise InputError(
@@ -1158,6 +1160,8 @@ def command_line(
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
+        if field == "page_size" and release is not None and release < sglang.PAGE_SIZE_SINCE:
+            continue  # no --page-size yet: its pages are single tokens
         if field == "max_cudagraph_capture_size" and old_capture:
             flag = "--cuda-graph-sizes"  # one value: the same largest size
         if field == "enable_chunked_prefill" and value is False:

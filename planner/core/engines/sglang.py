@@ -45,9 +45,16 @@ NEWEST_VERSION = (0, 5, 23)
 # The oldest release modelled: 0.3, the oldest line the version rules here start from; earlier
 # releases get a note rather than a silent stand-in.
 OLDEST_VERSION = (0, 3, 0)
-# Pipeline parallelism (--pp-size) from 0.4.7: the 0.4.6 wheel's server_args.py has no such
-# flag, 0.4.7's adds it (and turns the overlap scheduler off under it, as 0.5.13 still does).
+# The first release whose server_args.py takes each flag a plan may ask for (read in the 0.3.0,
+# 0.3.6, 0.4.0, 0.4.1, 0.4.3, 0.4.4, 0.4.6 and 0.4.7 wheels): pipeline parallelism arrives with
+# --pp-size in 0.4.7 (which turns the overlap scheduler off under it, as 0.5.13 still does).
+CUDA_GRAPH_MAX_BS_SINCE = (0, 3, 6)
+DP_ATTENTION_SINCE = (0, 3, 6)
+EP_SIZE_SINCE = (0, 4, 1)
+PAGE_SIZE_SINCE = (0, 4, 4)
 PP_SINCE = (0, 4, 7)
+# --kv-cache-dtype fp8_e4m3 from 0.4.3 (fp8_e5m2 alone before).
+FP8_E4M3_KV_SINCE = (0, 4, 3)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
 # the calibration cases (docs/engines.md) printed "Load weight begin. avail mem=78.81 GB" on an
 # 80 GB card whose
@@ -780,6 +787,29 @@ class _Experts:
         return "deepep" if self.deepep else "mori" if self.mori else None
 
 
+def _check_flags_taken(s: SglangSettings, version: tuple[int, int, int]) -> None:
+    """Refuse a setting that needs a flag the release does not have yet, naming it."""
+    asked = (
+        ("--pp", "pipeline parallelism (--pp-size)", s.pp_size > 1, PP_SINCE),
+        ("--ep", "expert parallelism (--ep-size)", s.ep_size > 1, EP_SIZE_SINCE),
+        ("--dp-attention", "--enable-dp-attention", s.attn_dp_size > 1, DP_ATTENTION_SINCE),
+        ("--page-size", "--page-size", s.page_size not in (None, 1), PAGE_SIZE_SINCE),
+        (
+            "--cuda-graph-max-bs",
+            "--cuda-graph-max-bs",
+            s.cuda_graph_max_bs_decode is not None,
+            CUDA_GRAPH_MAX_BS_SINCE,
+        ),
+    )
+    for flag, what, given, since in asked:
+        if given and version < since:
+            raise InputError(
+                flag,
+                f"SGLang takes {what} from {version_text(since)}; {version_text(version)} has "
+                "no such flag",
+            )
+
+
 def check_mxfp4_platform(model: ModelSpec, gpu: GpuSpec) -> None:
     """Refuse OpenAI's MXFP4 checkpoint (quant_method mxfp4, gpt-oss) on an AMD GPU without MX
     formats, as SGLang's ROCm build does: Mxfp4Config.from_config raises "Current platform ...
@@ -942,12 +972,7 @@ def predict(
     defaults: list[str] = []
     tp, pp = s.tp_size, s.pp_size
     check_stages(model, pp)
-    if pp > 1 and version < PP_SINCE:
-        raise InputError(
-            "--pp",
-            f"SGLang runs pipeline parallelism (--pp-size) from {version_text(PP_SINCE)}; "
-            f"{version_text(version)} has no such flag",
-        )
+    _check_flags_taken(s, version)
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
