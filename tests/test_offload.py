@@ -175,6 +175,19 @@ def test_printed_lines_paste_back_and_pass_drift(cli: Cli, tmp_path: Path) -> No
     ("args", "field"),
     [
         (("--engine-version", "0.11.0", "--kv-offloading-size", "8"), "--kv-offloading-size"),
+        # 0.11.1-0.13: the size alone offloads nothing, native starts with no CPU blocks
+        (("--engine-version", "0.13.0", "--kv-offloading-size", "8"), "--kv-offloading-size"),
+        (
+            (
+                "--engine-version",
+                "0.12.0",
+                "--kv-offloading-size",
+                "8",
+                "--kv-offloading-backend",
+                "native",
+            ),
+            "--kv-offloading-backend",
+        ),
         (("--engine", "sglang", "--kv-offloading-size", "8"), "--kv-offloading-size"),
         (("--hicache-ratio", "2"), "--hicache-ratio"),
         (
@@ -193,6 +206,19 @@ def test_bad_offload_input_exits_2_naming_the_flag(
     r = cli("capacity", "--model", LLAMA, "--gpu", "h100", *args, "--json")
     assert r.code == 2, r.out
     assert r.json()["field"] == field
+
+
+def test_lmcache_offloads_from_the_release_that_took_the_flags(cli: Cli) -> None:
+    """vLLM took --kv-offloading-size in 0.11.1, where LMCache is the backend that offloads
+    (native from 0.14): a 0.11.1 plan with LMCache has the CPU tier 0.14's has (the GPU pool
+    is each release's own)."""
+    base = ("capacity", "--model", LLAMA, "--gpu", "h100", "--kv-offloading-size", "8")
+    base += ("--kv-offloading-backend", "lmcache", "--json")
+    early, later = (cli(*base, "--engine-version", v) for v in ("0.11.1", "0.14.0"))
+    assert early.code == 0 and later.code == 0, early.out
+    cpu = [[t for t in r.json()["kv_tiers"]["tiers"] if t["tier"] != "GPU"] for r in (early, later)]
+    assert cpu[0] == cpu[1] and cpu[0][0]["bytes_per_rank"] == 8 * 2**30
+    assert early.json()["flags"]["vllm"].endswith("--kv-offloading-backend lmcache")
 
 
 def test_hybrid_model_offload_is_refused(cli: Cli) -> None:

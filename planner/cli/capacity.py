@@ -293,7 +293,9 @@ def capacity(
     ] = None,
     kv_offloading_size: Annotated[
         float | None,
-        typer.Option(help="vLLM flag (0.12+): KV offload to CPU memory, GiB over all ranks."),
+        typer.Option(
+            help="vLLM flag (0.11.1+; native 0.14+): KV offload to CPU memory, GiB over all ranks."
+        ),
     ] = None,
     kv_offloading_backend: Annotated[
         str | None, typer.Option(help="vLLM flag with --kv-offloading-size: native or lmcache.")

@@ -346,7 +346,8 @@ StepCalibration = Annotated[
 
 # The KV offload tiers' flags, as simulate and fleet declare them.
 KvOffloadingSize = Annotated[
-    float | None, typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.12+).")
+    float | None,
+    typer.Option(help="vLLM: CPU KV tier, GiB over all ranks (0.11.1+; native 0.14+)."),
 ]
 KvOffloadingBackend = Annotated[str | None, typer.Option(help="vLLM: native or lmcache.")]
 EnableHierarchicalCache = Annotated[bool, typer.Option(help="SGLang: HiCache host KV tier.")]

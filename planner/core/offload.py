@@ -3,11 +3,11 @@
 Three ways the engines keep KV blocks outside HBM, each sized per rank (every TP / PP rank
 keeps its own shard of each token's KV, the same bytes per token as its GPU pool):
 
-- vLLM `--kv-offloading-size GiB` (0.12+), the total over all ranks: the native
-  OffloadingConnector (`--kv-offloading-backend native`) keeps blocks of the GPU block size
-  in pinned CPU memory; `--kv-offloading-backend lmcache` hands the same total to LMCache as
-  its per-rank `max_local_cpu_size` (LMCache stores chunks of 256 tokens), with a local-disk
-  tier when its configuration names one.
+- vLLM `--kv-offloading-size GiB` (0.11.1+; the native backend 0.14+), the total over all
+  ranks: the native OffloadingConnector (`--kv-offloading-backend native`) keeps blocks of the
+  GPU block size in pinned CPU memory; `--kv-offloading-backend lmcache` hands the same total
+  to LMCache as its per-rank `max_local_cpu_size` (LMCache stores chunks of 256 tokens), with a
+  local-disk tier when its configuration names one.
 - SGLang `--enable-hierarchical-cache`: a host pool of `--hicache-ratio` (2) x the device pool's
   tokens, or `--hicache-size` GB per rank; SGLang requires it larger than the device pool and
   refuses to start when it exceeds the host's available memory less 10 GiB.
@@ -28,8 +28,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
-# vLLM's --kv-offloading-size / --kv-offloading-backend appeared in 0.12 (vllm/config/cache.py).
-VLLM_OFFLOADING_SINCE = (0, 12, 0)
+# vLLM's --kv-offloading-size / --kv-offloading-backend appear in 0.11.1 (engine/arg_utils.py;
+# absent from 0.11.0's). Through 0.13 the backend has no default, so the size alone offloads
+# nothing (VllmConfig._post_init_kv_transfer_config returns without a backend), and `native`
+# hands the OffloadingConnector num_cpu_blocks 0, on which its CPUOffloadingSpec raises at
+# start-up ("num_cpu_blocks must be specified"): only `lmcache` offloads. 0.14.0 makes `native`
+# the default and sizes it by cpu_bytes_to_use (config/cache.py, config/vllm.py,
+# v1/kv_offload/cpu.py; read in the 0.11.1, 0.12.0, 0.13.0 and 0.14.0 wheels).
+VLLM_OFFLOADING_SINCE = (0, 11, 1)
+VLLM_NATIVE_OFFLOADING_SINCE = (0, 14, 0)
 # LMCache's defaults (lmcache/v1/config.py): chunk_size 256 tokens; sizes in GiB per rank.
 LMCACHE_CHUNK_TOKENS = 256
 # SGLang's HiCache defaults (srt/server_args.py): hicache_ratio 2.0, hicache_size 0 (use the
@@ -138,7 +145,16 @@ def kv_tiers(
                 )
             return None
         if version < VLLM_OFFLOADING_SINCE:
-            raise InputError("--kv-offloading-size", "new in vLLM 0.12 (pass --engine-version)")
+            raise InputError("--kv-offloading-size", "new in vLLM 0.11.1 (pass --engine-version)")
+        native = (offload.kv_offloading_backend or "native") == "native"
+        if native and version < VLLM_NATIVE_OFFLOADING_SINCE:
+            typed = offload.kv_offloading_backend
+            raise InputError(
+                "--kv-offloading-backend" if typed else "--kv-offloading-size",
+                "vLLM offloads through these flags to LMCache alone before 0.14 (pass "
+                "--kv-offloading-backend lmcache): the size alone offloads nothing there, and "
+                "native starts with no CPU blocks",
+            )
         tiers, notes = _vllm_tiers(offload, per_token_bytes, block_tokens, ranks)
         reserve = 0
     else:
