@@ -293,6 +293,8 @@ GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
 # of its experts alone. They run where the experts are split whole across DP > 1 ranks
 # (FusedMoEParallelConfig.use_all2all_kernels, 0.34.0). The planner prices these three.
 ALL2ALL_FLAG_SINCE = (0, 11, 1)
+# --data-parallel-size: first in the 0.8.3 wheel's engine/arg_utils.py (absent from 0.8.2's).
+DATA_PARALLEL_FLAG_SINCE = (0, 8, 3)
 # --enable-expert-parallel: first in the 0.8.0 wheel's engine/arg_utils.py (absent from 0.7.3's);
 # before it every rank holds a TP shard of every expert.
 EXPERT_PARALLEL_SINCE = (0, 8, 0)
@@ -1926,6 +1928,12 @@ def _ledger(
             "--dp",
             f"vLLM {version_text(version)} runs the V0 engine: one server per data-parallel "
             "replica (plan one, without --dp)",
+        )
+    if dp > 1 and version < DATA_PARALLEL_FLAG_SINCE:
+        raise InputError(
+            "--dp",
+            f"vLLM takes --data-parallel-size from {version_text(DATA_PARALLEL_FLAG_SINCE)}; "
+            f"{version_text(version)} has no such flag (one server per replica)",
         )
     moe_ranks = tp * dp if model.num_experts else tp
     sharding = None
