@@ -350,7 +350,7 @@ def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
 def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> None:
     """--enable-expert-parallel is first in vLLM 0.8.0's arguments: --ep (or the flag itself)
     with an earlier release is refused by the release asked for; 0.8.0 prints the flag. Its
-    --data-parallel-size is first in 0.8.3."""
+    --data-parallel-size is first in 0.8.3, --kv-cache-memory-bytes in 0.10.2."""
     base = ("capacity", "--preset", "mixtral-8x7b", "--gpu", "h100", "--tp", "2", "--json")
     for ep in (("--ep", "2"), ("--enable-expert-parallel",)):
         r = cli(*base, *ep, "--engine-version", "0.7.3")
@@ -364,6 +364,12 @@ def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> N
     r = cli(*dp, "--engine-version", "0.8.2")
     assert r.code == 2 and r.json()["field"] == "--dp" and "from 0.8.3" in r.json()["error"]
     assert "--data-parallel-size 2" in cli(*dp, "--engine-version", "0.8.3").json()["flags"]["vllm"]
+    # --kv-cache-memory-bytes arrives in 0.10.2
+    kv = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    kv += ("--kv-cache-memory-bytes", "10000000000")
+    r = cli(*kv, "--engine-version", "0.10.1")
+    assert r.code == 2 and r.json()["field"] == "--kv-cache-memory-bytes"
+    assert cli(*kv, "--engine-version", "0.10.2").code == 0
 
 
 def test_sglang_0_5_4_runs_deepseek_sparse_attention_data_parallel(cli: Cli) -> None:

@@ -178,10 +178,16 @@ class ServePlan(BaseModel):
 ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 
 
-def vllm_fp8_kv_spelling(version: tuple[int, int, int] | None) -> str:
-    """The --kv-cache-dtype spelling of an fp8 cache a vLLM release takes (None: the newest)."""
+def vllm_fp8_kv_spellings(version: tuple[int, int, int] | None) -> tuple[str, ...]:
+    """The --kv-cache-dtype spellings of an fp8 cache a vLLM release takes (None: the newest;
+    none before 0.3.0)."""
     taken = [names for first, names in VLLM_FP8_KV_SPELLINGS if version is None or version >= first]
-    return taken[-1][0] if taken else "fp8"
+    return taken[-1] if taken else ()
+
+
+def vllm_fp8_kv_spelling(version: tuple[int, int, int] | None) -> str:
+    """The spelling a line gives a vLLM release's fp8 cache (its first; `fp8` where none)."""
+    return next(iter(vllm_fp8_kv_spellings(version)), "fp8")
 
 
 def check_kv_cache_dtype(s: ServeSettings) -> None:
@@ -190,8 +196,8 @@ def check_kv_cache_dtype(s: ServeSettings) -> None:
     plain: tuple[str, ...]
     version = release(s.engine, s.version)
     if s.engine == "vllm":
-        fp8 = [names for first, names in VLLM_FP8_KV_SPELLINGS if version >= first]
-        name, plain, since = "vLLM", ("auto", *(fp8[-1] if fp8 else ())), VLLM_KV_DTYPE_SINCE
+        name, plain = "vLLM", ("auto", *vllm_fp8_kv_spellings(version))
+        since = VLLM_KV_DTYPE_SINCE
     else:
         e4m3 = version >= sglang.FP8_E4M3_KV_SINCE
         plain = SGLANG_KV_CACHE_DTYPES if e4m3 else ("auto", "fp8_e5m2")
@@ -232,15 +238,8 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
                 f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {block})",
             )
     check_kv_cache_dtype(s)
-    capture = s.extra.get("max_cudagraph_capture_size")
-    if s.engine == "vllm" and capture is not None:
-        version = release(s.engine, s.version)
-        if version < VLLM_CUDA_GRAPH_SIZES_SINCE:
-            raise InputError(
-                "--max-cudagraph-capture-size",
-                f"vLLM {'.'.join(map(str, version))} has no flag for it (--cuda-graph-sizes from "
-                f"0.9.0, --max-cudagraph-capture-size from 0.11.1)",
-            )
+    if s.engine == "vllm":
+        _check_vllm_flags_taken(s)
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
@@ -260,6 +259,26 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
     if s.mean_tokens > s.context_tokens:
         raise InputError(
             "--mean-len", f"{s.mean_tokens:,} is above the context {s.context_tokens:,}"
+        )
+
+
+def _check_vllm_flags_taken(s: ServeSettings) -> None:
+    """Refuse a vLLM flag the user gave that the release does not have yet."""
+    version = release(s.engine, s.version)
+    text = ".".join(map(str, version))
+    if s.extra.get("max_cudagraph_capture_size") is not None and (
+        version < VLLM_CUDA_GRAPH_SIZES_SINCE
+    ):
+        raise InputError(
+            "--max-cudagraph-capture-size",
+            f"vLLM {text} has no flag for it (--cuda-graph-sizes from 0.9.0, "
+            "--max-cudagraph-capture-size from 0.11.1)",
+        )
+    if s.extra.get("kv_cache_memory_bytes") is not None and (
+        version < vllm.KV_CACHE_MEMORY_BYTES_SINCE
+    ):
+        raise InputError(
+            "--kv-cache-memory-bytes", f"vLLM takes it from 0.10.2 (this plan runs vLLM {text})"
         )
 
 
@@ -1157,10 +1176,12 @@ def command_line(
     old_a2a = engine == "sglang" and release is not None and release < SGLANG_MOE_A2A_BACKEND_SINCE
     if old_a2a and fields.get("moe_a2a_backend") == "deepep":
         fields |= {"moe_a2a_backend": None, "enable_deepep_moe": True}
+    # flags an earlier release spells otherwise or lacks (one that lacks it runs its default)
+    old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
+    no_page_size = release is not None and release < sglang.PAGE_SIZE_SINCE
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
-        old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
-        if field == "page_size" and release is not None and release < sglang.PAGE_SIZE_SINCE:
+        if field == "page_size" and no_page_size:
             continue  # no --page-size yet: its pages are single tokens
         if field == "max_cudagraph_capture_size" and old_capture:
             flag = "--cuda-graph-sizes"  # one value: the same largest size

@@ -295,6 +295,8 @@ GLM_DSA_FP8_KV_SINCE = (0, 32, 0)
 ALL2ALL_FLAG_SINCE = (0, 11, 1)
 # --data-parallel-size: first in the 0.8.3 wheel's engine/arg_utils.py (absent from 0.8.2's).
 DATA_PARALLEL_FLAG_SINCE = (0, 8, 3)
+# --kv-cache-memory-bytes: first in the 0.10.2 wheel's engine/arg_utils.py (absent from 0.10.1's).
+KV_CACHE_MEMORY_BYTES_SINCE = (0, 10, 2)
 # --enable-expert-parallel: first in the 0.8.0 wheel's engine/arg_utils.py (absent from 0.7.3's);
 # before it every rank holds a TP shard of every expert.
 EXPERT_PARALLEL_SINCE = (0, 8, 0)
