@@ -322,9 +322,11 @@ def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them
 
 def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
     """SGLang's server_args.py took --cuda-graph-max-bs and --enable-dp-attention from 0.3.6,
-    --ep-size from 0.4.1, fp8_e4m3 KV from 0.4.3 (fp8_e5m2 alone before) and --page-size from
-    0.4.4: a 0.3.0 line leaves --page-size out (its pages are single tokens) and spells an fp8
-    cache fp8_e5m2; a setting that needs a flag the release lacks is refused by it."""
+    --ep-size from 0.4.1, fp8_e4m3 KV from 0.4.3 (fp8_e5m2 alone before), --page-size from
+    0.4.4, and DeepEP, HiCache's sizes, the dense-TP, two-batch-overlap, redundant-expert and
+    DP lm_head flags and --scheduler-recv-interval in 0.4.5-0.5.0: a 0.3.0 line leaves
+    --page-size out (its pages are single tokens) and spells an fp8 cache fp8_e5m2; a setting
+    that needs a flag the release lacks is refused by it."""
     base = ("capacity", "--preset", "mixtral-8x7b", "--gpu", "h100", "--tp", "2")
     base += ("--engine", "sglang", "--json")
 
@@ -345,6 +347,25 @@ def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
         assert r.code == 2 and r.json()["field"] == flag, (asked, r.out)
         assert f"from {since}" in r.json()["error"]
         assert plan(since, *asked).code == 0, asked
+    # DeepSeek-V3's MoE, data-parallel and HiCache flags, each at the release before its own
+    v3 = ("capacity", "--model", str(MODELS / "deepseek-ai--DeepSeek-V3"), "--gpu", "h200")
+    v3 += ("--tp", "8", "--engine", "sglang", "--json")
+    dp, deepep = ("--dp", "8", "--dp-attention"), ("--ep", "8", "--moe-a2a-backend", "deepep")
+    hc, redundant = "--enable-hierarchical-cache", ("--ep-num-redundant-experts", "8", "--ep", "8")
+    for asked, flag, before, since in (
+        (deepep, "--moe-a2a-backend", "0.4.3", "0.4.5"),
+        (("--moe-dense-tp-size", "1", *dp), "--moe-dense-tp-size", "0.4.5", "0.4.6"),
+        (("--enable-two-batch-overlap", *deepep), "--enable-two-batch-overlap", "0.4.6", "0.4.7"),
+        (redundant, "--ep-num-redundant-experts", "0.4.6", "0.4.7"),
+        (("--enable-dp-lm-head", *dp), "--enable-dp-lm-head", "0.4.6", "0.4.7"),
+        (("--scheduler-recv-interval", "4"), "--scheduler-recv-interval", "0.4.10", "0.5.0"),
+        ((hc,), hc, "0.4.1", "0.4.3"),
+        ((hc, "--hicache-ratio", "3"), "--hicache-ratio", "0.4.4", "0.4.5"),
+        ((hc, "--hicache-size", "100"), "--hicache-size", "0.4.5", "0.4.6"),
+    ):
+        r = cli(*v3, "--engine-version", before, *asked)
+        assert r.code == 2 and r.json()["field"] == flag, (asked, r.out)
+        assert cli(*v3, "--engine-version", since, *asked).code == 0, asked
 
 
 def test_expert_parallelism_is_refused_before_vllm_takes_the_flag(cli: Cli) -> None:

@@ -37,6 +37,14 @@ from planner.units import GIB_BYTES
 # v1/kv_offload/cpu.py; read in the 0.11.1, 0.12.0, 0.13.0 and 0.14.0 wheels).
 VLLM_OFFLOADING_SINCE = (0, 11, 1)
 VLLM_NATIVE_OFFLOADING_SINCE = (0, 14, 0)
+# SGLang's HiCache flags by first release (server_args.py, read in the 0.4.0-0.4.6 wheels):
+# --enable-hierarchical-cache from 0.4.3, --hicache-ratio from 0.4.5, --hicache-size from 0.4.6
+# (before 0.4.5 the host pool is the fixed default ratio).
+SGLANG_HICACHE_SINCE = {
+    "--enable-hierarchical-cache": (0, 4, 3),
+    "--hicache-ratio": (0, 4, 5),
+    "--hicache-size": (0, 4, 6),
+}
 # LMCache's defaults (lmcache/v1/config.py): chunk_size 256 tokens; sizes in GiB per rank.
 LMCACHE_CHUNK_TOKENS = 256
 # SGLang's HiCache defaults (srt/server_args.py): hicache_ratio 2.0, hicache_size 0 (use the
@@ -163,6 +171,18 @@ def kv_tiers(
             if offload.hicache_ratio is not None or offload.hicache_size_gb is not None:
                 raise InputError("--hicache-ratio", "needs --enable-hierarchical-cache")
             return None
+        given = {
+            "--enable-hierarchical-cache": True,
+            "--hicache-ratio": offload.hicache_ratio is not None,
+            "--hicache-size": offload.hicache_size_gb is not None,
+        }
+        for flag, since in SGLANG_HICACHE_SINCE.items():
+            if given[flag] and version < since:
+                raise InputError(
+                    flag,
+                    f"SGLang takes it from {'.'.join(map(str, since))} (this plan runs SGLang "
+                    f"{'.'.join(map(str, version))})",
+                )
         tiers, notes = _hicache_tiers(offload, gpu_tokens, per_token_bytes, block_tokens)
         reserve = SGLANG_HOST_RESERVE_BYTES
     gpu = Tier(

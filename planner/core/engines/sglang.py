@@ -46,13 +46,21 @@ NEWEST_VERSION = (0, 5, 23)
 # releases get a note rather than a silent stand-in.
 OLDEST_VERSION = (0, 3, 0)
 # The first release whose server_args.py takes each flag a plan may ask for (read in the 0.3.0,
-# 0.3.6, 0.4.0, 0.4.1, 0.4.3, 0.4.4, 0.4.6 and 0.4.7 wheels): pipeline parallelism arrives with
-# --pp-size in 0.4.7 (which turns the overlap scheduler off under it, as 0.5.13 still does).
+# 0.3.6, 0.4.0, 0.4.1, 0.4.3-0.4.10 and 0.5.0rc0 wheels): pipeline parallelism arrives with
+# --pp-size in 0.4.7 (which turns the overlap scheduler off under it, as 0.5.13 still does);
+# DeepEP as --enable-deepep-moe in 0.4.5 (--moe-a2a-backend deepep from 0.5.0, the line's
+# spelling by release: planner.core.serve).
 CUDA_GRAPH_MAX_BS_SINCE = (0, 3, 6)
 DP_ATTENTION_SINCE = (0, 3, 6)
 EP_SIZE_SINCE = (0, 4, 1)
 PAGE_SIZE_SINCE = (0, 4, 4)
+DEEPEP_SINCE = (0, 4, 5)
+MOE_DENSE_TP_SIZE_SINCE = (0, 4, 6)
 PP_SINCE = (0, 4, 7)
+TWO_BATCH_OVERLAP_SINCE = (0, 4, 7)
+REDUNDANT_EXPERTS_SINCE = (0, 4, 7)
+DP_LM_HEAD_SINCE = (0, 4, 7)
+SCHEDULER_RECV_INTERVAL_SINCE = (0, 5, 0)
 # --kv-cache-dtype fp8_e4m3 from 0.4.3 (fp8_e5m2 alone before).
 FP8_E4M3_KV_SINCE = (0, 4, 3)
 # Memory in use before weights load (CUDA context, torch and NCCL init): the one SGLang log in
@@ -799,6 +807,32 @@ def _check_flags_taken(s: SglangSettings, version: tuple[int, int, int]) -> None
             "--cuda-graph-max-bs",
             s.cuda_graph_max_bs_decode is not None,
             CUDA_GRAPH_MAX_BS_SINCE,
+        ),
+        ("--moe-a2a-backend", "DeepEP", s.moe_a2a_backend == "deepep", DEEPEP_SINCE),
+        (
+            "--moe-dense-tp-size",
+            "--moe-dense-tp-size",
+            s.moe_dense_tp_size is not None,
+            MOE_DENSE_TP_SIZE_SINCE,
+        ),
+        (
+            "--enable-two-batch-overlap",
+            "--enable-two-batch-overlap",
+            s.enable_two_batch_overlap,
+            TWO_BATCH_OVERLAP_SINCE,
+        ),
+        (
+            "--ep-num-redundant-experts",
+            "--ep-num-redundant-experts",
+            s.ep_num_redundant_experts > 0,
+            REDUNDANT_EXPERTS_SINCE,
+        ),
+        ("--enable-dp-lm-head", "--enable-dp-lm-head", s.enable_dp_lm_head, DP_LM_HEAD_SINCE),
+        (
+            "--scheduler-recv-interval",
+            "--scheduler-recv-interval",
+            s.scheduler_recv_interval > 1,
+            SCHEDULER_RECV_INTERVAL_SINCE,
         ),
     )
     for flag, what, given, since in asked:
