@@ -18,6 +18,7 @@ from planner.api.bench_load import Speculation
 from planner.core.engines import engine_notes
 from planner.core.step.overhead import (
     FRONTEND_MS_PER_TOKEN,
+    SGLANG_DP_ATTENTION_OVERLAP_SINCE,
     SGLANG_OVERLAP_SINCE,
     VLLM_V1_SINCE,
     api_server_label,
@@ -221,7 +222,7 @@ def emulation_note(inst: Instance) -> str | None:
 def sglang_serial_reason(inst: Instance) -> str:
     """Why an SGLang run schedules in series with the GPU: the flag, the Mamba strategy that
     implies it, a release before its overlap scheduler, or attention DP through 0.4.1."""
-    from planner.core.engines.common import parse_version
+    from planner.core.engines.common import parse_version, version_text
 
     p = inst.prediction
     if "--disable-overlap-schedule" in inst.plan.command:
@@ -232,8 +233,12 @@ def sglang_serial_reason(inst: Instance) -> str:
         return "--disable-overlap-schedule"
     version = parse_version(p.version)
     if version is not None and version < SGLANG_OVERLAP_SINCE:
-        return f"SGLang {p.version} has no overlap scheduler by default (0.3.6 turns it on)"
-    return f"SGLang {p.version} turns its overlap scheduler off under attention DP (0.4.2 keeps it)"
+        since = version_text(SGLANG_OVERLAP_SINCE)
+        return f"SGLang {p.version} has no overlap scheduler by default ({since} turns it on)"
+    kept = version_text(SGLANG_DP_ATTENTION_OVERLAP_SINCE)
+    return (
+        f"SGLang {p.version} turns its overlap scheduler off under attention DP ({kept} keeps it)"
+    )
 
 
 def frontend_notes(

@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.engines.common import version_text
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
@@ -153,13 +154,17 @@ def kv_tiers(
                 )
             return None
         if version < VLLM_OFFLOADING_SINCE:
-            raise InputError("--kv-offloading-size", "new in vLLM 0.11.1 (pass --engine-version)")
+            raise InputError(
+                "--kv-offloading-size",
+                f"new in vLLM {version_text(VLLM_OFFLOADING_SINCE)} (pass --engine-version)",
+            )
         native = (offload.kv_offloading_backend or "native") == "native"
         if native and version < VLLM_NATIVE_OFFLOADING_SINCE:
             typed = offload.kv_offloading_backend
             raise InputError(
                 "--kv-offloading-backend" if typed else "--kv-offloading-size",
-                "vLLM offloads through these flags to LMCache alone before 0.14 (pass "
+                "vLLM offloads through these flags to LMCache alone before "
+                f"{version_text(VLLM_NATIVE_OFFLOADING_SINCE)} (pass "
                 "--kv-offloading-backend lmcache): the size alone offloads nothing there, and "
                 "native starts with no CPU blocks",
             )
@@ -180,8 +185,8 @@ def kv_tiers(
             if given[flag] and version < since:
                 raise InputError(
                     flag,
-                    f"SGLang takes it from {'.'.join(map(str, since))} (this plan runs SGLang "
-                    f"{'.'.join(map(str, version))})",
+                    f"SGLang takes it from {version_text(since)} (this plan runs SGLang "
+                    f"{version_text(version)})",
                 )
         tiers, notes = _hicache_tiers(offload, gpu_tokens, per_token_bytes, block_tokens)
         reserve = SGLANG_HOST_RESERVE_BYTES

@@ -18,7 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from planner.core.disagg import DisaggRole
 from planner.core.engines import release, sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
-from planner.core.engines.common import EnginePrediction, NoKvCache, TermSource, parse_version
+from planner.core.engines.common import (
+    EnginePrediction,
+    NoKvCache,
+    TermSource,
+    parse_version,
+    version_text,
+)
 from planner.core.engines.registry import native_since, registry_gap
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings
@@ -265,20 +271,21 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
 def _check_vllm_flags_taken(s: ServeSettings) -> None:
     """Refuse a vLLM flag the user gave that the release does not have yet."""
     version = release(s.engine, s.version)
-    text = ".".join(map(str, version))
+    text = version_text(version)
     if s.extra.get("max_cudagraph_capture_size") is not None and (
         version < VLLM_CUDA_GRAPH_SIZES_SINCE
     ):
         raise InputError(
             "--max-cudagraph-capture-size",
-            f"vLLM {text} has no flag for it (--cuda-graph-sizes from 0.9.0, "
-            "--max-cudagraph-capture-size from 0.11.1)",
+            f"vLLM {text} has no flag for it (--cuda-graph-sizes from "
+            f"{version_text(VLLM_CUDA_GRAPH_SIZES_SINCE)}, --max-cudagraph-capture-size from "
+            f"{version_text(VLLM_CAPTURE_SIZE_FLAG_SINCE)})",
         )
-    if s.extra.get("kv_cache_memory_bytes") is not None and (
-        version < vllm.KV_CACHE_MEMORY_BYTES_SINCE
-    ):
+    since = vllm.KV_CACHE_MEMORY_BYTES_SINCE
+    if s.extra.get("kv_cache_memory_bytes") is not None and version < since:
         raise InputError(
-            "--kv-cache-memory-bytes", f"vLLM takes it from 0.10.2 (this plan runs vLLM {text})"
+            "--kv-cache-memory-bytes",
+            f"vLLM takes it from {version_text(since)} (this plan runs vLLM {text})",
         )
 
 

@@ -238,7 +238,7 @@ def schedules_beside_gpu(
     if engine == "sglang":
         if async_scheduling is not None:
             return async_scheduling
-        return version is None or version >= SGLANG_OVERLAP_SINCE
+        return sglang_overlap(version, disabled=False, dp_attention=False)
     if engine != "vllm" or version is None or pp > 1:
         return True
     if async_scheduling is None:
