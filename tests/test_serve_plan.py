@@ -22,12 +22,12 @@ from planner.core.hf_config import quantized_weights_bytes
 from planner.core.serve import (
     ENGINE_DTYPES,
     SGLANG_KV_CACHE_DTYPES,
-    VLLM_BLOCK_SIZES,
     VLLM_KV_CACHE_DTYPES,
     ServeSettings,
     fields_from_line,
     plan_serve,
     predict,
+    vllm_takes_block_size,
 )
 from planner.core.specs import ModelSpec
 from planner.errors import InputError
@@ -49,7 +49,7 @@ GRAMMAR: dict[str, dict[str, Callable[[str], bool]]] = {
         "--max-num-seqs": lambda v: int(v) >= 1,
         "--max-num-batched-tokens": lambda v: int(v) >= 1,
         "--gpu-memory-utilization": lambda v: 0 < float(v) <= 1,
-        "--block-size": lambda v: int(v) in VLLM_BLOCK_SIZES,
+        "--block-size": lambda v: vllm_takes_block_size(vllm.NEWEST_VERSION, int(v)),
         "--kv-cache-dtype": lambda v: v in VLLM_KV_CACHE_DTYPES,
         "--dtype": lambda v: v in ENGINE_DTYPES,
         "--quantization": lambda v: v in (*SIZED_QUANTIZATIONS, "compressed-tensors"),
@@ -208,9 +208,52 @@ def test_gpus_without_bf16_get_dtype_half(cli: Cli) -> None:
 
 def test_engine_flag_grammar_is_checked(cli: Cli) -> None:
     r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--block-size", "7")
-    assert r.code == 2 and "1, 8, 16, 32, 64, 128" in r.err
+    assert r.code == 2 and "1, 8, 16, 32, 64, 128, 256 or any multiple of 16" in r.err
     r = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--mem-fraction-static", "0.8")
     assert r.code == 2 and "not a vllm flag" in r.err
+
+
+@pytest.mark.parametrize(
+    ("version", "block", "taken"),
+    [
+        ("0.3.2", 128, False),
+        ("0.3.3", 128, True),  # 0.3.3-0.4.0 list 128 ...
+        ("0.4.1", 128, False),  # ... and 0.4.1 drops it again
+        ("0.5.4", 256, False),
+        ("0.5.5", 256, True),  # 0.5.5 alone lists up to 2048
+        ("0.6.0", 256, False),
+        ("0.6.4", 64, True),
+        ("0.6.5", 64, False),  # 0.6.5's branch lacks 0.6.4's 64 and 128
+        ("0.6.6", 64, True),
+        ("0.8.4", 1, False),
+        ("0.8.5", 1, True),
+        ("0.11.0", 256, False),
+        ("0.11.1", 256, True),
+        ("0.17.0", 48, False),
+        ("0.18.0", 48, True),  # any int from 0.18; the kernels split multiples of 16
+        ("0.18.0", 40, False),
+    ],
+)
+def test_block_sizes_follow_the_release(cli: Cli, version: str, block: int, taken: bool) -> None:
+    """--block-size is checked against the choices of the release the line runs: a size its
+    parser refuses is one clear error naming the release, a size it takes is on the line."""
+    r = cli(
+        "capacity",
+        "--preset",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100",
+        "--engine-version",
+        version,
+        "--block-size",
+        str(block),
+        "--json",
+    )
+    if taken:
+        assert r.code == 0, r.err
+        assert f"--block-size {block} " in r.json()["flags"]["vllm"]
+    else:
+        assert r.code == 2 and f"vLLM {version} takes" in r.json()["error"]
 
 
 def test_launch_line_names_a_model_folder_never_a_config_file(cli: Cli, tmp_path: Path) -> None:

@@ -38,10 +38,34 @@ from planner.units import GIB_BYTES, ceil_div
 # smaller max_num_seqs only frees memory (fewer sampler rows, fewer CUDA-graph sizes), so the
 # sequence count the KV cache holds can only grow and the loop ends after one or two passes.
 MAX_PLAN_PASSES = 4
-# Values each engine's argument parser accepts (vLLM vllm/config/cache.py BlockSize and
-# CacheDType, vllm/config/model.py ModelDType, 0.11-0.33; SGLang srt/server_args.py choices,
-# 0.5.x). A value outside these is refused before anything is printed.
-VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+# Values each engine's argument parser accepts (vLLM vllm/config/cache.py CacheDType,
+# vllm/config/model.py ModelDType, 0.11-0.33; SGLang srt/server_args.py choices, 0.5.x). A
+# value outside these is refused before anything is printed.
+#
+# vLLM's --block-size choices by release, each from the first release of its span (read in
+# each wheel: vllm/engine/arg_utils.py `choices` through 0.8.4, then the BlockSize Literal of
+# vllm/config.py and vllm/config/cache.py, which the parser turns into its choices). Release
+# branches differed, so the spans are irregular: 0.3.3-0.4.0 took 128 and 0.4.1 did not,
+# 0.5.5 alone took up to 2048, 0.6.5 lacks the 64 and 128 of 0.6.4 and 0.6.6.
+VLLM_BLOCK_SIZE_CHOICES: tuple[tuple[tuple[int, int, int], tuple[int, ...]], ...] = (
+    ((0, 0, 0), (8, 16, 32)),
+    ((0, 3, 3), (8, 16, 32, 128)),
+    ((0, 4, 1), (8, 16, 32)),
+    ((0, 5, 5), (8, 16, 32, 128, 256, 512, 1024, 2048)),
+    ((0, 6, 0), (8, 16, 32)),
+    ((0, 6, 4), (8, 16, 32, 64, 128)),
+    ((0, 6, 5), (8, 16, 32)),
+    ((0, 6, 6), (8, 16, 32, 64, 128)),
+    ((0, 8, 5), (1, 8, 16, 32, 64, 128)),
+    ((0, 11, 1), (1, 8, 16, 32, 64, 128, 256)),
+)
+# From 0.18.0 the parser takes any positive integer (CacheConfig.block_size: int) and the
+# attention backend splits each block into kernel blocks of a size it supports (FlashAttention
+# and Triton any multiple of 16, FlashInfer 16 / 32 / 64: get_supported_kernel_block_sizes in
+# vllm/v1/attention/backends/, 0.18.0), so a multiple of 16 runs on every backend: the planner
+# takes those beside the sizes the last listed release took.
+VLLM_ANY_BLOCK_SIZE_SINCE = (0, 18, 0)
+VLLM_KERNEL_BLOCK_ALIGNMENT = 16
 # A hybrid (attention + Mamba / linear-attention) model's attention block size is set by vLLM
 # itself, in multiples of the kernel's 16-token alignment, so that an attention page covers a
 # state page (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; its log
@@ -196,6 +220,28 @@ def vllm_fp8_kv_spelling(version: tuple[int, int, int] | None) -> str:
     return next(iter(vllm_fp8_kv_spellings(version)), "fp8")
 
 
+def vllm_block_sizes(version: tuple[int, int, int]) -> tuple[int, ...]:
+    """The --block-size values a vLLM release's parser lists (VLLM_BLOCK_SIZE_CHOICES)."""
+    return [sizes for first, sizes in VLLM_BLOCK_SIZE_CHOICES if version >= first][-1]
+
+
+def vllm_takes_block_size(version: tuple[int, int, int], block: int) -> bool:
+    """Whether a vLLM release starts with --block-size `block`: a listed size, or from
+    VLLM_ANY_BLOCK_SIZE_SINCE any multiple of the kernels' alignment."""
+    if block in vllm_block_sizes(version):
+        return True
+    aligned = block > 0 and block % VLLM_KERNEL_BLOCK_ALIGNMENT == 0
+    return aligned and version >= VLLM_ANY_BLOCK_SIZE_SINCE
+
+
+def vllm_block_sizes_text(version: tuple[int, int, int]) -> str:
+    """What a vLLM release takes for --block-size, in words."""
+    listed = ", ".join(map(str, vllm_block_sizes(version)))
+    if version >= VLLM_ANY_BLOCK_SIZE_SINCE:
+        return f"{listed} or any multiple of {VLLM_KERNEL_BLOCK_ALIGNMENT}"
+    return listed
+
+
 def check_kv_cache_dtype(s: ServeSettings) -> None:
     """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
 
@@ -232,16 +278,17 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
             "auto is vLLM's --max-model-len auto (0.14+); SGLang's --context-length takes a length",
         )
     if s.engine == "vllm":
-        block = s.block_size
+        block, version = s.block_size, release(s.engine, s.version)
         derived = model is not None and is_hybrid(model) and block is not None
         if (
             block is not None
-            and block not in VLLM_BLOCK_SIZES
+            and not vllm_takes_block_size(version, block)
             and not (derived and block % HYBRID_BLOCK_ALIGNMENT == 0)
         ):
             raise InputError(
                 "--block-size",
-                f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))} (got {block})",
+                f"vLLM {version_text(version)} takes {vllm_block_sizes_text(version)} "
+                f"(got {block})",
             )
     check_kv_cache_dtype(s)
     if s.engine == "vllm":
@@ -311,8 +358,8 @@ def _check_derived_block(
     weights: tuple[int | None, bool | None],
     measured: tuple[int, TermSource] | None,
 ) -> None:
-    """A block size outside vLLM's choices must be the one vLLM derives for this hybrid model."""
-    given = fields["block_size"]
+    """A block size outside vLLM's list must be the one vLLM derives for this hybrid model."""
+    given, version = fields["block_size"], release("vllm", fields.get("version"))
     try:
         own = predict(
             model,
@@ -328,8 +375,9 @@ def _check_derived_block(
     if derived != given:
         raise InputError(
             "--block-size",
-            f"vLLM accepts {', '.join(map(str, VLLM_BLOCK_SIZES))}; it sets {model.name}'s "
-            f"attention block size itself, to {derived} here (got {given})",
+            f"vLLM {version_text(version)} takes {', '.join(map(str, vllm_block_sizes(version)))}; "
+            f"it sets {model.name}'s attention block size itself, to {derived} here "
+            f"(got {given})",
         )
 
 
@@ -612,11 +660,12 @@ def _line_block_size(
     # the flag's value, so the raised size is never what the line says).
     # A hybrid model's derived size (plan_serve checks it first) is set by vLLM from the
     # default flag.
-    default_block = vllm.default_block_size(parse_version(p.version)) if s.engine == "vllm" else 0
+    version = parse_version(p.version)
+    default_block = vllm.default_block_size(version) if s.engine == "vllm" else 0
     block = s.block_size or (
         default_block if s.engine == "vllm" else int(str(p.settings["page_size"]))
     )
-    if s.engine == "vllm" and block not in VLLM_BLOCK_SIZES:
+    if s.engine == "vllm" and block not in vllm_block_sizes(version):
         block = default_block
     if s.engine == "vllm" and not is_hybrid(model):
         # the block the prediction runs (an attention backend may impose one: its note names
@@ -778,7 +827,12 @@ def plan_serve(
         given_seqs = max(1, given_seqs // groups)
     fields = _engine_fields(s, dtype, given_seqs, s.max_num_batched_tokens, groups)
     weights = (weights_bytes, weights_exact)
-    if s.engine == "vllm" and s.block_size is not None and s.block_size not in VLLM_BLOCK_SIZES:
+    if (
+        s.engine == "vllm"
+        and s.block_size is not None
+        and is_hybrid(model)
+        and s.block_size not in vllm_block_sizes(release(s.engine, s.version))
+    ):
         _check_derived_block(model, gpu, fields, weights, measured)
     try:
         p = predict(model, gpu, s.engine, fields, *weights, measured)
