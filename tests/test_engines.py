@@ -320,6 +320,30 @@ def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them
     assert "--cuda-graph-sizes from 0.9.0" in r.json()["error"]
 
 
+def test_vllm_switches_are_refused_before_the_release_that_has_them(cli: Cli) -> None:
+    """--enforce-eager is first in vLLM 0.2.6's arguments, --enable-lora in 0.3.0, prefix
+    caching and chunked prefill in 0.4.0: asked on, each is refused by an older release (no
+    line carries a flag it would reject); chunked prefill asked off there is how that release
+    runs, and the line leaves the flag out."""
+    base = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    for flag, before, since in (
+        ("--enforce-eager", "0.2.5", "0.2.6"),
+        ("--enable-lora", "0.2.7", "0.3.0"),
+        ("--enable-prefix-caching", "0.3.3", "0.4.0"),
+        ("--enable-chunked-prefill", "0.3.3", "0.4.0"),
+    ):
+        r = cli(*base, "--engine-version", before, flag)
+        assert r.code == 2 and r.json()["field"] == flag, r.out
+        assert f"from {since}" in r.json()["error"]
+        got = cli(*base, "--engine-version", since, flag)
+        assert got.code == 0 and flag in got.json()["flags"]["vllm"], flag
+    off = cli(*base, "--engine-version", "0.3.3", "--no-enable-chunked-prefill").json()
+    assert "chunked-prefill" not in off["flags"]["vllm"]
+    assert off["engine"]["settings"]["enable_chunked_prefill"] is False
+    later = cli(*base, "--engine-version", "0.4.0", "--no-enable-chunked-prefill").json()
+    assert later["flags"]["vllm"].endswith("--enable-chunked-prefill False")
+
+
 def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
     """SGLang's server_args.py took --cuda-graph-max-bs and --enable-dp-attention from 0.3.6,
     --ep-size from 0.4.1, fp8_e4m3 KV from 0.4.3 (fp8_e5m2 alone before), --page-size from
@@ -335,6 +359,12 @@ def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
 
     old = str(plan("0.3.0", "--kv-dtype", "fp8").json()["flags"]["sglang"])
     assert "--page-size" not in old and old.endswith("--kv-cache-dtype fp8_e5m2")
+    # no overlap scheduler before 0.3.6, nor a flag to turn it off: the line leaves it out
+    serial = str(plan("0.3.2", "--disable-overlap-schedule").json()["flags"]["sglang"])
+    assert "overlap" not in serial
+    assert str(plan("0.3.6", "--disable-overlap-schedule").json()["flags"]["sglang"]).endswith(
+        "--disable-overlap-schedule"
+    )
     new = str(plan("0.4.4", "--kv-dtype", "fp8").json()["flags"]["sglang"])
     assert "--page-size 1" in new and new.endswith("--kv-cache-dtype fp8_e4m3")
     for asked, flag, since in (

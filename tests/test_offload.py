@@ -208,6 +208,16 @@ def test_bad_offload_input_exits_2_naming_the_flag(
     assert r.json()["field"] == field
 
 
+def test_offload_flags_a_release_lacks_are_refused_before_planning(cli: Cli) -> None:
+    """The release check runs before the ledger: a deployment that does not fit (Mixtral
+    8x7B on one H100) asked to offload on vLLM 0.3.3 is refused by the flag, not planned into a
+    'does not fit' verdict whose line carries flags that release rejects."""
+    offload = ("--kv-offloading-size", "10", "--kv-offloading-backend", "lmcache", "--json")
+    r = cli("capacity", "--preset", "mixtral-8x7b", "--gpu", "h100", "--engine-version", "0.3.3",
+            *offload)  # fmt: skip
+    assert r.code == 2 and r.json()["field"] == "--kv-offloading-size", r.out
+
+
 def test_lmcache_offloads_from_the_release_that_took_the_flags(cli: Cli) -> None:
     """vLLM took --kv-offloading-size in 0.11.1, where LMCache is the backend that offloads
     (native from 0.14): a 0.11.1 plan with LMCache has the CPU tier 0.14's has (the GPU pool

@@ -585,6 +585,33 @@ def test_chunked_prefill_off_needs_a_budget_of_the_whole_context(cli: Cli) -> No
 
 
 @pytest.mark.parametrize(
+    ("version", "flags", "gpu", "chunked"),
+    [
+        ("0.5.2", (), "h100", False),  # the 32K rule is 0.5.3's
+        ("0.5.3", (), "h100", True),
+        ("0.5.3", ("--enable-prefix-caching",), "h100", False),  # 0.5.3-0.6.0 stop at caching
+        ("0.6.1", ("--enable-prefix-caching",), "h100", True),
+        ("0.6.3", ("--enable-lora",), "h100", False),
+        ("0.6.4", (), "mi300x", True),
+        ("0.6.5", (), "mi300x", False),  # 0.6.5-0.7.3 not on ROCm
+        ("0.7.3", (), "mi300x", False),
+    ],
+)
+def test_v0_turns_chunked_prefill_on_above_32k_as_its_release_did(
+    cli: Cli, version: str, flags: tuple[str, ...], gpu: str, chunked: bool
+) -> None:
+    """V0's long-context rule, release by release: where it leaves chunking off the budget is
+    the whole context (vLLM refuses a smaller one then), where it turns it on the chunk."""
+    got = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", gpu, "--engine-version", version,
+              "--context", "65536", *flags, "--json").json()  # fmt: skip
+    settings = got["engine"]["settings"]
+    assert settings["enable_chunked_prefill"] is chunked
+    budget = int(settings["max_num_batched_tokens"])
+    assert (budget < 65536) is chunked
+    assert f"--max-num-batched-tokens {budget}" in got["flags"]["vllm"]
+
+
+@pytest.mark.parametrize(
     ("line", "expected"),
     [
         ("vllm serve m --no-enable-chunked-prefill", False),

@@ -1946,7 +1946,9 @@ def test_simulate_takes_the_servers_stream_interval(cli: Callable[..., Result]) 
     )
     refused = cli(*run, *few, "--engine-version", "0.11.0", "--stream-interval", "4")
     assert refused.code == 2
-    assert refused.json()["error"].startswith("--stream-interval: vLLM takes it from 0.12.0")
+    assert refused.json()["error"].startswith("--stream-interval: vLLM takes it from 0.11.1")
+    taken = cli(*capacity, "--engine-version", "0.11.1", "--stream-interval", "4").json()
+    assert taken["flags"]["vllm"].endswith(" --stream-interval 4")
 
 
 def test_only_the_measured_api_servers_admit_at_a_cost() -> None:

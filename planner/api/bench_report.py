@@ -225,16 +225,16 @@ def sglang_serial_reason(inst: Instance) -> str:
     from planner.core.engines.common import parse_version, version_text
 
     p = inst.prediction
+    version = parse_version(p.version)
+    if version is not None and version < SGLANG_OVERLAP_SINCE:
+        since = version_text(SGLANG_OVERLAP_SINCE)
+        return f"SGLang {p.version} has no overlap scheduler by default ({since} turns it on)"
     if "--disable-overlap-schedule" in inst.plan.command:
         return "--disable-overlap-schedule"
     if p.settings.get("disable_overlap_schedule"):
         if p.settings.get("mamba_radix_cache_strategy") == "no_buffer":
             return "the no_buffer Mamba strategy turns SGLang's overlap scheduler off"
         return "--disable-overlap-schedule"
-    version = parse_version(p.version)
-    if version is not None and version < SGLANG_OVERLAP_SINCE:
-        since = version_text(SGLANG_OVERLAP_SINCE)
-        return f"SGLang {p.version} has no overlap scheduler by default ({since} turns it on)"
     kept = version_text(SGLANG_DP_ATTENTION_OVERLAP_SINCE)
     return (
         f"SGLang {p.version} turns its overlap scheduler off under attention DP ({kept} keeps it)"

@@ -251,7 +251,7 @@ StreamInterval = Annotated[
     int | None,
     typer.Option(
         "--stream-interval",
-        help="Engine flag (vLLM 0.12+, SGLang): a request's tokens leave N at a time after its "
+        help="Engine flag (vLLM 0.11.1+, SGLang): a request's tokens leave N at a time after its "
         "first [1].",
         show_default=False,
     ),

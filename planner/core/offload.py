@@ -131,20 +131,11 @@ class KvTiers(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def kv_tiers(
-    *,
-    engine: str,
-    version: tuple[int, int, int],
-    offload: OffloadSettings,
-    gpu_tokens: int,
-    per_token_bytes: int,
-    block_tokens: int,
-    ranks: int,
-    connector_bytes: int = 0,
-) -> KvTiers | None:
-    """The tiers these offload settings give a deployment whose GPU pool holds `gpu_tokens`
-    at `per_token_bytes` per rank; None when nothing is offloaded. `connector_bytes`: the
-    connector's GPU-side buffer the engine model charged (reported with the tiers)."""
+def check_offload_flags(
+    engine: str, version: tuple[int, int, int], offload: OffloadSettings
+) -> bool:
+    """Refuse offload flags the engine or its release does not take, naming the flag (before
+    anything is planned, so no line carries them); whether anything is offloaded."""
     if engine == "vllm":
         _refuse_other_engine(offload, "sglang", "vllm")
         if offload.kv_offloading_size_gib is None:
@@ -152,7 +143,7 @@ def kv_tiers(
                 raise InputError(
                     "--kv-offloading-backend", "needs --kv-offloading-size (GiB over all ranks)"
                 )
-            return None
+            return False
         if version < VLLM_OFFLOADING_SINCE:
             raise InputError(
                 "--kv-offloading-size",
@@ -168,26 +159,47 @@ def kv_tiers(
                 "--kv-offloading-backend lmcache): the size alone offloads nothing there, and "
                 "native starts with no CPU blocks",
             )
+        return True
+    _refuse_other_engine(offload, "vllm", "sglang")
+    if not offload.hicache:
+        if offload.hicache_ratio is not None or offload.hicache_size_gb is not None:
+            raise InputError("--hicache-ratio", "needs --enable-hierarchical-cache")
+        return False
+    given = {
+        "--enable-hierarchical-cache": True,
+        "--hicache-ratio": offload.hicache_ratio is not None,
+        "--hicache-size": offload.hicache_size_gb is not None,
+    }
+    for flag, since in SGLANG_HICACHE_SINCE.items():
+        if given[flag] and version < since:
+            raise InputError(
+                flag,
+                f"SGLang takes it from {version_text(since)} (this plan runs SGLang "
+                f"{version_text(version)})",
+            )
+    return True
+
+
+def kv_tiers(
+    *,
+    engine: str,
+    version: tuple[int, int, int],
+    offload: OffloadSettings,
+    gpu_tokens: int,
+    per_token_bytes: int,
+    block_tokens: int,
+    ranks: int,
+    connector_bytes: int = 0,
+) -> KvTiers | None:
+    """The tiers these offload settings give a deployment whose GPU pool holds `gpu_tokens`
+    at `per_token_bytes` per rank; None when nothing is offloaded. `connector_bytes`: the
+    connector's GPU-side buffer the engine model charged (reported with the tiers)."""
+    if not check_offload_flags(engine, version, offload):
+        return None
+    if engine == "vllm":
         tiers, notes = _vllm_tiers(offload, per_token_bytes, block_tokens, ranks)
         reserve = 0
     else:
-        _refuse_other_engine(offload, "vllm", "sglang")
-        if not offload.hicache:
-            if offload.hicache_ratio is not None or offload.hicache_size_gb is not None:
-                raise InputError("--hicache-ratio", "needs --enable-hierarchical-cache")
-            return None
-        given = {
-            "--enable-hierarchical-cache": True,
-            "--hicache-ratio": offload.hicache_ratio is not None,
-            "--hicache-size": offload.hicache_size_gb is not None,
-        }
-        for flag, since in SGLANG_HICACHE_SINCE.items():
-            if given[flag] and version < since:
-                raise InputError(
-                    flag,
-                    f"SGLang takes it from {version_text(since)} (this plan runs SGLang "
-                    f"{version_text(version)})",
-                )
         tiers, notes = _hicache_tiers(offload, gpu_tokens, per_token_bytes, block_tokens)
         reserve = SGLANG_HOST_RESERVE_BYTES
     gpu = Tier(

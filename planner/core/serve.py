@@ -27,10 +27,11 @@ from planner.core.engines.common import (
 )
 from planner.core.engines.registry import native_since, registry_gap
 from planner.core.kv import tp_replication
-from planner.core.offload import KvTiers, OffloadSettings
+from planner.core.offload import KvTiers, OffloadSettings, check_offload_flags
 from planner.core.parallel import line_max_num_seqs, ranks_share_tp
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
+from planner.core.step.overhead import SGLANG_OVERLAP_SINCE
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
 
@@ -293,6 +294,8 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
     check_kv_cache_dtype(s)
     if s.engine == "vllm":
         _check_vllm_flags_taken(s)
+    if s.offload is not None:
+        check_offload_flags(s.engine, release(s.engine, s.version), s.offload)
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
@@ -1240,13 +1243,18 @@ def command_line(
     # flags an earlier release spells otherwise or lacks (one that lacks it runs its default)
     old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
     no_page_size = release is not None and release < sglang.PAGE_SIZE_SINCE
+    serial = release is not None and release < SGLANG_OVERLAP_SINCE
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         if field == "page_size" and no_page_size:
             continue  # no --page-size yet: its pages are single tokens
+        if field == "disable_overlap_schedule" and serial:
+            continue  # no overlap scheduler (nor its flag) yet: it schedules in series
         if field == "max_cudagraph_capture_size" and old_capture:
             flag = "--cuda-graph-sizes"  # one value: the same largest size
         if field == "enable_chunked_prefill" and value is False:
+            if release is not None and release < vllm.FLAG_SINCE[flag]:
+                continue  # no flag yet: prompts are never chunked
             new_form = release is None or release >= VLLM_NO_FLAG_FORM_SINCE
             parts += ["--no-enable-chunked-prefill"] if new_form else [flag, "False"]
             continue

@@ -297,6 +297,15 @@ ALL2ALL_FLAG_SINCE = (0, 11, 1)
 DATA_PARALLEL_FLAG_SINCE = (0, 8, 3)
 # --kv-cache-memory-bytes: first in the 0.10.2 wheel's engine/arg_utils.py (absent from 0.10.1's).
 KV_CACHE_MEMORY_BYTES_SINCE = (0, 10, 2)
+# Switches the line may carry, by the first release whose engine/arg_utils.py has them (each
+# absent from the release before: 0.2.5, 0.2.7, 0.3.3; read in the wheels). Asked of an older
+# release they are refused; chunked prefill asked off there is the release's own behaviour.
+FLAG_SINCE = {
+    "--enforce-eager": (0, 2, 6),
+    "--enable-lora": (0, 3, 0),
+    "--enable-prefix-caching": (0, 4, 0),
+    "--enable-chunked-prefill": (0, 4, 0),
+}
 # --enable-expert-parallel: first in the 0.8.0 wheel's engine/arg_utils.py (absent from 0.7.3's);
 # before it every rank holds a TP shard of every expert.
 EXPERT_PARALLEL_SINCE = (0, 8, 0)
@@ -344,8 +353,16 @@ NVL72_TRAY_GPUS = 4
 DBO_SINCE = (0, 11, 0)
 DBO_MIN_TOKENS = (32, 512)
 # V0 turned chunked prefill on by itself above this max_model_len (vllm/engine/arg_utils.py,
-# 0.5-0.7 create_engine_config: use_long_context = max_model_len > 32K).
+# 0.5.3-0.7.3 create_engine_config: use_long_context = max_model_len > 32K; absent from
+# 0.5.2), unless the scheduler saw a sliding window (a model whose every attention layer has
+# one: ModelConfig hides interleaved windows from it), LoRA was on, or, in 0.5.3-0.6.0, prefix
+# caching was; from 0.6.2 never for a multimodal model, and in 0.6.5-0.7.3 never on ROCm
+# (`not current_platform.is_rocm()`, gone from 0.8.0's V0). Read in each release's wheel.
 V0_CHUNKED_PREFILL_ABOVE_TOKENS = 32_768
+V0_LONG_CONTEXT_CHUNKED_SINCE = (0, 5, 3)
+V0_LONG_CONTEXT_CHUNKED_WITH_PREFIX_CACHING_SINCE = (0, 6, 1)
+V0_LONG_CONTEXT_UNCHUNKED_MULTIMODAL_SINCE = (0, 6, 2)
+V0_LONG_CONTEXT_UNCHUNKED_ROCM = ((0, 6, 5), (0, 7, 3))
 # Default ceiling of --max-cudagraph-capture-size: min(2 x max_num_seqs, 512), and 1024 on
 # data-centre Blackwell (compute capability 10.x: B200, B300, GB200) from 0.28.0
 # (vllm/config/vllm.py _set_cudagraph_sizes, default_max_graph_size; 512 everywhere in 0.27.1).
@@ -719,7 +736,7 @@ class VllmSettings(BaseModel):
     stream_interval: int = Field(
         default=1,
         ge=1,
-        description="--stream-interval (0.12+): a request's tokens sent N at a time",
+        description="--stream-interval (0.11.1+): a request's tokens sent N at a time",
     )
     enable_prefix_caching: bool | None = Field(
         default=None,
@@ -849,13 +866,31 @@ def batch_defaults(
     return tokens, seqs
 
 
-def chunked_prefill(engine: str, flag: bool | None, max_model_len: int) -> bool:
+def chunked_prefill(at: _Release, max_model_len: int) -> bool:
     """Whether the scheduler splits prompts across steps: the flag, else the release's default
-    (vllm.md section 1: V1 has always defaulted it on for generative models; V0 turned it on
-    for a max_model_len above 32K)."""
-    if flag is not None:
-        return flag
-    return engine != "v0" or max_model_len > V0_CHUNKED_PREFILL_ABOVE_TOKENS
+    (vllm.md section 1: V1 has always defaulted it on for generative models; V0 from 0.5.3
+    turned it on for a max_model_len above 32K where nothing it names stood in the way)."""
+    s, version, model = at.settings, at.version, at.model
+    if s.enable_chunked_prefill is not None:
+        return s.enable_chunked_prefill
+    if at.engine != "v0":
+        return True
+    if max_model_len <= V0_CHUNKED_PREFILL_ABOVE_TOKENS or version < V0_LONG_CONTEXT_CHUNKED_SINCE:
+        return False
+    attention = [g for g in model.kv_groups if g.kind.per_token]
+    windowed = bool(attention) and all(g.kind is KvKind.SLIDING for g in attention)
+    prefix = bool(s.enable_prefix_caching)
+    blocked = (
+        windowed
+        or s.enable_lora
+        or (prefix and version < V0_LONG_CONTEXT_CHUNKED_WITH_PREFIX_CACHING_SINCE)
+        or (model.has_vision and version >= V0_LONG_CONTEXT_UNCHUNKED_MULTIMODAL_SINCE)
+        or (
+            at.gpu.vendor == "amd"
+            and V0_LONG_CONTEXT_UNCHUNKED_ROCM[0] <= version <= V0_LONG_CONTEXT_UNCHUNKED_ROCM[1]
+        )
+    )
+    return not blocked
 
 
 def unchunked_budget_refusal(settings: dict[str, object]) -> str | None:
@@ -1506,6 +1541,7 @@ def predict(
         )
     _check_all2all(s, version)
     _check_dbo(s, version)
+    _check_switches(s, version)
     if s.enable_expert_parallel and version < EXPERT_PARALLEL_SINCE:
         raise InputError(
             "--engine-version",
@@ -1642,6 +1678,23 @@ def _resolved(
         "model_runner": led.profile.runner,
         "profile_sampler": led.profile.sampler,
     }
+
+
+def _check_switches(s: VllmSettings, version: tuple[int, int, int]) -> None:
+    """Refuse a switch turned on that the release has no flag for (FLAG_SINCE)."""
+    asked = {
+        "--enforce-eager": s.enforce_eager,
+        "--enable-lora": s.enable_lora,
+        "--enable-prefix-caching": bool(s.enable_prefix_caching),
+        "--enable-chunked-prefill": bool(s.enable_chunked_prefill),
+    }
+    for flag, since in FLAG_SINCE.items():
+        if asked[flag] and version < since:
+            raise InputError(
+                flag,
+                f"vLLM takes it from {version_text(since)} (this plan runs vLLM "
+                f"{version_text(version)})",
+            )
 
 
 def _async_scheduling(at: _Release) -> bool:
@@ -1920,7 +1973,7 @@ def _ledger(
     )
     if m.total_memory_bytes is None:
         total = correct(cal, "total_memory_bytes", total, sources)
-    chunked = chunked_prefill(engine, s.enable_chunked_prefill, lay.max_len)
+    chunked = chunked_prefill(at, lay.max_len)
     tokens, seqs = _scheduler_limits(at, total, lay.max_len, chunked, defaults)
     requested = math.ceil(total * lay.util)
     if dp > 1 and engine != "v1":

@@ -120,9 +120,10 @@ VLLM_ASYNC_SCHEDULING_FLAG_SINCE = (0, 10, 0)
 # output in every chunk, 15 / 21 us a token after 500 / 2,000 tokens, which this does not
 # price. vLLM V0: not measured.
 FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
-# --stream-interval N sends a request's tokens N at a time after its first: vLLM 0.12+ (its
+# --stream-interval N sends a request's tokens N at a time after its first: vLLM 0.11.1+ (its
 # OutputProcessor returns no output until N new tokens gathered, or the first, or the last:
-# vllm/v1/engine/output_processor.py, 0.14.0; the flag is absent from 0.11.0's arg_utils.py) and
+# vllm/v1/engine/output_processor.py, 0.11.1 and 0.14.0; the flag is absent from 0.11.0's
+# arg_utils.py) and
 # SGLang (the scheduler sends an output where len(output_ids) % N == 1:
 # managers/scheduler_output_processor_mixin.py, 0.5.4). The API server's work for a chunk then
 # runs once per N tokens. Of vLLM's, the engine's message and the incremental detokenizer stay per
@@ -134,7 +135,7 @@ FRONTEND_MS_PER_TOKEN = {"vllm": 0.024, "sglang": 0.018}
 # ratio is taken. SGLang's measured parts (the TokenizerManager's batch output, the
 # response, the JSON dump, uvicorn) all run once per output message: none per token.
 FRONTEND_PER_TOKEN_SHARE = {"vllm": 0.12, "sglang": 0.0}
-VLLM_STREAM_INTERVAL_SINCE = (0, 12, 0)
+VLLM_STREAM_INTERVAL_SINCE = (0, 11, 1)
 
 
 # The benchmark client's CPU time per chunk it reads, ms. `vllm bench serve` and SGLang's
