@@ -63,8 +63,9 @@ from planner.api.bench_instance import Deployment
 from planner.api.bench_load import Lengths, Load, gsp_run, sonnet_run
 from planner.api.capacity import DEFAULT_CONTEXT_TOKENS
 from planner.core.disagg import SGLANG_TRANSFER_BACKENDS as TRANSFER_BACKENDS
-from planner.core.engines.common import parse_version
+from planner.core.engines.common import parse_version, version_text
 from planner.core.parallel import ranks_share_tp
+from planner.core.quantization import checkpoint_load_gap
 from planner.core.step.overhead import VLLM_V1_SINCE
 from planner.errors import PlannerError
 from planner.sim.disagg import DisaggLayout
@@ -519,6 +520,12 @@ def pose(row: dict[str, Any], models: Path) -> tuple[dict[str, Any], str | None]
     elif steps > 1:
         # --num-scheduler-steps exists only in vLLM V0 (0.6.0-0.7.x): the newest V0 release
         settings["version"] = V0_NEWEST
+    named = settings.get("version")
+    gap = checkpoint_load_gap(spec, family, parse_version(named)) if named else None
+    if gap is not None and gap[1] is not None:
+        # a run that completed loaded its weights: a release named loosely ("~v0.10.x", a PR
+        # branch) that cannot is posed at the first release that can
+        settings["version"] = version_text(gap[1])
 
     if weights:
         settings["weight_dtype"] = weights

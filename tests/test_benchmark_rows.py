@@ -634,6 +634,15 @@ def test_a_row_without_a_release_is_posed_at_the_one_current_on_its_run_date() -
     vllm = row | {"engine": "vllm", "engine_family": "vllm", "engine_version": "latest"}
     vllm["source"] = {"date": "2025-10-15"}
     assert e2e.pose(vllm, MODELS)[0]["settings"]["version"] == "0.11.0"
+    # a run that completed loaded its weights: a release named loosely that cannot load them
+    # (gpt-oss's MXFP4 before vLLM 0.10.1) is posed at the first that can
+    branch = vllm | {
+        "engine_version": "PR branch (Aug 2025, ~v0.10.x)",
+        "model": "openai/gpt-oss-20b",
+    }
+    assert e2e.pose(branch, MODELS)[0]["settings"]["version"] == "0.10.1"
+    later = branch | {"engine_version": "0.10.2"}
+    assert e2e.pose(later, MODELS)[0]["settings"]["version"] == "0.10.2"
 
 
 @pytest.mark.parametrize(

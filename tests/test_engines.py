@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DATA, MODELS, Result
+from helpers import DATA, MODELS, Result, model_config
 
 from planner.api import engine_plan, from_log_report
 from planner.core.engines import sglang, vllm
@@ -342,6 +342,57 @@ def test_vllm_switches_are_refused_before_the_release_that_has_them(cli: Cli) ->
     assert off["engine"]["settings"]["enable_chunked_prefill"] is False
     later = cli(*base, "--engine-version", "0.4.0", "--no-enable-chunked-prefill").json()
     assert later["flags"]["vllm"].endswith("--enable-chunked-prefill False")
+
+
+def test_quantization_methods_follow_the_release(cli: Cli, tmp_path: Path) -> None:
+    """Each --quantization method from the first release whose parser (and registry) takes it:
+    an online fp8 re-quantization is refused by the flag typed before vLLM 0.4.1, in-flight
+    bitsandbytes after vLLM dropped it in 0.28.0; a checkpoint whose method the release cannot
+    load (NVFP4 before vLLM 0.9.0, MXFP4 before 0.10.1) does not start, the plan naming the
+    first release that loads it; SGLang, which reads a checkpoint's
+    method from its config, loads compressed-tensors before its flag lists it (0.5.4): the line
+    leaves the flag off there."""
+    base = ("capacity", "--gpu", "h100", "--json")
+    llama = ("--preset", "llama-3.1-8b")
+    r = cli(*base, *llama, "--engine-version", "0.4.0", "--weight-dtype", "fp8")
+    assert r.code == 2 and r.json()["field"] == "--weight-dtype", r.out
+    assert "takes it from 0.4.1" in r.json()["error"]
+    line = cli(*base, *llama, "--engine-version", "0.4.1", "--weight-dtype", "fp8").json()
+    assert line["flags"]["vllm"].endswith("--quantization fp8")
+    nvfp4 = ("--model", str(MODELS / "nvidia--Qwen3-235B-A22B-NVFP4"), "--tp", "4")
+    oss = ("--model", str(MODELS / "openai--gpt-oss-20b"))
+    for model, before, since, method in (
+        (nvfp4, "0.8.5", "0.9.0", "modelopt_fp4"),
+        (oss, "0.10.0", "0.10.1", "mxfp4"),
+    ):
+        # the release does not start: the plan says why, and which release loads it
+        r = cli("capacity", "--gpu", "b200", *model, "--engine-version", before, "--json")
+        assert r.code == 1 and not r.json()["fits"], r.out
+        assert any(f"cannot load {method} weights (from {since})" in w for w in r.json()["reasons"])
+        changes = [s["change"] for s in r.json()["suggestions"]]
+        assert changes == [f"--engine-version {since} (the first with {method} weights)"]
+        got = cli("capacity", "--gpu", "b200", *model, "--engine-version", since, "--json")
+        assert got.json()["flags"]["vllm"].endswith(f"--quantization {method}")
+    bnb = (*base, *llama, "--quantization", "bitsandbytes", "--engine-version")
+    assert cli(*bnb, "0.27.0").json()["flags"]["vllm"].endswith("--quantization bitsandbytes")
+    dropped = cli(*bnb, "0.28.0")
+    assert dropped.code == 2 and "dropped in 0.28.0" in dropped.json()["error"]
+    assert dropped.json()["field"] == "--quantization"
+    # a compressed-tensors int4 checkpoint of Llama 3.1 8B (Kimi K2.5's quantization_config)
+    config = model_config("meta-llama--Llama-3.1-8B-Instruct")
+    kimi = json.loads((MODELS / "moonshotai--Kimi-K2.5" / "config.json").read_text())
+    config["quantization_config"] = kimi["text_config"]["quantization_config"] | {
+        "ignore": ["lm_head"]
+    }
+    folder = tmp_path / "llama-w4a16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    sglang = (*base, "--model", str(folder), "--engine", "sglang", "--engine-version")
+    read = cli(*sglang, "0.5.3").json()
+    assert read["fits"] and "--quantization" not in read["flags"]["sglang"]
+    named = cli(*sglang, "0.5.4").json()
+    assert named["flags"]["sglang"].endswith("--quantization compressed-tensors")
+    assert read["engine"]["weights_bytes"] == named["engine"]["weights_bytes"]
 
 
 def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:

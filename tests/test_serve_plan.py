@@ -499,13 +499,14 @@ def test_lines_carry_trust_remote_code_where_the_config_names_its_code(
     [
         ("0.2.7", "python -m vllm.entrypoints.openai.api_server --model ", False),
         ("0.4.2", "python -m vllm.entrypoints.openai.api_server --model ", True),
-        ("0.5.0", "vllm serve ", True),
+        ("0.5.1", "python -m vllm.entrypoints.openai.api_server --model ", True),
+        ("0.5.2", "vllm serve ", True),
     ],
 )
 def test_the_line_uses_the_entry_point_and_flags_the_release_had(
     cli: Cli, tmp_path: Path, version: str, head: str, kv_flag: bool
 ) -> None:
-    # `vllm serve` arrived in 0.5.0 and --kv-cache-dtype in 0.3.0: an older release gets the
+    # `vllm serve` arrived in 0.5.2 and --kv-cache-dtype in 0.3.0: an older release gets the
     # module entry point and no flag it would refuse; drift reads the line back as clean
     where = ("--preset", "llama-3.1-8b", "--gpu", "a100-sxm4-80gb", "--engine-version", version)
     lock = tmp_path / "plan.yaml"

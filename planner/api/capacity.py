@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from planner.api.engines import engine_plan
-from planner.core.engines.common import capability
+from planner.core.engines import release
+from planner.core.engines.common import capability, check_mixed_precision
+from planner.core.quantization import check_quantization_loads, checkpoint_method, flag_gap
 from planner.core.specs import (
     INT8_W8A8_LABEL,
-    MODELOPT_MIXED_METHOD,
     MODELOPT_NVFP4,
     MODELOPT_NVFP4_METHOD,
     W8A8_INT8_METHOD,
@@ -257,22 +258,6 @@ def _lock(
     )
 
 
-# Quantisation labels of checkpoints (ModelSpec.weight_dtype prefixes) -> the engines'
-# --quantization method names (vLLM and SGLang spell these alike).
-CHECKPOINT_QUANTIZATION = {
-    # before "fp8" / "mxfp4": the first matching prefix names the method
-    "fp8-fbgemm": "fbgemm_fp8",
-    "fp8-quark": "quark",
-    "mxfp4-quark": "quark",
-    "fp8": "fp8",
-    "awq": "awq",
-    "gptq": "gptq",
-    "mxfp4": "mxfp4",
-    "nvfp4": MODELOPT_NVFP4_METHOD,
-    "modelopt-mixed": MODELOPT_MIXED_METHOD,
-    "compressed-tensors": "compressed-tensors",
-    "bnb": "bitsandbytes",
-}
 # Checkpoint methods the SGLang line leaves unnamed (vLLM's --quantization spells them; SGLang
 # takes a checkpoint's method from its config).
 SGLANG_READS_FROM_CHECKPOINT = frozenset({"fbgemm_fp8", "quark"})
@@ -314,14 +299,6 @@ def served_weight_dtype(name: str | None) -> str | None:
     if name is None:
         return None
     return ENGINE_QUANTIZATION_NAMES.get(name.strip().lower(), name)
-
-
-def _checkpoint_method(spec: ModelSpec) -> str | None:
-    """The engines' --quantization name for a quantized checkpoint's own method (None: not
-    quantized, or a method the line need not name)."""
-    return next(
-        (q for k, q in CHECKPOINT_QUANTIZATION.items() if spec.weight_dtype.startswith(k)), None
-    )
 
 
 def stores_fp8(spec: ModelSpec) -> bool:
@@ -368,12 +345,12 @@ def _served_weights(
     from planner.core.hf_config import quantized_weights_bytes
 
     weight_dtype = values.pop("weight_dtype", None)
-    if weight_dtype is not None and weight_dtype.strip().lower() == _checkpoint_method(spec):
+    if weight_dtype is not None and weight_dtype.strip().lower() == checkpoint_method(spec):
         weight_dtype = None  # the checkpoint's own method named (`modelopt_mixed`, `quark`)
     variant: str | None = None
     if weight_dtype is not None:
         variant = VARIANT_CHECKPOINTS.get(weight_dtype.strip().lower())
-        if variant is not None and variant == _checkpoint_method(spec):
+        if variant is not None and variant == checkpoint_method(spec):
             # the checkpoint's own format named (as its line's --quantization names it): its
             # weights as stored, the method on the line (below), not a re-stored export
             variant = None
@@ -404,6 +381,10 @@ def _served_weights(
                 values.setdefault("quantization", "fp8")
     weights = exact = None
     quantization = values.get("quantization")
+    # the flag a method asked of the engine came from, for a refusal to name
+    asked_by = "--weight-dtype" if weight_dtype is not None else "--quantization"
+    engine = str(values.get("engine") or "vllm")
+    version = release(engine, str(values["version"]) if values.get("version") else None)
     nvfp4 = variant == MODELOPT_NVFP4_METHOD or (
         variant is None
         and (
@@ -412,11 +393,10 @@ def _served_weights(
             or "NVFP4" in spec.mixed_precision_algos
         )
     )
-    if nvfp4 and values.get("engine") == "sglang":
-        from planner.core.engines import release, sglang
+    if nvfp4 and engine == "sglang":
+        from planner.core.engines import sglang
 
-        given = values.get("version")
-        sglang.check_nvfp4_experts(spec, card, release("sglang", str(given) if given else None))
+        sglang.check_nvfp4_experts(spec, card, version)
     int8 = variant == W8A8_INT8_METHOD or spec.weight_dtype == INT8_W8A8_LABEL
     if int8 and capability(card) < INT8_W8A8_MIN_CAPABILITY:
         raise InputError(
@@ -425,19 +405,16 @@ def _served_weights(
             f"GEMM); the {card.id} has {card.compute_capability}",
         )
     if variant is None and spec.mixed_precision_algos:
-        from planner.core.engines import release
-        from planner.core.engines.common import check_mixed_precision
-
-        engine, given = str(values.get("engine") or "vllm"), values.get("version")
-        check_mixed_precision(spec, engine, release(engine, str(given) if given else None))
+        check_mixed_precision(spec, engine, version)
     if variant is not None:
         # A variant checkpoint of the same architecture (an NVFP4 / MXFP4 / AWQ export): the
         # engine reads its quantization from that checkpoint, so no flag is printed for it.
+        check_quantization_loads(engine, variant, version, "--weight-dtype")
         weights, exact = quantized_weights_bytes(spec, variant), False
         values["quantization"] = None
     elif quantization is not None and (
         method := MARLIN_METHODS.get(quantization, quantization)
-    ) != _checkpoint_method(spec):
+    ) != checkpoint_method(spec):
         from planner.api.engines import SIZED_QUANTIZATIONS
 
         if method not in SIZED_QUANTIZATIONS:
@@ -447,15 +424,29 @@ def _served_weights(
                 f"{', '.join(MARLIN_METHODS)}, their Marlin kernels)",
             )
         _refuse_requantizing(spec, "--quantization", quantization)
+        _check_flag_takes(engine, quantization, version, asked_by)
         if spec.weight_dtype in ("bf16", "fp16", "fp32"):
             weights, exact = quantized_weights_bytes(spec, method), False
     else:  # the checkpoint's own method (named by the user or not): its weights as stored
-        label = _checkpoint_method(spec)
-        if label in SGLANG_READS_FROM_CHECKPOINT and values.get("engine") == "sglang":
+        # (a release that cannot load the method does not start: the serve plan says so)
+        label = checkpoint_method(spec)
+        if label in SGLANG_READS_FROM_CHECKPOINT and engine == "sglang":
             label = None  # not a value of SGLang's flag: it reads the method from the checkpoint
-        # the kernel the line names stays on it (vLLM runs the AWQ kernel when told `awq`)
-        values["quantization"] = quantization if quantization in MARLIN_METHODS else label
+        if label is not None and flag_gap(engine, label, version) is not None:
+            label = None  # no such value of this release's flag: it reads the checkpoint's config
+        if quantization in MARLIN_METHODS:
+            # the kernel the line names stays on it (vLLM runs the AWQ kernel when told `awq`)
+            _check_flag_takes(engine, quantization, version, "--quantization")
+            label = quantization
+        values["quantization"] = label
     return weights, exact
+
+
+def _check_flag_takes(engine: str, method: str, version: tuple[int, int, int], flag: str) -> None:
+    """Refuse, by the flag typed, a --quantization method the release's parser does not take."""
+    why = flag_gap(engine, method, version)
+    if why is not None:
+        raise InputError(flag, why)
 
 
 def serve_report(

@@ -273,7 +273,10 @@ def capacity(
     disable_cuda_graph: DisableCudaGraph = False,
     disable_overlap_schedule: DisableOverlapSchedule = False,
     quantization: Annotated[
-        str | None, typer.Option(help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes.")
+        str | None,
+        typer.Option(
+            help="Engine --quantization: awq, gptq, fp8, mxfp4, bitsandbytes (vLLM through 0.27)."
+        ),
     ] = None,
     mem_fraction_static: Annotated[float | None, typer.Option(help="SGLang flag.")] = None,
     chunked_prefill_size: Annotated[int | None, typer.Option(help="SGLang flag.")] = None,

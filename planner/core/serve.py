@@ -29,6 +29,7 @@ from planner.core.engines.registry import native_since, registry_gap
 from planner.core.kv import tp_replication
 from planner.core.offload import KvTiers, OffloadSettings, check_offload_flags
 from planner.core.parallel import line_max_num_seqs, ranks_share_tp
+from planner.core.quantization import checkpoint_load_gap, checkpoint_method
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.core.step.overhead import SGLANG_OVERLAP_SINCE
@@ -783,9 +784,13 @@ def _start_reasons(
     not register, a request it refuses, a KV offload tier the host cannot hold; what only
     warns (a registry gap it falls back on, the context caps) goes to `warnings`."""
     reasons: list[str] = []
-    gap = registry_gap(s.engine, model.architecture, parse_version(p.version))
+    version = parse_version(p.version)
+    gap = registry_gap(s.engine, model.architecture, version)
     if gap is not None:
         (reasons if gap[1] else warnings).append(gap[0])
+    weights_gap = checkpoint_load_gap(model, s.engine, version)
+    if weights_gap is not None:
+        reasons.append(f"{weights_gap[0]}: {model.name} does not load")
     refusal = _start_refusal(model, p, s)
     if refusal:
         reasons.append(refusal)
@@ -999,6 +1004,33 @@ def _refused(
     )
 
 
+def _first_loading_release(
+    model: ModelSpec, engine: str, version: str | None
+) -> tuple[bool, tuple[str, str] | None]:
+    """Whether the named release cannot load the model (its architecture unregistered with no
+    fallback, or its weights' method unknown to it), and the first release that loads both,
+    with what that one adds (None: none does). Unnamed: the newest, which loads what it can."""
+    if not version:
+        return False, None
+    named = parse_version(version)
+    firsts: list[tuple[tuple[int, int, int], str] | None] = []
+    gap = registry_gap(engine, model.architecture, named)
+    if gap is not None and gap[1]:
+        since = native_since(engine, model.architecture or "")
+        firsts.append((parse_version(since), model.architecture or "") if since else None)
+    weights = checkpoint_load_gap(model, engine, named)
+    if weights is not None:
+        loads = weights[1]
+        firsts.append((loads, f"{checkpoint_method(model)} weights") if loads else None)
+    if not firsts:
+        return False, None
+    if None in firsts:
+        return True, None
+    # the latest of them (the architecture named first where both arrive together)
+    first, what = max((f for f in firsts if f is not None), key=lambda f: f[0])
+    return True, (version_text(first), what)
+
+
 def suggestions(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1032,15 +1064,14 @@ def suggestions(
         )
         return True
 
-    # a release without the model: only one that has it starts, whatever else changes
-    gap = (
-        registry_gap(s.engine, model.architecture, parse_version(s.version)) if s.version else None
-    )
-    if gap is not None and gap[1]:
-        since = native_since(s.engine, model.architecture or "")
-        if since is not None:
+    # a release without the model or its weights' method: only one that has both starts,
+    # whatever else changes
+    blocked, first = _first_loading_release(model, s.engine, s.version)
+    if blocked:
+        if first is not None:
+            since, what = first
             attempt(
-                f"--engine-version {since} (the first with {model.architecture})",
+                f"--engine-version {since} (the first with {what})",
                 s.model_copy(update={"version": since}),
             )
         return out
@@ -1191,9 +1222,10 @@ ENGINE_FLAG_NAMES = {
 MODEL_PLACEHOLDER = "$MODEL"
 
 
-# `vllm serve` arrived in vLLM 0.5.0 (its CLI entry point); before it the OpenAI server was
-# started as a module, which every release still accepts (vllm/entrypoints/openai/api_server.py).
-VLLM_SERVE_SINCE = (0, 5, 0)
+# `vllm serve` arrived in vLLM 0.5.2 (the wheel's first console script, `vllm =
+# vllm.scripts:main`; 0.5.0 and 0.5.1 ship neither); before it the OpenAI server was started as
+# a module, which every release still accepts (vllm/entrypoints/openai/api_server.py).
+VLLM_SERVE_SINCE = (0, 5, 2)
 # --kv-cache-dtype arrived with the fp8 (e5m2) KV cache in vLLM 0.3.0 (vllm/engine/arg_utils.py):
 # an older release refuses the flag, so its line leaves the default ("auto") out.
 VLLM_KV_CACHE_DTYPE_SINCE = (0, 3, 0)
