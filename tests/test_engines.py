@@ -293,6 +293,28 @@ def test_pipeline_parallelism_is_refused_before_the_release_that_runs_it(
     assert cli("capacity", *base, "--engine-version", before, "--json").code == 0
 
 
+@pytest.mark.parametrize(
+    ("preset", "before", "since"),
+    [
+        ("mixtral-8x7b", "0.5.2", "0.5.3"),
+        ("qwen2.5-7b", "0.5.3", "0.5.4"),
+        ("gemma-2-9b", "0.6.2", "0.6.3"),
+    ],
+)
+def test_vllm_pipelines_only_the_architectures_its_release_lists(
+    cli: Cli, preset: str, before: str, since: str
+) -> None:
+    """vLLM 0.5.1-0.6.2 ran pipeline parallelism for the architectures of its
+    _PP_SUPPORTED_MODELS alone (Mixtral from 0.5.3, Qwen2 from 0.5.4; Gemma 2 never listed,
+    pipelined from 0.6.3 by its class's SupportsPP): an architecture a release does not list is
+    refused by --pp, and the release that lists it plans the layout."""
+    base = ("capacity", "--preset", preset, "--gpu", "h100", "--tp", "2", "--pp", "2", "--json")
+    r = cli(*base, "--engine-version", before)
+    assert r.code == 2 and r.json()["field"] == "--pp", r.out
+    assert "pipelines only the architectures it lists" in r.json()["error"]
+    assert cli(*base, "--engine-version", since).code == 0
+
+
 def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them(
     cli: Cli,
 ) -> None:

@@ -314,6 +314,39 @@ EXPERT_PARALLEL_SINCE = (0, 8, 0)
 # serves it for the architectures of its _PP_SUPPORTED_MODELS, later releases for every model
 # whose class supports it (ModelRegistry.is_pp_supported_model, 0.6.3).
 PP_SINCE = (0, 5, 1)
+# The architectures of _PP_SUPPORTED_MODELS (vllm/config.py), by the release that added each
+# (read in the 0.5.1-0.6.2 wheels; 0.6.3 replaced the list with each model class's SupportsPP).
+PP_ARCHITECTURES_SINCE: dict[str, tuple[int, int, int]] = {
+    **dict.fromkeys(
+        (
+            "AquilaModel",
+            "AquilaForCausalLM",
+            "InternLMForCausalLM",
+            "LlamaForCausalLM",
+            "LLaMAForCausalLM",
+            "MistralForCausalLM",
+            "Phi3ForCausalLM",
+            "GPT2LMHeadModel",
+        ),
+        (0, 5, 1),
+    ),
+    "MixtralForCausalLM": (0, 5, 3),
+    **dict.fromkeys(
+        (
+            "DeepseekV2ForCausalLM",
+            "NemotronForCausalLM",
+            "Qwen2ForCausalLM",
+            "Qwen2MoeForCausalLM",
+            "QWenLMHeadModel",
+        ),
+        (0, 5, 4),
+    ),
+    "JAISLMHeadModel": (0, 5, 5),
+    "InternLM2ForCausalLM": (0, 6, 1),
+    "InternVLChatModel": (0, 6, 1),
+    "Qwen2VLForConditionalGeneration": (0, 6, 2),
+}
+PP_LIST_UNTIL = (0, 6, 3)
 DEFAULT_ALL2ALL = "allgather_reducescatter"
 DEEPEP_HIGH_THROUGHPUT = "deepep_high_throughput"
 DEEPEP_LOW_LATENCY = "deepep_low_latency"
@@ -1734,6 +1767,18 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
             "--pp",
             f"vLLM runs pipeline parallelism from {version_text(PP_SINCE)}; "
             f"{version_text(version)} refuses it (not supported yet)",
+        )
+    listed = PP_ARCHITECTURES_SINCE.get(model.architecture or "")
+    if pp > 1 and version < PP_LIST_UNTIL and (listed is None or version < listed):
+        first = (
+            f"listed from {version_text(listed)}"
+            if listed
+            else f"from {version_text(PP_LIST_UNTIL)} where its model class supports it"
+        )
+        raise InputError(
+            "--pp",
+            f"vLLM {version_text(version)} pipelines only the architectures it lists, not "
+            f"{model.architecture} ({first}); it refuses the layout",
         )
     max_len = _max_model_len(model, s, version, defaults)
     extensible = (
