@@ -315,6 +315,16 @@ def test_vllm_pipelines_only_the_architectures_its_release_lists(
     assert cli(*base, "--engine-version", since).code == 0
 
 
+def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
+    """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
+    (0.10.2's does): --pp 2 is refused there, planned a release later."""
+    base = ("capacity", "--preset", "gpt-oss-120b", "--gpu", "h100", "--tp", "2", "--pp", "2")
+    r = cli(*base, "--engine-version", "0.10.1", "--json")
+    assert r.code == 2 and r.json()["field"] == "--pp", r.out
+    assert "(from 0.10.2)" in r.json()["error"]
+    assert cli(*base, "--engine-version", "0.10.2", "--json").code == 0
+
+
 def test_vllm_lines_spell_fp8_kv_and_the_capture_size_as_each_release_takes_them(
     cli: Cli,
 ) -> None:

@@ -347,6 +347,10 @@ PP_ARCHITECTURES_SINCE: dict[str, tuple[int, int, int]] = {
     "Qwen2VLForConditionalGeneration": (0, 6, 2),
 }
 PP_LIST_UNTIL = (0, 6, 3)
+# From 0.6.3, architectures registered before their model class declared SupportsPP (every
+# architecture of the shipped configs scanned in the 0.6.3-0.34.0 wheels: gpt-oss alone, whose
+# class in 0.10.1 lacks it and in 0.10.2 has it).
+PP_CLASS_SINCE = {"GptOssForCausalLM": (0, 10, 2)}
 DEFAULT_ALL2ALL = "allgather_reducescatter"
 DEEPEP_HIGH_THROUGHPUT = "deepep_high_throughput"
 DEEPEP_LOW_LATENCY = "deepep_low_latency"
@@ -1767,6 +1771,13 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
             "--pp",
             f"vLLM runs pipeline parallelism from {version_text(PP_SINCE)}; "
             f"{version_text(version)} refuses it (not supported yet)",
+        )
+    late = PP_CLASS_SINCE.get(model.architecture or "")
+    if pp > 1 and late is not None and PP_LIST_UNTIL <= version < late:
+        raise InputError(
+            "--pp",
+            f"vLLM {version_text(version)}'s {model.architecture} does not support pipeline "
+            f"parallelism (from {version_text(late)}); it refuses the layout",
         )
     listed = PP_ARCHITECTURES_SINCE.get(model.architecture or "")
     if pp > 1 and version < PP_LIST_UNTIL and (listed is None or version < listed):
