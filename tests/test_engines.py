@@ -315,6 +315,26 @@ def test_vllm_pipelines_only_the_architectures_its_release_lists(
     assert cli(*base, "--engine-version", since).code == 0
 
 
+@pytest.mark.parametrize(
+    ("preset", "before", "since"),
+    [("deepseek-v2-lite", "0.4.10", "0.5.1"), ("gemma-3-27b", "0.5.23", None)],
+)
+def test_sglang_pipelines_only_models_whose_class_takes_stages(
+    cli: Cli, preset: str, before: str, since: str | None
+) -> None:
+    """SGLang asserts at start-up that a pipelined model's forward takes pp_proxy_tensors:
+    DeepSeek-V2's does from 0.5.1, Gemma 3's in no release through 0.5.23. --pp 2 is refused by
+    the flag there (capacity and fleet's layouts alike go through the engine model)."""
+    base = ("capacity", "--preset", preset, "--gpu", "h100", "--pp", "2", "--engine", "sglang")
+    r = cli(*base, "--engine-version", before, "--json")
+    assert r.code == 2 and r.json()["field"] == "--pp", r.out
+    assert "cannot pipeline" in r.json()["error"]
+    if since is not None:
+        assert cli(*base, "--engine-version", since, "--json").code == 0
+    # one stage: planned in any release
+    assert cli(*base[:-4], "--engine", "sglang", "--engine-version", before, "--json").code == 0
+
+
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
     """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
     (0.10.2's does): --pp 2 is refused there, planned a release later."""

@@ -57,6 +57,26 @@ PAGE_SIZE_SINCE = (0, 4, 4)
 DEEPEP_SINCE = (0, 4, 5)
 MOE_DENSE_TP_SIZE_SINCE = (0, 4, 6)
 PP_SINCE = (0, 4, 7)
+# SGLang pipelines a model whose forward takes pp_proxy_tensors, and asserts it otherwise
+# ("Pipeline Parallel is not compatible with this model": model_executor/model_runner.py,
+# 0.4.7-0.5.23). Every shipped architecture's class scanned in each wheel from 0.4.7 to 0.5.23
+# (through its EntryClass and bases): these gained it after they were registered (None: not
+# through 0.5.23); the others take it from their registration.
+PP_ARCHITECTURES_SINCE: dict[str, tuple[int, int, int] | None] = {
+    "DeepseekV2ForCausalLM": (0, 5, 1),
+    "DeepseekV3ForCausalLM": (0, 5, 1),
+    "Qwen2_5_VLForConditionalGeneration": (0, 5, 6),
+    "Qwen3VLForConditionalGeneration": (0, 5, 7),
+    "Qwen3VLMoeForConditionalGeneration": (0, 5, 7),
+    "KimiK25ForConditionalGeneration": (0, 5, 10),
+    "MiniMaxM2ForCausalLM": (0, 5, 10),
+    "Gemma4ForConditionalGeneration": (0, 5, 13),
+    "Gemma2ForCausalLM": None,
+    "Gemma3ForConditionalGeneration": None,
+    "Llama4ForConditionalGeneration": None,
+    "MiMoForCausalLM": None,
+    "Qwen3NextForCausalLM": None,
+}
 TWO_BATCH_OVERLAP_SINCE = (0, 4, 7)
 REDUNDANT_EXPERTS_SINCE = (0, 4, 7)
 DP_LM_HEAD_SINCE = (0, 4, 7)
@@ -795,6 +815,27 @@ class _Experts:
         return "deepep" if self.deepep else "mori" if self.mori else None
 
 
+def _check_pipelined(model: ModelSpec, pp: int, version: tuple[int, int, int]) -> None:
+    """Refuse pipeline stages for an architecture whose model class this release cannot
+    pipeline (PP_ARCHITECTURES_SINCE)."""
+    architecture = model.architecture or ""
+    if pp == 1 or architecture not in PP_ARCHITECTURES_SINCE:
+        return
+    since = PP_ARCHITECTURES_SINCE[architecture]
+    if since is not None and version >= since:
+        return
+    why = (
+        f"its model class takes pipeline stages from {version_text(since)}"
+        if since
+        else f"no release through {version_text(NEWEST_VERSION)} pipelines its model class"
+    )
+    raise InputError(
+        "--pp",
+        f"SGLang {version_text(version)} cannot pipeline {architecture} ({why}); it refuses "
+        "--pp-size above 1",
+    )
+
+
 def _check_flags_taken(s: SglangSettings, version: tuple[int, int, int]) -> None:
     """Refuse a setting that needs a flag the release does not have yet, naming it."""
     asked = (
@@ -1007,6 +1048,7 @@ def predict(
     tp, pp = s.tp_size, s.pp_size
     check_stages(model, pp)
     _check_flags_taken(s, version)
+    _check_pipelined(model, pp, version)
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
