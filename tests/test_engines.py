@@ -335,6 +335,42 @@ def test_sglang_pipelines_only_models_whose_class_takes_stages(
     assert cli(*base[:-4], "--engine", "sglang", "--engine-version", before, "--json").code == 0
 
 
+def test_sglang_deepep_beside_dp_attention_from_the_release_that_allows_its_auto_mode(
+    cli: Cli,
+) -> None:
+    """SGLang 0.4.5-0.4.8 assert against DeepEP's default auto mode with DP attention; 0.4.9
+    drops the assertion. The plan prices the auto mode, so a release that refuses it is
+    refused by the flag, and either alone plans."""
+    v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine", "sglang")
+    both = ("--dp", "8", "--dp-attention", "--ep", "8", "--moe-a2a-backend", "deepep", "--json")
+    r = cli(*v3, *both, "--engine-version", "0.4.8")
+    assert r.code == 2 and r.json()["field"] == "--moe-a2a-backend", r.out
+    assert cli(*v3, *both, "--engine-version", "0.4.9").code == 0
+    assert cli(*v3, *both[3:], "--engine-version", "0.4.8").code == 0  # DeepEP alone
+
+
+def test_sglang_chunks_must_divide_by_the_page_size_as_its_release_checks(cli: Cli) -> None:
+    """SGLang asserts the chunked-prefill size divides by the page size: the global size
+    through 0.4.9, each attention-DP group's share from 0.4.10. A page that does not divide it
+    is refused by the flag given; one that divides the size but not the group's share passes
+    0.4.9 and is refused by 0.4.10."""
+    llama = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang")
+    r = cli(*llama, "--page-size", "48", "--json")
+    assert r.code == 2 and r.json()["field"] == "--page-size", r.out
+    assert "divides by the page size, 48" in r.json()["error"]
+    assert cli(*llama, "--page-size", "64", "--json").code == 0
+    given = cli(*llama, "--page-size", "16", "--chunked-prefill-size", "1000", "--json")
+    assert given.code == 2 and given.json()["field"] == "--page-size"
+    # DeepSeek-V3 at 8 attention-DP groups: a 4,160-token chunk is 65 pages of 64, each
+    # group's 520 tokens are not
+    v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--dp", "8")
+    v3 += ("--dp-attention", "--engine", "sglang", "--page-size", "64")
+    v3 += ("--chunked-prefill-size", "4160", "--json")
+    per_group = cli(*v3, "--engine-version", "0.4.10")
+    assert per_group.code == 2 and "each attention-DP group's share" in per_group.json()["error"]
+    assert cli(*v3, "--engine-version", "0.4.9").code == 0
+
+
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
     """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
     (0.10.2's does): --pp 2 is refused there, planned a release later."""

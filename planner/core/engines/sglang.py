@@ -57,6 +57,17 @@ PAGE_SIZE_SINCE = (0, 4, 4)
 DEEPEP_SINCE = (0, 4, 5)
 MOE_DENSE_TP_SIZE_SINCE = (0, 4, 6)
 PP_SINCE = (0, 4, 7)
+# SGLang asserts the chunked-prefill size divides by the page size (server_args.py, every
+# release with --page-size): on the global size in __post_init__ through 0.4.9, on each
+# attention-DP group's share in check_server_args from 0.4.10; chunking off (-1) exempt from
+# 0.5.1 (0.4.10 checks -1 too), a decode instance from 0.5.3.
+CHUNK_PAGE_PER_GROUP_SINCE = (0, 4, 10)
+CHUNK_PAGE_OFF_EXEMPT_SINCE = (0, 5, 1)
+CHUNK_PAGE_DECODE_EXEMPT_SINCE = (0, 5, 3)
+# DeepEP's default `--deepep-mode auto` beside DP attention: 0.4.5-0.4.8 assert against it
+# ("DeepEP MoE `auto` mode is not supported with DP Attention", server_args.py), 0.4.9 drops
+# the assertion. The planner prices the auto mode (low-latency kernels in decode steps).
+DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE = (0, 4, 9)
 # SGLang pipelines a model whose forward takes pp_proxy_tensors, and asserts it otherwise
 # ("Pipeline Parallel is not compatible with this model": model_executor/model_runner.py,
 # 0.4.7-0.5.23). Every shipped architecture's class scanned in each wheel from 0.4.7 to 0.5.23
@@ -815,6 +826,28 @@ class _Experts:
         return "deepep" if self.deepep else "mori" if self.mori else None
 
 
+def _check_chunk_pages(
+    s: SglangSettings, version: tuple[int, int, int], lay: _Layout, chunk_per_group: int
+) -> None:
+    """Refuse a chunked-prefill size the page size does not divide, as SGLang asserts
+    (CHUNK_PAGE_PER_GROUP_SINCE), naming the flag the user gave."""
+    if lay.page == 1 or version < PAGE_SIZE_SINCE:
+        return
+    checked = chunk_per_group if version >= CHUNK_PAGE_PER_GROUP_SINCE else lay.chunk
+    if checked <= 0 and version >= CHUNK_PAGE_OFF_EXEMPT_SINCE:
+        return
+    if s.disaggregation_mode == "decode" and version >= CHUNK_PAGE_DECODE_EXEMPT_SINCE:
+        return
+    if checked % lay.page == 0:
+        return
+    share = " (each attention-DP group's share)" if checked != lay.chunk else ""
+    raise InputError(
+        "--page-size" if s.page_size is not None else "--chunked-prefill-size",
+        f"SGLang {version_text(version)} asserts the chunked-prefill size{share}, "
+        f"{checked:,}, divides by the page size, {lay.page}",
+    )
+
+
 def _check_pipelined(model: ModelSpec, pp: int, version: tuple[int, int, int]) -> None:
     """Refuse pipeline stages for an architecture whose model class this release cannot
     pipeline (PP_ARCHITECTURES_SINCE)."""
@@ -1049,6 +1082,17 @@ def predict(
     check_stages(model, pp)
     _check_flags_taken(s, version)
     _check_pipelined(model, pp, version)
+    if (
+        s.moe_a2a_backend == "deepep"
+        and s.attn_dp_size > 1
+        and version < DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE
+    ):
+        raise InputError(
+            "--moe-a2a-backend",
+            f"SGLang {version_text(version)} refuses DeepEP's auto mode beside DP attention (it "
+            f"asserts against it before {version_text(DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE)}; the "
+            "plan prices the auto mode)",
+        )
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
@@ -1075,6 +1119,7 @@ def predict(
     available -= pool.mamba_bytes
     running = _max_running_requests(s, version, tokens, lay.context, pool.mamba_cap, lay.attn_dp)
     chunk_per_group = group_chunk(lay.chunk, lay.attn_dp, version)
+    _check_chunk_pages(s, version, lay, chunk_per_group)
     _check_exchange(s, version, experts, lay.attn_dp, chunk_per_group, notes)
     lines = _log_lines(
         version,
