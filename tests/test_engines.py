@@ -339,14 +339,27 @@ def test_sglang_deepep_beside_dp_attention_from_the_release_that_allows_its_auto
     cli: Cli,
 ) -> None:
     """SGLang 0.4.5-0.4.8 assert against DeepEP's default auto mode with DP attention; 0.4.9
-    drops the assertion. The plan prices the auto mode, so a release that refuses it is
-    refused by the flag, and either alone plans."""
+    drops the assertion. The plan prices the auto mode (low-latency kernels in decode batches,
+    normal ones in prefill batches): an aggregated server on such a release is refused by the
+    flag, either alone plans, and a PD instance, whose batches are of one kind, names its mode."""
     v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine", "sglang")
     both = ("--dp", "8", "--dp-attention", "--ep", "8", "--moe-a2a-backend", "deepep", "--json")
     r = cli(*v3, *both, "--engine-version", "0.4.8")
     assert r.code == 2 and r.json()["field"] == "--moe-a2a-backend", r.out
-    assert cli(*v3, *both, "--engine-version", "0.4.9").code == 0
+    assert (
+        "--deepep-mode"
+        not in cli(*v3, *both, "--engine-version", "0.4.9").json()["flags"]["sglang"]
+    )
     assert cli(*v3, *both[3:], "--engine-version", "0.4.8").code == 0  # DeepEP alone
+    pools = ("--disagg", "1P1D", "--prefill-tp", "16", "--decode-tp", "16", "--prefill-dp", "16")
+    pools += ("--decode-dp", "16", "--prefill-ep", "16", "--decode-ep", "16")
+    load = ("--prompt-len", "1000", "--output-len", "20", "--concurrency", "8", "--requests", "8")
+    pd = cli("simulate", "--preset", "deepseek-v3", "--gpu", "h100", "--engine", "sglang",
+             "--engine-version", "0.4.8", *pools, *load, "--json")  # fmt: skip
+    assert pd.code == 0, pd.out
+    lines = pd.json()["deployment"]["disagg"]
+    assert "--deepep-mode normal " in lines["prefill"]["command"]
+    assert "--deepep-mode low_latency " in lines["decode"]["command"]
 
 
 def test_sglang_chunks_must_divide_by_the_page_size_as_its_release_checks(cli: Cli) -> None:

@@ -508,6 +508,8 @@ def _shown(
     shown = fields | ({"quantization": s.quantization} if s.quantization else {})
     if p is not None and p.settings.get("moe_a2a_backend"):
         shown["moe_a2a_backend"] = p.settings["moe_a2a_backend"]
+    if p is not None and p.settings.get("deepep_mode"):
+        shown["deepep_mode"] = p.settings["deepep_mode"]
     if s.offload is not None:
         shown |= {k: v for k, v in s.offload.line_fields(s.engine).items() if v is not None}
     if s.disagg is not None:
@@ -1178,6 +1180,7 @@ SGLANG_FLAGS = (
     ("disaggregation_mode", "--disaggregation-mode"),
     ("disaggregation_transfer_backend", "--disaggregation-transfer-backend"),
     ("moe_a2a_backend", "--moe-a2a-backend"),
+    ("deepep_mode", "--deepep-mode"),
     ("ep_num_redundant_experts", "--ep-num-redundant-experts"),
     ("enable_two_batch_overlap", "--enable-two-batch-overlap"),
     ("enable_deepep_moe", "--enable-deepep-moe"),
@@ -1333,6 +1336,7 @@ STRING_FIELDS = (
     "disaggregation_mode",
     "disaggregation_transfer_backend",
     "moe_a2a_backend",
+    "deepep_mode",
     "all2all_backend",
     "mamba_radix_cache_strategy",
 )

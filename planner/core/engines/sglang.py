@@ -66,8 +66,11 @@ CHUNK_PAGE_OFF_EXEMPT_SINCE = (0, 5, 1)
 CHUNK_PAGE_DECODE_EXEMPT_SINCE = (0, 5, 3)
 # DeepEP's default `--deepep-mode auto` beside DP attention: 0.4.5-0.4.8 assert against it
 # ("DeepEP MoE `auto` mode is not supported with DP Attention", server_args.py), 0.4.9 drops
-# the assertion. The planner prices the auto mode (low-latency kernels in decode steps).
+# the assertion. The planner prices the auto mode (low-latency kernels in decode batches, the
+# normal ones in prefill batches: the flag's help), which a PD instance runs as the one mode
+# of its batches: its line names that mode there; an aggregated server cannot run it.
 DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE = (0, 4, 9)
+DEEPEP_MODE_OF_ROLE = {"prefill": "normal", "decode": "low_latency"}
 # SGLang pipelines a model whose forward takes pp_proxy_tensors, and asserts it otherwise
 # ("Pipeline Parallel is not compatible with this model": model_executor/model_runner.py,
 # 0.4.7-0.5.23). Every shipped architecture's class scanned in each wheel from 0.4.7 to 0.5.23
@@ -848,6 +851,25 @@ def _check_chunk_pages(
     )
 
 
+def _deepep_mode(
+    s: SglangSettings, version: tuple[int, int, int], experts: _Experts, attn_dp: int
+) -> str | None:
+    """The --deepep-mode a line names (None: the default auto): where the release refuses
+    auto beside DP attention, a PD instance's one mode (DEEPEP_MODE_OF_ROLE); an aggregated
+    server there is refused, naming the flag that asked for the exchange."""
+    if not experts.deepep or attn_dp == 1 or version >= DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE:
+        return None
+    if s.disaggregation_mode is not None:
+        return DEEPEP_MODE_OF_ROLE[s.disaggregation_mode]
+    raise InputError(
+        "--moe-a2a-backend" if s.moe_a2a_backend == "deepep" else "--dp-attention",
+        f"SGLang {version_text(version)} refuses DeepEP's auto mode beside DP attention (it "
+        f"asserts against it before {version_text(DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE)}), and "
+        "a server that prefills and decodes runs both of its modes; a PD instance names its "
+        "one (--disagg)",
+    )
+
+
 def _check_pipelined(model: ModelSpec, pp: int, version: tuple[int, int, int]) -> None:
     """Refuse pipeline stages for an architecture whose model class this release cannot
     pipeline (PP_ARCHITECTURES_SINCE)."""
@@ -1082,17 +1104,6 @@ def predict(
     check_stages(model, pp)
     _check_flags_taken(s, version)
     _check_pipelined(model, pp, version)
-    if (
-        s.moe_a2a_backend == "deepep"
-        and s.attn_dp_size > 1
-        and version < DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE
-    ):
-        raise InputError(
-            "--moe-a2a-backend",
-            f"SGLang {version_text(version)} refuses DeepEP's auto mode beside DP attention (it "
-            f"asserts against it before {version_text(DEEPEP_AUTO_WITH_DP_ATTENTION_SINCE)}; the "
-            "plan prices the auto mode)",
-        )
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(
@@ -1103,6 +1114,7 @@ def predict(
     notes: list[str] = outside_table("SGLang", version, OLDEST_VERSION, NEWEST_VERSION)
     experts = _experts(model, gpu, s)
     lay = _layout(model, gpu, s, version, total, sources, defaults, notes, experts)
+    deepep_mode = _deepep_mode(s, version, experts, lay.attn_dp)
     pre_free = _pre_load_free_bytes(s, total, m, sources, notes)
     w = _weights(model, s, version, lay, weights_bytes, weights_exact, m, sources, notes)
     w += _redundant_bytes(model, experts, pp, weights_bytes, sources, notes)
@@ -1152,7 +1164,7 @@ def predict(
         max_concurrency=tokens / lay.context,
         blocks_per_request=ceil_div(lay.context, lay.page),
         num_kv_groups=len(model.kv_groups),
-        settings=_resolved(model, s, lay, experts, pool, running, chunk_per_group),
+        settings=_resolved(model, s, lay, experts, pool, running, chunk_per_group, deepep_mode),
         defaults_used=defaults,
         term_sources=sources
         | {
@@ -1191,6 +1203,7 @@ def _resolved(
     pool: _TokenPool,
     running: int,
     chunk_per_group: int,
+    deepep_mode: str | None,
 ) -> dict[str, object]:
     """The settings SGLang resolves and runs (the prediction's `settings`)."""
     return {
@@ -1213,6 +1226,7 @@ def _resolved(
         "max_mamba_cache_size": pool.mamba_slots or None,
         "mamba_radix_cache_strategy": pool.strategy,
         "moe_a2a_backend": experts.all_to_all,
+        "deepep_mode": deepep_mode,
         "moe_dense_tp_size": s.moe_dense_tp_size,
         "dense_mlp_replicated": dense_mlp_replicated(model, s, lay.attn_dp) or None,
         "enable_dp_lm_head": (s.enable_dp_lm_head and lay.attn_dp > 1) or None,
