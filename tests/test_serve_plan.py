@@ -237,18 +237,8 @@ def test_engine_flag_grammar_is_checked(cli: Cli) -> None:
 def test_block_sizes_follow_the_release(cli: Cli, version: str, block: int, taken: bool) -> None:
     """--block-size is checked against the choices of the release the line runs: a size its
     parser refuses is one clear error naming the release, a size it takes is on the line."""
-    r = cli(
-        "capacity",
-        "--preset",
-        "llama-3.1-8b",
-        "--gpu",
-        "h100",
-        "--engine-version",
-        version,
-        "--block-size",
-        str(block),
-        "--json",
-    )
+    where = ("--preset", "llama-3.1-8b", "--gpu", "h100", "--engine-version", version)
+    r = cli("capacity", *where, "--block-size", str(block), "--json")
     if taken:
         assert r.code == 0, r.err
         assert f"--block-size {block} " in r.json()["flags"]["vllm"]

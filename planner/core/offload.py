@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.engines.common import version_text
+from planner.core.engines.common import refuse_before, version_text
 from planner.errors import InputError
 from planner.units import GIB_BYTES
 
@@ -170,13 +170,7 @@ def check_offload_flags(
         "--hicache-ratio": offload.hicache_ratio is not None,
         "--hicache-size": offload.hicache_size_gb is not None,
     }
-    for flag, since in SGLANG_HICACHE_SINCE.items():
-        if given[flag] and version < since:
-            raise InputError(
-                flag,
-                f"SGLang takes it from {version_text(since)} (this plan runs SGLang "
-                f"{version_text(version)})",
-            )
+    refuse_before("SGLang", version, SGLANG_HICACHE_SINCE, given)
     return True
 
 

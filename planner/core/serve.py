@@ -23,6 +23,7 @@ from planner.core.engines.common import (
     NoKvCache,
     TermSource,
     parse_version,
+    refuse_before,
     version_text,
 )
 from planner.core.engines.registry import native_since, registry_gap
@@ -332,12 +333,9 @@ def _check_vllm_flags_taken(s: ServeSettings) -> None:
             f"{version_text(VLLM_CUDA_GRAPH_SIZES_SINCE)}, --max-cudagraph-capture-size from "
             f"{version_text(VLLM_CAPTURE_SIZE_FLAG_SINCE)})",
         )
-    since = vllm.KV_CACHE_MEMORY_BYTES_SINCE
-    if s.extra.get("kv_cache_memory_bytes") is not None and version < since:
-        raise InputError(
-            "--kv-cache-memory-bytes",
-            f"vLLM takes it from {version_text(since)} (this plan runs vLLM {text})",
-        )
+    flag = "--kv-cache-memory-bytes"
+    asked = {flag: s.extra.get("kv_cache_memory_bytes") is not None}
+    refuse_before("vLLM", version, {flag: vllm.KV_CACHE_MEMORY_BYTES_SINCE}, asked)
 
 
 def resolved_dtype(model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> tuple[str, list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -93,6 +94,23 @@ def check_mixed_precision(model: ModelSpec, engine: str, version: tuple[int, int
             f"{version_text(version)}: {engine} loads {model.name}'s ModelOpt MIXED_PRECISION "
             f"layers ({named}) from {version_text(needed)}",
         )
+
+
+def refuse_before(
+    engine: str,
+    version: tuple[int, int, int],
+    since: Mapping[str, tuple[int, int, int]],
+    asked: Mapping[str, bool],
+) -> None:
+    """Refuse, naming the first, a flag asked (`asked[flag]`) of a release older than the first
+    that takes it (`since[flag]`)."""
+    for flag, first in since.items():
+        if asked[flag] and version < first:
+            raise InputError(
+                flag,
+                f"{engine} takes it from {version_text(first)} (this plan runs {engine} "
+                f"{version_text(version)})",
+            )
 
 
 def version_text(v: tuple[int, int, int]) -> str:

@@ -34,6 +34,7 @@ from planner.core.engines.common import (
     kv_cache_dtype,
     outside_table,
     parse_version,
+    refuse_before,
     rope_cache_bytes,
     total_term,
     version_text,
@@ -1725,13 +1726,7 @@ def _check_switches(s: VllmSettings, version: tuple[int, int, int]) -> None:
         "--enable-prefix-caching": bool(s.enable_prefix_caching),
         "--enable-chunked-prefill": bool(s.enable_chunked_prefill),
     }
-    for flag, since in FLAG_SINCE.items():
-        if asked[flag] and version < since:
-            raise InputError(
-                flag,
-                f"vLLM takes it from {version_text(since)} (this plan runs vLLM "
-                f"{version_text(version)})",
-            )
+    refuse_before("vLLM", version, FLAG_SINCE, asked)
 
 
 def _async_scheduling(at: _Release) -> bool:
