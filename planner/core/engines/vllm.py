@@ -1750,6 +1750,38 @@ def _async_scheduling(at: _Release) -> bool:
     return s.async_scheduling
 
 
+def _check_pipelined(model: ModelSpec, pp: int, version: tuple[int, int, int]) -> None:
+    """Refuse pipeline stages the release cannot run: none before PP_SINCE, only the listed
+    architectures before PP_LIST_UNTIL, and a class registered without SupportsPP after it."""
+    if pp == 1:
+        return
+    if version < PP_SINCE:
+        raise InputError(
+            "--pp",
+            f"vLLM runs pipeline parallelism from {version_text(PP_SINCE)}; "
+            f"{version_text(version)} refuses it (not supported yet)",
+        )
+    late = PP_CLASS_SINCE.get(model.architecture or "")
+    if late is not None and PP_LIST_UNTIL <= version < late:
+        raise InputError(
+            "--pp",
+            f"vLLM {version_text(version)}'s {model.architecture} does not support pipeline "
+            f"parallelism (from {version_text(late)}); it refuses the layout",
+        )
+    listed = PP_ARCHITECTURES_SINCE.get(model.architecture or "")
+    if version < PP_LIST_UNTIL and (listed is None or version < listed):
+        first = (
+            f"listed from {version_text(listed)}"
+            if listed
+            else f"from {version_text(PP_LIST_UNTIL)} where its model class supports it"
+        )
+        raise InputError(
+            "--pp",
+            f"vLLM {version_text(version)} pipelines only the architectures it lists, not "
+            f"{model.architecture} ({first}); it refuses the layout",
+        )
+
+
 def _layout(at: _Release, defaults: list[str]) -> _Layout:
     """Resolve the flags that shape the pool: the context, the utilization (the extensible KV
     cache's default where it runs), the block size the attention backend settles on, and the
@@ -1761,31 +1793,7 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
             "--tp", f"{tp} does not divide {model.num_attention_heads} attention heads"
         )
     check_stages(model, pp)
-    if pp > 1 and version < PP_SINCE:
-        raise InputError(
-            "--pp",
-            f"vLLM runs pipeline parallelism from {version_text(PP_SINCE)}; "
-            f"{version_text(version)} refuses it (not supported yet)",
-        )
-    late = PP_CLASS_SINCE.get(model.architecture or "")
-    if pp > 1 and late is not None and PP_LIST_UNTIL <= version < late:
-        raise InputError(
-            "--pp",
-            f"vLLM {version_text(version)}'s {model.architecture} does not support pipeline "
-            f"parallelism (from {version_text(late)}); it refuses the layout",
-        )
-    listed = PP_ARCHITECTURES_SINCE.get(model.architecture or "")
-    if pp > 1 and version < PP_LIST_UNTIL and (listed is None or version < listed):
-        first = (
-            f"listed from {version_text(listed)}"
-            if listed
-            else f"from {version_text(PP_LIST_UNTIL)} where its model class supports it"
-        )
-        raise InputError(
-            "--pp",
-            f"vLLM {version_text(version)} pipelines only the architectures it lists, not "
-            f"{model.architecture} ({first}); it refuses the layout",
-        )
+    _check_pipelined(model, pp, version)
     max_len = _max_model_len(model, s, version, defaults)
     extensible = (
         at.rules.extensible_kv
