@@ -280,8 +280,9 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
             "--context",
             "auto is vLLM's --max-model-len auto (0.14+); SGLang's --context-length takes a length",
         )
+    version = release(s.engine, s.version)
     if s.engine == "vllm":
-        block, version = s.block_size, release(s.engine, s.version)
+        block = s.block_size
         derived = model is not None and is_hybrid(model) and block is not None
         if (
             block is not None
@@ -297,7 +298,7 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
     if s.engine == "vllm":
         _check_vllm_flags_taken(s)
     if s.offload is not None:
-        check_offload_flags(s.engine, release(s.engine, s.version), s.offload)
+        check_offload_flags(s.engine, version, s.offload)
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
