@@ -384,6 +384,25 @@ def test_sglang_chunks_must_divide_by_the_page_size_as_its_release_checks(cli: C
     assert cli(*v3, "--engine-version", "0.4.9").code == 0
 
 
+def test_sglang_keeps_a_servers_dp_replicas_on_one_host(cli: Cli) -> None:
+    """From 0.4.2 SGLang asserts that --dp-size replicas without DP attention do not span
+    nodes: TP 8 x DP 2 on 8-GPU H100 hosts is refused by --dp (0.4.1 took it), TP 4 x DP 2 on
+    one host plans, and on an NVL72 rack a host is a 4-GPU tray."""
+    base = ("capacity", "--preset", "llama-3.1-70b", "--engine", "sglang", "--json")
+    r = cli(*base, "--gpu", "h100", "--tp", "8", "--dp", "2")
+    assert r.code == 2 and r.json()["field"] == "--dp", r.out
+    assert "8 a host" in r.json()["error"]
+    assert (
+        cli(*base, "--gpu", "h100", "--tp", "8", "--dp", "2", "--engine-version", "0.4.1").code == 0
+    )
+    assert (
+        "--dp-size 2"
+        in cli(*base, "--gpu", "h100", "--tp", "4", "--dp", "2").json()["flags"]["sglang"]
+    )
+    tray = cli(*base, "--gpu", "gb200", "--tp", "4", "--dp", "2")
+    assert tray.code == 2 and "4 a host" in tray.json()["error"]
+
+
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
     """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
     (0.10.2's does): --pp 2 is refused there, planned a release later."""

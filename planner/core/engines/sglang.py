@@ -38,6 +38,7 @@ from planner.core.engines.common import (
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.parallel import deepep_wide
 from planner.core.specs import OPENAI_MXFP4, GpuSpec, KvKind, ModelSpec
+from planner.core.step.comm import host_gpus
 from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
@@ -57,6 +58,11 @@ PAGE_SIZE_SINCE = (0, 4, 4)
 DEEPEP_SINCE = (0, 4, 5)
 MOE_DENSE_TP_SIZE_SINCE = (0, 4, 6)
 PP_SINCE = (0, 4, 7)
+# DP replicas (--dp-size without DP attention) in one server on one host only: from 0.4.2
+# server_args.py asserts "multi-node data parallel is not supported unless dp attention!"
+# (absent from 0.4.1; 0.5.23's validation_hook.py: "multi-node data-parallel replicas are not
+# supported").
+DP_REPLICAS_ONE_HOST_SINCE = (0, 4, 2)
 # SGLang asserts the chunked-prefill size divides by the page size (server_args.py, every
 # release with --page-size): on the global size in __post_init__ through 0.4.9, on each
 # attention-DP group's share in check_server_args from 0.4.10; chunking off (-1) exempt from
@@ -870,6 +876,22 @@ def _deepep_mode(
     )
 
 
+def _check_replicas_on_one_host(
+    s: SglangSettings, gpu: GpuSpec, version: tuple[int, int, int]
+) -> None:
+    """Refuse DP replicas in one server whose GPUs span hosts (DP_REPLICAS_ONE_HOST_SINCE):
+    separate servers behind a router serve them."""
+    gpus = s.tp_size * s.pp_size * s.dp_size
+    if s.dp_size == 1 or version < DP_REPLICAS_ONE_HOST_SINCE or gpus <= host_gpus(gpu):
+        return
+    raise InputError(
+        "--dp",
+        f"SGLang {version_text(version)} keeps a server's {s.dp_size} data-parallel replicas "
+        f"on one host ({gpus} GPUs asked, {host_gpus(gpu)} a host): it refuses them across "
+        "nodes; run one server per replica behind a router, or DP attention",
+    )
+
+
 def _check_pipelined(model: ModelSpec, pp: int, version: tuple[int, int, int]) -> None:
     """Refuse pipeline stages for an architecture whose model class this release cannot
     pipeline (PP_ARCHITECTURES_SINCE)."""
@@ -1104,6 +1126,7 @@ def predict(
     check_stages(model, pp)
     _check_flags_taken(s, version)
     _check_pipelined(model, pp, version)
+    _check_replicas_on_one_host(s, gpu, version)
     check_mxfp4_platform(model, gpu)
     cal = s.calibration
     total, sources["total_memory_bytes"] = total_term(

@@ -41,6 +41,18 @@ XGMI_PEER_LINKS = 7
 NODE_DOMAIN_GPUS = 8
 NVL72_DOMAIN_GPUS = 72
 NVL72_PREFIXES = ("gb200", "gb300")
+# GPUs one host (one OS, one engine process tree) drives: the 8 of an HGX / DGX / OAM server;
+# an NVL72 rack's compute tray holds 4 (NVIDIA GB200 NVL72: 18 compute trays of 2 Grace CPUs and
+# 4 Blackwell GPUs). An engine server over more GPUs spans nodes (its --nnodes).
+HOST_GPUS = 8
+NVL72_HOST_GPUS = 4
+
+
+def host_gpus(gpu: GpuSpec) -> int:
+    """GPUs one host of this card drives (HOST_GPUS; NVL72 trays: NVL72_HOST_GPUS)."""
+    return NVL72_HOST_GPUS if gpu.id.startswith(NVL72_PREFIXES) else HOST_GPUS
+
+
 # Across nodes each GPU has its RDMA NIC: 400 Gb/s (one ConnectX-7 per GPU in NVIDIA DGX /
 # HGX H100 and H200 systems, DGX H100 user guide; the same 400G class on MI300X platforms).
 RDMA_NIC_BYTES_PER_S = 50e9
