@@ -403,6 +403,27 @@ def test_sglang_keeps_a_servers_dp_replicas_on_one_host(cli: Cli) -> None:
     assert tray.code == 2 and "4 a host" in tray.json()["error"]
 
 
+def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
+    """SGLang spreads one server over hosts with --nnodes, --node-rank and the rank-0 host's
+    address (--nccl-init-addr before 0.3.3): a TP-16 line on 8-GPU hosts carries them, with
+    the rank and address as shell variables, and drift reads the line back as the plan's. A
+    vLLM server over hosts runs its line on a Ray cluster's head: the plan says so."""
+    v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h100", "--tp", "16", "--json")
+    got = cli(*v3, "--engine", "sglang").json()
+    line = got["flags"]["sglang"]
+    assert "--nnodes 2 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:5000" in line
+    assert any("NODE_RANK=0..1" in w for w in got["warnings"])
+    one_host = cli("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8",
+                   "--engine", "sglang", "--json").json()["flags"]["sglang"]  # fmt: skip
+    assert "--nnodes" not in one_host
+    old = cli("capacity", "--preset", "llama-3.1-405b", "--gpu", "h100", "--tp", "16",
+              "--engine", "sglang", "--engine-version", "0.3.2", "--json")  # fmt: skip
+    assert "--nccl-init-addr $HEAD_ADDR:5000" in old.json()["flags"]["sglang"]
+    vllm_plan = cli(*v3[:-1], "--pp", "1", "--json").json()
+    assert any("Ray cluster" in w for w in vllm_plan["warnings"])
+    assert "--nnodes" not in vllm_plan["flags"]["vllm"]
+
+
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
     """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
     (0.10.2's does): --pp 2 is refused there, planned a release later."""

@@ -934,3 +934,21 @@ def test_the_table_names_every_layout_the_row_counts_gpus_for(
     row = candidate | {"gpu": "h200", "precision": "fp8"}
     assert layout_cell(row) == cell
     assert layout_name(row) == f"h200 {words} fp8"
+
+
+@pytest.mark.parametrize(
+    ("winner", "hosts"),
+    [
+        ({"engine": "sglang", "gpu": "h100", "tp": 8}, 1),
+        ({"engine": "sglang", "gpu": "h100", "tp": 16}, 2),
+        ({"engine": "vllm", "gpu": "h100", "tp": 8, "pp": 2}, 2),
+        ({"engine": "vllm", "gpu": "h200", "tp": 4, "dp": 4}, 2),  # DP ranks in one server
+        ({"engine": "vllm", "gpu": "gb200", "tp": 8}, 2),  # an NVL72 host is a 4-GPU tray
+    ],
+)
+def test_k8s_output_is_refused_for_a_server_over_hosts(winner: dict[str, Any], hosts: int) -> None:
+    """--k8s writes one pod per server: a server whose TP x PP GPUs (and vLLM's DP ranks)
+    outgrow a host needs a multi-node workload, so fleet refuses the manifest there."""
+    from planner.cli.fleet import _server_hosts
+
+    assert _server_hosts(winner) == hosts

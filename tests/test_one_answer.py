@@ -369,9 +369,12 @@ def test_slo_and_simulate_run_one_step_model_for_a_layout(cli: Cli, layout: list
     want = seqs * groups if engine == "sglang" else seqs
     assert set(got["flags"]) == {engine}
     assert f"{flag} {want} " in got["flags"][engine]
-    if engine == "sglang":  # the groups share the chunk too (server_args divides it by them)
-        chunk = max(1, got["max_prefill_chunk_tokens"]) * groups
-        assert f"--chunked-prefill-size {chunk} " in got["flags"][engine]
+    if engine == "sglang":  # the groups share the chunk too (server_args divides it by them),
+        # each group's share whole pages (SGLang asserts the chunk divides by the page)
+        words = got["flags"][engine].split()
+        page = int(words[words.index("--page-size") + 1]) if "--page-size" in words else 1
+        share = max(page, max(1, got["max_prefill_chunk_tokens"]) // page * page)
+        assert f"--chunked-prefill-size {share * groups} " in got["flags"][engine]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[:3])

@@ -689,7 +689,7 @@ def _latency_budget(
     engine's own already keeps a step inside TPOT."""
     from planner.api.latency import step_model_from_curve
     from planner.api.slo import step_budget
-    from planner.core.serve import engine_step_tokens
+    from planner.core.serve import engine_chunk_pages, engine_step_tokens
 
     if chunk_given or plan.prediction is None:
         return None
@@ -697,8 +697,9 @@ def _latency_budget(
     if not step.prefill_ms_per_token:
         return None
     own = engine_step_tokens(plan.prediction)
+    page = engine_chunk_pages(plan.prediction)
     values = step_budget(
-        step, tpot_ms, plan.max_num_seqs, s.engine, s.version, served.attention_groups, own
+        step, tpot_ms, plan.max_num_seqs, s.engine, s.version, served.attention_groups, own, page
     )
     if values["max_num_batched_tokens"] == own:
         return None  # the engine's own budget already keeps a step inside TPOT

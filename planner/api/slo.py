@@ -379,13 +379,14 @@ def _engine_budget(
     sampler rows and CUDA graphs. Binds the step budget and the memory cap into `result`."""
     from planner.core import slo
     from planner.core.parallel import line_max_num_seqs
-    from planner.core.serve import engine_step_tokens
+    from planner.core.serve import engine_chunk_pages, engine_step_tokens
 
     tpot_ms, engine = float(result["tpot_ms"]), where.engine
     first = slo.balanced_cap(step, tpot_ms, min(instance.plan.max_seqs_at_mean, cap), ratio)
     assert instance.plan.prediction is not None
     own = engine_step_tokens(instance.plan.prediction)
-    budget = step_budget(step, tpot_ms, first, engine, where.engine_version, groups, own)
+    page = engine_chunk_pages(instance.plan.prediction)
+    budget = step_budget(step, tpot_ms, first, engine, where.engine_version, groups, own, page)
     result["step_budget"] = {"tokens": budget["max_num_batched_tokens"], "at_batch": first}
     running = line_max_num_seqs(first, engine, groups)
     instance, groups = where.instance(budget | {"max_num_seqs": running})
@@ -552,12 +553,14 @@ def step_budget(
     engine_version: str | None,
     groups: int = 1,
     engine_tokens: int | None = None,
+    page: int = 1,
 ) -> dict[str, Any]:
     """The serve settings a TPOT sets on a line's step for `batch` running sequences (one
     rank's): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT:
     slo.step_tokens), SGLang's prefill chunk (the largest inside TPOT, its prefill steps
     running apart from the decodes; the flag is the deployment's, divided among its `groups`
-    attention-DP groups: `chunk_divisor`). A TPOT only lowers the engine's own budget
+    attention-DP groups: `chunk_divisor`, each group's share whole `page`s, as SGLang asserts).
+    A TPOT only lowers the engine's own budget
     (`engine_tokens`, the flag's; a larger one would take KV memory for prefill speed the SLO
     does not ask for). vLLM V0 chunks prompts only with chunked prefill on (its default above
     32K): without it a budget under max_model_len is refused."""
@@ -569,7 +572,9 @@ def step_budget(
         tokens = slo.step_tokens(step, tpot_ms, batch)
     else:  # (a chunk of at least one token: SGLang reads 0 as no chunking)
         release = parse_version(engine_version) if engine_version else None
-        tokens = max(1, slo.max_prefill_chunk(step, tpot_ms)) * chunk_divisor(groups, release)
+        share = max(1, slo.max_prefill_chunk(step, tpot_ms))
+        share = max(page, share // page * page)
+        tokens = share * chunk_divisor(groups, release)
     if engine_tokens is not None and engine_tokens > 0:
         tokens = min(tokens, engine_tokens)
     values: dict[str, Any] = {"max_num_batched_tokens": tokens}

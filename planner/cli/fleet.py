@@ -383,12 +383,12 @@ def _write_winner(
                 "router (llm-d, Dynamo) whose manifests planner does not write; each pool's line "
                 "is printed, or --engine sglang plans SGLang's router",
             )
-    if winner.get("pp", 1) > 1 and k8s is not None:
+    if k8s is not None and (hosts := _server_hosts(winner)) > 1:
         raise InputError(
             "--k8s",
-            f"the winner spans {winner['pp']} nodes per replica (TP {winner['tp']} x PP "
-            f"{winner['pp']}), which needs a multi-node workload (a LeaderWorkerSet or a Ray "
-            "cluster) that is not written yet; --tp and --precision can pin a one-node layout",
+            f"the winner's server spans {hosts} hosts (TP {winner['tp']} x PP "
+            f"{winner.get('pp', 1)}), which needs a multi-node workload (a LeaderWorkerSet or a "
+            "Ray cluster) that is not written yet; --tp and --precision can pin a one-host layout",
         )
     if save is not None:
         _save(save, report, source)
@@ -402,6 +402,18 @@ def _write_winner(
             else k8s_deployment(winner, name)
         )
         write_file(k8s, "--k8s", manifest)
+
+
+def _server_hosts(winner: dict[str, Any]) -> int:
+    """Hosts one server of the winner spans: its TP x PP GPUs (and vLLM's DP ranks, which run
+    in the one server) over a host's (planner.core.step.comm.host_gpus)."""
+    from planner.core.step.comm import host_gpus
+    from planner.sources.presets import find_gpu
+    from planner.units import ceil_div
+
+    ranks = winner.get("dp", 1) if winner["engine"] == "vllm" else 1
+    gpus = winner["tp"] * winner.get("pp", 1) * ranks
+    return ceil_div(gpus, host_gpus(find_gpu(winner["gpu"])))
 
 
 def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:

@@ -33,6 +33,7 @@ from planner.core.parallel import line_max_num_seqs, ranks_share_tp
 from planner.core.quantization import checkpoint_load_gap, checkpoint_method
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
+from planner.core.step.comm import host_gpus
 from planner.core.step.overhead import SGLANG_OVERLAP_SINCE
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -593,6 +594,12 @@ def engine_step_tokens(p: EnginePrediction) -> int:
     return int(str(p.settings[key]))
 
 
+def engine_chunk_pages(p: EnginePrediction) -> int:
+    """The tokens SGLang's chunked-prefill size must be a multiple of, per attention-DP group:
+    its page (it asserts the chunk divides by it: sglang._check_chunk_pages); 1 for vLLM."""
+    return int(str(p.settings.get("page_size") or 1)) if p.name == "sglang" else 1
+
+
 def _with_slack(s: ServeSettings) -> tuple[ServeSettings, list[str]]:
     """The settings planned: vLLM 0.34's default utilization (1.0, its extensible KV cache
     sized from the memory free after warm-up) is pinned at the release's estimate-based
@@ -828,6 +835,8 @@ def plan_serve(
     warnings += slack
     groups = data_parallel_ranks(s, model)
     warnings += tp_replication(model, attention_tp(s, model))[1]
+    if spread := hosts_warning(s, gpu):
+        warnings.append(spread)
     reasons: list[str] = []
     # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
     # --max-running-requests is the deployment's, each attention-DP group taking its share
@@ -899,7 +908,9 @@ def plan_serve(
         reasons=reasons,
         prediction=p,
         flags=_shown(fields, s, p),
-        command=command_line(model, s.engine, _shown(fields, s, p), p.version),
+        command=command_line(
+            model, s.engine, _shown(fields, s, p), p.version, server_hosts(s, gpu)
+        ),
         max_num_seqs=max(seqs, 0),
         max_seqs_at_mean=held_mean,
         max_seqs_at_context=held_context,
@@ -992,7 +1003,7 @@ def _refused(
         reasons=[f"{s.engine}: {text}"],
         prediction=None,
         flags=_shown(fields, s),
-        command=command_line(model, s.engine, _shown(fields, s), s.version),
+        command=command_line(model, s.engine, _shown(fields, s), s.version, server_hosts(s, gpu)),
         max_num_seqs=0,
         max_seqs_at_mean=0,
         max_seqs_at_context=0,
@@ -1222,6 +1233,35 @@ ENGINE_FLAG_NAMES = {
     "pp_size": "pp",
 }
 MODEL_PLACEHOLDER = "$MODEL"
+# SGLang spreads one server over hosts with --nnodes, --node-rank and the rank-0 host's address
+# (--dist-init-addr from 0.3.3, --nccl-init-addr before: srt/server_args.py); every host runs
+# the line with its own rank. The line names rank and address as shell variables the operator
+# sets on each host (the port is SGLang's documented example's).
+NODE_RANK_PLACEHOLDER = "$NODE_RANK"
+HEAD_ADDR_PLACEHOLDER = "$HEAD_ADDR:5000"
+SHELL_PLACEHOLDERS = frozenset({MODEL_PLACEHOLDER, NODE_RANK_PLACEHOLDER, HEAD_ADDR_PLACEHOLDER})
+SGLANG_DIST_INIT_ADDR_SINCE = (0, 3, 3)
+
+
+def server_hosts(s: ServeSettings, gpu: GpuSpec) -> int:
+    """Hosts one server spans: its GPUs (TP x PP, and SGLang's --dp-size replicas, which it
+    keeps on one host) over a host's (planner.core.step.comm.host_gpus)."""
+    replicas = int(s.extra.get("dp_size") or 1) if s.engine == "sglang" else 1
+    return ceil_div(s.tp * s.pp * replicas, host_gpus(gpu))
+
+
+def hosts_warning(s: ServeSettings, gpu: GpuSpec) -> str | None:
+    """How to start a server that spans hosts (None: it runs on one)."""
+    hosts = server_hosts(s, gpu)
+    if hosts == 1:
+        return None
+    span = f"the server spans {hosts} hosts of {host_gpus(gpu)} GPUs"
+    if s.engine == "sglang":
+        return (
+            f"{span}: run the line on each with NODE_RANK=0..{hosts - 1} and HEAD_ADDR the "
+            "rank-0 host's address (--nnodes, --node-rank, --dist-init-addr)"
+        )
+    return f"{span}: start a Ray cluster over them and run the line on its head node"
 
 
 # `vllm serve` arrived in vLLM 0.5.2 (the wheel's first console script, `vllm =
@@ -1245,10 +1285,14 @@ VLLM_NO_PREFIX_CACHING_SINCE = (0, 8, 0)
 
 
 def command_line(
-    model: ModelSpec, engine: str, fields: dict[str, Any], version: str | None = None
+    model: ModelSpec,
+    engine: str,
+    fields: dict[str, Any],
+    version: str | None = None,
+    hosts: int = 1,
 ) -> str:
     """The launch line setting exactly `fields` (booleans as bare flags, defaults left out), in
-    the form the engine release accepts."""
+    the form the engine release accepts; an SGLang server over `hosts` hosts names them."""
     ref = model.serve_id or MODEL_PLACEHOLDER
     release = parse_version(version) if version else None
     old_vllm = engine == "vllm" and release is not None and release < VLLM_SERVE_SINCE
@@ -1318,11 +1362,16 @@ def command_line(
             parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
         else:
             parts += [flag, str(value)]
+    if engine == "sglang" and hosts > 1:
+        named = release is None or release >= SGLANG_DIST_INIT_ADDR_SINCE
+        address = "--dist-init-addr" if named else "--nccl-init-addr"
+        parts += ["--nnodes", str(hosts), "--node-rank", NODE_RANK_PLACEHOLDER]
+        parts += [address, HEAD_ADDR_PLACEHOLDER]
     if model.trust_remote_code:
         # the config's auto_map names code in the repo: both engines refuse to load it without
         # this flag (transformers' trust_remote_code, passed through by vLLM and SGLang)
         parts.append("--trust-remote-code")
-    return " ".join(p if p == MODEL_PLACEHOLDER else shlex.quote(p) for p in head + parts)
+    return " ".join(p if p in SHELL_PLACEHOLDERS else shlex.quote(p) for p in head + parts)
 
 
 # Line fields that take a word (or a JSON object), kept as text.
