@@ -536,6 +536,24 @@ def test_quantization_methods_follow_the_release(cli: Cli, tmp_path: Path) -> No
     assert read["engine"]["weights_bytes"] == named["engine"]["weights_bytes"]
 
 
+def test_a_modelopt_fp8_export_is_named_modelopt_on_the_line(cli: Cli) -> None:
+    """NVIDIA's ModelOpt FP8 exports (quantization beside config.json, or inline with its
+    producer) are the engines' `modelopt` method: vLLM before 0.10.0 maps no `fp8` onto it and
+    loads the checkpoint as unquantized, so the line names it, from the releases that load it
+    (vLLM 0.6.1, SGLang 0.4.2); a checkpoint with quant_method fp8 keeps `fp8`."""
+    export = ("capacity", "--model", str(MODELS / "nvidia--Llama-3.1-70B-Instruct-FP8"))
+    export += ("--gpu", "h100", "--tp", "2", "--json")
+    for version in ("0.6.1", "0.9.2", "0.34.0"):
+        line = cli(*export, "--engine-version", version).json()["flags"]["vllm"]
+        assert line.endswith("--quantization modelopt"), (version, line)
+    old = cli(*export, "--engine-version", "0.6.0").json()
+    assert not old["fits"] and any("cannot load modelopt weights" in r for r in old["reasons"])
+    sglang = cli(*export, "--engine", "sglang").json()["flags"]["sglang"]
+    assert sglang.endswith("--quantization modelopt")
+    own = ("capacity", "--model", str(MODELS / "Qwen--Qwen3-32B-FP8"), "--gpu", "h100", "--json")
+    assert cli(*own).json()["flags"]["vllm"].endswith("--quantization fp8")
+
+
 def test_sglang_lines_use_only_the_flags_each_release_takes(cli: Cli) -> None:
     """SGLang's server_args.py took --cuda-graph-max-bs and --enable-dp-attention from 0.3.6,
     --ep-size from 0.4.1, fp8_e4m3 KV from 0.4.3 (fp8_e5m2 alone before), --page-size from

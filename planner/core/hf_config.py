@@ -840,6 +840,12 @@ def normalized_quantization(q: Any) -> Any:
     return flat
 
 
+def _quant_method(cfg: Config) -> str:
+    """The quant_method of a (normalized) quantization_config, lower case ("" where none)."""
+    q = cfg.get("quantization_config")
+    return str(q.get("quant_method", "")).lower() if isinstance(q, Mapping) else ""
+
+
 def _quantization(
     cfg: Config, linear_params: int, quantized_params: int, native_bits: int
 ) -> tuple[str, int]:
@@ -1518,6 +1524,7 @@ def model_spec_from_config(
         rowwise_fp8_widest=stored.rowwise_widest,
         fp8_block_scaled=_block_scaled_fp8(t),
         fp8_kv_declared_by=_fp8_kv_declared_by(t),
+        quantized_by_modelopt=_quant_method(t) == MODELOPT_PRODUCER,
         mixed_precision_algos=mixed.algos if mixed else (),
         expert_bytes_per_param=mixed.expert_bytes_per_param if mixed else None,
         num_experts=experts or None,

@@ -25,9 +25,18 @@ CHECKPOINT_QUANTIZATION = {
 }
 
 
+# ModelOpt's FP8 exports are its `modelopt` method in both engines (vLLM from 0.6.1, SGLang from
+# 0.4.2): the name a line must give where the release does not map `fp8` onto it itself (vLLM
+# before 0.10.0 has no ModelOptFp8Config.override_quantization_method, and with `fp8` loads the
+# checkpoint as an unquantized one; SGLang's registry parses such a config as modelopt).
+MODELOPT_FP8_METHOD = "modelopt"
+
+
 def checkpoint_method(spec: ModelSpec) -> str | None:
     """The engines' --quantization name for a quantized checkpoint's own method (None: not
     quantized, or a method the line need not name)."""
+    if spec.quantized_by_modelopt and spec.weight_dtype == "fp8":
+        return MODELOPT_FP8_METHOD
     return next(
         (q for k, q in CHECKPOINT_QUANTIZATION.items() if spec.weight_dtype.startswith(k)), None
     )

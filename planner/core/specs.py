@@ -135,6 +135,11 @@ class ModelSpec(BaseModel):
         "kv_cache_quant_algo): the engines that read it run the cache in fp8 for "
         "--kv-cache-dtype auto (checkpoint_fp8_kv in engines.vllm and engines.sglang)",
     )
+    quantized_by_modelopt: bool = Field(
+        default=False,
+        description="the quantization_config is ModelOpt's (its producer or quant_method): the "
+        "engines name its fp8 method `modelopt` (planner.core.quantization.checkpoint_method)",
+    )
     mixed_precision_algos: tuple[str, ...] = Field(
         default=(),
         description="ModelOpt MIXED_PRECISION: the algorithms its quantized_layers name (the "
