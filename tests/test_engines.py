@@ -411,14 +411,14 @@ def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
     v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h100", "--tp", "16", "--json")
     got = cli(*v3, "--engine", "sglang").json()
     line = got["flags"]["sglang"]
-    assert "--nnodes 2 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:5000" in line
+    assert "--nnodes 2 --node-rank $NODE_RANK --dist-init-addr $HEAD_ADDR:25000" in line
     assert any("NODE_RANK=0..1" in w for w in got["warnings"])
     one_host = cli("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8",
                    "--engine", "sglang", "--json").json()["flags"]["sglang"]  # fmt: skip
     assert "--nnodes" not in one_host
     old = cli("capacity", "--preset", "llama-3.1-405b", "--gpu", "h100", "--tp", "16",
               "--engine", "sglang", "--engine-version", "0.3.2", "--json")  # fmt: skip
-    assert "--nccl-init-addr $HEAD_ADDR:5000" in old.json()["flags"]["sglang"]
+    assert "--nccl-init-addr $HEAD_ADDR:25000" in old.json()["flags"]["sglang"]
     vllm_plan = cli(*v3[:-1], "--pp", "1", "--json").json()
     assert any("Ray cluster" in w for w in vllm_plan["warnings"])
     assert "--nnodes" not in vllm_plan["flags"]["vllm"]

@@ -9,7 +9,12 @@ from pydantic import ValidationError
 from planner.api.engines import engine_plan
 from planner.core.engines import release
 from planner.core.engines.common import capability, check_mixed_precision
-from planner.core.quantization import check_quantization_loads, checkpoint_method, flag_gap
+from planner.core.quantization import (
+    check_flag_takes,
+    check_quantization_loads,
+    checkpoint_method,
+    flag_gap,
+)
 from planner.core.specs import (
     INT8_W8A8_LABEL,
     MODELOPT_NVFP4,
@@ -424,7 +429,7 @@ def _served_weights(
                 f"{', '.join(MARLIN_METHODS)}, their Marlin kernels)",
             )
         _refuse_requantizing(spec, "--quantization", quantization)
-        _check_flag_takes(engine, quantization, version, asked_by)
+        check_flag_takes(engine, quantization, version, asked_by)
         if spec.weight_dtype in ("bf16", "fp16", "fp32"):
             weights, exact = quantized_weights_bytes(spec, method), False
     else:  # the checkpoint's own method (named by the user or not): its weights as stored
@@ -436,17 +441,10 @@ def _served_weights(
             label = None  # no such value of this release's flag: it reads the checkpoint's config
         if quantization in MARLIN_METHODS:
             # the kernel the line names stays on it (vLLM runs the AWQ kernel when told `awq`)
-            _check_flag_takes(engine, quantization, version, "--quantization")
+            check_flag_takes(engine, quantization, version, "--quantization")
             label = quantization
         values["quantization"] = label
     return weights, exact
-
-
-def _check_flag_takes(engine: str, method: str, version: tuple[int, int, int], flag: str) -> None:
-    """Refuse, by the flag typed, a --quantization method the release's parser does not take."""
-    why = flag_gap(engine, method, version)
-    if why is not None:
-        raise InputError(flag, why)
 
 
 def serve_report(

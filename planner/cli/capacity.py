@@ -790,12 +790,7 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     Blackwell); fp8 is the release's spelling of it (fp8_e5m2 in vLLM before 0.4.1 and SGLang
     before 0.4.3)."""
     from planner.core.engines.common import parse_version
-    from planner.core.engines.sglang import FP8_E4M3_KV_SINCE
-    from planner.core.serve import (
-        SGLANG_16BIT_KV_SINCE,
-        VLLM_KV_DTYPE_SINCE,
-        vllm_fp8_kv_spelling,
-    )
+    from planner.core.serve import SGLANG_16BIT_KV_SINCE, VLLM_KV_DTYPE_SINCE, fp8_kv_spelling
     from planner.errors import InputError
     from planner.units import KV_DTYPES, normalize_dtype
 
@@ -803,11 +798,9 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     if text == "auto":
         return "auto"
     at = parse_version(version) if version else None
-    vllm_fp8 = vllm_fp8_kv_spelling(at)
-    # SGLang's fp8 before it took fp8_e4m3 is fp8_e5m2 (the same byte)
-    sglang_fp8 = "fp8_e5m2" if at is not None and at < FP8_E4M3_KV_SINCE else "fp8_e4m3"
+    fp8 = fp8_kv_spelling(engine, at)  # the release's spelling (the same byte)
     if text in ("fp8_e4m3", "fp8_e5m2"):  # the engines' own spellings
-        return (text if text == "fp8_e5m2" else sglang_fp8) if engine == "sglang" else vllm_fp8
+        return text if engine == "sglang" and text == "fp8_e5m2" else fp8
     if text == "fp8_ds_mla":  # vLLM's DeepSeek layout (the engine model checks the model)
         return text
     name = normalize_dtype(text, "--kv-dtype", KV_DTYPES)
@@ -818,7 +811,7 @@ def engine_kv_dtype(engine: str, kv_dtype: str | None, version: str | None = Non
     if name == "fp16":
         return "auto"
     if name == "fp8":
-        return vllm_fp8 if engine == "vllm" else sglang_fp8
+        return fp8
     raise InputError(
         "--kv-dtype", f"{engine} has no {name} KV cache; accepted: fp16, bf16 (auto), fp8"
     )

@@ -406,14 +406,12 @@ def _write_winner(
 
 def _server_hosts(winner: dict[str, Any]) -> int:
     """Hosts one server of the winner spans: its TP x PP GPUs (and vLLM's DP ranks, which run
-    in the one server) over a host's (planner.core.step.comm.host_gpus)."""
-    from planner.core.step.comm import host_gpus
+    in the one server) over a host's (planner.core.step.comm.hosts_spanned)."""
+    from planner.core.step.comm import hosts_spanned
     from planner.sources.presets import find_gpu
-    from planner.units import ceil_div
 
     ranks = winner.get("dp", 1) if winner["engine"] == "vllm" else 1
-    gpus = winner["tp"] * winner.get("pp", 1) * ranks
-    return ceil_div(gpus, host_gpus(find_gpu(winner["gpu"])))
+    return hosts_spanned(winner["tp"] * winner.get("pp", 1) * ranks, find_gpu(winner["gpu"]))
 
 
 def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:

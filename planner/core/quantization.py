@@ -138,3 +138,11 @@ def check_quantization_loads(
     gap = load_gap(engine, method, version)
     if gap is not None:
         raise InputError(flag, gap[0])
+
+
+def check_flag_takes(engine: str, method: str, version: tuple[int, int, int], flag: str) -> None:
+    """Refuse, by the flag typed, a --quantization method the release's parser does not take
+    (flag_gap)."""
+    why = flag_gap(engine, method, version)
+    if why is not None:
+        raise InputError(flag, why)

@@ -22,6 +22,7 @@ from planner.core.engines.common import (
     EnginePrediction,
     NoKvCache,
     TermSource,
+    as_of,
     parse_version,
     refuse_before,
     version_text,
@@ -33,7 +34,7 @@ from planner.core.parallel import line_max_num_seqs, ranks_share_tp
 from planner.core.quantization import checkpoint_load_gap, checkpoint_method
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
-from planner.core.step.comm import host_gpus
+from planner.core.step.comm import host_gpus, hosts_spanned
 from planner.core.step.overhead import SGLANG_OVERLAP_SINCE
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -86,13 +87,18 @@ VLLM_FP8_KV_SPELLINGS = (
 )
 # The spellings every release from 0.4.3 takes (the 16-bit ones below by their own release).
 VLLM_KV_CACHE_DTYPES = ("auto", *VLLM_FP8_KV_SPELLINGS[-1][1])
+# SGLang's: fp8_e5m2 alone before it took fp8_e4m3 (sglang.FP8_E4M3_KV_SINCE), e4m3 first after.
+SGLANG_FP8_KV_SPELLINGS = (
+    ((0, 0, 0), ("fp8_e5m2",)),
+    (sglang.FP8_E4M3_KV_SINCE, ("fp8_e4m3", "fp8_e5m2")),
+)
 # vLLM's flag for the largest CUDA-graph batch: --cuda-graph-sizes N from 0.9.0 (one value: sizes
 # 1, 2, 4 and every 8 to N; SchedulerConfig, config.py 0.9.0), --max-cudagraph-capture-size from
 # 0.11.1 (engine/arg_utils.py, read in the 0.8.5, 0.9.0, 0.11.0 and 0.11.1 wheels); before 0.9.0
 # no flag sets it.
 VLLM_CUDA_GRAPH_SIZES_SINCE = (0, 9, 0)
 VLLM_CAPTURE_SIZE_FLAG_SINCE = (0, 11, 1)
-SGLANG_KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
+SGLANG_KV_CACHE_DTYPES = ("auto", *SGLANG_FP8_KV_SPELLINGS[-1][1])
 # --kv-cache-dtype spellings and the first release that takes each (vLLM vllm/config/cache.py
 # CacheDType: bfloat16 from 0.11, float16 from 0.18, DeepSeek's fp8_ds_mla from 0.12; SGLang
 # server_args.py choices: bf16 / bfloat16 from 0.5.4); the 16-bit ones are two bytes.
@@ -212,21 +218,21 @@ class ServePlan(BaseModel):
 ENGINE_MODEL_VENDORS = ("nvidia", "amd")
 
 
-def vllm_fp8_kv_spellings(version: tuple[int, int, int] | None) -> tuple[str, ...]:
-    """The --kv-cache-dtype spellings of an fp8 cache a vLLM release takes (None: the newest;
-    none before 0.3.0)."""
-    taken = [names for first, names in VLLM_FP8_KV_SPELLINGS if version is None or version >= first]
-    return taken[-1] if taken else ()
+def fp8_kv_spellings(engine: str, version: tuple[int, int, int] | None) -> tuple[str, ...]:
+    """The --kv-cache-dtype spellings of an fp8 cache an engine release takes (None: the
+    newest; none before vLLM 0.3.0)."""
+    spans = VLLM_FP8_KV_SPELLINGS if engine == "vllm" else SGLANG_FP8_KV_SPELLINGS
+    return spans[-1][1] if version is None else as_of(spans, version, ())
 
 
-def vllm_fp8_kv_spelling(version: tuple[int, int, int] | None) -> str:
-    """The spelling a line gives a vLLM release's fp8 cache (its first; `fp8` where none)."""
-    return next(iter(vllm_fp8_kv_spellings(version)), "fp8")
+def fp8_kv_spelling(engine: str, version: tuple[int, int, int] | None) -> str:
+    """The spelling a line gives a release's fp8 cache (its first; `fp8` where none)."""
+    return next(iter(fp8_kv_spellings(engine, version)), "fp8")
 
 
 def vllm_block_sizes(version: tuple[int, int, int]) -> tuple[int, ...]:
     """The --block-size values a vLLM release's parser lists (VLLM_BLOCK_SIZE_CHOICES)."""
-    return [sizes for first, sizes in VLLM_BLOCK_SIZE_CHOICES if version >= first][-1]
+    return as_of(VLLM_BLOCK_SIZE_CHOICES, version, VLLM_BLOCK_SIZE_CHOICES[0][1])
 
 
 def vllm_takes_block_size(version: tuple[int, int, int], block: int) -> bool:
@@ -249,14 +255,11 @@ def vllm_block_sizes_text(version: tuple[int, int, int]) -> str:
 def check_kv_cache_dtype(s: ServeSettings) -> None:
     """--kv-cache-dtype must be a spelling the release takes and the ledger sizes."""
 
-    plain: tuple[str, ...]
     version = release(s.engine, s.version)
+    plain = ("auto", *fp8_kv_spellings(s.engine, version))
     if s.engine == "vllm":
-        name, plain = "vLLM", ("auto", *vllm_fp8_kv_spellings(version))
-        since = VLLM_KV_DTYPE_SINCE
+        name, since = "vLLM", VLLM_KV_DTYPE_SINCE
     else:
-        e4m3 = version >= sglang.FP8_E4M3_KV_SINCE
-        plain = SGLANG_KV_CACHE_DTYPES if e4m3 else ("auto", "fp8_e5m2")
         name, since = "SGLang", SGLANG_16BIT_KV_SINCE
     accepted = (*plain, *(k for k, v in since.items() if version >= v))
     if s.kv_cache_dtype not in accepted:
@@ -297,7 +300,7 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
             )
     check_kv_cache_dtype(s)
     if s.engine == "vllm":
-        _check_vllm_flags_taken(s)
+        _check_vllm_flags_taken(s, version)
     if s.offload is not None:
         check_offload_flags(s.engine, version, s.offload)
     if s.dtype not in ENGINE_DTYPES:
@@ -322,9 +325,8 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
         )
 
 
-def _check_vllm_flags_taken(s: ServeSettings) -> None:
+def _check_vllm_flags_taken(s: ServeSettings, version: tuple[int, int, int]) -> None:
     """Refuse a vLLM flag the user gave that the release does not have yet."""
-    version = release(s.engine, s.version)
     text = version_text(version)
     if s.extra.get("max_cudagraph_capture_size") is not None and (
         version < VLLM_CUDA_GRAPH_SIZES_SINCE
@@ -1236,18 +1238,21 @@ MODEL_PLACEHOLDER = "$MODEL"
 # SGLang spreads one server over hosts with --nnodes, --node-rank and the rank-0 host's address
 # (--dist-init-addr from 0.3.3, --nccl-init-addr before: srt/server_args.py); every host runs
 # the line with its own rank. The line names rank and address as shell variables the operator
-# sets on each host (the port is SGLang's documented example's).
+# sets on each host.
 NODE_RANK_PLACEHOLDER = "$NODE_RANK"
-HEAD_ADDR_PLACEHOLDER = "$HEAD_ADDR:5000"
+# The rendezvous port: the one --dist-init-addr's own help gives ("e.g., `192.168.0.2:25000`",
+# srt/server_args.py, 0.3.6-0.5.13); any free port serves.
+SGLANG_DIST_INIT_PORT = 25000
+HEAD_ADDR_PLACEHOLDER = f"$HEAD_ADDR:{SGLANG_DIST_INIT_PORT}"
 SHELL_PLACEHOLDERS = frozenset({MODEL_PLACEHOLDER, NODE_RANK_PLACEHOLDER, HEAD_ADDR_PLACEHOLDER})
 SGLANG_DIST_INIT_ADDR_SINCE = (0, 3, 3)
 
 
 def server_hosts(s: ServeSettings, gpu: GpuSpec) -> int:
     """Hosts one server spans: its GPUs (TP x PP, and SGLang's --dp-size replicas, which it
-    keeps on one host) over a host's (planner.core.step.comm.host_gpus)."""
+    keeps on one host) over a host's (planner.core.step.comm.hosts_spanned)."""
     replicas = int(s.extra.get("dp_size") or 1) if s.engine == "sglang" else 1
-    return ceil_div(s.tp * s.pp * replicas, host_gpus(gpu))
+    return hosts_spanned(s.tp * s.pp * replicas, gpu)
 
 
 def hosts_warning(s: ServeSettings, gpu: GpuSpec) -> str | None:

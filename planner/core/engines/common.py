@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from planner.core.specs import GpuSpec, ModelSpec
 from planner.errors import InputError, PlannerError
 from planner.units import GIB_BYTES, ceil_div
+
+T = TypeVar("T")
 
 TermSource = Literal[
     "exact", "derived", "calibrated", "log", "device", "user", "default", "your-logs"
@@ -94,6 +96,15 @@ def check_mixed_precision(model: ModelSpec, engine: str, version: tuple[int, int
             f"{version_text(version)}: {engine} loads {model.name}'s ModelOpt MIXED_PRECISION "
             f"layers ({named}) from {version_text(needed)}",
         )
+
+
+def as_of(
+    spans: tuple[tuple[tuple[int, int, int], T], ...], version: tuple[int, int, int], before: T
+) -> T:
+    """The value of the newest span (first release, value) a release has reached; `before`
+    where it predates them all."""
+    reached = [value for first, value in spans if version >= first]
+    return reached[-1] if reached else before
 
 
 def refuse_before(

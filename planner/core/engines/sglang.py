@@ -38,7 +38,7 @@ from planner.core.engines.common import (
 from planner.core.kv import kv_heads_per_rank, layer_state_bytes
 from planner.core.parallel import deepep_wide
 from planner.core.specs import OPENAI_MXFP4, GpuSpec, KvKind, ModelSpec
-from planner.core.step.comm import host_gpus
+from planner.core.step.comm import host_gpus, hosts_spanned
 from planner.errors import InputError
 from planner.units import GIB_BYTES, MIB_BYTES, ceil_div, dtype_bytes
 
@@ -882,7 +882,7 @@ def _check_replicas_on_one_host(
     """Refuse DP replicas in one server whose GPUs span hosts (DP_REPLICAS_ONE_HOST_SINCE):
     separate servers behind a router serve them."""
     gpus = s.tp_size * s.pp_size * s.dp_size
-    if s.dp_size == 1 or version < DP_REPLICAS_ONE_HOST_SINCE or gpus <= host_gpus(gpu):
+    if s.dp_size == 1 or version < DP_REPLICAS_ONE_HOST_SINCE or hosts_spanned(gpus, gpu) == 1:
         return
     raise InputError(
         "--dp",

@@ -53,6 +53,11 @@ def host_gpus(gpu: GpuSpec) -> int:
     return NVL72_HOST_GPUS if gpu.id.startswith(NVL72_PREFIXES) else HOST_GPUS
 
 
+def hosts_spanned(gpus: int, gpu: GpuSpec) -> int:
+    """Hosts an engine server over `gpus` of this card spans (host_gpus a host)."""
+    return -(-gpus // host_gpus(gpu))
+
+
 # Across nodes each GPU has its RDMA NIC: 400 Gb/s (one ConnectX-7 per GPU in NVIDIA DGX /
 # HGX H100 and H200 systems, DGX H100 user guide; the same 400G class on MI300X platforms).
 RDMA_NIC_BYTES_PER_S = 50e9
