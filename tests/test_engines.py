@@ -932,8 +932,8 @@ def test_data_centre_blackwell_captures_graphs_up_to_1024_from_0_28() -> None:
 def test_mla_block_size_follows_the_blackwell_backend_by_release() -> None:
     """DeepSeek-R1 on a B200: CUTLASS MLA forces 128 (0.12), FlashInfer MLA forces 64 (0.16),
     its preferred 32 stands for an unset size from 0.18 and a flag is kept, 0.34's default of 64
-    is accepted; Hopper keeps FlashMLA's 64 through 0.9 and the default after; V3.2's sparse MLA
-    takes 64 on Hopper."""
+    is accepted; Hopper keeps FlashMLA's 64 through 0.17 (from 0.11.1 a multiple of 64 asked
+    stands) and the default after; V3.2's sparse MLA takes 64 on Hopper."""
     r1 = MODELS / "deepseek-ai--DeepSeek-R1"
 
     def block(gpu: str, version: str, model: Path = r1, **kw: object) -> object:
@@ -947,6 +947,8 @@ def test_mla_block_size_follows_the_blackwell_backend_by_release() -> None:
     assert block("b200", "0.20.0", block_size=64) == 64
     assert block("b200", "0.34.0") == 64
     assert block("h200", "0.8.0") == 64 and block("h200", "0.20.0") == 16
+    assert block("h200", "0.10.0", block_size=128) == 64  # `!= 64` forced 64 before 0.11.1
+    assert block("h200", "0.17.0") == 64 and block("h200", "0.17.0", block_size=128) == 128
     assert block("h200", "0.20.0", model=MODELS / "deepseek-ai--DeepSeek-V3.2") == 64
 
 

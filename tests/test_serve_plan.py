@@ -506,11 +506,13 @@ def test_the_line_uses_the_entry_point_and_flags_the_release_had(
     assert cli("drift", str(lock), "--against-args", line).code == 0
 
 
-@pytest.mark.parametrize(("version", "block"), [("0.7.2", 16), ("0.8.5", 64), ("0.19.0", 16)])
+@pytest.mark.parametrize(
+    ("version", "block"), [("0.7.2", 16), ("0.8.5", 64), ("0.12.0", 64), ("0.19.0", 16)]
+)
 def test_mla_on_hopper_gets_the_block_size_flashmla_forces(
     cli: Cli, version: str, block: int
 ) -> None:
-    # vLLM 0.7.3-0.9.x force blocks of 64 for FlashMLA (MLA models on SM 9.0); the pool is then
+    # vLLM 0.7.3-0.17.x force blocks of 64 for FlashMLA (MLA models on SM 9.0); the pool is then
     # whole 64-token blocks, and a block size asked for is overridden with a note
     where = ("--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine-version", version)
     got = cli("capacity", *where, "--json").json()
@@ -522,6 +524,36 @@ def test_mla_on_hopper_gets_the_block_size_flashmla_forces(
     if block == 64:
         asked = cli("capacity", *where, "--block-size", "16")
         assert "block_size 16 -> 64" in asked.out
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "outcome"),
+    [
+        ("h100", "0.7.3", "runs"),  # V0: XFormers takes the block FlashAttention does not
+        ("h100", "0.10.0", "Block size must be a multiple of 16"),
+        ("h100", "0.12.0", "No common block size for 8"),
+        ("b200", "0.10.0", "runs"),  # FlashInfer, SM 10.0's default, checked nothing then
+        ("b200", "0.12.0", "No common block size for 8"),
+        ("h100", "0.20.0", "FlexAttention"),  # the selector falls back, warning
+        ("mi300x", "0.20.0", "No common block size for 8"),  # ROCm's selector does not
+    ],
+)
+def test_a_block_v1_kernels_do_not_page_is_refused_where_vllm_fails(
+    cli: Cli, gpu: str, version: str, outcome: str
+) -> None:
+    """vLLM V1's attention kernels take blocks in multiples of 16 tokens: --block-size 8 is
+    refused by its flag where the release fails to start, and where 0.18+ falls back to
+    FlexAttention the plan says the step times do not model it."""
+    where = ("--preset", "llama-3.1-8b", "--gpu", gpu, "--engine-version", version)
+    got = cli("capacity", *where, "--block-size", "8", "--json")
+    if outcome in ("runs", "FlexAttention"):
+        assert got.code == 0 and "--block-size 8 " in got.json()["flags"]["vllm"]
+        notes = " ".join(got.json()["engine"]["notes"])
+        assert ("FlexAttention" in notes) == (outcome == "FlexAttention")
+    else:
+        assert got.code == 2 and got.json()["field"] == "--block-size"
+        assert outcome in got.json()["error"]
+    assert cli("capacity", *where, "--block-size", "32", "--json").code == 0
 
 
 def test_a_gpu_the_engine_model_does_not_cover_is_refused_not_guessed(cli: Cli) -> None:

@@ -174,13 +174,16 @@ CUDA_CONTEXT_BYTES = NON_TORCH_WITH_CONTEXT_BYTES - NON_TORCH_BYTES
 # MLA models on Hopper ran the FlashMLA backend by default from vLLM 0.7.3, whose paged KV is in
 # blocks of 64 tokens: the platform forced block_size 64 whatever was asked ("Forcing kv cache
 # block size to 64 for FlashMLA backend.", vllm/platforms/cuda.py check_and_update_config;
-# FlashMLA needs SM 9.0). Later releases pick other MLA backends first: a 0.19 start-up log
-# of DeepSeek-V2-Lite on an H100 (tests/data/calibration, llmd-h100-deepseek-v2-lite) keeps
-# blocks of 16 (94,097 blocks, 1,505,552 tokens). The rule is applied through 0.9.x, where it
-# is known; from 0.10 the default block stands.
+# FlashMLA needs SM 9.0), and from 0.11.1 only a size that is not a multiple of 64. Read in
+# each wheel from 0.7.3 to 0.17.1 (is_flashmla_supported, then is_flashmla_dense_supported from
+# 0.15); 0.18 let the attention backends choose their own block, picking FlashAttention's MLA
+# kernel first on Hopper: a 0.19 start-up log of DeepSeek-V2-Lite on an H100
+# (tests/data/calibration, llmd-h100-deepseek-v2-lite) keeps blocks of 16 (94,097 blocks,
+# 1,505,552 tokens).
 FLASHMLA_BLOCK_SIZE = 64
 FLASHMLA_SINCE = (0, 7, 3)
-FLASHMLA_DEFAULT_UNTIL = (0, 10, 0)
+FLASHMLA_MULTIPLES_SINCE = (0, 11, 1)
+FLASHMLA_DEFAULT_UNTIL = (0, 18, 0)
 # Compute capability 10.x (B200, B300, GB200) runs MLA on other backends, each with its blocks
 # (vllm/platforms/cuda.py; from 0.18 AttentionBackend.get_preferred_block_size; read in the
 # 0.10-0.34 wheels): CUTLASS MLA from 0.10.1 (any size not a multiple of 128 forced to 128),
@@ -238,6 +241,9 @@ def backend_block_size(
             return SPARSE_MLA_BLOCK_SIZE, "sparse MLA"
         return None
     if major == HOPPER_MAJOR and FLASHMLA_SINCE <= version < FLASHMLA_DEFAULT_UNTIL:
+        asked = requested if requested is not None else default_block_size(version)
+        if version >= FLASHMLA_MULTIPLES_SINCE and asked % FLASHMLA_BLOCK_SIZE == 0:
+            return None
         return FLASHMLA_BLOCK_SIZE, "FlashMLA"
     if major != BLACKWELL_MAJOR or version < CUTLASS_MLA_SINCE:
         return None
@@ -253,6 +259,67 @@ def backend_block_size(
     if requested is None and not takes:
         return FLASHINFER_MLA_PREFERRED_BLOCK_SIZE, "FlashInfer MLA"
     return None
+
+
+# vLLM V1's attention kernels page the KV in blocks of a multiple of 16 tokens: FlashAttention
+# (the default on compute capability 8.0+) and Triton raise "Block size must be a multiple of
+# 16." at start-up (get_kv_cache_shape, read in the 0.8.0 - 0.11.0 wheels), ROCm's backends
+# likewise; from 0.11.1 each backend lists its kernel block sizes (FlashAttention and FlashInfer
+# 16 / 32 / 64, Triton and ROCm multiples of 16) and a block none of them divides fails with
+# "No common block size" (v1/worker/gpu_model_runner.py select_common_block_size). Exceptions:
+# FlashInfer, the default on SM 10.0 from 0.9.1 where installed, checked nothing before 0.11.1;
+# FlexAttention (cards below 8.0) takes any size; and from 0.18 the CUDA selector passes the
+# asked size to the backends and falls to the first that takes it, FlexAttention, warning that
+# the size "precluded higher-priority backend(s)" (platforms/cuda.py, 0.18 - 0.34). MLA models
+# run their own backends (backend_block_size) and are not judged here.
+KERNEL_BLOCK_MULTIPLE = 16
+FLEX_ATTENTION_BELOW_CAPABILITY = (8, 0)
+FLASHINFER_SM100_DEFAULT_SINCE = (0, 9, 1)
+FLASHINFER_SM100 = (10, 0)
+KERNEL_BLOCK_SIZES_SINCE = (0, 11, 1)
+BLOCK_SIZE_FALLBACK_SINCE = (0, 18, 0)
+
+
+def flashinfer_installed(s: VllmSettings) -> bool:
+    """Whether FlashInfer is taken as installed: the flag's, else yes for `vllm serve` (the
+    vllm-openai image ships it) outside a process that already ran CUDA work."""
+    if s.flashinfer is not None:
+        return s.flashinfer
+    return s.usage_context == "serve" and not s.colocated
+
+
+def kernel_block_gap(at: _Release, block: int) -> tuple[bool, str] | None:
+    """Whether the V1 attention kernels run a KV block of `block` tokens for this model, card
+    and release: None where they do; (True, why) where vLLM fails to start; (False, why) where
+    it starts on FlexAttention, slower than the kernel the step model prices."""
+    model, gpu, version = at.model, at.gpu, at.version
+    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    plain = all(g.kind.per_token for g in model.kv_groups)  # hybrids: vLLM sets their block
+    if at.engine != "v1" or block % KERNEL_BLOCK_MULTIPLE == 0 or mla or not plain:
+        return None
+    if gpu.vendor == "nvidia":
+        cap = capability(gpu)
+        if cap < FLEX_ATTENTION_BELOW_CAPABILITY:
+            return None
+        flashinfer = flashinfer_installed(at.settings) and cap == FLASHINFER_SM100
+        if flashinfer and FLASHINFER_SM100_DEFAULT_SINCE <= version < KERNEL_BLOCK_SIZES_SINCE:
+            return None
+        if version >= BLOCK_SIZE_FALLBACK_SINCE:
+            return False, (
+                f"block_size {block}: no FlashAttention / FlashInfer / Triton kernel takes it "
+                f"(multiples of {KERNEL_BLOCK_MULTIPLE}); vLLM {version_text(version)} falls back "
+                "to FlexAttention and warns of reduced performance, which the step times do "
+                "not model"
+            )
+    raised = (
+        f"No common block size for {block}"
+        if version >= KERNEL_BLOCK_SIZES_SINCE
+        else f"Block size must be a multiple of {KERNEL_BLOCK_MULTIPLE}"
+    )
+    return True, (
+        f"{block}: vLLM {version_text(version)}'s attention kernels on {gpu.name} page the KV "
+        f'in multiples of {KERNEL_BLOCK_MULTIPLE} tokens; it fails to start ("{raised}")'
+    )
 
 
 V0_MAX_NUM_SEQS = 256
@@ -1824,6 +1891,11 @@ def _layout(at: _Release, defaults: list[str]) -> _Layout:
         block = backend[0]
     if s.block_size is None:
         defaults.append(f"block_size={block}")
+    gap = kernel_block_gap(at, block)
+    if gap is not None and gap[0]:
+        raise InputError("--block-size", gap[1])
+    if gap is not None:
+        block_note = gap[1]
     run_dtype = compute_dtype(model, s.dtype)
     try:
         kv_dtype = kv_cache_dtype(s.kv_cache_dtype, model, s.dtype)
@@ -2329,9 +2401,7 @@ def _profile(at: _Release, quantized: bool, seqs: int, tokens: int, notes: list[
             )
     if sampler == "triton" and min(seqs, tokens) < TRITON_TOPK_MIN_ROWS:
         sampler = "sort"
-    flashinfer = s.flashinfer
-    if flashinfer is None:
-        flashinfer = s.usage_context == "serve" and not s.colocated
+    flashinfer = flashinfer_installed(s)
     if (
         runner == "v1"
         and gpu.vendor.lower() == "nvidia"
