@@ -407,7 +407,9 @@ def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
     """SGLang spreads one server over hosts with --nnodes, --node-rank and the rank-0 host's
     address (--nccl-init-addr before 0.3.3): a TP-16 line on 8-GPU hosts carries them, with
     the rank and address as shell variables, and drift reads the line back as the plan's. A
-    vLLM server over hosts runs its line on a Ray cluster's head: the plan says so."""
+    vLLM server over hosts runs its line on a Ray cluster's head: the plan says so, and the
+    line names the Ray backend where the flag exists (0.4.3+; 0.11.1+ refuse a world larger
+    than the host without it)."""
     v3 = ("capacity", "--preset", "deepseek-v3", "--gpu", "h100", "--tp", "16", "--json")
     got = cli(*v3, "--engine", "sglang").json()
     line = got["flags"]["sglang"]
@@ -422,6 +424,12 @@ def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
     vllm_plan = cli(*v3[:-1], "--pp", "1", "--json").json()
     assert any("Ray cluster" in w for w in vllm_plan["warnings"])
     assert "--nnodes" not in vllm_plan["flags"]["vllm"]
+    assert "--distributed-executor-backend ray" in vllm_plan["flags"]["vllm"]
+    one = cli("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--json")
+    assert "--distributed-executor-backend" not in one.json()["flags"]["vllm"]
+    before = cli("capacity", "--preset", "llama-3.1-405b", "--gpu", "h100", "--tp", "16",
+                 "--engine-version", "0.4.2", "--json").json()["flags"]["vllm"]  # fmt: skip
+    assert "--distributed-executor-backend" not in before  # every TP > 1 ran on Ray then
 
 
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:

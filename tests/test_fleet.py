@@ -541,7 +541,7 @@ def test_a_model_no_node_holds_is_served_by_pipeline_stages_across_nodes() -> No
         assert c["curve"] and all(p["output_tokens_per_s_per_gpu"] > 0 for p in c["curve"])
 
 
-def test_a_multi_node_winner_saves_a_plan_drift_accepts_and_refuses_a_one_pod_manifest(
+def test_a_multi_node_winner_saves_a_plan_and_a_manifest_drift_accepts(
     cli: Cli, tmp_path: Path
 ) -> None:
     args = ("fleet", "--preset", "llama-3.1-405b", "--rate", "2", "--tpot", "150", "--ttft",
@@ -552,8 +552,11 @@ def test_a_multi_node_winner_saves_a_plan_drift_accepts_and_refuses_a_one_pod_ma
     w = json.loads(r.out)["winner"]
     assert w["pp"] > 1 and f"--pipeline-parallel-size {w['pp']}" in w["command"]
     assert cli("drift", str(lock), "--against-args", w["command"]).code == 0
-    k8s = cli(*args, "--k8s", str(tmp_path / "deploy.yaml"), "--json")
-    assert k8s.code == 2 and json.loads(k8s.out)["field"] == "--k8s"
+    manifest = tmp_path / "deploy.yaml"
+    assert cli(*args, "--k8s", str(manifest), "--json").code == 0
+    lws = next(yaml.safe_load_all(manifest.read_text()))
+    assert lws["kind"] == "LeaderWorkerSet" and lws["spec"]["leaderWorkerTemplate"]["size"] > 1
+    assert cli("drift", str(lock), "--against-args-file", str(manifest)).code == 0
 
 
 def test_an_sglang_disaggregated_winner_writes_a_statefulset_per_pool_and_the_router(
@@ -946,9 +949,75 @@ def test_the_table_names_every_layout_the_row_counts_gpus_for(
         ({"engine": "vllm", "gpu": "gb200", "tp": 8}, 2),  # an NVL72 host is a 4-GPU tray
     ],
 )
-def test_k8s_output_is_refused_for_a_server_over_hosts(winner: dict[str, Any], hosts: int) -> None:
-    """--k8s writes one pod per server: a server whose TP x PP GPUs (and vLLM's DP ranks)
-    outgrow a host needs a multi-node workload, so fleet refuses the manifest there."""
+def test_a_server_spans_the_hosts_its_gpus_fill(winner: dict[str, Any], hosts: int) -> None:
+    """A server's TP x PP GPUs (and vLLM's DP ranks) over a host's: where they outgrow one,
+    --k8s writes a LeaderWorkerSet of that many pods a replica."""
     from planner.cli.fleet import _server_hosts
 
     assert _server_hosts(winner) == hosts
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_server_over_hosts_is_a_leader_worker_set_drift_accepts(
+    cli: Cli, tmp_path: Path, engine: str
+) -> None:
+    """Llama-3.1-405B at TP 16 on 8-GPU H100 hosts: each replica a LeaderWorkerSet group of two
+    pods of 8 GPUs, the leader serving HTTP behind the Service. vLLM's pods form a Ray cluster
+    whose head runs the line (which names Ray: vLLM 0.11.1+ refuses a world larger than the
+    host otherwise); SGLang runs the line on both, rank and rendezvous from LWS's variables.
+    drift reads the manifest's leader (and SGLang's worker) as the planned line."""
+    plan, k8s = tmp_path / "plan.yaml", tmp_path / "deploy.yaml"
+    r = cli(
+        "fleet", "--preset", "llama-3.1-405b", "--gpus", "h100", "--tp", "16", "--engine", engine,
+        "--rate", "1", "--tpot", "200", "--ttft", "10000", "--disagg", "off",
+        "--save", str(plan), "--k8s", str(k8s),
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    lws, service = yaml.safe_load_all(k8s.read_text())
+    assert lws["kind"] == "LeaderWorkerSet" and lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    for c in (leader, worker):
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert "readinessProbe" in leader and "readinessProbe" not in worker
+    assert service["spec"]["selector"] == {
+        "leaderworkerset.sigs.k8s.io/name": "llm",
+        "role": "leader",
+    }
+    script = " ".join(leader["command"])
+    if engine == "vllm":
+        assert script.startswith("sh -c ray start --head --port=6379 && exec vllm serve ")
+        assert "--tensor-parallel-size 16" in script
+        assert "--distributed-executor-backend ray" in script
+        assert "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block" in worker["command"][2]
+    else:
+        assert leader["command"] == worker["command"]
+        line = " ".join(worker["command"])
+        assert "--nnodes 2 --node-rank $(LWS_WORKER_INDEX)" in line
+        assert "--dist-init-addr $(LWS_LEADER_ADDRESS):25000" in line
+    checked = cli("drift", str(plan), "--against-args-file", str(k8s), "--json")
+    assert checked.code == 0, checked.out
+    assert len(checked.json()["sources"]) == (1 if engine == "vllm" else 2)
+
+
+@pytest.mark.parametrize(
+    ("winner", "why"),
+    [
+        ({"engine": "vllm", "gpu": "h200", "tp": 4, "dp": 4}, "data-parallel ranks over hosts"),
+        ({"engine": "vllm", "gpu": "h200", "tp": 20}, "do not split evenly"),
+    ],
+)
+def test_a_multi_host_server_the_manifests_cannot_start_is_refused(
+    tmp_path: Path, winner: dict[str, Any], why: str
+) -> None:
+    """vLLM's DP ranks over hosts start a headless server a host, and GPUs that do not split
+    evenly over pods have no LeaderWorkerSet shape: --k8s says so rather than write one."""
+    from planner.cli.fleet import _write_winner
+    from planner.errors import InputError
+
+    path = tmp_path / "deploy.yaml"
+    with pytest.raises(InputError, match=why) as refused:
+        _write_winner({"winner": winner | {"replicas": 1}}, None, str(path), None)  # type: ignore[arg-type]
+    assert refused.value.field == "--k8s" and not path.exists()

@@ -6,7 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner.cli.fleet_k8s import k8s_deployment, k8s_disaggregated
+from planner.cli.fleet_k8s import (
+    k8s_deployment,
+    k8s_disaggregated,
+    k8s_leader_worker_set,
+    server_gpus,
+)
 from planner.cli.fleet_render import render
 from planner.cli.numbers import (
     EnableHierarchicalCache,
@@ -383,24 +388,34 @@ def _write_winner(
                 "router (llm-d, Dynamo) whose manifests planner does not write; each pool's line "
                 "is printed, or --engine sglang plans SGLang's router",
             )
-    if k8s is not None and (hosts := _server_hosts(winner)) > 1:
-        raise InputError(
-            "--k8s",
-            f"the winner's server spans {hosts} hosts (TP {winner['tp']} x PP "
-            f"{winner.get('pp', 1)}), which needs a multi-node workload (a LeaderWorkerSet or a "
-            "Ray cluster) that is not written yet; --tp and --precision can pin a one-host layout",
-        )
+    hosts = _server_hosts(winner)
+    if k8s is not None and hosts > 1:
+        unwritten = None
+        if winner.get("pools"):
+            unwritten = "a pool instance over hosts"
+        elif winner.get("dp", 1) > 1:
+            unwritten = "vLLM's data-parallel ranks over hosts (a headless server a host)"
+        elif server_gpus(winner) % hosts:
+            unwritten = "a server whose GPUs do not split evenly over its hosts"
+        if unwritten is not None:
+            raise InputError(
+                "--k8s",
+                f"the winner's server spans {hosts} hosts (TP {winner['tp']} x PP "
+                f"{winner.get('pp', 1)} x DP {winner.get('dp', 1)}): {unwritten} is not "
+                "written yet; --tp and --precision can pin a one-host layout",
+            )
     if save is not None:
         _save(save, report, source)
     if k8s is not None:
         from planner.sources.files import write_file
 
         name = source.model or source.preset or "model"
-        manifest = (
-            k8s_disaggregated(winner, name)
-            if winner.get("pools") is not None
-            else k8s_deployment(winner, name)
-        )
+        if winner.get("pools") is not None:
+            manifest = k8s_disaggregated(winner, name)
+        elif hosts > 1:
+            manifest = k8s_leader_worker_set(winner, name, hosts)
+        else:
+            manifest = k8s_deployment(winner, name)
         write_file(k8s, "--k8s", manifest)
 
 
@@ -410,8 +425,7 @@ def _server_hosts(winner: dict[str, Any]) -> int:
     from planner.core.step.comm import hosts_spanned
     from planner.sources.presets import find_gpu
 
-    ranks = winner.get("dp", 1) if winner["engine"] == "vllm" else 1
-    return hosts_spanned(winner["tp"] * winner.get("pp", 1) * ranks, find_gpu(winner["gpu"]))
+    return hosts_spanned(server_gpus(winner), find_gpu(winner["gpu"]))
 
 
 def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:

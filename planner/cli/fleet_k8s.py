@@ -1,8 +1,10 @@
 """`planner fleet --k8s`: the winner as Kubernetes manifests (a Deployment of one engine
-instance a pod; for an SGLang xPyD winner a StatefulSet per pool, the router and their
-Services), from its launch lines and layout."""
+instance a pod; a LeaderWorkerSet where one instance spans hosts; for an SGLang xPyD winner a
+StatefulSet per pool, the router and their Services), from its launch lines and layout."""
 
 from typing import Any
+
+from planner.core.serve import HEAD_ADDR_PLACEHOLDER, NODE_RANK_PLACEHOLDER, SGLANG_DIST_INIT_PORT
 
 # Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
 # launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
@@ -13,12 +15,33 @@ HF_TOKEN_SECRET = "hf-token"
 # Shared memory for NCCL / RCCL between TP ranks: the engines' docs run their images with
 # --ipc=host or a large /dev/shm; 16 GiB as an in-memory emptyDir per replica.
 SHM_SIZE = "16Gi"
+# A server over hosts runs as a LeaderWorkerSet (kubernetes-sigs/lws, API
+# leaderworkerset.x-k8s.io/v1): per replica a group of `size` pods, the leader index 0, each
+# container given the leader's address, the group's size and its own index as
+# LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and LWS_WORKER_INDEX (api/leaderworkerset/v1/
+# leaderworkerset_types.go), which Kubernetes substitutes for $(NAME) in a command; the pods
+# carry the set's name and their role in labels.
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
+# vLLM spreads a server over hosts with Ray: every host joins the leader's Ray cluster, and
+# `vllm serve` on the leader takes the Ray backend where its ranks outgrow the host's GPUs
+# (vllm/config/parallel.py) and waits for all of them to join (executor/ray_utils.py
+# _wait_until_pg_ready, up to PG_WAIT_TIMEOUT, 1,800 s). The head listens on Ray's default
+# port (`ray start --head`, 6379).
+RAY_HEAD_PORT = 6379
+# A worker retries joining until the leader's head is up (the pods of a group start together).
+RAY_JOIN_RETRY_S = 5
 
 
-def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, Any], int]:
-    """One engine server's container for a launch line: the engine's image for the planned
-    release, listening on 0.0.0.0 with its port, a readiness probe on its health endpoint, the
-    Hub token from a Secret and the GPUs requested by vendor; and its port."""
+def _engine_container(
+    winner: dict[str, Any], command: str, hosts: int = 1
+) -> tuple[dict[str, Any], int]:
+    """One engine server's container for a launch line (on each of `hosts` pods): the engine's
+    image for the planned release, listening on 0.0.0.0 with its port, a readiness probe on
+    its health endpoint, the Hub token from a Secret and the server's GPUs on this host,
+    requested by vendor; and its port."""
     import shlex
 
     from planner.sources.presets import find_gpu
@@ -32,11 +55,11 @@ def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, A
     if engine == "vllm" and vendor != "amd":
         # vLLM publishes one OpenAI-server image per release, tagged v<version>
         image = f"vllm/vllm-openai:v{version}" if version else "vllm/vllm-openai:latest"
-        container: dict[str, Any] = {"name": "vllm", "image": image, "args": argv[2:] + serve_args}
+        container: dict[str, Any] = {"name": "vllm", "image": image, **_vllm_argv(argv, serve_args)}
     elif engine == "vllm":
         # ROCm builds are tagged by ROCm and vLLM release together: pick the tag for the
         # planned release (annotation below)
-        container = {"name": "vllm", "image": "rocm/vllm:latest", "args": argv[2:] + serve_args}
+        container = {"name": "vllm", "image": "rocm/vllm:latest", **_vllm_argv(argv, serve_args)}
     else:
         container = {
             "name": "sglang",
@@ -58,16 +81,30 @@ def _engine_container(winner: dict[str, Any], command: str) -> tuple[dict[str, A
             },
         }
     ]
-    # vLLM's data-parallel ranks run in the one server (SGLang's attention groups sit inside TP)
-    ranks = winner.get("dp", 1) if engine == "vllm" else 1
-    container["resources"] = {"limits": {resource: winner["tp"] * ranks}}
+    container["resources"] = {"limits": {resource: server_gpus(winner) // hosts}}
     return container, port
 
 
+def server_gpus(winner: dict[str, Any]) -> int:
+    """The GPUs one server of the winner runs on: TP x PP, and vLLM's data-parallel ranks,
+    which run in the one server (SGLang's attention groups sit inside TP)."""
+    ranks = winner.get("dp", 1) if winner["engine"] == "vllm" else 1
+    return int(winner["tp"] * winner.get("pp", 1) * ranks)
+
+
+def _vllm_argv(argv: list[str], serve_args: list[str]) -> dict[str, list[str]]:
+    """A vLLM line in a container: `vllm serve`'s arguments after the image's entrypoint
+    (`vllm serve`, planner.sources.deployed), an older release's module line whole."""
+    if argv[:2] == ["vllm", "serve"]:
+        return {"args": argv[2:] + serve_args}
+    return {"command": ["python3", *argv[1:], *serve_args]}  # the images ship python3
+
+
 def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
-    """The pod around an engine container: /dev/shm for TP > 1 (NCCL / RCCL between ranks)."""
+    """The pod around an engine container: /dev/shm where a server has several ranks (NCCL /
+    RCCL between them)."""
     pod: dict[str, Any] = {"containers": [container]}
-    if winner["tp"] > 1 or winner.get("dp", 1) > 1:
+    if server_gpus(winner) > 1:
         container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     return pod
@@ -96,6 +133,72 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
         },
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def k8s_leader_worker_set(winner: dict[str, Any], name: str, hosts: int) -> str:
+    """A LeaderWorkerSet for a winner whose server spans `hosts` hosts: per replica a group
+    of one pod a host, the leader serving HTTP (a Service in front of the leaders). SGLang runs
+    its line on every pod, rank and rendezvous from LWS's variables; vLLM's pods form a Ray
+    cluster whose head, the leader, runs the line."""
+    import copy
+    import shlex
+
+    import yaml
+
+    engine, version = winner["engine"], str(winner.get("engine_version") or "")
+    command = winner["command"]
+    if engine == "sglang":
+        command = command.replace(NODE_RANK_PLACEHOLDER, LWS_WORKER_INDEX).replace(
+            HEAD_ADDR_PLACEHOLDER, f"{LWS_LEADER_ADDRESS}:{SGLANG_DIST_INIT_PORT}"
+        )
+    leader, port = _engine_container(winner, command, hosts)
+    worker = copy.deepcopy(leader)
+    for key in ("ports", "readinessProbe"):  # only the leader serves HTTP
+        worker.pop(key)
+    if engine == "vllm":
+        argv = leader.pop("command", None) or ["vllm", "serve", *leader.pop("args")]
+        leader["command"] = [
+            "sh",
+            "-c",
+            f"ray start --head --port={RAY_HEAD_PORT} && exec {shlex.join(argv)}",
+        ]
+        worker.pop("args", None)
+        join = f"ray start --address={LWS_LEADER_ADDRESS}:{RAY_HEAD_PORT} --block"
+        worker["command"] = ["sh", "-c", f"until {join}; do sleep {RAY_JOIN_RETRY_S}; done"]
+    label = name.replace("/", "-")[:60]
+    doc = {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": "llm",
+            "annotations": {"planner/engine": f"{engine} {version}".strip()},
+        },
+        "spec": {
+            "replicas": winner["replicas"],
+            "leaderWorkerTemplate": {
+                "size": hosts,
+                "restartPolicy": "RecreateGroupOnPodRestart",  # a rank lost stops the server
+                "leaderTemplate": {
+                    "metadata": {"labels": {"role": "leader", "model": label}},
+                    "spec": _pod(winner, leader),
+                },
+                "workerTemplate": {
+                    "metadata": {"labels": {"role": "worker", "model": label}},
+                    "spec": _pod(winner, worker),
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "llm"},
+        "spec": {
+            "selector": {LWS_NAME_LABEL: "llm", "role": "leader"},
+            "ports": [{"name": "http", "port": port}],
+        },
+    }
+    return yaml.safe_dump_all([doc, service], sort_keys=False)
 
 
 # SGLang's prefill servers answer the KV bootstrap handshake on this port

@@ -137,8 +137,8 @@ def compare_flags(
     """
     rows = []
     for flag, value in sorted(line_flags(planned_line).items()):
-        if flag in skip or (flag == "--model" and value.startswith("$")):
-            continue
+        if flag in skip or value.startswith("$"):
+            continue  # a shell variable the operator sets on each host ($MODEL, $NODE_RANK)
         default = (defaults or {}).get(flag)
         got = actual.get(flag, default if default is not None else "(unset: engine default)")
         if _differs(value, got, 0.0):

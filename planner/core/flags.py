@@ -277,6 +277,21 @@ def human_int(text: str) -> str:
     return str(int(float(match.group(1)) * HUMAN_INT_SUFFIX[match.group(2)]))
 
 
+# Words that end one shell command and start the next.
+SHELL_SEPARATORS = frozenset({"&&", "||", ";", "|"})
+
+
+def _shell_commands(argv: list[str]) -> list[list[str]]:
+    """The commands a tokenised shell line runs, split at its separators."""
+    commands: list[list[str]] = [[]]
+    for token in argv:
+        if token in SHELL_SEPARATORS:
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return commands
+
+
 def parse_argv(argv: list[str], where: str) -> Deployed | None:
     """Flags of an engine command line; the positional model after `serve` becomes --model."""
     # `sh -c "vllm serve ..."` carries the whole command line in one token.
@@ -284,6 +299,9 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         argv = [t for token in argv for t in (shlex.split(token) if " " in token else [token])]
     except ValueError as exc:  # an unclosed quote or a trailing backslash
         raise InputError("--against-args", f"{where}: {str(exc).lower()}") from exc
+    # a shell script of several commands (`ray start --head && exec vllm serve ...`): the one
+    # that runs the engine
+    argv = next((c for c in _shell_commands(argv) if engine_of(c) is not None), argv)
     engine = engine_of(argv)
     if engine is None:
         return None

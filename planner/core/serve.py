@@ -1246,6 +1246,14 @@ SGLANG_DIST_INIT_PORT = 25000
 HEAD_ADDR_PLACEHOLDER = f"$HEAD_ADDR:{SGLANG_DIST_INIT_PORT}"
 SHELL_PLACEHOLDERS = frozenset({MODEL_PLACEHOLDER, NODE_RANK_PLACEHOLDER, HEAD_ADDR_PLACEHOLDER})
 SGLANG_DIST_INIT_ADDR_SINCE = (0, 3, 3)
+# vLLM spreads a server over hosts with Ray. Up to 0.4.2 every TP > 1 ran on Ray; 0.4.3 added
+# --distributed-executor-backend and chose Ray where it was installed, 0.5.0-0.11.0 where the
+# world outgrew the host's CUDA devices (on ROCm only from the flag: the guard reads
+# is_cuda() from 0.8), and from 0.11.1 a world larger than the host's GPUs raises unless the
+# flag names Ray or --nnodes runs multiprocessing over hosts (vllm/config/parallel.py
+# ParallelConfig.__post_init__, read in the 0.4.0 - 0.34 wheels). The line names Ray wherever
+# the flag exists; every host joins the head's Ray cluster (hosts_warning).
+VLLM_RAY_FLAG_SINCE = (0, 4, 3)
 
 
 def server_hosts(s: ServeSettings, gpu: GpuSpec) -> int:
@@ -1367,6 +1375,8 @@ def command_line(
             parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
         else:
             parts += [flag, str(value)]
+    if engine == "vllm" and hosts > 1 and (release is None or release >= VLLM_RAY_FLAG_SINCE):
+        parts += ["--distributed-executor-backend", "ray"]
     if engine == "sglang" and hosts > 1:
         named = release is None or release >= SGLANG_DIST_INIT_ADDR_SINCE
         address = "--dist-init-addr" if named else "--nccl-init-addr"

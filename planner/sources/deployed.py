@@ -69,21 +69,42 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 def _containers(doc: dict[str, Any], where: str) -> list[dict[str, Any]]:
     spec = _mapping(doc.get("spec"), f"{where}: spec")
+    if doc.get("kind") == "LeaderWorkerSet":  # a group's leader and worker pod templates
+        group = _mapping(spec.get("leaderWorkerTemplate"), f"{where}: spec.leaderWorkerTemplate")
+        templates = [
+            _mapping(group[role], f"{where}: {role}")
+            for role in ("leaderTemplate", "workerTemplate")
+            if group.get(role) is not None
+        ]
+        return [
+            c
+            for t in templates
+            for c in _pod_containers(_mapping(t.get("spec"), f"{where}: template spec"), where)
+        ]
     if doc.get("kind") == "CronJob":
         job = _mapping(spec.get("jobTemplate"), f"{where}: spec.jobTemplate")
         spec = _mapping(job.get("spec"), f"{where}: spec.jobTemplate.spec")
     if doc.get("kind") != "Pod":
         template = _mapping(spec.get("template"), f"{where}: spec.template")
         spec = _mapping(template.get("spec"), f"{where}: spec.template.spec")
+    return _pod_containers(spec, where)
+
+
+def _pod_containers(spec: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A pod spec's containers."""
     containers = spec.get("containers") or []
     if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
         raise InputError("--against-args", f"{where}: containers must be a list of mappings")
     return containers
 
 
-def _with_image_entrypoint(argv: list[str], image: Any) -> list[str]:
-    """`args:` alone run the image's entrypoint: vllm/vllm-openai's is `vllm serve`."""
-    if argv and engine_of(argv) is None and any(i in str(image) for i in VLLM_IMAGES):
+def _with_image_entrypoint(container: dict[str, Any], where: str) -> list[str]:
+    """A container's argv: `args:` alone run the image's entrypoint (vllm/vllm-openai's is
+    `vllm serve`), which a `command:` replaces."""
+    command = _as_argv(container.get("command"), f"{where} command")
+    argv = command + _as_argv(container.get("args"), f"{where} args")
+    image = str(container.get("image"))
+    if argv and not command and engine_of(argv) is None and any(i in image for i in VLLM_IMAGES):
         return ["vllm", "serve", *argv]
     return argv
 
@@ -105,10 +126,7 @@ def parse_args_text(text: str, origin: str) -> list[Deployed]:
             name = meta.get("name") if isinstance(meta, dict) else None
             where = f"{origin}: {d.get('kind')}/{name}"
             for c in _containers(d, where):
-                argv = _as_argv(c.get("command"), f"{where} command") + _as_argv(
-                    c.get("args"), f"{where} args"
-                )
-                argv = _with_image_entrypoint(argv, c.get("image"))
+                argv = _with_image_entrypoint(c, where)
                 got = parse_argv(argv, f"{where} container {c.get('name')}")
                 if got:
                     found.append(got)
