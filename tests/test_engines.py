@@ -432,6 +432,44 @@ def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
     assert "--distributed-executor-backend" not in before  # every TP > 1 ran on Ray then
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_line_over_hosts_pastes_back_as_the_same_deployment(
+    cli: Cli, tmp_path: Path, engine: str
+) -> None:
+    """The flags a line over hosts carries (SGLang's --nnodes / --node-rank / --dist-init-addr,
+    vLLM's --distributed-executor-backend ray) are taken back by capacity and simulate: the
+    same line, and drift finds it the plan's. A host count other than the layout's, or
+    multiprocessing over hosts, is refused by its flag."""
+    import shlex
+
+    lock = tmp_path / "plan.yaml"
+    where = ("--preset", "llama-3.1-405b", "--gpu", "h100", "--engine", engine)
+    first = cli("capacity", *where, "--tp", "16", "--save", str(lock), "--json")
+    line = first.json()["flags"][engine]
+    words = shlex.split(line)
+    flags = words[3:] if engine == "vllm" else words[words.index("--model-path") + 2 :]
+    again = cli("capacity", *where, *flags, "--json")
+    assert again.code == 0, again.out
+    assert again.json()["flags"][engine] == line
+    assert cli("drift", str(lock), "--against-args", line).code == 0
+    sim = cli("simulate", *where, *flags, "--prompt-len", "500", "--output-len", "20",
+              "--concurrency", "2", "--requests", "4", "--json")  # fmt: skip
+    assert sim.code == 0, sim.out
+    if engine == "sglang":
+        wrong = cli("capacity", *where, "--tp", "16", "--nnodes", "4", "--json")
+        assert wrong.code == 2 and wrong.json()["field"] == "--nnodes"
+        assert "span 2 hosts of 8" in wrong.json()["error"]
+        other = cli("capacity", *where, "--tp", "16", "--distributed-executor-backend", "ray")
+        assert other.code == 2 and "--distributed-executor-backend" in other.err
+    else:
+        mp = cli("capacity", *where, "--tp", "16", "--distributed-executor-backend", "mp")
+        assert mp.code == 2 and "runs on Ray" in mp.err
+        one_host = cli("capacity", *where, "--tp", "8", "--quantization", "fp8",
+                       "--distributed-executor-backend", "mp")  # fmt: skip
+        assert one_host.code == 0, one_host.out
+        assert cli("capacity", *where, "--tp", "8", "--nnodes", "1").code == 2  # SGLang's
+
+
 def test_gpt_oss_pipelines_from_the_release_whose_class_supports_it(cli: Cli) -> None:
     """vLLM 0.10.1 registered gpt-oss with a model class that does not declare SupportsPP
     (0.10.2's does): --pp 2 is refused there, planned a release later."""

@@ -11,6 +11,7 @@ from planner.cli.capacity_render import (
     render_log_report,
     render_serve,
 )
+from planner.cli.engine_flags import host_settings
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     MAX_GPU_MEMORY_GIB,
@@ -20,6 +21,8 @@ from planner.cli.numbers import (
     DisableCudaGraph,
     DisableOverlapSchedule,
     DisableRadixCache,
+    DistInitAddr,
+    DistributedExecutorBackend,
     EnableDbo,
     EnableDpLmHead,
     EnablePrefixCaching,
@@ -34,6 +37,8 @@ from planner.cli.numbers import (
     MaxPrefillTokens,
     MoeA2aBackend,
     MoeDenseTpSize,
+    Nnodes,
+    NodeRank,
     ReservedGib,
     Revision,
     SchedulerRecvInterval,
@@ -214,6 +219,10 @@ def capacity(
         ),
     ] = None,
     trust_remote_code: TrustRemoteCode = False,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    dist_init_addr: DistInitAddr = None,
+    distributed_executor_backend: DistributedExecutorBackend = None,
     pp: Annotated[
         int,
         typer.Option(
@@ -431,6 +440,10 @@ class CapacityFlags:
     calibration: str | None
     compare_version: str | None
     trust_remote_code: bool
+    nnodes: int | None
+    node_rank: str | None
+    dist_init_addr: str | None
+    distributed_executor_backend: str | None
     pp: int
     dp: int | None
     dp_attention: bool
@@ -635,6 +648,7 @@ def _engine_ledger_settings(
     settings["disagg"] = disagg_role(
         name, f.disaggregation_mode, f.disaggregation_transfer_backend, f.kv_transfer_config
     )
+    settings |= host_settings(name, vars(f))
     return {k: v for k, v in settings.items() if v is not None}
 
 
@@ -656,10 +670,14 @@ VLLM_ONLY_FLAGS = {
     "--kv-offloading-size": "kv_offloading_size",
     "--kv-offloading-backend": "kv_offloading_backend",
     "--lmcache-config": "lmcache_config",
+    "--distributed-executor-backend": "distributed_executor_backend",
 }
 
 
 SGLANG_ONLY_FLAGS = {
+    "--nnodes": "nnodes",
+    "--node-rank": "node_rank",
+    "--dist-init-addr": "dist_init_addr",
     "--mem-fraction-static": "mem_fraction_static",
     "--chunked-prefill-size": "chunked_prefill_size",
     "--max-running-requests": "max_running_requests",

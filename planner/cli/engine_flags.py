@@ -57,6 +57,36 @@ ENGINE_EXTRA_FLAGS = {
 }
 
 
+# The flags a launch line over hosts carries (planner.core.serve.command_line), accepted so it
+# pastes back: (the engine, its flag, the settings field it sets; None: accepted and unused,
+# each host's own rank and the rank-0 host's address), by the command's parameter.
+HOST_FLAGS: dict[str, tuple[str, str, str | None]] = {
+    "nnodes": ("sglang", "--nnodes", "nnodes"),
+    "node_rank": ("sglang", "--node-rank", None),
+    "dist_init_addr": ("sglang", "--dist-init-addr", None),
+    "distributed_executor_backend": (
+        "vllm",
+        "--distributed-executor-backend",
+        "distributed_executor_backend",
+    ),
+}
+
+
+def host_settings(engine: str, params: dict[str, object]) -> dict[str, object]:
+    """The serve settings a line over hosts states, from a command's parameters by name (its
+    `locals()` or flags); one of the other engine's flags is one error naming it."""
+    settings: dict[str, object] = {}
+    for name, (owner, flag, field) in HOST_FLAGS.items():
+        if params[name] is None:
+            continue
+        if engine != owner:
+            which = "an SGLang" if owner == "sglang" else "a vLLM"
+            raise InputError(flag, f"{which} flag (--engine {owner})")
+        if field is not None:
+            settings[field] = params[name]
+    return settings
+
+
 # The flags among them that take a --no- form (a BooleanOptionalAction: on, off, or the release's
 # default when left out).
 NEGATABLE = ("async_scheduling", "enable_prefix_caching")

@@ -288,6 +288,40 @@ TrustRemoteCode = Annotated[
     ),
 ]
 
+# The flags a launch line over hosts carries, accepted so it pastes back (engine_flags.HOST_FLAGS
+# checks them against the layout).
+Nnodes = Annotated[
+    int | None,
+    typer.Option(
+        "--nnodes",
+        help="SGLang flag: the hosts one server spans, as a line over hosts carries it; checked "
+        "against the layout's.",
+        show_default=False,
+    ),
+]
+NodeRank = Annotated[
+    str | None,
+    typer.Option(
+        "--node-rank",
+        help="SGLang flag: accepted so a line over hosts pastes back (a host's rank).",
+    ),
+]
+DistInitAddr = Annotated[
+    str | None,
+    typer.Option(
+        "--dist-init-addr",
+        "--nccl-init-addr",
+        help="SGLang flag: accepted so a line over hosts pastes back (the rank-0 host's address).",
+    ),
+]
+DistributedExecutorBackend = Annotated[
+    str | None,
+    typer.Option(
+        "--distributed-executor-backend",
+        help="vLLM flag: ray or mp (0.4.3+); a server over hosts runs Ray, as its line says.",
+    ),
+]
+
 # The engines' own spellings of the layout, as a pasted launch line carries them.
 EnableExpertParallel = Annotated[
     bool,

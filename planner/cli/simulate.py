@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra
+from planner.cli.engine_flags import ENGINE_EXTRA_FLAGS, engine_extra, host_settings
 from planner.cli.numbers import (
     CONTEXT_FLAGS,
     TP_FLAGS,
@@ -18,6 +18,8 @@ from planner.cli.numbers import (
     DisableCudaGraph,
     DisableOverlapSchedule,
     DisableRadixCache,
+    DistInitAddr,
+    DistributedExecutorBackend,
     EnableDbo,
     EnableDpLmHead,
     EnableExpertParallel,
@@ -39,6 +41,8 @@ from planner.cli.numbers import (
     MemoryFraction,
     MoeA2aBackend,
     MoeDenseTpSize,
+    Nnodes,
+    NodeRank,
     Prefixes,
     PrefixShareOption,
     PrefixTokens,
@@ -557,6 +561,10 @@ def simulate(
         ),
     ] = None,
     trust_remote_code: TrustRemoteCode = False,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    dist_init_addr: DistInitAddr = None,
+    distributed_executor_backend: DistributedExecutorBackend = None,
     hub_timeout: HubTimeout = None,
     json_out: JsonOut = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
@@ -695,6 +703,10 @@ class SimulateFlags:
     prefill_args: str | None
     decode_args: str | None
     trust_remote_code: bool
+    nnodes: int | None
+    node_rank: str | None
+    dist_init_addr: str | None
+    distributed_executor_backend: str | None
     hub_timeout: float | None
     json_out: bool
     csv_out: bool
@@ -881,6 +893,7 @@ def _engine_settings(f: SimulateFlags, engine: str, tp: int) -> dict[str, Any]:
     extra = engine_extra(engine, {k: v for k, v in stated.items() if v != _DEFAULTS[k]})
     if extra:
         settings["extra"] = extra
+    settings |= host_settings(engine, vars(f))
     if f.stream_interval is not None:  # both engines' flag
         settings.setdefault("extra", {})["stream_interval"] = f.stream_interval
     if f.reserved_gib:  # memory other processes hold on each GPU, as capacity charges it
@@ -1048,6 +1061,10 @@ DEPLOYMENT_FLAGS = {
     "scheduler_recv_interval": "--scheduler-recv-interval",
     "max_prefill_tokens": "--max-prefill-tokens",
     "trust_remote_code": "--trust-remote-code",
+    "nnodes": "--nnodes",
+    "node_rank": "--node-rank",
+    "dist_init_addr": "--dist-init-addr",
+    "distributed_executor_backend": "--distributed-executor-backend",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",
     "max_mamba_cache_size": "--max-mamba-cache-size",

@@ -168,6 +168,15 @@ class ServeSettings(BaseModel):
     offload: OffloadSettings | None = Field(
         default=None, description="KV offload tiers (vLLM --kv-offloading-size, SGLang HiCache)"
     )
+    nnodes: int | None = Field(
+        default=None,
+        gt=0,
+        description="SGLang --nnodes as a pasted line over hosts gives it (checked against the "
+        "hosts the layout spans; the line states its own)",
+    )
+    distributed_executor_backend: str | None = Field(
+        default=None, description="vLLM --distributed-executor-backend as given (ray or mp)"
+    )
 
 
 class Suggestion(BaseModel):
@@ -303,6 +312,7 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
         _check_vllm_flags_taken(s, version)
     if s.offload is not None:
         check_offload_flags(s.engine, version, s.offload)
+    check_host_flags(s, gpu, version)
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
@@ -1261,6 +1271,41 @@ def server_hosts(s: ServeSettings, gpu: GpuSpec) -> int:
     keeps on one host) over a host's (planner.core.step.comm.hosts_spanned)."""
     replicas = int(s.extra.get("dp_size") or 1) if s.engine == "sglang" else 1
     return hosts_spanned(s.tp * s.pp * replicas, gpu)
+
+
+# The executors --distributed-executor-backend takes that run a server's ranks as processes of
+# their own (vllm/config/parallel.py DistributedExecutorBackend; "uni" is one process, and
+# "external_launcher" is torchrun's, neither a server's).
+VLLM_EXECUTORS = ("ray", "mp")
+
+
+def check_host_flags(s: ServeSettings, gpu: GpuSpec, version: tuple[int, int, int]) -> None:
+    """The flags a line over hosts carries, pasted back: SGLang's --nnodes must be the hosts
+    the layout spans; vLLM's executor must be one the release takes, and Ray where the server
+    spans hosts (the planner's line runs Ray; multiprocessing over hosts is not planned)."""
+    hosts = server_hosts(s, gpu)
+    where = f"the server's GPUs span {hosts} host{'s' if hosts > 1 else ''} of {host_gpus(gpu)}"
+    if s.nnodes is not None and s.nnodes != hosts:
+        raise InputError("--nnodes", f"{s.nnodes}: {where}")
+    executor = s.distributed_executor_backend
+    if executor is None:
+        return
+    if version < VLLM_RAY_FLAG_SINCE:
+        raise InputError(
+            "--distributed-executor-backend",
+            f"vLLM {version_text(version)} predates it ({version_text(VLLM_RAY_FLAG_SINCE)}; "
+            "every TP > 1 ran on Ray)",
+        )
+    if executor not in VLLM_EXECUTORS:
+        raise InputError(
+            "--distributed-executor-backend", f"{executor!r}; accepted: {', '.join(VLLM_EXECUTORS)}"
+        )
+    if executor != "ray" and hosts > 1:
+        raise InputError(
+            "--distributed-executor-backend",
+            f"{executor}: {where}, which the planned line runs on Ray (multiprocessing over "
+            "hosts, vLLM's --nnodes, is not planned)",
+        )
 
 
 def hosts_warning(s: ServeSettings, gpu: GpuSpec) -> str | None:
