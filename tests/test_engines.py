@@ -432,19 +432,27 @@ def test_a_server_over_hosts_names_them_on_its_line(cli: Cli) -> None:
     assert "--distributed-executor-backend" not in before  # every TP > 1 ran on Ray then
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize(
+    ("engine", "preset", "gpu", "layout"),
+    [
+        ("vllm", "llama-3.1-405b", "h100", ("--tp", "16")),
+        ("sglang", "llama-3.1-405b", "h100", ("--tp", "16")),
+        ("vllm", "deepseek-v3", "h200", ("--tp", "4", "--dp", "4", "--enable-expert-parallel")),
+    ],
+)
 def test_a_line_over_hosts_pastes_back_as_the_same_deployment(
-    cli: Cli, tmp_path: Path, engine: str
+    cli: Cli, tmp_path: Path, engine: str, preset: str, gpu: str, layout: tuple[str, ...]
 ) -> None:
     """The flags a line over hosts carries (SGLang's --nnodes / --node-rank / --dist-init-addr,
-    vLLM's --distributed-executor-backend ray) are taken back by capacity and simulate: the
-    same line, and drift finds it the plan's. A host count other than the layout's, or
-    multiprocessing over hosts, is refused by its flag."""
+    vLLM's --distributed-executor-backend ray, or its --data-parallel-size-local /
+    --data-parallel-address for data-parallel ranks a host) are taken back by capacity and
+    simulate: the same line, and drift finds it the plan's. A host count other than the
+    layout's, or multiprocessing over hosts, is refused by its flag."""
     import shlex
 
     lock = tmp_path / "plan.yaml"
-    where = ("--preset", "llama-3.1-405b", "--gpu", "h100", "--engine", engine)
-    first = cli("capacity", *where, "--tp", "16", "--save", str(lock), "--json")
+    where = ("--preset", preset, "--gpu", gpu, "--engine", engine)
+    first = cli("capacity", *where, *layout, "--save", str(lock), "--json")
     line = first.json()["flags"][engine]
     words = shlex.split(line)
     flags = words[3:] if engine == "vllm" else words[words.index("--model-path") + 2 :]
@@ -455,7 +463,11 @@ def test_a_line_over_hosts_pastes_back_as_the_same_deployment(
     sim = cli("simulate", *where, *flags, "--prompt-len", "500", "--output-len", "20",
               "--concurrency", "2", "--requests", "4", "--json")  # fmt: skip
     assert sim.code == 0, sim.out
-    if engine == "sglang":
+    if "--dp" in layout:
+        wrong = cli("capacity", *where, *layout, "--data-parallel-size-local", "4", "--json")
+        assert wrong.code == 2 and wrong.json()["field"] == "--data-parallel-size-local"
+        assert "2 data-parallel ranks a host" in wrong.json()["error"]
+    elif engine == "sglang":
         wrong = cli("capacity", *where, "--tp", "16", "--nnodes", "4", "--json")
         assert wrong.code == 2 and wrong.json()["field"] == "--nnodes"
         assert "span 2 hosts of 8" in wrong.json()["error"]

@@ -952,9 +952,9 @@ def test_the_table_names_every_layout_the_row_counts_gpus_for(
 def test_a_server_spans_the_hosts_its_gpus_fill(winner: dict[str, Any], hosts: int) -> None:
     """A server's TP x PP GPUs (and vLLM's DP ranks) over a host's: where they outgrow one,
     --k8s writes a LeaderWorkerSet of that many pods a replica."""
-    from planner.cli.fleet import _server_hosts
+    from planner.cli.fleet import server_span
 
-    assert _server_hosts(winner) == hosts
+    assert server_span(winner).hosts == hosts
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -1002,22 +1002,57 @@ def test_a_server_over_hosts_is_a_leader_worker_set_drift_accepts(
     assert len(checked.json()["sources"]) == (1 if engine == "vllm" else 2)
 
 
-@pytest.mark.parametrize(
-    ("winner", "why"),
-    [
-        ({"engine": "vllm", "gpu": "h200", "tp": 4, "dp": 4}, "data-parallel ranks over hosts"),
-        ({"engine": "vllm", "gpu": "h200", "tp": 20}, "do not split evenly"),
-    ],
-)
-def test_a_multi_host_server_the_manifests_cannot_start_is_refused(
-    tmp_path: Path, winner: dict[str, Any], why: str
+def test_vllm_data_parallel_ranks_over_hosts_are_a_group_of_headless_workers(
+    cli: Cli, tmp_path: Path
 ) -> None:
-    """vLLM's DP ranks over hosts start a headless server a host, and GPUs that do not split
-    evenly over pods have no LeaderWorkerSet shape: --k8s says so rather than write one."""
+    """DeepSeek-V3 at TP 4 x DP 4 on 8-GPU H200 hosts: two ranks a host. The line is the
+    head's (--data-parallel-size-local 2 --data-parallel-address $HEAD_ADDR, no Ray); in the
+    LeaderWorkerSet the leader runs it at the leader's address and each worker the next ranks
+    headless, from rank LWS_WORKER_INDEX x 2. drift reads both as the plan's line."""
+    from planner.cli.fleet import server_span
+    from planner.cli.fleet_k8s import k8s_leader_worker_set
+
+    lock = tmp_path / "plan.yaml"
+    got = cli("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "4", "--dp", "4",
+              "--enable-expert-parallel", "--save", str(lock), "--json")  # fmt: skip
+    assert got.code == 0, got.out
+    line = got.json()["flags"]["vllm"]
+    assert "--data-parallel-size-local 2 --data-parallel-address $HEAD_ADDR" in line
+    assert "--distributed-executor-backend" not in line
+    assert any("--headless --data-parallel-start-rank k x 2" in w for w in got.json()["warnings"])
+    winner = {"engine": "vllm", "gpu": "h200", "tp": 4, "dp": 4, "replicas": 3, "command": line}
+    span = server_span(winner)
+    assert (span.hosts, span.mode, span.ranks_per_host) == (2, "dp", 2)
+    manifest = tmp_path / "deploy.yaml"
+    manifest.write_text(k8s_leader_worker_set(winner, "deepseek-v3", span))
+    lws, _service = yaml.safe_load_all(manifest.read_text())
+    assert lws["spec"]["replicas"] == 3
+    group = lws["spec"]["leaderWorkerTemplate"]
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    assert "--data-parallel-address" in leader["args"]
+    assert leader["args"][leader["args"].index("--data-parallel-address") + 1] == (
+        "$(LWS_LEADER_ADDRESS)"
+    )
+    script = worker["command"][2]
+    assert script.startswith("exec vllm serve deepseek-ai/DeepSeek-V3 ")
+    assert script.endswith(" --headless --data-parallel-start-rank $((LWS_WORKER_INDEX * 2))")
+    assert "--data-parallel-address '$(LWS_LEADER_ADDRESS)'" in script
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == 8
+    checked = cli("drift", str(lock), "--against-args-file", str(manifest), "--json")
+    assert checked.code == 0, checked.out
+    assert len(checked.json()["sources"]) == 2
+
+
+def test_a_pool_over_hosts_is_refused_a_manifest(tmp_path: Path) -> None:
+    """An xPyD winner whose pool instance outgrows a host has no manifest yet: --k8s says so
+    rather than write one."""
     from planner.cli.fleet import _write_winner
     from planner.errors import InputError
 
     path = tmp_path / "deploy.yaml"
-    with pytest.raises(InputError, match=why) as refused:
-        _write_winner({"winner": winner | {"replicas": 1}}, None, str(path), None)  # type: ignore[arg-type]
+    winner = {"engine": "sglang", "gpu": "h200", "tp": 16, "replicas": 1, "pools": {}}
+    winner["pools"] = {"prefill_instances": 1}
+    with pytest.raises(InputError, match="pool over hosts") as refused:
+        _write_winner({"winner": winner}, None, str(path), None)  # type: ignore[arg-type]
     assert refused.value.field == "--k8s" and not path.exists()

@@ -18,6 +18,8 @@ from planner.cli.numbers import (
     TP_FLAGS,
     All2AllBackend,
     AsyncScheduling,
+    DataParallelAddress,
+    DataParallelSizeLocal,
     DisableCudaGraph,
     DisableOverlapSchedule,
     DisableRadixCache,
@@ -223,6 +225,8 @@ def capacity(
     node_rank: NodeRank = None,
     dist_init_addr: DistInitAddr = None,
     distributed_executor_backend: DistributedExecutorBackend = None,
+    data_parallel_size_local: DataParallelSizeLocal = None,
+    data_parallel_address: DataParallelAddress = None,
     pp: Annotated[
         int,
         typer.Option(
@@ -444,6 +448,8 @@ class CapacityFlags:
     node_rank: str | None
     dist_init_addr: str | None
     distributed_executor_backend: str | None
+    data_parallel_size_local: int | None
+    data_parallel_address: str | None
     pp: int
     dp: int | None
     dp_attention: bool
@@ -671,6 +677,8 @@ VLLM_ONLY_FLAGS = {
     "--kv-offloading-backend": "kv_offloading_backend",
     "--lmcache-config": "lmcache_config",
     "--distributed-executor-backend": "distributed_executor_backend",
+    "--data-parallel-size-local": "data_parallel_size_local",
+    "--data-parallel-address": "data_parallel_address",
 }
 
 

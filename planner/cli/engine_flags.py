@@ -59,7 +59,7 @@ ENGINE_EXTRA_FLAGS = {
 
 # The flags a launch line over hosts carries (planner.core.serve.command_line), accepted so it
 # pastes back: (the engine, its flag, the settings field it sets; None: accepted and unused,
-# each host's own rank and the rank-0 host's address), by the command's parameter.
+# each host's own rank and the head host's address), by the command's parameter.
 HOST_FLAGS: dict[str, tuple[str, str, str | None]] = {
     "nnodes": ("sglang", "--nnodes", "nnodes"),
     "node_rank": ("sglang", "--node-rank", None),
@@ -69,6 +69,12 @@ HOST_FLAGS: dict[str, tuple[str, str, str | None]] = {
         "--distributed-executor-backend",
         "distributed_executor_backend",
     ),
+    "data_parallel_size_local": (
+        "vllm",
+        "--data-parallel-size-local",
+        "data_parallel_size_local",
+    ),
+    "data_parallel_address": ("vllm", "--data-parallel-address", None),
 }
 
 

@@ -10,7 +10,6 @@ from planner.cli.fleet_k8s import (
     k8s_deployment,
     k8s_disaggregated,
     k8s_leader_worker_set,
-    server_gpus,
 )
 from planner.cli.fleet_render import render
 from planner.cli.numbers import (
@@ -31,8 +30,9 @@ from planner.cli.numbers import (
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import emit_json
 
-if TYPE_CHECKING:  # the profile type only: the CLI loads calibration on demand
+if TYPE_CHECKING:  # types only: the CLI loads calibration and the engines on demand
     from planner.core.engines.calibration import Calibration
+    from planner.core.hosts import Span
 
 
 def fleet(
@@ -388,22 +388,13 @@ def _write_winner(
                 "router (llm-d, Dynamo) whose manifests planner does not write; each pool's line "
                 "is printed, or --engine sglang plans SGLang's router",
             )
-    hosts = _server_hosts(winner)
-    if k8s is not None and hosts > 1:
-        unwritten = None
-        if winner.get("pools"):
-            unwritten = "a pool instance over hosts"
-        elif winner.get("dp", 1) > 1:
-            unwritten = "vLLM's data-parallel ranks over hosts (a headless server a host)"
-        elif server_gpus(winner) % hosts:
-            unwritten = "a server whose GPUs do not split evenly over its hosts"
-        if unwritten is not None:
-            raise InputError(
-                "--k8s",
-                f"the winner's server spans {hosts} hosts (TP {winner['tp']} x PP "
-                f"{winner.get('pp', 1)} x DP {winner.get('dp', 1)}): {unwritten} is not "
-                "written yet; --tp and --precision can pin a one-host layout",
-            )
+    span = server_span(winner)
+    if k8s is not None and span.hosts > 1 and winner.get("pools"):
+        raise InputError(
+            "--k8s",
+            f"the winner's pool instances span {span.hosts} hosts: a pool over hosts is not "
+            "written yet; --tp and --precision can pin a one-host layout",
+        )
     if save is not None:
         _save(save, report, source)
     if k8s is not None:
@@ -412,20 +403,25 @@ def _write_winner(
         name = source.model or source.preset or "model"
         if winner.get("pools") is not None:
             manifest = k8s_disaggregated(winner, name)
-        elif hosts > 1:
-            manifest = k8s_leader_worker_set(winner, name, hosts)
+        elif span.hosts > 1:
+            manifest = k8s_leader_worker_set(winner, name, span)
         else:
             manifest = k8s_deployment(winner, name)
         write_file(k8s, "--k8s", manifest)
 
 
-def _server_hosts(winner: dict[str, Any]) -> int:
-    """Hosts one server of the winner spans: its TP x PP GPUs (and vLLM's DP ranks, which run
-    in the one server) over a host's (planner.core.step.comm.hosts_spanned)."""
-    from planner.core.step.comm import hosts_spanned
+def server_span(winner: dict[str, Any]) -> "Span":
+    """How one server of the winner spreads over hosts: its TP x PP GPUs and vLLM's DP ranks,
+    which run in the one server (SGLang's attention groups sit inside TP), over a host's
+    (planner.core.hosts)."""
+    from planner.core.engines import release
+    from planner.core.hosts import span
     from planner.sources.presets import find_gpu
 
-    return hosts_spanned(server_gpus(winner), find_gpu(winner["gpu"]))
+    engine = winner["engine"]
+    ranks = winner.get("dp", 1) if engine == "vllm" else 1
+    version = release(engine, winner.get("engine_version"))
+    return span(engine, version, winner["tp"], winner.get("pp", 1), ranks, find_gpu(winner["gpu"]))
 
 
 def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:

@@ -4,7 +4,7 @@ StatefulSet per pool, the router and their Services), from its launch lines and 
 
 from typing import Any
 
-from planner.core.serve import HEAD_ADDR_PLACEHOLDER, NODE_RANK_PLACEHOLDER, SGLANG_DIST_INIT_PORT
+from planner.core.hosts import HEAD_ADDR, NODE_RANK_PLACEHOLDER, Span
 
 # Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
 # launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
@@ -135,36 +135,40 @@ def k8s_deployment(winner: dict[str, Any], name: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def k8s_leader_worker_set(winner: dict[str, Any], name: str, hosts: int) -> str:
-    """A LeaderWorkerSet for a winner whose server spans `hosts` hosts: per replica a group
-    of one pod a host, the leader serving HTTP (a Service in front of the leaders). SGLang runs
-    its line on every pod, rank and rendezvous from LWS's variables; vLLM's pods form a Ray
-    cluster whose head, the leader, runs the line."""
+def k8s_leader_worker_set(winner: dict[str, Any], name: str, span: Span) -> str:
+    """A LeaderWorkerSet for a winner whose server spans hosts: per replica a group of one
+    pod a host, the leader serving HTTP (a Service in front of the leaders). SGLang runs its
+    line on every pod, rank and rendezvous from LWS's variables; vLLM's pods form a Ray cluster
+    whose head, the leader, runs the line, or, for data-parallel ranks a host, the leader runs
+    the line and each worker the next ranks headless."""
     import copy
     import shlex
 
     import yaml
 
     engine, version = winner["engine"], str(winner.get("engine_version") or "")
-    command = winner["command"]
-    if engine == "sglang":
-        command = command.replace(NODE_RANK_PLACEHOLDER, LWS_WORKER_INDEX).replace(
-            HEAD_ADDR_PLACEHOLDER, f"{LWS_LEADER_ADDRESS}:{SGLANG_DIST_INIT_PORT}"
-        )
-    leader, port = _engine_container(winner, command, hosts)
+    command = winner["command"].replace(NODE_RANK_PLACEHOLDER, LWS_WORKER_INDEX)
+    command = command.replace(HEAD_ADDR, LWS_LEADER_ADDRESS)  # vLLM's and SGLang's (:port)
+    leader, port = _engine_container(winner, command, span.hosts)
     worker = copy.deepcopy(leader)
     for key in ("ports", "readinessProbe"):  # only the leader serves HTTP
         worker.pop(key)
     if engine == "vllm":
-        argv = leader.pop("command", None) or ["vllm", "serve", *leader.pop("args")]
-        leader["command"] = [
-            "sh",
-            "-c",
-            f"ray start --head --port={RAY_HEAD_PORT} && exec {shlex.join(argv)}",
-        ]
+        argv = leader.get("command") or ["vllm", "serve", *leader["args"]]
         worker.pop("args", None)
-        join = f"ray start --address={LWS_LEADER_ADDRESS}:{RAY_HEAD_PORT} --block"
-        worker["command"] = ["sh", "-c", f"until {join}; do sleep {RAY_JOIN_RETRY_S}; done"]
+        if span.mode == "dp":
+            start = f"$((LWS_WORKER_INDEX * {span.ranks_per_host}))"  # the shell's arithmetic
+            headless = f"--headless --data-parallel-start-rank {start}"
+            worker["command"] = ["sh", "-c", f"exec {shlex.join(argv)} {headless}"]
+        else:
+            leader.pop("args", None)
+            leader["command"] = [
+                "sh",
+                "-c",
+                f"ray start --head --port={RAY_HEAD_PORT} && exec {shlex.join(argv)}",
+            ]
+            join = f"ray start --address={LWS_LEADER_ADDRESS}:{RAY_HEAD_PORT} --block"
+            worker["command"] = ["sh", "-c", f"until {join}; do sleep {RAY_JOIN_RETRY_S}; done"]
     label = name.replace("/", "-")[:60]
     doc = {
         "apiVersion": LWS_API,
@@ -176,7 +180,7 @@ def k8s_leader_worker_set(winner: dict[str, Any], name: str, hosts: int) -> str:
         "spec": {
             "replicas": winner["replicas"],
             "leaderWorkerTemplate": {
-                "size": hosts,
+                "size": span.hosts,
                 "restartPolicy": "RecreateGroupOnPodRestart",  # a rank lost stops the server
                 "leaderTemplate": {
                     "metadata": {"labels": {"role": "leader", "model": label}},

@@ -314,6 +314,22 @@ DistInitAddr = Annotated[
         help="SGLang flag: accepted so a line over hosts pastes back (the rank-0 host's address).",
     ),
 ]
+DataParallelSizeLocal = Annotated[
+    int | None,
+    typer.Option(
+        "--data-parallel-size-local",
+        help="vLLM flag: the data-parallel ranks a host runs, as a line over hosts carries it; "
+        "checked against the layout's.",
+        show_default=False,
+    ),
+]
+DataParallelAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--data-parallel-address",
+        help="vLLM flag: accepted so a line over hosts pastes back (the head host's address).",
+    ),
+]
 DistributedExecutorBackend = Annotated[
     str | None,
     typer.Option(

@@ -15,6 +15,8 @@ from planner.cli.numbers import (
     All2AllBackend,
     AsyncScheduling,
     AttentionDataParallel,
+    DataParallelAddress,
+    DataParallelSizeLocal,
     DisableCudaGraph,
     DisableOverlapSchedule,
     DisableRadixCache,
@@ -565,6 +567,8 @@ def simulate(
     node_rank: NodeRank = None,
     dist_init_addr: DistInitAddr = None,
     distributed_executor_backend: DistributedExecutorBackend = None,
+    data_parallel_size_local: DataParallelSizeLocal = None,
+    data_parallel_address: DataParallelAddress = None,
     hub_timeout: HubTimeout = None,
     json_out: JsonOut = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
@@ -707,6 +711,8 @@ class SimulateFlags:
     node_rank: str | None
     dist_init_addr: str | None
     distributed_executor_backend: str | None
+    data_parallel_size_local: int | None
+    data_parallel_address: str | None
     hub_timeout: float | None
     json_out: bool
     csv_out: bool
@@ -1065,6 +1071,8 @@ DEPLOYMENT_FLAGS = {
     "node_rank": "--node-rank",
     "dist_init_addr": "--dist-init-addr",
     "distributed_executor_backend": "--distributed-executor-backend",
+    "data_parallel_size_local": "--data-parallel-size-local",
+    "data_parallel_address": "--data-parallel-address",
     "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
     "mamba_full_memory_ratio": "--mamba-full-memory-ratio",
     "max_mamba_cache_size": "--max-mamba-cache-size",

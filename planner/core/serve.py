@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from planner.core import hosts
 from planner.core.disagg import DisaggRole
 from planner.core.engines import release, sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
@@ -34,7 +35,6 @@ from planner.core.parallel import line_max_num_seqs, ranks_share_tp
 from planner.core.quantization import checkpoint_load_gap, checkpoint_method
 from planner.core.search import largest_passing
 from planner.core.specs import GpuSpec, ModelSpec
-from planner.core.step.comm import host_gpus, hosts_spanned
 from planner.core.step.overhead import SGLANG_OVERLAP_SINCE
 from planner.errors import InputError
 from planner.units import GIB_BYTES, ceil_div
@@ -177,6 +177,12 @@ class ServeSettings(BaseModel):
     distributed_executor_backend: str | None = Field(
         default=None, description="vLLM --distributed-executor-backend as given (ray or mp)"
     )
+    data_parallel_size_local: int | None = Field(
+        default=None,
+        gt=0,
+        description="vLLM --data-parallel-size-local as given (checked against the ranks a "
+        "host runs; the line states its own)",
+    )
 
 
 class Suggestion(BaseModel):
@@ -312,7 +318,9 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
         _check_vllm_flags_taken(s, version)
     if s.offload is not None:
         check_offload_flags(s.engine, version, s.offload)
-    check_host_flags(s, gpu, version)
+    hosts.check(
+        host_span(s, gpu), s.nnodes, s.distributed_executor_backend, s.data_parallel_size_local
+    )
     if s.dtype not in ENGINE_DTYPES:
         raise InputError("--dtype", f"{s.dtype!r}; accepted: {', '.join(ENGINE_DTYPES)}")
     if s.dtype == "bfloat16" and not gpu.supports_bf16:
@@ -847,7 +855,7 @@ def plan_serve(
     warnings += slack
     groups = data_parallel_ranks(s, model)
     warnings += tp_replication(model, attention_tp(s, model))[1]
-    if spread := hosts_warning(s, gpu):
+    if spread := hosts.warning(host_span(s, gpu)):
         warnings.append(spread)
     reasons: list[str] = []
     # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
@@ -920,9 +928,7 @@ def plan_serve(
         reasons=reasons,
         prediction=p,
         flags=_shown(fields, s, p),
-        command=command_line(
-            model, s.engine, _shown(fields, s, p), p.version, server_hosts(s, gpu)
-        ),
+        command=command_line(model, s.engine, _shown(fields, s, p), p.version, host_span(s, gpu)),
         max_num_seqs=max(seqs, 0),
         max_seqs_at_mean=held_mean,
         max_seqs_at_context=held_context,
@@ -1015,7 +1021,7 @@ def _refused(
         reasons=[f"{s.engine}: {text}"],
         prediction=None,
         flags=_shown(fields, s),
-        command=command_line(model, s.engine, _shown(fields, s), s.version, server_hosts(s, gpu)),
+        command=command_line(model, s.engine, _shown(fields, s), s.version, host_span(s, gpu)),
         max_num_seqs=0,
         max_seqs_at_mean=0,
         max_seqs_at_context=0,
@@ -1245,81 +1251,17 @@ ENGINE_FLAG_NAMES = {
     "pp_size": "pp",
 }
 MODEL_PLACEHOLDER = "$MODEL"
-# SGLang spreads one server over hosts with --nnodes, --node-rank and the rank-0 host's address
-# (--dist-init-addr from 0.3.3, --nccl-init-addr before: srt/server_args.py); every host runs
-# the line with its own rank. The line names rank and address as shell variables the operator
-# sets on each host.
-NODE_RANK_PLACEHOLDER = "$NODE_RANK"
-# The rendezvous port: the one --dist-init-addr's own help gives ("e.g., `192.168.0.2:25000`",
-# srt/server_args.py, 0.3.6-0.5.13); any free port serves.
-SGLANG_DIST_INIT_PORT = 25000
-HEAD_ADDR_PLACEHOLDER = f"$HEAD_ADDR:{SGLANG_DIST_INIT_PORT}"
-SHELL_PLACEHOLDERS = frozenset({MODEL_PLACEHOLDER, NODE_RANK_PLACEHOLDER, HEAD_ADDR_PLACEHOLDER})
-SGLANG_DIST_INIT_ADDR_SINCE = (0, 3, 3)
-# vLLM spreads a server over hosts with Ray. Up to 0.4.2 every TP > 1 ran on Ray; 0.4.3 added
-# --distributed-executor-backend and chose Ray where it was installed, 0.5.0-0.11.0 where the
-# world outgrew the host's CUDA devices (on ROCm only from the flag: the guard reads
-# is_cuda() from 0.8), and from 0.11.1 a world larger than the host's GPUs raises unless the
-# flag names Ray or --nnodes runs multiprocessing over hosts (vllm/config/parallel.py
-# ParallelConfig.__post_init__, read in the 0.4.0 - 0.34 wheels). The line names Ray wherever
-# the flag exists; every host joins the head's Ray cluster (hosts_warning).
-VLLM_RAY_FLAG_SINCE = (0, 4, 3)
+SHELL_PLACEHOLDERS = frozenset(
+    {MODEL_PLACEHOLDER, hosts.NODE_RANK_PLACEHOLDER, hosts.HEAD_ADDR_PLACEHOLDER, hosts.HEAD_ADDR}
+)
 
 
-def server_hosts(s: ServeSettings, gpu: GpuSpec) -> int:
-    """Hosts one server spans: its GPUs (TP x PP, and SGLang's --dp-size replicas, which it
-    keeps on one host) over a host's (planner.core.step.comm.hosts_spanned)."""
-    replicas = int(s.extra.get("dp_size") or 1) if s.engine == "sglang" else 1
-    return hosts_spanned(s.tp * s.pp * replicas, gpu)
-
-
-# The executors --distributed-executor-backend takes that run a server's ranks as processes of
-# their own (vllm/config/parallel.py DistributedExecutorBackend; "uni" is one process, and
-# "external_launcher" is torchrun's, neither a server's).
-VLLM_EXECUTORS = ("ray", "mp")
-
-
-def check_host_flags(s: ServeSettings, gpu: GpuSpec, version: tuple[int, int, int]) -> None:
-    """The flags a line over hosts carries, pasted back: SGLang's --nnodes must be the hosts
-    the layout spans; vLLM's executor must be one the release takes, and Ray where the server
-    spans hosts (the planner's line runs Ray; multiprocessing over hosts is not planned)."""
-    hosts = server_hosts(s, gpu)
-    where = f"the server's GPUs span {hosts} host{'s' if hosts > 1 else ''} of {host_gpus(gpu)}"
-    if s.nnodes is not None and s.nnodes != hosts:
-        raise InputError("--nnodes", f"{s.nnodes}: {where}")
-    executor = s.distributed_executor_backend
-    if executor is None:
-        return
-    if version < VLLM_RAY_FLAG_SINCE:
-        raise InputError(
-            "--distributed-executor-backend",
-            f"vLLM {version_text(version)} predates it ({version_text(VLLM_RAY_FLAG_SINCE)}; "
-            "every TP > 1 ran on Ray)",
-        )
-    if executor not in VLLM_EXECUTORS:
-        raise InputError(
-            "--distributed-executor-backend", f"{executor!r}; accepted: {', '.join(VLLM_EXECUTORS)}"
-        )
-    if executor != "ray" and hosts > 1:
-        raise InputError(
-            "--distributed-executor-backend",
-            f"{executor}: {where}, which the planned line runs on Ray (multiprocessing over "
-            "hosts, vLLM's --nnodes, is not planned)",
-        )
-
-
-def hosts_warning(s: ServeSettings, gpu: GpuSpec) -> str | None:
-    """How to start a server that spans hosts (None: it runs on one)."""
-    hosts = server_hosts(s, gpu)
-    if hosts == 1:
-        return None
-    span = f"the server spans {hosts} hosts of {host_gpus(gpu)} GPUs"
-    if s.engine == "sglang":
-        return (
-            f"{span}: run the line on each with NODE_RANK=0..{hosts - 1} and HEAD_ADDR the "
-            "rank-0 host's address (--nnodes, --node-rank, --dist-init-addr)"
-        )
-    return f"{span}: start a Ray cluster over them and run the line on its head node"
+def host_span(s: ServeSettings, gpu: GpuSpec) -> hosts.Span:
+    """How one server spreads over hosts: its GPUs (TP x PP, and its replicas: vLLM's
+    data-parallel ranks, SGLang's --dp-size) over a host's (planner.core.hosts)."""
+    key = "data_parallel_size" if s.engine == "vllm" else "dp_size"
+    replicas = int(s.extra.get(key) or 1)
+    return hosts.span(s.engine, release(s.engine, s.version), s.tp, s.pp, replicas, gpu)
 
 
 # `vllm serve` arrived in vLLM 0.5.2 (the wheel's first console script, `vllm =
@@ -1347,10 +1289,10 @@ def command_line(
     engine: str,
     fields: dict[str, Any],
     version: str | None = None,
-    hosts: int = 1,
+    span: hosts.Span | None = None,
 ) -> str:
     """The launch line setting exactly `fields` (booleans as bare flags, defaults left out), in
-    the form the engine release accepts; an SGLang server over `hosts` hosts names them."""
+    the form the engine release accepts; a server over hosts (`span`) says how it spans them."""
     ref = model.serve_id or MODEL_PLACEHOLDER
     release = parse_version(version) if version else None
     old_vllm = engine == "vllm" and release is not None and release < VLLM_SERVE_SINCE
@@ -1420,13 +1362,8 @@ def command_line(
             parts += [flag, f"{value:.4f}".rstrip("0").rstrip(".")]
         else:
             parts += [flag, str(value)]
-    if engine == "vllm" and hosts > 1 and (release is None or release >= VLLM_RAY_FLAG_SINCE):
-        parts += ["--distributed-executor-backend", "ray"]
-    if engine == "sglang" and hosts > 1:
-        named = release is None or release >= SGLANG_DIST_INIT_ADDR_SINCE
-        address = "--dist-init-addr" if named else "--nccl-init-addr"
-        parts += ["--nnodes", str(hosts), "--node-rank", NODE_RANK_PLACEHOLDER]
-        parts += [address, HEAD_ADDR_PLACEHOLDER]
+    if span is not None:
+        parts += hosts.line_flags(span)
     if model.trust_remote_code:
         # the config's auto_map names code in the repo: both engines refuse to load it without
         # this flag (transformers' trust_remote_code, passed through by vLLM and SGLang)
