@@ -243,6 +243,35 @@ def test_sglang_page_size_follows_its_attention_backend() -> None:
     assert any("page_size=64" in d and "Triton < 3.5" in d for d in rocm_plan.defaults_used)
 
 
+def test_a_page_the_tensorrt_llm_kernels_do_not_take_is_changed_to_64(cli: Cli) -> None:
+    """Where SGLang runs TensorRT-LLM attention (B200), a --page-size outside the kernel's
+    sizes is changed to 64 (MHA: 16 / 32 / 64, and 128 from 0.5.17; MLA: 32 / 64), and
+    DeepSeek's sparse attention runs its own page whatever is asked: the plan runs the page
+    SGLang runs, the line states it and a warning names the backend. Elsewhere the page asked
+    stands."""
+
+    def page(**kw: object) -> object:
+        return engine_plan(**({"engine": "sglang", "context_length": 8192} | kw)).settings[
+            "page_size"
+        ]
+
+    assert page(gpu="b200", model=LLAMA8, page_size=1) == 64
+    assert page(gpu="b200", model=LLAMA8, page_size=32) == 32
+    assert page(gpu="b200", model=LLAMA8, page_size=128, version="0.5.16") == 64
+    assert page(gpu="b200", model=LLAMA8, page_size=128, version="0.5.17") == 128
+    assert page(gpu="b200", model=LLAMA8, page_size=1, version="0.5.6") == 1  # before trtllm_mha
+    assert page(gpu="h200", model=LLAMA8, page_size=8) == 8
+    r1 = MODELS / "deepseek-ai--DeepSeek-R1"
+    assert page(gpu="b200", model=r1, tp_size=8, page_size=16) == 64
+    assert page(gpu="b200", model=r1, tp_size=8, page_size=32) == 32
+    v32 = MODELS / "deepseek-ai--DeepSeek-V3.2"
+    assert page(gpu="h200", model=v32, tp_size=8, page_size=16) == 64
+    got = cli("capacity", "--preset", "llama-3.1-8b", "--gpu", "b200", "--engine", "sglang",
+              "--page-size", "1", "--json").json()  # fmt: skip
+    assert "--page-size 64 " in got["flags"]["sglang"]
+    assert any("page_size 1 -> 64" in w and "TensorRT-LLM MHA" in w for w in got["warnings"])
+
+
 @pytest.mark.parametrize(("version", "per_group"), [("0.4.3", 8192 // 2), ("0.4.5", 8192 // 8)])
 def test_sglang_data_parallel_attention_divides_the_chunk_as_its_release_does(
     version: str, per_group: int

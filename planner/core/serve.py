@@ -699,15 +699,16 @@ def _line_block_size(
     )
     if s.engine == "vllm" and block not in vllm_block_sizes(version):
         block = default_block
-    if s.engine == "vllm" and not is_hybrid(model):
+    if s.engine == "sglang" or not is_hybrid(model):
         # the block the prediction runs (an attention backend may impose one: its note names
         # it) is the one the line states
-        runs = int(str(p.settings["block_size"]))
+        key, name = ("block_size", "vLLM") if s.engine == "vllm" else ("page_size", "SGLang")
+        runs = int(str(p.settings[key]))
         if s.block_size is not None and s.block_size != runs:
             # the prediction's note names the backend that set it
-            why = next((n for n in p.notes if n.startswith(f"block_size {runs}: ")), "")
+            why = next((n for n in p.notes if n.startswith(f"{key} {runs}: ")), "")
             warnings.append(
-                f"block_size {s.block_size} -> {runs} on vLLM {p.version}: "
+                f"{key} {s.block_size} -> {runs} on {name} {p.version}: "
                 f"{why.partition(': ')[2] or 'set by its attention backend'}; the line says "
                 "what it runs"
             )

@@ -404,6 +404,40 @@ def default_page_size(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, i
     return TRTLLM_PAGE_TOKENS if since is not None and version >= since else 1
 
 
+# The page sizes the TensorRT-LLM kernels take: a --page-size outside them is changed to 64
+# ("TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from 1 to
+# 64"; MLA: 32 or 64), and DeepSeek's sparse attention takes its own whatever is asked
+# ("Setting page size to 64 for DeepSeek NSA"): server_args.py _handle_attention_backend_
+# compatibility, then arg_groups/overrides.py, read in the 0.5.1 - 0.5.23 wheels. MHA takes
+# 128 as well from 0.5.17 (trtllm-gen's dynamic tokens-per-page kernels).
+TRTLLM_MHA_PAGE_SIZES = (16, 32, 64)
+TRTLLM_MHA_PAGE_128_SINCE = (0, 5, 17)
+TRTLLM_MLA_PAGE_SIZES = (32, 64)
+TRTLLM_MLA_ARCHITECTURE = "DeepseekV3ForCausalLM"
+
+
+def run_page_size(
+    model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int], given: int | None
+) -> tuple[int, str | None]:
+    """The page size SGLang runs with for --page-size `given` (None: unset), and where it is
+    not the one given, the backend that set it."""
+    default = default_page_size(model, gpu, version)
+    if given is None or default == 1:
+        return given or default, None
+    if is_dsa(model):
+        backend = "DeepSeek sparse attention (NSA)"
+        return default, None if given == default else backend
+    taken: tuple[int, ...] = TRTLLM_MHA_PAGE_SIZES
+    backend = "TensorRT-LLM MHA"
+    if model.architecture == TRTLLM_MLA_ARCHITECTURE:
+        taken, backend = TRTLLM_MLA_PAGE_SIZES, "TensorRT-LLM MLA"
+    elif version >= TRTLLM_MHA_PAGE_128_SINCE:
+        taken += (128,)
+    if given in taken:
+        return given, None
+    return TRTLLM_PAGE_TOKENS, backend
+
+
 def trtllm_mla_prefill(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> bool:
     """Whether SGLang prefills a DeepSeek-V3 architecture on TensorRT-LLM's MLA kernels, its
     default attention backend for it on compute capability 10.x (BLACKWELL_PAGE_SINCE)."""
@@ -1370,7 +1404,9 @@ def _layout(
     context = s.context_length or model.max_context_tokens
     if s.context_length is None:
         defaults.append(f"context_length={context} (the model's maximum)")
-    page = s.page_size or default_page_size(model, gpu, version)
+    page, page_backend = run_page_size(model, gpu, version, s.page_size)
+    if page_backend is not None:
+        notes.append(f"page_size {page}: set by the {page_backend} attention backend")
     if s.page_size is None and page > 1:
         runtime = ""
         if gpu.vendor == "amd" and version >= DSA_ROCM_PRESHUFFLE_SINCE:
