@@ -84,13 +84,13 @@ def test_statefulset_with_shell_command_is_clean(cli: Cli, plan_file: Path) -> N
 def test_a_shell_script_is_read_at_the_command_that_runs_the_engine(
     cli: Cli, plan_file: Path
 ) -> None:
-    """`sh -c "pip install ... && exec vllm serve ..."`: the flags are the engine command's,
-    not the installer's or Ray's before it."""
+    """`sh -c "pip install vllm ... && exec vllm serve ..."`: the flags are the server's, the
+    last command naming an engine, not the installer's or Ray's before it."""
     line = (
         "vllm serve $MODEL --tensor-parallel-size=1 --max-model-len=8192 --max-num-seqs=69 "
         "--gpu-memory-utilization=0.98 --kv-cache-dtype=auto --block-size=16"
     )
-    for before in ("pip install --upgrade lmcache", "ray start --head --port=6379"):
+    for before in ("pip install --upgrade vllm lmcache", "ray start --head --port=6379"):
         script = f"sh -c '{before} && exec {line}'"
         r = cli("drift", str(plan_file), "--against-args", script, "--json")
         assert r.code == 0, r.out

@@ -952,7 +952,7 @@ def test_the_table_names_every_layout_the_row_counts_gpus_for(
 def test_a_server_spans_the_hosts_its_gpus_fill(winner: dict[str, Any], hosts: int) -> None:
     """A server's TP x PP GPUs (and vLLM's DP ranks) over a host's: where they outgrow one,
     --k8s writes a LeaderWorkerSet of that many pods a replica."""
-    from planner.cli.fleet import server_span
+    from planner.cli.fleet_k8s import server_span
 
     assert server_span(winner).hosts == hosts
 
@@ -1009,8 +1009,7 @@ def test_vllm_data_parallel_ranks_over_hosts_are_a_group_of_headless_workers(
     head's (--data-parallel-size-local 2 --data-parallel-address $HEAD_ADDR, no Ray); in the
     LeaderWorkerSet the leader runs it at the leader's address and each worker the next ranks
     headless, from rank LWS_WORKER_INDEX x 2. drift reads both as the plan's line."""
-    from planner.cli.fleet import server_span
-    from planner.cli.fleet_k8s import k8s_leader_worker_set
+    from planner.cli.fleet_k8s import k8s_leader_worker_set, server_span
 
     lock = tmp_path / "plan.yaml"
     got = cli("capacity", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "4", "--dp", "4",

@@ -10,6 +10,7 @@ from planner.cli.fleet_k8s import (
     k8s_deployment,
     k8s_disaggregated,
     k8s_leader_worker_set,
+    server_span,
 )
 from planner.cli.fleet_render import render
 from planner.cli.numbers import (
@@ -30,9 +31,8 @@ from planner.cli.numbers import (
 from planner.cli.numbers import prefix_share as parse_prefix
 from planner.cli.render import emit_json
 
-if TYPE_CHECKING:  # types only: the CLI loads calibration and the engines on demand
+if TYPE_CHECKING:  # the profile type only: the CLI loads calibration on demand
     from planner.core.engines.calibration import Calibration
-    from planner.core.hosts import Span
 
 
 def fleet(
@@ -408,20 +408,6 @@ def _write_winner(
         else:
             manifest = k8s_deployment(winner, name)
         write_file(k8s, "--k8s", manifest)
-
-
-def server_span(winner: dict[str, Any]) -> "Span":
-    """How one server of the winner spreads over hosts: its TP x PP GPUs and vLLM's DP ranks,
-    which run in the one server (SGLang's attention groups sit inside TP), over a host's
-    (planner.core.hosts)."""
-    from planner.core.engines import release
-    from planner.core.hosts import span
-    from planner.sources.presets import find_gpu
-
-    engine = winner["engine"]
-    ranks = winner.get("dp", 1) if engine == "vllm" else 1
-    version = release(engine, winner.get("engine_version"))
-    return span(engine, version, winner["tp"], winner.get("pp", 1), ranks, find_gpu(winner["gpu"]))
 
 
 def _save_chart(report: dict[str, Any], path: str, tpot: float) -> None:

@@ -4,7 +4,7 @@ StatefulSet per pool, the router and their Services), from its launch lines and 
 
 from typing import Any
 
-from planner.core.hosts import HEAD_ADDR, NODE_RANK_PLACEHOLDER, Span
+from planner.core.hosts import HEAD_ADDR, NODE_RANK_PLACEHOLDER, Span, span
 
 # Where each engine's OpenAI server listens by default (vLLM serve: 8000; SGLang
 # launch_server: 30000, on 127.0.0.1 unless --host says otherwise) and its health endpoint.
@@ -81,15 +81,22 @@ def _engine_container(
             },
         }
     ]
-    container["resources"] = {"limits": {resource: server_gpus(winner) // hosts}}
+    where = server_span(winner)
+    container["resources"] = {"limits": {resource: where.rank_gpus * where.ranks // hosts}}
     return container, port
 
 
-def server_gpus(winner: dict[str, Any]) -> int:
-    """The GPUs one server of the winner runs on: TP x PP, and vLLM's data-parallel ranks,
-    which run in the one server (SGLang's attention groups sit inside TP)."""
-    ranks = winner.get("dp", 1) if winner["engine"] == "vllm" else 1
-    return int(winner["tp"] * winner.get("pp", 1) * ranks)
+def server_span(winner: dict[str, Any]) -> Span:
+    """How one server of the winner spreads over hosts: its TP x PP GPUs and vLLM's DP ranks,
+    which run in the one server (SGLang's attention groups sit inside TP), over a host's
+    (planner.core.hosts)."""
+    from planner.core.engines import release
+    from planner.sources.presets import find_gpu
+
+    engine = winner["engine"]
+    ranks = winner.get("dp", 1) if engine == "vllm" else 1
+    version = release(engine, winner.get("engine_version"))
+    return span(engine, version, winner["tp"], winner.get("pp", 1), ranks, find_gpu(winner["gpu"]))
 
 
 def _vllm_argv(argv: list[str], serve_args: list[str]) -> dict[str, list[str]]:
@@ -104,7 +111,8 @@ def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """The pod around an engine container: /dev/shm where a server has several ranks (NCCL /
     RCCL between them)."""
     pod: dict[str, Any] = {"containers": [container]}
-    if server_gpus(winner) > 1:
+    where = server_span(winner)
+    if where.rank_gpus * where.ranks > 1:
         container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     return pod

@@ -299,9 +299,10 @@ def parse_argv(argv: list[str], where: str) -> Deployed | None:
         argv = [t for token in argv for t in (shlex.split(token) if " " in token else [token])]
     except ValueError as exc:  # an unclosed quote or a trailing backslash
         raise InputError("--against-args", f"{where}: {str(exc).lower()}") from exc
-    # a shell script of several commands (`ray start --head && exec vllm serve ...`): the one
-    # that runs the engine
-    argv = next((c for c in _shell_commands(argv) if engine_of(c) is not None), argv)
+    # a shell script of several commands (`pip install -U vllm && exec vllm serve ...`): the
+    # last that names an engine, the server started after what prepares it
+    engines = [c for c in _shell_commands(argv) if engine_of(c) is not None]
+    argv = engines[-1] if engines else argv
     engine = engine_of(argv)
     if engine is None:
         return None
