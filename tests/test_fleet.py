@@ -975,6 +975,7 @@ def test_a_server_over_hosts_is_a_leader_worker_set_drift_accepts(
     assert r.code == 0, r.err
     lws, service = yaml.safe_load_all(k8s.read_text())
     assert lws["kind"] == "LeaderWorkerSet" and lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert "RDMA" in lws["metadata"]["annotations"]["planner/note"]
     group = lws["spec"]["leaderWorkerTemplate"]
     assert group["size"] == 2
     leader = group["leaderTemplate"]["spec"]["containers"][0]

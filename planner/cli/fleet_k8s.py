@@ -33,6 +33,14 @@ LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 RAY_HEAD_PORT = 6379
 # A worker retries joining until the leader's head is up (the pods of a group start together).
 RAY_JOIN_RETRY_S = 5
+# What the manifests cannot know: the step times price collectives between hosts on each GPU's
+# RDMA NIC (planner.core.step.comm), which a pod reaches only through the cluster's RDMA device
+# plugin; over the pod network NCCL / RCCL fall back to TCP sockets.
+RDMA_NOTE = (
+    "the plan prices traffic between hosts on each GPU's RDMA NIC: request the RDMA device "
+    "plugin's resources (and NCCL_IB_HCA / host networking as the cluster needs), or NCCL / "
+    "RCCL fall back to TCP over the pod network"
+)
 
 
 def _engine_container(
@@ -183,7 +191,10 @@ def k8s_leader_worker_set(winner: dict[str, Any], name: str, span: Span) -> str:
         "kind": "LeaderWorkerSet",
         "metadata": {
             "name": "llm",
-            "annotations": {"planner/engine": f"{engine} {version}".strip()},
+            "annotations": {
+                "planner/engine": f"{engine} {version}".strip(),
+                "planner/note": RDMA_NOTE,
+            },
         },
         "spec": {
             "replicas": winner["replicas"],
