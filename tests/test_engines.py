@@ -1769,6 +1769,47 @@ def test_graph_estimate_on_rocm_from_026() -> None:
     assert engine_plan(**kw, gpu="h100", version="0.20.0").cudagraph_bytes > 0
 
 
+@pytest.mark.parametrize(
+    ("gpu", "fp8_v1_since"),
+    [
+        ("a100", "0.11.0"),  # FlashAttention 2 has no fp8: V0 until V0 is gone
+        ("h100", "0.8.5"),  # FlashAttention 3's fp8 on Hopper
+        ("mi300x", "0.9.0"),  # ROCm's backends
+        ("b200", "0.10.0"),  # SM 10.0's backends
+    ],
+)
+def test_vllm_08_to_010_falls_back_to_v0_where_its_oracle_says(gpu: str, fp8_v1_since: str) -> None:
+    """vLLM 0.8 - 0.10 run V1 unless its oracle finds something V1 lacks: an fp8 KV cache the
+    card's V1 attention does not run, a card below compute capability 8.0 (until 0.10.2) or
+    float32 (until 0.9.2). The plan runs V0 there and says why; the engine named by a log is
+    kept."""
+    from planner.core.engines.common import parse_version
+
+    releases = ("0.7.3", "0.8.0", "0.8.4", "0.8.5", "0.9.0", "0.10.0", "0.10.2", "0.11.0")
+    for version in releases:
+        p = plan(gpu=gpu, version=version, kv_cache_dtype="fp8", max_model_len=8192)
+        v1 = parse_version(version) >= parse_version(fp8_v1_since)
+        expected = "v0" if version == "0.7.3" else ("v1" if v1 else "v0")
+        assert p.settings["engine"] == expected, version
+        fell_back = any("V1 oracle finds --kv-cache-dtype" in n for n in p.notes)
+        assert fell_back == (expected == "v0" and version != "0.7.3"), version
+        assert plan(gpu=gpu, version=version, max_model_len=8192).settings["engine"] == (
+            "v0" if version == "0.7.3" else "v1"
+        )
+    kept = plan(gpu="a100", version="0.9.0", kv_cache_dtype="fp8", engine_mode="v1")
+    assert kept.settings["engine"] == "v1"
+
+
+def test_vllm_runs_v0_below_ampere_until_0_10_2_and_float32_until_0_9_2() -> None:
+    gemma = MODELS / "google--gemma-3-4b-it"
+    kw = {"gpu": "t4", "model": str(gemma), "max_model_len": 2048}
+    assert plan(version="0.10.1", **kw).settings["engine"] == "v0"
+    assert plan(version="0.10.2", **kw).settings["engine"] == "v1"
+    fp32 = {"gpu": "h100", "max_model_len": 2048, "dtype": "float32"}
+    assert plan(version="0.9.1", **fp32).settings["engine"] == "v0"
+    assert plan(version="0.9.2", **fp32).settings["engine"] == "v1"
+
+
 def test_v1_08_counts_the_cuda_context_as_non_torch() -> None:
     """V1 0.8.x subtracted device memory in use less torch's allocations (context included)."""
     from planner.core.engines.vllm import NON_TORCH_BYTES, NON_TORCH_WITH_CONTEXT_BYTES

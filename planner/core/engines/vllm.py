@@ -21,6 +21,7 @@ from planner.core.engines.calibration import Calibration, cal_notes, correct
 from planner.core.engines.common import (
     BLACKWELL_MAJOR,
     CONSUMER_BLACKWELL_MAJOR,
+    ENGINE_DTYPES,
     HOPPER_MAJOR,
     EnginePrediction,
     NoKvCache,
@@ -1623,6 +1624,61 @@ class _Ledger:
         return self.weights + self.activation + self.non_torch + self.graph + self.connector
 
 
+# vLLM 0.8 - 0.10 start the V1 engine unless its oracle finds something V1 lacks, and then fall
+# back to V0 with a warning ("... is not supported by the V1 Engine. Falling back to V0.":
+# engine/arg_utils.py _is_v1_supported_oracle, read in the 0.8.0 - 0.10.2 wheels; 0.11 removed
+# V0). The planner follows the fallbacks its inputs decide:
+# - an NVIDIA card below compute capability 8.0 (no FlashAttention), until 0.10.2 ran V1 there;
+# - a --kv-cache-dtype other than auto: every fp8 cache before 0.8.5; from 0.8.5 V1 keeps
+#   FlashAttention 3's fp8 on Hopper, from 0.9 any on ROCm, from 0.10 any on SM 10.0 (its
+#   backends all take fp8), from 0.10.2 an MLA model's (FlashMLA / CUTLASS MLA; the platform's
+#   is_kv_cache_dtype_supported);
+# - --dtype float32 before 0.9.2 (V1_SUPPORTED_DTYPES: bf16, fp16).
+# Hybrid Mamba models, encoder-decoders and V0-only features (speculative methods, prompt
+# adapters, ...) are not followed here.
+V1_ORACLE_SINCE = (0, 8, 0)
+V0_REMOVED_IN = (0, 11, 0)
+V1_PRE_AMPERE_SINCE = (0, 10, 2)
+V1_AMPERE_CAPABILITY = (8, 0)
+V1_FP8_KV_HOPPER_SINCE = (0, 8, 5)
+V1_FP8_KV_ROCM_SINCE = (0, 9, 0)
+V1_FP8_KV_SM100_SINCE = (0, 10, 0)
+V1_FP8_KV_MLA_SINCE = (0, 10, 2)
+V1_FP32_SINCE = (0, 9, 2)
+
+
+def v0_fallback(
+    model: ModelSpec, gpu: GpuSpec, s: VllmSettings, version: tuple[int, int, int]
+) -> str | None:
+    """What makes vLLM 0.8 - 0.10 fall back from V1 to V0 for this model, card and flags, in
+    its oracle's words (None: V1 runs; see V1_ORACLE_SINCE)."""
+    if not V1_ORACLE_SINCE <= version < V0_REMOVED_IN:
+        return None
+    cap = capability(gpu)
+    if gpu.vendor == "nvidia" and cap < V1_AMPERE_CAPABILITY and version < V1_PRE_AMPERE_SINCE:
+        return "Compute Capability < 8.0"
+    if s.kv_cache_dtype != "auto" and not _v1_takes_kv_dtype(model, gpu, version):
+        return "--kv-cache-dtype"
+    if ENGINE_DTYPES.get(s.dtype) == "fp32" and version < V1_FP32_SINCE:
+        return f"--dtype {s.dtype}"
+    return None
+
+
+def _v1_takes_kv_dtype(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> bool:
+    """Whether V1's attention in 0.8 - 0.10 runs an fp8 KV cache on this card (V1_ORACLE_SINCE)."""
+    if version < V1_FP8_KV_HOPPER_SINCE:
+        return False
+    if gpu.vendor == "amd":
+        return version >= V1_FP8_KV_ROCM_SINCE
+    major = capability(gpu)[0]
+    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    return (
+        major == HOPPER_MAJOR
+        or (capability(gpu) == FLASHINFER_SM100 and version >= V1_FP8_KV_SM100_SINCE)
+        or (mla and version >= V1_FP8_KV_MLA_SINCE)
+    )
+
+
 def predict(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -1636,7 +1692,9 @@ def predict(
     s = settings
     version = parse_version(s.version)
     rules = rules_for(version)
-    at = _Release(model, gpu, s, s.engine or rules.engine, rules, version)
+    fallback = None if s.engine is not None else v0_fallback(model, gpu, s, version)
+    engine = s.engine or ("v0" if fallback is not None else rules.engine)
+    at = _Release(model, gpu, s, engine, rules, version)
     async_on = _async_scheduling(at)
     if s.stream_interval > 1 and (version < VLLM_STREAM_INTERVAL_SINCE or at.engine != "v1"):
         raise InputError(
@@ -1658,6 +1716,11 @@ def predict(
     defaults: list[str] = []
     lay = _layout(at, defaults)
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
+    if fallback is not None:
+        notes.append(
+            f"vLLM {version_text(version)} runs V0 here: its V1 oracle finds {fallback} "
+            "unsupported and falls back (0.8 - 0.10); planned as V0"
+        )
     if lay.block_note is not None:
         notes.append(lay.block_note)
     kv_notes = _kv_dtype_notes(at, lay.ds_mla)
