@@ -1800,6 +1800,24 @@ def test_vllm_08_to_010_falls_back_to_v0_where_its_oracle_says(gpu: str, fp8_v1_
     assert kept.settings["engine"] == "v1"
 
 
+def test_vllm_runs_a_model_with_state_layers_on_v0_until_0_10_2_and_says_so(cli: Cli) -> None:
+    """Mamba / linear-attention models were V0-only before 0.9.2 and fell back to V0 until
+    0.10.2 ("Mamba is experimental on VLLM_USE_V1=1"): the plan runs V0 there (its 256-sequence
+    cap) and says its pool is an estimate, V0's own state cache not being modelled."""
+    where = ("capacity", "--preset", "nemotron-h-56b", "--gpu", "h100", "--tp", "2", "--json")
+    for version, engine, cap in (
+        ("0.9.0", "v0", 256),
+        ("0.10.1", "v0", 256),
+        ("0.10.2", "v1", 1024),
+    ):
+        got = cli(*where, "--engine-version", version).json()
+        assert got["engine"]["settings"]["engine"] == engine, version
+        notes = got["engine"]["notes"]
+        estimate = any("does not model" in n and "estimate" in n for n in notes)
+        assert estimate == (engine == "v0"), version
+        assert got["batch_cap"] == cap, version  # V0 caps at 256 sequences, V1 here at 1,024
+
+
 def test_vllm_runs_v0_below_ampere_until_0_10_2_and_float32_until_0_9_2() -> None:
     gemma = MODELS / "google--gemma-3-4b-it"
     kw = {"gpu": "t4", "model": str(gemma), "max_model_len": 2048}

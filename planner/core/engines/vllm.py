@@ -1633,9 +1633,13 @@ class _Ledger:
 #   FlashAttention 3's fp8 on Hopper, from 0.9 any on ROCm, from 0.10 any on SM 10.0 (its
 #   backends all take fp8), from 0.10.2 an MLA model's (FlashMLA / CUTLASS MLA; the platform's
 #   is_kv_cache_dtype_supported);
-# - --dtype float32 before 0.9.2 (V1_SUPPORTED_DTYPES: bf16, fp16).
-# Hybrid Mamba models, encoder-decoders and V0-only features (speculative methods, prompt
-# adapters, ...) are not followed here.
+# - --dtype float32 before 0.9.2 (V1_SUPPORTED_DTYPES: bf16, fp16);
+# - a model with Mamba / linear-attention state: V0-only model classes before 0.9.2, then
+#   "Mamba is experimental on VLLM_USE_V1=1. Falling back to V0 Engine." (has_inner_state)
+#   until 0.10.2.
+# Encoder-decoders and V0-only features (speculative methods, prompt adapters, ...) are not
+# followed here. V0 kept a hybrid model's states in its own cache manager, which the ledger
+# does not model: such a plan says its pool is an estimate (V0_STATE_NOTE).
 V1_ORACLE_SINCE = (0, 8, 0)
 V0_REMOVED_IN = (0, 11, 0)
 V1_PRE_AMPERE_SINCE = (0, 10, 2)
@@ -1645,6 +1649,11 @@ V1_FP8_KV_ROCM_SINCE = (0, 9, 0)
 V1_FP8_KV_SM100_SINCE = (0, 10, 0)
 V1_FP8_KV_MLA_SINCE = (0, 10, 2)
 V1_FP32_SINCE = (0, 9, 2)
+V1_STATE_MODELS_SINCE = (0, 10, 2)
+V0_STATE_NOTE = (
+    "V0 keeps the Mamba / linear-attention states in its own cache manager, which the ledger "
+    "does not model: the pool is sized as V1's hybrid allocator sizes it (an estimate)"
+)
 
 
 def v0_fallback(
@@ -1661,6 +1670,8 @@ def v0_fallback(
         return "--kv-cache-dtype"
     if ENGINE_DTYPES.get(s.dtype) == "fp32" and version < V1_FP32_SINCE:
         return f"--dtype {s.dtype}"
+    if has_state_layers(model) and version < V1_STATE_MODELS_SINCE:
+        return f"{model.architecture or 'a state-space model'} (Mamba)"
     return None
 
 
@@ -1721,6 +1732,8 @@ def predict(
             f"vLLM {version_text(version)} runs V0 here: its V1 oracle finds {fallback} "
             "unsupported and falls back (0.8 - 0.10); planned as V0"
         )
+    if at.engine == "v0" and has_state_layers(model):
+        notes.append(V0_STATE_NOTE)
     if lay.block_note is not None:
         notes.append(lay.block_note)
     kv_notes = _kv_dtype_notes(at, lay.ds_mla)
