@@ -72,6 +72,21 @@ def v0_chunked_512(load: Load) -> dict[str, Any]:
     }
 
 
+def test_a_release_that_falls_back_to_v0_schedules_as_v0() -> None:
+    """vLLM 0.9.0 runs an fp8 KV cache on an A100 on V0 (its V1 oracle's fallback): the
+    simulated server schedules as V0 does (prompts whole in steps of their own, chunking off
+    under 32K, KV admitted for the whole prompt with the watermark kept free), as the plan's
+    memory and line already are; on an H100 the same release keeps V1's mixed steps."""
+    kw = {"engine": "vllm", "version": "0.9.0", "kv_cache_dtype": "fp8"}
+    for gpu, v0 in (("a100-sxm4-80gb", True), ("h100", False)):
+        inst, _ = deployment_instance(
+            Deployment(gpu=gpu, preset="llama-3.1-8b", settings=kw | {"context_tokens": 8192})
+        )
+        assert (inst.prediction.settings["engine"] == "v0") == v0
+        assert inst.cfg.mixed == (not v0) and inst.cfg.admit_chunk == (not v0)
+        assert (inst.cfg.admit_headroom_blocks > 0) == v0
+
+
 def test_json_has_the_benchmarks_keys(cli: Cli) -> None:
     r = cli(
         "simulate",

@@ -203,15 +203,21 @@ def caches_prefixes(engine: str, prediction: EnginePrediction, model: ModelSpec)
     return prefix_caching_on(model, release, runs, stated if isinstance(stated, bool) else None)
 
 
+def runs_v0(engine: str, prediction: EnginePrediction) -> bool:
+    """Whether the planned server runs vLLM's V0 engine: every release before 0.8, and those of
+    0.8 - 0.10 whose V1 oracle falls back (planner.core.engines.vllm.v0_fallback)."""
+    return engine == "vllm" and prediction.settings.get("engine") == "v0"
+
+
 def engine_scheduler(
-    engine: str, version: tuple[int, int, int], chunked_prefill: bool
+    engine: str, version: tuple[int, int, int], chunked_prefill: bool, v0: bool
 ) -> tuple[bool, ReserveAdmission | None]:
     """How the engine's scheduler runs: whether prompts share steps with decodes (vLLM V1,
-    chunked or not; V0 with chunked prefill on, `chunked_prefill` being the plan's resolved
-    value), and SGLang's reserve admission (None for vLLM)."""
+    chunked or not; V0 (`v0`) with chunked prefill on, `chunked_prefill` being the plan's
+    resolved value), and SGLang's reserve admission (None for vLLM)."""
     from planner.sim.config import ReserveAdmission
 
-    mixed = engine == "vllm" and (version >= VLLM_V1_SINCE or chunked_prefill)
+    mixed = engine == "vllm" and (not v0 or chunked_prefill)
     if engine != "sglang":
         return mixed, None
     return mixed, ReserveAdmission(
@@ -679,10 +685,9 @@ def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
     decode-only batches up to 256; SGLang's decode batches up to --cuda-graph-max-bs and its
     prompt steps up to its prefill graphs' size, as it resolves them (none before 0.5.10, on
     AMD, or where its rules turn them off: planner.core.engines.sglang.prefill_graph_tokens)."""
-    from planner.core.engines.common import parse_version
     from planner.core.step.launch import ALL_GRAPHED, Graphs
 
-    v0 = engine != "sglang" and parse_version(prediction.version) < VLLM_V1_SINCE
+    v0 = runs_v0(engine, prediction)
     if eager_flag(engine, prediction, v0) is not None:
         return Graphs(max_tokens=0)
     if v0:
@@ -733,7 +738,8 @@ def _scheduler_config(
     # vLLM's resolved chunked prefill (the flag, else the release's default for this
     # max_model_len); without it, or in V0's multi-step rounds, prompts are not split
     chunked = bool(p.settings.get("enable_chunked_prefill", True)) if vllm_engine else True
-    mixed, reserve = engine_scheduler(engine, version, chunked)
+    v0 = runs_v0(engine, p)
+    mixed, reserve = engine_scheduler(engine, version, chunked, v0)
     if sglang_groups and reserve is not None:
         scale = SGLANG_DP_ATTENTION_CONSERVATIVENESS
         reserve = reserve.model_copy(
@@ -768,15 +774,11 @@ def _scheduler_config(
         scheduler_steps=scheduler_steps,
         whole_prompts=(vllm_engine and (not chunked or scheduler_steps > 1)) or unchunked,
         # V1 allocates KV for the tokens it schedules; V0's can_allocate took the whole prompt
-        admit_chunk=vllm_engine and chunked and version >= VLLM_V1_SINCE,
-        admit_headroom_blocks=(
-            int(VLLM_V0_WATERMARK * p.kv_cache_tokens // block)
-            if vllm_engine and version < VLLM_V1_SINCE
-            else 0
-        ),
+        admit_chunk=vllm_engine and chunked and not v0,
+        admit_headroom_blocks=(int(VLLM_V0_WATERMARK * p.kv_cache_tokens // block) if v0 else 0),
         outputs_one_step_late=(
-            vllm_engine
-            and VLLM_ASYNC_OUTPUT_SINCE <= version < VLLM_V1_SINCE
+            v0
+            and version >= VLLM_ASYNC_OUTPUT_SINCE
             and int(str(p.settings.get("pipeline_parallel_size", 1))) == 1
         ),
         recv_interval=int(str(p.settings.get("scheduler_recv_interval") or 1)),
