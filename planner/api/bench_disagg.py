@@ -145,12 +145,12 @@ def transfer_plan(
     (disagg_handoff_ms) is added to every request."""
     import numpy as np
 
+    from planner.core.engines.common import is_mla
     from planner.core.kv import kv_bytes_per_token
-    from planner.core.specs import KvKind
     from planner.core.step.comm import fabric_of
 
     per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
-    mla = any(g.kind is KvKind.MLA for g in spec.kv_groups)
+    mla = is_mla(spec)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
     fabric = fabric_of(card)
     # SGLang's backends other than NIXL (Mooncake by default) move KV over RDMA in a node too

@@ -3,7 +3,7 @@ their --quantization flag, and in the registry a checkpoint's own method loads f
 
 from __future__ import annotations
 
-from planner.core.engines.common import version_text
+from planner.core.engines.common import ENGINE_NAMES, version_text
 from planner.core.specs import MODELOPT_MIXED_METHOD, MODELOPT_NVFP4_METHOD, ModelSpec
 from planner.errors import InputError
 
@@ -90,18 +90,30 @@ SGLANG_QUANTIZATION_LOADS_SINCE = {
 VLLM_QUANTIZATION_REMOVED = {"bitsandbytes": (0, 28, 0)}
 
 
+def _release_gap(
+    engine: str, method: str, version: tuple[int, int, int], since: tuple[int, int, int] | None,
+    text: str, from_words: str = "from",
+) -> tuple[str, tuple[int, int, int] | None] | None:  # fmt: skip
+    """`text` with why a release is outside [since, vLLM's removal of `method`), and the first
+    release inside (None: no newer one); None where it is inside."""
+    if since is not None and version < since:
+        return f"{text} ({from_words} {version_text(since)})", since
+    removed = VLLM_QUANTIZATION_REMOVED.get(method) if engine == "vllm" else None
+    if removed is not None and version >= removed:
+        return f"{text} (dropped in {version_text(removed)})", None
+    return None
+
+
 def flag_gap(engine: str, method: str, version: tuple[int, int, int]) -> str | None:
     """Why a release's --quantization does not take `method` (QUANTIZATION_FLAG_SINCE, vLLM's
     removals); None where it does, or for a method outside the table (left to the engine)."""
-    name = "vLLM" if engine == "vllm" else "SGLang"
-    text = f"{method}: {name} {version_text(version)}'s --quantization does not take it"
     since = QUANTIZATION_FLAG_SINCE.get(engine, {}).get(method)
-    if since is not None and version < since:
-        return f"{text} (it takes it from {version_text(since)})"
-    removed = VLLM_QUANTIZATION_REMOVED.get(method) if engine == "vllm" else None
-    if removed is not None and version >= removed:
-        return f"{text} (dropped in {version_text(removed)})"
-    return None
+    text = (
+        f"{method}: {ENGINE_NAMES[engine]} {version_text(version)}'s --quantization does not "
+        "take it"
+    )
+    gap = _release_gap(engine, method, version, since, text, "it takes it from")
+    return None if gap is None else gap[0]
 
 
 def load_gap(
@@ -113,14 +125,8 @@ def load_gap(
     since = QUANTIZATION_FLAG_SINCE.get(engine, {}).get(method)
     if engine == "sglang":
         since = SGLANG_QUANTIZATION_LOADS_SINCE.get(method, since)
-    name = "vLLM" if engine == "vllm" else "SGLang"
-    text = f"{name} {version_text(version)} cannot load {method} weights"
-    if since is not None and version < since:
-        return f"{text} (from {version_text(since)})", since
-    removed = VLLM_QUANTIZATION_REMOVED.get(method) if engine == "vllm" else None
-    if removed is not None and version >= removed:
-        return f"{text} (dropped in {version_text(removed)})", None
-    return None
+    text = f"{ENGINE_NAMES[engine]} {version_text(version)} cannot load {method} weights"
+    return _release_gap(engine, method, version, since, text)
 
 
 def checkpoint_load_gap(

@@ -856,7 +856,8 @@ def plan_serve(
     warnings += slack
     groups = data_parallel_ranks(s, model)
     warnings += tp_replication(model, attention_tp(s, model))[1]
-    if spread := hosts.warning(host_span(s, gpu)):
+    span = host_span(s, gpu)
+    if spread := hosts.warning(span):
         warnings.append(spread)
     reasons: list[str] = []
     # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
@@ -929,7 +930,7 @@ def plan_serve(
         reasons=reasons,
         prediction=p,
         flags=_shown(fields, s, p),
-        command=command_line(model, s.engine, _shown(fields, s, p), p.version, host_span(s, gpu)),
+        command=command_line(model, s.engine, _shown(fields, s, p), p.version, span),
         max_num_seqs=max(seqs, 0),
         max_seqs_at_mean=held_mean,
         max_seqs_at_context=held_context,

@@ -8,11 +8,13 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.core.specs import GpuSpec, ModelSpec
+from planner.core.specs import GpuSpec, KvKind, ModelSpec
 from planner.errors import InputError, PlannerError
 from planner.units import GIB_BYTES, ceil_div
 
 T = TypeVar("T")
+# The engines' own names, as messages spell them.
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 TermSource = Literal[
     "exact", "derived", "calibrated", "log", "device", "user", "default", "your-logs"
@@ -199,6 +201,11 @@ CONSUMER_BLACKWELL_MAJOR = 12  # RTX 50, RTX PRO 6000 Blackwell: 12.0; GB10: 12.
 DS_MLA_QUANT_BLOCK_VALUES = 128
 DS_MLA_SCALE_BYTES = 4
 DS_MLA_ROPE_BYTES = 2
+
+
+def is_mla(model: ModelSpec) -> bool:
+    """Multi-head latent attention: layers that keep one compressed latent per token."""
+    return any(g.kind is KvKind.MLA for g in model.kv_groups)
 
 
 def is_dsa(model: ModelSpec) -> bool:

@@ -12,7 +12,7 @@ whole registry). An architecture a later release dropped is not tracked.
 
 from __future__ import annotations
 
-from planner.core.engines.common import parse_version
+from planner.core.engines.common import ENGINE_NAMES, parse_version
 
 # vllm: the release that first lists each architecture (0.2.0-0.34.0 read).
 # fmt: off
@@ -496,7 +496,6 @@ SGLANG_ARCHITECTURES_SINCE: dict[str, tuple[str, ...]] = {
 # fmt: on
 
 _TABLES = {"vllm": VLLM_ARCHITECTURES_SINCE, "sglang": SGLANG_ARCHITECTURES_SINCE}
-_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 # The registry entry of each engine's Transformers-backend fallback (an architecture it does not
 # implement runs on the transformers model class instead): vLLM's TransformersModel, SGLang's
 # TransformersForCausalLM.
@@ -518,7 +517,7 @@ def registry_gap(
     table = _TABLES.get(engine)
     if table is None or not architecture:
         return None
-    name = _ENGINE_NAMES[engine]
+    name = ENGINE_NAMES[engine]
     since = native_since(engine, architecture)
     newest = max(table, key=parse_version)
     if since is not None and version >= parse_version(since):

@@ -27,6 +27,7 @@ from planner.core.engines.common import (
     compute_dtype,
     ds_mla_latent_bytes,
     is_dsa,
+    is_mla,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -1370,7 +1371,7 @@ def _layout(
         and version >= GRAPH_BS_RUNNING_CAP_SINCE
     ):
         decode_bs = min(decode_bs, s.max_running_requests)
-    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    mla = is_mla(model)
     if tp % s.attn_dp_size:
         raise InputError(
             "--dp",

@@ -32,6 +32,7 @@ from planner.core.engines.common import (
     compute_dtype,
     ds_mla_latent_bytes,
     is_dsa,
+    is_mla,
     kv_cache_dtype,
     outside_table,
     parse_version,
@@ -222,13 +223,13 @@ def backend_block_size(
     """The KV block size the attention backend runs with for this model, GPU and release,
     given the --block-size asked (None: unset) and whether a KV connector runs, and the
     backend; None where the release's default (or the flag) stands."""
-    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    mla = is_mla(model)
     if gpu.vendor == "amd" and not mla:
         heads = {g.head_dim_k for g in model.kv_groups if g.kind.per_token}
         native = bool(heads) and heads <= ROCM_ATTN_HEAD_SIZES
         sinks = model.architecture in SINK_ARCHITECTURES
         unset = requested is None and version >= ROCM_ATTN_PREFERENCE_SINCE
-        plain = all(g.kind.per_token for g in model.kv_groups)  # no Mamba / linear state
+        plain = not has_state_layers(model)  # no Mamba / linear state
         if unset and native and plain and not sinks and not connector:
             return ROCM_ATTN_BLOCK_SIZE, "ROCm paged attention"
         return None
@@ -276,7 +277,7 @@ def backend_block_size(
 KERNEL_BLOCK_MULTIPLE = 16
 FLEX_ATTENTION_BELOW_CAPABILITY = (8, 0)
 FLASHINFER_SM100_DEFAULT_SINCE = (0, 9, 1)
-FLASHINFER_SM100 = (10, 0)
+SM100_CAPABILITY = (10, 0)  # B200 / GB200: vLLM's is_device_capability(100)
 KERNEL_BLOCK_SIZES_SINCE = (0, 11, 1)
 BLOCK_SIZE_FALLBACK_SINCE = (0, 18, 0)
 
@@ -294,15 +295,14 @@ def kernel_block_gap(at: _Release, block: int) -> tuple[bool, str] | None:
     and release: None where they do; (True, why) where vLLM fails to start; (False, why) where
     it starts on FlexAttention, slower than the kernel the step model prices."""
     model, gpu, version = at.model, at.gpu, at.version
-    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
-    plain = all(g.kind.per_token for g in model.kv_groups)  # hybrids: vLLM sets their block
-    if at.engine != "v1" or block % KERNEL_BLOCK_MULTIPLE == 0 or mla or not plain:
+    hybrid = has_state_layers(model)  # vLLM sets a hybrid's attention block itself
+    if at.engine != "v1" or block % KERNEL_BLOCK_MULTIPLE == 0 or is_mla(model) or hybrid:
         return None
     if gpu.vendor == "nvidia":
         cap = capability(gpu)
         if cap < FLEX_ATTENTION_BELOW_CAPABILITY:
             return None
-        flashinfer = flashinfer_installed(at.settings) and cap == FLASHINFER_SM100
+        flashinfer = flashinfer_installed(at.settings) and cap == SM100_CAPABILITY
         if flashinfer and FLASHINFER_SM100_DEFAULT_SINCE <= version < KERNEL_BLOCK_SIZES_SINCE:
             return None
         if version >= BLOCK_SIZE_FALLBACK_SINCE:
@@ -1681,12 +1681,11 @@ def _v1_takes_kv_dtype(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, 
         return False
     if gpu.vendor == "amd":
         return version >= V1_FP8_KV_ROCM_SINCE
-    major = capability(gpu)[0]
-    mla = any(g.kind is KvKind.MLA for g in model.kv_groups)
+    cap = capability(gpu)
     return (
-        major == HOPPER_MAJOR
-        or (capability(gpu) == FLASHINFER_SM100 and version >= V1_FP8_KV_SM100_SINCE)
-        or (mla and version >= V1_FP8_KV_MLA_SINCE)
+        cap[0] == HOPPER_MAJOR
+        or (cap == SM100_CAPABILITY and version >= V1_FP8_KV_SM100_SINCE)
+        or (is_mla(model) and version >= V1_FP8_KV_MLA_SINCE)
     )
 
 
