@@ -14,7 +14,12 @@ from planner.api.bench_instance import Deployment, deployment_instance, with_spe
 from planner.api.bench_load import Lengths, Load, Speculation
 from planner.core.serve import fields_from_line
 from planner.core.step import step_time_for
-from planner.core.step.overhead import REQUEST_PATH_MS, bench_client_ms_per_chunk
+from planner.core.step.overhead import (
+    ENGINE_OVERHEAD_MS,
+    HOST_MS_PER_SEQ,
+    REQUEST_PATH_MS,
+    bench_client_ms_per_chunk,
+)
 from planner.errors import InputError
 from planner.sim.workload import sglang_random_lengths
 from planner.sources.models import resolve_model
@@ -76,7 +81,10 @@ def test_a_release_that_falls_back_to_v0_schedules_as_v0() -> None:
     """vLLM 0.9.0 runs an fp8 KV cache on an A100 on V0 (its V1 oracle's fallback): the
     simulated server schedules as V0 does (prompts whole in steps of their own, chunking off
     under 32K, KV admitted for the whole prompt with the watermark kept free), as the plan's
-    memory and line already are; on an H100 the same release keeps V1's mixed steps."""
+    memory and line already are; on an H100 the same release keeps V1's mixed steps. Its steps
+    cost what V0's cost: V0's engine overhead, and its scheduler, input preparation and
+    sampler's CPU time per sequence in series with the GPU (V1's 0.9 scheduler is in series
+    too, at its own measured time)."""
     kw = {"engine": "vllm", "version": "0.9.0", "kv_cache_dtype": "fp8"}
     for gpu, v0 in (("a100-sxm4-80gb", True), ("h100", False)):
         inst, _ = deployment_instance(
@@ -85,6 +93,10 @@ def test_a_release_that_falls_back_to_v0_schedules_as_v0() -> None:
         assert (inst.prediction.settings["engine"] == "v0") == v0
         assert inst.cfg.mixed == (not v0) and inst.cfg.admit_chunk == (not v0)
         assert (inst.cfg.admit_headroom_blocks > 0) == v0
+        key = "vllm-v0" if v0 else "vllm"
+        assert inst.curve.overhead_ms == ENGINE_OVERHEAD_MS[key]
+        assert inst.curve.host_ms_per_seq == pytest.approx(HOST_MS_PER_SEQ[key])
+        assert inst.curve.overlapped_host_ms_per_seq == 0.0
 
 
 def test_json_has_the_benchmarks_keys(cli: Cli) -> None:

@@ -650,6 +650,7 @@ def _instance_curve(
         async_scheduling=scheduling_beside_gpu(engine, p.settings, p.version, sglang_groups),
         stream_interval=int(str(p.settings.get("stream_interval") or 1)),
         graphs=engine_graphs(engine, p),
+        v0=runs_v0(engine, p),
     )
 
 

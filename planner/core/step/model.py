@@ -1224,6 +1224,7 @@ def step_time_for(
     async_scheduling: bool | None = None,
     stream_interval: int = 1,
     graphs: Graphs = ALL_GRAPHED,
+    v0: bool = False,
 ) -> StepTime:
     """The step-time model of `model` on one GPU of a TP group (weights: the checkpoint's, or
     `weights_bytes` when re-stored); with `pp` stages, of one stage (its share of the layers,
@@ -1239,7 +1240,8 @@ def step_time_for(
     `async_scheduling`: vLLM's --async-scheduling as the engine resolved it (None:
     the release's default; for SGLang, False where its overlap scheduler is off);
     `stream_interval`: the engine's --stream-interval; `graphs`: the steps the engine replays
-    CUDA graphs for (the others are floored at the host's launches)."""
+    CUDA graphs for (the others are floored at the host's launches); `v0`: vLLM runs its V0
+    engine, a 0.8 - 0.10 release falling back to it (V0's overhead and scheduler time)."""
     attention_dp = dp.groups
     split = weight_split(model, weights_bytes, tp, pp, dp, engine)
     experts = ExpertLayout.of(model, gpu, engine, tp * attention_dp, exchange)
@@ -1261,7 +1263,9 @@ def step_time_for(
     moe_routing_ms, moe_idle_ms, moe_stream = moe_decode_costs(family, engine, moe_kind)
     dense_kind = gemm_kind(model, own, rates.quantized)
     mla_share = overhead.mla_layer_share(model)
-    serial_host_ms, beside_host_ms = overhead.host_ms_per_seq(engine, version, pp, async_scheduling)
+    serial_host_ms, beside_host_ms = overhead.host_ms_per_seq(
+        engine, version, pp, async_scheduling, v0
+    )
     mla_ms = mla_layer_ms(family, dense_kind, kv_dtype_bytes) if mla_share else 0.0
     # the experts' multiply: DeepGEMM's under DeepEP where its tables time it, else the fused
     # MoE kernels' (the engine's own where measured)
@@ -1326,10 +1330,10 @@ def step_time_for(
         fabric=fabric,
         allreduce=allreduce_cost(ranks_family(family, gpu, moe_ranks), engine, version),
         qk_norm_allreduce=model.qk_norm_spans_heads,
-        overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version)],
+        overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version, v0)],
         host_ms_per_seq=serial_host_ms,
         overlapped_host_ms_per_seq=beside_host_ms,
-        frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version, stream_interval),
+        frontend_ms_per_token=overhead.frontend_ms_per_token(engine, version, stream_interval, v0),
         stream_interval=stream_interval,
         engine=engine,
         attention_flops_per_pair=attention.attention_flops_per_pair(model, tp) / pp,

@@ -205,11 +205,12 @@ def bench_client_ms_per_chunk(client: str, mean_generated: float) -> float:
 
 
 def frontend_ms_per_token(
-    engine: str, version: tuple[int, int, int] | None, stream_interval: int = 1
+    engine: str, version: tuple[int, int, int] | None, stream_interval: int = 1, v0: bool = False
 ) -> float:
-    """The API server's time per streamed token, ms (0 where not measured; no release: the
-    newest, a V1 one for vLLM), its per-chunk share once per `stream_interval` tokens."""
-    key = engine_key(engine, version)
+    """The API server's time per streamed token, ms (0 where not measured, V0's included; no
+    release: the newest, a V1 one for vLLM), its per-chunk share once per `stream_interval`
+    tokens."""
+    key = engine_key(engine, version, v0)
     whole = FRONTEND_MS_PER_TOKEN.get(key, 0.0)
     share = FRONTEND_PER_TOKEN_SHARE.get(key, 0.0)
     return whole * (share + (1.0 - share) / max(1, stream_interval))
@@ -232,9 +233,11 @@ def schedules_beside_gpu(
     version: tuple[int, int, int] | None,
     pp: int = 1,
     async_scheduling: bool | None = None,
+    v0: bool = False,
 ) -> bool:
     """Whether the engine's scheduler runs while the GPU runs a step (vLLM: async scheduling as
-    resolved, None being the release's default, or a pipeline's batch queue; SGLang: its overlap
+    resolved, None being the release's default, or a pipeline's batch queue; V0 (`v0`, also a
+    0.8 - 0.10 release that falls back to it) only under a pipeline; SGLang: its overlap
     scheduler as resolved, None being the release's default: sglang_overlap)."""
     if engine == "sglang":
         if async_scheduling is not None:
@@ -242,6 +245,8 @@ def schedules_beside_gpu(
         return sglang_overlap(version, disabled=False, dp_attention=False)
     if engine != "vllm" or version is None or pp > 1:
         return True
+    if v0:
+        return False
     if async_scheduling is None:
         async_scheduling = async_scheduling_default(version, pp)
     return bool(async_scheduling) and version >= VLLM_ASYNC_SCHEDULING_FLAG_SINCE
@@ -259,14 +264,16 @@ def sglang_overlap(
     return not (disabled or version < SGLANG_OVERLAP_SINCE or early_dp)
 
 
-def scheduler_ms_per_seq(engine: str, version: tuple[int, int, int] | None) -> float:
+def scheduler_ms_per_seq(
+    engine: str, version: tuple[int, int, int] | None, v0: bool = False
+) -> float:
     """The scheduler's measured CPU time per running request per step, ms (0 where not
     measured: engines other than vLLM and SGLang, a vLLM release not known)."""
     if engine == "sglang":
         return HOST_MS_PER_SEQ["sglang"]
     if engine != "vllm" or version is None:
         return 0.0
-    return HOST_MS_PER_SEQ[engine_key(engine, version)]
+    return HOST_MS_PER_SEQ[engine_key(engine, version, v0)]
 
 
 def host_ms_per_seq(
@@ -274,20 +281,22 @@ def host_ms_per_seq(
     version: tuple[int, int, int] | None,
     pp: int = 1,
     async_scheduling: bool | None = None,
+    v0: bool = False,
 ) -> tuple[float, float]:
     """The scheduler's CPU time per running request per step, ms, as (in series, beside the
     GPU): in series it adds to the step; beside the GPU (schedules_beside_gpu) it is hidden,
     but a step cannot finish sooner than the scheduler readies the next one. (0, 0) where it
     is not measured."""
-    ms = scheduler_ms_per_seq(engine, version)
-    if schedules_beside_gpu(engine, version, pp, async_scheduling):
+    ms = scheduler_ms_per_seq(engine, version, v0)
+    if schedules_beside_gpu(engine, version, pp, async_scheduling, v0):
         return 0.0, ms
     return ms, 0.0
 
 
-def engine_key(engine: str, version: tuple[int, int, int] | None = None) -> str:
-    """The ENGINE_OVERHEAD_MS entry for an engine (vLLM before 0.8 ran the V0 engine)."""
-    if engine == "vllm" and version is not None and version < VLLM_V1_SINCE:
+def engine_key(engine: str, version: tuple[int, int, int] | None = None, v0: bool = False) -> str:
+    """The ENGINE_OVERHEAD_MS entry for an engine: vLLM's V0 before 0.8, and where a release of
+    0.8 - 0.10 falls back to it (`v0`: planner.core.engines.vllm.v0_fallback)."""
+    if engine == "vllm" and (v0 or (version is not None and version < VLLM_V1_SINCE)):
         return "vllm-v0"
     return engine if engine in ENGINE_OVERHEAD_MS else "vllm"
 
