@@ -1774,7 +1774,6 @@ def test_graph_estimate_on_rocm_from_026() -> None:
     [
         ("a100", "0.11.0"),  # FlashAttention 2 has no fp8: V0 until V0 is gone
         ("h100", "0.8.5"),  # FlashAttention 3's fp8 on Hopper
-        ("mi300x", "0.9.0"),  # ROCm's backends
         ("b200", "0.10.0"),  # SM 10.0's backends
     ],
 )
@@ -1791,13 +1790,58 @@ def test_vllm_08_to_010_falls_back_to_v0_where_its_oracle_says(gpu: str, fp8_v1_
         v1 = parse_version(version) >= parse_version(fp8_v1_since)
         expected = "v0" if version == "0.7.3" else ("v1" if v1 else "v0")
         assert p.settings["engine"] == expected, version
-        fell_back = any("V1 oracle finds --kv-cache-dtype" in n for n in p.notes)
+        fell_back = any("V1 oracle falls back for --kv-cache-dtype" in n for n in p.notes)
         assert fell_back == (expected == "v0" and version != "0.7.3"), version
         assert plan(gpu=gpu, version=version, max_model_len=8192).settings["engine"] == (
             "v0" if version == "0.7.3" else "v1"
         )
     kept = plan(gpu="a100", version="0.9.0", kv_cache_dtype="fp8", engine_mode="v1")
     assert kept.settings["engine"] == "v1"
+
+
+def test_vllm_08_to_091_runs_rocm_pipelines_lora_and_connectors_on_v0() -> None:
+    """What V1 ran as experimental or lacked falls back to V0 unless VLLM_USE_V1=1: ROCm until
+    0.9.2, LoRA until 0.8.3, a KV connector until 0.8.5, pipeline stages in 0.8.0 - 0.8.2
+    always, 0.8.3 - 0.8.5 unless on Ray, 0.9.0 unless on Ray or mp. The plan runs V0 there and
+    says why."""
+
+    def engine(**kw: object) -> str:
+        p = plan(max_model_len=8192, **kw)
+        if p.settings["engine"] == "v0" and kw["version"] != "0.7.3":
+            assert any("V1 oracle falls back for" in n for n in p.notes)
+        return str(p.settings["engine"])
+
+    for version, rocm in (("0.8.0", "v0"), ("0.9.1", "v0"), ("0.9.2", "v1")):
+        assert engine(gpu="mi300x", version=version) == rocm, version
+        assert engine(gpu="h100", version=version) == "v1", version
+    assert engine(version="0.8.2", enable_lora=True) == "v0"
+    assert engine(version="0.8.3", enable_lora=True) == "v1"
+    assert engine(version="0.8.4", kv_connector="NixlConnector") == "v0"
+    assert engine(version="0.8.5", kv_connector="NixlConnector") == "v1"
+    stages = {"pipeline_parallel_size": 2}
+    for version, default, on_ray, on_mp in (
+        ("0.8.2", "v0", "v0", "v0"),
+        ("0.8.3", "v0", "v1", "v0"),
+        ("0.9.0", "v0", "v1", "v1"),
+        ("0.9.1", "v1", "v1", "v1"),
+    ):
+        assert engine(version=version, **stages) == default, version
+        ray = engine(version=version, distributed_executor_backend="ray", **stages)
+        mp = engine(version=version, distributed_executor_backend="mp", **stages)
+        assert (ray, mp) == (on_ray, on_mp), version
+
+
+def test_a_pipeline_line_names_the_executor_it_plans(cli: Cli) -> None:
+    """The executor given is the line's (a single host's pipeline too), and the plan is the
+    engine that executor starts: vLLM 0.8.5 runs stages on V1 only on Ray."""
+    where = ("capacity", "--model", LLAMA8, "--gpu", "h100", "--pp", "2", "--json")
+    given = cli(*where, "--engine-version", "0.8.5", "--distributed-executor-backend", "ray")
+    assert given.code == 0, given.err
+    assert given.json()["engine"]["settings"]["engine"] == "v1"
+    assert "--distributed-executor-backend ray" in given.json()["flags"]["vllm"]
+    default = cli(*where, "--engine-version", "0.8.5").json()
+    assert default["engine"]["settings"]["engine"] == "v0"
+    assert "--distributed-executor-backend" not in default["flags"]["vllm"]
 
 
 def test_vllm_runs_a_model_with_state_layers_on_v0_until_0_10_2_and_says_so(cli: Cli) -> None:

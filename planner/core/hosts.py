@@ -129,8 +129,17 @@ def check(s: Span, nnodes: int | None, executor: str | None, dp_local: int | Non
         )
 
 
+def executor(s: Span, given: str | None) -> str | None:
+    """The executor vLLM's line names (--distributed-executor-backend): the one given, else Ray
+    where one server spans hosts and the flag exists; None: the release's own choice."""
+    if given is not None or s.engine != "vllm":
+        return given
+    return "ray" if s.mode == "ray" and s.version >= VLLM_RAY_FLAG_SINCE else None
+
+
 def line_flags(s: Span) -> list[str]:
-    """The flags the server's launch line carries for its hosts (the head's line for vLLM)."""
+    """The flags the server's launch line carries for its hosts (the head's line for vLLM; its
+    executor is a field of the line: `executor`)."""
     if s.mode == "sglang":
         named = s.version >= SGLANG_DIST_INIT_ADDR_SINCE
         address = "--dist-init-addr" if named else "--nccl-init-addr"
@@ -138,8 +147,6 @@ def line_flags(s: Span) -> list[str]:
             "--nnodes", str(s.hosts), "--node-rank", NODE_RANK_PLACEHOLDER,
             address, HEAD_ADDR_PLACEHOLDER,
         ]  # fmt: skip
-    if s.mode == "ray" and s.version >= VLLM_RAY_FLAG_SINCE:
-        return ["--distributed-executor-backend", "ray"]
     if s.mode == "dp":
         return ["--data-parallel-size-local", str(s.ranks_per_host), "--data-parallel-address",
                 HEAD_ADDR]  # fmt: skip

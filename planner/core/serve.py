@@ -175,7 +175,9 @@ class ServeSettings(BaseModel):
         "hosts the layout spans; the line states its own)",
     )
     distributed_executor_backend: str | None = Field(
-        default=None, description="vLLM --distributed-executor-backend as given (ray or mp)"
+        default=None,
+        description="vLLM --distributed-executor-backend (ray or mp) as given, and in a plan the "
+        "one its line names (Ray where one server spans hosts: hosts.executor)",
     )
     data_parallel_size_local: int | None = Field(
         default=None,
@@ -441,6 +443,7 @@ def _engine_fields(
             "block_size": s.block_size,
             "kv_cache_dtype": s.kv_cache_dtype,
             "dtype": dtype,
+            "distributed_executor_backend": s.distributed_executor_backend,
         }
         fields["kv_connector"], fields["kv_connector_chunk_tokens"] = vllm_connector(s)
     else:
@@ -859,6 +862,9 @@ def plan_serve(
     span = host_span(s, gpu)
     if spread := hosts.warning(span):
         warnings.append(spread)
+    if s.engine == "vllm":
+        ran = hosts.executor(span, s.distributed_executor_backend)
+        s = s.model_copy(update={"distributed_executor_backend": ran})
     reasons: list[str] = []
     # the plan's sequences are one DP rank's: vLLM's --max-num-seqs already is, SGLang's
     # --max-running-requests is the deployment's, each attention-DP group taking its share
@@ -1182,6 +1188,7 @@ VLLM_FLAGS = (
     ("kv_offloading_size", "--kv-offloading-size"),
     ("kv_offloading_backend", "--kv-offloading-backend"),
     ("kv_transfer_config", "--kv-transfer-config"),
+    ("distributed_executor_backend", "--distributed-executor-backend"),
 )
 SGLANG_FLAGS = (
     ("tp_size", "--tp-size"),

@@ -899,6 +899,12 @@ class VllmSettings(BaseModel):
     kv_connector_chunk_tokens: int = Field(
         default=LMCACHE_CHUNK_TOKENS, gt=0, le=2**20, description="LMCache's chunk_size"
     )
+    distributed_executor_backend: str | None = Field(
+        default=None,
+        max_length=64,
+        description="--distributed-executor-backend as the line names it (None: the release's "
+        "choice); 0.8.3 - 0.9.0 run pipeline stages on V1 only under some executors",
+    )
     all2all_backend: str | None = Field(
         default=None,
         max_length=64,
@@ -1637,6 +1643,14 @@ class _Ledger:
 # - a model with Mamba / linear-attention state: V0-only model classes before 0.9.2, then
 #   "Mamba is experimental on VLLM_USE_V1=1. Falling back to V0 Engine." (has_inner_state)
 #   until 0.10.2.
+# - a KV connector (--kv-transfer-config) before 0.8.5, V1's connectors arriving then.
+# Features V1 ran as experimental fall back too unless VLLM_USE_V1=1 opts in (_warn_or_fallback):
+# - LoRA, 0.8.0 - 0.8.2;
+# - pipeline parallelism: any PP > 1 in 0.8.0 - 0.8.2; in 0.8.3 - 0.8.5 unless
+#   --distributed-executor-backend ray, in 0.9.0 unless ray, mp or external_launcher (the
+#   default, unset, not among them), from 0.9.1 under any executor but a custom class;
+# - a platform other than CUDA (and TPU), ROCm included, 0.8.0 - 0.9.1; 0.9.2 asks the
+#   platform's default_v1, which ROCm's supports_v1 answers True.
 # Encoder-decoders and V0-only features (speculative methods, prompt adapters, ...) are not
 # followed here. V0 kept a hybrid model's states in its own cache manager, which the ledger
 # does not model: such a plan says its pool is an estimate (V0_STATE_NOTE).
@@ -1650,6 +1664,15 @@ V1_FP8_KV_SM100_SINCE = (0, 10, 0)
 V1_FP8_KV_MLA_SINCE = (0, 10, 2)
 V1_FP32_SINCE = (0, 9, 2)
 V1_STATE_MODELS_SINCE = (0, 10, 2)
+V1_KV_CONNECTOR_SINCE = (0, 8, 5)
+V1_LORA_SINCE = (0, 8, 3)
+V1_PP_RAY_SINCE = (0, 8, 3)
+V1_PP_MP_SINCE = (0, 9, 0)
+V1_PP_ANY_EXECUTOR_SINCE = (0, 9, 1)
+V1_ROCM_SINCE = (0, 9, 2)
+# The experimental fallbacks' own words ("... is experimental on VLLM_USE_V1=1. Falling back
+# to V0 Engine."), and how to opt in.
+V1_OPT_IN = "experimental on V1; VLLM_USE_V1=1 opts in"
 V0_STATE_NOTE = (
     "V0 keeps the Mamba / linear-attention states in its own cache manager, which the ledger "
     "does not model: the pool is sized as V1's hybrid allocator sizes it (an estimate)"
@@ -1672,7 +1695,25 @@ def v0_fallback(
         return f"--dtype {s.dtype}"
     if has_state_layers(model) and version < V1_STATE_MODELS_SINCE:
         return f"{model.architecture or 'a state-space model'} (Mamba)"
+    if s.kv_connector is not None and version < V1_KV_CONNECTOR_SINCE:
+        return "--kv-transfer-config"
+    if s.enable_lora and version < V1_LORA_SINCE:
+        return f"LoRA ({V1_OPT_IN})"
+    executor = s.distributed_executor_backend
+    if s.pipeline_parallel_size > 1 and not _v1_runs_stages(executor, version):
+        return f"pipeline parallelism under {executor or 'the default executor'}"
+    if gpu.vendor == "amd" and version < V1_ROCM_SINCE:
+        return f"ROCm ({V1_OPT_IN})"
     return None
+
+
+def _v1_runs_stages(executor: str | None, version: tuple[int, int, int]) -> bool:
+    """Whether V1 in 0.8 - 0.10 runs pipeline stages under this executor (V1_PP_RAY_SINCE ...)."""
+    if version >= V1_PP_ANY_EXECUTOR_SINCE:
+        return True
+    if version >= V1_PP_MP_SINCE:
+        return executor in ("ray", "mp", "external_launcher")
+    return version >= V1_PP_RAY_SINCE and executor == "ray"
 
 
 def _v1_takes_kv_dtype(model: ModelSpec, gpu: GpuSpec, version: tuple[int, int, int]) -> bool:
@@ -1728,8 +1769,8 @@ def predict(
     notes: list[str] = outside_table("vLLM", version, OLDEST_VERSION, NEWEST_VERSION)
     if fallback is not None:
         notes.append(
-            f"vLLM {version_text(version)} runs V0 here: its V1 oracle finds {fallback} "
-            "unsupported and falls back (0.8 - 0.10); planned as V0"
+            f"vLLM {version_text(version)} runs V0 here: its V1 oracle falls back for "
+            f"{fallback} (0.8 - 0.10); planned as V0"
         )
     if at.engine == "v0" and has_state_layers(model):
         notes.append(V0_STATE_NOTE)
