@@ -912,6 +912,26 @@ def test_multi_step_admits_only_between_rounds() -> None:
     assert admitted[8] == pytest.approx(prefill_ms + 8 * 5.1)
 
 
+def test_multi_step_on_08_to_0100_runs_v0_and_the_line_says_so() -> None:
+    """vLLM 0.8.0 - 0.10.0 still take --num-scheduler-steps and fall back to V0 for it: the plan
+    runs V0 (prefill-only steps, V0's overheads) and the line carries the flag, as it does on
+    0.6.3; without it the same release runs V1."""
+    common: dict[str, Any] = {
+        "gpu": "h100",
+        "preset": "llama-3.1-8b",
+        "model": None,
+        "load": Load(concurrency=8, requests=32),
+        "lengths": Lengths(prompt_len=500, output_len=100),
+    }
+    for version in ("0.6.3", "0.9.0", "0.10.0"):
+        got = bench(**common, settings={"version": version}, scheduler_steps=8)
+        assert got["deployment"]["command"].endswith("--num-scheduler-steps 8"), version
+        assert got["deployment"]["scheduler"].startswith("prefill-only steps"), version
+    plain = bench(**common, settings={"version": "0.9.0"})
+    assert "--num-scheduler-steps" not in plain["deployment"]["command"]
+    assert plain["deployment"]["scheduler"].startswith("prefill chunks mixed")
+
+
 def test_multi_step_raises_v0_throughput_under_load() -> None:
     """Posed as a user would (vLLM 0.6.3, prefill-only steps, a saturating Poisson load),
     multi-step scheduling never lowers throughput and lowers TPOT: fewer prefill steps stall
@@ -1142,10 +1162,10 @@ def test_outputs_that_stop_at_eos_are_geometric_under_their_cap() -> None:
         (["--prompt-len", "10", "--output-len", "10", "--ep", "3"], "--ep"),
         (["--prompt-len", "10", "--output-len", "10", "--sweep", "max_batch=4"], "--sweep"),
         (["--prompt-len", "10", "--output-len", "10", "--len-range", "2"], "--len-range"),
-        # multi-step scheduling is vLLM V0's (0.6.0-0.7.x), not V1's or SGLang's
+        # multi-step scheduling is vLLM V0's (0.6.0-0.10.0), not V1's or SGLang's
         (
             ["--prompt-len", "10", "--output-len", "10", "--num-scheduler-steps", "8"],
-            "V1 engine",
+            "has no multi-step scheduling",
         ),
         (
             [

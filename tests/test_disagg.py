@@ -565,6 +565,21 @@ def test_a_paced_closed_loop_is_the_open_loop_below_its_clients_and_the_loop_abo
     assert figures("--rate", "50")[0] > 1.2 * paced[0]
 
 
+def test_a_vllm_pool_takes_its_executor_and_refuses_multi_step(cli: Cli) -> None:
+    """A vLLM pool's own --distributed-executor-backend is its line's; V0's multi-step rounds,
+    which the pools' connectors do not run beside, are refused naming the option."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8"]
+    base += ["--prompt-len", "500", "--output-len", "50", "--requests", "16", "--disagg", "1p1d"]
+    got = cli(*base, "--decode-args", "--distributed-executor-backend mp", "--json")
+    assert got.code == 0, got.err
+    pools = got.json()["deployment"]["disagg"]
+    assert pools["decode"]["command"].endswith("--distributed-executor-backend mp")
+    assert "--distributed-executor-backend" not in pools["prefill"]["command"]
+    bad = cli(*base, "--prefill-args", "--num-scheduler-steps 4", "--json")
+    assert bad.code == 2 and bad.json()["field"] == "--prefill-args"
+    assert "multi-step" in bad.json()["error"]
+
+
 def test_each_pool_takes_its_own_engine_flags(cli: Cli) -> None:
     """--prefill-args / --decode-args: a pool's own engine flags, as on its line, override the
     shared ones there (SGLang's --max-running-requests is the instance's, shared by its

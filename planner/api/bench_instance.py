@@ -71,6 +71,10 @@ VLLM_V0_GRAPH_MAX_BATCH = 256
 # block_manager.py can_allocate, watermark 0.01; read in the 0.6.3 wheel).
 VLLM_V0_WATERMARK = 0.01
 VLLM_MULTI_STEP_SINCE = (0, 6, 0)
+# 0.8.0 - 0.10.0 still take --num-scheduler-steps and run it on V0 (their V1 oracle falls back:
+# planner.core.engines.vllm.v0_fallback); 0.10.1 removed the flag with multi-step scheduling
+# (engine/arg_utils.py, read in the 0.10.0 and 0.10.1 wheels).
+VLLM_MULTI_STEP_REMOVED_IN = (0, 10, 1)
 # Multi-step with chunked prefill arrived in 0.6.3 (0.6.2's engine args refuse the pair:
 # "Chunked prefill is not supported with multi-step"; vllm/core/scheduler.py, read in the
 # 0.6.2 and 0.6.3 wheels): a round's first step carries the prompts beside the decodes, whole,
@@ -234,7 +238,8 @@ def engine_scheduler(
 
 def check_scheduler_steps(steps: int, engine: str, version: tuple[int, int, int]) -> None:
     """Refuse --num-scheduler-steps where the engine has no multi-step scheduling: it is vLLM
-    V0's, from 0.6.0 (vLLM v0.6.0 release notes) until V1 became the default in 0.8.0."""
+    V0's, from 0.6.0 (vLLM v0.6.0 release notes) until 0.10.1 removed it (0.8.0 - 0.10.0 fall
+    back to V0 for it)."""
     from planner.sim.config import MAX_MULTI_STEP
 
     if steps == 1:
@@ -247,11 +252,10 @@ def check_scheduler_steps(steps: int, engine: str, version: tuple[int, int, int]
     shown = ".".join(map(str, version))
     if version < VLLM_MULTI_STEP_SINCE:
         raise InputError(flag, f"vLLM {shown} predates multi-step scheduling (0.6.0)")
-    if version >= VLLM_V1_SINCE:
+    if version >= VLLM_MULTI_STEP_REMOVED_IN:
         raise InputError(
             flag,
-            f"vLLM {shown} runs the V1 engine, which has no multi-step scheduling "
-            "(V0 releases 0.6.0-0.7.x: --engine-version)",
+            f"vLLM {shown} has no multi-step scheduling (V0's, 0.6.0-0.10.0: --engine-version)",
         )
 
 
@@ -391,15 +395,20 @@ def plan_instance(
     --data-parallel-size on a dense model); with the groups, they say how many ranks' tokens one
     API server streams (each rank's step lasts at least their streaming). `gpu_memory_gib`: the
     memory to plan against where the user gave it (capacity's --gpu-memory-gib)."""
+    from planner.core.engines import release
     from planner.core.engines.common import parse_version
     from planner.sim.cost import CurveCost
     from planner.sources.presets import find_gpu
 
     engine_name = str(values.get("engine", "vllm"))
-    # the line says so: the DP ranks or attention groups, and the expert parallelism
+    check_scheduler_steps(scheduler_steps, engine_name, release(engine_name, values.get("version")))
+    # the line says so: the DP ranks or attention groups, the expert parallelism, and V0's
+    # multi-step rounds (which make a 0.8 - 0.10.0 release run V0)
     values = dict(values)
     extra = dict(values.get("extra") or {})
     extra |= layout_fields(engine_name, attention_groups, ep if spec.num_experts else None)
+    if scheduler_steps > 1:
+        extra["num_scheduler_steps"] = scheduler_steps
     if extra:
         values["extra"] = extra
     plan, payload, attention_groups = _launched_plan(
@@ -434,7 +443,6 @@ def plan_instance(
         tp = int(values.get("tp", 1))
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
-    check_scheduler_steps(scheduler_steps, engine, version)
     cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
     if spec.num_experts and attention_groups > 1:  # the ranks meet in every MoE layer
         empty = idle_ranks_empty(engine, version, p.settings)

@@ -1189,6 +1189,7 @@ VLLM_FLAGS = (
     ("kv_offloading_backend", "--kv-offloading-backend"),
     ("kv_transfer_config", "--kv-transfer-config"),
     ("distributed_executor_backend", "--distributed-executor-backend"),
+    ("num_scheduler_steps", "--num-scheduler-steps"),
 )
 SGLANG_FLAGS = (
     ("tp_size", "--tp-size"),
@@ -1232,6 +1233,7 @@ SGLANG_FLAGS = (
 # nothing, and `planner drift` reads an omitted one as its default).
 LINE_DEFAULTS: dict[str, Any] = {
     "stream_interval": 1,
+    "num_scheduler_steps": 1,
     "scheduler_recv_interval": 1,
     "max_prefill_tokens": sglang.DEFAULT_MAX_PREFILL_TOKENS,
     "pipeline_parallel_size": 1,
@@ -1393,6 +1395,7 @@ STRING_FIELDS = (
     "deepep_mode",
     "all2all_backend",
     "mamba_radix_cache_strategy",
+    "distributed_executor_backend",
 )
 # Line fields that are bare flags, and those that take a decimal number.
 BOOLEAN_FIELDS = (
@@ -1431,6 +1434,7 @@ POOL_TOP_FIELDS = {
         "max_num_seqs": "max_num_seqs",
         "max_num_batched_tokens": "max_num_batched_tokens",
         "block_size": "block_size",
+        "distributed_executor_backend": "distributed_executor_backend",
     },
     "sglang": {
         "mem_fraction_static": "memory_fraction",
@@ -1479,6 +1483,8 @@ def pool_overrides(engine: str, text: str, flag: str) -> dict[str, Any]:
             raise InputError(flag, f"{name} is not a {engine} flag the plan models")
         if known[name] in POOL_SHARED_FIELDS:
             raise InputError(flag, f"{name}: the pools share it, or take it by their own options")
+        if known[name] == "num_scheduler_steps":
+            raise InputError(flag, f"{name}: V0's multi-step rounds are not modelled with --disagg")
     try:
         fields = fields_from_flags(engine, flags)
     except ValueError as exc:  # a number flag given a word

@@ -899,6 +899,12 @@ class VllmSettings(BaseModel):
     kv_connector_chunk_tokens: int = Field(
         default=LMCACHE_CHUNK_TOKENS, gt=0, le=2**20, description="LMCache's chunk_size"
     )
+    num_scheduler_steps: int = Field(
+        default=1,
+        ge=1,
+        description="--num-scheduler-steps: V0's multi-step rounds (0.6.0 - 0.10.0; 0.8 on, "
+        "the V1 oracle falls back to V0 for them)",
+    )
     distributed_executor_backend: str | None = Field(
         default=None,
         max_length=64,
@@ -1644,6 +1650,7 @@ class _Ledger:
 #   "Mamba is experimental on VLLM_USE_V1=1. Falling back to V0 Engine." (has_inner_state)
 #   until 0.10.2.
 # - a KV connector (--kv-transfer-config) before 0.8.5, V1's connectors arriving then.
+# - --num-scheduler-steps (V0's multi-step rounds) until 0.10.1 removed the flag.
 # Features V1 ran as experimental fall back too unless VLLM_USE_V1=1 opts in (_warn_or_fallback):
 # - LoRA, 0.8.0 - 0.8.2;
 # - pipeline parallelism: any PP > 1 in 0.8.0 - 0.8.2; in 0.8.3 - 0.8.5 unless
@@ -1686,6 +1693,8 @@ def v0_fallback(
     its oracle's words (None: V1 runs; see V1_ORACLE_SINCE)."""
     if not V1_ORACLE_SINCE <= version < V0_REMOVED_IN:
         return None
+    if s.num_scheduler_steps > 1:
+        return "--num-scheduler-steps"
     cap = capability(gpu)
     if gpu.vendor == "nvidia" and cap < V1_AMPERE_CAPABILITY and version < V1_PRE_AMPERE_SINCE:
         return "Compute Capability < 8.0"
