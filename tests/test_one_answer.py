@@ -241,11 +241,12 @@ def test_capacity_and_spec_print_one_speedup(cli: Cli, preset: str, gpu: str) ->
 )
 def test_spec_takes_the_deployment_capacity_takes(cli: Cli, deployment: tuple[str, ...]) -> None:
     """spec prices speculation on the same line as capacity for the same precision, engine
-    and release: one operating point, one speedup, one concurrency it stops paying above."""
+    and release: one operating point, one speedup, one concurrency it stops paying above
+    (EAGLE, which every one of these releases runs; V0 has no EAGLE-3)."""
     where = ("--preset", "llama-3.1-70b", "--gpu", "h100", *deployment, "--json")
-    plan = cli("capacity", *where, "--spec-alpha", "0.7").json()
+    plan = cli("capacity", *where, "--spec-alpha", "0.7", "--spec-method", "eagle").json()
     capacity = plan["speculation"]
-    spec = cli("spec", "--alpha", "0.7", *where).json()
+    spec = cli("spec", "--alpha", "0.7", "--method", "eagle", *where).json()
     assert spec["operating_concurrency"] == plan["operating_concurrency"]
     chosen = spec["chosen"]
     assert (chosen["k"], chosen["concurrency"]) == (capacity["k"], capacity["concurrency"])

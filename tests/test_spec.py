@@ -192,8 +192,18 @@ def test_k_is_picked_at_the_concurrency_and_switched_off_above_break_even(cli: C
     low = cli("spec", *A100_CASE, "--concurrency", "64").json()
     stop = low["disable_above_concurrency"][0]["concurrency"]
     assert low["enable"] is True and stop > 64
-    assert f'"disable_by_batch_size": {stop}' in low["flags"]["vllm"]
+    # V1 has no off-switch (disable_by_batch_size is V0's; 0.17+ refuses the key): its line
+    # caps the batch there, as SGLang's does; V0 (0.6.3) switches speculation off instead
+    assert "disable_by_batch_size" not in low["flags"]["vllm"]
+    assert low["flags"]["vllm"].endswith(f"--max-num-seqs {stop}")
     assert f"--max-running-requests {stop}" in low["flags"]["sglang"]
+    v0 = cli("spec", *A100_CASE, "--concurrency", "64", "--method", "eagle",
+             "--engine-version", "0.6.3").json()  # fmt: skip
+    v0_stop = v0["disable_above_concurrency"][0]["concurrency"]
+    assert v0["flags"]["vllm"] == (
+        f"--speculative-model '$DRAFT' --num-speculative-tokens {v0['chosen']['k']} "
+        f"--speculative-disable-by-batch-size {v0_stop}"
+    )
     one = cli("spec", *A100_CASE, "--concurrency", "1").json()
     assert one["chosen"]["k"] > low["chosen"]["k"]  # drafts are cheap relative at one sequence
 
@@ -307,3 +317,56 @@ def test_the_draft_runs_over_the_prompt_tokens_too(cli: Cli) -> None:
     off, on = cli(*base).json(), cli(*base, "--spec-alpha", "0.7", "--spec-k", "4").json()
     assert off["median_ttft_ms"] < on["median_ttft_ms"] < (1 + 2 * C) * off["median_ttft_ms"]
     assert on["median_tpot_ms"] < off["median_tpot_ms"] / 1.5
+
+
+@pytest.mark.parametrize(
+    ("method", "version", "why"),
+    [
+        ("eagle3", "0.9.0", None),
+        ("eagle3", "0.8.5", "falls back to V0 for every speculative method"),
+        ("eagle3", "0.7.3", "EAGLE-3 runs on vLLM's V1 engine from 0.8.5"),
+        ("ngram", "0.7.3", None),
+        ("draft", "0.12.0", "refuses draft models"),
+        ("draft", "0.15.0", None),
+        ("medusa", "0.32.0", None),
+        ("medusa", "0.33.0", "dropped Medusa"),
+    ],
+)
+def test_spec_flags_are_the_release_s(cli: Cli, method: str, version: str, why: str | None) -> None:
+    """The speculation flags are written for the release the plan runs, and a method that
+    release would not run as planned is refused by --method: vLLM's V1 fell back to V0 for
+    every method before 0.9, EAGLE-3 is V1's from 0.8.5, V1 refused draft models 0.10 - 0.14,
+    and 0.33 dropped Medusa. Before 0.8.2 the flags are --speculative-model and its siblings."""
+    where = ("--alpha", "0.8", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1")
+    got = cli("spec", *where, "--method", method, "--engine-version", version, "--json")
+    if why is not None:
+        assert got.code == 2 and why in got.json()["error"], got.out
+        assert got.json()["field"] == "--method"
+        return
+    assert got.code == 0, got.err
+    line = got.json()["flags"]["vllm"]
+    old_form = tuple(map(int, version.split("."))) < (0, 8, 2)
+    assert ("--speculative-model" in line) == old_form
+    assert ("--speculative-config" in line) == (not old_form)
+
+
+def test_mtp_is_named_per_model_before_0_11(cli: Cli) -> None:
+    """vLLM named DeepSeek's MTP `deepseek_mtp` before the generic `mtp` (0.11)."""
+    where = ("--alpha", "0.8", "--preset", "deepseek-v3", "--gpu", "h200", "--tp", "8")
+    for version, name in (("0.10.1", "deepseek_mtp"), ("0.11.0", "mtp")):
+        got = cli("spec", *where, "--method", "mtp", "--engine-version", version, "--json")
+        assert got.code == 0, got.err
+        assert f'"method": "{name}"' in got.json()["flags"]["vllm"], version
+
+
+def test_capacity_refuses_a_method_its_engine_has_not(cli: Cli) -> None:
+    """`capacity --spec-alpha` appends flags the engine takes, or refuses by --spec-method: SGLang
+    has no Medusa (its line once ended in a note), vLLM 0.8.5's V1 falls back to V0 for it."""
+    where = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--spec-alpha", "0.8")
+    sglang = cli(*where, "--engine", "sglang", "--spec-method", "medusa", "--json")
+    assert sglang.code == 2 and sglang.json()["field"] == "--spec-method"
+    old = cli(*where, "--engine-version", "0.8.5", "--json")
+    assert old.code == 2 and "falls back to V0" in old.json()["error"]
+    ok = cli(*where, "--json").json()
+    assert ok["speculation"]["enable"] and "not supported" not in ok["flags"]["vllm"]
+    assert ok["flags"]["vllm"].count("--max-num-seqs") == 1  # no cap beyond the plan's

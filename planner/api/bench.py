@@ -100,7 +100,11 @@ def benchmark(
         "text_ttft": bench_client_of(engine_name, client) in TEXT_TTFT_CLIENTS,
     }
     spec = resolve_model(preset, model, deployment.revision)
-    spec_line = None if speculation is None else speculation_flags(speculation, spec, engine_name)
+    # a disaggregated run's pools speculate as SGLang's (_check_disaggregated); an aggregated
+    # run's line is its planned server's (run_aggregated)
+    spec_line = None
+    if speculation is not None and disagg is not None:
+        spec_line = speculation_flags(speculation, spec, engine_name)
     attention_groups = attention_groups_of(
         engine_name,
         tp,
@@ -153,7 +157,6 @@ def benchmark(
         mean_total=mean_total,
         prefix=prefix,
         speculation=speculation,
-        spec_line=spec_line,
         sweep=sweep,
     )
 

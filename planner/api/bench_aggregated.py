@@ -14,6 +14,7 @@ from planner.api.bench_instance import (
     caches_prefixes,
     lockstep_load,
     multi_step_ignored,
+    spec_target,
     with_bench_client,
     with_speculation,
 )
@@ -23,6 +24,7 @@ from planner.api.bench_report import (
     per_gpu,
     run_notes,
     speculation_echo,
+    speculation_flags,
     step_constants,
 )
 from planner.core.parallel import deployment_gpus
@@ -58,13 +60,12 @@ def run_aggregated(
     mean_total: float,
     prefix: PrefixShare | None = None,
     speculation: Speculation | None = None,
-    spec_line: str | None = None,
     sweep: list[int] | None = None,
 ) -> dict[str, Any]:
     """The benchmark's figures for one aggregated deployment (`inst`, planned as its line
     starts it) under `posed`: the load spread over its replicas or DP ranks, each run as this
-    one; `mean_total` the requests' mean tokens (the step times printed are at it); `spec_line`
-    the speculation flags its command adds; `sweep` the concurrencies to rerun it at."""
+    one; `mean_total` the requests' mean tokens (the step times printed are at it); its command
+    adds the speculation flags of the server it plans; `sweep` the concurrencies to rerun it at."""
     from planner.sim.bench import bench_metrics
     from planner.sim.engine import execute
 
@@ -75,7 +76,10 @@ def run_aggregated(
     ranks = max(layout.dp, inst.attention_groups)
     # one client process reads every replica's and DP rank's streams
     inst = with_bench_client(inst, posed.trace, ranks, posed.client)
+    spec_line = None
     if speculation is not None:
+        target = spec_target(engine_name, inst.prediction, spec)
+        spec_line = speculation_flags(speculation, spec, engine_name, target)
         inst = with_speculation(inst, speculation)
     plan = inst.plan
     load = posed.load

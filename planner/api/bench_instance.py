@@ -28,6 +28,7 @@ from planner.errors import InputError, PlannerError
 if TYPE_CHECKING:
     from planner.core.engines.calibration import StepCalibration
     from planner.core.engines.common import EnginePrediction
+    from planner.core.flags import SpecTarget
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.core.step.launch import Graphs
@@ -211,6 +212,34 @@ def runs_v0(engine: str, prediction: EnginePrediction) -> bool:
     """Whether the planned server runs vLLM's V0 engine: every release before 0.8, and those of
     0.8 - 0.10 whose V1 oracle falls back (planner.core.engines.vllm.v0_fallback)."""
     return engine == "vllm" and prediction.settings.get("engine") == "v0"
+
+
+def spec_target(engine: str, prediction: EnginePrediction | None, model: ModelSpec) -> SpecTarget:
+    """The server speculation's flags are written for: the plan's vLLM release and engine (V0
+    where it runs V0), or the newest release's V1 where the plan has no figures."""
+    from planner.core.engines.common import parse_version
+    from planner.core.flags import SpecTarget
+
+    if engine != "vllm" or prediction is None:
+        return SpecTarget(architecture=model.architecture)
+    return SpecTarget(
+        vllm_release=parse_version(prediction.version),
+        vllm_v0=runs_v0(engine, prediction),
+        architecture=model.architecture,
+    )
+
+
+def release_target(engine: str, version: str | None, model: ModelSpec | None) -> SpecTarget:
+    """The server speculation's flags are written for where no plan says more: the release
+    named (the newest where none is), V0 before 0.8."""
+    from planner.core.engines import release
+    from planner.core.flags import SpecTarget
+
+    architecture = model.architecture if model is not None else None
+    if engine != "vllm":
+        return SpecTarget(architecture=architecture)
+    named = release(engine, version)
+    return SpecTarget(vllm_release=named, vllm_v0=named < VLLM_V1_SINCE, architecture=architecture)
 
 
 def engine_scheduler(

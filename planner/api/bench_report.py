@@ -27,6 +27,7 @@ from planner.core.step.overhead import (
 if TYPE_CHECKING:
     from planner.core.engines.calibration import StepCalibration
     from planner.core.engines.common import EnginePrediction
+    from planner.core.flags import SpecTarget
     from planner.core.specs import ModelSpec
     from planner.core.step.model import StepTime
     from planner.sim.config import SimConfig
@@ -97,11 +98,14 @@ def speculation_note(speculation: dict[str, Any]) -> str:
     )
 
 
-def speculation_flags(speculation: Speculation, spec: ModelSpec, engine: str) -> str:
+def speculation_flags(
+    speculation: Speculation, spec: ModelSpec, engine: str, target: SpecTarget | None = None
+) -> str:
     """The engine's speculation flags for the run's method and k, as `capacity --spec-alpha`
-    prints them (the draft model a placeholder); a method the model or the engine has not is
-    one error naming --spec-method."""
-    from planner.core.flags import SPEC_METHODS, spec_flags
+    prints them for the server `target` describes (the draft model a placeholder; None: the
+    newest release); a method the model or the engine has not is one error naming
+    --spec-method."""
+    from planner.core.flags import SPEC_METHODS, SpecTarget, spec_flags, spec_unsupported
     from planner.errors import InputError
 
     method = speculation.method
@@ -109,9 +113,11 @@ def speculation_flags(speculation: Speculation, spec: ModelSpec, engine: str) ->
         raise InputError("--spec-method", f"{method!r}; accepted: {', '.join(SPEC_METHODS)}")
     if method == "mtp" and spec.mtp_layers == 0:
         raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
-    if engine == "sglang" and SPEC_METHODS[method][1] is None:
-        raise InputError("--spec-method", f"{method}: SGLang has no such speculation")
-    line: str = spec_flags(method, speculation.k, None).model_dump()[engine]
+    target = target or SpecTarget(architecture=spec.architecture)
+    why = spec_unsupported(method, engine, target)
+    if why is not None:
+        raise InputError("--spec-method", f"{method}: {why}")
+    line: str = spec_flags(method, speculation.k, None, target=target).model_dump()[engine]
     return line
 
 

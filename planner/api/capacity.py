@@ -567,7 +567,8 @@ def _with_speculation(
 ) -> ServePlan:
     """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`),
     on `curve`, the step model of the engine instance simulate plans for the line."""
-    from planner.core.flags import SPEC_METHODS, spec_flags
+    from planner.api.bench_instance import spec_target
+    from planner.core.flags import SPEC_METHODS, spec_flags, spec_unsupported
     from planner.core.spec_load import curve_cost, disable_above, load_points
     from planner.core.speculative import validate
 
@@ -593,9 +594,15 @@ def _with_speculation(
         "disable_above_concurrency": stop,
     }
     update: dict[str, Any] = {"speculation": decision}
+    target = spec_target(plan.engine, plan.prediction, spec)
+    why = spec_unsupported(method, plan.engine, target)
+    if why is not None:
+        raise InputError("--spec-method", f"{method}: {why}")
     if decision["enable"]:
-        off = None if stop is None or stop < 1 else stop
-        extra = spec_flags(method, point.best_k, None, off).model_dump()[plan.engine]
+        # the engine never runs more than its cap: a stop above it needs no switch (and a
+        # batch cap there would raise the plan's)
+        off = stop if stop is not None and 1 <= stop < batch else None
+        extra = spec_flags(method, point.best_k, None, off, target).model_dump()[plan.engine]
         update["command"] = f"{plan.command} {extra}"
         update["warnings"] = [
             *plan.warnings,

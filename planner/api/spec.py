@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # numpy stays off the `planner capacity` path
     from planner.api.bench_instance import Deployment
     from planner.core.capacity import CapacityPlan
     from planner.core.engines.calibration import Calibration
+    from planner.core.flags import SpecTarget
     from planner.core.spec_load import StepCost
 
 
@@ -75,6 +76,7 @@ def spec_advice(
     kv_dtype, extra (the engine's own MoE exchange flags); `dp`, `ep`, `dp_attention`: its
     data- and expert-parallel layout, as `slo` and
     `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
+    from planner.api.bench_instance import release_target
     from planner.core import speculative as sp
     from planner.core.spec_load import disable_above, load_points
     from planner.sources.models import check_revision
@@ -95,7 +97,11 @@ def spec_advice(
             raise InputError("--concurrency", "needs a model and GPU (--preset/--model, --gpu)")
         chosen = sp.best(top, ks, draft_cost, verify_cost)
         where = f"alpha {top:g}, c {draft_cost:g}, v {verify_cost:g}"
-        return result | _decision(method, draft_model, top, chosen.k, chosen.speedup, where, None)
+        server = release_target(engine, engine_version, None)
+        _check_supported(method, engine, server)
+        return result | _decision(
+            method, draft_model, top, chosen.k, chosen.speedup, where, None, target=server
+        )
     plan, mean_tokens = _target_plan(gpu, preset, model, revision, method, pp, settings)
     draft_line = None
     if draft_model is not None:
@@ -125,9 +131,10 @@ def spec_advice(
         dp_attention=dp_attention,
         calibration=calibration,
     )
-    target, capacity, operating, resolved = _operating_point(
+    target, capacity, operating, resolved, server = _operating_point(
         deployment, plan, mean_tokens, laid_out=laid_out, memory_fraction=memory_fraction
     )
+    _check_supported(method, engine, server)
     if engine_version is not None:
         from planner.core.engines import release_notes
 
@@ -153,7 +160,7 @@ def spec_advice(
     stop = next(d["concurrency"] for d in result["disable_above_concurrency"] if d["alpha"] == top)
     where = f"alpha {top:g} at {point.batch} concurrent sequences"
     return result | _decision(
-        method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch
+        method, draft_model, top, point.best_k, point.speedup, where, stop, point.batch, server
     )
 
 
@@ -205,6 +212,16 @@ def _check_request(engine: str, method: str, max_batch: int, concurrency: int | 
         raise InputError("--concurrency", f"{concurrency} < 1")
 
 
+def _check_supported(method: str, engine: str, target: SpecTarget) -> None:
+    """Refuse, by --method, a method the engine as planned does not run (its flags would not
+    start it, or start another engine than the one priced)."""
+    from planner.core.flags import spec_unsupported
+
+    why = spec_unsupported(method, engine, target)
+    if why is not None:
+        raise InputError("--method", f"{method}: {why}")
+
+
 def _textbook(
     method: str, alphas: list[float], ks: list[int], draft_cost: float, verify_cost: float
 ) -> dict[str, Any]:
@@ -248,9 +265,10 @@ def _operating_point(
     *,
     laid_out: bool,
     memory_fraction: float | None,
-) -> tuple[StepCost, int, int, list[str]]:
-    """The target's step, the sequences its KV cache holds, the concurrency it runs at, and
-    where the engine runs other than the flags name (EnginePrediction.resolved_notes).
+) -> tuple[StepCost, int, int, list[str], SpecTarget]:
+    """The target's step, the sequences its KV cache holds, the concurrency it runs at, where
+    the engine runs other than the flags name (EnginePrediction.resolved_notes), and the server
+    the speculation flags are written for.
 
     The operating point is what the engine will run: the serve plan's max_num_seqs, and no
     more sequences than the engine's KV cache holds (the pool `capacity` prints). Speculation
@@ -258,9 +276,16 @@ def _operating_point(
     (every term of it, the layout's included), as `capacity --spec-alpha` does. Where the
     engine would not start, a textbook plan's step and pool stand in, unless the layout or the
     memory share given is the engine's to start (refused, naming the flags)."""
-    from planner.api.bench_instance import WouldNotStart, deployment_instance
+    from planner.api.bench_instance import (
+        WouldNotStart,
+        deployment_instance,
+        release_target,
+        spec_target,
+    )
     from planner.api.slo import memory_flag
     from planner.core.spec_load import curve_cost
+
+    engine = str(deployment.settings["engine"])
 
     try:
         served, _groups = deployment_instance(deployment, longest=1)
@@ -271,9 +296,13 @@ def _operating_point(
                 flags += "/" + memory_flag(str(deployment.settings["engine"]))
             raise InputError(flags, "; ".join(e.reasons)) from e
         assert plan is not None  # (a pipeline deployment that would not start was refused)
-        return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency, []
+        version = deployment.settings.get("version")
+        server = release_target(engine, None if version is None else str(version), plan.model)
+        return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency, [], server
     serve, step = served.plan, curve_cost(served.curve, mean_tokens)
-    return step, serve.max_seqs_at_mean, serve.max_num_seqs, served.prediction.resolved_notes
+    server = spec_target(engine, served.prediction, served.curve.model)
+    notes = served.prediction.resolved_notes
+    return step, serve.max_seqs_at_mean, serve.max_num_seqs, notes, server
 
 
 def _draft_beside(
@@ -323,9 +352,11 @@ def _decision(
     where: str,
     stop: int | None,
     concurrency: int | None = None,
+    target: SpecTarget | None = None,
 ) -> dict[str, Any]:
-    """Enable speculation (k, flags, off-switch) only where it pays; else say to leave it off."""
-    from planner.core.flags import spec_flags
+    """Enable speculation (k, flags, off-switch) only where it pays; else say to leave it off
+    (the flags written for `target`'s server, the newest release's where None)."""
+    from planner.core.flags import SpecTarget, spec_flags
 
     chosen = {"alpha": alpha, "k": k, "speedup": speedup, "concurrency": concurrency}
     if speedup <= 1.0:
@@ -344,5 +375,5 @@ def _decision(
         "chosen": chosen,
         "enable": True,
         "advice": advice,
-        "flags": spec_flags(method, k, draft_model, off).model_dump(),
+        "flags": spec_flags(method, k, draft_model, off, target or SpecTarget()).model_dump(),
     }

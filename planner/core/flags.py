@@ -118,30 +118,135 @@ SPEC_NEEDS = {
 }
 
 
-def spec_flags(
-    method: str, k: int, draft: str | None, disable_above: int | None = None
-) -> EngineFlags:
-    """vLLM --speculative-config and SGLang --speculative-* for one method and k.
+# vLLM's speculative decoding by release (engine/arg_utils.py and SpeculativeConfig, read in the
+# 0.6.3 - 0.34 wheels):
+# - the flags: --speculative-config (JSON) from 0.8.2, alone from 0.8.3; before it
+#   --speculative-model (a draft, an EAGLE or Medusa head, or "[ngram]"), --num-speculative-tokens,
+#   --ngram-prompt-lookup-max / -min and --speculative-disable-by-batch-size;
+# - the engine: V0 speculates with every method; 0.8.0 - 0.8.5's V1 oracle falls back to V0 for
+#   every method (ngram and EAGLE "experimental", the rest unsupported) unless VLLM_USE_V1=1;
+#   0.9.x falls back for draft models, 0.10.0 - 0.14 refuse them ("Draft model speculative
+#   decoding is not supported yet"), V1 runs them from 0.15.0;
+# - the methods: EAGLE-3 from 0.8.5 (V1's); MTP as DeepSeek's "deepseek_mtp" (its layers read
+#   from the target, 0.8.2 on), the generic "mtp" from 0.11.0; Medusa until 0.33 dropped it;
+# - the off-switch above a batch (disable_by_batch_size) is read by V0's spec-decode worker
+#   only: V1 keeps the field unread, and from 0.17.0 SpeculativeConfig drops it and, forbidding
+#   unknown keys, refuses a config that sets it.
+VLLM_SPEC_CONFIG_SINCE = (0, 8, 2)
+VLLM_V1_SPECULATES_SINCE = (0, 9, 0)
+VLLM_V1_DRAFT_REFUSED_SINCE = (0, 10, 0)
+VLLM_V1_DRAFT_SINCE = (0, 15, 0)
+VLLM_EAGLE3_SINCE = (0, 8, 5)
+VLLM_GENERIC_MTP_SINCE = (0, 11, 0)
+VLLM_MEDUSA_REMOVED_IN = (0, 33, 0)
+# vLLM's newest release modelled (planner.core.engines.vllm.NEWEST_VERSION; not imported here)
+VLLM_SPEC_NEWEST = (0, 34, 0)
+# The architectures whose MTP layers vLLM named "deepseek_mtp" before the generic name.
+DEEPSEEK_MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
 
-    `disable_above`: the concurrency above which speculation stops paying; vLLM's
-    `disable_by_batch_size` turns it off for new requests past that many (SpeculativeConfig,
-    vllm/config/speculative.py); SGLang has no such switch, so its line says so.
+
+@dataclass(frozen=True)
+class SpecTarget:
+    """The server the speculation flags are written for: the vLLM release and whether it runs
+    V0 (the flags and what they do differ by both), and the target's architecture (the name of
+    its MTP method before 0.11)."""
+
+    vllm_release: tuple[int, int, int] = VLLM_SPEC_NEWEST
+    vllm_v0: bool = False
+    architecture: str | None = None
+
+
+def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()) -> str | None:
+    """Why `engine`, as `target` runs it, cannot speculate with `method` as planned (None: it
+    can); the callers refuse by their own flag."""
+    if engine == "sglang":
+        return None if SPEC_METHODS[method][1] else f"SGLang has no {method} speculation"
+    release, v0 = target.vllm_release, target.vllm_v0
+    shown = ".".join(map(str, release))
+    if not v0 and release < VLLM_V1_SPECULATES_SINCE:
+        return (
+            f"vLLM {shown}'s V1 engine falls back to V0 for every speculative method (until "
+            f"{'.'.join(map(str, VLLM_V1_SPECULATES_SINCE))}): not planned"
+        )
+    if method == "eagle3" and (v0 or release < VLLM_EAGLE3_SINCE):
+        return f"EAGLE-3 runs on vLLM's V1 engine from {'.'.join(map(str, VLLM_EAGLE3_SINCE))}"
+    if method == "medusa" and release >= VLLM_MEDUSA_REMOVED_IN:
+        return f"vLLM dropped Medusa in {'.'.join(map(str, VLLM_MEDUSA_REMOVED_IN))}"
+    if method == "draft" and not v0 and release < VLLM_V1_DRAFT_SINCE:
+        why = "refuses" if release >= VLLM_V1_DRAFT_REFUSED_SINCE else "falls back to V0 for"
+        return (
+            f"vLLM {shown}'s V1 engine {why} draft models (V1 runs them from "
+            f"{'.'.join(map(str, VLLM_V1_DRAFT_SINCE))})"
+        )
+    if method == "mtp" and release < VLLM_GENERIC_MTP_SINCE:
+        if release < VLLM_SPEC_CONFIG_SINCE:
+            return f"vLLM {shown} takes MTP as --speculative-model naming the target: not planned"
+        if target.architecture not in DEEPSEEK_MTP_ARCHITECTURES:
+            return (
+                f"vLLM {shown} names MTP per model; the planner writes DeepSeek's (deepseek_mtp) "
+                f"and the generic mtp from {'.'.join(map(str, VLLM_GENERIC_MTP_SINCE))}"
+            )
+    return None
+
+
+def spec_flags(
+    method: str,
+    k: int,
+    draft: str | None,
+    disable_above: int | None = None,
+    target: SpecTarget = SpecTarget(),
+) -> EngineFlags:
+    """vLLM's and SGLang's speculative decoding flags for one method and k, as `target`'s
+    release spells them (a method it cannot run: spec_unsupported, said in its place).
+
+    `disable_above`: the concurrency above which speculation stops paying. vLLM's V0 turns it
+    off for new requests past that many (disable_by_batch_size); V1 and SGLang have no such
+    switch, so their lines cap the running batch there (--max-num-seqs, --max-running-requests).
     """
+    return EngineFlags(
+        vllm=_vllm_spec(method, k, draft, disable_above, target),
+        sglang=_sglang_spec(method, k, draft, disable_above),
+    )
+
+
+def _vllm_spec(method: str, k: int, draft: str | None, off: int | None, target: SpecTarget) -> str:
+    """vLLM's speculation flags (VLLM_SPEC_CONFIG_SINCE ...)."""
     import json
 
-    vllm_method, sglang_algo = SPEC_METHODS[method]
+    why = spec_unsupported(method, "vllm", target)
+    if why is not None:
+        return f"(not supported: {why})"
+    vllm_method = SPEC_METHODS[method][0]
+    if method == "mtp" and target.vllm_release < VLLM_GENERIC_MTP_SINCE:
+        vllm_method = "deepseek_mtp"
+    path = draft or DRAFT_PLACEHOLDER if method in ("eagle", "eagle3", "medusa", "draft") else None
+    switch = off if target.vllm_v0 else None
+    cap = [] if off is None or target.vllm_v0 else ["--max-num-seqs", str(off)]
+    if target.vllm_release < VLLM_SPEC_CONFIG_SINCE:
+        parts = ["--speculative-model", "[ngram]" if method == "ngram" else str(path)]
+        parts += ["--num-speculative-tokens", str(k)]
+        if method == "ngram":
+            parts += ["--ngram-prompt-lookup-max", "5", "--ngram-prompt-lookup-min", "5"]
+        if switch is not None:
+            parts += ["--speculative-disable-by-batch-size", str(switch)]
+        return _join(parts)
     config: dict[str, object] = {"method": vllm_method, "num_speculative_tokens": k}
-    if disable_above is not None:
-        config["disable_by_batch_size"] = disable_above
-    if method in ("eagle", "eagle3", "medusa", "draft"):
-        config["model"] = draft or DRAFT_PLACEHOLDER
+    if switch is not None:
+        config["disable_by_batch_size"] = switch
+    if path is not None:
+        config["model"] = path
     if method == "ngram":
         config["prompt_lookup_max"] = 5  # vLLM's default window when neither bound is given
         config["prompt_lookup_min"] = 5
-    vllm = "--speculative-config " + shlex.quote(json.dumps(config))
+    return _join(["--speculative-config", json.dumps(config), *cap])
+
+
+def _sglang_spec(method: str, k: int, draft: str | None, off: int | None) -> str:
+    """SGLang's speculation flags (SPEC_METHODS)."""
+    sglang_algo = SPEC_METHODS[method][1]
     if sglang_algo is None:
-        return EngineFlags(vllm=vllm, sglang="(not supported by SGLang)")
-    sglang_cap = [] if disable_above is None else ["--max-running-requests", str(disable_above)]
+        return "(not supported by SGLang)"
+    sglang_cap = [] if off is None else ["--max-running-requests", str(off)]
     parts = ["--speculative-algorithm", sglang_algo]
     if method in ("eagle", "eagle3", "draft"):
         parts += ["--speculative-draft-model-path", draft or DRAFT_PLACEHOLDER]
@@ -158,7 +263,7 @@ def spec_flags(
             str(k + 1),
         ]
     # SGLang cannot switch speculation off under load: cap the batch where it stops paying.
-    return EngineFlags(vllm=vllm, sglang=_join(parts + sglang_cap))
+    return _join(parts + sglang_cap)
 
 
 # Flags that take no value (vLLM BooleanOptionalAction / SGLang store_true) among those a plan sets.
