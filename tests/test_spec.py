@@ -370,3 +370,19 @@ def test_capacity_refuses_a_method_its_engine_has_not(cli: Cli) -> None:
     ok = cli(*where, "--json").json()
     assert ok["speculation"]["enable"] and "not supported" not in ok["flags"]["vllm"]
     assert ok["flags"]["vllm"].count("--max-num-seqs") == 1  # no cap beyond the plan's
+
+
+def test_sglang_algorithms_are_the_release_s(cli: Cli) -> None:
+    """SGLang took NGRAM from 0.5.3 and EAGLE3 from 0.4.5, and has no Medusa: a release without
+    the algorithm is refused by --method, naming the release that has it."""
+    where = ("--alpha", "0.8", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang")
+    where += ("--concurrency", "1", "--json")
+    for method, version, why in (
+        ("ngram", "0.5.2", "SGLang 0.5.2 has no NGRAM (from 0.5.3)"),
+        ("eagle3", "0.4.4", "SGLang 0.4.4 has no EAGLE3 (from 0.4.5)"),
+        ("medusa", "0.5.13", "SGLang has no medusa"),
+    ):
+        got = cli("spec", *where, "--method", method, "--engine-version", version)
+        assert got.code == 2 and why in got.json()["error"], (method, got.out)
+    ngram = cli("spec", *where, "--method", "ngram", "--engine-version", "0.5.3").json()
+    assert ngram["flags"]["sglang"].startswith("--speculative-algorithm NGRAM")

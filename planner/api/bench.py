@@ -27,6 +27,7 @@ from planner.api.bench_instance import (
     bench_client_of,
     check_ep,
     plan_instance,
+    release_target,
 )
 from planner.api.bench_load import Lengths, Load, Posed, Speculation, bench_trace
 from planner.api.bench_report import speculation_flags
@@ -104,7 +105,9 @@ def benchmark(
     # run's line is its planned server's (run_aggregated)
     spec_line = None
     if speculation is not None and disagg is not None:
-        spec_line = speculation_flags(speculation, spec, engine_name)
+        version = settings.get("version")
+        target = release_target(engine_name, None if version is None else str(version), spec)
+        spec_line = speculation_flags(speculation, spec, engine_name, target)
     attention_groups = attention_groups_of(
         engine_name,
         tp,

@@ -215,13 +215,17 @@ def runs_v0(engine: str, prediction: EnginePrediction) -> bool:
 
 
 def spec_target(engine: str, prediction: EnginePrediction | None, model: ModelSpec) -> SpecTarget:
-    """The server speculation's flags are written for: the plan's vLLM release and engine (V0
-    where it runs V0), or the newest release's V1 where the plan has no figures."""
+    """The server speculation's flags are written for: the plan's release (vLLM's engine too:
+    V0 where it runs V0), or the newest releases where the plan has no figures."""
     from planner.core.engines.common import parse_version
     from planner.core.flags import SpecTarget
 
-    if engine != "vllm" or prediction is None:
+    if prediction is None:
         return SpecTarget(architecture=model.architecture)
+    if engine == "sglang":
+        return SpecTarget(
+            sglang_release=parse_version(prediction.version), architecture=model.architecture
+        )
     return SpecTarget(
         vllm_release=parse_version(prediction.version),
         vllm_v0=runs_v0(engine, prediction),
@@ -236,9 +240,9 @@ def release_target(engine: str, version: str | None, model: ModelSpec | None) ->
     from planner.core.flags import SpecTarget
 
     architecture = model.architecture if model is not None else None
-    if engine != "vllm":
-        return SpecTarget(architecture=architecture)
     named = release(engine, version)
+    if engine == "sglang":
+        return SpecTarget(sglang_release=named, architecture=architecture)
     return SpecTarget(vllm_release=named, vllm_v0=named < VLLM_V1_SINCE, architecture=architecture)
 
 

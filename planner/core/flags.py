@@ -141,6 +141,18 @@ VLLM_GENERIC_MTP_SINCE = (0, 11, 0)
 VLLM_MEDUSA_REMOVED_IN = (0, 33, 0)
 # vLLM's newest release modelled (planner.core.engines.vllm.NEWEST_VERSION; not imported here)
 VLLM_SPEC_NEWEST = (0, 34, 0)
+# SGLang's --speculative-algorithm choices by release (srt/server_args.py, read in the 0.4.1 -
+# 0.5.23 wheels): EAGLE from 0.4.2, NEXTN (MTP) 0.4.4, EAGLE3 0.4.5, STANDALONE (a draft model)
+# 0.5.2, NGRAM 0.5.3; 0.4.1 and earlier have none.
+SGLANG_SPEC_SINCE = {
+    "eagle": (0, 4, 2),
+    "mtp": (0, 4, 4),
+    "eagle3": (0, 4, 5),
+    "draft": (0, 5, 2),
+    "ngram": (0, 5, 3),
+}
+# SGLang's newest release modelled (planner.core.engines.sglang.NEWEST_VERSION; not imported)
+SGLANG_SPEC_NEWEST = (0, 5, 23)
 # The architectures whose MTP layers vLLM named "deepseek_mtp" before the generic name.
 DEEPSEEK_MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
 
@@ -148,11 +160,12 @@ DEEPSEEK_MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
 @dataclass(frozen=True)
 class SpecTarget:
     """The server the speculation flags are written for: the vLLM release and whether it runs
-    V0 (the flags and what they do differ by both), and the target's architecture (the name of
-    its MTP method before 0.11)."""
+    V0 (the flags and what they do differ by both), SGLang's release (its algorithms), and the
+    target's architecture (the name of its MTP method in vLLM before 0.11)."""
 
     vllm_release: tuple[int, int, int] = VLLM_SPEC_NEWEST
     vllm_v0: bool = False
+    sglang_release: tuple[int, int, int] = SGLANG_SPEC_NEWEST
     architecture: str | None = None
 
 
@@ -160,7 +173,14 @@ def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()
     """Why `engine`, as `target` runs it, cannot speculate with `method` as planned (None: it
     can); the callers refuse by their own flag."""
     if engine == "sglang":
-        return None if SPEC_METHODS[method][1] else f"SGLang has no {method} speculation"
+        since = SGLANG_SPEC_SINCE.get(method)
+        if since is None:
+            return f"SGLang has no {method} speculation"
+        if target.sglang_release < since:
+            shown = ".".join(map(str, target.sglang_release))
+            algorithm = SPEC_METHODS[method][1]
+            return f"SGLang {shown} has no {algorithm} (from {'.'.join(map(str, since))})"
+        return None
     release, v0 = target.vllm_release, target.vllm_v0
     shown = ".".join(map(str, release))
     if not v0 and release < VLLM_V1_SPECULATES_SINCE:
@@ -205,7 +225,7 @@ def spec_flags(
     """
     return EngineFlags(
         vllm=_vllm_spec(method, k, draft, disable_above, target),
-        sglang=_sglang_spec(method, k, draft, disable_above),
+        sglang=_sglang_spec(method, k, draft, disable_above, target),
     )
 
 
@@ -241,13 +261,15 @@ def _vllm_spec(method: str, k: int, draft: str | None, off: int | None, target: 
     return _join(["--speculative-config", json.dumps(config), *cap])
 
 
-def _sglang_spec(method: str, k: int, draft: str | None, off: int | None) -> str:
-    """SGLang's speculation flags (SPEC_METHODS)."""
-    sglang_algo = SPEC_METHODS[method][1]
-    if sglang_algo is None:
-        return "(not supported by SGLang)"
+def _sglang_spec(
+    method: str, k: int, draft: str | None, off: int | None, target: SpecTarget
+) -> str:
+    """SGLang's speculation flags (SPEC_METHODS, SGLANG_SPEC_SINCE)."""
+    why = spec_unsupported(method, "sglang", target)
+    if why is not None:
+        return f"(not supported: {why})"
     sglang_cap = [] if off is None else ["--max-running-requests", str(off)]
-    parts = ["--speculative-algorithm", sglang_algo]
+    parts = ["--speculative-algorithm", str(SPEC_METHODS[method][1])]
     if method in ("eagle", "eagle3", "draft"):
         parts += ["--speculative-draft-model-path", draft or DRAFT_PLACEHOLDER]
     if method == "ngram":
