@@ -14,6 +14,7 @@ from planner.api.bench_instance import Deployment, deployment_instance, with_spe
 from planner.api.bench_load import Lengths, Load, Speculation
 from planner.core.serve import fields_from_line
 from planner.core.step import step_time_for
+from planner.core.step.comm import AllReduceCost
 from planner.core.step.overhead import (
     ENGINE_OVERHEAD_MS,
     HOST_MS_PER_SEQ,
@@ -95,6 +96,8 @@ def test_a_release_that_falls_back_to_v0_schedules_as_v0() -> None:
         assert (inst.cfg.admit_headroom_blocks > 0) == v0
         key = "vllm-v0" if v0 else "vllm"
         assert inst.curve.overhead_ms == ENGINE_OVERHEAD_MS[key]
+        # V0's all-reduce: the per-peer stand-in fitted on its rows, not V1's custom kernel's
+        assert (inst.curve.allreduce == AllReduceCost()) == v0
         assert inst.curve.host_ms_per_seq == pytest.approx(HOST_MS_PER_SEQ[key])
         assert inst.curve.overlapped_host_ms_per_seq == 0.0
 

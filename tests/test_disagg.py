@@ -580,6 +580,21 @@ def test_a_vllm_pool_takes_its_executor_and_refuses_multi_step(cli: Cli) -> None
     assert "multi-step" in bad.json()["error"]
 
 
+def test_vllm_pools_need_a_release_with_their_connector(cli: Cli) -> None:
+    """vLLM's pools run NixlConnector, which its factory registers from 0.9.0: an earlier
+    release is refused by --engine-version, as is a connector named on a release before it."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "8"]
+    base += ["--prompt-len", "500", "--output-len", "50", "--requests", "16", "--disagg", "1p1d"]
+    old = cli(*base, "--engine-version", "0.8.5", "--json")
+    assert old.code == 2 and old.json()["field"] == "--engine-version"
+    assert "no NixlConnector (from 0.9.0)" in old.json()["error"]
+    assert cli(*base, "--engine-version", "0.9.0", "--json").code == 0
+    lmcache = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+    capacity = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "h100", "--json")
+    named = cli(*capacity, "--engine-version", "0.8.4", "--kv-transfer-config", lmcache)
+    assert named.code == 2 and "no LMCacheConnectorV1 (from 0.8.5)" in named.json()["error"]
+
+
 def test_each_pool_takes_its_own_engine_flags(cli: Cli) -> None:
     """--prefill-args / --decode-args: a pool's own engine flags, as on its line, override the
     shared ones there (SGLang's --max-running-requests is the instance's, shared by its

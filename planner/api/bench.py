@@ -105,8 +105,7 @@ def benchmark(
     # run's line is its planned server's (run_aggregated)
     spec_line = None
     if speculation is not None and disagg is not None:
-        version = settings.get("version")
-        target = release_target(engine_name, None if version is None else str(version), spec)
+        target = release_target(engine_name, settings.get("version"), spec)
         spec_line = speculation_flags(speculation, spec, engine_name, target)
     attention_groups = attention_groups_of(
         engine_name,

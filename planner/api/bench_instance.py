@@ -233,14 +233,14 @@ def spec_target(engine: str, prediction: EnginePrediction | None, model: ModelSp
     )
 
 
-def release_target(engine: str, version: str | None, model: ModelSpec | None) -> SpecTarget:
+def release_target(engine: str, version: object, model: ModelSpec | None) -> SpecTarget:
     """The server speculation's flags are written for where no plan says more: the release
-    named (the newest where none is), V0 before 0.8."""
+    named (`version`, as the settings hold it; the newest where None), V0 before 0.8."""
     from planner.core.engines import release
     from planner.core.flags import SpecTarget
 
     architecture = model.architecture if model is not None else None
-    named = release(engine, version)
+    named = release(engine, None if version is None else str(version))
     if engine == "sglang":
         return SpecTarget(sglang_release=named, architecture=architecture)
     return SpecTarget(vllm_release=named, vllm_v0=named < VLLM_V1_SINCE, architecture=architecture)

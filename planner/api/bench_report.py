@@ -105,7 +105,7 @@ def speculation_flags(
     prints them for the server `target` describes (the draft model a placeholder; None: the
     newest release); a method the model or the engine has not is one error naming
     --spec-method."""
-    from planner.core.flags import SPEC_METHODS, SpecTarget, spec_flags, spec_unsupported
+    from planner.core.flags import SPEC_METHODS, SpecTarget, check_spec_method, spec_flags
     from planner.errors import InputError
 
     method = speculation.method
@@ -114,9 +114,7 @@ def speculation_flags(
     if method == "mtp" and spec.mtp_layers == 0:
         raise InputError("--spec-method", f"mtp needs MTP layers; {spec.name} has none")
     target = target or SpecTarget(architecture=spec.architecture)
-    why = spec_unsupported(method, engine, target)
-    if why is not None:
-        raise InputError("--spec-method", f"{method}: {why}")
+    check_spec_method(method, engine, target, "--spec-method")
     line: str = spec_flags(method, speculation.k, None, target=target).model_dump()[engine]
     return line
 

@@ -568,7 +568,7 @@ def _with_speculation(
     """The serve plan with speculative decoding decided at its own max_num_seqs (as `spec`),
     on `curve`, the step model of the engine instance simulate plans for the line."""
     from planner.api.bench_instance import spec_target
-    from planner.core.flags import SPEC_METHODS, spec_flags, spec_unsupported
+    from planner.core.flags import SPEC_METHODS, check_spec_method, spec_flags
     from planner.core.spec_load import curve_cost, disable_above, load_points
     from planner.core.speculative import validate
 
@@ -595,9 +595,7 @@ def _with_speculation(
     }
     update: dict[str, Any] = {"speculation": decision}
     target = spec_target(plan.engine, plan.prediction, spec)
-    why = spec_unsupported(method, plan.engine, target)
-    if why is not None:
-        raise InputError("--spec-method", f"{method}: {why}")
+    check_spec_method(method, plan.engine, target, "--spec-method")
     if decision["enable"]:
         # the engine never runs more than its cap: a stop above it needs no switch (and a
         # batch cap there would raise the plan's)

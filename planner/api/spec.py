@@ -78,6 +78,7 @@ def spec_advice(
     `simulate` take them; `calibration`: a profile whose step terms the target's step takes)."""
     from planner.api.bench_instance import release_target
     from planner.core import speculative as sp
+    from planner.core.flags import check_spec_method
     from planner.core.spec_load import disable_above, load_points
     from planner.sources.models import check_revision
 
@@ -98,7 +99,7 @@ def spec_advice(
         chosen = sp.best(top, ks, draft_cost, verify_cost)
         where = f"alpha {top:g}, c {draft_cost:g}, v {verify_cost:g}"
         server = release_target(engine, engine_version, None)
-        _check_supported(method, engine, server)
+        check_spec_method(method, engine, server, "--method")
         return result | _decision(
             method, draft_model, top, chosen.k, chosen.speedup, where, None, target=server
         )
@@ -134,7 +135,7 @@ def spec_advice(
     target, capacity, operating, resolved, server = _operating_point(
         deployment, plan, mean_tokens, laid_out=laid_out, memory_fraction=memory_fraction
     )
-    _check_supported(method, engine, server)
+    check_spec_method(method, engine, server, "--method")
     if engine_version is not None:
         from planner.core.engines import release_notes
 
@@ -212,16 +213,6 @@ def _check_request(engine: str, method: str, max_batch: int, concurrency: int | 
         raise InputError("--concurrency", f"{concurrency} < 1")
 
 
-def _check_supported(method: str, engine: str, target: SpecTarget) -> None:
-    """Refuse, by --method, a method the engine as planned does not run (its flags would not
-    start it, or start another engine than the one priced)."""
-    from planner.core.flags import spec_unsupported
-
-    why = spec_unsupported(method, engine, target)
-    if why is not None:
-        raise InputError("--method", f"{method}: {why}")
-
-
 def _textbook(
     method: str, alphas: list[float], ks: list[int], draft_cost: float, verify_cost: float
 ) -> dict[str, Any]:
@@ -286,18 +277,16 @@ def _operating_point(
     from planner.core.spec_load import curve_cost
 
     engine = str(deployment.settings["engine"])
-
     try:
         served, _groups = deployment_instance(deployment, longest=1)
     except WouldNotStart as e:
         if laid_out or deployment.calibration is not None or memory_fraction is not None:
             flags = "--tp/--pp/--dp"
             if memory_fraction is not None:
-                flags += "/" + memory_flag(str(deployment.settings["engine"]))
+                flags += "/" + memory_flag(engine)
             raise InputError(flags, "; ".join(e.reasons)) from e
         assert plan is not None  # (a pipeline deployment that would not start was refused)
-        version = deployment.settings.get("version")
-        server = release_target(engine, None if version is None else str(version), plan.model)
+        server = release_target(engine, deployment.settings.get("version"), plan.model)
         return _plan_step(plan), plan.max_seqs_paged, plan.operating_concurrency, [], server
     serve, step = served.plan, curve_cost(served.curve, mean_tokens)
     server = spec_target(engine, served.prediction, served.curve.model)

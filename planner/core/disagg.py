@@ -25,6 +25,7 @@ VLLM_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 # The connector fleet names for vLLM pools: NIXL, each instance both sending and receiving
 # (vLLM's disaggregated-prefill examples run NixlConnector with kv_role kv_both).
 VLLM_PD_CONNECTOR = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+VLLM_PD_TRANSFER_CONFIG = json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":"))
 
 
 class DisaggRole(BaseModel):
@@ -91,7 +92,7 @@ def pool_role(
     --kv-transfer-config with the NIXL connector (each instance both sending and receiving)."""
     if engine == "sglang":
         return DisaggRole(mode=role, transfer_backend=backend or "mooncake")
-    return DisaggRole(kv_transfer_config=json.dumps(VLLM_PD_CONNECTOR, separators=(",", ":")))
+    return DisaggRole(kv_transfer_config=VLLM_PD_TRANSFER_CONFIG)
 
 
 def disagg_role(

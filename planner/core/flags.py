@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.engines.common import version_text
 from planner.core.specs import ModelSpec
 from planner.errors import InputError
 
@@ -139,8 +140,6 @@ VLLM_V1_DRAFT_SINCE = (0, 15, 0)
 VLLM_EAGLE3_SINCE = (0, 8, 5)
 VLLM_GENERIC_MTP_SINCE = (0, 11, 0)
 VLLM_MEDUSA_REMOVED_IN = (0, 33, 0)
-# vLLM's newest release modelled (planner.core.engines.vllm.NEWEST_VERSION; not imported here)
-VLLM_SPEC_NEWEST = (0, 34, 0)
 # SGLang's --speculative-algorithm choices by release (srt/server_args.py, read in the 0.4.1 -
 # 0.5.23 wheels): EAGLE from 0.4.2, NEXTN (MTP) 0.4.4, EAGLE3 0.4.5, STANDALONE (a draft model)
 # 0.5.2, NGRAM 0.5.3; 0.4.1 and earlier have none.
@@ -151,8 +150,6 @@ SGLANG_SPEC_SINCE = {
     "draft": (0, 5, 2),
     "ngram": (0, 5, 3),
 }
-# SGLang's newest release modelled (planner.core.engines.sglang.NEWEST_VERSION; not imported)
-SGLANG_SPEC_NEWEST = (0, 5, 23)
 # The architectures whose MTP layers vLLM named "deepseek_mtp" before the generic name.
 DEEPSEEK_MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
 
@@ -161,12 +158,20 @@ DEEPSEEK_MTP_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
 class SpecTarget:
     """The server the speculation flags are written for: the vLLM release and whether it runs
     V0 (the flags and what they do differ by both), SGLang's release (its algorithms), and the
-    target's architecture (the name of its MTP method in vLLM before 0.11)."""
+    target's architecture (the name of its MTP method in vLLM before 0.11). A release not
+    named is the newest modelled."""
 
-    vllm_release: tuple[int, int, int] = VLLM_SPEC_NEWEST
+    vllm_release: tuple[int, int, int] | None = None
     vllm_v0: bool = False
-    sglang_release: tuple[int, int, int] = SGLANG_SPEC_NEWEST
+    sglang_release: tuple[int, int, int] | None = None
     architecture: str | None = None
+
+    def release_of(self, engine: str) -> tuple[int, int, int]:
+        """The engine's release the flags are written for."""
+        from planner.core.engines import release
+
+        named = self.vllm_release if engine == "vllm" else self.sglang_release
+        return named if named is not None else release(engine, None)
 
 
 def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()) -> str | None:
@@ -176,27 +181,27 @@ def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()
         since = SGLANG_SPEC_SINCE.get(method)
         if since is None:
             return f"SGLang has no {method} speculation"
-        if target.sglang_release < since:
-            shown = ".".join(map(str, target.sglang_release))
+        named = target.release_of("sglang")
+        if named < since:
             algorithm = SPEC_METHODS[method][1]
-            return f"SGLang {shown} has no {algorithm} (from {'.'.join(map(str, since))})"
+            return f"SGLang {version_text(named)} has no {algorithm} (from {version_text(since)})"
         return None
-    release, v0 = target.vllm_release, target.vllm_v0
-    shown = ".".join(map(str, release))
+    release, v0 = target.release_of("vllm"), target.vllm_v0
+    shown = version_text(release)
     if not v0 and release < VLLM_V1_SPECULATES_SINCE:
         return (
             f"vLLM {shown}'s V1 engine falls back to V0 for every speculative method (until "
-            f"{'.'.join(map(str, VLLM_V1_SPECULATES_SINCE))}): not planned"
+            f"{version_text(VLLM_V1_SPECULATES_SINCE)}): not planned"
         )
     if method == "eagle3" and (v0 or release < VLLM_EAGLE3_SINCE):
-        return f"EAGLE-3 runs on vLLM's V1 engine from {'.'.join(map(str, VLLM_EAGLE3_SINCE))}"
+        return f"EAGLE-3 runs on vLLM's V1 engine from {version_text(VLLM_EAGLE3_SINCE)}"
     if method == "medusa" and release >= VLLM_MEDUSA_REMOVED_IN:
-        return f"vLLM dropped Medusa in {'.'.join(map(str, VLLM_MEDUSA_REMOVED_IN))}"
+        return f"vLLM dropped Medusa in {version_text(VLLM_MEDUSA_REMOVED_IN)}"
     if method == "draft" and not v0 and release < VLLM_V1_DRAFT_SINCE:
         why = "refuses" if release >= VLLM_V1_DRAFT_REFUSED_SINCE else "falls back to V0 for"
         return (
             f"vLLM {shown}'s V1 engine {why} draft models (V1 runs them from "
-            f"{'.'.join(map(str, VLLM_V1_DRAFT_SINCE))})"
+            f"{version_text(VLLM_V1_DRAFT_SINCE)})"
         )
     if method == "mtp" and release < VLLM_GENERIC_MTP_SINCE:
         if release < VLLM_SPEC_CONFIG_SINCE:
@@ -204,9 +209,17 @@ def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()
         if target.architecture not in DEEPSEEK_MTP_ARCHITECTURES:
             return (
                 f"vLLM {shown} names MTP per model; the planner writes DeepSeek's (deepseek_mtp) "
-                f"and the generic mtp from {'.'.join(map(str, VLLM_GENERIC_MTP_SINCE))}"
+                f"and the generic mtp from {version_text(VLLM_GENERIC_MTP_SINCE)}"
             )
     return None
+
+
+def check_spec_method(method: str, engine: str, target: SpecTarget, flag: str) -> None:
+    """Refuse, by the option typed (`flag`), a method the engine as planned does not run (its
+    flags would not start it, or would start another engine than the one priced)."""
+    why = spec_unsupported(method, engine, target)
+    if why is not None:
+        raise InputError(flag, f"{method}: {why}")
 
 
 def spec_flags(
@@ -236,13 +249,16 @@ def _vllm_spec(method: str, k: int, draft: str | None, off: int | None, target: 
     why = spec_unsupported(method, "vllm", target)
     if why is not None:
         return f"(not supported: {why})"
+    release = target.release_of("vllm")
     vllm_method = SPEC_METHODS[method][0]
-    if method == "mtp" and target.vllm_release < VLLM_GENERIC_MTP_SINCE:
+    if method == "mtp" and release < VLLM_GENERIC_MTP_SINCE:
         vllm_method = "deepseek_mtp"
-    path = draft or DRAFT_PLACEHOLDER if method in ("eagle", "eagle3", "medusa", "draft") else None
+    path = (
+        (draft or DRAFT_PLACEHOLDER) if method in ("eagle", "eagle3", "medusa", "draft") else None
+    )
     switch = off if target.vllm_v0 else None
     cap = [] if off is None or target.vllm_v0 else ["--max-num-seqs", str(off)]
-    if target.vllm_release < VLLM_SPEC_CONFIG_SINCE:
+    if release < VLLM_SPEC_CONFIG_SINCE:
         parts = ["--speculative-model", "[ngram]" if method == "ngram" else str(path)]
         parts += ["--num-speculative-tokens", str(k)]
         if method == "ngram":

@@ -320,6 +320,8 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
         _check_vllm_flags_taken(s, version)
     if s.offload is not None:
         check_offload_flags(s.engine, version, s.offload)
+    if s.engine == "vllm":
+        _check_vllm_connector(s, version)
     hosts.check(
         host_span(s, gpu), s.nnodes, s.distributed_executor_backend, s.data_parallel_size_local
     )
@@ -360,6 +362,19 @@ def _check_vllm_flags_taken(s: ServeSettings, version: tuple[int, int, int]) -> 
     flag = "--kv-cache-memory-bytes"
     asked = {flag: s.extra.get("kv_cache_memory_bytes") is not None}
     refuse_before("vLLM", version, {flag: vllm.KV_CACHE_MEMORY_BYTES_SINCE}, asked)
+
+
+def _check_vllm_connector(s: ServeSettings, version: tuple[int, int, int]) -> None:
+    """Refuse a KV connector the release's factory does not register yet (named by
+    --engine-version: the newest release, the default, has them all; a disaggregated pool's
+    NIXL is the planner's own choice), once the flags that start one are the release's."""
+    connector, _chunk = vllm_connector(s)
+    since = vllm.CONNECTOR_SINCE.get(connector or "")
+    if since is not None and version < since:
+        raise InputError(
+            "--engine-version",
+            f"vLLM {version_text(version)} has no {connector} (from {version_text(since)})",
+        )
 
 
 def resolved_dtype(model: ModelSpec, gpu: GpuSpec, s: ServeSettings) -> tuple[str, list[str]]:

@@ -1686,6 +1686,21 @@ V0_STATE_NOTE = (
 )
 
 
+# The KV connectors vLLM's factory registers, by the first release that has them
+# (distributed/kv_transfer/kv_connector/factory.py, read in the 0.7.3 - 0.34 wheels): the V1
+# connectors arrived in 0.8.5 (LMCacheConnectorV1, SharedStorageConnector), NIXL in 0.9.0 with
+# MultiConnector, P2pNcclConnector in 0.9.2, the native OffloadingConnector in 0.11.0. An
+# earlier release fails at start on the name.
+CONNECTOR_SINCE = {
+    "LMCacheConnectorV1": (0, 8, 5),
+    "SharedStorageConnector": (0, 8, 5),
+    "NixlConnector": (0, 9, 0),
+    "MultiConnector": (0, 9, 0),
+    "P2pNcclConnector": (0, 9, 2),
+    "OffloadingConnector": (0, 11, 0),
+}
+
+
 def v0_fallback(
     model: ModelSpec, gpu: GpuSpec, s: VllmSettings, version: tuple[int, int, int]
 ) -> str | None:

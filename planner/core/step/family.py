@@ -696,7 +696,8 @@ BLACKWELL_MOE_GEMM_SCALE, BLACKWELL_MOE_HALF_WIDTH = moe_factors(
 # "adapted from vLLM v0.6.4.post1"). vLLM's V0 engine ran it too, but its public rows (0.6
 # serving Llama-3.1-405B on 8 x H100, ~0.4 Mixtral-8x22B on 4 and 8 A100s) fit (TP - 1) x 8 us
 # an all-reduce: a stand-in for the per-step costs V0 adds with TP that the model does not
-# price apart, so V0 keeps it, as do LMDeploy and other engines.
+# price apart, so V0 keeps it (a 0.8 - 0.10 release falling back to V0 too), as do LMDeploy
+# and other engines.
 CUSTOM_ALLREDUCE_ENGINES: dict[str, tuple[int, int, int]] = {
     "vllm": VLLM_V1_SINCE,
     "sglang": (0, 4, 0),

@@ -990,14 +990,15 @@ def moe_share_floored(family: Family, kind: str, width: int, bf16_over_quantized
 
 
 def allreduce_cost(
-    family: Family, engine: str, version: tuple[int, int, int] | None
+    family: Family, engine: str, version: tuple[int, int, int] | None, v0: bool = False
 ) -> comm.AllReduceCost:
     """One all-reduce's cost: the family's measured one (the custom all-reduce over NVLink,
     NCCL's over PCIe, the faster of RCCL and a peer-memory kernel over xGMI) in the engines
     that run such a kernel (CUSTOM_ALLREDUCE_ENGINES: vLLM's V1 engine, SGLang 0.4+; no
-    release: the newest), else the per-peer hop fitted on vLLM V0's rows."""
+    release: the newest), else the per-peer hop fitted on vLLM V0's rows (`v0`: a 0.8 - 0.10
+    release that falls back to V0 keeps it too)."""
     since = CUSTOM_ALLREDUCE_ENGINES.get(engine)
-    if family.allreduce is None or since is None:
+    if family.allreduce is None or since is None or (v0 and engine == "vllm"):
         return comm.AllReduceCost()
     if version is not None and version < since:
         return comm.AllReduceCost()
@@ -1328,7 +1329,7 @@ def step_time_for(
         tp=tp,
         hidden_size=model.hidden_size,
         fabric=fabric,
-        allreduce=allreduce_cost(ranks_family(family, gpu, moe_ranks), engine, version),
+        allreduce=allreduce_cost(ranks_family(family, gpu, moe_ranks), engine, version, v0),
         qk_norm_allreduce=model.qk_norm_spans_heads,
         overhead_ms=overhead.ENGINE_OVERHEAD_MS[overhead.engine_key(engine, version, v0)],
         host_ms_per_seq=serial_host_ms,
