@@ -595,6 +595,26 @@ def test_vllm_pools_need_a_release_with_their_connector(cli: Cli) -> None:
     assert named.code == 2 and "no LMCacheConnectorV1 (from 0.8.5)" in named.json()["error"]
 
 
+def test_sglang_pools_need_a_release_with_disaggregation_and_their_backend(cli: Cli) -> None:
+    """SGLang took --disaggregation-mode in 0.4.5 (over Mooncake, with no flag to name it),
+    --disaggregation-transfer-backend in 0.4.6 and MoRI in 0.5.9: an earlier release is refused
+    by --engine-version, and 0.4.5's line leaves the backend flag out."""
+    base = ["simulate", "--preset", "llama-3.1-8b", "--gpu", "h100", "--engine", "sglang"]
+    base += ["--concurrency", "8", "--prompt-len", "500", "--output-len", "50", "--requests", "16"]
+    base += ["--disagg", "1p1d", "--json"]
+    old = cli(*base, "--engine-version", "0.4.4")
+    assert old.code == 2 and old.json()["field"] == "--engine-version"
+    assert "no prefill/decode disaggregation" in old.json()["error"]
+    first = cli(*base, "--engine-version", "0.4.5").json()["deployment"]["disagg"]
+    assert first["decode"]["command"].endswith("--disaggregation-mode decode")
+    named = cli(*base, "--engine-version", "0.4.6").json()["deployment"]["disagg"]
+    assert named["decode"]["command"].endswith("--disaggregation-transfer-backend mooncake")
+    mori = ("--disaggregation-transfer-backend", "mori")
+    early = cli(*base, *mori, "--engine-version", "0.5.8")
+    assert early.code == 2 and "no mori transfer backend (from 0.5.9)" in early.json()["error"]
+    assert cli(*base, *mori, "--engine-version", "0.5.9").code == 0
+
+
 def test_each_pool_takes_its_own_engine_flags(cli: Cli) -> None:
     """--prefill-args / --decode-args: a pool's own engine flags, as on its line, override the
     shared ones there (SGLang's --max-running-requests is the instance's, shared by its

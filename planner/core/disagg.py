@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.core.engines.common import version_text
 from planner.errors import InputError
 
 # SGLang's --disaggregation-mode choices; "null" is the aggregated default.
@@ -20,6 +21,18 @@ SGLANG_DISAGG_MODES = ("null", "prefill", "decode")
 # SGLang's --disaggregation-transfer-backend choices (mooncake the default; nixl; ascend for
 # Ascend NPUs; mori for AMD Instinct; fake for tests).
 SGLANG_TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "mori", "fake")
+# The SGLang release each arrived in (srt/server_args.py, read in the 0.4.3 - 0.5.13 wheels):
+# --disaggregation-mode in 0.4.5, over Mooncake alone; --disaggregation-transfer-backend in 0.4.6
+# with mooncake and nixl, ascend in 0.4.10, fake in 0.5.2, mori in 0.5.9.
+SGLANG_DISAGG_SINCE = (0, 4, 5)
+SGLANG_TRANSFER_BACKEND_FLAG_SINCE = (0, 4, 6)
+SGLANG_TRANSFER_BACKEND_SINCE = {
+    "mooncake": SGLANG_DISAGG_SINCE,
+    "nixl": SGLANG_TRANSFER_BACKEND_FLAG_SINCE,
+    "ascend": (0, 4, 10),
+    "fake": (0, 5, 2),
+    "mori": (0, 5, 9),
+}
 # vLLM KVTransferConfig.kv_role values.
 VLLM_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 # The connector fleet names for vLLM pools: NIXL, each instance both sending and receiving
@@ -45,6 +58,27 @@ class DisaggRole(BaseModel):
             "disaggregation_mode": self.mode,
             "disaggregation_transfer_backend": self.transfer_backend,
         }
+
+
+def check_release(role: DisaggRole, engine: str, version: tuple[int, int, int]) -> None:
+    """Refuse an SGLang PD role on a release without disaggregation or without its transfer
+    backend (named by --engine-version: the newest release, the default, has them all)."""
+    if engine != "sglang" or role.mode is None:
+        return
+    shown = version_text(version)
+    if version < SGLANG_DISAGG_SINCE:
+        raise InputError(
+            "--engine-version",
+            f"SGLang {shown} has no prefill/decode disaggregation (--disaggregation-mode, from "
+            f"{version_text(SGLANG_DISAGG_SINCE)})",
+        )
+    backend = role.transfer_backend or "mooncake"
+    since = SGLANG_TRANSFER_BACKEND_SINCE[backend]
+    if version < since:
+        raise InputError(
+            "--engine-version",
+            f"SGLang {shown} has no {backend} transfer backend (from {version_text(since)})",
+        )
 
 
 def kv_transfer_config(text: str) -> str:

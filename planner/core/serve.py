@@ -16,7 +16,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from planner.core import hosts
-from planner.core.disagg import DisaggRole
+from planner.core.disagg import SGLANG_TRANSFER_BACKEND_FLAG_SINCE, DisaggRole
+from planner.core.disagg import check_release as check_disagg_release
 from planner.core.engines import release, sglang, vllm
 from planner.core.engines.common import ENGINE_DTYPES as DTYPE_FLAG_NAMES
 from planner.core.engines.common import (
@@ -322,6 +323,8 @@ def check_flags(s: ServeSettings, gpu: GpuSpec, model: ModelSpec | None = None) 
         check_offload_flags(s.engine, version, s.offload)
     if s.engine == "vllm":
         _check_vllm_connector(s, version)
+    if s.disagg is not None:
+        check_disagg_release(s.disagg, s.engine, version)
     hosts.check(
         host_span(s, gpu), s.nnodes, s.distributed_executor_backend, s.data_parallel_size_local
     )
@@ -1348,12 +1351,16 @@ def command_line(
     old_capture = release is not None and release < VLLM_CAPTURE_SIZE_FLAG_SINCE
     no_page_size = release is not None and release < sglang.PAGE_SIZE_SINCE
     serial = release is not None and release < SGLANG_OVERLAP_SINCE
+    # --disaggregation-transfer-backend from 0.4.6: 0.4.5's PD ran over Mooncake unasked
+    one_backend = release is not None and release < SGLANG_TRANSFER_BACKEND_FLAG_SINCE
     for field, flag in VLLM_FLAGS if engine == "vllm" else SGLANG_FLAGS:
         value = fields.get(field)
         if field == "page_size" and no_page_size:
             continue  # no --page-size yet: its pages are single tokens
         if field == "disable_overlap_schedule" and serial:
             continue  # no overlap scheduler (nor its flag) yet: it schedules in series
+        if field == "disaggregation_transfer_backend" and one_backend:
+            continue  # no flag yet: Mooncake, the one backend
         if field == "max_cudagraph_capture_size" and old_capture:
             flag = "--cuda-graph-sizes"  # one value: the same largest size
         if field == "enable_chunked_prefill" and value is False:
