@@ -1816,8 +1816,8 @@ def test_vllm_08_to_091_runs_rocm_pipelines_lora_and_connectors_on_v0() -> None:
         assert engine(gpu="h100", version=version) == "v1", version
     assert engine(version="0.8.2", enable_lora=True) == "v0"
     assert engine(version="0.8.3", enable_lora=True) == "v1"
-    assert engine(version="0.8.4", kv_connector="NixlConnector") == "v0"
-    assert engine(version="0.8.5", kv_connector="NixlConnector") == "v1"
+    assert engine(version="0.8.4", kv_connector="PyNcclConnector") == "v0"  # V0's
+    assert engine(version="0.8.5", kv_connector="LMCacheConnectorV1") == "v1"
     stages = {"pipeline_parallel_size": 2}
     for version, default, on_ray, on_mp in (
         ("0.8.2", "v0", "v0", "v0"),
