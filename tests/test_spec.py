@@ -386,3 +386,22 @@ def test_sglang_algorithms_are_the_release_s(cli: Cli) -> None:
         assert got.code == 2 and why in got.json()["error"], (method, got.out)
     ngram = cli("spec", *where, "--method", "ngram", "--engine-version", "0.5.3").json()
     assert ngram["flags"]["sglang"].startswith("--speculative-algorithm NGRAM")
+
+
+def test_v0_speculation_is_the_release_s(cli: Cli) -> None:
+    """V0's speculation by release: EAGLE heads from 0.5.5, the off-switch from 0.4.3, the V2
+    block manager asked for through 0.6.2, and no speculation beside chunked prefill through
+    0.6.3 (a 40K context turns it on there), refused by --method naming the way out."""
+    where = ("--alpha", "0.6", "--preset", "llama-3.1-8b", "--gpu", "a100", "--draft-cost", "0.1")
+    where += ("--context", "4096", "--mean-len", "500", "--concurrency", "64", "--json")
+    early = cli("spec", *where, "--method", "eagle", "--engine-version", "0.5.4")
+    assert early.code == 2 and "no eagle speculation (from 0.5.5)" in early.json()["error"]
+    line = cli("spec", *where, "--method", "eagle", "--engine-version", "0.6.2").json()
+    assert line["flags"]["vllm"].endswith("--use-v2-block-manager")
+    assert "--speculative-disable-by-batch-size" in line["flags"]["vllm"]
+    on_v2 = cli("spec", *where, "--method", "eagle", "--engine-version", "0.6.3").json()
+    assert "--use-v2-block-manager" not in on_v2["flags"]["vllm"]
+    long = ("--alpha", "0.6", "--preset", "llama-3.1-8b", "--gpu", "a100", "--context", "40000")
+    chunked = cli("spec", *long, "--method", "ngram", "--engine-version", "0.6.3", "--json")
+    assert chunked.code == 2 and "--no-enable-chunked-prefill" in chunked.json()["error"]
+    assert cli("spec", *long, "--method", "ngram", "--engine-version", "0.6.4", "--json").code == 0

@@ -230,6 +230,7 @@ def spec_target(engine: str, prediction: EnginePrediction | None, model: ModelSp
         vllm_release=parse_version(prediction.version),
         vllm_v0=runs_v0(engine, prediction),
         architecture=model.architecture,
+        chunked=prediction.settings.get("enable_chunked_prefill") is True,
     )
 
 

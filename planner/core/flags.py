@@ -133,6 +133,21 @@ SPEC_NEEDS = {
 # - the off-switch above a batch (disable_by_batch_size) is read by V0's spec-decode worker
 #   only: V1 keeps the field unread, and from 0.17.0 SpeculativeConfig drops it and, forbidding
 #   unknown keys, refuses a config that sets it.
+# vLLM V0's own releases (engine/arg_utils.py, config.py and model_executor/models, read in the
+# 0.4.0 - 0.7.3 wheels): draft models from 0.4.1, "[ngram]" 0.4.2, Medusa heads 0.5.2, EAGLE
+# heads 0.5.5; --speculative-disable-by-batch-size from 0.4.3; through 0.6.2 the V2 block
+# manager had to be asked for ("Speculative decoding requires usage of the V2 block manager":
+# --use-v2-block-manager, the default from 0.6.3), and through 0.6.3 speculation refused
+# chunked prefill ("Speculative decoding and chunked prefill are currently mutually exclusive").
+VLLM_V0_SPEC_SINCE = {
+    "draft": (0, 4, 1),
+    "ngram": (0, 4, 2),
+    "medusa": (0, 5, 2),
+    "eagle": (0, 5, 5),
+}
+VLLM_SPEC_SWITCH_SINCE = (0, 4, 3)
+VLLM_V2_BLOCK_MANAGER_DEFAULT_SINCE = (0, 6, 3)
+VLLM_SPEC_WITH_CHUNKED_SINCE = (0, 6, 4)
 VLLM_SPEC_CONFIG_SINCE = (0, 8, 2)
 VLLM_V1_SPECULATES_SINCE = (0, 9, 0)
 VLLM_V1_DRAFT_REFUSED_SINCE = (0, 10, 0)
@@ -165,6 +180,7 @@ class SpecTarget:
     vllm_v0: bool = False
     sglang_release: tuple[int, int, int] | None = None
     architecture: str | None = None
+    chunked: bool = False  # the plan runs chunked prefill (V0 through 0.6.3 refuses the pair)
 
     def release_of(self, engine: str) -> tuple[int, int, int]:
         """The engine's release the flags are written for."""
@@ -195,6 +211,15 @@ def spec_unsupported(method: str, engine: str, target: SpecTarget = SpecTarget()
         )
     if method == "eagle3" and (v0 or release < VLLM_EAGLE3_SINCE):
         return f"EAGLE-3 runs on vLLM's V1 engine from {version_text(VLLM_EAGLE3_SINCE)}"
+    since = VLLM_V0_SPEC_SINCE.get(method)
+    if v0 and since is not None and release < since:
+        return f"vLLM {shown} has no {method} speculation (from {version_text(since)})"
+    if v0 and target.chunked and release < VLLM_SPEC_WITH_CHUNKED_SINCE:
+        until = version_text(VLLM_SPEC_WITH_CHUNKED_SINCE)
+        return (
+            f"vLLM {shown} refuses speculative decoding beside chunked prefill, which this plan "
+            f"runs (until {until}): --no-enable-chunked-prefill"
+        )
     if method == "medusa" and release >= VLLM_MEDUSA_REMOVED_IN:
         return f"vLLM dropped Medusa in {version_text(VLLM_MEDUSA_REMOVED_IN)}"
     if method == "draft" and not v0 and release < VLLM_V1_DRAFT_SINCE:
@@ -256,8 +281,8 @@ def _vllm_spec(method: str, k: int, draft: str | None, off: int | None, target: 
     path = (
         (draft or DRAFT_PLACEHOLDER) if method in ("eagle", "eagle3", "medusa", "draft") else None
     )
-    switch = off if target.vllm_v0 else None
-    cap = [] if off is None or target.vllm_v0 else ["--max-num-seqs", str(off)]
+    switch = off if target.vllm_v0 and release >= VLLM_SPEC_SWITCH_SINCE else None
+    cap = [] if off is None or switch is not None else ["--max-num-seqs", str(off)]
     if release < VLLM_SPEC_CONFIG_SINCE:
         parts = ["--speculative-model", "[ngram]" if method == "ngram" else str(path)]
         parts += ["--num-speculative-tokens", str(k)]
@@ -265,7 +290,9 @@ def _vllm_spec(method: str, k: int, draft: str | None, off: int | None, target: 
             parts += ["--ngram-prompt-lookup-max", "5", "--ngram-prompt-lookup-min", "5"]
         if switch is not None:
             parts += ["--speculative-disable-by-batch-size", str(switch)]
-        return _join(parts)
+        if release < VLLM_V2_BLOCK_MANAGER_DEFAULT_SINCE:
+            parts.append("--use-v2-block-manager")
+        return _join([*parts, *cap])
     config: dict[str, object] = {"method": vllm_method, "num_speculative_tokens": k}
     if switch is not None:
         config["disable_by_batch_size"] = switch
