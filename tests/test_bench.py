@@ -98,6 +98,9 @@ def test_a_release_that_falls_back_to_v0_schedules_as_v0() -> None:
         assert inst.curve.overhead_ms == ENGINE_OVERHEAD_MS[key]
         # V0's all-reduce: the per-peer stand-in fitted on its rows, not V1's custom kernel's
         assert (inst.curve.allreduce == AllReduceCost()) == v0
+        # V0's API server is not measured: no per-request work charged (V1's is)
+        assert inst.cfg.front_door is not None
+        assert (inst.cfg.front_door.server_ms == 0.0) == v0
         assert inst.curve.host_ms_per_seq == pytest.approx(HOST_MS_PER_SEQ[key])
         assert inst.curve.overlapped_host_ms_per_seq == 0.0
 

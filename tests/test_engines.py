@@ -1831,6 +1831,19 @@ def test_vllm_08_to_091_runs_rocm_pipelines_lora_and_connectors_on_v0() -> None:
         assert (ray, mp) == (on_ray, on_mp), version
 
 
+def test_a_latency_budget_on_a_v0_fallback_turns_chunked_prefill_on(cli: Cli) -> None:
+    """`capacity --tpot` lowers the step budget below max_model_len, which V0 takes only with
+    chunked prefill on: a 0.9.0 plan that falls back to V0 (fp8 KV on an A100) says so on its
+    line, as a 0.6.3 one does; the budget is the TPOT's."""
+    where = ("capacity", "--preset", "llama-3.1-8b", "--gpu", "a100", "--kv-dtype", "fp8")
+    for version in ("0.6.3", "0.9.0"):
+        got = cli(*where, "--engine-version", version, "--tpot", "15", "--json").json()
+        assert got["engine"]["settings"]["engine"] == "v0", version
+        line = got["flags"]["vllm"]
+        assert line.endswith("--enable-chunked-prefill"), (version, line)
+        assert "--max-num-batched-tokens 8192" not in line, version
+
+
 def test_a_pipeline_line_names_the_executor_it_plans(cli: Cli) -> None:
     """The executor given is the line's (a single host's pipeline too), and the plan is the
     engine that executor starts: vLLM 0.8.5 runs stages on V1 only on Ray."""

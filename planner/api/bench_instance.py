@@ -797,7 +797,7 @@ def _scheduler_config(
             f"vLLM {'.'.join(map(str, version))} predates multi-step scheduling with chunked "
             "prefill (0.6.3); pose it with --no-enable-chunked-prefill",
         )
-    server_ms, server_ms_per_token = api_server_ms_per_request(engine, version)
+    server_ms, server_ms_per_token = api_server_ms_per_request(engine, version, v0)
     cfg = SimConfig(
         policy="chunked",
         request_path_ms=REQUEST_PATH_MS,

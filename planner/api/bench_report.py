@@ -13,6 +13,7 @@ from planner.api.bench_instance import (
     caches_prefixes,
     eager_flag,
     engine_graphs,
+    runs_v0,
 )
 from planner.api.bench_load import Speculation
 from planner.core.engines import engine_notes
@@ -20,7 +21,6 @@ from planner.core.step.overhead import (
     FRONTEND_MS_PER_TOKEN,
     SGLANG_DP_ATTENTION_OVERLAP_SINCE,
     SGLANG_OVERLAP_SINCE,
-    VLLM_V1_SINCE,
     api_server_label,
 )
 
@@ -434,10 +434,8 @@ def graph_coverage_notes(
     captured batch, and vLLM V0's steps that mix prefill chunks into decodes (V0 captured
     decode-only batches), launch every kernel from the host; the step model floors them at
     the host's launches (StepTime.launched)."""
-    from planner.core.engines.common import parse_version
-
     notes = []
-    v0 = engine != "sglang" and parse_version(prediction.version) < VLLM_V1_SINCE
+    v0 = runs_v0(engine, prediction)
     if v0 and mixed:
         notes.append(
             "vLLM V0 runs the steps that mix prefill chunks into decodes without CUDA graphs "

@@ -690,6 +690,7 @@ def _latency_budget(
     SGLang's prefill chunk (the largest inside TPOT), never above the engine's own (or the
     largest MoRI takes, where the plan pinned it). None where the user gave one or the
     engine's own already keeps a step inside TPOT."""
+    from planner.api.bench_instance import runs_v0
     from planner.api.latency import step_model_from_curve
     from planner.api.slo import step_budget
     from planner.core.serve import engine_chunk_pages, engine_step_tokens
@@ -701,9 +702,11 @@ def _latency_budget(
         return None
     own = engine_step_tokens(plan.prediction)
     page = engine_chunk_pages(plan.prediction)
+    v0 = runs_v0(s.engine, plan.prediction)
     values = step_budget(
-        step, tpot_ms, plan.max_num_seqs, s.engine, s.version, served.attention_groups, own, page
-    )
+        step, tpot_ms, plan.max_num_seqs, s.engine, s.version, served.attention_groups, own,
+        page, v0,
+    )  # fmt: skip
     if values["max_num_batched_tokens"] == own:
         return None  # the engine's own budget already keeps a step inside TPOT
     return s.model_copy(

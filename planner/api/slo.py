@@ -377,6 +377,7 @@ def _engine_budget(
     --tpot` sets it), and the instance (with its attention groups) the engine then plans: the
     smaller budget frees memory, and fewer sequences than the engine's default free their
     sampler rows and CUDA graphs. Binds the step budget and the memory cap into `result`."""
+    from planner.api.bench_instance import runs_v0
     from planner.core import slo
     from planner.core.parallel import line_max_num_seqs
     from planner.core.serve import engine_chunk_pages, engine_step_tokens
@@ -386,7 +387,8 @@ def _engine_budget(
     assert instance.plan.prediction is not None
     own = engine_step_tokens(instance.plan.prediction)
     page = engine_chunk_pages(instance.plan.prediction)
-    budget = step_budget(step, tpot_ms, first, engine, where.engine_version, groups, own, page)
+    v0 = runs_v0(engine, instance.plan.prediction)
+    budget = step_budget(step, tpot_ms, first, engine, where.engine_version, groups, own, page, v0)
     result["step_budget"] = {"tokens": budget["max_num_batched_tokens"], "at_batch": first}
     running = line_max_num_seqs(first, engine, groups)
     instance, groups = where.instance(budget | {"max_num_seqs": running})
@@ -554,6 +556,7 @@ def step_budget(
     groups: int = 1,
     engine_tokens: int | None = None,
     page: int = 1,
+    v0: bool = False,
 ) -> dict[str, Any]:
     """The serve settings a TPOT sets on a line's step for `batch` running sequences (one
     rank's): vLLM's tokens a step (the decodes plus the prompt tokens that fit inside TPOT:
@@ -562,8 +565,9 @@ def step_budget(
     attention-DP groups: `chunk_divisor`, each group's share whole `page`s, as SGLang asserts).
     A TPOT only lowers the engine's own budget
     (`engine_tokens`, the flag's; a larger one would take KV memory for prefill speed the SLO
-    does not ask for). vLLM V0 chunks prompts only with chunked prefill on (its default above
-    32K): without it a budget under max_model_len is refused."""
+    does not ask for). vLLM V0 (`v0`: the plan runs it, a 0.8 - 0.10 release falling back
+    included) chunks prompts only with chunked prefill on (its default above 32K): without it
+    a budget under max_model_len is refused."""
     from planner.core import slo
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import chunk_divisor
@@ -578,7 +582,7 @@ def step_budget(
     if engine_tokens is not None and engine_tokens > 0:
         tokens = min(tokens, engine_tokens)
     values: dict[str, Any] = {"max_num_batched_tokens": tokens}
-    if engine == "vllm" and _v0_release(engine_version):
+    if engine == "vllm" and v0:
         values["extra"] = {"enable_chunked_prefill": True}
     return values
 

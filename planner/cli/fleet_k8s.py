@@ -89,8 +89,7 @@ def _engine_container(
             },
         }
     ]
-    where = server_span(winner)
-    container["resources"] = {"limits": {resource: where.rank_gpus * where.ranks // hosts}}
+    container["resources"] = {"limits": {resource: server_span(winner).gpus // hosts}}
     return container, port
 
 
@@ -119,8 +118,7 @@ def _pod(winner: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """The pod around an engine container: /dev/shm where a server has several ranks (NCCL /
     RCCL between them)."""
     pod: dict[str, Any] = {"containers": [container]}
-    where = server_span(winner)
-    if where.rank_gpus * where.ranks > 1:
+    if server_span(winner).gpus > 1:
         container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
         pod["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}}]
     return pod

@@ -58,7 +58,17 @@ class Span:
     mode: Mode
     ranks: int = 1  # the server's replicas (vLLM DP ranks, SGLang --dp-size)
     rank_gpus: int = 1  # GPUs of one replica (TP x PP)
-    ranks_per_host: int = 0
+
+    @property
+    def gpus(self) -> int:
+        """The server's GPUs: its replicas' TP x PP."""
+        return self.rank_gpus * self.ranks
+
+    @property
+    def ranks_per_host(self) -> int:
+        """vLLM's data-parallel ranks a host runs ("dp"; 0 otherwise, or where a rank alone
+        outgrows a host)."""
+        return self.host_gpus // self.rank_gpus if self.mode == "dp" else 0
 
 
 def span(
@@ -72,8 +82,7 @@ def span(
     mode: Mode = "one"
     if hosts > 1:
         mode = "sglang" if engine == "sglang" else "ray" if ranks == 1 else "dp"
-    fit = per_host // rank_gpus if mode == "dp" else 0
-    return Span(engine, version, hosts, per_host, mode, ranks, rank_gpus, fit)
+    return Span(engine, version, hosts, per_host, mode, ranks, rank_gpus)
 
 
 def check(s: Span, nnodes: int | None, executor: str | None, dp_local: int | None) -> None:

@@ -1676,6 +1676,8 @@ V1_LORA_SINCE = (0, 8, 3)
 V1_PP_RAY_SINCE = (0, 8, 3)
 V1_PP_MP_SINCE = (0, 9, 0)
 V1_PP_ANY_EXECUTOR_SINCE = (0, 9, 1)
+# The executors 0.9.0's oracle runs pipeline stages on V1 under (its tuple).
+V1_PP_EXECUTORS_090 = ("ray", "mp", "external_launcher")
 V1_ROCM_SINCE = (0, 9, 2)
 # The experimental fallbacks' own words ("... is experimental on VLLM_USE_V1=1. Falling back
 # to V0 Engine."), and how to opt in.
@@ -1736,7 +1738,7 @@ def _v1_runs_stages(executor: str | None, version: tuple[int, int, int]) -> bool
     if version >= V1_PP_ANY_EXECUTOR_SINCE:
         return True
     if version >= V1_PP_MP_SINCE:
-        return executor in ("ray", "mp", "external_launcher")
+        return executor in V1_PP_EXECUTORS_090
     return version >= V1_PP_RAY_SINCE and executor == "ray"
 
 

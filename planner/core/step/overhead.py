@@ -185,13 +185,14 @@ BENCH_CLIENT_MS_PER_REQUEST = 0.86
 
 
 def api_server_ms_per_request(
-    engine: str, version: tuple[int, int, int] | None
+    engine: str, version: tuple[int, int, int] | None, v0: bool = False
 ) -> tuple[float, float]:
     """The API server's serial work per new request, ms, and per prompt token (zeros where not
-    measured: vLLM's V0 server, and engines other than vLLM and SGLang)."""
+    measured: vLLM's V0 server, a 0.8 - 0.10 release falling back to it included (`v0`), and
+    engines other than vLLM and SGLang)."""
     if engine not in API_SERVER_MS_PER_REQUEST or version is None:
         return 0.0, 0.0
-    if engine == "vllm" and version < VLLM_V1_SINCE:
+    if engine_key(engine, version, v0) == "vllm-v0":
         return 0.0, 0.0
     return API_SERVER_MS_PER_REQUEST[engine], API_SERVER_MS_PER_PROMPT_TOKEN[engine]
 
