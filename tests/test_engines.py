@@ -1857,11 +1857,19 @@ def test_a_pipeline_line_names_the_executor_it_plans(cli: Cli) -> None:
     assert "--distributed-executor-backend" not in default["flags"]["vllm"]
 
 
-def test_vllm_runs_a_model_with_state_layers_on_v0_until_0_10_2_and_says_so(cli: Cli) -> None:
+def test_vllm_runs_a_model_with_state_layers_on_v0_until_0_10_2_with_its_state_cache(
+    cli: Cli,
+) -> None:
     """Mamba / linear-attention models were V0-only before 0.9.2 and fell back to V0 until
     0.10.2 ("Mamba is experimental on VLLM_USE_V1=1"): the plan runs V0 there (its 256-sequence
-    cap) and says its pool is an estimate, V0's own state cache not being modelled."""
-    where = ("capacity", "--preset", "nemotron-h-56b", "--gpu", "h100", "--tp", "2", "--json")
+    cap), its Mamba states in V0's own cache, a slot per sequence, charged in the profile's
+    activation peak, and its blocks hold the 10 attention layers alone. By hand for
+    Nemotron-H-56B at TP 4: a Mamba-2 layer's conv state (64 x 256 + 2 x 8 x 256) x 3 and SSM
+    state 256 x 64 x 256 in bf16, a quarter a GPU, 54 layers, 256 slots; a block 16 tokens x
+    10 layers x 2 KV heads x (128 + 128) x 2 bytes."""
+    where = ("capacity", "--preset", "nemotron-h-56b", "--gpu", "h100", "--tp", "4", "--json")
+    layer = ((64 * 256 + 2 * 8 * 256) * 3 + 256 * 64 * 256) * 2 // 4
+    state_cache = 256 * 54 * layer
     for version, engine, cap in (
         ("0.9.0", "v0", 256),
         ("0.10.1", "v0", 256),
@@ -1869,10 +1877,38 @@ def test_vllm_runs_a_model_with_state_layers_on_v0_until_0_10_2_and_says_so(cli:
     ):
         got = cli(*where, "--engine-version", version).json()
         assert got["engine"]["settings"]["engine"] == engine, version
-        notes = got["engine"]["notes"]
-        estimate = any("does not model" in n and "estimate" in n for n in notes)
-        assert estimate == (engine == "v0"), version
+        notes = " ".join(got["engine"]["notes"])
+        assert ("V0 keeps the Mamba states apart" in notes) == (engine == "v0"), version
+        assert "does not model" not in notes, version
         assert got["batch_cap"] == cap, version  # V0 caps at 256 sequences, V1 here at 1,024
+        if engine == "v0":
+            assert f"{state_cache / 2**30:.2f} GiB" in notes
+            assert got["engine"]["bytes_per_block"] == 16 * 10 * 2 * 256 * 2
+    # at TP 2 the 256 slots (twice the bytes) leave no KV cache: the reason names the state
+    # cache, and the fewer sequences that start are offered
+    tight = cli(*where[:-2], "2", "--engine-version", "0.9.2", "--json").json()
+    assert not tight["fits"]
+    assert "Mamba state cache" in tight["binding_reason"]
+    offered = [s for s in tight["suggestions"] if s["change"].startswith("--max-num-seqs")]
+    assert len(offered) == 1 and 1 < offered[0]["max_num_seqs"] < 256
+    seqs = offered[0]["max_num_seqs"]
+    flags = ("--max-num-seqs", str(seqs), "--engine-version", "0.9.2", "--json")
+    assert cli(*where[:-2], "2", *flags).json()["fits"]
+    flags = ("--max-num-seqs", str(seqs + 1), "--engine-version", "0.9.2", "--json")
+    assert not cli(*where[:-2], "2", *flags).json()["fits"]
+
+
+def test_v0_mamba_state_slots_follow_the_release_graph_padding() -> None:
+    """V0's state cache holds max_num_seqs padded to its CUDA-graph batch (1, 2, 4, then
+    multiples of 8); under --enforce-eager padded still through 0.6.4, 8,194 slots in
+    0.6.5 - 0.7.2, max_num_seqs itself from 0.7.3."""
+    from planner.core.engines.vllm import v0_state_slots
+
+    graphs = [v0_state_slots(n, False, (0, 9, 2)) for n in (1, 2, 3, 5, 8, 61, 256)]
+    assert graphs == [1, 2, 4, 8, 8, 64, 256]
+    assert v0_state_slots(61, True, (0, 6, 4)) == 64
+    assert v0_state_slots(61, True, (0, 7, 2)) == 8194
+    assert v0_state_slots(61, True, (0, 7, 3)) == 61
 
 
 def test_vllm_runs_v0_below_ampere_until_0_10_2_and_float32_until_0_9_2() -> None:

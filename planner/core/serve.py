@@ -1145,6 +1145,16 @@ def suggestions(
         best = largest_passing(low, high, starts)
     if best is not None:
         attempt(f"--max-model-len {best}", s.model_copy(update={"context_tokens": best}))
+
+    # vLLM: the most sequences that still start (its profile, CUDA graphs and V0's Mamba state
+    # cache are sized by max_num_seqs; SGLang's pool is a share of memory whatever the cap)
+    def starts_with(seqs: int) -> bool:
+        return fits(s.model_copy(update={"max_num_seqs": seqs}))
+
+    most = (s.max_num_seqs or vllm.V1_LARGE_TIER_MAX_NUM_SEQS) - 1
+    if s.engine == "vllm" and most >= 1 and starts_with(1):
+        seqs = largest_passing(1, most, starts_with)
+        attempt(f"--max-num-seqs {seqs}", s.model_copy(update={"max_num_seqs": seqs}))
     start = round((s.memory_fraction or 0.5) * 100) + 1
     for pct in range(start, round(MAX_SUGGESTED_UTILIZATION * 100) + 1):
         if attempt(

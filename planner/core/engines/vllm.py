@@ -945,6 +945,9 @@ class MeasuredTerms(BaseModel):
 # _get_batch_defaults, is_gb10; absent from 0.32.0).
 GB10_CAPABILITY = (12, 1)
 GB10_SMALL_TIER_SINCE = (0, 33, 0)
+# V1's max_num_seqs on the large-memory tiers, the largest any release defaults to
+# (vllm/engine/arg_utils.py _get_batch_defaults; vllm.md section 2).
+V1_LARGE_TIER_MAX_NUM_SEQS = 1024
 
 
 def batch_defaults(
@@ -974,9 +977,9 @@ def batch_defaults(
     if small:
         tokens, seqs = (2048 if serve else 8192), 256
     elif kind == "with_160gib" and gib >= 160:
-        tokens, seqs = 16384, 1024
+        tokens, seqs = 16384, V1_LARGE_TIER_MAX_NUM_SEQS
     elif gib >= 70 and not (is_a100 and kind != "two_tier"):
-        tokens, seqs = (8192 if serve else 16384), 1024
+        tokens, seqs = (8192 if serve else 16384), V1_LARGE_TIER_MAX_NUM_SEQS
     else:
         tokens, seqs = (2048 if serve else 8192), 256
     if not chunked:
@@ -1188,11 +1191,15 @@ def _buckets(
     kv_bytes: int,
     stage: int | None = None,
     ds_mla: bool = False,
+    states: bool = True,
 ) -> list[_Bucket]:
     """Layer buckets of one rank: `stage` layers of the model's when a PP stage is named
-    (`ds_mla`: MLA latents in DeepSeek's scaled fp8 layout)."""
+    (`ds_mla`: MLA latents in DeepSeek's scaled fp8 layout; `states`: whether the Mamba /
+    linear-attention states page in the pool, as V1's hybrid allocator pages them, not V0)."""
     out = []
     for g in model.kv_groups:
+        if not (states or g.kind.per_token):
+            continue
         layers = ceil_div(g.num_layers, pp)
         if stage is not None:
             layers = ceil_div(g.num_layers * stage, model.num_layers)
@@ -1394,7 +1401,8 @@ def _prediction_blocks(
     pp = int(str(p.settings["pipeline_parallel_size"]))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
     state_blocks = int(str(p.settings.get("mamba_state_blocks") or 1))
-    buckets = _buckets(model, tp, pp, block, 1)
+    states = paged_states(model, str(p.settings.get("engine")))
+    buckets = _buckets(model, tp, pp, block, 1, states=states)
     if start_check:
         groups = _counted_groups(buckets, parse_version(p.version))
     else:
@@ -1457,21 +1465,9 @@ def _pp_stage(
 ) -> _Stage:
     """The PP stage vLLM sizes the KV cache by (the fewest blocks: _binding_stage), with a
     note of every stage's layers and blocks."""
-    s = at.settings
-    pp = s.pipeline_parallel_size
+    pp = at.settings.pipeline_parallel_size
     bound, stages = _binding_stage(
-        at.model,
-        s.tensor_parallel_size,
-        pp,
-        lay.block,
-        lay.kv_bytes,
-        lay.act_bytes,
-        checkpoint_bytes,
-        avg,
-        act_without_sampler,
-        act_modelled,
-        budget,
-        lay.ds_mla,
+        at, lay, checkpoint_bytes, avg, act_without_sampler, act_modelled, budget
     )
     notes.append(
         f"PP {pp}: stages of {'/'.join(str(st.layers) for st in stages)} layers hold "
@@ -1483,18 +1479,13 @@ def _pp_stage(
 
 
 def _binding_stage(
-    model: ModelSpec,
-    tp: int,
-    pp: int,
-    block: int,
-    kv_bytes: int,
-    act_bytes: int,
+    at: _Release,
+    lay: _Layout,
     checkpoint_bytes: int,
     avg: tuple[int, int, int],
     act_without_sampler: int,
     act_modelled: int,
     budget: int,
-    ds_mla: bool = False,
 ) -> tuple[_Stage, list[_Stage]]:
     """Each PP stage's memory, and the one with the fewest KV blocks (vLLM takes the minimum).
 
@@ -1502,8 +1493,10 @@ def _binding_stage(
     its own copy of the embedding: vllm/model_executor/models/llama.py) and runs the sampler;
     `avg` (weights, activation, graph) is the even-split prediction the stages are moved from.
     """
+    model, tp = at.model, at.settings.tensor_parallel_size
+    pp = at.settings.pipeline_parallel_size
     w_avg, act, graph_avg = avg
-    matrix = model.embedding_params * act_bytes
+    matrix = model.embedding_params * lay.act_bytes
     in_checkpoint = matrix * (1 if model.tied_embeddings else 2)
     body = max(0, checkpoint_bytes - in_checkpoint)
     even = ceil_div(checkpoint_bytes, tp * pp)
@@ -1516,7 +1509,9 @@ def _binding_stage(
         weights = w_avg + ceil_div(own, tp) - even
         activation = act if i == pp - 1 else round(act_without_sampler * ratio)
         graph = graph_avg * n // layers_even
-        buckets = _buckets(model, tp, pp, block, kv_bytes, stage=n, ds_mla=ds_mla)
+        buckets = _buckets(
+            model, tp, pp, lay.block, lay.kv_bytes, n, lay.ds_mla, paged_states(model, at.engine)
+        )
         group_size, _groups = _kv_groups(buckets)
         per_block = group_size * max(b.page_bytes for b in buckets)
         blocks = (budget - weights - activation - graph) // per_block
@@ -1629,6 +1624,7 @@ class _Ledger:
     seqs: int
     chunked: bool
     profile: _Profile
+    state_cache: int = 0  # V0's Mamba state cache, in `activation` (_v0_state_cache)
 
     @property
     def charged(self) -> int:
@@ -1659,8 +1655,7 @@ class _Ledger:
 # - a platform other than CUDA (and TPU), ROCm included, 0.8.0 - 0.9.1; 0.9.2 asks the
 #   platform's default_v1, which ROCm's supports_v1 answers True.
 # Encoder-decoders and V0-only features (speculative methods, prompt adapters, ...) are not
-# followed here. V0 kept a hybrid model's states in its own cache manager, which the ledger
-# does not model: such a plan says its pool is an estimate (V0_STATE_NOTE).
+# followed here. V0 keeps a hybrid model's states in its own cache (V0_STATE_CACHE_SLOTS).
 V1_ORACLE_SINCE = (0, 8, 0)
 V0_REMOVED_IN = (0, 11, 0)
 V1_PRE_AMPERE_SINCE = (0, 10, 2)
@@ -1683,9 +1678,55 @@ V1_ROCM_SINCE = (0, 9, 2)
 # to V0 Engine."), and how to opt in.
 V1_OPT_IN = "experimental on V1; VLLM_USE_V1=1 opts in"
 V0_STATE_NOTE = (
-    "V0 keeps the Mamba / linear-attention states in its own cache manager, which the ledger "
-    "does not model: the pool is sized as V1's hybrid allocator sizes it (an estimate)"
+    "V0 runs an attention-free model's states without a paged KV cache, which the ledger does "
+    "not model: the pool is sized as V1's hybrid allocator sizes it (an estimate)"
 )
+
+# vLLM V0 keeps a hybrid model's Mamba states apart from the paged KV cache: the model's first
+# forward, the start-up profile's, allocates conv and SSM state tensors of (its Mamba layers on
+# the rank, a slot per sequence the engine may batch) in the states' dtypes, so the profile's
+# torch peak charges them and the blocks hold the attention layers alone (worker/cache_engine.py
+# get_cache_block_size counts only "attention" layers). The slots: max_num_seqs padded to the
+# CUDA-graph batch it replays, 1, 2, 4, then multiples of 8 (model_runner.py
+# _get_graph_batch_size until 0.6.4, even under --enforce-eager; VllmConfig.pad_for_cudagraph
+# from 0.6.5, which 0.6.5 - 0.7.2 replace by 8192 + 2 slots under --enforce-eager and 0.7.3
+# (mamba_cache.py MambaCacheManager) by max_num_seqs itself). Read in the jamba.py, mamba.py
+# and mamba_cache.py of the 0.5.5, 0.6.3 - 0.6.6, 0.7.0 - 0.7.3, 0.8.0, 0.9.2 and 0.10.1 wheels.
+V0_STATE_CACHE_EAGER_SLOTS_SINCE = (0, 6, 5)
+V0_STATE_CACHE_EAGER_UNPADDED_SINCE = (0, 7, 3)
+V0_STATE_CACHE_EAGER_SLOTS = 8192 + 2
+V0_GRAPH_BATCH_ALIGNMENT = 8  # _BATCH_SIZE_ALIGNMENT (worker/model_runner.py, 0.5 - 0.6)
+
+
+def paged_states(model: ModelSpec, engine: str) -> bool:
+    """Whether a model's Mamba / linear-attention states page in the KV pool: V1's hybrid
+    allocator pages them; V0 keeps them in a cache of their own (v0_state_cache_bytes), but
+    for an attention-free model, whose pool is V1's estimate (V0_STATE_NOTE)."""
+    attention = any(g.kind.per_token for g in model.kv_groups)
+    return engine != "v0" or not attention
+
+
+def v0_state_slots(max_num_seqs: int, eager: bool, version: tuple[int, int, int]) -> int:
+    """Sequences V0's Mamba state cache holds a slot for (see V0_STATE_CACHE_EAGER_SLOTS_SINCE)."""
+    if eager and version >= V0_STATE_CACHE_EAGER_UNPADDED_SINCE:
+        return max_num_seqs
+    if eager and version >= V0_STATE_CACHE_EAGER_SLOTS_SINCE:
+        return V0_STATE_CACHE_EAGER_SLOTS
+    if max_num_seqs <= 2:
+        return max_num_seqs
+    if max_num_seqs <= 4:
+        return 4
+    return ceil_div(max_num_seqs, V0_GRAPH_BATCH_ALIGNMENT) * V0_GRAPH_BATCH_ALIGNMENT
+
+
+def v0_state_cache_bytes(model: ModelSpec, tp: int, pp: int, slots: int) -> int:
+    """V0's Mamba state cache on one GPU: every state layer of the rank's stage, a slot each."""
+    per_seq = sum(
+        ceil_div(g.num_layers, pp) * layer_state_bytes(g, tp)
+        for g in model.kv_groups
+        if not g.kind.per_token
+    )
+    return slots * per_seq
 
 
 # The KV connectors vLLM's factory registers, by the first release that has them
@@ -1798,7 +1839,7 @@ def predict(
             f"vLLM {version_text(version)} runs V0 here: its V1 oracle falls back for "
             f"{fallback} (0.8 - 0.10); planned as V0"
         )
-    if at.engine == "v0" and has_state_layers(model):
+    if at.engine == "v0" and has_state_layers(model) and paged_states(model, at.engine):
         notes.append(V0_STATE_NOTE)
     if lay.block_note is not None:
         notes.append(lay.block_note)
@@ -2101,6 +2142,23 @@ def _unfused_rescale_bytes(at: _Release, own: bool, notes: list[str]) -> int:
     return per_token
 
 
+def _v0_state_cache(at: _Release, seqs: int, notes: list[str]) -> int:
+    """V0's Mamba state cache on one GPU for `seqs` (max_num_seqs), with a note of its size;
+    0 where the states page in the KV pool (paged_states)."""
+    model, s = at.model, at.settings
+    if paged_states(model, at.engine):
+        return 0
+    slots = v0_state_slots(seqs, s.enforce_eager, at.version)
+    size = v0_state_cache_bytes(model, s.tensor_parallel_size, s.pipeline_parallel_size, slots)
+    notes.append(
+        f"V0 keeps the Mamba states apart from the KV blocks: {slots:,} sequence slots "
+        + (f"(max_num_seqs {seqs:,} padded to its CUDA-graph batch) " if slots != seqs else "")
+        + f"take {size / GIB_BYTES:.2f} GiB, allocated in the profile run (in the activation "
+        "peak); the blocks hold the attention layers alone"
+    )
+    return size
+
+
 def _activation_term(
     at: _Release,
     lay: _Layout,
@@ -2111,15 +2169,17 @@ def _activation_term(
     ep: bool,
     moe_ranks: int,
     rescale: int,
+    state_cache: int,
     sources: dict[str, TermSource],
 ) -> tuple[int, int]:
     """The profile run's torch peak above the weights: as modelled (what a pipeline stage's
     split is read against), and as charged (model runner V2's persistent sampler state added,
     a calibration's correction, a log's figure winning). `rescale`: the unfused fp8 rescale's
-    fp32 bytes per token (_unfused_rescale_bytes)."""
+    fp32 bytes per token (_unfused_rescale_bytes); `state_cache`: V0's Mamba state cache, which
+    the profile's forward allocates (_v0_state_cache)."""
     model, version, tp = at.model, at.version, at.settings.tensor_parallel_size
     cal = at.settings.calibration
-    act_modelled = activation_peak_bytes(
+    act_modelled = state_cache + activation_peak_bytes(
         model,
         tokens,
         min(seqs, tokens),
@@ -2277,8 +2337,9 @@ def _ledger(
     profile = _profile(at, quantized, seqs, tokens, notes)
     ep = _expert_parallel(model, s, moe_ranks, notes)
     rescale = _unfused_rescale_bytes(at, weights_bytes is None, notes)
+    state_cache = _v0_state_cache(at, seqs, notes)
     act_modelled, act = _activation_term(
-        at, lay, m, profile, tokens, seqs, ep, moe_ranks, rescale, sources
+        at, lay, m, profile, tokens, seqs, ep, moe_ranks, rescale, state_cache, sources
     )
     non_torch = _non_torch_term(at, m, tokens, sources, notes)
     connector = connector_buffer_bytes(
@@ -2296,7 +2357,7 @@ def _ledger(
     stage_layers: int | None = None
     if pp > 1 and s.kv_cache_memory_bytes is None:
         # the stage with the fewest KV blocks: its weights, activation and graphs
-        act_without_sampler = activation_peak_bytes(
+        act_without_sampler = state_cache + activation_peak_bytes(
             model,
             tokens,
             0,
@@ -2327,6 +2388,7 @@ def _ledger(
         seqs=seqs,
         chunked=chunked,
         profile=profile,
+        state_cache=state_cache,
     )
 
 
@@ -2394,6 +2456,12 @@ def _available_kv(
                 "weights, activations, non-torch memory, CUDA graphs and the KV connector"
                 if led.connector
                 else "weights, activations, non-torch memory and CUDA graphs"
+            )
+            + (
+                f" (V0's Mamba state cache, {led.state_cache / GIB_BYTES:.2f} GiB of the "
+                f"activations, holds {led.seqs:,} sequences: --max-num-seqs sizes it)"
+                if led.state_cache
+                else ""
             ),
         )
     return available, profiled
@@ -2656,7 +2724,8 @@ def _kv_pool(
     model, rules, engine = at.model, at.rules, at.engine
     tp, pp = at.settings.tensor_parallel_size, at.settings.pipeline_parallel_size
     ds_mla = ds_mla_layout(model, at.version, at.settings.kv_cache_dtype)
-    buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla)
+    states = paged_states(model, engine)
+    buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla, states)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
     if attn_pages and state_pages and max(state_pages) > max(attn_pages):
@@ -2667,7 +2736,7 @@ def _kv_pool(
         per_token = max(attn_pages) // block
         align = math.lcm(max(KERNEL_MIN_BLOCK_SIZE, block), _checkpoint_alignment(at))
         block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
-        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla)
+        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla, states)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
