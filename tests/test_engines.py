@@ -2137,9 +2137,9 @@ def test_vllm_hybrid_prefix_caching_holds_more_state_blocks() -> None:
     """With prefix caching on, vLLM keeps a hybrid model's states in "align" mode: each request
     holds 2 state blocks in every Mamba / linear-attention KV-cache group (3 where the layers
     export a prefill checkpoint: Mamba-2 mixers from 0.32, Gated DeltaNet from 0.33 under
-    FlashInfer's prefill, on NVIDIA), not 1; the Mamba-2 family ran "all" mode (a state a
-    block) before 0.28, which the pool does not model and says so. Fewer requests fit: the
-    logged concurrency is the blocks over one request's."""
+    FlashInfer's prefill, on NVIDIA), not 1; the Mamba-2 family ran "all" mode before 0.28: a
+    state block for every block of context, the block a multiple of the Mamba chunk. Fewer
+    requests fit: the logged concurrency is the blocks over one request's."""
     nxt = spec_of(str(MODELS / "Qwen--Qwen3-Next-80B-A3B-Thinking" / "config.json"))
     nano = spec_of(str(MODELS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16" / "config.json"))
     mode, states = vllm.mamba_cache_mode, vllm.mamba_state_blocks
@@ -2154,7 +2154,8 @@ def test_vllm_hybrid_prefix_caching_holds_more_state_blocks() -> None:
     kimi = nxt.model_copy(update={"architecture": "KimiLinearForCausalLM"})  # not Qwen's GDN
     assert states(kimi, (0, 34, 0), h200, "align") == 2
     assert [states(nano, (0, v, 0), h200, "align") for v in (31, 32)] == [2, 3]
-    assert states(nxt, (0, 34, 0), h200, "none") == states(nano, (0, 26, 0), h200, "all") == 1
+    assert states(nxt, (0, 34, 0), h200, "none") == 1
+    assert states(nano, (0, 26, 0), h200, "all") is None  # one a block of context
 
     def plan(version: str, stated: bool | None) -> EnginePrediction:
         settings = vllm.VllmSettings(
@@ -2170,8 +2171,23 @@ def test_vllm_hybrid_prefix_caching_holds_more_state_blocks() -> None:
     assert on.kv_cache_tokens < off.kv_cache_tokens
     assert any("'align' mode, 2 state blocks a request" in n for n in on.notes)
     assert not any("'align'" in n for n in off.notes)
-    nano_all = vllm.predict(nano, h200, vllm.VllmSettings(version="0.26.0"))
-    assert any("'all' mode" in n and "an estimate" in n for n in nano_all.notes)
+    # Nemotron-3-Nano by hand: a Mamba-2 layer's state is its conv state (64 x 64 + 2 x 8 x
+    # 128) x 3 in bf16 and SSM state 64 x 64 x 128 in fp32 (its mamba_ssm_cache_dtype), 2,084
+    # tokens of an attention layer's 2 KV heads x (128 + 128) x 2 bytes; "all" raises the block
+    # to a multiple of its 128-token chunk (2,176), "align" (0.28) of 16 (2,096). Its 6
+    # attention and 23 Mamba layers make 1 + 4 groups; at 8,192 tokens "all" holds 4 blocks in
+    # each, "align" 2 state blocks in each Mamba group.
+    state = (64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4
+    tokens = -(-state // (2 * 256 * 2))
+    assert tokens == 2084
+    nano_all = vllm.predict(nano, h200, vllm.VllmSettings(version="0.26.0", max_model_len=8192))
+    nano_align = vllm.predict(nano, h200, vllm.VllmSettings(version="0.28.0", max_model_len=8192))
+    assert nano_all.settings["block_size"] == 128 * -(-tokens // 128) == 2176
+    assert nano_align.settings["block_size"] == 16 * -(-tokens // 16) == 2096
+    assert nano_all.blocks_per_request == 5 * -(-8192 // 2176) == 20
+    assert nano_align.blocks_per_request == -(-8192 // 2096) + 4 * 2 == 12
+    assert any("'all' mode" in n and "2,176-token block" in n for n in nano_all.notes)
+    assert not any("an estimate" in n for n in nano_all.notes)
 
 
 def test_sglang_disable_cuda_graph_leaves_the_reserve_by_release() -> None:

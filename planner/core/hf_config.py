@@ -1534,6 +1534,11 @@ def model_spec_from_config(
         ),
         kv_groups=groups,
         mtp_layers=_mtp_layers(t),
+        mamba_chunk_tokens=(
+            (_opt_int(t, "mamba_chunk_size", "chunk_size") or None)
+            if any(g.kind is KvKind.MAMBA for g in groups)
+            else None
+        ),
         moe_layers=moe_layers if experts else 0,
         routed_expert_params=sum(ly.expert_params for ly in layers) if experts else None,
         embedding_params=embed,

@@ -163,6 +163,12 @@ class ModelSpec(BaseModel):
     mtp_layers: int = Field(
         default=0, ge=0, description="multi-token-prediction layers (speculation by MTP)"
     )
+    mamba_chunk_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Mamba mixers' scan chunk (mamba_chunk_size / chunk_size): vLLM's 'all' "
+        "Mamba cache mode aligns its block to it",
+    )
     moe_layers: int = Field(default=0, ge=0, description="layers with routed experts (0: none)")
     routed_expert_params: int | None = Field(
         default=None,

@@ -729,9 +729,15 @@ VLLM_HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
 # (mamba_mixer2.py get_kv_cache_spec), Gated DeltaNet from 0.33 where FlashInfer's GDN prefill
 # runs ("auto" on Hopper; on Blackwell with 128-dim keys, as Qwen3-Next's and Qwen3.5's, and
 # CUDA 13, taken as the wheels' runtime: qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend).
-# Without prefix caching ("none") a request holds one. Speculative decoding's extra state
-# blocks are not modelled.
+# Without prefix caching ("none") a request holds one. Under "all" a request holds a state
+# block a block of context (MambaSpec.max_memory_usage_bytes: cdiv(max_model_len, block)), and
+# the attention block is raised to a multiple of lcm(the Mamba chunk, the kernel's alignment)
+# whose page covers a state (platforms/interface.py _align_hybrid_block_size: the chunk is
+# ModelConfig.get_mamba_chunk_size, mamba_chunk_size or chunk_size in the config, else
+# VLLM_MAMBA_DEFAULT_CHUNK_TOKENS; read in the 0.20.0, 0.23.0, 0.26.0 and 0.27.0 wheels).
+# Speculative decoding's extra state blocks are not modelled.
 VLLM_MAMBA_CACHE_MODES_SINCE = (0, 20, 0)
+VLLM_MAMBA_DEFAULT_CHUNK_TOKENS = 2048
 VLLM_MAMBA_ALIGN_DEFAULT_SINCE = (0, 28, 0)
 _MAMBA2_PREFIX_CACHING = frozenset(
     {
@@ -787,10 +793,12 @@ def mamba_cache_mode(
 
 def mamba_state_blocks(
     model: ModelSpec, version: tuple[int, int, int], gpu: GpuSpec, mode: str | None
-) -> int:
+) -> int | None:
     """State blocks one request holds in each Mamba / linear-attention KV-cache group: 2 under
-    "align" (3 where the layers export a prefill checkpoint), else 1 ("all" keeps one a block
-    of context, which the pool here does not model: an estimate, the plan's notes say so)."""
+    "align" (3 where the layers export a prefill checkpoint), None under "all" (one a block of
+    context, as an attention layer holds), else 1."""
+    if mode == "all":
+        return None
     if mode != "align":
         return 1
     checkpoint = False
@@ -1400,7 +1408,9 @@ def _prediction_blocks(
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
-    state_blocks = int(str(p.settings.get("mamba_state_blocks") or 1))
+    stated = p.settings.get("mamba_state_blocks")
+    all_mode = p.settings.get("mamba_cache_mode") == "all"
+    state_blocks = None if all_mode else int(str(stated or 1))
     states = paged_states(model, str(p.settings.get("engine")))
     buckets = _buckets(model, tp, pp, block, 1, states=states)
     if start_check:
@@ -1415,10 +1425,11 @@ def _blocks(
     tokens: int,
     block: int,
     in_flight: int,
-    state_blocks: int = 1,
+    state_blocks: int | None = 1,
 ) -> int:
     """Blocks one request of `tokens` tokens takes over KV-cache groups (bucket, how many);
-    `state_blocks` in each Mamba / linear-attention group (mamba_state_blocks)."""
+    `state_blocks` in each Mamba / linear-attention group (mamba_state_blocks; None: one a
+    block of context)."""
     return sum(n * _request_blocks(b, tokens, block, in_flight, state_blocks) for b, n in groups)
 
 
@@ -1531,22 +1542,22 @@ def _checkpoint_alignment(at: _Release) -> int:
     elsewhere (Mamba-2 checkpoints land on any token)."""
     if (
         at.model.architecture in VLLM_QWEN_GDN_ARCHS
-        and _state_blocks(at) > MAMBA_ALIGN_STATE_BLOCKS
+        and (_state_blocks(at) or 0) > MAMBA_ALIGN_STATE_BLOCKS
     ):
         return GDN_CHECKPOINT_ALIGNMENT_TOKENS
     return 1
 
 
-def _state_blocks(at: _Release) -> int:
+def _state_blocks(at: _Release) -> int | None:
     """mamba_state_blocks for the release's model, card and flags."""
     return mamba_state_blocks(at.model, at.version, at.gpu, _mamba_mode(at))
 
 
 def _request_blocks(
-    b: _Bucket, max_len: int, block: int, in_flight: int, state_blocks: int = 1
+    b: _Bucket, max_len: int, block: int, in_flight: int, state_blocks: int | None = 1
 ) -> int:
     if b.kind in (KvKind.MAMBA, KvKind.LINEAR):
-        return state_blocks
+        return ceil_div(max_len, block) if state_blocks is None else state_blocks
     if b.kind is KvKind.SLIDING and b.window is not None:
         return ceil_div(min(b.window - 1 + in_flight, max_len), block) + 1
     if b.kind is KvKind.CHUNKED and b.window is not None:
@@ -2492,15 +2503,23 @@ def _fitted_pool(
             "KV-cache groups (the running state, the last block boundary's and, where the "
             "layers export one, a prefill checkpoint), not 1 (no start-up log of it checked)"
         )
-    elif mode == "all" or (
+    elif mode == "all":
+        chunk = at.model.mamba_chunk_tokens or VLLM_MAMBA_DEFAULT_CHUNK_TOKENS
+        notes.append(
+            "prefix caching on a hybrid model: vLLM keeps its Mamba states in 'all' mode, a "
+            f"state block a request for every {pool.block:,}-token block of context (the block "
+            f"a multiple of the {chunk:,}-token Mamba chunk), as many as its attention layers "
+            "hold (no start-up log of it checked)"
+        )
+    elif (
         mode is None
         and has_state_layers(at.model)
         and prefix_caching_on(at.model, at.version, at.engine, at.settings.enable_prefix_caching)
     ):
         notes.append(
             "prefix caching on a hybrid model: vLLM then keeps a Mamba state at every block "
-            "boundary ('all' mode) and aligns its block to the Mamba chunk; the pool here "
-            "counts one state a request (an estimate: fewer requests fit)"
+            "boundary and aligns its block to the Mamba chunk; the pool here counts one state "
+            "a request (an estimate: fewer requests fit)"
         )
     if at.settings.max_model_len != MAX_MODEL_LEN_AUTO:
         return pool, max_len, None
@@ -2728,15 +2747,21 @@ def _kv_pool(
     buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla, states)
     attn_pages = [b.page_bytes for b in buckets if b.kind.per_token]
     state_pages = [b.page_bytes for b in buckets if not b.kind.per_token]
-    if attn_pages and state_pages and max(state_pages) > max(attn_pages):
+    if attn_pages and state_pages:
         # Hybrid models: the attention block grows until its page covers a Mamba state page, in
         # multiples of max(the kernel's smallest block, the block asked for) (vllm/platforms/
         # interface.py, kernel_block_alignment_size: 16-token multiples under the 16-token
-        # default, 64 under 0.34's)
+        # default, 64 under 0.34's); under "all" in multiples of its lcm with the Mamba chunk
+        # (VLLM_MAMBA_CACHE_MODES_SINCE)
         per_token = max(attn_pages) // block
         align = math.lcm(max(KERNEL_MIN_BLOCK_SIZE, block), _checkpoint_alignment(at))
-        block = ceil_div(ceil_div(max(state_pages), per_token), align) * align
-        buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla, states)
+        if _mamba_mode(at) == "all":
+            chunk = model.mamba_chunk_tokens or VLLM_MAMBA_DEFAULT_CHUNK_TOKENS
+            align = math.lcm(chunk, max(KERNEL_MIN_BLOCK_SIZE, block))
+        raised = ceil_div(ceil_div(max(state_pages), per_token), align) * align
+        if raised > block:
+            block = raised
+            buckets = _buckets(model, tp, pp, block, kv_bytes, stage_layers, ds_mla, states)
     page = max(b.page_bytes for b in buckets)
     group_size, groups = _kv_groups(buckets)
     num_groups = sum(n for _, n in groups)
