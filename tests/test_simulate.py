@@ -30,6 +30,7 @@ from planner.sim.engine import (
     simulate,
 )
 from planner.sim.workload import Trace, generate, load_trace
+from planner.sources.presets import find_gpu
 
 Cli = Callable[..., Result]
 CAPS = [4, 8, 16, 24, 32, 48, 64, 128]
@@ -289,6 +290,25 @@ def test_sglang_reserve_admits_fewer_at_first_then_more_as_the_ratio_decays() ->
     for run in (vllm, steady, decaying):
         assert (run.generated == trace.output_tokens).all()
         assert run.peak_blocks <= 6000
+
+
+def test_fixed_state_blocks_hold_back_admission_whatever_the_length() -> None:
+    """A running sequence's state blocks (vLLM V1's Mamba groups beside its attention) count
+    once each, whatever its length: 24 requests of 100 + 400 tokens fit one 512-token block
+    each, so a 40-block pool runs 24 at once without states and 10 with 3 state blocks a
+    sequence (4 blocks each), never preempting and never holding more than the pool."""
+    trace = overload()
+    cfg = {"policy": "continuous", "max_batch": 64, "kv_blocks": 40, "block_tokens": 512}
+    plain = execute(trace, CostModel(), SimConfig(**cfg))  # type: ignore[arg-type]
+    stated = execute(trace, CostModel(), SimConfig(**cfg, state_blocks_per_seq=3))  # type: ignore[arg-type]
+    assert plain.peak_running == 24 and plain.peak_blocks == 24
+    assert stated.peak_running == 10 and stated.peak_blocks == 40
+    assert plain.preemptions == stated.preemptions == 0
+    assert (stated.first_ms <= stated.first_ms.min()).sum() == 10  # one wave of 10 at first
+    assert (stated.generated == trace.output_tokens).all()
+    # a pool that cannot hold one request's blocks and states is refused, naming the flag
+    with pytest.raises(InputError, match="--kv-blocks"):
+        execute(trace, CostModel(), SimConfig(**cfg | {"kv_blocks": 3}, state_blocks_per_seq=3))  # type: ignore[arg-type]
 
 
 def test_an_sglang_decode_instance_keeps_512_tokens_free_for_each_request() -> None:
@@ -965,3 +985,43 @@ def test_ranks_in_lockstep_slow_a_poisson_run_and_leave_a_closed_loop_in_phase_a
     # fixed lengths in a closed loop: every rank prefills when this one does
     fixed = Trace(np.zeros(n), np.full(n, 1000), np.full(n, 100), np.zeros(n, dtype=np.int64))
     assert run(fixed, concurrency=16, lockstep_groups=8) == run(fixed, concurrency=16)
+
+
+def test_a_hybrid_model_runs_as_many_sequences_as_its_state_blocks_allow(cli: Cli) -> None:
+    """vLLM V1 pages a hybrid model's Mamba states beside its attention: Nemotron-3-Nano on
+    an H200 under 0.34 ("align": 3 state blocks in each of its 4 Mamba groups, 1 attention
+    group of 2,112-token blocks) holds 13 blocks a 1,300-token request, so 1,024 clients with
+    --max-num-seqs 1024 run far fewer at once than the pool's tokens would say, never past its
+    blocks; under 0.26's "all" mode every group holds a block a block of context, 5 each, and
+    all 1,024 run."""
+    from helpers import MODELS
+
+    from planner.core.engines import vllm
+    from planner.sources.models import resolve_model
+
+    nano = MODELS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+    spec = resolve_model(None, str(nano))
+    load = ("--concurrency", "1024", "--prompt-len", "1000", "--output-len", "300")
+    where = ("--model", str(nano), "--gpu", "h200", "--max-num-seqs", "1024")
+    for version, fixed, groups in (("0.34.0", 4 * 3, 1), ("0.26.0", 0, 5)):
+        flags = (*where, "--engine-version", version, "--json")
+        engine = cli("capacity", *flags).json()["engine"]
+        prediction = vllm.predict(
+            spec,
+            find_gpu("h200"),
+            vllm.VllmSettings(version=version, max_num_seqs=1024, max_model_len=8192),
+        )
+        own = (prediction.num_gpu_blocks or 0) - 1  # vLLM keeps the null block back
+        assert vllm.hybrid_pool(spec, prediction) == (own // groups, fixed)
+        blocks = engine["num_gpu_blocks"] - 1  # the line's pool (its utilization pinned)
+        run = cli("simulate", *load, "--requests", "1500", *flags).json()
+        assert run["peak_kv_blocks"] <= blocks // groups, version
+        if fixed:
+            assert run["peak_running_seqs"] < 1024 / 2
+            assert run["peak_kv_blocks"] > 0.95 * blocks  # the pool binds, not the cap
+        else:
+            assert run["peak_running_seqs"] == 1024
+    dense = resolve_model("llama-3.1-8b", None)
+    plain = vllm.predict(dense, find_gpu("h200"), vllm.VllmSettings())
+    v0 = vllm.predict(spec, find_gpu("h200"), vllm.VllmSettings(version="0.9.2"))
+    assert vllm.hybrid_pool(dense, plain) is None and vllm.hybrid_pool(spec, v0) is None

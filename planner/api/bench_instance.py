@@ -477,7 +477,7 @@ def plan_instance(
         tp = int(values.get("tp", 1))
         calibrated = check_step_calibration(calibration, engine, card.id, spec.name, tp)
         curve = apply_step_calibration(curve, calibrated)
-    cfg, budget = _scheduler_config(plan, longest, seed, scheduler_steps, sglang_groups)
+    cfg, budget = _scheduler_config(plan, spec, longest, seed, scheduler_steps, sglang_groups)
     if spec.num_experts and attention_groups > 1:  # the ranks meet in every MoE layer
         empty = idle_ranks_empty(engine, version, p.settings)
         cfg = cfg.model_copy(
@@ -748,12 +748,19 @@ def engine_graphs(engine: str, prediction: EnginePrediction) -> Graphs:
 
 
 def _scheduler_config(
-    plan: ServePlan, longest: int, seed: int, scheduler_steps: int, sglang_groups: bool
+    plan: ServePlan,
+    model: ModelSpec,
+    longest: int,
+    seed: int,
+    scheduler_steps: int,
+    sglang_groups: bool,
 ) -> tuple[SimConfig, int]:
-    """The simulator's settings for the engine's scheduler as the plan resolves it (its running
-    cap, token budget, KV pool and admission), and the token budget a step runs."""
+    """The simulator's settings for the engine's scheduler as the plan resolves it for `model`
+    (its running cap, token budget, KV pool and admission), and the token budget a step
+    runs."""
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import DEFAULT_MAX_PREFILL_TOKENS
+    from planner.core.engines.vllm import hybrid_pool
     from planner.sim.config import SimConfig
     from planner.sim.door import FrontDoor
 
@@ -798,6 +805,10 @@ def _scheduler_config(
             "prefill (0.6.3); pose it with --no-enable-chunked-prefill",
         )
     server_ms, server_ms_per_token = api_server_ms_per_request(engine, version, v0)
+    kv_blocks, states = max(1, p.kv_cache_tokens // block), 0
+    hybrid = hybrid_pool(model, p) if vllm_engine else None
+    if hybrid is not None:  # states held whatever a request's length (vllm.hybrid_pool)
+        kv_blocks, states = max(1, hybrid[0]), hybrid[1]
     cfg = SimConfig(
         policy="chunked",
         request_path_ms=REQUEST_PATH_MS,
@@ -808,8 +819,9 @@ def _scheduler_config(
         # rem_chunk_tokens, 0.5.13), however many requests it runs
         step_token_budget=max(budget, plan.max_num_seqs) if vllm_engine else budget,
         chunk_tokens=max(budget, plan.max_num_seqs) if vllm_engine else budget,
-        kv_blocks=max(1, p.kv_cache_tokens // block),
+        kv_blocks=kv_blocks,
         block_tokens=block,
+        state_blocks_per_seq=states,
         mixed=mixed,
         reserve=reserve,
         window_pool=_window_pool(p),

@@ -190,6 +190,14 @@ class SimConfig(BaseModel):
         description="blocks a new admission must leave free (vLLM V0's watermark, 1% of the "
         "pool: block_manager.py can_allocate)",
     )
+    state_blocks_per_seq: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_SIM_COUNT,
+        description="blocks each running sequence holds whatever its length, beside a block "
+        "per block_tokens of it (vLLM V1's Mamba / linear-attention state blocks of a hybrid "
+        "model)",
+    )
     outputs_one_step_late: bool = Field(
         default=False,
         description="a step's tokens reach the client when the next step ends (vLLM V0's "

@@ -163,6 +163,7 @@ def check(trace: Trace, cfg: SimConfig) -> None:
             )
     if cfg.kv_blocks is not None:
         need = int(np.max(_blocks(trace.prompt_tokens + trace.output_tokens, cfg.block_tokens)))
+        need += cfg.state_blocks_per_seq
         shared = int(_blocks(int(trace.cached_prefix_tokens.max(initial=0)), cfg.block_tokens))
         if need + shared > cfg.kv_blocks:
             raise InputError(
@@ -236,6 +237,7 @@ def _static(run: RunState, cost: CostModel, cfg: SimConfig) -> None:
             i = waiting[0]
             if cfg.kv_blocks is not None:
                 need = int(_blocks(int(run.target[i] + run.output[i]), cfg.block_tokens))
+                need += cfg.state_blocks_per_seq
                 if used + need > cfg.kv_blocks:
                     break
                 used += need
@@ -303,6 +305,7 @@ class _IterationLoop:
         self.run, self.cfg = run, cfg
         n = self.n = run.arrival_ms.size
         block = self.block = cfg.block_tokens
+        self.states = cfg.state_blocks_per_seq  # a running sequence's fixed blocks
         pool = cfg.kv_blocks
         if pool is not None and trace.cached_prefix_tokens.any():
             pool -= int(_blocks(int(trace.cached_prefix_tokens.max()), block))  # shared prefix
@@ -470,7 +473,8 @@ class _IterationLoop:
         block = self.block
         whole, part = divmod(at_clock + block - 1, block)
         decoding = len(self.running) - len(self.pending)
-        return self.base_q + decoding * whole + (sum(self.base_r[block - part :]) if part else 0)
+        held = self.base_q + decoding * (whole + self.states)
+        return held + (sum(self.base_r[block - part :]) if part else 0)
 
     def held_running(self) -> int:
         """KV blocks the running sequences hold: the decoding ones from the counts above,
@@ -485,7 +489,7 @@ class _IterationLoop:
             )
         else:
             prefilling = sum(-(-(prefilled[i] + post[i]) // block) for i in self.pending)
-        return self.decoding_blocks(self.clock) + prefilling
+        return self.decoding_blocks(self.clock) + prefilling + self.states * len(self.pending)
 
     def holding(self, i: int) -> int:
         held_after = self.post_off[i] + self.clock if self.decoding_now[i] else self.post[i]
@@ -570,7 +574,7 @@ class _IterationLoop:
     def evict(self, victim: int) -> int:
         """Free a running request's KV (recomputed or swapped when it runs again); the
         blocks it held."""
-        freed = -(-self.holding(victim) // self.block)
+        freed = -(-self.holding(victim) // self.block) + self.states
         self.run.preemptions += 1
         if self.decoding_now[victim]:
             self.stop_decoding(victim)
@@ -583,6 +587,7 @@ class _IterationLoop:
         else:
             self.swapped[victim] = True
             blocks_out = -(-(self.prefilled[victim] + self.post[victim]) // self.block)
+            blocks_out += self.states
             out_ms = blocks_out * self.cfg.swap_ms_per_block
             self.t += out_ms
             self.busy_ms += out_ms
@@ -677,7 +682,7 @@ class _IterationLoop:
                 tokens = prefilled[i] + post[i] if swapped[i] else target[i]
                 if self.cfg.admit_chunk and not swapped[i]:
                     tokens = min(tokens, prefilled[i] + self.budget_tokens)
-                need = -(-tokens // block)
+                need = -(-tokens // block) + self.states
                 if reserve is not None:
                     # its whole output budget (clipped), whatever the ratio: the ratio
                     # discounts only requests already running (a PD decode instance: the

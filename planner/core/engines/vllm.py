@@ -1393,6 +1393,31 @@ def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     return _prediction_blocks(model, p, tokens, start_check=False)
 
 
+def hybrid_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | None:
+    """A V1 hybrid's pool in a simulator's terms, where its states page beside attention
+    (paged_states): blocks of one growing KV-cache group (those that hand out a block per
+    `block_size` tokens: attention, and Mamba's under "all"), and the state blocks a running
+    sequence holds whatever its length, in those units (rounded up where groups share them);
+    None elsewhere (no states, V0, an attention-free model: the pool's tokens stand)."""
+    engine = str(p.settings.get("engine"))
+    if not has_state_layers(model) or engine == "v0" or p.num_gpu_blocks is None:
+        return None
+    if not any(g.kind.per_token for g in model.kv_groups):
+        return None
+    tp = int(str(p.settings["tensor_parallel_size"]))
+    pp = int(str(p.settings["pipeline_parallel_size"]))
+    buckets = _buckets(model, tp, pp, int(str(p.settings["block_size"])), 1)
+    groups = _kv_groups(buckets)[1]
+    growing = sum(n for b, n in groups if b.kind.per_token)
+    states = sum(n for b, n in groups if not b.kind.per_token)
+    if p.settings.get("mamba_cache_mode") == "all":
+        growing, fixed = growing + states, 0
+    else:
+        fixed = states * int(str(p.settings.get("mamba_state_blocks") or 1))
+    usable = p.num_gpu_blocks - 1  # vLLM keeps the null block back
+    return usable // growing, ceil_div(fixed, growing)
+
+
 def start_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     """Blocks vLLM's start check (and `--max-model-len auto`) counts for one request of
     `tokens` tokens: the sum over KV-cache groups, or 0.14-0.18's first group alone."""
