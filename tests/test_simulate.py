@@ -1012,7 +1012,7 @@ def test_a_hybrid_model_runs_as_many_sequences_as_its_state_blocks_allow(cli: Cl
             vllm.VllmSettings(version=version, max_num_seqs=1024, max_model_len=8192),
         )
         own = (prediction.num_gpu_blocks or 0) - 1  # vLLM keeps the null block back
-        assert vllm.hybrid_pool(spec, prediction) == (own // groups, fixed)
+        assert vllm.grouped_pool(spec, prediction) == (own // groups, fixed)
         blocks = engine["num_gpu_blocks"] - 1  # the line's pool (its utilization pinned)
         run = cli("simulate", *load, "--requests", "1500", *flags).json()
         assert run["peak_kv_blocks"] <= blocks // groups, version
@@ -1024,4 +1024,33 @@ def test_a_hybrid_model_runs_as_many_sequences_as_its_state_blocks_allow(cli: Cl
     dense = resolve_model("llama-3.1-8b", None)
     plain = vllm.predict(dense, find_gpu("h200"), vllm.VllmSettings())
     v0 = vllm.predict(spec, find_gpu("h200"), vllm.VllmSettings(version="0.9.2"))
-    assert vllm.hybrid_pool(dense, plain) is None and vllm.hybrid_pool(spec, v0) is None
+    assert vllm.grouped_pool(dense, plain) is None and vllm.grouped_pool(spec, v0) is None
+
+
+def test_a_sliding_window_model_holds_its_windows_beside_the_full_layers(cli: Cli) -> None:
+    """vLLM V1 frees a sliding-window group's blocks behind the window: Gemma-3-27B's 52
+    sliding layers make 6 groups beside its 10 full layers' one, each holding its 1,024-token
+    window once decoding, cdiv(1,023, 64) + 1 = 17 blocks of 0.34's 64 tokens, whatever the
+    request's length; its full group a block every 64 tokens. A 2,000-token request holds
+    32 + 102 blocks, so 1,024 clients run no more than the pool over 102 at once."""
+    from helpers import MODELS
+
+    from planner.core.engines import vllm
+    from planner.sources.models import resolve_model
+
+    gemma = MODELS / "google--gemma-3-27b-it"
+    spec = resolve_model(None, str(gemma))
+    settings = vllm.VllmSettings(max_model_len=32768, tensor_parallel_size=2)
+    prediction = vllm.predict(spec, find_gpu("h200"), settings)
+    assert prediction.settings["block_size"] == 64 and prediction.num_kv_groups == 7
+    blocks = (prediction.num_gpu_blocks or 0) - 1
+    assert vllm.grouped_pool(spec, prediction) == (blocks, 6 * 17)
+    where = ("--model", str(gemma), "--gpu", "h200", "--tp", "2", "--context", "32768")
+    load = ("--concurrency", "1024", "--prompt-len", "1500", "--output-len", "500")
+    line = cli("capacity", *where, "--max-num-seqs", "1024", "--json").json()["engine"]
+    pool = line["num_gpu_blocks"] - 1  # the line's pool (its utilization pinned)
+    flags = ("--max-num-seqs", "1024", "--requests", "1200", "--json")
+    run = cli("simulate", *where, *load, *flags).json()
+    assert run["peak_kv_blocks"] <= pool
+    assert run["peak_running_seqs"] <= pool // (6 * 17) < 1024
+    assert run["peak_running_seqs"] >= pool // (32 + 6 * 17) * 0.95  # the pool binds

@@ -760,7 +760,7 @@ def _scheduler_config(
     runs."""
     from planner.core.engines.common import parse_version
     from planner.core.engines.sglang import DEFAULT_MAX_PREFILL_TOKENS
-    from planner.core.engines.vllm import hybrid_pool
+    from planner.core.engines.vllm import grouped_pool
     from planner.sim.config import SimConfig
     from planner.sim.door import FrontDoor
 
@@ -806,9 +806,9 @@ def _scheduler_config(
         )
     server_ms, server_ms_per_token = api_server_ms_per_request(engine, version, v0)
     kv_blocks, states = max(1, p.kv_cache_tokens // block), 0
-    hybrid = hybrid_pool(model, p) if vllm_engine else None
-    if hybrid is not None:  # states held whatever a request's length (vllm.hybrid_pool)
-        kv_blocks, states = max(1, hybrid[0]), hybrid[1]
+    grouped = grouped_pool(model, p) if vllm_engine else None
+    if grouped is not None:  # blocks held whatever a request's length (vllm.grouped_pool)
+        kv_blocks, states = max(1, grouped[0]), grouped[1]
     cfg = SimConfig(
         policy="chunked",
         request_path_ms=REQUEST_PATH_MS,

@@ -1393,27 +1393,42 @@ def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     return _prediction_blocks(model, p, tokens, start_check=False)
 
 
-def hybrid_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | None:
-    """A V1 hybrid's pool in a simulator's terms, where its states page beside attention
-    (paged_states): blocks of one growing KV-cache group (those that hand out a block per
-    `block_size` tokens: attention, and Mamba's under "all"), and the state blocks a running
-    sequence holds whatever its length, in those units (rounded up where groups share them);
-    None elsewhere (no states, V0, an attention-free model: the pool's tokens stand)."""
+def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | None:
+    """A V1 pool of KV-cache groups of more than one kind, in a simulator's terms: blocks of
+    one full-attention group (a block per `block_size` tokens of a request), and the blocks a
+    running sequence holds in the other groups whatever its length, in those units (rounded up
+    where groups share them). A Mamba / linear-attention group holds its state blocks
+    (mamba_state_blocks; under "all" a block per block of context, as attention does); a
+    sliding-window group the window once decoding, cdiv(W - 1, block) + 1 (V1 frees the blocks
+    behind it: SlidingWindowManager.remove_skipped_blocks; a request shorter than the window
+    holds fewer, counted as this many); a chunked-local group its chunk, cdiv(C, block)
+    (ChunkedLocalAttentionManager). None where one kind of group holds the whole pool (its
+    token count stands), under V0, or without a full-attention group."""
     engine = str(p.settings.get("engine"))
-    if not has_state_layers(model) or engine == "v0" or p.num_gpu_blocks is None:
+    kinds = {g.kind for g in model.kv_groups}
+    full = {KvKind.FULL, KvKind.MLA}
+    if engine == "v0" or p.num_gpu_blocks is None or not kinds & full or kinds <= full:
         return None
-    if not any(g.kind.per_token for g in model.kv_groups):
+    if not paged_states(model, engine):
         return None
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
-    buckets = _buckets(model, tp, pp, int(str(p.settings["block_size"])), 1)
-    groups = _kv_groups(buckets)[1]
-    growing = sum(n for b, n in groups if b.kind.per_token)
-    states = sum(n for b, n in groups if not b.kind.per_token)
-    if p.settings.get("mamba_cache_mode") == "all":
-        growing, fixed = growing + states, 0
-    else:
-        fixed = states * int(str(p.settings.get("mamba_state_blocks") or 1))
+    block = int(str(p.settings["block_size"]))
+    groups = _kv_groups(_buckets(model, tp, pp, block, 1))[1]
+    all_mode = p.settings.get("mamba_cache_mode") == "all"
+    state_blocks = int(str(p.settings.get("mamba_state_blocks") or 1))
+    growing = fixed = 0
+    for b, n in groups:
+        if b.kind in full or (all_mode and not b.kind.per_token):
+            growing += n
+        elif not b.kind.per_token:
+            fixed += n * state_blocks
+        elif b.kind is KvKind.SLIDING and b.window is not None:
+            fixed += n * (ceil_div(b.window - 1, block) + 1)
+        elif b.kind is KvKind.CHUNKED and b.window is not None:
+            fixed += n * ceil_div(b.window, block)
+        else:
+            growing += n
     usable = p.num_gpu_blocks - 1  # vLLM keeps the null block back
     return usable // growing, ceil_div(fixed, growing)
 
