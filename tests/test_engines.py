@@ -2252,3 +2252,20 @@ def test_sglang_prefill_graphs_by_release_card_and_layout() -> None:
     assert not graphs.eager(8000, 8000) and graphs.eager(8193, 8193)
     old = engine_graphs("sglang", sglang_plan(version="0.5.9", context_length=8192))
     assert old.eager(300, 300) and not old.eager(256, 0)
+
+
+def test_a_decoding_request_holds_its_sliding_windows_not_the_start_checks_span() -> None:
+    """vLLM V1 frees a sliding-window group's blocks behind the window, so a decoding request
+    of Gemma-3-27B holds 17 blocks of 64 tokens (cdiv(1,023, 64) + 1) in each of its 6
+    sliding groups; the start check counts each window with a step's tokens beside it
+    (cdiv(min(1,023 + 8,192, L), 64) + 1). At 2,000 tokens: 32 + 6 x 17 held, 32 + 6 x 33
+    checked; the plan's sequences at the mean are the pool over the held count."""
+    from planner.core.serve import sequences_held
+
+    gemma = spec_of(str(MODELS / "google--gemma-3-27b-it"))
+    settings = vllm.VllmSettings(max_model_len=32768, tensor_parallel_size=2)
+    p = vllm.predict(gemma, find_gpu("h200"), settings)
+    assert p.settings["max_num_batched_tokens"] == 8192 and p.settings["block_size"] == 64
+    assert vllm.request_blocks(gemma, p, 2000) == 32 + 6 * 17
+    assert vllm.start_blocks(gemma, p, 2000) == 32 + 6 * 33
+    assert sequences_held(gemma, p, 2000) == p.usable_blocks // (32 + 6 * 17)

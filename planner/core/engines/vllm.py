@@ -1389,7 +1389,10 @@ def _kv_groups(buckets: list[_Bucket]) -> tuple[int, list[tuple[_Bucket, int]]]:
 
 
 def request_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
-    """Blocks one request of `tokens` tokens holds under a prediction's settings."""
+    """Blocks one request of `tokens` tokens holds under a prediction's settings once it
+    decodes: V1 frees a sliding-window (chunked-local) group's blocks behind its window
+    (chunk), so there it holds the window, not the window and a step's tokens that its start
+    check counts (grouped_pool)."""
     return _prediction_blocks(model, p, tokens, start_check=False)
 
 
@@ -1447,11 +1450,14 @@ def _prediction_blocks(
     block = int(str(p.settings["block_size"]))
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
+    engine = str(p.settings.get("engine"))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
+    if not start_check and engine != "v0":
+        in_flight = 0  # held while decoding: the window alone (request_blocks)
     stated = p.settings.get("mamba_state_blocks")
     all_mode = p.settings.get("mamba_cache_mode") == "all"
     state_blocks = None if all_mode else int(str(stated or 1))
-    states = paged_states(model, str(p.settings.get("engine")))
+    states = paged_states(model, engine)
     buckets = _buckets(model, tp, pp, block, 1, states=states)
     if start_check:
         groups = _counted_groups(buckets, parse_version(p.version))
