@@ -1412,8 +1412,6 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     full = {KvKind.FULL, KvKind.MLA}
     if engine == "v0" or p.num_gpu_blocks is None or not kinds & full or kinds <= full:
         return None
-    if not paged_states(model, engine):
-        return None
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     block = int(str(p.settings["block_size"]))
@@ -1712,7 +1710,7 @@ class _Ledger:
 # - a platform other than CUDA (and TPU), ROCm included, 0.8.0 - 0.9.1; 0.9.2 asks the
 #   platform's default_v1, which ROCm's supports_v1 answers True.
 # Encoder-decoders and V0-only features (speculative methods, prompt adapters, ...) are not
-# followed here. V0 keeps a hybrid model's states in its own cache (V0_STATE_CACHE_SLOTS).
+# followed here. V0 keeps a hybrid model's states in its own cache (v0_state_slots).
 V1_ORACLE_SINCE = (0, 8, 0)
 V0_REMOVED_IN = (0, 11, 0)
 V1_PRE_AMPERE_SINCE = (0, 10, 2)
