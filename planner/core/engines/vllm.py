@@ -2512,14 +2512,23 @@ def _available_kv(
                 if led.connector
                 else "weights, activations, non-torch memory and CUDA graphs"
             )
-            + (
-                f" (V0's Mamba state cache, {led.state_cache / GIB_BYTES:.2f} GiB of the "
-                f"activations, holds {led.seqs:,} sequences: --max-num-seqs sizes it)"
-                if led.state_cache
-                else ""
-            ),
+            + (_state_cache_reason(at, led) if led.state_cache else ""),
         )
     return available, profiled
+
+
+def _state_cache_reason(at: _Release, led: _Ledger) -> str:
+    """What V0's Mamba state cache takes of a pool that came to nothing, and what sizes it."""
+    eager, version = at.settings.enforce_eager, at.version
+    slots = v0_state_slots(led.seqs, eager, version)
+    fixed = eager and V0_STATE_CACHE_EAGER_SLOTS_SINCE <= version < (
+        V0_STATE_CACHE_EAGER_UNPADDED_SINCE
+    )
+    sized = "whatever --max-num-seqs, under --enforce-eager" if fixed else "--max-num-seqs sizes it"
+    return (
+        f" (V0's Mamba state cache, {led.state_cache / GIB_BYTES:.2f} GiB of the activations: "
+        f"{slots:,} sequence slots, {sized})"
+    )
 
 
 def _fitted_pool(
