@@ -195,8 +195,8 @@ class SimConfig(BaseModel):
         ge=0,
         le=MAX_SIM_COUNT,
         description="blocks each running sequence holds whatever its length, beside a block "
-        "per block_tokens of it (vLLM V1's Mamba / linear-attention state blocks of a hybrid "
-        "model)",
+        "per block_tokens of it (a vLLM V1 pool's Mamba / linear-attention state blocks, "
+        "sliding windows and local chunks: planner.core.engines.vllm.grouped_pool)",
     )
     outputs_one_step_late: bool = Field(
         default=False,
