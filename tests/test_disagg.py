@@ -65,6 +65,37 @@ def test_transfer_bytes_are_the_prompts_kv() -> None:
     assert ms[1] == pytest.approx(4000 * 131072 / (2 * 64e9) * 1e3 + how["setup_ms"])
 
 
+def test_sglang_sends_a_hybrid_models_window_and_states_not_every_layers_prompt() -> None:
+    """From 0.5.4 SGLang's prefill instance sends a hybrid pool's sliding layers' last window
+    (from the page it starts in) and the Mamba states, beside the full layers' KV of the whole
+    prompt. gpt-oss-120b (hybrid SWA pool from 0.5.8; 18 full and 18 128-token sliding layers
+    of 8 KV heads x 64 x (K, V) x 2 B = 2,048 B a token each): a 32,784-token prompt sends
+    32,784 x 36,864 + 128 x 36,864 B under 0.5.13, every layer's 32,784 x 73,728 B under 0.5.2,
+    which pools no window. Nemotron-3-Nano: its 6 attention layers' 1,000 x 6 x 2 x 128 x 2 x 2
+    B and its 23 Mamba layers' states, (64 x 64 + 2 x 8 x 128) x 3 x 2 B of conv state and
+    64 x 64 x 128 x 4 B of fp32 SSM state each."""
+    from planner.api import engine_plan
+
+    h200 = find_gpu("h200")
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"), None)
+    prompt = np.asarray([32784])
+    sent = {}
+    for version in ("0.5.2", "0.5.13"):
+        kw = {"version": version, "tp_size": 2, "context_length": 65536}
+        prefill = engine_plan(engine="sglang", gpu="h200", spec=oss, **kw)
+        _, how = transfer_plan(oss, prompt, 2, 2, 2, None, 8, h200, "sglang", "nixl", prefill)
+        sent[version] = how["mean_bytes_per_request"]
+    assert sent["0.5.2"] == 32784 * 73728
+    assert sent["0.5.13"] == 32784 * 36864 + 128 * 36864
+    nano = resolve_model(None, str(MODELS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), None)
+    prefill = engine_plan(engine="sglang", gpu="h200", spec=nano, version="0.5.13")
+    _, how = transfer_plan(
+        nano, np.asarray([1000]), 2, 1, 1, None, 2, h200, "sglang", "nixl", prefill
+    )
+    state = (64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4
+    assert how["mean_bytes_per_request"] == 1000 * 6 * 2 * 128 * 2 * 2 + 23 * state
+
+
 def sim_parts() -> tuple[CurveCost, SimConfig]:
     spec = resolve_model(None, LLAMA, None)
     curve = step_time_for(spec, find_gpu("h100"))

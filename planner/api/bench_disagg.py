@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from planner.core.engines.common import EnginePrediction
     from planner.core.serve import ServePlan
     from planner.core.specs import GpuSpec, ModelSpec
     from planner.sim.config import SimConfig
@@ -136,20 +137,22 @@ def disagg_handoff_ms(engine: str) -> float:
 def transfer_plan(
     spec: ModelSpec, prompt_tokens: NDArray[np.int64], kv_dtype_bytes: int, prefill_tp: int,
     decode_tp: int, link: str | None, gpus: int, card: GpuSpec, engine: str,
-    backend: str | None = None,
+    backend: str | None = None, prefill: EnginePrediction | None = None,
 ) -> tuple[NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
     was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
-    MLA latent); GQA heads are sharded over the ranks and move in parallel, an MLA latent is
-    whole on every rank, so one rank's copy sets the time. The engine's hand-off
+    MLA latent), but where SGLang's prefill instance (`prefill`, its prediction) keeps hybrid
+    pools (sglang_sent_window); GQA heads are sharded over the ranks and move in parallel, an
+    MLA latent is whole on every rank, so one rank's copy sets the time. The engine's hand-off
     (disagg_handoff_ms) is added to every request."""
     import numpy as np
 
     from planner.core.engines.common import is_mla
-    from planner.core.kv import kv_bytes_per_token
+    from planner.core.kv import kv_bytes_per_token, transfer_split
     from planner.core.step.comm import fabric_of
 
     per_token = kv_bytes_per_token(spec, 1, kv_dtype_bytes)
+    full, sliding, states = transfer_split(spec, kv_dtype_bytes)
     mla = is_mla(spec)
     parallel = 1 if mla else max(1, min(prefill_tp, decode_tp, spec.num_kv_heads or 1))
     fabric = fabric_of(card)
@@ -160,16 +163,47 @@ def transfer_plan(
     if where not in ("nvlink", "rdma"):
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
     rate = fabric.peer_bytes_per_s() if where == "nvlink" else fabric.nic_bytes_per_s
-    bytes_ = np.asarray(prompt_tokens, dtype=np.float64) * per_token
+    tokens = np.asarray(prompt_tokens, dtype=np.int64)
+    sent = sglang_sent_window(prefill) if engine == "sglang" and prefill is not None else None
+    tail, state_bytes = tokens, 0
+    if sent is not None:
+        window, page = sent
+        state_bytes = states
+        if window:  # the window's pages, from the page the window starts in
+            tail = tokens - np.maximum(0, tokens - window) // page * page
+    bytes_ = (tokens * full + tail * sliding + state_bytes).astype(np.float64)
     setup = disagg_handoff_ms(engine)
     ms = bytes_ / (rate * parallel) * 1e3 + setup
     return ms, {
         "kv_bytes_per_token": per_token,
+        "mean_bytes_per_request": float(bytes_.mean()) if bytes_.size else 0.0,
         "link": where,
         "link_bytes_per_s": rate,
         "parallel_ranks": parallel,
         "setup_ms": setup,
     }
+
+
+# SGLang's prefill instance sends a hybrid model's state pools beside the full layers' KV from
+# 0.5.4 (disaggregation/prefill.py: the Mamba state's slot; the sliding-window pool's last
+# window, from the page it starts in, translate_loc_from_full_to_swa); 0.5.3's sends the KV
+# indices alone (read in the 0.5.2 - 0.5.23 wheels).
+SGLANG_PD_STATE_TRANSFER_SINCE = (0, 5, 4)
+
+
+def sglang_sent_window(prefill: EnginePrediction) -> tuple[int | None, int] | None:
+    """What SGLang's prefill instance sends of its hybrid pools: (its sliding-window pool's
+    window, or None where it keeps no such pool, and its page), with the Mamba states; None
+    before SGLANG_PD_STATE_TRANSFER_SINCE (every layer's KV for every prompt token)."""
+    from planner.core.engines.common import parse_version
+
+    if parse_version(prefill.version) < SGLANG_PD_STATE_TRANSFER_SINCE:
+        return None
+    settings = prefill.settings
+    page = int(str(settings.get("page_size") or 1))
+    if not settings.get("swa_max_total_num_tokens"):
+        return None, page
+    return int(str(settings["sliding_window_size"])), page
 
 
 def decode_pool_config(dec: Instance) -> SimConfig:
@@ -227,9 +261,8 @@ def run_pools(
         crossing = crossing - served.decode_cached
     ms, how = transfer_plan(
         spec, crossing, pre.curve.kv_dtype_bytes, pre.curve.tp, dec.curve.tp, link,
-        layout.gpus, pre.card, pre.engine, backend,
+        layout.gpus, pre.card, pre.engine, backend, pre.prediction,
     )  # fmt: skip
-    how["mean_bytes_per_request"] = float(crossing.mean()) * how["kv_bytes_per_token"]
     # a pool's ranks run the same kind of step: all prefill, or all decode (a landing costs
     # nothing), so none waits on another's different work
     alone: dict[str, Any] = {"lockstep_groups": 1}

@@ -51,6 +51,19 @@ def kv_bytes_per_token(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> int:
     return sum(group_bytes_per_token(g, tp, kv_dtype_bytes) for g in model.kv_groups)
 
 
+def transfer_split(model: ModelSpec, kv_dtype_bytes: int) -> tuple[int, int, int]:
+    """One copy (TP 1) of a model's KV as a prefill instance sends it: bytes a token in its
+    layers outside sliding windows, bytes a token in its sliding-window layers, and its Mamba /
+    linear-attention states' bytes a sequence."""
+    full = sliding = 0
+    for g in model.kv_groups:
+        if g.kind is KvKind.SLIDING:
+            sliding += group_bytes_per_token(g, 1, kv_dtype_bytes)
+        else:
+            full += group_bytes_per_token(g, 1, kv_dtype_bytes)
+    return full, sliding, sum(group_state_bytes(g, 1) for g in model.kv_groups)
+
+
 def kv_bytes_per_sequence(
     model: ModelSpec, tokens: int, tp: int, kv_dtype_bytes: int, block_tokens: int = 1
 ) -> int:
