@@ -2274,3 +2274,29 @@ def test_a_decoding_request_holds_its_sliding_windows_not_the_start_checks_span(
     assert vllm.request_blocks(gemma, p, 2000) == 32 + 6 * 17
     assert vllm.start_blocks(gemma, p, 2000) == 32 + 6 * 33
     assert sequences_held(gemma, p, 2000) == p.usable_blocks // (32 + 6 * 17)
+
+
+def test_vllm_runs_llama4_chunked_layers_as_full_attention_from_0_10_1() -> None:
+    """From 0.10.1 vLLM turns its hybrid KV cache manager off for chunked-local attention (a
+    latency regression), so Llama-4-Scout's 36 chunked layers hold every token as its 12 full
+    ones do: one group of 48 layers, 64 tokens x 48 layers x 2 KV heads a GPU at TP 4 x (128 +
+    128) x 2 B a block, 2,048 blocks a 131,072-token request. 0.10.0 kept the 8,192-token
+    chunks apart: 4 groups of 12 layers."""
+    scout = resolve_model("llama-4-scout", None, None)
+    h100 = find_gpu("h100")
+
+    def plan(version: str) -> EnginePrediction:
+        settings = vllm.VllmSettings(
+            version=version, tensor_parallel_size=4, max_model_len=131072, block_size=64
+        )
+        return vllm.predict(scout, h100, settings)
+
+    old, new = plan("0.10.0"), plan("0.34.0")
+    assert old.num_kv_groups == 4 and new.num_kv_groups == 1
+    assert new.bytes_per_block == 64 * 48 * 2 * 256 * 2
+    assert new.blocks_per_request == 131072 // 64
+    assert any("hybrid KV cache manager off" in n for n in new.notes)
+    assert not any("hybrid KV cache manager off" in n for n in old.notes)
+    # the plan's held blocks and the simulator's pool read the same unified layout
+    assert vllm.request_blocks(scout, new, 2000) == -(-2000 // 64)
+    assert vllm.grouped_pool(scout, new) is None

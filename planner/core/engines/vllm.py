@@ -1408,6 +1408,7 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     (ChunkedLocalAttentionManager). None where one kind of group holds the whole pool (its
     token count stands), under V0, or without a full-attention group."""
     engine = str(p.settings.get("engine"))
+    model = pool_model(model, engine, parse_version(p.version))
     kinds = {g.kind for g in model.kv_groups}
     full = {KvKind.FULL, KvKind.MLA}
     if engine == "v0" or p.num_gpu_blocks is None or not kinds & full or kinds <= full:
@@ -1449,6 +1450,7 @@ def _prediction_blocks(
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     engine = str(p.settings.get("engine"))
+    model = pool_model(model, engine, parse_version(p.version))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
     if not start_check and engine != "v0":
         in_flight = 0  # held while decoding: the window alone (request_blocks)
@@ -1753,6 +1755,42 @@ V0_STATE_CACHE_EAGER_SLOTS = 8192 + 2
 V0_GRAPH_BATCH_ALIGNMENT = 8  # _BATCH_SIZE_ALIGNMENT (worker/model_runner.py, 0.5 - 0.6)
 
 
+# vLLM V1 runs a model with chunked-local attention layers (Llama 4) without its hybrid KV
+# cache manager from 0.10.1 ("There is a latency regression when using chunked local attention
+# with the hybrid KV cache manager. Disabling it, by default", unless
+# VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: VllmConfig.__post_init__, read in the
+# 0.10.0, 0.10.1, 0.11.0, 0.20.0, 0.26.0 and 0.34.0 wheels); its KV-cache specs are then
+# unified into full attention (v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs): every
+# layer holds every token, one group.
+VLLM_CHUNKED_LOCAL_UNIFIED_SINCE = (0, 10, 1)
+
+
+def unified_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> bool:
+    """Whether vLLM runs this model's window layers as full attention (VLLM_CHUNKED_LOCAL_
+    UNIFIED_SINCE): V1 with chunked-local layers from 0.10.1."""
+    chunked = any(g.kind is KvKind.CHUNKED for g in model.kv_groups)
+    return engine == "v1" and chunked and version >= VLLM_CHUNKED_LOCAL_UNIFIED_SINCE
+
+
+def pool_model(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> ModelSpec:
+    """The model as vLLM's KV cache holds it: its window layers as full attention, one group
+    of every layer of a shape, where the hybrid manager is off (unified_kv); else itself."""
+    if not unified_kv(model, engine, version):
+        return model
+    merged: dict[tuple[int, int, int, int, int], KvLayerGroup] = {}
+    for g in model.kv_groups:
+        if not g.kind.per_token:
+            return model  # (a state layer needs the hybrid manager; not reached for Llama 4)
+        kind = KvKind.MLA if g.kind is KvKind.MLA else KvKind.FULL
+        shape = (g.num_kv_heads, g.head_dim_k, g.head_dim_v, g.latent_dim, g.rope_dim)
+        held = merged.get(shape)
+        layers = g.num_layers + (held.num_layers if held else 0)
+        merged[shape] = g.model_copy(
+            update={"kind": kind, "num_layers": layers, "window_tokens": None}
+        )
+    return model.model_copy(update={"kv_groups": list(merged.values())})
+
+
 def paged_states(model: ModelSpec, engine: str) -> bool:
     """Whether a model's Mamba / linear-attention states page in the KV pool: V1's hybrid
     allocator pages them; V0 keeps them in a cache of their own (v0_state_cache_bytes), but
@@ -1867,6 +1905,8 @@ def predict(
     rules = rules_for(version)
     fallback = None if s.engine is not None else v0_fallback(model, gpu, s, version)
     engine = s.engine or ("v0" if fallback is not None else rules.engine)
+    unified = unified_kv(model, engine, version)
+    model = pool_model(model, engine, version)
     at = _Release(model, gpu, s, engine, rules, version)
     async_on = _async_scheduling(at)
     if s.stream_interval > 1 and (version < VLLM_STREAM_INTERVAL_SINCE or at.engine != "v1"):
@@ -1896,6 +1936,12 @@ def predict(
         )
     if at.engine == "v0" and has_state_layers(model) and paged_states(model, at.engine):
         notes.append(V0_STATE_NOTE)
+    if unified:
+        notes.append(
+            f"vLLM {version_text(version)} turns its hybrid KV cache manager off for "
+            "chunked-local attention (a latency regression; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_"
+            "HYBRID_KV_CACHE=1 keeps it): every layer holds every token, one KV-cache group"
+        )
     if lay.block_note is not None:
         notes.append(lay.block_note)
     kv_notes = _kv_dtype_notes(at, lay.ds_mla)
