@@ -2300,3 +2300,43 @@ def test_vllm_runs_llama4_chunked_layers_as_full_attention_from_0_10_1() -> None
     # the plan's held blocks and the simulator's pool read the same unified layout
     assert vllm.request_blocks(scout, new, 2000) == -(-2000 // 64)
     assert vllm.grouped_pool(scout, new) is None
+
+
+def test_a_kv_connector_turns_vllms_hybrid_manager_off_unless_it_supports_it() -> None:
+    """Any KV connector turned vLLM's hybrid KV cache manager off from 0.9.2 through 0.21; from
+    0.22 only one that does not support it (NIXL and the native offloading connector do,
+    LMCache's does not). Without it Gemma-3-27B's sliding layers hold every token in one
+    group, and a Mamba hybrid does not start: refused, naming the flag that changes it."""
+    gemma = spec_of(str(MODELS / "google--gemma-3-27b-it"))
+    nano = spec_of(str(MODELS / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"))
+    h200 = find_gpu("h200")
+
+    def plan(model: ModelSpec, version: str, connector: str) -> EnginePrediction:
+        settings = vllm.VllmSettings(
+            version=version, tensor_parallel_size=2, max_model_len=32768, kv_connector=connector
+        )
+        return vllm.predict(model, h200, settings)
+
+    groups = {
+        (version, connector): plan(gemma, version, connector).num_kv_groups
+        for version in ("0.21.0", "0.22.0", "0.34.0")
+        for connector in ("NixlConnector", "LMCacheConnectorV1")
+    }
+    assert groups == {
+        ("0.21.0", "NixlConnector"): 1,
+        ("0.21.0", "LMCacheConnectorV1"): 1,
+        ("0.22.0", "NixlConnector"): 7,
+        ("0.22.0", "LMCacheConnectorV1"): 1,
+        ("0.34.0", "NixlConnector"): 7,
+        ("0.34.0", "LMCacheConnectorV1"): 1,
+    }
+    unified = plan(gemma, "0.34.0", "LMCacheConnectorV1")
+    assert unified.blocks_per_request == 32768 // 64  # every layer holds every token
+    assert any("LMCacheConnectorV1 KV connector" in n for n in unified.notes)
+    with pytest.raises(InputError) as old:
+        plan(nano, "0.21.0", "NixlConnector")
+    assert old.value.field == "--engine-version" and "0.22" in str(old.value)
+    with pytest.raises(InputError) as lmcache:
+        plan(nano, "0.34.0", "LMCacheConnectorV1")
+    assert lmcache.value.field == "--kv-transfer-config"
+    assert plan(nano, "0.34.0", "NixlConnector").num_kv_groups == 5

@@ -1408,7 +1408,7 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     (ChunkedLocalAttentionManager). None where one kind of group holds the whole pool (its
     token count stands), under V0, or without a full-attention group."""
     engine = str(p.settings.get("engine"))
-    model = pool_model(model, engine, parse_version(p.version))
+    model = pool_model(model, engine, parse_version(p.version), _connector(p))
     kinds = {g.kind for g in model.kv_groups}
     full = {KvKind.FULL, KvKind.MLA}
     if engine == "v0" or p.num_gpu_blocks is None or not kinds & full or kinds <= full:
@@ -1435,6 +1435,12 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     return usable // growing, ceil_div(fixed, growing)
 
 
+def _connector(p: EnginePrediction) -> str | None:
+    """The KV connector a prediction's server runs (None: none)."""
+    name = p.settings.get("kv_connector")
+    return None if name is None else str(name)
+
+
 def start_blocks(model: ModelSpec, p: EnginePrediction, tokens: int) -> int:
     """Blocks vLLM's start check (and `--max-model-len auto`) counts for one request of
     `tokens` tokens: the sum over KV-cache groups, or 0.14-0.18's first group alone."""
@@ -1450,7 +1456,7 @@ def _prediction_blocks(
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     engine = str(p.settings.get("engine"))
-    model = pool_model(model, engine, parse_version(p.version))
+    model = pool_model(model, engine, parse_version(p.version), _connector(p))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
     if not start_check and engine != "v0":
         in_flight = 0  # held while decoding: the window alone (request_blocks)
@@ -1763,19 +1769,52 @@ V0_GRAPH_BATCH_ALIGNMENT = 8  # _BATCH_SIZE_ALIGNMENT (worker/model_runner.py, 0
 # unified into full attention (v1/core/kv_cache_utils.py unify_hybrid_kv_cache_specs): every
 # layer holds every token, one group.
 VLLM_CHUNKED_LOCAL_UNIFIED_SINCE = (0, 10, 1)
+# A KV connector (--kv-transfer-config) turns the hybrid manager off too: any connector from
+# 0.9.2, when the manager arrived ("Hybrid KV cache manager is not compatible with KV
+# transfer"), through 0.21; from 0.22 only one that does not subclass SupportsHMA
+# (VllmConfig: supports_hma of the connector's class, a MultiConnector's every child; read in
+# the 0.9.2 - 0.34 wheels). Of the connectors the planner names, NIXL's and the native
+# OffloadingConnector do from 0.22; a MultiConnector is taken as not (its children are not
+# modelled); LMCache's, P2pNccl's and SharedStorage's never. Without the manager a model with
+# Mamba / linear-attention layers does not start (unify_hybrid_kv_cache_specs raises).
+VLLM_HYBRID_MANAGER_SINCE = (0, 9, 2)
+VLLM_CONNECTOR_HMA_SINCE = (0, 22, 0)
+VLLM_HMA_CONNECTORS = frozenset({"NixlConnector", "OffloadingConnector"})
 
 
-def unified_kv(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> bool:
-    """Whether vLLM runs this model's window layers as full attention (VLLM_CHUNKED_LOCAL_
-    UNIFIED_SINCE): V1 with chunked-local layers from 0.10.1."""
+def hybrid_manager_off(
+    model: ModelSpec, engine: str, version: tuple[int, int, int], connector: str | None = None
+) -> str | None:
+    """Why vLLM runs this model without its hybrid KV cache manager (None: it keeps it or has
+    none to turn off): chunked-local layers from 0.10.1 (VLLM_CHUNKED_LOCAL_UNIFIED_SINCE), or
+    a KV connector that does not support it (VLLM_CONNECTOR_HMA_SINCE)."""
+    if engine != "v1" or version < VLLM_HYBRID_MANAGER_SINCE:
+        return None
     chunked = any(g.kind is KvKind.CHUNKED for g in model.kv_groups)
-    return engine == "v1" and chunked and version >= VLLM_CHUNKED_LOCAL_UNIFIED_SINCE
+    if chunked and version >= VLLM_CHUNKED_LOCAL_UNIFIED_SINCE:
+        return "chunked-local attention"
+    if connector is None:
+        return None
+    if version >= VLLM_CONNECTOR_HMA_SINCE and connector in VLLM_HMA_CONNECTORS:
+        return None
+    return f"the {connector} KV connector"
 
 
-def pool_model(model: ModelSpec, engine: str, version: tuple[int, int, int]) -> ModelSpec:
+def unified_kv(
+    model: ModelSpec, engine: str, version: tuple[int, int, int], connector: str | None = None
+) -> bool:
+    """Whether vLLM runs this model's window layers as full attention, every layer one group:
+    its hybrid KV cache manager off (hybrid_manager_off) for a model with window layers."""
+    windowed = any(g.kind in (KvKind.SLIDING, KvKind.CHUNKED) for g in model.kv_groups)
+    return windowed and hybrid_manager_off(model, engine, version, connector) is not None
+
+
+def pool_model(
+    model: ModelSpec, engine: str, version: tuple[int, int, int], connector: str | None = None
+) -> ModelSpec:
     """The model as vLLM's KV cache holds it: its window layers as full attention, one group
     of every layer of a shape, where the hybrid manager is off (unified_kv); else itself."""
-    if not unified_kv(model, engine, version):
+    if not unified_kv(model, engine, version, connector):
         return model
     merged: dict[tuple[int, int, int, int, int], KvLayerGroup] = {}
     for g in model.kv_groups:
@@ -1905,8 +1944,23 @@ def predict(
     rules = rules_for(version)
     fallback = None if s.engine is not None else v0_fallback(model, gpu, s, version)
     engine = s.engine or ("v0" if fallback is not None else rules.engine)
-    unified = unified_kv(model, engine, version)
-    model = pool_model(model, engine, version)
+    off = hybrid_manager_off(model, engine, version, s.kv_connector)
+    if off is not None and has_state_layers(model):
+        flag = "--kv-transfer-config"
+        if s.kv_connector in VLLM_HMA_CONNECTORS:
+            flag = "--engine-version"
+        raise InputError(
+            flag,
+            f"vLLM {version_text(version)} turns its hybrid KV cache manager off for {off}, "
+            f"and {model.name}'s Mamba / linear-attention layers do not start without it"
+            + (
+                f" ({s.kv_connector} keeps it from {version_text(VLLM_CONNECTOR_HMA_SINCE)})"
+                if flag == "--engine-version"
+                else ""
+            ),
+        )
+    unified = unified_kv(model, engine, version, s.kv_connector)
+    model = pool_model(model, engine, version, s.kv_connector)
     at = _Release(model, gpu, s, engine, rules, version)
     async_on = _async_scheduling(at)
     if s.stream_interval > 1 and (version < VLLM_STREAM_INTERVAL_SINCE or at.engine != "v1"):
@@ -1937,10 +1991,14 @@ def predict(
     if at.engine == "v0" and has_state_layers(model) and paged_states(model, at.engine):
         notes.append(V0_STATE_NOTE)
     if unified:
+        why = (
+            "(a latency regression; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 keeps it)"
+            if off == "chunked-local attention"
+            else "(it does not support it)"
+        )
         notes.append(
-            f"vLLM {version_text(version)} turns its hybrid KV cache manager off for "
-            "chunked-local attention (a latency regression; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_"
-            "HYBRID_KV_CACHE=1 keeps it): every layer holds every token, one KV-cache group"
+            f"vLLM {version_text(version)} turns its hybrid KV cache manager off for {off} "
+            f"{why}: every layer holds every token, one KV-cache group"
         )
     if lay.block_note is not None:
         notes.append(lay.block_note)
@@ -2064,6 +2122,7 @@ def _resolved(
         "enable_dbo": s.enable_dbo,
         "deepep": deepep_mode(s) is not None and bool(model.num_experts),
         "colocated": s.colocated,
+        "kv_connector": s.kv_connector,
         "model_runner": led.profile.runner,
         "profile_sampler": led.profile.sampler,
     }
