@@ -1819,7 +1819,7 @@ def pool_model(
     merged: dict[tuple[int, int, int, int, int], KvLayerGroup] = {}
     for g in model.kv_groups:
         if not g.kind.per_token:
-            return model  # (a state layer needs the hybrid manager; not reached for Llama 4)
+            return model  # a state layer needs the manager: predict refuses such a plan
         kind = KvKind.MLA if g.kind is KvKind.MLA else KvKind.FULL
         shape = (g.num_kv_heads, g.head_dim_k, g.head_dim_v, g.latent_dim, g.rope_dim)
         held = merged.get(shape)
