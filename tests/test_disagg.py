@@ -96,6 +96,29 @@ def test_sglang_sends_a_hybrid_models_window_and_states_not_every_layers_prompt(
     assert how["mean_bytes_per_request"] == 1000 * 6 * 2 * 128 * 2 * 2 + 23 * state
 
 
+def test_vllm_nixl_sends_a_windows_last_blocks_once_the_hybrid_manager_keeps_them() -> None:
+    """vLLM's NIXL connector sends a sliding group's last cdiv(W, block) + 1 blocks from 0.22,
+    when the hybrid KV cache manager stays on beside it; through 0.21 the connector turns the
+    manager off and every layer holds, and sends, the whole prompt. gpt-oss-120b (128-token
+    windows): 32,784 x 36,864 B of its full layers + (32,784 - (513 - 3) x 64) x 36,864 B of
+    its sliding ones on 0.34's 64-token blocks; 32,784 x 73,728 B under 0.21."""
+    from planner.api import engine_plan
+
+    h200 = find_gpu("h200")
+    oss = resolve_model(None, str(MODELS / "openai--gpt-oss-120b"), None)
+    sent = {}
+    for version in ("0.21.0", "0.34.0"):
+        kw = {"version": version, "tensor_parallel_size": 2, "max_model_len": 65536}
+        prefill = engine_plan(
+            engine="vllm", gpu="h200", spec=oss, kv_connector="NixlConnector", **kw
+        )
+        prompt = np.asarray([32784])
+        _, how = transfer_plan(oss, prompt, 2, 2, 2, None, 8, h200, "vllm", None, prefill)
+        sent[version] = how["mean_bytes_per_request"]
+    assert sent["0.21.0"] == 32784 * 73728
+    assert sent["0.34.0"] == 32784 * 36864 + (32784 - (513 - 3) * 64) * 36864
+
+
 def sim_parts() -> tuple[CurveCost, SimConfig]:
     spec = resolve_model(None, LLAMA, None)
     curve = step_time_for(spec, find_gpu("h100"))

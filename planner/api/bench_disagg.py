@@ -141,10 +141,10 @@ def transfer_plan(
 ) -> tuple[NDArray[np.float64], dict[str, Any]]:  # fmt: skip
     """Per-request KV transfer time (ms) from the prefill pool to the decode pool, and how it
     was priced. Bytes: the prompt's KV, one copy (all layers: K and V of every KV head, or the
-    MLA latent), but where SGLang's prefill instance (`prefill`, its prediction) keeps hybrid
-    pools (sglang_sent_window); GQA heads are sharded over the ranks and move in parallel, an
-    MLA latent is whole on every rank, so one rank's copy sets the time. The engine's hand-off
-    (disagg_handoff_ms) is added to every request."""
+    MLA latent), but where the prefill instance (`prefill`, its prediction) sends a hybrid
+    model's pools as it keeps them (sent_tail); GQA heads are sharded over the ranks and move
+    in parallel, an MLA latent is whole on every rank, so one rank's copy sets the time. The
+    engine's hand-off (disagg_handoff_ms) is added to every request."""
     import numpy as np
 
     from planner.core.engines.common import is_mla
@@ -164,13 +164,11 @@ def transfer_plan(
         raise InputError("--disagg-link", f"{link!r}; accepted: nvlink, rdma")
     rate = fabric.peer_bytes_per_s() if where == "nvlink" else fabric.nic_bytes_per_s
     tokens = np.asarray(prompt_tokens, dtype=np.int64)
-    sent = sglang_sent_window(prefill) if engine == "sglang" and prefill is not None else None
     tail, state_bytes = tokens, 0
-    if sent is not None:
-        window, page = sent
-        state_bytes = states
-        if window:  # the window's pages, from the page the window starts in
-            tail = tokens - np.maximum(0, tokens - window) // page * page
+    if prefill is not None:
+        sent = sent_tail(spec, engine, prefill, tokens)
+        if sent is not None:
+            tail, state_bytes = sent, states
     bytes_ = (tokens * full + tail * sliding + state_bytes).astype(np.float64)
     setup = disagg_handoff_ms(engine)
     ms = bytes_ / (rate * parallel) * 1e3 + setup
@@ -191,19 +189,45 @@ def transfer_plan(
 SGLANG_PD_STATE_TRANSFER_SINCE = (0, 5, 4)
 
 
-def sglang_sent_window(prefill: EnginePrediction) -> tuple[int | None, int] | None:
-    """What SGLang's prefill instance sends of its hybrid pools: (its sliding-window pool's
-    window, or None where it keeps no such pool, and its page), with the Mamba states; None
-    before SGLANG_PD_STATE_TRANSFER_SINCE (every layer's KV for every prompt token)."""
-    from planner.core.engines.common import parse_version
+def sent_tail(
+    spec: ModelSpec, engine: str, prefill: EnginePrediction, tokens: NDArray[np.int64]
+) -> NDArray[np.int64] | None:
+    """The prompt tokens a prefill instance sends of its sliding-window layers where it sends
+    a hybrid model's pools as it keeps them, with the Mamba / linear-attention states; None
+    where it sends every layer's KV for every prompt token and no state. SGLang from
+    SGLANG_PD_STATE_TRANSFER_SINCE: its window pool's last window from the page it starts in.
+    vLLM's NIXL connector with the hybrid KV cache manager on (from 0.22,
+    vllm.VLLM_CONNECTOR_HMA_SINCE): a sliding group's last cdiv(W, block) + 1 blocks
+    (nixl/base_scheduler.py blocks_per_sw, 0.20 - 0.34)."""
+    import numpy as np
 
-    if parse_version(prefill.version) < SGLANG_PD_STATE_TRANSFER_SINCE:
+    from planner.core.disagg import VLLM_PD_CONNECTOR
+    from planner.core.engines import vllm
+    from planner.core.engines.common import parse_version
+    from planner.core.specs import KvKind
+
+    version, settings = parse_version(prefill.version), prefill.settings
+    if engine == "sglang":
+        if version < SGLANG_PD_STATE_TRANSFER_SINCE:
+            return None
+        if not settings.get("swa_max_total_num_tokens"):
+            return tokens
+        page = int(str(settings.get("page_size") or 1))
+        window = int(str(settings["sliding_window_size"]))
+        start: NDArray[np.int64] = np.maximum(0, tokens - window) // page * page
+        return tokens - start
+    connector = vllm.connector_of(prefill)
+    on = vllm.hybrid_manager_off(spec, str(settings.get("engine")), version, connector) is None
+    nixl = connector == VLLM_PD_CONNECTOR["kv_connector"]
+    if not nixl or not on or version < vllm.VLLM_CONNECTOR_HMA_SINCE:
         return None
-    settings = prefill.settings
-    page = int(str(settings.get("page_size") or 1))
-    if not settings.get("swa_max_total_num_tokens"):
-        return None, page
-    return int(str(settings["sliding_window_size"])), page
+    windows = [g.window_tokens for g in spec.kv_groups if g.kind is KvKind.SLIDING]
+    if not windows or windows[0] is None:
+        return tokens
+    block = int(str(settings["block_size"]))
+    kept = -(-max(w or 0 for w in windows) // block) + 1
+    dropped: NDArray[np.int64] = np.maximum(0, -(-tokens // block) - kept) * block
+    return tokens - dropped
 
 
 def decode_pool_config(dec: Instance) -> SimConfig:

@@ -1408,7 +1408,7 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     (ChunkedLocalAttentionManager). None where one kind of group holds the whole pool (its
     token count stands), under V0, or without a full-attention group."""
     engine = str(p.settings.get("engine"))
-    model = pool_model(model, engine, parse_version(p.version), _connector(p))
+    model = pool_model(model, engine, parse_version(p.version), connector_of(p))
     kinds = {g.kind for g in model.kv_groups}
     full = {KvKind.FULL, KvKind.MLA}
     if engine == "v0" or p.num_gpu_blocks is None or not kinds & full or kinds <= full:
@@ -1435,7 +1435,7 @@ def grouped_pool(model: ModelSpec, p: EnginePrediction) -> tuple[int, int] | Non
     return usable // growing, ceil_div(fixed, growing)
 
 
-def _connector(p: EnginePrediction) -> str | None:
+def connector_of(p: EnginePrediction) -> str | None:
     """The KV connector a prediction's server runs (None: none)."""
     name = p.settings.get("kv_connector")
     return None if name is None else str(name)
@@ -1456,7 +1456,7 @@ def _prediction_blocks(
     tp = int(str(p.settings["tensor_parallel_size"]))
     pp = int(str(p.settings["pipeline_parallel_size"]))
     engine = str(p.settings.get("engine"))
-    model = pool_model(model, engine, parse_version(p.version), _connector(p))
+    model = pool_model(model, engine, parse_version(p.version), connector_of(p))
     in_flight = int(str(p.settings["max_num_batched_tokens"]))
     if not start_check and engine != "v0":
         in_flight = 0  # held while decoding: the window alone (request_blocks)
